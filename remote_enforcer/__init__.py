@@ -1,0 +1,1 @@
+"""The provider-side operator: ShadowPods become pods that stay alive."""

@@ -1,0 +1,1 @@
+"""Pydantic models of annex's custom resources (DESIGN.md section 3)."""

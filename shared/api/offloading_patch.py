@@ -1,0 +1,18 @@
+"""`VirtualNode.spec.offloadingPatch`: what every pod offloaded through a virtual node gets added,
+and the label/annotation keys never reflected through it (seed 004)."""
+
+from typing import Any
+
+from pydantic import Field
+
+from shared.api.base import ApiModel
+
+
+class OffloadingPatch(ApiModel):
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    # Tolerations and the affinity stay plain Kubernetes dicts: they are copied into a PodSpec.
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)
+    affinity: dict[str, Any] | None = None
+    runtime_class_name: str | None = None
+    labels_not_reflected: list[str] = Field(default_factory=list)
+    annotations_not_reflected: list[str] = Field(default_factory=list)

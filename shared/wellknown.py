@@ -1,0 +1,61 @@
+"""Every well-known label, annotation, taint, finalizer and API name annex uses, in one place.
+
+The keys keep Liqo's spelling so that manifests and habits carry over (DESIGN.md section 3).
+"""
+
+from typing import Final
+
+# --- API groups and versions -------------------------------------------------------------------
+OFFLOADING_GROUP: Final = "offloading.liqo.io"
+OFFLOADING_VERSION: Final = "v1beta1"
+VIRTUALKUBELET_GROUP: Final = "virtualkubelet.liqo.io"
+VIRTUALKUBELET_VERSION: Final = "v1beta1"
+SHARING_GROUP: Final = "sharing.liqo.io"
+SHARING_VERSION: Final = "v1alpha1"
+
+# --- ownership of everything annex creates remotely (the pair is the ownership test) -----------
+ORIGIN_CLUSTER_LABEL: Final = "offloading.liqo.io/origin"
+DESTINATION_CLUSTER_LABEL: Final = "offloading.liqo.io/destination"
+
+# --- user-facing annotations (seed 004) -------------------------------------------------------
+SKIP_REFLECTION_ANNOTATION: Final = "liqo.io/skip-reflection"
+ALLOW_REFLECTION_ANNOTATION: Final = "liqo.io/allow-reflection"
+ANTI_AFFINITY_PRESET_ANNOTATION: Final = "liqo.io/anti-affinity-preset"
+ANTI_AFFINITY_LABELS_ANNOTATION: Final = "liqo.io/anti-affinity-labels"
+FORCE_REMOTE_NODE_PORT_ANNOTATION: Final = "liqo.io/force-remote-node-port"
+
+# --- the virtual node -------------------------------------------------------------------------
+TYPE_LABEL: Final = "liqo.io/type"
+TYPE_VIRTUAL_NODE: Final = "virtual-node"
+REMOTE_CLUSTER_ID_LABEL: Final = "liqo.io/remote-cluster-id"
+VIRTUAL_NODE_TAINT_KEY: Final = "virtual-node.liqo.io/not-allowed"
+VIRTUAL_NODE_TAINT_VALUE: Final = "true"
+VIRTUAL_NODE_TAINT_EFFECT: Final = "NoExecute"
+VIRTUAL_NODE_NAME_PREFIX: Final = "liqo-"
+NODE_LEASE_NAMESPACE: Final = "kube-node-lease"
+HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
+OS_LABEL: Final = "kubernetes.io/os"
+REGION_LABEL: Final = "topology.kubernetes.io/region"
+PROVIDER_LABEL: Final = "liqo.io/provider"
+
+# --- tenancy on the provider ------------------------------------------------------------------
+TENANT_NAMESPACE_LABEL: Final = "liqo.io/tenant-namespace"
+REMOTE_NAMESPACE_ORIGIN_LABEL: Final = ORIGIN_CLUSTER_LABEL
+
+# --- reflection bookkeeping --------------------------------------------------------------------
+REFLECTION_MANAGED_BY: Final = "annex-reflection"
+ENDPOINTSLICE_MANAGED_BY_LABEL: Final = "endpointslice.kubernetes.io/managed-by"
+ENDPOINTSLICE_MANAGED_BY_VALUE: Final = "endpointslice.reflection.liqo.io"
+SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"
+KUBE_ROOT_CA_CONFIGMAP: Final = "kube-root-ca.crt"
+SERVICE_ACCOUNT_TOKEN_SECRET_TYPE: Final = "kubernetes.io/service-account-token"
+
+# --- pod offloading ---------------------------------------------------------------------------
+OFFLOADING_BACKOFF_REASON: Final = "OffloadingBackOff"
+REMOTE_CREATION_FAILED_CONDITION: Final = "RemoteCreationFailed"
+FAILED_REFLECTION_REASON: Final = "FailedReflection"
+LABELS_NOT_PROPAGATED_FROM_POD: Final = (
+    "pod-template-hash",
+    "controller-revision-hash",
+    "statefulset.kubernetes.io/pod-name",
+)
