@@ -48,6 +48,9 @@ ENDPOINTSLICE_MANAGED_BY_LABEL: Final = "endpointslice.kubernetes.io/managed-by"
 ENDPOINTSLICE_MANAGED_BY_VALUE: Final = "endpointslice.reflection.liqo.io"
 SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"
 KUBE_ROOT_CA_CONFIGMAP: Final = "kube-root-ca.crt"
+# The remote name of the reflected kube-root-ca.crt: the remote cluster has its own under the
+# original name. Offloaded pods' projected ca.crt sources are pointed at this name.
+ROOT_CA_REMOTE_NAME: Final = "kube-root-ca.crt.annex"
 SERVICE_ACCOUNT_TOKEN_SECRET_TYPE: Final = "kubernetes.io/service-account-token"
 
 # --- pod offloading ---------------------------------------------------------------------------
