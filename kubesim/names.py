@@ -122,6 +122,10 @@ def path_segment_errors(value: str) -> list[str]:
     return [f"may not contain '{bad}'" for bad in ("/", "%") if bad in value]
 
 
+def _label_key_regex_error() -> str:
+    return regex_error(_LABEL_KEY_ERR, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
+
+
 def label_key_errors(key: str) -> list[str]:
     """content.IsLabelKey (a.k.a. IsQualifiedName): `[prefix/]name`."""
     errors: list[str] = []
@@ -137,7 +141,7 @@ def label_key_errors(key: str) -> list[str]:
     else:
         return [
             "a valid label key "
-            + regex_error(_LABEL_KEY_ERR, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
+            + _label_key_regex_error()
             + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
     if not name:
@@ -145,9 +149,7 @@ def label_key_errors(key: str) -> list[str]:
     elif _byte_length(name) > LABEL_KEY_NAME_MAX_LENGTH:
         errors.append("name part " + max_len_error(LABEL_KEY_NAME_MAX_LENGTH))
     if not _LABEL_KEY_RE.match(name):
-        errors.append(
-            "name part " + regex_error(_LABEL_KEY_ERR, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-        )
+        errors.append("name part " + _label_key_regex_error())
     return errors
 
 
