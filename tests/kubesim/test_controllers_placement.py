@@ -1,0 +1,125 @@
+"""The scheduler's pure decision: filters, their reasons and the Unschedulable message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubesim.controllers.placement import choose_node, filter_node, tolerates, unschedulable_message
+
+
+def node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
+         cpu: str = "4", memory: str = "8Gi", pods: str = "110", **spec: Any) -> dict[str, Any]:
+    resources = {"cpu": cpu, "memory": memory, "pods": pods}
+    return {
+        "metadata": {"name": name, "labels": labels or {}},
+        "spec": {"taints": taints or [], **spec},
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+def pod(requests: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    container = {"name": "c", "image": "i", "resources": {"requests": requests or {}}}
+    return {"metadata": {"name": "p"}, "spec": {"containers": [container], **spec}}
+
+
+def affinity(*expressions: dict[str, Any]) -> dict[str, Any]:
+    terms = [{"matchExpressions": list(expressions)}]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                             {"nodeSelectorTerms": terms}}}
+
+
+def test_node_selector_must_match_every_label() -> None:
+    assert filter_node(pod(nodeSelector={"zone": "a"}), node("n", {"zone": "a"}), []) is None
+    verdict = filter_node(pod(nodeSelector={"zone": "a"}), node("n", {"zone": "b"}), [])
+    assert verdict is not None
+    assert verdict.reasons == ("node(s) didn't match Pod's node affinity/selector",)
+
+
+def test_required_node_affinity_operators() -> None:
+    labeled = node("n", {"zone": "a", "gpus": "4"})
+    cases = [
+        ({"key": "zone", "operator": "In", "values": ["a", "b"]}, True),
+        ({"key": "zone", "operator": "In", "values": ["b"]}, False),
+        ({"key": "zone", "operator": "NotIn", "values": ["b"]}, True),
+        ({"key": "absent", "operator": "NotIn", "values": ["b"]}, True),
+        ({"key": "zone", "operator": "Exists"}, True),
+        ({"key": "zone", "operator": "DoesNotExist"}, False),
+        ({"key": "absent", "operator": "DoesNotExist"}, True),
+        ({"key": "gpus", "operator": "Gt", "values": ["3"]}, True),
+        ({"key": "gpus", "operator": "Lt", "values": ["3"]}, False),
+    ]
+    for expression, fits in cases:
+        assert (filter_node(pod(affinity=affinity(expression)), labeled, []) is None) == fits, (
+            expression
+        )
+
+
+def test_taints_need_tolerations_for_no_schedule_and_no_execute_only() -> None:
+    tainted = node("n", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}])
+    verdict = filter_node(pod(), tainted, [])
+    assert verdict is not None and verdict.reasons == ("node(s) had untolerated taint {k: v}",)
+    preferred = node("n", taints=[{"key": "k", "effect": "PreferNoSchedule"}])
+    assert filter_node(pod(), preferred, []) is None
+    tolerated = pod(tolerations=[{"key": "k", "operator": "Equal", "value": "v"}])
+    assert filter_node(tolerated, tainted, []) is None
+
+
+def test_toleration_matching_rules() -> None:
+    taint = {"key": "k", "value": "v", "effect": "NoExecute"}
+    assert tolerates({"operator": "Exists"}, taint)  # empty key + Exists tolerates everything
+    assert tolerates({"key": "k", "operator": "Exists", "effect": "NoExecute"}, taint)
+    assert not tolerates({"key": "k", "operator": "Exists", "effect": "NoSchedule"}, taint)
+    assert not tolerates({"key": "k", "value": "other"}, taint)
+    assert not tolerates({"key": "other", "operator": "Exists"}, taint)
+
+
+def test_requests_count_against_allocatable_minus_bound_pods() -> None:
+    small = node("n", cpu="1", memory="1Gi")
+    bound = [pod({"cpu": "600m"})]
+    assert filter_node(pod({"cpu": "400m"}), small, bound) is None
+    verdict = filter_node(pod({"cpu": "500m", "memory": "2Gi"}), small, bound)
+    assert verdict is not None
+    assert verdict.reasons == ("Insufficient cpu", "Insufficient memory")
+
+
+def test_init_containers_count_by_their_maximum() -> None:
+    init = {"name": "i", "image": "i", "resources": {"requests": {"cpu": "2"}}}
+    verdict = filter_node(pod({"cpu": "100m"}, initContainers=[init]), node("n", cpu="1"), [])
+    assert verdict is not None and verdict.reasons == ("Insufficient cpu",)
+
+
+def test_pod_count_limit() -> None:
+    verdict = filter_node(pod(), node("n", pods="1"), [pod()])
+    assert verdict is not None and verdict.reasons == ("Too many pods",)
+
+
+def test_cordoned_node_is_unschedulable() -> None:
+    verdict = filter_node(pod(), node("n", unschedulable=True), [])
+    assert verdict is not None and verdict.reasons == ("node(s) were unschedulable",)
+
+
+def test_unschedulable_message_has_the_real_schedulers_format() -> None:
+    nodes = [
+        node("a", taints=[{"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]),
+        node("b", cpu="1"),
+        node("c", cpu="1"),
+    ]
+    bound = {"b": [pod({"cpu": "800m"})], "c": [pod({"cpu": "800m"})]}
+    chosen, message = choose_node(pod({"cpu": "500m"}), nodes, bound)
+    assert chosen is None
+    assert message == (
+        "0/3 nodes are available: 1 node(s) had untolerated taint "
+        "{node.kubernetes.io/unreachable: }, 2 Insufficient cpu. "
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod."
+    )
+
+
+def test_no_nodes_at_all() -> None:
+    assert unschedulable_message([]) == "no nodes available to schedule pods"
+
+
+def test_the_least_loaded_feasible_node_is_chosen() -> None:
+    nodes = [node("a"), node("b"), node("c", {"x": "y"})]
+    chosen, _ = choose_node(pod(), nodes, {"a": [pod()], "b": []})
+    assert chosen == "b"
