@@ -176,8 +176,8 @@ def filter_node(
     tolerations = pod.get("spec", {}).get("tolerations") or []
     node_spec = node.get("spec", {})
     if node_spec.get("unschedulable"):
-        taint = {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
-        if not any(tolerates(t, taint) for t in tolerations):
+        cordon = {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
+        if not any(tolerates(t, cordon) for t in tolerations):
             return NodeVerdict((REASON_UNSCHEDULABLE_NODE,), resolvable_by_preemption=False)
     taint = first_untolerated_taint(node_spec.get("taints") or [], tolerations)
     if taint is not None:

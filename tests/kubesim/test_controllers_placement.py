@@ -7,8 +7,15 @@ from typing import Any
 from kubesim.controllers.placement import choose_node, filter_node, tolerates, unschedulable_message
 
 
-def node(name: str, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
-         cpu: str = "4", memory: str = "8Gi", pods: str = "110", **spec: Any) -> dict[str, Any]:
+def node(
+    name: str,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    cpu: str = "4",
+    memory: str = "8Gi",
+    pods: str = "110",
+    **spec: Any,
+) -> dict[str, Any]:
     resources = {"cpu": cpu, "memory": memory, "pods": pods}
     return {
         "metadata": {"name": name, "labels": labels or {}},
