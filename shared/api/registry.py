@@ -1,0 +1,24 @@
+"""Every custom resource kind annex defines, for crdgen, the codec and the components."""
+
+from typing import Final
+
+from shared.api.namespace_map import NamespaceMap
+from shared.api.namespace_offloading import NamespaceOffloading
+from shared.api.quota import Quota
+from shared.api.resource import CustomResource
+from shared.api.resource_offer import ResourceOffer
+from shared.api.shadowpod import ShadowPod
+from shared.api.virtual_node import VirtualNode
+
+RESOURCE_MODELS: Final[tuple[type[CustomResource], ...]] = (
+    ShadowPod,
+    NamespaceOffloading,
+    NamespaceMap,
+    ResourceOffer,
+    Quota,
+    VirtualNode,
+)
+
+MODELS_BY_KIND: Final[dict[str, type[CustomResource]]] = {
+    model.definition.kind: model for model in RESOURCE_MODELS
+}

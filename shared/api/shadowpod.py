@@ -1,0 +1,65 @@
+"""ShadowPod: the home agent's request for one pod in the remote twin namespace."""
+
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar
+
+from pydantic import Field, WithJsonSchema
+
+from shared.api.base import ApiModel
+from shared.api.resource import AGE_COLUMN, CustomResource, PrinterColumn, ResourceDefinition
+from shared.wellknown import OFFLOADING_GROUP, OFFLOADING_VERSION
+
+SHADOWPOD = ResourceDefinition(
+    group=OFFLOADING_GROUP,
+    version=OFFLOADING_VERSION,
+    kind="ShadowPod",
+    plural="shadowpods",
+    singular="shadowpod",
+    short_names=("shp",),
+    printer_columns=(
+        PrinterColumn("Phase", "string", ".status.phase"),
+        PrinterColumn("Node", "string", ".status.nodeName"),
+        AGE_COLUMN,
+    ),
+)
+
+# An embedded Kubernetes structure kept as a plain dict and accepted in full by the CRD: the
+# apiserver validates it when the enforcer creates the real pod.
+EmbeddedObject = Annotated[
+    dict[str, Any],
+    WithJsonSchema({"type": "object", "x-kubernetes-preserve-unknown-fields": True}),
+]
+
+
+class PodPhase(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    UNKNOWN = "Unknown"
+
+
+class ShadowPodSpec(ApiModel):
+    pod: EmbeddedObject
+    """The remote pod's PodSpec, already translated for the remote cluster."""
+
+
+class ShadowPodStatus(ApiModel):
+    phase: PodPhase | None = None
+    node_name: str | None = None
+    """The node the remote pod runs on."""
+    pod_status: EmbeddedObject | None = None
+    """The remote pod's full status."""
+    recreations: int = Field(default=0, ge=0)
+    """How often the enforcer recreated the remote pod. The home agent adds it to restart counts:
+    kept here, the figure survives agent restarts and is never counted twice."""
+    observed_generation: int | None = None
+
+
+class ShadowPod(CustomResource):
+    definition: ClassVar[ResourceDefinition] = SHADOWPOD
+
+    api_version: str = SHADOWPOD.api_version
+    kind: str = SHADOWPOD.kind
+    spec: ShadowPodSpec
+    status: ShadowPodStatus = Field(default_factory=ShadowPodStatus)
