@@ -18,11 +18,10 @@ NAMESPACE_OFFLOADING = ResourceDefinition(
     singular="namespaceoffloading",
     short_names=("nsof",),
     printer_columns=(
-        PrinterColumn(
-            "NamespaceMappingStrategy", "string", ".spec.namespaceMappingStrategy", priority=1
-        ),
-        PrinterColumn("PodOffloadingStrategy", "string", ".spec.podOffloadingStrategy", priority=1),
+        PrinterColumn("NamespaceMappingStrategy", "string", ".spec.namespaceMappingStrategy"),
+        PrinterColumn("PodOffloadingStrategy", "string", ".spec.podOffloadingStrategy"),
         PrinterColumn("OffloadingPhase", "string", ".status.offloadingPhase"),
+        PrinterColumn("RemoteNamespaceName", "string", ".status.remoteNamespaceName", priority=10),
         AGE_COLUMN,
     ),
 )
@@ -99,6 +98,7 @@ class NamespaceOffloadingSpec(ApiModel):
 
 
 class NamespaceOffloadingStatus(ApiModel):
+    observed_generation: int | None = None
     offloading_phase: OffloadingPhase | None = None
     remote_namespace_name: str | None = None
     remote_namespaces_conditions: dict[str, list[Condition]] = Field(default={})
