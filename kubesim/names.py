@@ -91,9 +91,7 @@ def dns1123_label_errors(value: str) -> list[str]:
         if _DNS1123_SUBDOMAIN_RE.match(value):
             errors.append("must not contain dots")
         else:
-            errors.append(
-                regex_error(_DNS1123_LABEL_ERR, _DNS1123_LABEL_FMT, "my-name", "123-abc")
-            )
+            errors.append(regex_error(_DNS1123_LABEL_ERR, _DNS1123_LABEL_FMT, "my-name", "123-abc"))
     return errors
 
 

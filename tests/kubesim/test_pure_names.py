@@ -177,9 +177,7 @@ def test_annotation_keys_are_checked_case_insensitively_and_report_the_original_
 def test_annotations_total_size_is_limited_to_256_kib() -> None:
     limit = 256 * 1024
     assert annotations_errors({"a": "b" * (limit - 1)}) == []
-    assert annotations_errors({"a": "b" * limit}) == [
-        "Too long: may not be more than 262144 bytes"
-    ]
+    assert annotations_errors({"a": "b" * limit}) == ["Too long: may not be more than 262144 bytes"]
     # Size counts keys and values of all annotations together.
     half = {"a": "b" * (limit // 2 - 1), "c": "d" * (limit // 2 - 1)}
     assert annotations_errors(half) == []
