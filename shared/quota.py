@@ -1,0 +1,193 @@
+"""Quota arithmetic for admitting ShadowPods on the provider (DESIGN.md section 6).
+
+A pod's usage is what the scheduler reserves for it (component-helpers' PodRequests): the sum of
+its containers' requests, max'd per resource with what its init containers need while they run
+(plus the sidecars started before them), plus one `pods`. Pod overhead is not counted: the remote
+spec never carries it (it is dropped with the home RuntimeClass).
+
+Enforcement modes (Quota.spec.limitsEnforcement, Liqo's meaning):
+- None: quotas are not enforced; only a cordon stops new pods. (Liqo's webhook still compares
+  the sums in this mode, contrary to its API documentation "the quota is not enforced"; we follow
+  the documentation.)
+- Soft: every container and init container must request cpu and memory, and the pod's usage
+  must fit in what the quota has left.
+- Hard: as Soft, and in addition each container's requests must equal its limits.
+A cordoned consumer gets no new pods whatever the mode. As with a ResourceQuota, only the
+resources the quota lists are limited; a pod may request others freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from shared.quantity import QuantityFormat, format_quantity, parse
+
+QuantityLike = str | int | float | Decimal
+
+CPU = "cpu"
+MEMORY = "memory"
+PODS = "pods"
+REQUIRED_REQUESTS = (CPU, MEMORY)
+
+
+class LimitsEnforcement(StrEnum):
+    NONE = "None"
+    SOFT = "Soft"
+    HARD = "Hard"
+
+
+@dataclass(frozen=True)
+class QuotaDecision:
+    """Whether a pod is admitted; `message` says why not. `requested` is the pod's usage, to
+    add to the consumer's used total when the pod is admitted."""
+
+    allowed: bool
+    message: str = ""
+    requested: dict[str, Decimal] = field(default_factory=dict)
+
+
+def _quantity(value: QuantityLike) -> tuple[Decimal, QuantityFormat]:
+    """The value and the suffix style to report it in (a Decimal is shown with decimal SI)."""
+    if isinstance(value, Decimal):
+        return value, QuantityFormat.DECIMAL_SI
+    quantity = parse(value)
+    return quantity.value, quantity.format
+
+
+def _amount(value: QuantityLike) -> Decimal:
+    return _quantity(value)[0]
+
+
+def _requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
+    resources = container.get("resources") or {}
+    return {name: _amount(value) for name, value in (resources.get("requests") or {}).items()}
+
+
+def _add(total: dict[str, Decimal], extra: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    return {name: total.get(name, Decimal(0)) + extra.get(name, Decimal(0))
+            for name in total.keys() | extra.keys()}
+
+
+def _max(first: Mapping[str, Decimal], second: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    return {name: max(first.get(name, Decimal(0)), second.get(name, Decimal(0)))
+            for name in first.keys() | second.keys()}
+
+
+def _is_sidecar(container: Mapping[str, Any]) -> bool:
+    return container.get("restartPolicy") == "Always"
+
+
+def pod_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What a pod uses against a quota, per resource name (ValueError on a malformed quantity).
+
+    Containers run together, so their requests add up; init containers run one at a time before
+    them, so only the largest counts. Sidecars (init containers with restartPolicy Always) keep
+    running: they add up with the containers and with every init container after them.
+    """
+    usage: dict[str, Decimal] = {}
+    for container in pod_spec.get("containers") or []:
+        usage = _add(usage, _requests(container))
+    sidecars: dict[str, Decimal] = {}
+    init_peak: dict[str, Decimal] = {}
+    for container in pod_spec.get("initContainers") or []:
+        if _is_sidecar(container):
+            usage = _add(usage, _requests(container))
+            sidecars = _add(sidecars, _requests(container))
+            running = sidecars
+        else:
+            running = _add(sidecars, _requests(container))
+        init_peak = _max(init_peak, running)
+    usage = _max(usage, init_peak)
+    usage[PODS] = usage.get(PODS, Decimal(0)) + 1
+    return usage
+
+
+def total_usage(pods_requests: Iterable[Mapping[str, Decimal]]) -> dict[str, Decimal]:
+    """The consumer's used total: the sum of its admitted pods' `pod_requests`."""
+    total: dict[str, Decimal] = {}
+    for requests in pods_requests:
+        total = _add(total, requests)
+    return total
+
+
+def _all_containers(pod_spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    return [("initContainer", c) for c in pod_spec.get("initContainers") or []] + [
+        ("container", c) for c in pod_spec.get("containers") or []
+    ]
+
+
+def _request_problems(pod_spec: Mapping[str, Any], enforcement: LimitsEnforcement) -> list[str]:
+    problems = []
+    for what, container in _all_containers(pod_spec):
+        name = container.get("name", "")
+        requests = _requests(container)
+        missing = [resource for resource in REQUIRED_REQUESTS if resource not in requests]
+        if missing:
+            problems.append(
+                f"{what} {name!r} does not request {' and '.join(missing)} "
+                f"(required by {enforcement} limits enforcement)"
+            )
+        if enforcement is LimitsEnforcement.HARD:
+            limits = (container.get("resources") or {}).get("limits") or {}
+            for resource, requested in sorted(requests.items()):
+                limit = limits.get(resource)
+                if limit is None or _amount(limit) != requested:
+                    shown = "none" if limit is None else str(limit)
+                    problems.append(
+                        f"{what} {name!r}: {resource} request {format_quantity(requested)} "
+                        f"differs from its limit {shown} (Hard limits enforcement)"
+                    )
+    return problems
+
+
+def _shortfalls(
+    limits: Mapping[str, QuantityLike],
+    used: Mapping[str, QuantityLike],
+    requested: Mapping[str, Decimal],
+) -> list[str]:
+    problems = []
+    for resource in sorted(requested.keys() & limits.keys()):
+        limit_value, style = _quantity(limits[resource])  # report in the quota's own style
+        in_use = _amount(used.get(resource, Decimal(0)))
+        short = in_use + requested[resource] - limit_value
+        if short > 0:
+            problems.append(
+                f"quota exceeded for {resource}: requested "
+                f"{format_quantity(requested[resource], style)}, used "
+                f"{format_quantity(in_use, style)} of {format_quantity(limit_value, style)}, "
+                f"short by {format_quantity(short, style)}"
+            )
+    return problems
+
+
+def admit(
+    enforcement: LimitsEnforcement,
+    cordoned: bool,
+    limits: Mapping[str, QuantityLike],
+    used: Mapping[str, QuantityLike],
+    pod_spec: Mapping[str, Any],
+) -> QuotaDecision:
+    """Whether a consumer with quota `limits`, of which `used` is taken, may start a pod with
+    `pod_spec`. Every reason for a refusal is listed, so one attempt shows them all."""
+    try:
+        requested = pod_requests(pod_spec)
+    except ValueError as error:
+        return QuotaDecision(allowed=False, message=f"invalid resource quantity: {error}")
+    if cordoned:
+        return QuotaDecision(
+            allowed=False,
+            message="the consumer is cordoned: no new pods are admitted",
+            requested=requested,
+        )
+    enforcement = LimitsEnforcement(enforcement)
+    if enforcement is LimitsEnforcement.NONE:
+        return QuotaDecision(allowed=True, requested=requested)
+    try:
+        problems = _request_problems(pod_spec, enforcement) + _shortfalls(limits, used, requested)
+    except ValueError as error:
+        return QuotaDecision(False, f"invalid resource quantity: {error}", requested)
+    return QuotaDecision(allowed=not problems, message="; ".join(problems), requested=requested)
