@@ -53,6 +53,15 @@ def _model_type(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _dataclass_type(annotation: Any) -> type | None:
+    """The dataclass an annotation names, also inside `X | None` (built from a mapping)."""
+    candidates = typing.get_args(annotation) or (annotation,)
+    for candidate in candidates:
+        if inspect.isclass(candidate) and dataclasses.is_dataclass(candidate):
+            return candidate
+    return None
+
+
 def _to_plain(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(by_alias=True, exclude_none=True, mode="json")
@@ -74,7 +83,13 @@ def run_case(path: Path) -> None:
     kwargs = {}
     for name, raw in (case.get("args") or {}).items():
         model = _model_type(hints.get(name))
-        kwargs[name] = model.model_validate(raw) if model is not None and raw is not None else raw
+        data_class = _dataclass_type(hints.get(name))
+        if model is not None and raw is not None:
+            kwargs[name] = model.model_validate(raw)
+        elif data_class is not None and isinstance(raw, dict):
+            kwargs[name] = data_class(**raw)
+        else:
+            kwargs[name] = raw
     if "raises" in case:
         with pytest.raises(Exception) as info:
             function(**kwargs)
