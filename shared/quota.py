@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from enum import StrEnum
 from typing import Any
 
+from shared.api.quota import LimitsEnforcement
 from shared.quantity import QuantityFormat, format_quantity, parse
 
 QuantityLike = str | int | float | Decimal
@@ -32,12 +32,6 @@ CPU = "cpu"
 MEMORY = "memory"
 PODS = "pods"
 REQUIRED_REQUESTS = (CPU, MEMORY)
-
-
-class LimitsEnforcement(StrEnum):
-    NONE = "None"
-    SOFT = "Soft"
-    HARD = "Hard"
 
 
 @dataclass(frozen=True)
