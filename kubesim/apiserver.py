@@ -1,0 +1,1010 @@
+"""`ApiServer`: the request pipeline of one simulated kube-apiserver, without sockets.
+
+authorize -> decode -> strategy -> mutating admission -> validate -> validating admission -> store,
+as staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go does it. Objects returned
+(and yielded by watches) are shared with the store: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import pickle
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from kubesim import errors, names
+from kubesim.errors import FieldCause, StatusError
+from kubesim.kinds import KindRegistry, ResourceKind
+from kubesim.store import ADDED, Filter, Store, Stored
+from kubesim.strategies import (
+    CustomResourceDefinitionStrategy,
+    CustomResourceStrategy,
+    DeploymentStrategy,
+    NamespaceStrategy,
+    PodStrategy,
+    RbacStrategy,
+    ServiceIPAllocator,
+    ServiceStrategy,
+    Strategy,
+    spec_view,
+)
+
+Obj = dict[str, Any]
+BOOKMARK, ERROR = "BOOKMARK", "ERROR"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+NAMESPACE_KEY = ("", "namespaces")
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can "
+    "start a new list without the continue parameter, or use the continue token in this "
+    "response to retrieve the remainder of the results. Continuing with the provided token "
+    "results in an inconsistent list - objects that were created, modified, or deleted between "
+    "the time the first chunk was returned and now may show up in the list."
+)
+
+
+@dataclass(frozen=True)
+class User:
+    name: str
+    groups: tuple[str, ...] = ()
+    uid: str = ""
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+SYSTEM_USER = User("system:apiserver", ("system:masters",))
+
+
+@dataclass(frozen=True)
+class RequestAttributes:
+    user: User
+    verb: str
+    api_group: str
+    api_version: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+    resource_request: bool = True
+    path: str = ""
+
+
+class Authorizer(Protocol):
+    def authorize(self, attributes: RequestAttributes) -> tuple[bool, str]: ...
+
+
+class AllowAll:
+    def authorize(self, attributes: RequestAttributes) -> tuple[bool, str]:
+        return True, ""
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    operation: str  # CREATE | UPDATE | DELETE | CONNECT
+    kind: ResourceKind
+    subresource: str
+    namespace: str
+    name: str
+    object: Obj | None
+    old_object: Obj | None
+    user: User
+    dry_run: bool
+    options: Obj | None
+
+
+class AdmissionChain(Protocol):
+    async def mutate(self, request: AdmissionRequest) -> Obj | None: ...
+    async def validate(self, request: AdmissionRequest) -> None: ...
+
+
+class NoAdmission:
+    async def mutate(self, request: AdmissionRequest) -> Obj | None:
+        return request.object
+
+    async def validate(self, request: AdmissionRequest) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class SubresourceRequest:
+    verb: str  # get | create | update | patch
+    kind: ResourceKind
+    subresource: str
+    namespace: str
+    name: str
+    body: Any
+    query: Mapping[str, str]
+    user: User
+
+
+# A handler returns a JSON-able dict (sent as JSON) or a str (sent as text/plain, e.g. pods/log).
+SubresourceHandler = Callable[[SubresourceRequest], Awaitable[Obj | str]]
+
+
+@dataclass
+class ListResult:
+    items: list[Stored]
+    resource_version: int
+    continue_token: str = ""
+    remaining: int | None = None
+
+
+def now_timestamp(offset_seconds: int = 0) -> str:
+    moment = datetime.now(UTC) + timedelta(seconds=offset_seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def copy_json(obj: Any) -> Any:
+    """A deep copy of JSON-shaped data (pickle is the fastest deep copy for it)."""
+    return pickle.loads(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
+
+
+class ApiServer:
+    def __init__(self, service_cidr: str = "10.96.0.0/12") -> None:
+        self.kinds = KindRegistry()
+        self.store = Store()
+        self.authorizer: Authorizer = AllowAll()
+        self.admission: AdmissionChain = NoAdmission()
+        # Switchable stand-ins for controllers part 2 may replace: when True the API server
+        # cascades deletions through ownerReferences (GC) and empties terminating namespaces.
+        self.garbage_collection = True
+        self.namespace_finalization = True
+        self.bookmark_interval = 60.0  # seconds between periodic watch bookmarks
+        self._subresources: dict[tuple[tuple[str, str], str], SubresourceHandler] = {}
+        self._strategies: dict[tuple[str, str, str], Strategy] = {}
+        self._service_ips = ServiceIPAllocator(service_cidr)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # ---------------------------------------------------------------------------- plumbing
+    def register_subresource(
+        self, kind: ResourceKind, name: str, handler: SubresourceHandler
+    ) -> None:
+        self._subresources[(kind.storage_key, name)] = handler
+
+    def strategy(self, kind: ResourceKind) -> Strategy:
+        key = (kind.group, kind.version, kind.plural)
+        strategy = self._strategies.get(key)
+        if strategy is None:
+            strategy = self._strategies[key] = self._make_strategy(kind)
+        return strategy
+
+    def _make_strategy(self, kind: ResourceKind) -> Strategy:
+        if kind.custom:
+            return CustomResourceStrategy(kind)
+        by_resource: dict[tuple[str, str], Callable[[ResourceKind], Strategy]] = {
+            NAMESPACE_KEY: NamespaceStrategy,
+            ("", "pods"): PodStrategy,
+            ("", "services"): lambda k: ServiceStrategy(k, self._service_ips.allocate),
+            CRD_KEY: CustomResourceDefinitionStrategy,
+            ("apps", "deployments"): DeploymentStrategy,
+            ("apps", "replicasets"): DeploymentStrategy,
+        }
+        if kind.group == "rbac.authorization.k8s.io":
+            return RbacStrategy(kind)
+        return by_resource.get(kind.storage_key, Strategy)(kind)
+
+    def _authorize(
+        self, user: User, verb: str, kind: ResourceKind, namespace: str, name: str,
+        subresource: str = "",
+    ) -> None:
+        attributes = RequestAttributes(user, verb, kind.group, kind.version, kind.plural,
+                                       subresource, namespace, name)
+        allowed, reason = self.authorizer.authorize(attributes)
+        if not allowed:
+            message = forbidden_message(attributes) + (f": {reason}" if reason else "")
+            resource = kind.plural + (f"/{subresource}" if subresource else "")
+            group_resource = f"{resource}.{kind.group}" if kind.group else resource
+            raise errors.forbidden(group_resource, name, message)
+
+    def _track(self, coroutine: Awaitable[None]) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -------------------------------------------------------------------------------- reads
+    async def get(self, kind: ResourceKind, namespace: str, name: str, *, subresource: str = "",
+                  user: User = SYSTEM_USER) -> Obj:
+        return (await self.get_stored(kind, namespace, name, subresource=subresource,
+                                      user=user)).obj
+
+    async def get_stored(self, kind: ResourceKind, namespace: str, name: str, *,
+                         subresource: str = "", user: User = SYSTEM_USER) -> Stored:
+        self._authorize(user, "get", kind, namespace, name, subresource)
+        return self._existing(kind, namespace, name)
+
+    def _existing(self, kind: ResourceKind, namespace: str, name: str) -> Stored:
+        stored = self.store.get(kind.storage_key, namespace if kind.namespaced else "", name)
+        if stored is None:
+            raise errors.not_found(kind.group_resource, name)
+        return stored
+
+    async def list(self, kind: ResourceKind, namespace: str, *, label_selector: str = "",
+                   field_selector: str = "", limit: int = 0, continue_token: str = "",
+                   user: User = SYSTEM_USER) -> Obj:
+        result = await self.list_stored(kind, namespace, label_selector=label_selector,
+                                        field_selector=field_selector, limit=limit,
+                                        continue_token=continue_token, user=user)
+        return list_object(kind, result)
+
+    async def list_stored(self, kind: ResourceKind, namespace: str, *, label_selector: str = "",
+                          field_selector: str = "", limit: int = 0, continue_token: str = "",
+                          user: User = SYSTEM_USER) -> ListResult:
+        self._authorize(user, "list", kind, namespace, "")
+        matches = self.selection(kind, label_selector, field_selector)
+        items = self.store.list(kind.storage_key, namespace)
+        list_rv = self.store.resource_version
+        if continue_token:
+            list_rv, start = _decode_continue(continue_token)
+            if list_rv < self.store.compacted_resource_version:
+                raise errors.expired(CONTINUE_EXPIRED)
+            items = [s for s in items if (s.namespace, s.name) > start]
+        if matches is not None:
+            items = [s for s in items if matches(s.obj)]
+        if limit and len(items) > limit:
+            page, rest = items[:limit], items[limit:]
+            last = page[-1]
+            token = _encode_continue(list_rv, (last.namespace, last.name))
+            remaining = None if matches is not None else len(rest)
+            return ListResult(page, list_rv, token, remaining)
+        return ListResult(items, list_rv)
+
+    def selection(self, kind: ResourceKind, label_selector: str, field_selector: str
+                  ) -> Filter | None:
+        """One predicate for a label and a field selector; 400 BadRequest when unparseable."""
+        from kubesim import selectors
+
+        try:
+            labels = selectors.parse_label_selector(label_selector) if label_selector else None
+            fields = (selectors.parse_field_selector(field_selector, kind.field_selectors)
+                      if field_selector else None)
+        except selectors.SelectorError as error:
+            raise errors.bad_request(str(error)) from None
+        if labels is not None and labels.empty:
+            labels = None
+        if labels is None and fields is None:
+            return None
+
+        def matches(obj: Obj) -> bool:
+            if labels is not None and not labels.matches(obj["metadata"].get("labels")):
+                return False
+            return fields is None or fields.matches(obj)
+
+        return matches
+
+    # ------------------------------------------------------------------------------- create
+    async def create(self, kind: ResourceKind, namespace: str, body: Obj, *, name: str = "",
+                     subresource: str = "", user: User = SYSTEM_USER,
+                     dry_run: bool = False) -> Obj:
+        result = await self.create_stored(kind, namespace, body, name=name,
+                                          subresource=subresource, user=user, dry_run=dry_run)
+        return result.obj if isinstance(result, Stored) else result
+
+    async def create_stored(self, kind: ResourceKind, namespace: str, body: Obj, *,
+                            name: str = "", subresource: str = "", user: User = SYSTEM_USER,
+                            dry_run: bool = False, owned: bool = False) -> Stored | Obj:
+        """Create; `owned` says the caller hands over `body` (the HTTP layer's fresh decode)."""
+        namespace = namespace if kind.namespaced else ""
+        if subresource:
+            return await self._create_subresource(kind, namespace, name, subresource, body,
+                                                  user, dry_run)
+        obj = body if owned else copy_json(body)
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request is not a JSON object")
+        meta = self._decode(kind, namespace, obj)
+        self._authorize(user, "create", kind, namespace, meta.get("name", ""))
+        if kind.namespaced:
+            self._check_namespace_open(kind, namespace, meta.get("name", ""))
+        if meta.get("resourceVersion"):
+            raise errors.internal("resourceVersion should not be set on objects to be created")
+        strategy = self.strategy(kind)
+        for system_field in ("uid", "deletionTimestamp", "deletionGracePeriodSeconds",
+                             "generation", "selfLink"):
+            meta.pop(system_field, None)
+        strategy.prepare_for_create(obj)
+        obj["metadata"] = meta = obj["metadata"]
+        meta["generation"] = 1
+        obj = await self._mutate("CREATE", kind, "", namespace, obj, None, user, dry_run)
+        meta = obj["metadata"]
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = names.generate_name(str(meta["generateName"]))
+        meta["uid"] = str(uuid.uuid4())
+        meta["creationTimestamp"] = now_timestamp()
+        name = meta.get("name", "")
+        self._validate(kind, strategy, obj, None)
+        await self._admit("CREATE", kind, "", namespace, obj, None, user, dry_run)
+        if self.store.get(kind.storage_key, namespace, name) is not None:
+            raise errors.already_exists(kind.group_resource, name)
+        if dry_run:
+            return Stored.of(obj, 0)
+        stored = self.store.put(kind.storage_key, obj)
+        if kind.storage_key == CRD_KEY:
+            self._establish_crd(stored.obj)
+        return stored
+
+    def _decode(self, kind: ResourceKind, namespace: str, obj: Obj) -> Obj:
+        """Check and fill apiVersion, kind and metadata.namespace, as the decoder does."""
+        api_version, obj_kind = obj.get("apiVersion"), obj.get("kind")
+        if api_version and api_version != kind.api_version and not (
+            # the core group's pods accept any served version; CRDs: only served versions
+            kind.custom and api_version.startswith(kind.group + "/")
+        ):
+            raise errors.bad_request(
+                f"the API version in the data ({api_version}) does not match the expected API "
+                f"version ({kind.api_version})")
+        if obj_kind and obj_kind != kind.kind:
+            raise errors.bad_request(
+                f"the kind in the data ({obj_kind}) does not match the expected kind "
+                f"({kind.kind})")
+        body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        obj.clear()
+        obj.update({"apiVersion": kind.api_version, "kind": kind.kind, **body})
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = obj["metadata"] = {}
+        if not isinstance(meta, dict):
+            raise errors.bad_request("metadata must be an object")
+        if kind.namespaced:
+            if meta.get("namespace") and meta["namespace"] != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on "
+                    "the request")
+            meta["namespace"] = namespace
+        else:
+            meta.pop("namespace", None)
+        return meta
+
+    def _check_namespace_open(self, kind: ResourceKind, namespace: str, name: str) -> None:
+        """The NamespaceLifecycle admission plugin."""
+        if not namespace:
+            raise errors.bad_request("the server could not find the requested resource")
+        stored = self.store.get(NAMESPACE_KEY, "", namespace)
+        if stored is None:
+            raise errors.not_found("namespaces", namespace)
+        if stored.obj["metadata"].get("deletionTimestamp") or (
+            stored.obj.get("status") or {}
+        ).get("phase") == "Terminating":
+            raise errors.forbidden(
+                kind.group_resource, name,
+                f"unable to create new content in namespace {namespace} because it is being "
+                "terminated")
+
+    async def _mutate(self, operation: str, kind: ResourceKind, subresource: str, namespace: str,
+                      obj: Obj, old: Obj | None, user: User, dry_run: bool) -> Obj:
+        request = AdmissionRequest(operation, kind, subresource, namespace,
+                                   obj["metadata"].get("name", ""), obj, old, user, dry_run, None)
+        mutated = await self.admission.mutate(request)
+        return obj if mutated is None else mutated
+
+    async def _admit(self, operation: str, kind: ResourceKind, subresource: str, namespace: str,
+                     obj: Obj | None, old: Obj | None, user: User, dry_run: bool,
+                     options: Obj | None = None) -> None:
+        name = (obj or old or {}).get("metadata", {}).get("name", "")
+        await self.admission.validate(AdmissionRequest(
+            operation, kind, subresource, namespace, name, obj, old, user, dry_run, options))
+
+    def _validate(self, kind: ResourceKind, strategy: Strategy, obj: Obj, old: Obj | None) -> None:
+        meta = obj["metadata"]
+        name = str(meta.get("name", ""))
+        causes: list[Any] = []
+        if not name:
+            causes.append(FieldCause("metadata.name", "Required value",
+                                     "name or generateName is required"))
+        else:
+            causes += [FieldCause("metadata.name", "Invalid value", e, name)
+                       for e in strategy.name_errors(name)]
+        labels = meta.get("labels") or {}
+        for key, value in labels.items():
+            causes += [FieldCause("metadata.labels", "Invalid value", e, key)
+                       for e in names.label_key_errors(key)]
+            causes += [FieldCause("metadata.labels", "Invalid value", e, value)
+                       for e in names.label_value_errors(str(value))]
+        causes += [FieldCause("metadata.annotations", "Invalid value", e, "")
+                   for e in names.annotations_errors(meta.get("annotations") or {})]
+        if old is not None:
+            causes += _finalizer_errors(obj, old)
+            causes += strategy.validate_update(obj, old)
+        else:
+            causes += strategy.validate(obj)
+        if causes:
+            raise errors.invalid(kind.group_kind, name, causes)
+
+    # ------------------------------------------------------------------------------- update
+    async def update(self, kind: ResourceKind, namespace: str, name: str, body: Obj, *,
+                     subresource: str = "", user: User = SYSTEM_USER,
+                     dry_run: bool = False) -> Obj:
+        return (await self.update_stored(kind, namespace, name, body, subresource=subresource,
+                                         user=user, dry_run=dry_run)).obj
+
+    async def update_stored(self, kind: ResourceKind, namespace: str, name: str, body: Obj, *,
+                            subresource: str = "", user: User = SYSTEM_USER,
+                            dry_run: bool = False, owned: bool = False) -> Stored:
+        namespace = namespace if kind.namespaced else ""
+        self._authorize(user, "update", kind, namespace, name, subresource)
+        obj = body if owned else copy_json(body)
+        if not isinstance(obj, dict):
+            raise errors.bad_request("the body of the request is not a JSON object")
+        meta = self._decode(kind, namespace, obj)
+        if meta.get("name") and meta["name"] != name:
+            raise errors.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({name})")
+        meta["name"] = name
+        old = self._existing(kind, namespace, name)
+        version = meta.get("resourceVersion")
+        if version:
+            if version != old.obj["metadata"]["resourceVersion"]:
+                raise errors.modified_conflict(kind.group_resource, name)
+        elif not kind.unconditional_update:
+            raise errors.invalid(f"{kind.plural}.{kind.group}" if kind.group else kind.plural,
+                                 name, [FieldCause("metadata.resourceVersion", "Invalid value",
+                                                   "must be specified for an update", 0)])
+        return await self._write_update(kind, old, obj, subresource, user, dry_run)
+
+    async def _write_update(self, kind: ResourceKind, old: Stored, new: Obj, subresource: str,
+                            user: User, dry_run: bool) -> Stored:
+        strategy = self.strategy(kind)
+        old_obj = old.obj
+        meta, old_meta = new["metadata"], old_obj["metadata"]
+        for system_field in ("uid", "creationTimestamp", "deletionTimestamp",
+                             "deletionGracePeriodSeconds", "generation", "namespace",
+                             "resourceVersion"):
+            if system_field in old_meta:
+                meta[system_field] = old_meta[system_field]
+            else:
+                meta.pop(system_field, None)
+        if subresource == "status":
+            strategy.prepare_for_status_update(new, old_obj)
+        elif subresource == "finalize" and isinstance(strategy, NamespaceStrategy):
+            strategy.prepare_for_finalize(new, old_obj)
+        elif subresource:
+            raise errors.not_found(kind.group_resource, old.name)
+        else:
+            strategy.prepare_for_update(new, old_obj)
+            if spec_view(new) != spec_view(old_obj):
+                new["metadata"]["generation"] = int(old_meta.get("generation", 0)) + 1
+        new = await self._mutate("UPDATE", kind, subresource, old.namespace, new, old_obj, user,
+                                 dry_run)
+        self._validate(kind, strategy, new, old_obj)
+        await self._admit("UPDATE", kind, subresource, old.namespace, new, old_obj, user, dry_run)
+        if new == old_obj:
+            return old  # a no-op write neither bumps the resourceVersion nor emits an event
+        meta = new["metadata"]
+        if dry_run:
+            return Stored.of(new, old.rv)
+        if (meta.get("deletionTimestamp") and not meta.get("finalizers")
+                and not meta.get("deletionGracePeriodSeconds")
+                and not strategy.blocks_deletion(new)):
+            return self._remove(kind, old.namespace, old.name)  # last finalizer gone
+        stored = self.store.put(kind.storage_key, new)
+        if kind.storage_key == CRD_KEY:
+            self._serve_crd(stored.obj)
+        return stored
+
+    # -------------------------------------------------------------------------------- patch
+    async def patch(self, kind: ResourceKind, namespace: str, name: str, patch: Any,
+                    patch_type: str, *, subresource: str = "", user: User = SYSTEM_USER,
+                    dry_run: bool = False) -> Obj:
+        return (await self.patch_stored(kind, namespace, name, patch, patch_type,
+                                        subresource=subresource, user=user,
+                                        dry_run=dry_run)).obj
+
+    async def patch_stored(self, kind: ResourceKind, namespace: str, name: str, patch: Any,
+                           patch_type: str, *, subresource: str = "", user: User = SYSTEM_USER,
+                           dry_run: bool = False) -> Stored:
+        from kubesim import patch as patching
+
+        namespace = namespace if kind.namespaced else ""
+        self._authorize(user, "patch", kind, namespace, name, subresource)
+        patch_type = patch_type.split(";")[0].strip()
+        accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
+        if not kind.custom:
+            accepted.insert(2, STRATEGIC_MERGE_PATCH)
+        if patch_type not in accepted or patch_type == APPLY_PATCH:
+            raise errors.unsupported_media_type(patch_type, accepted)
+        old = self._existing(kind, namespace, name)
+        current = copy_json(old.obj)
+        try:
+            if patch_type == JSON_PATCH:
+                new = patching.apply_json_patch(current, patch)
+            elif patch_type == MERGE_PATCH:
+                new = patching.apply_merge_patch(current, patch)
+            else:
+                new = patching.apply_strategic_merge_patch(current, patch, kind.kind)
+        except patching.PatchError as error:
+            raise StatusError(error.code, error.reason, error.message) from None
+        if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
+            raise errors.bad_request("the patched object is not a valid object")
+        self._decode(kind, namespace, new)
+        version = new["metadata"].get("resourceVersion")
+        if version and version != old.obj["metadata"]["resourceVersion"]:
+            raise errors.modified_conflict(kind.group_resource, name)
+        if new["metadata"].get("name") != name:
+            raise errors.bad_request("the name of the object does not match the name on the URL")
+        return await self._write_update(kind, old, new, subresource, user, dry_run)
+
+    # ------------------------------------------------------------------------------- delete
+    async def delete(self, kind: ResourceKind, namespace: str, name: str, *,
+                     options: Obj | None = None, user: User = SYSTEM_USER,
+                     dry_run: bool = False) -> Obj:
+        body, _ = await self.delete_stored(kind, namespace, name, options=options, user=user,
+                                           dry_run=dry_run)
+        return body.obj if isinstance(body, Stored) else body
+
+    async def delete_stored(self, kind: ResourceKind, namespace: str, name: str, *,
+                            options: Obj | None = None, user: User = SYSTEM_USER,
+                            dry_run: bool = False) -> tuple[Stored | Obj, bool]:
+        """Delete; returns (the object or a Success Status, whether it is gone already)."""
+        namespace = namespace if kind.namespaced else ""
+        self._authorize(user, "delete", kind, namespace, name)
+        options = options or {}
+        old = self._existing(kind, namespace, name)
+        _check_preconditions(kind, old, options.get("preconditions") or {})
+        await self._admit("DELETE", kind, "", namespace, None, old.obj, user, dry_run, options)
+        strategy = self.strategy(kind)
+        obj = copy_json(old.obj)
+        meta = obj["metadata"]
+        policy = options.get("propagationPolicy")
+        if policy is None and options.get("orphanDependents") is True:
+            policy = "Orphan"
+        finalizers: list[str] = list(meta.get("finalizers") or [])
+        if policy == "Orphan" and self.garbage_collection and not dry_run:
+            self._orphan_dependents(old)
+        if policy == "Foreground" and "foregroundDeletion" not in finalizers:
+            finalizers.append("foregroundDeletion")
+        grace = strategy.grace_period(obj, options.get("gracePeriodSeconds"))
+        if meta.get("deletionTimestamp"):
+            current = meta.get("deletionGracePeriodSeconds") or 0
+            if grace < current:  # a later delete may shorten the grace period
+                meta["deletionGracePeriodSeconds"] = grace
+                meta["deletionTimestamp"] = now_timestamp(grace)
+            grace = min(grace, current)
+        pending = bool(finalizers) or grace > 0 or strategy.blocks_deletion(obj)
+        if not pending:
+            if dry_run:
+                return _deleted_body(kind, strategy, old), True
+            removed = self._remove(kind, namespace, name)
+            return _deleted_body(kind, strategy, removed), True
+        if not meta.get("deletionTimestamp"):
+            meta["deletionTimestamp"] = now_timestamp(grace)
+            meta["deletionGracePeriodSeconds"] = grace
+            if meta.get("generation"):
+                meta["generation"] = int(meta["generation"]) + 1
+            strategy.on_deletion_started(obj)
+        if finalizers:
+            meta["finalizers"] = finalizers
+        if dry_run:
+            return Stored.of(obj, old.rv), False
+        if obj == old.obj:
+            return old, False
+        stored = self.store.put(kind.storage_key, obj)
+        if policy == "Foreground" and self.garbage_collection:
+            await self._delete_dependents(stored, "Background")
+            self._finish_foreground(kind, namespace, name)
+        if kind.storage_key == NAMESPACE_KEY and self.namespace_finalization:
+            self._track(self._empty_namespace(name))
+        current_stored = self.store.get(kind.storage_key, namespace, name)
+        return (current_stored or stored), current_stored is None
+
+    async def delete_collection(self, kind: ResourceKind, namespace: str, *,
+                                label_selector: str = "", field_selector: str = "",
+                                options: Obj | None = None, user: User = SYSTEM_USER,
+                                dry_run: bool = False) -> Obj:
+        namespace = namespace if kind.namespaced else ""
+        self._authorize(user, "deletecollection", kind, namespace, "")
+        matches = self.selection(kind, label_selector, field_selector)
+        deleted: list[Stored] = []
+        for stored in self.store.list(kind.storage_key, namespace):
+            if matches is not None and not matches(stored.obj):
+                continue
+            try:
+                body, _ = await self.delete_stored(kind, stored.namespace, stored.name,
+                                                   options=options, user=user, dry_run=dry_run)
+            except StatusError as error:
+                if error.code == 404:
+                    continue
+                raise
+            deleted.append(body if isinstance(body, Stored) else stored)
+        return list_object(kind, ListResult(deleted, self.store.resource_version))
+
+    def _remove(self, kind: ResourceKind, namespace: str, name: str) -> Stored:
+        """Remove from storage, then what removal sets off (GC, namespace and CRD cleanup)."""
+        removed = self.store.remove(kind.storage_key, namespace, name)
+        assert removed is not None
+        if self.garbage_collection:
+            self._track(self._delete_dependents(removed, "Background"))
+            for owner in removed.obj["metadata"].get("ownerReferences") or ():
+                self._finish_foreground_of(owner.get("uid", ""), namespace)
+        if kind.storage_key == CRD_KEY:
+            self._unserve_crd(removed.obj)
+        if namespace and self.namespace_finalization:
+            self._maybe_finish_namespace(namespace)
+        return removed
+
+    # ------------------------------------------------------- garbage collection stand-in
+    def _dependents(self, owner: Stored) -> list[tuple[ResourceKind, Stored]]:
+        uid = owner.obj["metadata"].get("uid")
+        found: list[tuple[ResourceKind, Stored]] = []
+        for key, namespace, name in self.store.dependents(uid):
+            stored = self.store.get(key, namespace, name)
+            kind = self.kinds.by_storage(key)
+            if stored is not None and kind is not None:
+                found.append((kind, stored))
+        return found
+
+    def _owner_exists(self, reference: Obj, namespace: str) -> bool:
+        return self.store.uid_exists(reference.get("uid", ""))
+
+    async def _delete_dependents(self, owner: Stored, policy: str) -> None:
+        uid = owner.obj["metadata"].get("uid")
+        for kind, dependent in self._dependents(owner):
+            references = dependent.obj["metadata"].get("ownerReferences") or []
+            others = [r for r in references if r.get("uid") != uid]
+            try:
+                if any(self._owner_exists(r, dependent.namespace) for r in others):
+                    await self._drop_owner_reference(kind, dependent, uid)
+                else:
+                    await self.delete_stored(kind, dependent.namespace, dependent.name,
+                                             options={"propagationPolicy": policy})
+            except StatusError as error:
+                if error.code not in (404, 409):
+                    raise
+
+    async def _drop_owner_reference(self, kind: ResourceKind, dependent: Stored,
+                                    uid: str) -> None:
+        new = copy_json(dependent.obj)
+        references = [r for r in new["metadata"].get("ownerReferences") or []
+                      if r.get("uid") != uid]
+        if references:
+            new["metadata"]["ownerReferences"] = references
+        else:
+            new["metadata"].pop("ownerReferences", None)
+        await self._write_update(kind, dependent, new, "", SYSTEM_USER, False)
+
+    def _orphan_dependents(self, owner: Stored) -> None:
+        uid = owner.obj["metadata"].get("uid", "")
+        for kind, dependent in self._dependents(owner):
+            self._track(self._drop_owner_reference(kind, dependent, uid))
+
+    def _finish_foreground_of(self, owner_uid: str, namespace: str) -> None:
+        located = self.store.locate_uid(owner_uid)
+        if located is not None:
+            key, owner_namespace, name = located
+            kind = self.kinds.by_storage(key)
+            if kind is not None:
+                self._finish_foreground(kind, owner_namespace, name)
+
+    def _finish_foreground(self, kind: ResourceKind, namespace: str, name: str) -> None:
+        """Drop the foregroundDeletion finalizer once an owner being deleted has no dependents."""
+        owner = self.store.get(kind.storage_key, namespace, name)
+        if owner is None:
+            return
+        meta = owner.obj["metadata"]
+        if not meta.get("deletionTimestamp") or "foregroundDeletion" not in (
+            meta.get("finalizers") or ()
+        ):
+            return
+        if self._dependents(owner):
+            return
+        new = copy_json(owner.obj)
+        new["metadata"]["finalizers"] = [
+            f for f in new["metadata"]["finalizers"] if f != "foregroundDeletion"
+        ]
+        if not new["metadata"]["finalizers"]:
+            del new["metadata"]["finalizers"]
+        self._track(self._write_update(kind, owner, new, "", SYSTEM_USER, False)
+                    )  # type: ignore[arg-type]
+
+    # ---------------------------------------------------------- namespace controller stand-in
+    async def _empty_namespace(self, namespace: str) -> None:
+        for key in self.store.keys():
+            kind = self.kinds.by_storage(key)
+            if kind is None or not kind.namespaced:
+                continue
+            for stored in self.store.list(key, namespace):
+                try:
+                    await self.delete_stored(kind, namespace, stored.name,
+                                             options={"propagationPolicy": "Background"})
+                except StatusError as error:
+                    if error.code not in (404, 409):
+                        raise
+        self._maybe_finish_namespace(namespace)
+
+    def _maybe_finish_namespace(self, namespace: str) -> None:
+        stored = self.store.get(NAMESPACE_KEY, "", namespace)
+        if stored is None or not stored.obj["metadata"].get("deletionTimestamp"):
+            return
+        if self.store.count_in_namespace(namespace):
+            return
+        kind = self.kinds.get("", "v1", "namespaces")
+        assert kind is not None
+        new = copy_json(stored.obj)
+        spec = new.setdefault("spec", {})
+        spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != "kubernetes"]
+        self._track(self._write_update(kind, stored, new, "finalize", SYSTEM_USER, False)
+                    )  # type: ignore[arg-type]
+
+    # ------------------------------------------------------------------------ subresources
+    async def _create_subresource(self, kind: ResourceKind, namespace: str, name: str,
+                                  subresource: str, body: Obj, user: User,
+                                  dry_run: bool) -> Obj:
+        self._authorize(user, "create", kind, namespace, name, subresource)
+        if kind.storage_key == ("", "pods") and subresource == "binding":
+            return await self._bind_pod(kind, namespace, name, body, user, dry_run)
+        return await self.call_subresource(SubresourceRequest(
+            "create", kind, subresource, namespace, name, body, {}, user))
+
+    async def call_subresource(self, request: SubresourceRequest) -> Obj | str:
+        handler = self._subresources.get((request.kind.storage_key, request.subresource))
+        if handler is None:
+            raise errors.not_found(request.kind.group_resource, request.name)
+        return await handler(request)
+
+    def has_subresource_handler(self, kind: ResourceKind, subresource: str) -> bool:
+        return (kind.storage_key, subresource) in self._subresources
+
+    async def _bind_pod(self, kind: ResourceKind, namespace: str, name: str, body: Obj,
+                        user: User, dry_run: bool) -> Obj:
+        target = (body.get("target") or {}).get("name", "")
+        if not target:
+            raise errors.invalid("Binding", name, [FieldCause("target.name", "Required value",
+                                                                "")])
+        old = self._existing(kind, namespace, (body.get("metadata") or {}).get("name") or name)
+        pod = old.obj
+        why = ""
+        if pod["metadata"].get("deletionTimestamp"):
+            why = f"pod {old.name} is being deleted, cannot be assigned to a host"
+        elif (pod.get("spec") or {}).get("nodeName"):
+            why = f'pod {old.name} is already assigned to node "{pod["spec"]["nodeName"]}"'
+        if why:
+            raise errors.conflict("pods/binding", old.name, why)
+        new = copy_json(pod)
+        new["spec"]["nodeName"] = target
+        annotations = (body.get("metadata") or {}).get("annotations")
+        if annotations:
+            new["metadata"].setdefault("annotations", {}).update(annotations)
+        status = new.setdefault("status", {})
+        conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+        conditions.append({"type": "PodScheduled", "status": "True",
+                           "lastProbeTime": None, "lastTransitionTime": now_timestamp()})
+        status["conditions"] = conditions
+        if not dry_run:
+            stored = self.store.put(kind.storage_key, new)
+            del stored  # binding answers with a Status, not the pod
+        return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                "code": 201}
+
+    # -------------------------------------------------------------------------------- CRDs
+    def _establish_crd(self, crd: Obj) -> None:
+        """What the naming and establishing controllers do, at once: accept names, serve."""
+        spec = crd.get("spec") or {}
+        names_spec = dict(spec.get("names") or {})
+        names_spec.setdefault("singular", str(names_spec.get("kind", "")).lower())
+        names_spec.setdefault("listKind", f"{names_spec.get('kind', '')}List")
+        moment = now_timestamp()
+        new = copy_json(crd)
+        new["status"] = {
+            "acceptedNames": names_spec,
+            "conditions": [
+                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
+                 "message": "no conflicts found", "lastTransitionTime": moment},
+                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
+                 "message": "the initial names have been accepted",
+                 "lastTransitionTime": moment},
+            ],
+            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
+        }
+        stored = self.store.put(CRD_KEY, new)
+        self._serve_crd(stored.obj)
+
+    def _serve_crd(self, crd: Obj) -> None:
+        spec = crd.get("spec") or {}
+        group = spec.get("group", "")
+        names_spec = spec.get("names") or {}
+        plural = names_spec.get("plural", "")
+        self.kinds.remove(group, plural)
+        self._strategies = {k: v for k, v in self._strategies.items()
+                            if (k[0], k[2]) != (group, plural)}
+        if crd["metadata"].get("deletionTimestamp"):
+            return
+        for version in spec.get("versions") or []:
+            if not version.get("served", True):
+                continue
+            subresources = tuple((version.get("subresources") or {}).keys())
+            self.kinds.add(ResourceKind(
+                group=group, version=version["name"], plural=plural,
+                kind=names_spec.get("kind", ""),
+                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
+                short_names=tuple(names_spec.get("shortNames") or ()),
+                subresources=subresources,
+                categories=tuple(names_spec.get("categories") or ()),
+                schema=(version.get("schema") or {}).get("openAPIV3Schema"),
+                custom=True,
+            ))
+
+    def _unserve_crd(self, crd: Obj) -> None:
+        spec = crd.get("spec") or {}
+        group = spec.get("group", "")
+        plural = (spec.get("names") or {}).get("plural", "")
+        self.kinds.remove(group, plural)
+        for stored in self.store.list((group, plural)):
+            self.store.remove((group, plural), stored.namespace, stored.name)
+        self.store.drop_kind((group, plural))
+
+    # ------------------------------------------------------------------------------- watch
+    def watch(self, kind: ResourceKind, namespace: str, *, resource_version: str = "",
+              label_selector: str = "", field_selector: str = "", allow_bookmarks: bool = False,
+              timeout_seconds: float | None = None, user: User = SYSTEM_USER
+              ) -> AsyncIterator[Obj]:
+        async def events() -> AsyncIterator[Obj]:
+            async for event_type, stored in self.watch_stored(
+                kind, namespace, resource_version=resource_version,
+                label_selector=label_selector, field_selector=field_selector,
+                allow_bookmarks=allow_bookmarks, timeout_seconds=timeout_seconds, user=user,
+            ):
+                yield {"type": event_type, "object": stored.obj}
+
+        return events()
+
+    async def watch_stored(self, kind: ResourceKind, namespace: str, *,
+                           resource_version: str = "", label_selector: str = "",
+                           field_selector: str = "", allow_bookmarks: bool = False,
+                           timeout_seconds: float | None = None, user: User = SYSTEM_USER
+                           ) -> AsyncIterator[tuple[str, Stored]]:
+        """(type, Stored) pairs; the HTTP layer writes `stored.watch_line(type)` as is."""
+        namespace = namespace if kind.namespaced else ""
+        self._authorize(user, "watch", kind, namespace, "")
+        matches = self.selection(kind, label_selector, field_selector)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_seconds if timeout_seconds else None
+        backlog: list[tuple[str, Stored]] = []
+        if resource_version in ("", "0"):
+            backlog = [(ADDED, s) for s in self.store.list(kind.storage_key, namespace)
+                       if matches is None or matches(s.obj)]
+        else:
+            try:
+                since = int(resource_version)
+            except ValueError:
+                raise errors.bad_request(
+                    f"invalid resource version: {resource_version}") from None
+            try:
+                history = list(self.store.events_since(kind.storage_key, since))
+            except StatusError as error:
+                yield ERROR, Stored.of(error.to_status(), 0)
+                return
+        watcher = self.store.watch(kind.storage_key, namespace, matches)
+        if resource_version not in ("", "0"):
+            for event in history:
+                translated = watcher.translate(event)
+                if translated is not None:
+                    backlog.append(translated)
+        try:
+            for item in backlog:
+                yield item
+            next_bookmark = loop.time() + self.bookmark_interval
+            while True:
+                now = loop.time()
+                wake = next_bookmark if allow_bookmarks else None
+                if deadline is not None:
+                    if now >= deadline:
+                        return
+                    if allow_bookmarks and deadline - 2 > now:  # right before the timeout
+                        wake = min(wake or deadline, deadline - 2)
+                    wake = min(wake, deadline) if wake is not None else deadline
+                try:
+                    if wake is None:
+                        item_or_end = await watcher.queue.get()
+                    else:
+                        item_or_end = await asyncio.wait_for(watcher.queue.get(),
+                                                             max(wake - now, 0))
+                except TimeoutError:
+                    if allow_bookmarks and loop.time() < (deadline or float("inf")) - 0.5:
+                        yield BOOKMARK, self._bookmark(kind)
+                        next_bookmark = loop.time() + self.bookmark_interval
+                        if deadline is not None and deadline - 2 <= loop.time():
+                            # the pre-timeout bookmark is sent; just wait for the deadline
+                            allow_bookmarks = False
+                    continue
+                if item_or_end is None:
+                    return
+                yield item_or_end
+        finally:
+            self.store.unwatch(watcher)
+
+    def _bookmark(self, kind: ResourceKind) -> Stored:
+        rv = self.store.resource_version
+        return Stored.of({"apiVersion": kind.api_version, "kind": kind.kind,
+                          "metadata": {"resourceVersion": str(rv)}}, rv)
+
+    def close_watches(self) -> None:
+        self.store.close_watchers()
+
+    async def drain(self) -> None:
+        """Wait for background work (cascades, namespace emptying) to settle."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def list_object(kind: ResourceKind, result: ListResult) -> Obj:
+    metadata: Obj = {"resourceVersion": str(result.resource_version)}
+    if result.continue_token:
+        metadata["continue"] = result.continue_token
+    if result.remaining is not None:
+        metadata["remainingItemCount"] = result.remaining
+    return {
+        "apiVersion": kind.api_version,
+        "kind": kind.list_kind,
+        "metadata": metadata,
+        "items": [s.obj for s in result.items],
+    }
+
+
+def _deleted_body(kind: ResourceKind, strategy: Strategy, removed: Stored) -> Stored | Obj:
+    if strategy.return_deleted_object or kind.custom:
+        return removed
+    details = {"name": removed.name, "kind": kind.plural,
+               "uid": removed.obj["metadata"].get("uid", "")}
+    if kind.group:
+        details["group"] = kind.group
+    return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+            "details": details}
+
+
+def _check_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj) -> None:
+    meta = stored.obj["metadata"]
+    uid, version = preconditions.get("uid"), preconditions.get("resourceVersion")
+    if uid and uid != meta.get("uid"):
+        raise errors.conflict(kind.group_resource, stored.name,
+                              f"Precondition failed: UID in precondition: {uid}, UID in object "
+                              f"meta: {meta.get('uid')}")
+    if version and version != meta.get("resourceVersion"):
+        raise errors.conflict(kind.group_resource, stored.name,
+                              f"Precondition failed: ResourceVersion in precondition: {version}, "
+                              f"ResourceVersion in object meta: {meta.get('resourceVersion')}")
+
+
+def _finalizer_errors(new: Obj, old: Obj) -> list[FieldCause]:
+    if not old["metadata"].get("deletionTimestamp"):
+        return []
+    before = set(old["metadata"].get("finalizers") or ())
+    added = [f for f in new["metadata"].get("finalizers") or () if f not in before]
+    if not added:
+        return []
+    quoted = ", ".join(json.dumps(f) for f in added)
+    return [FieldCause("metadata.finalizers", "Forbidden",
+                       f"no new finalizers can be added if the object is being deleted, found "
+                       f"new finalizers []string{{{quoted}}}")]
+
+
+def forbidden_message(attributes: RequestAttributes) -> str:
+    """responsewriters.forbiddenMessage: what follows `<resource> "<name>" is forbidden: `."""
+    user = attributes.user.name
+    if not attributes.resource_request:
+        return f'User "{user}" cannot {attributes.verb} path "{attributes.path}"'
+    resource = attributes.resource + (f"/{attributes.subresource}" if attributes.subresource
+                                      else "")
+    where = (f'in the namespace "{attributes.namespace}"' if attributes.namespace
+             else "at the cluster scope")
+    return (f'User "{user}" cannot {attributes.verb} resource "{resource}" in API group '
+            f'"{attributes.api_group}" {where}')
+
+
+def _encode_continue(rv: int, start: tuple[str, str]) -> str:
+    token = json.dumps({"v": "meta.k8s.io/v1", "rv": rv, "start": list(start)})
+    return base64.urlsafe_b64encode(token.encode()).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, tuple[str, str]]:
+    try:
+        data = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return int(data["rv"]), (str(data["start"][0]), str(data["start"][1]))
+    except (ValueError, KeyError, IndexError, TypeError, binascii.Error):
+        raise errors.bad_request(f"continue key is not valid: {token}") from None
+

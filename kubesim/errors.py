@@ -1,0 +1,173 @@
+"""`StatusError`: a failed request as the real server reports it (a metav1.Status).
+
+Constructors mirror k8s.io/apimachinery/pkg/api/errors/errors.go, messages verbatim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+class StatusError(Exception):
+    def __init__(
+        self, code: int, reason: str, message: str, details: dict[str, Any] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.details = details
+
+    def to_status(self) -> dict[str, Any]:
+        status: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        }
+        if self.details is not None:
+            status["details"] = self.details
+        return status
+
+    def __repr__(self) -> str:
+        return f"StatusError({self.code}, {self.reason!r}, {self.message!r})"
+
+
+def _details(group_resource: str, name: str, **extra: Any) -> dict[str, Any]:
+    resource, _, group = group_resource.partition(".")
+    details: dict[str, Any] = {"name": name, "kind": resource}  # Kind holds the resource, as in k8s
+    if group:
+        details["group"] = group
+    details.update(extra)
+    return details
+
+
+def not_found(group_resource: str, name: str) -> StatusError:
+    return StatusError(404, "NotFound", f'{group_resource} "{name}" not found',
+                       _details(group_resource, name))
+
+
+def already_exists(group_resource: str, name: str) -> StatusError:
+    return StatusError(409, "AlreadyExists", f'{group_resource} "{name}" already exists',
+                       _details(group_resource, name))
+
+
+def conflict(group_resource: str, name: str, why: str) -> StatusError:
+    return StatusError(409, "Conflict",
+                       f'Operation cannot be fulfilled on {group_resource} "{name}": {why}',
+                       _details(group_resource, name))
+
+
+OPTIMISTIC_LOCK_MESSAGE = (
+    "the object has been modified; please apply your changes to the latest version and try again"
+)
+
+
+def modified_conflict(group_resource: str, name: str) -> StatusError:
+    return conflict(group_resource, name, OPTIMISTIC_LOCK_MESSAGE)
+
+
+def forbidden(group_resource: str, name: str, why: str) -> StatusError:
+    if not group_resource:
+        message = f"forbidden: {why}"
+    elif not name:
+        message = f"{group_resource} is forbidden: {why}"
+    else:
+        message = f'{group_resource} "{name}" is forbidden: {why}'
+    return StatusError(403, "Forbidden", message, _details(group_resource, name))
+
+
+class FieldCause:
+    """One field.Error: renders as `path: Type: "value": detail` (field/errors.go)."""
+
+    def __init__(self, path: str, type_: str, detail: str, value: Any = None,
+                 reason: str = "") -> None:
+        self.path = path
+        self.type = type_
+        self.detail = detail
+        self.value = value
+        self.reason = reason or _reason_of(type_)
+
+    def __str__(self) -> str:
+        if self.type in ("Required value", "Forbidden", "Too many", "Internal error"):
+            body = self.type
+        else:
+            body = f"{self.type}: {_go_value(self.value)}"
+        return f"{self.path}: {body}: {self.detail}" if self.detail else f"{self.path}: {body}"
+
+
+def _go_value(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    return str(value)
+
+
+def invalid(group_kind: str, name: str, causes: Iterable[Any]) -> StatusError:
+    """422 Invalid; `causes` are FieldCause-like (str() renders them; .path/.type optional)."""
+    causes = list(causes)
+    rendered = [str(c) for c in causes]
+    aggregate = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
+    kind, _, group = group_kind.partition(".")
+    details: dict[str, Any] = {"name": name, "kind": kind}
+    if group:
+        details["group"] = group
+    details["causes"] = [
+        {
+            "reason": getattr(c, "reason", "") or _reason_of(getattr(c, "type", "")),
+            "message": str(c)[len(getattr(c, "path", "")) + 2:] if getattr(c, "path", "")
+            else str(c),
+            "field": getattr(c, "path", ""),
+        }
+        for c in causes
+    ]
+    return StatusError(422, "Invalid", f'{group_kind} "{name}" is invalid: {aggregate}', details)
+
+
+def _reason_of(error_type: str) -> str:
+    """field.ErrorType -> CauseType: "Invalid value" -> "FieldValueInvalid"."""
+    if not error_type:
+        return "FieldValueInvalid"
+    return "Field" + error_type.replace(" value", "Value").replace(" ", "")
+
+
+def bad_request(message: str) -> StatusError:
+    return StatusError(400, "BadRequest", message)
+
+
+def method_not_supported(group_resource: str, action: str) -> StatusError:
+    return StatusError(405, "MethodNotAllowed",
+                       f"{action} is not supported on resources of kind {group_resource!r}",
+                       {"kind": group_resource})
+
+
+def unsupported_media_type(content_type: str, accepted: Iterable[str]) -> StatusError:
+    return StatusError(
+        415, "UnsupportedMediaType",
+        f"the body of the request was in an unknown format - accepted media types include: "
+        f"{', '.join(accepted)}",
+    )
+
+
+def expired(message: str) -> StatusError:
+    return StatusError(410, "Expired", message)
+
+
+def gone(message: str) -> StatusError:
+    return StatusError(410, "Gone", message)
+
+
+def unauthorized() -> StatusError:
+    return StatusError(401, "Unauthorized", "Unauthorized")
+
+
+def internal(message: str) -> StatusError:
+    return StatusError(500, "InternalError", f"Internal error occurred: {message}",
+                       {"causes": [{"message": message}]})

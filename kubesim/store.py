@@ -1,0 +1,263 @@
+"""In-memory object storage: a cluster-wide monotonic resourceVersion, event history, watchers.
+
+Every write serializes the object once; GET, LIST and every watcher share those bytes. Stored
+objects are read-only: writers always store a new dict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubesim.errors import expired
+
+StorageKey = tuple[str, str]  # (group, plural)
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def dumps(value: Any) -> bytes:
+    return _dumps(value).encode()
+
+
+@dataclass(slots=True)
+class Stored:
+    """One version of an object: the dict and its JSON, with and without apiVersion/kind."""
+
+    obj: dict[str, Any]
+    rv: int
+    item: bytes = b""  # JSON without apiVersion/kind: how built-in lists carry their items
+    full: bytes = b""  # JSON with apiVersion/kind first
+    _lines: dict[str, bytes] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, obj: dict[str, Any], rv: int) -> Stored:
+        body = {k: v for k, v in obj.items() if k != "apiVersion" and k != "kind"}
+        item = dumps(body)
+        head = dumps({"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind")})
+        full = head[:-1] + (b"," + item[1:] if len(item) > 2 else b"}")
+        return cls(obj, rv, item, full)
+
+    def watch_line(self, event_type: str) -> bytes:
+        """The watch-stream line for this object, built once per event type."""
+        line = self._lines.get(event_type)
+        if line is None:
+            line = b'{"type":"' + event_type.encode() + b'","object":' + self.full + b"}\n"
+            self._lines[event_type] = line
+        return line
+
+    @property
+    def namespace(self) -> str:
+        return str(self.obj["metadata"].get("namespace", ""))
+
+    @property
+    def name(self) -> str:
+        return str(self.obj["metadata"]["name"])
+
+
+@dataclass(slots=True)
+class Event:
+    type: str
+    key: StorageKey
+    rv: int
+    new: Stored
+    old: Stored | None
+
+
+Filter = Callable[[dict[str, Any]], bool]
+
+
+class Watcher:
+    """A registered watch: receives (type, Stored) pairs for its kind, namespace and selectors.
+
+    An update that moves an object into the selection is ADDED, out of it DELETED (carrying the
+    previous content at the new resourceVersion, as the watch cache does).
+    """
+
+    def __init__(self, key: StorageKey, namespace: str, matches: Filter | None) -> None:
+        self.key = key
+        self.namespace = namespace
+        self.matches = matches
+        self.queue: asyncio.Queue[tuple[str, Stored] | None] = asyncio.Queue()
+
+    def translate(self, event: Event) -> tuple[str, Stored] | None:
+        if self.namespace and event.new.namespace != self.namespace:
+            return None
+        if self.matches is None:
+            return event.type, event.new
+        new_passes = self.matches(event.new.obj)
+        if event.type != MODIFIED:
+            return (event.type, event.new) if new_passes else None
+        assert event.old is not None
+        old_passes = self.matches(event.old.obj)
+        if new_passes:
+            return (MODIFIED if old_passes else ADDED), event.new
+        if old_passes:
+            return DELETED, _at_version(event.old, event.rv)
+        return None
+
+    def offer(self, event: Event) -> None:
+        translated = self.translate(event)
+        if translated is not None:
+            self.queue.put_nowait(translated)
+
+    def close(self) -> None:
+        self.queue.put_nowait(None)
+
+
+def _at_version(stored: Stored, rv: int) -> Stored:
+    obj = dict(stored.obj)
+    obj["metadata"] = {**obj["metadata"], "resourceVersion": str(rv)}
+    return Stored.of(obj, rv)
+
+
+class Store:
+    def __init__(self, history: int = 20_000) -> None:
+        self._objects: dict[StorageKey, dict[tuple[str, str], Stored]] = {}
+        self._history: deque[Event] = deque(maxlen=history)
+        self._rv = 0
+        self._compacted = 0  # history holds every event after this resourceVersion
+        self._watchers: dict[StorageKey, list[Watcher]] = {}
+        # indexes the GC and namespace stand-ins need without scanning everything
+        self._by_uid: dict[str, tuple[StorageKey, str, str]] = {}
+        self._by_owner: dict[str, set[tuple[StorageKey, str, str]]] = {}
+        self._per_namespace: dict[str, int] = {}
+
+    @property
+    def resource_version(self) -> int:
+        return self._rv
+
+    # reads ------------------------------------------------------------------------------
+    def get(self, key: StorageKey, namespace: str, name: str) -> Stored | None:
+        return self._objects.get(key, {}).get((namespace, name))
+
+    def list(self, key: StorageKey, namespace: str = "") -> list[Stored]:
+        """Objects of a kind (in a namespace, or all), ordered by (namespace, name)."""
+        bucket = self._objects.get(key, {})
+        keys = sorted(k for k in bucket if not namespace or k[0] == namespace)
+        return [bucket[k] for k in keys]
+
+    def keys(self) -> list[StorageKey]:
+        return list(self._objects)
+
+    @property
+    def compacted_resource_version(self) -> int:
+        return self._compacted
+
+    def locate_uid(self, uid: str) -> tuple[StorageKey, str, str] | None:
+        return self._by_uid.get(uid)
+
+    def uid_exists(self, uid: str) -> bool:
+        return uid in self._by_uid
+
+    def dependents(self, owner_uid: str) -> list[tuple[StorageKey, str, str]]:
+        """Objects whose ownerReferences name this uid."""
+        return sorted(self._by_owner.get(owner_uid, ()))
+
+    def count_in_namespace(self, namespace: str) -> int:
+        return self._per_namespace.get(namespace, 0)
+
+    # writes -----------------------------------------------------------------------------
+    def put(self, key: StorageKey, obj: dict[str, Any]) -> Stored:
+        """Store a new version (create or update); stamps the next resourceVersion into obj."""
+        meta = obj["metadata"]
+        bucket = self._objects.setdefault(key, {})
+        ident = (meta.get("namespace", ""), meta["name"])
+        old = bucket.get(ident)
+        stored = self._stamp(obj)
+        bucket[ident] = stored
+        if old is not None:
+            self._unindex(key, old)
+        self._index(key, stored)
+        self._emit(Event(MODIFIED if old else ADDED, key, stored.rv, stored, old))
+        return stored
+
+    def _index(self, key: StorageKey, stored: Stored) -> None:
+        meta = stored.obj["metadata"]
+        ident = (key, meta.get("namespace", ""), meta["name"])
+        if meta.get("uid"):
+            self._by_uid[meta["uid"]] = ident
+        for owner in meta.get("ownerReferences") or ():
+            self._by_owner.setdefault(owner.get("uid", ""), set()).add(ident)
+        if ident[1]:
+            self._per_namespace[ident[1]] = self._per_namespace.get(ident[1], 0) + 1
+
+    def _unindex(self, key: StorageKey, stored: Stored) -> None:
+        meta = stored.obj["metadata"]
+        ident = (key, meta.get("namespace", ""), meta["name"])
+        self._by_uid.pop(meta.get("uid", ""), None)
+        for owner in meta.get("ownerReferences") or ():
+            dependents = self._by_owner.get(owner.get("uid", ""))
+            if dependents is not None:
+                dependents.discard(ident)
+                if not dependents:
+                    del self._by_owner[owner.get("uid", "")]
+        if ident[1]:
+            self._per_namespace[ident[1]] -= 1
+
+    def remove(self, key: StorageKey, namespace: str, name: str) -> Stored | None:
+        """Delete an object; its DELETED event carries its last content at a new version."""
+        bucket = self._objects.get(key, {})
+        old = bucket.pop((namespace, name), None)
+        if old is None:
+            return None
+        self._unindex(key, old)
+        obj = dict(old.obj)
+        obj["metadata"] = dict(obj["metadata"])
+        stored = self._stamp(obj)
+        self._emit(Event(DELETED, key, stored.rv, stored, old))
+        return stored
+
+    def drop_kind(self, key: StorageKey) -> None:
+        self._objects.pop(key, None)
+        for watcher in self._watchers.pop(key, []):
+            watcher.close()
+
+    def _stamp(self, obj: dict[str, Any]) -> Stored:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        return Stored.of(obj, self._rv)
+
+    def _emit(self, event: Event) -> None:
+        if len(self._history) == self._history.maxlen:
+            self._compacted = self._history[0].rv
+        self._history.append(event)
+        for watcher in self._watchers.get(event.key, ()):
+            watcher.offer(event)
+
+    # history and watches ------------------------------------------------------------------
+    def compact(self) -> None:
+        """Forget all history up to now, like etcd compaction (watches from older RVs get 410)."""
+        self._history.clear()
+        self._compacted = self._rv
+
+    def check_not_compacted(self, rv: int) -> None:
+        if rv < self._compacted:
+            raise expired(f"too old resource version: {rv} ({self._compacted})")
+
+    def events_since(self, key: StorageKey, rv: int) -> Iterator[Event]:
+        self.check_not_compacted(rv)
+        return (e for e in list(self._history) if e.rv > rv and e.key == key)
+
+    def watch(self, key: StorageKey, namespace: str, matches: Filter | None) -> Watcher:
+        watcher = Watcher(key, namespace, matches)
+        self._watchers.setdefault(key, []).append(watcher)
+        return watcher
+
+    def unwatch(self, watcher: Watcher) -> None:
+        watchers = self._watchers.get(watcher.key, [])
+        if watcher in watchers:
+            watchers.remove(watcher)
+
+    def close_watchers(self) -> None:
+        for watchers in self._watchers.values():
+            for watcher in watchers:
+                watcher.close()
+
+    def watcher_count(self) -> int:
+        return sum(len(w) for w in self._watchers.values())

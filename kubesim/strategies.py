@@ -1,0 +1,405 @@
+"""Per-kind registry strategies: what create/update/status writes may change, defaults, validation.
+
+Each class mirrors the kind's `strategy.go` in kubernetes/pkg/registry (PrepareForCreate,
+PrepareForUpdate, the status strategy, Validate/ValidateUpdate) as far as controllers can notice.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable
+from typing import Any
+
+from kubesim import names
+from kubesim.errors import FieldCause
+from kubesim.kinds import ResourceKind
+
+Obj = dict[str, Any]
+
+
+def spec_view(obj: Obj) -> Any:
+    """What a generation bump watches: spec, or for kinds without spec all but metadata/status."""
+    if "spec" in obj:
+        return obj["spec"]
+    return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+
+
+class Strategy:
+    """The generic strategy: status lives in a status subresource when the kind declares one."""
+
+    name_errors: Callable[[str], list[str]] = staticmethod(names.dns1123_subdomain_errors)
+    return_deleted_object = False
+
+    def __init__(self, kind: ResourceKind) -> None:
+        self.kind = kind
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        if self.kind.has_status_subresource:
+            obj.pop("status", None)
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        if self.kind.has_status_subresource:
+            _keep(new, old, "status")
+
+    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+        """Built-in status strategies: spec stays, metadata (labels, annotations) may change."""
+        _keep(new, old, "spec")
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        return []
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        return self.validate(new)
+
+    def grace_period(self, obj: Obj, requested: int | None) -> int:
+        """Seconds of graceful deletion (only pods have any)."""
+        return 0
+
+    def on_deletion_started(self, obj: Obj) -> None:
+        """Changes made when deletion starts but the object must stay (finalizers, grace)."""
+
+    def blocks_deletion(self, obj: Obj) -> bool:
+        """True when the object cannot go yet for a reason other than metadata.finalizers."""
+        return False
+
+
+def _keep(new: Obj, old: Obj, key: str) -> None:
+    if key in old:
+        new[key] = old[key]
+    else:
+        new.pop(key, None)
+
+
+class NamespaceStrategy(Strategy):
+    name_errors = staticmethod(names.dns1123_label_errors)
+    return_deleted_object = True
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        finalizers = spec.setdefault("finalizers", [])
+        if "kubernetes" not in finalizers:
+            finalizers.append("kubernetes")
+        obj["status"] = {"phase": "Active"}
+        labels = obj["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = obj["metadata"].get("name", "")
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        _keep(new, old, "status")
+        _keep(new, old, "spec")  # spec.finalizers only change through /finalize
+        labels = new["metadata"].setdefault("labels", {})
+        labels["kubernetes.io/metadata.name"] = new["metadata"]["name"]
+
+    def prepare_for_finalize(self, new: Obj, old: Obj) -> None:
+        finalizers = (new.get("spec") or {}).get("finalizers") or []
+        result = {k: v for k, v in old.items() if k != "spec"}
+        result["spec"] = {**(old.get("spec") or {}), "finalizers": list(finalizers)}
+        new.clear()
+        new.update(result)
+
+    def on_deletion_started(self, obj: Obj) -> None:
+        obj["status"] = {**(obj.get("status") or {}), "phase": "Terminating"}
+
+    def blocks_deletion(self, obj: Obj) -> bool:
+        return bool((obj.get("spec") or {}).get("finalizers"))
+
+
+IMMUTABLE_POD_MESSAGE = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` "
+    "(only additions to existing tolerations),`spec.terminationGracePeriodSeconds` "
+    "(allow it to be set to 1 if it was previously negative)"
+)
+
+
+class PodStrategy(Strategy):
+    return_deleted_object = True
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj.get("spec") or {})}
+        _default_pod_spec(obj.setdefault("spec", {}))
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        _keep(new, old, "status")
+        _default_pod_spec(new.setdefault("spec", {}))
+
+    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+        _keep(new, old, "spec")
+        # old kubelets corrupted ownerReferences through pods/status; the real server ignores them
+        owners = old["metadata"].get("ownerReferences")
+        if owners is None:
+            new["metadata"].pop("ownerReferences", None)
+        else:
+            new["metadata"]["ownerReferences"] = owners
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        containers = (obj.get("spec") or {}).get("containers")
+        if not containers:
+            return [FieldCause("spec.containers", "Required value", "")]
+        return []
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        errors = self.validate(new)
+        old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+        deadline_old = old_spec.get("activeDeadlineSeconds")
+        deadline_new = new_spec.get("activeDeadlineSeconds")
+        if deadline_old is not None and (deadline_new is None or deadline_new > deadline_old):
+            errors.append(FieldCause(
+                "spec.activeDeadlineSeconds", "Invalid value",
+                "must be less than or equal to previous value", deadline_new))
+        if _munged_pod_spec(new_spec, old_spec) != old_spec:
+            errors.append(FieldCause("spec", "Forbidden", IMMUTABLE_POD_MESSAGE))
+        return errors
+
+    def grace_period(self, obj: Obj, requested: int | None) -> int:
+        spec = obj.get("spec") or {}
+        # CheckGracefulDelete: unscheduled or finished pods go at once
+        if not spec.get("nodeName") or (obj.get("status") or {}).get("phase") in (
+            "Failed", "Succeeded"
+        ):
+            return 0
+        if requested is not None:
+            return max(requested, 0)
+        grace = spec.get("terminationGracePeriodSeconds", 30)
+        return int(grace) if grace is not None else 30
+
+
+def _munged_pod_spec(new: Obj, old: Obj) -> Obj:
+    """The new spec with the fields a pod update may change copied from the old one."""
+    munged = dict(new)
+    for key in ("containers", "initContainers"):
+        new_list, old_list = new.get(key), old.get(key)
+        if isinstance(new_list, list) and isinstance(old_list, list) and len(new_list) == len(
+            old_list
+        ):
+            munged[key] = [
+                {**n, "image": o.get("image")} if isinstance(n, dict) and isinstance(o, dict)
+                else n
+                for n, o in zip(new_list, old_list, strict=True)
+            ]
+    if "activeDeadlineSeconds" in old:
+        munged["activeDeadlineSeconds"] = old["activeDeadlineSeconds"]
+    else:
+        munged.pop("activeDeadlineSeconds", None)
+    old_tolerations = old.get("tolerations") or []
+    new_tolerations = new.get("tolerations") or []
+    if all(t in new_tolerations for t in old_tolerations):
+        if "tolerations" in old:
+            munged["tolerations"] = old["tolerations"]
+        else:
+            munged.pop("tolerations", None)
+    return munged
+
+
+def _qos_class(spec: Obj) -> str:
+    requests_limits = [
+        (c.get("resources") or {}) for c in spec.get("containers") or [] if isinstance(c, dict)
+    ]
+    if not any(r.get("requests") or r.get("limits") for r in requests_limits):
+        return "BestEffort"
+    guaranteed = all(
+        (r.get("limits") or {}).get(res) is not None
+        and (r.get("requests") or {}).get(res, (r.get("limits") or {}).get(res))
+        == (r.get("limits") or {}).get(res)
+        for r in requests_limits
+        for res in ("cpu", "memory")
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _default_pod_spec(spec: Obj) -> None:
+    """The defaults SetDefaults_PodSpec/SetDefaults_Container apply (the ones clients read back)."""
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            if not isinstance(container, dict):
+                continue
+            container.setdefault("resources", {})
+            container.setdefault("terminationMessagePath", "/dev/termination-log")
+            container.setdefault("terminationMessagePolicy", "File")
+            image = str(container.get("image", ""))
+            tagged = ":" in image.rsplit("/", 1)[-1] or "@" in image
+            latest = not tagged or image.endswith(":latest")
+            container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+            for port in container.get("ports") or []:
+                if isinstance(port, dict):
+                    port.setdefault("protocol", "TCP")
+
+
+class ServiceStrategy(Strategy):
+    name_errors = staticmethod(names.dns1035_label_errors)
+    return_deleted_object = True
+
+    def __init__(self, kind: ResourceKind, allocate_ip: Callable[[], str]) -> None:
+        super().__init__(kind)
+        self.allocate_ip = allocate_ip
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"loadBalancer": {}}
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        if spec["type"] != "ExternalName":
+            if not spec.get("clusterIP"):
+                spec["clusterIP"] = self.allocate_ip()
+            if spec["clusterIP"] != "None":
+                spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            spec.setdefault("ipFamilies", ["IPv4"])
+            spec.setdefault("ipFamilyPolicy", "SingleStack")
+            spec.setdefault("internalTrafficPolicy", "Cluster")
+        for port in spec.get("ports") or []:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                port.setdefault("targetPort", port.get("port"))
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        super().prepare_for_update(new, old)
+        spec, old_spec = new.setdefault("spec", {}), old.get("spec") or {}
+        for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+            if key in old_spec and not spec.get(key):
+                spec[key] = old_spec[key]  # clients may omit allocated fields on update
+        for port in spec.get("ports") or []:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                port.setdefault("targetPort", port.get("port"))
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        old_ip = (old.get("spec") or {}).get("clusterIP")
+        new_ip = (new.get("spec") or {}).get("clusterIP")
+        if old_ip and new_ip != old_ip:
+            return [FieldCause("spec.clusterIPs[0]", "Invalid value",
+                               "may not change once set", new_ip)]
+        return []
+
+
+class RbacStrategy(Strategy):
+    name_errors = staticmethod(names.path_segment_errors)
+
+
+class DeploymentStrategy(Strategy):
+    def prepare_for_create(self, obj: Obj) -> None:
+        super().prepare_for_create(obj)
+        _default_workload(obj)
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        super().prepare_for_update(new, old)
+        _default_workload(new)
+
+
+def _default_workload(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    if obj.get("kind") == "Deployment":
+        spec.setdefault("strategy", {"type": "RollingUpdate", "rollingUpdate": {
+            "maxUnavailable": "25%", "maxSurge": "25%"}})
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+    template_spec = (spec.get("template") or {}).get("spec")
+    if isinstance(template_spec, dict):
+        _default_pod_spec(template_spec)
+
+
+class ServiceIPAllocator:
+    """Hands out ClusterIPs from the service CIDR in order (the repair loop is not simulated)."""
+
+    def __init__(self, cidr: str = "10.96.0.0/12") -> None:
+        self._network = ipaddress.ip_network(cidr)
+        self._next = 10  # .1 is the kubernetes service
+
+    def allocate(self) -> str:
+        address = self._network.network_address + self._next
+        self._next += 1
+        return str(address)
+
+
+class CustomResourceStrategy(Strategy):
+    """Custom resources: schema defaulting, pruning and validation; /status changes only status."""
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        super().prepare_for_create(obj)
+        self._conform(obj)
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        super().prepare_for_update(new, old)
+        self._conform(new)
+
+    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+        status_present, status = "status" in new, new.get("status")
+        new.clear()
+        new.update({k: v for k, v in old.items() if k != "status"})
+        new["metadata"] = dict(old["metadata"])
+        if status_present:
+            new["status"] = status
+        self._conform(new)
+
+    def _conform(self, obj: Obj) -> None:
+        from kubesim import schema  # B's pure module; imported lazily to keep import order simple
+
+        if self.kind.schema is not None:
+            schema_dict = dict(self.kind.schema)
+            metadata = obj.get("metadata")
+            conformed = schema.prune(schema.apply_defaults(obj, schema_dict), schema_dict)
+            obj.clear()
+            obj.update(conformed)
+            obj["metadata"] = metadata  # metadata is never pruned (ObjectMeta is validated apart)
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        from kubesim import schema
+
+        if self.kind.schema is None:
+            return []
+        return schema.validate(obj, dict(self.kind.schema))  # type: ignore[return-value]
+
+
+class CustomResourceDefinitionStrategy(Strategy):
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {}
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        from kubesim import schema
+
+        spec = obj.get("spec") or {}
+        group = spec.get("group", "")
+        plural = (spec.get("names") or {}).get("plural", "")
+        errors: list[FieldCause] = []
+        name = obj["metadata"].get("name", "")
+        if name != f"{plural}.{group}":
+            errors.append(FieldCause("metadata.name", "Invalid value",
+                                     'must be spec.names.plural+"."+spec.group', name))
+        versions = spec.get("versions") or []
+        if not versions:
+            errors.append(FieldCause("spec.versions", "Invalid value",
+                                     "must have exactly one version marked as storage version",
+                                     versions))
+        elif sum(1 for v in versions if v.get("storage")) != 1:
+            errors.append(FieldCause("spec.versions", "Invalid value",
+                                     "must have exactly one version marked as storage version",
+                                     [v.get("name") for v in versions]))
+        for index, version in enumerate(versions):
+            version_schema = (version.get("schema") or {}).get("openAPIV3Schema")
+            path = f"spec.versions[{index}].schema.openAPIV3Schema"
+            if version_schema is None:
+                errors.append(FieldCause(path, "Required value",
+                                         "schemas are required"))
+                continue
+            for problem in schema.structural_errors(version_schema):
+                errors.append(_RawCause(path, problem))
+        return errors
+
+
+class _RawCause(FieldCause):
+    """A cause whose message already reads like a field error (from schema.structural_errors)."""
+
+    def __init__(self, path: str, text: str) -> None:
+        super().__init__(path, "Invalid value", text)
+        self.text = text if text.startswith(path) else f"{path}.{text}" if text[:1] != "." else (
+            path + text)
+
+    def __str__(self) -> str:
+        return self.text
