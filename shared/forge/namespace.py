@@ -41,12 +41,13 @@ def dns1123_label_errors(value: str) -> list[str]:
     return errors
 
 
-def shortened(name: str) -> str:
-    """`name` itself when it fits in 63 characters, else its head, `-`, and a hash of it all."""
-    if len(name) <= DNS1123_LABEL_MAX_LENGTH:
+def shortened(name: str, max_length: int = DNS1123_LABEL_MAX_LENGTH) -> str:
+    """`name` itself when it fits in `max_length` characters, else its head, `-`, and a hash of
+    the whole name: deterministic, and distinct for long names sharing a head."""
+    if len(name) <= max_length:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:HASH_LENGTH]
-    head = name[: DNS1123_LABEL_MAX_LENGTH - HASH_LENGTH - 1].rstrip("-")
+    head = name[: max_length - HASH_LENGTH - 1].rstrip("-.")
     return f"{head}-{digest}"
 
 

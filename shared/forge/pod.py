@@ -1,0 +1,538 @@
+"""Pod offloading: the home pod's spec as the remote pod's, and the remote status as the home
+pod's (DESIGN.md section 4; Liqo's pkg/virtualKubelet/forge/pods.go is the model).
+
+Home to remote, the spec is an allow-list copy. Scheduling fields name home nodes, classes and
+priorities and are dropped; host namespaces are forced off; the virtual-node toleration is
+removed (so the pod cannot land on a virtual node of the provider in turn); the VirtualNode's
+offloadingPatch adds the remote scheduling constraints; anti-affinity presets build the remote
+anti-affinity; the service-account token comes from a Secret the token reflector keeps fresh,
+and the containers are pointed at the home API server.
+
+Decisions beyond Liqo:
+- An anti-affinity preset and the patch's node affinity are combined (Liqo's preset replaces the
+  whole affinity, losing the patch's node affinity).
+- A soft/hard preset whose label selection is empty is not applied and reported: an empty
+  selector would repel every pod of the namespace.
+- Every reference to `kube-root-ca.crt` (plain and projected volumes, env) follows the rename
+  of the reflected ConfigMap, not only projected volumes.
+- hostPorts that the home apiserver defaulted from hostNetwork are cleared with hostNetwork.
+- The home pod's runtimeClassName names a home RuntimeClass and is dropped like the overhead it
+  brought; only the offloadingPatch's runtimeClassName applies remotely.
+
+Functions never mutate their arguments; nothing here raises on a pod the apiserver accepted:
+what cannot be honoured is returned as a warning for the agent to report as an Event.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+from shared.api.offloading_patch import OffloadingPatch
+from shared.api.shadowpod import SHADOWPOD
+from shared.forge.common import ReflectionConfig, remote_metadata, without_keys
+from shared.forge.configmap import remote_configmap_name
+from shared.forge.namespace import shortened
+from shared.ipremap import CidrRemap, remap_address
+from shared.wellknown import (
+    ANTI_AFFINITY_LABELS_ANNOTATION,
+    ANTI_AFFINITY_PRESET_ANNOTATION,
+    HOSTNAME_LABEL,
+    LABELS_NOT_PROPAGATED_FROM_POD,
+    OFFLOADING_BACKOFF_REASON,
+    REMOTE_CREATION_FAILED_CONDITION,
+    VIRTUAL_NODE_TAINT_KEY,
+)
+
+# The PodSpec fields copied verbatim (DESIGN.md section 4). Everything else is dropped or forged.
+COPIED_SPEC_FIELDS: tuple[str, ...] = (
+    "containers",
+    "initContainers",
+    "volumes",
+    "restartPolicy",
+    "terminationGracePeriodSeconds",
+    "activeDeadlineSeconds",
+    "dnsPolicy",
+    "dnsConfig",
+    "hostAliases",
+    "hostname",
+    "subdomain",
+    "imagePullSecrets",
+    "securityContext",
+    "readinessGates",
+    "enableServiceLinks",
+    "shareProcessNamespace",
+    "setHostnameAsFQDN",
+    "topologySpreadConstraints",
+)
+FORCED_OFF_SPEC_FIELDS: tuple[str, ...] = ("hostNetwork", "hostIPC", "hostPID")
+
+SERVICE_ACCOUNT_VOLUME_PREFIX = "kube-api-access-"
+"""The projected volume the ServiceAccount admission plugin adds (kube-api-access-<random>)."""
+SERVICE_ACCOUNT_NAME_FIELD = "spec.serviceAccountName"
+DEFAULT_SERVICE_ACCOUNT = "default"
+KUBERNETES_SERVICE_ENV_PREFIXES = ("KUBERNETES_SERVICE_", "KUBERNETES_PORT")
+
+ANTI_AFFINITY_PROPAGATE = "propagate"
+ANTI_AFFINITY_SOFT = "soft"
+ANTI_AFFINITY_HARD = "hard"
+
+
+class PodForgeConfig(BaseModel):
+    """How pods are translated for one remote cluster.
+
+    `reflection` carries the cluster ids and the label/annotation skip lists (global flags merged
+    with the VirtualNode's, see `shared.forge.common.reflection_config`). `home_apiserver_host`
+    and `home_apiserver_port` are where offloaded pods reach the home API server; without a host
+    the containers keep the remote cluster's KUBERNETES_SERVICE_* variables.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reflection: ReflectionConfig
+    home_apiserver_host: str | None = None
+    home_apiserver_port: int = 443
+    enable_apiserver_support: bool = True
+    offloading_patch: OffloadingPatch | None = None
+
+
+@dataclass(frozen=True)
+class ForgedPod:
+    """A remote PodSpec and what could not be honoured in it (for Events on the home pod)."""
+
+    spec: dict[str, Any]
+    warnings: list[str] = field(default_factory=list)
+
+
+# --- names the token reflector shares ----------------------------------------------------------
+
+
+def service_account_token_secret_name(pod_name: str) -> str:
+    """The remote Secret holding an offloaded pod's home service-account tokens (Liqo's name,
+    shortened with a hash if it would exceed a Secret name's 253 characters)."""
+    return shortened(f"{pod_name}-token", max_length=253)
+
+
+def service_account_token_key(volume_name: str, path: str) -> str:
+    """The key, in that Secret, of the token projected into `volume_name` at `path` (Liqo's
+    TokenAPI key: a pod may project several tokens, each with its own audience)."""
+    return f"{volume_name}-{hashlib.sha256(path.encode()).hexdigest()[:6]}"
+
+
+# --- home to remote: the spec ------------------------------------------------------------------
+
+
+def remote_tolerations(tolerations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The pod's tolerations without the virtual-node one: tolerating it remotely would let the
+    pod be offloaded again from the provider to a third cluster."""
+    return [copy.deepcopy(dict(t)) for t in tolerations if t.get("key") != VIRTUAL_NODE_TAINT_KEY]
+
+
+def _service_account_name(local_spec: Mapping[str, Any]) -> str:
+    return str(
+        local_spec.get("serviceAccountName")
+        or local_spec.get("serviceAccount")
+        or DEFAULT_SERVICE_ACCOUNT
+    )
+
+
+def _renamed_configmap_refs(container: dict[str, Any]) -> None:
+    for env in container.get("env") or []:
+        ref = (env.get("valueFrom") or {}).get("configMapKeyRef")
+        if isinstance(ref, dict) and "name" in ref:
+            ref["name"] = remote_configmap_name(ref["name"])
+    for source in container.get("envFrom") or []:
+        ref = source.get("configMapRef")
+        if isinstance(ref, dict) and "name" in ref:
+            ref["name"] = remote_configmap_name(ref["name"])
+
+
+def _home_apiserver_env(host: str, port: int) -> list[dict[str, Any]]:
+    """What the kubelet would inject for the `kubernetes` Service, pointing at the home one."""
+    address = f"[{host}]" if ":" in host else host  # net.JoinHostPort brackets IPv6
+    url = f"tcp://{address}:{port}"
+    return [
+        {"name": "KUBERNETES_SERVICE_HOST", "value": host},
+        {"name": "KUBERNETES_SERVICE_PORT", "value": str(port)},
+        {"name": "KUBERNETES_PORT", "value": url},
+        {"name": f"KUBERNETES_PORT_{port}_TCP", "value": url},
+        {"name": f"KUBERNETES_PORT_{port}_TCP_PROTO", "value": "tcp"},
+        {"name": f"KUBERNETES_PORT_{port}_TCP_ADDR", "value": host},
+        {"name": f"KUBERNETES_PORT_{port}_TCP_PORT", "value": str(port)},
+    ]
+
+
+def _remote_container(
+    container: Mapping[str, Any],
+    service_account: str,
+    apiserver_env: list[dict[str, Any]],
+    clear_host_ports: bool,
+) -> dict[str, Any]:
+    remote = copy.deepcopy(dict(container))
+    _renamed_configmap_refs(remote)
+    env = []
+    for variable in remote.get("env") or []:
+        field_ref = (variable.get("valueFrom") or {}).get("fieldRef") or {}
+        if field_ref.get("fieldPath") == SERVICE_ACCOUNT_NAME_FIELD:
+            # The remote pod runs under no home service account: hard-code the home one's name.
+            variable = {"name": variable.get("name"), "value": service_account}
+        if apiserver_env and str(variable.get("name", "")).startswith(
+            KUBERNETES_SERVICE_ENV_PREFIXES
+        ):
+            continue  # replaced below, so that no duplicate decides which value wins
+        env.append(variable)
+    env.extend(copy.deepcopy(apiserver_env))
+    if env:
+        remote["env"] = env
+    if clear_host_ports:
+        # hostNetwork pods get hostPort defaulted to containerPort; without hostNetwork they
+        # would needlessly claim the remote node's ports.
+        for port in remote.get("ports") or []:
+            port.pop("hostPort", None)
+    return remote
+
+
+def _remote_projected_sources(
+    volume_name: str, sources: Iterable[Mapping[str, Any]], pod_name: str, token_support: bool
+) -> list[dict[str, Any]]:
+    remote_sources = []
+    for local_source in sources:
+        source = copy.deepcopy(dict(local_source))
+        if isinstance(source.get("configMap"), dict) and "name" in source["configMap"]:
+            source["configMap"]["name"] = remote_configmap_name(source["configMap"]["name"])
+        token = source.get("serviceAccountToken")
+        if isinstance(token, dict):
+            if not token_support:
+                continue  # the token is not reflected: the rest of the volume still mounts
+            path = str(token.get("path", ""))
+            source = {
+                "secret": {
+                    "name": service_account_token_secret_name(pod_name),
+                    "items": [{"key": service_account_token_key(volume_name, path), "path": path}],
+                }
+            }
+        remote_sources.append(source)
+    return remote_sources
+
+
+def _remote_volumes(
+    volumes: Iterable[Mapping[str, Any]], pod_name: str, token_support: bool
+) -> list[dict[str, Any]]:
+    remote_volumes = []
+    for local_volume in volumes:
+        volume = copy.deepcopy(dict(local_volume))
+        if isinstance(volume.get("configMap"), dict) and "name" in volume["configMap"]:
+            volume["configMap"]["name"] = remote_configmap_name(volume["configMap"]["name"])
+        projected = volume.get("projected")
+        if isinstance(projected, dict):
+            projected["sources"] = _remote_projected_sources(
+                str(volume.get("name", "")), projected.get("sources") or [], pod_name, token_support
+            )
+        remote_volumes.append(volume)
+    return remote_volumes
+
+
+def _label_key_errors(key: str) -> str | None:
+    """Why `key` cannot be a label key, or None (apimachinery's qualified-name rules, briefly)."""
+    prefix, _, name = key.rpartition("/")
+    if not name or len(name) > 63 or not (name[0].isalnum() and name[-1].isalnum()):
+        return "the name part must be 1-63 characters starting and ending alphanumeric"
+    if not all(c.isascii() and (c.isalnum() or c in "-_.") for c in name):
+        return "the name part may only contain alphanumerics, '-', '_' and '.'"
+    if "/" in key and (not prefix or len(prefix) > 253 or prefix.lower() != prefix):
+        return "the prefix must be a lower-case DNS subdomain"
+    return None
+
+
+def anti_affinity_labels(
+    labels: Mapping[str, str], selected_keys: str | None
+) -> tuple[dict[str, str], list[str]]:
+    """The labels a soft/hard preset selects on, and warnings about the selection.
+
+    Without `liqo.io/anti-affinity-labels`: the pod's labels minus those that differ between
+    replicas (pod-template-hash, controller-revision-hash, statefulset pod-name). With it: only
+    the comma-separated keys it lists; blanks are ignored, invalid or absent keys are reported.
+    """
+    if selected_keys is None:
+        return without_keys(labels, LABELS_NOT_PROPAGATED_FROM_POD), []
+    warnings = []
+    chosen: dict[str, str] = {}
+    for key in (part.strip() for part in selected_keys.split(",")):
+        if not key:
+            continue
+        problem = _label_key_errors(key)
+        if problem:
+            warnings.append(f"{ANTI_AFFINITY_LABELS_ANNOTATION}: ignoring {key!r}: {problem}")
+        elif key not in labels:
+            warnings.append(f"{ANTI_AFFINITY_LABELS_ANNOTATION}: the pod has no label {key!r}")
+        else:
+            chosen[key] = labels[key]
+    return chosen, warnings
+
+
+def _pod_anti_affinity(
+    local_pod: Mapping[str, Any], labels: Mapping[str, str]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """The remote podAntiAffinity the pod's preset annotation asks for, and warnings."""
+    annotations = (local_pod.get("metadata") or {}).get("annotations") or {}
+    preset = annotations.get(ANTI_AFFINITY_PRESET_ANNOTATION)
+    if preset is None:
+        return None, []
+    if preset == ANTI_AFFINITY_PROPAGATE:
+        affinity = (local_pod.get("spec") or {}).get("affinity") or {}
+        anti_affinity = affinity.get("podAntiAffinity")
+        return (copy.deepcopy(anti_affinity) if anti_affinity else None), []
+    if preset not in (ANTI_AFFINITY_SOFT, ANTI_AFFINITY_HARD):
+        return None, [
+            f"unknown {ANTI_AFFINITY_PRESET_ANNOTATION} value {preset!r} ignored "
+            f"(expected {ANTI_AFFINITY_PROPAGATE}, {ANTI_AFFINITY_SOFT} or {ANTI_AFFINITY_HARD})"
+        ]
+    selected, warnings = anti_affinity_labels(
+        labels, annotations.get(ANTI_AFFINITY_LABELS_ANNOTATION)
+    )
+    if not selected:
+        warnings.append(
+            f"{ANTI_AFFINITY_PRESET_ANNOTATION}={preset} not applied: no pod label to select on"
+        )
+        return None, warnings
+    term = {"topologyKey": HOSTNAME_LABEL, "labelSelector": {"matchLabels": selected}}
+    if preset == ANTI_AFFINITY_SOFT:
+        return {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 1, "podAffinityTerm": term}
+            ]
+        }, warnings
+    return {"requiredDuringSchedulingIgnoredDuringExecution": [term]}, warnings
+
+
+def _apply_offloading_patch(spec: dict[str, Any], patch: OffloadingPatch | None) -> None:
+    if patch is None:
+        return
+    if patch.node_selector:
+        spec["nodeSelector"] = dict(patch.node_selector)
+    for toleration in patch.tolerations:
+        if toleration not in spec["tolerations"]:
+            spec["tolerations"].append(copy.deepcopy(toleration))
+    node_affinity = (patch.affinity or {}).get("nodeAffinity")
+    if node_affinity:
+        spec.setdefault("affinity", {})["nodeAffinity"] = copy.deepcopy(node_affinity)
+    if patch.runtime_class_name:
+        spec["runtimeClassName"] = patch.runtime_class_name
+
+
+def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> ForgedPod:
+    """The remote pod's spec for `local_pod` (a home Pod as a dict), with warnings."""
+    local_spec: Mapping[str, Any] = local_pod.get("spec") or {}
+    metadata: Mapping[str, Any] = local_pod.get("metadata") or {}
+    pod_name = str(metadata.get("name", ""))
+    spec: dict[str, Any] = {
+        key: copy.deepcopy(local_spec[key]) for key in COPIED_SPEC_FIELDS if key in local_spec
+    }
+    spec.update(dict.fromkeys(FORCED_OFF_SPEC_FIELDS, False))
+    # The home service account does not exist remotely; its token comes through a Secret.
+    spec["automountServiceAccountToken"] = False
+    spec["tolerations"] = remote_tolerations(local_spec.get("tolerations") or [])
+
+    token_support = config.enable_apiserver_support
+    apiserver_env = (
+        _home_apiserver_env(config.home_apiserver_host, config.home_apiserver_port)
+        if token_support and config.home_apiserver_host
+        else []
+    )
+    for key in ("containers", "initContainers"):
+        if key in spec:
+            spec[key] = [
+                _remote_container(
+                    container,
+                    _service_account_name(local_spec),
+                    apiserver_env,
+                    clear_host_ports=bool(local_spec.get("hostNetwork")),
+                )
+                for container in local_spec.get(key) or []
+            ]
+    if "volumes" in spec:
+        spec["volumes"] = _remote_volumes(local_spec.get("volumes") or [], pod_name, token_support)
+
+    _apply_offloading_patch(spec, config.offloading_patch)
+    labels = without_keys(metadata.get("labels"), config.reflection.labels_not_reflected)
+    anti_affinity, warnings = _pod_anti_affinity(local_pod, labels)
+    if anti_affinity is not None:
+        spec.setdefault("affinity", {})["podAntiAffinity"] = anti_affinity
+    if not spec["tolerations"]:
+        del spec["tolerations"]
+    return ForgedPod(spec=spec, warnings=warnings)
+
+
+def shadow_pod(
+    local_pod: Mapping[str, Any], remote_namespace: str, config: PodForgeConfig
+) -> dict[str, Any]:
+    """The ShadowPod asking the remote enforcer for `local_pod`: same name, twin namespace, the
+    pod's labels and annotations minus the skip lists, the ownership labels, the remote spec.
+    (The spec's warnings come with `remote_pod_spec`.)"""
+    return {
+        "apiVersion": SHADOWPOD.api_version,
+        "kind": SHADOWPOD.kind,
+        "metadata": remote_metadata(local_pod, remote_namespace, config.reflection),
+        "spec": {"pod": remote_pod_spec(local_pod, config).spec},
+    }
+
+
+def _active_deadline_update(current: Any, desired: Any) -> Any:
+    """activeDeadlineSeconds may be set or lowered on a running pod, never raised or unset."""
+    if desired is None:
+        return current
+    if current is None or desired < current:
+        return desired
+    return current
+
+
+def updated_remote_pod_spec(
+    current_remote_spec: Mapping[str, Any], local_pod: Mapping[str, Any], config: PodForgeConfig
+) -> dict[str, Any] | None:
+    """The remote spec with the home pod's changes a running pod accepts (container images,
+    activeDeadlineSeconds lowered or set, tolerations added), or None when nothing changes.
+
+    Other differences are not writable on a pod (the apiserver would refuse the update) and are
+    left alone: a new pod picks them up.
+    """
+    desired = remote_pod_spec(local_pod, config).spec
+    updated = copy.deepcopy(dict(current_remote_spec))
+    for key in ("containers", "initContainers"):
+        images = {c.get("name"): c.get("image") for c in desired.get(key) or []}
+        for container in updated.get(key) or []:
+            image = images.get(container.get("name"))
+            if image is not None:
+                container["image"] = image
+    deadline = _active_deadline_update(
+        updated.get("activeDeadlineSeconds"), desired.get("activeDeadlineSeconds")
+    )
+    if deadline is not None:
+        updated["activeDeadlineSeconds"] = deadline
+    current_tolerations = list(updated.get("tolerations") or [])
+    added = [t for t in desired.get("tolerations") or [] if t not in current_tolerations]
+    if added:
+        updated["tolerations"] = current_tolerations + added
+    return None if updated == current_remote_spec else updated
+
+
+# --- remote to home: the status ----------------------------------------------------------------
+
+
+class StatusForgeConfig(BaseModel):
+    """How remote pod status reads at home: `node_ip` is the agent's own IP (the virtual node's
+    address); `pod_cidr` → `remapped_pod_cidr` is the remapping the network fabric applies to the
+    provider's pod CIDR when it overlaps (both or neither)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node_ip: str
+    pod_cidr: str | None = None
+    remapped_pod_cidr: str | None = None
+
+    @model_validator(mode="after")
+    def _remap_is_complete(self) -> StatusForgeConfig:
+        if (self.pod_cidr is None) != (self.remapped_pod_cidr is None):
+            raise ValueError("pod_cidr and remapped_pod_cidr go together")
+        self.pod_ip_remap  # noqa: B018 -- validates the CIDRs (ValueError)
+        return self
+
+    @property
+    def pod_ip_remap(self) -> CidrRemap | None:
+        if self.pod_cidr is None or self.remapped_pod_cidr is None:
+            return None
+        return CidrRemap(self.pod_cidr, self.remapped_pod_cidr)
+
+
+def local_pod_status(
+    remote_status: Mapping[str, Any], recreations: int, config: StatusForgeConfig
+) -> dict[str, Any]:
+    """The home pod's status from the remote pod's.
+
+    - podIP and every podIPs entry are remapped from the remote pod CIDR (addresses outside it,
+      e.g. of the other IP family, stay as they are);
+    - hostIP/hostIPs are the agent's IP: the pod runs "on" the virtual node;
+    - each container's restartCount is the remote count plus `recreations`, the number of times
+      the enforcer recreated the remote pod (ShadowPod.status.recreations). A recreated pod
+      starts again from 0 restarts, and each recreation is one restart as the home pod's users
+      see it. Both terms are read from the remote side every time, so the result is a function
+      of remote state only: an agent restart recomputes the same number and never counts a
+      recreation twice. (The sum can go down when a pod that had restarted is recreated: the
+      old pod's own restarts are not kept anywhere. Liqo behaves the same.)
+    """
+    status = copy.deepcopy(dict(remote_status))
+    remap = config.pod_ip_remap
+    if status.get("podIP"):
+        status["podIP"] = remap_address(str(status["podIP"]), remap)
+    if status.get("podIPs"):
+        status["podIPs"] = [
+            {**entry, "ip": remap_address(str(entry.get("ip", "")), remap)}
+            for entry in status["podIPs"]
+        ]
+    status["hostIP"] = config.node_ip
+    status["hostIPs"] = [{"ip": config.node_ip}]
+    for container in status.get("containerStatuses") or []:
+        container["restartCount"] = int(container.get("restartCount") or 0) + recreations
+    return status
+
+
+def _rfc3339(now: datetime) -> str:
+    if now.tzinfo is None:
+        raise ValueError(f"timestamps must be timezone-aware, got naive {now.isoformat()}")
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """The status of a pod bound to the virtual node from a namespace that is not offloaded:
+    Pending with reason OffloadingBackOff (seed 004), its true conditions turned false with the
+    same reason, no container ready (Liqo's LocalRejectedPodStatus)."""
+    metadata = local_pod.get("metadata") or {}
+    status = copy.deepcopy(dict(local_pod.get("status") or {}))
+    message = (
+        f"namespace {metadata.get('namespace', '')!r} is not offloaded to this virtual node's "
+        f"cluster: create a NamespaceOffloading there, or keep the pod off virtual nodes"
+    )
+    status.update(phase="Pending", reason=OFFLOADING_BACKOFF_REASON, message=message)
+    for condition in status.get("conditions") or []:
+        if condition.get("status") == "True":
+            condition.update(
+                status="False", reason=OFFLOADING_BACKOFF_REASON, lastTransitionTime=_rfc3339(now)
+            )
+    for container in status.get("containerStatuses") or []:
+        container["ready"] = False
+    return status
+
+
+def remote_creation_failed_condition(reason: str, message: str, now: datetime) -> dict[str, Any]:
+    """The home pod condition saying the remote pod could not be created (quota denied, invalid
+    spec, ...), so the pod is not left silently Pending."""
+    return {
+        "type": REMOTE_CREATION_FAILED_CONDITION,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": _rfc3339(now),
+    }
+
+
+def with_condition(status: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[str, Any]:
+    """`status` with `condition` set in place of any of the same type. An unchanged status keeps
+    its lastTransitionTime, so re-reporting the same failure is not a transition."""
+    updated = copy.deepcopy(dict(status))
+    conditions = updated.get("conditions") or []
+    new = copy.deepcopy(dict(condition))
+    for index, existing in enumerate(conditions):
+        if existing.get("type") == new.get("type"):
+            if existing.get("status") == new.get("status"):
+                new["lastTransitionTime"] = existing.get("lastTransitionTime")
+            conditions[index] = new
+            break
+    else:
+        conditions.append(new)
+    updated["conditions"] = conditions
+    return updated
