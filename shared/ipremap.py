@@ -9,7 +9,8 @@ external endpoints, the other address family) are returned unchanged.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -24,12 +25,9 @@ class CidrRemap:
 
     source: str
     target: str
-    _source_net: IPNetwork = field(init=False, repr=False, compare=False)
-    _target_net: IPNetwork = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        source_net = ipaddress.ip_network(self.source, strict=False)
-        target_net = ipaddress.ip_network(self.target, strict=False)
+        source_net, target_net = self._source_net, self._target_net
         if source_net.version != target_net.version:
             raise ValueError(
                 f"cannot remap {self.source} onto {self.target}: "
@@ -40,9 +38,16 @@ class CidrRemap:
                 f"cannot remap {self.source} onto {self.target}: prefix lengths "
                 f"/{source_net.prefixlen} and /{target_net.prefixlen} differ"
             )
-        # Frozen dataclass: the parsed networks are cached through object.__setattr__.
-        object.__setattr__(self, "_source_net", source_net)
-        object.__setattr__(self, "_target_net", target_net)
+
+    # Parsed once per instance; cached_property writes the instance dict directly, which a
+    # frozen dataclass allows, and keeps the parsed forms out of the fields (eq, repr, asdict).
+    @cached_property
+    def _source_net(self) -> IPNetwork:
+        return ipaddress.ip_network(self.source, strict=False)
+
+    @cached_property
+    def _target_net(self) -> IPNetwork:
+        return ipaddress.ip_network(self.target, strict=False)
 
     def remap(self, address: str) -> str:
         """`address` with its network bits replaced by the target's, or unchanged if outside."""
