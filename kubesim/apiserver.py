@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from kubesim import errors, names
 from kubesim.errors import FieldCause, StatusError
 from kubesim.kinds import KindRegistry, ResourceKind
-from kubesim.store import ADDED, Filter, Store, Stored
+from kubesim.store import ADDED, Filter, Store, Stored, Watcher
 from kubesim.strategies import (
     CustomResourceDefinitionStrategy,
     CustomResourceStrategy,
@@ -36,6 +36,7 @@ from kubesim.strategies import (
 )
 
 Obj = dict[str, Any]
+KindObjects = list[tuple[ResourceKind, Stored]]
 BOOKMARK, ERROR = "BOOKMARK", "ERROR"
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -161,7 +162,7 @@ class ApiServer:
         self._subresources: dict[tuple[tuple[str, str], str], SubresourceHandler] = {}
         self._strategies: dict[tuple[str, str, str], Strategy] = {}
         self._service_ips = ServiceIPAllocator(service_cidr)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     # ---------------------------------------------------------------------------- plumbing
     def register_subresource(
@@ -204,8 +205,8 @@ class ApiServer:
             group_resource = f"{resource}.{kind.group}" if kind.group else resource
             raise errors.forbidden(group_resource, name, message)
 
-    def _track(self, coroutine: Awaitable[None]) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coroutine)
+    def _track(self, coroutine: Awaitable[Any]) -> None:
+        task: asyncio.Task[Any] = asyncio.ensure_future(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -285,11 +286,13 @@ class ApiServer:
                      dry_run: bool = False) -> Obj:
         result = await self.create_stored(kind, namespace, body, name=name,
                                           subresource=subresource, user=user, dry_run=dry_run)
+        if isinstance(result, str):
+            raise errors.bad_request(f"{kind.plural}/{subresource} answers with text")
         return result.obj if isinstance(result, Stored) else result
 
     async def create_stored(self, kind: ResourceKind, namespace: str, body: Obj, *,
                             name: str = "", subresource: str = "", user: User = SYSTEM_USER,
-                            dry_run: bool = False, owned: bool = False) -> Stored | Obj:
+                            dry_run: bool = False, owned: bool = False) -> Stored | Obj | str:
         """Create; `owned` says the caller hands over `body` (the HTTP layer's fresh decode)."""
         namespace = namespace if kind.namespaced else ""
         if subresource:
@@ -629,9 +632,9 @@ class ApiServer:
         return removed
 
     # ------------------------------------------------------- garbage collection stand-in
-    def _dependents(self, owner: Stored) -> list[tuple[ResourceKind, Stored]]:
-        uid = owner.obj["metadata"].get("uid")
-        found: list[tuple[ResourceKind, Stored]] = []
+    def _dependents(self, owner: Stored) -> KindObjects:
+        uid = owner.obj["metadata"].get("uid", "")
+        found: KindObjects = []
         for key, namespace, name in self.store.dependents(uid):
             stored = self.store.get(key, namespace, name)
             kind = self.kinds.by_storage(key)
@@ -700,7 +703,7 @@ class ApiServer:
         if not new["metadata"]["finalizers"]:
             del new["metadata"]["finalizers"]
         self._track(self._write_update(kind, owner, new, "", SYSTEM_USER, False)
-                    )  # type: ignore[arg-type]
+                    )
 
     # ---------------------------------------------------------- namespace controller stand-in
     async def _empty_namespace(self, namespace: str) -> None:
@@ -729,12 +732,12 @@ class ApiServer:
         spec = new.setdefault("spec", {})
         spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != "kubernetes"]
         self._track(self._write_update(kind, stored, new, "finalize", SYSTEM_USER, False)
-                    )  # type: ignore[arg-type]
+                    )
 
     # ------------------------------------------------------------------------ subresources
     async def _create_subresource(self, kind: ResourceKind, namespace: str, name: str,
                                   subresource: str, body: Obj, user: User,
-                                  dry_run: bool) -> Obj:
+                                  dry_run: bool) -> Obj | str:
         self._authorize(user, "create", kind, namespace, name, subresource)
         if kind.storage_key == ("", "pods") and subresource == "binding":
             return await self._bind_pod(kind, namespace, name, body, user, dry_run)
@@ -843,80 +846,49 @@ class ApiServer:
               label_selector: str = "", field_selector: str = "", allow_bookmarks: bool = False,
               timeout_seconds: float | None = None, user: User = SYSTEM_USER
               ) -> AsyncIterator[Obj]:
+        stream = self.open_watch(kind, namespace, resource_version=resource_version,
+                                 label_selector=label_selector, field_selector=field_selector,
+                                 allow_bookmarks=allow_bookmarks,
+                                 timeout_seconds=timeout_seconds, user=user)
+
         async def events() -> AsyncIterator[Obj]:
-            async for event_type, stored in self.watch_stored(
-                kind, namespace, resource_version=resource_version,
-                label_selector=label_selector, field_selector=field_selector,
-                allow_bookmarks=allow_bookmarks, timeout_seconds=timeout_seconds, user=user,
-            ):
+            async for event_type, stored in stream:
                 yield {"type": event_type, "object": stored.obj}
 
         return events()
 
-    async def watch_stored(self, kind: ResourceKind, namespace: str, *,
-                           resource_version: str = "", label_selector: str = "",
-                           field_selector: str = "", allow_bookmarks: bool = False,
-                           timeout_seconds: float | None = None, user: User = SYSTEM_USER
-                           ) -> AsyncIterator[tuple[str, Stored]]:
-        """(type, Stored) pairs; the HTTP layer writes `stored.watch_line(type)` as is."""
+    def open_watch(self, kind: ResourceKind, namespace: str, *, resource_version: str = "",
+                   label_selector: str = "", field_selector: str = "",
+                   allow_bookmarks: bool = False, timeout_seconds: float | None = None,
+                   user: User = SYSTEM_USER) -> WatchStream:
+        """Start a watch now (errors raise here); iterate it for (type, Stored) pairs."""
         namespace = namespace if kind.namespaced else ""
         self._authorize(user, "watch", kind, namespace, "")
         matches = self.selection(kind, label_selector, field_selector)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_seconds if timeout_seconds else None
-        backlog: list[tuple[str, Stored]] = []
+        stream = WatchStream(self, kind, deadline, allow_bookmarks)
         if resource_version in ("", "0"):
-            backlog = [(ADDED, s) for s in self.store.list(kind.storage_key, namespace)
-                       if matches is None or matches(s.obj)]
-        else:
-            try:
-                since = int(resource_version)
-            except ValueError:
-                raise errors.bad_request(
-                    f"invalid resource version: {resource_version}") from None
-            try:
-                history = list(self.store.events_since(kind.storage_key, since))
-            except StatusError as error:
-                yield ERROR, Stored.of(error.to_status(), 0)
-                return
-        watcher = self.store.watch(kind.storage_key, namespace, matches)
-        if resource_version not in ("", "0"):
-            for event in history:
-                translated = watcher.translate(event)
-                if translated is not None:
-                    backlog.append(translated)
+            stream.backlog = [(ADDED, s) for s in self.store.list(kind.storage_key, namespace)
+                              if matches is None or matches(s.obj)]
+            stream.watcher = self.store.watch(kind.storage_key, namespace, matches)
+            return stream
         try:
-            for item in backlog:
-                yield item
-            next_bookmark = loop.time() + self.bookmark_interval
-            while True:
-                now = loop.time()
-                wake = next_bookmark if allow_bookmarks else None
-                if deadline is not None:
-                    if now >= deadline:
-                        return
-                    if allow_bookmarks and deadline - 2 > now:  # right before the timeout
-                        wake = min(wake or deadline, deadline - 2)
-                    wake = min(wake, deadline) if wake is not None else deadline
-                try:
-                    if wake is None:
-                        item_or_end = await watcher.queue.get()
-                    else:
-                        item_or_end = await asyncio.wait_for(watcher.queue.get(),
-                                                             max(wake - now, 0))
-                except TimeoutError:
-                    if allow_bookmarks and loop.time() < (deadline or float("inf")) - 0.5:
-                        yield BOOKMARK, self._bookmark(kind)
-                        next_bookmark = loop.time() + self.bookmark_interval
-                        if deadline is not None and deadline - 2 <= loop.time():
-                            # the pre-timeout bookmark is sent; just wait for the deadline
-                            allow_bookmarks = False
-                    continue
-                if item_or_end is None:
-                    return
-                yield item_or_end
-        finally:
-            self.store.unwatch(watcher)
+            since = int(resource_version)
+        except ValueError:
+            raise errors.bad_request(f"invalid resource version: {resource_version}") from None
+        try:
+            history = list(self.store.events_since(kind.storage_key, since))
+        except StatusError as error:
+            # past authorization the real server reports this as an ERROR event, not a status
+            stream.backlog = [(ERROR, Stored.of(error.to_status(), 0))]
+            return stream
+        stream.watcher = watcher = self.store.watch(kind.storage_key, namespace, matches)
+        for event in history:
+            translated = watcher.translate(event)
+            if translated is not None:
+                stream.backlog.append(translated)
+        return stream
 
     def _bookmark(self, kind: ResourceKind) -> Stored:
         rv = self.store.resource_version
@@ -930,6 +902,71 @@ class ApiServer:
         """Wait for background work (cascades, namespace emptying) to settle."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+class WatchStream:
+    """One open watch: the backlog (initial state or history), then live events, bookmarks
+    (every `bookmark_interval` and 2 s before the timeout, as the watch cache does), until the
+    timeout or `close()`."""
+
+    def __init__(self, api: ApiServer, kind: ResourceKind, deadline: float | None,
+                 allow_bookmarks: bool) -> None:
+        self.api = api
+        self.kind = kind
+        self.deadline = deadline
+        self.allow_bookmarks = allow_bookmarks
+        self.backlog: list[tuple[str, Stored]] = []
+        self.watcher: Watcher | None = None
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.api.store.unwatch(self.watcher)
+
+    async def __aiter__(self) -> AsyncIterator[tuple[str, Stored]]:
+        try:
+            for item in self.backlog:
+                yield item
+            if self.watcher is None:
+                return
+            async for item in self._live(self.watcher):
+                yield item
+        finally:
+            self.close()
+
+    def _next_bookmark(self, now: float, periodic: float, sent_final: bool) -> float | None:
+        if not self.allow_bookmarks:
+            return None
+        wake = periodic
+        if self.deadline is not None and not sent_final:
+            wake = min(wake, self.deadline - 2)
+        return wake
+
+    async def _live(self, watcher: Watcher) -> AsyncIterator[tuple[str, Stored]]:
+        loop = asyncio.get_running_loop()
+        periodic = loop.time() + self.api.bookmark_interval
+        sent_final = False
+        while True:
+            now = loop.time()
+            if self.deadline is not None and now >= self.deadline:
+                return
+            bookmark_at = self._next_bookmark(now, periodic, sent_final)
+            wake = min(t for t in (bookmark_at, self.deadline) if t is not None) if (
+                bookmark_at is not None or self.deadline is not None) else None
+            try:
+                if wake is None:
+                    item = await watcher.queue.get()
+                else:
+                    item = await asyncio.wait_for(watcher.queue.get(), max(wake - now, 0))
+            except TimeoutError:
+                if bookmark_at is not None and loop.time() >= bookmark_at:
+                    yield BOOKMARK, self.api._bookmark(self.kind)
+                    periodic = loop.time() + self.api.bookmark_interval
+                    if self.deadline is not None and self.deadline - 2 <= loop.time():
+                        sent_final = True
+                continue
+            if item is None:
+                return
+            yield item
 
 
 def list_object(kind: ResourceKind, result: ListResult) -> Obj:

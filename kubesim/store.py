@@ -70,6 +70,10 @@ class Event:
 
 
 Filter = Callable[[dict[str, Any]], bool]
+Ident = tuple[StorageKey, str, str]  # (storage key, namespace, name)
+Idents = list[Ident]
+StoredList = list[Stored]
+KeyList = list[StorageKey]
 
 
 class Watcher:
@@ -142,7 +146,7 @@ class Store:
         keys = sorted(k for k in bucket if not namespace or k[0] == namespace)
         return [bucket[k] for k in keys]
 
-    def keys(self) -> list[StorageKey]:
+    def keys(self) -> KeyList:
         return list(self._objects)
 
     @property
@@ -155,7 +159,7 @@ class Store:
     def uid_exists(self, uid: str) -> bool:
         return uid in self._by_uid
 
-    def dependents(self, owner_uid: str) -> list[tuple[StorageKey, str, str]]:
+    def dependents(self, owner_uid: str) -> Idents:
         """Objects whose ownerReferences name this uid."""
         return sorted(self._by_owner.get(owner_uid, ()))
 

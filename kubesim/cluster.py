@@ -1,0 +1,187 @@
+"""`Cluster`: one simulated cluster (API server, TLS, HTTP server, kubeconfig), and
+`ClusterThread`, which runs clusters on a background thread with its own event loop (tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import secrets
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from aiohttp import web
+
+from kubesim.apiserver import ApiServer, User
+from kubesim.http import Middleware, make_app
+from kubesim.tls import ServerTLS, make_server_tls
+
+T = TypeVar("T")
+ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
+# What a fresh real cluster has before anyone writes to it.
+INITIAL_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+
+Authenticator = Callable[[str], User | None]
+
+
+class Cluster:
+    def __init__(self, name: str, *, workers: int = 1, pod_cidr: str = "10.0.0.0/16",
+                 host: str = "127.0.0.1", port: int = 0) -> None:
+        self.name = name
+        self.workers = workers  # part 2's node lifecycle creates this many worker nodes
+        self.pod_cidr = pod_cidr
+        self.host = host
+        self.port = port
+        self.api = ApiServer()
+        self.admin_token = secrets.token_urlsafe(32)
+        self.tokens: dict[str, User] = {self.admin_token: ADMIN}
+        # tried after the static tokens (part 2 adds service-account tokens)
+        self.authenticators: list[Authenticator] = []
+        # aiohttp middlewares run after authentication, read at request time (fault injection)
+        self.middlewares: list[Middleware] = []
+        self.url = ""
+        self.kubeconfig_path: Path | None = None
+        self.tls: ServerTLS | None = None
+        self._runner: web.AppRunner | None = None
+        # run after seeding / before stopping; part 2 appends controllers here, from
+        # `kubesim.controllers.install(cluster)` when that function exists
+        self.startup_hooks: list[Callable[[Cluster], Awaitable[None]]] = []
+        self.shutdown_hooks: list[Callable[[Cluster], Awaitable[None]]] = []
+
+    def authenticate(self, token: str) -> User | None:
+        user = self.tokens.get(token)
+        if user is not None:
+            return user
+        for authenticator in self.authenticators:
+            user = authenticator(token)
+            if user is not None:
+                return user
+        return None
+
+    async def start(self, directory: Path | None = None) -> None:
+        """Seed the initial objects, serve HTTPS and write DIR/NAME.kubeconfig."""
+        await self._seed()
+        _install_part2(self)
+        for hook in self.startup_hooks:
+            await hook(self)
+        self.tls = make_server_tls()
+        self._runner = web.AppRunner(make_app(self), handle_signals=False,
+                                     shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self.tls.context)
+        await site.start()
+        server = site._server
+        assert server is not None and server.sockets  # type: ignore[attr-defined]
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self.url = f"https://{self.host}:{self.port}"
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+            self.kubeconfig_path = directory / f"{self.name}.kubeconfig"
+            self.kubeconfig_path.write_text(yaml.safe_dump(self.kubeconfig()))
+
+    async def _seed(self) -> None:
+        namespaces = self.api.kinds.get("", "v1", "namespaces")
+        services = self.api.kinds.get("", "v1", "services")
+        assert namespaces is not None and services is not None
+        for name in INITIAL_NAMESPACES:
+            if self.api.store.get(namespaces.storage_key, "", name) is None:
+                await self.api.create(namespaces, "", {"metadata": {"name": name}})
+        if self.api.store.get(services.storage_key, "default", "kubernetes") is None:
+            await self.api.create(services, "default", {
+                "metadata": {"name": "kubernetes", "labels": {
+                    "component": "apiserver", "provider": "kubernetes"}},
+                "spec": {"clusterIP": "10.96.0.1", "ports": [
+                    {"name": "https", "port": 443, "targetPort": 6443}]},
+            })
+
+    async def stop(self) -> None:
+        for hook in self.shutdown_hooks:
+            await hook(self)
+        self.api.close_watches()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        await self.api.drain()
+
+    def kubeconfig(self) -> dict[str, Any]:
+        assert self.tls is not None and self.url
+        user = f"{self.name}-admin"
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": self.name, "cluster": {
+                "server": self.url,
+                "certificate-authority-data": base64.b64encode(self.tls.ca_pem).decode(),
+            }}],
+            "users": [{"name": user, "user": {"token": self.admin_token}}],
+            "contexts": [{"name": self.name, "context": {
+                "cluster": self.name, "user": user, "namespace": "default"}}],
+            "current-context": self.name,
+            "preferences": {},
+        }
+
+
+def _install_part2(cluster: Cluster) -> None:
+    import importlib
+
+    controllers = importlib.import_module("kubesim.controllers")
+    install = getattr(controllers, "install", None)
+    if install is not None:
+        install(cluster)
+
+
+class ClusterThread:
+    """Clusters served from a daemon thread's event loop, so synchronous tests can use them."""
+
+    def __init__(self, clusters: Iterable[Cluster], directory: Path) -> None:
+        self.clusters = list(clusters)
+        self.directory = directory
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="kubesim",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        for cluster in self.clusters:
+            self.call(cluster.start(self.directory))
+
+    def call(self, coroutine: Coroutine[Any, Any, T], timeout: float = 30) -> T:
+        """Run a coroutine on the clusters' loop and wait for its result."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
+
+    def run(self, function: Callable[[], T], timeout: float = 30) -> T:
+        """Run a plain function on the clusters' loop (store access is not thread-safe)."""
+
+        async def wrapper() -> T:
+            return function()
+
+        return self.call(wrapper(), timeout)
+
+    def stop(self) -> None:
+        for cluster in self.clusters:
+            self.call(cluster.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+    def __enter__(self) -> ClusterThread:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+async def serve_until(stop: Awaitable[Any], clusters: Iterable[Cluster],
+                      directory: Path) -> None:
+    """Start clusters, wait for `stop`, shut them down."""
+    started: list[Cluster] = []
+    try:
+        for cluster in clusters:
+            await cluster.start(directory)
+            started.append(cluster)
+        await stop
+    finally:
+        for cluster in started:
+            await cluster.stop()
