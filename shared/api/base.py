@@ -9,12 +9,15 @@ class ApiModel(BaseModel):
 
     Unknown fields are kept (`extra="allow"`): objects written by a newer annex, or embedded
     Kubernetes structures we do not model in full, must survive a read-modify-write unchanged.
+    Attribute docstrings become field descriptions, which the generated CRDs carry for
+    `kubectl explain`.
     """
 
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         extra="allow",
+        use_attribute_docstrings=True,
     )
 
     def to_wire(self) -> dict[str, object]:
