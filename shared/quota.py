@@ -109,8 +109,8 @@ def total_usage(pods_requests: Iterable[Mapping[str, Decimal]]) -> dict[str, Dec
 
 
 def _all_containers(pod_spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    return [("initContainer", c) for c in pod_spec.get("initContainers") or []] + [
-        ("container", c) for c in pod_spec.get("containers") or []
+    return [("container", c) for c in pod_spec.get("containers") or []] + [
+        ("initContainer", c) for c in pod_spec.get("initContainers") or []
     ]
 
 
