@@ -316,7 +316,8 @@ def _apply_offloading_patch(spec: dict[str, Any], patch: OffloadingPatch | None)
         return
     if patch.node_selector:
         spec["nodeSelector"] = dict(patch.node_selector)
-    for toleration in patch.tolerations:
+    # Filtered too: whoever writes the patch, remote pods never tolerate virtual nodes.
+    for toleration in remote_tolerations(patch.tolerations):
         if toleration not in spec["tolerations"]:
             spec["tolerations"].append(copy.deepcopy(toleration))
     node_affinity = (patch.affinity or {}).get("nodeAffinity")
