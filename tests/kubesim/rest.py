@@ -1,0 +1,58 @@
+"""Raw REST calls through a fixture's ApiClient, for what typed clients hide (status bodies,
+exact JSON, content types)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlencode
+
+JSON = "application/json"
+MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+def _request(cluster: Any, method: str, path: str, body: Any, content_type: str,
+             query: dict[str, Any] | None, stream: bool = False) -> Any:
+    configuration = cluster.api_client.configuration
+    headers = {"Accept": JSON, "Content-Type": content_type}
+    token = configuration.auth_settings().get("BearerToken", {}).get("value")
+    if token:
+        headers["Authorization"] = token
+    url = configuration.host + path
+    if query:
+        url += "?" + urlencode(query)
+    data = None if body is None else json.dumps(body).encode()
+    return cluster.api_client.rest_client.pool_manager.request(
+        method, url, body=data, headers=headers, preload_content=not stream)
+
+
+def call(cluster: Any, method: str, path: str, body: Any = None, *, content_type: str = JSON,
+         query: dict[str, Any] | None = None) -> tuple[int, Any]:
+    """(HTTP status, decoded body: JSON when it parses, else text)."""
+    response = _request(cluster, method, path, body, content_type, query)
+    text = response.data.decode()
+    try:
+        return response.status, json.loads(text)
+    except ValueError:
+        return response.status, text
+
+
+def stream(cluster: Any, path: str, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The decoded events of a watch request (ends when the server closes the stream)."""
+    response = _request(cluster, "GET", path, None, JSON, {"watch": "true", **query},
+                        stream=True)
+    try:
+        buffer = b""
+        for chunk in response.stream(1024, decode_content=False):
+            buffer += chunk
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                if line.strip():
+                    yield json.loads(line)
+        if buffer.strip():
+            yield json.loads(buffer)
+    finally:
+        response.release_conn()

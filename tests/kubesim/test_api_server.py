@@ -1,0 +1,58 @@
+"""The API server as clients meet it: HTTPS with the kubeconfig's CA, bearer tokens, health
+endpoints, /version, and the official client's typed, dynamic and watch interfaces."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from tests.kubesim.rest import call
+
+
+def test_the_kubeconfig_reaches_the_server_over_https_with_its_ca_and_token(home) -> None:
+    kubeconfig = yaml.safe_load(home.kubeconfig.read_text())
+    assert kubeconfig["clusters"][0]["cluster"]["server"].startswith("https://")
+    assert kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]
+    names = [ns.metadata.name for ns in home.core.list_namespace().items]
+    assert "default" in names and "kube-system" in names
+
+
+@pytest.mark.kubesim_only  # a real cluster's address is whatever it is
+def test_simulated_clusters_listen_on_loopback_each_with_its_own_kubeconfig(home, remote) -> None:
+    assert home.sim.url.startswith("https://127.0.0.1:")
+    assert home.sim.url != remote.sim.url
+    assert home.kubeconfig.name == "home.kubeconfig"
+
+
+def test_a_wrong_token_is_401_unauthorized(home) -> None:
+    configuration = copy.copy(home.api_client.configuration)
+    configuration.api_key = {"authorization": "Bearer not-a-token"}
+    configuration.refresh_api_key_hook = None  # or the kubeconfig loader restores the token
+    stranger = client.CoreV1Api(client.ApiClient(configuration))
+    with pytest.raises(ApiException) as raised:
+        stranger.list_namespace()
+    assert raised.value.status == 401
+    assert yaml.safe_load(raised.value.body)["reason"] == "Unauthorized"
+
+
+@pytest.mark.parametrize("path", ["/livez", "/readyz", "/healthz"])
+def test_health_endpoints_answer_ok(home, path: str) -> None:
+    assert call(home, "GET", path) == (200, "ok")
+
+
+def test_version_names_the_release(home) -> None:
+    info = client.VersionApi(home.api_client).get_code()
+    assert info.major == "1" and info.git_version.startswith("v1.")
+
+
+def test_typed_dynamic_and_watch_clients_work_unchanged(home, namespace) -> None:
+    home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "one"}})
+    configmaps = home.dynamic.resources.get(api_version="v1", kind="ConfigMap")
+    assert [i.metadata.name for i in configmaps.get(namespace=namespace).items] == ["one"]
+    events = list(watch.Watch().stream(home.core.list_namespaced_config_map, namespace,
+                                       timeout_seconds=1))
+    assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "one")]
