@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from kubesim import errors, names
-from kubesim.errors import FieldCause, StatusError
+from kubesim.errors import FieldCause, GoLiteral, StatusError
 from kubesim.kinds import KindRegistry, ResourceKind
 from kubesim.store import ADDED, Filter, Store, Stored, Watcher
 from kubesim.strategies import (
@@ -32,7 +32,6 @@ from kubesim.strategies import (
     ServiceIPAllocator,
     ServiceStrategy,
     Strategy,
-    spec_view,
 )
 
 Obj = dict[str, Any]
@@ -206,7 +205,9 @@ class ApiServer:
             raise errors.forbidden(group_resource, name, message)
 
     def _track(self, coroutine: Awaitable[Any]) -> None:
-        task: asyncio.Task[Any] = asyncio.ensure_future(coroutine)
+        """Run background work (the controller stand-ins); a lost race (404/409) is fine: the
+        next removal triggers the same work again."""
+        task: asyncio.Task[Any] = asyncio.ensure_future(_tolerating_races(coroutine))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -440,6 +441,11 @@ class ApiServer:
                 f"the name of the object ({meta['name']}) does not match the name on the URL "
                 f"({name})")
         meta["name"] = name
+        if kind.create_on_update and self.store.get(kind.storage_key, namespace, name) is None:
+            created = await self.create_stored(kind, namespace, obj, user=user, dry_run=dry_run,
+                                               owned=True)
+            assert isinstance(created, Stored)
+            return created
         old = self._existing(kind, namespace, name)
         version = meta.get("resourceVersion")
         if version:
@@ -448,7 +454,8 @@ class ApiServer:
         elif not kind.unconditional_update:
             raise errors.invalid(f"{kind.plural}.{kind.group}" if kind.group else kind.plural,
                                  name, [FieldCause("metadata.resourceVersion", "Invalid value",
-                                                   "must be specified for an update", 0)])
+                                                   "must be specified for an update",
+                                                   GoLiteral("0x0"))])
         return await self._write_update(kind, old, obj, subresource, user, dry_run)
 
     async def _write_update(self, kind: ResourceKind, old: Stored, new: Obj, subresource: str,
@@ -471,7 +478,7 @@ class ApiServer:
             raise errors.not_found(kind.group_resource, old.name)
         else:
             strategy.prepare_for_update(new, old_obj)
-            if spec_view(new) != spec_view(old_obj):
+            if strategy.generation_view(new) != strategy.generation_view(old_obj):
                 new["metadata"]["generation"] = int(old_meta.get("generation", 0)) + 1
         new = await self._mutate("UPDATE", kind, subresource, old.namespace, new, old_obj, user,
                                  dry_run)
@@ -482,6 +489,11 @@ class ApiServer:
         meta = new["metadata"]
         if dry_run:
             return Stored.of(new, old.rv)
+        current = self.store.get(kind.storage_key, old.namespace, old.name)
+        if current is None:
+            raise errors.not_found(kind.group_resource, old.name)
+        if current is not old:  # written meanwhile (admission awaited): optimistic lock
+            raise errors.modified_conflict(kind.group_resource, old.name)
         if (meta.get("deletionTimestamp") and not meta.get("finalizers")
                 and not meta.get("deletionGracePeriodSeconds")
                 and not strategy.blocks_deletion(new)):
@@ -830,6 +842,7 @@ class ApiServer:
                 categories=tuple(names_spec.get("categories") or ()),
                 schema=(version.get("schema") or {}).get("openAPIV3Schema"),
                 custom=True,
+                unconditional_update=False,  # customResourceStrategy.AllowUnconditionalUpdate
             ))
 
     def _unserve_crd(self, crd: Obj) -> None:
@@ -967,6 +980,14 @@ class WatchStream:
             if item is None:
                 return
             yield item
+
+
+async def _tolerating_races(work: Awaitable[Any]) -> None:
+    try:
+        await work
+    except StatusError as error:
+        if error.code not in (404, 409):
+            raise
 
 
 def list_object(kind: ResourceKind, result: ListResult) -> Obj:

@@ -100,7 +100,13 @@ class FieldCause:
         return f"{self.path}: {body}: {self.detail}" if self.detail else f"{self.path}: {body}"
 
 
+class GoLiteral(str):
+    """A value already formatted the way Go prints it (e.g. `0x0` for a uint64 via %#v)."""
+
+
 def _go_value(value: Any) -> str:
+    if isinstance(value, GoLiteral):
+        return str(value)
     if isinstance(value, str):
         return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(value, bool):

@@ -28,6 +28,8 @@ class ResourceKind:
     # False where the registry strategy refuses an update without metadata.resourceVersion
     # (AllowUnconditionalUpdate() == false in the kind's strategy.go).
     unconditional_update: bool = True
+    # True where PUT creates a missing object (AllowCreateOnUpdate() == true).
+    create_on_update: bool = False
     # Custom resources: the CRD version's openAPIV3Schema (None for built-ins).
     schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     custom: bool = False
@@ -76,6 +78,7 @@ def _kind(
     categories: Iterable[str] = (),
     verbs: Iterable[str] = ALL_VERBS,
     unconditional_update: bool = True,
+    create_on_update: bool = False,
 ) -> ResourceKind:
     return ResourceKind(
         group=group,
@@ -89,6 +92,7 @@ def _kind(
         categories=tuple(categories),
         field_selectors=META_FIELDS + tuple(fields),
         unconditional_update=unconditional_update,
+        create_on_update=create_on_update,
     )
 
 
@@ -115,7 +119,7 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
     _kind("", "v1", "pods", "Pod", True, ("po",),
           ("status", "binding", "log", "eviction", "ephemeralcontainers"), _POD_FIELDS, ("all",)),
     _kind("", "v1", "services", "Service", True, ("svc",), ("status", "proxy"), (), ("all",)),
-    _kind("", "v1", "endpoints", "Endpoints", True, ("ep",)),
+    _kind("", "v1", "endpoints", "Endpoints", True, ("ep",), create_on_update=True),
     _kind("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     _kind("", "v1", "secrets", "Secret", True, (), (), ("type",)),
     _kind("", "v1", "serviceaccounts", "ServiceAccount", True, ("sa",), ("token",)),
@@ -124,7 +128,8 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
           ("status",)),
     _kind("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",), ("status",)),
     _kind("events.k8s.io", "v1", "events", "Event", True, ("ev",), (), _NEW_EVENT_FIELDS),
-    _kind("coordination.k8s.io", "v1", "leases", "Lease", True, unconditional_update=False),
+    _kind("coordination.k8s.io", "v1", "leases", "Lease", True, unconditional_update=False,
+          create_on_update=True),
     _kind("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
     _kind("networking.k8s.io", "v1", "ingresses", "Ingress", True, ("ing",), ("status",)),
     _kind("apps", "v1", "deployments", "Deployment", True, ("deploy",), ("status", "scale"), (),
@@ -132,11 +137,14 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
     _kind("apps", "v1", "replicasets", "ReplicaSet", True, ("rs",), ("status", "scale"),
           ("status.replicas",), ("all",)),
     _kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
-          False, ("crd", "crds"), ("status",), (), ("api-extensions",)),
+          False, ("crd", "crds"), ("status",), (), ("api-extensions",),
+          unconditional_update=False),
     _kind("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-          "MutatingWebhookConfiguration", False, (), (), (), ("api-extensions",)),
+          "MutatingWebhookConfiguration", False, (), (), (), ("api-extensions",),
+          unconditional_update=False),
     _kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
-          "ValidatingWebhookConfiguration", False, (), (), (), ("api-extensions",)),
+          "ValidatingWebhookConfiguration", False, (), (), (), ("api-extensions",),
+          unconditional_update=False),
     _kind("rbac.authorization.k8s.io", "v1", "roles", "Role", True),
     _kind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True),
     _kind("rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", False),

@@ -48,6 +48,10 @@ class Strategy:
     def validate(self, obj: Obj) -> list[FieldCause]:
         return []
 
+    def generation_view(self, obj: Obj) -> Any:
+        """The part of the object whose change bumps metadata.generation."""
+        return spec_view(obj)
+
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
         return self.validate(new)
 
@@ -338,6 +342,11 @@ class CustomResourceStrategy(Strategy):
             new["status"] = status
         self._conform(new)
 
+    def generation_view(self, obj: Obj) -> Any:
+        # copyNonMetadata: any change outside metadata (status included when it is not a
+        # subresource) bumps the generation
+        return {k: v for k, v in obj.items() if k != "metadata"}
+
     def _conform(self, obj: Obj) -> None:
         from kubesim import schema  # B's pure module; imported lazily to keep import order simple
 
@@ -360,6 +369,10 @@ class CustomResourceStrategy(Strategy):
 class CustomResourceDefinitionStrategy(Strategy):
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {}
+
+    def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
+        _keep(new, old, "spec")
+        new["metadata"] = dict(old["metadata"])  # ResetObjectMetaForStatus
 
     def validate(self, obj: Obj) -> list[FieldCause]:
         from kubesim import schema
