@@ -16,8 +16,12 @@ import secrets
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from kubesim import errors
+from kubesim.apiserver import ApiServer, SubresourceRequest, User
+from kubesim.errors import FieldCause
 from kubesim.store import Store
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -147,20 +151,6 @@ def evaluate(
     return decision
 
 
-def forbidden_message(attributes: Any) -> str:
-    """responsewriters.forbiddenMessage: what follows "<resource> is forbidden: "."""
-    user = attributes.user.name
-    if not attributes.resource_request:
-        return f'User "{user}" cannot {attributes.verb} path "{attributes.path}"'
-    resource = attributes.resource
-    if attributes.subresource:
-        resource += "/" + attributes.subresource
-    where = (f'in the namespace "{attributes.namespace}"' if attributes.namespace
-             else "at the cluster scope")
-    return (f'User "{user}" cannot {attributes.verb} resource "{resource}" in API group '
-            f'"{attributes.api_group}" {where}')
-
-
 class RbacAuthorizer:
     """The ApiServer's authorizer: RBAC over the cluster's own Role/Binding objects."""
 
@@ -248,3 +238,123 @@ class TokenSigner:
 
 def new_static_token() -> str:
     return secrets.token_urlsafe(24)
+
+
+# ---------------------------------------------------------------------------------------------
+# TokenRequest (serviceaccounts/token) and the authenticators a cluster gets
+
+API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
+DEFAULT_EXPIRATION = 3600
+MIN_EXPIRATION = 600
+MAX_EXPIRATION = 2**32
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
+
+
+def _expiration_errors(seconds: Any) -> list[FieldCause]:
+    path = "spec.expirationSeconds"
+    if not isinstance(seconds, int) or seconds < MIN_EXPIRATION:
+        return [FieldCause(path, "Invalid value",
+                           "may not specify a duration less than 10 minutes", seconds)]
+    if seconds > MAX_EXPIRATION:
+        return [FieldCause(path, "Invalid value",
+                           "may not specify a duration larger than 2^32 seconds", seconds)]
+    return []
+
+
+class ServiceAccountTokens:
+    """Issues TokenRequest tokens and authenticates them against the live objects."""
+
+    def __init__(self, api: ApiServer, signer: TokenSigner,
+                 audiences: Sequence[str] = (API_AUDIENCE,)) -> None:
+        self.api = api
+        self.signer = signer
+        self.audiences = tuple(audiences)
+
+    def _get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        stored = self.api.store.get(("", plural), namespace, name)
+        return stored.obj if stored is not None else None
+
+    async def token_request(self, request: SubresourceRequest) -> dict[str, Any]:
+        """`create serviceaccounts/token`: a TokenRequest answered with status.token."""
+        namespace, name = request.namespace, request.name
+        account = self._get("serviceaccounts", namespace, name)
+        if account is None:
+            raise errors.not_found("serviceaccounts", name)
+        body = request.body if isinstance(request.body, dict) else {}
+        spec = dict(body.get("spec") or {})
+        seconds = spec.get("expirationSeconds", DEFAULT_EXPIRATION)
+        causes = _expiration_errors(seconds)
+        if causes:
+            raise errors.invalid("TokenRequest.authentication.k8s.io", name, causes)
+        audiences = list(spec.get("audiences") or self.audiences)
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "aud": audiences, "exp": now + int(seconds), "iat": now, "nbf": now,
+            "jti": secrets.token_hex(16), "sub": service_account_user_name(namespace, name),
+            "kubernetes.io": {"namespace": namespace, "serviceaccount": {
+                "name": name, "uid": account["metadata"]["uid"]}},
+        }
+        bound = spec.get("boundObjectRef")
+        if bound:
+            if bound.get("kind") != "Pod":
+                raise errors.bad_request(
+                    f"cannot bind token to object of type {bound.get('kind')}")
+            pod = self._get("pods", namespace, bound.get("name", ""))
+            if pod is None:
+                raise errors.not_found("pods", bound.get("name", ""))
+            uid = pod["metadata"]["uid"]
+            if bound.get("uid") and bound["uid"] != uid:
+                raise errors.conflict(
+                    "pods", bound.get("name", ""),
+                    f"the UID in the bound object reference ({bound['uid']}) does not match the "
+                    "UID in record. The object might have been deleted and then recreated")
+            spec["boundObjectRef"] = {**bound, "uid": uid, "apiVersion": "v1"}
+            claims["kubernetes.io"]["pod"] = {"name": bound["name"], "uid": uid}
+        spec.update(audiences=audiences, expirationSeconds=int(seconds))
+        expires = datetime.fromtimestamp(claims["exp"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                "metadata": {"name": name, "namespace": namespace,
+                             "creationTimestamp": None},
+                "spec": spec,
+                "status": {"token": self.signer.issue(claims), "expirationTimestamp": expires}}
+
+    def authenticate(self, token: str) -> User | None:
+        claims = self.signer.claims(token)
+        if claims is None or not set(claims.get("aud") or ()) & set(self.audiences):
+            return None
+        private = claims.get("kubernetes.io") or {}
+        namespace = private.get("namespace", "")
+        account_ref = private.get("serviceaccount") or {}
+        account = self._get("serviceaccounts", namespace, account_ref.get("name", ""))
+        if account is None or account["metadata"]["uid"] != account_ref.get("uid"):
+            return None
+        extra: dict[str, tuple[str, ...]] = {}
+        pod_ref = private.get("pod")
+        if pod_ref:
+            pod = self._get("pods", namespace, pod_ref.get("name", ""))
+            if pod is None or pod["metadata"]["uid"] != pod_ref.get("uid"):
+                return None
+            extra = {POD_NAME_EXTRA: (pod_ref["name"],), POD_UID_EXTRA: (pod_ref["uid"],)}
+        return User(service_account_user_name(namespace, account_ref["name"]),
+                    service_account_groups(namespace), account_ref["uid"], extra)
+
+
+def add_static_token(cluster: Any, user_name: str, groups: Sequence[str] = (),
+                     token: str | None = None) -> str:
+    """Add a bearer token for `user_name` to the cluster's static token list; returns it."""
+    token = token or new_static_token()
+    cluster.tokens[token] = User(user_name, (*groups, AUTHENTICATED_GROUP))
+    return token
+
+
+def install_auth(cluster: Any) -> None:
+    """RBAC as the authorizer, TokenRequest served, service-account tokens accepted."""
+    api: ApiServer = cluster.api
+    api.authorizer = RbacAuthorizer(api.store)
+    tokens = ServiceAccountTokens(api, TokenSigner(issuer=API_AUDIENCE))
+    service_accounts = api.kinds.get("", "v1", "serviceaccounts")
+    assert service_accounts is not None
+    api.register_subresource(service_accounts, "token", tokens.token_request)
+    cluster.authenticators.append(tokens.authenticate)
+    cluster.service_account_tokens = tokens

@@ -1,0 +1,163 @@
+"""The controllers that make a simulated cluster look alive, each switchable per cluster.
+
+`install(cluster)` (called by `Cluster.start`) wires part 2 into a cluster: RBAC and token
+authentication, webhook admission, fault injection, and a `ControllerManager` started with the
+cluster. Which controllers run is `cluster.controller_names` (default: all of `ALL_CONTROLLERS`);
+their settings are `cluster.controller_settings` (a `ControllerSettings`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kubesim.apiserver import ApiServer
+from kubesim.controllers.base import Controller
+from kubesim.controllers.endpointslice import EndpointSliceController
+from kubesim.controllers.kubelet import Kubelet, KubeletConfig
+from kubesim.controllers.namespace import NamespaceController
+from kubesim.controllers.namespacedefaults import DefaultServiceAccount, RootCaPublisher
+from kubesim.controllers.nodelifecycle import NodeLifecycle
+from kubesim.controllers.scheduler import Scheduler
+
+log = logging.getLogger("kubesim.controllers")
+
+# Names as kube-controller-manager's --controllers knows them (scheduler and kubelet aside).
+ALL_CONTROLLERS = (
+    "scheduler",
+    "kubelet",
+    "node-lifecycle",
+    "endpointslice",
+    "namespace",
+    "garbage-collector",
+    "root-ca-cert-publisher",
+    "serviceaccount",
+)
+
+
+@dataclass
+class ControllerSettings:
+    workers: int = 1
+    worker_cpu: str = "4"
+    worker_memory: str = "8Gi"
+    worker_pods: int = 110
+    pod_cidr: str = "10.244.0.0/16"
+    node_prefix: str = "worker"
+    node_grace_period: float = 40.0
+    lease_renew_interval: float = 10.0
+    container_stop_delay: float = 0.0
+
+
+def parse_controller_names(text: str) -> list[str]:
+    """`--controllers` syntax: "*" (all), names, "-name" to leave one out: "*,-scheduler"."""
+    chosen: list[str] = []
+    for item in (part.strip() for part in text.split(",") if part.strip()):
+        if item == "*":
+            chosen.extend(n for n in ALL_CONTROLLERS if n not in chosen)
+        elif item.startswith("-"):
+            if item[1:] not in ALL_CONTROLLERS:
+                raise ValueError(f"unknown controller {item[1:]!r}")
+            chosen = [n for n in chosen if n != item[1:]]
+        elif item in ALL_CONTROLLERS:
+            if item not in chosen:
+                chosen.append(item)
+        else:
+            raise ValueError(f"unknown controller {item!r}; known: {', '.join(ALL_CONTROLLERS)}")
+    return chosen
+
+
+class ControllerManager:
+    """Runs a chosen set of controllers as tasks on the cluster's loop."""
+
+    def __init__(self, api: ApiServer, settings: ControllerSettings, names: Iterable[str],
+                 ca_pem: Callable[[], str | None] = lambda: None) -> None:
+        self.api = api
+        self.settings = settings
+        self.names = list(names)
+        self.controllers: dict[str, Controller] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        kubelet_config = KubeletConfig(
+            workers=settings.workers, node_prefix=settings.node_prefix, cpu=settings.worker_cpu,
+            memory=settings.worker_memory, pods=settings.worker_pods,
+            pod_cidr=settings.pod_cidr, renew_interval=settings.lease_renew_interval,
+            stop_delay=settings.container_stop_delay)
+        factories: dict[str, Callable[[], Controller]] = {
+            "scheduler": lambda: Scheduler(api),
+            "kubelet": lambda: Kubelet(api, kubelet_config),
+            "node-lifecycle": lambda: NodeLifecycle(api, settings.node_grace_period),
+            "endpointslice": lambda: EndpointSliceController(api),
+            "namespace": lambda: NamespaceController(api),
+            "root-ca-cert-publisher": lambda: RootCaPublisher(api, ca_pem),
+            "serviceaccount": lambda: DefaultServiceAccount(api),
+        }
+        for name in self.names:
+            if name in factories:
+                self.controllers[name] = factories[name]()
+        # The API server's built-in stand-ins give way to the controllers that replace them;
+        # the garbage collector is the API server's cascade, switched by this name.
+        api.namespace_finalization = "namespace" not in self.names
+        api.garbage_collection = "garbage-collector" in self.names
+
+    @property
+    def kubelet(self) -> Kubelet:
+        kubelet = self.controllers.get("kubelet")
+        if not isinstance(kubelet, Kubelet):
+            raise LookupError("the kubelet controller is not running in this cluster")
+        return kubelet
+
+    def start(self) -> None:
+        for controller in self.controllers.values():
+            task = asyncio.ensure_future(self._supervise(controller))
+            self._tasks.append(task)
+
+    async def _supervise(self, controller: Controller) -> None:
+        """Keep a controller running: a crash is logged and it starts again."""
+        while True:
+            try:
+                await controller.main()
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller %s crashed; restarting", controller.name)
+                await asyncio.sleep(0.5)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+
+
+def install(cluster: Any) -> None:
+    """Wire part 2 into a `kubesim.cluster.Cluster` (called from `Cluster.start`)."""
+    from kubesim.admission import WebhookAdmission
+    from kubesim.auth import install_auth
+    from kubesim.faults import install_faults
+
+    settings = getattr(cluster, "controller_settings", None) or ControllerSettings(
+        workers=cluster.workers, pod_cidr=cluster.pod_cidr, node_prefix=f"{cluster.name}-worker")
+    names = getattr(cluster, "controller_names", None)
+    names = list(ALL_CONTROLLERS if names is None else names)
+
+    def ca_pem() -> str | None:
+        tls = getattr(cluster, "tls", None)
+        return tls.ca_pem.decode() if tls is not None else None
+
+    manager = ControllerManager(cluster.api, settings, names, ca_pem)
+    cluster.controllers = manager
+    cluster.api.admission = WebhookAdmission(cluster.api.store)
+    install_auth(cluster)
+    install_faults(cluster)
+
+    async def start(_: Any) -> None:
+        manager.start()
+
+    async def stop(_: Any) -> None:
+        await manager.stop()
+
+    cluster.startup_hooks.append(start)
+    cluster.shutdown_hooks.append(stop)

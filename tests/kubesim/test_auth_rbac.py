@@ -5,7 +5,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from kubesim.auth import evaluate, forbidden_message, rule_allows
+from kubesim.apiserver import forbidden_message
+from kubesim.auth import evaluate, rule_allows
 
 
 def user(name: str, *groups: str) -> SimpleNamespace:

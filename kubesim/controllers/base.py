@@ -1,0 +1,158 @@
+"""What every controller shares: watching kinds forever, a de-duplicating work queue, retries.
+
+Controllers are in-process clients of the `ApiServer` (as the system user). They are
+level-triggered: an event only says which key to look at; the reconcile function reads the
+current state and makes it right, so a missed or repeated event does no harm and a 409 Conflict
+is simply retried.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
+from typing import Any, TypeVar
+
+from kubesim.apiserver import ApiServer
+from kubesim.errors import StatusError
+from kubesim.kinds import ResourceKind
+from kubesim.store import Stored
+
+log = logging.getLogger("kubesim.controllers")
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+EventHandler = Callable[[str, Stored], None]
+
+
+def kind_of(api: ApiServer, group: str, version: str, plural: str) -> ResourceKind:
+    kind = api.kinds.get(group, version, plural)
+    if kind is None:
+        raise LookupError(f"kubesim serves no {plural}.{group}/{version}")
+    return kind
+
+
+async def watch_forever(
+    api: ApiServer, kind: ResourceKind, on_event: EventHandler, namespace: str = "",
+    field_selector: str = "", synced: asyncio.Event | None = None,
+) -> None:
+    """Call `on_event(type, stored)` for the current state, then for every change, forever.
+
+    A broken or expired watch is reopened from the last seen resourceVersion (from scratch
+    after a 410). `synced` is set once the initial state has been delivered.
+    """
+    resource_version = ""
+    while True:
+        try:
+            stream = api.open_watch(kind, namespace, resource_version=resource_version,
+                                    field_selector=field_selector)
+            initial = len(stream.backlog) if not resource_version else 0
+            seen = 0
+            if initial == 0 and synced is not None:
+                synced.set()
+            async for event_type, stored in stream:
+                if event_type == "ERROR":
+                    resource_version = ""
+                    break
+                if event_type != "BOOKMARK":
+                    on_event(event_type, stored)
+                resource_version = str(stored.rv) if stored.rv else resource_version
+                seen += 1
+                if seen == initial and synced is not None:
+                    synced.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a watch must never die for good: log and reopen
+            log.exception("watch on %s failed; reopening", kind.plural)
+            await asyncio.sleep(0.5)
+            resource_version = ""
+
+
+class WorkQueue:
+    """Keys to reconcile: each key queued at most once; failures retried with back-off."""
+
+    def __init__(self, reconcile: Callable[[Any], Awaitable[None]], name: str,
+                 workers: int = 1) -> None:
+        self._reconcile = reconcile
+        self._name = name
+        self._workers = workers
+        self._queue: asyncio.Queue[Any] = asyncio.Queue()
+        self._pending: set[Any] = set()
+        self._active: set[Any] = set()
+        self._dirty: set[Any] = set()
+        self._failures: dict[Any, int] = {}
+
+    def add(self, key: Any) -> None:
+        if key in self._active:
+            self._dirty.add(key)  # reconcile again once the running pass is done
+            return
+        if key not in self._pending:
+            self._pending.add(key)
+            self._queue.put_nowait(key)
+
+    def add_later(self, key: Any, delay: float) -> None:
+        asyncio.get_running_loop().call_later(delay, self.add, key)
+
+    async def run(self) -> None:
+        await asyncio.gather(*(self._worker() for _ in range(self._workers)))
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self._queue.get()
+            self._pending.discard(key)
+            self._active.add(key)
+            try:
+                await self._reconcile(key)
+                self._failures.pop(key, None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                failures = self._failures[key] = self._failures.get(key, 0) + 1
+                if not (isinstance(error, StatusError) and error.code in (404, 409)):
+                    log.warning("%s: reconciling %s failed (%s); retrying", self._name, key,
+                                error)
+                self.add_later(key, min(0.05 * 2 ** min(failures, 6), 2.0))
+            finally:
+                self._active.discard(key)
+                if key in self._dirty:
+                    self._dirty.discard(key)
+                    self.add(key)
+
+
+def call_on_loop(loop: asyncio.AbstractEventLoop, action: Coroutine[Any, Any, T],
+                 timeout: float = 30.0) -> T:
+    """Run `action` on the cluster's loop from another thread and wait for its result."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        action.close()
+        raise RuntimeError("call the async variant from the cluster's own loop")
+    return asyncio.run_coroutine_threadsafe(action, loop).result(timeout)
+
+
+async def ignore_gone(action: Awaitable[T]) -> T | None:
+    """Await a write; None if the object is gone (404) meanwhile."""
+    try:
+        return await action
+    except StatusError as error:
+        if error.code == 404:
+            return None
+        raise
+
+
+class Controller:
+    """A named background task of a cluster; subclasses implement `run`."""
+
+    name = "controller"
+
+    def __init__(self, api: ApiServer) -> None:
+        self.api = api
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    async def run(self) -> None:
+        raise NotImplementedError
+
+    async def main(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self.run()

@@ -1,0 +1,573 @@
+"""A kubelet stand-in for the simulated worker nodes (never for nodes it did not register).
+
+It registers its nodes (capacity, Ready, addresses, pod CIDR), renews their Leases in
+kube-node-lease, runs the pods bound to them (pod IP from the node's slice of the cluster's pod
+CIDR, container statuses, Initialized/Ready/ContainersReady/PodScheduled conditions), honours
+deletion grace periods (the pod is removed with grace 0 once its containers stopped, at the latest
+after the grace period) and restartPolicy, and serves `pods/log`.
+
+Tests drive containers through `fail`, `complete`, `restart`, `set_ready` and `write_log`, and
+kubelet death through `pause_heartbeats` / `resume_heartbeats`; all of them may be called from
+any thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import ipaddress
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from kubesim import errors
+from kubesim.apiserver import ApiServer, SubresourceRequest, copy_json, now_timestamp
+from kubesim.controllers.base import Controller, WorkQueue, kind_of, watch_forever
+from kubesim.errors import StatusError
+from kubesim.store import Stored
+
+LEASE_NAMESPACE = "kube-node-lease"
+KUBELET_PORT = 10250
+PodKey = tuple[str, str]
+
+
+def micro_time(moment: datetime | None = None) -> str:
+    """metav1.MicroTime, as Leases carry it."""
+    return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class KubeletConfig:
+    workers: int = 1
+    node_prefix: str = "worker"
+    cpu: str = "4"
+    memory: str = "8Gi"
+    pods: int = 110
+    ephemeral_storage: str = "100Gi"
+    pod_cidr: str = "10.244.0.0/16"
+    lease_duration: int = 40
+    renew_interval: float = 10.0
+    # how long a container takes to stop after SIGTERM (capped by the grace period)
+    stop_delay: float = 0.0
+
+    def node_names(self) -> list[str]:
+        return [f"{self.node_prefix}-{index}" for index in range(1, self.workers + 1)]
+
+
+@dataclass
+class ContainerRuntime:
+    name: str
+    image: str
+    restart_count: int = 0
+    started_at: str = field(default_factory=now_timestamp)
+    exit_code: int | None = None  # None while running
+    finished_at: str = ""
+    ready_override: bool | None = None
+    last_state: dict[str, Any] = field(default_factory=dict)
+    logs: list[str] = field(default_factory=list)
+    previous_logs: list[str] = field(default_factory=list)
+
+    @property
+    def running(self) -> bool:
+        return self.exit_code is None
+
+    def container_id(self, pod_uid: str) -> str:
+        digest = hashlib.sha256(f"{pod_uid}/{self.name}/{self.restart_count}".encode())
+        return "containerd://" + digest.hexdigest()
+
+    def terminate(self, exit_code: int) -> None:
+        self.exit_code = exit_code
+        self.finished_at = now_timestamp()
+
+    def restart(self, pod_uid: str) -> None:
+        """Start again; what ran before becomes lastState."""
+        self.last_state = {"terminated": self._terminated_state(pod_uid)}
+        self.previous_logs, self.logs = self.logs, []
+        self.restart_count += 1
+        self.exit_code = None
+        self.finished_at = ""
+        self.started_at = now_timestamp()
+
+    def _terminated_state(self, pod_uid: str) -> dict[str, Any]:
+        exit_code = 137 if self.exit_code is None else self.exit_code
+        return {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error",
+                "startedAt": self.started_at, "finishedAt": self.finished_at or now_timestamp(),
+                "containerID": self.container_id(pod_uid)}
+
+    def status(self, pod_uid: str) -> dict[str, Any]:
+        ready = self.running if self.ready_override is None else (
+            self.running and self.ready_override)
+        state = ({"running": {"startedAt": self.started_at}} if self.running
+                 else {"terminated": self._terminated_state(pod_uid)})
+        image = self.image if "/" in self.image else f"docker.io/library/{self.image}"
+        digest = hashlib.sha256(self.image.encode()).hexdigest()
+        return {
+            "name": self.name, "state": state, "lastState": self.last_state, "ready": ready,
+            "restartCount": self.restart_count, "image": image,
+            "imageID": f"{image.split(':')[0]}@sha256:{digest}",
+            "containerID": self.container_id(pod_uid), "started": self.running,
+        }
+
+
+@dataclass
+class PodRuntime:
+    uid: str
+    node: str
+    ip: str
+    restart_policy: str
+    started_at: str
+    containers: dict[str, ContainerRuntime]
+    init_containers: list[str]
+    stopping_since: float | None = None
+    transitions: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def phase(self) -> str:
+        states = list(self.containers.values())
+        if any(c.running for c in states):
+            return "Running"
+        return "Succeeded" if all(c.exit_code == 0 for c in states) else "Failed"
+
+    def container_ended(self, container: ContainerRuntime) -> None:
+        """restartPolicy: Always restarts every exit, OnFailure only failures."""
+        if self.restart_policy == "Always" or (
+            self.restart_policy == "OnFailure" and container.exit_code != 0
+        ):
+            container.restart(self.uid)
+
+
+class NodeSubnets:
+    """Each node's slice of the pod CIDR and the pod IPs handed out from it."""
+
+    def __init__(self, pod_cidr: str, nodes: list[str]) -> None:
+        network = ipaddress.ip_network(pod_cidr, strict=False)
+        bits = max(1, (len(nodes) - 1).bit_length())
+        prefix = max(network.prefixlen + bits, min(24, network.max_prefixlen - 2))
+        subnets: list[Any] = list(itertools.islice(network.subnets(new_prefix=prefix), len(nodes)))
+        self.cidrs = dict(zip(nodes, subnets, strict=True))
+        self._free = {node: (str(ip) for ip in cidr.hosts() if int(ip) & 0xFF != 1)
+                      for node, cidr in self.cidrs.items()}
+        self._released: dict[str, list[str]] = {node: [] for node in nodes}
+
+    def allocate(self, node: str) -> str:
+        released = self._released[node]
+        if released:
+            return released.pop(0)
+        try:
+            return next(self._free[node])
+        except StopIteration:
+            raise RuntimeError(f"pod CIDR of node {node} is exhausted") from None
+
+    def release(self, node: str, ip: str) -> None:
+        self._released[node].append(ip)
+
+
+class Kubelet(Controller):
+    name = "kubelet"
+
+    def __init__(self, api: ApiServer, config: KubeletConfig | None = None) -> None:
+        super().__init__(api)
+        self.config = config or KubeletConfig()
+        self.node_names = self.config.node_names()
+        self.subnets = NodeSubnets(self.config.pod_cidr, self.node_names)
+        self.pods_kind = kind_of(api, "", "v1", "pods")
+        self.nodes_kind = kind_of(api, "", "v1", "nodes")
+        self.leases_kind = kind_of(api, "coordination.k8s.io", "v1", "leases")
+        self.namespaces_kind = kind_of(api, "", "v1", "namespaces")
+        self.runtimes: dict[PodKey, PodRuntime] = {}
+        self.paused: set[str] = set()
+        self._wake = asyncio.Event()  # cuts the wait before the next heartbeat short
+        self.queue = WorkQueue(self._reconcile, self.name, workers=4)
+        api.register_subresource(self.pods_kind, "log", self._serve_log)
+
+    # ------------------------------------------------------------------ nodes and leases
+    def node_ip(self, node: str) -> str:
+        return f"172.18.0.{self.node_names.index(node) + 2}"
+
+    def _node_object(self, node: str) -> dict[str, Any]:
+        config = self.config
+        resources = {"cpu": config.cpu, "memory": config.memory, "pods": str(config.pods),
+                     "ephemeral-storage": config.ephemeral_storage}
+        cidr = str(self.subnets.cidrs[node])
+        return {
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": node, "labels": {
+                "kubernetes.io/hostname": node, "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+                "beta.kubernetes.io/arch": "amd64"}},
+            "spec": {"podCIDR": cidr, "podCIDRs": [cidr]},
+            "status": {
+                "capacity": resources, "allocatable": dict(resources),
+                "conditions": self._node_conditions(),
+                "addresses": [{"type": "InternalIP", "address": self.node_ip(node)},
+                              {"type": "Hostname", "address": node}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}},
+                "nodeInfo": {"kubeletVersion": "v1.31.0-kubesim", "kubeProxyVersion": "",
+                             "operatingSystem": "linux", "architecture": "amd64",
+                             "containerRuntimeVersion": "containerd://1.7.0",
+                             "osImage": "kubesim", "kernelVersion": "6.0.0",
+                             "machineID": "", "systemUUID": "", "bootID": ""},
+            },
+        }
+
+    @staticmethod
+    def _node_conditions() -> list[dict[str, Any]]:
+        now = now_timestamp()
+
+        def condition(kind: str, status: str, reason: str, message: str) -> dict[str, Any]:
+            return {"type": kind, "status": status, "reason": reason, "message": message,
+                    "lastHeartbeatTime": now, "lastTransitionTime": now}
+
+        return [
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory",
+                      "kubelet has sufficient memory available"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure",
+                      "kubelet has no disk pressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID",
+                      "kubelet has sufficient PID available"),
+            condition("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
+        ]
+
+    async def _register(self, node: str) -> None:
+        """Create the node if missing, and post its full status if it has none yet."""
+        stored = self.api.store.get(self.nodes_kind.storage_key, "", node)
+        desired = self._node_object(node)
+        if stored is None:
+            try:
+                node_obj = await self.api.create(self.nodes_kind, "", desired)
+            except StatusError as error:
+                if error.code != 409:
+                    raise
+                node_obj = await self.api.get(self.nodes_kind, "", node)
+        else:
+            node_obj = stored.obj
+        if not (node_obj.get("status") or {}).get("capacity"):
+            await self._post_status(node_obj, desired["status"])
+        else:
+            await self._post_ready(node_obj)
+
+    async def _post_ready(self, node_obj: dict[str, Any]) -> None:
+        """Post Ready conditions unless they are there (the kubelet's node status update)."""
+        conditions = (node_obj.get("status") or {}).get("conditions") or []
+        if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            return
+        await self._post_status(node_obj, {})
+
+    async def _post_status(self, node_obj: dict[str, Any], status: dict[str, Any]) -> None:
+        new = copy_json(node_obj)
+        new["status"] = {**(new.get("status") or {}), **status,
+                         "conditions": self._node_conditions()}
+        await self.api.update(self.nodes_kind, "", node_obj["metadata"]["name"], new,
+                              subresource="status")
+
+    async def _renew_lease(self, node: str) -> None:
+        node_obj = self.api.store.get(self.nodes_kind.storage_key, "", node)
+        stored = self.api.store.get(self.leases_kind.storage_key, LEASE_NAMESPACE, node)
+        spec = {"holderIdentity": node, "leaseDurationSeconds": self.config.lease_duration,
+                "renewTime": micro_time()}
+        if stored is None:
+            owner = ([{"apiVersion": "v1", "kind": "Node", "name": node,
+                       "uid": node_obj.obj["metadata"]["uid"]}] if node_obj else [])
+            lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": node, "namespace": LEASE_NAMESPACE,
+                                  "ownerReferences": owner}, "spec": spec}
+            await self.api.create(self.leases_kind, LEASE_NAMESPACE, lease)
+            return
+        renewed = copy_json(stored.obj)
+        renewed["spec"] = {**renewed.get("spec", {}), **spec}
+        await self.api.update(self.leases_kind, LEASE_NAMESPACE, node, renewed)
+
+    async def _heartbeat_forever(self) -> None:
+        while True:
+            for node in self.node_names:
+                if node in self.paused:
+                    continue
+                try:
+                    await self._renew_lease(node)
+                    stored = self.api.store.get(self.nodes_kind.storage_key, "", node)
+                    if stored is None:
+                        await self._register(node)
+                    else:
+                        await self._post_ready(stored.obj)
+                except StatusError as error:
+                    if error.code not in (404, 409):
+                        raise
+            try:
+                await asyncio.wait_for(self._wake.wait(), self.config.renew_interval)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+
+    # ------------------------------------------------------------------------------ pods
+    def _on_pod(self, event_type: str, stored: Stored) -> None:
+        pod = stored.obj
+        key = (stored.namespace, stored.name)
+        if key in self.runtimes or pod.get("spec", {}).get("nodeName") in self.subnets.cidrs:
+            self.queue.add(key)
+
+    def _forget(self, key: PodKey) -> None:
+        runtime = self.runtimes.pop(key, None)
+        if runtime is not None:
+            self.subnets.release(runtime.node, runtime.ip)
+
+    def _start(self, pod: dict[str, Any]) -> PodRuntime:
+        spec = pod.get("spec", {})
+        containers = {c["name"]: ContainerRuntime(c["name"], c.get("image", ""))
+                      for c in spec.get("containers") or []}
+        node = spec["nodeName"]
+        return PodRuntime(
+            uid=pod["metadata"]["uid"], node=node, ip=self.subnets.allocate(node),
+            restart_policy=spec.get("restartPolicy") or "Always", started_at=now_timestamp(),
+            containers=containers,
+            init_containers=[c["name"] for c in spec.get("initContainers") or []],
+        )
+
+    async def _reconcile(self, key: PodKey) -> None:
+        stored = self.api.store.get(self.pods_kind.storage_key, *key)
+        runtime = self.runtimes.get(key)
+        if stored is None or (runtime is not None and runtime.uid != stored.obj["metadata"]["uid"]):
+            self._forget(key)
+            runtime = None
+            if stored is None:
+                return
+        pod = stored.obj
+        if pod.get("spec", {}).get("nodeName") not in self.subnets.cidrs:
+            return
+        if runtime is None:
+            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+                return  # finished before we (re)started: nothing to run
+            runtime = self.runtimes[key] = self._start(pod)
+        if pod["metadata"].get("deletionTimestamp"):
+            if await self._stop(key, pod, runtime):
+                return
+        await self._write_status(key, pod, runtime)
+
+    async def _stop(self, key: PodKey, pod: dict[str, Any], runtime: PodRuntime) -> bool:
+        """Stop the containers, then remove the pod (grace 0); True once it is removed."""
+        loop = asyncio.get_running_loop()
+        grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
+        wait = min(self.config.stop_delay, grace)
+        if runtime.stopping_since is None:
+            runtime.stopping_since = loop.time()
+        remaining = runtime.stopping_since + wait - loop.time()
+        if remaining > 0:
+            self.queue.add_later(key, remaining)
+            return False
+        options = {"gracePeriodSeconds": 0, "preconditions": {"uid": runtime.uid}}
+        try:
+            await self.api.delete(self.pods_kind, key[0], key[1], options=options)
+        except StatusError as error:
+            if error.code not in (404, 409):
+                raise
+        self._forget(key)
+        return True
+
+    def _pod_status(self, pod: dict[str, Any], runtime: PodRuntime) -> dict[str, Any]:
+        old = pod.get("status") or {}
+        statuses = [runtime.containers[c["name"]].status(runtime.uid)
+                    for c in pod["spec"].get("containers") or [] if c["name"] in
+                    runtime.containers]
+        all_ready = all(s["ready"] for s in statuses)
+        phase = runtime.phase()
+        now = now_timestamp()
+        previous = {c.get("type"): c for c in old.get("conditions") or []}
+
+        def condition(kind: str, value: bool, reason: str = "") -> dict[str, Any]:
+            status = "True" if value else "False"
+            before = previous.get(kind, {})
+            since = before.get("lastTransitionTime") if before.get("status") == status else now
+            result = {"type": kind, "status": status, "lastProbeTime": None,
+                      "lastTransitionTime": since}
+            if reason:
+                result["reason"] = reason
+            return result
+
+        not_ready = "PodCompleted" if phase != "Running" else "ContainersNotReady"
+        conditions = [
+            condition("PodReadyToStartContainers", phase == "Running"),
+            condition("Initialized", True, "PodCompleted" if phase != "Running" else ""),
+            condition("Ready", all_ready, "" if all_ready else not_ready),
+            condition("ContainersReady", all_ready, "" if all_ready else not_ready),
+            condition("PodScheduled", True),
+        ]
+        status: dict[str, Any] = {
+            **old,
+            "phase": phase,
+            "conditions": conditions,
+            "hostIP": self.node_ip(runtime.node),
+            "hostIPs": [{"ip": self.node_ip(runtime.node)}],
+            "podIP": runtime.ip,
+            "podIPs": [{"ip": runtime.ip}],
+            "startTime": runtime.started_at,
+            "containerStatuses": statuses,
+        }
+        if runtime.init_containers:
+            status["initContainerStatuses"] = [
+                {"name": name, "ready": True, "restartCount": 0, "started": False,
+                 "state": {"terminated": {"exitCode": 0, "reason": "Completed",
+                                          "startedAt": runtime.started_at,
+                                          "finishedAt": runtime.started_at}},
+                 "lastState": {}, "image": "", "imageID": ""}
+                for name in runtime.init_containers
+            ]
+        return status
+
+    async def _write_status(self, key: PodKey, pod: dict[str, Any],
+                            runtime: PodRuntime) -> None:
+        status = self._pod_status(pod, runtime)
+        if status == pod.get("status"):
+            return
+        new = copy_json(pod)
+        new["status"] = status
+        await self.api.update(self.pods_kind, key[0], key[1], new, subresource="status")
+
+    # ------------------------------------------------------------------------- test hooks
+    def _on_loop(self, action: Callable[[], None]) -> None:
+        """Apply `action` on the cluster's loop (direct on it, else wait for it)."""
+        loop = self.loop
+        if loop is None:
+            raise RuntimeError("the kubelet is not running")
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            action()
+            return
+
+        async def apply() -> None:
+            action()
+
+        asyncio.run_coroutine_threadsafe(apply(), loop).result(30)
+
+    def _containers(self, namespace: str, name: str,
+                    container: str | None) -> tuple[PodKey, PodRuntime, list[ContainerRuntime]]:
+        key = (namespace, name)
+        runtime = self.runtimes.get(key)
+        if runtime is None:
+            raise LookupError(f"pod {namespace}/{name} is not running on a simulated worker")
+        if container is None:
+            return key, runtime, list(runtime.containers.values())
+        return key, runtime, [runtime.containers[container]]
+
+    def _end(self, namespace: str, name: str, container: str | None, exit_code: int) -> None:
+        def action() -> None:
+            key, runtime, containers = self._containers(namespace, name, container)
+            for target in containers:
+                if target.running:
+                    target.terminate(exit_code)
+                    runtime.container_ended(target)
+            self.queue.add(key)
+
+        self._on_loop(action)
+
+    def fail(self, namespace: str, name: str, container: str | None = None,
+             exit_code: int = 1) -> None:
+        """The container exits with `exit_code` (restarted as restartPolicy says)."""
+        self._end(namespace, name, container, exit_code)
+
+    def complete(self, namespace: str, name: str, container: str | None = None) -> None:
+        """The container exits with 0 (restarted only under restartPolicy Always)."""
+        self._end(namespace, name, container, 0)
+
+    def restart(self, namespace: str, name: str, container: str | None = None) -> None:
+        """The container is killed and started again (restartCount + 1), whatever the policy."""
+
+        def action() -> None:
+            key, runtime, containers = self._containers(namespace, name, container)
+            for target in containers:
+                if target.running:
+                    target.terminate(137)
+                target.restart(runtime.uid)
+            self.queue.add(key)
+
+        self._on_loop(action)
+
+    def set_ready(self, namespace: str, name: str, ready: bool,
+                  container: str | None = None) -> None:
+        """Make the container's readiness probe pass or fail."""
+
+        def action() -> None:
+            key, _, containers = self._containers(namespace, name, container)
+            for target in containers:
+                target.ready_override = ready
+            self.queue.add(key)
+
+        self._on_loop(action)
+
+    def write_log(self, namespace: str, name: str, text: str,
+                  container: str | None = None) -> None:
+        """Append lines to the container's log (what `pods/log` serves)."""
+
+        def action() -> None:
+            _, _, containers = self._containers(namespace, name, container)
+            containers[0].logs.extend(text.splitlines(keepends=True))
+
+        self._on_loop(action)
+
+    def pause_heartbeats(self, node: str) -> None:
+        """The node's kubelet stops renewing its Lease (as if it died)."""
+        self._on_loop(lambda: self.paused.add(node))
+
+    def resume_heartbeats(self, node: str) -> None:
+        def action() -> None:
+            self.paused.discard(node)
+            self._wake.set()
+
+        self._on_loop(action)
+
+    # ---------------------------------------------------------------------------- pods/log
+    async def _serve_log(self, request: SubresourceRequest) -> str:
+        key = (request.namespace, request.name)
+        stored = self.api.store.get(self.pods_kind.storage_key, *key)
+        if stored is None:
+            raise errors.not_found("pods", request.name)
+        pod = stored.obj
+        node = pod.get("spec", {}).get("nodeName")
+        if not node:
+            raise errors.bad_request(f"pod {request.name} does not have a host assigned")
+        runtime = self.runtimes.get(key)
+        if runtime is None:
+            raise errors.internal(f"kubesim: node {node} has no simulated kubelet for logs")
+        container = request.query.get("container", "")
+        if not container:
+            if len(runtime.containers) != 1:
+                choices = " ".join(runtime.containers)
+                raise errors.bad_request(
+                    f"a container name must be specified for pod {request.name}, "
+                    f"choose one of: [{choices}]")
+            container = next(iter(runtime.containers))
+        target = runtime.containers.get(container)
+        if target is None:
+            raise errors.bad_request(
+                f"container {container} is not valid for pod {request.name}")
+        lines = target.previous_logs if request.query.get("previous") in ("true", "1") else (
+            target.logs)
+        tail = request.query.get("tailLines")
+        if tail:
+            lines = lines[-int(tail):] if int(tail) > 0 else []
+        return "".join(lines)
+
+    # -------------------------------------------------------------------------------- run
+    async def run(self) -> None:
+        if self.api.store.get(self.namespaces_kind.storage_key, "", LEASE_NAMESPACE) is None:
+            try:
+                await self.api.create(self.namespaces_kind, "",
+                                      {"metadata": {"name": LEASE_NAMESPACE}})
+            except StatusError as error:
+                if error.code != 409:
+                    raise
+        for node in self.node_names:
+            await self._register(node)
+            await self._renew_lease(node)
+        tasks = [
+            asyncio.create_task(self._heartbeat_forever()),
+            asyncio.create_task(watch_forever(self.api, self.pods_kind, self._on_pod)),
+            asyncio.create_task(self.queue.run()),
+        ]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
