@@ -1,0 +1,180 @@
+"""Quota arithmetic: quantities as apimachinery reads them, pod usage, and admission against a
+simple reference model."""
+
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.api.quota import LimitsEnforcement
+from shared.quantity import QuantityFormat, format_quantity, parse, parse_quantity
+from shared.quota import admit, pod_requests, total_usage
+
+EXAMPLES = settings(max_examples=3000, deadline=None, database=None)
+# Generating whole pods costs more per example.
+POD_EXAMPLES = settings(max_examples=2000, deadline=None, database=None)
+MI = 2**20
+
+
+def _container(name: str, millicpu: int | None, memory_mi: int | None) -> dict[str, Any]:
+    requests: dict[str, str] = {}
+    if millicpu is not None:
+        requests["cpu"] = f"{millicpu}m"
+    if memory_mi is not None:
+        requests["memory"] = f"{memory_mi}Mi"
+    return {"name": name, "image": "app", "resources": {"requests": requests}}
+
+
+# (millicpu, MiB) per container; None means "no request".
+requests = st.tuples(
+    st.one_of(st.none(), st.integers(0, 8000)), st.one_of(st.none(), st.integers(0, 4096))
+)
+
+
+def _reference_usage(
+    containers: list[tuple[int | None, int | None]], inits: list[tuple[int | None, int | None]]
+) -> dict[str, Decimal]:
+    """The textbook rule: sum the containers, max with each init container, plus one pod."""
+    usage = {"pods": Decimal(1)}
+    for index, name, unit in ((0, "cpu", Decimal("0.001")), (1, "memory", Decimal(MI))):
+        if any(c[index] is not None for c in containers + inits):
+            total = sum(c[index] or 0 for c in containers)
+            peak = max((c[index] or 0 for c in inits), default=0)
+            usage[name] = max(total, peak) * unit
+    return usage
+
+
+def _spec(
+    containers: list[tuple[int | None, int | None]], inits: list[tuple[int | None, int | None]]
+) -> dict[str, Any]:
+    return {
+        "containers": [_container(f"c{i}", *c) for i, c in enumerate(containers)],
+        "initContainers": [_container(f"i{i}", *c) for i, c in enumerate(inits)],
+    }
+
+
+@POD_EXAMPLES
+@given(st.lists(requests, min_size=1, max_size=5), st.lists(requests, max_size=3))
+def test_pod_usage_matches_the_reference_model(
+    containers: list[tuple[int | None, int | None]], inits: list[tuple[int | None, int | None]]
+) -> None:
+    assert pod_requests(_spec(containers, inits)) == _reference_usage(containers, inits)
+
+
+full_requests = st.tuples(st.integers(1, 4000), st.integers(1, 2048))
+
+
+@POD_EXAMPLES
+@given(
+    st.lists(st.lists(full_requests, min_size=1, max_size=3), min_size=1, max_size=12),
+    st.integers(1, 16000),
+    st.integers(1, 16384),
+)
+def test_a_consumer_admitted_pod_by_pod_never_exceeds_its_quota(
+    pods: list[list[tuple[int, int]]], limit_millicpu: int, limit_mi: int
+) -> None:
+    """Admit pods one at a time as the enforcer does; a pod is admitted exactly when the
+    reference model says it fits, and the running total stays within the limits."""
+    limits = {"cpu": f"{limit_millicpu}m", "memory": f"{limit_mi}Mi"}
+    admitted: list[dict[str, Decimal]] = []
+    used_millicpu = used_mi = 0
+    for containers in pods:
+        spec = _spec(list(containers), [])
+        decision = admit(LimitsEnforcement.SOFT, False, limits, total_usage(admitted), spec)
+        cpu = sum(c[0] for c in containers)
+        memory = sum(c[1] for c in containers)
+        fits = used_millicpu + cpu <= limit_millicpu and used_mi + memory <= limit_mi
+        assert decision.allowed == fits, decision.message
+        if decision.allowed:
+            admitted.append(decision.requested)
+            used_millicpu, used_mi = used_millicpu + cpu, used_mi + memory
+        else:
+            assert "quota exceeded for" in decision.message
+            assert "short by" in decision.message
+    total = total_usage(admitted)
+    assert total.get("cpu", Decimal(0)) <= parse_quantity(limits["cpu"])
+    assert total.get("memory", Decimal(0)) <= parse_quantity(limits["memory"])
+    assert total.get("pods", Decimal(0)) == len(admitted)
+
+
+def test_the_shortfall_message_names_resource_and_figures() -> None:
+    spec = _spec([(500, 256)], [])
+    decision = admit(LimitsEnforcement.SOFT, False, {"cpu": "10"}, {"cpu": "9700m"}, spec)
+    assert not decision.allowed
+    assert decision.message == (
+        "quota exceeded for cpu: requested 500m, used 9700m of 10, short by 200m"
+    )
+
+
+@pytest.mark.parametrize("enforcement", list(LimitsEnforcement))
+def test_cordoned_consumers_get_no_pod_in_any_mode(enforcement: LimitsEnforcement) -> None:
+    decision = admit(enforcement, True, {"cpu": "100"}, {}, _spec([(1, 1)], []))
+    assert not decision.allowed
+    assert "cordoned" in decision.message
+
+
+def test_none_enforcement_checks_nothing() -> None:
+    spec = _spec([(None, None)], [])
+    decision = admit(LimitsEnforcement.NONE, False, {"cpu": "1"}, {"cpu": "1"}, spec)
+    assert decision.allowed
+
+
+# --- quantities ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("100m", Decimal("0.1")),
+        ("1.5", Decimal("1.5")),
+        ("2Gi", Decimal(2 * 2**30)),
+        ("1e3", Decimal(1000)),
+        ("500Mi", Decimal(500 * MI)),
+        ("1k", Decimal(1000)),
+        ("1M", Decimal(10**6)),
+        ("+5", Decimal(5)),
+        ("-1.5", Decimal("-1.5")),
+        (".5", Decimal("0.5")),
+        ("1E", Decimal(10**18)),
+        ("1e-10", Decimal("1e-9")),
+        ("-1e-10", Decimal("-1e-9")),
+        (3, Decimal(3)),
+        (0.25, Decimal("0.25")),
+        (" 3 ", Decimal(3)),
+    ],
+)
+def test_quantities_parse_like_apimachinery(text: str | int | float, value: Decimal) -> None:
+    assert parse_quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "1.2.3", "1Kb", "abc", "1e", "1ki", "--1", "1e3.5", "inf"])
+def test_malformed_quantities_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_quantity(text)
+
+
+decimals = st.decimals(
+    min_value=Decimal("-1e15"), max_value=Decimal("1e15"), places=9, allow_nan=False
+)
+
+
+@EXAMPLES
+@given(decimals, st.sampled_from(list(QuantityFormat)))
+def test_canonical_form_parses_back_to_the_same_value(
+    value: Decimal, quantity_format: QuantityFormat
+) -> None:
+    text = format_quantity(value, quantity_format)
+    assert parse_quantity(text) == value
+    assert "." not in text, "the canonical form has no fractional digits"
+
+
+@EXAMPLES
+@given(st.integers(0, 2**62), st.sampled_from(["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"]))
+def test_binary_quantities_keep_their_suffix_style(mantissa: int, suffix: str) -> None:
+    quantity = parse(f"{mantissa}{suffix}")
+    text = format_quantity(quantity.value, quantity.format)
+    assert parse_quantity(text) == quantity.value
+    if quantity.value >= 1024 and quantity.value < 2**63 - 1:
+        assert text.endswith("i")
