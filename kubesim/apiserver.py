@@ -1016,16 +1016,23 @@ def _deleted_body(kind: ResourceKind, strategy: Strategy, removed: Stored) -> St
 
 
 def _check_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj) -> None:
+    """storage.Preconditions.Check; the failure surfaces as a Conflict wrapping a StorageError."""
     meta = stored.obj["metadata"]
     uid, version = preconditions.get("uid"), preconditions.get("resourceVersion")
+    why = ""
     if uid and uid != meta.get("uid"):
-        raise errors.conflict(kind.group_resource, stored.name,
-                              f"Precondition failed: UID in precondition: {uid}, UID in object "
-                              f"meta: {meta.get('uid')}")
-    if version and version != meta.get("resourceVersion"):
-        raise errors.conflict(kind.group_resource, stored.name,
-                              f"Precondition failed: ResourceVersion in precondition: {version}, "
-                              f"ResourceVersion in object meta: {meta.get('resourceVersion')}")
+        why = f"UID in precondition: {uid}, UID in object meta: {meta.get('uid')}"
+    elif version and version != meta.get("resourceVersion"):
+        why = (f"ResourceVersion in precondition: {version}, ResourceVersion in object meta: "
+               f"{meta.get('resourceVersion')}")
+    if why:
+        prefix = f"{kind.group}/" if kind.custom else ""
+        where = f"{stored.namespace}/" if stored.namespace else ""
+        key = f"/registry/{prefix}{kind.plural}/{where}{stored.name}"
+        raise errors.conflict(
+            kind.group_resource, stored.name,
+            f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, "
+            f"AdditionalErrorMsg: Precondition failed: {why}")
 
 
 def _finalizer_errors(new: Obj, old: Obj) -> list[FieldCause]:

@@ -12,8 +12,9 @@ def ns_path(namespace: str, plural: str, name: str = "", group_version: str = "v
 
 
 def pod(name: str, image: str = "nginx:1", **spec: object) -> dict:
-    return {"metadata": {"name": name},
-            "spec": {"containers": [{"name": "c", "image": image}], **spec}}
+    """A pod no scheduler picks up (schedulerName names none), so tests bind it themselves."""
+    return {"metadata": {"name": name}, "spec": {
+        "containers": [{"name": "c", "image": image}], "schedulerName": "none", **spec}}
 
 
 def test_creating_an_existing_name_is_409_already_exists(home, namespace) -> None:
