@@ -1,0 +1,91 @@
+"""Scheduler, kubelet and node registration, seen through the API (also on real clusters)."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.helpers import wait_for
+
+
+def pod_manifest(name: str, **spec: Any) -> dict[str, Any]:
+    container = {"name": "app", "image": "registry.k8s.io/pause:3.9"}
+    container.update(spec.pop("container", {}))
+    return {"metadata": {"name": name, "labels": {"app": name}},
+            "spec": {"containers": [container], "terminationGracePeriodSeconds": 1, **spec}}
+
+
+def condition(pod: Any, kind: str) -> Any:
+    return next((c for c in pod.status.conditions or [] if c.type == kind), None)
+
+
+def running(home: Any, namespace: str, name: str) -> Any:
+    pod = home.core.read_namespaced_pod(name, namespace)
+    return pod if pod.status.phase == "Running" else None
+
+
+def test_every_node_is_registered_ready_with_a_fresh_lease(home) -> None:
+    nodes = home.core.list_node().items
+    assert nodes
+    coordination = client.CoordinationV1Api(home.api_client)
+    leases = {lease.metadata.name: lease for lease in
+              coordination.list_namespaced_lease("kube-node-lease").items}
+    for node in nodes:
+        ready = next(c for c in node.status.conditions if c.type == "Ready")
+        assert ready.status == "True"
+        assert node.status.allocatable["cpu"] and node.status.allocatable["pods"]
+        lease = leases[node.metadata.name]
+        age = datetime.now(UTC) - lease.spec.renew_time
+        assert age.total_seconds() < lease.spec.lease_duration_seconds
+
+
+def test_pending_pod_is_bound_and_started(home, namespace) -> None:
+    home.core.create_namespaced_pod(namespace, pod_manifest("web"))
+    pod = wait_for(lambda: running(home, namespace, "web"), timeout=60)
+    assert pod.spec.node_name
+    assert pod.status.pod_ip and pod.status.host_ip and pod.status.start_time
+    for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready"):
+        assert condition(pod, kind).status == "True", kind
+    [status] = pod.status.container_statuses
+    assert status.name == "app" and status.ready and status.state.running is not None
+    assert status.restart_count == 0 and status.container_id
+
+
+def test_pod_that_fits_nowhere_is_unschedulable_with_the_schedulers_message(home,
+                                                                           namespace) -> None:
+    label = f"absent-{uuid.uuid4().hex[:6]}"
+    home.core.create_namespaced_pod(namespace, pod_manifest("picky", nodeSelector={label: "x"}))
+    home.core.create_namespaced_pod(namespace, pod_manifest(
+        "greedy", container={"resources": {"requests": {"cpu": "100000"}}}))
+
+    def unschedulable(name: str) -> Any:
+        found = condition(home.core.read_namespaced_pod(name, namespace), "PodScheduled")
+        return found if found is not None and found.reason == "Unschedulable" else None
+
+    picky = wait_for(lambda: unschedulable("picky"), timeout=60)
+    assert picky.status == "False"
+    assert re.match(r"0/\d+ nodes are available: .*node\(s\) didn't match Pod's node "
+                    r"affinity/selector", picky.message), picky.message
+    greedy = wait_for(lambda: unschedulable("greedy"), timeout=60)
+    assert "Insufficient cpu" in greedy.message
+    assert home.core.read_namespaced_pod("picky", namespace).spec.node_name is None
+
+
+def test_deleted_pod_goes_after_its_containers_stop(home, namespace) -> None:
+    home.core.create_namespaced_pod(namespace, pod_manifest("short"))
+    wait_for(lambda: running(home, namespace, "short"), timeout=60)
+    home.core.delete_namespaced_pod("short", namespace)
+
+    def gone() -> bool:
+        try:
+            home.core.read_namespaced_pod("short", namespace)
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_for(gone, timeout=60)
