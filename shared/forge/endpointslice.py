@@ -94,7 +94,7 @@ def remote_endpointslice(
         "apiVersion": "discovery.k8s.io/v1",
         "kind": "EndpointSlice",
         "metadata": remote_metadata(local, remote_namespace, config, forced_labels=forced),
-        "addressType": local.get("addressType"),
+        "addressType": local.get("addressType", "IPv4"),
         "endpoints": [
             _remote_endpoint(endpoint, remap)
             for endpoint in local.get("endpoints") or []

@@ -323,7 +323,7 @@ def as_stored_remotely(obj: dict[str, Any]) -> dict[str, Any]:
     defaults it fills in (allocations, protocols, the default ingress class) set."""
     stored = copy.deepcopy(obj)
     stored["metadata"].update(uid="remote-uid", resourceVersion="9")
-    spec = stored.get("spec")
+    spec: dict[str, Any] = stored.get("spec") or {}
     if obj["kind"] == "Service":
         if spec.get("clusterIP") != "None":
             spec.update(clusterIP="10.100.0.1", clusterIPs=["10.100.0.1"])
