@@ -1,0 +1,123 @@
+"""Node lifecycle, namespace lifecycle and what every namespace gets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from tests.helpers import wait_for
+from tests.kubesim.test_controllers_cluster import pod_manifest, running
+
+
+@pytest.fixture
+def quick_cluster(tmp_path: Path) -> Iterator[tuple[Any, client.CoreV1Api]]:
+    """A cluster of its own whose nodes go stale after 1 s without a Lease renewal."""
+    from kubesim.cluster import Cluster, ClusterThread
+    from kubesim.controllers import ControllerSettings
+
+    sim = Cluster("quick", workers=2)
+    sim.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
+        workers=2, node_prefix="quick", node_grace_period=1.0, lease_renew_interval=0.2)
+    with ClusterThread([sim], tmp_path):
+        api_client = config.new_client_from_config(config_file=str(tmp_path / "quick.kubeconfig"))
+        yield sim, client.CoreV1Api(api_client)
+        api_client.close()
+
+
+def ready_status(core: client.CoreV1Api, node: str) -> str:
+    return str(next(c.status for c in core.read_node(node).status.conditions
+                    if c.type == "Ready"))
+
+
+def taint_keys(core: client.CoreV1Api, node: str) -> set[tuple[str, str]]:
+    return {(t.key, t.effect) for t in core.read_node(node).spec.taints or []}
+
+
+@pytest.mark.kubesim_only
+def test_node_with_a_stale_lease_becomes_unknown_and_unreachable(quick_cluster) -> None:
+    sim, core = quick_cluster
+    wait_for(lambda: ready_status(core, "quick-1") == "True")
+    sim.controllers.kubelet.pause_heartbeats("quick-1")
+    wait_for(lambda: ready_status(core, "quick-1") == "Unknown")
+    wait_for(lambda: taint_keys(core, "quick-1") == {
+        ("node.kubernetes.io/unreachable", "NoSchedule"),
+        ("node.kubernetes.io/unreachable", "NoExecute")})
+    ready = next(c for c in core.read_node("quick-1").status.conditions if c.type == "Ready")
+    assert ready.reason == "NodeStatusUnknown"
+    assert ready.message == "Kubelet stopped posting node status."
+    assert ready_status(core, "quick-2") == "True"  # the other node keeps renewing
+    # the scheduler no longer places pods on it
+    for index in range(4):
+        core.create_namespaced_pod("default", pod_manifest(f"spread-{index}"))
+    for index in range(4):
+        pod = wait_for(lambda i=index: running_anywhere(core, f"spread-{i}"))
+        assert pod.spec.node_name == "quick-2"
+    sim.controllers.kubelet.resume_heartbeats("quick-1")
+    wait_for(lambda: ready_status(core, "quick-1") == "True")
+    wait_for(lambda: not taint_keys(core, "quick-1"))
+
+
+def running_anywhere(core: client.CoreV1Api, name: str) -> Any:
+    pod = core.read_namespaced_pod(name, "default")
+    return pod if pod.status.phase == "Running" else None
+
+
+def test_every_namespace_gets_the_root_ca_and_the_default_service_account(home,
+                                                                         namespace) -> None:
+    configmap = wait_for(lambda: home.core.read_namespaced_config_map("kube-root-ca.crt",
+                                                                      namespace))
+    assert "BEGIN CERTIFICATE" in configmap.data["ca.crt"]
+    wait_for(lambda: home.core.read_namespaced_service_account("default", namespace))
+    home.core.delete_namespaced_config_map("kube-root-ca.crt", namespace)
+    wait_for(lambda: home.core.read_namespaced_config_map("kube-root-ca.crt", namespace))
+
+
+@pytest.mark.kubesim_only
+def test_root_ca_is_the_clusters_own(home, namespace) -> None:
+    configmap = wait_for(lambda: home.core.read_namespaced_config_map("kube-root-ca.crt",
+                                                                      namespace))
+    assert configmap.data["ca.crt"] == home.sim.tls.ca_pem.decode()
+
+
+def test_terminating_namespace_is_emptied_then_removed(home) -> None:
+    import uuid
+
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    home.core.create_namespace({"metadata": {"name": name}})
+    # a finalizer we hold keeps the namespace terminating until we let go
+    home.core.create_namespaced_config_map(name, {"metadata": {
+        "name": "held", "finalizers": ["example.com/hold"]}})
+    home.core.create_namespaced_pod(name, pod_manifest("worker"))
+    wait_for(lambda: running(home, name, "worker"), timeout=60)
+    home.core.delete_namespace(name)
+    terminating = home.core.read_namespace(name)
+    assert terminating.status.phase == "Terminating"
+    assert "kubernetes" in terminating.spec.finalizers
+    with pytest.raises(ApiException) as refused:
+        home.core.create_namespaced_config_map(name, {"metadata": {"name": "late"}})
+    assert refused.value.status == 403
+
+    def only_held_left() -> bool:
+        pods = home.core.list_namespaced_pod(name).items
+        configmaps = home.core.list_namespaced_config_map(name).items
+        return not pods and [c.metadata.name for c in configmaps] == ["held"]
+
+    wait_for(only_held_left, timeout=60)
+    remaining = next(c for c in home.core.read_namespace(name).status.conditions
+                     if c.type == "NamespaceContentRemaining")
+    assert remaining.status == "True"
+    home.core.patch_namespaced_config_map("held", name, {"metadata": {"finalizers": None}})
+
+    def gone() -> bool:
+        try:
+            home.core.read_namespace(name)
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_for(gone, timeout=90)
