@@ -87,7 +87,7 @@ def _unpack(payload: bytes) -> dict[str, Any]:
     try:
         # timestamp=3: Timestamps come back as aware datetimes in UTC.
         envelope = msgpack.unpackb(payload, timestamp=3)
-    except (ValueError, TypeError) as error:  # ExtraData, FormatError, ... are ValueErrors
+    except (ValueError, TypeError, OverflowError) as error:  # ExtraData, ... are ValueErrors
         raise CodecError(f"not a msgpack record: {error}") from error
     if not isinstance(envelope, dict):
         raise CodecError(f"not a record envelope: a {type(envelope).__name__}")
@@ -101,6 +101,10 @@ def _check_encodable(value: Any, path: str) -> None:
     if isinstance(value, datetime.datetime):
         if value.tzinfo is None or value.utcoffset() is None:
             raise CodecError(f"naive datetime at {path} ({value.isoformat()}): give it a timezone")
+        try:
+            value.astimezone(datetime.UTC)  # what decoding yields: it must exist
+        except OverflowError as error:
+            raise CodecError(f"datetime at {path} ({value.isoformat()}): {error} in UTC") from error
         return
     if isinstance(value, Mapping):
         for key, item in value.items():

@@ -174,6 +174,14 @@ def test_a_naive_datetime_inside_a_model_is_refused_naming_the_field() -> None:
         encode(shadowpod)
 
 
+def test_a_datetime_with_no_utc_equivalent_is_refused() -> None:
+    one_hour_ahead = datetime.timezone(datetime.timedelta(hours=1))
+    with pytest.raises(CodecError, match=r"datetime at data\.t .*out of range in UTC"):
+        encode({"t": datetime.datetime(1, 1, 1, tzinfo=one_hour_ahead)})
+    earliest = datetime.datetime(1, 1, 1, tzinfo=datetime.UTC)
+    assert decode(encode({"t": earliest})) == {"t": earliest}
+
+
 @pytest.mark.parametrize(
     ("record", "message"),
     [
@@ -203,6 +211,10 @@ def test_an_unknown_envelope_version_is_refused() -> None:
         (msgpack.packb({"v": 1, "kind": "dict", "data": [1]}), "data is a list"),
         (msgpack.packb([1, 2]), "not a record envelope"),
         (b"\xc1", "not a msgpack record"),
+        (
+            msgpack.packb({"v": 1, "kind": "dict", "data": {"t": msgpack.Timestamp(2**40)}}),
+            "not a msgpack record",
+        ),
         (encode({"a": 1})[:-1], "not a msgpack record"),
         (encode({"a": 1}) + b"\x00", "not a msgpack record"),
         (
