@@ -459,15 +459,34 @@ def _value_validation_errors(schema: Schema, level: str, path: str) -> Iterator[
         yield from _nested_errors(schema["not"], False, level, _child(path, "not"))
     pattern = schema.get("pattern")
     if isinstance(pattern, str) and pattern:
-        try:
-            re.compile(pattern)
-        except re.error as error:
+        problem = go_regexp_error(pattern)
+        if problem:
             yield FieldError(
                 _child(path, "pattern"),
                 "Invalid value",
                 pattern,
-                f"must be a valid regular expression, but isn't: {error}",
+                f"must be a valid regular expression, but isn't: {problem}",
             )
+
+
+def go_regexp_error(pattern: str) -> str:
+    """Why Go's regexp (RE2) refuses a pattern, or "": RE2 has no lookaround, atomic groups or
+    backreferences, which Python's re accepts."""
+    for match in re.finditer(r"\\.|\(\?(?:<=|<!|=|!|>)", pattern):
+        token = match.group()
+        if token.startswith("(?"):
+            return f"error parsing regexp: invalid or unsupported Perl syntax: `{token}`"
+        if token[1] in "123456789":
+            return f"error parsing regexp: invalid escape sequence: `{token}`"
+    try:
+        re.compile(pattern)
+    except re.error as error:
+        if "missing )" in str(error):
+            return f"error parsing regexp: missing closing ): `{pattern}`"
+        if "unbalanced parenthesis" in str(error):
+            return f"error parsing regexp: unexpected ): `{pattern}`"
+        return f"error parsing regexp: {error}"
+    return ""
 
 
 def _nested_errors(schema: Any, skip_any_of: bool, level: str, path: str) -> Iterator[FieldError]:
