@@ -363,7 +363,7 @@ class CustomResourceStrategy(Strategy):
 
         if self.kind.schema is None:
             return []
-        return schema.validate(obj, dict(self.kind.schema))  # type: ignore[return-value]
+        return [_RawCause(str(e)) for e in schema.validate(obj, dict(self.kind.schema))]
 
 
 class CustomResourceDefinitionStrategy(Strategy):
@@ -401,18 +401,18 @@ class CustomResourceDefinitionStrategy(Strategy):
                 errors.append(FieldCause(path, "Required value",
                                          "schemas are required"))
                 continue
-            for problem in schema.structural_errors(version_schema):
-                errors.append(_RawCause(path, problem))
+            errors += [_RawCause(p) for p in schema.structural_errors(version_schema, path)]
         return errors
 
 
 class _RawCause(FieldCause):
-    """A cause whose message already reads like a field error (from schema.structural_errors)."""
+    """A cause already rendered as a field error (schema.structural_errors gives strings)."""
 
-    def __init__(self, path: str, text: str) -> None:
-        super().__init__(path, "Invalid value", text)
-        self.text = text if text.startswith(path) else f"{path}.{text}" if text[:1] != "." else (
-            path + text)
+    def __init__(self, text: str) -> None:
+        path, _, rest = text.partition(": ")
+        error_type, _, detail = rest.partition(": ")
+        super().__init__(path, error_type, detail)
+        self.text = text
 
     def __str__(self) -> str:
         return self.text
