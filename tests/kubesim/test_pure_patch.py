@@ -1,5 +1,6 @@
 """kubesim.patch: merge, JSON and strategic merge patches as kube-apiserver applies them."""
 
+import copy
 from typing import Any
 
 import pytest
@@ -524,3 +525,151 @@ def test_a_patch_built_from_a_diff_reproduces_the_target(
     patch = two_way_diff(original, target)
     assert apply_strategic_merge_patch(original, patch, "ConfigMap") == target
     assert apply_merge_patch(original, patch) == target
+
+
+# --- more strategic merge cases --------------------------------------------------------------
+
+
+def test_retain_keys_in_a_volume_switches_its_source() -> None:
+    # What kubectl apply sends when a volume changes from emptyDir to configMap.
+    patch = {
+        "spec": {
+            "volumes": [
+                {"name": "data", "$retainKeys": ["configMap", "name"], "configMap": {"name": "c"}}
+            ]
+        }
+    }
+    assert smp(pod(), patch)["spec"]["volumes"] == [{"name": "data", "configMap": {"name": "c"}}]
+
+
+@pytest.mark.parametrize(
+    "field, key, original, addition",
+    [
+        ("hostAliases", "ip", {"ip": "1.1.1.1", "hostnames": ["a"]}, {"ip": "2.2.2.2"}),
+        ("imagePullSecrets", "name", {"name": "a"}, {"name": "b"}),
+        ("initContainers", "name", {"name": "init", "image": "i"}, {"name": "init2"}),
+        (
+            "topologySpreadConstraints",
+            "topologyKey",
+            {"topologyKey": "zone", "maxSkew": 1},
+            {"topologyKey": "host"},
+        ),
+    ],
+)
+def test_other_pod_spec_lists_merge_by_their_keys(
+    field: str, key: str, original: dict[str, Any], addition: dict[str, Any]
+) -> None:
+    obj = {"spec": {field: [original]}}
+    update = {key: original[key], "extra": 1}
+    result = smp(obj, {"spec": {field: [update, addition]}})
+    assert result["spec"][field] == [{**original, "extra": 1}, addition]
+
+
+def test_set_element_order_with_a_deleted_item() -> None:
+    patch = {
+        "spec": {
+            "$setElementOrder/containers": [{"name": "sidecar"}],
+            "containers": [{"name": "app", "$patch": "delete"}],
+        }
+    }
+    assert [c["name"] for c in smp(pod(), patch)["spec"]["containers"]] == ["sidecar"]
+
+
+def test_set_element_order_with_a_deleted_finalizer() -> None:
+    # kubectl apply removing a finalizer sends both directives.
+    patch = {
+        "metadata": {
+            "$setElementOrder/finalizers": ["b.io/y"],
+            "$deleteFromPrimitiveList/finalizers": ["a.io/x"],
+        }
+    }
+    assert smp(pod(), patch)["metadata"]["finalizers"] == ["b.io/y"]
+
+
+def test_set_element_order_must_agree_with_the_patch_list() -> None:
+    patch = {
+        "spec": {
+            "$setElementOrder/containers": [{"name": "app"}],
+            "containers": [{"name": "other", "image": "x"}],
+        }
+    }
+    with pytest.raises(PatchError) as error:
+        smp(pod(), patch)
+    assert error.value.code == 500
+    assert error.value.message.startswith("The order in patch list:")
+
+
+def test_node_pod_cidrs_merge_as_a_set() -> None:
+    node = {"spec": {"podCIDRs": ["10.0.0.0/24"]}}
+    patch = {"spec": {"podCIDRs": ["10.0.0.0/24", "fd00::/64"]}}
+    assert smp(node, patch, "Node")["spec"]["podCIDRs"] == ["10.0.0.0/24", "fd00::/64"]
+
+
+def test_service_account_secrets_merge_by_name() -> None:
+    account = {"secrets": [{"name": "a"}]}
+    assert smp(account, {"secrets": [{"name": "b"}]}, "ServiceAccount")["secrets"] == [
+        {"name": "b"},
+        {"name": "a"},
+    ]
+
+
+def test_cron_job_templates_merge_like_pods() -> None:
+    cron = {"spec": {"jobTemplate": {"spec": {"template": {"spec": pod()["spec"]}}}}}
+    patch = {
+        "spec": {
+            "jobTemplate": {
+                "spec": {"template": {"spec": {"containers": [{"name": "app", "image": "app:3"}]}}}
+            }
+        }
+    }
+    containers = smp(cron, patch, "CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert [c["name"] for c in containers] == ["app", "sidecar"]
+
+
+def test_directives_are_not_stored_in_new_values() -> None:
+    obj = {"spec": {}}
+    patch = {
+        "spec": {
+            "containers": [
+                {"name": "a", "$retainKeys": ["name"]},
+                {"name": "b", "$patch": "delete"},
+            ]
+        }
+    }
+    assert smp(obj, patch)["spec"]["containers"] == [{"name": "a"}]
+
+
+def test_a_patch_of_null_changes_nothing_and_other_non_objects_are_bad_requests() -> None:
+    assert apply_strategic_merge_patch(pod(), None, "Pod") == pod()  # type: ignore[arg-type]
+    with pytest.raises(PatchError) as error:
+        apply_strategic_merge_patch(pod(), [1], "Pod")  # type: ignore[arg-type]
+    assert error.value.code == 400
+
+
+def test_unknown_patch_directives_in_lists_are_refused() -> None:
+    with pytest.raises(PatchError) as error:
+        smp(pod(), {"spec": {"containers": [{"name": "app", "$patch": "frobnicate"}]}})
+    assert error.value.message == (
+        "unknown patch type: frobnicate in map: map[$patch:frobnicate name:app]"
+    )
+
+
+_names = st.lists(st.text("abc", min_size=1, max_size=3), unique=True, max_size=4)
+
+
+@given(_names, _names)
+def test_a_pod_patched_with_itself_is_unchanged(containers: list[str], env: list[str]) -> None:
+    obj = {
+        "metadata": {"finalizers": [f"f/{n}" for n in containers], "labels": {"a": "b"}},
+        "spec": {
+            "containers": [
+                {"name": n, "image": n, "env": [{"name": e, "value": n} for e in env]}
+                for n in containers
+            ],
+            "tolerations": [{"key": e} for e in env],
+        },
+    }
+    assert smp(obj, copy.deepcopy(obj)) == obj
+    assert smp(obj, {}) == obj
