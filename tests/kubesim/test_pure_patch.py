@@ -629,7 +629,7 @@ def test_cron_job_templates_merge_like_pods() -> None:
 
 
 def test_directives_are_not_stored_in_new_values() -> None:
-    obj = {"spec": {}}
+    obj: dict[str, Any] = {"spec": {}}
     patch = {
         "spec": {
             "containers": [
