@@ -58,6 +58,10 @@ LABEL_VALUE_MSG = (
         ("\ta = b ,\n c != d ", "a=b,c!=d"),
         ("example.com/app=web", "example.com/app=web"),
         ("a=b,a=c", "a=b,a=c"),
+        ("x= ,z= ", "x=,z="),
+        ("x>1,z<5", "x>1,z<5"),
+        ("x in (a),y notin (b,c),!z", "x in (a),y notin (b,c),!z"),
+        ("in=notin", "in=notin"),
     ],
 )
 def test_valid_label_selectors_parse_and_render_like_the_real_parser(
@@ -99,6 +103,18 @@ def test_valid_label_selectors_parse_and_render_like_the_real_parser(
         ("a=(b)", "unable to parse requirement: found '(', expected: identifier"),
         ("!a=b", "found '=', expected: ',' or 'end of string'"),
         ("!", "unable to parse requirement: found '', expected: identifier"),
+        ("x==a==b", "found '==', expected: ',' or 'end of string'"),
+        ("a!b", "unable to parse requirement: found '!', expected: in, notin, =, ==, !=, gt, lt"),
+        ("x in (a),", "found '', expected: identifier after ','"),
+        (
+            "x=a||y=b",
+            'unable to parse requirement: values[0][x]: Invalid value: "a||y": ' + LABEL_VALUE_MSG,
+        ),
+        (
+            "x>1.5",
+            'unable to parse requirement: values[0]: Invalid value: "1.5": '
+            "for 'Gt', 'Lt' operators, the value must be an integer",
+        ),
         (
             "a-=b",
             'unable to parse requirement: <nil>: Invalid value: "a-": ' + NAME_PART_MSG,
