@@ -930,14 +930,22 @@ class WatchStream:
         self.allow_bookmarks = allow_bookmarks
         self.backlog: list[tuple[str, Stored]] = []
         self.watcher: Watcher | None = None
+        self._backlog_left = 0
 
     def close(self) -> None:
         if self.watcher is not None:
             self.api.store.unwatch(self.watcher)
 
+    def has_pending(self) -> bool:
+        """More events are ready right now (writers batch them into one write)."""
+        return self._backlog_left > 0 or (
+            self.watcher is not None and not self.watcher.queue.empty())
+
     async def __aiter__(self) -> AsyncIterator[tuple[str, Stored]]:
         try:
+            self._backlog_left = len(self.backlog)
             for item in self.backlog:
+                self._backlog_left -= 1
                 yield item
             if self.watcher is None:
                 return

@@ -343,8 +343,12 @@ class Router:
         response.enable_chunked_encoding()
         try:
             await response.prepare(request)
+            batch: list[bytes] = []
             async for event_type, stored in stream:
-                await response.write(stored.watch_line(event_type))
+                batch.append(stored.watch_line(event_type))
+                if not stream.has_pending():  # one write (one TLS record) per burst
+                    await response.write(b"".join(batch))
+                    batch.clear()
         except (ConnectionResetError, ConnectionError):
             pass
         finally:
