@@ -1,0 +1,136 @@
+"""Kubernetes clients for both components, built from one kubeconfig (or in-cluster config).
+
+`load_connection` reads the credentials once; `api_client` and `kopf_login` turn them into a
+`kubernetes` ApiClient and a kopf `ConnectionInfo`, so the operator framework and the plain client
+always talk to the same server as the same identity.
+
+The Python client has no built-in client-side rate limiting (client-go's QPS/burst), so
+`ClientLimits` carries those numbers and `RateLimiter` enforces them for whoever writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import kopf
+from kubernetes import client, config
+
+
+@dataclass(frozen=True)
+class ClientLimits:
+    """Client-side throttling, as client-go's rest.Config QPS and Burst."""
+
+    qps: float = 50.0
+    burst: int = 100
+
+
+@dataclass(frozen=True)
+class Connection:
+    """Where the API server is and how to authenticate: what both clients are built from."""
+
+    server: str
+    ca_path: str | None = None
+    insecure: bool = False
+    token: str | None = None
+    certificate_path: str | None = None
+    private_key_path: str | None = None
+    tls_server_name: str | None = None
+    limits: ClientLimits = field(default_factory=ClientLimits)
+
+
+def bearer_token(configuration: client.Configuration) -> str | None:
+    """The bearer token from a loaded configuration.
+
+    kubernetes>=36 stores it under `api_key['BearerToken']` (with the "Bearer" prefix kept apart);
+    older versions store `api_key['authorization'] = "Bearer <token>"`. Both are accepted.
+    """
+    if configuration.refresh_api_key_hook is not None:
+        configuration.refresh_api_key_hook(configuration)
+    for key in ("BearerToken", "authorization"):
+        value = configuration.api_key.get(key)
+        if value:
+            text = str(value)
+            return text.split(" ", 1)[1] if text.lower().startswith("bearer ") else text
+    return None
+
+
+def load_connection(kubeconfig: str | None = None, *, context: str | None = None,
+                    limits: ClientLimits | None = None) -> Connection:
+    """Read a kubeconfig file, or the in-cluster service account when `kubeconfig` is None."""
+    configuration = client.Configuration()
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, context=context,
+                                client_configuration=configuration,  # type: ignore[no-untyped-call]
+                                persist_config=False)
+    else:
+        config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration)
+    return Connection(
+        server=configuration.host,
+        ca_path=configuration.ssl_ca_cert,
+        insecure=not configuration.verify_ssl,
+        token=bearer_token(configuration),
+        certificate_path=configuration.cert_file,
+        private_key_path=configuration.key_file,
+        tls_server_name=getattr(configuration, "tls_server_name", None),
+        limits=limits or ClientLimits(),
+    )
+
+
+def api_client(connection: Connection) -> client.ApiClient:
+    """A `kubernetes` ApiClient for the connection; its pool is sized to the burst."""
+    configuration = client.Configuration()
+    configuration.host = connection.server
+    configuration.ssl_ca_cert = connection.ca_path
+    configuration.verify_ssl = not connection.insecure
+    configuration.cert_file = connection.certificate_path
+    configuration.key_file = connection.private_key_path
+    if connection.tls_server_name:
+        configuration.tls_server_name = connection.tls_server_name
+    if connection.token:
+        configuration.api_key["BearerToken"] = connection.token
+        configuration.api_key_prefix["BearerToken"] = "Bearer"
+        # Older clients read this key; setting both keeps either version authenticated.
+        configuration.api_key["authorization"] = connection.token
+        configuration.api_key_prefix["authorization"] = "Bearer"
+    configuration.connection_pool_maxsize = max(1, connection.limits.burst)
+    return client.ApiClient(configuration)
+
+
+def kopf_login(connection: Connection) -> kopf.ConnectionInfo:
+    """The kopf login for the same connection (use it from an `@kopf.on.login` handler)."""
+    return kopf.ConnectionInfo(
+        server=connection.server,
+        ca_path=connection.ca_path,
+        insecure=connection.insecure,
+        token=connection.token,
+        scheme="Bearer" if connection.token else None,
+        certificate_path=connection.certificate_path,
+        private_key_path=connection.private_key_path,
+    )
+
+
+class RateLimiter:
+    """A token bucket (client-go's flowcontrol): `qps` tokens a second, at most `burst` saved."""
+
+    def __init__(self, limits: ClientLimits) -> None:
+        self._rate = limits.qps
+        self._capacity = float(max(1, limits.burst))
+        self._tokens = self._capacity
+        self._updated = time.monotonic()
+        self._lock = asyncio.Lock()
+
+    async def acquire(self) -> None:
+        if self._rate <= 0:  # qps <= 0 disables throttling, as in client-go
+            return
+        async with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self._capacity, self._tokens + (now - self._updated) * self._rate)
+            self._updated = now
+            if self._tokens < 1:
+                await asyncio.sleep((1 - self._tokens) / self._rate)
+                self._updated = time.monotonic()
+                self._tokens = 1
+            self._tokens -= 1
