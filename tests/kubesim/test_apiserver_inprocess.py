@@ -1,0 +1,91 @@
+"""The in-process ApiServer contract controllers build on, and the controller stand-ins it runs
+itself (namespace emptying, garbage collection) that part 2 may switch off."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kubesim.apiserver import ApiServer, User
+from kubesim.errors import StatusError
+
+
+@pytest.fixture
+def api() -> ApiServer:
+    return ApiServer()
+
+
+def kind(api: ApiServer, plural: str, group: str = "", version: str = "v1"):
+    found = api.kinds.get(group, version, plural)
+    assert found is not None
+    return found
+
+
+async def test_deleting_a_namespace_empties_then_removes_it(api: ApiServer) -> None:
+    namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
+    await api.create(namespaces, "", {"metadata": {"name": "n"}})
+    await api.create(configmaps, "n", {"metadata": {"name": "held",
+                                                   "finalizers": ["example.com/x"]}})
+    terminating = await api.delete(namespaces, "", "n")
+    assert terminating["status"]["phase"] == "Terminating"
+    await api.drain()
+    assert (await api.get(namespaces, "", "n"))["status"]["phase"] == "Terminating"
+    await api.patch(configmaps, "n", "held", {"metadata": {"finalizers": None}},
+                    "application/merge-patch+json")
+    await api.drain()
+    with pytest.raises(StatusError) as raised:
+        await api.get(namespaces, "", "n")
+    assert raised.value.code == 404
+
+
+async def test_a_namespace_controller_can_take_over_emptying(api: ApiServer) -> None:
+    api.namespace_finalization = False
+    namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
+    await api.create(namespaces, "", {"metadata": {"name": "n"}})
+    await api.create(configmaps, "n", {"metadata": {"name": "c"}})
+    await api.delete(namespaces, "", "n")
+    await api.drain()
+    assert await api.get(configmaps, "n", "c")
+    assert (await api.get(namespaces, "", "n"))["spec"]["finalizers"] == ["kubernetes"]
+
+
+async def test_garbage_collection_can_be_switched_off(api: ApiServer) -> None:
+    api.garbage_collection = False
+    namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
+    await api.create(namespaces, "", {"metadata": {"name": "n"}})
+    owner = await api.create(configmaps, "n", {"metadata": {"name": "owner"}})
+    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                 "uid": owner["metadata"]["uid"]}
+    await api.create(configmaps, "n", {"metadata": {"name": "dep",
+                                                   "ownerReferences": [reference]}})
+    await api.delete(configmaps, "n", "owner")
+    await api.drain()
+    assert await api.get(configmaps, "n", "dep")
+
+
+async def test_in_process_watches_yield_event_dicts(api: ApiServer) -> None:
+    namespaces = kind(api, "namespaces")
+    events = api.watch(namespaces, "", timeout_seconds=5)
+    await api.create(namespaces, "", {"metadata": {"name": "a"}})
+    first = await asyncio.wait_for(anext(events), 5)
+    assert first["type"] == "ADDED" and first["object"]["metadata"]["name"] == "a"
+    await events.aclose()  # type: ignore[attr-defined]
+
+
+async def test_the_authorizer_sees_every_request(api: ApiServer) -> None:
+    seen = []
+
+    class Deny:
+        def authorize(self, attributes):
+            seen.append((attributes.verb, attributes.resource, attributes.namespace))
+            return False, "no"
+
+    api.authorizer = Deny()
+    with pytest.raises(StatusError) as raised:
+        await api.list(kind(api, "pods"), "n", user=User("bob"))
+    assert raised.value.code == 403
+    assert raised.value.message == (
+        'pods is forbidden: User "bob" cannot list resource "pods" in API group "" in the '
+        'namespace "n": no')
+    assert seen == [("list", "pods", "n")]
