@@ -1,0 +1,129 @@
+"""Fault injection: refuse, black-hole, drop watches, latency; per cluster and per identity."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from kubesim.faults import FaultsClient
+from tests.helpers import wait_for
+from tests.kubesim.test_auth_tokens import client_with_token
+
+pytestmark = pytest.mark.kubesim_only
+CUT = (urllib3.exceptions.HTTPError, ConnectionError, OSError)
+
+
+class Sim:
+    def __init__(self, cluster: Any, admin: client.CoreV1Api, alice: client.CoreV1Api) -> None:
+        self.cluster = cluster
+        self.admin = admin
+        self.alice = alice
+
+    def works(self, api: client.CoreV1Api) -> bool:
+        return api.list_namespace(_request_timeout=2) is not None
+
+    def cut(self, api: client.CoreV1Api, timeout: float = 0.5) -> bool:
+        try:
+            api.list_namespace(_request_timeout=timeout)
+        except CUT:
+            return True
+        except ApiException as error:  # a 401/403 answer is an answer: not cut
+            del error
+        return False
+
+
+@pytest.fixture
+def sim(tmp_path: Path) -> Iterator[Sim]:
+    """A cluster of its own (no controllers) with an admin and a user "alice" (cluster-admin)."""
+    from kubesim.auth import add_static_token
+    from kubesim.cluster import Cluster, ClusterThread
+
+    cluster = Cluster("faulty")
+    cluster.controller_names = []  # type: ignore[attr-defined]
+    token = add_static_token(cluster, "alice", ("system:masters",))
+    with ClusterThread([cluster], tmp_path):
+        admin_client = config.new_client_from_config(
+            config_file=str(tmp_path / "faulty.kubeconfig"))
+        admin_client.configuration.retries = 0
+        handle = type("Handle", (), {"api_client": admin_client})()
+        alice_client = client_with_token(handle, token)
+        yield Sim(cluster, client.CoreV1Api(admin_client), client.CoreV1Api(alice_client))
+        alice_client.close()
+        admin_client.close()
+
+
+def test_refusing_the_cluster_stops_it_listening_until_restored(sim: Sim) -> None:
+    assert sim.works(sim.admin)
+    sim.cluster.faults.refuse()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((sim.cluster.host, sim.cluster.port), timeout=2).close()
+    assert sim.cut(sim.admin)
+    sim.cluster.faults.restore()
+    wait_for(lambda: sim.works(sim.admin))
+
+
+def test_refusing_one_identity_resets_only_its_connections(sim: Sim) -> None:
+    sim.cluster.faults.refuse(user="alice")
+    assert sim.cut(sim.alice)
+    assert sim.works(sim.admin)
+    sim.cluster.faults.restore()
+    wait_for(lambda: sim.works(sim.alice))
+
+
+def test_blackhole_accepts_and_never_answers_until_restored(sim: Sim) -> None:
+    sim.cluster.faults.blackhole(user="alice")
+    assert sim.cut(sim.alice, timeout=0.3)
+    assert sim.works(sim.admin)
+    sim.cluster.faults.blackhole()
+    connection = socket.create_connection((sim.cluster.host, sim.cluster.port), timeout=2)
+    connection.close()  # still accepting
+    assert sim.cut(sim.admin, timeout=0.3)
+    sim.cluster.faults.restore()
+    wait_for(lambda: sim.works(sim.alice) and sim.works(sim.admin))
+
+
+def test_latency_delays_answers(sim: Sim) -> None:
+    sim.cluster.faults.latency(5.0, user="alice")
+    assert sim.cut(sim.alice, timeout=0.3)
+    assert sim.works(sim.admin)
+    sim.cluster.faults.restore()
+    assert sim.works(sim.alice)
+
+
+def test_dropping_watches_cuts_open_streams(sim: Sim) -> None:
+    response = sim.alice.list_namespaced_config_map("default", watch=True,
+                                                    _preload_content=False)
+    ended = threading.Event()
+
+    def read_until_cut() -> None:
+        try:
+            for _ in response.stream(1024):
+                pass
+        except CUT:
+            pass
+        ended.set()
+
+    reader = threading.Thread(target=read_until_cut, daemon=True)
+    reader.start()
+    sim.cluster.faults.drop_watches(user="alice")
+    wait_for(ended.is_set, timeout=10)
+    assert sim.works(sim.alice)  # new requests are served
+
+
+def test_control_endpoint_drives_the_same_faults(sim: Sim) -> None:
+    control = FaultsClient(sim.cluster.fault_control.url)
+    control.refuse(user="alice")
+    assert control.describe()["users"]["alice"]["refused"] is True
+    assert sim.cut(sim.alice)
+    control.restore()
+    assert control.describe() == {"everyone": {"refused": False, "blackholed": False,
+                                               "latency": 0.0}, "users": {}}
+    wait_for(lambda: sim.works(sim.alice))
