@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import datetime
 import ipaddress
 import re
 import uuid
@@ -596,8 +597,15 @@ def _nested_completeness(
 # validate
 # =========================================================================================
 
-# maxLength failures: field.TooLong in current apimachinery.
-TOO_LONG_DETAIL = "may not be more than {limit} bytes"
+
+def too_long_detail(limit: int) -> str:
+    """field.TooLong's detail (maxLength failures use it in current apimachinery)."""
+    return f"may not be more than {limit} {'byte' if limit == 1 else 'bytes'}"
+
+
+def too_many_detail(limit: int) -> str:
+    """field.TooMany's detail."""
+    return f"must have at most {limit} {'item' if limit == 1 else 'items'}"
 
 
 def validate(obj: Mapping[str, Any], schema: Schema) -> list[FieldError]:
@@ -703,7 +711,7 @@ def _validate_string(value: str, schema: Schema, path: str, errors: list[FieldEr
     length = len(value)
     max_length = schema.get("maxLength")
     if isinstance(max_length, int) and length > max_length:
-        errors.append(FieldError(path, "Too long", value, TOO_LONG_DETAIL.format(limit=max_length)))
+        errors.append(FieldError(path, "Too long", value, too_long_detail(max_length)))
     min_length = schema.get("minLength")
     if isinstance(min_length, int) and length < min_length:
         errors.append(
@@ -798,9 +806,7 @@ def _validate_array(value: list[Any], schema: Schema, path: str, errors: list[Fi
         )
     max_items = schema.get("maxItems")
     if isinstance(max_items, int) and len(value) > max_items:
-        errors.append(
-            FieldError(path, "Too many", len(value), f"must have at most {max_items} items")
-        )
+        errors.append(FieldError(path, "Too many", len(value), too_many_detail(max_items)))
     if schema.get("uniqueItems") is True:
         seen: list[Any] = []
         for item in value:
@@ -827,9 +833,7 @@ def _validate_object(
         )
     max_properties = schema.get("maxProperties")
     if isinstance(max_properties, int) and count > max_properties:
-        errors.append(
-            FieldError(path, "Too many", count, f"must have at most {max_properties} items")
-        )
+        errors.append(FieldError(path, "Too many", count, too_many_detail(max_properties)))
     properties = _properties(schema)
     additional = schema.get("additionalProperties")
     for key, item in value.items():
@@ -948,8 +952,25 @@ def _embedded_resource_errors(value: Mapping[str, Any], path: str) -> Iterator[F
             )
 
 
-_DATE_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}\Z")
+_DATE_TIME = re.compile(
+    r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?([Zz]|[+-]\d{2}:?\d{2})?\Z"
+)
+
+
+def _is_date(text: str) -> bool:
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
+
+
+def _is_date_time(text: str) -> bool:
+    match = _DATE_TIME.match(text)
+    if not match or not _is_date(match.group(1)):
+        return False
+    hour, minute, second = (int(match.group(n)) for n in (2, 3, 4))
+    return hour < 24 and minute < 60 and second < 61
 
 
 def _is_uuid(text: str) -> bool:
@@ -988,9 +1009,9 @@ def _is_cidr(text: str) -> bool:
 
 # The string formats checked (loosely); any other format is accepted as kube-openapi does.
 _FORMATS: Mapping[str, Callable[[str], bool]] = {
-    "date-time": lambda text: bool(_DATE_TIME.match(text)),
-    "datetime": lambda text: bool(_DATE_TIME.match(text)),
-    "date": lambda text: bool(_DATE.match(text)),
+    "date-time": _is_date_time,
+    "datetime": _is_date_time,
+    "date": _is_date,
     "uuid": _is_uuid,
     "byte": _is_base64,
     "ipv4": _is_ip(4),

@@ -672,3 +672,81 @@ def test_prune_and_defaults_are_idempotent(obj: dict[str, Any]) -> None:
 def test_preserve_unknown_fields_at_the_root_keeps_everything(obj: dict[str, Any]) -> None:
     schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     assert prune(obj, schema) == obj
+
+
+@pytest.mark.parametrize(
+    "constraint, value, message",
+    [
+        ({"type": "string", "maxLength": 1}, "ab", "spec.v: Too long: may not be more than 1 byte"),
+        (
+            {"type": "array", "items": {"type": "string"}, "maxItems": 1},
+            ["a", "b"],
+            "spec.v: Too many: 2: must have at most 1 item",
+        ),
+        (
+            {"type": "object", "maxProperties": 1, "additionalProperties": {"type": "string"}},
+            {"a": "x", "b": "y"},
+            "spec.v: Too many: 2: must have at most 1 item",
+        ),
+        (
+            {"type": "object", "minProperties": 2, "additionalProperties": {"type": "string"}},
+            {"a": "x"},
+            "spec.v: Invalid value: 1: spec.v in body should have at least 2 properties",
+        ),
+        (
+            {"type": "number", "multipleOf": 0.5},
+            0.7,
+            "spec.v: Invalid value: 0.7: spec.v in body should be a multiple of 0.5",
+        ),
+        (
+            {"type": "integer", "maximum": 3, "exclusiveMaximum": True},
+            3,
+            "spec.v: Invalid value: 3: spec.v in body should be less than 3",
+        ),
+        (
+            {"type": "integer", "enum": [1, 2]},
+            3,
+            'spec.v: Unsupported value: 3: supported values: "1", "2"',
+        ),
+        (
+            {"type": "string", "format": "uuid"},
+            "nope",
+            'spec.v: Invalid value: "nope": spec.v in body must be of type uuid: "nope"',
+        ),
+        (
+            {"type": "string", "format": "date"},
+            "2024-13",
+            'spec.v: Invalid value: "2024-13": spec.v in body must be of type date: "2024-13"',
+        ),
+        (
+            {"type": "string", "format": "date-time"},
+            "2024-02-30T00:00:00Z",
+            'spec.v: Invalid value: "2024-02-30T00:00:00Z": spec.v in body must be of type '
+            'date-time: "2024-02-30T00:00:00Z"',
+        ),
+    ],
+)
+def test_more_constraints(constraint: dict[str, Any], value: Any, message: str) -> None:
+    schema = with_spec({"type": "object", "properties": {"v": constraint}})
+    assert [str(e) for e in validate({"spec": {"v": value}}, schema)] == [message]
+
+
+@pytest.mark.parametrize(
+    "format_name, value",
+    [
+        ("date-time", "2024-01-02T03:04:05.123+02:00"),
+        ("date", "2024-01-02"),
+        ("uuid", "6ba7b810-9dad-11d1-80b4-00c04fd430c8"),
+        ("byte", "aGVsbG8="),
+        ("ipv4", "10.0.0.1"),
+        ("ipv6", "fd00::1"),
+        ("cidr", "10.0.0.0/8"),
+        ("int32", "x"),
+        ("some-unknown-format", "anything"),
+    ],
+)
+def test_valid_formats_pass(format_name: str, value: str) -> None:
+    schema = with_spec(
+        {"type": "object", "properties": {"v": {"type": "string", "format": format_name}}}
+    )
+    assert validate({"spec": {"v": value}}, schema) == []
