@@ -62,3 +62,12 @@ LABELS_NOT_PROPAGATED_FROM_POD: Final = (
     "controller-revision-hash",
     "statefulset.kubernetes.io/pod-name",
 )
+
+# --- provider side: tenant namespaces and the consumer identity (remote enforcer) --------------
+# A tenant namespace carries TENANT_NAMESPACE_LABEL="true" and REMOTE_CLUSTER_ID_LABEL=<consumer>.
+# Its CONSUMER_IDENTITY_ANNOTATION names the consumer's identity: "serviceaccount:<name>" (in the
+# tenant namespace) or "user:<name>"; without it, the service account CONSUMER_SERVICE_ACCOUNT.
+CONSUMER_IDENTITY_ANNOTATION: Final = "liqo.io/consumer-identity"
+CONSUMER_SERVICE_ACCOUNT: Final = "consumer"
+TWIN_NAMESPACE_ROLE: Final = "annex-consumer"
+RESOURCE_OFFER_NAME: Final = "offer"
