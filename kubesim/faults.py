@@ -3,7 +3,8 @@
 - refuse: for the whole cluster the listening socket is closed (connect() is refused) and open
   connections are reset; for one identity each of its requests resets its connection.
 - blackhole: requests are accepted and never answered while the fault lasts (they are served
-  once it is lifted, as a healed partition would deliver them); open watch streams go silent.
+  once it is lifted, as a healed partition would deliver them). Open watch streams are cut, so
+  the client's re-list hangs too (kubesim cannot silence a stream that is already open).
 - drop_watches: open watch streams are cut (the connection is reset), once.
 - latency: every request waits this long before it is served.
 - restore: lifts every fault.
@@ -161,6 +162,8 @@ class Faults:
             for name, value in changes.items():
                 setattr(state, name, value)
         self._healed.clear()
+        if changes.get("blackholed"):
+            await self._drop_watches(user)
         if changes.get("refused"):
             if user is None:
                 if self._stop_listening is not None and self._listening:
