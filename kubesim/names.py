@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Mapping
+from typing import Any
 
 DNS1123_LABEL_MAX_LENGTH = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
@@ -162,22 +163,29 @@ def label_value_errors(value: str) -> list[str]:
     return errors
 
 
-def annotations_errors(annotations: Mapping[str, str]) -> list[str]:
-    """ValidateAnnotations, as field-error bodies relative to `metadata.annotations`.
-
-    Each entry is what follows `metadata.annotations: ` in the server's message:
-    `Invalid value: "<key>": <detail>` for a bad key (checked lowercased: case does not matter
-    for annotation keys), `Too long: may not be more than 262144 bytes` for the total size.
-    """
-    errors = [
-        f"Invalid value: {go_quote(key)}: {msg}"
-        for key in annotations
-        for msg in label_key_errors(key.lower())
+def annotation_field_errors(annotations: Mapping[str, str]) -> list[tuple[str, Any, str]]:
+    """ValidateAnnotations as (error type, bad value, detail) triples for the field
+    `metadata.annotations`: ("Invalid value", key, detail) per bad key (checked lowercased: case
+    does not matter for annotation keys), ("Too long", "", "may not be more than 262144 bytes")
+    for the total size of keys and values."""
+    errors: list[tuple[str, Any, str]] = [
+        ("Invalid value", key, msg) for key in annotations for msg in label_key_errors(key.lower())
     ]
     total = sum(_byte_length(k) + _byte_length(v) for k, v in annotations.items())
     if total > TOTAL_ANNOTATION_SIZE_LIMIT_B:
-        errors.append(f"Too long: may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT_B} bytes")
+        errors.append(
+            ("Too long", "", f"may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT_B} bytes")
+        )
     return errors
+
+
+def annotations_errors(annotations: Mapping[str, str]) -> list[str]:
+    """ValidateAnnotations, as field-error bodies relative to `metadata.annotations`:
+    `Invalid value: "<key>": <detail>`, `Too long: may not be more than 262144 bytes`."""
+    return [
+        f"{kind}: {go_quote(value)}: {detail}" if kind == "Invalid value" else f"{kind}: {detail}"
+        for kind, value, detail in annotation_field_errors(annotations)
+    ]
 
 
 def go_quote(value: str) -> str:

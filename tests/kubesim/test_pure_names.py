@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from kubesim.names import (
     GENERATED_SUFFIX_ALPHABET,
+    annotation_field_errors,
     annotations_errors,
     dns1035_label_errors,
     dns1123_label_errors,
@@ -205,3 +206,12 @@ def test_generate_name_truncates_the_base_to_58_characters() -> None:
 @given(st.from_regex(r"[a-z0-9]([-a-z0-9]{0,40}[a-z0-9])?-?", fullmatch=True))
 def test_generated_names_from_valid_prefixes_are_valid_labels(base: str) -> None:
     assert dns1123_label_errors(generate_name(base)) == []
+
+
+def test_annotation_field_errors_are_structured_for_field_causes() -> None:
+    assert annotation_field_errors({"ok": "1"}) == []
+    (error,) = annotation_field_errors({"Bad Key": "v"})
+    assert error == ("Invalid value", "Bad Key", NAME_PART_REGEX_MSG)
+    assert annotation_field_errors({"a": "b" * 262144}) == [
+        ("Too long", "", "may not be more than 262144 bytes")
+    ]
