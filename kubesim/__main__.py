@@ -1,7 +1,9 @@
 """`python -m kubesim up --dir DIR NAME [--workers N] [--pod-cidr CIDR] [NAME ...]`.
 
 Starts the named clusters in this process, writes DIR/NAME.kubeconfig for each, prints
-`NAME URL KUBECONFIG` per cluster once all serve, and runs until SIGINT or SIGTERM.
+`NAME URL KUBECONFIG FAULTS_URL` per cluster once all serve, and runs until SIGINT or SIGTERM.
+Per-cluster flags also set the workers' capacity (--worker-cpu, --worker-memory, --worker-pods)
+and which controllers run (--controllers "*,-scheduler", kube-controller-manager's syntax).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from pathlib import Path
 from kubesim.cluster import Cluster
 
 USAGE = ("usage: python -m kubesim up --dir DIR NAME [--workers N] [--pod-cidr CIDR] "
-         "[NAME [--workers N] [--pod-cidr CIDR] ...]")
+         "[--worker-cpu Q] [--worker-memory Q] [--worker-pods N] [--controllers LIST] "
+         "[NAME [...] ...]")
+PART2_FLAGS = ("--worker-cpu", "--worker-memory", "--worker-pods", "--controllers")
 
 
 class UsageError(Exception):
@@ -27,6 +31,10 @@ class ClusterSpec:
     name: str
     workers: int = 1
     pod_cidr: str = "10.0.0.0/16"
+    worker_cpu: str = "4"
+    worker_memory: str = "8Gi"
+    worker_pods: int = 110
+    controllers: str = "*"
 
 
 def parse(argv: list[str]) -> tuple[Path, list[ClusterSpec]]:
@@ -37,7 +45,7 @@ def parse(argv: list[str]) -> tuple[Path, list[ClusterSpec]]:
     specs: list[ClusterSpec] = []
     args = iter(argv[1:])
     for arg in args:
-        if arg in ("--dir", "--workers", "--pod-cidr"):
+        if arg in ("--dir", "--workers", "--pod-cidr", *PART2_FLAGS):
             value = next(args, None)
             if value is None:
                 raise UsageError(f"{arg} needs a value")
@@ -49,6 +57,8 @@ def parse(argv: list[str]) -> tuple[Path, list[ClusterSpec]]:
                 if not value.isdigit():
                     raise UsageError("--workers takes a number")
                 specs[-1].workers = int(value)
+            elif arg in PART2_FLAGS:
+                _set_part2_flag(specs[-1], arg, value)
             else:
                 specs[-1].pod_cidr = value
         elif arg.startswith("-"):
@@ -62,8 +72,37 @@ def parse(argv: list[str]) -> tuple[Path, list[ClusterSpec]]:
     return directory, specs
 
 
+def _set_part2_flag(spec: ClusterSpec, flag: str, value: str) -> None:
+    from kubesim.controllers import parse_controller_names
+
+    if flag == "--worker-pods":
+        if not value.isdigit():
+            raise UsageError("--worker-pods takes a number")
+        spec.worker_pods = int(value)
+    elif flag == "--controllers":
+        try:
+            parse_controller_names(value)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
+        spec.controllers = value
+    else:
+        setattr(spec, flag[2:].replace("-", "_"), value)
+
+
+def _make_cluster(spec: ClusterSpec) -> Cluster:
+    from kubesim.controllers import ControllerSettings, parse_controller_names
+
+    cluster = Cluster(spec.name, workers=spec.workers, pod_cidr=spec.pod_cidr)
+    cluster.controller_names = parse_controller_names(spec.controllers)  # type: ignore[attr-defined]
+    cluster.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
+        workers=spec.workers, pod_cidr=spec.pod_cidr, node_prefix=f"{spec.name}-worker",
+        worker_cpu=spec.worker_cpu, worker_memory=spec.worker_memory,
+        worker_pods=spec.worker_pods)
+    return cluster
+
+
 async def up(directory: Path, specs: list[ClusterSpec]) -> None:
-    clusters = [Cluster(s.name, workers=s.workers, pod_cidr=s.pod_cidr) for s in specs]
+    clusters = [_make_cluster(s) for s in specs]
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -74,7 +113,9 @@ async def up(directory: Path, specs: list[ClusterSpec]) -> None:
             await cluster.start(directory)
             started.append(cluster)
         for cluster in clusters:
-            print(cluster.name, cluster.url, cluster.kubeconfig_path, flush=True)
+            faults = getattr(cluster, "fault_control", None)
+            print(cluster.name, cluster.url, cluster.kubeconfig_path,
+                  faults.url if faults is not None else "-", flush=True)
         await stop.wait()
     finally:
         for cluster in started:

@@ -27,7 +27,7 @@ def test_up_serves_each_cluster_until_signalled(tmp_path: Path, signum: int) -> 
         assert process.stdout is not None
         lines = [process.stdout.readline().split() for _ in range(2)]
         assert [line[0] for line in lines] == ["home", "remote"]
-        for name, url, kubeconfig in lines:
+        for name, url, kubeconfig, *_ in lines:  # 4th column: the fault-control URL
             assert url.startswith("https://127.0.0.1:")
             assert kubeconfig == str(tmp_path / f"{name}.kubeconfig")
             api = config.new_client_from_config(config_file=kubeconfig)
