@@ -40,6 +40,9 @@ def _go_value(value: Any) -> str:
     if isinstance(value, str):
         return go_quote(value)
     if isinstance(value, list | tuple):
+        # Requirement values reach NewRequirement as append([]string(nil), ...): nil when empty.
+        if not value:
+            return "[]string(nil)"
         return "[]string{" + ", ".join(go_quote(v) for v in value) + "}"
     return str(value)
 

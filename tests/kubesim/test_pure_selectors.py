@@ -231,7 +231,7 @@ def test_a_missing_selector_can_select_nothing_as_label_selector_as_selector_nil
         ),
         (
             {"matchExpressions": [{"key": "app", "operator": "In", "values": []}]},
-            "values: Invalid value: []string{}: for 'in', 'notin' operators, values set can't "
+            "values: Invalid value: []string(nil): for 'in', 'notin' operators, values set can't "
             "be empty",
         ),
         (
