@@ -53,7 +53,7 @@ class VirtualNodeSpec(ApiModel):
     taints: list[Taint] = Field(default=[])
     resources: ResourceList | None = None
     """Overrides the capacity the ResourceOffer announces."""
-    offloading_patch: OffloadingPatch = Field(default_factory=OffloadingPatch)
+    offloading_patch: OffloadingPatch = Field(default={}, validate_default=True)
     kubeconfig_secret_ref: LocalObjectReference | None = None
 
     def effective_node_name(self) -> str:
