@@ -27,11 +27,14 @@ from kubesim.strategies import (
     CustomResourceStrategy,
     DeploymentStrategy,
     NamespaceStrategy,
+    NodeStrategy,
     PodStrategy,
     RbacStrategy,
+    ServiceAccountStrategy,
     ServiceIPAllocator,
     ServiceStrategy,
     Strategy,
+    VolumeStrategy,
 )
 
 Obj = dict[str, Any]
@@ -182,6 +185,10 @@ class ApiServer:
         by_resource: dict[tuple[str, str], Callable[[ResourceKind], Strategy]] = {
             NAMESPACE_KEY: NamespaceStrategy,
             ("", "pods"): PodStrategy,
+            ("", "nodes"): NodeStrategy,
+            ("", "persistentvolumes"): VolumeStrategy,
+            ("", "persistentvolumeclaims"): VolumeStrategy,
+            ("", "serviceaccounts"): ServiceAccountStrategy,
             ("", "services"): lambda k: ServiceStrategy(k, self._service_ips.allocate),
             CRD_KEY: CustomResourceDefinitionStrategy,
             ("apps", "deployments"): DeploymentStrategy,
@@ -1013,7 +1020,7 @@ def list_object(kind: ResourceKind, result: ListResult) -> Obj:
 
 
 def _deleted_body(kind: ResourceKind, strategy: Strategy, removed: Stored) -> Stored | Obj:
-    if strategy.return_deleted_object or kind.custom:
+    if strategy.return_deleted_object:
         return removed
     details = {"name": removed.name, "kind": kind.plural,
                "uid": removed.obj["metadata"].get("uid", "")}

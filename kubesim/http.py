@@ -4,6 +4,7 @@ responses and bearer-token authentication. Every semantic rule lives in apiserve
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
@@ -14,6 +15,10 @@ from kubesim.apiserver import ApiServer, ListResult, User
 from kubesim.errors import StatusError
 from kubesim.kinds import SUBRESOURCE_KINDS, SUBRESOURCE_VERBS, ResourceKind
 from kubesim.store import Stored, dumps
+
+# The user is stored under a plain string key: that is the documented contract with part 2's
+# middlewares (docs/kubesim.md), so aiohttp's advice to use typed keys is silenced here.
+warnings.filterwarnings("ignore", category=web.NotAppKeyWarning, module=__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]

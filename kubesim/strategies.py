@@ -35,7 +35,7 @@ class Strategy:
 
     def prepare_for_create(self, obj: Obj) -> None:
         if self.kind.has_status_subresource:
-            obj.pop("status", None)
+            obj["status"] = {}  # typed status structs reset to empty, still encoded
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
         if self.kind.has_status_subresource:
@@ -282,6 +282,24 @@ class ServiceStrategy(Strategy):
         return []
 
 
+class NodeStrategy(Strategy):
+    """Kubelets register nodes with their status: create keeps it (nodeStrategy)."""
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj.setdefault("spec", {})
+
+
+class VolumeStrategy(Strategy):
+    """PersistentVolumes and claims start Pending."""
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"phase": "Pending"}
+
+
+class ServiceAccountStrategy(Strategy):
+    return_deleted_object = True
+
+
 class RbacStrategy(Strategy):
     name_errors = staticmethod(names.path_segment_errors)
 
@@ -326,7 +344,8 @@ class CustomResourceStrategy(Strategy):
     """Custom resources: schema defaulting, pruning and validation; /status changes only status."""
 
     def prepare_for_create(self, obj: Obj) -> None:
-        super().prepare_for_create(obj)
+        if self.kind.has_status_subresource:
+            obj.pop("status", None)  # create cannot set status
         self._conform(obj)
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:

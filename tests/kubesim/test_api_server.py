@@ -52,7 +52,8 @@ def test_version_names_the_release(home) -> None:
 def test_typed_dynamic_and_watch_clients_work_unchanged(home, namespace) -> None:
     home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "one"}})
     configmaps = home.dynamic.resources.get(api_version="v1", kind="ConfigMap")
-    assert [i.metadata.name for i in configmaps.get(namespace=namespace).items] == ["one"]
+    listed = configmaps.get(namespace=namespace, field_selector="metadata.name=one")
+    assert [i.metadata.name for i in listed.items] == ["one"]
     events = list(watch.Watch().stream(home.core.list_namespaced_config_map, namespace,
-                                       timeout_seconds=1))
+                                       field_selector="metadata.name=one", timeout_seconds=1))
     assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "one")]
