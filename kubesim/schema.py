@@ -154,7 +154,7 @@ def structural_errors(schema: Schema, path: str = "") -> list[str]:
     """
     if not isinstance(schema, Mapping):
         return [str(FieldError(path or "openAPIV3Schema", "Required value", "", ""))]
-    openapi = list(_openapi_schema_errors(schema, path, inside_metadata=False))
+    openapi = list(_openapi_schema_errors(schema, path, inside_metadata=False, is_root=True))
     structural = list(_structural_invariants(schema, "root", path))
     structural += list(_structural_completeness(schema, path))
     structural.sort(key=str)
@@ -162,9 +162,16 @@ def structural_errors(schema: Schema, path: str = "") -> list[str]:
 
 
 def _openapi_schema_errors(
-    schema: Schema, path: str, inside_metadata: bool
+    schema: Schema, path: str, inside_metadata: bool, is_root: bool = False, top_level: str = ""
 ) -> Iterator[FieldError]:
-    """ValidateCustomResourceDefinitionOpenAPISchema + specStandardValidatorV3.validate."""
+    """ValidateCustomResourceDefinitionOpenAPISchema + specStandardValidatorV3.validate.
+
+    `inside_metadata`: under apiVersion/kind/metadata of a resource; `top_level`: which of them,
+    when directly under the root (defaults are forbidden there)."""
+    if top_level and "default" in schema:
+        yield FieldError(
+            _child(path, "default"), "Forbidden", detail=f"must not be set in top-level {top_level}"
+        )
     schema_type = schema.get("type")
     if isinstance(schema_type, str) and schema_type and schema_type not in OPENAPI_V3_TYPES:
         if schema_type == "null":
@@ -213,12 +220,15 @@ def _openapi_schema_errors(
         yield from _openapi_schema_errors(
             additional, _child(path, "additionalProperties"), inside_metadata
         )
+    resource = is_root or _flag(schema, "x-kubernetes-embedded-resource")
     for name, sub in sorted(_properties(schema).items()):
         if isinstance(sub, Mapping):
+            meta_field = resource and name in _RESOURCE_META_FIELDS
             yield from _openapi_schema_errors(
                 sub,
                 _key(_child(path, "properties"), name),
-                inside_metadata or (name == "metadata" and _is_resource(schema, path)),
+                inside_metadata or meta_field,
+                top_level=name if meta_field and is_root else "",
             )
     if isinstance(schema.get("not"), Mapping):
         yield from _openapi_schema_errors(schema["not"], _child(path, "not"), inside_metadata)
@@ -232,10 +242,6 @@ def _openapi_schema_errors(
     if items is not None:
         yield from _openapi_schema_errors(items, _child(path, "items"), inside_metadata)
     yield from _extension_errors(schema, path)
-
-
-def _is_resource(schema: Schema, path: str) -> bool:
-    return path in ("", "openAPIV3Schema") or _flag(schema, "x-kubernetes-embedded-resource")
 
 
 def _extension_errors(schema: Schema, path: str) -> Iterator[FieldError]:

@@ -750,3 +750,31 @@ def test_valid_formats_pass(format_name: str, value: str) -> None:
         {"type": "object", "properties": {"v": {"type": "string", "format": format_name}}}
     )
     assert validate({"spec": {"v": value}}, schema) == []
+
+
+def test_no_defaults_in_top_level_resource_fields_nor_embedded_resources_in_metadata() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string", "default": "X"},
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "name": {
+                        "type": "object",
+                        "x-kubernetes-embedded-resource": True,
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            },
+        },
+    }
+    path = "spec.versions[0].schema.openAPIV3Schema"
+    errors = structural_errors(schema, path)
+    assert (
+        f"{path}.properties[kind].default: Forbidden: must not be set in top-level kind" in errors
+    )
+    assert (
+        f"{path}.properties[metadata].properties[name].x-kubernetes-embedded-resource: "
+        "Forbidden: must not be used inside of resource meta"
+    ) in errors
