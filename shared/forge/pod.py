@@ -405,11 +405,10 @@ def updated_remote_pod_spec(
     desired = remote_pod_spec(local_pod, config).spec
     updated = copy.deepcopy(dict(current_remote_spec))
     for key in ("containers", "initContainers"):
-        images = {c.get("name"): c.get("image") for c in desired.get(key) or []}
-        for container in updated.get(key) or []:
-            image = images.get(container.get("name"))
-            if image is not None:
-                container["image"] = image
+        # A pod's containers cannot be added or removed, so they pair up by position.
+        for container, wanted in zip(updated.get(key) or [], desired.get(key) or [], strict=False):
+            if container.get("name") == wanted.get("name") and wanted.get("image") is not None:
+                container["image"] = wanted["image"]
     deadline = _active_deadline_update(
         updated.get("activeDeadlineSeconds"), desired.get("activeDeadlineSeconds")
     )

@@ -1,0 +1,331 @@
+"""Pod translation properties over generated pods, garbage annotations included."""
+
+import copy
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shared.forge.common import ReflectionConfig
+from shared.forge.pod import (
+    ForgedPod,
+    PodForgeConfig,
+    StatusForgeConfig,
+    local_pod_status,
+    remote_pod_spec,
+    shadow_pod,
+    updated_remote_pod_spec,
+)
+from shared.wellknown import (
+    ANTI_AFFINITY_LABELS_ANNOTATION,
+    ANTI_AFFINITY_PRESET_ANNOTATION,
+    DESTINATION_CLUSTER_LABEL,
+    ORIGIN_CLUSTER_LABEL,
+    VIRTUAL_NODE_TAINT_KEY,
+)
+
+# Generating whole pods dominates the run time (about 5 ms each): 1500 keeps each test quick.
+EXAMPLES = settings(max_examples=1500, deadline=None, database=None)
+HOME_ONLY_FIELDS = (
+    "nodeName",
+    "nodeSelector",
+    "schedulerName",
+    "priority",
+    "priorityClassName",
+    "preemptionPolicy",
+    "overhead",
+    "serviceAccountName",
+    "serviceAccount",
+)
+
+names = st.text(alphabet="abcdefghij-0123", min_size=1, max_size=12)
+label_keys = st.sampled_from(
+    ["app", "tier", "pod-template-hash", "controller-revision-hash", "skipped.example.com/x",
+     "statefulset.kubernetes.io/pod-name", "app.kubernetes.io/name"]
+)
+env_vars = st.one_of(
+    st.fixed_dictionaries(
+        {"name": st.sampled_from(["MODE", "KUBERNETES_SERVICE_HOST", "KUBERNETES_PORT"]),
+         "value": st.text(max_size=8)}
+    ),
+    st.fixed_dictionaries(
+        {"name": st.just("SA"),
+         "valueFrom": st.just({"fieldRef": {"fieldPath": "spec.serviceAccountName"}})}
+    ),
+    st.fixed_dictionaries(
+        {"name": st.just("CA"),
+         "valueFrom": st.just({"configMapKeyRef": {"name": "kube-root-ca.crt", "key": "ca.crt"}})}
+    ),
+)
+containers = st.fixed_dictionaries(
+    {"name": names, "image": st.sampled_from(["nginx:1.25", "nginx:1.26", "busybox"])},
+    optional={
+        "env": st.lists(env_vars, max_size=4),
+        "ports": st.lists(
+            st.fixed_dictionaries(
+                {"containerPort": st.integers(1, 65535)},
+                optional={"hostPort": st.integers(1, 65535)},
+            ),
+            max_size=2,
+        ),
+        "envFrom": st.just([{"configMapRef": {"name": "kube-root-ca.crt"}}]),
+    },
+)
+tolerations = st.fixed_dictionaries(
+    {"key": st.sampled_from([VIRTUAL_NODE_TAINT_KEY, "dedicated", "node.kubernetes.io/not-ready"])},
+    optional={
+        "operator": st.sampled_from(["Exists", "Equal"]),
+        "effect": st.sampled_from(["NoSchedule", "NoExecute"]),
+        "value": st.text(max_size=5),
+    },
+)
+term = st.fixed_dictionaries(
+    {"topologyKey": st.just("kubernetes.io/hostname"),
+     "labelSelector": st.fixed_dictionaries({"matchLabels": st.dictionaries(label_keys, names)})}
+)
+virtual_node_expression = {"key": "liqo.io/type", "operator": "In", "values": ["virtual-node"]}
+node_affinity = st.just(
+    {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [virtual_node_expression]}
+    ]}}
+)
+affinities = st.fixed_dictionaries(
+    {},
+    optional={
+        "nodeAffinity": node_affinity,
+        "podAffinity": st.fixed_dictionaries({"requiredDuringSchedulingIgnoredDuringExecution":
+                                              st.lists(term, max_size=2)}),
+        "podAntiAffinity": st.fixed_dictionaries({"requiredDuringSchedulingIgnoredDuringExecution":
+                                                  st.lists(term, max_size=2)}),
+    },
+)
+service_account_volume = st.just(
+    {"name": "kube-api-access-abcde", "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace",
+                                    "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+    ]}}
+)
+volumes = st.one_of(
+    service_account_volume,
+    st.fixed_dictionaries({"name": names, "configMap": st.fixed_dictionaries(
+        {"name": st.sampled_from(["kube-root-ca.crt", "app-config"])})}),
+    st.fixed_dictionaries({"name": names, "emptyDir": st.just({})}),
+)
+annotation_values = st.one_of(
+    st.sampled_from(["propagate", "soft", "hard", "", "Soft", "none"]), st.text(max_size=12)
+)
+anti_affinity_lists = st.one_of(
+    st.lists(label_keys).map(",".join), st.text(max_size=30), st.just(" , ,,")
+)
+specs = st.fixed_dictionaries(
+    {"containers": st.lists(containers, min_size=1, max_size=3)},
+    optional={
+        "initContainers": st.lists(containers, max_size=2),
+        "tolerations": st.lists(tolerations, max_size=4),
+        "affinity": affinities,
+        "volumes": st.lists(volumes, max_size=3),
+        "hostNetwork": st.booleans(),
+        "hostIPC": st.booleans(),
+        "hostPID": st.booleans(),
+        "nodeName": names,
+        "nodeSelector": st.dictionaries(label_keys, names, max_size=2),
+        "schedulerName": names,
+        "priority": st.integers(-10, 10**9),
+        "priorityClassName": names,
+        "preemptionPolicy": st.sampled_from(["Never", "PreemptLowerPriority"]),
+        "overhead": st.just({"cpu": "250m"}),
+        "runtimeClassName": names,
+        "serviceAccountName": names,
+        "activeDeadlineSeconds": st.integers(1, 10**6),
+        "restartPolicy": st.sampled_from(["Always", "OnFailure", "Never"]),
+    },
+)
+pods = st.builds(
+    lambda name, labels, annotations, spec: {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "shop", "labels": labels,
+                     "annotations": annotations},
+        "spec": spec,
+    },
+    names,
+    st.dictionaries(label_keys, names, max_size=5),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            ANTI_AFFINITY_PRESET_ANNOTATION: annotation_values,
+            ANTI_AFFINITY_LABELS_ANNOTATION: anti_affinity_lists,
+            "note": st.text(max_size=10),
+        },
+    ),
+    specs,
+)
+patches = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "nodeSelector": st.dictionaries(label_keys, names, max_size=2),
+            "tolerations": st.lists(tolerations, max_size=2),
+            "affinity": st.fixed_dictionaries({"nodeAffinity": node_affinity}),
+            "runtimeClassName": names,
+        },
+    ),
+)
+configs = st.builds(
+    lambda enabled, host, patch: PodForgeConfig.model_validate(
+        {
+            "reflection": ReflectionConfig(
+                home_cluster_id="home",
+                remote_cluster_id="remote",
+                labels_not_reflected=frozenset({"skipped.example.com/x"}),
+            ),
+            "enable_apiserver_support": enabled,
+            "home_apiserver_host": host,
+            "offloading_patch": patch,
+        }
+    ),
+    st.booleans(),
+    st.sampled_from([None, "api.home.example.com", "fd00::1", "10.0.0.1"]),
+    patches,
+)
+
+
+def _all_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
+
+
+@EXAMPLES
+@given(pods, configs)
+def test_translation_never_raises_and_never_leaks_home_fields(
+    pod: dict[str, Any], config: PodForgeConfig
+) -> None:
+    original = copy.deepcopy(pod)
+    forged = remote_pod_spec(pod, config)
+    assert isinstance(forged, ForgedPod)
+    spec = forged.spec
+    assert pod == original, "the input pod is never modified"
+    assert spec["hostNetwork"] is False
+    assert spec["hostIPC"] is False
+    assert spec["hostPID"] is False
+    assert spec["automountServiceAccountToken"] is False
+    assert all(t.get("key") != VIRTUAL_NODE_TAINT_KEY for t in spec.get("tolerations") or [])
+    patch = config.offloading_patch
+    for field in HOME_ONLY_FIELDS:
+        if field == "nodeSelector" and patch is not None and patch.node_selector:
+            assert spec[field] == patch.node_selector
+        else:
+            assert field not in spec
+    affinity = spec.get("affinity") or {}
+    assert "podAffinity" not in affinity
+    patch_node_affinity = ((patch.affinity if patch else None) or {}).get("nodeAffinity")
+    assert affinity.get("nodeAffinity") == patch_node_affinity
+    assert spec.get("runtimeClassName") == (patch.runtime_class_name if patch else None)
+    if not pod["spec"].get("hostNetwork"):
+        host_ports = [
+            p.get("hostPort") for c in _all_containers(pod["spec"]) for p in c.get("ports") or []
+        ]
+        assert host_ports == [
+            p.get("hostPort") for c in _all_containers(spec) for p in c.get("ports") or []
+        ]
+    else:
+        assert all("hostPort" not in p for c in _all_containers(spec) for p in c.get("ports") or [])
+    assert remote_pod_spec(pod, config) == forged, "translation is deterministic"
+
+
+@EXAMPLES
+@given(pods, configs)
+def test_service_account_token_and_apiserver_env(
+    pod: dict[str, Any], config: PodForgeConfig
+) -> None:
+    spec = remote_pod_spec(pod, config).spec
+    sources = [
+        source
+        for volume in spec.get("volumes") or []
+        for source in (volume.get("projected") or {}).get("sources") or []
+    ]
+    assert all("serviceAccountToken" not in source for source in sources)
+    assert all(
+        (source.get("configMap") or {}).get("name") != "kube-root-ca.crt" for source in sources
+    )
+    points_home = config.enable_apiserver_support and config.home_apiserver_host
+    for container in _all_containers(spec):
+        env = container.get("env") or []
+        kubernetes = [v for v in env if v["name"].startswith("KUBERNETES_")]
+        if points_home:
+            # Set once each, so that no duplicate decides which value wins.
+            assert len({v["name"] for v in kubernetes}) == len(kubernetes) == 7
+            values = {v["name"]: v["value"] for v in kubernetes}
+            assert values["KUBERNETES_SERVICE_HOST"] == config.home_apiserver_host
+            assert values["KUBERNETES_SERVICE_PORT"] == str(config.home_apiserver_port)
+        assert all("valueFrom" not in v for v in env if v["name"] == "SA")
+
+
+@EXAMPLES
+@given(pods, configs)
+def test_an_unchanged_pod_needs_no_remote_write(
+    pod: dict[str, Any], config: PodForgeConfig
+) -> None:
+    spec = remote_pod_spec(pod, config).spec
+    assert updated_remote_pod_spec(spec, pod, config) is None
+
+
+@EXAMPLES
+@given(pods, configs, st.sampled_from(["nginx:1.25", "nginx:1.27", "busybox"]))
+def test_image_changes_reach_the_remote_pod(
+    pod: dict[str, Any], config: PodForgeConfig, image: str
+) -> None:
+    current = remote_pod_spec(pod, config).spec
+    changed = copy.deepcopy(pod)
+    for container in changed["spec"]["containers"]:
+        container["image"] = image
+    updated = updated_remote_pod_spec(current, changed, config)
+    if all(c["image"] == image for c in current["containers"]):
+        assert updated is None
+    else:
+        assert updated is not None
+        assert all(c["image"] == image for c in updated["containers"])
+
+
+@EXAMPLES
+@given(pods, configs)
+def test_shadow_pods_carry_the_ownership_pair_and_not_the_skipped_labels(
+    pod: dict[str, Any], config: PodForgeConfig
+) -> None:
+    labels = shadow_pod(pod, "shop-home", config)["metadata"]["labels"]
+    assert labels[ORIGIN_CLUSTER_LABEL] == "home"
+    assert labels[DESTINATION_CLUSTER_LABEL] == "remote"
+    assert "skipped.example.com/x" not in labels
+
+
+container_statuses = st.lists(
+    st.fixed_dictionaries({"name": names, "ready": st.booleans(),
+                           "restartCount": st.integers(0, 10**6)}),
+    max_size=4,
+)
+
+
+@EXAMPLES
+@given(container_statuses, st.integers(0, 10**4), st.integers(0, 2**16 - 1))
+def test_status_restart_arithmetic_and_addresses(
+    statuses: list[dict[str, Any]], recreations: int, host: int
+) -> None:
+    config = StatusForgeConfig(
+        node_ip="172.18.0.5", pod_cidr="10.244.0.0/16", remapped_pod_cidr="10.71.0.0/16"
+    )
+    pod_ip = f"10.244.{host >> 8}.{host & 0xFF}"
+    remote = {"phase": "Running", "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+              "hostIP": "192.168.1.20", "containerStatuses": statuses}
+    original = copy.deepcopy(remote)
+    status = local_pod_status(remote, recreations, config)
+    assert remote == original
+    assert status["podIP"] == f"10.71.{host >> 8}.{host & 0xFF}"
+    assert status["podIPs"] == [{"ip": status["podIP"]}]
+    assert status["hostIP"] == "172.18.0.5"
+    assert [c["restartCount"] for c in status["containerStatuses"]] == [
+        c["restartCount"] + recreations for c in statuses
+    ]
+    # An agent that restarts recomputes from the same remote state: the same figure, no drift.
+    assert local_pod_status(remote, recreations, config) == status
