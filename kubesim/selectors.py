@@ -497,18 +497,25 @@ class FieldSelector:
 
 # Field labels whose value is not simply the object's field at that dotted path.
 _FIELD_LABEL_PATHS = {"source": "source.component"}  # core/v1 Event
+# Non-string field labels: the real server formats the Go field, so a missing one reads as its
+# zero value (strconv.FormatBool / strconv.Itoa), not "".
+_FIELD_LABEL_ZERO_VALUES = {
+    "spec.unschedulable": "false",  # Node
+    "spec.hostNetwork": "false",  # Pod
+    "status.replicas": "0",  # ReplicaSet, ReplicationController
+    "status.successful": "0",  # Job
+}
 
 
 def field_value(obj: Mapping[str, Any], label: str) -> str:
-    """The string a field label has on an object; a missing field is "" (like `spec.nodeName=`
-    selecting unscheduled pods), booleans print as Go does ("true"/"false")."""
+    """The string a field label has on an object, as the real server's field sets give it: a
+    missing string field is "" (`spec.nodeName=` selects unscheduled pods), a missing boolean or
+    count is its zero value ("false", "0"), booleans print as "true"/"false"."""
     current: Any = obj
     for part in _FIELD_LABEL_PATHS.get(label, label).split("."):
-        if not isinstance(current, Mapping):
-            return ""
-        current = current.get(part)
+        current = current.get(part) if isinstance(current, Mapping) else None
     if current is None:
-        return ""
+        return _FIELD_LABEL_ZERO_VALUES.get(label, "")
     if isinstance(current, bool):
         return "true" if current else "false"
     if isinstance(current, str):

@@ -288,7 +288,7 @@ UNSCHEDULED = {"metadata": {"name": "p2", "namespace": "ns"}, "spec": {}, "statu
         ("status.phase=Running,spec.nodeName=node-1", True, False),
         ("status.phase!=Running,status.phase!=Pending", False, True),
         ("spec.hostNetwork=true", True, False),
-        ("spec.hostNetwork=false", False, False),
+        ("spec.hostNetwork=false", False, True),
     ],
 )
 def test_field_selector_matching(text: str, scheduled: bool, unscheduled: bool) -> None:
@@ -367,6 +367,11 @@ def test_empty_field_selector() -> None:
         ({"spec": None}, "spec.nodeName", ""),
         ({"spec": "x"}, "spec.nodeName", ""),
         ({}, "status.phase", ""),
+        ({"spec": {}}, "spec.unschedulable", "false"),
+        ({"spec": {"unschedulable": True}}, "spec.unschedulable", "true"),
+        ({}, "spec.hostNetwork", "false"),
+        ({"status": {}}, "status.replicas", "0"),
+        ({"source": {"component": "kubelet", "host": "n1"}}, "source", "kubelet"),
     ],
 )
 def test_field_values(obj: dict[str, Any], label: str, value: str) -> None:
