@@ -421,6 +421,32 @@ def updated_remote_pod_spec(
     return None if updated == current_remote_spec else updated
 
 
+def updated_shadow_pod(
+    current: Mapping[str, Any],
+    local_pod: Mapping[str, Any],
+    remote_namespace: str,
+    config: PodForgeConfig,
+) -> dict[str, Any] | None:
+    """The ShadowPod body to write over `current` for the home pod's label, annotation and
+    mutable-field changes (keeping `current`'s resourceVersion and status), or None when there
+    is nothing to write."""
+    desired_metadata = shadow_pod(local_pod, remote_namespace, config)["metadata"]
+    metadata = copy.deepcopy(dict(current.get("metadata") or {}))
+    changed = False
+    for key in ("labels", "annotations"):
+        if (metadata.get(key) or {}) != (desired_metadata.get(key) or {}):
+            metadata[key] = copy.deepcopy(desired_metadata.get(key) or {})
+            changed = True
+    current_spec = (current.get("spec") or {}).get("pod") or {}
+    spec = updated_remote_pod_spec(current_spec, local_pod, config)
+    if spec is None and not changed:
+        return None
+    body = copy.deepcopy(dict(current))
+    body["metadata"] = metadata
+    body["spec"] = {**body.get("spec", {}), "pod": spec if spec is not None else current_spec}
+    return body
+
+
 # --- remote to home: the status ----------------------------------------------------------------
 
 

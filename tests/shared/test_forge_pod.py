@@ -15,6 +15,7 @@ from shared.forge.pod import (
     remote_pod_spec,
     shadow_pod,
     updated_remote_pod_spec,
+    updated_shadow_pod,
 )
 from shared.wellknown import (
     ANTI_AFFINITY_LABELS_ANNOTATION,
@@ -270,6 +271,8 @@ def test_an_unchanged_pod_needs_no_remote_write(
 ) -> None:
     spec = remote_pod_spec(pod, config).spec
     assert updated_remote_pod_spec(spec, pod, config) is None
+    written = shadow_pod(pod, "shop-home", config)
+    assert updated_shadow_pod(written, pod, "shop-home", config) is None
 
 
 @EXAMPLES
