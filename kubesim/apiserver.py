@@ -417,8 +417,9 @@ class ApiServer:
                        for e in names.label_key_errors(key)]
             causes += [FieldCause("metadata.labels", "Invalid value", e, value)
                        for e in names.label_value_errors(str(value))]
-        causes += [FieldCause("metadata.annotations", "Invalid value", e, "")
-                   for e in names.annotations_errors(meta.get("annotations") or {})]
+        causes += [FieldCause("metadata.annotations", error_type, detail, value)
+                   for error_type, value, detail in names.annotation_field_errors(
+                       meta.get("annotations") or {})]
         if old is not None:
             causes += _finalizer_errors(obj, old)
             causes += strategy.validate_update(obj, old)

@@ -93,7 +93,8 @@ class FieldCause:
         self.reason = reason or _reason_of(type_)
 
     def __str__(self) -> str:
-        if self.type in ("Required value", "Forbidden", "Too many", "Internal error"):
+        if self.type in ("Required value", "Forbidden", "Too many", "Too long",
+                         "Internal error"):
             body = self.type
         else:
             body = f"{self.type}: {_go_value(self.value)}"

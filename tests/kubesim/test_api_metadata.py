@@ -115,3 +115,11 @@ def test_namespaces_get_the_kubernetes_finalizer_and_phase_active(home, namespac
     assert ns["spec"]["finalizers"] == ["kubernetes"]
     assert ns["status"]["phase"] == "Active"
     assert ns["metadata"]["labels"]["kubernetes.io/metadata.name"] == namespace
+
+
+def test_annotation_keys_are_validated(home, namespace) -> None:
+    status, body = call(home, "POST", cm_path(namespace),
+                        {"metadata": {"name": "n", "annotations": {"bad key": "v"}}})
+    assert status == 422
+    assert 'metadata.annotations: Invalid value: "bad key": name part must consist of' in \
+        body["message"]
