@@ -546,7 +546,9 @@ def _nested_errors(schema: Any, skip_any_of: bool, level: str, path: str) -> Ite
 
 
 def _structural_completeness(schema: Schema, path: str) -> Iterator[FieldError]:
-    """validateStructuralCompleteness: what value validations mention must be specified."""
+    """validateStructuralCompleteness: the properties and items the root's value validations
+    (allOf/anyOf/oneOf/not) mention must be specified. Like the real server, only the root's
+    value validations are checked."""
     for keyword in _NESTED_KEYWORDS:
         for index, sub in enumerate(schema.get(keyword) or []):
             if isinstance(sub, Mapping):
@@ -555,15 +557,6 @@ def _structural_completeness(schema: Schema, path: str) -> Iterator[FieldError]:
                 )
     if isinstance(schema.get("not"), Mapping):
         yield from _nested_completeness(schema["not"], schema, path, _child(path, "not"))
-    items = _items(schema)
-    if items is not None:
-        yield from _structural_completeness(items, _child(path, "items"))
-    for name, sub in _properties(schema).items():
-        if isinstance(sub, Mapping):
-            yield from _structural_completeness(sub, _key(_child(path, "properties"), name))
-    additional = _additional_schema(schema)
-    if additional is not None:
-        yield from _structural_completeness(additional, _child(path, "additionalProperties"))
 
 
 def _nested_completeness(

@@ -591,12 +591,18 @@ def with_spec(spec: dict[str, Any]) -> dict[str, Any]:
             ["properties[spec].anyOf[0].type: Forbidden: must be empty to be structural"],
         ),
         (
-            with_spec({"type": "object", "oneOf": [{"properties": {"a": {"minLength": 1}}}]}),
+            {
+                "type": "object",
+                "properties": {"spec": {"type": "object"}},
+                "oneOf": [{"properties": {"spec": {"properties": {"a": {"minLength": 1}}}}}],
+            },
             [
                 "properties[spec].properties[a]: Required value: because it is defined in "
-                "properties[spec].oneOf[0].properties[a]"
+                "oneOf[0].properties[spec].properties[a]"
             ],
         ),
+        # Only the root's value validations are checked for completeness (as the real server).
+        (with_spec({"type": "object", "oneOf": [{"properties": {"a": {"minLength": 1}}}]}), []),
         (
             with_spec({"type": "array", "items": {"type": "string"}, "uniqueItems": True}),
             [
