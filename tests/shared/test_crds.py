@@ -32,6 +32,13 @@ def test_the_committed_crds_are_exactly_what_the_models_generate() -> None:
         assert committed[name] == text, f"crds/{name} is stale: {REGENERATE}"
 
 
+@pytest.mark.parametrize("name", sorted(p.name for p in CRD_DIR.glob("*.yaml")))
+def test_every_crd_is_a_valid_apiextensions_v1_object(name: str) -> None:
+    """Checked against the official CustomResourceDefinition schema, unknown keys refused."""
+    kubernetes_validate = pytest.importorskip("kubernetes_validate")
+    kubernetes_validate.validate(committed_crds()[name], "1.30", strict=True)
+
+
 def test_one_crd_per_kind_named_after_group_and_plural() -> None:
     crds = committed_crds()
     for model in RESOURCE_MODELS:
