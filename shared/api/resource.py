@@ -6,7 +6,7 @@ instead of repeating the strings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import ClassVar, Self
 
@@ -45,7 +45,7 @@ class ResourceDefinition:
     short_names: tuple[str, ...] = ()
     scope: Scope = Scope.NAMESPACED
     printer_columns: tuple[PrinterColumn, ...] = ()
-    categories: tuple[str, ...] = field(default=("liqo",))
+    categories: tuple[str, ...] = ("liqo",)
 
     @property
     def api_version(self) -> str:

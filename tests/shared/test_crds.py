@@ -3,7 +3,7 @@
 from collections.abc import Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 import yaml
@@ -177,6 +177,7 @@ class _Inner(ApiModel):
 
 
 class _Sample(ApiModel):
+    mode: Literal["fixed"] = "fixed"
     inner: _Inner | None = None
     required_inner: _Inner
     free_form: dict[str, Any] = Field(default={})
@@ -204,6 +205,11 @@ def test_structural_schema_keeps_free_form_dicts_whole_and_typed_maps_typed() ->
         "x-kubernetes-preserve-unknown-fields": True,
     }
     assert properties["counts"]["additionalProperties"] == {"type": "integer"}
+
+
+def test_structural_schema_writes_a_literal_as_a_one_value_enum() -> None:
+    mode = structural_schema(_Sample.model_json_schema(by_alias=True))["properties"]["mode"]
+    assert mode == {"type": "string", "enum": ["fixed"], "default": "fixed"}
 
 
 def test_structural_schema_writes_exclusive_bounds_the_openapi_v3_way() -> None:
