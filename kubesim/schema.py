@@ -154,20 +154,24 @@ def structural_errors(schema: Schema, path: str = "") -> list[str]:
     """
     if not isinstance(schema, Mapping):
         return [str(FieldError(path or "openAPIV3Schema", "Required value", "", ""))]
-    openapi = list(_openapi_schema_errors(schema, path, inside_metadata=False, is_root=True))
+    openapi = list(_openapi_schema_errors(schema, path, _SchemaContext(), is_root=True))
     structural = list(_structural_invariants(schema, "root", path))
     structural += list(_structural_completeness(schema, path))
     structural.sort(key=str)
     return [str(error) for error in openapi + structural]
 
 
-def _openapi_schema_errors(
-    schema: Schema, path: str, inside_metadata: bool, is_root: bool = False, top_level: str = ""
-) -> Iterator[FieldError]:
-    """ValidateCustomResourceDefinitionOpenAPISchema + specStandardValidatorV3.validate.
+@dataclass(frozen=True)
+class _SchemaContext:
+    inside_metadata: bool = False  # under apiVersion/kind/metadata of a resource
+    top_level: str = ""  # which of them, when directly under the root: no defaults below
 
-    `inside_metadata`: under apiVersion/kind/metadata of a resource; `top_level`: which of them,
-    when directly under the root (defaults are forbidden there)."""
+
+def _openapi_schema_errors(
+    schema: Schema, path: str, context: _SchemaContext, is_root: bool = False
+) -> Iterator[FieldError]:
+    """ValidateCustomResourceDefinitionOpenAPISchema + specStandardValidatorV3.validate."""
+    inside_metadata, top_level = context.inside_metadata, context.top_level
     if top_level and "default" in schema:
         yield FieldError(
             _child(path, "default"), "Forbidden", detail=f"must not be set in top-level {top_level}"
@@ -217,9 +221,7 @@ def _openapi_schema_errors(
                 detail="additionalProperties and properties are mutual exclusive",
             )
     if isinstance(additional, Mapping):
-        yield from _openapi_schema_errors(
-            additional, _child(path, "additionalProperties"), inside_metadata
-        )
+        yield from _openapi_schema_errors(additional, _child(path, "additionalProperties"), context)
     resource = is_root or _flag(schema, "x-kubernetes-embedded-resource")
     for name, sub in sorted(_properties(schema).items()):
         if isinstance(sub, Mapping):
@@ -227,20 +229,17 @@ def _openapi_schema_errors(
             yield from _openapi_schema_errors(
                 sub,
                 _key(_child(path, "properties"), name),
-                inside_metadata or meta_field,
-                top_level=name if meta_field and is_root else "",
+                _SchemaContext(True, name if is_root else top_level) if meta_field else context,
             )
     if isinstance(schema.get("not"), Mapping):
-        yield from _openapi_schema_errors(schema["not"], _child(path, "not"), inside_metadata)
+        yield from _openapi_schema_errors(schema["not"], _child(path, "not"), context)
     for keyword in _NESTED_KEYWORDS:
         for index, sub in enumerate(schema.get(keyword) or []):
             if isinstance(sub, Mapping):
-                yield from _openapi_schema_errors(
-                    sub, f"{_child(path, keyword)}[{index}]", inside_metadata
-                )
+                yield from _openapi_schema_errors(sub, f"{_child(path, keyword)}[{index}]", context)
     items = _items(schema)
     if items is not None:
-        yield from _openapi_schema_errors(items, _child(path, "items"), inside_metadata)
+        yield from _openapi_schema_errors(items, _child(path, "items"), context)
     yield from _extension_errors(schema, path)
 
 
