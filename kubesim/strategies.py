@@ -252,8 +252,7 @@ class ServiceStrategy(Strategy):
         if spec["type"] != "ExternalName":
             if not spec.get("clusterIP"):
                 spec["clusterIP"] = self.allocate_ip()
-            if spec["clusterIP"] != "None":
-                spec.setdefault("clusterIPs", [spec["clusterIP"]])
+            spec.setdefault("clusterIPs", [spec["clusterIP"]])  # ["None"] when headless
             spec.setdefault("ipFamilies", ["IPv4"])
             spec.setdefault("ipFamilyPolicy", "SingleStack")
             spec.setdefault("internalTrafficPolicy", "Cluster")
