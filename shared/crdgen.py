@@ -44,7 +44,7 @@ def _structural(schema: Schema, defs: dict[str, Schema]) -> Schema:
         elif key in ("anyOf", "allOf", "oneOf"):
             out[key] = [_structural(sub, defs) for sub in value]
         elif key == "additionalProperties":
-            continue  # `true` is decided below, `false` is never structural-friendly
+            continue  # `true` is decided below; `false` is never emitted: the apiserver prunes
         elif key == "default" and value is None:
             continue  # an optional field's absent value, not a default to store
         elif key == "const":
