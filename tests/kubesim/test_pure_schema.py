@@ -780,6 +780,19 @@ def test_no_defaults_in_top_level_resource_fields_nor_embedded_resources_in_meta
     assert (
         f"{path}.properties[kind].default: Forbidden: must not be set in top-level kind" in errors
     )
+    nested = {
+        "type": "object",
+        "properties": {
+            "metadata": {
+                "type": "object",
+                "properties": {"name": {"type": "string", "default": "x"}},
+            }
+        },
+    }
+    assert (
+        "properties[metadata].properties[name].default: Forbidden: must not be set in top-level "
+        "metadata"
+    ) in structural_errors(nested)
     assert (
         f"{path}.properties[metadata].properties[name].x-kubernetes-embedded-resource: "
         "Forbidden: must not be used inside of resource meta"
