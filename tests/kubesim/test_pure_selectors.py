@@ -10,6 +10,7 @@ from kubesim.selectors import (
     FieldSelector,
     LabelSelector,
     SelectorError,
+    escape_field_value,
     field_value,
     label_selector_from_object,
     label_selector_from_object_strict,
@@ -419,3 +420,23 @@ def test_selectors_are_hashable_values() -> None:
     assert {parse_label_selector("a=b"), parse_label_selector(" a = b ")} == {
         LabelSelector(parse_label_selector("a=b").requirements)
     }
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["metadata.name", "spec.nodeName", "status.phase"]),
+            st.text("ab,=\\! ", max_size=5),
+            st.booleans(),
+        ),
+        max_size=4,
+    )
+)
+def test_field_selectors_render_escaped_and_parse_back(terms: list[tuple[str, str, bool]]) -> None:
+    text = ",".join(
+        f"{field}{'=' if equal else '!='}{escape_field_value(value)}"
+        for field, value, equal in terms
+    )
+    selector = parse_field_selector(text, POD_FIELDS)
+    assert sorted((t.field, t.value, t.equal) for t in selector.terms) == sorted(terms)
+    assert parse_field_selector(str(selector), POD_FIELDS) == selector
