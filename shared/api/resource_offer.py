@@ -27,7 +27,10 @@ RESOURCE_OFFER = ResourceDefinition(
 
 
 class OfferPhase(StrEnum):
+    """Liqo's offer phases: the consumer accepts or refuses what the provider published."""
+
     PENDING = "Pending"
+    MANUAL_ACTION_REQUIRED = "ManualActionRequired"
     ACCEPTED = "Accepted"
     REFUSED = "Refused"
 
