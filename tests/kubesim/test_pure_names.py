@@ -215,3 +215,9 @@ def test_annotation_field_errors_are_structured_for_field_causes() -> None:
     assert annotation_field_errors({"a": "b" * 262144}) == [
         ("Too long", "", "may not be more than 262144 bytes")
     ]
+
+
+def test_lengths_are_counted_in_bytes_like_go() -> None:
+    # 32 two-byte characters are 64 bytes: too long for a label value even though 32 < 63.
+    assert label_value_errors("é" * 32)[0] == "must be no more than 63 characters"
+    assert dns1123_label_errors("a" * 63) == []

@@ -673,3 +673,24 @@ def test_a_pod_patched_with_itself_is_unchanged(containers: list[str], env: list
     }
     assert smp(obj, copy.deepcopy(obj)) == obj
     assert smp(obj, {}) == obj
+
+
+def test_json_patch_on_arrays_and_nested_tests() -> None:
+    obj = {"spec": {"items": [{"a": 1}, {"b": 2}], "m": {"x": [1, 2]}}}
+    operations = [
+        {"op": "test", "path": "/spec/m", "value": {"x": [1, 2]}},
+        {"op": "remove", "path": "/spec/items/0"},
+        {"op": "add", "path": "/spec/items/0", "value": {"c": 3}},
+    ]
+    assert apply_json_patch(obj, operations) == {
+        "spec": {"items": [{"c": 3}, {"b": 2}], "m": {"x": [1, 2]}}
+    }
+
+
+def test_json_patch_paths_escape_slashes_and_tildes() -> None:
+    obj = {"metadata": {"labels": {"example.com/a": "1", "t~x": "2"}}}
+    operations = [
+        {"op": "remove", "path": "/metadata/labels/example.com~1a"},
+        {"op": "replace", "path": "/metadata/labels/t~0x", "value": "3"},
+    ]
+    assert apply_json_patch(obj, operations) == {"metadata": {"labels": {"t~x": "3"}}}

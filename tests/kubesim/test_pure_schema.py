@@ -797,3 +797,72 @@ def test_no_defaults_in_top_level_resource_fields_nor_embedded_resources_in_meta
         f"{path}.properties[metadata].properties[name].x-kubernetes-embedded-resource: "
         "Forbidden: must not be used inside of resource meta"
     ) in errors
+
+
+@pytest.mark.parametrize("port", [80, "http", "80%"])
+def test_int_or_string_accepts_integers_and_strings(port: Any) -> None:
+    assert validate(widget(port=port), SCHEMA) == []
+
+
+def test_a_required_field_present_as_null_is_a_type_error_not_a_missing_one() -> None:
+    obj = widget()
+    obj["spec"]["mode"] = None
+    assert [str(e) for e in validate(obj, SCHEMA)] == [
+        'spec.mode: Invalid value: "null": spec.mode in body must be of type string: "null"'
+    ]
+
+
+def test_embedded_resources_in_array_items_are_checked() -> None:
+    schema = with_spec(
+        {
+            "type": "object",
+            "properties": {
+                "objects": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "x-kubernetes-embedded-resource": True,
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    },
+                }
+            },
+        }
+    )
+    obj = {"spec": {"objects": [{"apiVersion": "v1", "kind": "ConfigMap"}, {"apiVersion": "v1"}]}}
+    assert [str(e) for e in validate(obj, schema)] == [
+        "spec.objects[1].kind: Required value: must not be empty"
+    ]
+
+
+def test_null_array_items_get_the_items_default() -> None:
+    schema = with_spec(
+        {
+            "type": "object",
+            "properties": {"l": {"type": "array", "items": {"type": "string", "default": "d"}}},
+        }
+    )
+    assert apply_defaults({"spec": {"l": ["a", None]}}, schema) == {"spec": {"l": ["a", "d"]}}
+
+
+def test_pruning_inside_arrays_of_arrays() -> None:
+    schema = with_spec(
+        {
+            "type": "object",
+            "properties": {
+                "m": {
+                    "type": "array",
+                    "items": {
+                        "type": "array",
+                        "items": {"type": "object", "properties": {"k": {"type": "string"}}},
+                    },
+                }
+            },
+        }
+    )
+    obj = {"spec": {"m": [[{"k": "a", "x": 1}], []]}}
+    assert prune(obj, schema) == {"spec": {"m": [[{"k": "a"}], []]}}
+
+
+def test_objects_without_a_schema_for_their_fields_are_emptied_by_pruning() -> None:
+    schema = with_spec({"type": "object", "properties": {"o": {"type": "object"}}})
+    assert prune({"spec": {"o": {"a": 1}}}, schema) == {"spec": {"o": {}}}
