@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from kubesim import errors, names
+from kubesim import crds, errors, names
 from kubesim.errors import FieldCause, GoLiteral, StatusError
 from kubesim.kinds import KindRegistry, ResourceKind
-from kubesim.store import ADDED, Filter, Store, Stored, Watcher
+from kubesim.store import ADDED, Filter, Store, Stored
 from kubesim.strategies import (
     CustomResourceDefinitionStrategy,
     CustomResourceStrategy,
@@ -36,10 +36,10 @@ from kubesim.strategies import (
     Strategy,
     VolumeStrategy,
 )
+from kubesim.watch import ERROR, WatchStream
 
 Obj = dict[str, Any]
 KindObjects = list[tuple[ResourceKind, Stored]]
-BOOKMARK, ERROR = "BOOKMARK", "ERROR"
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -807,60 +807,25 @@ class ApiServer:
     # -------------------------------------------------------------------------------- CRDs
     def _establish_crd(self, crd: Obj) -> None:
         """What the naming and establishing controllers do, at once: accept names, serve."""
-        spec = crd.get("spec") or {}
-        names_spec = dict(spec.get("names") or {})
-        names_spec.setdefault("singular", str(names_spec.get("kind", "")).lower())
-        names_spec.setdefault("listKind", f"{names_spec.get('kind', '')}List")
-        moment = now_timestamp()
         new = copy_json(crd)
-        new["status"] = {
-            "acceptedNames": names_spec,
-            "conditions": [
-                {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts",
-                 "message": "no conflicts found", "lastTransitionTime": moment},
-                {"type": "Established", "status": "True", "reason": "InitialNamesAccepted",
-                 "message": "the initial names have been accepted",
-                 "lastTransitionTime": moment},
-            ],
-            "storedVersions": [v["name"] for v in spec.get("versions") or [] if v.get("storage")],
-        }
+        new["status"] = crds.established_status(crd, now_timestamp())
         stored = self.store.put(CRD_KEY, new)
         self._serve_crd(stored.obj)
 
     def _serve_crd(self, crd: Obj) -> None:
-        spec = crd.get("spec") or {}
-        group = spec.get("group", "")
-        names_spec = spec.get("names") or {}
-        plural = names_spec.get("plural", "")
+        group, plural = crds.served_resource(crd)
         self.kinds.remove(group, plural)
         self._strategies = {k: v for k, v in self._strategies.items()
                             if (k[0], k[2]) != (group, plural)}
-        if crd["metadata"].get("deletionTimestamp"):
-            return
-        for version in spec.get("versions") or []:
-            if not version.get("served", True):
-                continue
-            subresources = tuple((version.get("subresources") or {}).keys())
-            self.kinds.add(ResourceKind(
-                group=group, version=version["name"], plural=plural,
-                kind=names_spec.get("kind", ""),
-                namespaced=spec.get("scope", "Namespaced") == "Namespaced",
-                short_names=tuple(names_spec.get("shortNames") or ()),
-                subresources=subresources,
-                categories=tuple(names_spec.get("categories") or ()),
-                schema=(version.get("schema") or {}).get("openAPIV3Schema"),
-                custom=True,
-                unconditional_update=False,  # customResourceStrategy.AllowUnconditionalUpdate
-            ))
+        for kind in crds.served_kinds(crd):
+            self.kinds.add(kind)
 
     def _unserve_crd(self, crd: Obj) -> None:
-        spec = crd.get("spec") or {}
-        group = spec.get("group", "")
-        plural = (spec.get("names") or {}).get("plural", "")
-        self.kinds.remove(group, plural)
-        for stored in self.store.list((group, plural)):
-            self.store.remove((group, plural), stored.namespace, stored.name)
-        self.store.drop_kind((group, plural))
+        key = crds.served_resource(crd)
+        self.kinds.remove(*key)
+        for stored in self.store.list(key):
+            self.store.remove(key, stored.namespace, stored.name)
+        self.store.drop_kind(key)
 
     # ------------------------------------------------------------------------------- watch
     def watch(self, kind: ResourceKind, namespace: str, *, resource_version: str = "",
@@ -888,7 +853,8 @@ class ApiServer:
         matches = self.selection(kind, label_selector, field_selector)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_seconds if timeout_seconds else None
-        stream = WatchStream(self, kind, deadline, allow_bookmarks)
+        stream = WatchStream(self.store, kind, deadline, allow_bookmarks,
+                             lambda: self.bookmark_interval)
         if resource_version in ("", "0"):
             stream.backlog = [(ADDED, s) for s in self.store.list(kind.storage_key, namespace)
                               if matches is None or matches(s.obj)]
@@ -911,11 +877,6 @@ class ApiServer:
                 stream.backlog.append(translated)
         return stream
 
-    def _bookmark(self, kind: ResourceKind) -> Stored:
-        rv = self.store.resource_version
-        return Stored.of({"apiVersion": kind.api_version, "kind": kind.kind,
-                          "metadata": {"resourceVersion": str(rv)}}, rv)
-
     def close_watches(self) -> None:
         self.store.close_watchers()
 
@@ -923,79 +884,6 @@ class ApiServer:
         """Wait for background work (cascades, namespace emptying) to settle."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
-
-
-class WatchStream:
-    """One open watch: the backlog (initial state or history), then live events, bookmarks
-    (every `bookmark_interval` and 2 s before the timeout, as the watch cache does), until the
-    timeout or `close()`."""
-
-    def __init__(self, api: ApiServer, kind: ResourceKind, deadline: float | None,
-                 allow_bookmarks: bool) -> None:
-        self.api = api
-        self.kind = kind
-        self.deadline = deadline
-        self.allow_bookmarks = allow_bookmarks
-        self.backlog: list[tuple[str, Stored]] = []
-        self.watcher: Watcher | None = None
-        self._backlog_left = 0
-
-    def close(self) -> None:
-        if self.watcher is not None:
-            self.api.store.unwatch(self.watcher)
-
-    def has_pending(self) -> bool:
-        """More events are ready right now (writers batch them into one write)."""
-        return self._backlog_left > 0 or (
-            self.watcher is not None and not self.watcher.queue.empty())
-
-    async def __aiter__(self) -> AsyncIterator[tuple[str, Stored]]:
-        try:
-            self._backlog_left = len(self.backlog)
-            for item in self.backlog:
-                self._backlog_left -= 1
-                yield item
-            if self.watcher is None:
-                return
-            async for item in self._live(self.watcher):
-                yield item
-        finally:
-            self.close()
-
-    def _next_bookmark(self, now: float, periodic: float, sent_final: bool) -> float | None:
-        if not self.allow_bookmarks:
-            return None
-        wake = periodic
-        if self.deadline is not None and not sent_final:
-            wake = min(wake, self.deadline - 2)
-        return wake
-
-    async def _live(self, watcher: Watcher) -> AsyncIterator[tuple[str, Stored]]:
-        loop = asyncio.get_running_loop()
-        periodic = loop.time() + self.api.bookmark_interval
-        sent_final = False
-        while True:
-            now = loop.time()
-            if self.deadline is not None and now >= self.deadline:
-                return
-            bookmark_at = self._next_bookmark(now, periodic, sent_final)
-            wake = min(t for t in (bookmark_at, self.deadline) if t is not None) if (
-                bookmark_at is not None or self.deadline is not None) else None
-            try:
-                if wake is None:
-                    item = await watcher.queue.get()
-                else:
-                    item = await asyncio.wait_for(watcher.queue.get(), max(wake - now, 0))
-            except TimeoutError:
-                if bookmark_at is not None and loop.time() >= bookmark_at:
-                    yield BOOKMARK, self.api._bookmark(self.kind)
-                    periodic = loop.time() + self.api.bookmark_interval
-                    if self.deadline is not None and self.deadline - 2 <= loop.time():
-                        sent_final = True
-                continue
-            if item is None:
-                return
-            yield item
 
 
 async def _tolerating_races(work: Awaitable[Any]) -> None:

@@ -1,0 +1,92 @@
+"""`WatchStream`: one open watch as the watch cache serves it: the backlog (initial state or
+history since a resourceVersion), then live events, BOOKMARKs, until the timeout or close."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+
+from kubesim.kinds import ResourceKind
+from kubesim.store import Store, Stored, Watcher
+
+BOOKMARK, ERROR = "BOOKMARK", "ERROR"
+
+
+def bookmark(kind: ResourceKind, rv: int) -> Stored:
+    """A BOOKMARK's object: only the type and the resourceVersion all events up to are sent."""
+    return Stored.of({"apiVersion": kind.api_version, "kind": kind.kind,
+                      "metadata": {"resourceVersion": str(rv)}}, rv)
+
+
+class WatchStream:
+    """One open watch: the backlog (initial state or history), then live events, bookmarks
+    (every `bookmark_interval` and 2 s before the timeout, as the watch cache does), until the
+    timeout or `close()`."""
+
+    def __init__(self, store: Store, kind: ResourceKind, deadline: float | None,
+                 allow_bookmarks: bool, bookmark_interval: Callable[[], float]) -> None:
+        self.store = store
+        self.kind = kind
+        self.bookmark_interval = bookmark_interval
+        self.deadline = deadline
+        self.allow_bookmarks = allow_bookmarks
+        self.backlog: list[tuple[str, Stored]] = []
+        self.watcher: Watcher | None = None
+        self._backlog_left = 0
+
+    def close(self) -> None:
+        if self.watcher is not None:
+            self.store.unwatch(self.watcher)
+
+    def has_pending(self) -> bool:
+        """More events are ready right now (writers batch them into one write)."""
+        return self._backlog_left > 0 or (
+            self.watcher is not None and not self.watcher.queue.empty())
+
+    async def __aiter__(self) -> AsyncIterator[tuple[str, Stored]]:
+        try:
+            self._backlog_left = len(self.backlog)
+            for item in self.backlog:
+                self._backlog_left -= 1
+                yield item
+            if self.watcher is None:
+                return
+            async for item in self._live(self.watcher):
+                yield item
+        finally:
+            self.close()
+
+    def _next_bookmark(self, now: float, periodic: float, sent_final: bool) -> float | None:
+        if not self.allow_bookmarks:
+            return None
+        wake = periodic
+        if self.deadline is not None and not sent_final:
+            wake = min(wake, self.deadline - 2)
+        return wake
+
+    async def _live(self, watcher: Watcher) -> AsyncIterator[tuple[str, Stored]]:
+        loop = asyncio.get_running_loop()
+        periodic = loop.time() + self.bookmark_interval()
+        sent_final = False
+        while True:
+            now = loop.time()
+            if self.deadline is not None and now >= self.deadline:
+                return
+            bookmark_at = self._next_bookmark(now, periodic, sent_final)
+            wake = min(t for t in (bookmark_at, self.deadline) if t is not None) if (
+                bookmark_at is not None or self.deadline is not None) else None
+            try:
+                if wake is None:
+                    item = await watcher.queue.get()
+                else:
+                    item = await asyncio.wait_for(watcher.queue.get(), max(wake - now, 0))
+            except TimeoutError:
+                if bookmark_at is not None and loop.time() >= bookmark_at:
+                    yield BOOKMARK, bookmark(self.kind, self.store.resource_version)
+                    periodic = loop.time() + self.bookmark_interval()
+                    if self.deadline is not None and self.deadline - 2 <= loop.time():
+                        sent_final = True
+                continue
+            if item is None:
+                return
+            yield item
