@@ -1,11 +1,20 @@
-"""Entry point: `python -m remote_enforcer` (not implemented yet: see its issue)."""
+"""Entry point: `python -m remote_enforcer --kubeconfig PATH --cluster-id ID [flags]`."""
 
+from __future__ import annotations
+
+import asyncio
 import sys
+
+from annex.logs import configure_logging
+from remote_enforcer.operator import run
+from remote_enforcer.settings import parse
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("usage: python -m remote_enforcer --help  (this component is not implemented yet)", file=sys.stderr)
-    return 2
+    settings = parse(argv)
+    configure_logging(settings.log_format, settings.log_level)
+    asyncio.run(run(settings))
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,166 @@
+"""The validating webhook for ShadowPods (AdmissionReview v1 over HTTPS).
+
+Rules: the origin label must name the consumer the namespace belongs to; spec updates are
+limited to what a pod allows; the consumer's Quota is enforced (shared.quota). Deletes are
+always allowed.
+
+No over-admission under concurrent creates: admissions of one consumer are serialized, and a
+pod admitted but not yet visible in a list is counted through a reservation until it shows up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from aiohttp import web
+
+from remote_enforcer.kubeapi import KubeApi, path
+from remote_enforcer.shadowpods import shadowpod_path
+from shared import quota as quota_rules
+from shared.api.quota import QUOTA, LimitsEnforcement
+from shared.forge import enforcement
+from shared.wellknown import ORIGIN_CLUSTER_LABEL
+
+log = logging.getLogger(__name__)
+
+WEBHOOK_PATH = "/validate/shadowpods"
+RESERVATION_SECONDS = 30.0  # an admitted create that never got stored stops counting after this
+
+
+def origin_problem(labels: Mapping[str, str], namespace: str,
+                   namespace_consumer: str | None) -> str | None:
+    """Why the ShadowPod's origin label does not fit the namespace it is in, or None."""
+    origin = labels.get(ORIGIN_CLUSTER_LABEL)
+    if not origin:
+        return f"the {ORIGIN_CLUSTER_LABEL} label is required"
+    if namespace_consumer is None:
+        return f"namespace {namespace!r} does not belong to any consumer"
+    if origin != namespace_consumer:
+        return (f"the {ORIGIN_CLUSTER_LABEL} label {origin!r} does not match the consumer "
+                f"{namespace_consumer!r} namespace {namespace!r} belongs to")
+    return None
+
+
+@dataclass
+class Reservation:
+    requested: dict[str, Decimal]
+    expires: float
+
+
+class Admission:
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._reservations: defaultdict[str, dict[tuple[str, str], Reservation]] = (
+            defaultdict(dict))
+
+    async def review(self, request: Mapping[str, Any]) -> tuple[bool, str]:
+        """(allowed, message) for one AdmissionReview request."""
+        operation = request.get("operation")
+        if operation not in ("CREATE", "UPDATE"):
+            return True, ""
+        obj = request.get("object") or {}
+        namespace = request.get("namespace") or (obj.get("metadata") or {}).get("namespace", "")
+        namespace_obj = await self.api.get(path("", "v1", "namespaces", "", namespace))
+        consumer = ((namespace_obj or {}).get("metadata") or {}).get("labels", {}).get(
+            ORIGIN_CLUSTER_LABEL)
+        problem = origin_problem((obj.get("metadata") or {}).get("labels") or {}, namespace,
+                                 consumer)
+        if problem is None and operation == "UPDATE":
+            old = request.get("oldObject") or {}
+            problem = enforcement.forbidden_spec_change(
+                (old.get("spec") or {}).get("pod") or {}, (obj.get("spec") or {}).get("pod") or {})
+        if problem is not None:
+            return False, problem
+        if operation == "CREATE" and consumer is not None:
+            return await self._admit_within_quota(consumer, namespace, obj,
+                                                  bool(request.get("dryRun")))
+        return True, ""
+
+    async def _quota(self, consumer: str) -> dict[str, Any] | None:
+        quotas = await self.api.list(path(QUOTA.group, QUOTA.version, QUOTA.plural))
+        return next((q for q in quotas
+                     if (q.get("spec") or {}).get("consumerClusterId") == consumer), None)
+
+    async def _used(self, consumer: str) -> dict[str, Decimal]:
+        """The consumer's usage: its non-terminal ShadowPods plus unobserved reservations."""
+        shadowpods = await self.api.list(shadowpod_path(""),
+                                         f"{ORIGIN_CLUSTER_LABEL}={consumer}")
+        seen = {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in shadowpods}
+        reservations = self._reservations[consumer]
+        now = time.monotonic()
+        for key in [k for k, r in reservations.items() if k in seen or r.expires < now]:
+            del reservations[key]
+        requests = []
+        for shadowpod in shadowpods:
+            if enforcement.is_terminal(shadowpod):
+                continue
+            try:
+                requests.append(quota_rules.pod_requests((shadowpod.get("spec") or {}).get("pod")
+                                                         or {}))
+            except ValueError:
+                continue
+        requests.extend(r.requested for r in reservations.values())
+        return quota_rules.total_usage(requests)
+
+    async def _admit_within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
+                                  dry_run: bool) -> tuple[bool, str]:
+        async with self._locks[consumer]:
+            quota = await self._quota(consumer)
+            if quota is None:
+                return True, ""  # no Quota for this consumer: nothing to enforce
+            spec = quota.get("spec") or {}
+            used = await self._used(consumer)
+            decision = quota_rules.admit(
+                LimitsEnforcement(spec.get("limitsEnforcement") or "None"),
+                bool(spec.get("cordoned")), spec.get("resources") or {}, used,
+                (obj.get("spec") or {}).get("pod") or {})
+            if decision.allowed and not dry_run:
+                name = (obj.get("metadata") or {}).get("name", "")
+                self._reservations[consumer][(namespace, name)] = Reservation(
+                    decision.requested, time.monotonic() + RESERVATION_SECONDS)
+            return decision.allowed, decision.message
+
+
+def review_response(uid: str, allowed: bool, message: str) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if not allowed:
+        response["status"] = {"code": 403, "reason": "Forbidden", "message": message}
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": response}
+
+
+def webhook_app(admission: Admission) -> web.Application:
+    async def validate(request: web.Request) -> web.Response:
+        review = await request.json()
+        admission_request = review.get("request") or {}
+        try:
+            allowed, message = await admission.review(admission_request)
+        except Exception as error:  # noqa: BLE001 - answer rather than drop the connection
+            log.exception("admission failed")
+            allowed, message = False, f"the enforcer could not decide: {error}"
+        if not allowed:
+            log.info("denied %s %s/%s: %s", admission_request.get("operation"),
+                     admission_request.get("namespace"), admission_request.get("name"), message)
+        return web.json_response(review_response(admission_request.get("uid", ""), allowed,
+                                                 message))
+
+    app = web.Application()
+    app.router.add_post(WEBHOOK_PATH, validate)
+    return app
+
+
+async def start_webhook(admission: Admission, address: str, port: int,
+                        ssl_context: ssl.SSLContext) -> web.AppRunner:
+    runner = web.AppRunner(webhook_app(admission), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, address, port, ssl_context=ssl_context).start()
+    return runner

@@ -1,0 +1,128 @@
+"""NamespaceMap → twin namespaces: created and labelled for the consumer, with a Role and
+RoleBinding for its identity; names that exist and are not ours → CreationLoopBackOff; entries
+removed from the map → their namespaces deleted."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from remote_enforcer.kubeapi import ApiError, KubeApi, path
+from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
+from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
+from shared.ownership import is_owned, ownership_labels
+from shared.wellknown import (
+    CONSUMER_IDENTITY_ANNOTATION,
+    CONSUMER_SERVICE_ACCOUNT,
+    REMOTE_CLUSTER_ID_LABEL,
+    TWIN_NAMESPACE_ROLE,
+)
+
+log = logging.getLogger(__name__)
+RBAC = "rbac.authorization.k8s.io"
+JSON_PATCH = "application/json-patch+json"
+
+
+def consumer_subject(tenant_namespace: dict[str, Any]) -> dict[str, Any]:
+    """The RBAC subject of the consumer identity a tenant namespace declares."""
+    meta = tenant_namespace["metadata"]
+    identity = (meta.get("annotations") or {}).get(CONSUMER_IDENTITY_ANNOTATION) or (
+        f"serviceaccount:{CONSUMER_SERVICE_ACCOUNT}")
+    kind, _, name = identity.partition(":")
+    if kind.lower() == "user":
+        return {"kind": "User", "apiGroup": RBAC, "name": name}
+    return {"kind": "ServiceAccount", "name": name, "namespace": meta["name"]}
+
+
+def role(namespace: str, labels: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": f"{RBAC}/v1", "kind": "Role",
+            "metadata": {"name": TWIN_NAMESPACE_ROLE, "namespace": namespace, "labels": labels},
+            "rules": TWIN_NAMESPACE_RULES}
+
+
+def role_binding(namespace: str, labels: dict[str, str],
+                 subject: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding",
+            "metadata": {"name": TWIN_NAMESPACE_ROLE, "namespace": namespace, "labels": labels},
+            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": TWIN_NAMESPACE_ROLE},
+            "subjects": [subject]}
+
+
+class NamespaceMapper:
+    def __init__(self, api: KubeApi, cluster_id: str) -> None:
+        self.api = api
+        self.cluster_id = cluster_id
+
+    async def _apply(self, collection: str, obj: dict[str, Any]) -> None:
+        """Create, or replace when it differs (roles and bindings are wholly ours)."""
+        try:
+            await self.api.create(collection, obj)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            current = await self.api.get(f"{collection}/{obj['metadata']['name']}") or {}
+            if any(current.get(k) != obj[k] for k in ("rules", "roleRef", "subjects") if k in obj):
+                if "roleRef" in obj and current.get("roleRef") != obj["roleRef"]:
+                    await self.api.delete(f"{collection}/{obj['metadata']['name']}")
+                    await self.api.create(collection, obj)
+                else:
+                    await self.api.patch(f"{collection}/{obj['metadata']['name']}",
+                                         {k: obj[k] for k in ("rules", "subjects") if k in obj})
+
+    async def _ensure_twin(self, consumer: str, remote: str,
+                           subject: dict[str, Any]) -> dict[str, Any]:
+        labels = ownership_labels(consumer, self.cluster_id)
+        existing = await self.api.get(path("", "v1", "namespaces", "", remote))
+        if existing is not None and not is_owned(existing, consumer, self.cluster_id):
+            return {"remoteNamespace": remote, "phase": MappingPhase.CREATION_LOOP_BACK_OFF.value,
+                    "message": f"namespace {remote!r} already exists and is not managed by "
+                               f"annex for consumer {consumer!r}"}
+        if existing is not None and existing["metadata"].get("deletionTimestamp"):
+            return {"remoteNamespace": remote, "phase": MappingPhase.TERMINATING.value}
+        if existing is None:
+            try:
+                await self.api.create(path("", "v1", "namespaces"),
+                                      {"metadata": {"name": remote, "labels": labels}})
+            except ApiError as error:
+                return {"remoteNamespace": remote,
+                        "phase": MappingPhase.CREATION_LOOP_BACK_OFF.value,
+                        "message": str(error)}
+        await self._apply(path(RBAC, "v1", "roles", remote), role(remote, labels))
+        await self._apply(path(RBAC, "v1", "rolebindings", remote),
+                          role_binding(remote, labels, subject))
+        return {"remoteNamespace": remote, "phase": MappingPhase.ACCEPTED.value}
+
+    async def reconcile(self, namespace_map: dict[str, Any]) -> None:
+        meta = namespace_map["metadata"]
+        tenant = await self.api.get(path("", "v1", "namespaces", "", meta["namespace"]))
+        consumer = (((tenant or {}).get("metadata") or {}).get("labels") or {}).get(
+            REMOTE_CLUSTER_ID_LABEL)
+        if tenant is None or not consumer:
+            log.warning("NamespaceMap %s/%s is not in a tenant namespace (no %s label): ignored",
+                        meta["namespace"], meta["name"], REMOTE_CLUSTER_ID_LABEL)
+            return
+        deleting = bool(meta.get("deletionTimestamp"))
+        desired = {} if deleting else dict((namespace_map.get("spec") or {}).get(
+            "desiredMapping") or {})
+        current = dict((namespace_map.get("status") or {}).get("currentMapping") or {})
+        mapping: dict[str, Any] = {}
+        subject = consumer_subject(tenant)
+        for home, remote in sorted(desired.items()):
+            mapping[home] = await self._ensure_twin(consumer, remote, subject)
+        for home, entry in current.items():
+            remote = entry.get("remoteNamespace")
+            if desired.get(home) == remote or remote in desired.values():
+                continue
+            if entry.get("phase") == MappingPhase.CREATION_LOOP_BACK_OFF.value:
+                continue  # never ours
+            existing = await self.api.get(path("", "v1", "namespaces", "", remote))
+            if existing is not None and is_owned(existing, consumer, self.cluster_id):
+                await self.api.delete(path("", "v1", "namespaces", "", remote))
+                log.info("deleted twin namespace %s of consumer %s", remote, consumer)
+        if mapping != current and not deleting:
+            await self.api.patch(
+                path(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
+                     meta["namespace"], meta["name"], "status"),
+                [{"op": "add", "path": "/status",
+                  "value": {**(namespace_map.get("status") or {}), "currentMapping": mapping}}],
+                JSON_PATCH)

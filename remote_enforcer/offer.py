@@ -1,0 +1,151 @@
+"""ResourceOffer per consumer, in its tenant namespace: a fixed amount, or a share of what the
+schedulable nodes have free. Node and pod events only update an in-memory picture; a debounced
+loop recomputes and writes an offer only when it moved by more than the threshold."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from decimal import Decimal
+from typing import Any
+
+from remote_enforcer.kubeapi import ApiError, KubeApi, path
+from remote_enforcer.settings import Settings
+from shared import offer as offer_rules
+from shared.api.resource_offer import RESOURCE_OFFER
+from shared.wellknown import (
+    ORIGIN_CLUSTER_LABEL,
+    PROVIDER_LABEL,
+    REGION_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    RESOURCE_OFFER_NAME,
+)
+
+log = logging.getLogger(__name__)
+
+
+def offer_path(namespace: str, name: str = "") -> str:
+    return path(RESOURCE_OFFER.group, RESOURCE_OFFER.version, RESOURCE_OFFER.plural, namespace,
+                name)
+
+
+class OfferPublisher:
+    def __init__(self, api: KubeApi, settings: Settings) -> None:
+        self.api = api
+        self.settings = settings
+        self.nodes: dict[str, dict[str, Any]] = {}
+        # pod uid -> (origin consumer or "", node, requests)
+        self.pods: dict[str, tuple[str, str, dict[str, Decimal]]] = {}
+        self.tenants: dict[str, str] = {}  # tenant namespace -> consumer id
+        self.published: dict[str, dict[str, Any]] = {}  # tenant namespace -> offer spec
+        self._dirty = asyncio.Event()
+
+    # --- the picture, from events -------------------------------------------------------
+    def on_node(self, event_type: str | None, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        before = self.nodes.get(name)
+        if event_type == "DELETED":
+            self.nodes.pop(name, None)
+        else:
+            self.nodes[name] = {"metadata": {"name": name}, "spec": node.get("spec") or {},
+                                "status": {k: (node.get("status") or {}).get(k)
+                                           for k in ("allocatable", "conditions")}}
+        if _capacity_view(before) != _capacity_view(self.nodes.get(name)):
+            self._dirty.set()
+
+    def on_pod(self, event_type: str | None, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        reservation = None if event_type == "DELETED" else offer_rules.pod_reservation(pod)
+        before = self.pods.get(uid)
+        if reservation is None:
+            self.pods.pop(uid, None)
+        else:
+            origin = (pod["metadata"].get("labels") or {}).get(ORIGIN_CLUSTER_LABEL, "")
+            self.pods[uid] = (origin, *reservation)
+        if before != self.pods.get(uid):
+            self._dirty.set()
+
+    def on_tenant(self, event_type: str | None, namespace: dict[str, Any]) -> None:
+        name = namespace["metadata"]["name"]
+        consumer = (namespace["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
+        if event_type == "DELETED" or not consumer or namespace["metadata"].get(
+                "deletionTimestamp"):
+            self.tenants.pop(name, None)
+            self.published.pop(name, None)
+        elif self.tenants.get(name) != consumer:
+            self.tenants[name] = consumer
+            self._dirty.set()
+
+    # --- computing and writing ------------------------------------------------------------
+    def resources_for(self, consumer: str) -> dict[str, str]:
+        if self.settings.offer_mode == "fixed":
+            return dict(self.settings.offer_resources)
+        # The consumer's own pods do not shrink its offer: they are already inside it.
+        reservations = [(node, requests) for origin, node, requests in self.pods.values()
+                        if origin != consumer]
+        free = offer_rules.free_resources(self.nodes.values(), reservations)
+        return offer_rules.share(free, self.settings.offer_percent)
+
+    def spec_for(self, consumer: str) -> dict[str, Any]:
+        labels = {key: value for key, value in ((REGION_LABEL, self.settings.region),
+                                                (PROVIDER_LABEL, self.settings.provider)) if value}
+        return {
+            "clusterId": self.settings.cluster_id,
+            "consumerClusterId": consumer,
+            "resources": self.resources_for(consumer),
+            "labels": labels,
+            "storageClasses": [{"name": n, "default": i == 0}
+                               for i, n in enumerate(self.settings.storage_classes)],
+            "ingressClasses": [{"name": n, "default": i == 0}
+                               for i, n in enumerate(self.settings.ingress_classes)],
+        }
+
+    def _worth_writing(self, old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+        if old is None:
+            return True
+        if {k: v for k, v in old.items() if k != "resources"} != {
+                k: v for k, v in new.items() if k != "resources"}:
+            return True
+        return offer_rules.differs_enough(old.get("resources") or {}, new["resources"],
+                                          self.settings.offer_threshold_percent)
+
+    async def publish(self, tenant: str, consumer: str) -> None:
+        spec = self.spec_for(consumer)
+        if tenant not in self.published:
+            existing = await self.api.get(offer_path(tenant, RESOURCE_OFFER_NAME))
+            if existing is not None:
+                self.published[tenant] = existing.get("spec") or {}
+        if not self._worth_writing(self.published.get(tenant), spec):
+            return
+        body = {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
+                "metadata": {"name": RESOURCE_OFFER_NAME, "namespace": tenant}, "spec": spec}
+        if tenant in self.published:
+            await self.api.patch(offer_path(tenant, RESOURCE_OFFER_NAME), {"spec": spec})
+        else:
+            try:
+                await self.api.create(offer_path(tenant), body)
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+                await self.api.patch(offer_path(tenant, RESOURCE_OFFER_NAME), {"spec": spec})
+        self.published[tenant] = spec
+        log.info("published offer for %s in %s: %s", consumer, tenant, spec["resources"])
+
+    async def run(self) -> None:
+        """Recompute after changes, at most once per debounce interval."""
+        while True:
+            await self._dirty.wait()
+            await asyncio.sleep(self.settings.offer_debounce_seconds)
+            self._dirty.clear()
+            for tenant, consumer in list(self.tenants.items()):
+                try:
+                    await self.publish(tenant, consumer)
+                except Exception:  # noqa: BLE001 - retried on the next change
+                    log.exception("cannot publish the offer in %s", tenant)
+                    self._dirty.set()
+
+
+def _capacity_view(node: dict[str, Any] | None) -> Any:
+    if node is None:
+        return None
+    return (offer_rules.node_is_schedulable(node), offer_rules.node_allocatable(node))

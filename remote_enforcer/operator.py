@@ -1,0 +1,102 @@
+"""Wiring: kopf in standalone, clusterwide mode with its own registry, thin event handlers that
+hand each object to the component that owns its rule, the webhook and the health server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from annex.kube import ClientLimits, RateLimiter, kopf_login, load_connection
+from remote_enforcer.admission import Admission, start_webhook
+from remote_enforcer.certs import server_context
+from remote_enforcer.health import start_health
+from remote_enforcer.kubeapi import KubeApi
+from remote_enforcer.namespaces import NamespaceMapper
+from remote_enforcer.offer import OfferPublisher
+from remote_enforcer.settings import Settings
+from remote_enforcer.shadowpods import ShadowPodEnforcer
+from shared.api.namespace_map import NAMESPACE_MAP
+from shared.api.shadowpod import SHADOWPOD
+from shared.wellknown import ORIGIN_CLUSTER_LABEL, TENANT_NAMESPACE_LABEL
+
+log = logging.getLogger(__name__)
+
+
+def build_registry(login: kopf.ConnectionInfo, shadowpods: ShadowPodEnforcer,
+                   namespaces: NamespaceMapper, offers: OfferPublisher) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def _login(**_: Any) -> kopf.ConnectionInfo:
+        return login
+
+    @kopf.on.event(SHADOWPOD.group, SHADOWPOD.version, SHADOWPOD.plural, registry=registry)
+    async def _shadowpod(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
+        if event.get("type") != "DELETED":
+            await shadowpods.reconcile(namespace or "", name)
+
+    @kopf.on.event("v1", "pods", registry=registry)
+    async def _pod(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
+                   **_: Any) -> None:
+        pod = dict(body)
+        offers.on_pod(event.get("type"), pod)
+        if ORIGIN_CLUSTER_LABEL in (body.metadata.labels or {}):
+            deleted = event.get("type") == "DELETED"
+            await shadowpods.reconcile(namespace or "", name, last_pod=pod if deleted else None)
+
+    @kopf.on.event("v1", "nodes", registry=registry)
+    async def _node(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        offers.on_node(event.get("type"), dict(body))
+
+    @kopf.on.event("v1", "namespaces", labels={TENANT_NAMESPACE_LABEL: "true"},
+                   registry=registry)
+    async def _tenant(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        offers.on_tenant(event.get("type"), dict(body))
+
+    @kopf.on.event(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
+                   registry=registry)
+    async def _namespace_map(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        if event.get("type") != "DELETED":
+            await namespaces.reconcile(dict(body))
+
+    return registry
+
+
+def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
+    configured = kopf.OperatorSettings()
+    configured.batching.worker_limit = settings.workers
+    configured.posting.level = logging.WARNING
+    configured.watching.server_timeout = 300
+    configured.networking.request_timeout = 30
+    return configured
+
+
+async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    limits = ClientLimits(qps=settings.qps, burst=settings.burst)
+    login = kopf_login(load_connection(settings.kubeconfig, limits=limits))
+    ssl_context = server_context(settings.webhook_cert, settings.webhook_key,
+                                 settings.webhook_hosts, settings.webhook_cert_dir)
+    ready = asyncio.Event()
+    async with KubeApi(login, RateLimiter(limits)) as api:
+        shadowpods = ShadowPodEnforcer(api)
+        offers = OfferPublisher(api, settings)
+        registry = build_registry(login, shadowpods, NamespaceMapper(api, settings.cluster_id),
+                                  offers)
+        webhook = await start_webhook(Admission(api), settings.webhook_address,
+                                      settings.webhook_port, ssl_context)
+        health = await start_health(settings.health_address, settings.health_port, ready)
+        offer_loop = asyncio.create_task(offers.run(), name="offer")
+        log.info("enforcer %s: webhook on %s:%d, health on %s:%d", settings.cluster_id,
+                 settings.webhook_address, settings.webhook_port, settings.health_address,
+                 settings.health_port)
+        try:
+            await kopf.operator(registry=registry, settings=kopf_settings(settings),
+                                standalone=True, clusterwide=True, ready_flag=ready,
+                                stop_flag=stop)
+        finally:
+            offer_loop.cancel()
+            await webhook.cleanup()
+            await health.cleanup()

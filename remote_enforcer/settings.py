@@ -1,0 +1,102 @@
+"""The enforcer's command line: every flag, parsed into one frozen `Settings`."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+from shared.quantity import canonical
+
+
+@dataclass(frozen=True)
+class Settings:
+    cluster_id: str
+    kubeconfig: str | None = None
+    webhook_address: str = "0.0.0.0"
+    webhook_port: int = 9443
+    webhook_cert: str | None = None
+    webhook_key: str | None = None
+    webhook_hosts: tuple[str, ...] = ("localhost", "127.0.0.1")
+    webhook_cert_dir: str | None = None
+    health_address: str = "0.0.0.0"
+    health_port: int = 8080
+    workers: int = 20
+    offer_mode: Literal["fixed", "share"] = "share"
+    offer_percent: Decimal = Decimal(50)
+    offer_resources: tuple[tuple[str, str], ...] = ()
+    offer_threshold_percent: Decimal = Decimal(1)
+    offer_debounce_seconds: float = 1.0
+    region: str | None = None
+    provider: str | None = None
+    storage_classes: tuple[str, ...] = ()
+    ingress_classes: tuple[str, ...] = ()
+    log_format: Literal["text", "json"] = "text"
+    log_level: str = "INFO"
+    qps: float = 50.0
+    burst: int = 100
+
+
+def _resources(text: str) -> tuple[tuple[str, str], ...]:
+    """`cpu=4,memory=8Gi` → (("cpu", "4"), ("memory", "8Gi")), quantities checked."""
+    pairs = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        if not name or not value:
+            raise argparse.ArgumentTypeError(f"expected name=quantity, got {item!r}")
+        try:
+            pairs.append((name, canonical(value)))
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"{name}: {error}") from None
+    return tuple(pairs)
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(filter(None, (part.strip() for part in text.split(","))))
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m remote_enforcer",
+                                description="annex remote enforcer (provider-side operator)")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster config)")
+    p.add_argument("--cluster-id", required=True, help="this (provider) cluster's id")
+    p.add_argument("--webhook-address", default="0.0.0.0")
+    p.add_argument("--webhook-port", type=int, default=9443)
+    p.add_argument("--webhook-cert", help="TLS certificate (PEM); self-signed when omitted")
+    p.add_argument("--webhook-key", help="TLS private key (PEM)")
+    p.add_argument("--webhook-host", action="append", dest="webhook_hosts",
+                   help="host name/IP for the self-signed certificate (repeatable)")
+    p.add_argument("--webhook-cert-dir",
+                   help="where the self-signed certificate and its CA (ca.crt) are written")
+    p.add_argument("--health-address", default="0.0.0.0")
+    p.add_argument("--health-port", type=int, default=8080,
+                   help="/healthz and /readyz (0: pick a free port)")
+    p.add_argument("--workers", type=int, default=20, help="concurrent kopf workers per kind")
+    p.add_argument("--offer-mode", choices=("fixed", "share"), default="share")
+    p.add_argument("--offer-percent", type=Decimal, default=Decimal(50))
+    p.add_argument("--offer-resources", type=_resources, default=(),
+                   help="fixed offer, e.g. cpu=4,memory=8Gi,pods=110")
+    p.add_argument("--offer-threshold-percent", type=Decimal, default=Decimal(1),
+                   help="republish a share offer only when a resource moves by more than this")
+    p.add_argument("--offer-debounce-seconds", type=float, default=1.0)
+    p.add_argument("--region")
+    p.add_argument("--provider")
+    p.add_argument("--storage-classes", type=_names, default=())
+    p.add_argument("--ingress-classes", type=_names, default=())
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-level", default="INFO")
+    p.add_argument("--qps", type=float, default=50.0, help="client-side request rate")
+    p.add_argument("--burst", type=int, default=100)
+    return p
+
+
+def parse(argv: list[str] | None = None) -> Settings:
+    args = parser().parse_args(argv)
+    if bool(args.webhook_cert) != bool(args.webhook_key):
+        parser().error("--webhook-cert and --webhook-key go together")
+    if args.offer_mode == "fixed" and not args.offer_resources:
+        parser().error("--offer-mode fixed needs --offer-resources")
+    values = vars(args)
+    values["webhook_hosts"] = tuple(args.webhook_hosts or ("localhost", "127.0.0.1"))
+    return Settings(**values)

@@ -1,0 +1,95 @@
+"""ShadowPod enforcement: each ShadowPod has its pod, recreated at once when deleted, never
+again once terminal; the pod's status is copied into the ShadowPod (written only on change).
+
+One reconcile per (namespace, name) at a time: pod and ShadowPod events for the same key are
+serialized so that a recreation is never decided on a status that is being written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import Any
+
+from remote_enforcer.kubeapi import STRATEGIC_MERGE_PATCH, ApiError, KubeApi, path
+from shared.api.shadowpod import SHADOWPOD
+from shared.forge import enforcement
+
+log = logging.getLogger(__name__)
+
+JSON_PATCH = "application/json-patch+json"
+
+
+def shadowpod_path(namespace: str, name: str = "", subresource: str = "") -> str:
+    return path(SHADOWPOD.group, SHADOWPOD.version, SHADOWPOD.plural, namespace, name,
+                subresource)
+
+
+def pod_path(namespace: str, name: str = "") -> str:
+    return path("", "v1", "pods", namespace, name)
+
+
+class ShadowPodEnforcer:
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def write_status(self, shadowpod: dict[str, Any], status: dict[str, Any]) -> None:
+        # JSON patch "add" replaces the whole status: a merge patch would keep stale keys of
+        # the previous podStatus.
+        meta = shadowpod["metadata"]
+        await self.api.patch(shadowpod_path(meta["namespace"], meta["name"], "status"),
+                             [{"op": "add", "path": "/status", "value": status}],
+                             JSON_PATCH)
+
+    async def reconcile(self, namespace: str, name: str,
+                        last_pod: dict[str, Any] | None = None) -> None:
+        """Bring the pod and the ShadowPod status in line. `last_pod` is the final state of a
+        pod that was just deleted: a terminal phase in it is recorded before anything else."""
+        async with self._locks[(namespace, name)]:
+            try:
+                await self._reconcile(namespace, name, last_pod)
+            finally:
+                lock = self._locks.get((namespace, name))
+                if lock is not None and not lock._waiters:  # noqa: SLF001 - drop idle locks
+                    self._locks.pop((namespace, name), None)
+
+    async def _reconcile(self, namespace: str, name: str, last_pod: dict[str, Any] | None) -> None:
+        shadowpod = await self.api.get(shadowpod_path(namespace, name))
+        if shadowpod is None or shadowpod["metadata"].get("deletionTimestamp"):
+            return  # the garbage collector removes the pod with its owner
+        if last_pod is not None and enforcement.is_controlled_by(last_pod, shadowpod):
+            status = enforcement.shadowpod_status(shadowpod, last_pod)
+            if status is not None and status.get("phase") in enforcement.TERMINAL_PHASES:
+                await self.write_status(shadowpod, status)
+                shadowpod = {**shadowpod, "status": status}
+        pod = await self.api.get(pod_path(namespace, name))
+        if pod is None:
+            await self._create_pod(shadowpod)
+            return
+        if not enforcement.is_controlled_by(pod, shadowpod):
+            log.warning("pod %s/%s is not controlled by its ShadowPod: left alone",
+                        namespace, name)
+            return
+        status = enforcement.shadowpod_status(shadowpod, pod)
+        if status is not None:
+            await self.write_status(shadowpod, status)
+        patch = enforcement.pod_patch(pod, shadowpod)
+        if patch is not None and not pod["metadata"].get("deletionTimestamp"):
+            await self.api.patch(pod_path(namespace, name), patch, STRATEGIC_MERGE_PATCH)
+
+    async def _create_pod(self, shadowpod: dict[str, Any]) -> None:
+        if enforcement.is_terminal(shadowpod):
+            return
+        meta = shadowpod["metadata"]
+        try:
+            await self.api.create(pod_path(meta["namespace"]), enforcement.desired_pod(shadowpod))
+        except ApiError as error:
+            if error.status == 409:
+                return  # made meanwhile (e.g. by a previous run): the pod event reconciles
+            log.error("cannot create pod %s/%s: %s", meta["namespace"], meta["name"], error)
+            raise
+        if enforcement.had_pod(shadowpod):
+            log.info("recreated pod %s/%s", meta["namespace"], meta["name"])
+            await self.write_status(shadowpod, enforcement.recreated_status(shadowpod))

@@ -1,0 +1,159 @@
+"""ShadowPod enforcement on the provider: the pod a ShadowPod asks for, the updates a pod allows,
+and the ShadowPod status computed from the pod (DESIGN.md section 6).
+
+The ShadowPod status is the durable record: a terminal phase written there is never replaced,
+and a ShadowPod whose status is terminal never gets a pod again (Liqo issues #1804 and #3096:
+completed pods were recreated after an operator restart or a ShadowPod update).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from shared.api.shadowpod import SHADOWPOD
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+# kube-apiserver's message for forbidden pod spec updates (ValidatePodUpdate, validation.go).
+POD_UPDATE_FORBIDDEN = (
+    "pod updates may not change fields other than `spec.containers[*].image`,"
+    "`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,"
+    "`spec.tolerations` (only additions to existing tolerations)"
+)
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def is_terminal(shadowpod: Mapping[str, Any]) -> bool:
+    """True once the ShadowPod's recorded phase is Succeeded or Failed: no pod is made again."""
+    return (shadowpod.get("status") or {}).get("phase") in TERMINAL_PHASES
+
+
+def had_pod(shadowpod: Mapping[str, Any]) -> bool:
+    """True when a pod for this ShadowPod existed before (its status was reported)."""
+    status = shadowpod.get("status") or {}
+    return bool(status.get("phase") or status.get("podStatus"))
+
+
+def controller_reference(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
+    meta = _meta(shadowpod)
+    return {
+        "apiVersion": SHADOWPOD.api_version,
+        "kind": SHADOWPOD.kind,
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def desired_pod(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
+    """The pod of the same name and namespace, controller-owned by the ShadowPod."""
+    meta = _meta(shadowpod)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "labels": dict(meta.get("labels") or {}),
+            "annotations": dict(meta.get("annotations") or {}),
+            "ownerReferences": [controller_reference(shadowpod)],
+        },
+        "spec": copy.deepcopy(dict((shadowpod.get("spec") or {}).get("pod") or {})),
+    }
+
+
+def is_controlled_by(pod: Mapping[str, Any], shadowpod: Mapping[str, Any]) -> bool:
+    uid = _meta(shadowpod).get("uid")
+    return any(ref.get("controller") and ref.get("uid") == uid
+               for ref in _meta(pod).get("ownerReferences") or [])
+
+
+def _map_patch(current: Mapping[str, str], desired: Mapping[str, str]) -> dict[str, str | None]:
+    """A merge patch turning `current` into `desired` (None deletes a key)."""
+    patch: dict[str, str | None] = {k: v for k, v in desired.items() if current.get(k) != v}
+    patch.update({k: None for k in current if k not in desired})
+    return patch
+
+
+def _images(spec: Mapping[str, Any], field: str) -> list[Any]:
+    return [c.get("image") for c in spec.get(field) or []]
+
+
+def pod_patch(pod: Mapping[str, Any], shadowpod: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A strategic-merge patch applying the ShadowPod's labels, annotations and the spec changes a
+    pod allows (images, activeDeadlineSeconds, tolerations) to `pod`; None when it matches."""
+    desired = desired_pod(shadowpod)
+    patch: dict[str, Any] = {}
+    for field in ("labels", "annotations"):
+        changes = _map_patch(_meta(pod).get(field) or {}, desired["metadata"][field])
+        if changes:
+            patch.setdefault("metadata", {})[field] = changes
+    current_spec, wanted = pod.get("spec") or {}, desired["spec"]
+    spec: dict[str, Any] = {}
+    for field in ("containers", "initContainers"):
+        if _images(current_spec, field) != _images(wanted, field) and wanted.get(field):
+            spec[field] = [{"name": c.get("name"), "image": c.get("image")}
+                           for c in wanted[field]]
+    if current_spec.get("activeDeadlineSeconds") != wanted.get("activeDeadlineSeconds"):
+        spec["activeDeadlineSeconds"] = wanted.get("activeDeadlineSeconds")
+    if (current_spec.get("tolerations") or []) != (wanted.get("tolerations") or []):
+        # tolerations have no merge key: the list is replaced whole.
+        spec["tolerations"] = wanted.get("tolerations") or []
+    if spec:
+        patch["spec"] = spec
+    return patch or None
+
+
+def _without_mutable_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
+    blank = copy.deepcopy(dict(spec))
+    for field in ("containers", "initContainers"):
+        for container in blank.get(field) or []:
+            container.pop("image", None)
+    blank.pop("activeDeadlineSeconds", None)
+    blank.pop("tolerations", None)
+    return blank
+
+
+def forbidden_spec_change(old_pod_spec: Mapping[str, Any],
+                          new_pod_spec: Mapping[str, Any]) -> str | None:
+    """Why an update of a ShadowPod's `spec.pod` is refused, or None when a pod allows it."""
+    old_tolerations = old_pod_spec.get("tolerations") or []
+    new_tolerations = new_pod_spec.get("tolerations") or []
+    removed = [t for t in old_tolerations if t not in new_tolerations]
+    if removed or _without_mutable_fields(old_pod_spec) != _without_mutable_fields(new_pod_spec):
+        return f"spec.pod: Forbidden: {POD_UPDATE_FORBIDDEN}"
+    return None
+
+
+def shadowpod_status(shadowpod: Mapping[str, Any],
+                     pod: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The ShadowPod status to write for the pod's current state, or None when nothing changes.
+
+    A recorded terminal phase is final: a later pod state never overwrites it.
+    """
+    current = dict(shadowpod.get("status") or {})
+    if pod is None or is_terminal(shadowpod):
+        return None
+    pod_status = dict(pod.get("status") or {})
+    desired = {
+        **current,
+        "phase": pod_status.get("phase") or current.get("phase"),
+        "nodeName": (pod.get("spec") or {}).get("nodeName") or current.get("nodeName"),
+        "podStatus": pod_status,
+        "observedGeneration": _meta(shadowpod).get("generation"),
+    }
+    desired = {k: v for k, v in desired.items() if v is not None}
+    return None if desired == current else desired
+
+
+def recreated_status(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
+    """The status after the enforcer made a new pod for a ShadowPod whose pod had vanished."""
+    status = dict(shadowpod.get("status") or {})
+    status["recreations"] = int(status.get("recreations") or 0) + 1
+    return status

@@ -1,0 +1,207 @@
+"""The enforcer as a real process against the `remote` cluster, with its webhook registered
+through a ValidatingWebhookConfiguration (URL + caBundle), and helpers to build tenants."""
+
+from __future__ import annotations
+
+import base64
+import glob
+import os
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+import urllib3
+import yaml
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from remote_enforcer.admission import WEBHOOK_PATH
+from shared.api.shadowpod import SHADOWPOD
+from shared.ownership import ownership_labels
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL
+from tests.helpers import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+PROVIDER_ID = "provider-test"
+WEBHOOK_NAME = "shadowpods.enforcer.annex.test"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Enforcer:
+    """`python -m remote_enforcer` as a subprocess: start, wait until ready, kill, restart."""
+
+    def __init__(self, kubeconfig: Path, directory: Path, extra_args: list[str]) -> None:
+        authority = trustme.CA()
+        issued = authority.issue_cert("127.0.0.1", "localhost")
+        self.cert, self.key = directory / "tls.crt", directory / "tls.key"
+        issued.cert_chain_pems[0].write_to_path(str(self.cert))
+        issued.private_key_pem.write_to_path(str(self.key))
+        self.ca_bundle = base64.b64encode(authority.cert_pem.bytes()).decode()
+        self.webhook_port, self.health_port = free_port(), free_port()
+        self.log_path = directory / "enforcer.log"
+        self.args = [sys.executable, "-m", "remote_enforcer", "--kubeconfig", str(kubeconfig),
+                     "--cluster-id", PROVIDER_ID, "--webhook-address", "127.0.0.1",
+                     "--webhook-port", str(self.webhook_port), "--webhook-cert", str(self.cert),
+                     "--webhook-key", str(self.key), "--health-address", "127.0.0.1",
+                     "--health-port", str(self.health_port), *extra_args]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}{WEBHOOK_PATH}"
+
+    def ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise RuntimeError(f"the enforcer exited: {self.log_path.read_text()[-3000:]}")
+        try:
+            answer = urllib3.request("GET", f"http://127.0.0.1:{self.health_port}/readyz",
+                                     timeout=1.0, retries=False)
+        except urllib3.exceptions.HTTPError:
+            return False
+        return answer.status == 200
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(self.args, cwd=ROOT, stdout=log, stderr=log)
+        wait_for(self.ready, timeout=30, message="the enforcer did not get ready")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, as a crash or an evicted pod."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+
+def install_crds(remote: Any) -> None:
+    extensions = client.ApiextensionsV1Api(remote.api_client)
+    for manifest in sorted(glob.glob(str(ROOT / "crds" / "*.yaml"))):
+        with open(manifest) as stream:
+            crd = yaml.safe_load(stream)
+        try:
+            extensions.create_custom_resource_definition(crd)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    wait_for(lambda: remote.dynamic.resources.get(api_version=SHADOWPOD.api_version,
+                                                  kind=SHADOWPOD.kind), timeout=10)
+
+
+def webhook_configuration(enforcer: Enforcer) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_NAME},
+        "webhooks": [{
+            "name": WEBHOOK_NAME,
+            "clientConfig": {"url": enforcer.url, "caBundle": enforcer.ca_bundle},
+            "rules": [{"apiGroups": [SHADOWPOD.group], "apiVersions": [SHADOWPOD.version],
+                       "operations": ["CREATE", "UPDATE"], "resources": [SHADOWPOD.plural],
+                       "scope": "Namespaced"}],
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "NoneOnDryRun",
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 10,
+        }],
+    }
+
+
+@pytest.fixture(scope="module")
+def enforcer(remote: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
+    """A running enforcer (module-wide) whose webhook the remote cluster calls."""
+    install_crds(remote)
+    process = Enforcer(remote.kubeconfig, tmp_path_factory.mktemp("enforcer"),
+                       ["--offer-debounce-seconds", "0.1", "--workers", "20",
+                        "--region", "eu-west", "--provider", "annex-test"])
+    process.start()
+    registrations = client.AdmissionregistrationV1Api(remote.api_client)
+    registrations.create_validating_webhook_configuration(webhook_configuration(process))
+    try:
+        yield process
+    finally:
+        registrations.delete_validating_webhook_configuration(WEBHOOK_NAME)
+        process.stop()
+        if os.environ.get("ENFORCER_LOG"):
+            print(process.log_path.read_text())
+
+
+def new_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def make_twin_namespace(remote: Any, consumer: str) -> str:
+    """A namespace labelled as the enforcer labels twin namespaces it creates."""
+    name = new_name("twin")
+    remote.core.create_namespace({"metadata": {
+        "name": name, "labels": ownership_labels(consumer, PROVIDER_ID)}})
+    return name
+
+
+def make_tenant_namespace(remote: Any, consumer: str) -> str:
+    name = new_name("tenant")
+    remote.core.create_namespace({"metadata": {"name": name, "labels": {
+        TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: consumer}}})
+    return name
+
+
+def shadowpod(name: str, consumer: str, pod_spec: dict[str, Any] | None = None,
+              labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": SHADOWPOD.api_version, "kind": SHADOWPOD.kind,
+        "metadata": {"name": name, "labels": {**ownership_labels(consumer, PROVIDER_ID),
+                                              "app": "demo", **(labels or {})},
+                     "annotations": {"note": "from home"}},
+        "spec": {"pod": pod_spec or {"containers": [{"name": "main", "image": "nginx:1"}]}},
+    }
+
+
+class ShadowPods:
+    """ShadowPod reads and writes on the remote cluster (CustomObjectsApi)."""
+
+    def __init__(self, remote: Any) -> None:
+        self.api = client.CustomObjectsApi(remote.api_client)
+
+    def create(self, namespace: str, body: dict[str, Any]) -> Any:
+        return self.api.create_namespaced_custom_object(
+            SHADOWPOD.group, SHADOWPOD.version, namespace, SHADOWPOD.plural, body)
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.api.get_namespaced_custom_object(  # type: ignore[no-any-return]
+            SHADOWPOD.group, SHADOWPOD.version, namespace, SHADOWPOD.plural, name)
+
+    def patch(self, namespace: str, name: str, body: dict[str, Any]) -> Any:
+        return self.api.patch_namespaced_custom_object(
+            SHADOWPOD.group, SHADOWPOD.version, namespace, SHADOWPOD.plural, name, body)
+
+    def status(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.get(namespace, name).get("status") or {}
+
+
+@pytest.fixture
+def shadowpods(remote: Any) -> ShadowPods:
+    return ShadowPods(remote)

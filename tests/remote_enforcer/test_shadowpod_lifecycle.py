@@ -1,0 +1,140 @@
+"""ShadowPods become pods that stay alive (DESIGN.md section 6), with the enforcer running."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from tests.helpers import wait_for
+from tests.remote_enforcer.conftest import (
+    ShadowPods,
+    make_twin_namespace,
+    new_name,
+    shadowpod,
+)
+
+CONSUMER = "consumer-lifecycle"
+
+
+def pod_or_none(remote: Any, namespace: str, name: str) -> Any:
+    try:
+        return remote.core.read_namespaced_pod(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+@pytest.fixture
+def twin(remote: Any, enforcer: Any) -> str:
+    return make_twin_namespace(remote, CONSUMER)
+
+
+def test_a_shadowpod_becomes_an_owned_pod_whose_status_is_reported(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    name = new_name("web")
+    created = shadowpods.create(twin, shadowpod(name, CONSUMER))
+
+    pod = wait_for(lambda: pod_or_none(remote, twin, name), message="no pod")
+    assert pod.metadata.labels["app"] == "demo"
+    assert pod.metadata.annotations["note"] == "from home"
+    [owner] = pod.metadata.owner_references
+    assert (owner.kind, owner.name, owner.uid, owner.controller) == (
+        "ShadowPod", name, created["metadata"]["uid"], True)
+
+    status = wait_for(lambda: (s := shadowpods.status(twin, name)).get("phase") == "Running"
+                      and s, message="ShadowPod never reported Running")
+    running = remote.core.read_namespaced_pod(name, twin)
+    assert status["nodeName"] == running.spec.node_name
+    assert status["podStatus"]["podIP"] == running.status.pod_ip
+    assert status["podStatus"]["containerStatuses"][0]["name"] == "main"
+    assert status.get("recreations", 0) == 0
+
+
+def test_a_deleted_pod_is_recreated_and_counted(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    name = new_name("web")
+    shadowpods.create(twin, shadowpod(name, CONSUMER))
+    first = wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Running"
+                     and remote.core.read_namespaced_pod(name, twin))
+
+    remote.core.delete_namespaced_pod(name, twin, grace_period_seconds=0)
+
+    def replaced() -> Any:
+        pod = pod_or_none(remote, twin, name)
+        return pod is not None and pod.metadata.uid != first.metadata.uid and pod
+    wait_for(replaced, message="the pod was not recreated")
+    wait_for(lambda: shadowpods.status(twin, name).get("recreations") == 1,
+             message="the recreation was not counted")
+
+
+def test_label_annotation_and_image_changes_reach_the_pod(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    name = new_name("web")
+    shadowpods.create(twin, shadowpod(name, CONSUMER))
+    wait_for(lambda: pod_or_none(remote, twin, name))
+
+    shadowpods.patch(twin, name, {
+        "metadata": {"labels": {"app": "demo-2"}, "annotations": {"note": None, "added": "yes"}},
+        "spec": {"pod": {"containers": [{"name": "main", "image": "nginx:2"}],
+                         "activeDeadlineSeconds": 3600}}})
+
+    def updated() -> bool:
+        pod = remote.core.read_namespaced_pod(name, twin)
+        return (pod.metadata.labels["app"] == "demo-2"
+                and pod.metadata.annotations.get("added") == "yes"
+                and "note" not in pod.metadata.annotations
+                and pod.spec.containers[0].image == "nginx:2"
+                and pod.spec.active_deadline_seconds == 3600)
+    wait_for(updated, message="the pod did not follow its ShadowPod")
+
+
+def completed(remote: Any, shadowpods: ShadowPods, twin: str) -> tuple[str, Any]:
+    """A ShadowPod whose pod ran to completion, with Succeeded recorded."""
+    name = new_name("job")
+    shadowpods.create(twin, shadowpod(name, CONSUMER, {
+        "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}))
+    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Running")
+    remote.sim.controllers.kubelet.complete(twin, name)
+    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Succeeded",
+             message="Succeeded was not reported")
+    return name, remote.core.read_namespaced_pod(name, twin)
+
+
+@pytest.mark.kubesim_only
+def test_a_completed_pod_is_never_recreated_even_after_a_restart_and_an_update(
+        remote: Any, twin: str, shadowpods: ShadowPods, enforcer: Any) -> None:
+    name, pod = completed(remote, shadowpods, twin)
+
+    remote.core.delete_namespaced_pod(name, twin, grace_period_seconds=0)
+    wait_for(lambda: pod_or_none(remote, twin, name) is None)
+    enforcer.restart()
+    shadowpods.patch(twin, name, {"metadata": {"labels": {"touched": "after-restart"}}})
+    # A marker ShadowPod created after the update: once its pod exists, the enforcer has
+    # handled the events before it, and the completed one must still have no pod.
+    marker = new_name("marker")
+    shadowpods.create(twin, shadowpod(marker, CONSUMER))
+    wait_for(lambda: shadowpods.status(twin, marker).get("phase") == "Running")
+    wait_for(lambda: shadowpods.get(twin, name)["metadata"]["labels"].get("touched"))
+
+    assert pod_or_none(remote, twin, name) is None
+    status = shadowpods.status(twin, name)
+    assert status["phase"] == "Succeeded"
+    assert status.get("recreations", 0) == 0
+
+
+@pytest.mark.kubesim_only
+def test_a_failed_pod_keeps_its_failed_phase(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    name = new_name("job")
+    shadowpods.create(twin, shadowpod(name, CONSUMER, {
+        "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}))
+    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Running")
+    remote.sim.controllers.kubelet.fail(twin, name)
+    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Failed")
+    shadowpods.patch(twin, name, {"metadata": {"annotations": {"touched": "yes"}}})
+    wait_for(lambda: remote.core.read_namespaced_pod(name, twin).metadata.annotations.get(
+        "touched") == "yes")
+    assert shadowpods.status(twin, name)["phase"] == "Failed"
