@@ -402,7 +402,7 @@ def _merge_ordered_lists(original: dict[str, Any], patch: dict[str, Any], meta: 
         if found_original and not found_patch:
             merged = original_list
         elif found_patch and not found_original:
-            merged = patch_list
+            merged = _remove_directives(_discard_nulls(patch_list))[0]
         elif isinstance(original_list, list) and isinstance(patch_list, list):
             merged = _merge_list_field(original_list, patch_list, field_meta, False)
         else:

@@ -694,3 +694,18 @@ def test_json_patch_paths_escape_slashes_and_tildes() -> None:
         {"op": "replace", "path": "/metadata/labels/t~0x", "value": "3"},
     ]
     assert apply_json_patch(obj, operations) == {"metadata": {"labels": {"t~x": "3"}}}
+
+
+def test_set_element_order_of_a_new_list_stores_no_directives() -> None:
+    obj: dict[str, Any] = {"spec": {}}
+    patch = {
+        "spec": {
+            "$setElementOrder/containers": [{"name": "b"}, {"name": "a"}],
+            "containers": [
+                {"name": "b"},
+                {"name": "a", "image": None},
+                {"name": "c", "$patch": "delete"},
+            ],
+        }
+    }
+    assert smp(obj, patch)["spec"]["containers"] == [{"name": "b"}, {"name": "a"}]
