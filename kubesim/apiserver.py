@@ -23,6 +23,7 @@ from kubesim.errors import FieldCause, GoLiteral, StatusError
 from kubesim.kinds import KindRegistry, ResourceKind
 from kubesim.store import ADDED, Filter, Store, Stored
 from kubesim.strategies import (
+    ConfigMapStrategy,
     CustomResourceDefinitionStrategy,
     CustomResourceStrategy,
     DeploymentStrategy,
@@ -30,6 +31,7 @@ from kubesim.strategies import (
     NodeStrategy,
     PodStrategy,
     RbacStrategy,
+    SecretStrategy,
     ServiceAccountStrategy,
     ServiceIPAllocator,
     ServiceStrategy,
@@ -189,6 +191,8 @@ class ApiServer:
             ("", "persistentvolumes"): VolumeStrategy,
             ("", "persistentvolumeclaims"): VolumeStrategy,
             ("", "serviceaccounts"): ServiceAccountStrategy,
+            ("", "configmaps"): ConfigMapStrategy,
+            ("", "secrets"): SecretStrategy,
             ("", "services"): lambda k: ServiceStrategy(k, self._service_ips.allocate),
             CRD_KEY: CustomResourceDefinitionStrategy,
             ("apps", "deployments"): DeploymentStrategy,

@@ -6,6 +6,7 @@ PrepareForUpdate, the status strategy, Validate/ValidateUpdate) as far as contro
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 from collections.abc import Callable
 from typing import Any
@@ -293,6 +294,56 @@ class VolumeStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"phase": "Pending"}
+
+
+IMMUTABLE_SET = "field is immutable when `immutable` is set"
+
+
+class ConfigMapStrategy(Strategy):
+    """ConfigMaps and Secrets marked `immutable` keep their data (ValidateConfigMapUpdate)."""
+
+    data_fields: tuple[str, ...] = ("data", "binaryData")
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        if not old.get("immutable"):
+            return []
+        errors = []
+        if not new.get("immutable"):
+            errors.append(FieldCause("immutable", "Forbidden", IMMUTABLE_SET))
+        for key in self.data_fields:
+            if new.get(key) != old.get(key):
+                errors.append(FieldCause(key, "Forbidden", IMMUTABLE_SET))
+        return errors
+
+
+class SecretStrategy(ConfigMapStrategy):
+    """Secrets: type defaults to Opaque and may not change; stringData is folded into data."""
+
+    data_fields = ("data",)
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj.setdefault("type", "Opaque")
+        _fold_string_data(obj)
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        new.setdefault("type", old.get("type", "Opaque"))
+        _fold_string_data(new)
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        errors = super().validate_update(new, old)
+        if new.get("type") != old.get("type"):
+            errors.append(FieldCause("type", "Invalid value", "field is immutable",
+                                     new.get("type")))
+        return errors
+
+
+def _fold_string_data(secret: Obj) -> None:
+    """The v1 -> internal conversion: stringData entries overwrite data, base64-encoded."""
+    string_data = secret.pop("stringData", None)
+    if string_data:
+        data = secret.setdefault("data", {})
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
 
 
 class ServiceAccountStrategy(Strategy):

@@ -174,3 +174,24 @@ def test_dry_run_validates_but_writes_nothing(home, namespace) -> None:
     assert call(home, "GET", f"{path}/kept")[1]["data"] == {"a": "1"}
     assert call(home, "DELETE", f"{path}/kept", query={"dryRun": "All"})[0] == 200
     assert call(home, "GET", f"{path}/kept")[0] == 200
+
+
+def test_secrets_default_to_opaque_and_fold_string_data_into_data(home, namespace) -> None:
+    status, body = call(home, "POST", ns_path(namespace, "secrets"),
+                        {"metadata": {"name": "s"}, "stringData": {"user": "admin"}})
+    assert status == 201
+    assert body["type"] == "Opaque"
+    assert body["data"] == {"user": "YWRtaW4="} and "stringData" not in body
+    status, body = call(home, "PATCH", ns_path(namespace, "secrets", "s"),
+                        {"type": "kubernetes.io/tls"}, content_type=MERGE)
+    assert status == 422 and "type: Invalid value" in body["message"]
+
+
+def test_immutable_configmaps_keep_their_data(home, namespace) -> None:
+    call(home, "POST", ns_path(namespace, "configmaps"),
+         {"metadata": {"name": "frozen"}, "data": {"k": "v"}, "immutable": True})
+    status, body = call(home, "PATCH", ns_path(namespace, "configmaps", "frozen"),
+                        {"data": {"k": "w"}}, content_type=MERGE)
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["message"] == ('ConfigMap "frozen" is invalid: data: Forbidden: field is '
+                               "immutable when `immutable` is set")
