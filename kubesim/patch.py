@@ -516,7 +516,7 @@ def _merge_slice(
             raise _no_merge_key(element, merge_key)
         index = _find_by_merge_key(merged, merge_key, element[merge_key])
         if index is None:
-            merged.append(element)
+            merged.append(_remove_directives(_discard_nulls(element))[0])
         else:
             merged[index] = _merge_map(merged[index], element, meta)
     patch_items, server_only = _partition(merged, patch, merge_key)

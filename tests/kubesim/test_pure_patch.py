@@ -709,3 +709,8 @@ def test_set_element_order_of_a_new_list_stores_no_directives() -> None:
         }
     }
     assert smp(obj, patch)["spec"]["containers"] == [{"name": "b"}, {"name": "a"}]
+
+
+def test_new_list_items_are_stored_without_nulls() -> None:
+    patch = {"spec": {"containers": [{"name": "new", "image": "n", "command": None}]}}
+    assert smp(pod(), patch)["spec"]["containers"][0] == {"name": "new", "image": "n"}
