@@ -440,15 +440,19 @@ def label_selector_from_object(selector: Mapping[str, Any] | None) -> LabelSelec
     if not match_labels and not expressions:
         return EVERYTHING
     requirements = [
-        new_requirement(key, Operator.EQUALS, [value]) for key, value in match_labels.items()
+        new_requirement(str(key), Operator.EQUALS, [str(value)])
+        for key, value in match_labels.items()
     ]
     for expression in expressions:
         raw_operator = expression.get("operator", "")
         operator = _EXPRESSION_OPERATORS.get(raw_operator)
         if operator is None:
-            raise SelectorError(f"{go_quote(raw_operator)} is not a valid label selector operator")
-        values = list(expression.get("values") or [])
-        requirements.append(new_requirement(expression.get("key", ""), operator, values))
+            raise SelectorError(
+                f"{go_quote(str(raw_operator))} is not a valid label selector operator"
+            )
+        values = [str(v) for v in expression.get("values") or []]
+        key = str(expression.get("key", ""))
+        requirements.append(new_requirement(key, operator, values))
     return LabelSelector(tuple(sorted(requirements, key=lambda r: r.key)))
 
 
