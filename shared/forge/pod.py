@@ -73,11 +73,8 @@ COPIED_SPEC_FIELDS: tuple[str, ...] = (
 )
 FORCED_OFF_SPEC_FIELDS: tuple[str, ...] = ("hostNetwork", "hostIPC", "hostPID")
 
-SERVICE_ACCOUNT_VOLUME_PREFIX = "kube-api-access-"
-"""The projected volume the ServiceAccount admission plugin adds (kube-api-access-<random>)."""
 SERVICE_ACCOUNT_NAME_FIELD = "spec.serviceAccountName"
 DEFAULT_SERVICE_ACCOUNT = "default"
-KUBERNETES_SERVICE_ENV_PREFIXES = ("KUBERNETES_SERVICE_", "KUBERNETES_PORT")
 
 ANTI_AFFINITY_PROPAGATE = "propagate"
 ANTI_AFFINITY_SOFT = "soft"
@@ -176,16 +173,15 @@ def _remote_container(
 ) -> dict[str, Any]:
     remote = copy.deepcopy(dict(container))
     _renamed_configmap_refs(remote)
+    replaced = {variable["name"] for variable in apiserver_env}
     env = []
     for variable in remote.get("env") or []:
         field_ref = (variable.get("valueFrom") or {}).get("fieldRef") or {}
         if field_ref.get("fieldPath") == SERVICE_ACCOUNT_NAME_FIELD:
             # The remote pod runs under no home service account: hard-code the home one's name.
             variable = {"name": variable.get("name"), "value": service_account}
-        if apiserver_env and str(variable.get("name", "")).startswith(
-            KUBERNETES_SERVICE_ENV_PREFIXES
-        ):
-            continue  # replaced below, so that no duplicate decides which value wins
+        if variable.get("name") in replaced:
+            continue  # set below, so that no duplicate decides which value wins
         env.append(variable)
     env.extend(copy.deepcopy(apiserver_env))
     if env:
@@ -238,18 +234,6 @@ def _remote_volumes(
     return remote_volumes
 
 
-def _label_key_errors(key: str) -> str | None:
-    """Why `key` cannot be a label key, or None (apimachinery's qualified-name rules, briefly)."""
-    prefix, _, name = key.rpartition("/")
-    if not name or len(name) > 63 or not (name[0].isalnum() and name[-1].isalnum()):
-        return "the name part must be 1-63 characters starting and ending alphanumeric"
-    if not all(c.isascii() and (c.isalnum() or c in "-_.") for c in name):
-        return "the name part may only contain alphanumerics, '-', '_' and '.'"
-    if "/" in key and (not prefix or len(prefix) > 253 or prefix.lower() != prefix):
-        return "the prefix must be a lower-case DNS subdomain"
-    return None
-
-
 def anti_affinity_labels(
     labels: Mapping[str, str], selected_keys: str | None
 ) -> tuple[dict[str, str], list[str]]:
@@ -257,7 +241,7 @@ def anti_affinity_labels(
 
     Without `liqo.io/anti-affinity-labels`: the pod's labels minus those that differ between
     replicas (pod-template-hash, controller-revision-hash, statefulset pod-name). With it: only
-    the comma-separated keys it lists; blanks are ignored, invalid or absent keys are reported.
+    the comma-separated keys it lists; blanks are ignored, keys the pod does not have reported.
     """
     if selected_keys is None:
         return without_keys(labels, LABELS_NOT_PROPAGATED_FROM_POD), []
@@ -266,13 +250,10 @@ def anti_affinity_labels(
     for key in (part.strip() for part in selected_keys.split(",")):
         if not key:
             continue
-        problem = _label_key_errors(key)
-        if problem:
-            warnings.append(f"{ANTI_AFFINITY_LABELS_ANNOTATION}: ignoring {key!r}: {problem}")
-        elif key not in labels:
-            warnings.append(f"{ANTI_AFFINITY_LABELS_ANNOTATION}: the pod has no label {key!r}")
-        else:
+        if key in labels:
             chosen[key] = labels[key]
+        else:  # also what a malformed key comes to: the apiserver let no such label through
+            warnings.append(f"{ANTI_AFFINITY_LABELS_ANNOTATION}: the pod has no label {key!r}")
     return chosen, warnings
 
 
