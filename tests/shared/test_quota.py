@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from shared.api.quota import LimitsEnforcement
 from shared.quantity import QuantityFormat, format_quantity, parse, parse_quantity
-from shared.quota import admit, pod_requests, total_usage
+from shared.quota import admit, format_resources, pod_requests, total_usage
 
 EXAMPLES = settings(max_examples=3000, deadline=None, database=None)
 # Generating whole pods costs more per example.
@@ -97,6 +97,13 @@ def test_a_consumer_admitted_pod_by_pod_never_exceeds_its_quota(
     assert total.get("cpu", Decimal(0)) <= parse_quantity(limits["cpu"])
     assert total.get("memory", Decimal(0)) <= parse_quantity(limits["memory"])
     assert total.get("pods", Decimal(0)) == len(admitted)
+
+
+def test_admitted_usage_is_written_back_in_canonical_units() -> None:
+    pods = [_spec([(250, 512), (1250, 1024)], []), _spec([(500, 512)], [])]
+    usage = total_usage(admit(LimitsEnforcement.NONE, False, {}, {}, pod).requested for pod in pods)
+    assert format_resources(usage) == {"cpu": "2", "memory": "2Gi", "pods": "2"}
+    assert format_resources({"cpu": Decimal("0.1")}) == {"cpu": "100m"}
 
 
 def test_the_shortfall_message_names_resource_and_figures() -> None:
