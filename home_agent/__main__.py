@@ -1,11 +1,23 @@
-"""Entry point: `python -m home_agent` (not implemented yet: see its issue)."""
+"""Entry point: `python -m home_agent --remote-kubeconfig PATH --cluster-id HOME_ID
+--remote-cluster-id REMOTE_ID [...]` (see `--help`)."""
 
+from __future__ import annotations
+
+import logging
 import sys
+
+from annex.logs import configure_logging
+from home_agent.config import parse_config
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("usage: python -m home_agent --help  (this component is not implemented yet)", file=sys.stderr)
-    return 2
+    config = parse_config(argv)
+    configure_logging("json" if config.log_format == "json" else "text", config.log_level)
+    # kopf reports every successful event handler at INFO: one line per watch event.
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    from home_agent.runner import run  # after logging is set up: kopf logs at import
+
+    return run(config)
 
 
 if __name__ == "__main__":

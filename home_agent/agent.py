@@ -1,0 +1,212 @@
+"""The agent's shared state: configuration, both clusters' clients, the watched objects of both
+sides and the work queue; routes every watch event to the keys it affects.
+
+Reconciles are level-triggered: a key names what to converge (the virtual node, one namespace's
+offloading, one pod), and its reconcile recomputes the desired state from both mirrors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from home_agent.config import AgentConfig
+from home_agent.kubeapi import ClusterApi
+from home_agent.mirror import Mirror, key_of
+from home_agent.node import Health
+from home_agent.workqueue import KeyQueue
+from shared.api.namespace_map import MappingPhase, NamespaceMap
+from shared.api.resource_offer import ResourceOffer
+from shared.api.virtual_node import VirtualNode
+from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
+
+log = logging.getLogger(__name__)
+
+NODE_KEY: tuple[str] = ("node",)
+
+
+def offloading_key(namespace: str) -> tuple[str, str]:
+    return ("offloading", namespace)
+
+
+def pod_key(namespace: str, name: str) -> tuple[str, str, str]:
+    return ("pod", namespace, name)
+
+
+@dataclass
+class Mirrors:
+    # home
+    pods: Mirror = field(default_factory=Mirror)
+    """Only the pods bound to this agent's virtual node."""
+    nodes: Mirror = field(default_factory=Mirror)
+    virtual_nodes: Mirror = field(default_factory=Mirror)
+    offloadings: Mirror = field(default_factory=Mirror)
+    # remote
+    shadow_pods: Mirror = field(default_factory=Mirror)
+    namespace_maps: Mirror = field(default_factory=Mirror)
+    offers: Mirror = field(default_factory=Mirror)
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, home: ClusterApi, remote: ClusterApi) -> None:
+        self.config = config
+        self.home = home
+        self.remote = remote
+        self.queue = KeyQueue()
+        self.mirrors = Mirrors()
+        self.health = Health(ready=None, message="")
+
+    # --- views over the mirrors -------------------------------------------------------------
+
+    @property
+    def tenant_namespace(self) -> str:
+        return self.config.effective_tenant_namespace
+
+    @property
+    def namespace_map_name(self) -> str:
+        """The NamespaceMap this agent writes in the tenant namespace: one per consumer."""
+        return self.config.home_cluster_id
+
+    def virtual_node(self) -> VirtualNode | None:
+        """The VirtualNode resource configuring this agent (the oldest, if several)."""
+        candidates = []
+        for obj in self.mirrors.virtual_nodes.values():
+            if (obj.get("spec") or {}).get("clusterId") != self.config.remote_cluster_id:
+                continue
+            try:
+                candidates.append(VirtualNode.model_validate(obj))
+            except ValidationError as error:
+                log.warning("ignoring invalid VirtualNode: %s", error)
+        candidates.sort(key=lambda vn: (str(vn.metadata.creation_timestamp or ""),
+                                        vn.metadata.namespace or "", vn.metadata.name or ""))
+        return candidates[0] if candidates else None
+
+    def node_name(self) -> str:
+        virtual_node = self.virtual_node()
+        if virtual_node is not None and virtual_node.spec.node_name:
+            return virtual_node.spec.node_name
+        return self.config.node_name or (
+            f"{VIRTUAL_NODE_NAME_PREFIX}{self.config.remote_cluster_id}")
+
+    def offer(self) -> ResourceOffer | None:
+        for obj in self.mirrors.offers.values():
+            spec = obj.get("spec") or {}
+            if (spec.get("consumerClusterId") == self.config.home_cluster_id
+                    and spec.get("clusterId") == self.config.remote_cluster_id):
+                try:
+                    return ResourceOffer.model_validate(obj)
+                except ValidationError as error:
+                    log.warning("ignoring invalid ResourceOffer: %s", error)
+        return None
+
+    def namespace_map(self) -> NamespaceMap | None:
+        obj = self.mirrors.namespace_maps.get((self.tenant_namespace, self.namespace_map_name))
+        return NamespaceMap.model_validate(obj) if obj is not None else None
+
+    def accepted_remote_namespace(self, namespace: str) -> str | None:
+        """The twin namespace of `namespace` once the enforcer accepted it, else None."""
+        namespace_map = self.namespace_map()
+        if namespace_map is None:
+            return None
+        desired = namespace_map.spec.desired_mapping.get(namespace)
+        current = namespace_map.status.current_mapping.get(namespace)
+        if desired is None or current is None:
+            return None
+        if current.phase != MappingPhase.ACCEPTED or current.remote_namespace != desired:
+            return None
+        return desired
+
+    def mapped_remote_namespace(self, namespace: str) -> str | None:
+        """The twin namespace requested for `namespace`, accepted or not (where its
+        ShadowPods may be)."""
+        namespace_map = self.namespace_map()
+        return namespace_map.spec.desired_mapping.get(namespace) if namespace_map else None
+
+    def home_namespace_of(self, remote_namespace: str) -> str | None:
+        namespace_map = self.namespace_map()
+        if namespace_map is None:
+            return None
+        for home, remote in namespace_map.spec.desired_mapping.items():
+            if remote == remote_namespace:
+                return home
+        return None
+
+    def node_labels(self) -> dict[str, str]:
+        node = self.mirrors.nodes.get(("", self.node_name()))
+        return dict(((node or {}).get("metadata") or {}).get("labels") or {})
+
+    # --- routing watch events to keys -------------------------------------------------------
+
+    def enqueue(self, key: Hashable) -> None:
+        self.queue.add(key)
+
+    def _enqueue_namespace(self, namespace: str) -> None:
+        self.enqueue(offloading_key(namespace))
+        for pod_namespace, name in self.mirrors.pods.keys():
+            if pod_namespace == namespace:
+                self.enqueue(pod_key(pod_namespace, name))
+        remote_namespace = self.mapped_remote_namespace(namespace)
+        for shadow_namespace, name in self.mirrors.shadow_pods.keys():
+            if shadow_namespace == remote_namespace:
+                self.enqueue(pod_key(namespace, name))
+
+    def _enqueue_everything(self) -> None:
+        self.enqueue(NODE_KEY)
+        for namespace, _ in self.mirrors.offloadings.keys():
+            self.enqueue(offloading_key(namespace))
+        for namespace, name in self.mirrors.pods.keys():
+            self.enqueue(pod_key(namespace, name))
+
+    def on_home_event(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        if plural == "pods":
+            on_node = (obj.get("spec") or {}).get("nodeName") == self.node_name()
+            if not on_node and self.mirrors.pods.get(key_of(obj)) is None:
+                return
+            namespace, name = self.mirrors.pods.apply(event_type, obj)
+            self.enqueue(pod_key(namespace, name))
+        elif plural == "nodes":
+            self.mirrors.nodes.apply(event_type, obj)
+            if key_of(obj)[1] == self.node_name():
+                self.enqueue(NODE_KEY)
+        elif plural == "virtualnodes":
+            self.mirrors.virtual_nodes.apply(event_type, obj)
+            if (obj.get("spec") or {}).get("clusterId") == self.config.remote_cluster_id:
+                self._enqueue_everything()
+        elif plural == "namespaceoffloadings":
+            namespace, _ = self.mirrors.offloadings.apply(event_type, obj)
+            self._enqueue_namespace(namespace)
+
+    def on_remote_event(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        namespace, name = key_of(obj)
+        if plural == "shadowpods":
+            self.mirrors.shadow_pods.apply(event_type, obj)
+            home_namespace = self.home_namespace_of(namespace)
+            if home_namespace is not None:
+                self.enqueue(pod_key(home_namespace, name))
+        elif namespace != self.tenant_namespace:
+            return
+        elif plural == "resourceoffers":
+            self.mirrors.offers.apply(event_type, obj)
+            self._enqueue_everything()
+        elif plural == "namespacemaps" and name == self.namespace_map_name:
+            before = self.namespace_map()
+            self.mirrors.namespace_maps.apply(event_type, obj)
+            after = self.namespace_map()
+            touched = set()
+            for namespace_map in (before, after):
+                if namespace_map is not None:
+                    touched |= set(namespace_map.spec.desired_mapping)
+                    touched |= set(namespace_map.status.current_mapping)
+            for home_namespace in touched:
+                self._enqueue_namespace(home_namespace)
+
+    def set_health(self, health: Health) -> None:
+        if health.ready != self.health.ready or (
+                not health.ready and health.message != self.health.message):
+            self.health = health
+            self.enqueue(NODE_KEY)
+

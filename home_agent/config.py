@@ -1,0 +1,158 @@
+"""The agent's configuration: command-line flags, parsed once into a frozen record.
+
+One agent serves one remote cluster (DESIGN.md section 7). Flags give defaults that the
+VirtualNode resource overrides live (labels, taints, capacity, offloadingPatch).
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+
+from annex.kube import ClientLimits
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    home_cluster_id: str
+    remote_cluster_id: str
+    remote_kubeconfig: str
+    home_kubeconfig: str | None = None
+    """None means in-cluster configuration (the agent runs in a home pod)."""
+    node_name: str | None = None
+    """Overrides `liqo-<remote cluster id>`; the VirtualNode's spec.nodeName wins over both."""
+    tenant_namespace: str | None = None
+    lease_renew_interval: float = 10.0
+    lease_duration_seconds: int = 40
+    health_check_interval: float = 10.0
+    health_check_timeout: float = 5.0
+    failure_threshold: int = 3
+    remote_pod_cidr: str | None = None
+    remapped_pod_cidr: str | None = None
+    home_pod_cidr: str | None = None
+    agent_ip: str = "127.0.0.1"
+    kubelet_port: int = 10250
+    home_apiserver_host: str | None = None
+    home_apiserver_port: int = 443
+    enable_apiserver_support: bool = True
+    home_limits: ClientLimits = field(default_factory=ClientLimits)
+    remote_limits: ClientLimits = field(default_factory=ClientLimits)
+    workers: int = 10
+    metrics_address: str | None = None
+    webhook_address: str | None = None
+    """host:port of the pod mutating webhook server; None disables it."""
+    webhook_cert: str | None = None
+    webhook_key: str | None = None
+    log_format: str = "text"
+    log_level: str = "INFO"
+    labels_not_reflected: tuple[str, ...] = ()
+    annotations_not_reflected: tuple[str, ...] = ()
+
+    @property
+    def effective_tenant_namespace(self) -> str:
+        """Where the provider keeps this consumer's NamespaceMap and ResourceOffer."""
+        return self.tenant_namespace or f"liqo-tenant-{self.home_cluster_id}"
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+
+
+def _keys(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m home_agent",
+        description="annex home agent: one virtual node for one remote cluster",
+    )
+    add = parser.add_argument
+    add("--home-kubeconfig", default=None,
+        help="kubeconfig of the home cluster (default: in-cluster configuration)")
+    add("--remote-kubeconfig", required=True, help="kubeconfig of the remote cluster")
+    add("--cluster-id", required=True, help="the home cluster's id")
+    add("--remote-cluster-id", required=True, help="the remote cluster's id")
+    add("--node-name", default=None, help="virtual node name (default liqo-<remote-cluster-id>)")
+    add("--tenant-namespace", default=None,
+        help="remote namespace of this consumer (default liqo-tenant-<cluster-id>)")
+    add("--lease-renew-interval", type=float, default=10.0, help="seconds between Lease renewals")
+    add("--lease-duration", type=int, default=40, help="Lease leaseDurationSeconds")
+    add("--health-check-interval", type=float, default=10.0,
+        help="seconds between remote /livez checks")
+    add("--health-check-timeout", type=float, default=5.0, help="timeout of one /livez check")
+    add("--failure-threshold", type=int, default=3,
+        help="consecutive failed checks before the node turns Ready=False")
+    add("--remote-pod-cidr", default=None, help="the remote cluster's pod CIDR")
+    add("--remapped-pod-cidr", default=None,
+        help="where the remote pod CIDR is reachable from home (with --remote-pod-cidr)")
+    add("--home-pod-cidr", default=None, help="the home cluster's pod CIDR")
+    add("--agent-ip", default="127.0.0.1", help="the virtual node's address (pods' hostIP)")
+    add("--kubelet-port", type=int, default=10250, help="advertised kubelet endpoint port")
+    add("--home-apiserver-host", default=None,
+        help="where offloaded pods reach the home API server")
+    add("--home-apiserver-port", type=int, default=443)
+    add("--enable-apiserver-support", type=_bool, default=True,
+        help="reflect service-account tokens and point pods at the home API server")
+    add("--home-qps", type=float, default=ClientLimits.qps)
+    add("--home-burst", type=int, default=ClientLimits.burst)
+    add("--remote-qps", type=float, default=ClientLimits.qps)
+    add("--remote-burst", type=int, default=ClientLimits.burst)
+    add("--workers", type=int, default=10, help="concurrent reconciles")
+    add("--metrics-address", default=None, help="host:port for /metrics (default: off)")
+    add("--webhook-address", default=None, help="host:port of the pod webhook (default: off)")
+    add("--webhook-cert", default=None, help="PEM certificate of the webhook server")
+    add("--webhook-key", default=None, help="PEM private key of the webhook server")
+    add("--log-format", choices=("text", "json"), default="text")
+    add("--log-level", default="INFO")
+    add("--labels-not-reflected", type=_keys, default=(), help="comma-separated label keys")
+    add("--annotations-not-reflected", type=_keys, default=(),
+        help="comma-separated annotation keys")
+    return parser
+
+
+def parse_config(argv: list[str] | None = None) -> AgentConfig:
+    args = build_parser().parse_args(argv)
+    if (args.remote_pod_cidr is None) != (args.remapped_pod_cidr is None):
+        build_parser().error("--remote-pod-cidr and --remapped-pod-cidr go together")
+    if (args.webhook_address is None) != (args.webhook_cert is None) or (
+        args.webhook_cert is None
+    ) != (args.webhook_key is None):
+        build_parser().error("--webhook-address, --webhook-cert and --webhook-key go together")
+    return AgentConfig(
+        home_cluster_id=args.cluster_id,
+        remote_cluster_id=args.remote_cluster_id,
+        remote_kubeconfig=args.remote_kubeconfig,
+        home_kubeconfig=args.home_kubeconfig,
+        node_name=args.node_name,
+        tenant_namespace=args.tenant_namespace,
+        lease_renew_interval=args.lease_renew_interval,
+        lease_duration_seconds=args.lease_duration,
+        health_check_interval=args.health_check_interval,
+        health_check_timeout=args.health_check_timeout,
+        failure_threshold=args.failure_threshold,
+        remote_pod_cidr=args.remote_pod_cidr,
+        remapped_pod_cidr=args.remapped_pod_cidr,
+        home_pod_cidr=args.home_pod_cidr,
+        agent_ip=args.agent_ip,
+        kubelet_port=args.kubelet_port,
+        home_apiserver_host=args.home_apiserver_host,
+        home_apiserver_port=args.home_apiserver_port,
+        enable_apiserver_support=args.enable_apiserver_support,
+        home_limits=ClientLimits(qps=args.home_qps, burst=args.home_burst),
+        remote_limits=ClientLimits(qps=args.remote_qps, burst=args.remote_burst),
+        workers=args.workers,
+        metrics_address=args.metrics_address,
+        webhook_address=args.webhook_address,
+        webhook_cert=args.webhook_cert,
+        webhook_key=args.webhook_key,
+        log_format=args.log_format,
+        log_level=args.log_level,
+        labels_not_reflected=args.labels_not_reflected,
+        annotations_not_reflected=args.annotations_not_reflected,
+    )

@@ -1,0 +1,78 @@
+"""The virtual node's liveness: the Lease heartbeat and the remote API server health checks,
+each its own asyncio task (never framework timers: those would annotate the Node)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+
+from home_agent.agent import Agent
+from home_agent.kubeapi import MERGE_PATCH, error_message, is_not_found
+from home_agent.node import Health
+from shared.wellknown import NODE_LEASE_NAMESPACE
+
+log = logging.getLogger(__name__)
+
+
+def _micro_time(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def renew_lease(agent: Agent) -> None:
+    """Create or renew the node's Lease in kube-node-lease, owned by the Node like a kubelet's."""
+    name = agent.node_name()
+    node = agent.mirrors.nodes.get(("", name))
+    if node is None:
+        return  # the node reconcile creates the node first; the Lease follows
+    spec = {"holderIdentity": name, "leaseDurationSeconds": agent.config.lease_duration_seconds,
+            "renewTime": _micro_time(datetime.now(UTC))}
+    coordination = agent.home.coordination
+    try:
+        await agent.home.call(coordination.patch_namespaced_lease, name, NODE_LEASE_NAMESPACE,
+                              {"spec": spec}, _content_type=MERGE_PATCH)
+    except Exception as error:
+        if not is_not_found(error):
+            raise
+        owner = {"apiVersion": "v1", "kind": "Node", "name": name,
+                 "uid": node["metadata"]["uid"]}
+        await agent.home.call(coordination.create_namespaced_lease, NODE_LEASE_NAMESPACE, {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE,
+                         "ownerReferences": [owner]},
+            "spec": spec,
+        })
+
+
+async def lease_loop(agent: Agent) -> None:
+    while True:
+        try:
+            await renew_lease(agent)
+        except Exception as error:  # noqa: BLE001 - the next beat retries
+            log.warning("lease renewal failed: %s", error_message(error))
+        await asyncio.sleep(agent.config.lease_renew_interval)
+
+
+async def health_loop(agent: Agent) -> None:
+    """GET /livez on the remote every interval; `failure_threshold` consecutive failures make
+    the node Ready=False, one success makes it Ready=True again."""
+    failures = 0
+    config = agent.config
+    while True:
+        try:
+            await asyncio.wait_for(
+                agent.remote.get_raw("/livez", config.health_check_timeout),
+                config.health_check_timeout + 1,
+            )
+        except Exception as error:  # noqa: BLE001 - any failure is a failed check
+            failures += 1
+            message = error_message(error) or type(error).__name__
+            log.info("remote health check failed (%d in a row): %s", failures, message)
+            if failures >= config.failure_threshold:
+                agent.set_health(Health(ready=False, message=(
+                    f"{config.failure_threshold} or more consecutive /livez checks failed, "
+                    f"last: {message}")[:500]))
+        else:
+            failures = 0
+            agent.set_health(Health(ready=True, message=""))
+        await asyncio.sleep(config.health_check_interval)

@@ -1,0 +1,47 @@
+"""Thread-safe in-memory copies of the objects the agent watches, fed by the operators' event
+handlers and read by the reconcilers (which run on other threads)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+Key = tuple[str, str]
+"""(namespace, name); namespace is "" for cluster-scoped objects."""
+
+
+def key_of(obj: dict[str, Any]) -> Key:
+    metadata = obj.get("metadata") or {}
+    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+
+
+class Mirror:
+    """The last seen state of one kind's objects. Readers get copies: never shared mutable."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._objects: dict[Key, dict[str, Any]] = {}
+
+    def apply(self, event_type: str | None, obj: dict[str, Any]) -> Key:
+        """Record a watch event (kopf's type: None for the initial listing); returns the key."""
+        key = key_of(obj)
+        with self._lock:
+            if event_type == "DELETED":
+                self._objects.pop(key, None)
+            else:
+                self._objects[key] = copy.deepcopy(dict(obj))
+        return key
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        with self._lock:
+            found = self._objects.get(key)
+            return copy.deepcopy(found) if found is not None else None
+
+    def values(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [copy.deepcopy(obj) for obj in self._objects.values()]
+
+    def keys(self) -> list[Key]:
+        with self._lock:
+            return list(self._objects)

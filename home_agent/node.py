@@ -1,0 +1,193 @@
+"""The virtual node's desired state: labels, taints, capacity and conditions (DESIGN.md 4).
+
+Pure functions of the VirtualNode, the ResourceOffer and the health state; `VirtualNodeReconciler`
+in `virtual_node.py` writes what they compute, and only when it differs from the cluster.
+
+Which labels and taints the agent put on the node is recorded in one annotation of its own, so
+that a label the offer no longer carries is removed while labels and taints others added (node
+lifecycle taints, a user's `kubectl label`) are left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.wellknown import (
+    HOSTNAME_LABEL,
+    OS_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+    VIRTUAL_NODE_TAINT_EFFECT,
+    VIRTUAL_NODE_TAINT_KEY,
+    VIRTUAL_NODE_TAINT_VALUE,
+)
+
+MANAGED_ANNOTATION = "offloading.liqo.io/managed-node-fields"
+"""JSON {"labels": [...], "taints": [...]}: the label and taint keys the agent owns on the node."""
+
+READY_REASON = "RemoteClusterReady"
+UNREACHABLE_REASON = "RemoteClusterUnreachable"
+PENDING_REASON = "RemoteClusterNotChecked"
+PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure")
+KUBELET_VERSION = "v1.30.0-annex"
+
+
+@dataclass(frozen=True)
+class Health:
+    """What the health checks concluded: ready (None before the first check) and why."""
+
+    ready: bool | None
+    message: str
+
+
+def node_labels(node_name: str, remote_cluster_id: str, offer_labels: Mapping[str, str],
+                extra_labels: Mapping[str, str]) -> dict[str, str]:
+    """The offer's labels, the VirtualNode's, then the identity labels (which always win)."""
+    labels = {**offer_labels, **extra_labels}
+    labels.update({
+        TYPE_LABEL: TYPE_VIRTUAL_NODE,
+        REMOTE_CLUSTER_ID_LABEL: remote_cluster_id,
+        HOSTNAME_LABEL: node_name,
+        OS_LABEL: "linux",
+    })
+    return labels
+
+
+def node_taints(extra_taints: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    taints = [{"key": VIRTUAL_NODE_TAINT_KEY, "value": VIRTUAL_NODE_TAINT_VALUE,
+               "effect": VIRTUAL_NODE_TAINT_EFFECT}]
+    taints.extend(dict(t) for t in extra_taints if t.get("key") != VIRTUAL_NODE_TAINT_KEY)
+    return taints
+
+
+def _managed(node: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    annotations = (node.get("metadata") or {}).get("annotations") or {}
+    try:
+        record = json.loads(annotations.get(MANAGED_ANNOTATION) or "{}")
+    except ValueError:
+        record = {}
+    return set(record.get("labels") or []), set(record.get("taints") or [])
+
+
+def _managed_record(labels: Mapping[str, str], taints: Sequence[Mapping[str, Any]]) -> str:
+    return json.dumps({"labels": sorted(labels), "taints": sorted({t["key"] for t in taints})})
+
+
+def new_node(node_name: str, labels: Mapping[str, str], taints: Sequence[Mapping[str, Any]],
+             status: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node_name, "labels": dict(labels),
+                     "annotations": {MANAGED_ANNOTATION: _managed_record(labels, taints)}},
+        "spec": {"taints": [dict(t) for t in taints]},
+        "status": dict(status),
+    }
+
+
+def node_metadata_patch(node: Mapping[str, Any], labels: Mapping[str, str],
+                        taints: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """A merge patch bringing the node's labels and taints to the desired ones (None when they
+    already are). It carries the resourceVersion: taints are a list others edit too."""
+    metadata = node.get("metadata") or {}
+    current_labels: dict[str, str] = dict(metadata.get("labels") or {})
+    current_taints: list[dict[str, Any]] = list((node.get("spec") or {}).get("taints") or [])
+    owned_labels, owned_taints = _managed(node)
+
+    label_patch: dict[str, Any] = {k: v for k, v in labels.items() if current_labels.get(k) != v}
+    label_patch.update({k: None for k in owned_labels - set(labels) if k in current_labels})
+
+    desired_keys = {t["key"] for t in taints}
+    others = [t for t in current_taints
+              if t.get("key") not in desired_keys and t.get("key") not in owned_taints]
+    wanted_taints = [dict(t) for t in taints] + others
+    record = _managed_record(labels, taints)
+
+    patch: dict[str, Any] = {}
+    if label_patch:
+        patch.setdefault("metadata", {})["labels"] = label_patch
+    if (metadata.get("annotations") or {}).get(MANAGED_ANNOTATION) != record:
+        patch.setdefault("metadata", {})["annotations"] = {MANAGED_ANNOTATION: record}
+    if _taint_set(wanted_taints) != _taint_set(current_taints):
+        patch["spec"] = {"taints": wanted_taints}
+    if not patch:
+        return None
+    patch.setdefault("metadata", {})["resourceVersion"] = metadata.get("resourceVersion")
+    return patch
+
+
+def _taint_set(taints: Sequence[Mapping[str, Any]]) -> set[tuple[Any, Any, Any]]:
+    return {(t.get("key"), t.get("value"), t.get("effect")) for t in taints}
+
+
+def _timestamp(now: datetime) -> str:
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _conditions(health: Health, remote_cluster_id: str) -> list[dict[str, str]]:
+    if health.ready is None:
+        ready = {"type": "Ready", "status": "Unknown", "reason": PENDING_REASON,
+                 "message": f"remote cluster {remote_cluster_id} not checked yet"}
+    elif health.ready:
+        ready = {"type": "Ready", "status": "True", "reason": READY_REASON,
+                 "message": f"remote cluster {remote_cluster_id} is reachable"}
+    else:
+        ready = {"type": "Ready", "status": "False", "reason": UNREACHABLE_REASON,
+                 "message": f"remote cluster {remote_cluster_id} is unreachable: "
+                            f"{health.message}"}
+    pressure = [{"type": kind, "status": "False", "reason": "RemoteClusterHasNo" + kind,
+                 "message": f"no {kind} reported by remote cluster {remote_cluster_id}"}
+                for kind in PRESSURE_CONDITIONS]
+    return [*pressure, ready]
+
+
+def node_status(capacity: Mapping[str, str], health: Health, remote_cluster_id: str,
+                node_ip: str, node_name: str, kubelet_port: int) -> dict[str, Any]:
+    """The node status the agent maintains, without timestamps (see `node_status_patch`)."""
+    return {
+        "capacity": dict(capacity),
+        "allocatable": dict(capacity),
+        "conditions": _conditions(health, remote_cluster_id),
+        "addresses": [{"type": "InternalIP", "address": node_ip},
+                      {"type": "Hostname", "address": node_name}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
+        "nodeInfo": {"operatingSystem": "linux", "architecture": "amd64",
+                     "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+                     "containerRuntimeVersion": "annex://remote", "osImage": "",
+                     "kernelVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
+    }
+
+
+def _comparable(condition: Mapping[str, Any]) -> tuple[Any, ...]:
+    return tuple(condition.get(k) for k in ("type", "status", "reason", "message"))
+
+
+def node_status_patch(current_status: Mapping[str, Any], desired: Mapping[str, Any],
+                      now: datetime) -> dict[str, Any] | None:
+    """The status to write (a complete status with timestamps), or None when the node already
+    says it. A condition keeps its timestamps unless it changed: nothing is written while
+    nothing changes (the Lease is the heartbeat)."""
+    current_conditions = {c.get("type"): c for c in current_status.get("conditions") or []}
+    conditions = []
+    changed = False
+    for condition in desired["conditions"]:
+        existing = current_conditions.get(condition["type"])
+        if existing is not None and _comparable(existing) == _comparable(condition):
+            conditions.append(dict(existing))
+            continue
+        changed = True
+        stamp = _timestamp(now)
+        transition = (existing.get("lastTransitionTime") if existing is not None
+                      and existing.get("status") == condition["status"] else stamp)
+        conditions.append({**condition, "lastHeartbeatTime": stamp,
+                           "lastTransitionTime": transition})
+    status = {**desired, "conditions": conditions}
+    for key, value in desired.items():
+        if key != "conditions" and current_status.get(key) != value:
+            changed = True
+    return status if changed else None

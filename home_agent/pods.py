@@ -1,0 +1,225 @@
+"""Pod offloading: a home pod bound to the virtual node ⇄ its ShadowPod in the twin namespace.
+
+One reconcile per home pod key (namespace, name), from both mirrors:
+- bound, namespace extended, no ShadowPod → create it (forge); a refusal (quota, invalid spec)
+  becomes a RemoteCreationFailed condition and an Event, retried with backoff;
+- ShadowPod present → propagate the changes a running pod accepts, labels and annotations;
+  copy the remote status back (forge), only when it changed;
+- home pod terminating → delete the ShadowPod; once it is gone, release the home pod (grace 0);
+- home pod gone → delete the ShadowPod, but only after the home API server confirms the pod is
+  gone: a cache that has not finished listing must never cost a running remote pod (Liqo #2748);
+- namespace not extended → Pending with reason OffloadingBackOff.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from home_agent.agent import Agent
+from home_agent.events import EventRecorder
+from home_agent.kubeapi import error_message, error_reason, is_not_found
+from shared.api.shadowpod import SHADOWPOD
+from shared.forge.common import reflection_config
+from shared.forge.pod import (
+    PodForgeConfig,
+    StatusForgeConfig,
+    local_pod_status,
+    offloading_backoff_status,
+    remote_creation_failed_condition,
+    remote_pod_spec,
+    shadow_pod,
+    updated_remote_pod_spec,
+    with_condition,
+)
+from shared.ownership import is_owned
+from shared.wellknown import FAILED_REFLECTION_REASON
+
+log = logging.getLogger(__name__)
+
+# Status fields a previous state (OffloadingBackOff) may have set and the remote status lacks.
+_TRANSIENT_STATUS_FIELDS = ("reason", "message")
+
+
+class RetryLater(Exception):
+    """The key is retried with backoff (the failure was already reported)."""
+
+
+class PodOffloader:
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.events = EventRecorder(agent.home, agent.config.home_cluster_id)
+
+    def forge_config(self) -> PodForgeConfig:
+        config = self.agent.config
+        virtual_node = self.agent.virtual_node()
+        patch = virtual_node.spec.offloading_patch if virtual_node else None
+        return PodForgeConfig(
+            reflection=reflection_config(
+                config.home_cluster_id, config.remote_cluster_id,
+                labels_not_reflected=config.labels_not_reflected,
+                annotations_not_reflected=config.annotations_not_reflected,
+                offloading_patch=patch),
+            home_apiserver_host=config.home_apiserver_host,
+            home_apiserver_port=config.home_apiserver_port,
+            enable_apiserver_support=config.enable_apiserver_support,
+            offloading_patch=patch,
+        )
+
+    def status_config(self) -> StatusForgeConfig:
+        config = self.agent.config
+        return StatusForgeConfig(node_ip=config.agent_ip, pod_cidr=config.remote_pod_cidr,
+                                 remapped_pod_cidr=config.remapped_pod_cidr)
+
+    async def reconcile(self, namespace: str, name: str) -> None:
+        agent = self.agent
+        pod = agent.mirrors.pods.get((namespace, name))
+        remote_namespace = agent.mapped_remote_namespace(namespace)
+        shadow = (agent.mirrors.shadow_pods.get((remote_namespace, name))
+                  if remote_namespace else None)
+        if shadow is not None and not is_owned(shadow, agent.config.home_cluster_id,
+                                                agent.config.remote_cluster_id):
+            shadow = None  # never ours to touch (the watch selects ours; belt and braces)
+        if pod is None:
+            if shadow is not None:
+                await self._delete_orphan(namespace, name, shadow)
+            return
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            await self._terminate(pod, shadow, remote_namespace)
+            return
+        accepted = agent.accepted_remote_namespace(namespace)
+        if accepted is None:
+            await self._back_off(pod)
+            return
+        if shadow is None:
+            await self._create(pod, accepted)
+            return
+        await self._update(pod, shadow)
+        await self._status_back(pod, shadow)
+
+    # --- deletion ---------------------------------------------------------------------------
+
+    async def _delete_shadow(self, shadow: dict[str, Any]) -> None:
+        metadata = shadow["metadata"]
+        if metadata.get("deletionTimestamp"):
+            return
+        try:
+            await self.agent.remote.delete_custom(SHADOWPOD, metadata["namespace"],
+                                                  metadata["name"], uid=metadata.get("uid"))
+        except Exception as error:
+            if not is_not_found(error):
+                raise
+
+    async def _delete_orphan(self, namespace: str, name: str, shadow: dict[str, Any]) -> None:
+        home = self.agent.home
+        try:
+            await home.call(home.core.read_namespaced_pod, name, namespace)
+            return  # the pod exists: our cache is behind, its event will come
+        except Exception as error:
+            if not is_not_found(error):
+                raise
+        log.info("home pod %s/%s is gone: deleting its ShadowPod", namespace, name)
+        await self._delete_shadow(shadow)
+
+    async def _terminate(self, pod: dict[str, Any], shadow: dict[str, Any] | None,
+                         remote_namespace: str | None) -> None:
+        metadata = pod["metadata"]
+        if shadow is not None:
+            await self._delete_shadow(shadow)
+            return  # the ShadowPod's DELETED event brings us back
+        if remote_namespace is not None:
+            remote = self.agent.remote
+            try:
+                await remote.get_custom(SHADOWPOD, remote_namespace, metadata["name"])
+                return  # still there: the remote cache is behind
+            except Exception as error:
+                if not is_not_found(error):
+                    raise
+        home = self.agent.home
+        try:
+            await home.call(home.core.delete_namespaced_pod, metadata["name"],
+                            metadata["namespace"], grace_period_seconds=0,
+                            body={"gracePeriodSeconds": 0,
+                                  "preconditions": {"uid": metadata.get("uid")}})
+        except Exception as error:
+            if not is_not_found(error):
+                raise
+        self.events.forget(pod)
+
+    # --- creation and updates ---------------------------------------------------------------
+
+    async def _create(self, pod: dict[str, Any], remote_namespace: str) -> None:
+        config = self.forge_config()
+        for warning in remote_pod_spec(pod, config).warnings:
+            await self.events.record(pod, FAILED_REFLECTION_REASON, warning)
+        body = shadow_pod(pod, remote_namespace, config)
+        try:
+            await self.agent.remote.create_custom(SHADOWPOD, remote_namespace, body)
+        except Exception as error:
+            if getattr(error, "status", None) == 409:
+                return  # created already: its watch event brings it into the mirror
+            reason, message = error_reason(error), error_message(error)
+            log.warning("could not create ShadowPod %s/%s: %s", remote_namespace,
+                        body["metadata"]["name"], message)
+            now = datetime.now(UTC)
+            status = with_condition(pod.get("status") or {},
+                                    remote_creation_failed_condition(reason, message, now))
+            await self._write_status(pod, status)
+            await self.events.record(pod, "RemoteCreationFailed", message)
+            raise RetryLater(message) from error
+
+    async def _update(self, pod: dict[str, Any], shadow: dict[str, Any]) -> None:
+        if (shadow.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        config = self.forge_config()
+        desired = shadow_pod(pod, shadow["metadata"]["namespace"], config)
+        patch: dict[str, Any] = {}
+        new_spec = updated_remote_pod_spec((shadow.get("spec") or {}).get("pod") or {}, pod,
+                                           config)
+        if new_spec is not None:
+            patch["spec"] = {"pod": new_spec}
+        metadata_patch: dict[str, Any] = {}
+        for field in ("labels", "annotations"):
+            current = shadow["metadata"].get(field) or {}
+            wanted = desired["metadata"].get(field) or {}
+            if current != wanted:
+                change: dict[str, Any] = {k: v for k, v in wanted.items() if current.get(k) != v}
+                change.update({k: None for k in current if k not in wanted})
+                metadata_patch[field] = change
+        if metadata_patch:
+            patch["metadata"] = metadata_patch
+        if patch:
+            patch.setdefault("metadata", {})["resourceVersion"] = (
+                shadow["metadata"]["resourceVersion"])
+            await self.agent.remote.patch_custom(SHADOWPOD, shadow["metadata"]["namespace"],
+                                                 shadow["metadata"]["name"], patch)
+
+    # --- status -----------------------------------------------------------------------------
+
+    async def _status_back(self, pod: dict[str, Any], shadow: dict[str, Any]) -> None:
+        status = shadow.get("status") or {}
+        remote_status = status.get("podStatus")
+        if not remote_status:
+            return
+        local = local_pod_status(remote_status, int(status.get("recreations") or 0),
+                                 self.status_config())
+        for field in _TRANSIENT_STATUS_FIELDS:
+            local.setdefault(field, None)
+        await self._write_status(pod, local)
+
+    async def _back_off(self, pod: dict[str, Any]) -> None:
+        await self._write_status(pod, offloading_backoff_status(pod, datetime.now(UTC)))
+
+    async def _write_status(self, pod: dict[str, Any], wanted: dict[str, Any]) -> None:
+        """Replace the pod's status with `wanted` merged over it (None removes a field); no
+        write when nothing differs. The resourceVersion guards against a concurrent writer."""
+        current = pod.get("status") or {}
+        merged = {**current, **wanted}
+        merged = {k: v for k, v in merged.items() if v is not None}
+        if merged == current:
+            return
+        body = {**pod, "status": merged}
+        home = self.agent.home
+        await home.call(home.core.replace_namespaced_pod_status, pod["metadata"]["name"],
+                        pod["metadata"]["namespace"], body)

@@ -1,0 +1,117 @@
+"""Wires the agent together: both operators, the reconcile workers and the liveness tasks on a
+controller thread of their own, until a signal (or a dead operator) stops everything."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+from collections.abc import Hashable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from annex.kube import load_connection
+from home_agent.agent import Agent
+from home_agent.config import AgentConfig
+from home_agent.heartbeat import health_loop, lease_loop
+from home_agent.kubeapi import ClusterApi, error_message
+from home_agent.offloading import reconcile_offloading
+from home_agent.operators import (
+    HOME_RESOURCES,
+    REMOTE_RESOURCES,
+    OperatorThread,
+    build_registry,
+    remote_label_selectors,
+    settings,
+)
+from home_agent.pods import PodOffloader, RetryLater
+from home_agent.virtual_node import reconcile_node
+
+log = logging.getLogger(__name__)
+
+
+async def reconcile(agent: Agent, pods: PodOffloader, key: Hashable) -> None:
+    assert isinstance(key, tuple)
+    match key:
+        case ("node",):
+            await reconcile_node(agent)
+        case ("offloading", namespace):
+            await reconcile_offloading(agent, namespace)
+        case ("pod", namespace, name):
+            await pods.reconcile(namespace, name)
+
+
+async def worker(agent: Agent, pods: PodOffloader) -> None:
+    loop = asyncio.get_running_loop()
+    while True:
+        key = await loop.run_in_executor(None, agent.queue.get)
+        if key is None:
+            return
+        try:
+            await reconcile(agent, pods, key)
+            agent.queue.forget(key)
+        except RetryLater:
+            agent.queue.retry(key)
+        except Exception as error:  # noqa: BLE001 - one key's failure never stops the others
+            delay = agent.queue.retry(key)
+            log.warning("reconcile %s failed (retry in %.1fs): %s", key, delay,
+                        error_message(error))
+            log.debug("reconcile %s failed", key, exc_info=True)
+        finally:
+            agent.queue.done(key)
+
+
+async def controller(agent: Agent, stop: threading.Event) -> None:
+    loop = asyncio.get_running_loop()
+    # Workers park a thread each in queue.get; API calls need threads besides.
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=agent.config.workers * 2 + 8))
+    pods = PodOffloader(agent)
+    tasks = [asyncio.create_task(worker(agent, pods)) for _ in range(agent.config.workers)]
+    tasks.append(asyncio.create_task(lease_loop(agent)))
+    tasks.append(asyncio.create_task(health_loop(agent)))
+    agent.enqueue(("node",))
+    await loop.run_in_executor(None, stop.wait)
+    agent.queue.shutdown()
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def run(config: AgentConfig) -> int:
+    home = ClusterApi(load_connection(config.home_kubeconfig, limits=config.home_limits))
+    remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
+    agent = Agent(config, home, remote)
+    home_operator = OperatorThread(
+        "home", build_registry(home.connection, HOME_RESOURCES, agent.on_home_event),
+        settings())
+    remote_operator = OperatorThread(
+        "remote", build_registry(remote.connection, REMOTE_RESOURCES, agent.on_remote_event),
+        settings(remote_label_selectors(config.home_cluster_id, config.remote_cluster_id)))
+    stop = threading.Event()
+
+    def request_stop(*_: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    controller_thread = threading.Thread(
+        target=lambda: asyncio.run(controller(agent, stop)), name="controller", daemon=True)
+    home_operator.start()
+    remote_operator.start()
+    controller_thread.start()
+    log.info("home agent %s → %s started (node %s)", config.home_cluster_id,
+             config.remote_cluster_id, agent.node_name())
+    exit_code = 0
+    while not stop.wait(1.0):
+        if not (home_operator.is_alive() and remote_operator.is_alive()
+                and controller_thread.is_alive()):
+            log.error("a component stopped: exiting")
+            exit_code = 1
+            stop.set()
+    for operator in (home_operator, remote_operator):
+        operator.stop()
+    controller_thread.join(10)
+    home.close()
+    remote.close()
+    return exit_code

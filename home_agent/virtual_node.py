@@ -1,0 +1,101 @@
+"""Converges the virtual Node (and the VirtualNode's status) on what `node.py` computes."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+from home_agent.agent import Agent
+from home_agent.kubeapi import MERGE_PATCH, STRATEGIC_MERGE_PATCH, status_of
+from home_agent.node import (
+    new_node,
+    node_labels,
+    node_metadata_patch,
+    node_status,
+    node_status_patch,
+    node_taints,
+)
+from shared.api.virtual_node import READY_CONDITION, VIRTUAL_NODE
+
+log = logging.getLogger(__name__)
+
+
+def desired_labels(agent: Agent) -> dict[str, str]:
+    """The virtual node's labels as they should be (what clusterSelectors are matched against)."""
+    virtual_node = agent.virtual_node()
+    offer = agent.offer()
+    return node_labels(agent.node_name(), agent.config.remote_cluster_id,
+                       offer.spec.labels if offer else {},
+                       virtual_node.spec.labels if virtual_node else {})
+
+
+def _desired(agent: Agent) -> tuple[str, dict[str, str], list[dict[str, Any]], dict[str, Any]]:
+    virtual_node = agent.virtual_node()
+    offer = agent.offer()
+    name = agent.node_name()
+    extra_taints = ([t.to_wire() for t in virtual_node.spec.taints] if virtual_node else [])
+    capacity: dict[str, str] = {}
+    if virtual_node is not None and virtual_node.spec.resources is not None:
+        capacity = dict(virtual_node.spec.resources)
+    elif offer is not None:
+        capacity = dict(offer.spec.resources)
+    labels = desired_labels(agent)
+    status = node_status(capacity, agent.health, agent.config.remote_cluster_id,
+                         agent.config.agent_ip, name, agent.config.kubelet_port)
+    return name, labels, node_taints(extra_taints), status
+
+
+async def reconcile_node(agent: Agent) -> None:
+    virtual_node = agent.virtual_node()
+    if virtual_node is not None and not virtual_node.spec.create_node:
+        return
+    name, labels, taints, status = _desired(agent)
+    now = datetime.now(UTC)
+    current = agent.mirrors.nodes.get(("", name))
+    core = agent.home.core
+    if current is None:
+        first_status = node_status_patch({}, status, now) or status
+        try:
+            current = await agent.home.call(core.create_node, new_node(name, labels, taints,
+                                                                       first_status))
+            log.info("created virtual node %s", name)
+        except Exception as error:
+            if status_of(error) != 409:
+                raise
+            current = await agent.home.call(core.read_node, name)  # adopt it
+            log.debug("adopting existing node %s", name)
+    assert current is not None
+    patch = node_metadata_patch(current, labels, taints)
+    if patch is not None:
+        current = await agent.home.call(core.patch_node, name, patch, _content_type=MERGE_PATCH)
+    assert current is not None
+    new_status = node_status_patch(current.get("status") or {}, status, now)
+    if new_status is not None:
+        await agent.home.call(core.patch_node_status, name, {"status": new_status},
+                              _content_type=STRATEGIC_MERGE_PATCH)
+    if virtual_node is not None:
+        await _report(agent, virtual_node.metadata.namespace or "",
+                      virtual_node.metadata.name or "", name, virtual_node.status, now)
+
+
+async def _report(agent: Agent, namespace: str, name: str, node_name: str, current: Any,
+                  now: datetime) -> None:
+    """The VirtualNode's status: its node and readiness (written only when they change)."""
+    ready = next((c for c in (current.conditions or []) if c.type == READY_CONDITION), None)
+    health = agent.health
+    wanted = "Unknown" if health.ready is None else ("True" if health.ready else "False")
+    reason = {"True": "RemoteClusterReady", "False": "RemoteClusterUnreachable"}.get(
+        wanted, "RemoteClusterNotChecked")
+    if (current.node_name == node_name and ready is not None
+            and ready.status == wanted and ready.reason == reason):
+        return
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = {"type": READY_CONDITION, "status": wanted, "reason": reason,
+                 "message": health.message or reason, "lastTransitionTime": stamp}
+    await agent.home.patch_custom(
+        VIRTUAL_NODE, namespace, name,
+        {"status": {"nodeName": node_name, "conditions": [condition],
+                    "lastHealthCheck": stamp}},
+        status=True,
+    )

@@ -1,0 +1,89 @@
+"""A thread-safe work queue of keys, like client-go's workqueue: a key waiting is queued once,
+a key being processed is never processed twice at once (re-added, it runs again afterwards),
+and a failed key comes back after an exponential backoff.
+
+Watch handlers on both operator threads add keys; reconcile workers take them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections import deque
+from collections.abc import Hashable
+
+
+class KeyQueue:
+    def __init__(self, base_delay: float = 0.5, max_delay: float = 60.0) -> None:
+        self._cond = threading.Condition()
+        self._queue: deque[Hashable] = deque()
+        self._dirty: set[Hashable] = set()
+        self._processing: set[Hashable] = set()
+        self._delayed: list[tuple[float, int, Hashable]] = []
+        self._counter = 0
+        self._failures: dict[Hashable, int] = {}
+        self._base_delay = base_delay
+        self._max_delay = max_delay
+        self._shut = False
+
+    def add(self, key: Hashable) -> None:
+        with self._cond:
+            self._add_locked(key)
+
+    def _add_locked(self, key: Hashable) -> None:
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.append(key)
+            self._cond.notify()
+
+    def add_after(self, key: Hashable, delay: float) -> None:
+        with self._cond:
+            self._counter += 1
+            heapq.heappush(self._delayed, (time.monotonic() + delay, self._counter, key))
+            self._cond.notify()
+
+    def retry(self, key: Hashable) -> float:
+        """Re-add `key` after its next backoff delay; returns the delay."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        delay = float(min(self._max_delay, self._base_delay * (2.0**failures)))
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: Hashable) -> None:
+        """`key` succeeded: its next failure starts the backoff afresh."""
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def get(self) -> Hashable | None:
+        """The next key to process (None once shut down). Call `done(key)` afterwards."""
+        with self._cond:
+            while True:
+                if self._shut:
+                    return None
+                now = time.monotonic()
+                while self._delayed and self._delayed[0][0] <= now:
+                    self._add_locked(heapq.heappop(self._delayed)[2])
+                if self._queue:
+                    key = self._queue.popleft()
+                    self._dirty.discard(key)
+                    self._processing.add(key)
+                    return key
+                timeout = self._delayed[0][0] - now if self._delayed else None
+                self._cond.wait(timeout)
+
+    def done(self, key: Hashable) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._shut = True
+            self._cond.notify_all()

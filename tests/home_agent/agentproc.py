@@ -1,0 +1,96 @@
+"""Running components as real processes for component and end-to-end tests, and the cluster
+setup they need (CRDs, tenant namespace), through the public API only."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+REPO = Path(__file__).resolve().parents[2]
+CRD_DIR = REPO / "crds"
+
+
+def install_crds(handle: Any) -> None:
+    """Create annex's CRDs on a cluster (kept if they exist) and wait until they serve."""
+    from kubernetes import client
+
+    from tests.helpers import wait_for
+
+    api = client.ApiextensionsV1Api(handle.api_client)
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        try:
+            api.create_custom_resource_definition(crd)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+    for path in sorted(CRD_DIR.glob("*.yaml")):
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        wait_for(lambda name=name: any(
+            c.type == "Established" and c.status == "True"
+            for c in (api.read_custom_resource_definition(name).status.conditions or [])),
+            timeout=30, message=f"CRD {name} established")
+
+
+def ensure_namespace(handle: Any, name: str) -> None:
+    try:
+        handle.core.create_namespace({"metadata": {"name": name}})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def unique_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class Process:
+    """A component as a subprocess; its output goes to a log file shown when a test fails."""
+
+    def __init__(self, args: Sequence[str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.popen = subprocess.Popen([sys.executable, *args], stdout=self._log,
+                                      stderr=subprocess.STDOUT, cwd=REPO, env=env)
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self._log.close()
+        return self.popen.returncode
+
+
+def agent_args(home_kubeconfig: Path, remote_kubeconfig: Path, home_id: str, remote_id: str,
+               *extra: str) -> list[str]:
+    """Fast timings so that tests converge in seconds."""
+    return [
+        "-m", "home_agent",
+        "--home-kubeconfig", str(home_kubeconfig),
+        "--remote-kubeconfig", str(remote_kubeconfig),
+        "--cluster-id", home_id,
+        "--remote-cluster-id", remote_id,
+        "--lease-renew-interval", "1",
+        "--health-check-interval", "0.5",
+        "--health-check-timeout", "1",
+        "--failure-threshold", "3",
+        "--log-level", "DEBUG",
+        *extra,
+    ]
