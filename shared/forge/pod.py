@@ -122,6 +122,43 @@ def service_account_token_key(volume_name: str, path: str) -> str:
     return f"{volume_name}-{hashlib.sha256(path.encode()).hexdigest()[:6]}"
 
 
+@dataclass(frozen=True)
+class ProjectedToken:
+    """A service-account token the home pod projects, to be requested from the home cluster
+    (TokenRequest bound to the pod) and stored under `key` in the pod's token Secret."""
+
+    key: str
+    path: str
+    audience: str | None
+    expiration_seconds: int
+
+
+DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600
+"""The apiserver's default expirationSeconds for a projected token."""
+
+
+def projected_service_account_tokens(local_pod: Mapping[str, Any]) -> list[ProjectedToken]:
+    """Every token the pod's projected volumes ask for: what the token reflector must keep in
+    `service_account_token_secret_name(pod name)` for the remote pod's Secret projections."""
+    tokens = []
+    for volume in (local_pod.get("spec") or {}).get("volumes") or []:
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            token = source.get("serviceAccountToken")
+            if isinstance(token, dict):
+                path = str(token.get("path", ""))
+                tokens.append(
+                    ProjectedToken(
+                        key=service_account_token_key(str(volume.get("name", "")), path),
+                        path=path,
+                        audience=token.get("audience"),
+                        expiration_seconds=int(
+                            token.get("expirationSeconds") or DEFAULT_TOKEN_EXPIRATION_SECONDS
+                        ),
+                    )
+                )
+    return tokens
+
+
 # --- home to remote: the spec ------------------------------------------------------------------
 
 

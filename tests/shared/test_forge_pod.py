@@ -12,7 +12,9 @@ from shared.forge.pod import (
     PodForgeConfig,
     StatusForgeConfig,
     local_pod_status,
+    projected_service_account_tokens,
     remote_pod_spec,
+    service_account_token_secret_name,
     shadow_pod,
     updated_remote_pod_spec,
     updated_shadow_pod,
@@ -248,6 +250,16 @@ def test_service_account_token_and_apiserver_env(
         for source in (volume.get("projected") or {}).get("sources") or []
     ]
     assert all("serviceAccountToken" not in source for source in sources)
+    # Each token the remote pod mounts is one the token reflector is told to provide.
+    secret_items = [
+        (source["secret"]["name"], item["key"])
+        for source in sources
+        if "secret" in source
+        for item in source["secret"]["items"]
+    ]
+    token_secret = service_account_token_secret_name(pod["metadata"]["name"])
+    expected = [(token_secret, token.key) for token in projected_service_account_tokens(pod)]
+    assert secret_items == (expected if config.enable_apiserver_support else [])
     assert all(
         (source.get("configMap") or {}).get("name") != "kube-root-ca.crt" for source in sources
     )
