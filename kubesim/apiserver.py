@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from kubesim import crds, errors, names
+from kubesim import conversion, crds, errors, names
 from kubesim.errors import FieldCause, GoLiteral, StatusError
 from kubesim.kinds import KindRegistry, ResourceKind
 from kubesim.store import ADDED, Filter, Store, Stored
@@ -167,6 +167,8 @@ class ApiServer:
         self._strategies: dict[tuple[str, str, str], Strategy] = {}
         self._service_ips = ServiceIPAllocator(service_cidr)
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._views = {(v.served.group, v.served.version, v.served.plural): v
+                       for v in conversion.views(self.kinds.get)}
 
     # ---------------------------------------------------------------------------- plumbing
     def register_subresource(
@@ -230,8 +232,14 @@ class ApiServer:
 
     async def get_stored(self, kind: ResourceKind, namespace: str, name: str, *,
                          subresource: str = "", user: User = SYSTEM_USER) -> Stored:
+        if (view := self._view(kind)) is not None:
+            return view.outbound(await self.get_stored(view.storage, namespace, name,
+                                                       subresource=subresource, user=user))
         self._authorize(user, "get", kind, namespace, name, subresource)
         return self._existing(kind, namespace, name)
+
+    def _view(self, kind: ResourceKind) -> conversion.View | None:
+        return self._views.get((kind.group, kind.version, kind.plural)) if self._views else None
 
     def _existing(self, kind: ResourceKind, namespace: str, name: str) -> Stored:
         stored = self.store.get(kind.storage_key, namespace if kind.namespaced else "", name)
@@ -250,6 +258,13 @@ class ApiServer:
     async def list_stored(self, kind: ResourceKind, namespace: str, *, label_selector: str = "",
                           field_selector: str = "", limit: int = 0, continue_token: str = "",
                           user: User = SYSTEM_USER) -> ListResult:
+        if (view := self._view(kind)) is not None:
+            result = await self.list_stored(
+                view.storage, namespace, label_selector=label_selector,
+                field_selector=view.field_selector(field_selector), limit=limit,
+                continue_token=continue_token, user=user)
+            result.items = [view.outbound(s) for s in result.items]
+            return result
         self._authorize(user, "list", kind, namespace, "")
         matches = self.selection(kind, label_selector, field_selector)
         items = self.store.list(kind.storage_key, namespace)
@@ -306,6 +321,11 @@ class ApiServer:
                             name: str = "", subresource: str = "", user: User = SYSTEM_USER,
                             dry_run: bool = False, owned: bool = False) -> Stored | Obj | str:
         """Create; `owned` says the caller hands over `body` (the HTTP layer's fresh decode)."""
+        if (view := self._view(kind)) is not None:
+            created = await self.create_stored(
+                view.storage, namespace, view.inbound(body if owned else copy_json(body)),
+                name=name, subresource=subresource, user=user, dry_run=dry_run, owned=True)
+            return view.outbound(created) if isinstance(created, Stored) else created
         namespace = namespace if kind.namespaced else ""
         if subresource:
             return await self._create_subresource(kind, namespace, name, subresource, body,
@@ -442,6 +462,10 @@ class ApiServer:
     async def update_stored(self, kind: ResourceKind, namespace: str, name: str, body: Obj, *,
                             subresource: str = "", user: User = SYSTEM_USER,
                             dry_run: bool = False, owned: bool = False) -> Stored:
+        if (view := self._view(kind)) is not None:
+            return view.outbound(await self.update_stored(
+                view.storage, namespace, name, view.inbound(body if owned else copy_json(body)),
+                subresource=subresource, user=user, dry_run=dry_run, owned=True))
         namespace = namespace if kind.namespaced else ""
         self._authorize(user, "update", kind, namespace, name, subresource)
         obj = body if owned else copy_json(body)
@@ -526,36 +550,29 @@ class ApiServer:
     async def patch_stored(self, kind: ResourceKind, namespace: str, name: str, patch: Any,
                            patch_type: str, *, subresource: str = "", user: User = SYSTEM_USER,
                            dry_run: bool = False) -> Stored:
-        from kubesim import patch as patching
-
+        view = self._view(kind)
+        target = view.storage if view is not None else kind
         namespace = namespace if kind.namespaced else ""
-        self._authorize(user, "patch", kind, namespace, name, subresource)
+        self._authorize(user, "patch", target, namespace, name, subresource)
         patch_type = patch_type.split(";")[0].strip()
         accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
         if not kind.custom:
             accepted.insert(2, STRATEGIC_MERGE_PATCH)
         if patch_type not in accepted or patch_type == APPLY_PATCH:
             raise errors.unsupported_media_type(patch_type, accepted)
-        old = self._existing(kind, namespace, name)
-        current = copy_json(old.obj)
-        try:
-            if patch_type == JSON_PATCH:
-                new = patching.apply_json_patch(current, patch)
-            elif patch_type == MERGE_PATCH:
-                new = patching.apply_merge_patch(current, patch)
-            else:
-                new = patching.apply_strategic_merge_patch(current, patch, kind.kind)
-        except patching.PatchError as error:
-            raise StatusError(error.code, error.reason, error.message) from None
-        if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
-            raise errors.bad_request("the patched object is not a valid object")
-        self._decode(kind, namespace, new)
+        old = self._existing(target, namespace, name)
+        current = view.served_form(old.obj) if view is not None else copy_json(old.obj)
+        new = _apply_patch(current, patch, patch_type, kind.kind)
+        if view is not None:
+            new = view.inbound(new)
+        self._decode(target, namespace, new)
         version = new["metadata"].get("resourceVersion")
         if version and version != old.obj["metadata"]["resourceVersion"]:
-            raise errors.modified_conflict(kind.group_resource, name)
+            raise errors.modified_conflict(target.group_resource, name)
         if new["metadata"].get("name") != name:
             raise errors.bad_request("the name of the object does not match the name on the URL")
-        return await self._write_update(kind, old, new, subresource, user, dry_run)
+        stored = await self._write_update(target, old, new, subresource, user, dry_run)
+        return view.outbound(stored) if view is not None else stored
 
     # ------------------------------------------------------------------------------- delete
     async def delete(self, kind: ResourceKind, namespace: str, name: str, *,
@@ -569,6 +586,10 @@ class ApiServer:
                             options: Obj | None = None, user: User = SYSTEM_USER,
                             dry_run: bool = False) -> tuple[Stored | Obj, bool]:
         """Delete; returns (the object or a Success Status, whether it is gone already)."""
+        if (view := self._view(kind)) is not None:
+            body, gone = await self.delete_stored(view.storage, namespace, name,
+                                                  options=options, user=user, dry_run=dry_run)
+            return (view.outbound(body) if isinstance(body, Stored) else body), gone
         namespace = namespace if kind.namespaced else ""
         self._authorize(user, "delete", kind, namespace, name)
         options = options or {}
@@ -627,8 +648,12 @@ class ApiServer:
         namespace = namespace if kind.namespaced else ""
         self._authorize(user, "deletecollection", kind, namespace, "")
         matches = self.selection(kind, label_selector, field_selector)
+        view = self._view(kind)
+        storage_key = kind.storage_key
+        if view is not None:
+            matches, storage_key = view.predicate(matches), view.storage.storage_key
         deleted: list[Stored] = []
-        for stored in self.store.list(kind.storage_key, namespace):
+        for stored in self.store.list(storage_key, namespace):
             if matches is not None and not matches(stored.obj):
                 continue
             try:
@@ -859,6 +884,9 @@ class ApiServer:
         deadline = loop.time() + timeout_seconds if timeout_seconds else None
         stream = WatchStream(self.store, kind, deadline, allow_bookmarks,
                              lambda: self.bookmark_interval)
+        if (view := self._view(kind)) is not None:
+            matches, stream.present = view.predicate(matches), view.outbound
+            kind = view.storage
         if resource_version in ("", "0"):
             stream.backlog = [(ADDED, s) for s in self.store.list(kind.storage_key, namespace)
                               if matches is None or matches(s.obj)]
@@ -888,6 +916,23 @@ class ApiServer:
         """Wait for background work (cascades, namespace emptying) to settle."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _apply_patch(current: Obj, patch: Any, patch_type: str, kind: str) -> Obj:
+    from kubesim import patch as patching
+
+    try:
+        if patch_type == JSON_PATCH:
+            new = patching.apply_json_patch(current, patch)
+        elif patch_type == MERGE_PATCH:
+            new = patching.apply_merge_patch(current, patch)
+        else:
+            new = patching.apply_strategic_merge_patch(current, patch, kind)
+    except patching.PatchError as error:
+        raise StatusError(error.code, error.reason, error.message) from None
+    if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
+        raise errors.bad_request("the patched object is not a valid object")
+    return new
 
 
 async def _tolerating_races(work: Awaitable[Any]) -> None:

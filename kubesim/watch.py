@@ -32,6 +32,8 @@ class WatchStream:
         self.allow_bookmarks = allow_bookmarks
         self.backlog: list[tuple[str, Stored]] = []
         self.watcher: Watcher | None = None
+        # kinds served as a view of another kind's storage convert what they yield
+        self.present: Callable[[Stored], Stored] | None = None
         self._backlog_left = 0
 
     def close(self) -> None:
@@ -44,6 +46,15 @@ class WatchStream:
             self.watcher is not None and not self.watcher.queue.empty())
 
     async def __aiter__(self) -> AsyncIterator[tuple[str, Stored]]:
+        if self.present is None:
+            async for item in self._events():
+                yield item
+            return
+        async for event_type, stored in self._events():
+            yield event_type, (stored if event_type in (ERROR, BOOKMARK) else
+                               self.present(stored))
+
+    async def _events(self) -> AsyncIterator[tuple[str, Stored]]:
         try:
             self._backlog_left = len(self.backlog)
             for item in self.backlog:

@@ -1,0 +1,45 @@
+"""Events are one resource served by two APIs: core v1 and events.k8s.io/v1 (renamed fields)."""
+
+from __future__ import annotations
+
+from tests.kubesim.rest import MERGE, call, stream
+
+
+def core(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/events" + (f"/{name}" if name else "")
+
+
+def new(namespace: str, name: str = "") -> str:
+    return f"/apis/events.k8s.io/v1/namespaces/{namespace}/events" + (f"/{name}" if name else "")
+
+
+def test_an_event_written_through_events_k8s_io_reads_through_core(home, namespace) -> None:
+    status, created = call(home, "POST", new(namespace), {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "e"},
+        "eventTime": "2024-01-01T00:00:00.000000Z", "reportingController": "example.com/c",
+        "reportingInstance": "c-1", "action": "Test", "reason": "Tested", "type": "Normal",
+        "note": "hello", "regarding": {"kind": "Pod", "name": "p", "namespace": namespace}})
+    assert status == 201, created
+    assert created["apiVersion"] == "events.k8s.io/v1" and created["note"] == "hello"
+    status, seen = call(home, "GET", core(namespace, "e"))
+    assert status == 200
+    assert (seen["apiVersion"], seen["message"]) == ("v1", "hello")
+    assert seen["involvedObject"]["name"] == "p"
+    assert seen["reportingComponent"] == "example.com/c"
+
+
+def test_a_core_event_reads_through_events_k8s_io_with_its_selectors(home, namespace) -> None:
+    call(home, "POST", core(namespace), {
+        "metadata": {"name": "c"}, "reason": "Made", "message": "from core", "type": "Normal",
+        "involvedObject": {"kind": "Pod", "name": "q", "namespace": namespace}})
+    listed = call(home, "GET", new(namespace),
+                  query={"fieldSelector": "regarding.name=q"})[1]["items"]
+    assert [(e["metadata"]["name"], e["note"]) for e in listed] == [("c", "from core")]
+    status, patched = call(home, "PATCH", new(namespace, "c"), {"note": "patched"},
+                           content_type=MERGE)
+    assert status == 200 and patched["note"] == "patched"
+    assert call(home, "GET", core(namespace, "c"))[1]["message"] == "patched"
+    events = list(stream(home, new(namespace), {"timeoutSeconds": "1",
+                                                "fieldSelector": "metadata.name=c"}))
+    assert [(e["type"], e["object"]["apiVersion"], e["object"]["note"]) for e in events] == [
+        ("ADDED", "events.k8s.io/v1", "patched")]
