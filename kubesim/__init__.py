@@ -1,1 +1,2 @@
-"""Simulated Kubernetes clusters that behave like the real kube-apiserver where controllers notice."""
+"""Simulated Kubernetes clusters that behave like the real kube-apiserver wherever
+controllers could notice."""
