@@ -3,14 +3,20 @@ the client QPS/burst limiter. kopf does the watching; this does the fetching and
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 import aiohttp
 import kopf
 
 from annex.kube import RateLimiter
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -99,3 +105,25 @@ class KubeApi:
             if error.status == 404:
                 return False
             raise
+
+
+RETRIED_STATUSES = frozenset({409, 429, 500, 502, 503, 504})
+
+
+async def retrying(action: Callable[[], Awaitable[T]], attempts: int = 6,
+                   first_delay: float = 0.05) -> T:
+    """Run `action` again (from a fresh read: it must re-fetch) after conflicts, throttling and
+    server errors, with exponential backoff. kopf does not retry event handlers, so a
+    reconcile that lost a race must retry itself."""
+    delay = first_delay
+    for attempt in range(attempts):
+        try:
+            return await action()
+        except (ApiError, aiohttp.ClientError) as error:
+            retried = not isinstance(error, ApiError) or error.status in RETRIED_STATUSES
+            if not retried or attempt == attempts - 1:
+                raise
+            log.debug("retrying after %s", error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    raise AssertionError("unreachable")

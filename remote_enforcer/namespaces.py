@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from remote_enforcer.kubeapi import ApiError, KubeApi, path
+from remote_enforcer.kubeapi import ApiError, KubeApi, path, retrying
 from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
 from shared.ownership import is_owned, ownership_labels
@@ -93,6 +93,14 @@ class NamespaceMapper:
         return {"remoteNamespace": remote, "phase": MappingPhase.ACCEPTED.value}
 
     async def reconcile(self, namespace_map: dict[str, Any]) -> None:
+        meta = namespace_map["metadata"]
+        await retrying(lambda: self._reconcile(meta["namespace"], meta["name"]))
+
+    async def _reconcile(self, namespace: str, name: str) -> None:
+        namespace_map = await self.api.get(path(
+            NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural, namespace, name))
+        if namespace_map is None:
+            return
         meta = namespace_map["metadata"]
         tenant = await self.api.get(path("", "v1", "namespaces", "", meta["namespace"]))
         consumer = (((tenant or {}).get("metadata") or {}).get("labels") or {}).get(

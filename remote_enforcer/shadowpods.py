@@ -12,7 +12,7 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from remote_enforcer.kubeapi import STRATEGIC_MERGE_PATCH, ApiError, KubeApi, path
+from remote_enforcer.kubeapi import STRATEGIC_MERGE_PATCH, ApiError, KubeApi, path, retrying
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
 
@@ -49,7 +49,7 @@ class ShadowPodEnforcer:
         pod that was just deleted: a terminal phase in it is recorded before anything else."""
         async with self._locks[(namespace, name)]:
             try:
-                await self._reconcile(namespace, name, last_pod)
+                await retrying(lambda: self._reconcile(namespace, name, last_pod))
             finally:
                 lock = self._locks.get((namespace, name))
                 if lock is not None and not lock._waiters:  # noqa: SLF001 - drop idle locks

@@ -202,6 +202,13 @@ class ShadowPods:
         return self.get(namespace, name).get("status") or {}
 
 
+def settled(shadowpods: ShadowPods, namespace: str, name: str, phase: str = "Running") -> None:
+    """Wait until the enforcer has reported `phase`: no status write of its races the next
+    update (kubesim answers 409 to a patch that lost such a race; kube-apiserver retries it)."""
+    wait_for(lambda: shadowpods.status(namespace, name).get("phase") == phase,
+             message=f"{namespace}/{name} never reported {phase}")
+
+
 @pytest.fixture
 def shadowpods(remote: Any) -> ShadowPods:
     return ShadowPods(remote)

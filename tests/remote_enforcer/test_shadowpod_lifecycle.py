@@ -12,6 +12,7 @@ from tests.remote_enforcer.conftest import (
     ShadowPods,
     make_twin_namespace,
     new_name,
+    settled,
     shadowpod,
 )
 
@@ -74,7 +75,7 @@ def test_label_annotation_and_image_changes_reach_the_pod(
         remote: Any, twin: str, shadowpods: ShadowPods) -> None:
     name = new_name("web")
     shadowpods.create(twin, shadowpod(name, CONSUMER))
-    wait_for(lambda: pod_or_none(remote, twin, name))
+    settled(shadowpods, twin, name)
 
     shadowpods.patch(twin, name, {
         "metadata": {"labels": {"app": "demo-2"}, "annotations": {"note": None, "added": "yes"}},
@@ -133,7 +134,7 @@ def test_a_failed_pod_keeps_its_failed_phase(
         "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}))
     wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Running")
     remote.sim.controllers.kubelet.fail(twin, name)
-    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Failed")
+    settled(shadowpods, twin, name, "Failed")
     shadowpods.patch(twin, name, {"metadata": {"annotations": {"touched": "yes"}}})
     wait_for(lambda: remote.core.read_namespaced_pod(name, twin).metadata.annotations.get(
         "touched") == "yes")

@@ -1,0 +1,175 @@
+"""The ShadowPod validating webhook, called by the cluster (ValidatingWebhookConfiguration)."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from shared.api.quota import QUOTA
+from shared.wellknown import ORIGIN_CLUSTER_LABEL
+from tests.helpers import wait_for
+from tests.remote_enforcer.conftest import (
+    WEBHOOK_NAME,
+    ShadowPods,
+    make_twin_namespace,
+    new_name,
+    settled,
+    shadowpod,
+)
+
+DENIED = f'admission webhook "{WEBHOOK_NAME}" denied the request: '
+
+
+def container(cpu: str | None = "100m", memory: str | None = "64Mi",
+              limits: dict[str, str] | None = None) -> dict[str, Any]:
+    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    resources: dict[str, Any] = {"requests": requests}
+    if limits is not None:
+        resources["limits"] = limits
+    return {"name": "main", "image": "nginx", "resources": resources}
+
+
+@pytest.fixture
+def consumer(remote: Any, enforcer: Any) -> str:
+    return new_name("consumer")
+
+
+def set_quota(remote: Any, namespace: str, consumer: str, enforcement: str,
+              resources: dict[str, str], cordoned: bool = False) -> None:
+    client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
+        QUOTA.group, QUOTA.version, namespace, QUOTA.plural,
+        {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+         "metadata": {"name": f"quota-{consumer}"},
+         "spec": {"consumerClusterId": consumer, "limitsEnforcement": enforcement,
+                  "resources": resources, "cordoned": cordoned}})
+
+
+def denial(action: Any) -> str:
+    with pytest.raises(ApiException) as error:
+        action()
+    assert error.value.status == 403, error.value.body
+    message: str = json.loads(error.value.body)["message"]
+    assert message.startswith(DENIED), message
+    return message[len(DENIED):]
+
+
+def test_the_origin_label_is_required(remote: Any, consumer: str,
+                                      shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    body = shadowpod(new_name("p"), consumer)
+    del body["metadata"]["labels"][ORIGIN_CLUSTER_LABEL]
+    assert denial(lambda: shadowpods.create(twin, body)) == (
+        f"the {ORIGIN_CLUSTER_LABEL} label is required")
+
+
+def test_the_origin_must_be_the_consumer_the_namespace_belongs_to(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    assert denial(lambda: shadowpods.create(twin, shadowpod(new_name("p"), "intruder"))) == (
+        f"the {ORIGIN_CLUSTER_LABEL} label 'intruder' does not match the consumer "
+        f"{consumer!r} namespace {twin!r} belongs to")
+
+
+def test_a_namespace_of_no_consumer_gets_no_shadowpods(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    plain = new_name("plain")
+    remote.core.create_namespace({"metadata": {"name": plain}})
+    assert denial(lambda: shadowpods.create(plain, shadowpod(new_name("p"), consumer))) == (
+        f"namespace {plain!r} does not belong to any consumer")
+
+
+def test_spec_changes_a_pod_does_not_allow_are_refused(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    name = new_name("p")
+    shadowpods.create(twin, shadowpod(name, consumer))
+    settled(shadowpods, twin, name)
+    message = denial(lambda: shadowpods.patch(twin, name, {"spec": {"pod": {
+        "containers": [{"name": "main", "image": "nginx:1", "command": ["sh"]}]}}}))
+    assert message.startswith("spec.pod: Forbidden: pod updates may not change fields other "
+                              "than `spec.containers[*].image`")
+    # allowed: image, activeDeadlineSeconds, added tolerations
+    shadowpods.patch(twin, name, {"spec": {"pod": {
+        "containers": [{"name": "main", "image": "nginx:2"}], "activeDeadlineSeconds": 60,
+        "tolerations": [{"key": "k", "operator": "Exists"}]}}})
+
+
+def test_soft_enforcement_requires_cpu_and_memory_requests(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    set_quota(remote, twin, consumer, "Soft", {"cpu": "1", "memory": "1Gi"})
+    body = shadowpod(new_name("p"), consumer, {"containers": [container(memory=None)]})
+    assert denial(lambda: shadowpods.create(twin, body)) == (
+        "container 'main' does not request memory (required by Soft limits enforcement)")
+
+
+def test_hard_enforcement_requires_requests_equal_to_limits(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    set_quota(remote, twin, consumer, "Hard", {"cpu": "1", "memory": "1Gi"})
+    body = shadowpod(new_name("p"), consumer, {"containers": [
+        container(limits={"cpu": "200m", "memory": "64Mi"})]})
+    assert denial(lambda: shadowpods.create(twin, body)) == (
+        "container 'main': cpu request 100m differs from its limit 200m "
+        "(Hard limits enforcement)")
+
+
+def test_the_message_names_the_short_resource_and_by_how_much(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    set_quota(remote, twin, consumer, "Soft", {"cpu": "1", "memory": "1Gi"})
+    shadowpods.create(twin, shadowpod(new_name("p"), consumer,
+                                      {"containers": [container(cpu="700m")]}))
+    body = shadowpod(new_name("p"), consumer, {"containers": [container(cpu="500m")]})
+    assert denial(lambda: shadowpods.create(twin, body)) == (
+        "quota exceeded for cpu: requested 500m, used 700m of 1, short by 200m")
+
+
+def test_none_enforcement_does_not_count_usage(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    set_quota(remote, twin, consumer, "None", {"pods": "1"})
+    shadowpods.create(twin, shadowpod(new_name("p"), consumer))
+    shadowpods.create(twin, shadowpod(new_name("p"), consumer))
+
+
+def test_a_cordoned_consumer_gets_no_new_shadowpods_but_deletes_pass(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    name = new_name("p")
+    shadowpods.create(twin, shadowpod(name, consumer))
+    set_quota(remote, twin, consumer, "None", {}, cordoned=True)
+    assert denial(lambda: shadowpods.create(twin, shadowpod(new_name("p"), consumer))) == (
+        "the consumer is cordoned: no new pods are admitted")
+    shadowpods.api.delete_namespaced_custom_object(
+        "offloading.liqo.io", "v1beta1", twin, "shadowpods", name)
+
+
+def test_concurrent_creates_never_exceed_the_quota(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    set_quota(remote, twin, consumer, "Soft", {"cpu": "1", "memory": "10Gi"})
+    bodies = [shadowpod(f"burst-{index}", consumer, {"containers": [container(cpu="100m")]})
+              for index in range(20)]
+
+    def create(body: dict[str, Any]) -> bool:
+        try:
+            shadowpods.create(twin, body)
+            return True
+        except ApiException as error:
+            assert error.status == 403, error.body
+            assert "quota exceeded for cpu" in json.loads(error.body)["message"]
+            return False
+
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        admitted = sum(pool.map(create, bodies))
+    assert admitted == 10
+    listed = shadowpods.api.list_namespaced_custom_object(
+        "offloading.liqo.io", "v1beta1", twin, "shadowpods")["items"]
+    assert len(listed) == 10
+    wait_for(lambda: len(remote.core.list_namespaced_pod(twin).items) == 10)
