@@ -80,7 +80,7 @@ def main() -> int:
             stdout=subprocess.PIPE, text=True, cwd=ROOT)
         try:
             assert server.stdout is not None
-            _, _, kubeconfig = server.stdout.readline().split()
+            _, _, kubeconfig, *_ = server.stdout.readline().split()
             client = Client(Path(kubeconfig))
             namespace = f"bench-{os.getpid()}"
             client.request("POST", "/api/v1/namespaces", {"metadata": {"name": namespace}})
