@@ -41,12 +41,19 @@ def install_crds(handle: Any) -> None:
             timeout=30, message=f"CRD {name} established")
 
 
-def ensure_namespace(handle: Any, name: str) -> None:
+def ensure_namespace(handle: Any, name: str, labels: dict[str, str] | None = None) -> None:
     try:
-        handle.core.create_namespace({"metadata": {"name": name}})
+        handle.core.create_namespace({"metadata": {"name": name, "labels": labels or {}}})
     except ApiException as error:
         if error.status != 409:
             raise
+
+
+def tenant_labels(home_cluster_id: str) -> dict[str, str]:
+    """How the provider marks a consumer's tenant namespace (the enforcer reads them)."""
+    from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL
+
+    return {TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: home_cluster_id}
 
 
 def unique_id(prefix: str) -> str:

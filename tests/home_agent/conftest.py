@@ -16,6 +16,7 @@ from tests.home_agent.agentproc import (
     agent_args,
     ensure_namespace,
     install_crds,
+    tenant_labels,
     unique_id,
 )
 
@@ -49,7 +50,7 @@ def start_agent(home: ClusterHandle, remote: ClusterHandle, crds: None,
     def start(*extra: str, remote_kubeconfig: Path | None = None) -> RunningAgent:
         home_id, remote_id = unique_id("home"), unique_id("remote")
         tenant = f"liqo-tenant-{home_id}"
-        ensure_namespace(remote, tenant)
+        ensure_namespace(remote, tenant, tenant_labels(home_id))
         process = Process(
             agent_args(home.kubeconfig, remote_kubeconfig or remote.kubeconfig, home_id,
                        remote_id, *extra),

@@ -1,0 +1,138 @@
+"""Pods bound to the virtual node ⇄ ShadowPods: forged spec, updates, status back with remapped
+addresses, the deletion handshake, OffloadingBackOff and creation failures. The test plays the
+remote enforcer (it writes the ShadowPod status)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.forge.common import reflection_config
+from shared.forge.pod import PodForgeConfig, remote_pod_spec
+from tests.conftest import ClusterHandle
+from tests.helpers import wait_for
+from tests.home_agent.play import (
+    bound_pod,
+    extend,
+    pod_gone,
+    read_pod,
+    report_shadow_status,
+    shadow_pod,
+    shadow_pod_exists,
+)
+
+REMAP_FLAGS = ("--remote-pod-cidr", "10.200.0.0/16", "--remapped-pod-cidr", "10.250.0.0/16",
+               "--agent-ip", "192.0.2.10")
+
+
+def running_status(pod_ip: str) -> dict[str, Any]:
+    return {
+        "phase": "Running",
+        "nodeName": "remote-worker-0",
+        "podStatus": {
+            "phase": "Running", "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
+            "hostIP": "10.1.0.7", "startTime": "2026-01-01T00:00:00Z",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "containerStatuses": [{"name": "main", "image": "nginx:1", "imageID": "",
+                                   "ready": True, "restartCount": 1, "started": True,
+                                   "state": {"running": {"startedAt": "2026-01-01T00:00:01Z"}}}],
+        },
+        "recreations": 2,
+    }
+
+
+def test_a_bound_pod_becomes_a_shadow_pod_with_the_forged_spec(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    twin = extend(home, remote, agent, namespace)
+    pod = bound_pod(home, namespace, "web", agent.node_name, labels={"app": "web"})
+    shadow = wait_for(lambda: shadow_pod(remote, twin, "web"), timeout=30,
+                      message="ShadowPod created")
+    config = PodForgeConfig(reflection=reflection_config(agent.home_id, agent.remote_id))
+    assert shadow["spec"]["pod"] == remote_pod_spec(pod, config).spec
+    assert shadow["metadata"]["labels"]["app"] == "web"
+    assert shadow["metadata"]["labels"]["offloading.liqo.io/origin"] == agent.home_id
+    assert shadow["metadata"]["labels"]["offloading.liqo.io/destination"] == agent.remote_id
+
+
+def test_remote_status_comes_back_remapped(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent(*REMAP_FLAGS)
+    twin = extend(home, remote, agent, namespace)
+    bound_pod(home, namespace, "web", agent.node_name)
+    wait_for(lambda: shadow_pod(remote, twin, "web"), timeout=30, message="ShadowPod")
+    report_shadow_status(remote, twin, "web", running_status("10.200.3.4"))
+
+    def running() -> dict[str, Any] | None:
+        status = read_pod(home, namespace, "web").get("status") or {}
+        return status if status.get("phase") == "Running" else None
+
+    status = wait_for(running, timeout=30, message="home pod Running")
+    assert status["podIP"] == "10.250.3.4"
+    assert status["podIPs"] == [{"ip": "10.250.3.4"}]
+    assert status["hostIP"] == "192.0.2.10"
+    assert status["containerStatuses"][0]["restartCount"] == 3  # 1 restart + 2 recreations
+    assert {"type": "Ready", "status": "True"}.items() <= status["conditions"][0].items()
+
+
+def test_an_image_update_reaches_the_shadow_pod(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    twin = extend(home, remote, agent, namespace)
+    bound_pod(home, namespace, "web", agent.node_name)
+    wait_for(lambda: shadow_pod(remote, twin, "web"), timeout=30, message="ShadowPod")
+    home.core.patch_namespaced_pod("web", namespace, {
+        "metadata": {"labels": {"tier": "front"}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:2"}]}})
+
+    def updated() -> bool:
+        shadow = shadow_pod(remote, twin, "web")
+        return (shadow["spec"]["pod"]["containers"][0]["image"] == "nginx:2"
+                and shadow["metadata"]["labels"].get("tier") == "front")
+
+    wait_for(updated, timeout=30, message="image and label propagated")
+
+
+def test_deleting_the_home_pod_deletes_the_shadow_pod_then_releases_the_pod(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    twin = extend(home, remote, agent, namespace)
+    bound_pod(home, namespace, "web", agent.node_name)
+    wait_for(lambda: shadow_pod(remote, twin, "web"), timeout=30, message="ShadowPod")
+    home.core.delete_namespaced_pod("web", namespace)  # default grace: 30 s
+    wait_for(lambda: not shadow_pod_exists(remote, twin, "web"), timeout=30,
+             message="ShadowPod deleted")
+    wait_for(lambda: pod_gone(home, namespace, "web"), timeout=30,
+             message="home pod released")
+
+
+def test_a_pod_in_a_namespace_that_is_not_extended_backs_off(
+        home: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    bound_pod(home, namespace, "stray", agent.node_name)
+
+    def backed_off() -> bool:
+        status = read_pod(home, namespace, "stray").get("status") or {}
+        return status.get("phase") == "Pending" and status.get("reason") == "OffloadingBackOff"
+
+    wait_for(backed_off, timeout=30, message="Pending/OffloadingBackOff")
+
+
+def test_a_remote_creation_failure_is_shown_on_the_home_pod(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    # Accepted, but the twin namespace does not exist: the remote refuses the ShadowPod.
+    extend(home, remote, agent, namespace, create_twin=False)
+    bound_pod(home, namespace, "web", agent.node_name)
+
+    def failure() -> dict[str, Any] | None:
+        conditions = (read_pod(home, namespace, "web").get("status") or {}).get("conditions")
+        return next((c for c in conditions or [] if c["type"] == "RemoteCreationFailed"), None)
+
+    condition = wait_for(failure, timeout=30, message="RemoteCreationFailed condition")
+    assert condition["status"] == "True"
+    assert condition["reason"] == "NotFound"
+    events = wait_for(lambda: [e for e in home.core.list_namespaced_event(namespace).items
+                               if e.involved_object.name == "web"
+                               and e.reason == "RemoteCreationFailed"],
+                      timeout=30, message="RemoteCreationFailed Event")
+    assert "not found" in events[0].message
