@@ -107,3 +107,38 @@ def test_the_node_is_ready_when_the_remote_answers(home: ClusterHandle,
     agent = start_agent()
     wait_for(lambda: ready(node(home, agent.node_name)).status == "True", timeout=30,
              message="node Ready")
+
+
+def test_a_virtual_node_resource_configures_the_node_live(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    publish_offer(remote, agent, {"cpu": "8", "pods": "110"}, {})
+    api = custom(home)
+    vn = ("offloading.liqo.io", "v1beta1", namespace, "virtualnodes")
+    api.create_namespaced_custom_object(*vn, {
+        "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+        "metadata": {"name": "remote", "namespace": namespace},
+        "spec": {"clusterId": agent.remote_id, "labels": {"team": "blue"},
+                 "taints": [{"key": "dedicated", "value": "batch", "effect": "NoSchedule"}],
+                 "resources": {"cpu": "3", "pods": "7"}}})
+
+    def configured() -> bool:
+        found = node(home, agent.node_name)
+        return (found.metadata.labels.get("team") == "blue"
+                and found.status.capacity.get("cpu") == "3"
+                and any(t.key == "dedicated" for t in found.spec.taints))
+
+    wait_for(configured, timeout=30, message="VirtualNode labels, taints and capacity applied")
+    wait_for(lambda: (api.get_namespaced_custom_object(*vn, "remote").get("status") or {})
+             .get("nodeName") == agent.node_name, timeout=30, message="VirtualNode status")
+
+    api.patch_namespaced_custom_object(*vn, "remote", {"spec": {"labels": None, "taints": None,
+                                                                "resources": None}})
+
+    def back_to_the_offer() -> bool:
+        found = node(home, agent.node_name)
+        return ("team" not in found.metadata.labels
+                and found.status.capacity.get("cpu") == "8"
+                and not any(t.key == "dedicated" for t in found.spec.taints))
+
+    wait_for(back_to_the_offer, timeout=30, message="removed settings removed from the node")
