@@ -27,6 +27,7 @@ from home_agent.operators import (
 )
 from home_agent.pods import PodOffloader, RetryLater
 from home_agent.virtual_node import reconcile_node
+from home_agent.webhook import serve as serve_webhook
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,10 @@ async def controller(agent: Agent, stop: threading.Event) -> None:
     tasks.append(asyncio.create_task(lease_loop(agent)))
     tasks.append(asyncio.create_task(health_loop(agent)))
     agent.enqueue(("node",))
+    webhook = await serve_webhook(agent)
     await loop.run_in_executor(None, stop.wait)
+    if webhook is not None:
+        await webhook.cleanup()
     agent.queue.shutdown()
     for task in tasks:
         task.cancel()
