@@ -183,8 +183,8 @@ def shadowpod(name: str, consumer: str, pod_spec: dict[str, Any] | None = None,
 class ShadowPods:
     """ShadowPod reads and writes on the remote cluster (CustomObjectsApi)."""
 
-    def __init__(self, remote: Any) -> None:
-        self.api = client.CustomObjectsApi(remote.api_client)
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api = client.CustomObjectsApi(api_client)
 
     def create(self, namespace: str, body: dict[str, Any]) -> Any:
         return self.api.create_namespaced_custom_object(
@@ -211,4 +211,4 @@ def settled(shadowpods: ShadowPods, namespace: str, name: str, phase: str = "Run
 
 @pytest.fixture
 def shadowpods(remote: Any) -> ShadowPods:
-    return ShadowPods(remote)
+    return ShadowPods(remote.api_client)

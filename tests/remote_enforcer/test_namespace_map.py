@@ -1,0 +1,142 @@
+"""NamespaceMap → twin namespaces with the consumer's RBAC; foreign names refused; removed
+entries deleted (DESIGN.md sections 6 and 7)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from shared.api.namespace_map import NAMESPACE_MAP
+from shared.ownership import ownership_labels
+from shared.wellknown import CONSUMER_SERVICE_ACCOUNT
+from tests.helpers import wait_for
+from tests.remote_enforcer.conftest import (
+    PROVIDER_ID,
+    ShadowPods,
+    make_tenant_namespace,
+    new_name,
+    shadowpod,
+)
+
+
+def namespace_or_none(remote: Any, name: str) -> Any:
+    try:
+        return remote.core.read_namespace(name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+class Maps:
+    def __init__(self, remote: Any) -> None:
+        self.api = client.CustomObjectsApi(remote.api_client)
+
+    def create(self, namespace: str, desired: dict[str, str]) -> str:
+        name = new_name("map")
+        self.api.create_namespaced_custom_object(
+            NAMESPACE_MAP.group, NAMESPACE_MAP.version, namespace, NAMESPACE_MAP.plural,
+            {"apiVersion": NAMESPACE_MAP.api_version, "kind": NAMESPACE_MAP.kind,
+             "metadata": {"name": name}, "spec": {"desiredMapping": desired}})
+        return name
+
+    def drop(self, namespace: str, name: str, home_namespace: str) -> None:
+        self.api.patch_namespaced_custom_object(
+            NAMESPACE_MAP.group, NAMESPACE_MAP.version, namespace, NAMESPACE_MAP.plural, name,
+            {"spec": {"desiredMapping": {home_namespace: None}}})
+
+    def current(self, namespace: str, name: str) -> dict[str, Any]:
+        obj = self.api.get_namespaced_custom_object(
+            NAMESPACE_MAP.group, NAMESPACE_MAP.version, namespace, NAMESPACE_MAP.plural, name)
+        return dict((obj.get("status") or {}).get("currentMapping") or {})
+
+
+@pytest.fixture
+def maps(remote: Any, enforcer: Any) -> Maps:
+    return Maps(remote)
+
+
+def phases(current: dict[str, Any]) -> dict[str, str]:
+    return {home: entry["phase"] for home, entry in current.items()}
+
+
+def consumer_client(remote: Any, tenant: str) -> client.ApiClient:
+    """An API client authenticated as the tenant's consumer service account."""
+    remote.core.create_namespaced_service_account(
+        tenant, {"metadata": {"name": CONSUMER_SERVICE_ACCOUNT}})
+    token = remote.core.create_namespaced_service_account_token(
+        CONSUMER_SERVICE_ACCOUNT, tenant, {"spec": {}}).status.token
+    configuration = copy.copy(remote.api_client.configuration)
+    configuration.refresh_api_key_hook = None
+    configuration.api_key = {"BearerToken": token}
+    configuration.api_key_prefix = {"BearerToken": "Bearer"}
+    configuration.cert_file = configuration.key_file = None
+    return client.ApiClient(configuration)
+
+
+def test_twin_namespaces_are_created_labelled_and_usable_only_by_the_consumer(
+        remote: Any, maps: Maps) -> None:
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    twin_a, twin_b = new_name("twin-a"), new_name("twin-b")
+    name = maps.create(tenant, {"app-a": twin_a, "app-b": twin_b})
+
+    wait_for(lambda: phases(maps.current(tenant, name)) == {
+        "app-a": "Accepted", "app-b": "Accepted"}, message="mapping not accepted")
+    for twin in (twin_a, twin_b):
+        labels = remote.core.read_namespace(twin).metadata.labels
+        assert ownership_labels(consumer, PROVIDER_ID).items() <= labels.items()
+
+    as_consumer = consumer_client(remote, tenant)
+    core = client.CoreV1Api(as_consumer)
+    core.create_namespaced_config_map(twin_a, {"metadata": {"name": "settings"}})
+    ShadowPods(as_consumer).create(twin_b, shadowpod(new_name("p"), consumer))
+    core.list_namespaced_pod(twin_b)  # reads are allowed
+    core.list_namespaced_event(twin_b)
+
+    outside = new_name("outside")
+    remote.core.create_namespace({"metadata": {"name": outside}})
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_config_map(outside, {"metadata": {"name": "settings"}})
+    assert refused.value.status == 403
+    assert f'cannot create resource "configmaps" in API group "" in the namespace "{outside}"' \
+        in json.loads(refused.value.body)["message"]
+    with pytest.raises(ApiException) as no_pod_writes:
+        core.delete_namespaced_pod("anything", twin_b)
+    assert no_pod_writes.value.status == 403
+
+
+def test_a_name_that_exists_and_is_not_ours_is_creation_loop_back_off(
+        remote: Any, maps: Maps) -> None:
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    foreign = new_name("foreign")
+    remote.core.create_namespace({"metadata": {"name": foreign, "labels": {"team": "db"}}})
+    name = maps.create(tenant, {"app": foreign})
+
+    entry = wait_for(lambda: maps.current(tenant, name).get("app"))
+    assert entry["phase"] == "CreationLoopBackOff"
+    assert entry["message"] == (f"namespace {foreign!r} already exists and is not managed by "
+                                f"annex for consumer {consumer!r}")
+    assert remote.core.read_namespace(foreign).metadata.labels == {
+        "team": "db", "kubernetes.io/metadata.name": foreign}
+
+
+def test_removed_entries_have_their_namespace_deleted(remote: Any, maps: Maps) -> None:
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    kept, dropped = new_name("kept"), new_name("dropped")
+    name = maps.create(tenant, {"kept": kept, "dropped": dropped})
+    wait_for(lambda: len(maps.current(tenant, name)) == 2)
+
+    maps.drop(tenant, name, "dropped")
+
+    wait_for(lambda: set(maps.current(tenant, name)) == {"kept"})
+    wait_for(lambda: (ns := namespace_or_none(remote, dropped)) is None
+             or ns.metadata.deletion_timestamp is not None, message="not deleted")
+    assert namespace_or_none(remote, kept).metadata.deletion_timestamp is None
