@@ -43,12 +43,13 @@ class RunningAgent:
 @pytest.fixture
 def start_agent(home: ClusterHandle, remote: ClusterHandle, crds: None,
                 tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """start_agent(*extra_flags, remote_kubeconfig=None) → RunningAgent with fresh cluster ids
-    (so tests never share a virtual node or a tenant namespace)."""
+    """start_agent(*extra_flags, remote_kubeconfig=None, remote_id=None) → RunningAgent with
+    fresh cluster ids (so tests never share a virtual node or a tenant namespace)."""
     started: list[RunningAgent] = []
 
-    def start(*extra: str, remote_kubeconfig: Path | None = None) -> RunningAgent:
-        home_id, remote_id = unique_id("home"), unique_id("remote")
+    def start(*extra: str, remote_kubeconfig: Path | None = None,
+              remote_id: str | None = None) -> RunningAgent:
+        home_id, remote_id = unique_id("home"), remote_id or unique_id("remote")
         tenant = f"liqo-tenant-{home_id}"
         ensure_namespace(remote, tenant, tenant_labels(home_id))
         process = Process(

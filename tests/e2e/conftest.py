@@ -1,0 +1,69 @@
+"""End-to-end fixtures: the remote enforcer and the home agent as real processes against the
+`home` and `remote` clusters (kubesim, or two real clusters through E2E_*_KUBECONFIG)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.conftest import ClusterHandle
+from tests.home_agent import conftest as agent_fixtures
+from tests.home_agent.conftest import RunningAgent
+from tests.remote_enforcer.conftest import PROVIDER_ID, Enforcer, webhook_configuration
+
+# The agent-process fixtures and the log-on-failure hook are the component tests' own.
+crds = agent_fixtures.crds
+start_agent = agent_fixtures.start_agent
+pytest_runtest_makereport = agent_fixtures.pytest_runtest_makereport
+
+E2E_WEBHOOK_NAME = "shadowpods.enforcer.annex.e2e"
+
+
+@pytest.fixture(scope="module")
+def enforcer(remote: ClusterHandle, crds: None,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
+    process = Enforcer(remote.kubeconfig, tmp_path_factory.mktemp("enforcer"),
+                       ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
+                        "--provider", "annex-e2e"])
+    process.start()
+    configuration = webhook_configuration(process)
+    configuration["metadata"]["name"] = E2E_WEBHOOK_NAME
+    configuration["webhooks"][0]["name"] = E2E_WEBHOOK_NAME
+    registrations = client.AdmissionregistrationV1Api(remote.api_client)
+    registrations.create_validating_webhook_configuration(configuration)
+    try:
+        yield process
+    finally:
+        registrations.delete_validating_webhook_configuration(E2E_WEBHOOK_NAME)
+        process.stop()
+
+
+def remote_pod_cidr(remote: ClusterHandle) -> str | None:
+    if os.environ.get("E2E_REMOTE_POD_CIDR"):
+        return os.environ["E2E_REMOTE_POD_CIDR"]
+    return str(remote.sim.pod_cidr) if remote.sim is not None else None
+
+
+def remapped_cidr(cidr: str) -> str:
+    """A remapped range of the same size (the fabric's job; the agent only rewrites)."""
+    network = ipaddress.ip_network(cidr)
+    base = ipaddress.ip_address("100.64.0.0") if network.version == 4 else ipaddress.ip_address(
+        "fd00:a::")
+    return str(ipaddress.ip_network(f"{base}/{network.prefixlen}", strict=False))
+
+
+@pytest.fixture
+def peered(remote: ClusterHandle, enforcer: Enforcer, start_agent: Any) -> RunningAgent:
+    """A home agent for the enforcer's cluster, with address remapping when the remote pod
+    CIDR is known."""
+    flags: list[str] = ["--agent-ip", "192.0.2.10"]
+    cidr = remote_pod_cidr(remote)
+    if cidr:
+        flags += ["--remote-pod-cidr", cidr, "--remapped-pod-cidr", remapped_cidr(cidr)]
+    agent: RunningAgent = start_agent(*flags, remote_id=PROVIDER_ID)
+    return agent
