@@ -1,0 +1,207 @@
+"""Webhook admission against a real HTTPS webhook server run by the test (trustme certificates).
+
+kubesim only: a webhook on this machine's loopback is not reachable from a real cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import trustme
+from aiohttp import web
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+pytestmark = pytest.mark.kubesim_only
+
+
+@dataclass
+class WebhookServer:
+    """Denies objects labelled deny=yes (403 + message); adds label mutated=yes (JSONPatch)."""
+
+    ca: trustme.CA
+    port: int = 0
+    reviews: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def ca_bundle(self) -> str:
+        return base64.b64encode(self.ca.cert_pem.bytes()).decode()
+
+    def url(self, path: str) -> str:
+        return f"https://127.0.0.1:{self.port}/{path}"
+
+    async def validate(self, request: web.Request) -> web.Response:
+        review = await request.json()
+        self.reviews.append(review)
+        obj = review["request"]["object"] or {}
+        labels = obj.get("metadata", {}).get("labels") or {}
+        response: dict[str, Any] = {"uid": review["request"]["uid"], "allowed": True}
+        if labels.get("deny") == "yes":
+            response = {"uid": review["request"]["uid"], "allowed": False,
+                        "status": {"code": 403, "reason": "Forbidden",
+                                   "message": "objects labelled deny=yes are refused"}}
+        return web.json_response({"apiVersion": "admission.k8s.io/v1",
+                                  "kind": "AdmissionReview", "response": response})
+
+    async def mutate(self, request: web.Request) -> web.Response:
+        review = await request.json()
+        self.reviews.append(review)
+        labels = (review["request"]["object"].get("metadata") or {}).get("labels")
+        operations = ([] if labels else [{"op": "add", "path": "/metadata/labels", "value": {}}])
+        operations.append({"op": "add", "path": "/metadata/labels/mutated", "value": "yes"})
+        response = {"uid": review["request"]["uid"], "allowed": True, "patchType": "JSONPatch",
+                    "patch": base64.b64encode(json.dumps(operations).encode()).decode()}
+        return web.json_response({"apiVersion": "admission.k8s.io/v1",
+                                  "kind": "AdmissionReview", "response": response})
+
+
+@pytest.fixture(scope="module")
+def webhook_server() -> Iterator[WebhookServer]:
+    ca = trustme.CA()
+    server = WebhookServer(ca)
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    runner_box: list[web.AppRunner] = []
+
+    async def serve() -> None:
+        app = web.Application()
+        app.router.add_post("/validate", server.validate)
+        app.router.add_post("/mutate", server.mutate)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        context = _server_context(ca)
+        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
+        await site.start()
+        server.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        runner_box.append(runner)
+        ready.set()
+
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    asyncio.run_coroutine_threadsafe(serve(), loop).result(10)
+    ready.wait(10)
+    yield server
+    asyncio.run_coroutine_threadsafe(runner_box[0].cleanup(), loop).result(10)
+    loop.call_soon_threadsafe(loop.stop)
+    thread.join(10)
+
+
+def _server_context(ca: trustme.CA) -> Any:
+    import ssl
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    return context
+
+
+def webhook(name: str, url: str, ca_bundle: str, namespace: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clientConfig": {"url": url, "caBundle": ca_bundle},
+        "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                   "resources": ["configmaps"], "scope": "Namespaced"}],
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 5,
+        **extra,
+    }
+
+
+class Registrations:
+    """Creates webhook configurations and deletes them after the test."""
+
+    def __init__(self, api: client.AdmissionregistrationV1Api) -> None:
+        self.api = api
+        self.created: list[tuple[str, str]] = []
+
+    def validating(self, *webhooks: dict[str, Any]) -> None:
+        name = f"v-{uuid.uuid4().hex[:8]}"
+        self.api.create_validating_webhook_configuration(
+            {"metadata": {"name": name}, "webhooks": list(webhooks)})
+        self.created.append(("validating", name))
+
+    def mutating(self, *webhooks: dict[str, Any]) -> None:
+        name = f"m-{uuid.uuid4().hex[:8]}"
+        self.api.create_mutating_webhook_configuration(
+            {"metadata": {"name": name}, "webhooks": list(webhooks)})
+        self.created.append(("mutating", name))
+
+    def delete_all(self) -> None:
+        for kind, name in self.created:
+            getattr(self.api, f"delete_{kind}_webhook_configuration")(name)
+
+
+@pytest.fixture
+def registrations(home: Any) -> Iterator[Registrations]:
+    registered = Registrations(client.AdmissionregistrationV1Api(home.api_client))
+    yield registered
+    registered.delete_all()
+
+
+def configmap(name: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}}
+
+
+def test_validating_webhook_denial_reaches_the_client_as_the_real_server_words_it(
+        home, namespace, webhook_server, registrations) -> None:
+    registrations.validating(webhook("deny.example.com", webhook_server.url("validate"),
+                                     webhook_server.ca_bundle, namespace))
+    with pytest.raises(ApiException) as denied:
+        home.core.create_namespaced_config_map(namespace, configmap("bad", deny="yes"))
+    assert denied.value.status == 403
+    status = json.loads(denied.value.body)
+    assert status["message"] == ('admission webhook "deny.example.com" denied the request: '
+                                 "objects labelled deny=yes are refused")
+    assert status["reason"] == "Forbidden"
+    home.core.create_namespaced_config_map(namespace, configmap("good"))
+    review = webhook_server.reviews[-1]["request"]
+    assert (review["operation"], review["namespace"], review["name"]) == (
+        "CREATE", namespace, "good")
+    assert review["resource"] == {"group": "", "version": "v1", "resource": "configmaps"}
+    assert review["userInfo"]["username"]
+
+
+def test_mutating_webhook_patch_is_applied_before_validation(
+        home, namespace, webhook_server, registrations) -> None:
+    registrations.mutating(webhook("label.example.com", webhook_server.url("mutate"),
+                                   webhook_server.ca_bundle, namespace))
+    created = home.core.create_namespaced_config_map(namespace, configmap("plain"))
+    assert created.metadata.labels == {"mutated": "yes"}
+
+
+def test_object_selector_and_other_namespaces_are_not_sent(
+        home, namespace, webhook_server, registrations) -> None:
+    registrations.validating(webhook("sel.example.com", webhook_server.url("validate"),
+                                     webhook_server.ca_bundle, namespace,
+                                     objectSelector={"matchLabels": {"checked": "yes"}}))
+    # not selected by the object selector: the deny label is never looked at
+    home.core.create_namespaced_config_map(namespace, configmap("unchecked", deny="yes"))
+    with pytest.raises(ApiException):
+        home.core.create_namespaced_config_map(namespace,
+                                               configmap("checked", deny="yes", checked="yes"))
+    home.core.create_namespaced_config_map("default", configmap(
+        f"elsewhere-{uuid.uuid4().hex[:6]}", deny="yes", checked="yes"))
+
+
+def test_failure_policy_decides_when_the_webhook_cannot_be_called(
+        home, namespace, webhook_server, registrations) -> None:
+    untrusted = base64.b64encode(trustme.CA().cert_pem.bytes()).decode()
+    registrations.validating(webhook("ignore.example.com", webhook_server.url("validate"),
+                                     untrusted, namespace, failurePolicy="Ignore"))
+    home.core.create_namespaced_config_map(namespace, configmap("tolerated"))
+    registrations.validating(webhook("fail.example.com", webhook_server.url("validate"),
+                                     untrusted, namespace, failurePolicy="Fail"))
+    with pytest.raises(ApiException) as failed:
+        home.core.create_namespaced_config_map(namespace, configmap("refused"))
+    assert failed.value.status == 500
+    assert json.loads(failed.value.body)["message"].startswith(
+        'Internal error occurred: failed calling webhook "fail.example.com": ')
