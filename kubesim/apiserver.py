@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from kubesim import conversion, crds, errors, names
+from kubesim import conversion, crds, errors, names, objectmeta
 from kubesim.errors import FieldCause, GoLiteral, StatusError
 from kubesim.kinds import KindRegistry, ResourceKind
 from kubesim.store import ADDED, Filter, Store, Stored
@@ -426,26 +426,10 @@ class ApiServer:
             operation, kind, subresource, namespace, name, obj, old, user, dry_run, options))
 
     def _validate(self, kind: ResourceKind, strategy: Strategy, obj: Obj, old: Obj | None) -> None:
-        meta = obj["metadata"]
-        name = str(meta.get("name", ""))
-        causes: list[Any] = []
-        if not name:
-            causes.append(FieldCause("metadata.name", "Required value",
-                                     "name or generateName is required"))
-        else:
-            causes += [FieldCause("metadata.name", "Invalid value", e, name)
-                       for e in strategy.name_errors(name)]
-        labels = meta.get("labels") or {}
-        for key, value in labels.items():
-            causes += [FieldCause("metadata.labels", "Invalid value", e, key)
-                       for e in names.label_key_errors(key)]
-            causes += [FieldCause("metadata.labels", "Invalid value", e, value)
-                       for e in names.label_value_errors(str(value))]
-        causes += [FieldCause("metadata.annotations", error_type, detail, value)
-                   for error_type, value, detail in names.annotation_field_errors(
-                       meta.get("annotations") or {})]
+        name = str(obj["metadata"].get("name", ""))
+        causes: list[Any] = objectmeta.metadata_errors(obj["metadata"], strategy.name_errors)
         if old is not None:
-            causes += _finalizer_errors(obj, old)
+            causes += objectmeta.no_new_finalizers_errors(obj, old)
             causes += strategy.validate_update(obj, old)
         else:
             causes += strategy.validate(obj)
@@ -986,19 +970,6 @@ def _check_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj)
             kind.group_resource, stored.name,
             f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, "
             f"AdditionalErrorMsg: Precondition failed: {why}")
-
-
-def _finalizer_errors(new: Obj, old: Obj) -> list[FieldCause]:
-    if not old["metadata"].get("deletionTimestamp"):
-        return []
-    before = set(old["metadata"].get("finalizers") or ())
-    added = [f for f in new["metadata"].get("finalizers") or () if f not in before]
-    if not added:
-        return []
-    quoted = ", ".join(json.dumps(f) for f in added)
-    return [FieldCause("metadata.finalizers", "Forbidden",
-                       f"no new finalizers can be added if the object is being deleted, found "
-                       f"new finalizers []string{{{quoted}}}")]
 
 
 def forbidden_message(attributes: RequestAttributes) -> str:

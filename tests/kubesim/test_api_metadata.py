@@ -123,3 +123,25 @@ def test_annotation_keys_are_validated(home, namespace) -> None:
     assert status == 422
     assert 'metadata.annotations: Invalid value: "bad key": name part must consist of' in \
         body["message"]
+
+
+def test_owner_references_are_validated(home, namespace) -> None:
+    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": "o"}
+    status, body = call(home, "POST", cm_path(namespace),
+                        {"metadata": {"name": "r", "ownerReferences": [reference]}})
+    assert status == 422
+    assert 'metadata.ownerReferences.uid: Invalid value: "": must not be empty' in body["message"]
+    controllers = [{**reference, "name": n, "uid": f"00000000-0000-0000-0000-00000000000{i}",
+                    "controller": True} for i, n in enumerate(("a", "b"))]
+    status, body = call(home, "POST", cm_path(namespace),
+                        {"metadata": {"name": "r", "ownerReferences": controllers}})
+    assert status == 422
+    assert ('Only one reference can have Controller set to true. Found "true" in references for '
+            "ConfigMap/a and ConfigMap/b") in body["message"]
+
+
+def test_finalizer_names_must_be_qualified_names(home, namespace) -> None:
+    status, body = call(home, "POST", cm_path(namespace),
+                        {"metadata": {"name": "f", "finalizers": ["not a name"]}})
+    assert status == 422
+    assert 'metadata.finalizers: Invalid value: "not a name"' in body["message"]
