@@ -467,6 +467,8 @@ class ApiServer:
             assert isinstance(created, Stored)
             return created
         old = self._existing(kind, namespace, name)
+        # an object's uid acts as an update precondition (DefaultUpdatedObjectInfo)
+        _check_preconditions(kind, old, {"uid": meta.get("uid")})
         version = meta.get("resourceVersion")
         if version:
             if version != old.obj["metadata"]["resourceVersion"]:

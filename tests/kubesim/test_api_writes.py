@@ -195,3 +195,12 @@ def test_immutable_configmaps_keep_their_data(home, namespace) -> None:
     assert (status, body["reason"]) == (422, "Invalid")
     assert body["message"] == ('ConfigMap "frozen" is invalid: data: Forbidden: field is '
                                "immutable when `immutable` is set")
+
+
+def test_an_update_carrying_another_uid_is_409(home, namespace) -> None:
+    created = call(home, "POST", ns_path(namespace, "configmaps"), {"metadata": {"name": "u"}})[1]
+    created["metadata"]["uid"] = "00000000-0000-0000-0000-000000000000"
+    status, body = call(home, "PUT", ns_path(namespace, "configmaps", "u"), created)
+    assert (status, body["reason"]) == (409, "Conflict")
+    assert "Precondition failed: UID in precondition: 00000000-0000-0000-0000-000000000000" in \
+        body["message"]
