@@ -16,11 +16,13 @@ from typing import Any
 
 from kubesim.apiserver import ApiServer
 from kubesim.controllers.base import Controller
+from kubesim.controllers.deployment import DeploymentController
 from kubesim.controllers.endpointslice import EndpointSliceController
 from kubesim.controllers.kubelet import Kubelet, KubeletConfig
 from kubesim.controllers.namespace import NamespaceController
 from kubesim.controllers.namespacedefaults import DefaultServiceAccount, RootCaPublisher
 from kubesim.controllers.nodelifecycle import NodeLifecycle
+from kubesim.controllers.replicaset import ReplicaSetController
 from kubesim.controllers.scheduler import Scheduler
 
 log = logging.getLogger("kubesim.controllers")
@@ -35,6 +37,8 @@ ALL_CONTROLLERS = (
     "garbage-collector",
     "root-ca-cert-publisher",
     "serviceaccount",
+    "deployment",
+    "replicaset",
 )
 
 
@@ -92,6 +96,8 @@ class ControllerManager:
             "namespace": lambda: NamespaceController(api),
             "root-ca-cert-publisher": lambda: RootCaPublisher(api, ca_pem),
             "serviceaccount": lambda: DefaultServiceAccount(api),
+            "deployment": lambda: DeploymentController(api),
+            "replicaset": lambda: ReplicaSetController(api),
         }
         for name in self.names:
             if name in factories:
