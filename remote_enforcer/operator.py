@@ -67,7 +67,9 @@ def build_registry(login: kopf.ConnectionInfo, shadowpods: ShadowPodEnforcer,
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     configured = kopf.OperatorSettings()
-    configured.batching.worker_limit = settings.workers
+    configured.batching.worker_limit = settings.workers or None
+    # An idle per-object worker holds a slot this long: short, or new objects wait for slots.
+    configured.batching.idle_timeout = settings.worker_idle_seconds
     configured.posting.level = logging.WARNING
     configured.watching.server_timeout = 300
     configured.networking.request_timeout = 30
@@ -75,6 +77,9 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    if settings.log_level.upper() != "DEBUG":
+        # kopf logs every handled event at INFO: at thousands of pods, that is noise.
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     limits = ClientLimits(qps=settings.qps, burst=settings.burst)
     login = kopf_login(load_connection(settings.kubeconfig, limits=limits))
     ssl_context = server_context(settings.webhook_cert, settings.webhook_key,

@@ -136,7 +136,7 @@ def enforcer(remote: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     """A running enforcer (module-wide) whose webhook the remote cluster calls."""
     install_crds(remote)
     process = Enforcer(remote.kubeconfig, tmp_path_factory.mktemp("enforcer"),
-                       ["--offer-debounce-seconds", "0.1", "--workers", "20",
+                       ["--offer-debounce-seconds", "0.1",
                         "--region", "eu-west", "--provider", "annex-test"])
     process.start()
     registrations = client.AdmissionregistrationV1Api(remote.api_client)
