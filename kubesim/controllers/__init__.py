@@ -18,6 +18,7 @@ from kubesim.apiserver import ApiServer
 from kubesim.controllers.base import Controller
 from kubesim.controllers.deployment import DeploymentController
 from kubesim.controllers.endpointslice import EndpointSliceController
+from kubesim.controllers.garbagecollector import GarbageCollector
 from kubesim.controllers.kubelet import Kubelet, KubeletConfig
 from kubesim.controllers.namespace import NamespaceController
 from kubesim.controllers.namespacedefaults import DefaultServiceAccount, RootCaPublisher
@@ -96,6 +97,7 @@ class ControllerManager:
             "namespace": lambda: NamespaceController(api),
             "root-ca-cert-publisher": lambda: RootCaPublisher(api, ca_pem),
             "serviceaccount": lambda: DefaultServiceAccount(api),
+            "garbage-collector": lambda: GarbageCollector(api),
             "deployment": lambda: DeploymentController(api),
             "replicaset": lambda: ReplicaSetController(api),
         }
@@ -103,7 +105,7 @@ class ControllerManager:
             if name in factories:
                 self.controllers[name] = factories[name]()
         # The API server's built-in stand-ins give way to the controllers that replace them;
-        # the garbage collector is the API server's cascade, switched by this name.
+        # the garbage collector is the API server's cascade plus the dangling-owner sweep.
         api.namespace_finalization = "namespace" not in self.names
         api.garbage_collection = "garbage-collector" in self.names
 

@@ -1,0 +1,62 @@
+"""Garbage collector: the API server cascades deletions through ownerReferences as soon as an
+owner goes (`ApiServer.garbage_collection`, background and foreground); this controller adds what
+the real collector also does for objects whose owners never existed or vanished unseen: an object
+all of whose owners are absent is deleted (background), and references to absent owners are
+dropped from objects that keep at least one live owner."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from kubesim.apiserver import ApiServer, copy_json
+from kubesim.controllers.base import Controller
+from kubesim.errors import StatusError
+from kubesim.store import Stored
+
+SWEEP_INTERVAL = 1.0  # seconds between sweeps for dangling owner references
+
+
+class GarbageCollector(Controller):
+    name = "garbage-collector"
+
+    def __init__(self, api: ApiServer, interval: float = SWEEP_INTERVAL) -> None:
+        super().__init__(api)
+        self.interval = interval
+
+    def _dangling(self) -> list[tuple[Any, Stored, list[str]]]:
+        """(kind, object, absent owner uids) for objects with at least one absent owner."""
+        found = []
+        for key in self.api.store.keys():
+            kind = self.api.kinds.by_storage(key)
+            if kind is None:
+                continue
+            for stored in self.api.store.list(key):
+                references = stored.obj["metadata"].get("ownerReferences") or []
+                absent = [r.get("uid", "") for r in references
+                          if not self.api.store.uid_exists(r.get("uid", ""))]
+                if absent:
+                    found.append((kind, stored, absent))
+        return found
+
+    async def sweep(self) -> None:
+        for kind, stored, absent in self._dangling():
+            references = stored.obj["metadata"].get("ownerReferences") or []
+            try:
+                if len(absent) == len(references):
+                    if not stored.obj["metadata"].get("deletionTimestamp"):
+                        await self.api.delete(kind, stored.namespace, stored.name,
+                                              options={"propagationPolicy": "Background"})
+                else:
+                    new = copy_json(stored.obj)
+                    new["metadata"]["ownerReferences"] = [
+                        r for r in references if r.get("uid") not in absent]
+                    await self.api.update(kind, stored.namespace, stored.name, new)
+            except StatusError as error:
+                if error.code not in (404, 409):
+                    raise
+
+    async def run(self) -> None:
+        while True:
+            await self.sweep()
+            await asyncio.sleep(self.interval)

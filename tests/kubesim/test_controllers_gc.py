@@ -1,0 +1,102 @@
+"""Garbage collection through ownerReferences, and switching controllers off per cluster."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+
+from tests.helpers import wait_for
+from tests.kubesim.test_controllers_cluster import pod_manifest
+
+
+def owned_configmap(name: str, owner: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "ownerReferences": [{
+        "apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name,
+        "uid": owner.metadata.uid}]}}
+
+
+def exists(read: Any) -> bool:
+    try:
+        read()
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+def test_dependents_go_with_their_owner(home, namespace) -> None:
+    owner = home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
+    home.core.create_namespaced_config_map(namespace, owned_configmap("dependent", owner))
+    home.core.delete_namespaced_config_map("owner", namespace)
+    wait_for(lambda: not exists(lambda: home.core.read_namespaced_config_map("dependent",
+                                                                             namespace)))
+
+
+def test_foreground_deletion_waits_for_dependents(home, namespace) -> None:
+    owner = home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
+    held = owned_configmap("held", owner)
+    held["metadata"]["finalizers"] = ["example.com/hold"]
+    home.core.create_namespaced_config_map(namespace, held)
+    home.core.delete_namespaced_config_map("owner", namespace,
+                                           propagation_policy="Foreground")
+    wait_for(lambda: home.core.read_namespaced_config_map("held", namespace)
+             .metadata.deletion_timestamp is not None)
+    waiting = home.core.read_namespaced_config_map("owner", namespace)
+    assert "foregroundDeletion" in waiting.metadata.finalizers
+    home.core.patch_namespaced_config_map("held", namespace, {"metadata": {"finalizers": None}})
+    wait_for(lambda: not exists(lambda: home.core.read_namespaced_config_map("owner",
+                                                                             namespace)))
+
+
+def test_objects_whose_owner_never_existed_are_collected(home, namespace) -> None:
+    ghost = type("Ghost", (), {"metadata": type("M", (), {"name": "ghost",
+                                                            "uid": str(uuid.uuid4())})})
+    home.core.create_namespaced_config_map(namespace, owned_configmap("orphan", ghost))
+    wait_for(lambda: not exists(lambda: home.core.read_namespaced_config_map("orphan",
+                                                                             namespace)),
+             timeout=60)
+
+
+@pytest.mark.kubesim_only
+def test_controllers_can_be_switched_off_per_cluster(tmp_path: Path) -> None:
+    from kubesim.cluster import Cluster, ClusterThread
+
+    sim = Cluster("bare")
+    sim.controller_names = ["kubelet"]  # type: ignore[attr-defined]
+    with ClusterThread([sim], tmp_path):
+        api_client = config.new_client_from_config(config_file=str(tmp_path / "bare.kubeconfig"))
+        core = client.CoreV1Api(api_client)
+        wait_for(lambda: core.list_node().items)  # the kubelet registers its node
+        core.create_namespaced_pod("default", pod_manifest("waiting"))
+        owner = core.create_namespaced_config_map("default", {"metadata": {"name": "owner"}})
+        core.create_namespaced_config_map("default", owned_configmap("dependent", owner))
+        core.delete_namespaced_config_map("owner", "default")
+        # no scheduler, no garbage collector, no root-CA publisher: nothing happens
+        assert list(sim.controllers.controllers) == ["kubelet"]
+        pod = core.read_namespaced_pod("waiting", "default")
+        assert pod.spec.node_name is None and pod.status.phase == "Pending"
+        assert exists(lambda: core.read_namespaced_config_map("dependent", "default"))
+        assert not exists(lambda: core.read_namespaced_config_map("kube-root-ca.crt",
+                                                                  "default"))
+        api_client.close()
+
+
+def test_controller_names_use_kube_controller_managers_syntax() -> None:
+    from kubesim.__main__ import parse
+    from kubesim.controllers import ALL_CONTROLLERS, parse_controller_names
+
+    assert parse_controller_names("*") == list(ALL_CONTROLLERS)
+    assert "scheduler" not in parse_controller_names("*,-scheduler")
+    assert parse_controller_names("kubelet,scheduler") == ["kubelet", "scheduler"]
+    with pytest.raises(ValueError):
+        parse_controller_names("kubelet,nonsense")
+    _, [spec] = parse(["up", "--dir", "d", "x", "--controllers", "*,-kubelet",
+                       "--worker-cpu", "8", "--worker-memory", "16Gi", "--worker-pods", "50"])
+    assert (spec.controllers, spec.worker_cpu, spec.worker_memory, spec.worker_pods) == (
+        "*,-kubelet", "8", "16Gi", 50)
