@@ -344,12 +344,11 @@ class ApiServer:
                              "generation", "selfLink"):
             meta.pop(system_field, None)
         strategy.prepare_for_create(obj)
-        obj["metadata"] = meta = obj["metadata"]
-        meta["generation"] = 1
+        obj["metadata"]["generation"] = 1
         obj = await self._mutate("CREATE", kind, "", namespace, obj, None, user, dry_run)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
-            meta["name"] = names.generate_name(str(meta["generateName"]))
+            meta["name"] = self._generated_name(kind, namespace, str(meta["generateName"]))
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = now_timestamp()
         name = meta.get("name", "")
@@ -364,11 +363,19 @@ class ApiServer:
             self._establish_crd(stored.obj)
         return stored
 
+    def _generated_name(self, kind: ResourceKind, namespace: str, base: str) -> str:
+        """generateName, retried on a taken name (RetryGenerateName, GA in 1.32)."""
+        for _ in range(8):
+            name = names.generate_name(base)
+            if self.store.get(kind.storage_key, namespace, name) is None:
+                break
+        return name
+
     def _decode(self, kind: ResourceKind, namespace: str, obj: Obj) -> Obj:
         """Check and fill apiVersion, kind and metadata.namespace, as the decoder does."""
         api_version, obj_kind = obj.get("apiVersion"), obj.get("kind")
         if api_version and api_version != kind.api_version and not (
-            # the core group's pods accept any served version; CRDs: only served versions
+            # a custom resource may arrive in any served version of its group
             kind.custom and api_version.startswith(kind.group + "/")
         ):
             raise errors.bad_request(
