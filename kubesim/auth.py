@@ -348,6 +348,34 @@ def add_static_token(cluster: Any, user_name: str, groups: Sequence[str] = (),
     return token
 
 
+BOOTSTRAP_LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
+BOOTSTRAP_ANNOTATIONS = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
+
+
+def bootstrap_policy() -> list[tuple[str, dict[str, Any]]]:
+    """The bootstrap `cluster-admin` ClusterRole and its binding to system:masters, as a real
+    cluster has them (plural, object)."""
+    metadata = {"name": "cluster-admin", "labels": BOOTSTRAP_LABELS,
+                "annotations": BOOTSTRAP_ANNOTATIONS}
+    role = {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRole", "metadata": metadata,
+            "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                      {"nonResourceURLs": ["*"], "verbs": ["*"]}]}
+    binding = {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "ClusterRoleBinding",
+               "metadata": metadata,
+               "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole",
+                           "name": "cluster-admin"},
+               "subjects": [{"apiGroup": RBAC_GROUP, "kind": "Group", "name": MASTERS_GROUP}]}
+    return [("clusterroles", role), ("clusterrolebindings", binding)]
+
+
+async def seed_bootstrap_policy(api: ApiServer) -> None:
+    for plural, obj in bootstrap_policy():
+        kind = api.kinds.get(RBAC_GROUP, "v1", plural)
+        assert kind is not None
+        if api.store.get(kind.storage_key, "", obj["metadata"]["name"]) is None:
+            await api.create(kind, "", obj)
+
+
 def install_auth(cluster: Any) -> None:
     """RBAC as the authorizer, TokenRequest served, service-account tokens accepted."""
     api: ApiServer = cluster.api
@@ -358,3 +386,8 @@ def install_auth(cluster: Any) -> None:
     api.register_subresource(service_accounts, "token", tokens.token_request)
     cluster.authenticators.append(tokens.authenticate)
     cluster.service_account_tokens = tokens
+
+    async def seed(_: Any) -> None:
+        await seed_bootstrap_policy(api)
+
+    cluster.startup_hooks.insert(0, seed)

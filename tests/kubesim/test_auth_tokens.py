@@ -107,3 +107,24 @@ def test_pod_bound_token_dies_with_its_pod(home, namespace) -> None:
         assert status_of_a_request() == 403  # authenticated, but not authorized
         home.core.delete_namespaced_pod("holder", namespace, grace_period_seconds=0)
         wait_for(lambda: status_of_a_request() == 401, timeout=60)
+
+
+def test_cluster_admin_can_be_granted_through_the_bootstrap_cluster_role(home,
+                                                                          namespace) -> None:
+    rbac = client.RbacAuthorizationV1Api(home.api_client)
+    role = rbac.read_cluster_role("cluster-admin")
+    assert role.metadata.labels["kubernetes.io/bootstrapping"] == "rbac-defaults"
+    home.core.create_namespaced_service_account(namespace, {"metadata": {"name": "boss"}})
+    binding_name = f"boss-{namespace}"
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": binding_name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": "boss", "namespace": namespace}]})
+    try:
+        token = request_token(home, namespace, "boss").status.token
+        with client_with_token(home, token) as boss_client:
+            boss = client.CoreV1Api(boss_client)
+            assert wait_for(lambda: boss.list_node().items)
+    finally:
+        rbac.delete_cluster_role_binding(binding_name)
