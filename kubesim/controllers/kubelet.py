@@ -25,6 +25,7 @@ from typing import Any
 from kubesim import errors
 from kubesim.apiserver import ApiServer, SubresourceRequest, copy_json, now_timestamp
 from kubesim.controllers.base import Controller, WorkQueue, kind_of, watch_forever
+from kubesim.controllers.events import record_event
 from kubesim.errors import StatusError
 from kubesim.store import Stored
 
@@ -334,14 +335,32 @@ class Kubelet(Controller):
         pod = stored.obj
         if pod.get("spec", {}).get("nodeName") not in self.subnets.cidrs:
             return
+        started = False
         if runtime is None:
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                 return  # finished before we (re)started: nothing to run
             runtime = self.runtimes[key] = self._start(pod)
+            started = True
         if pod["metadata"].get("deletionTimestamp"):
+            if runtime.stopping_since is None:
+                await self._events(pod, runtime, ("Killing", "Stopping container {}"))
             if await self._stop(key, pod, runtime):
                 return
         await self._write_status(key, pod, runtime)
+        if started:
+            await self._events(pod, runtime,
+                               ("Pulled", 'Container image "{image}" already present on machine'),
+                               ("Created", "Created container {}"),
+                               ("Started", "Started container {}"))
+
+    async def _events(self, pod: dict[str, Any], runtime: PodRuntime,
+                      *templates: tuple[str, str]) -> None:
+        """The kubelet's Normal events for each container (reason, message template)."""
+        for container in runtime.containers.values():
+            for reason, template in templates:
+                message = template.format(container.name, image=container.image)
+                await record_event(self.api, pod, "Normal", reason, message,
+                                   component="kubelet", host=runtime.node)
 
     async def _stop(self, key: PodKey, pod: dict[str, Any], runtime: PodRuntime) -> bool:
         """Stop the containers, then remove the pod (grace 0); True once it is removed."""

@@ -89,3 +89,15 @@ def test_deleted_pod_goes_after_its_containers_stop(home, namespace) -> None:
         return False
 
     wait_for(gone, timeout=60)
+
+
+def test_scheduler_and_kubelet_record_events_about_the_pod(home, namespace) -> None:
+    home.core.create_namespaced_pod(namespace, pod_manifest("noted"))
+    wait_for(lambda: running(home, namespace, "noted"), timeout=60)
+
+    def reasons() -> set[str]:
+        events = home.core.list_namespaced_event(
+            namespace, field_selector="involvedObject.name=noted").items
+        return {event.reason for event in events}
+
+    wait_for(lambda: {"Scheduled", "Started"} <= reasons(), timeout=60)
