@@ -4,6 +4,7 @@ responses and bearer-token authentication. Every semantic rule lives in apiserve
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
@@ -20,6 +21,7 @@ from kubesim.store import Stored, dumps
 # middlewares (docs/kubesim.md), so aiohttp's advice to use typed keys is silenced here.
 warnings.filterwarnings("ignore", category=web.NotAppKeyWarning, module=__name__)
 
+log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 USER_KEY = "kubesim.user"
@@ -100,6 +102,16 @@ def _not_found() -> StatusError:
     return StatusError(404, "NotFound", "the server could not find the requested resource", {})
 
 
+def _integer(query: Any, key: str, default: int = 0) -> int:
+    value = query.get(key)
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise errors.bad_request(f"{key}: invalid value {value!r}: must be an integer") from None
+
+
 def _truthy(value: str | None) -> bool:
     return value in ("true", "1", "True")
 
@@ -113,6 +125,9 @@ class Router:
             return await self._dispatch(request)
         except StatusError as error:
             return status_response(error)
+        except Exception as error:  # a bug here is still answered as the server would
+            log.exception("internal error serving %s %s", request.method, request.path_qs)
+            return status_response(errors.internal(str(error)))
 
     async def _dispatch(self, request: web.Request) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
@@ -230,7 +245,7 @@ class Router:
                 result = await api.list_stored(
                     kind, namespace, label_selector=query.get("labelSelector", ""),
                     field_selector=query.get("fieldSelector", ""),
-                    limit=int(query.get("limit") or 0),
+                    limit=_integer(query, "limit"),
                     continue_token=query.get("continue", ""), user=user)
                 return json_response(list_bytes(kind, result))
             if subresource and subresource != "status":
@@ -315,7 +330,7 @@ class Router:
         if "propagationPolicy" in query:
             options["propagationPolicy"] = query["propagationPolicy"]
         if "gracePeriodSeconds" in query:
-            options["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            options["gracePeriodSeconds"] = _integer(query, "gracePeriodSeconds")
         if "orphanDependents" in query:
             options["orphanDependents"] = _truthy(query["orphanDependents"])
         return options
@@ -338,7 +353,7 @@ class Router:
         if name:  # the legacy /watch/.../NAME path watches one object
             by_name = f"metadata.name={name}"
             field_selector = f"{field_selector},{by_name}" if field_selector else by_name
-        timeout = query.get("timeoutSeconds")
+        timeout = _integer(query, "timeoutSeconds")
         stream = self.api.open_watch(
             kind, namespace, resource_version=query.get("resourceVersion", ""),
             label_selector=query.get("labelSelector", ""), field_selector=field_selector,

@@ -127,3 +127,8 @@ def test_a_continue_token_past_compaction_is_410_expired(home, namespace) -> Non
     status, body = call(home, "GET", cms(namespace), query={"limit": "1", "continue": token})
     assert (status, body["reason"]) == (410, "Expired")
     assert body["message"].startswith("The provided continue parameter is too old")
+
+
+def test_a_malformed_limit_is_400(home, namespace) -> None:
+    status, body = call(home, "GET", cms(namespace), query={"limit": "many"})
+    assert (status, body["kind"]) == (400, "Status")
