@@ -89,3 +89,22 @@ async def test_the_authorizer_sees_every_request(api: ApiServer) -> None:
         'pods is forbidden: User "bob" cannot list resource "pods" in API group "" in the '
         'namespace "n": no')
     assert seen == [("list", "pods", "n")]
+
+
+async def test_annex_crds_are_accepted_and_served(api: ApiServer) -> None:
+    from pathlib import Path
+
+    import yaml
+
+    crds = kind(api, "customresourcedefinitions", "apiextensions.k8s.io")
+    files = sorted((Path(__file__).resolve().parents[2] / "crds").glob("*.yaml"))
+    assert files
+    for path in files:
+        crd = yaml.safe_load(path.read_text())
+        await api.create(crds, "", crd)
+        served = api.kinds.get(crd["spec"]["group"], crd["spec"]["versions"][0]["name"],
+                               crd["spec"]["names"]["plural"])
+        assert served is not None, path.name
+        current = await api.get(crds, "", crd["metadata"]["name"])
+        conditions = {c["type"]: c["status"] for c in current["status"]["conditions"]}
+        assert conditions["Established"] == "True", path.name
