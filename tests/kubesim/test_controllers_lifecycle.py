@@ -121,3 +121,36 @@ def test_terminating_namespace_is_emptied_then_removed(home) -> None:
         return False
 
     wait_for(gone, timeout=90)
+
+
+@pytest.mark.kubesim_only
+def test_a_pod_whose_containers_do_not_stop_goes_after_its_grace_period(tmp_path: Path) -> None:
+    from kubesim.cluster import Cluster, ClusterThread
+    from kubesim.controllers import ControllerSettings
+
+    sim = Cluster("stubborn")
+    # containers that ignore SIGTERM: only the grace period ends them
+    sim.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
+        node_prefix="stubborn", container_stop_delay=3600)
+    with ClusterThread([sim], tmp_path):
+        api_client = config.new_client_from_config(
+            config_file=str(tmp_path / "stubborn.kubeconfig"))
+        core = client.CoreV1Api(api_client)
+        manifest = pod_manifest("slow")
+        manifest["spec"]["terminationGracePeriodSeconds"] = 1
+        core.create_namespaced_pod("default", manifest)
+        wait_for(lambda: core.read_namespaced_pod("slow", "default").status.phase == "Running")
+        core.delete_namespaced_pod("slow", "default")
+        leaving = core.read_namespaced_pod("slow", "default")  # still there, terminating
+        assert leaving.metadata.deletion_timestamp is not None
+        assert leaving.metadata.deletion_grace_period_seconds == 1
+
+        def gone() -> bool:
+            try:
+                core.read_namespaced_pod("slow", "default")
+            except ApiException as error:
+                return error.status == 404
+            return False
+
+        wait_for(gone, timeout=15)
+        api_client.close()
