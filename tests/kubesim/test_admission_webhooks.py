@@ -51,6 +51,10 @@ class WebhookServer:
         return web.json_response({"apiVersion": "admission.k8s.io/v1",
                                   "kind": "AdmissionReview", "response": response})
 
+    async def slow(self, request: web.Request) -> web.Response:
+        await asyncio.sleep(2)  # beyond the 1 s timeoutSeconds
+        return await self.validate(request)
+
     async def mutate(self, request: web.Request) -> web.Response:
         review = await request.json()
         self.reviews.append(review)
@@ -75,6 +79,7 @@ def webhook_server() -> Iterator[WebhookServer]:
         app = web.Application()
         app.router.add_post("/validate", server.validate)
         app.router.add_post("/mutate", server.mutate)
+        app.router.add_post("/slow", server.slow)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         context = _server_context(ca)
@@ -205,3 +210,19 @@ def test_failure_policy_decides_when_the_webhook_cannot_be_called(
     assert failed.value.status == 500
     assert json.loads(failed.value.body)["message"].startswith(
         'Internal error occurred: failed calling webhook "fail.example.com": ')
+
+
+def test_timeout_fails_the_call_and_dry_run_needs_side_effect_free_webhooks(
+        home, namespace, webhook_server, registrations) -> None:
+    registrations.validating(webhook("slow.example.com", webhook_server.url("slow"),
+                                     webhook_server.ca_bundle, namespace, timeoutSeconds=1,
+                                     sideEffects="Unknown"))
+    with pytest.raises(ApiException) as dry:
+        home.core.create_namespaced_config_map(namespace, configmap("dry"), dry_run="All")
+    assert dry.value.status == 400
+    assert json.loads(dry.value.body)["message"] == (
+        'admission webhook "slow.example.com" does not support dry run')
+    with pytest.raises(ApiException) as late:
+        home.core.create_namespaced_config_map(namespace, configmap("late"))
+    assert late.value.status == 500
+    assert "failed calling webhook" in json.loads(late.value.body)["message"]
