@@ -210,8 +210,9 @@ class WebhookAdmission:
                 )
             return dict(response)
         except (TimeoutError, aiohttp.ClientError, ValueError, ssl.SSLError) as error:
-            why = "context deadline exceeded" if isinstance(error, TimeoutError) else (
-                f'failed to call webhook: Post "{client_config.get("url", "")}": {error}')
+            detail = "context deadline exceeded" if isinstance(error, TimeoutError) else error
+            why = f'failed to call webhook: Post "{client_config.get("url", "")}": {detail}'
+
             if (hook.get("failurePolicy") or "Fail") == "Ignore":
                 return None
             raise call_failure(name, why) from error
