@@ -8,6 +8,7 @@ offloading, one pod), and its reconcile recomputes the desired state from both m
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,6 +60,8 @@ class Agent:
         self.queue = KeyQueue()
         self.mirrors = Mirrors()
         self.health = Health(ready=None, message="")
+        self.home_synced = threading.Event()
+        self.remote_synced = threading.Event()
 
     # --- views over the mirrors -------------------------------------------------------------
 
@@ -169,6 +172,7 @@ class Agent:
             namespace, name = self.mirrors.pods.apply(event_type, obj)
             self.enqueue(pod_key(namespace, name))
         elif plural == "nodes":
+            log.debug("node event %s %s", event_type, key_of(obj))
             self.mirrors.nodes.apply(event_type, obj)
             if key_of(obj)[1] == self.node_name():
                 self.enqueue(NODE_KEY)

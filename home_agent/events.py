@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from home_agent.kubeapi import ClusterApi, error_message
+from home_agent.kubeapi import ClusterApi, core_path, error_message
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class EventRecorder:
             "firstTimestamp": now, "lastTimestamp": now, "count": 1,
         }
         try:
-            await self._api.call(self._api.core.create_namespaced_event, namespace, body)
+            await self._api.create(core_path("events", namespace), body)
         except Exception as error:  # noqa: BLE001 - an Event is best effort
             log.warning("could not record event %s on %s/%s: %s", reason, namespace,
                         metadata.get("name"), error_message(error))

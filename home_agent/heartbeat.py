@@ -8,7 +8,7 @@ import logging
 from datetime import UTC, datetime
 
 from home_agent.agent import Agent
-from home_agent.kubeapi import MERGE_PATCH, error_message, is_not_found
+from home_agent.kubeapi import error_message, group_path, is_not_found
 from home_agent.node import Health
 from shared.wellknown import NODE_LEASE_NAMESPACE
 
@@ -19,6 +19,10 @@ def _micro_time(now: datetime) -> str:
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _lease_path(name: str = "") -> str:
+    return group_path("coordination.k8s.io", "v1", "leases", NODE_LEASE_NAMESPACE, name)
+
+
 async def renew_lease(agent: Agent) -> None:
     """Create or renew the node's Lease in kube-node-lease, owned by the Node like a kubelet's."""
     name = agent.node_name()
@@ -27,16 +31,14 @@ async def renew_lease(agent: Agent) -> None:
         return  # the node reconcile creates the node first; the Lease follows
     spec = {"holderIdentity": name, "leaseDurationSeconds": agent.config.lease_duration_seconds,
             "renewTime": _micro_time(datetime.now(UTC))}
-    coordination = agent.home.coordination
     try:
-        await agent.home.call(coordination.patch_namespaced_lease, name, NODE_LEASE_NAMESPACE,
-                              {"spec": spec}, _content_type=MERGE_PATCH)
+        await agent.home.patch(_lease_path(name), {"spec": spec})
     except Exception as error:
         if not is_not_found(error):
             raise
         owner = {"apiVersion": "v1", "kind": "Node", "name": name,
                  "uid": node["metadata"]["uid"]}
-        await agent.home.call(coordination.create_namespaced_lease, NODE_LEASE_NAMESPACE, {
+        await agent.home.create(_lease_path(), {
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE,
                          "ownerReferences": [owner]},
@@ -61,7 +63,7 @@ async def health_loop(agent: Agent) -> None:
     while True:
         try:
             await asyncio.wait_for(
-                agent.remote.get_raw("/livez", config.health_check_timeout),
+                agent.remote.healthy(config.health_check_timeout),
                 config.health_check_timeout + 1,
             )
         except Exception as error:  # noqa: BLE001 - any failure is a failed check

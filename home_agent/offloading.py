@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from home_agent.agent import Agent
-from home_agent.kubeapi import status_of
+from home_agent.kubeapi import custom_path, status_of
 from home_agent.virtual_node import desired_labels
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase, NamespaceMap
 from shared.api.namespace_offloading import (
@@ -93,15 +93,15 @@ async def _set_mapping(agent: Agent, namespace: str, remote_name: str | None) ->
                                        agent.config.remote_cluster_id)})
         body.spec.desired_mapping = {namespace: remote_name}
         try:
-            await agent.remote.create_custom(NAMESPACE_MAP, agent.tenant_namespace,
-                                             body.to_wire())
+            await agent.remote.create(custom_path(NAMESPACE_MAP, agent.tenant_namespace),
+                                      body.to_wire())
             return
         except Exception as error:
             if status_of(error) != 409:
                 raise
-    await agent.remote.patch_custom(NAMESPACE_MAP, agent.tenant_namespace,
-                                    agent.namespace_map_name,
-                                    {"spec": {"desiredMapping": {namespace: remote_name}}})
+    await agent.remote.patch(
+        custom_path(NAMESPACE_MAP, agent.tenant_namespace, agent.namespace_map_name),
+        {"spec": {"desiredMapping": {namespace: remote_name}}})
 
 
 async def _set_finalizer(agent: Agent, obj: Mapping[str, Any], present: bool) -> None:
@@ -111,8 +111,8 @@ async def _set_finalizer(agent: Agent, obj: Mapping[str, Any], present: bool) ->
     if (name in finalizers) == present:
         return
     finalizers = finalizers + [name] if present else [f for f in finalizers if f != name]
-    await agent.home.patch_custom(
-        NAMESPACE_OFFLOADING, metadata["namespace"], metadata["name"],
+    await agent.home.patch(
+        custom_path(NAMESPACE_OFFLOADING, metadata["namespace"], metadata["name"]),
         {"metadata": {"finalizers": finalizers, "resourceVersion": metadata["resourceVersion"]}})
 
 
@@ -141,8 +141,9 @@ async def _write_status(agent: Agent, obj: Mapping[str, Any],
         patch["observedGeneration"] = generation
     if patch:
         metadata = obj["metadata"]
-        await agent.home.patch_custom(NAMESPACE_OFFLOADING, metadata["namespace"],
-                                      metadata["name"], {"status": patch}, status=True)
+        await agent.home.patch(
+            custom_path(NAMESPACE_OFFLOADING, metadata["namespace"], metadata["name"], "status"),
+            {"status": patch})
 
 
 async def reconcile_offloading(agent: Agent, namespace: str) -> None:

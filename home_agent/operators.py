@@ -51,8 +51,18 @@ REMOTE_RESOURCES: tuple[Watched, ...] = (
 )
 
 
-def build_registry(connection: Connection, resources: tuple[Watched, ...],
-                   sink: EventSink) -> kopf.OperatorRegistry:
+def build_registry(connection: Connection, resources: tuple[Watched, ...], sink: EventSink,
+                   sentinel: Watched, on_synced: Callable[[], None]) -> kopf.OperatorRegistry:
+    """Mirror `resources` into `sink`; call `on_synced` once every resource's initial listing
+    is in the mirrors.
+
+    kopf runs index handlers on every object of the initial listings before it runs any other
+    handler. So each resource gets an index handler that feeds the mirror, and the first event
+    of `sentinel` (a watch that always has one object, e.g. a namespace that must exist) comes
+    only once every listing is mirrored: that is when nothing is missing because of a cache
+    that is still filling (Liqo #2748). Event handlers keep the mirrors current afterwards
+    (deletions included: index handlers are not called for those).
+    """
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -60,14 +70,28 @@ def build_registry(connection: Connection, resources: tuple[Watched, ...],
         return kopf_login(connection)
 
     for group, version, plural in resources:
-        api_version = f"{group}/{version}" if group else version
 
-        def handler(event: dict[str, Any], _plural: str = plural, **_: Any) -> None:
+        def on_listed(body: Any, _plural: str = plural, **_: Any) -> None:
+            sink(_plural, "INDEXED", dict(body))
+
+        def on_event(event: dict[str, Any], _plural: str = plural, **_: Any) -> None:
             sink(_plural, event.get("type"), event["object"])
 
-        kopf.on.event(group or "", version, plural, registry=registry,
-                      id=f"mirror-{plural}")(_async(handler))
-        log.debug("watching %s %s", api_version, plural)
+        kopf.index(group, version, plural, registry=registry,
+                   id=f"listed-{plural}")(_async(on_listed))
+        kopf.on.event(group, version, plural, registry=registry,
+                      id=f"mirror-{plural}")(_async(on_event))
+
+    synced = False
+
+    def on_sentinel(**_: Any) -> None:
+        nonlocal synced
+        if not synced:
+            synced = True
+            on_synced()
+
+    group, version, plural = sentinel
+    kopf.on.event(group, version, plural, registry=registry, id="synced")(_async(on_sentinel))
     return registry
 
 
@@ -78,7 +102,8 @@ def _async(function: Callable[..., None]) -> Callable[..., Any]:
     return handler
 
 
-def settings(label_selectors: dict[Watched, str] | None = None) -> kopf.OperatorSettings:
+def settings(label_selectors: dict[Watched, str] | None = None,
+             field_selectors: dict[Watched, str] | None = None) -> kopf.OperatorSettings:
     configured = kopf.OperatorSettings()
     configured.posting.enabled = False  # never post framework Events on watched objects
     configured.watching.server_timeout = 300
@@ -86,7 +111,19 @@ def settings(label_selectors: dict[Watched, str] | None = None) -> kopf.Operator
     configured.networking.request_timeout = 60
     for (group, version, plural), selector in (label_selectors or {}).items():
         configured.watching.label_selectors[(group, version, plural)] = selector
+    for (group, version, plural), selector in (field_selectors or {}).items():
+        configured.watching.field_selectors[(group, version, plural)] = selector
     return configured
+
+
+NAMESPACES: Watched = ("", "v1", "namespaces")
+HOME_SENTINEL_NAMESPACE = "kube-system"
+"""Exists in every cluster: the home operator's sync sentinel."""
+
+
+def sentinel_selector(namespace: str) -> dict[Watched, str]:
+    """Watch one namespace only (RBAC can grant exactly that with resourceNames)."""
+    return {NAMESPACES: f"metadata.name={namespace}"}
 
 
 def remote_label_selectors(home_cluster_id: str, remote_cluster_id: str) -> dict[Watched, str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from home_agent.agent import Agent
 from home_agent.events import EventRecorder
-from home_agent.kubeapi import error_message, error_reason, is_not_found
+from home_agent.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.common import reflection_config
 from shared.forge.pod import (
@@ -105,8 +105,9 @@ class PodOffloader:
         if metadata.get("deletionTimestamp"):
             return
         try:
-            await self.agent.remote.delete_custom(SHADOWPOD, metadata["namespace"],
-                                                  metadata["name"], uid=metadata.get("uid"))
+            await self.agent.remote.delete(
+                custom_path(SHADOWPOD, metadata["namespace"], metadata["name"]),
+                {"preconditions": {"uid": metadata.get("uid")}})
         except Exception as error:
             if not is_not_found(error):
                 raise
@@ -114,7 +115,7 @@ class PodOffloader:
     async def _delete_orphan(self, namespace: str, name: str, shadow: dict[str, Any]) -> None:
         home = self.agent.home
         try:
-            await home.call(home.core.read_namespaced_pod, name, namespace)
+            await home.get(core_path("pods", namespace, name))
             return  # the pod exists: our cache is behind, its event will come
         except Exception as error:
             if not is_not_found(error):
@@ -131,17 +132,16 @@ class PodOffloader:
         if remote_namespace is not None:
             remote = self.agent.remote
             try:
-                await remote.get_custom(SHADOWPOD, remote_namespace, metadata["name"])
+                await remote.get(custom_path(SHADOWPOD, remote_namespace, metadata["name"]))
                 return  # still there: the remote cache is behind
             except Exception as error:
                 if not is_not_found(error):
                     raise
         home = self.agent.home
         try:
-            await home.call(home.core.delete_namespaced_pod, metadata["name"],
-                            metadata["namespace"], grace_period_seconds=0,
-                            body={"gracePeriodSeconds": 0,
-                                  "preconditions": {"uid": metadata.get("uid")}})
+            await home.delete(core_path("pods", metadata["namespace"], metadata["name"]),
+                              {"gracePeriodSeconds": 0,
+                               "preconditions": {"uid": metadata.get("uid")}})
         except Exception as error:
             if not is_not_found(error):
                 raise
@@ -155,7 +155,7 @@ class PodOffloader:
             await self.events.record(pod, FAILED_REFLECTION_REASON, warning)
         body = shadow_pod(pod, remote_namespace, config)
         try:
-            await self.agent.remote.create_custom(SHADOWPOD, remote_namespace, body)
+            await self.agent.remote.create(custom_path(SHADOWPOD, remote_namespace), body)
         except Exception as error:
             if getattr(error, "status", None) == 409:
                 return  # created already: its watch event brings it into the mirror
@@ -192,8 +192,9 @@ class PodOffloader:
         if patch:
             patch.setdefault("metadata", {})["resourceVersion"] = (
                 shadow["metadata"]["resourceVersion"])
-            await self.agent.remote.patch_custom(SHADOWPOD, shadow["metadata"]["namespace"],
-                                                 shadow["metadata"]["name"], patch)
+            await self.agent.remote.patch(
+                custom_path(SHADOWPOD, shadow["metadata"]["namespace"],
+                            shadow["metadata"]["name"]), patch)
 
     # --- status -----------------------------------------------------------------------------
 
@@ -219,7 +220,10 @@ class PodOffloader:
         merged = {k: v for k, v in merged.items() if v is not None}
         if merged == current:
             return
+        log.debug("pod %s/%s status: %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
+                  {k: (current.get(k), v) for k, v in merged.items() if current.get(k) != v})
         body = {**pod, "status": merged}
         home = self.agent.home
-        await home.call(home.core.replace_namespaced_pod_status, pod["metadata"]["name"],
-                        pod["metadata"]["namespace"], body)
+        await home.replace(
+            core_path("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], "status"),
+            body)

@@ -19,10 +19,13 @@ from home_agent.kubeapi import ClusterApi, error_message
 from home_agent.offloading import reconcile_offloading
 from home_agent.operators import (
     HOME_RESOURCES,
+    HOME_SENTINEL_NAMESPACE,
+    NAMESPACES,
     REMOTE_RESOURCES,
     OperatorThread,
     build_registry,
     remote_label_selectors,
+    sentinel_selector,
     settings,
 )
 from home_agent.pods import PodOffloader, RetryLater
@@ -31,9 +34,18 @@ from home_agent.webhook import serve as serve_webhook
 
 log = logging.getLogger(__name__)
 
+SYNC_WAIT = 0.2
+"""Seconds before a key that arrived before the mirrors were synced is looked at again."""
+
 
 async def reconcile(agent: Agent, pods: PodOffloader, key: Hashable) -> None:
+    """One key. Nothing is decided on a mirror still filling: the node waits for the home
+    listings, namespaces and pods for both sides' (a missing ShadowPod or NamespaceMap must not
+    read as "gone")."""
     assert isinstance(key, tuple)
+    if not agent.home_synced.is_set() or (key[0] != "node" and not agent.remote_synced.is_set()):
+        agent.queue.add_after(key, SYNC_WAIT)
+        return
     match key:
         case ("node",):
             await reconcile_node(agent)
@@ -87,11 +99,16 @@ def run(config: AgentConfig) -> int:
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
     home_operator = OperatorThread(
-        "home", build_registry(home.connection, HOME_RESOURCES, agent.on_home_event),
-        settings())
+        "home",
+        build_registry(home.connection, HOME_RESOURCES, agent.on_home_event, NAMESPACES,
+                       agent.home_synced.set),
+        settings(field_selectors=sentinel_selector(HOME_SENTINEL_NAMESPACE)))
     remote_operator = OperatorThread(
-        "remote", build_registry(remote.connection, REMOTE_RESOURCES, agent.on_remote_event),
-        settings(remote_label_selectors(config.home_cluster_id, config.remote_cluster_id)))
+        "remote",
+        build_registry(remote.connection, REMOTE_RESOURCES, agent.on_remote_event, NAMESPACES,
+                       agent.remote_synced.set),
+        settings(remote_label_selectors(config.home_cluster_id, config.remote_cluster_id),
+                 sentinel_selector(agent.tenant_namespace)))
     stop = threading.Event()
 
     def request_stop(*_: Any) -> None:

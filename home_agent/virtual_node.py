@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from home_agent.agent import Agent
-from home_agent.kubeapi import MERGE_PATCH, STRATEGIC_MERGE_PATCH, status_of
+from home_agent.kubeapi import STRATEGIC_MERGE_PATCH, core_path, custom_path, status_of
 from home_agent.node import (
+    Health,
     new_node,
     node_labels,
     node_metadata_patch,
@@ -30,7 +31,11 @@ def desired_labels(agent: Agent) -> dict[str, str]:
                        virtual_node.spec.labels if virtual_node else {})
 
 
-def _desired(agent: Agent) -> tuple[str, dict[str, str], list[dict[str, Any]], dict[str, Any]]:
+Desired = tuple[str, dict[str, str], list[dict[str, Any]], dict[str, Any]]
+"""Node name, labels, taints, status."""
+
+
+def _desired(agent: Agent, health: Health) -> Desired:
     virtual_node = agent.virtual_node()
     offer = agent.offer()
     name = agent.node_name()
@@ -41,7 +46,7 @@ def _desired(agent: Agent) -> tuple[str, dict[str, str], list[dict[str, Any]], d
     elif offer is not None:
         capacity = dict(offer.spec.resources)
     labels = desired_labels(agent)
-    status = node_status(capacity, agent.health, agent.config.remote_cluster_id,
+    status = node_status(capacity, health, agent.config.remote_cluster_id,
                          agent.config.agent_ip, name, agent.config.kubelet_port)
     return name, labels, node_taints(extra_taints), status
 
@@ -50,40 +55,63 @@ async def reconcile_node(agent: Agent) -> None:
     virtual_node = agent.virtual_node()
     if virtual_node is not None and not virtual_node.spec.create_node:
         return
-    name, labels, taints, status = _desired(agent)
+    health = agent.health  # one reading: the checks run concurrently
+    name, labels, taints, status = _desired(agent, health)
     now = datetime.now(UTC)
     current = agent.mirrors.nodes.get(("", name))
-    core = agent.home.core
+    offer_known = agent.remote_synced.is_set()
+    if current is None and not offer_known:
+        agent.queue.add_after(("node",), 1.0)  # a new node waits for the offer
+        return
     if current is None:
         first_status = node_status_patch({}, status, now) or status
         try:
-            current = await agent.home.call(core.create_node, new_node(name, labels, taints,
-                                                                       first_status))
+            current = await agent.home.create(core_path("nodes"),
+                                              new_node(name, labels, taints, first_status))
             log.info("created virtual node %s", name)
         except Exception as error:
             if status_of(error) != 409:
                 raise
-            current = await agent.home.call(core.read_node, name)  # adopt it
+            current = await agent.home.get(core_path("nodes", name=name))  # adopt it
             log.debug("adopting existing node %s", name)
     assert current is not None
-    patch = node_metadata_patch(current, labels, taints)
+    if health.ready is None:
+        # Not checked yet (e.g. just restarted): keep what the node says rather than writing
+        # Unknown for an unchanged remote.
+        status = _keep_ready(status, current)
+    if not offer_known:
+        # The remote side is not listed yet (e.g. unreachable since a restart): keep what the
+        # node says about the offer; only readiness is ours to tell.
+        current_status = current.get("status") or {}
+        status = {**status, "capacity": current_status.get("capacity") or {},
+                  "allocatable": current_status.get("allocatable") or {}}
+    patch = node_metadata_patch(current, labels, taints) if offer_known else None
     if patch is not None:
-        current = await agent.home.call(core.patch_node, name, patch, _content_type=MERGE_PATCH)
+        current = await agent.home.patch(core_path("nodes", name=name), patch)
     assert current is not None
     new_status = node_status_patch(current.get("status") or {}, status, now)
     if new_status is not None:
-        await agent.home.call(core.patch_node_status, name, {"status": new_status},
-                              _content_type=STRATEGIC_MERGE_PATCH)
-    if virtual_node is not None:
-        await _report(agent, virtual_node.metadata.namespace or "",
+        log.debug("node %s status: %s", name, new_status["conditions"])
+        await agent.home.patch(core_path("nodes", name=name, subresource="status"),
+                               {"status": new_status}, STRATEGIC_MERGE_PATCH)
+    if virtual_node is not None and health.ready is not None:
+        await _report(agent, health, virtual_node.metadata.namespace or "",
                       virtual_node.metadata.name or "", name, virtual_node.status, now)
 
 
-async def _report(agent: Agent, namespace: str, name: str, node_name: str, current: Any,
-                  now: datetime) -> None:
+def _keep_ready(status: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
+    existing = next((c for c in (node.get("status") or {}).get("conditions") or []
+                     if c.get("type") == "Ready"), None)
+    if existing is None:
+        return status
+    conditions = [existing if c["type"] == "Ready" else c for c in status["conditions"]]
+    return {**status, "conditions": conditions}
+
+
+async def _report(agent: Agent, health: Health, namespace: str, name: str, node_name: str,
+                  current: Any, now: datetime) -> None:
     """The VirtualNode's status: its node and readiness (written only when they change)."""
     ready = next((c for c in (current.conditions or []) if c.type == READY_CONDITION), None)
-    health = agent.health
     wanted = "Unknown" if health.ready is None else ("True" if health.ready else "False")
     reason = {"True": "RemoteClusterReady", "False": "RemoteClusterUnreachable"}.get(
         wanted, "RemoteClusterNotChecked")
@@ -93,9 +121,8 @@ async def _report(agent: Agent, namespace: str, name: str, node_name: str, curre
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     condition = {"type": READY_CONDITION, "status": wanted, "reason": reason,
                  "message": health.message or reason, "lastTransitionTime": stamp}
-    await agent.home.patch_custom(
-        VIRTUAL_NODE, namespace, name,
+    await agent.home.patch(
+        custom_path(VIRTUAL_NODE, namespace, name, "status"),
         {"status": {"nodeName": node_name, "conditions": [condition],
                     "lastHealthCheck": stamp}},
-        status=True,
     )

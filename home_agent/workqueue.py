@@ -15,7 +15,7 @@ from collections.abc import Hashable
 
 
 class KeyQueue:
-    def __init__(self, base_delay: float = 0.5, max_delay: float = 60.0) -> None:
+    def __init__(self, base_delay: float = 0.5, max_delay: float = 30.0) -> None:
         self._cond = threading.Condition()
         self._queue: deque[Hashable] = deque()
         self._dirty: set[Hashable] = set()

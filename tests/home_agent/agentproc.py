@@ -73,6 +73,12 @@ class Process:
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def kill(self) -> None:
+        """SIGKILL: no cleanup, as a crash."""
+        if self.popen.poll() is None:
+            self.popen.kill()
+            self.popen.wait()
+
     def stop(self, timeout: float = 20.0) -> int | None:
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)

@@ -43,13 +43,14 @@ class RunningAgent:
 @pytest.fixture
 def start_agent(home: ClusterHandle, remote: ClusterHandle, crds: None,
                 tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """start_agent(*extra_flags, remote_kubeconfig=None, remote_id=None) → RunningAgent with
-    fresh cluster ids (so tests never share a virtual node or a tenant namespace)."""
+    """start_agent(*extra_flags, remote_kubeconfig=None, remote_id=None, home_id=None) →
+    RunningAgent, with fresh cluster ids unless given (so tests never share a virtual node or a
+    tenant namespace by accident)."""
     started: list[RunningAgent] = []
 
     def start(*extra: str, remote_kubeconfig: Path | None = None,
-              remote_id: str | None = None) -> RunningAgent:
-        home_id, remote_id = unique_id("home"), remote_id or unique_id("remote")
+              remote_id: str | None = None, home_id: str | None = None) -> RunningAgent:
+        home_id, remote_id = home_id or unique_id("home"), remote_id or unique_id("remote")
         tenant = f"liqo-tenant-{home_id}"
         ensure_namespace(remote, tenant, tenant_labels(home_id))
         process = Process(
@@ -66,6 +67,7 @@ def start_agent(home: ClusterHandle, remote: ClusterHandle, crds: None,
         agent.process.stop()
         if failed is not None and failed.failed:
             print(f"--- agent {agent.remote_id} log ---\n{agent.process.output()[-20000:]}")
+    for agent in started:  # once every agent is stopped: none recreates a node
         try:
             home.core.delete_node(agent.node_name)
         except Exception:  # noqa: BLE001 - best-effort cleanup
