@@ -47,6 +47,9 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+# metadata an update keeps from the stored object whatever the request says (BeforeUpdate)
+SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+                 "generation", "namespace", "resourceVersion")
 NAMESPACE_KEY = ("", "namespaces")
 CONTINUE_EXPIRED = (
     "The provided continue parameter is too old to display a consistent list result. You can "
@@ -343,10 +346,11 @@ class ApiServer:
         for system_field in ("uid", "deletionTimestamp", "deletionGracePeriodSeconds",
                              "generation", "selfLink"):
             meta.pop(system_field, None)
-        strategy.prepare_for_create(obj)
-        obj["metadata"]["generation"] = 1
+        strategy.default(obj)
         obj = await self._mutate("CREATE", kind, "", namespace, obj, None, user, dry_run)
+        strategy.prepare_for_create(obj)
         meta = obj["metadata"]
+        meta["generation"] = 1
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generated_name(kind, namespace, str(meta["generateName"]))
         meta["uid"] = str(uuid.uuid4())
@@ -491,14 +495,12 @@ class ApiServer:
                             user: User, dry_run: bool) -> Stored:
         strategy = self.strategy(kind)
         old_obj = old.obj
-        meta, old_meta = new["metadata"], old_obj["metadata"]
-        for system_field in ("uid", "creationTimestamp", "deletionTimestamp",
-                             "deletionGracePeriodSeconds", "generation", "namespace",
-                             "resourceVersion"):
-            if system_field in old_meta:
-                meta[system_field] = old_meta[system_field]
-            else:
-                meta.pop(system_field, None)
+        old_meta = old_obj["metadata"]
+        _keep_system_fields(new["metadata"], old_meta)
+        strategy.default(new)
+        new = await self._mutate("UPDATE", kind, subresource, old.namespace, new, old_obj, user,
+                                 dry_run)
+        _keep_system_fields(new["metadata"], old_meta)  # admission may not change them either
         if subresource == "status":
             strategy.prepare_for_status_update(new, old_obj)
         elif subresource == "finalize" and isinstance(strategy, NamespaceStrategy):
@@ -509,8 +511,6 @@ class ApiServer:
             strategy.prepare_for_update(new, old_obj)
             if strategy.generation_view(new) != strategy.generation_view(old_obj):
                 new["metadata"]["generation"] = int(old_meta.get("generation", 0)) + 1
-        new = await self._mutate("UPDATE", kind, subresource, old.namespace, new, old_obj, user,
-                                 dry_run)
         self._validate(kind, strategy, new, old_obj)
         await self._admit("UPDATE", kind, subresource, old.namespace, new, old_obj, user, dry_run)
         if new == old_obj:
@@ -909,6 +909,14 @@ class ApiServer:
         """Wait for background work (cascades, namespace emptying) to settle."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _keep_system_fields(meta: Obj, old_meta: Obj) -> None:
+    for system_field in SYSTEM_FIELDS:
+        if system_field in old_meta:
+            meta[system_field] = old_meta[system_field]
+        else:
+            meta.pop(system_field, None)
 
 
 def _apply_patch(current: Obj, patch: Any, patch_type: str, kind: str) -> Obj:

@@ -34,6 +34,9 @@ class Strategy:
     def __init__(self, kind: ResourceKind) -> None:
         self.kind = kind
 
+    def default(self, obj: Obj) -> None:
+        """Decode-time defaulting (SetDefaults_*): before admission sees the object."""
+
     def prepare_for_create(self, obj: Obj) -> None:
         if self.kind.has_status_subresource:
             obj["status"] = {}  # typed status structs reset to empty, still encoded
@@ -119,13 +122,14 @@ IMMUTABLE_POD_MESSAGE = (
 class PodStrategy(Strategy):
     return_deleted_object = True
 
+    def default(self, obj: Obj) -> None:
+        _default_pod_spec(obj.setdefault("spec", {}))
+
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj.get("spec") or {})}
-        _default_pod_spec(obj.setdefault("spec", {}))
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
         _keep(new, old, "status")
-        _default_pod_spec(new.setdefault("spec", {}))
 
     def prepare_for_status_update(self, new: Obj, old: Obj) -> None:
         _keep(new, old, "spec")
@@ -245,22 +249,27 @@ class ServiceStrategy(Strategy):
         super().__init__(kind)
         self.allocate_ip = allocate_ip
 
-    def prepare_for_create(self, obj: Obj) -> None:
-        obj["status"] = {"loadBalancer": {}}
+    def default(self, obj: Obj) -> None:
         spec = obj.setdefault("spec", {})
         spec.setdefault("type", "ClusterIP")
         spec.setdefault("sessionAffinity", "None")
+        if spec["type"] != "ExternalName":
+            spec.setdefault("internalTrafficPolicy", "Cluster")
+        for port in spec.get("ports") or []:
+            if isinstance(port, dict):
+                port.setdefault("protocol", "TCP")
+                port.setdefault("targetPort", port.get("port"))
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        """The REST create allocates the ClusterIP and settles the IP families."""
+        obj["status"] = {"loadBalancer": {}}
+        spec = obj["spec"]
         if spec["type"] != "ExternalName":
             if not spec.get("clusterIP"):
                 spec["clusterIP"] = self.allocate_ip()
             spec.setdefault("clusterIPs", [spec["clusterIP"]])  # ["None"] when headless
             spec.setdefault("ipFamilies", ["IPv4"])
             spec.setdefault("ipFamilyPolicy", "SingleStack")
-            spec.setdefault("internalTrafficPolicy", "Cluster")
-        for port in spec.get("ports") or []:
-            if isinstance(port, dict):
-                port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
         super().prepare_for_update(new, old)
@@ -268,10 +277,6 @@ class ServiceStrategy(Strategy):
         for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
             if key in old_spec and not spec.get(key):
                 spec[key] = old_spec[key]  # clients may omit allocated fields on update
-        for port in spec.get("ports") or []:
-            if isinstance(port, dict):
-                port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
         old_ip = (old.get("spec") or {}).get("clusterIP")
@@ -321,13 +326,9 @@ class SecretStrategy(ConfigMapStrategy):
 
     data_fields = ("data",)
 
-    def prepare_for_create(self, obj: Obj) -> None:
+    def default(self, obj: Obj) -> None:
         obj.setdefault("type", "Opaque")
-        _fold_string_data(obj)
-
-    def prepare_for_update(self, new: Obj, old: Obj) -> None:
-        new.setdefault("type", old.get("type", "Opaque"))
-        _fold_string_data(new)
+        _fold_string_data(obj)  # the v1 -> internal conversion
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
         errors = super().validate_update(new, old)
@@ -355,13 +356,8 @@ class RbacStrategy(Strategy):
 
 
 class DeploymentStrategy(Strategy):
-    def prepare_for_create(self, obj: Obj) -> None:
-        super().prepare_for_create(obj)
+    def default(self, obj: Obj) -> None:
         _default_workload(obj)
-
-    def prepare_for_update(self, new: Obj, old: Obj) -> None:
-        super().prepare_for_update(new, old)
-        _default_workload(new)
 
 
 def _default_workload(obj: Obj) -> None:

@@ -108,3 +108,27 @@ async def test_annex_crds_are_accepted_and_served(api: ApiServer) -> None:
         current = await api.get(crds, "", crd["metadata"]["name"])
         conditions = {c["type"]: c["status"] for c in current["status"]["conditions"]}
         assert conditions["Established"] == "True", path.name
+
+
+async def test_mutating_admission_sees_defaulted_objects_before_the_strategy(
+        api: ApiServer) -> None:
+    seen: list[dict] = []
+
+    class Recorder:
+        async def mutate(self, request):
+            seen.append(request.object)
+            request.object["metadata"].setdefault("labels", {})["mutated"] = "yes"
+            request.object["status"] = {"phase": "Running"}  # PrepareForCreate resets it
+            return request.object
+
+        async def validate(self, request):
+            return None
+
+    await api.create(kind(api, "namespaces"), "", {"metadata": {"name": "n"}})
+    api.admission = Recorder()
+    pod = await api.create(kind(api, "pods"), "n", {"metadata": {"name": "p"}, "spec": {
+        "containers": [{"name": "c", "image": "i"}]}})
+    assert seen[0]["spec"]["restartPolicy"] == "Always"  # defaulted at decode
+    assert "uid" not in seen[0]["metadata"] and "generation" not in seen[0]["metadata"]
+    assert pod["metadata"]["labels"] == {"mutated": "yes"}
+    assert pod["status"]["phase"] == "Pending"
