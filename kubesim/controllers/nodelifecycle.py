@@ -54,7 +54,8 @@ class NodeLifecycle(Controller):
         self.nodes_kind = kind_of(api, "", "v1", "nodes")
         self.leases_kind = kind_of(api, "coordination.k8s.io", "v1", "leases")
         self.nodes: dict[str, dict[str, Any]] = {}
-        self.renewals: dict[str, tuple[str, float]] = {}  # node -> (renewTime, seen at)
+        self.renewals: dict[str, tuple[str, float]] = {}  # node -> (last sign, seen at)
+        self.heartbeats: dict[str, str] = {}  # node -> Ready condition's lastHeartbeatTime
 
     def _now(self) -> float:
         return asyncio.get_running_loop().time()
@@ -63,8 +64,18 @@ class NodeLifecycle(Controller):
         if event_type == "DELETED":
             self.nodes.pop(stored.name, None)
             self.renewals.pop(stored.name, None)
+            self.heartbeats.pop(stored.name, None)
             return
         self.nodes[stored.name] = stored.obj
+        # a changed Ready heartbeat counts as a sign of life, like a renewed Lease
+        heartbeat = "status:" + next(
+            (str(c.get("lastHeartbeatTime") or "") for c in
+             (stored.obj.get("status") or {}).get("conditions") or []
+             if c.get("type") == "Ready"), "")
+        if self.heartbeats.get(stored.name) != heartbeat:
+            self.heartbeats[stored.name] = heartbeat
+            if heartbeat != "status:":
+                self.renewals[stored.name] = (heartbeat, self._now())
         self.renewals.setdefault(stored.name, ("", self._now()))
         self._wake.set()
 
