@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kubesim.apiserver import ApiServer, User
+from kubesim.apiserver import ApiServer, User, copy_json
 from kubesim.errors import StatusError
 
 
@@ -116,7 +116,7 @@ async def test_mutating_admission_sees_defaulted_objects_before_the_strategy(
 
     class Recorder:
         async def mutate(self, request):
-            seen.append(request.object)
+            seen.append(copy_json(request.object))
             request.object["metadata"].setdefault("labels", {})["mutated"] = "yes"
             request.object["status"] = {"phase": "Running"}  # PrepareForCreate resets it
             return request.object
