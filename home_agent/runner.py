@@ -16,6 +16,8 @@ from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.heartbeat import health_loop, lease_loop
 from home_agent.kubeapi import ClusterApi, error_message
+from home_agent.metrics import Metrics
+from home_agent.metrics import serve as serve_metrics
 from home_agent.offloading import reconcile_offloading
 from home_agent.operators import (
     HOME_RESOURCES,
@@ -55,18 +57,22 @@ async def reconcile(agent: Agent, pods: PodOffloader, key: Hashable) -> None:
             await pods.reconcile(namespace, name)
 
 
-async def worker(agent: Agent, pods: PodOffloader) -> None:
+async def worker(agent: Agent, pods: PodOffloader, metrics: Metrics) -> None:
     loop = asyncio.get_running_loop()
     while True:
         key = await loop.run_in_executor(None, agent.queue.get)
         if key is None:
             return
+        kind = str(key[0]) if isinstance(key, tuple) else "?"
         try:
             await reconcile(agent, pods, key)
             agent.queue.forget(key)
+            metrics.reconciled(kind, "success")
         except RetryLater:
             agent.queue.retry(key)
+            metrics.reconciled(kind, "retry")
         except Exception as error:  # noqa: BLE001 - one key's failure never stops the others
+            metrics.reconciled(kind, "error")
             delay = agent.queue.retry(key)
             log.warning("reconcile %s failed (retry in %.1fs): %s", key, delay,
                         error_message(error))
@@ -80,14 +86,17 @@ async def controller(agent: Agent, stop: threading.Event) -> None:
     # Workers park a thread each in queue.get; API calls need threads besides.
     loop.set_default_executor(ThreadPoolExecutor(max_workers=agent.config.workers * 2 + 8))
     pods = PodOffloader(agent)
-    tasks = [asyncio.create_task(worker(agent, pods)) for _ in range(agent.config.workers)]
+    metrics = Metrics()
+    tasks = [asyncio.create_task(worker(agent, pods, metrics))
+             for _ in range(agent.config.workers)]
     tasks.append(asyncio.create_task(lease_loop(agent)))
     tasks.append(asyncio.create_task(health_loop(agent)))
     agent.enqueue(("node",))
-    webhook = await serve_webhook(agent)
+    servers = [await serve_webhook(agent), await serve_metrics(agent, metrics)]
     await loop.run_in_executor(None, stop.wait)
-    if webhook is not None:
-        await webhook.cleanup()
+    for server in servers:
+        if server is not None:
+            await server.cleanup()
     agent.queue.shutdown()
     for task in tasks:
         task.cancel()

@@ -1,0 +1,68 @@
+"""The process contract: flags, probes and metrics, a clean stop on SIGTERM."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import urllib.request
+from typing import Any
+
+import pytest
+
+from home_agent.config import parse_config
+from tests.helpers import wait_for
+from tests.home_agent.agentproc import REPO
+from tests.home_agent.webhook import free_port
+
+
+def test_flags_have_generous_defaults() -> None:
+    config = parse_config(["--remote-kubeconfig", "r", "--cluster-id", "h",
+                           "--remote-cluster-id", "r"])
+    assert config.home_kubeconfig is None  # in-cluster configuration
+    assert (config.lease_renew_interval, config.lease_duration_seconds) == (10.0, 40)
+    assert config.failure_threshold == 3
+    assert config.home_limits.qps >= 50 and config.remote_limits.burst >= 100
+    assert config.effective_tenant_namespace == "liqo-tenant-h"
+
+
+@pytest.mark.parametrize("flags", [
+    ["--remote-pod-cidr", "10.0.0.0/16"],
+    ["--webhook-address", "0.0.0.0:9443"],
+])
+def test_flags_that_go_together_are_checked(flags: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_config(["--remote-kubeconfig", "r", "--cluster-id", "h",
+                      "--remote-cluster-id", "r", *flags])
+
+
+def test_help_lists_the_flags() -> None:
+    result = subprocess.run([sys.executable, "-m", "home_agent", "--help"], cwd=REPO,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0
+    for flag in ("--home-kubeconfig", "--remote-kubeconfig", "--failure-threshold",
+                 "--remapped-pod-cidr", "--enable-apiserver-support", "--home-qps",
+                 "--remote-burst", "--workers", "--metrics-address", "--webhook-address",
+                 "--log-format"):
+        assert flag in result.stdout
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+
+
+def test_probes_and_metrics_then_a_clean_stop(start_agent: Any) -> None:
+    port = free_port()
+    agent = start_agent("--metrics-address", f"127.0.0.1:{port}", "--log-format", "json")
+    wait_for(lambda: _get(f"http://127.0.0.1:{port}/readyz")[0] == 200, timeout=30,
+             message="ready once the home cluster is listed")
+    assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200
+    body = wait_for(lambda: (b := _get(f"http://127.0.0.1:{port}/metrics")[1])
+                    and 'kind="node",result="success"' in b and b, timeout=30,
+                    message="node reconciles counted")
+    assert "annex_home_agent_remote_ready" in body
+    assert agent.process.stop() == 0
+    assert '"level": "INFO"' in agent.process.output()
