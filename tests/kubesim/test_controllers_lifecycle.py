@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,3 +155,25 @@ def test_a_pod_whose_containers_do_not_stop_goes_after_its_grace_period(tmp_path
 
         wait_for(gone, timeout=15)
         api_client.close()
+
+
+@pytest.mark.kubesim_only
+def test_node_reporting_not_ready_gets_the_not_ready_taints(quick_cluster) -> None:
+    _, core = quick_cluster
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    core.create_node({"metadata": {"name": "virtual"}})
+
+    def report(status: str) -> None:
+        core.patch_node_status("virtual", {"status": {"conditions": [{
+            "type": "Ready", "status": status, "reason": "Test", "message": "",
+            "lastHeartbeatTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "lastTransitionTime": now}]}})
+
+    def reported(status: str) -> set[tuple[str, str]]:
+        report(status)  # keeps heartbeating: this node's grace period is only 1 s
+        return taint_keys(core, "virtual")
+
+    wait_for(lambda: reported("False") == {
+        ("node.kubernetes.io/not-ready", "NoSchedule"),
+        ("node.kubernetes.io/not-ready", "NoExecute")})
+    wait_for(lambda: not reported("True"))
