@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -15,19 +16,32 @@ from tests.helpers import wait_for
 from tests.kubesim.test_controllers_cluster import pod_manifest, running
 
 
-@pytest.fixture
-def quick_cluster(tmp_path: Path) -> Iterator[tuple[Any, client.CoreV1Api]]:
-    """A cluster of its own whose nodes go stale after 1 s without a Lease renewal."""
+@contextmanager
+def own_cluster(directory: Path, grace: float) -> Iterator[tuple[Any, client.CoreV1Api]]:
+    """A cluster of its own (2 workers) whose nodes go stale after `grace` s without a sign."""
     from kubesim.cluster import Cluster, ClusterThread
     from kubesim.controllers import ControllerSettings
 
     sim = Cluster("quick", workers=2)
     sim.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
-        workers=2, node_prefix="quick", node_grace_period=1.0, lease_renew_interval=0.2)
-    with ClusterThread([sim], tmp_path):
-        api_client = config.new_client_from_config(config_file=str(tmp_path / "quick.kubeconfig"))
+        workers=2, node_prefix="quick", node_grace_period=grace, lease_renew_interval=0.2)
+    with ClusterThread([sim], directory):
+        api_client = config.new_client_from_config(
+            config_file=str(directory / "quick.kubeconfig"))
         yield sim, client.CoreV1Api(api_client)
         api_client.close()
+
+
+@pytest.fixture
+def quick_cluster(tmp_path: Path) -> Iterator[tuple[Any, client.CoreV1Api]]:
+    with own_cluster(tmp_path, grace=1.0) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def patient_cluster(tmp_path: Path) -> Iterator[tuple[Any, client.CoreV1Api]]:
+    with own_cluster(tmp_path, grace=60.0) as cluster:
+        yield cluster
 
 
 def ready_status(core: client.CoreV1Api, node: str) -> str:
@@ -158,8 +172,8 @@ def test_a_pod_whose_containers_do_not_stop_goes_after_its_grace_period(tmp_path
 
 
 @pytest.mark.kubesim_only
-def test_node_reporting_not_ready_gets_the_not_ready_taints(quick_cluster) -> None:
-    _, core = quick_cluster
+def test_node_reporting_not_ready_gets_the_not_ready_taints(patient_cluster) -> None:
+    _, core = patient_cluster
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     core.create_node({"metadata": {"name": "virtual"}})
 
@@ -169,11 +183,9 @@ def test_node_reporting_not_ready_gets_the_not_ready_taints(quick_cluster) -> No
             "lastHeartbeatTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "lastTransitionTime": now}]}})
 
-    def reported(status: str) -> set[tuple[str, str]]:
-        report(status)  # keeps heartbeating: this node's grace period is only 1 s
-        return taint_keys(core, "virtual")
-
-    wait_for(lambda: reported("False") == {
+    report("False")
+    wait_for(lambda: taint_keys(core, "virtual") == {
         ("node.kubernetes.io/not-ready", "NoSchedule"),
         ("node.kubernetes.io/not-ready", "NoExecute")})
-    wait_for(lambda: not reported("True"))
+    report("True")
+    wait_for(lambda: not taint_keys(core, "virtual"))
