@@ -1,11 +1,12 @@
 """The validating webhook for ShadowPods (AdmissionReview v1 over HTTPS).
 
 Rules: the origin label must name the consumer the namespace belongs to; spec updates are
-limited to what a pod allows; the consumer's Quota is enforced (shared.quota). Deletes are
+limited to what a pod allows; the consumer's Quota is enforced (shared.quota) against the usage
+the ledger keeps from a watch of ShadowPods (no list per admission). Deletes are
 always allowed.
 
 No over-admission under concurrent creates: admissions of one consumer are serialized, and a
-pod admitted but not yet visible in a list is counted through a reservation until it shows up.
+ShadowPod admitted but not yet seen by the ledger counts through a reservation until it is.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 from aiohttp import web
 
 from remote_enforcer.kubeapi import KubeApi, path
-from remote_enforcer.shadowpods import shadowpod_path
+from remote_enforcer.ledger import UsageLedger
 from shared import quota as quota_rules
 from shared.api.quota import QUOTA, LimitsEnforcement
 from shared.forge import enforcement
@@ -53,11 +54,14 @@ def origin_problem(labels: Mapping[str, str], namespace: str,
 class Reservation:
     requested: dict[str, Decimal]
     expires: float
+    uid: str = ""  # the object's uid when admission saw one (set before validation)
 
 
 class Admission:
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, ledger: UsageLedger) -> None:
         self.api = api
+        self.ledger = ledger
+        ledger.on_observed = self._observed
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._reservations: defaultdict[str, dict[tuple[str, str], Reservation]] = (
             defaultdict(dict))
@@ -90,26 +94,21 @@ class Admission:
         return next((q for q in quotas
                      if (q.get("spec") or {}).get("consumerClusterId") == consumer), None)
 
+    def _observed(self, consumer: str, key: tuple[str, str], uid: str) -> None:
+        """A reservation ends when the ledger sees the object it was made for."""
+        reservation = self._reservations[consumer].get(key)
+        if reservation is not None and reservation.uid in ("", uid):
+            del self._reservations[consumer][key]
+
     async def _used(self, consumer: str) -> dict[str, Decimal]:
         """The consumer's usage: its non-terminal ShadowPods plus unobserved reservations."""
-        shadowpods = await self.api.list(shadowpod_path(""),
-                                         f"{ORIGIN_CLUSTER_LABEL}={consumer}")
-        seen = {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in shadowpods}
+        await self.ledger.synced.wait()
         reservations = self._reservations[consumer]
         now = time.monotonic()
-        for key in [k for k, r in reservations.items() if k in seen or r.expires < now]:
+        for key in [k for k, r in reservations.items() if r.expires < now]:
             del reservations[key]
-        requests = []
-        for shadowpod in shadowpods:
-            if enforcement.is_terminal(shadowpod):
-                continue
-            try:
-                requests.append(quota_rules.pod_requests((shadowpod.get("spec") or {}).get("pod")
-                                                         or {}))
-            except ValueError:
-                continue
-        requests.extend(r.requested for r in reservations.values())
-        return quota_rules.total_usage(requests)
+        return quota_rules.total_usage(
+            [self.ledger.usage(consumer), *(r.requested for r in reservations.values())])
 
     async def _admit_within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
                                   dry_run: bool) -> tuple[bool, str]:
@@ -124,9 +123,10 @@ class Admission:
                 bool(spec.get("cordoned")), spec.get("resources") or {}, used,
                 (obj.get("spec") or {}).get("pod") or {})
             if decision.allowed and not dry_run:
-                name = (obj.get("metadata") or {}).get("name", "")
-                self._reservations[consumer][(namespace, name)] = Reservation(
-                    decision.requested, time.monotonic() + RESERVATION_SECONDS)
+                meta = obj.get("metadata") or {}
+                self._reservations[consumer][(namespace, meta.get("name", ""))] = Reservation(
+                    decision.requested, time.monotonic() + RESERVATION_SECONDS,
+                    str(meta.get("uid") or ""))
             return decision.allowed, decision.message
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
@@ -127,3 +127,34 @@ async def retrying(action: Callable[[], Awaitable[T]], attempts: int = 6,
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
     raise AssertionError("unreachable")
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is too old (410 Gone): list again."""
+
+
+async def watch_lines(api: KubeApi, url_path: str, resource_version: str,
+                      timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+    """The events of one watch request from `resource_version`, bookmarks included."""
+    assert api._session is not None  # noqa: SLF001 - same module
+    query = urlencode({"watch": "true", "resourceVersion": resource_version,
+                       "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)})
+    async with api._session.get(f"{api._server}{url_path}?{query}",  # noqa: SLF001
+                                timeout=aiohttp.ClientTimeout(total=None,
+                                                              sock_read=timeout_seconds + 30),
+                                ) as response:
+        if response.status == 410:
+            raise WatchExpired()
+        if response.status >= 400:
+            payload = await response.json(content_type=None)
+            raise ApiError(response.status, payload if isinstance(payload, dict) else {})
+        async for line in response.content:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("type") == "ERROR":
+                if (event.get("object") or {}).get("code") == 410:
+                    raise WatchExpired()
+                raise ApiError(int((event.get("object") or {}).get("code") or 500),
+                               event.get("object") or {})
+            yield event

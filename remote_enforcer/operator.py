@@ -14,10 +14,11 @@ from remote_enforcer.admission import Admission, start_webhook
 from remote_enforcer.certs import server_context
 from remote_enforcer.health import start_health
 from remote_enforcer.kubeapi import KubeApi
+from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.namespaces import NamespaceMapper
 from remote_enforcer.offer import OfferPublisher
 from remote_enforcer.settings import Settings
-from remote_enforcer.shadowpods import ShadowPodEnforcer
+from remote_enforcer.shadowpods import ShadowPodEnforcer, shadowpod_path
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.shadowpod import SHADOWPOD
 from shared.wellknown import ORIGIN_CLUSTER_LABEL, TENANT_NAMESPACE_LABEL
@@ -90,18 +91,30 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         offers = OfferPublisher(api, settings)
         registry = build_registry(login, shadowpods, NamespaceMapper(api, settings.cluster_id),
                                   offers)
-        webhook = await start_webhook(Admission(api), settings.webhook_address,
+        ledger = UsageLedger()
+        ledger_loop = asyncio.create_task(ledger.run(api, shadowpod_path("")), name="ledger")
+        webhook = await start_webhook(Admission(api, ledger), settings.webhook_address,
                                       settings.webhook_port, ssl_context)
         health = await start_health(settings.health_address, settings.health_port, ready)
         offer_loop = asyncio.create_task(offers.run(), name="offer")
+        kopf_ready = asyncio.Event()
+
+        async def readiness() -> None:
+            # Ready once kopf runs and the quota ledger holds every ShadowPod.
+            await kopf_ready.wait()
+            await ledger.synced.wait()
+            ready.set()
+        ready_task = asyncio.create_task(readiness(), name="readiness")
         log.info("enforcer %s: webhook on %s:%d, health on %s:%d", settings.cluster_id,
                  settings.webhook_address, settings.webhook_port, settings.health_address,
                  settings.health_port)
         try:
             await kopf.operator(registry=registry, settings=kopf_settings(settings),
-                                standalone=True, clusterwide=True, ready_flag=ready,
+                                standalone=True, clusterwide=True, ready_flag=kopf_ready,
                                 stop_flag=stop)
         finally:
             offer_loop.cancel()
+            ledger_loop.cancel()
+            ready_task.cancel()
             await webhook.cleanup()
             await health.cleanup()

@@ -173,3 +173,26 @@ def test_concurrent_creates_never_exceed_the_quota(
         "offloading.liqo.io", "v1beta1", twin, "shadowpods")["items"]
     assert len(listed) == 10
     wait_for(lambda: len(remote.core.list_namespaced_pod(twin).items) == 10)
+
+
+@pytest.mark.kubesim_only
+def test_a_completed_shadowpod_frees_its_share_of_the_quota(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    set_quota(remote, twin, consumer, "Soft", {"cpu": "100m", "memory": "1Gi"})
+    job = new_name("job")
+    shadowpods.create(twin, shadowpod(job, consumer, {
+        "restartPolicy": "Never", "containers": [container(cpu="100m")]}))
+    assert denial(lambda: shadowpods.create(twin, shadowpod(
+        new_name("p"), consumer, {"containers": [container(cpu="100m")]}))).startswith(
+        "quota exceeded for cpu")
+
+    settled(shadowpods, twin, job)
+    remote.sim.controllers.kubelet.complete(twin, job)
+    settled(shadowpods, twin, job, "Succeeded")
+
+    def admitted() -> bool:
+        shadowpods.create(twin, shadowpod(new_name("p"), consumer,
+                                          {"containers": [container(cpu="100m")]}))
+        return True
+    wait_for(admitted, message="the completed ShadowPod still holds its quota")

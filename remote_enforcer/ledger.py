@@ -1,0 +1,91 @@
+"""What each consumer's ShadowPods use, kept current by a list+watch of ShadowPods, so that an
+admission costs no list of the consumer's ShadowPods (O(1) instead of O(pods)).
+
+The webhook reads `usage(consumer)` plus its own reservations for admitted creates not yet
+observed; `observed()` tells it when a reservation has turned into a ledger entry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from remote_enforcer.kubeapi import KubeApi, WatchExpired, watch_lines
+from shared import quota as quota_rules
+from shared.forge import enforcement
+from shared.wellknown import ORIGIN_CLUSTER_LABEL
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+def _add(total: dict[str, Decimal], amounts: dict[str, Decimal], sign: int) -> None:
+    for resource, amount in amounts.items():
+        total[resource] = total.get(resource, Decimal(0)) + sign * amount
+
+
+class UsageLedger:
+    def __init__(self) -> None:
+        self._entries: dict[Key, tuple[str, dict[str, Decimal]]] = {}
+        self._totals: defaultdict[str, dict[str, Decimal]] = defaultdict(dict)
+        self.synced = asyncio.Event()
+        # Called with (consumer, key, uid) for every stored state of a ShadowPod seen.
+        self.on_observed: Callable[[str, Key, str], None] = lambda consumer, key, uid: None
+
+    def usage(self, consumer: str) -> dict[str, Decimal]:
+        return dict(self._totals[consumer])
+
+    def _forget(self, key: Key) -> None:
+        previous = self._entries.pop(key, None)
+        if previous is not None:
+            _add(self._totals[previous[0]], previous[1], -1)
+
+    def apply(self, event_type: str, shadowpod: dict[str, Any]) -> None:
+        meta = shadowpod.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        consumer = (meta.get("labels") or {}).get(ORIGIN_CLUSTER_LABEL)
+        self._forget(key)
+        if consumer and event_type != "DELETED":
+            self.on_observed(consumer, key, str(meta.get("uid", "")))
+        if event_type == "DELETED" or not consumer or enforcement.is_terminal(shadowpod):
+            return
+        try:
+            requests = quota_rules.pod_requests((shadowpod.get("spec") or {}).get("pod") or {})
+        except ValueError:
+            return
+        self._entries[key] = (consumer, requests)
+        _add(self._totals[consumer], requests, +1)
+
+    def replace(self, shadowpods: list[dict[str, Any]]) -> None:
+        """Start over from a full list."""
+        self._entries.clear()
+        self._totals.clear()
+        for shadowpod in shadowpods:
+            self.apply("ADDED", shadowpod)
+
+    async def run(self, api: KubeApi, url_path: str) -> None:
+        """List, then watch from the list's resourceVersion; list again when it expires."""
+        while True:
+            try:
+                listed = await api.request("GET", url_path)
+                self.replace(list(listed.get("items") or []))
+                version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
+                self.synced.set()
+                while True:
+                    async for event in watch_lines(api, url_path, version):
+                        obj = event.get("object") or {}
+                        version = str((obj.get("metadata") or {}).get("resourceVersion", version))
+                        if event.get("type") != "BOOKMARK":
+                            self.apply(str(event.get("type")), obj)
+            except WatchExpired:
+                continue
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - keep the ledger alive; relist after a pause
+                log.exception("ShadowPod usage watch failed; listing again")
+                await asyncio.sleep(1.0)
