@@ -34,7 +34,7 @@ def own_cluster(directory: Path, grace: float) -> Iterator[tuple[Any, client.Cor
 
 @pytest.fixture
 def quick_cluster(tmp_path: Path) -> Iterator[tuple[Any, client.CoreV1Api]]:
-    with own_cluster(tmp_path, grace=1.0) as cluster:
+    with own_cluster(tmp_path, grace=2.0) as cluster:
         yield cluster
 
 
