@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import kopf
@@ -115,22 +116,25 @@ def kopf_login(connection: Connection) -> kopf.ConnectionInfo:
 class RateLimiter:
     """A token bucket (client-go's flowcontrol): `qps` tokens a second, at most `burst` saved."""
 
-    def __init__(self, limits: ClientLimits) -> None:
+    def __init__(self, limits: ClientLimits, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
         self._rate = limits.qps
         self._capacity = float(max(1, limits.burst))
         self._tokens = self._capacity
-        self._updated = time.monotonic()
+        self._clock = clock
+        self._sleep = sleep
+        self._updated = clock()
         self._lock = asyncio.Lock()
 
     async def acquire(self) -> None:
         if self._rate <= 0:  # qps <= 0 disables throttling, as in client-go
             return
         async with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             self._tokens = min(self._capacity, self._tokens + (now - self._updated) * self._rate)
             self._updated = now
             if self._tokens < 1:
-                await asyncio.sleep((1 - self._tokens) / self._rate)
-                self._updated = time.monotonic()
+                await self._sleep((1 - self._tokens) / self._rate)
+                self._updated = self._clock()
                 self._tokens = 1
             self._tokens -= 1

@@ -1,0 +1,106 @@
+"""The pure rules behind the enforcer (shared.forge.enforcement, shared.offer)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from shared.forge import enforcement
+from shared.offer import differs_enough, free_resources, pod_reservation, share
+
+SHADOWPOD: dict[str, Any] = {
+    "metadata": {"name": "web", "namespace": "twin", "uid": "u-1", "generation": 2,
+                 "labels": {"app": "web"}, "annotations": {"a": "1"}},
+    "spec": {"pod": {"containers": [{"name": "main", "image": "nginx:1"}]}},
+}
+
+
+def with_status(**status: Any) -> dict[str, Any]:
+    return {**SHADOWPOD, "status": status}
+
+
+def test_the_desired_pod_is_controlled_by_its_shadowpod() -> None:
+    pod = enforcement.desired_pod(SHADOWPOD)
+    assert pod["metadata"]["ownerReferences"] == [{
+        "apiVersion": "offloading.liqo.io/v1beta1", "kind": "ShadowPod", "name": "web",
+        "uid": "u-1", "controller": True, "blockOwnerDeletion": True}]
+    assert enforcement.is_controlled_by(pod, SHADOWPOD)
+    assert pod["spec"] == SHADOWPOD["spec"]["pod"]
+    assert pod["spec"] is not SHADOWPOD["spec"]["pod"]
+
+
+def test_a_terminal_phase_is_final() -> None:
+    done = with_status(phase="Succeeded")
+    assert enforcement.is_terminal(done)
+    running_pod = {"spec": {"nodeName": "n"}, "status": {"phase": "Running"}}
+    assert enforcement.shadowpod_status(done, running_pod) is None
+
+
+def test_status_is_written_only_when_it_changes() -> None:
+    pod = {"spec": {"nodeName": "n1"}, "status": {"phase": "Running", "podIP": "10.0.0.5"}}
+    status = enforcement.shadowpod_status(SHADOWPOD, pod)
+    assert status == {"phase": "Running", "nodeName": "n1", "podStatus": pod["status"],
+                      "observedGeneration": 2}
+    assert enforcement.shadowpod_status(with_status(**status), pod) is None
+
+
+def test_recreations_are_counted_in_the_status() -> None:
+    assert enforcement.recreated_status(with_status(phase="Running", recreations=2))[
+        "recreations"] == 3
+
+
+def test_pod_patch_carries_only_what_changed_and_a_pod_allows() -> None:
+    pod = enforcement.desired_pod(SHADOWPOD)
+    assert enforcement.pod_patch(pod, SHADOWPOD) is None
+    changed = {**SHADOWPOD,
+               "metadata": {**SHADOWPOD["metadata"], "labels": {"app": "web", "v": "2"},
+                            "annotations": {}},
+               "spec": {"pod": {"containers": [{"name": "main", "image": "nginx:2"}],
+                                "activeDeadlineSeconds": 30}}}
+    assert enforcement.pod_patch(pod, changed) == {
+        "metadata": {"labels": {"v": "2"}, "annotations": {"a": None}},
+        "spec": {"containers": [{"name": "main", "image": "nginx:2"}],
+                 "activeDeadlineSeconds": 30}}
+
+
+def test_forbidden_spec_changes() -> None:
+    old = {"containers": [{"name": "main", "image": "a"}], "tolerations": [{"key": "k"}]}
+    allowed = {"containers": [{"name": "main", "image": "b"}], "activeDeadlineSeconds": 5,
+               "tolerations": [{"key": "k"}, {"key": "new"}]}
+    assert enforcement.forbidden_spec_change(old, allowed) is None
+    for forbidden in ({**old, "containers": [{"name": "main", "image": "a", "args": ["x"]}]},
+                      {**old, "tolerations": []},
+                      {**old, "nodeName": "elsewhere"}):
+        message = enforcement.forbidden_spec_change(old, forbidden)
+        assert message is not None and message.startswith("spec.pod: Forbidden: ")
+
+
+def node(name: str, cpu: str, ready: bool = True, unschedulable: bool = False) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"unschedulable": unschedulable},
+            "status": {"allocatable": {"cpu": cpu, "memory": "4Gi", "pods": "10"},
+                       "conditions": [{"type": "Ready",
+                                       "status": "True" if ready else "False"}]}}
+
+
+def pod(node_name: str | None, cpu: str, phase: str = "Running") -> dict[str, Any]:
+    return {"spec": {"nodeName": node_name, "containers": [
+        {"name": "c", "resources": {"requests": {"cpu": cpu}}}]}, "status": {"phase": phase}}
+
+
+def test_free_resources_count_only_schedulable_ready_nodes_and_holding_pods() -> None:
+    nodes = [node("a", "4"), node("b", "8", ready=False), node("c", "8", unschedulable=True)]
+    holding = [r for r in (pod_reservation(p) for p in [
+        pod("a", "1"), pod("a", "500m", phase="Succeeded"), pod(None, "2"), pod("b", "1")])
+        if r is not None]
+    free = free_resources(nodes, holding)
+    assert free["cpu"] == Decimal(3)
+    assert free["pods"] == Decimal(9)
+    assert share(free, Decimal(50)) == {"cpu": "1500m", "memory": "2Gi", "pods": "4",
+                                        "ephemeral-storage": "0"}
+
+
+def test_small_moves_are_not_worth_a_write() -> None:
+    assert not differs_enough({"cpu": "1000m"}, {"cpu": "1005m"}, Decimal(1))
+    assert differs_enough({"cpu": "1000m"}, {"cpu": "1020m"}, Decimal(1))
+    assert differs_enough({"cpu": "0"}, {"cpu": "1m"}, Decimal(1))
+    assert differs_enough({"cpu": "1"}, {"cpu": "1", "memory": "1Gi"}, Decimal(1))
