@@ -1,1 +1,25 @@
-"""The provider-side operator: ShadowPods become pods that stay alive."""
+"""The provider-side operator: ShadowPods become pods that stay alive (DESIGN.md section 6).
+
+`python -m remote_enforcer --kubeconfig PATH --cluster-id ID` (no --kubeconfig: in-cluster).
+kopf runs standalone and clusterwide with its own registry (operator.py); handlers are thin and
+hand each object to the module that owns its rule:
+
+- shadowpods.py  ShadowPod → owned pod, recreated when deleted, never once terminal; pod status
+                 copied into the ShadowPod status (rules: shared/forge/enforcement.py)
+- admission.py   the validating webhook (HTTPS, AdmissionReview v1) at /validate/shadowpods
+- ledger.py      per-consumer usage from a list+watch of ShadowPods, for the webhook's quota
+- namespaces.py  NamespaceMap → twin namespaces with the consumer's Role and RoleBinding
+- offer.py       one ResourceOffer per tenant namespace (rules: shared/offer.py)
+- rbac.py        the consumer's twin-namespace rules and the enforcer's own ClusterRole rules
+
+Tenancy contract (what the chart creates per consumer, what the enforcer reads):
+- tenant namespace labels `liqo.io/tenant-namespace=true`, `liqo.io/remote-cluster-id=<consumer>`;
+  NamespaceMaps are honoured and the ResourceOffer (named `offer`) is published only there;
+- the consumer identity: annotation `liqo.io/consumer-identity` on the tenant namespace,
+  `serviceaccount:<name>` (in the tenant namespace) or `user:<name>`; default: the service
+  account `consumer`. The enforcer binds it in every twin namespace it creates for the consumer;
+- twin namespaces carry `offloading.liqo.io/origin=<consumer>` and
+  `offloading.liqo.io/destination=<provider>`; the webhook reads the origin label to know which
+  consumer a namespace belongs to;
+- Quotas (any namespace) are matched by `spec.consumerClusterId`; no Quota: nothing enforced.
+"""
