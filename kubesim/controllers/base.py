@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Coroutine, Hashable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from kubesim.apiserver import ApiServer
 from kubesim.errors import StatusError
@@ -19,8 +19,6 @@ from kubesim.kinds import ResourceKind
 from kubesim.store import Stored
 
 log = logging.getLogger("kubesim.controllers")
-T = TypeVar("T")
-K = TypeVar("K", bound=Hashable)
 EventHandler = Callable[[str, Stored], None]
 
 
@@ -118,27 +116,34 @@ class WorkQueue:
                     self.add(key)
 
 
-def call_on_loop(loop: asyncio.AbstractEventLoop, action: Coroutine[Any, Any, T],
-                 timeout: float = 30.0) -> T:
-    """Run `action` on the cluster's loop from another thread and wait for its result."""
+async def run_together(*coroutines: Coroutine[Any, Any, Any]) -> None:
+    """Run a controller's watches and workers as tasks; when one ends or this is cancelled,
+    the others are cancelled too."""
+    tasks = [asyncio.create_task(coroutine) for coroutine in coroutines]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def apply_on_loop(loop: asyncio.AbstractEventLoop | None, action: Callable[[], None]) -> None:
+    """Apply `action` on the cluster's loop: directly when called on it, else from another
+    thread (tests run clusters on a background loop), waiting until it is done."""
+    if loop is None:
+        raise RuntimeError("the controller is not running")
     try:
         running = asyncio.get_running_loop()
     except RuntimeError:
         running = None
     if running is loop:
-        action.close()
-        raise RuntimeError("call the async variant from the cluster's own loop")
-    return asyncio.run_coroutine_threadsafe(action, loop).result(timeout)
+        action()
+        return
 
+    async def apply() -> None:
+        action()
 
-async def ignore_gone(action: Awaitable[T]) -> T | None:
-    """Await a write; None if the object is gone (404) meanwhile."""
-    try:
-        return await action
-    except StatusError as error:
-        if error.code == 404:
-            return None
-        raise
+    asyncio.run_coroutine_threadsafe(apply(), loop).result(30)
 
 
 class Controller:

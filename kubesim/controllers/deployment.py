@@ -6,12 +6,17 @@ Available and Progressing conditions."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json, now_timestamp
-from kubesim.controllers.base import Controller, WorkQueue, kind_of, watch_forever
+from kubesim.controllers.base import (
+    Controller,
+    WorkQueue,
+    kind_of,
+    run_together,
+    watch_forever,
+)
 from kubesim.controllers.replicaset import controller_of, owner_reference
 from kubesim.errors import StatusError
 from kubesim.store import Stored
@@ -175,12 +180,8 @@ class DeploymentController(Controller):
         await self.api.update(self.deployments_kind, key[0], key[1], new, subresource="status")
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(watch_forever(self.api, self.deployments_kind,
-                                                   self._on_deployment)),
-                 asyncio.create_task(watch_forever(self.api, self.sets_kind, self._on_set)),
-                 asyncio.create_task(self.queue.run())]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
+        await run_together(
+            watch_forever(self.api, self.deployments_kind, self._on_deployment),
+            watch_forever(self.api, self.sets_kind, self._on_set),
+            self.queue.run(),
+        )

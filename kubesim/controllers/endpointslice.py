@@ -3,11 +3,16 @@ what `slicing.desired_slices` computes; slices it does not manage are left alone
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json
-from kubesim.controllers.base import Controller, WorkQueue, kind_of, watch_forever
+from kubesim.controllers.base import (
+    Controller,
+    WorkQueue,
+    kind_of,
+    run_together,
+    watch_forever,
+)
 from kubesim.controllers.slicing import (
     SERVICE_NAME_LABEL,
     desired_slices,
@@ -104,13 +109,9 @@ class EndpointSliceController(Controller):
                 raise
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(watch_forever(self.api, self.services_kind,
-                                                   self._on_service)),
-                 asyncio.create_task(watch_forever(self.api, self.pods_kind, self._on_pod)),
-                 asyncio.create_task(watch_forever(self.api, self.slices_kind, self._on_slice)),
-                 asyncio.create_task(self.queue.run())]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
+        await run_together(
+            watch_forever(self.api, self.services_kind, self._on_service),
+            watch_forever(self.api, self.pods_kind, self._on_pod),
+            watch_forever(self.api, self.slices_kind, self._on_slice),
+            self.queue.run(),
+        )

@@ -24,7 +24,14 @@ from typing import Any
 
 from kubesim import errors
 from kubesim.apiserver import ApiServer, SubresourceRequest, copy_json, now_timestamp
-from kubesim.controllers.base import Controller, WorkQueue, kind_of, watch_forever
+from kubesim.controllers.base import (
+    Controller,
+    WorkQueue,
+    apply_on_loop,
+    kind_of,
+    run_together,
+    watch_forever,
+)
 from kubesim.controllers.events import record_event
 from kubesim.errors import StatusError
 from kubesim.store import Stored
@@ -443,22 +450,7 @@ class Kubelet(Controller):
 
     # ------------------------------------------------------------------------- test hooks
     def _on_loop(self, action: Callable[[], None]) -> None:
-        """Apply `action` on the cluster's loop (direct on it, else wait for it)."""
-        loop = self.loop
-        if loop is None:
-            raise RuntimeError("the kubelet is not running")
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            action()
-            return
-
-        async def apply() -> None:
-            action()
-
-        asyncio.run_coroutine_threadsafe(apply(), loop).result(30)
+        apply_on_loop(self.loop, action)
 
     def _containers(self, namespace: str, name: str,
                     container: str | None) -> tuple[PodKey, PodRuntime, list[ContainerRuntime]]:
@@ -580,13 +572,8 @@ class Kubelet(Controller):
         for node in self.node_names:
             await self._register(node)
             await self._renew_lease(node)
-        tasks = [
-            asyncio.create_task(self._heartbeat_forever()),
-            asyncio.create_task(watch_forever(self.api, self.pods_kind, self._on_pod)),
-            asyncio.create_task(self.queue.run()),
-        ]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
+        await run_together(
+            self._heartbeat_forever(),
+            watch_forever(self.api, self.pods_kind, self._on_pod),
+            self.queue.run(),
+        )

@@ -5,11 +5,16 @@ NamespaceContentRemaining condition with the real controller's wording."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json, now_timestamp
-from kubesim.controllers.base import Controller, WorkQueue, kind_of, watch_forever
+from kubesim.controllers.base import (
+    Controller,
+    WorkQueue,
+    kind_of,
+    run_together,
+    watch_forever,
+)
 from kubesim.errors import StatusError
 from kubesim.store import Stored
 
@@ -93,11 +98,7 @@ class NamespaceController(Controller):
         await self.api.update(self.namespaces_kind, "", namespace, new, subresource="finalize")
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(watch_forever(self.api, self.namespaces_kind,
-                                                   self._on_namespace)),
-                 asyncio.create_task(self.queue.run())]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
+        await run_together(
+            watch_forever(self.api, self.namespaces_kind, self._on_namespace),
+            self.queue.run(),
+        )

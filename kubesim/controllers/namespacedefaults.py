@@ -4,12 +4,17 @@ the ConfigMap is put back if its content drifts."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json
-from kubesim.controllers.base import Controller, WorkQueue, kind_of, watch_forever
+from kubesim.controllers.base import (
+    Controller,
+    WorkQueue,
+    kind_of,
+    run_together,
+    watch_forever,
+)
 from kubesim.errors import StatusError
 from kubesim.kinds import ResourceKind
 from kubesim.store import Stored
@@ -80,18 +85,12 @@ class _PerNamespaceObject(Controller):
                 raise
 
     async def run(self) -> None:
-        tasks = [
-            asyncio.create_task(watch_forever(self.api, self.namespaces_kind,
-                                              self._on_namespace)),
-            asyncio.create_task(watch_forever(self.api, self.kind, self._on_object,
-                                              field_selector=f"metadata.name={self.object_name}")),
-            asyncio.create_task(self.queue.run()),
-        ]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
+        await run_together(
+            watch_forever(self.api, self.namespaces_kind, self._on_namespace),
+            watch_forever(self.api, self.kind, self._on_object,
+                          field_selector=f"metadata.name={self.object_name}"),
+            self.queue.run(),
+        )
 
 
 class RootCaPublisher(_PerNamespaceObject):

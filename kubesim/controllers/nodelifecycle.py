@@ -13,7 +13,7 @@ import asyncio
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json, now_timestamp
-from kubesim.controllers.base import Controller, kind_of, watch_forever
+from kubesim.controllers.base import Controller, kind_of, run_together, watch_forever
 from kubesim.errors import StatusError
 from kubesim.store import Stored
 
@@ -132,18 +132,19 @@ class NodeLifecycle(Controller):
 
     async def run(self) -> None:
         self._wake = asyncio.Event()
-        tasks = [asyncio.create_task(watch_forever(self.api, self.nodes_kind, self._on_node)),
-                 asyncio.create_task(watch_forever(self.api, self.leases_kind, self._on_lease,
-                                                   namespace=LEASE_NAMESPACE))]
+        await run_together(
+            watch_forever(self.api, self.nodes_kind, self._on_node),
+            watch_forever(self.api, self.leases_kind, self._on_lease,
+                          namespace=LEASE_NAMESPACE),
+            self._monitor(),
+        )
+
+    async def _monitor(self) -> None:
         period = max(0.05, min(5.0, self.grace_period / 8))
-        try:
-            while True:
-                await self._check()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), period)
-                except TimeoutError:
-                    pass
-                self._wake.clear()
-        finally:
-            for task in tasks:
-                task.cancel()
+        while True:
+            await self._check()
+            try:
+                await asyncio.wait_for(self._wake.wait(), period)
+            except TimeoutError:
+                pass
+            self._wake.clear()

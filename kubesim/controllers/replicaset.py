@@ -4,11 +4,16 @@ observedGeneration in its status."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json
-from kubesim.controllers.base import Controller, WorkQueue, kind_of, watch_forever
+from kubesim.controllers.base import (
+    Controller,
+    WorkQueue,
+    kind_of,
+    run_together,
+    watch_forever,
+)
 from kubesim.errors import StatusError
 from kubesim.selectors import label_selector_from_object
 from kubesim.store import Stored
@@ -141,11 +146,8 @@ class ReplicaSetController(Controller):
         await self.api.update(self.sets_kind, key[0], key[1], new, subresource="status")
 
     async def run(self) -> None:
-        tasks = [asyncio.create_task(watch_forever(self.api, self.sets_kind, self._on_set)),
-                 asyncio.create_task(watch_forever(self.api, self.pods_kind, self._on_pod)),
-                 asyncio.create_task(self.queue.run())]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
+        await run_together(
+            watch_forever(self.api, self.sets_kind, self._on_set),
+            watch_forever(self.api, self.pods_kind, self._on_pod),
+            self.queue.run(),
+        )

@@ -12,7 +12,13 @@ import asyncio
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json, now_timestamp
-from kubesim.controllers.base import Controller, WorkQueue, kind_of, watch_forever
+from kubesim.controllers.base import (
+    Controller,
+    WorkQueue,
+    kind_of,
+    run_together,
+    watch_forever,
+)
 from kubesim.controllers.events import record_event
 from kubesim.controllers.placement import choose_node, occupies_node
 from kubesim.errors import StatusError
@@ -132,13 +138,12 @@ class Scheduler(Controller):
 
     async def run(self) -> None:
         nodes_synced = asyncio.Event()
-        tasks = [asyncio.create_task(watch_forever(self.api, self.nodes_kind, self._on_node,
-                                                   synced=nodes_synced))]
-        await nodes_synced.wait()
-        tasks.append(asyncio.create_task(watch_forever(self.api, self.pods_kind, self._on_pod)))
-        tasks.append(asyncio.create_task(self.queue.run()))
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
+        await run_together(
+            watch_forever(self.api, self.nodes_kind, self._on_node, synced=nodes_synced),
+            self._schedule_once_nodes_are_known(nodes_synced),
+        )
+
+    async def _schedule_once_nodes_are_known(self, nodes_synced: asyncio.Event) -> None:
+        await nodes_synced.wait()  # else the first pods would find no node at all
+        await run_together(watch_forever(self.api, self.pods_kind, self._on_pod),
+                           self.queue.run())
