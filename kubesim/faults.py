@@ -104,6 +104,7 @@ class Faults:
         self._streams = _Streams()
         self._connections: weakref.WeakSet[asyncio.BaseTransport] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self._pending: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ the public API
 
@@ -137,10 +138,14 @@ class Faults:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if loop is None or running is loop:
-            task = asyncio.ensure_future(action)
-            self._background = task  # keep a reference until done
+        if running is not None and running is (loop or running):
+            task = running.create_task(action)
+            self._pending.add(task)  # keep a reference until done
+            task.add_done_callback(self._pending.discard)
             return
+        if loop is None:
+            action.close()
+            raise RuntimeError("the cluster is not serving yet")
         asyncio.run_coroutine_threadsafe(action, loop).result(timeout=30)
 
     def _state(self, user: str | None) -> FaultState:
