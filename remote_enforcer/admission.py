@@ -25,6 +25,7 @@ from aiohttp import web
 
 from remote_enforcer.kubeapi import KubeApi, path
 from remote_enforcer.ledger import UsageLedger
+from remote_enforcer.metrics import Metrics
 from shared import quota as quota_rules
 from shared.api.quota import QUOTA, LimitsEnforcement
 from shared.forge import enforcement
@@ -138,7 +139,7 @@ def review_response(uid: str, allowed: bool, message: str) -> dict[str, Any]:
             "response": response}
 
 
-def webhook_app(admission: Admission) -> web.Application:
+def webhook_app(admission: Admission, metrics: Metrics) -> web.Application:
     async def validate(request: web.Request) -> web.Response:
         review = await request.json()
         admission_request = review.get("request") or {}
@@ -147,6 +148,7 @@ def webhook_app(admission: Admission) -> web.Application:
         except Exception as error:  # noqa: BLE001 - answer rather than drop the connection
             log.exception("admission failed")
             allowed, message = False, f"the enforcer could not decide: {error}"
+        metrics.count("admissions_total", f'result="{"allowed" if allowed else "denied"}"')
         if not allowed:
             log.info("denied %s %s/%s: %s", admission_request.get("operation"),
                      admission_request.get("namespace"), admission_request.get("name"), message)
@@ -158,9 +160,9 @@ def webhook_app(admission: Admission) -> web.Application:
     return app
 
 
-async def start_webhook(admission: Admission, address: str, port: int,
+async def start_webhook(admission: Admission, metrics: Metrics, address: str, port: int,
                         ssl_context: ssl.SSLContext) -> web.AppRunner:
-    runner = web.AppRunner(webhook_app(admission), access_log=None)
+    runner = web.AppRunner(webhook_app(admission, metrics), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, address, port, ssl_context=ssl_context).start()
     return runner

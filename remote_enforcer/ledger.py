@@ -37,6 +37,9 @@ class UsageLedger:
         # Called with (consumer, key, uid) for every stored state of a ShadowPod seen.
         self.on_observed: Callable[[str, Key, str], None] = lambda consumer, key, uid: None
 
+    def __len__(self) -> int:
+        return len(self._entries)
+
     def usage(self, consumer: str) -> dict[str, Decimal]:
         return dict(self._totals[consumer])
 

@@ -15,6 +15,7 @@ from remote_enforcer.certs import server_context
 from remote_enforcer.health import start_health
 from remote_enforcer.kubeapi import KubeApi
 from remote_enforcer.ledger import UsageLedger
+from remote_enforcer.metrics import Metrics
 from remote_enforcer.namespaces import NamespaceMapper
 from remote_enforcer.offer import OfferPublisher
 from remote_enforcer.settings import Settings
@@ -87,15 +88,19 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                                  settings.webhook_hosts, settings.webhook_cert_dir)
     ready = asyncio.Event()
     async with KubeApi(login, RateLimiter(limits)) as api:
-        shadowpods = ShadowPodEnforcer(api)
+        metrics = Metrics()
+        shadowpods = ShadowPodEnforcer(api, metrics)
         offers = OfferPublisher(api, settings)
         registry = build_registry(login, shadowpods, NamespaceMapper(api, settings.cluster_id),
                                   offers)
         ledger = UsageLedger()
+        metrics.gauges["shadowpods_counted"] = (
+            "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
         ledger_loop = asyncio.create_task(ledger.run(api, shadowpod_path("")), name="ledger")
-        webhook = await start_webhook(Admission(api, ledger), settings.webhook_address,
+        webhook = await start_webhook(Admission(api, ledger), metrics, settings.webhook_address,
                                       settings.webhook_port, ssl_context)
-        health = await start_health(settings.health_address, settings.health_port, ready)
+        health = await start_health(settings.health_address, settings.health_port, ready,
+                                    metrics)
         offer_loop = asyncio.create_task(offers.run(), name="offer")
         kopf_ready = asyncio.Event()
 

@@ -13,6 +13,7 @@ from collections import defaultdict
 from typing import Any
 
 from remote_enforcer.kubeapi import STRATEGIC_MERGE_PATCH, ApiError, KubeApi, path, retrying
+from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
 
@@ -31,8 +32,9 @@ def pod_path(namespace: str, name: str = "") -> str:
 
 
 class ShadowPodEnforcer:
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: KubeApi, metrics: Metrics) -> None:
         self.api = api
+        self.metrics = metrics
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def write_status(self, shadowpod: dict[str, Any], status: dict[str, Any]) -> None:
@@ -90,6 +92,8 @@ class ShadowPodEnforcer:
                 return  # made meanwhile (e.g. by a previous run): the pod event reconciles
             log.error("cannot create pod %s/%s: %s", meta["namespace"], meta["name"], error)
             raise
+        self.metrics.count("pods_created_total")
         if enforcement.had_pod(shadowpod):
             log.info("recreated pod %s/%s", meta["namespace"], meta["name"])
+            self.metrics.count("pod_recreations_total")
             await self.write_status(shadowpod, enforcement.recreated_status(shadowpod))

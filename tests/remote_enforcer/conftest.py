@@ -73,6 +73,11 @@ class Enforcer:
             return False
         return answer.status == 200
 
+    def get(self, path: str) -> urllib3.BaseHTTPResponse:
+        """GET on the health/metrics port."""
+        return urllib3.request("GET", f"http://127.0.0.1:{self.health_port}{path}",
+                               timeout=5.0, retries=False)
+
     def start(self) -> None:
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(self.args, cwd=ROOT, stdout=log, stderr=log)

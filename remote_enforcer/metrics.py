@@ -1,0 +1,39 @@
+"""Counters the enforcer exposes on /metrics (Prometheus text format) next to its probes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+PREFIX = "annex_remote_enforcer"
+HELP = {
+    "pods_created_total": "Pods created for ShadowPods (first creations and recreations).",
+    "pod_recreations_total": "Pods recreated after they vanished.",
+    "admissions_total": "ShadowPod admission reviews by result.",
+}
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}
+
+    def count(self, name: str, labels: str = "") -> None:
+        """Add one to counter `name`; `labels` is the rendered label set ('result="allowed"')."""
+        self._counts[(name, labels)] += 1
+
+    def value(self, name: str, labels: str = "") -> int:
+        return self._counts[(name, labels)]
+
+    def exposition(self) -> str:
+        lines: list[str] = []
+        for name, help_text in HELP.items():
+            lines += [f"# HELP {PREFIX}_{name} {help_text}", f"# TYPE {PREFIX}_{name} counter"]
+            series = sorted((labels, count) for (metric, labels), count in self._counts.items()
+                            if metric == name)
+            lines += [f"{PREFIX}_{name}{{{labels}}} {count}" if labels
+                      else f"{PREFIX}_{name} {count}" for labels, count in series]
+        for name, (help_text, read) in sorted(self.gauges.items()):
+            lines += [f"# HELP {PREFIX}_{name} {help_text}", f"# TYPE {PREFIX}_{name} gauge",
+                      f"{PREFIX}_{name} {read()}"]
+        return "\n".join(lines) + "\n"
