@@ -1,0 +1,105 @@
+"""Watch details controllers notice, as the real watch cache serves them: the resourceVersion a
+DELETED event carries, deletion start as MODIFIED, no replay of the starting version, the shape
+of BOOKMARK and 410 ERROR events, a clean end at timeoutSeconds, and the python client's watch
+helper on namespaced and cluster-wide watches."""
+
+from __future__ import annotations
+
+import re
+
+from tests.helpers import wait_for
+from tests.kubesim.rest import MERGE, call, stream
+from tests.kubesim.test_api_watch import cms, summary, watching
+
+TOO_OLD = re.compile(r"^too old resource version: \d+ \(\d+\)$")
+
+
+def current_version(cluster, namespace: str) -> str:
+    return call(cluster, "GET", cms(namespace))[1]["metadata"]["resourceVersion"]
+
+
+def test_deletion_start_is_modified_and_deleted_carries_the_deletions_version(home,
+                                                                              namespace) -> None:
+    call(home, "POST", cms(namespace), {"metadata": {"name": "f", "finalizers": ["x.io/keep"]},
+                                        "data": {"k": "v"}})
+    with watching(home, cms(namespace), resourceVersion=current_version(home, namespace)) \
+            as events:
+        call(home, "DELETE", cms(namespace, "f"))
+        call(home, "PATCH", cms(namespace, "f"), {"metadata": {"finalizers": None}},
+             content_type=MERGE)
+        wait_for(lambda: ("DELETED", "f") in summary(events), 10, f"events: {events}")
+    started, deleted = [e for e in events if e["type"] != "BOOKMARK"]
+    assert started["type"] == "MODIFIED"
+    assert started["object"]["metadata"]["deletionTimestamp"]
+    assert deleted["object"]["data"] == {"k": "v"}  # the last state ...
+    # ... at the deletion's own resourceVersion, later than the last write's
+    assert int(deleted["object"]["metadata"]["resourceVersion"]) > int(
+        started["object"]["metadata"]["resourceVersion"])
+    assert int(current_version(home, namespace)) >= int(
+        deleted["object"]["metadata"]["resourceVersion"])
+
+
+def test_a_watch_from_a_version_does_not_replay_the_write_at_that_version(home,
+                                                                          namespace) -> None:
+    call(home, "POST", cms(namespace), {"metadata": {"name": "a"}})
+    changed = call(home, "PATCH", cms(namespace, "a"), {"data": {"n": "1"}},
+                   content_type=MERGE)[1]
+    call(home, "PATCH", cms(namespace, "a"), {"data": {"n": "2"}}, content_type=MERGE)
+    events = list(stream(home, cms(namespace), {
+        "resourceVersion": changed["metadata"]["resourceVersion"], "timeoutSeconds": "1"}))
+    assert [(e["type"], e["object"]["data"]) for e in events if e["type"] != "BOOKMARK"] == [
+        ("MODIFIED", {"n": "2"})]
+
+
+def test_a_bookmark_carries_only_its_type_and_resource_version(home, namespace) -> None:
+    events = list(stream(home, cms(namespace), {
+        "allowWatchBookmarks": "true", "timeoutSeconds": "3",
+        "resourceVersion": current_version(home, namespace)}))
+    bookmark = next(e["object"] for e in events if e["type"] == "BOOKMARK")
+    assert (bookmark["apiVersion"], bookmark["kind"]) == ("v1", "ConfigMap")
+    # a typed empty object: Go encodes the zero creationTimestamp as null; nothing else is set
+    assert set(bookmark) <= {"apiVersion", "kind", "metadata"}
+    assert {k: v for k, v in bookmark["metadata"].items() if v is not None} == {
+        "resourceVersion": bookmark["metadata"]["resourceVersion"]}  # no initial-events-end
+
+
+def test_an_expired_version_is_an_error_event_with_the_real_status(home, namespace) -> None:
+    version = call(home, "POST", cms(namespace), {"metadata": {"name": "a"}})[1][
+        "metadata"]["resourceVersion"]
+    call(home, "POST", cms(namespace), {"metadata": {"name": "b"}})
+    if home.sim is not None:
+        home.run(home.sim.api.store.compact)
+    else:
+        version = "1"  # long compacted on any real cluster
+    events = list(stream(home, cms(namespace), {"resourceVersion": version,
+                                                "timeoutSeconds": "5"}))
+    assert [e["type"] for e in events] == ["ERROR"]
+    status = events[0]["object"]
+    assert TOO_OLD.match(status.pop("message")), status
+    assert status == {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                      "status": "Failure", "reason": "Expired", "code": 410}
+
+
+def test_a_watch_ends_cleanly_at_its_timeout(home, namespace) -> None:
+    call(home, "POST", cms(namespace), {"metadata": {"name": "a"}})
+    # stream() returns only once the server ends the chunked response without an error
+    events = list(stream(home, cms(namespace), {"timeoutSeconds": "1",
+                                                "allowWatchBookmarks": "true"}))
+    assert ("ADDED", "a") in summary(events)
+    assert all(e["type"] != "ERROR" for e in events)
+
+
+def test_the_python_client_watches_namespaced_and_cluster_wide(home, namespace) -> None:
+    from kubernetes import watch
+
+    call(home, "POST", cms(namespace), {"metadata": {"name": "w", "labels": {namespace: "y"}}})
+    namespaced = watch.Watch().stream(home.core.list_namespaced_config_map, namespace,
+                                      label_selector=f"{namespace}=y", timeout_seconds=1,
+                                      allow_watch_bookmarks=True)
+    cluster_wide = watch.Watch().stream(home.core.list_config_map_for_all_namespaces,
+                                        label_selector=f"{namespace}=y", timeout_seconds=1,
+                                        allow_watch_bookmarks=True)
+    for events in (namespaced, cluster_wide):
+        seen = [(e["type"], e["object"].metadata.namespace, e["object"].metadata.name)
+                for e in events if e["type"] != "BOOKMARK"]
+        assert seen == [("ADDED", namespace, "w")]
