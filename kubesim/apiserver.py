@@ -350,7 +350,8 @@ class ApiServer:
         obj = await self._mutate("CREATE", kind, "", namespace, obj, None, user, dry_run)
         strategy.prepare_for_create(obj)
         meta = obj["metadata"]
-        meta["generation"] = 1
+        if strategy.tracks_generation:
+            meta["generation"] = 1
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generated_name(kind, namespace, str(meta["generateName"]))
         meta["uid"] = str(uuid.uuid4())
@@ -509,7 +510,8 @@ class ApiServer:
             raise errors.not_found(kind.group_resource, old.name)
         else:
             strategy.prepare_for_update(new, old_obj)
-            if strategy.generation_view(new) != strategy.generation_view(old_obj):
+            if strategy.tracks_generation and (
+                    strategy.generation_view(new) != strategy.generation_view(old_obj)):
                 new["metadata"]["generation"] = int(old_meta.get("generation", 0)) + 1
         self._validate(kind, strategy, new, old_obj)
         await self._admit("UPDATE", kind, subresource, old.namespace, new, old_obj, user, dry_run)

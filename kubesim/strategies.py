@@ -25,6 +25,17 @@ def spec_view(obj: Obj) -> Any:
     return {k: v for k, v in obj.items() if k not in ("metadata", "status")}
 
 
+# Built-in kinds whose PrepareForCreate sets metadata.generation = 1 (and whose PrepareForUpdate
+# bumps it): the others (ConfigMap, Namespace, Service, Node, ...) carry no generation at all.
+GENERATION_KINDS = frozenset({
+    ("", "pods"), ("apps", "deployments"), ("apps", "replicasets"),
+    ("networking.k8s.io", "ingresses"), ("discovery.k8s.io", "endpointslices"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+})
+
+
 class Strategy:
     """The generic strategy: status lives in a status subresource when the kind declares one."""
 
@@ -33,6 +44,7 @@ class Strategy:
 
     def __init__(self, kind: ResourceKind) -> None:
         self.kind = kind
+        self.tracks_generation = kind.custom or kind.storage_key in GENERATION_KINDS
 
     def default(self, obj: Obj) -> None:
         """Decode-time defaulting (SetDefaults_*): before admission sees the object."""
