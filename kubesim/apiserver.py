@@ -244,6 +244,12 @@ class ApiServer:
     def _view(self, kind: ResourceKind) -> conversion.View | None:
         return self._views.get((kind.group, kind.version, kind.plural)) if self._views else None
 
+    def exists(self, kind: ResourceKind, namespace: str, name: str) -> bool:
+        view = self._view(kind)
+        target = view.storage if view is not None else kind
+        return self.store.get(target.storage_key, namespace if kind.namespaced else "",
+                              name) is not None
+
     def _existing(self, kind: ResourceKind, namespace: str, name: str) -> Stored:
         stored = self.store.get(kind.storage_key, namespace if kind.namespaced else "", name)
         if stored is None:

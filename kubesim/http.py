@@ -285,10 +285,13 @@ class Router:
                                            kind, namespace, name, subresource, body, user)
         if method == "PUT":
             body = await self._body(request)
+            # an update that creates (AllowCreateOnUpdate kinds) answers 201, as update.go does
+            creates = kind.create_on_update and not subresource and not api.exists(
+                kind, namespace, name)
             stored = await api.update_stored(kind, namespace, name, body,
                                              subresource=subresource, user=user,
                                              dry_run=dry_run, owned=True)
-            return json_response(stored.full)
+            return json_response(stored.full, 201 if creates else 200)
         if method == "PATCH":
             body = await self._body(request)
             stored = await api.patch_stored(kind, namespace, name, body,
