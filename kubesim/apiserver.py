@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from kubesim import conversion, crds, errors, names, objectmeta
 from kubesim.errors import FieldCause, GoLiteral, StatusError
 from kubesim.kinds import KindRegistry, ResourceKind
-from kubesim.store import ADDED, Filter, Store, Stored
+from kubesim.store import ADDED, Filter, Store, Stored, storage_order
 from kubesim.strategies import (
     ConfigMapStrategy,
     CustomResourceDefinitionStrategy,
@@ -282,7 +282,8 @@ class ApiServer:
             list_rv, start = _decode_continue(continue_token)
             if list_rv < self.store.compacted_resource_version:
                 raise errors.expired(CONTINUE_EXPIRED)
-            items = [s for s in items if (s.namespace, s.name) > start]
+            after = storage_order(*start)
+            items = [s for s in items if storage_order(s.namespace, s.name) > after]
         if matches is not None:
             items = [s for s in items if matches(s.obj)]
         if limit and len(items) > limit:

@@ -25,6 +25,12 @@ def dumps(value: Any) -> bytes:
     return _dumps(value).encode()
 
 
+def storage_order(namespace: str, name: str) -> str:
+    """The position of an object in lists: etcd's key order, "namespace/name" byte-wise
+    (so "a-b/x" comes before "a/x")."""
+    return f"{namespace}/{name}" if namespace else name
+
+
 @dataclass(slots=True)
 class Stored:
     """One version of an object: the dict and its JSON, with and without apiVersion/kind."""
@@ -141,9 +147,10 @@ class Store:
         return self._objects.get(key, {}).get((namespace, name))
 
     def list(self, key: StorageKey, namespace: str = "") -> list[Stored]:
-        """Objects of a kind (in a namespace, or all), ordered by (namespace, name)."""
+        """Objects of a kind (in a namespace, or all), in etcd key order (`storage_order`)."""
         bucket = self._objects.get(key, {})
-        keys = sorted(k for k in bucket if not namespace or k[0] == namespace)
+        keys = sorted((k for k in bucket if not namespace or k[0] == namespace),
+                      key=lambda k: storage_order(*k))
         return [bucket[k] for k in keys]
 
     def keys(self) -> KeyList:
