@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from kubesim import conversion, crds, errors, names, objectmeta
 from kubesim.errors import FieldCause, GoLiteral, StatusError
-from kubesim.kinds import KindRegistry, ResourceKind
+from kubesim.kinds import KindRegistry, ResourceKind, unsupported_field_label_message
 from kubesim.store import ADDED, Filter, Store, Stored, storage_order
 from kubesim.strategies import (
     ConfigMapStrategy,
@@ -51,6 +51,7 @@ CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
 SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                  "generation", "namespace", "resourceVersion")
 NAMESPACE_KEY = ("", "namespaces")
+UNSUPPORTED_FIELD_LABEL = "field label not supported: "  # how kubesim.selectors refuses a label
 CONTINUE_EXPIRED = (
     "The provided continue parameter is too old to display a consistent list result. You can "
     "start a new list without the continue parameter, or use the continue token in this "
@@ -304,7 +305,11 @@ class ApiServer:
             fields = (selectors.parse_field_selector(field_selector, kind.field_selectors)
                       if field_selector else None)
         except selectors.SelectorError as error:
-            raise errors.bad_request(str(error)) from None
+            message = str(error)
+            if message.startswith(UNSUPPORTED_FIELD_LABEL):
+                message = unsupported_field_label_message(
+                    kind, message.removeprefix(UNSUPPORTED_FIELD_LABEL))
+            raise errors.bad_request(message) from None
         if labels is not None and labels.empty:
             labels = None
         if labels is None and fields is None:

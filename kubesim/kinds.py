@@ -66,6 +66,16 @@ class ResourceKind:
         return "status" in self.subresources
 
 
+def unsupported_field_label_message(kind: ResourceKind, label: str) -> str:
+    """Why a field selector label is refused: kinds with a field label conversion function of
+    their own (those selectable by more than metadata) say it their way, the others fall back to
+    runtime.DefaultMetaV1FieldSelectorConversion."""
+    if kind.field_selectors != META_FIELDS:
+        return f"field label not supported: {label}"
+    return (f'"{label}" is not a known field selector: only "metadata.name", '
+            f'"metadata.namespace"')
+
+
 def _kind(
     group: str,
     version: str,
@@ -118,7 +128,8 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
           ("spec.unschedulable",)),
     _kind("", "v1", "pods", "Pod", True, ("po",),
           ("status", "binding", "log", "eviction", "ephemeralcontainers"), _POD_FIELDS, ("all",)),
-    _kind("", "v1", "services", "Service", True, ("svc",), ("status", "proxy"), (), ("all",)),
+    _kind("", "v1", "services", "Service", True, ("svc",), ("status", "proxy"),
+          ("spec.clusterIP", "spec.type"), ("all",)),
     _kind("", "v1", "endpoints", "Endpoints", True, ("ep",), create_on_update=True),
     _kind("", "v1", "configmaps", "ConfigMap", True, ("cm",)),
     _kind("", "v1", "secrets", "Secret", True, (), (), ("type",)),
