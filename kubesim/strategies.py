@@ -309,6 +309,8 @@ class NodeStrategy(Strategy):
 class VolumeStrategy(Strategy):
     """PersistentVolumes and claims start Pending."""
 
+    return_deleted_object = True  # both storages set ReturnDeletedObject
+
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"phase": "Pending"}
 

@@ -121,6 +121,11 @@ def test_delete_answers_a_status_an_object_or_the_pending_object_as_the_store_do
     status, body = call(home, "DELETE", ns_path(namespace, "pods", "p"))
     # pods are ReturnDeletedObject: the (gone) pod itself
     assert (status, body["kind"], body["metadata"]["name"]) == (200, "Pod", "p")
+    claim = {"metadata": {"name": "c"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    call(home, "POST", ns_path(namespace, "persistentvolumeclaims"), claim)
+    status, body = call(home, "DELETE", ns_path(namespace, "persistentvolumeclaims", "c"))
+    assert (status, body["kind"]) == (200, "PersistentVolumeClaim")  # ReturnDeletedObject too
     call(home, "POST", cms(namespace), {"metadata": {"name": "kept", "finalizers": ["x.io/f"]}})
     status, body = call(home, "DELETE", cms(namespace, "kept"),
                         {"kind": "DeleteOptions", "apiVersion": "v1", "orphanDependents": False})
