@@ -19,27 +19,32 @@ TWIN_NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["events", "pods"], "verbs": READ_VERBS},
 ]
 
-# What the enforcer itself does, cluster-wide. It holds the twin-namespace rules itself because
-# RBAC only lets it grant permissions it has (no `escalate`).
+# What the enforcer itself does, cluster-wide. Rules for kinds it only grants (ShadowPod writes,
+# ConfigMaps, Secrets, Services, EndpointSlices, Ingresses) are there because RBAC only lets it
+# grant permissions it holds (no `escalate`).
 ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods"], "verbs": ALL_VERBS},
-    {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods/status"],
-     "verbs": ["get", "patch", "update"]},
+    {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods/status"], "verbs": ["patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas"], "verbs": READ_VERBS},
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps"], "verbs": READ_VERBS},
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps/status"],
-     "verbs": ["get", "patch", "update"]},
+     "verbs": ["patch"]},
     {"apiGroups": [SHARING_GROUP], "resources": ["resourceoffers"],
-     "verbs": ["get", "list", "watch", "create", "update", "patch"]},
+     "verbs": ["get", "list", "watch", "create", "patch"]},
     {"apiGroups": [""], "resources": ["namespaces"],
      "verbs": ["get", "list", "watch", "create", "delete"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": READ_VERBS},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ALL_VERBS},
+    {"apiGroups": [""], "resources": ["pods"],
+     "verbs": ["get", "list", "watch", "create", "patch"]},
     {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": ALL_VERBS},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create",
                                                            "patch"]},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ALL_VERBS},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ALL_VERBS},
+    # a RoleBinding whose roleRef must change is deleted and created again (roleRef is immutable)
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
-     "verbs": ["get", "create", "update", "patch"]},
+     "verbs": ["get", "create", "patch", "delete"]},
+    # kopf watches CRDs to notice served resources appearing and going (its documented RBAC).
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+     "verbs": ["list", "watch"]},
 ]

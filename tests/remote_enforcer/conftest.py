@@ -4,6 +4,7 @@ through a ValidatingWebhookConfiguration (URL + caBundle), and helpers to build 
 from __future__ import annotations
 
 import base64
+import contextlib
 import glob
 import os
 import signal
@@ -136,13 +137,14 @@ def webhook_configuration(enforcer: Enforcer) -> dict[str, Any]:
     }
 
 
-@pytest.fixture(scope="module")
-def enforcer(remote: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
-    """A running enforcer (module-wide) whose webhook the remote cluster calls."""
+@contextlib.contextmanager
+def running_enforcer(remote: Any, kubeconfig: Path, directory: Path,
+                     extra_args: list[str] | None = None) -> Iterator[Enforcer]:
+    """An enforcer process whose webhook the remote cluster calls, stopped afterwards."""
     install_crds(remote)
-    process = Enforcer(remote.kubeconfig, tmp_path_factory.mktemp("enforcer"),
-                       ["--offer-debounce-seconds", "0.1",
-                        "--region", "eu-west", "--provider", "annex-test"])
+    process = Enforcer(kubeconfig, directory,
+                       ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
+                        "--provider", "annex-test", *(extra_args or [])])
     process.start()
     registrations = client.AdmissionregistrationV1Api(remote.api_client)
     registrations.create_validating_webhook_configuration(webhook_configuration(process))
@@ -153,6 +155,14 @@ def enforcer(remote: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         process.stop()
         if os.environ.get("ENFORCER_LOG"):
             print(process.log_path.read_text())
+
+
+@pytest.fixture(scope="module")
+def enforcer(remote: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
+    """A running enforcer (module-wide), with the cluster administrator's credentials."""
+    with running_enforcer(remote, remote.kubeconfig,
+                          tmp_path_factory.mktemp("enforcer")) as process:
+        yield process
 
 
 def new_name(prefix: str) -> str:
