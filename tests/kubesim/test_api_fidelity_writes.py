@@ -171,3 +171,17 @@ def test_selector_errors_carry_the_real_messages(home, namespace) -> None:
     status, body = call(home, "GET", ns_path(namespace, "pods"),
                         query={"fieldSelector": "spec.priority=1"})
     assert (status, body["message"]) == (400, "field label not supported: spec.priority")
+
+
+def test_clients_may_send_managed_fields_back(home, namespace) -> None:
+    """Clients that GET then PUT send the server's managedFields back; that must keep working
+    (kubesim keeps what clients send and records no field managers of its own)."""
+    entry = {"manager": "annex-test", "operation": "Update", "apiVersion": "v1",
+             "time": "2024-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:data": {".": {}, "f:k": {}}}}
+    status, created = call(home, "POST", cms(namespace), {
+        "metadata": {"name": "m", "managedFields": [entry]}, "data": {"k": "v"}})
+    assert status == 201, created
+    current = call(home, "GET", cms(namespace, "m"))[1]
+    status, updated = call(home, "PUT", cms(namespace, "m"), {**current, "data": {"k": "w"}})
+    assert (status, updated["data"]) == (200, {"k": "w"})
