@@ -185,3 +185,36 @@ def test_clients_may_send_managed_fields_back(home, namespace) -> None:
     current = call(home, "GET", cms(namespace, "m"))[1]
     status, updated = call(home, "PUT", cms(namespace, "m"), {**current, "data": {"k": "w"}})
     assert (status, updated["data"]) == (200, {"k": "w"})
+
+
+def test_strategic_merge_patch_merges_ports_conditions_and_volumes_by_their_keys(
+        home, namespace) -> None:
+    services = ns_path(namespace, "services")
+    call(home, "POST", services, {"metadata": {"name": "s"}, "spec": {
+        "ports": [{"name": "a", "port": 80, "targetPort": 80}]}})
+    body = call(home, "PATCH", f"{services}/s", {"spec": {"ports": [
+        {"name": "b", "port": 81, "targetPort": 81}]}}, content_type=STRATEGIC)[1]
+    assert sorted(p["port"] for p in body["spec"]["ports"]) == [80, 81]  # merged by port
+
+    call(home, "POST", ns_path(namespace, "pods"), pod("p"))
+    for kind in ("example.com/a", "example.com/b"):
+        status, body = call(home, "PATCH", ns_path(namespace, "pods", "p") + "/status",
+                            {"status": {"conditions": [{"type": kind, "status": "True"}]}},
+                            content_type=STRATEGIC)
+        assert status == 200, body
+    assert {c["type"] for c in body["status"]["conditions"]} >= {
+        "example.com/a", "example.com/b"}  # merged by type
+
+    deployments = ns_path(namespace, "deployments", group_version="apps/v1")
+    labels = {"app": "v"}
+    template = {"metadata": {"labels": labels}, "spec": {
+        "containers": [{"name": "c", "image": "c:1", "ports": [{"containerPort": 80}]}],
+        "volumes": [{"name": "x", "emptyDir": {}}]}}
+    call(home, "POST", deployments, {"metadata": {"name": "v"}, "spec": {
+        "selector": {"matchLabels": labels}, "template": template}})
+    body = call(home, "PATCH", f"{deployments}/v", {"spec": {"template": {"spec": {
+        "containers": [{"name": "c", "ports": [{"containerPort": 81}]}],
+        "volumes": [{"name": "y", "emptyDir": {}}]}}}}, content_type=STRATEGIC)[1]
+    spec = body["spec"]["template"]["spec"]
+    assert sorted(v["name"] for v in spec["volumes"]) == ["x", "y"]  # merged by name
+    assert sorted(p["containerPort"] for p in spec["containers"][0]["ports"]) == [80, 81]
