@@ -38,7 +38,7 @@ from kubesim.strategies import (
     Strategy,
     VolumeStrategy,
 )
-from kubesim.watch import ERROR, WatchStream
+from kubesim.watch import BOOKMARK, ERROR, WatchStream, bookmark
 
 Obj = dict[str, Any]
 KindObjects = list[tuple[ResourceKind, Stored]]
@@ -882,8 +882,14 @@ class ApiServer:
     def open_watch(self, kind: ResourceKind, namespace: str, *, resource_version: str = "",
                    label_selector: str = "", field_selector: str = "",
                    allow_bookmarks: bool = False, timeout_seconds: float | None = None,
-                   user: User = SYSTEM_USER) -> WatchStream:
-        """Start a watch now (errors raise here); iterate it for (type, Stored) pairs."""
+                   user: User = SYSTEM_USER, send_initial_events: bool | None = None,
+                   resource_version_match: str = "") -> WatchStream:
+        """Start a watch now (errors raise here); iterate it for (type, Stored) pairs.
+
+        `send_initial_events` (with `resource_version_match="NotOlderThan"`) is the watch-list
+        protocol: the current state as ADDED events, then (with bookmarks allowed) a BOOKMARK
+        annotated `k8s.io/initial-events-end`; False starts at the given or latest version."""
+        _validate_watch_options(send_initial_events, resource_version_match)
         namespace = namespace if kind.namespaced else ""
         self._authorize(user, "watch", kind, namespace, "")
         matches = self.selection(kind, label_selector, field_selector)
@@ -894,9 +900,16 @@ class ApiServer:
         if (view := self._view(kind)) is not None:
             matches, stream.present = view.predicate(matches), view.outbound
             kind = view.storage
-        if resource_version in ("", "0"):
+        if send_initial_events or (send_initial_events is None
+                                   and resource_version in ("", "0")):
             stream.backlog = [(ADDED, s) for s in self.store.list(kind.storage_key, namespace)
                               if matches is None or matches(s.obj)]
+            if send_initial_events and allow_bookmarks:
+                stream.backlog.append((BOOKMARK, bookmark(
+                    stream.kind, self.store.resource_version, initial_events_end=True)))
+            stream.watcher = self.store.watch(kind.storage_key, namespace, matches)
+            return stream
+        if resource_version in ("", "0"):  # sendInitialEvents=false: from the latest version
             stream.watcher = self.store.watch(kind.storage_key, namespace, matches)
             return stream
         try:
@@ -923,6 +936,25 @@ class ApiServer:
         """Wait for background work (cascades, namespace emptying) to settle."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+def _validate_watch_options(send_initial_events: bool | None, match: str) -> None:
+    """validateWatchOptions (meta/internalversion/validation), WatchList enabled."""
+    causes: list[FieldCause] = []
+    if send_initial_events is not None and match != "NotOlderThan":
+        causes.append(FieldCause("resourceVersionMatch", "Forbidden",
+                                 "sendInitialEvents requires setting resourceVersionMatch to "
+                                 "NotOlderThan"))
+    if match:
+        if send_initial_events is None:
+            causes.append(FieldCause("resourceVersionMatch", "Forbidden",
+                                     "resourceVersionMatch is forbidden for watch unless "
+                                     "sendInitialEvents is provided"))
+        if match != "NotOlderThan":
+            causes.append(FieldCause("resourceVersionMatch", "Unsupported value",
+                                     'supported values: "NotOlderThan"', match))
+    if causes:
+        raise errors.invalid("ListOptions.meta.k8s.io", "", causes)
 
 
 def _keep_system_fields(meta: Obj, old_meta: Obj) -> None:

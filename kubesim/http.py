@@ -361,7 +361,10 @@ class Router:
             kind, namespace, resource_version=query.get("resourceVersion", ""),
             label_selector=query.get("labelSelector", ""), field_selector=field_selector,
             allow_bookmarks=_truthy(query.get("allowWatchBookmarks")),
-            timeout_seconds=float(timeout) if timeout else None, user=user)
+            timeout_seconds=float(timeout) if timeout else None, user=user,
+            send_initial_events=(None if "sendInitialEvents" not in query
+                                 else _truthy(query.get("sendInitialEvents"))),
+            resource_version_match=query.get("resourceVersionMatch", ""))
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         response.enable_chunked_encoding()
         try:

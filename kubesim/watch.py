@@ -12,10 +12,17 @@ from kubesim.store import Store, Stored, Watcher
 BOOKMARK, ERROR = "BOOKMARK", "ERROR"
 
 
-def bookmark(kind: ResourceKind, rv: int) -> Stored:
-    """A BOOKMARK's object: only the type and the resourceVersion all events up to are sent."""
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+
+
+def bookmark(kind: ResourceKind, rv: int, initial_events_end: bool = False) -> Stored:
+    """A BOOKMARK's object: only the type and the resourceVersion all events up to are sent;
+    the one closing a sendInitialEvents backlog is annotated so."""
+    metadata: dict[str, object] = {"resourceVersion": str(rv)}
+    if initial_events_end:
+        metadata["annotations"] = {INITIAL_EVENTS_END: "true"}
     return Stored.of({"apiVersion": kind.api_version, "kind": kind.kind,
-                      "metadata": {"resourceVersion": str(rv)}}, rv)
+                      "metadata": metadata}, rv)
 
 
 class WatchStream:

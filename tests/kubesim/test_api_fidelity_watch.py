@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from tests.helpers import wait_for
 from tests.kubesim.rest import MERGE, call, stream
 from tests.kubesim.test_api_watch import cms, summary, watching
@@ -103,3 +105,29 @@ def test_the_python_client_watches_namespaced_and_cluster_wide(home, namespace) 
         seen = [(e["type"], e["object"].metadata.namespace, e["object"].metadata.name)
                 for e in events if e["type"] != "BOOKMARK"]
         assert seen == [("ADDED", namespace, "w")]
+
+
+def test_send_initial_events_ends_the_backlog_with_an_annotated_bookmark(home,
+                                                                         namespace) -> None:
+    for name in ("a", "b"):
+        call(home, "POST", cms(namespace), {"metadata": {"name": name}})
+    query = {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+             "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
+    events = list(stream(home, cms(namespace), query))
+    if events and events[0]["type"] == "ERROR":  # a real server without the WatchList gate
+        pytest.skip(events[0]["object"].get("message", "WatchList disabled"))
+    initial = [e for e in events if e["object"]["metadata"].get("name") != "kube-root-ca.crt"]
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in initial[:3]] == [
+        ("ADDED", "a"), ("ADDED", "b"), ("BOOKMARK", None)]
+    assert initial[2]["object"]["metadata"]["annotations"] == {
+        "k8s.io/initial-events-end": "true"}
+
+
+def test_send_initial_events_needs_resource_version_match_not_older_than(home,
+                                                                         namespace) -> None:
+    status, body = call(home, "GET", cms(namespace), query={
+        "watch": "true", "sendInitialEvents": "true", "allowWatchBookmarks": "true"})
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["message"].startswith(
+        'ListOptions.meta.k8s.io "" is invalid: resourceVersionMatch: Forbidden: '
+        "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan")
