@@ -4,6 +4,7 @@ removed from the map → their namespaces deleted."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -92,6 +93,30 @@ class NamespaceMapper:
                           role_binding(remote, labels, subject))
         return {"remoteNamespace": remote, "phase": MappingPhase.ACCEPTED.value}
 
+    async def _consumer(self, tenant_namespace: str) -> tuple[dict[str, Any], str] | None:
+        tenant = await self.api.get(path("", "v1", "namespaces", "", tenant_namespace))
+        consumer = (((tenant or {}).get("metadata") or {}).get("labels") or {}).get(
+            REMOTE_CLUSTER_ID_LABEL)
+        return (tenant, consumer) if tenant is not None and consumer else None
+
+    async def _delete_twin(self, consumer: str, remote: str) -> None:
+        existing = await self.api.get(path("", "v1", "namespaces", "", remote))
+        if existing is not None and is_owned(existing, consumer, self.cluster_id):
+            await self.api.delete(path("", "v1", "namespaces", "", remote))
+            log.info("deleted twin namespace %s of consumer %s", remote, consumer)
+
+    async def forget(self, namespace_map: dict[str, Any]) -> None:
+        """A deleted NamespaceMap: its twin namespaces go with it (from its last status)."""
+        found = await self._consumer(namespace_map["metadata"]["namespace"])
+        if found is None:
+            return
+        consumer = found[1]
+        current = (namespace_map.get("status") or {}).get("currentMapping") or {}
+        remotes = [entry["remoteNamespace"] for entry in current.values()
+                   if entry.get("phase") != MappingPhase.CREATION_LOOP_BACK_OFF.value]
+        for remote in remotes:
+            await retrying(functools.partial(self._delete_twin, consumer, remote))
+
     async def reconcile(self, namespace_map: dict[str, Any]) -> None:
         meta = namespace_map["metadata"]
         await retrying(lambda: self._reconcile(meta["namespace"], meta["name"]))
@@ -102,13 +127,12 @@ class NamespaceMapper:
         if namespace_map is None:
             return
         meta = namespace_map["metadata"]
-        tenant = await self.api.get(path("", "v1", "namespaces", "", meta["namespace"]))
-        consumer = (((tenant or {}).get("metadata") or {}).get("labels") or {}).get(
-            REMOTE_CLUSTER_ID_LABEL)
-        if tenant is None or not consumer:
+        found = await self._consumer(meta["namespace"])
+        if found is None:
             log.warning("NamespaceMap %s/%s is not in a tenant namespace (no %s label): ignored",
                         meta["namespace"], meta["name"], REMOTE_CLUSTER_ID_LABEL)
             return
+        tenant, consumer = found
         deleting = bool(meta.get("deletionTimestamp"))
         desired = {} if deleting else dict((namespace_map.get("spec") or {}).get(
             "desiredMapping") or {})
@@ -123,10 +147,7 @@ class NamespaceMapper:
                 continue
             if entry.get("phase") == MappingPhase.CREATION_LOOP_BACK_OFF.value:
                 continue  # never ours
-            existing = await self.api.get(path("", "v1", "namespaces", "", remote))
-            if existing is not None and is_owned(existing, consumer, self.cluster_id):
-                await self.api.delete(path("", "v1", "namespaces", "", remote))
-                log.info("deleted twin namespace %s of consumer %s", remote, consumer)
+            await self._delete_twin(consumer, remote)
         if mapping != current and not deleting:
             await self.api.patch(
                 path(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,

@@ -61,7 +61,9 @@ def build_registry(login: kopf.ConnectionInfo, shadowpods: ShadowPodEnforcer,
     @kopf.on.event(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
                    registry=registry)
     async def _namespace_map(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        if event.get("type") != "DELETED":
+        if event.get("type") == "DELETED":
+            await namespaces.forget(dict(body))
+        else:
             await namespaces.reconcile(dict(body))
 
     return registry

@@ -12,10 +12,19 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from remote_enforcer.kubeapi import STRATEGIC_MERGE_PATCH, ApiError, KubeApi, path, retrying
+from remote_enforcer.events import EventRecorder
+from remote_enforcer.kubeapi import (
+    RETRIED_STATUSES,
+    STRATEGIC_MERGE_PATCH,
+    ApiError,
+    KubeApi,
+    path,
+    retrying,
+)
 from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
+from shared.wellknown import FAILED_REFLECTION_REASON
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +44,7 @@ class ShadowPodEnforcer:
     def __init__(self, api: KubeApi, metrics: Metrics) -> None:
         self.api = api
         self.metrics = metrics
+        self.events = EventRecorder(api)
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
 
     async def write_status(self, shadowpod: dict[str, Any], status: dict[str, Any]) -> None:
@@ -71,8 +81,9 @@ class ShadowPodEnforcer:
             await self._create_pod(shadowpod)
             return
         if not enforcement.is_controlled_by(pod, shadowpod):
-            log.warning("pod %s/%s is not controlled by its ShadowPod: left alone",
-                        namespace, name)
+            message = f"pod {namespace}/{name} exists and is not controlled by this ShadowPod"
+            log.warning("%s: left alone", message)
+            await self.events.warn(shadowpod, FAILED_REFLECTION_REASON, message)
             return
         status = enforcement.shadowpod_status(shadowpod, pod)
         if status is not None:
@@ -91,7 +102,12 @@ class ShadowPodEnforcer:
             if error.status == 409:
                 return  # made meanwhile (e.g. by a previous run): the pod event reconciles
             log.error("cannot create pod %s/%s: %s", meta["namespace"], meta["name"], error)
-            raise
+            if error.status in RETRIED_STATUSES:
+                raise
+            # Refused for good (invalid spec, ResourceQuota, ...): say so where the user looks.
+            await self.events.warn(shadowpod, "FailedCreate",
+                                   f"cannot create the pod: {error.body.get('message', error)}")
+            return
         self.metrics.count("pods_created_total")
         if enforcement.had_pod(shadowpod):
             log.info("recreated pod %s/%s", meta["namespace"], meta["name"])

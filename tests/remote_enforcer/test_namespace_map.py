@@ -140,3 +140,17 @@ def test_removed_entries_have_their_namespace_deleted(remote: Any, maps: Maps) -
     wait_for(lambda: (ns := namespace_or_none(remote, dropped)) is None
              or ns.metadata.deletion_timestamp is not None, message="not deleted")
     assert namespace_or_none(remote, kept).metadata.deletion_timestamp is None
+
+
+def test_deleting_the_map_deletes_its_twin_namespaces(remote: Any, maps: Maps) -> None:
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    twin = new_name("twin")
+    name = maps.create(tenant, {"app": twin})
+    wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
+
+    maps.api.delete_namespaced_custom_object(
+        NAMESPACE_MAP.group, NAMESPACE_MAP.version, tenant, NAMESPACE_MAP.plural, name)
+
+    wait_for(lambda: (ns := namespace_or_none(remote, twin)) is None
+             or ns.metadata.deletion_timestamp is not None, message="twin namespace kept")

@@ -139,3 +139,35 @@ def test_a_failed_pod_keeps_its_failed_phase(
     wait_for(lambda: remote.core.read_namespaced_pod(name, twin).metadata.annotations.get(
         "touched") == "yes")
     assert shadowpods.status(twin, name)["phase"] == "Failed"
+
+
+def warnings_about(remote: Any, namespace: str, name: str) -> list[Any]:
+    return [e for e in remote.core.list_namespaced_event(namespace).items
+            if e.involved_object.name == name and e.involved_object.kind == "ShadowPod"
+            and e.type == "Warning"]
+
+
+def test_a_pod_that_is_not_ours_is_left_alone_and_reported(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    name = new_name("taken")
+    remote.core.create_namespaced_pod(twin, {"metadata": {"name": name, "labels": {"own": "y"}},
+                                             "spec": {"containers": [{"name": "c",
+                                                                      "image": "redis"}]}})
+    shadowpods.create(twin, shadowpod(name, CONSUMER))
+
+    [warning] = wait_for(lambda: warnings_about(remote, twin, name))
+    assert warning.reason == "FailedReflection"
+    assert warning.message == f"pod {twin}/{name} exists and is not controlled by this ShadowPod"
+    pod = remote.core.read_namespaced_pod(name, twin)
+    assert pod.metadata.labels == {"own": "y"} and not pod.metadata.owner_references
+    assert pod.spec.containers[0].image == "redis"
+
+
+def test_a_pod_the_cluster_refuses_is_reported_on_the_shadowpod(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    name = new_name("bad")
+    shadowpods.create(twin, shadowpod(name, CONSUMER, {"containers": []}))
+    [warning] = wait_for(lambda: warnings_about(remote, twin, name))
+    assert warning.reason == "FailedCreate"
+    assert warning.message == (
+        f'cannot create the pod: Pod "{name}" is invalid: spec.containers: Required value')
