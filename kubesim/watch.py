@@ -86,6 +86,10 @@ class WatchStream:
         loop = asyncio.get_running_loop()
         periodic = loop.time() + self.bookmark_interval()
         sent_final = False
+        if self.deadline is not None and self.deadline - 2 < loop.time():
+            # cacheWatcher.nextBookmarkTime: the pre-timeout bookmark time is already past,
+            # so this watcher gets no bookmarks at all (timeouts under 2 s)
+            self.allow_bookmarks = False
         while True:
             now = loop.time()
             if self.deadline is not None and now >= self.deadline:

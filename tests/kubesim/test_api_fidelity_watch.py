@@ -65,6 +65,15 @@ def test_a_bookmark_carries_only_its_type_and_resource_version(home, namespace) 
         "resourceVersion": bookmark["metadata"]["resourceVersion"]}  # no initial-events-end
 
 
+def test_a_watch_shorter_than_two_seconds_gets_no_bookmark(home, namespace) -> None:
+    """The pre-timeout bookmark is due 2 s before the end: for shorter watches it is already
+    past, and the watch cache then sends none at all (cacheWatcher.nextBookmarkTime)."""
+    events = list(stream(home, cms(namespace), {
+        "allowWatchBookmarks": "true", "timeoutSeconds": "1",
+        "resourceVersion": current_version(home, namespace)}))
+    assert [e for e in events if e["type"] == "BOOKMARK"] == []
+
+
 def test_an_expired_version_is_an_error_event_with_the_real_status(home, namespace) -> None:
     version = call(home, "POST", cms(namespace), {"metadata": {"name": "a"}})[1][
         "metadata"]["resourceVersion"]
@@ -112,7 +121,7 @@ def test_send_initial_events_ends_the_backlog_with_an_annotated_bookmark(home,
     for name in ("a", "b"):
         call(home, "POST", cms(namespace), {"metadata": {"name": name}})
     query = {"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
-             "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
+             "allowWatchBookmarks": "true", "timeoutSeconds": "3"}
     events = list(stream(home, cms(namespace), query))
     if events and events[0]["type"] == "ERROR":  # a real server without the WatchList gate
         pytest.skip(events[0]["object"].get("message", "WatchList disabled"))

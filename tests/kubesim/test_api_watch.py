@@ -90,7 +90,7 @@ def test_bookmarks_repeat_periodically(home, namespace) -> None:
     home.sim.api.bookmark_interval = 0.3
     try:
         events = list(stream(home, cms(namespace), {"allowWatchBookmarks": "true",
-                                                    "timeoutSeconds": "2"}))
+                                                    "timeoutSeconds": "3"}))
     finally:
         home.sim.api.bookmark_interval = 60.0
     assert len([e for e in events if e["type"] == "BOOKMARK"]) >= 3
