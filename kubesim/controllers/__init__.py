@@ -54,6 +54,7 @@ class ControllerSettings:
     node_grace_period: float = 40.0
     lease_renew_interval: float = 10.0
     container_stop_delay: float = 0.0
+    kubelet_events: bool = True
 
 
 def parse_controller_names(text: str) -> list[str]:
@@ -88,7 +89,7 @@ class ControllerManager:
             workers=settings.workers, node_prefix=settings.node_prefix, cpu=settings.worker_cpu,
             memory=settings.worker_memory, pods=settings.worker_pods,
             pod_cidr=settings.pod_cidr, renew_interval=settings.lease_renew_interval,
-            stop_delay=settings.container_stop_delay)
+            stop_delay=settings.container_stop_delay, record_events=settings.kubelet_events)
         factories: dict[str, Callable[[], Controller]] = {
             "scheduler": lambda: Scheduler(api),
             "kubelet": lambda: Kubelet(api, kubelet_config),

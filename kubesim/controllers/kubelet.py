@@ -59,6 +59,8 @@ class KubeletConfig:
     renew_interval: float = 10.0
     # how long a container takes to stop after SIGTERM (capped by the grace period)
     stop_delay: float = 0.0
+    # Pulled/Created/Started/Killing events, as a real kubelet records them
+    record_events: bool = True
 
     def node_names(self) -> list[str]:
         return [f"{self.node_prefix}-{index}" for index in range(1, self.workers + 1)]
@@ -363,6 +365,8 @@ class Kubelet(Controller):
     async def _events(self, pod: dict[str, Any], runtime: PodRuntime,
                       *templates: tuple[str, str]) -> None:
         """The kubelet's Normal events for each container (reason, message template)."""
+        if not self.config.record_events:
+            return
         for container in runtime.containers.values():
             for reason, template in templates:
                 message = template.format(container.name, image=container.image)
