@@ -129,7 +129,7 @@ class PodRuntime:
     restart_policy: str
     started_at: str
     containers: dict[str, ContainerRuntime]
-    init_containers: list[str]
+    init_containers: list[tuple[str, str]]  # (name, image): they ran to completion at start
     stopping_since: float | None = None
     transitions: dict[tuple[str, str], str] = field(default_factory=dict)
 
@@ -330,7 +330,8 @@ class Kubelet(Controller):
             uid=pod["metadata"]["uid"], node=node, ip=self.subnets.allocate(node),
             restart_policy=spec.get("restartPolicy") or "Always", started_at=now_timestamp(),
             containers=containers,
-            init_containers=[c["name"] for c in spec.get("initContainers") or []],
+            init_containers=[(c["name"], c.get("image", ""))
+                             for c in spec.get("initContainers") or []],
         )
 
     async def _reconcile(self, key: PodKey) -> None:
@@ -438,8 +439,8 @@ class Kubelet(Controller):
                  "state": {"terminated": {"exitCode": 0, "reason": "Completed",
                                           "startedAt": runtime.started_at,
                                           "finishedAt": runtime.started_at}},
-                 "lastState": {}, "image": "", "imageID": ""}
-                for name in runtime.init_containers
+                 "lastState": {}, "image": image, "imageID": ""}
+                for name, image in runtime.init_containers
             ]
         return status
 
