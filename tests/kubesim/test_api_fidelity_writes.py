@@ -218,3 +218,12 @@ def test_strategic_merge_patch_merges_ports_conditions_and_volumes_by_their_keys
     spec = body["spec"]["template"]["spec"]
     assert sorted(v["name"] for v in spec["volumes"]) == ["x", "y"]  # merged by name
     assert sorted(p["containerPort"] for p in spec["containers"][0]["ports"]) == [80, 81]
+
+
+def test_a_pod_update_without_resource_version_is_unconditional(home, namespace) -> None:
+    call(home, "POST", ns_path(namespace, "pods"), pod("p"))
+    current = call(home, "GET", ns_path(namespace, "pods", "p"))[1]
+    del current["metadata"]["resourceVersion"]
+    current["spec"]["containers"][0]["image"] = "nginx:2"
+    status, body = call(home, "PUT", ns_path(namespace, "pods", "p"), current)
+    assert (status, body["spec"]["containers"][0]["image"]) == (200, "nginx:2")
