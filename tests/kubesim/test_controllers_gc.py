@@ -15,9 +15,12 @@ from tests.kubesim.test_controllers_cluster import pod_manifest
 
 
 def owned_configmap(name: str, owner: Any) -> dict[str, Any]:
+    return owned_by(name, owner.metadata.name, owner.metadata.uid)
+
+
+def owned_by(name: str, owner_name: str, owner_uid: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "ownerReferences": [{
-        "apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name,
-        "uid": owner.metadata.uid}]}}
+        "apiVersion": "v1", "kind": "ConfigMap", "name": owner_name, "uid": owner_uid}]}}
 
 
 def exists(read: Any) -> bool:
@@ -55,9 +58,8 @@ def test_foreground_deletion_waits_for_dependents(home, namespace) -> None:
 
 
 def test_objects_whose_owner_never_existed_are_collected(home, namespace) -> None:
-    ghost = type("Ghost", (), {"metadata": type("M", (), {"name": "ghost",
-                                                            "uid": str(uuid.uuid4())})})
-    home.core.create_namespaced_config_map(namespace, owned_configmap("orphan", ghost))
+    home.core.create_namespaced_config_map(namespace,
+                                           owned_by("orphan", "ghost", str(uuid.uuid4())))
     wait_for(lambda: not exists(lambda: home.core.read_namespaced_config_map("orphan",
                                                                              namespace)),
              timeout=60)
