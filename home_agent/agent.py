@@ -28,6 +28,8 @@ from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
 log = logging.getLogger(__name__)
 
 NODE_KEY: tuple[str] = ("node",)
+TWINS_KEY: tuple[str] = ("twins",)
+"""Keeps the ShadowPod watch on the accepted twin namespaces."""
 
 
 def offloading_key(namespace: str) -> tuple[str, str]:
@@ -61,7 +63,12 @@ class Agent:
         self.mirrors = Mirrors()
         self.health = Health(ready=None, message="")
         self.home_synced = threading.Event()
-        self.remote_synced = threading.Event()
+        self.tenant_synced = threading.Event()
+        self.twins_synced = threading.Event()
+
+    def remote_synced(self) -> bool:
+        """Both remote watches have listed everything (the twins' for the current set)."""
+        return self.tenant_synced.is_set() and self.twins_synced.is_set()
 
     # --- views over the mirrors -------------------------------------------------------------
 
@@ -129,6 +136,15 @@ class Agent:
         namespace_map = self.namespace_map()
         return namespace_map.spec.desired_mapping.get(namespace) if namespace_map else None
 
+    def accepted_twin_namespaces(self) -> frozenset[str]:
+        """The twin namespaces the enforcer accepted: where our ShadowPods live."""
+        namespace_map = self.namespace_map()
+        if namespace_map is None:
+            return frozenset()
+        return frozenset(
+            namespace for home in namespace_map.spec.desired_mapping
+            if (namespace := self.accepted_remote_namespace(home)) is not None)
+
     def home_namespace_of(self, remote_namespace: str) -> str | None:
         namespace_map = self.namespace_map()
         if namespace_map is None:
@@ -184,6 +200,13 @@ class Agent:
             namespace, _ = self.mirrors.offloadings.apply(event_type, obj)
             self._enqueue_namespace(namespace)
 
+    def on_shadow_pods_relisted(self, stale: list[tuple[str, str]]) -> None:
+        """ShadowPods gone while no watch ran: their pods are looked at again."""
+        for namespace, name in stale:
+            home_namespace = self.home_namespace_of(namespace)
+            if home_namespace is not None:
+                self.enqueue(pod_key(home_namespace, name))
+
     def on_remote_event(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
         namespace, name = key_of(obj)
         if plural == "shadowpods":
@@ -207,6 +230,7 @@ class Agent:
                     touched |= set(namespace_map.status.current_mapping)
             for home_namespace in touched:
                 self._enqueue_namespace(home_namespace)
+            self.enqueue(TWINS_KEY)
 
     def set_health(self, health: Health) -> None:
         if health.ready != self.health.ready or (

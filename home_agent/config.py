@@ -51,7 +51,8 @@ class AgentConfig:
     @property
     def effective_tenant_namespace(self) -> str:
         """Where the provider keeps this consumer's NamespaceMap and ResourceOffer."""
-        return self.tenant_namespace or f"liqo-tenant-{self.home_cluster_id}"
+        # The provider chart's default (charts/remote-enforcer: annex-tenant-<consumer id>).
+        return self.tenant_namespace or f"annex-tenant-{self.home_cluster_id}"
 
 
 def _bool(text: str) -> bool:
@@ -80,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--remote-cluster-id", required=True, help="the remote cluster's id")
     add("--node-name", default=None, help="virtual node name (default liqo-<remote-cluster-id>)")
     add("--tenant-namespace", default=None,
-        help="remote namespace of this consumer (default liqo-tenant-<cluster-id>)")
+        help="remote namespace of this consumer (default annex-tenant-<cluster-id>)")
     add("--lease-renew-interval", type=float, default=10.0, help="seconds between Lease renewals")
     add("--lease-duration", type=int, default=40, help="Lease leaseDurationSeconds")
     add("--health-check-interval", type=float, default=10.0,

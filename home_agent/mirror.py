@@ -22,6 +22,7 @@ class Mirror:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._objects: dict[Key, dict[str, Any]] = {}
+        self._seen: set[Key] | None = None
 
     def apply(self, event_type: str | None, obj: dict[str, Any]) -> Key:
         """Record a watch event (kopf's type: None for the initial listing); returns the key."""
@@ -31,7 +32,24 @@ class Mirror:
                 self._objects.pop(key, None)
             else:
                 self._objects[key] = copy.deepcopy(dict(obj))
+                if self._seen is not None:
+                    self._seen.add(key)
         return key
+
+    def start_relist(self) -> None:
+        """A new watch is about to list everything again: remember what it shows."""
+        with self._lock:
+            self._seen = set()
+
+    def finish_relist(self) -> list[Key]:
+        """The new listing is complete: forget (and return) what it did not show — objects
+        deleted while no watch was running never get a DELETED event."""
+        with self._lock:
+            seen, self._seen = self._seen or set(), None
+            stale = [key for key in self._objects if key not in seen]
+            for key in stale:
+                del self._objects[key]
+            return stale
 
     def get(self, key: Key) -> dict[str, Any] | None:
         with self._lock:

@@ -78,6 +78,22 @@ def _mapping_condition(namespace_map: NamespaceMap | None, namespace: str,
     return "False", current.phase.value, current.message or current.phase.value
 
 
+async def ensure_namespace_map(agent: Agent, mapping: dict[str, str] | None = None) -> bool:
+    """Create this consumer's NamespaceMap (True) unless it exists (False)."""
+    body = NamespaceMap(metadata={
+        "name": agent.namespace_map_name, "namespace": agent.tenant_namespace,
+        "labels": ownership_labels(agent.config.home_cluster_id, agent.config.remote_cluster_id)})
+    body.spec.desired_mapping = dict(mapping or {})
+    try:
+        await agent.remote.create(custom_path(NAMESPACE_MAP, agent.tenant_namespace),
+                                  body.to_wire())
+    except Exception as error:
+        if status_of(error) != 409:
+            raise
+        return False
+    return True
+
+
 async def _set_mapping(agent: Agent, namespace: str, remote_name: str | None) -> None:
     """Set (or with None remove) this namespace's desiredMapping entry, creating the map."""
     namespace_map = agent.namespace_map()
@@ -87,18 +103,8 @@ async def _set_mapping(agent: Agent, namespace: str, remote_name: str | None) ->
     if namespace_map is None:
         if remote_name is None:
             return
-        body = NamespaceMap(metadata={
-            "name": agent.namespace_map_name, "namespace": agent.tenant_namespace,
-            "labels": ownership_labels(agent.config.home_cluster_id,
-                                       agent.config.remote_cluster_id)})
-        body.spec.desired_mapping = {namespace: remote_name}
-        try:
-            await agent.remote.create(custom_path(NAMESPACE_MAP, agent.tenant_namespace),
-                                      body.to_wire())
+        if await ensure_namespace_map(agent, {namespace: remote_name}):
             return
-        except Exception as error:
-            if status_of(error) != 409:
-                raise
     await agent.remote.patch(
         custom_path(NAMESPACE_MAP, agent.tenant_namespace, agent.namespace_map_name),
         {"spec": {"desiredMapping": {namespace: remote_name}}})

@@ -1,9 +1,16 @@
-"""Two kopf operators, one per cluster, each on its own thread with its own event loop and
-registry (operators sharing a loop stop together), standalone (no peering objects).
+"""kopf operators, each on its own thread with its own event loop and registry (operators
+sharing a loop stop together), standalone (no peering objects):
 
-Only `@kopf.on.event` handlers: they never write to the watched objects (no finalizers, no
-annotations), which matters for user pods and the virtual Node. They feed the agent's mirrors
-and queue; the reconcile workers do the writing.
+- home: pods, nodes, VirtualNodes, NamespaceOffloadings, cluster-wide;
+- remote tenant: this consumer's NamespaceMap and ResourceOffer, in the tenant namespace;
+- remote twins: ShadowPods, in the accepted twin namespaces only — the consumer identity's
+  permissions stop at the tenant and twin namespaces (DESIGN.md 7), so nothing remote is
+  watched cluster-wide. kopf cannot add namespaces to a running operator without listing all
+  namespaces, so this operator is replaced when the set of twin namespaces changes.
+
+Only `@kopf.index` and `@kopf.on.event` handlers: they never write to the watched objects (no
+finalizers, no annotations), which matters for user pods and the virtual Node. They feed the
+agent's mirrors and queue; the reconcile workers do the writing.
 """
 
 from __future__ import annotations
@@ -11,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from typing import Any
 
 import kopf
@@ -24,6 +32,7 @@ from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.ownership import ownership_labels
+from shared.wellknown import KUBE_ROOT_CA_CONFIGMAP
 
 log = logging.getLogger(__name__)
 
@@ -34,34 +43,77 @@ Watched = tuple[str, str, str]
 """(group, version, plural); group "" for the core API."""
 
 
-def _watched(definition: ResourceDefinition) -> Watched:
+def watched(definition: ResourceDefinition) -> Watched:
     return (definition.group, definition.version, definition.plural)
 
 
-HOME_RESOURCES: tuple[Watched, ...] = (
-    ("", "v1", "pods"),
-    ("", "v1", "nodes"),
-    _watched(VIRTUAL_NODE),
-    _watched(NAMESPACE_OFFLOADING),
-)
-REMOTE_RESOURCES: tuple[Watched, ...] = (
-    _watched(SHADOWPOD),
-    _watched(NAMESPACE_MAP),
-    _watched(RESOURCE_OFFER),
-)
+NAMESPACES: Watched = ("", "v1", "namespaces")
+CONFIGMAPS: Watched = ("", "v1", "configmaps")
 
 
-def build_registry(connection: Connection, resources: tuple[Watched, ...], sink: EventSink,
-                   sentinel: Watched, on_synced: Callable[[], None]) -> kopf.OperatorRegistry:
-    """Mirror `resources` into `sink`; call `on_synced` once every resource's initial listing
-    is in the mirrors.
+@dataclass(frozen=True)
+class Sentinel:
+    """An object that always exists where an operator watches: its first event tells that every
+    initial listing is mirrored (see `build_registry`)."""
 
-    kopf runs index handlers on every object of the initial listings before it runs any other
-    handler. So each resource gets an index handler that feeds the mirror, and the first event
-    of `sentinel` (a watch that always has one object, e.g. a namespace that must exist) comes
-    only once every listing is mirrored: that is when nothing is missing because of a cache
-    that is still filling (Liqo #2748). Event handlers keep the mirrors current afterwards
-    (deletions included: index handlers are not called for those).
+    resource: Watched
+    name: str
+    server_side: bool = True
+    """Watch only this name (a field selector), or filter it client-side."""
+
+
+@dataclass(frozen=True)
+class WatchSpec:
+    name: str
+    resources: tuple[Watched, ...]
+    sentinel: Sentinel
+    namespaces: Collection[str] | None = None
+    """None: cluster-wide."""
+    label_selectors: dict[Watched, str] = field(default_factory=dict)
+
+
+HOME_SENTINEL_NAMESPACE = "kube-system"
+"""Exists in every cluster."""
+
+
+def home_watch() -> WatchSpec:
+    return WatchSpec(
+        "home",
+        (("", "v1", "pods"), ("", "v1", "nodes"), watched(VIRTUAL_NODE),
+         watched(NAMESPACE_OFFLOADING)),
+        Sentinel(NAMESPACES, HOME_SENTINEL_NAMESPACE))
+
+
+def tenant_watch(tenant_namespace: str, namespace_map_name: str) -> WatchSpec:
+    """The sentinel is the agent's own NamespaceMap: the agent creates it before watching."""
+    return WatchSpec(
+        "remote-tenant", (watched(NAMESPACE_MAP), watched(RESOURCE_OFFER)),
+        Sentinel(watched(NAMESPACE_MAP), namespace_map_name, server_side=False),
+        namespaces=(tenant_namespace,))
+
+
+def twins_watch(namespaces: Collection[str], home_cluster_id: str,
+                remote_cluster_id: str) -> WatchSpec:
+    """Only our own ShadowPods; the sentinel is the root CA ConfigMap every namespace has."""
+    labels = ownership_labels(home_cluster_id, remote_cluster_id)
+    return WatchSpec(
+        "remote-twins", (watched(SHADOWPOD),), Sentinel(CONFIGMAPS, KUBE_ROOT_CA_CONFIGMAP),
+        namespaces=tuple(sorted(namespaces)),
+        label_selectors={watched(SHADOWPOD): ",".join(f"{k}={v}"
+                                                     for k, v in sorted(labels.items()))})
+
+
+def build_registry(connection: Connection, spec: WatchSpec, sink: EventSink,
+                   on_synced: Callable[[], None]) -> kopf.OperatorRegistry:
+    """Mirror the spec's resources into `sink`; call `on_synced` once every resource's initial
+    listing is in the mirrors.
+
+    kopf runs index handlers on every object of the initial listings (of every resource and
+    namespace) before it runs any other handler. So each resource gets an index handler that
+    feeds the mirror, and the first event of the sentinel comes only once every listing is
+    mirrored: from then on nothing is missing because a cache is still filling (Liqo #2748).
+    Event handlers keep the mirrors current (deletions included: index handlers are not called
+    for those).
     """
     registry = kopf.OperatorRegistry()
 
@@ -69,7 +121,7 @@ def build_registry(connection: Connection, resources: tuple[Watched, ...], sink:
     def login(**_: Any) -> kopf.ConnectionInfo:
         return kopf_login(connection)
 
-    for group, version, plural in resources:
+    for group, version, plural in spec.resources:
 
         def on_listed(body: Any, _plural: str = plural, **_: Any) -> None:
             sink(_plural, "INDEXED", dict(body))
@@ -90,8 +142,9 @@ def build_registry(connection: Connection, resources: tuple[Watched, ...], sink:
             synced = True
             on_synced()
 
-    group, version, plural = sentinel
-    kopf.on.event(group, version, plural, registry=registry, id="synced")(_async(on_sentinel))
+    group, version, plural = spec.sentinel.resource
+    kopf.on.event(group, version, plural, registry=registry, id="synced",
+                  field="metadata.name", value=spec.sentinel.name)(_async(on_sentinel))
     return registry
 
 
@@ -102,57 +155,48 @@ def _async(function: Callable[..., None]) -> Callable[..., Any]:
     return handler
 
 
-def settings(label_selectors: dict[Watched, str] | None = None,
-             field_selectors: dict[Watched, str] | None = None) -> kopf.OperatorSettings:
+def settings(spec: WatchSpec) -> kopf.OperatorSettings:
     configured = kopf.OperatorSettings()
     configured.posting.enabled = False  # never post framework Events on watched objects
     configured.watching.server_timeout = 300
     configured.watching.client_timeout = 330
     configured.networking.request_timeout = 60
-    for (group, version, plural), selector in (label_selectors or {}).items():
-        configured.watching.label_selectors[(group, version, plural)] = selector
-    for (group, version, plural), selector in (field_selectors or {}).items():
-        configured.watching.field_selectors[(group, version, plural)] = selector
+    if spec.namespaces is not None:
+        # Confined to namespaces: no cluster-wide CRD or namespace scans (the remote identity
+        # may not list those; the resources are discovered once at start).
+        configured.scanning.disabled = True
+    for resource, selector in spec.label_selectors.items():
+        configured.watching.label_selectors[resource] = selector
+    if spec.sentinel.server_side:
+        configured.watching.field_selectors[spec.sentinel.resource] = (
+            f"metadata.name={spec.sentinel.name}")
     return configured
-
-
-NAMESPACES: Watched = ("", "v1", "namespaces")
-HOME_SENTINEL_NAMESPACE = "kube-system"
-"""Exists in every cluster: the home operator's sync sentinel."""
-
-
-def sentinel_selector(namespace: str) -> dict[Watched, str]:
-    """Watch one namespace only (RBAC can grant exactly that with resourceNames)."""
-    return {NAMESPACES: f"metadata.name={namespace}"}
-
-
-def remote_label_selectors(home_cluster_id: str, remote_cluster_id: str) -> dict[Watched, str]:
-    """Only our own ShadowPods are watched remotely."""
-    labels = ownership_labels(home_cluster_id, remote_cluster_id)
-    return {_watched(SHADOWPOD): ",".join(f"{k}={v}" for k, v in sorted(labels.items()))}
 
 
 class OperatorThread:
     """Runs one kopf operator on a thread of its own; `stop()` ends it."""
 
-    def __init__(self, name: str, registry: kopf.OperatorRegistry,
-                 operator_settings: kopf.OperatorSettings) -> None:
-        self.name = name
-        self._registry = registry
-        self._settings = operator_settings
+    def __init__(self, connection: Connection, spec: WatchSpec, sink: EventSink,
+                 on_synced: Callable[[], None]) -> None:
+        self.name = spec.name
+        self.spec = spec
+        self._registry = build_registry(connection, spec, sink, on_synced)
+        self._settings = settings(spec)
         self._stop = threading.Event()
-        self.ready = threading.Event()
         self.failed: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"operator-{name}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"operator-{spec.name}",
+                                        daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def _run(self) -> None:
+        scope: dict[str, Any] = (
+            {"clusterwide": True} if self.spec.namespaces is None
+            else {"namespaces": list(self.spec.namespaces)})
         try:
             asyncio.run(kopf.operator(registry=self._registry, settings=self._settings,
-                                      standalone=True, clusterwide=True,
-                                      stop_flag=self._stop, ready_flag=self.ready))
+                                      standalone=True, stop_flag=self._stop, **scope))
         except BaseException as error:  # noqa: BLE001 - reported to the main thread
             self.failed = error
             log.exception("operator %s stopped", self.name)

@@ -19,18 +19,9 @@ from home_agent.kubeapi import ClusterApi, error_message
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.offloading import reconcile_offloading
-from home_agent.operators import (
-    HOME_RESOURCES,
-    HOME_SENTINEL_NAMESPACE,
-    NAMESPACES,
-    REMOTE_RESOURCES,
-    OperatorThread,
-    build_registry,
-    remote_label_selectors,
-    sentinel_selector,
-    settings,
-)
+from home_agent.operators import OperatorThread, home_watch
 from home_agent.pods import PodOffloader, RetryLater
+from home_agent.remote_watch import RemoteWatches
 from home_agent.virtual_node import reconcile_node
 from home_agent.webhook import serve as serve_webhook
 
@@ -40,24 +31,36 @@ SYNC_WAIT = 0.2
 """Seconds before a key that arrived before the mirrors were synced is looked at again."""
 
 
-async def reconcile(agent: Agent, pods: PodOffloader, key: Hashable) -> None:
+def _synced_for(agent: Agent, kind: str) -> bool:
+    if kind == "twins":
+        return agent.tenant_synced.is_set()
+    if not agent.home_synced.is_set():
+        return False
+    return kind == "node" or agent.remote_synced()
+
+
+async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
+                    key: Hashable) -> None:
     """One key. Nothing is decided on a mirror still filling: the node waits for the home
     listings, namespaces and pods for both sides' (a missing ShadowPod or NamespaceMap must not
     read as "gone")."""
     assert isinstance(key, tuple)
-    if not agent.home_synced.is_set() or (key[0] != "node" and not agent.remote_synced.is_set()):
+    if not _synced_for(agent, str(key[0])):
         agent.queue.add_after(key, SYNC_WAIT)
         return
     match key:
         case ("node",):
             await reconcile_node(agent)
+        case ("twins",):
+            await asyncio.get_running_loop().run_in_executor(None, watches.follow_twins)
         case ("offloading", namespace):
             await reconcile_offloading(agent, namespace)
         case ("pod", namespace, name):
             await pods.reconcile(namespace, name)
 
 
-async def worker(agent: Agent, pods: PodOffloader, metrics: Metrics) -> None:
+async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
+                 metrics: Metrics) -> None:
     loop = asyncio.get_running_loop()
     while True:
         key = await loop.run_in_executor(None, agent.queue.get)
@@ -65,7 +68,7 @@ async def worker(agent: Agent, pods: PodOffloader, metrics: Metrics) -> None:
             return
         kind = str(key[0]) if isinstance(key, tuple) else "?"
         try:
-            await reconcile(agent, pods, key)
+            await reconcile(agent, pods, watches, key)
             agent.queue.forget(key)
             metrics.reconciled(kind, "success")
         except RetryLater:
@@ -81,14 +84,15 @@ async def worker(agent: Agent, pods: PodOffloader, metrics: Metrics) -> None:
             agent.queue.done(key)
 
 
-async def controller(agent: Agent, stop: threading.Event) -> None:
+async def controller(agent: Agent, watches: RemoteWatches, stop: threading.Event) -> None:
     loop = asyncio.get_running_loop()
     # Workers park a thread each in queue.get; API calls need threads besides.
     loop.set_default_executor(ThreadPoolExecutor(max_workers=agent.config.workers * 2 + 8))
     pods = PodOffloader(agent)
     metrics = Metrics()
-    tasks = [asyncio.create_task(worker(agent, pods, metrics))
+    tasks = [asyncio.create_task(worker(agent, pods, watches, metrics))
              for _ in range(agent.config.workers)]
+    tasks.append(asyncio.create_task(watches.start()))
     tasks.append(asyncio.create_task(lease_loop(agent)))
     tasks.append(asyncio.create_task(health_loop(agent)))
     agent.enqueue(("node",))
@@ -107,17 +111,9 @@ def run(config: AgentConfig) -> int:
     home = ClusterApi(load_connection(config.home_kubeconfig, limits=config.home_limits))
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
-    home_operator = OperatorThread(
-        "home",
-        build_registry(home.connection, HOME_RESOURCES, agent.on_home_event, NAMESPACES,
-                       agent.home_synced.set),
-        settings(field_selectors=sentinel_selector(HOME_SENTINEL_NAMESPACE)))
-    remote_operator = OperatorThread(
-        "remote",
-        build_registry(remote.connection, REMOTE_RESOURCES, agent.on_remote_event, NAMESPACES,
-                       agent.remote_synced.set),
-        settings(remote_label_selectors(config.home_cluster_id, config.remote_cluster_id),
-                 sentinel_selector(agent.tenant_namespace)))
+    home_operator = OperatorThread(home.connection, home_watch(), agent.on_home_event,
+                                   agent.home_synced.set)
+    watches = RemoteWatches(agent)
     stop = threading.Event()
 
     def request_stop(*_: Any) -> None:
@@ -126,21 +122,20 @@ def run(config: AgentConfig) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     controller_thread = threading.Thread(
-        target=lambda: asyncio.run(controller(agent, stop)), name="controller", daemon=True)
+        target=lambda: asyncio.run(controller(agent, watches, stop)), name="controller",
+        daemon=True)
     home_operator.start()
-    remote_operator.start()
     controller_thread.start()
     log.info("home agent %s → %s started (node %s)", config.home_cluster_id,
              config.remote_cluster_id, agent.node_name())
     exit_code = 0
     while not stop.wait(1.0):
-        if not (home_operator.is_alive() and remote_operator.is_alive()
-                and controller_thread.is_alive()):
+        if not (home_operator.is_alive() and watches.alive() and controller_thread.is_alive()):
             log.error("a component stopped: exiting")
             exit_code = 1
             stop.set()
-    for operator in (home_operator, remote_operator):
-        operator.stop()
+    home_operator.stop()
+    watches.stop()
     controller_thread.join(10)
     home.close()
     remote.close()

@@ -59,7 +59,7 @@ async def reconcile_node(agent: Agent) -> None:
     name, labels, taints, status = _desired(agent, health)
     now = datetime.now(UTC)
     current = agent.mirrors.nodes.get(("", name))
-    offer_known = agent.remote_synced.is_set()
+    offer_known = agent.tenant_synced.is_set()
     if current is None and not offer_known:
         agent.queue.add_after(("node",), 1.0)  # a new node waits for the offer
         return

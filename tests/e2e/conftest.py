@@ -6,13 +6,16 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client
 
 from tests.conftest import ClusterHandle
 from tests.home_agent import conftest as agent_fixtures
+from tests.home_agent.agentproc import unique_id
 from tests.home_agent.conftest import RunningAgent
 from tests.remote_enforcer.conftest import PROVIDER_ID, Enforcer, webhook_configuration
 
@@ -58,12 +61,45 @@ def remapped_cidr(cidr: str) -> str:
 
 
 @pytest.fixture
-def peered(remote: ClusterHandle, enforcer: Enforcer, start_agent: Any) -> RunningAgent:
-    """A home agent for the enforcer's cluster, with address remapping when the remote pod
-    CIDR is known."""
+def peered(remote: ClusterHandle, enforcer: Enforcer, start_agent: Any,
+           tmp_path: Path) -> RunningAgent:
+    """A home agent for the enforcer's cluster, authenticating remotely as the confined consumer
+    identity the provider chart creates, with address remapping when the remote pod CIDR is
+    known."""
     flags: list[str] = ["--agent-ip", "192.0.2.10"]
     cidr = remote_pod_cidr(remote)
     if cidr:
         flags += ["--remote-pod-cidr", cidr, "--remapped-pod-cidr", remapped_cidr(cidr)]
-    agent: RunningAgent = start_agent(*flags, remote_id=PROVIDER_ID)
+    home_id = unique_id("home")
+    agent: RunningAgent = start_agent(
+        *flags, remote_id=PROVIDER_ID, home_id=home_id,
+        remote_kubeconfig=consumer_kubeconfig(remote, home_id, tmp_path))
     return agent
+
+
+def consumer_kubeconfig(remote: ClusterHandle, home_cluster_id: str, directory: Path) -> Path:
+    """The provider side of a peering as the remote-enforcer chart sets it up (its own
+    manifests: tenant namespace, the confined `consumer` ServiceAccount, its Role/RoleBinding),
+    and a kubeconfig authenticating as that identity (a TokenRequest token)."""
+    from kubernetes import utils
+
+    from tests.charts.helm import ROOT, render
+
+    manifests = render(ROOT / "charts" / "remote-enforcer",
+                       {"clusterId": PROVIDER_ID, "consumers": [{"clusterId": home_cluster_id}]})
+    tenant = next(m for m in manifests if m["kind"] == "Namespace")["metadata"]["name"]
+    for manifest in manifests:
+        if manifest.get("metadata", {}).get("namespace") == tenant or (
+                manifest["kind"] == "Namespace"):
+            if manifest["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding"):
+                utils.create_from_dict(remote.api_client, manifest)
+    account = next(m for m in manifests if m["kind"] == "ServiceAccount"
+                   and m["metadata"].get("namespace") == tenant)["metadata"]["name"]
+    token = remote.core.create_namespaced_service_account_token(
+        account, tenant, {"spec": {"expirationSeconds": 3600}}).status.token
+    config = yaml.safe_load(remote.kubeconfig.read_text())
+    for entry in config["users"]:
+        entry["user"] = {"token": token}
+    path = directory / f"consumer-{home_cluster_id}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path

@@ -51,8 +51,8 @@ def start_agent(home: ClusterHandle, remote: ClusterHandle, crds: None,
     def start(*extra: str, remote_kubeconfig: Path | None = None,
               remote_id: str | None = None, home_id: str | None = None) -> RunningAgent:
         home_id, remote_id = home_id or unique_id("home"), remote_id or unique_id("remote")
-        tenant = f"liqo-tenant-{home_id}"
-        ensure_namespace(remote, tenant, tenant_labels(home_id))
+        tenant = f"annex-tenant-{home_id}"
+        ensure_namespace(remote, tenant, tenant_labels(home_id))  # kept if it exists
         process = Process(
             agent_args(home.kubeconfig, remote_kubeconfig or remote.kubeconfig, home_id,
                        remote_id, *extra),

@@ -1,0 +1,108 @@
+"""The remote operators' lifecycle: the tenant watch once this consumer's NamespaceMap exists
+(it is that watch's sync sentinel), and a twins watch kept on the accepted twin namespaces."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+from home_agent.agent import TWINS_KEY, Agent
+from home_agent.kubeapi import error_message
+from home_agent.offloading import ensure_namespace_map
+from home_agent.operators import OperatorThread, tenant_watch, twins_watch
+
+log = logging.getLogger(__name__)
+
+TWINS_SYNC_GRACE = 10.0
+"""Seconds after which a twins watch whose sentinel never showed counts as listed."""
+
+
+class RemoteWatches:
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self._generation: object | None = None
+        self.tenant: OperatorThread | None = None
+        self.twins: OperatorThread | None = None
+        self.twin_namespaces: frozenset[str] = frozenset()
+        self._lock = threading.Lock()
+
+    async def start(self) -> None:
+        """Create the NamespaceMap (retrying while the remote is unreachable), then watch."""
+        delay = 0.5
+        while True:
+            try:
+                await ensure_namespace_map(self.agent)
+                break
+            except Exception as error:  # noqa: BLE001 - retried until the remote answers
+                log.warning("cannot reach the remote tenant namespace (retry in %.1fs): %s",
+                            delay, error_message(error))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        agent = self.agent
+
+        def tenant_synced() -> None:
+            agent.tenant_synced.set()
+            agent.enqueue(TWINS_KEY)
+
+        self.tenant = OperatorThread(
+            agent.remote.connection,
+            tenant_watch(agent.tenant_namespace, agent.namespace_map_name),
+            agent.on_remote_event, tenant_synced)
+        self.tenant.start()
+
+    def follow_twins(self) -> None:
+        """Watch ShadowPods in exactly the accepted twin namespaces (blocking: run it off the
+        loop). A changed set replaces the twins operator; the new one relists."""
+        agent = self.agent
+        namespaces = agent.accepted_twin_namespaces()
+        with self._lock:
+            if namespaces == self.twin_namespaces and agent.twins_synced.is_set():
+                return
+            agent.twins_synced.clear()
+            previous, self.twins, self._generation = self.twins, None, None
+        if previous is not None:
+            previous.stop()  # outside the lock: its sentinel handler may be waiting for it
+        with self._lock:
+            self.twin_namespaces = namespaces
+            agent.mirrors.shadow_pods.start_relist()
+            if not namespaces:
+                agent.on_shadow_pods_relisted(agent.mirrors.shadow_pods.finish_relist())
+                agent.twins_synced.set()
+                return
+
+            generation = object()
+            self._generation = generation
+
+            def synced() -> None:
+                with self._lock:
+                    if self._generation is not generation or agent.twins_synced.is_set():
+                        return
+                    agent.on_shadow_pods_relisted(agent.mirrors.shadow_pods.finish_relist())
+                    agent.twins_synced.set()
+
+            # The sentinel (kube-root-ca.crt) may be missing, e.g. in a twin namespace being
+            # deleted: after a grace period the listing is taken as complete. Deciding early is
+            # safe here: a ShadowPod is only ever deleted after a live read, and a create that
+            # finds one answers 409.
+            timer = threading.Timer(TWINS_SYNC_GRACE, synced)
+            timer.daemon = True
+            timer.start()
+
+            log.info("watching ShadowPods in %s", ", ".join(sorted(namespaces)))
+            self.twins = OperatorThread(
+                agent.remote.connection,
+                twins_watch(namespaces, agent.config.home_cluster_id,
+                            agent.config.remote_cluster_id),
+                agent.on_remote_event, synced)
+            self.twins.start()
+
+    def alive(self) -> bool:
+        with self._lock:
+            return all(o is None or o.is_alive() for o in (self.tenant, self.twins))
+
+    def stop(self) -> None:
+        with self._lock:
+            for operator in (self.tenant, self.twins):
+                if operator is not None:
+                    operator.stop()
