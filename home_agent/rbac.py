@@ -1,0 +1,29 @@
+"""What the agent does on the home cluster, as RBAC rules: the chart's ClusterRole is checked
+against `HOME_AGENT_RULES` by a test, so that a new API call without a new permission fails
+there and not in production."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.wellknown import OFFLOADING_GROUP
+
+READ_VERBS = ["get", "list", "watch"]
+
+HOME_AGENT_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ_VERBS, "delete"]},
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ_VERBS, "create", "patch"]},
+    {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "patch"]},
+    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes"], "verbs": READ_VERBS},
+    {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes/status"], "verbs": ["patch"]},
+    {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings"],
+     "verbs": [*READ_VERBS, "patch"]},
+    {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings/status"],
+     "verbs": ["patch"]},
+    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
+     "verbs": ["list", "watch"]},
+]
