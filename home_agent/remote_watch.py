@@ -42,6 +42,7 @@ class RemoteWatches:
         agent = self.agent
 
         def tenant_synced() -> None:
+            log.info("remote tenant namespace listed")
             agent.tenant_synced.set()
             agent.enqueue(TWINS_KEY)
 
@@ -80,6 +81,7 @@ class RemoteWatches:
                         return
                     agent.on_shadow_pods_relisted(agent.mirrors.shadow_pods.finish_relist())
                     agent.twins_synced.set()
+                log.info("ShadowPods listed")
 
             # The sentinel (kube-root-ca.crt) may be missing, e.g. in a twin namespace being
             # deleted: after a grace period the listing is taken as complete. Deciding early is

@@ -111,8 +111,12 @@ def run(config: AgentConfig) -> int:
     home = ClusterApi(load_connection(config.home_kubeconfig, limits=config.home_limits))
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
+    def home_synced() -> None:
+        log.info("home cluster listed")
+        agent.home_synced.set()
+
     home_operator = OperatorThread(home.connection, home_watch(), agent.on_home_event,
-                                   agent.home_synced.set)
+                                   home_synced)
     watches = RemoteWatches(agent)
     stop = threading.Event()
 

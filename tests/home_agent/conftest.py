@@ -43,18 +43,21 @@ class RunningAgent:
 @pytest.fixture
 def start_agent(home: ClusterHandle, remote: ClusterHandle, crds: None,
                 tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
-    """start_agent(*extra_flags, remote_kubeconfig=None, remote_id=None, home_id=None) →
+    """start_agent(*extra_flags, remote_kubeconfig=None, remote_id=None, home_id=None,
+    home_kubeconfig=None) →
     RunningAgent, with fresh cluster ids unless given (so tests never share a virtual node or a
     tenant namespace by accident)."""
     started: list[RunningAgent] = []
 
     def start(*extra: str, remote_kubeconfig: Path | None = None,
-              remote_id: str | None = None, home_id: str | None = None) -> RunningAgent:
+              remote_id: str | None = None, home_id: str | None = None,
+              home_kubeconfig: Path | None = None) -> RunningAgent:
         home_id, remote_id = home_id or unique_id("home"), remote_id or unique_id("remote")
         tenant = f"annex-tenant-{home_id}"
         ensure_namespace(remote, tenant, tenant_labels(home_id))  # kept if it exists
         process = Process(
-            agent_args(home.kubeconfig, remote_kubeconfig or remote.kubeconfig, home_id,
+            agent_args(home_kubeconfig or home.kubeconfig, remote_kubeconfig or remote.kubeconfig,
+                       home_id,
                        remote_id, *extra),
             tmp_path / f"agent-{len(started)}.log")
         agent = RunningAgent(home_id, remote_id, tenant, process, list(extra))
