@@ -629,7 +629,8 @@ class ApiServer:
             return _deleted_body(kind, strategy, removed), True
         if not meta.get("deletionTimestamp"):
             meta["deletionTimestamp"] = now_timestamp(grace)
-            meta["deletionGracePeriodSeconds"] = grace
+            if strategy.records_deletion_grace:
+                meta["deletionGracePeriodSeconds"] = grace
             if meta.get("generation"):
                 meta["generation"] = int(meta["generation"]) + 1
             strategy.on_deletion_started(obj)

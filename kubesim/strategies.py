@@ -41,6 +41,9 @@ class Strategy:
 
     name_errors: Callable[[str], list[str]] = staticmethod(names.dns1123_subdomain_errors)
     return_deleted_object = False
+    # the generic store's graceful deletion records deletionGracePeriodSeconds; namespace
+    # storage's own Delete only sets deletionTimestamp and the Terminating phase
+    records_deletion_grace = True
 
     def __init__(self, kind: ResourceKind) -> None:
         self.kind = kind
@@ -93,6 +96,7 @@ def _keep(new: Obj, old: Obj, key: str) -> None:
 class NamespaceStrategy(Strategy):
     name_errors = staticmethod(names.dns1123_label_errors)
     return_deleted_object = True
+    records_deletion_grace = False
 
     def prepare_for_create(self, obj: Obj) -> None:
         spec = obj.setdefault("spec", {})

@@ -227,3 +227,11 @@ def test_a_pod_update_without_resource_version_is_unconditional(home, namespace)
     current["spec"]["containers"][0]["image"] = "nginx:2"
     status, body = call(home, "PUT", ns_path(namespace, "pods", "p"), current)
     assert (status, body["spec"]["containers"][0]["image"]) == (200, "nginx:2")
+
+
+def test_a_deleted_namespace_turns_terminating_without_a_grace_period(home, namespace) -> None:
+    status, body = call(home, "DELETE", f"/api/v1/namespaces/{namespace}")
+    assert (status, body["kind"], body["status"]["phase"]) == (200, "Namespace", "Terminating")
+    assert TIMESTAMP.match(body["metadata"]["deletionTimestamp"])
+    # namespace storage's Delete sets only the timestamp and the phase (no generic grace)
+    assert "deletionGracePeriodSeconds" not in body["metadata"]
