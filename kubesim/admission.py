@@ -13,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import copy
+import dataclasses
 import json
+import secrets
 import ssl
 import uuid
 from collections.abc import Mapping
@@ -244,3 +246,72 @@ class WebhookAdmission:
         for hook, response in zip(hooks, responses, strict=True):
             if response is not None and not response.get("allowed"):
                 raise denial(hook.get("name", ""), response.get("status"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Built-in admission plugins that run before the webhooks, as in kube-apiserver's default chain
+
+SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_EXPIRATION = 3607  # kube-apiserver's default for the projected token (1 h + 7 s)
+_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def service_account_volume(name: str) -> dict[str, Any]:
+    """The `kube-api-access-*` projected volume the ServiceAccount plugin adds to pods."""
+    return {"name": name, "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": TOKEN_EXPIRATION, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt",
+                       "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+            "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+    ]}}
+
+
+class ServiceAccountPlugin:
+    """plugin/pkg/admission/serviceaccount on pod creation: the default service account, and
+    its token mounted through a projected volume unless automounting is switched off."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def mutate(self, request: Any, obj: Any) -> Any:
+        if (request.kind.group, request.kind.plural) != ("", "pods") or request.subresource:
+            return obj
+        if request.operation != "CREATE" or not isinstance(obj, dict):
+            return obj
+        spec = obj.setdefault("spec", {})
+        account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
+        spec["serviceAccountName"] = spec["serviceAccount"] = account
+        stored = self._store.get(("", "serviceaccounts"), request.namespace, account)
+        automount = spec.get("automountServiceAccountToken")
+        if automount is None and stored is not None:
+            automount = stored.obj.get("automountServiceAccountToken")
+        containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+        already = any(m.get("mountPath") == SERVICE_ACCOUNT_MOUNT
+                      for c in containers for m in c.get("volumeMounts") or [])
+        if automount is False or already:
+            return obj
+        suffix = "".join(secrets.choice(_SUFFIX_ALPHABET) for _ in range(5))
+        volume_name = f"kube-api-access-{suffix}"
+        spec.setdefault("volumes", []).append(service_account_volume(volume_name))
+        for container in containers:
+            container.setdefault("volumeMounts", []).append(
+                {"name": volume_name, "readOnly": True, "mountPath": SERVICE_ACCOUNT_MOUNT})
+        return obj
+
+
+class AdmissionPlugins:
+    """The cluster's admission chain: built-in mutating plugins, then the webhooks."""
+
+    def __init__(self, store: Store) -> None:
+        self.service_accounts = ServiceAccountPlugin(store)
+        self.webhooks = WebhookAdmission(store)
+
+    async def mutate(self, request: Any) -> dict[str, Any] | None:
+        obj = self.service_accounts.mutate(request, request.object)
+        if obj is not request.object:
+            request = dataclasses.replace(request, object=obj)
+        return await self.webhooks.mutate(request)
+
+    async def validate(self, request: Any) -> None:
+        await self.webhooks.validate(request)

@@ -143,7 +143,7 @@ class ControllerManager:
 
 def install(cluster: Any) -> None:
     """Wire part 2 into a `kubesim.cluster.Cluster` (called from `Cluster.start`)."""
-    from kubesim.admission import WebhookAdmission
+    from kubesim.admission import AdmissionPlugins
     from kubesim.auth import install_auth
     from kubesim.faults import install_faults
 
@@ -158,7 +158,7 @@ def install(cluster: Any) -> None:
 
     manager = ControllerManager(cluster.api, settings, names, ca_pem)
     cluster.controllers = manager
-    cluster.api.admission = WebhookAdmission(cluster.api.store)
+    cluster.api.admission = AdmissionPlugins(cluster.api.store)
     install_auth(cluster)
     install_faults(cluster)
 
