@@ -57,6 +57,10 @@ class GarbageCollector(Controller):
                     raise
 
     async def run(self) -> None:
+        swept_at = -1
         while True:
-            await self.sweep()
+            # a reference can only dangle after some write: an idle cluster is not rescanned
+            if self.api.store.resource_version != swept_at:
+                swept_at = self.api.store.resource_version
+                await self.sweep()
             await asyncio.sleep(self.interval)
