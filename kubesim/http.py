@@ -26,10 +26,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 USER_KEY = "kubesim.user"
 PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/version"})
-# The release whose behaviour kubesim imitates: pods carry metadata.generation (1.33+).
 VERSION = {
-    "major": "1", "minor": "33", "gitVersion": "v1.33.0-kubesim", "gitCommit": "kubesim",
-    "gitTreeState": "clean", "buildDate": "2025-04-23T00:00:00Z", "goVersion": "go1.24.2",
+    "major": "1", "minor": "31", "gitVersion": "v1.31.0-kubesim", "gitCommit": "kubesim",
+    "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5",
     "compiler": "gc", "platform": "linux/amd64",
 }
 JSON = "application/json"
