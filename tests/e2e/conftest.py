@@ -61,11 +61,11 @@ def remapped_cidr(cidr: str) -> str:
 
 
 @pytest.fixture
-def peered(remote: ClusterHandle, enforcer: Enforcer, start_agent: Any,
+def peered(home: ClusterHandle, remote: ClusterHandle, enforcer: Enforcer, start_agent: Any,
            tmp_path: Path) -> RunningAgent:
-    """A home agent for the enforcer's cluster, authenticating remotely as the confined consumer
-    identity the provider chart creates, with address remapping when the remote pod CIDR is
-    known."""
+    """A home agent for the enforcer's cluster, with the permissions the charts give it on both
+    sides (home: the home-agent chart's ClusterRole; remote: the confined consumer identity of
+    the remote-enforcer chart), and address remapping when the remote pod CIDR is known."""
     flags: list[str] = ["--agent-ip", "192.0.2.10"]
     cidr = remote_pod_cidr(remote)
     if cidr:
@@ -73,8 +73,45 @@ def peered(remote: ClusterHandle, enforcer: Enforcer, start_agent: Any,
     home_id = unique_id("home")
     agent: RunningAgent = start_agent(
         *flags, remote_id=PROVIDER_ID, home_id=home_id,
-        remote_kubeconfig=consumer_kubeconfig(remote, home_id, tmp_path))
+        remote_kubeconfig=consumer_kubeconfig(remote, home_id, tmp_path),
+        home_kubeconfig=agent_home_kubeconfig(home, tmp_path))
     return agent
+
+
+def _kubeconfig_with_token(handle: ClusterHandle, token: str, path: Path) -> Path:
+    config = yaml.safe_load(handle.kubeconfig.read_text())
+    for entry in config["users"]:
+        entry["user"] = {"token": token}
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
+    """The agent's home identity exactly as the home-agent chart grants it (its ServiceAccount,
+    ClusterRole and binding, rendered from the chart), as a kubeconfig with a token."""
+    from kubernetes import utils
+
+    from tests.charts.helm import ROOT, render
+
+    namespace = "annex-e2e-agents"
+    manifests = render(ROOT / "charts" / "home-agent", {"clusterId": "e2e"},
+                       release="annex", namespace=namespace)
+    try:
+        home.core.create_namespace({"metadata": {"name": namespace}})
+    except client.exceptions.ApiException as error:
+        if error.status != 409:
+            raise
+    for manifest in manifests:
+        if manifest["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
+            try:
+                utils.create_from_dict(home.api_client, manifest)
+            except utils.FailToCreateError as error:
+                if any(e.status != 409 for e in error.api_exceptions):
+                    raise
+    account = next(m for m in manifests if m["kind"] == "ServiceAccount")["metadata"]["name"]
+    token = home.core.create_namespaced_service_account_token(
+        account, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    return _kubeconfig_with_token(home, token, directory / "agent-home.kubeconfig")
 
 
 def consumer_kubeconfig(remote: ClusterHandle, home_cluster_id: str, directory: Path) -> Path:
@@ -97,9 +134,5 @@ def consumer_kubeconfig(remote: ClusterHandle, home_cluster_id: str, directory: 
                    and m["metadata"].get("namespace") == tenant)["metadata"]["name"]
     token = remote.core.create_namespaced_service_account_token(
         account, tenant, {"spec": {"expirationSeconds": 3600}}).status.token
-    config = yaml.safe_load(remote.kubeconfig.read_text())
-    for entry in config["users"]:
-        entry["user"] = {"token": token}
-    path = directory / f"consumer-{home_cluster_id}.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    return path
+    return _kubeconfig_with_token(remote, token,
+                                  directory / f"consumer-{home_cluster_id}.kubeconfig")
