@@ -94,6 +94,9 @@ class Watcher:
         self.namespace = namespace
         self.matches = matches
         self.queue: asyncio.Queue[tuple[str, Stored] | None] = asyncio.Queue()
+        # like cacheWatcher: only events newer than the version the watch started from (matters
+        # when a client asks for a version the server has not reached yet)
+        self.since = 0
 
     def translate(self, event: Event) -> tuple[str, Stored] | None:
         if self.namespace and event.new.namespace != self.namespace:
@@ -112,6 +115,8 @@ class Watcher:
         return None
 
     def offer(self, event: Event) -> None:
+        if event.rv <= self.since:
+            return
         translated = self.translate(event)
         if translated is not None:
             self.queue.put_nowait(translated)

@@ -53,6 +53,19 @@ def test_a_watch_from_a_version_does_not_replay_the_write_at_that_version(home,
         ("MODIFIED", {"n": "2"})]
 
 
+def test_a_watch_from_a_version_not_reached_yet_sends_only_later_events(home,
+                                                                       namespace) -> None:
+    ahead = int(current_version(home, namespace)) + 2
+    names = ["a", "b", "c", "d"]
+    with watching(home, cms(namespace), resourceVersion=str(ahead)) as events:
+        for name in names:
+            call(home, "POST", cms(namespace), {"metadata": {"name": name}})
+        wait_for(lambda: ("ADDED", "d") in summary(events), 10, f"events: {events}")
+    versions = [int(e["object"]["metadata"]["resourceVersion"]) for e in events
+                if e["type"] != "BOOKMARK"]
+    assert versions and all(v > ahead for v in versions), (ahead, summary(events))
+
+
 def test_a_bookmark_carries_only_its_type_and_resource_version(home, namespace) -> None:
     events = list(stream(home, cms(namespace), {
         "allowWatchBookmarks": "true", "timeoutSeconds": "3",
