@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 USER_KEY = "kubesim.user"
+# a middleware may store an awaitable factory here: the watch writer awaits it before each write
+# and before ending the stream (fault injection holds a black-holed stream's bytes back)
+WRITE_GATE_KEY = "kubesim.write_gate"
 PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/version"})
 VERSION = {
     "major": "1", "minor": "31", "gitVersion": "v1.31.0-kubesim", "gitCommit": "kubesim",
@@ -367,14 +370,19 @@ class Router:
             resource_version_match=query.get("resourceVersionMatch", ""))
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         response.enable_chunked_encoding()
+        gate: Callable[[], Awaitable[None]] | None = request.get(WRITE_GATE_KEY)
         try:
             await response.prepare(request)
             batch: list[bytes] = []
             async for event_type, stored in stream:
                 batch.append(stored.watch_line(event_type))
                 if not stream.has_pending():  # one write (one TLS record) per burst
+                    if gate is not None:
+                        await gate()
                     await response.write(b"".join(batch))
                     batch.clear()
+            if gate is not None:
+                await gate()
         except (ConnectionResetError, ConnectionError):
             pass
         finally:
