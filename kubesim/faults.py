@@ -2,9 +2,12 @@
 
 - refuse: for the whole cluster the listening socket is closed (connect() is refused) and open
   connections are reset; for one identity each of its requests resets its connection.
-- blackhole: requests are accepted and never answered while the fault lasts (they are served
-  once it is lifted, as a healed partition would deliver them). Open watch streams are cut, so
-  the client's re-list hangs too (kubesim cannot silence a stream that is already open).
+- blackhole: as a network black hole looks to the client: new requests are accepted and never
+  answered, in-flight requests get no answer, and open watch streams just stop receiving bytes
+  (no events, no bookmarks, no end of stream) while the fault lasts. On restore everything held
+  back is delivered in order: stalled streams resume with the events they missed, as TCP
+  retransmission delivers them when a partition heals before the connection times out (a client
+  that gave up meanwhile has closed its end; the write then fails and the stream ends).
 - drop_watches: open watch streams are cut (the connection is reset), once.
 - latency: every request waits this long before it is served.
 - restore: lifts every fault.
@@ -22,6 +25,7 @@ import socket
 import struct
 import threading
 import urllib.request
+import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass, field
@@ -29,7 +33,11 @@ from typing import Any
 
 from aiohttp import web
 
-USER_KEY = "kubesim.user"
+from kubesim.http import USER_KEY, WRITE_GATE_KEY
+
+# plain string request keys are the documented contract with kubesim.http (see there)
+warnings.filterwarnings("ignore", category=web.NotAppKeyWarning, module=__name__)
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -167,8 +175,6 @@ class Faults:
             for name, value in changes.items():
                 setattr(state, name, value)
         self._healed.clear()
-        if changes.get("blackholed"):
-            await self._drop_watches(user)
         if changes.get("refused"):
             if user is None:
                 if self._stop_listening is not None and self._listening:
@@ -215,7 +221,12 @@ class Faults:
             await self._wait_while_blackholed(user)
         if _is_watch(request) and transport is not None:
             self._streams.add(user, transport)
-        return await handler(request)
+        # the watch writer waits here before each write: a stream open before a black-hole
+        # goes silent instead of being cut
+        request[WRITE_GATE_KEY] = lambda: self._wait_while_blackholed(user)
+        response = await handler(request)
+        await self._wait_while_blackholed(user)  # an answer computed meanwhile is held back too
+        return response
 
 
 class FaultControl:

@@ -127,3 +127,37 @@ def test_control_endpoint_drives_the_same_faults(sim: Sim) -> None:
     assert control.describe() == {"everyone": {"refused": False, "blackholed": False,
                                                "latency": 0.0}, "users": {}}
     wait_for(lambda: sim.works(sim.alice))
+
+
+def test_blackhole_silences_open_watches_and_resumes_them_on_restore(sim: Sim) -> None:
+    """A stream open before the black-hole is neither cut nor fed while it lasts: a change made
+    meanwhile reaches the client only after restore (held bytes are delivered, as when a
+    partition heals); a request made during it gets no answer."""
+    response = sim.alice.list_namespaced_config_map("default", watch=True,
+                                                    _preload_content=False)
+    received: list[bytes] = []
+    ended = threading.Event()
+
+    def read() -> None:
+        try:
+            for chunk in response.stream(1024):
+                received.append(chunk)
+        except CUT:
+            pass
+        ended.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    sim.admin.create_namespaced_config_map(
+        "default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="before")))
+    wait_for(lambda: b"before" in b"".join(received), timeout=10)
+
+    sim.cluster.faults.blackhole(user="alice")
+    sim.admin.create_namespaced_config_map(
+        "default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="during")))
+    assert sim.cut(sim.alice, timeout=1.0)  # a new request is not answered within its deadline
+    assert b"during" not in b"".join(received) and not ended.is_set()
+
+    sim.cluster.faults.restore()
+    wait_for(lambda: b"during" in b"".join(received), timeout=10)
+    assert not ended.is_set()
+    response.release_conn()
