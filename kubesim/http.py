@@ -323,6 +323,11 @@ class Router:
         raw = await request.read()
         if not raw:
             return {}
+        media_type = request.headers.get("Content-Type", "").split(";")[0].strip()
+        if request.method != "PATCH" and media_type not in ("", JSON):
+            # NegotiateInputSerializer: an unknown body format is a 415 (kubesim decodes JSON
+            # only; patch types are checked by the patch handler)
+            raise errors.unsupported_media_type(media_type, [JSON])
         try:
             return json.loads(raw)
         except ValueError as error:

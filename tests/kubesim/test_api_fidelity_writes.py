@@ -235,3 +235,11 @@ def test_a_deleted_namespace_turns_terminating_without_a_grace_period(home, name
     assert TIMESTAMP.match(body["metadata"]["deletionTimestamp"])
     # namespace storage's Delete sets only the timestamp and the phase (no generic grace)
     assert "deletionGracePeriodSeconds" not in body["metadata"]
+
+
+def test_a_body_in_an_unknown_format_is_415(home, namespace) -> None:
+    status, body = call(home, "POST", cms(namespace), {"metadata": {"name": "t"}},
+                        content_type="text/plain")
+    assert (status, body["reason"]) == (415, "UnsupportedMediaType")
+    assert body["message"].startswith("the body of the request was in an unknown format - "
+                                      "accepted media types include: application/json")
