@@ -92,3 +92,16 @@ def test_deleting_the_namespace_offloading_unwinds(
         return False
 
     wait_for(gone, timeout=30, message="NamespaceOffloading released")
+
+
+def test_an_invalid_selected_name_is_reported_and_nothing_is_requested(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    offload_namespace(home, namespace, namespaceMappingStrategy="SelectedName",
+                      remoteNamespaceName="Not_Valid")
+    wait_for(lambda: status(home, namespace).get("offloadingPhase") == "AllFailed",
+             timeout=30, message="AllFailed")
+    [condition] = status(home, namespace)["remoteNamespacesConditions"][agent.remote_id]
+    assert condition["reason"] == "InvalidNamespaceName"
+    assert "Not_Valid" in condition["message"]
+    assert namespace not in desired_mapping(remote, agent)

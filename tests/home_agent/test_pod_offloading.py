@@ -136,3 +136,19 @@ def test_a_remote_creation_failure_is_shown_on_the_home_pod(
                                and e.reason == "RemoteCreationFailed"],
                       timeout=30, message="RemoteCreationFailed Event")
     assert "not found" in events[0].message
+
+
+def test_an_unknown_anti_affinity_preset_is_reported_and_ignored(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    twin = extend(home, remote, agent, namespace)
+    bound_pod(home, namespace, "web", agent.node_name,
+              annotations={"liqo.io/anti-affinity-preset": "sometimes"})
+    shadow = wait_for(lambda: shadow_pod(remote, twin, "web"), timeout=30,
+                      message="offloaded all the same")
+    assert "affinity" not in shadow["spec"]["pod"]
+    events = wait_for(lambda: [e for e in home.core.list_namespaced_event(namespace).items
+                               if e.involved_object.name == "web"
+                               and e.reason == "FailedReflection"], timeout=30,
+                      message="an Event names the bad value")
+    assert "sometimes" in events[0].message
