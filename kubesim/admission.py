@@ -15,6 +15,7 @@ import base64
 import copy
 import dataclasses
 import json
+import random
 import secrets
 import ssl
 import uuid
@@ -24,9 +25,9 @@ from typing import Any
 import aiohttp
 import jsonpatch
 
-from kubesim.errors import StatusError
+from kubesim.errors import StatusError, forbidden
 from kubesim.selectors import label_selector_from_object
-from kubesim.store import Store
+from kubesim.store import Store, Stored
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 MUTATING = "mutatingwebhookconfigurations"
@@ -271,20 +272,37 @@ class ServiceAccountPlugin:
     """plugin/pkg/admission/serviceaccount on pod creation: the default service account, and
     its token mounted through a projected volume unless automounting is switched off."""
 
+    # getServiceAccount: the default account, created asynchronously by the serviceaccount
+    # controller, is looked up 10 times 100-200 ms apart before the pod is refused; others once
+    DEFAULT_ACCOUNT_ATTEMPTS = 10
+
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def mutate(self, request: Any, obj: Any) -> Any:
-        if (request.kind.group, request.kind.plural) != ("", "pods") or request.subresource:
-            return obj
-        if request.operation != "CREATE" or not isinstance(obj, dict):
+    async def _service_account(self, namespace: str, name: str) -> Stored | None:
+        attempts = self.DEFAULT_ACCOUNT_ATTEMPTS if name == "default" else 1
+        interval = random.uniform(0.1, 0.2)
+        for attempt in range(attempts):
+            if attempt:
+                await asyncio.sleep(interval)
+            stored = self._store.get(("", "serviceaccounts"), namespace, name)
+            if stored is not None:
+                return stored
+        return None
+
+    async def mutate(self, request: Any, obj: Any) -> Any:
+        if not _is_pod_creation(request) or not isinstance(obj, dict):
             return obj
         spec = obj.setdefault("spec", {})
         account = spec.get("serviceAccountName") or spec.get("serviceAccount") or "default"
         spec["serviceAccountName"] = spec["serviceAccount"] = account
-        stored = self._store.get(("", "serviceaccounts"), request.namespace, account)
+        stored = await self._service_account(request.namespace, account)
+        if stored is None:
+            name = (obj.get("metadata") or {}).get("name") or request.name
+            raise forbidden("pods", name, f"error looking up service account {request.namespace}/"
+                            f'{account}: serviceaccount "{account}" not found')
         automount = spec.get("automountServiceAccountToken")
-        if automount is None and stored is not None:
+        if automount is None:
             automount = stored.obj.get("automountServiceAccountToken")
         containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
         already = any(m.get("mountPath") == SERVICE_ACCOUNT_MOUNT
@@ -300,15 +318,54 @@ class ServiceAccountPlugin:
         return obj
 
 
-class AdmissionPlugins:
-    """The cluster's admission chain: built-in mutating plugins, then the webhooks."""
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 
-    def __init__(self, store: Store) -> None:
+
+class DefaultTolerationSecondsPlugin:
+    """plugin/pkg/admission/defaulttolerationseconds on pod creation: a pod that does not
+    tolerate the not-ready / unreachable NoExecute taints (a toleration with that key or no key,
+    and effect NoExecute or none) gets `{key, operator: Exists, effect: NoExecute,
+    tolerationSeconds}` for each, not-ready first (kube-apiserver's
+    --default-not-ready-toleration-seconds / --default-unreachable-toleration-seconds, 300)."""
+
+    def __init__(self, not_ready_seconds: int = 300, unreachable_seconds: int = 300) -> None:
+        self.seconds = {NOT_READY_TAINT: not_ready_seconds, UNREACHABLE_TAINT: unreachable_seconds}
+
+    def mutate(self, request: Any, obj: Any) -> Any:
+        if not _is_pod_creation(request) or not isinstance(obj, dict):
+            return obj
+        spec = obj.setdefault("spec", {})
+        tolerations = spec.get("tolerations") or []
+        for key, seconds in self.seconds.items():
+            if not any(t.get("key") in (key, "", None)
+                       and t.get("effect") in ("NoExecute", "", None) for t in tolerations):
+                tolerations.append({"key": key, "operator": "Exists", "effect": "NoExecute",
+                                    "tolerationSeconds": seconds})
+        if tolerations:
+            spec["tolerations"] = tolerations
+        return obj
+
+
+def _is_pod_creation(request: Any) -> bool:
+    return ((request.kind.group, request.kind.plural) == ("", "pods")
+            and not request.subresource and request.operation == "CREATE")
+
+
+class AdmissionPlugins:
+    """The cluster's admission chain: built-in mutating plugins in kube-apiserver's order
+    (ServiceAccount, DefaultTolerationSeconds), then the webhooks."""
+
+    def __init__(self, store: Store, default_not_ready_toleration_seconds: int = 300,
+                 default_unreachable_toleration_seconds: int = 300) -> None:
         self.service_accounts = ServiceAccountPlugin(store)
+        self.default_tolerations = DefaultTolerationSecondsPlugin(
+            default_not_ready_toleration_seconds, default_unreachable_toleration_seconds)
         self.webhooks = WebhookAdmission(store)
 
     async def mutate(self, request: Any) -> dict[str, Any] | None:
-        obj = self.service_accounts.mutate(request, request.object)
+        obj = await self.service_accounts.mutate(request, request.object)
+        obj = self.default_tolerations.mutate(request, obj)
         if obj is not request.object:
             request = dataclasses.replace(request, object=obj)
         return await self.webhooks.mutate(request)

@@ -25,6 +25,7 @@ from kubesim.controllers.namespacedefaults import DefaultServiceAccount, RootCaP
 from kubesim.controllers.nodelifecycle import NodeLifecycle
 from kubesim.controllers.replicaset import ReplicaSetController
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.tainteviction import TaintEviction
 
 log = logging.getLogger("kubesim.controllers")
 
@@ -33,6 +34,7 @@ ALL_CONTROLLERS = (
     "scheduler",
     "kubelet",
     "node-lifecycle",
+    "taint-eviction-controller",
     "endpointslice",
     "namespace",
     "garbage-collector",
@@ -55,6 +57,10 @@ class ControllerSettings:
     lease_renew_interval: float = 10.0
     container_stop_delay: float = 0.0
     kubelet_events: bool = True
+    # kube-apiserver's --default-not-ready-toleration-seconds / --default-unreachable-...
+    # (the DefaultTolerationSeconds admission plugin)
+    default_not_ready_toleration_seconds: int = 300
+    default_unreachable_toleration_seconds: int = 300
 
 
 def parse_controller_names(text: str) -> list[str]:
@@ -94,6 +100,7 @@ class ControllerManager:
             "scheduler": lambda: Scheduler(api),
             "kubelet": lambda: Kubelet(api, kubelet_config),
             "node-lifecycle": lambda: NodeLifecycle(api, settings.node_grace_period),
+            "taint-eviction-controller": lambda: TaintEviction(api),
             "endpointslice": lambda: EndpointSliceController(api),
             "namespace": lambda: NamespaceController(api),
             "root-ca-cert-publisher": lambda: RootCaPublisher(api, ca_pem),
@@ -158,7 +165,9 @@ def install(cluster: Any) -> None:
 
     manager = ControllerManager(cluster.api, settings, names, ca_pem)
     cluster.controllers = manager
-    cluster.api.admission = AdmissionPlugins(cluster.api.store)
+    cluster.api.admission = AdmissionPlugins(
+        cluster.api.store, settings.default_not_ready_toleration_seconds,
+        settings.default_unreachable_toleration_seconds)
     install_auth(cluster)
     install_faults(cluster)
 

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+
+import pytest
+from kubernetes.client.rest import ApiException
+
 from tests.kubesim.test_controllers_cluster import pod_manifest
 
 MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -25,3 +31,38 @@ def test_automount_off_means_no_token_volume(home, namespace) -> None:
     pod = home.core.create_namespaced_pod(namespace, manifest)
     assert not pod.spec.volumes
     assert not pod.spec.containers[0].volume_mounts
+
+
+def test_a_pod_naming_a_missing_account_is_forbidden(home, namespace) -> None:
+    with pytest.raises(ApiException) as refused:
+        home.core.create_namespaced_pod(namespace, pod_manifest("lost",
+                                                                serviceAccountName="nobody"))
+    assert refused.value.status == 403
+    status = json.loads(refused.value.body)
+    assert status["reason"] == "Forbidden"
+    assert status["message"] == (
+        f'pods "lost" is forbidden: error looking up service account {namespace}/nobody: '
+        'serviceaccount "nobody" not found')
+    assert status["details"] == {"name": "lost", "kind": "pods"}
+
+
+async def test_the_plugin_waits_a_little_for_a_default_account_created_meanwhile() -> None:
+    """The namespace's `default` account is created asynchronously (by the serviceaccount
+    controller): like getServiceAccount, the plugin looks it up again for a while (10 tries)
+    instead of refusing at once; other accounts are looked up once."""
+    from kubesim.admission import ServiceAccountPlugin
+    from kubesim.apiserver import ApiServer
+
+    api = ApiServer()
+    accounts = api.kinds.get("", "v1", "serviceaccounts")
+    namespaces = api.kinds.get("", "v1", "namespaces")
+    assert accounts is not None and namespaces is not None
+    await api.create(namespaces, "", {"metadata": {"name": "fresh"}})
+    plugin = ServiceAccountPlugin(api.store)
+    looking = asyncio.ensure_future(plugin._service_account("fresh", "default"))
+    other = asyncio.ensure_future(plugin._service_account("fresh", "builder"))
+    await asyncio.sleep(0)  # both have looked once and found nothing
+    assert not looking.done() and other.done() and other.result() is None
+    await api.create(accounts, "fresh", {"metadata": {"name": "default"}})
+    found = await asyncio.wait_for(looking, timeout=5)
+    assert found is not None and found.name == "default"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,15 @@ def test_controllers_can_be_switched_off_per_cluster(tmp_path: Path) -> None:
         api_client = config.new_client_from_config(config_file=str(tmp_path / "bare.kubeconfig"))
         core = client.CoreV1Api(api_client)
         wait_for(lambda: core.list_node().items)  # the kubelet registers its node
+        # no serviceaccount controller: no `default` account, so the ServiceAccount
+        # admission plugin refuses pods (after its short wait for the account)
+        with pytest.raises(ApiException) as refused:
+            core.create_namespaced_pod("default", pod_manifest("waiting"))
+        assert refused.value.status == 403
+        assert json.loads(refused.value.body)["message"] == (
+            'pods "waiting" is forbidden: error looking up service account default/default: '
+            'serviceaccount "default" not found')
+        core.create_namespaced_service_account("default", {"metadata": {"name": "default"}})
         core.create_namespaced_pod("default", pod_manifest("waiting"))
         owner = core.create_namespaced_config_map("default", {"metadata": {"name": "owner"}})
         core.create_namespaced_config_map("default", owned_configmap("dependent", owner))
