@@ -61,6 +61,9 @@ class ControllerSettings:
     # (the DefaultTolerationSeconds admission plugin)
     default_not_ready_toleration_seconds: int = 300
     default_unreachable_toleration_seconds: int = 300
+    # the kubelet's CrashLoopBackOff: base doubling up to max (10 s / 300 s on a real kubelet)
+    restart_backoff_base: float = 10.0
+    restart_backoff_max: float = 300.0
 
 
 def parse_controller_names(text: str) -> list[str]:
@@ -95,7 +98,9 @@ class ControllerManager:
             workers=settings.workers, node_prefix=settings.node_prefix, cpu=settings.worker_cpu,
             memory=settings.worker_memory, pods=settings.worker_pods,
             pod_cidr=settings.pod_cidr, renew_interval=settings.lease_renew_interval,
-            stop_delay=settings.container_stop_delay, record_events=settings.kubelet_events)
+            stop_delay=settings.container_stop_delay, record_events=settings.kubelet_events,
+            restart_backoff_base=settings.restart_backoff_base,
+            restart_backoff_max=settings.restart_backoff_max)
         factories: dict[str, Callable[[], Controller]] = {
             "scheduler": lambda: Scheduler(api),
             "kubelet": lambda: Kubelet(api, kubelet_config),

@@ -61,9 +61,45 @@ class KubeletConfig:
     stop_delay: float = 0.0
     # Pulled/Created/Started/Killing events, as a real kubelet records them
     record_events: bool = True
+    # CrashLoopBackOff: the kubelet's back-off before restarting a container that keeps
+    # exiting (10 s doubling up to 300 s; tests shrink the base)
+    restart_backoff_base: float = 10.0
+    restart_backoff_max: float = 300.0
 
     def node_names(self) -> list[str]:
         return [f"{self.node_prefix}-{index}" for index in range(1, self.workers + 1)]
+
+
+def go_duration(seconds: float) -> str:
+    """time.Duration.String() for the back-off messages: 10s, 1m20s, 5m0s, 400ms, 1.6s."""
+    if seconds < 1:
+        return f"{round(seconds * 1000, 6):g}ms"
+    minutes, rest = divmod(seconds, 60)
+    text = f"{round(rest, 9):g}s"
+    return f"{int(minutes)}m{text}" if minutes else text
+
+
+@dataclass
+class RestartBackOff:
+    """flowcontrol.Backoff as the kubelet keeps it per container: a container that finished
+    within `backoff` of now waits; each restart past the first doubles the back-off up to `cap`;
+    an entry left alone for twice the cap starts again from `initial`."""
+
+    initial: float = 10.0
+    cap: float = 300.0
+    backoff: float = 0.0  # 0: no entry yet
+    last_update: float = 0.0
+
+    def _expired(self, event_time: float) -> bool:
+        return self.backoff == 0 or event_time - self.last_update > 2 * self.cap
+
+    def in_backoff_since(self, event_time: float, now: float) -> bool:
+        return not self._expired(event_time) and now - event_time < self.backoff
+
+    def next(self, event_time: float) -> None:
+        self.backoff = (self.initial if self._expired(event_time)
+                        else min(self.backoff * 2, self.cap))
+        self.last_update = event_time
 
 
 @dataclass
@@ -78,6 +114,10 @@ class ContainerRuntime:
     last_state: dict[str, Any] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
     previous_logs: list[str] = field(default_factory=list)
+    backoff: RestartBackOff = field(default_factory=RestartBackOff)
+    ended_at: float = 0.0  # loop time of the last exit, what the back-off counts from
+    waiting: str = ""  # in CrashLoopBackOff: the back-off message
+    backoff_reported: bool = False  # its BackOff event is recorded
 
     @property
     def running(self) -> bool:
@@ -99,6 +139,8 @@ class ContainerRuntime:
         self.exit_code = None
         self.finished_at = ""
         self.started_at = now_timestamp()
+        self.waiting = ""
+        self.backoff_reported = False
 
     def _terminated_state(self, pod_uid: str) -> dict[str, Any]:
         exit_code = 137 if self.exit_code is None else self.exit_code
@@ -109,12 +151,18 @@ class ContainerRuntime:
     def status(self, pod_uid: str) -> dict[str, Any]:
         ready = self.running if self.ready_override is None else (
             self.running and self.ready_override)
-        state = ({"running": {"startedAt": self.started_at}} if self.running
-                 else {"terminated": self._terminated_state(pod_uid)})
+        last_state = self.last_state
+        if self.running:
+            state: dict[str, Any] = {"running": {"startedAt": self.started_at}}
+        elif self.waiting:  # the run that ended is the last state meanwhile
+            state = {"waiting": {"reason": "CrashLoopBackOff", "message": self.waiting}}
+            last_state = {"terminated": self._terminated_state(pod_uid)}
+        else:
+            state = {"terminated": self._terminated_state(pod_uid)}
         image = self.image if "/" in self.image else f"docker.io/library/{self.image}"
         digest = hashlib.sha256(self.image.encode()).hexdigest()
         return {
-            "name": self.name, "state": state, "lastState": self.last_state, "ready": ready,
+            "name": self.name, "state": state, "lastState": last_state, "ready": ready,
             "restartCount": self.restart_count, "image": image,
             "imageID": f"{image.split(':')[0]}@sha256:{digest}",
             "containerID": self.container_id(pod_uid), "started": self.running,
@@ -132,19 +180,40 @@ class PodRuntime:
     init_containers: list[tuple[str, str]]  # (name, image): they ran to completion at start
     stopping_since: float | None = None
     transitions: dict[tuple[str, str], str] = field(default_factory=dict)
+    ref: str = ""  # format.Pod: name_namespace(uid)
 
     def phase(self) -> str:
         states = list(self.containers.values())
-        if any(c.running for c in states):
+        if any(c.running or c.waiting for c in states):
             return "Running"
         return "Succeeded" if all(c.exit_code == 0 for c in states) else "Failed"
 
-    def container_ended(self, container: ContainerRuntime) -> None:
-        """restartPolicy: Always restarts every exit, OnFailure only failures."""
+    def container_ended(self, container: ContainerRuntime, now: float) -> float | None:
+        """restartPolicy: Always restarts every exit, OnFailure only failures, each after the
+        back-off; returns how long until it may restart when it has to wait."""
         if self.restart_policy == "Always" or (
             self.restart_policy == "OnFailure" and container.exit_code != 0
         ):
-            container.restart(self.uid)
+            container.ended_at = now
+            return self.try_restart(container, now)
+        return None
+
+    def try_restart(self, container: ContainerRuntime, now: float) -> float | None:
+        """kuberuntime's doBackOff: restart unless still in back-off since the container
+        ended; else it waits in CrashLoopBackOff (returns the time left)."""
+        backoff = container.backoff
+        if backoff.in_backoff_since(container.ended_at, now):
+            container.waiting = (f"back-off {go_duration(backoff.backoff)} restarting failed "
+                                 f"container={container.name} pod={self.ref}")
+            return container.ended_at + backoff.backoff - now
+        backoff.next(container.ended_at)
+        container.restart(self.uid)
+        return None
+
+    def restart_waiting(self, now: float) -> float | None:
+        """Restart the containers whose back-off is over; the time until the next is."""
+        waits = [self.try_restart(c, now) for c in self.containers.values() if c.waiting]
+        return min((w for w in waits if w is not None), default=None)
 
 
 class NodeSubnets:
@@ -323,10 +392,15 @@ class Kubelet(Controller):
 
     def _start(self, pod: dict[str, Any]) -> PodRuntime:
         spec = pod.get("spec", {})
-        containers = {c["name"]: ContainerRuntime(c["name"], c.get("image", ""))
-                      for c in spec.get("containers") or []}
+        config = self.config
+        containers = {c["name"]: ContainerRuntime(
+            c["name"], c.get("image", ""),
+            backoff=RestartBackOff(config.restart_backoff_base, config.restart_backoff_max))
+            for c in spec.get("containers") or []}
         node = spec["nodeName"]
+        metadata = pod["metadata"]
         return PodRuntime(
+            ref=f"{metadata['name']}_{metadata.get('namespace', '')}({metadata['uid']})",
             uid=pod["metadata"]["uid"], node=node, ip=self.subnets.allocate(node),
             restart_policy=spec.get("restartPolicy") or "Always", started_at=now_timestamp(),
             containers=containers,
@@ -356,7 +430,11 @@ class Kubelet(Controller):
                 await self._events(pod, runtime, ("Killing", "Stopping container {}"))
             if await self._stop(key, pod, runtime):
                 return
+        wait = runtime.restart_waiting(asyncio.get_running_loop().time())
+        if wait is not None:
+            self.queue.add_later(key, wait)
         await self._write_status(key, pod, runtime)
+        await self._backoff_events(pod, runtime)
         if started:
             await self._events(pod, runtime,
                                ("Pulled", 'Container image "{image}" already present on machine'),
@@ -373,6 +451,17 @@ class Kubelet(Controller):
                 message = template.format(container.name, image=container.image)
                 await record_event(self.api, pod, "Normal", reason, message,
                                    component="kubelet", host=runtime.node)
+
+    async def _backoff_events(self, pod: dict[str, Any], runtime: PodRuntime) -> None:
+        """Warning BackOff, once per wait, as doBackOff records it."""
+        for container in runtime.containers.values():
+            if container.waiting and not container.backoff_reported:
+                container.backoff_reported = True
+                if self.config.record_events:
+                    await record_event(
+                        self.api, pod, "Warning", "BackOff",
+                        f"Back-off restarting failed container {container.name} in pod "
+                        f"{runtime.ref}", component="kubelet", host=runtime.node)
 
     async def _stop(self, key: PodKey, pod: dict[str, Any], runtime: PodRuntime) -> bool:
         """Stop the containers, then remove the pod (grace 0); True once it is removed."""
@@ -470,10 +559,13 @@ class Kubelet(Controller):
     def _end(self, namespace: str, name: str, container: str | None, exit_code: int) -> None:
         def action() -> None:
             key, runtime, containers = self._containers(namespace, name, container)
+            now = asyncio.get_running_loop().time()
             for target in containers:
                 if target.running:
                     target.terminate(exit_code)
-                    runtime.container_ended(target)
+                    wait = runtime.container_ended(target, now)
+                    if wait is not None:
+                        self.queue.add_later(key, wait)
             self.queue.add(key)
 
         self._on_loop(action)

@@ -80,3 +80,63 @@ def test_pod_logs_are_served(home, namespace) -> None:
     home.sim.controllers.kubelet.write_log(namespace, "chatty", "one\ntwo\nthree\n")
     assert home.core.read_namespaced_pod_log("chatty", namespace) == "one\ntwo\nthree\n"
     assert home.core.read_namespaced_pod_log("chatty", namespace, tail_lines=1) == "three\n"
+
+
+def test_restart_back_off_doubles_from_its_base_up_to_its_cap() -> None:
+    from kubesim.controllers.kubelet import RestartBackOff, go_duration
+
+    backoff, waits = RestartBackOff(10.0, 300.0), []
+    for exit_time in range(0, 700, 100):  # each run ends before the back-off is forgotten
+        backoff.next(float(exit_time))
+        waits.append(go_duration(backoff.backoff))
+    assert waits == ["10s", "20s", "40s", "1m20s", "2m40s", "5m0s", "5m0s"]
+    assert backoff.in_backoff_since(600.0, now=899.0)
+    assert not backoff.in_backoff_since(600.0, now=900.0)
+    assert not backoff.in_backoff_since(1201.0, now=1201.0)  # quiet for 2 x cap: forgotten
+    assert go_duration(0.4) == "400ms" and go_duration(1.6) == "1.6s"
+
+
+def test_a_container_that_keeps_failing_goes_into_crash_loop_back_off(tmp_path) -> None:
+    from kubernetes import client, config
+
+    from kubesim.cluster import Cluster, ClusterThread
+    from kubesim.controllers import ControllerSettings
+
+    sim = Cluster("crashing", workers=1)
+    sim.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
+        workers=1, node_prefix="crashing", restart_backoff_base=1.0, restart_backoff_max=4.0)
+    with ClusterThread([sim], tmp_path):
+        api_client = config.new_client_from_config(
+            config_file=str(tmp_path / "crashing.kubeconfig"))
+        core = client.CoreV1Api(api_client)
+        kubelet = sim.controllers.kubelet
+        wait_for(lambda: core.read_namespaced_service_account("default", "default"))
+        core.create_namespaced_pod("default", pod_manifest("crashy"))
+
+        def container(running: bool | None = None, restarts: int | None = None) -> Any:
+            pod = core.read_namespaced_pod("crashy", "default")
+            status = (pod.status.container_statuses or [None])[0]
+            if status is None or (restarts is not None and status.restart_count != restarts):
+                return None
+            if running is not None and (status.state.running is not None) != running:
+                return None
+            return pod
+
+        uid = wait_for(lambda: container(running=True, restarts=0)).metadata.uid
+        kubelet.fail("default", "crashy")  # the first exit is restarted at once
+        wait_for(lambda: container(running=True, restarts=1))
+        for restarts, wait in ((1, "1s"), (2, "2s")):
+            kubelet.fail("default", "crashy", exit_code=3)
+            pod = wait_for(lambda r=restarts: container(running=False, restarts=r))
+            status = pod.status.container_statuses[0]
+            assert status.state.waiting.reason == "CrashLoopBackOff"
+            assert status.state.waiting.message == (
+                f"back-off {wait} restarting failed container=app pod=crashy_default({uid})")
+            assert status.last_state.terminated.exit_code == 3
+            assert (status.ready, status.started, pod.status.phase) == (False, False, "Running")
+            wait_for(lambda r=restarts: container(running=True, restarts=r + 1), timeout=10)
+        events = core.list_namespaced_event(
+            "default", field_selector="involvedObject.name=crashy,reason=BackOff").items
+        assert {(e.type, e.message) for e in events} == {
+            ("Warning", f"Back-off restarting failed container app in pod crashy_default({uid})")}
+        api_client.close()
