@@ -117,7 +117,10 @@ def test_pod_status_writes_leave_spec_but_may_change_metadata(home, namespace) -
 def test_pod_spec_is_immutable_except_images_deadline_and_added_tolerations(home,
                                                                             namespace) -> None:
     path = ns_path(namespace, "pods")
-    call(home, "POST", path, pod("p"))
+    _, created = call(home, "POST", path, pod("p"))
+    # admission added the default not-ready/unreachable tolerations; a strategic merge patch
+    # replaces the whole list, so adding one means sending them too
+    defaults = created["spec"].get("tolerations") or []
     status, body = call(home, "PATCH", f"{path}/p", {"spec": {"restartPolicy": "Never"}},
                         content_type=MERGE)
     assert (status, body["reason"]) == (422, "Invalid")
@@ -126,7 +129,7 @@ def test_pod_spec_is_immutable_except_images_deadline_and_added_tolerations(home
         "`spec.containers[*].image`")
     allowed = {"spec": {
         "containers": [{"name": "c", "image": "nginx:2"}], "activeDeadlineSeconds": 60,
-        "tolerations": [{"key": "k", "operator": "Exists", "effect": "NoSchedule"}]}}
+        "tolerations": [*defaults, {"key": "k", "operator": "Exists", "effect": "NoSchedule"}]}}
     status, body = call(home, "PATCH", f"{path}/p", allowed, content_type=STRATEGIC)
     assert status == 200, body
     assert body["spec"]["containers"][0]["image"] == "nginx:2"
