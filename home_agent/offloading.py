@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from home_agent.agent import Agent
-from home_agent.kubeapi import custom_path, status_of
+from home_agent.kubeapi import core_path, custom_path, is_not_found, status_of
 from home_agent.virtual_node import desired_labels
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase, NamespaceMap
 from shared.api.namespace_offloading import (
@@ -31,6 +31,9 @@ from shared.wellknown import OFFLOADING_GROUP
 log = logging.getLogger(__name__)
 
 READY = "Ready"
+OFFLOADED_NAMESPACE_LABEL = "liqo.io/scheduling-enabled"
+"""Liqo's label on a home namespace with a NamespaceOffloading: the pod webhook selects those
+namespaces only, so that pods elsewhere never wait for the agent."""
 
 
 def finalizer_name(remote_cluster_id: str) -> str:
@@ -152,9 +155,27 @@ async def _write_status(agent: Agent, obj: Mapping[str, Any],
             {"status": patch})
 
 
+async def _label_namespace(agent: Agent, namespace: str, offloaded: bool) -> None:
+    """Set or remove OFFLOADED_NAMESPACE_LABEL (written only when it differs)."""
+    path = core_path("namespaces", name=namespace)
+    try:
+        current = await agent.home.get(path)
+    except Exception as error:
+        if is_not_found(error):
+            return
+        raise
+    labels = (current.get("metadata") or {}).get("labels") or {}
+    if (labels.get(OFFLOADED_NAMESPACE_LABEL) == "true") == offloaded:
+        return
+    await agent.home.patch(path, {"metadata": {"labels": {
+        OFFLOADED_NAMESPACE_LABEL: "true" if offloaded else None}}})
+
+
 async def reconcile_offloading(agent: Agent, namespace: str) -> None:
     obj = agent.mirrors.offloadings.get((namespace, NAMESPACE_OFFLOADING_NAME))
     namespace_map = agent.namespace_map()
+    await _label_namespace(agent, namespace, offloaded=obj is not None and not (
+        (obj.get("metadata") or {}).get("deletionTimestamp")))
     if obj is None:
         await _set_mapping(agent, namespace, None)
         return

@@ -11,6 +11,7 @@ import pytest
 from cryptography import x509
 
 from home_agent.config import parse_config
+from home_agent.offloading import OFFLOADED_NAMESPACE_LABEL
 from home_agent.rbac import HOME_AGENT_RULES
 from home_agent.webhook import MUTATE_POD_PATH
 from tests.charts.helm import (
@@ -162,7 +163,7 @@ def test_the_pod_webhook_reaches_the_agents_with_a_certificate_they_serve() -> N
         "port": 443}
     assert webhook["rules"][0]["resources"] == ["pods"]
     assert webhook["rules"][0]["operations"] == ["CREATE"]
-    assert NAMESPACE in webhook["namespaceSelector"]["matchExpressions"][0]["values"]
+    assert webhook["namespaceSelector"] == {"matchLabels": {OFFLOADED_NAMESPACE_LABEL: "true"}}
 
     secret = only(manifests, "Secret", f"{service['metadata']['name']}-tls")
     ca = x509.load_pem_x509_certificate(base64.b64decode(webhook["clientConfig"]["caBundle"]))

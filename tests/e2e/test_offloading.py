@@ -114,9 +114,10 @@ def _remote_pod_gone(remote: ClusterHandle, namespace: str, name: str) -> bool:
 
 def test_a_pod_forced_onto_the_node_without_offloading_backs_off(
         home: ClusterHandle, namespace: str, peered: RunningAgent) -> None:
+    # Forced: bound by hand, tolerating the taint (else the NoExecute taint evicts it).
     home.core.create_namespaced_pod(namespace, {
         "metadata": {"name": "stray"},
-        "spec": {"nodeName": peered.node_name,
+        "spec": {"nodeName": peered.node_name, "tolerations": REMOTE_STRATEGY["tolerations"],
                  "containers": [{"name": "web", "image": "nginx:1.25"}]}})
     wait_for(lambda: (read_pod(home, namespace, "stray").get("status") or {}).get("reason")
              == "OffloadingBackOff", timeout=60, message="Pending/OffloadingBackOff")

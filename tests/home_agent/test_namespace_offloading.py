@@ -92,6 +92,9 @@ def test_deleting_the_namespace_offloading_unwinds(
         return False
 
     wait_for(gone, timeout=30, message="NamespaceOffloading released")
+    wait_for(lambda: "liqo.io/scheduling-enabled" not in (
+        home.core.read_namespace(namespace).metadata.labels or {}), timeout=30,
+        message="the namespace is no longer labelled for the pod webhook")
 
 
 def test_an_invalid_selected_name_is_reported_and_nothing_is_requested(

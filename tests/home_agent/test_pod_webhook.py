@@ -10,7 +10,7 @@ from kubernetes import client
 
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
-from tests.home_agent.play import namespace_offloading, offload_namespace, read_pod
+from tests.home_agent.play import offload_namespace, read_pod
 from tests.home_agent.webhook import mutating_webhook_configuration, webhook_serving
 
 TOLERATION = {"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists",
@@ -33,8 +33,9 @@ def test_new_pods_get_the_namespace_strategy(home: ClusterHandle, namespace: str
     serving = webhook_serving(tmp_path)
     start_agent(*serving.flags)
     offload_namespace(home, namespace, podOffloadingStrategy=strategy)
-    wait_for(lambda: namespace_offloading(home, namespace).get("status"), timeout=30,
-             message="the agent saw the NamespaceOffloading")
+    wait_for(lambda: home.core.read_namespace(namespace).metadata.labels.get(
+        "liqo.io/scheduling-enabled") == "true", timeout=30,
+        message="the agent labels the offloaded namespace for the webhook")
     registrations = client.AdmissionregistrationV1Api(home.api_client)
     name = f"annex-test-{namespace}"
     registrations.create_mutating_webhook_configuration(

@@ -47,7 +47,8 @@ def webhook_serving(directory: Path) -> WebhookServing:
 
 def mutating_webhook_configuration(name: str, serving: WebhookServing,
                                    namespace: str) -> dict[str, Any]:
-    """Pods of one namespace only (the chart selects offloaded namespaces the same way)."""
+    """Pods of offloaded namespaces, as the chart's (the agent labels them), and only of
+    `namespace`, so that tests running meanwhile are not affected."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingWebhookConfiguration",
@@ -57,7 +58,8 @@ def mutating_webhook_configuration(name: str, serving: WebhookServing,
             "clientConfig": {"url": serving.url, "caBundle": serving.ca_bundle},
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
                        "resources": ["pods"], "scope": "Namespaced"}],
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace,
+                                                  "liqo.io/scheduling-enabled": "true"}},
             "admissionReviewVersions": ["v1"],
             "sideEffects": "None",
             "failurePolicy": "Ignore",
