@@ -9,8 +9,10 @@ own tests)."""
 from __future__ import annotations
 
 import ipaddress
+from pathlib import Path
 from typing import Any
 
+import pytest
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ClusterHandle
@@ -197,3 +199,34 @@ def test_unoffloading_removes_the_twin_namespace(home: ClusterHandle, remote: Cl
         return False
 
     wait_for(released, timeout=60, message="NamespaceOffloading released")
+
+
+@pytest.mark.kubesim_only  # the home API server must reach the agent's webhook on loopback
+def test_plain_pods_of_a_remote_namespace_are_steered_by_the_webhook(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, enforcer: Any,
+        start_agent: Any, tmp_path: Path) -> None:
+    from kubernetes import client
+
+    from tests.home_agent.webhook import mutating_webhook_configuration, webhook_serving
+
+    serving = webhook_serving(tmp_path)
+    agent = start_agent(*serving.flags, remote_id=PROVIDER_ID)
+    registrations = client.AdmissionregistrationV1Api(home.api_client)
+    name = f"annex-e2e-{namespace}"
+    registrations.create_mutating_webhook_configuration(
+        mutating_webhook_configuration(name, serving, namespace))
+    try:
+        twin = offloaded(home, namespace)
+        wait_for(lambda: home.core.read_namespace(namespace).metadata.labels.get(
+            "liqo.io/scheduling-enabled") == "true", timeout=30, message="namespace labelled")
+        home.core.create_namespaced_pod(namespace, {  # no toleration, no affinity
+            "metadata": {"name": "plain"},
+            "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}})
+        wait_for(lambda: read_pod(home, namespace, "plain")["spec"].get("nodeName")
+                 == agent.node_name, timeout=60, message="scheduled onto the virtual node")
+        wait_for(lambda: remote_pod(remote, twin, "plain").status.phase == "Running",
+                 timeout=60, message="running remotely")
+        wait_for(lambda: home_ready(home, namespace, "plain"), timeout=60,
+                 message="Running and Ready at home")
+    finally:
+        registrations.delete_mutating_webhook_configuration(name)
