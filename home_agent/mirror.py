@@ -16,6 +16,15 @@ def key_of(obj: dict[str, Any]) -> Key:
     return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
 
 
+def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy without metadata.managedFields: often the bulk of an object, never read here (a
+    write that omits them keeps the server's)."""
+    kept = copy.deepcopy({k: v for k, v in obj.items() if k != "metadata"})
+    metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    kept["metadata"] = copy.deepcopy(metadata)
+    return kept
+
+
 class Mirror:
     """The last seen state of one kind's objects. Readers get copies: never shared mutable."""
 
@@ -31,7 +40,7 @@ class Mirror:
             if event_type == "DELETED":
                 self._objects.pop(key, None)
             else:
-                self._objects[key] = copy.deepcopy(dict(obj))
+                self._objects[key] = _without_managed_fields(obj)
                 if self._seen is not None:
                     self._seen.add(key)
         return key
