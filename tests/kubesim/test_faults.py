@@ -161,3 +161,18 @@ def test_blackhole_silences_open_watches_and_resumes_them_on_restore(sim: Sim) -
     wait_for(lambda: b"during" in b"".join(received), timeout=10)
     assert not ended.is_set()
     response.release_conn()
+
+
+def test_blackhole_holds_back_the_answer_of_a_request_in_flight(sim: Sim) -> None:
+    sim.cluster.faults.latency(1.0, user="alice")  # keeps the request in flight meanwhile
+    outcome: list[bool] = []
+    known = set(map(id, list(sim.cluster.faults._connections)))
+    asking = threading.Thread(target=lambda: outcome.append(sim.cut(sim.alice, timeout=3.0)))
+    asking.start()
+    # its connection shows up once the request reached the fault middleware (then it waits 1 s)
+    wait_for(lambda: set(map(id, list(sim.cluster.faults._connections))) - known, timeout=5)
+    sim.cluster.faults.blackhole(user="alice")
+    asking.join(timeout=10)
+    assert outcome == [True]  # no answer within its deadline
+    sim.cluster.faults.restore()
+    wait_for(lambda: sim.works(sim.alice))
