@@ -36,9 +36,8 @@ def build_registry(login: kopf.ConnectionInfo, shadowpods: ShadowPodEnforcer,
         return login
 
     @kopf.on.event(SHADOWPOD.group, SHADOWPOD.version, SHADOWPOD.plural, registry=registry)
-    async def _shadowpod(event: kopf.RawEvent, namespace: str | None, name: str, **_: Any) -> None:
-        if event.get("type") != "DELETED":
-            await shadowpods.reconcile(namespace or "", name)
+    async def _shadowpod(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
+        await shadowpods.on_shadowpod_event(event.get("type"), dict(body))
 
     @kopf.on.event("v1", "pods", registry=registry)
     async def _pod(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,

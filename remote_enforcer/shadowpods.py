@@ -45,7 +45,22 @@ class ShadowPodEnforcer:
         self.api = api
         self.metrics = metrics
         self.events = EventRecorder(api)
+        # uid -> what the pod follows, as last reconciled: a ShadowPod event that changes only
+        # the status (most of them: the enforcer's own writes) needs no reconcile.
+        self._followed: dict[str, tuple[Any, ...]] = {}
         self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def on_shadowpod_event(self, event_type: str | None, shadowpod: dict[str, Any]) -> None:
+        meta = shadowpod["metadata"]
+        uid = meta.get("uid", "")
+        if event_type == "DELETED":
+            self._followed.pop(uid, None)
+            return
+        followed = enforcement.followed_fields(shadowpod)
+        if self._followed.get(uid) == followed:
+            return
+        await self.reconcile(meta["namespace"], meta["name"])
+        self._followed[uid] = followed
 
     async def write_status(self, shadowpod: dict[str, Any], status: dict[str, Any]) -> None:
         # JSON patch "add" replaces the whole status: a merge patch would keep stale keys of

@@ -51,6 +51,14 @@ def controller_reference(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def followed_fields(shadowpod: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What of a ShadowPod its pod follows (spec through the generation, labels, annotations,
+    deletion): when this has not changed, a ShadowPod update is a status update."""
+    meta = _meta(shadowpod)
+    return (meta.get("generation"), sorted((meta.get("labels") or {}).items()),
+            sorted((meta.get("annotations") or {}).items()), meta.get("deletionTimestamp"))
+
+
 def desired_pod(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
     """The pod of the same name and namespace, controller-owned by the ShadowPod."""
     meta = _meta(shadowpod)
@@ -87,7 +95,8 @@ def _images(spec: Mapping[str, Any], field: str) -> list[Any]:
 
 def pod_patch(pod: Mapping[str, Any], shadowpod: Mapping[str, Any]) -> dict[str, Any] | None:
     """A strategic-merge patch applying the ShadowPod's labels, annotations and the spec changes a
-    pod allows (images, activeDeadlineSeconds, tolerations) to `pod`; None when it matches."""
+    pod allows (images, activeDeadlineSeconds, added tolerations) to `pod`; None when it
+    matches."""
     desired = desired_pod(shadowpod)
     patch: dict[str, Any] = {}
     for field in ("labels", "annotations"):
@@ -102,9 +111,13 @@ def pod_patch(pod: Mapping[str, Any], shadowpod: Mapping[str, Any]) -> dict[str,
                            for c in wanted[field]]
     if current_spec.get("activeDeadlineSeconds") != wanted.get("activeDeadlineSeconds"):
         spec["activeDeadlineSeconds"] = wanted.get("activeDeadlineSeconds")
-    if (current_spec.get("tolerations") or []) != (wanted.get("tolerations") or []):
-        # tolerations have no merge key: the list is replaced whole.
-        spec["tolerations"] = wanted.get("tolerations") or []
+    # A pod only accepts added tolerations, and admission adds its own (DefaultTolerationSeconds):
+    # the ShadowPod's missing ones are appended to what the pod has (the list has no merge key,
+    # so it is sent whole).
+    current_tolerations = list(current_spec.get("tolerations") or [])
+    missing = [t for t in wanted.get("tolerations") or [] if t not in current_tolerations]
+    if missing:
+        spec["tolerations"] = current_tolerations + missing
     if spec:
         patch["spec"] = spec
     return patch or None

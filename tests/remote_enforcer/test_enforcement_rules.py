@@ -63,6 +63,17 @@ def test_pod_patch_carries_only_what_changed_and_a_pod_allows() -> None:
                  "activeDeadlineSeconds": 30}}
 
 
+def test_tolerations_are_only_ever_added_to_the_pod() -> None:
+    pod = enforcement.desired_pod(SHADOWPOD)
+    admitted = {"key": "node.kubernetes.io/not-ready", "operator": "Exists"}
+    pod["spec"]["tolerations"] = [admitted]  # added by the cluster's admission
+    assert enforcement.pod_patch(pod, SHADOWPOD) is None
+    tolerant = {**SHADOWPOD, "spec": {"pod": {**SHADOWPOD["spec"]["pod"],
+                                              "tolerations": [{"key": "gpu"}]}}}
+    assert enforcement.pod_patch(pod, tolerant) == {
+        "spec": {"tolerations": [admitted, {"key": "gpu"}]}}
+
+
 def test_forbidden_spec_changes() -> None:
     old = {"containers": [{"name": "main", "image": "a"}], "tolerations": [{"key": "k"}]}
     allowed = {"containers": [{"name": "main", "image": "b"}], "activeDeadlineSeconds": 5,

@@ -71,7 +71,7 @@ def test_a_deleted_pod_is_recreated_and_counted(
              message="the recreation was not counted")
 
 
-def test_label_annotation_and_image_changes_reach_the_pod(
+def test_label_annotation_image_and_toleration_changes_reach_the_pod(
         remote: Any, twin: str, shadowpods: ShadowPods) -> None:
     name = new_name("web")
     shadowpods.create(twin, shadowpod(name, CONSUMER))
@@ -80,7 +80,8 @@ def test_label_annotation_and_image_changes_reach_the_pod(
     shadowpods.patch(twin, name, {
         "metadata": {"labels": {"app": "demo-2"}, "annotations": {"note": None, "added": "yes"}},
         "spec": {"pod": {"containers": [{"name": "main", "image": "nginx:2"}],
-                         "activeDeadlineSeconds": 3600}}})
+                         "activeDeadlineSeconds": 3600,
+                         "tolerations": [{"key": "gpu", "operator": "Exists"}]}}})
 
     def updated() -> bool:
         pod = remote.core.read_namespaced_pod(name, twin)
@@ -88,7 +89,8 @@ def test_label_annotation_and_image_changes_reach_the_pod(
                 and pod.metadata.annotations.get("added") == "yes"
                 and "note" not in pod.metadata.annotations
                 and pod.spec.containers[0].image == "nginx:2"
-                and pod.spec.active_deadline_seconds == 3600)
+                and pod.spec.active_deadline_seconds == 3600
+                and any(t.key == "gpu" for t in pod.spec.tolerations or []))
     wait_for(updated, message="the pod did not follow its ShadowPod")
 
 
