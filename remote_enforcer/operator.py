@@ -11,7 +11,7 @@ import kopf
 
 from annex.kube import ClientLimits, RateLimiter, kopf_login, load_connection
 from remote_enforcer.admission import Admission, start_webhook
-from remote_enforcer.certs import server_context
+from remote_enforcer.certs import reload_on_change, server_context
 from remote_enforcer.health import start_health
 from remote_enforcer.kubeapi import KubeApi
 from remote_enforcer.ledger import UsageLedger
@@ -104,6 +104,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                                     metrics)
         offer_loop = asyncio.create_task(offers.run(), name="offer")
         kopf_ready = asyncio.Event()
+        background = [offer_loop, ledger_loop]
+        if settings.webhook_cert and settings.webhook_key:
+            background.append(asyncio.create_task(reload_on_change(
+                ssl_context, settings.webhook_cert, settings.webhook_key), name="cert-reload"))
 
         async def readiness() -> None:
             # Ready once kopf runs and the quota ledger holds every ShadowPod.
@@ -119,8 +123,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                                 standalone=True, clusterwide=True, ready_flag=kopf_ready,
                                 stop_flag=stop)
         finally:
-            offer_loop.cancel()
-            ledger_loop.cancel()
-            ready_task.cancel()
+            for task in [*background, ready_task]:
+                task.cancel()
             await webhook.cleanup()
             await health.cleanup()
