@@ -34,6 +34,7 @@ class UsageLedger:
         self._entries: dict[Key, tuple[str, dict[str, Decimal]]] = {}
         self._totals: defaultdict[str, dict[str, Decimal]] = defaultdict(dict)
         self.synced = asyncio.Event()
+        self.changed = asyncio.Event()  # set on every change of some consumer's usage
         # Called with (consumer, key, uid) for every stored state of a ShadowPod seen.
         self.on_observed: Callable[[str, Key, str], None] = lambda consumer, key, uid: None
 
@@ -47,6 +48,7 @@ class UsageLedger:
         previous = self._entries.pop(key, None)
         if previous is not None:
             _add(self._totals[previous[0]], previous[1], -1)
+            self.changed.set()
 
     def apply(self, event_type: str, shadowpod: dict[str, Any]) -> None:
         meta = shadowpod.get("metadata") or {}
@@ -63,11 +65,13 @@ class UsageLedger:
             return
         self._entries[key] = (consumer, requests)
         _add(self._totals[consumer], requests, +1)
+        self.changed.set()
 
     def replace(self, shadowpods: list[dict[str, Any]]) -> None:
         """Start over from a full list."""
         self._entries.clear()
         self._totals.clear()
+        self.changed.set()
         for shadowpod in shadowpods:
             self.apply("ADDED", shadowpod)
 

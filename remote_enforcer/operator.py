@@ -18,6 +18,7 @@ from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from remote_enforcer.namespaces import NamespaceMapper
 from remote_enforcer.offer import OfferPublisher
+from remote_enforcer.quota_status import write_quota_status
 from remote_enforcer.settings import Settings
 from remote_enforcer.shadowpods import ShadowPodEnforcer, shadowpod_path
 from shared.api.namespace_map import NAMESPACE_MAP
@@ -104,7 +105,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                                     metrics)
         offer_loop = asyncio.create_task(offers.run(), name="offer")
         kopf_ready = asyncio.Event()
-        background = [offer_loop, ledger_loop]
+        quota_loop = asyncio.create_task(write_quota_status(
+            api, ledger, settings.offer_debounce_seconds), name="quota-status")
+        background = [offer_loop, ledger_loop, quota_loop]
         if settings.webhook_cert and settings.webhook_key:
             background.append(asyncio.create_task(reload_on_change(
                 ssl_context, settings.webhook_cert, settings.webhook_key), name="cert-reload"))

@@ -26,6 +26,7 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods"], "verbs": ALL_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods/status"], "verbs": ["patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas"], "verbs": READ_VERBS},
+    {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas/status"], "verbs": ["patch"]},
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps"], "verbs": READ_VERBS},
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps/status"],
      "verbs": ["patch"]},

@@ -130,6 +130,22 @@ def test_the_message_names_the_short_resource_and_by_how_much(
         "quota exceeded for cpu: requested 500m, used 700m of 1, short by 200m")
 
 
+def test_the_quota_status_shows_what_is_used(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, consumer)
+    set_quota(remote, twin, consumer, "Soft", {"cpu": "2", "memory": "1Gi"})
+    for cpu in ("700m", "300m"):
+        shadowpods.create(twin, shadowpod(new_name("p"), consumer,
+                                          {"containers": [container(cpu=cpu, memory="256Mi")]}))
+
+    def used() -> Any:
+        return (client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
+            QUOTA.group, QUOTA.version, twin, QUOTA.plural, f"quota-{consumer}").get(
+            "status") or {}).get("used")
+    wait_for(lambda: used() == {"cpu": "1", "memory": "512Mi"},
+             message="quota usage not reported")
+
+
 def test_none_enforcement_does_not_count_usage(
         remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
     twin = make_twin_namespace(remote, consumer)

@@ -1,0 +1,47 @@
+"""Quota.status.used, from the usage ledger: `kubectl get quota -o yaml` shows what each
+consumer's ShadowPods take. Written after the ledger changes (debounced), only when it differs."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from decimal import Decimal
+from typing import Any
+
+from remote_enforcer.kubeapi import ApiError, KubeApi, path
+from remote_enforcer.ledger import UsageLedger
+from shared.api.quota import QUOTA
+from shared.quantity import QuantityFormat, format_quantity, parse
+
+log = logging.getLogger(__name__)
+
+
+def used_for(quota_spec: dict[str, Any], usage: dict[str, Decimal]) -> dict[str, str]:
+    """The usage of the resources the quota limits, each in the style of its limit."""
+    used = {}
+    for resource, limit in (quota_spec.get("resources") or {}).items():
+        try:
+            style = parse(limit).format
+        except ValueError:
+            style = QuantityFormat.DECIMAL_SI
+        used[resource] = format_quantity(usage.get(resource, Decimal(0)), style)
+    return used
+
+
+async def write_quota_status(api: KubeApi, ledger: UsageLedger, debounce: float) -> None:
+    quotas_path = path(QUOTA.group, QUOTA.version, QUOTA.plural)
+    while True:
+        await ledger.changed.wait()
+        await asyncio.sleep(debounce)
+        ledger.changed.clear()
+        try:
+            for quota in await api.list(quotas_path):
+                spec, meta = quota.get("spec") or {}, quota["metadata"]
+                used = used_for(spec, ledger.usage(spec.get("consumerClusterId", "")))
+                if ((quota.get("status") or {}).get("used") or {}) != used:
+                    await api.patch(path(QUOTA.group, QUOTA.version, QUOTA.plural,
+                                         meta["namespace"], meta["name"], "status"),
+                                    {"status": {"used": used}})
+        except (ApiError, OSError) as error:  # retried on the next change
+            log.warning("cannot update quota usage: %s", error)
+            ledger.changed.set()
