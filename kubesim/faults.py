@@ -25,7 +25,6 @@ import socket
 import struct
 import threading
 import urllib.request
-import warnings
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict, dataclass, field
@@ -36,7 +35,6 @@ from aiohttp import web
 from kubesim.http import USER_KEY, WRITE_GATE_KEY
 
 # plain string request keys are the documented contract with kubesim.http (see there)
-warnings.filterwarnings("ignore", category=web.NotAppKeyWarning, module=__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -205,7 +203,7 @@ class Faults:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Runs after authentication: `request["kubesim.user"]` names the client."""
+        """Runs after authentication: `request[USER_KEY]` names the client."""
         user_obj = request.get(USER_KEY)
         user = str(getattr(user_obj, "name", "") or "")
         transport = request.transport

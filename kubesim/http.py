@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
@@ -17,17 +16,14 @@ from kubesim.errors import StatusError
 from kubesim.kinds import SUBRESOURCE_KINDS, SUBRESOURCE_VERBS, ResourceKind
 from kubesim.store import Stored, dumps
 
-# The user is stored under a plain string key: that is the documented contract with part 2's
-# middlewares (docs/kubesim.md), so aiohttp's advice to use typed keys is silenced here.
-warnings.filterwarnings("ignore", category=web.NotAppKeyWarning, module=__name__)
-
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
-USER_KEY = "kubesim.user"
+USER_KEY = web.RequestKey("kubesim.user", User)
 # a middleware may store an awaitable factory here: the watch writer awaits it before each write
 # and before ending the stream (fault injection holds a black-holed stream's bytes back)
-WRITE_GATE_KEY = "kubesim.write_gate"
+WriteGate = Callable[[], Awaitable[None]]
+WRITE_GATE_KEY: web.RequestKey[WriteGate] = web.RequestKey("kubesim.write_gate")
 PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/version"})
 VERSION = {
     "major": "1", "minor": "31", "gitVersion": "v1.31.0-kubesim", "gitCommit": "kubesim",
@@ -375,7 +371,7 @@ class Router:
             resource_version_match=query.get("resourceVersionMatch", ""))
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         response.enable_chunked_encoding()
-        gate: Callable[[], Awaitable[None]] | None = request.get(WRITE_GATE_KEY)
+        gate = request.get(WRITE_GATE_KEY)
         try:
             await response.prepare(request)
             batch: list[bytes] = []
