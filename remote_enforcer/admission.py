@@ -101,9 +101,8 @@ class Admission:
         if reservation is not None and reservation.uid in ("", uid):
             del self._reservations[consumer][key]
 
-    async def _used(self, consumer: str) -> dict[str, Decimal]:
+    def _used(self, consumer: str) -> dict[str, Decimal]:
         """The consumer's usage: its non-terminal ShadowPods plus unobserved reservations."""
-        await self.ledger.synced.wait()
         reservations = self._reservations[consumer]
         now = time.monotonic()
         for key in [k for k, r in reservations.items() if r.expires < now]:
@@ -113,12 +112,15 @@ class Admission:
 
     async def _admit_within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
                                   dry_run: bool) -> tuple[bool, str]:
+        # The Quota is read outside the lock: only usage must be serialized, and inside the
+        # lock nothing waits on the API server (the ledger is in memory).
+        quota = await self._quota(consumer)
+        if quota is None:
+            return True, ""  # no Quota for this consumer: nothing to enforce
+        spec = quota.get("spec") or {}
+        await self.ledger.synced.wait()
         async with self._locks[consumer]:
-            quota = await self._quota(consumer)
-            if quota is None:
-                return True, ""  # no Quota for this consumer: nothing to enforce
-            spec = quota.get("spec") or {}
-            used = await self._used(consumer)
+            used = self._used(consumer)
             decision = quota_rules.admit(
                 LimitsEnforcement(spec.get("limitsEnforcement") or "None"),
                 bool(spec.get("cordoned")), spec.get("resources") or {}, used,

@@ -35,8 +35,8 @@ class Settings:
     ingress_classes: tuple[str, ...] = ()
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
-    qps: float = 50.0
-    burst: int = 100
+    qps: float = 200.0
+    burst: int = 400
 
 
 def _resources(text: str) -> tuple[tuple[str, str], ...]:
@@ -90,8 +90,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ingress-classes", type=_names, default=())
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="INFO")
-    p.add_argument("--qps", type=float, default=50.0, help="client-side request rate")
-    p.add_argument("--burst", type=int, default=100)
+    p.add_argument("--qps", type=float, default=200.0,
+                   help="client-side write rate (0: unthrottled); pods and status writes")
+    p.add_argument("--burst", type=int, default=400)
     return p
 
 
