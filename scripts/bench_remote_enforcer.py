@@ -37,6 +37,13 @@ from tests.remote_enforcer.test_admission import container, set_quota  # noqa: E
 THREADS = 16
 
 
+def rss_megabytes(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=1000)
@@ -50,7 +57,7 @@ def main() -> None:
         api = config.new_client_from_config(config_file=str(kubeconfig))
         remote = SimpleNamespace(api_client=api, core=client.CoreV1Api(api),
                                  dynamic=DynamicClient(api), kubeconfig=kubeconfig)
-        with running_enforcer(remote, kubeconfig, directory, enforcer_flags), \
+        with running_enforcer(remote, kubeconfig, directory, enforcer_flags) as enforcer, \
                 ThreadPoolExecutor(THREADS) as pool:
             remote.core.create_namespace({"metadata": {"name": "bare"}})
             start = time.perf_counter()
@@ -69,12 +76,15 @@ def main() -> None:
             wait_for(lambda: len(remote.core.list_namespaced_pod(twin).items) == count,
                      timeout=600, interval=0.2)
             enforced = time.perf_counter() - start
+            assert enforcer.process is not None
+            rss = rss_megabytes(enforcer.process.pid)
         print(f"count={count} threads={THREADS} enforcer flags={enforcer_flags or 'defaults'}")
         print(f"bare pod creates:              {count / bare:7.0f}/s")
         print(f"ShadowPod creates via webhook: {count / admitted:7.0f}/s "
               f"(ratio to bare {bare / admitted:.2f})")
         print(f"pods created by the enforcer:  {count / enforced:7.0f}/s "
               f"(all {count} after {enforced:.1f}s)")
+        print(f"enforcer RSS with {count} ShadowPods and {2 * count} pods: {rss:.0f} MB")
     finally:
         thread.stop()
 
