@@ -61,6 +61,21 @@ CONTINUE_EXPIRED = (
 )
 
 
+class ConcurrentWrite(StatusError):
+    """The stored object changed while this write's admission ran (etcd's compare-and-swap
+    failed). Writes without a resourceVersion precondition are retried on the fresh object, as
+    GuaranteedUpdate does; the others surface it as the usual optimistic-lock Conflict."""
+
+    def __init__(self, group_resource: str, name: str) -> None:
+        conflict = errors.modified_conflict(group_resource, name)
+        super().__init__(conflict.code, conflict.reason, conflict.message, conflict.details)
+
+
+# GuaranteedUpdate retries until its compare-and-swap succeeds; a bound keeps a pathological
+# writer from spinning forever here.
+MAX_WRITE_RETRIES = 16
+
+
 @dataclass(frozen=True)
 class User:
     name: str
@@ -490,19 +505,25 @@ class ApiServer:
                                                owned=True)
             assert isinstance(created, Stored)
             return created
-        old = self._existing(kind, namespace, name)
-        # an object's uid acts as an update precondition (DefaultUpdatedObjectInfo)
-        _check_preconditions(kind, old, {"uid": meta.get("uid")})
         version = meta.get("resourceVersion")
-        if version:
-            if version != old.obj["metadata"]["resourceVersion"]:
-                raise errors.modified_conflict(kind.group_resource, name)
-        elif not kind.unconditional_update:
+        if not version and not kind.unconditional_update:
             raise errors.invalid(f"{kind.plural}.{kind.group}" if kind.group else kind.plural,
                                  name, [FieldCause("metadata.resourceVersion", "Invalid value",
                                                    "must be specified for an update",
                                                    GoLiteral("0x0"))])
-        return await self._write_update(kind, old, obj, subresource, user, dry_run)
+        for attempt in range(MAX_WRITE_RETRIES):
+            old = self._existing(kind, namespace, name)
+            # an object's uid acts as an update precondition (DefaultUpdatedObjectInfo)
+            _check_preconditions(kind, old, {"uid": meta.get("uid")})
+            if version and version != old.obj["metadata"]["resourceVersion"]:
+                raise errors.modified_conflict(kind.group_resource, name)
+            try:
+                return await self._write_update(kind, old, copy_json(obj), subresource, user,
+                                                dry_run)
+            except ConcurrentWrite:
+                if version or attempt == MAX_WRITE_RETRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
 
     async def _write_update(self, kind: ResourceKind, old: Stored, new: Obj, subresource: str,
                             user: User, dry_run: bool) -> Stored:
@@ -536,7 +557,7 @@ class ApiServer:
         if current is None:
             raise errors.not_found(kind.group_resource, old.name)
         if current is not old:  # written meanwhile (admission awaited): optimistic lock
-            raise errors.modified_conflict(kind.group_resource, old.name)
+            raise ConcurrentWrite(kind.group_resource, old.name)
         if (meta.get("deletionTimestamp") and not meta.get("finalizers")
                 and not meta.get("deletionGracePeriodSeconds")
                 and not strategy.blocks_deletion(new)):
@@ -567,19 +588,30 @@ class ApiServer:
             accepted.insert(2, STRATEGIC_MERGE_PATCH)
         if patch_type not in accepted or patch_type == APPLY_PATCH:
             raise errors.unsupported_media_type(patch_type, accepted)
-        old = self._existing(target, namespace, name)
-        current = view.served_form(old.obj) if view is not None else copy_json(old.obj)
-        new = _apply_patch(current, patch, patch_type, kind.kind)
-        if view is not None:
-            new = view.inbound(new)
-        self._decode(target, namespace, new)
-        version = new["metadata"].get("resourceVersion")
-        if version and version != old.obj["metadata"]["resourceVersion"]:
-            raise errors.modified_conflict(target.group_resource, name)
-        if new["metadata"].get("name") != name:
-            raise errors.bad_request("the name of the object does not match the name on the URL")
-        stored = await self._write_update(target, old, new, subresource, user, dry_run)
-        return view.outbound(stored) if view is not None else stored
+        for attempt in range(MAX_WRITE_RETRIES):
+            # the patch is applied to the freshest object on every attempt, as the real
+            # patcher does inside GuaranteedUpdate
+            old = self._existing(target, namespace, name)
+            current = view.served_form(old.obj) if view is not None else copy_json(old.obj)
+            new = _apply_patch(current, patch, patch_type, kind.kind)
+            if view is not None:
+                new = view.inbound(new)
+            self._decode(target, namespace, new)
+            version = new["metadata"].get("resourceVersion")
+            if version and version != old.obj["metadata"]["resourceVersion"]:
+                raise errors.modified_conflict(target.group_resource, name)
+            if new["metadata"].get("name") != name:
+                raise errors.bad_request(
+                    "the name of the object does not match the name on the URL")
+            try:
+                stored = await self._write_update(target, old, new, subresource, user, dry_run)
+            except ConcurrentWrite:
+                if _patch_sets_resource_version(patch, patch_type) or (
+                        attempt == MAX_WRITE_RETRIES - 1):
+                    raise
+                continue
+            return view.outbound(stored) if view is not None else stored
+        raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------------------- delete
     async def delete(self, kind: ResourceKind, namespace: str, name: str, *,
@@ -1015,6 +1047,17 @@ def _deleted_body(kind: ResourceKind, strategy: Strategy, removed: Stored) -> St
         details["group"] = kind.group
     return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
             "details": details}
+
+
+def _patch_sets_resource_version(patch: Any, patch_type: str) -> bool:
+    """Whether the client pinned the resourceVersion in its patch (then a concurrent write is the
+    client's Conflict, not something to retry)."""
+    if patch_type == JSON_PATCH:
+        return isinstance(patch, list) and any(
+            isinstance(op, dict) and op.get("path") == "/metadata/resourceVersion"
+            for op in patch)
+    metadata = patch.get("metadata") if isinstance(patch, dict) else None
+    return isinstance(metadata, dict) and bool(metadata.get("resourceVersion"))
 
 
 def _check_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj) -> None:

@@ -132,3 +132,79 @@ async def test_mutating_admission_sees_defaulted_objects_before_the_strategy(
     assert "uid" not in seen[0]["metadata"] and "generation" not in seen[0]["metadata"]
     assert pod["metadata"]["labels"] == {"mutated": "yes"}
     assert pod["status"]["phase"] == "Pending"
+
+
+class _SlowFirstMutation:
+    """Admission that holds the first UPDATE until told to go on, so another write lands while
+    it runs (as a slow mutating webhook lets happen on a real server)."""
+
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.release = asyncio.Event()
+        self.held = False
+
+    async def mutate(self, request):  # type: ignore[no-untyped-def]
+        if request.operation == "UPDATE" and not self.held:
+            self.held = True
+            self.entered.set()
+            await self.release.wait()
+        return request.object
+
+    async def validate(self, request) -> None:  # type: ignore[no-untyped-def]
+        return None
+
+
+async def _race_a_write_through_slow_admission(api: ApiServer, write):  # type: ignore[no-untyped-def]
+    configmaps = kind(api, "configmaps")
+    await api.create(kind(api, "namespaces"), "", {"metadata": {"name": "n"}})
+    created = await api.create(configmaps, "n", {"metadata": {"name": "c"}, "data": {"a": "1"}})
+    admission = _SlowFirstMutation()
+    api.admission = admission
+    slow = asyncio.ensure_future(write(configmaps, created))
+    await admission.entered.wait()
+    await api.patch(configmaps, "n", "c", {"data": {"b": "2"}}, "application/merge-patch+json")
+    admission.release.set()
+    return slow
+
+
+async def test_a_patch_without_a_resource_version_is_retried_on_the_fresh_object(
+        api: ApiServer) -> None:
+    """GuaranteedUpdate re-applies such a patch to the object written meanwhile: no Conflict,
+    and neither write is lost."""
+    slow = await _race_a_write_through_slow_admission(
+        api, lambda configmaps, _: api.patch(configmaps, "n", "c", {"data": {"c": "3"}},
+                                             "application/merge-patch+json"))
+    result = await slow
+    assert result["data"] == {"a": "1", "b": "2", "c": "3"}
+
+
+async def test_a_patch_pinning_the_resource_version_conflicts_with_a_concurrent_write(
+        api: ApiServer) -> None:
+    slow = await _race_a_write_through_slow_admission(
+        api, lambda configmaps, created: api.patch(
+            configmaps, "n", "c",
+            {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"]},
+             "data": {"c": "3"}}, "application/merge-patch+json"))
+    with pytest.raises(StatusError) as raised:
+        await slow
+    assert raised.value.code == 409
+
+
+async def test_an_unconditional_update_is_retried_and_a_pinned_one_conflicts(
+        api: ApiServer) -> None:
+    def unconditional(configmaps, created):  # type: ignore[no-untyped-def]
+        body = copy_json(created)
+        del body["metadata"]["resourceVersion"]
+        body["data"] = {"a": "updated"}
+        return api.update(configmaps, "n", "c", body)
+
+    slow = await _race_a_write_through_slow_admission(api, unconditional)
+    assert (await slow)["data"] == {"a": "updated"}
+
+    pinned_api = ApiServer()
+    slow = await _race_a_write_through_slow_admission(
+        pinned_api, lambda configmaps, created: pinned_api.update(
+            configmaps, "n", "c", {**copy_json(created), "data": {"a": "pinned"}}))
+    with pytest.raises(StatusError) as raised:
+        await slow
+    assert raised.value.code == 409
