@@ -232,9 +232,9 @@ class ApiServer:
         allowed, reason = self.authorizer.authorize(attributes)
         if not allowed:
             message = forbidden_message(attributes) + (f": {reason}" if reason else "")
-            resource = kind.plural + (f"/{subresource}" if subresource else "")
-            group_resource = f"{resource}.{kind.group}" if kind.group else resource
-            raise errors.forbidden(group_resource, name, message)
+            # ForbiddenStatusError names the resource without its subresource (the message
+            # itself says "pods/status")
+            raise errors.forbidden(kind.group_resource, name, message)
 
     def _track(self, coroutine: Awaitable[Any]) -> None:
         """Run background work (the controller stand-ins); a lost race (404/409) is fine: the

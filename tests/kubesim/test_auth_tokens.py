@@ -85,6 +85,13 @@ def test_service_account_is_confined_to_the_namespaces_it_is_bound_in(
         forbidden(lambda: robot.list_namespaced_config_map(namespace))
         status = forbidden(lambda: robot.delete_namespaced_pod("x", namespace))
         assert status["message"].startswith('pods "x" is forbidden: ')
+        # a subresource is named in the sentence, not in the resource the Status is about
+        status = forbidden(lambda: robot.patch_namespaced_pod_status(
+            "x", namespace, {"status": {"phase": "Failed"}}))
+        assert status["message"] == (
+            f'pods "x" is forbidden: User "{user}" cannot patch resource "pods/status" in API '
+            f'group "" in the namespace "{namespace}"')
+        assert status["details"]["kind"] == "pods"
 
 
 def test_pod_bound_token_dies_with_its_pod(home, namespace) -> None:
