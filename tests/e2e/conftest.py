@@ -114,24 +114,37 @@ def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
     return _kubeconfig_with_token(home, token, directory / "agent-home.kubeconfig")
 
 
+def _consumer_side(home_cluster_id: str) -> tuple[list[dict[str, Any]], str, str]:
+    """The remote-enforcer chart's manifests for one consumer, its tenant namespace and the name
+    of its confined `consumer` ServiceAccount."""
+    from tests.charts.helm import ROOT, render
+
+    manifests = render(ROOT / "charts" / "remote-enforcer",
+                       {"clusterId": PROVIDER_ID, "consumers": [{"clusterId": home_cluster_id}]})
+    tenant = next(m for m in manifests if m["kind"] == "Namespace")["metadata"]["name"]
+    account = next(m for m in manifests if m["kind"] == "ServiceAccount"
+                   and m["metadata"].get("namespace") == tenant)["metadata"]["name"]
+    return manifests, tenant, account
+
+
+def consumer_user(home_cluster_id: str) -> str:
+    """The user name the remote API server authenticates the agent as (its ServiceAccount)."""
+    _, tenant, account = _consumer_side(home_cluster_id)
+    return f"system:serviceaccount:{tenant}:{account}"
+
+
 def consumer_kubeconfig(remote: ClusterHandle, home_cluster_id: str, directory: Path) -> Path:
     """The provider side of a peering as the remote-enforcer chart sets it up (its own
     manifests: tenant namespace, the confined `consumer` ServiceAccount, its Role/RoleBinding),
     and a kubeconfig authenticating as that identity (a TokenRequest token)."""
     from kubernetes import utils
 
-    from tests.charts.helm import ROOT, render
-
-    manifests = render(ROOT / "charts" / "remote-enforcer",
-                       {"clusterId": PROVIDER_ID, "consumers": [{"clusterId": home_cluster_id}]})
-    tenant = next(m for m in manifests if m["kind"] == "Namespace")["metadata"]["name"]
+    manifests, tenant, account = _consumer_side(home_cluster_id)
     for manifest in manifests:
         if manifest.get("metadata", {}).get("namespace") == tenant or (
                 manifest["kind"] == "Namespace"):
             if manifest["kind"] in ("Namespace", "ServiceAccount", "Role", "RoleBinding"):
                 utils.create_from_dict(remote.api_client, manifest)
-    account = next(m for m in manifests if m["kind"] == "ServiceAccount"
-                   and m["metadata"].get("namespace") == tenant)["metadata"]["name"]
     token = remote.core.create_namespaced_service_account_token(
         account, tenant, {"spec": {"expirationSeconds": 3600}}).status.token
     return _kubeconfig_with_token(remote, token,

@@ -1,10 +1,11 @@
-"""End to end: a namespace offloaded with strategy Remote, pods scheduled onto the virtual node
-by the home scheduler, run by the remote enforcer, their status back at home; updates, scale
-down, back-off, quota, the offer, and unoffloading.
+"""End to end: a namespace offloaded with strategy Remote, a Deployment's pods scheduled onto the
+virtual node by the home scheduler, run by the remote enforcer, their status back at home; image
+updates and scale down through the Deployment, back-off, quota, the offer, the remote refusing the
+agent, and unoffloading.
 
-The pods are what a 3-replica Deployment's ReplicaSet creates, with the toleration and node
-affinity the Remote strategy adds (kubesim has no Deployment controller; the webhook has its
-own tests)."""
+The Deployment's pod template carries the toleration and node affinity the Remote strategy adds,
+so that these tests also pass on real clusters where the home API server cannot reach the agent's
+webhook; the webhook-driven path has its own (kubesim-only) test at the end."""
 
 from __future__ import annotations
 
@@ -13,19 +14,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ClusterHandle
-from tests.e2e.conftest import remapped_cidr, remote_pod_cidr
+from tests.e2e.conftest import consumer_user, remapped_cidr, remote_pod_cidr
 from tests.helpers import wait_for
 from tests.home_agent.conftest import RunningAgent
 from tests.home_agent.play import (
     custom,
     namespace_offloading,
     offload_namespace,
-    pod_gone,
     read_pod,
-    shadow_pod_exists,
 )
 from tests.remote_enforcer.conftest import PROVIDER_ID
 
@@ -36,6 +36,8 @@ REMOTE_STRATEGY = {
         "nodeSelectorTerms": [{"matchExpressions": [
             {"key": "liqo.io/type", "operator": "In", "values": ["virtual-node"]}]}]}}},
 }
+WEB = {"app": "web"}
+AGENT_IP = "192.0.2.10"  # the e2e `peered` fixture's --agent-ip
 
 
 def offloaded(home: ClusterHandle, namespace: str, **spec: Any) -> str:
@@ -52,66 +54,148 @@ def replica(home: ClusterHandle, namespace: str, name: str, image: str = "nginx:
     if resources:
         container["resources"] = resources
     home.core.create_namespaced_pod(namespace, {
-        "metadata": {"name": name, "labels": {"app": "web"}},
+        "metadata": {"name": name, "labels": WEB},
         "spec": {"containers": [container], **REMOTE_STRATEGY}})
 
 
-def remote_pod(remote: ClusterHandle, namespace: str, name: str) -> Any:
-    return remote.core.read_namespaced_pod(name, namespace)
+def apps(home: ClusterHandle) -> client.AppsV1Api:
+    return client.AppsV1Api(home.api_client)
+
+
+def create_web_deployment(home: ClusterHandle, namespace: str, replicas: int,
+                          image: str) -> None:
+    apps(home).create_namespaced_deployment(namespace, {
+        "metadata": {"name": "web"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": WEB},
+                 "template": {"metadata": {"labels": WEB},
+                              "spec": {"containers": [{"name": "web", "image": image}],
+                                       **REMOTE_STRATEGY}}}})
+
+
+def home_pods(home: ClusterHandle, namespace: str) -> dict[str, dict[str, Any]]:
+    """Every web pod at home, terminating ones included (a released pod is gone)."""
+    listed = home.core.list_namespaced_pod(namespace, label_selector="app=web")
+    return {pod.metadata.name: home.api_client.sanitize_for_serialization(pod)
+            for pod in listed.items}
+
+
+def remote_pods(remote: ClusterHandle, twin: str) -> dict[str, Any]:
+    """Every pod in the twin namespace, terminating ones included."""
+    return {pod.metadata.name: pod for pod in remote.core.list_namespaced_pod(twin).items}
+
+
+def shadow_pod_names(remote: ClusterHandle, twin: str) -> set[str]:
+    listed = custom(remote).list_namespaced_custom_object(
+        "offloading.liqo.io", "v1beta1", twin, "shadowpods")
+    return {item["metadata"]["name"] for item in listed["items"]}
+
+
+def running_and_ready(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") or {}
+    return status.get("phase") == "Running" and any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or [])
 
 
 def home_ready(home: ClusterHandle, namespace: str, name: str) -> dict[str, Any] | None:
-    status = read_pod(home, namespace, name).get("status") or {}
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or [])
-    return status if status.get("phase") == "Running" and ready else None
+    pod = read_pod(home, namespace, name)
+    return pod["status"] if running_and_ready(pod) else None
 
 
-def test_replicas_run_remotely_and_report_home(home: ClusterHandle, remote: ClusterHandle,
-                                               namespace: str, peered: RunningAgent) -> None:
+def offloaded_as(home: ClusterHandle, remote: ClusterHandle, namespace: str, twin: str,
+                 replicas: int, image: str) -> dict[str, dict[str, Any]]:
+    """Wait until the web Deployment has settled at `replicas` pods of `image`, each with its
+    ShadowPod and a Running remote pod of that image, nothing else left on either side, the home
+    pods Running and Ready and the Deployment available; return the home pods."""
+    def settled_at_home() -> set[str] | None:
+        pods = home_pods(home, namespace)
+        images = {pod["spec"]["containers"][0]["image"] for pod in pods.values()}
+        return set(pods) if len(pods) == replicas and images == {image} else None
+
+    names = wait_for(settled_at_home, timeout=60,
+                     message=f"exactly {replicas} home pods, all {image}")
+    wait_for(lambda: shadow_pod_names(remote, twin) == names, timeout=60,
+             message=f"exactly the ShadowPods of {sorted(names)}")
+
+    def remote_running() -> bool:
+        pods = remote_pods(remote, twin)
+        return set(pods) == names and all(
+            pod.status.phase == "Running" and pod.spec.containers[0].image == image
+            for pod in pods.values())
+
+    wait_for(remote_running, timeout=60,
+             message=f"exactly the remote pods {sorted(names)}, Running {image}")
+    pods = wait_for(lambda: (p := home_pods(home, namespace)).keys() == names and all(
+        running_and_ready(pod) for pod in p.values()) and p, timeout=60,
+        message="home pods Running and Ready")
+    wait_for(lambda: (apps(home).read_namespaced_deployment("web", namespace).status
+                      .available_replicas or 0) == replicas, timeout=60,
+             message=f"Deployment reports {replicas} available replicas")
+    return pods
+
+
+def web_offloaded(home: ClusterHandle, remote: ClusterHandle, namespace: str,
+                  replicas: int = 3, image: str = "nginx:1.25") -> tuple[str, dict[str, Any]]:
     twin = offloaded(home, namespace)
-    names = [f"web-{i}" for i in range(3)]
-    for name in names:
-        replica(home, namespace, name)
-    for name in names:
-        pod = wait_for(lambda name=name: read_pod(home, namespace, name)["spec"].get("nodeName"),
-                       timeout=60, message=f"{name} scheduled")
-        assert pod == peered.node_name
-        wait_for(lambda name=name: remote_pod(remote, twin, name).status.phase == "Running",
-                 timeout=60, message=f"remote {name} Running")
-        status = wait_for(lambda name=name: home_ready(home, namespace, name), timeout=60,
-                          message=f"home {name} Running and Ready")
-        assert status["hostIP"] == "192.0.2.10"
-        cidr = remote_pod_cidr(remote)
+    create_web_deployment(home, namespace, replicas, image)
+    return twin, offloaded_as(home, remote, namespace, twin, replicas, image)
+
+
+def test_a_deployments_replicas_run_remotely_and_report_home(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str,
+        peered: RunningAgent) -> None:
+    _, pods = web_offloaded(home, remote, namespace, replicas=3)
+    cidr = remote_pod_cidr(remote)
+    for pod in pods.values():
+        assert pod["spec"]["nodeName"] == peered.node_name
+        assert pod["status"]["hostIP"] == AGENT_IP
         if cidr:
-            assert ipaddress.ip_address(status["podIP"]) in ipaddress.ip_network(
+            assert ipaddress.ip_address(pod["status"]["podIP"]) in ipaddress.ip_network(
                 remapped_cidr(cidr))
 
-    # An image update reaches the remote pod.
-    home.core.patch_namespaced_pod("web-0", namespace, {
-        "spec": {"containers": [{"name": "web", "image": "nginx:1.26"}]}})
-    wait_for(lambda: remote_pod(remote, twin, "web-0").spec.containers[0].image == "nginx:1.26",
-             timeout=60, message="image rolled through to the remote pod")
 
-    # Scale to 1: the other remote pods go, and the home pods are released.
-    for name in names[1:]:
-        home.core.delete_namespaced_pod(name, namespace)
-    for name in names[1:]:
-        wait_for(lambda name=name: not shadow_pod_exists(remote, twin, name), timeout=60,
-                 message=f"ShadowPod {name} gone")
-        wait_for(lambda name=name: _remote_pod_gone(remote, twin, name), timeout=60,
-                 message=f"remote pod {name} gone")
-        wait_for(lambda name=name: pod_gone(home, namespace, name), timeout=60,
-                 message=f"home pod {name} released")
-    assert home_ready(home, namespace, "web-0")
+def test_an_image_update_of_the_deployment_rolls_through_to_the_remote_pods(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str,
+        peered: RunningAgent) -> None:
+    twin, before = web_offloaded(home, remote, namespace, replicas=3, image="nginx:1.25")
+    apps(home).patch_namespaced_deployment("web", namespace, {"spec": {"template": {"spec": {
+        "containers": [{"name": "web", "image": "nginx:1.26"}]}}}})
+    after = offloaded_as(home, remote, namespace, twin, 3, "nginx:1.26")
+    # The new ReplicaSet's pods, not the old ones updated in place.
+    assert not set(after) & set(before)
+    hashes = {pod["metadata"]["labels"]["pod-template-hash"] for pod in after.values()}
+    assert len(hashes) == 1
+    assert hashes.isdisjoint(
+        pod["metadata"]["labels"]["pod-template-hash"] for pod in before.values())
 
 
-def _remote_pod_gone(remote: ClusterHandle, namespace: str, name: str) -> bool:
+def test_scaling_the_deployment_down_removes_the_other_remote_pods(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str,
+        peered: RunningAgent) -> None:
+    twin, before = web_offloaded(home, remote, namespace, replicas=3)
+    # A patch of spec.replicas: kubesim serves no deployments/scale subresource yet.
+    apps(home).patch_namespaced_deployment("web", namespace, {"spec": {"replicas": 1}})
+    after = offloaded_as(home, remote, namespace, twin, 1, "nginx:1.25")
+    assert set(after) < set(before)
+
+
+@pytest.mark.kubesim_only  # fault injection is kubesim's
+def test_the_node_turns_not_ready_while_the_remote_refuses_the_agent(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent) -> None:
+    def ready() -> Any:
+        node = home.core.read_node(peered.node_name)
+        return next(c for c in node.status.conditions or [] if c.type == "Ready")
+
+    wait_for(lambda: ready().status == "True", timeout=30, message="Ready at first")
+    remote.sim.faults.refuse(user=consumer_user(peered.home_id))  # the agent alone
     try:
-        remote_pod(remote, namespace, name)
-    except ApiException as error:
-        return error.status == 404
-    return False
+        condition = wait_for(lambda: (c := ready()).status == "False" and c, timeout=30,
+                             message="Ready=False after the failure threshold")
+        assert condition.reason == "RemoteClusterUnreachable"
+        assert PROVIDER_ID in condition.message
+    finally:
+        remote.sim.faults.restore()
+    wait_for(lambda: ready().status == "True", timeout=30, message="Ready again after recovery")
 
 
 def test_a_pod_forced_onto_the_node_without_offloading_backs_off(
@@ -224,7 +308,7 @@ def test_plain_pods_of_a_remote_namespace_are_steered_by_the_webhook(
             "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}]}})
         wait_for(lambda: read_pod(home, namespace, "plain")["spec"].get("nodeName")
                  == agent.node_name, timeout=60, message="scheduled onto the virtual node")
-        wait_for(lambda: remote_pod(remote, twin, "plain").status.phase == "Running",
+        wait_for(lambda: remote_pods(remote, twin)["plain"].status.phase == "Running",
                  timeout=60, message="running remotely")
         wait_for(lambda: home_ready(home, namespace, "plain"), timeout=60,
                  message="Running and Ready at home")
