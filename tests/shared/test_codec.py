@@ -21,7 +21,7 @@ from tests.shared.api_strategies import json_like, resources
 
 @pytest.mark.parametrize("model", RESOURCE_MODELS, ids=lambda m: m.definition.kind)
 def test_every_model_round_trips(model: type[CustomResource]) -> None:
-    @settings(max_examples=300, deadline=None)
+    @settings(max_examples=2000, deadline=None)
     @given(resources(model))
     def round_trips(resource: CustomResource) -> None:
         decoded = decode(encode(resource))
@@ -31,7 +31,7 @@ def test_every_model_round_trips(model: type[CustomResource]) -> None:
     round_trips()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=2000, deadline=None)
 @given(st.dictionaries(st.text(max_size=8), json_like, max_size=4))
 def test_plain_dicts_round_trip(obj: dict[str, Any]) -> None:
     assert decode(encode(obj)) == obj

@@ -28,7 +28,7 @@ from shared.wellknown import (
 )
 
 # Generating whole pods dominates the run time (about 5 ms each): 1500 keeps each test quick.
-EXAMPLES = settings(max_examples=1500, deadline=None, database=None)
+EXAMPLES = settings(max_examples=2000, deadline=None, database=None)
 HOME_ONLY_FIELDS = (
     "nodeName",
     "nodeSelector",
