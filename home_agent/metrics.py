@@ -9,6 +9,7 @@ from collections import Counter
 
 from aiohttp import web
 
+from annex.probes import exposition, metric_family, serve_probes
 from home_agent.agent import Agent
 
 log = logging.getLogger(__name__)
@@ -26,53 +27,30 @@ class Metrics:
             self._reconciles[(kind, result)] += 1
 
     def exposition(self, agent: Agent) -> str:
-        lines = [
-            "# HELP annex_home_agent_reconciles_total Reconciles by key kind and result.",
-            "# TYPE annex_home_agent_reconciles_total counter",
-        ]
         with self._lock:
-            for (kind, result), count in sorted(self._reconciles.items()):
-                lines.append(f'annex_home_agent_reconciles_total{{kind="{kind}",'
-                             f'result="{result}"}} {count}')
-        remote_ready = 1 if agent.health.ready else 0
-        lines += [
-            "# HELP annex_home_agent_remote_ready 1 while the remote API server answers.",
-            "# TYPE annex_home_agent_remote_ready gauge",
-            f"annex_home_agent_remote_ready {remote_ready}",
-            "# HELP annex_home_agent_pods Pods bound to the virtual node.",
-            "# TYPE annex_home_agent_pods gauge",
-            f"annex_home_agent_pods {len(agent.mirrors.pods.keys())}",
-            "# HELP annex_home_agent_shadow_pods ShadowPods of this agent on the remote.",
-            "# TYPE annex_home_agent_shadow_pods gauge",
-            f"annex_home_agent_shadow_pods {len(agent.mirrors.shadow_pods.keys())}",
-        ]
-        return "\n".join(lines) + "\n"
+            reconciles = [(f'kind="{kind}",result="{result}"', count)
+                          for (kind, result), count in sorted(self._reconciles.items())]
+        return exposition([
+            *metric_family("annex_home_agent_reconciles_total", "counter",
+                           "Reconciles by key kind and result.", reconciles),
+            *metric_family("annex_home_agent_remote_ready", "gauge",
+                           "1 while the remote API server answers.",
+                           [("", 1 if agent.health.ready else 0)]),
+            *metric_family("annex_home_agent_pods", "gauge", "Pods bound to the virtual node.",
+                           [("", len(agent.mirrors.pods.keys()))]),
+            *metric_family("annex_home_agent_shadow_pods", "gauge",
+                           "ShadowPods of this agent on the remote.",
+                           [("", len(agent.mirrors.shadow_pods.keys()))]),
+        ])
 
 
 async def serve(agent: Agent, metrics: Metrics) -> web.AppRunner | None:
     address = agent.config.metrics_address
     if not address:
         return None
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        if agent.home_synced.is_set():
-            return web.Response(text="ok")
-        return web.Response(text="home cluster not listed yet", status=503)
-
-    async def scrape(_: web.Request) -> web.Response:
-        return web.Response(text=metrics.exposition(agent),
-                            content_type="text/plain", charset="utf-8")
-
-    app = web.Application()
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", scrape)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
     host, _, port = address.rpartition(":")
-    await web.TCPSite(runner, host or "0.0.0.0", int(port)).start()
+    runner = await serve_probes(host or "0.0.0.0", int(port), ready=agent.home_synced.is_set,
+                                not_ready="home cluster not listed yet",
+                                scrape=lambda: metrics.exposition(agent))
     log.info("metrics and probes on http://%s", address)
     return runner

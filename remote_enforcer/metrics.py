@@ -1,9 +1,11 @@
-"""Counters the enforcer exposes on /metrics (Prometheus text format) next to its probes."""
+"""Counters the enforcer exposes on /metrics (Prometheus text format, served by annex.probes)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+
+from annex.probes import exposition, metric_family
 
 PREFIX = "annex_remote_enforcer"
 HELP = {
@@ -28,12 +30,9 @@ class Metrics:
     def exposition(self) -> str:
         lines: list[str] = []
         for name, help_text in HELP.items():
-            lines += [f"# HELP {PREFIX}_{name} {help_text}", f"# TYPE {PREFIX}_{name} counter"]
             series = sorted((labels, count) for (metric, labels), count in self._counts.items()
                             if metric == name)
-            lines += [f"{PREFIX}_{name}{{{labels}}} {count}" if labels
-                      else f"{PREFIX}_{name} {count}" for labels, count in series]
+            lines += metric_family(f"{PREFIX}_{name}", "counter", help_text, series)
         for name, (help_text, read) in sorted(self.gauges.items()):
-            lines += [f"# HELP {PREFIX}_{name} {help_text}", f"# TYPE {PREFIX}_{name} gauge",
-                      f"{PREFIX}_{name} {read()}"]
-        return "\n".join(lines) + "\n"
+            lines += metric_family(f"{PREFIX}_{name}", "gauge", help_text, [("", read())])
+        return exposition(lines)

@@ -10,9 +10,9 @@ from typing import Any
 import kopf
 
 from annex.kube import ClientLimits, RateLimiter, kopf_login, load_connection
+from annex.probes import serve_probes
 from remote_enforcer.admission import Admission, start_webhook
 from remote_enforcer.certs import reload_on_change, server_context
-from remote_enforcer.health import start_health
 from remote_enforcer.kubeapi import KubeApi
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
@@ -101,8 +101,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         ledger_loop = asyncio.create_task(ledger.run(api, shadowpod_path("")), name="ledger")
         webhook = await start_webhook(Admission(api, ledger), metrics, settings.webhook_address,
                                       settings.webhook_port, ssl_context)
-        health = await start_health(settings.health_address, settings.health_port, ready,
-                                    metrics)
+        health = await serve_probes(settings.health_address, settings.health_port,
+                                    ready=ready.is_set, not_ready="starting",
+                                    scrape=metrics.exposition)
         offer_loop = asyncio.create_task(offers.run(), name="offer")
         kopf_ready = asyncio.Event()
         quota_loop = asyncio.create_task(write_quota_status(
