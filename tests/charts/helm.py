@@ -5,7 +5,8 @@ library, no binary), lint, check values against the schema, and validate every r
 from __future__ import annotations
 
 import glob
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,24 @@ CRDS_DIR = ROOT / "crds"
 KUBE_VERSION = "1.31.0"
 RELEASE = "annex"
 NAMESPACE = "annex-system"
+
+
+@dataclass(frozen=True)
+class ChartCase:
+    """What the checks both charts must pass (tests/charts/test_both_charts.py) need to know
+    about one chart."""
+
+    name: str
+    chart: Path
+    minimal: Mapping[str, Any]
+    full: Mapping[str, Any]
+    rules: Sequence[Mapping[str, Any]]  # the ClusterRole rules the component's code declares
+    probe_port: str  # the named container port /healthz and /readyz answer on
+    webhook_kind: str  # MutatingWebhookConfiguration or ValidatingWebhookConfiguration
+    webhook_path: str
+    # More value sets that must render valid manifests, by test id.
+    renderings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    external_kinds: Sequence[tuple[str, str]] = ()  # see validation_errors
 
 
 def load(chart_dir: Path) -> helm_python.Chart:
@@ -106,6 +125,13 @@ def chart_crds(chart_dir: Path) -> dict[str, str]:
     """File name → text of the CRDs shipped in the chart's crds/ directory."""
     with load(chart_dir) as chart:
         return {Path(crd["name"]).name: crd["data"] for crd in chart.crds}
+
+
+def normalized_rules(rules: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
+    """RBAC rules in a form that compares equal whatever the order of rules and of their lists."""
+    return sorted((tuple(sorted(r.get("apiGroups", []))), tuple(sorted(r.get("resources", []))),
+                   tuple(sorted(r.get("verbs", []))), tuple(sorted(r.get("resourceNames", []))))
+                  for r in rules)
 
 
 def repository_crds(directory: Path = CRDS_DIR) -> dict[str, str]:
