@@ -147,6 +147,7 @@ class SubresourceRequest:
     body: Any
     query: Mapping[str, str]
     user: User
+    content_type: str = ""  # the request's Content-Type (a patch's type)
 
 
 # A handler returns a JSON-able dict (sent as JSON) or a str (sent as text/plain, e.g. pods/log).
@@ -539,7 +540,7 @@ class ApiServer:
             strategy.prepare_for_status_update(new, old_obj)
         elif subresource == "finalize" and isinstance(strategy, NamespaceStrategy):
             strategy.prepare_for_finalize(new, old_obj)
-        elif subresource:
+        elif subresource and subresource != "scale":  # kubesim/scale.py writes the parent
             raise errors.not_found(kind.group_resource, old.name)
         else:
             strategy.prepare_for_update(new, old_obj)

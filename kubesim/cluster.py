@@ -16,6 +16,7 @@ from aiohttp import web
 
 from kubesim.apiserver import ApiServer, User
 from kubesim.http import Middleware, make_app
+from kubesim.scale import install_scale
 from kubesim.tls import ServerTLS, make_server_tls
 
 T = TypeVar("T")
@@ -35,6 +36,7 @@ class Cluster:
         self.host = host
         self.port = port
         self.api = ApiServer()
+        install_scale(self.api)
         self.admin_token = secrets.token_urlsafe(32)
         self.tokens: dict[str, User] = {self.admin_token: ADMIN}
         # tried after the static tokens (part 2 adds service-account tokens)

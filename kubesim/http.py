@@ -348,7 +348,8 @@ class Router:
         from kubesim.apiserver import SubresourceRequest
 
         result = await self.api.call_subresource(SubresourceRequest(
-            verb, kind, subresource, namespace, name, body, dict(request.query), user))
+            verb, kind, subresource, namespace, name, body, dict(request.query), user,
+            request.headers.get("Content-Type", "")))
         if isinstance(result, str):
             return web.Response(text=result, content_type="text/plain")
         return json_response(result, 201 if verb == "create" else 200)

@@ -1,0 +1,159 @@
+"""The scale subresource of Deployments and ReplicaSets: an autoscaling/v1 Scale view whose
+writes change only the parent's spec.replicas, through the parent's update path (also on real
+clusters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+from tests.helpers import wait_for
+from tests.kubesim.rest import MERGE, call
+
+OPTIMISTIC_LOCK = ("the object has been modified; please apply your changes to the latest "
+                   "version and try again")
+
+
+def deployment(name: str, replicas: int = 0) -> dict[str, Any]:
+    """No replicas by default, so no controller writes the object once it has settled."""
+    labels = {"app": name, "tier": "front"}
+    return {
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name},
+                         "matchExpressions": [{"key": "tier", "operator": "In",
+                                               "values": ["front", "edge"]}]},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "containers": [{"name": "app", "image": "nginx:1.25"}]}},
+        },
+    }
+
+
+def settled_deployment(apps: client.AppsV1Api, namespace: str, name: str) -> Any:
+    """The Deployment once its controller has observed its latest generation."""
+    def observed() -> Any:
+        found = apps.read_namespaced_deployment(name, namespace)
+        return found if found.status.observed_generation == found.metadata.generation else None
+
+    return wait_for(observed, timeout=30)
+
+
+def scale_path(namespace: str, plural: str, name: str) -> str:
+    return f"/apis/apps/v1/namespaces/{namespace}/{plural}/{name}/scale"
+
+
+@pytest.fixture
+def apps(home) -> client.AppsV1Api:
+    return client.AppsV1Api(home.api_client)
+
+
+@pytest.fixture
+def web(apps, namespace) -> Any:
+    apps.create_namespaced_deployment(namespace, deployment("web"))
+    return settled_deployment(apps, namespace, "web")
+
+
+def test_a_scale_shows_the_parents_identity_replicas_and_selector(home, namespace, web) -> None:
+    status, scale = call(home, "GET", scale_path(namespace, "deployments", "web"))
+    assert status == 200
+    assert (scale["apiVersion"], scale["kind"]) == ("autoscaling/v1", "Scale")
+    meta = web.metadata
+    assert scale["metadata"]["name"] == "web"
+    assert scale["metadata"]["namespace"] == namespace
+    assert scale["metadata"]["uid"] == meta.uid
+    assert scale["metadata"]["resourceVersion"] == meta.resource_version
+    assert "creationTimestamp" in scale["metadata"]
+    assert scale["spec"] == {}  # replicas 0 is omitted, as omitempty drops it
+    # the selector rendered as a string, requirements sorted by key
+    assert scale["status"]["selector"] == "app=web,tier in (edge,front)"
+
+
+def test_patching_the_scale_changes_only_spec_replicas_and_bumps_generation(apps, namespace,
+                                                                           web) -> None:
+    scale = apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 2}})
+    assert scale.spec.replicas == 2
+    after = apps.read_namespaced_deployment("web", namespace)
+    assert after.spec.replicas == 2
+    assert after.metadata.generation == web.metadata.generation + 1
+    assert after.spec.template == web.spec.template
+    assert scale.metadata.resource_version != web.metadata.resource_version
+
+
+def test_replacing_the_scale_with_its_current_version_succeeds(apps, namespace, web) -> None:
+    scale = apps.read_namespaced_deployment_scale("web", namespace)
+    scale.spec.replicas = 1
+    replaced = apps.replace_namespaced_deployment_scale("web", namespace, scale)
+    assert replaced.spec.replicas == 1
+    assert apps.read_namespaced_deployment("web", namespace).spec.replicas == 1
+
+
+def test_replacing_the_scale_from_a_stale_version_is_409_on_the_parent(home, apps, namespace,
+                                                                        web) -> None:
+    stale = apps.read_namespaced_deployment_scale("web", namespace)
+    apps.patch_namespaced_deployment("web", namespace, {"metadata": {"labels": {"x": "y"}}})
+    stale.spec.replicas = 3
+    with pytest.raises(ApiException) as refused:
+        apps.replace_namespaced_deployment_scale("web", namespace, stale)
+    assert refused.value.status == 409
+    status, body = call(home, "PUT", scale_path(namespace, "deployments", "web"),
+                        client.ApiClient().sanitize_for_serialization(stale))
+    assert (status, body["reason"]) == (409, "Conflict")
+    assert body["message"] == (
+        f'Operation cannot be fulfilled on deployments.apps "web": {OPTIMISTIC_LOCK}')
+    assert apps.read_namespaced_deployment("web", namespace).spec.replicas == 0
+
+
+def test_a_scale_without_resource_version_is_an_unconditional_update(apps, namespace,
+                                                                     web) -> None:
+    scale = apps.replace_namespaced_deployment_scale(
+        "web", namespace, {"metadata": {"name": "web"}, "spec": {"replicas": 4}})
+    assert scale.spec.replicas == 4
+
+
+def test_negative_replicas_are_422_invalid_on_the_scale(home, namespace, web) -> None:
+    status, body = call(home, "PATCH", scale_path(namespace, "deployments", "web"),
+                        {"spec": {"replicas": -1}}, content_type=MERGE)
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["message"] == ('Scale.autoscaling "web" is invalid: spec.replicas: '
+                               "Invalid value: -1: must be greater than or equal to 0")
+
+
+def test_the_scale_of_a_missing_deployment_is_404_on_deployments(home, namespace) -> None:
+    status, body = call(home, "GET", scale_path(namespace, "deployments", "nope"))
+    assert (status, body["reason"]) == (404, "NotFound")
+    assert body["message"] == 'deployments.apps "nope" not found'
+
+
+def test_a_dry_run_scale_leaves_the_deployment_alone(home, apps, namespace, web) -> None:
+    status, scale = call(home, "PATCH", scale_path(namespace, "deployments", "web"),
+                         {"spec": {"replicas": 5}}, content_type=MERGE,
+                         query={"dryRun": "All"})
+    assert (status, scale["spec"]["replicas"]) == (200, 5)
+    assert apps.read_namespaced_deployment("web", namespace).spec.replicas == 0
+
+
+def test_a_scale_write_is_a_modified_event_on_the_parent(apps, namespace, web) -> None:
+    apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": 2}})
+    events = watch.Watch().stream(
+        apps.list_namespaced_deployment, namespace, field_selector="metadata.name=web",
+        resource_version=web.metadata.resource_version, timeout_seconds=10)
+    first = next(events)
+    assert first["type"] == "MODIFIED"
+    assert first["object"].spec.replicas == 2
+    events.close()
+
+
+def test_replica_sets_serve_scale_too(home, apps, namespace) -> None:
+    _, created = call(home, "POST", f"/apis/apps/v1/namespaces/{namespace}/replicasets",
+                      {"metadata": {"name": "rs"}, "spec": deployment("rs")["spec"]})
+    scale = apps.read_namespaced_replica_set_scale("rs", namespace)
+    assert scale.metadata.uid == created["metadata"]["uid"]
+    assert scale.status.selector == "app=rs,tier in (edge,front)"
+    patched = apps.patch_namespaced_replica_set_scale("rs", namespace, {"spec": {"replicas": 1}})
+    assert patched.spec.replicas == 1
+    _, after = call(home, "GET", f"/apis/apps/v1/namespaces/{namespace}/replicasets/rs")
+    assert after["spec"]["replicas"] == 1
