@@ -485,13 +485,15 @@ class ApiServer:
 
     async def update_stored(self, kind: ResourceKind, namespace: str, name: str, body: Obj, *,
                             subresource: str = "", user: User = SYSTEM_USER,
-                            dry_run: bool = False, owned: bool = False) -> Stored:
+                            dry_run: bool = False, owned: bool = False,
+                            verb: str = "update") -> Stored:
+        """Update; `verb` is what RBAC checks (a subresource may patch through an update)."""
         if (view := self._view(kind)) is not None:
             return view.outbound(await self.update_stored(
                 view.storage, namespace, name, view.inbound(body if owned else copy_json(body)),
-                subresource=subresource, user=user, dry_run=dry_run, owned=True))
+                subresource=subresource, user=user, dry_run=dry_run, owned=True, verb=verb))
         namespace = namespace if kind.namespaced else ""
-        self._authorize(user, "update", kind, namespace, name, subresource)
+        self._authorize(user, verb, kind, namespace, name, subresource)
         obj = body if owned else copy_json(body)
         if not isinstance(obj, dict):
             raise errors.bad_request("the body of the request is not a JSON object")

@@ -86,7 +86,7 @@ class ScaleSubresource:
             try:
                 stored = await self.api.update_stored(
                     kind, request.namespace, request.name, new_parent, subresource="scale",
-                    user=request.user, dry_run=dry_run, owned=True)
+                    user=request.user, dry_run=dry_run, owned=True, verb=request.verb)
             except ConcurrentWrite:
                 if wanted_version or attempt == MAX_RETRIES - 1:
                     raise

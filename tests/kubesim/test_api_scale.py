@@ -12,6 +12,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.helpers import wait_for
 from tests.kubesim.rest import MERGE, call
+from tests.kubesim.test_auth_tokens import client_with_token, forbidden, request_token
 
 OPTIMISTIC_LOCK = ("the object has been modified; please apply your changes to the latest "
                    "version and try again")
@@ -157,3 +158,25 @@ def test_replica_sets_serve_scale_too(home, apps, namespace) -> None:
     assert patched.spec.replicas == 1
     _, after = call(home, "GET", f"/apis/apps/v1/namespaces/{namespace}/replicasets/rs")
     assert after["spec"]["replicas"] == 1
+
+
+def test_rbac_checks_the_request_verb_on_the_scale_subresource(home, namespace, web) -> None:
+    """kubectl scale PATCHes deployments/scale: a grant of patch on it is enough, and it grants
+    neither update on it nor patch on the deployment itself."""
+    rbac = client.RbacAuthorizationV1Api(home.api_client)
+    home.core.create_namespaced_service_account(namespace, {"metadata": {"name": "scaler"}})
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "scaler"}, "rules": [
+        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["patch"]}]})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "scaler"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "scaler"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scaler", "namespace": namespace}]})
+    token = request_token(home, namespace, "scaler").status.token
+    scaler = client.AppsV1Api(client_with_token(home, token))
+    patch = {"spec": {"replicas": 1}}
+    wait_for(lambda: scaler.patch_namespaced_deployment_scale("web", namespace, patch),
+             timeout=10, message="the RoleBinding never took effect")
+    refused = forbidden(lambda: scaler.replace_namespaced_deployment_scale(
+        "web", namespace, {"metadata": {"name": "web"}, "spec": {"replicas": 2}}))
+    assert 'cannot update resource "deployments/scale" in API group "apps"' in refused["message"]
+    forbidden(lambda: scaler.patch_namespaced_deployment("web", namespace, patch))
