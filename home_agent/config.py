@@ -7,6 +7,7 @@ VirtualNode resource overrides live (labels, taints, capacity, offloadingPatch).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from annex.kube import ClientLimits
@@ -47,6 +48,10 @@ class AgentConfig:
     log_level: str = "INFO"
     labels_not_reflected: tuple[str, ...] = ()
     annotations_not_reflected: tuple[str, ...] = ()
+    reflection_workers: Mapping[str, int] = field(default_factory=dict)
+    """Per reflected kind (its flag prefix, e.g. "configmap"): workers; 0 disables the kind."""
+    reflection_types: Mapping[str, str] = field(default_factory=dict)
+    """Per reflected kind: DenyList (the default) or AllowList."""
 
     @property
     def effective_tenant_namespace(self) -> str:
@@ -62,6 +67,11 @@ def _bool(text: str) -> bool:
     if lowered in ("0", "false", "no", "off"):
         return False
     raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+
+
+REFLECTED_KINDS = ("configmap", "secret")
+"""The kinds with `--<kind>-reflection-workers` and `--<kind>-reflection-type` flags."""
+DEFAULT_REFLECTION_WORKERS = 3
 
 
 def _keys(text: str) -> tuple[str, ...]:
@@ -114,6 +124,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--labels-not-reflected", type=_keys, default=(), help="comma-separated label keys")
     add("--annotations-not-reflected", type=_keys, default=(),
         help="comma-separated annotation keys")
+    for kind in REFLECTED_KINDS:
+        add(f"--{kind}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
+            help=f"concurrent {kind} reflections (0 disables {kind} reflection)")
+        add(f"--{kind}-reflection-type", choices=("DenyList", "AllowList"), default="DenyList",
+            help=f"{kind}s reflected unless annotated liqo.io/skip-reflection (DenyList) or "
+                 "only when annotated liqo.io/allow-reflection (AllowList)")
     return parser
 
 
@@ -156,4 +172,8 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         log_level=args.log_level,
         labels_not_reflected=args.labels_not_reflected,
         annotations_not_reflected=args.annotations_not_reflected,
+        reflection_workers={kind: getattr(args, f"{kind}_reflection_workers")
+                            for kind in REFLECTED_KINDS},
+        reflection_types={kind: getattr(args, f"{kind}_reflection_type")
+                          for kind in REFLECTED_KINDS},
     )

@@ -76,11 +76,13 @@ HOME_SENTINEL_NAMESPACE = "kube-system"
 """Exists in every cluster."""
 
 
-def home_watch() -> WatchSpec:
+def home_watch(reflected: tuple[Watched, ...] = ()) -> WatchSpec:
+    """`reflected`: the kinds resource reflection copies (cluster-wide: a namespace may become
+    extended at any time)."""
     return WatchSpec(
         "home",
         (("", "v1", "pods"), ("", "v1", "nodes"), watched(VIRTUAL_NODE),
-         watched(NAMESPACE_OFFLOADING)),
+         watched(NAMESPACE_OFFLOADING), *reflected),
         Sentinel(NAMESPACES, HOME_SENTINEL_NAMESPACE))
 
 
@@ -93,11 +95,14 @@ def tenant_watch(tenant_namespace: str, namespace_map_name: str) -> WatchSpec:
 
 
 def twins_watch(namespaces: Collection[str], home_cluster_id: str,
-                remote_cluster_id: str) -> WatchSpec:
-    """Only our own ShadowPods; the sentinel is the root CA ConfigMap every namespace has."""
+                remote_cluster_id: str, reflected: tuple[Watched, ...] = ()) -> WatchSpec:
+    """Only our own ShadowPods; the sentinel is the root CA ConfigMap every namespace has.
+    `reflected` kinds are watched whole (not only ours: a foreign object in the way must be
+    seen), so the sentinel is then filtered client-side."""
     labels = ownership_labels(home_cluster_id, remote_cluster_id)
     return WatchSpec(
-        "remote-twins", (watched(SHADOWPOD),), Sentinel(CONFIGMAPS, KUBE_ROOT_CA_CONFIGMAP),
+        "remote-twins", (watched(SHADOWPOD), *reflected),
+        Sentinel(CONFIGMAPS, KUBE_ROOT_CA_CONFIGMAP, server_side=CONFIGMAPS not in reflected),
         namespaces=tuple(sorted(namespaces)),
         label_selectors={watched(SHADOWPOD): ",".join(f"{k}={v}"
                                                      for k, v in sorted(labels.items()))})

@@ -10,7 +10,7 @@ import threading
 from home_agent.agent import TWINS_KEY, Agent
 from home_agent.kubeapi import error_message
 from home_agent.offloading import ensure_namespace_map
-from home_agent.operators import OperatorThread, tenant_watch, twins_watch
+from home_agent.operators import EventSink, OperatorThread, Watched, tenant_watch, twins_watch
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +19,12 @@ TWINS_SYNC_GRACE = 10.0
 
 
 class RemoteWatches:
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, sink: EventSink | None = None,
+                 reflected: tuple[Watched, ...] = ()) -> None:
         self.agent = agent
+        self._sink = sink or agent.on_remote_event
+        self._reflected = reflected
+        """Kinds resource reflection adds to the twins watch."""
         self._generation: object | None = None
         self.tenant: OperatorThread | None = None
         self.twins: OperatorThread | None = None
@@ -49,7 +53,7 @@ class RemoteWatches:
         self.tenant = OperatorThread(
             agent.remote.connection,
             tenant_watch(agent.tenant_namespace, agent.namespace_map_name),
-            agent.on_remote_event, tenant_synced)
+            self._sink, tenant_synced)
         self.tenant.start()
 
     def follow_twins(self) -> None:
@@ -95,8 +99,8 @@ class RemoteWatches:
             self.twins = OperatorThread(
                 agent.remote.connection,
                 twins_watch(namespaces, agent.config.home_cluster_id,
-                            agent.config.remote_cluster_id),
-                agent.on_remote_event, synced)
+                            agent.config.remote_cluster_id, self._reflected),
+                self._sink, synced)
             self.twins.start()
 
     def alive(self) -> bool:

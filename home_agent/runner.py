@@ -21,6 +21,8 @@ from home_agent.metrics import serve as serve_metrics
 from home_agent.offloading import reconcile_offloading
 from home_agent.operators import OperatorThread, home_watch
 from home_agent.pods import PodOffloader, RetryLater
+from home_agent.reflection.kinds import reflection_for
+from home_agent.reflection.reflector import Reflection
 from home_agent.remote_watch import RemoteWatches
 from home_agent.virtual_node import reconcile_node
 from home_agent.webhook import serve as serve_webhook
@@ -84,15 +86,18 @@ async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
             agent.queue.done(key)
 
 
-async def controller(agent: Agent, watches: RemoteWatches, stop: threading.Event) -> None:
+async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflection,
+                     stop: threading.Event) -> None:
     loop = asyncio.get_running_loop()
     # Workers park a thread each in queue.get; API calls need threads besides.
-    loop.set_default_executor(ThreadPoolExecutor(max_workers=agent.config.workers * 2 + 8))
+    loop.set_default_executor(ThreadPoolExecutor(
+        max_workers=(agent.config.workers + reflection.workers()) * 2 + 8))
     pods = PodOffloader(agent)
     metrics = Metrics()
     tasks = [asyncio.create_task(worker(agent, pods, watches, metrics))
              for _ in range(agent.config.workers)]
     tasks.append(asyncio.create_task(watches.start()))
+    tasks.append(asyncio.create_task(reflection.run()))
     tasks.append(asyncio.create_task(lease_loop(agent)))
     tasks.append(asyncio.create_task(health_loop(agent)))
     agent.enqueue(("node",))
@@ -102,6 +107,7 @@ async def controller(agent: Agent, watches: RemoteWatches, stop: threading.Event
         if server is not None:
             await server.cleanup()
     agent.queue.shutdown()
+    reflection.stop()
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
@@ -115,9 +121,19 @@ def run(config: AgentConfig) -> int:
         log.info("home cluster listed")
         agent.home_synced.set()
 
-    home_operator = OperatorThread(home.connection, home_watch(), agent.on_home_event,
-                                   home_synced)
-    watches = RemoteWatches(agent)
+    reflection = reflection_for(agent)
+
+    def on_home_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        if not reflection.home_sink(plural, event_type, obj):
+            agent.on_home_event(plural, event_type, obj)
+
+    def on_remote_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        if not reflection.remote_sink(plural, event_type, obj):
+            agent.on_remote_event(plural, event_type, obj)
+
+    home_operator = OperatorThread(home.connection, home_watch(reflection.resources()),
+                                   on_home_event, home_synced)
+    watches = RemoteWatches(agent, on_remote_event, reflection.resources())
     stop = threading.Event()
 
     def request_stop(*_: Any) -> None:
@@ -126,7 +142,7 @@ def run(config: AgentConfig) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     controller_thread = threading.Thread(
-        target=lambda: asyncio.run(controller(agent, watches, stop)), name="controller",
+        target=lambda: asyncio.run(controller(agent, watches, reflection, stop)), name="controller",
         daemon=True)
     home_operator.start()
     controller_thread.start()

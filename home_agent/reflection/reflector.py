@@ -1,0 +1,270 @@
+"""The generic reflector: home objects of one kind, in extended namespaces → their copies in
+the twin namespaces (DESIGN.md section 5).
+
+Per kind: a home mirror and a remote mirror (fed by the watches on both sides), a work queue of
+home keys (namespace, name) and a worker pool of its own, so a slow or failing kind never holds
+back another, and a failing object never holds back another (its key backs off alone).
+
+One reconcile converges one home key from both mirrors:
+- namespace not extended (mapping not Accepted) → nothing: copies live in the twin namespace,
+  which goes with the extension;
+- remote object exists and is not ours (`is_owned`) → never touched; a FailedReflection Warning
+  Event on the home object (when it should be reflected);
+- home object gone, or not reflected (policy, annotations, kind rules) → our copy is deleted;
+- otherwise the copy is created, recreated (`must_recreate`) or overwritten on any difference
+  (`needs_update`), drift included.
+The skip lists are read at each reconcile (flags merged with the VirtualNode's offloadingPatch),
+so editing them takes effect live: a VirtualNode change requeues every key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from home_agent.agent import Agent
+from home_agent.events import EventRecorder
+from home_agent.kubeapi import error_message, is_not_found, status_of
+from home_agent.mirror import Key, Mirror, key_of
+from home_agent.operators import Watched
+from home_agent.workqueue import KeyQueue
+from shared.forge.common import (
+    ReflectionConfig,
+    must_recreate,
+    needs_update,
+    reflection_config,
+    updated_remote,
+)
+from shared.ownership import is_owned
+from shared.reflection_policy import ReflectionType, should_reflect
+from shared.wellknown import FAILED_REFLECTION_REASON
+
+log = logging.getLogger(__name__)
+
+SYNC_WAIT = 0.2
+"""Seconds before a key that arrived before both sides were listed is looked at again."""
+
+Forge = Callable[[Mapping[str, Any], str, ReflectionConfig], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class KindRules:
+    """What one kind's module tells the generic reflector."""
+
+    kind: str
+    """As in the objects' `kind` ("ConfigMap")."""
+    flag: str
+    """The flag prefix: `--<flag>-reflection-workers`, `--<flag>-reflection-type`."""
+    resource: Watched
+    path: Callable[[str, str], str]
+    """(namespace, name) → API path; name "" for the collection."""
+    forge: Forge
+    remote_name: Callable[[str], str] = lambda name: name
+    local_name: Callable[[str], str] = lambda name: name
+    reflectable: Callable[[Mapping[str, Any]], bool] = lambda obj: True
+    """Kind rules on top of the policy (e.g. no service-account-token Secrets)."""
+
+    @property
+    def plural(self) -> str:
+        return self.resource[2]
+
+
+class Reflector:
+    def __init__(self, agent: Agent, rules: KindRules, workers: int, policy: ReflectionType,
+                 events: EventRecorder) -> None:
+        self.agent = agent
+        self.rules = rules
+        self.workers = workers
+        self.policy = policy
+        self.events = events
+        self.home = Mirror()
+        self.remote = Mirror()
+        self.queue = KeyQueue()
+
+    # --- watch events -----------------------------------------------------------------------
+
+    def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        self.queue.add(self.home.apply(event_type, obj))
+
+    def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        namespace, name = self.remote.apply(event_type, obj)
+        home_namespace = self.agent.home_namespace_of(namespace)
+        if home_namespace is not None:
+            self.queue.add((home_namespace, self.rules.local_name(name)))
+
+    def resync(self) -> None:
+        """Look at every known object again (namespace mappings or skip lists changed)."""
+        for key in self.home.keys():
+            self.queue.add(key)
+        for namespace, name in self.remote.keys():
+            home_namespace = self.agent.home_namespace_of(namespace)
+            if home_namespace is not None:
+                self.queue.add((home_namespace, self.rules.local_name(name)))
+
+    # --- reconcile --------------------------------------------------------------------------
+
+    def config(self) -> ReflectionConfig:
+        config = self.agent.config
+        virtual_node = self.agent.virtual_node()
+        return reflection_config(
+            config.home_cluster_id, config.remote_cluster_id,
+            labels_not_reflected=config.labels_not_reflected,
+            annotations_not_reflected=config.annotations_not_reflected,
+            offloading_patch=virtual_node.spec.offloading_patch if virtual_node else None)
+
+    def _owned(self, obj: Mapping[str, Any]) -> bool:
+        config = self.agent.config
+        return is_owned(obj, config.home_cluster_id, config.remote_cluster_id)
+
+    def wanted(self, local: Mapping[str, Any] | None) -> bool:
+        return (local is not None and not (local.get("metadata") or {}).get("deletionTimestamp")
+                and self.rules.reflectable(local) and should_reflect(local, self.policy))
+
+    async def reconcile(self, key: Key) -> None:
+        namespace, name = key
+        remote_namespace = self.agent.accepted_remote_namespace(namespace)
+        if remote_namespace is None:
+            return
+        local = self.home.get(key)
+        remote_name = self.rules.remote_name(name)
+        current = self.remote.get((remote_namespace, remote_name))
+        wanted = self.wanted(local)
+        if current is not None and not self._owned(current):
+            if wanted and local is not None:
+                await self._refuse(local, remote_namespace, remote_name)
+            return
+        if not wanted or local is None:
+            if current is not None:
+                await self._delete(current)
+            return
+        desired = self.rules.forge(local, remote_namespace, self.config())
+        if current is None:
+            await self._create(local, desired)
+        elif must_recreate(current, desired):
+            await self._delete(current)
+            await self._create(local, desired)
+        elif needs_update(current, desired):
+            path = self.rules.path(remote_namespace, remote_name)
+            try:
+                await self.agent.remote.replace(path, updated_remote(current, desired))
+            except Exception as error:
+                if not is_not_found(error):
+                    raise
+                await self._create(local, desired)  # deleted meanwhile: the mirror lagged
+
+    async def _create(self, local: Mapping[str, Any], desired: dict[str, Any]) -> None:
+        namespace, name = key_of(desired)
+        try:
+            await self.agent.remote.create(self.rules.path(namespace, ""), desired)
+        except Exception as error:
+            if status_of(error) != 409:
+                raise
+            # Somebody's object is in the way, or ours was created and the watch lags.
+            existing = await self.agent.remote.get(self.rules.path(namespace, name))
+            if not self._owned(existing):
+                await self._refuse(local, namespace, name)
+
+    async def _delete(self, current: Mapping[str, Any]) -> None:
+        namespace, name = key_of(dict(current))
+        uid = (current.get("metadata") or {}).get("uid")
+        options = {"preconditions": {"uid": uid}} if uid else None
+        try:
+            await self.agent.remote.delete(self.rules.path(namespace, name), options)
+        except Exception as error:
+            if not is_not_found(error) and status_of(error) != 409:
+                raise
+
+    async def _refuse(self, local: Mapping[str, Any], namespace: str, name: str) -> None:
+        message = (f"remote {self.rules.kind} {namespace}/{name} exists and was not created by "
+                   f"this cluster: left alone, not reflected")
+        log.warning("%s", message)
+        await self.events.record({**local, "apiVersion": "v1", "kind": self.rules.kind},
+                                 FAILED_REFLECTION_REASON, message)
+
+    # --- workers ----------------------------------------------------------------------------
+
+    async def run(self, ready: Callable[[], bool]) -> None:
+        """The worker pool; returns when `stop` shuts the queue down."""
+        await asyncio.gather(*(self._worker(ready) for _ in range(self.workers)))
+
+    async def _worker(self, ready: Callable[[], bool]) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            key = await loop.run_in_executor(None, self.queue.get)
+            if key is None:
+                return
+            assert isinstance(key, tuple)
+            try:
+                if not ready():
+                    self.queue.add_after(key, SYNC_WAIT)
+                    continue
+                await self.reconcile(key)
+                self.queue.forget(key)
+            except Exception as error:  # noqa: BLE001 - one object's failure blocks no other
+                delay = self.queue.retry(key)
+                log.warning("reflecting %s %s/%s failed (retry in %.1fs): %s", self.rules.kind,
+                            key[0], key[1], delay, error_message(error))
+            finally:
+                self.queue.done(key)
+
+    def stop(self) -> None:
+        self.queue.shutdown()
+
+
+class Reflection:
+    """Every enabled kind's reflector, and the routing of watch events to them."""
+
+    def __init__(self, agent: Agent, kinds: list[KindRules]) -> None:
+        self.agent = agent
+        events = EventRecorder(agent.home, agent.config.home_cluster_id)
+        config = agent.config
+        self.reflectors: dict[str, Reflector] = {}
+        for rules in kinds:
+            workers = config.reflection_workers.get(rules.flag, 0)
+            if workers > 0:  # 0 disables the kind: not even watched
+                policy = ReflectionType(config.reflection_types.get(
+                    rules.flag, ReflectionType.DENY_LIST))
+                self.reflectors[rules.plural] = Reflector(agent, rules, workers, policy, events)
+
+    def workers(self) -> int:
+        return sum(r.workers for r in self.reflectors.values())
+
+    def resources(self) -> tuple[Watched, ...]:
+        """What both sides' watches must add."""
+        return tuple(r.rules.resource for r in self.reflectors.values())
+
+    def ready(self) -> bool:
+        return self.agent.home_synced.is_set() and self.agent.remote_synced()
+
+    def home_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        """Take a home watch event if it is reflection's; True when taken."""
+        reflector = self.reflectors.get(plural)
+        if reflector is not None:
+            reflector.on_home_event(event_type, obj)
+            return True
+        if plural == "virtualnodes":
+            self.resync()
+        return False
+
+    def remote_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        reflector = self.reflectors.get(plural)
+        if reflector is not None:
+            reflector.on_remote_event(event_type, obj)
+            return True
+        if plural == "namespacemaps":
+            self.resync()
+        return False
+
+    def resync(self) -> None:
+        for reflector in self.reflectors.values():
+            reflector.resync()
+
+    async def run(self) -> None:
+        await asyncio.gather(*(r.run(self.ready) for r in self.reflectors.values()))
+
+    def stop(self) -> None:
+        for reflector in self.reflectors.values():
+            reflector.stop()

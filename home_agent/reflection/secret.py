@@ -1,0 +1,13 @@
+"""Secrets, home → twin namespace (forge: `shared.forge.secret`): verbatim, except
+service-account-token Secrets, which are never copied."""
+
+from __future__ import annotations
+
+from home_agent.kubeapi import core_path
+from home_agent.reflection.reflector import KindRules
+from shared.forge.secret import is_reflectable_secret, remote_secret
+
+SECRET_RULES = KindRules(
+    kind="Secret", flag="secret", resource=("", "v1", "secrets"),
+    path=lambda namespace, name: core_path("secrets", namespace, name),
+    forge=remote_secret, reflectable=is_reflectable_secret)
