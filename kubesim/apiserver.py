@@ -47,6 +47,7 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+ANY_CUSTOM_RESOURCE = ("*", "*")  # the storage key subresources of all custom resources use
 # metadata an update keeps from the stored object whatever the request says (BeforeUpdate)
 SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                  "generation", "namespace", "resourceVersion")
@@ -195,6 +196,16 @@ class ApiServer:
         self, kind: ResourceKind, name: str, handler: SubresourceHandler
     ) -> None:
         self._subresources[(kind.storage_key, name)] = handler
+
+    def register_custom_subresource(self, name: str, handler: SubresourceHandler) -> None:
+        """Serve `name` for every custom resource whose CRD declares it (e.g. scale)."""
+        self._subresources[(ANY_CUSTOM_RESOURCE, name)] = handler
+
+    def _subresource_handler(self, kind: ResourceKind, name: str) -> SubresourceHandler | None:
+        handler = self._subresources.get((kind.storage_key, name))
+        if handler is None and kind.custom and name in kind.subresources:
+            handler = self._subresources.get((ANY_CUSTOM_RESOURCE, name))
+        return handler
 
     def strategy(self, kind: ResourceKind) -> Strategy:
         key = (kind.group, kind.version, kind.plural)
@@ -585,12 +596,7 @@ class ApiServer:
         target = view.storage if view is not None else kind
         namespace = namespace if kind.namespaced else ""
         self._authorize(user, "patch", target, namespace, name, subresource)
-        patch_type = patch_type.split(";")[0].strip()
-        accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
-        if not kind.custom:
-            accepted.insert(2, STRATEGIC_MERGE_PATCH)
-        if patch_type not in accepted or patch_type == APPLY_PATCH:
-            raise errors.unsupported_media_type(patch_type, accepted)
+        patch_type = accepted_patch_type(kind, patch_type)
         for attempt in range(MAX_WRITE_RETRIES):
             # the patch is applied to the freshest object on every attempt, as the real
             # patcher does inside GuaranteedUpdate
@@ -837,13 +843,13 @@ class ApiServer:
             "create", kind, subresource, namespace, name, body, {}, user))
 
     async def call_subresource(self, request: SubresourceRequest) -> Obj | str:
-        handler = self._subresources.get((request.kind.storage_key, request.subresource))
+        handler = self._subresource_handler(request.kind, request.subresource)
         if handler is None:
             raise errors.not_found(request.kind.group_resource, request.name)
         return await handler(request)
 
     def has_subresource_handler(self, kind: ResourceKind, subresource: str) -> bool:
-        return (kind.storage_key, subresource) in self._subresources
+        return self._subresource_handler(kind, subresource) is not None
 
     async def _bind_pod(self, kind: ResourceKind, namespace: str, name: str, body: Obj,
                         user: User, dry_run: bool) -> Obj:
@@ -1000,6 +1006,18 @@ def _keep_system_fields(meta: Obj, old_meta: Obj) -> None:
             meta[system_field] = old_meta[system_field]
         else:
             meta.pop(system_field, None)
+
+
+def accepted_patch_type(kind: ResourceKind, content_type: str) -> str:
+    """The patch type a Content-Type names; 415 unless `kind` takes it (server-side apply is
+    listed, as the real server lists it, but not served)."""
+    patch_type = content_type.split(";")[0].strip()
+    accepted = [JSON_PATCH, MERGE_PATCH, APPLY_PATCH]
+    if not kind.custom:
+        accepted.insert(2, STRATEGIC_MERGE_PATCH)
+    if patch_type not in accepted or patch_type == APPLY_PATCH:
+        raise errors.unsupported_media_type(patch_type, accepted)
+    return patch_type
 
 
 def _apply_patch(current: Obj, patch: Any, patch_type: str, kind: str) -> Obj:

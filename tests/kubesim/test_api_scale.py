@@ -4,6 +4,8 @@ clusters)."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -11,7 +13,8 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from tests.helpers import wait_for
-from tests.kubesim.rest import MERGE, call
+from tests.kubesim.rest import JSON_PATCH, MERGE, STRATEGIC, call
+from tests.kubesim.test_api_crd import CRDS, established, widgets
 from tests.kubesim.test_auth_tokens import client_with_token, forbidden, request_token
 
 OPTIMISTIC_LOCK = ("the object has been modified; please apply your changes to the latest "
@@ -131,7 +134,7 @@ def test_the_scale_of_a_missing_deployment_is_404_on_deployments(home, namespace
 
 def test_a_dry_run_scale_leaves_the_deployment_alone(home, apps, namespace, web) -> None:
     status, scale = call(home, "PATCH", scale_path(namespace, "deployments", "web"),
-                         {"spec": {"replicas": 5}}, content_type=MERGE,
+                         {"spec": {"replicas": 5}}, content_type=STRATEGIC,
                          query={"dryRun": "All"})
     assert (status, scale["spec"]["replicas"]) == (200, 5)
     assert apps.read_namespaced_deployment("web", namespace).spec.replicas == 0
@@ -180,3 +183,104 @@ def test_rbac_checks_the_request_verb_on_the_scale_subresource(home, namespace, 
         "web", namespace, {"metadata": {"name": "web"}, "spec": {"replicas": 2}}))
     assert 'cannot update resource "deployments/scale" in API group "apps"' in refused["message"]
     forbidden(lambda: scaler.patch_namespaced_deployment("web", namespace, patch))
+
+
+SCALABLE_SCHEMA = {"type": "object", "properties": {
+    "spec": {"type": "object", "properties": {
+        "replicas": {"type": "integer", "minimum": 0}, "size": {"type": "string"}}},
+    "status": {"type": "object", "properties": {
+        "replicas": {"type": "integer"}, "selector": {"type": "string"}}},
+}}
+
+
+@pytest.fixture
+def scalable(home) -> Iterator[str]:
+    """The group of an established CRD (unique per test) whose `widgets` declare scale."""
+    group = f"s{uuid.uuid4().hex[:8]}.example.com"
+    status, body = call(home, "POST", CRDS, {
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{group}"},
+        "spec": {"group": group, "scope": "Namespaced",
+                 "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                 "versions": [{"name": "v1", "served": True, "storage": True,
+                               "schema": {"openAPIV3Schema": SCALABLE_SCHEMA},
+                               "subresources": {"status": {}, "scale": {
+                                   "specReplicasPath": ".spec.replicas",
+                                   "statusReplicasPath": ".status.replicas",
+                                   "labelSelectorPath": ".status.selector"}}}]}})
+    assert status == 201, body
+    wait_for(lambda: established(home, f"widgets.{group}"), 60, "CRD not established")
+    wait_for(lambda: call(home, "GET", f"/apis/{group}/v1")[0] == 200, 60, "not served")
+    yield group
+    call(home, "DELETE", f"{CRDS}/widgets.{group}")
+
+
+def custom_widget(home, group: str, namespace: str, name: str, spec: dict[str, Any]) -> Any:
+    path = widgets(group, namespace)
+    status, created = call(home, "POST", path, {
+        "apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": name},
+        "spec": spec})
+    assert status == 201, created
+    status, with_status = call(home, "PUT", f"{path}/{name}/status", {
+        **created, "status": {"replicas": 1, "selector": "app=w"}})
+    assert status == 200, with_status
+    return with_status
+
+
+def test_a_custom_resource_scale_reads_the_crds_paths(home, scalable, namespace) -> None:
+    created = custom_widget(home, scalable, namespace, "w", {"replicas": 2, "size": "L"})
+    status, scale = call(home, "GET", widgets(scalable, namespace, "w") + "/scale")
+    assert status == 200, scale
+    assert (scale["apiVersion"], scale["kind"]) == ("autoscaling/v1", "Scale")
+    assert scale["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+    assert scale["spec"] == {"replicas": 2}
+    assert scale["status"] == {"replicas": 1, "selector": "app=w"}
+    resources = {r["name"] for r in call(home, "GET", f"/apis/{scalable}/v1")[1]["resources"]}
+    assert "widgets/scale" in resources
+
+
+def test_a_custom_resource_scale_write_sets_only_the_spec_replicas_path(home, scalable,
+                                                                       namespace) -> None:
+    created = custom_widget(home, scalable, namespace, "w", {"replicas": 2, "size": "L"})
+    status, scale = call(home, "PATCH", widgets(scalable, namespace, "w") + "/scale",
+                         {"spec": {"replicas": 5}}, content_type=MERGE)
+    assert (status, scale["spec"]["replicas"]) == (200, 5), scale
+    after = call(home, "GET", widgets(scalable, namespace, "w"))[1]
+    assert after["spec"] == {"replicas": 5, "size": "L"}
+    assert after["status"] == created["status"]
+    assert after["metadata"]["generation"] == created["metadata"]["generation"] + 1
+
+
+def test_a_custom_resource_scale_is_validated_by_the_crd_schema(home, scalable,
+                                                                namespace) -> None:
+    custom_widget(home, scalable, namespace, "w", {"replicas": 2})
+    status, body = call(home, "PATCH", widgets(scalable, namespace, "w") + "/scale",
+                        {"spec": {"replicas": -1}}, content_type=MERGE)
+    assert (status, body["reason"]) == (422, "Invalid")
+    assert body["message"].startswith(f'Widget.{scalable} "w" is invalid: spec.replicas: '
+                                      "Invalid value: -1: ")
+
+
+def test_a_custom_resource_without_replicas_needs_them_set_through_scale(home, scalable,
+                                                                        namespace) -> None:
+    custom_widget(home, scalable, namespace, "w", {"size": "S"})
+    path = widgets(scalable, namespace, "w") + "/scale"
+    assert call(home, "GET", path)[1]["spec"] == {}
+    status, body = call(home, "PATCH", path, {"metadata": {"labels": {"a": "b"}}},
+                        content_type=MERGE)
+    assert (status, body["reason"]) == (400, "BadRequest")
+    assert body["message"] == 'the spec replicas field ".spec.replicas" cannot be empty'
+    status, scale = call(home, "PATCH", path, {"spec": {"replicas": 3}}, content_type=MERGE)
+    assert (status, scale["spec"]) == (200, {"replicas": 3})
+
+
+def test_a_custom_resource_scale_takes_no_strategic_merge_patch(home, scalable,
+                                                               namespace) -> None:
+    custom_widget(home, scalable, namespace, "w", {"replicas": 2})
+    status, body = call(home, "PATCH", widgets(scalable, namespace, "w") + "/scale",
+                        {"spec": {"replicas": 3}}, content_type=STRATEGIC)
+    assert (status, body["reason"]) == (415, "UnsupportedMediaType")
+    status, scale = call(home, "PATCH", widgets(scalable, namespace, "w") + "/scale",
+                         [{"op": "replace", "path": "/spec/replicas", "value": 3}],
+                         content_type=JSON_PATCH)
+    assert (status, scale["spec"]) == (200, {"replicas": 3})
