@@ -1,0 +1,305 @@
+"""The generic reflector's rules, one reconcile at a time, against a recording fake of the
+remote API (the watches are played by feeding the mirrors). The end-to-end behaviour with real
+processes is in tests/e2e/test_reflection.py."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from home_agent.agent import Agent
+from home_agent.config import AgentConfig, parse_config
+from home_agent.events import EventRecorder
+from home_agent.operators import CONFIGMAPS, settings, twins_watch
+from home_agent.reflection.configmap import CONFIGMAP_RULES
+from home_agent.reflection.kinds import KINDS
+from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.secret import SECRET_RULES
+from shared.reflection_policy import ReflectionType
+from shared.wellknown import DESTINATION_CLUSTER_LABEL, ORIGIN_CLUSTER_LABEL
+
+HOME, REMOTE = "home-1", "remote-1"
+OURS = {ORIGIN_CLUSTER_LABEL: HOME, DESTINATION_CLUSTER_LABEL: REMOTE}
+TWIN = "app-home-1"
+
+
+def _api_error(status: int) -> ApiException:
+    error = ApiException(status=status, reason="Failure")
+    error.body = json.dumps({"message": f"status {status}"})
+    return error
+
+
+class FakeApi:
+    """Remote objects by path; every write recorded as (verb, path)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.failing: set[str] = set()
+
+    def _check(self, verb: str, path: str) -> None:
+        self.calls.append((verb, path))
+        if path in self.failing:
+            raise _api_error(500)
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        full = f"{path}/{body['metadata']['name']}"
+        self._check("create", full)
+        if full in self.objects:
+            raise _api_error(409)
+        self.objects[full] = copy.deepcopy(body)
+        return body
+
+    async def get(self, path: str) -> Any:
+        if path not in self.objects:
+            raise _api_error(404)
+        return copy.deepcopy(self.objects[path])
+
+    async def replace(self, path: str, body: dict[str, Any]) -> Any:
+        self._check("replace", path)
+        self.objects[path] = copy.deepcopy(body)
+        return body
+
+    async def delete(self, path: str, options: Any = None) -> Any:
+        self._check("delete", path)
+        self.objects.pop(path, None)
+
+    def writes(self) -> list[tuple[str, str]]:
+        return [call for call in self.calls if call[0] != "event"]
+
+
+class FakeHome(FakeApi):
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        self.calls.append(("event", body["reason"] + ":" + body["involvedObject"]["name"]))
+        return body
+
+
+def _agent(**config: Any) -> tuple[Agent, FakeApi, FakeHome]:
+    remote, home = FakeApi(), FakeHome()
+    agent = Agent(AgentConfig(HOME, REMOTE, "unused", **config), home, remote)  # type: ignore[arg-type]
+    agent.mirrors.namespace_maps.apply("ADDED", {
+        "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
+        "spec": {"desiredMapping": {"app": TWIN}},
+        "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
+    return agent, remote, home
+
+
+def _reflector(agent: Agent, policy: ReflectionType = ReflectionType.DENY_LIST,
+               rules: Any = CONFIGMAP_RULES) -> Reflector:
+    return Reflector(agent, rules, 1, policy, EventRecorder(agent.home, HOME))
+
+
+def _configmap(name: str = "settings", namespace: str = "app", **metadata: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{name}",
+                         "resourceVersion": "1", **metadata},
+            "data": {"mode": "blue"}}
+
+
+def _remote_path(name: str = "settings", kind: str = "configmaps") -> str:
+    return f"/api/v1/namespaces/{TWIN}/{kind}/{name}"
+
+
+def _reconcile(reflector: Reflector, name: str = "settings", namespace: str = "app") -> None:
+    asyncio.run(reflector.reconcile((namespace, name)))
+
+
+def _observe_remote(reflector: Reflector, remote: FakeApi) -> None:
+    """The remote watch catches up with what the fake server holds."""
+    for obj in remote.objects.values():
+        reflector.on_remote_event("ADDED", {**obj, "metadata": {**obj["metadata"],
+                                                                "resourceVersion": "9"}})
+
+
+def test_a_home_object_in_an_extended_namespace_is_created_remotely_with_our_labels() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap())
+    _reconcile(reflector)
+    copy_ = remote.objects[_remote_path()]
+    assert copy_["data"] == {"mode": "blue"}
+    assert copy_["metadata"]["namespace"] == TWIN
+    assert OURS.items() <= copy_["metadata"]["labels"].items()
+
+
+def test_an_unchanged_copy_is_not_written_again() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap())
+    _reconcile(reflector)
+    _observe_remote(reflector, remote)
+    remote.calls.clear()
+    _reconcile(reflector)
+    assert remote.writes() == []
+
+
+def test_remote_drift_is_overwritten_keeping_the_remote_resource_version() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap())
+    _reconcile(reflector)
+    remote.objects[_remote_path()]["data"] = {"mode": "hacked"}
+    _observe_remote(reflector, remote)
+    _reconcile(reflector)
+    assert remote.objects[_remote_path()]["data"] == {"mode": "blue"}
+    assert remote.objects[_remote_path()]["metadata"]["resourceVersion"] == "9"
+
+
+def test_an_immutable_copy_whose_content_changed_is_recreated() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", {**_configmap(), "immutable": True})
+    _reconcile(reflector)
+    _observe_remote(reflector, remote)
+    reflector.on_home_event("MODIFIED", {**_configmap(), "immutable": True,
+                                         "data": {"mode": "green"}})
+    remote.calls.clear()
+    _reconcile(reflector)
+    assert remote.writes() == [("delete", _remote_path()),
+                               ("create", _remote_path())]
+    assert remote.objects[_remote_path()]["data"] == {"mode": "green"}
+
+
+def test_the_copy_is_deleted_when_the_home_object_goes() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap())
+    _reconcile(reflector)
+    _observe_remote(reflector, remote)
+    reflector.on_home_event("DELETED", _configmap())
+    _reconcile(reflector)
+    assert _remote_path() not in remote.objects
+
+
+@pytest.mark.parametrize(("policy", "annotations", "reflected"), [
+    (ReflectionType.DENY_LIST, {}, True),
+    (ReflectionType.DENY_LIST, {"liqo.io/skip-reflection": "true"}, False),
+    (ReflectionType.ALLOW_LIST, {}, False),
+    (ReflectionType.ALLOW_LIST, {"liqo.io/allow-reflection": "true"}, True),
+])
+def test_the_policy_and_the_annotations_decide(policy: ReflectionType,
+                                               annotations: dict[str, str],
+                                               reflected: bool) -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent, policy)
+    reflector.on_home_event("ADDED", _configmap(annotations=annotations))
+    _reconcile(reflector)
+    assert (_remote_path() in remote.objects) is reflected
+
+
+def test_a_copy_whose_home_object_turned_skipped_is_deleted() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap())
+    _reconcile(reflector)
+    _observe_remote(reflector, remote)
+    reflector.on_home_event("MODIFIED", _configmap(
+        annotations={"liqo.io/skip-reflection": "true"}))
+    _reconcile(reflector)
+    assert _remote_path() not in remote.objects
+
+
+def test_a_foreign_remote_object_is_never_touched_and_the_home_object_gets_an_event() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    foreign = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"owner": "someone"},
+               "metadata": {"name": "settings", "namespace": TWIN}}
+    remote.objects[_remote_path()] = foreign
+    reflector.on_home_event("ADDED", _configmap())
+    _reconcile(reflector)  # the remote watch has not shown it yet: the create finds it
+    _observe_remote(reflector, remote)
+    _reconcile(reflector)
+    reflector.on_home_event("DELETED", _configmap())
+    _reconcile(reflector)
+    assert remote.objects[_remote_path()]["data"] == {"owner": "someone"}
+    assert [c for c in remote.writes() if c[0] != "create"] == []
+    assert ("event", "FailedReflection:settings") in home.calls
+
+
+def test_nothing_is_reflected_into_a_namespace_whose_mapping_is_not_accepted() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap(namespace="elsewhere"))
+    _reconcile(reflector, namespace="elsewhere")
+    assert remote.calls == []
+
+
+def test_the_home_root_ca_is_reflected_under_another_name() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap("kube-root-ca.crt"))
+    _reconcile(reflector, "kube-root-ca.crt")
+    assert set(remote.objects) == {_remote_path("kube-root-ca.crt.annex")}
+    # The remote cluster's own root CA maps back to the home one's key, and is not ours.
+    reflector.on_remote_event("ADDED", {"metadata": {"name": "kube-root-ca.crt",
+                                                     "namespace": TWIN}})
+    assert reflector.queue.get() == ("app", "kube-root-ca.crt")
+
+
+def test_service_account_token_secrets_are_not_reflected() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent, rules=SECRET_RULES)
+    reflector.on_home_event("ADDED", {"metadata": {"name": "token", "namespace": "app"},
+                                      "type": "kubernetes.io/service-account-token"})
+    _reconcile(reflector, "token")
+    assert remote.calls == []
+
+
+def test_the_virtual_nodes_skip_lists_apply_without_a_restart() -> None:
+    agent, remote, _ = _agent(labels_not_reflected=("flag-skipped",))
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap(labels={"flag-skipped": "x", "team": "a"}))
+    _reconcile(reflector)
+    assert "flag-skipped" not in remote.objects[_remote_path()]["metadata"]["labels"]
+    assert remote.objects[_remote_path()]["metadata"]["labels"]["team"] == "a"
+    _observe_remote(reflector, remote)
+    agent.mirrors.virtual_nodes.apply("ADDED", {
+        "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+        "metadata": {"name": "vn", "namespace": "x"},
+        "spec": {"clusterId": REMOTE,
+                 "offloadingPatch": {"labelsNotReflected": ["team"]}}})
+    _reconcile(reflector)
+    assert "team" not in remote.objects[_remote_path()]["metadata"]["labels"]
+
+
+def test_a_failing_object_does_not_block_the_others() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    remote.failing.add(_remote_path("broken"))
+    reflector.on_home_event("ADDED", _configmap("broken"))
+    reflector.on_home_event("ADDED", _configmap("fine"))
+
+    async def run_until_fine_is_reflected() -> None:
+        workers = asyncio.create_task(reflector.run(lambda: True))
+        for _ in range(500):
+            if _remote_path("fine") in remote.objects:
+                break
+            await asyncio.sleep(0.01)
+        reflector.stop()
+        await workers
+
+    asyncio.run(run_until_fine_is_reflected())
+    assert _remote_path("fine") in remote.objects
+    assert ("create", _remote_path("broken")) in remote.calls
+
+
+def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> None:
+    config = parse_config(["--remote-kubeconfig", "k", "--cluster-id", HOME,
+                           "--remote-cluster-id", REMOTE, "--secret-reflection-workers", "0",
+                           "--configmap-reflection-type", "AllowList"])
+    agent = Agent(config, FakeHome(), FakeApi())  # type: ignore[arg-type]
+    reflection = Reflection(agent, KINDS)
+    assert set(reflection.reflectors) == {"configmaps"}
+    assert reflection.reflectors["configmaps"].policy is ReflectionType.ALLOW_LIST
+    assert reflection.resources() == (CONFIGMAPS,)
+
+
+def test_the_twins_watch_filters_its_sentinel_client_side_when_configmaps_are_reflected() -> None:
+    spec = twins_watch([TWIN], HOME, REMOTE, (CONFIGMAPS,))
+    assert CONFIGMAPS in spec.resources
+    assert CONFIGMAPS not in settings(spec).watching.field_selectors  # every ConfigMap listed
