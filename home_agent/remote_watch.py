@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from typing import Protocol
 
 from home_agent.agent import TWINS_KEY, Agent
 from home_agent.kubeapi import error_message
@@ -18,13 +19,22 @@ TWINS_SYNC_GRACE = 10.0
 """Seconds after which a twins watch whose sentinel never showed counts as listed."""
 
 
+class Relisted(Protocol):
+    """Mirrors of the twins watch besides the ShadowPods' (resource reflection's)."""
+
+    def start_relist(self) -> None: ...
+
+    def finish_relist(self) -> None: ...
+
+
 class RemoteWatches:
     def __init__(self, agent: Agent, sink: EventSink | None = None,
-                 reflected: tuple[Watched, ...] = ()) -> None:
+                 reflected: tuple[Watched, ...] = (), relisted: Relisted | None = None) -> None:
         self.agent = agent
         self._sink = sink or agent.on_remote_event
         self._reflected = reflected
         """Kinds resource reflection adds to the twins watch."""
+        self._relisted = relisted
         self._generation: object | None = None
         self.tenant: OperatorThread | None = None
         self.twins: OperatorThread | None = None
@@ -71,8 +81,10 @@ class RemoteWatches:
         with self._lock:
             self.twin_namespaces = namespaces
             agent.mirrors.shadow_pods.start_relist()
+            if self._relisted is not None:
+                self._relisted.start_relist()
             if not namespaces:
-                agent.on_shadow_pods_relisted(agent.mirrors.shadow_pods.finish_relist())
+                self._finish_relist()
                 agent.twins_synced.set()
                 return
 
@@ -83,7 +95,7 @@ class RemoteWatches:
                 with self._lock:
                     if self._generation is not generation or agent.twins_synced.is_set():
                         return
-                    agent.on_shadow_pods_relisted(agent.mirrors.shadow_pods.finish_relist())
+                    self._finish_relist()
                     agent.twins_synced.set()
                 log.info("ShadowPods listed")
 
@@ -102,6 +114,11 @@ class RemoteWatches:
                             agent.config.remote_cluster_id, self._reflected),
                 self._sink, synced)
             self.twins.start()
+
+    def _finish_relist(self) -> None:
+        self.agent.on_shadow_pods_relisted(self.agent.mirrors.shadow_pods.finish_relist())
+        if self._relisted is not None:
+            self._relisted.finish_relist()
 
     def alive(self) -> bool:
         with self._lock:

@@ -133,7 +133,7 @@ def run(config: AgentConfig) -> int:
 
     home_operator = OperatorThread(home.connection, home_watch(reflection.resources()),
                                    on_home_event, home_synced)
-    watches = RemoteWatches(agent, on_remote_event, reflection.resources())
+    watches = RemoteWatches(agent, on_remote_event, reflection.resources(), reflection)
     stop = threading.Event()
 
     def request_stop(*_: Any) -> None:

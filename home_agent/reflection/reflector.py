@@ -90,19 +90,25 @@ class Reflector:
         self.queue.add(self.home.apply(event_type, obj))
 
     def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        namespace, name = self.remote.apply(event_type, obj)
+        self._enqueue_remote(*self.remote.apply(event_type, obj))
+
+    def _enqueue_remote(self, namespace: str, name: str) -> None:
         home_namespace = self.agent.home_namespace_of(namespace)
         if home_namespace is not None:
             self.queue.add((home_namespace, self.rules.local_name(name)))
+
+    def finish_relist(self) -> None:
+        """The twins watch listed everything again: copies it did not show are gone (deleted
+        while no watch ran, or their namespace is no longer watched); look at their keys."""
+        for namespace, name in self.remote.finish_relist():
+            self._enqueue_remote(namespace, name)
 
     def resync(self) -> None:
         """Look at every known object again (namespace mappings or skip lists changed)."""
         for key in self.home.keys():
             self.queue.add(key)
         for namespace, name in self.remote.keys():
-            home_namespace = self.agent.home_namespace_of(namespace)
-            if home_namespace is not None:
-                self.queue.add((home_namespace, self.rules.local_name(name)))
+            self._enqueue_remote(namespace, name)
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -261,6 +267,15 @@ class Reflection:
     def resync(self) -> None:
         for reflector in self.reflectors.values():
             reflector.resync()
+
+    def start_relist(self) -> None:
+        """The twins watch is replaced (see `RemoteWatches.follow_twins`)."""
+        for reflector in self.reflectors.values():
+            reflector.remote.start_relist()
+
+    def finish_relist(self) -> None:
+        for reflector in self.reflectors.values():
+            reflector.finish_relist()
 
     async def run(self) -> None:
         await asyncio.gather(*(r.run(self.ready) for r in self.reflectors.values()))

@@ -303,3 +303,17 @@ def test_the_twins_watch_filters_its_sentinel_client_side_when_configmaps_are_re
     spec = twins_watch([TWIN], HOME, REMOTE, (CONFIGMAPS,))
     assert CONFIGMAPS in spec.resources
     assert CONFIGMAPS not in settings(spec).watching.field_selectors  # every ConfigMap listed
+
+
+def test_a_copy_deleted_while_no_twins_watch_ran_is_created_again_after_the_relist() -> None:
+    agent, remote, _ = _agent()
+    reflection = Reflection(agent, [CONFIGMAP_RULES])
+    reflection.reflectors["configmaps"] = reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap())
+    _reconcile(reflector)
+    _observe_remote(reflector, remote)
+    del remote.objects[_remote_path()]  # no DELETED event: the watch was being replaced
+    reflection.start_relist()
+    reflection.finish_relist()  # the new listing did not show it
+    _reconcile(reflector)
+    assert _remote_path() in remote.objects
