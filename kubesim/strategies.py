@@ -377,6 +377,11 @@ class DeploymentStrategy(Strategy):
     def default(self, obj: Obj) -> None:
         _default_workload(obj)
 
+    def prepare_for_create(self, obj: Obj) -> None:
+        # the reset typed status still encodes its fields without omitempty: ReplicaSetStatus'
+        # `replicas` (clients such as the official python one require it)
+        obj["status"] = {"replicas": 0} if obj.get("kind") == "ReplicaSet" else {}
+
 
 def _default_workload(obj: Obj) -> None:
     spec = obj.setdefault("spec", {})

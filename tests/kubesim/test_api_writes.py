@@ -207,3 +207,17 @@ def test_an_update_carrying_another_uid_is_409(home, namespace) -> None:
     assert (status, body["reason"]) == (409, "Conflict")
     assert "Precondition failed: UID in precondition: 00000000-0000-0000-0000-000000000000" in \
         body["message"]
+
+
+def test_a_created_replicaset_reports_zero_replicas_in_its_status(home, namespace) -> None:
+    """ReplicaSetStatus.replicas has no omitempty: the create response already carries it, and
+    the typed client (which requires it) can read the answer."""
+    from kubernetes import client
+
+    apps = client.AppsV1Api(home.api_client)
+    created = apps.create_namespaced_replica_set(namespace, {
+        "metadata": {"name": "rs"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "rs"}},
+                 "template": {"metadata": {"labels": {"app": "rs"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+    assert created.status.replicas == 0
