@@ -10,7 +10,8 @@ One reconcile converges one home key from both mirrors:
   which goes with the extension;
 - remote object exists and is not ours (`is_owned`) → never touched; a FailedReflection Warning
   Event on the home object (when it should be reflected);
-- home object gone, or not reflected (policy, annotations, kind rules) → our copy is deleted;
+- home object gone (confirmed by the home API server), or not reflected (policy, annotations,
+  kind rules) → our copy is deleted;
 - otherwise the copy is created, recreated (`must_recreate`) or overwritten on any difference
   (`needs_update`), drift included.
 The skip lists are read at each reconcile (flags merged with the VirtualNode's offloadingPatch),
@@ -87,6 +88,8 @@ class Reflector:
     # --- watch events -----------------------------------------------------------------------
 
     def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self.events.forget(obj)
         self.queue.add(self.home.apply(event_type, obj))
 
     def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
@@ -143,7 +146,7 @@ class Reflector:
                 await self._refuse(local, remote_namespace, remote_name)
             return
         if not wanted or local is None:
-            if current is not None:
+            if current is not None and (local is not None or await self._gone_home(key)):
                 await self._delete(current)
             return
         desired = self.rules.forge(local, remote_namespace, self.config())
@@ -160,6 +163,17 @@ class Reflector:
                 if not is_not_found(error):
                     raise
                 await self._create(local, desired)  # deleted meanwhile: the mirror lagged
+
+    async def _gone_home(self, key: Key) -> bool:
+        """The home API server confirms the object is gone: a mirror that missed it must never
+        cost a copy a remote pod may be using (as for ShadowPods, Liqo #2748)."""
+        try:
+            await self.agent.home.get(self.rules.path(*key))
+        except Exception as error:
+            if is_not_found(error):
+                return True
+            raise
+        return False
 
     async def _create(self, local: Mapping[str, Any], desired: dict[str, Any]) -> None:
         namespace, name = key_of(desired)

@@ -317,3 +317,15 @@ def test_a_copy_deleted_while_no_twins_watch_ran_is_created_again_after_the_reli
     reflection.finish_relist()  # the new listing did not show it
     _reconcile(reflector)
     assert _remote_path() in remote.objects
+
+
+def test_a_copy_is_kept_while_the_home_api_server_still_has_the_object() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_event("ADDED", _configmap())
+    _reconcile(reflector)
+    _observe_remote(reflector, remote)
+    home.objects["/api/v1/namespaces/app/configmaps/settings"] = _configmap()
+    reflector.home.apply("DELETED", _configmap())  # a mirror that missed it
+    _reconcile(reflector)
+    assert _remote_path() in remote.objects
