@@ -70,4 +70,6 @@ LABELS_NOT_PROPAGATED_FROM_POD: Final = (
 CONSUMER_IDENTITY_ANNOTATION: Final = "liqo.io/consumer-identity"
 CONSUMER_SERVICE_ACCOUNT: Final = "consumer"
 TWIN_NAMESPACE_ROLE: Final = "annex-consumer"
+# The remote enforcer's finalizer on every NamespaceMap: its twin namespaces go before it does.
+TWIN_NAMESPACES_FINALIZER: Final = "offloading.liqo.io/twin-namespaces"
 RESOURCE_OFFER_NAME: Final = "offer"
