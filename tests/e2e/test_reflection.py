@@ -25,6 +25,7 @@ from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded, running_and_re
 from tests.helpers import wait_for
 from tests.home_agent.agentproc import unique_id
 from tests.home_agent.conftest import RunningAgent
+from tests.home_agent.play import custom
 from tests.remote_enforcer.conftest import PROVIDER_ID, Enforcer
 
 ORIGIN = ORIGIN_CLUSTER_LABEL
@@ -226,3 +227,37 @@ def test_the_home_root_ca_configmap_does_not_clash_with_the_remote_one(
                      "the home root CA reflected under its remote name")
     remote_ca = read(remote, "configmap", twin, "kube-root-ca.crt")
     assert remote_ca is not None and ORIGIN not in (remote_ca["metadata"].get("labels") or {})
+
+
+def test_the_skip_lists_of_the_flags_and_the_virtual_node_apply_live(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    peer("--labels-not-reflected", "internal")
+    twin = offloaded(home, namespace)
+    home.core.create_namespaced_config_map(namespace, configmap(
+        "settings", SETTINGS, labels={"internal": "1", "team": "a"},
+        annotations={"note": "home only"}))
+
+    def remote_metadata() -> tuple[dict[str, str], dict[str, str]] | None:
+        obj = read(remote, "configmap", twin, "settings")
+        if obj is None:
+            return None
+        return obj["metadata"].get("labels") or {}, obj["metadata"].get("annotations") or {}
+
+    wait_for(lambda: (m := remote_metadata()) and m[0].get("team") == "a"
+             and m[1].get("note") == "home only", timeout=30, message="ConfigMap reflected")
+    reflected = remote_metadata()
+    assert reflected is not None and "internal" not in reflected[0]
+
+    api = custom(home)
+    vn = ("offloading.liqo.io", "v1beta1", namespace, "virtualnodes")
+    api.create_namespaced_custom_object(*vn, {
+        "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+        "metadata": {"name": "remote", "namespace": namespace},
+        "spec": {"clusterId": PROVIDER_ID, "offloadingPatch": {
+            "labelsNotReflected": ["team"], "annotationsNotReflected": ["note"]}}})
+    try:
+        wait_for(lambda: (m := remote_metadata()) and "team" not in m[0]
+                 and "note" not in m[1], timeout=30,
+                 message="the VirtualNode's skip lists applied to the existing copy")
+    finally:
+        api.delete_namespaced_custom_object(*vn, "remote")
