@@ -3,7 +3,8 @@ the twin namespaces (DESIGN.md section 5).
 
 Per kind: a home mirror and a remote mirror (fed by the watches on both sides), a work queue of
 home keys (namespace, name) and a worker pool of its own, so a slow or failing kind never holds
-back another, and a failing object never holds back another (its key backs off alone).
+back another, and a failing object never holds back another (its key backs off alone; the
+failure is reported as a FailedReflection Event on its home object).
 
 One reconcile converges one home key from both mirrors:
 - namespace not extended (mapping not Accepted) → nothing: copies live in the twin namespace,
@@ -201,6 +202,10 @@ class Reflector:
         message = (f"remote {self.rules.kind} {namespace}/{name} exists and was not created by "
                    f"this cluster: left alone, not reflected")
         log.warning("%s", message)
+        await self._report(local, message)
+
+    async def _report(self, local: Mapping[str, Any], message: str) -> None:
+        """A FailedReflection Warning Event on the home object (once per distinct message)."""
         await self.events.record({**local, "apiVersion": "v1", "kind": self.rules.kind},
                                  FAILED_REFLECTION_REASON, message)
 
@@ -225,8 +230,12 @@ class Reflector:
                 self.queue.forget(key)
             except Exception as error:  # noqa: BLE001 - one object's failure blocks no other
                 delay = self.queue.retry(key)
+                message = error_message(error)
                 log.warning("reflecting %s %s/%s failed (retry in %.1fs): %s", self.rules.kind,
-                            key[0], key[1], delay, error_message(error))
+                            key[0], key[1], delay, message)
+                local = self.home.get(key)
+                if local is not None:
+                    await self._report(local, f"reflection failed (retrying): {message}")
             finally:
                 self.queue.done(key)
 

@@ -267,8 +267,8 @@ def test_the_virtual_nodes_skip_lists_apply_without_a_restart() -> None:
     assert "team" not in remote.objects[_remote_path()]["metadata"]["labels"]
 
 
-def test_a_failing_object_does_not_block_the_others() -> None:
-    agent, remote, _ = _agent()
+def test_a_failing_object_does_not_block_the_others_and_is_reported_on_it() -> None:
+    agent, remote, home = _agent()
     reflector = _reflector(agent)
     remote.failing.add(_remote_path("broken"))
     reflector.on_home_event("ADDED", _configmap("broken"))
@@ -286,6 +286,7 @@ def test_a_failing_object_does_not_block_the_others() -> None:
     asyncio.run(run_until_fine_is_reflected())
     assert _remote_path("fine") in remote.objects
     assert ("create", _remote_path("broken")) in remote.calls
+    assert ("event", "FailedReflection:broken") in home.calls
 
 
 def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> None:
