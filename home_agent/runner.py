@@ -126,10 +126,12 @@ def run(config: AgentConfig) -> int:
     def on_home_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
         if not reflection.home_sink(plural, event_type, obj):
             agent.on_home_event(plural, event_type, obj)
+            reflection.after_agent_event(plural)
 
     def on_remote_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
         if not reflection.remote_sink(plural, event_type, obj):
             agent.on_remote_event(plural, event_type, obj)
+            reflection.after_agent_event(plural)
 
     home_operator = OperatorThread(home.connection, home_watch(reflection.resources()),
                                    on_home_event, home_synced)

@@ -273,19 +273,20 @@ class Reflection:
         reflector = self.reflectors.get(plural)
         if reflector is not None:
             reflector.on_home_event(event_type, obj)
-            return True
-        if plural == "virtualnodes":
-            self.resync()
-        return False
+        return reflector is not None
 
     def remote_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        """Take a remote watch event if it is reflection's; True when taken."""
         reflector = self.reflectors.get(plural)
         if reflector is not None:
             reflector.on_remote_event(event_type, obj)
-            return True
-        if plural == "namespacemaps":
+        return reflector is not None
+
+    def after_agent_event(self, plural: str) -> None:
+        """Call once the agent has applied an event of its own: a VirtualNode (the skip lists)
+        or the NamespaceMap (which namespaces are extended) changes every key's outcome."""
+        if plural in ("virtualnodes", "namespacemaps"):
             self.resync()
-        return False
 
     def resync(self) -> None:
         for reflector in self.reflectors.values():

@@ -330,3 +330,22 @@ def test_a_copy_is_kept_while_the_home_api_server_still_has_the_object() -> None
     reflector.home.apply("DELETED", _configmap())  # a mirror that missed it
     _reconcile(reflector)
     assert _remote_path() in remote.objects
+
+
+def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> None:
+    agent, remote, _ = _agent()
+    reflection = Reflection(agent, [CONFIGMAP_RULES])
+    reflection.reflectors["configmaps"] = reflector = _reflector(agent)
+    reflection.home_sink("configmaps", "ADDED", _configmap(namespace="later"))
+    assert reflector.queue.get() == ("later", "settings")
+    _reconcile(reflector, namespace="later")
+    reflector.queue.done(("later", "settings"))
+    assert remote.calls == []
+    agent.mirrors.namespace_maps.apply("MODIFIED", {
+        "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
+        "spec": {"desiredMapping": {"later": TWIN}},
+        "status": {"currentMapping": {"later": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
+    reflection.after_agent_event("namespacemaps")
+    assert reflector.queue.get() == ("later", "settings")
+    _reconcile(reflector, namespace="later")
+    assert _remote_path() in remote.objects
