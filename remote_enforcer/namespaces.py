@@ -1,10 +1,11 @@
 """NamespaceMap → twin namespaces: created and labelled for the consumer, with a Role and
 RoleBinding for its identity; names that exist and are not ours → CreationLoopBackOff; entries
-removed from the map → their namespaces deleted."""
+removed from the map → their namespaces deleted. The enforcer's finalizer on each map keeps a
+deleted map until its twin namespaces are deleted, even when it was deleted while the enforcer
+was not running."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Any
 
@@ -17,6 +18,7 @@ from shared.wellknown import (
     CONSUMER_SERVICE_ACCOUNT,
     REMOTE_CLUSTER_ID_LABEL,
     TWIN_NAMESPACE_ROLE,
+    TWIN_NAMESPACES_FINALIZER,
 )
 
 log = logging.getLogger(__name__)
@@ -105,18 +107,6 @@ class NamespaceMapper:
             await self.api.delete(path("", "v1", "namespaces", "", remote))
             log.info("deleted twin namespace %s of consumer %s", remote, consumer)
 
-    async def forget(self, namespace_map: dict[str, Any]) -> None:
-        """A deleted NamespaceMap: its twin namespaces go with it (from its last status)."""
-        found = await self._consumer(namespace_map["metadata"]["namespace"])
-        if found is None:
-            return
-        consumer = found[1]
-        current = (namespace_map.get("status") or {}).get("currentMapping") or {}
-        remotes = [entry["remoteNamespace"] for entry in current.values()
-                   if entry.get("phase") != MappingPhase.CREATION_LOOP_BACK_OFF.value]
-        for remote in remotes:
-            await retrying(functools.partial(self._delete_twin, consumer, remote))
-
     async def reconcile(self, namespace_map: dict[str, Any]) -> None:
         meta = namespace_map["metadata"]
         await retrying(lambda: self._reconcile(meta["namespace"], meta["name"]))
@@ -134,6 +124,10 @@ class NamespaceMapper:
             return
         tenant, consumer = found
         deleting = bool(meta.get("deletionTimestamp"))
+        finalizers = list(meta.get("finalizers") or [])
+        if not deleting and TWIN_NAMESPACES_FINALIZER not in finalizers:
+            # Before any twin exists: a map deleted from now on waits for us to delete them.
+            await self._set_finalizers(meta, [*finalizers, TWIN_NAMESPACES_FINALIZER])
         desired = {} if deleting else dict((namespace_map.get("spec") or {}).get(
             "desiredMapping") or {})
         current = dict((namespace_map.get("status") or {}).get("currentMapping") or {})
@@ -148,10 +142,23 @@ class NamespaceMapper:
             if entry.get("phase") == MappingPhase.CREATION_LOOP_BACK_OFF.value:
                 continue  # never ours
             await self._delete_twin(consumer, remote)
-        if mapping != current and not deleting:
+        if deleting:
+            if TWIN_NAMESPACES_FINALIZER in finalizers:
+                await self._set_finalizers(
+                    meta, [f for f in finalizers if f != TWIN_NAMESPACES_FINALIZER])
+            return
+        if mapping != current:
             await self.api.patch(
                 path(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
                      meta["namespace"], meta["name"], "status"),
                 [{"op": "add", "path": "/status",
                   "value": {**(namespace_map.get("status") or {}), "currentMapping": mapping}}],
                 JSON_PATCH)
+
+    async def _set_finalizers(self, meta: dict[str, Any], finalizers: list[str]) -> None:
+        """Replace the map's finalizers; the resourceVersion makes a concurrent change a 409
+        (retried from a fresh read) rather than a lost finalizer."""
+        await self.api.patch(
+            path(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
+                 meta["namespace"], meta["name"]),
+            {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}})

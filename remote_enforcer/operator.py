@@ -61,9 +61,8 @@ def build_registry(login: kopf.ConnectionInfo, shadowpods: ShadowPodEnforcer,
     @kopf.on.event(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
                    registry=registry)
     async def _namespace_map(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        if event.get("type") == "DELETED":
-            await namespaces.forget(dict(body))
-        else:
+        # A deletion is handled while the map is held by our finalizer (its deletionTimestamp).
+        if event.get("type") != "DELETED":
             await namespaces.reconcile(dict(body))
 
     return registry

@@ -27,7 +27,9 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods/status"], "verbs": ["patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas"], "verbs": READ_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas/status"], "verbs": ["patch"]},
-    {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps"], "verbs": READ_VERBS},
+    # patch: the enforcer's finalizer (metadata only)
+    {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps"],
+     "verbs": [*READ_VERBS, "patch"]},
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps/status"],
      "verbs": ["patch"]},
     {"apiGroups": [SHARING_GROUP], "resources": ["resourceoffers"],

@@ -1,5 +1,6 @@
 """NamespaceMap → twin namespaces with the consumer's RBAC; foreign names refused; removed
-entries deleted (DESIGN.md sections 6 and 7)."""
+entries deleted; a deleted map (even while the enforcer was down) takes its twin namespaces,
+held by the enforcer's finalizer until they are deleted (DESIGN.md sections 6 and 7)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ from kubernetes.client.rest import ApiException
 
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.ownership import ownership_labels
-from shared.wellknown import CONSUMER_SERVICE_ACCOUNT
+from shared.wellknown import CONSUMER_SERVICE_ACCOUNT, TWIN_NAMESPACES_FINALIZER
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     PROVIDER_ID,
+    Enforcer,
     ShadowPods,
     make_tenant_namespace,
     new_name,
@@ -50,10 +52,23 @@ class Maps:
             NAMESPACE_MAP.group, NAMESPACE_MAP.version, namespace, NAMESPACE_MAP.plural, name,
             {"spec": {"desiredMapping": {home_namespace: None}}})
 
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self.api.get_namespaced_custom_object(
+                NAMESPACE_MAP.group, NAMESPACE_MAP.version, namespace, NAMESPACE_MAP.plural,
+                name))
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
     def current(self, namespace: str, name: str) -> dict[str, Any]:
-        obj = self.api.get_namespaced_custom_object(
-            NAMESPACE_MAP.group, NAMESPACE_MAP.version, namespace, NAMESPACE_MAP.plural, name)
+        obj = self.get(namespace, name) or {}
         return dict((obj.get("status") or {}).get("currentMapping") or {})
+
+    def delete(self, namespace: str, name: str) -> None:
+        self.api.delete_namespaced_custom_object(
+            NAMESPACE_MAP.group, NAMESPACE_MAP.version, namespace, NAMESPACE_MAP.plural, name)
 
 
 @pytest.fixture
@@ -142,15 +157,42 @@ def test_removed_entries_have_their_namespace_deleted(remote: Any, maps: Maps) -
     assert namespace_or_none(remote, kept).metadata.deletion_timestamp is None
 
 
+def deleted(remote: Any, namespace: str) -> bool:
+    return (ns := namespace_or_none(remote, namespace)) is None \
+        or ns.metadata.deletion_timestamp is not None
+
+
 def test_deleting_the_map_deletes_its_twin_namespaces(remote: Any, maps: Maps) -> None:
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
     twin = new_name("twin")
     name = maps.create(tenant, {"app": twin})
     wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
+    assert TWIN_NAMESPACES_FINALIZER in maps.get(tenant, name)["metadata"]["finalizers"]
 
-    maps.api.delete_namespaced_custom_object(
-        NAMESPACE_MAP.group, NAMESPACE_MAP.version, tenant, NAMESPACE_MAP.plural, name)
+    maps.delete(tenant, name)
 
-    wait_for(lambda: (ns := namespace_or_none(remote, twin)) is None
-             or ns.metadata.deletion_timestamp is not None, message="twin namespace kept")
+    wait_for(lambda: deleted(remote, twin), message="twin namespace kept")
+    wait_for(lambda: maps.get(tenant, name) is None, message="the map was not released")
+
+
+def test_a_map_deleted_while_the_enforcer_is_down_takes_its_twin_namespaces_on_restart(
+        remote: Any, maps: Maps, enforcer: Enforcer) -> None:
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    twin = new_name("twin")
+    name = maps.create(tenant, {"app": twin})
+    wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
+
+    enforcer.kill()
+    try:
+        maps.delete(tenant, name)
+        held = maps.get(tenant, name)
+        assert held is not None and held["metadata"].get("deletionTimestamp")
+        assert held["metadata"]["finalizers"] == [TWIN_NAMESPACES_FINALIZER]
+        assert not deleted(remote, twin)
+    finally:
+        enforcer.start()
+
+    wait_for(lambda: deleted(remote, twin), message="twin namespace leaked")
+    wait_for(lambda: maps.get(tenant, name) is None, message="the map was not released")
