@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -60,22 +60,34 @@ def remapped_cidr(cidr: str) -> str:
     return str(ipaddress.ip_network(f"{base}/{network.prefixlen}", strict=False))
 
 
+Peer = Callable[..., RunningAgent]
+
+
 @pytest.fixture
-def peered(home: ClusterHandle, remote: ClusterHandle, enforcer: Enforcer, start_agent: Any,
-           tmp_path: Path) -> RunningAgent:
-    """A home agent for the enforcer's cluster, with the permissions the charts give it on both
-    sides (home: the home-agent chart's ClusterRole; remote: the confined consumer identity of
-    the remote-enforcer chart), and address remapping when the remote pod CIDR is known."""
-    flags: list[str] = ["--agent-ip", "192.0.2.10"]
-    cidr = remote_pod_cidr(remote)
-    if cidr:
-        flags += ["--remote-pod-cidr", cidr, "--remapped-pod-cidr", remapped_cidr(cidr)]
-    home_id = unique_id("home")
-    agent: RunningAgent = start_agent(
-        *flags, remote_id=PROVIDER_ID, home_id=home_id,
-        remote_kubeconfig=consumer_kubeconfig(remote, home_id, tmp_path),
-        home_kubeconfig=agent_home_kubeconfig(home, tmp_path))
-    return agent
+def peer(home: ClusterHandle, remote: ClusterHandle, enforcer: Enforcer, start_agent: Any,
+         tmp_path: Path) -> Peer:
+    """peer(*flags): a home agent for the enforcer's cluster, with the permissions the charts give
+    it on both sides (home: the home-agent chart's ClusterRole; remote: the confined consumer
+    identity of the remote-enforcer chart), address remapping when the remote pod CIDR is known,
+    and any extra agent flags."""
+    def start(*extra: str) -> RunningAgent:
+        flags: list[str] = ["--agent-ip", "192.0.2.10"]
+        cidr = remote_pod_cidr(remote)
+        if cidr:
+            flags += ["--remote-pod-cidr", cidr, "--remapped-pod-cidr", remapped_cidr(cidr)]
+        home_id = unique_id("home")
+        agent: RunningAgent = start_agent(
+            *flags, *extra, remote_id=PROVIDER_ID, home_id=home_id,
+            remote_kubeconfig=consumer_kubeconfig(remote, home_id, tmp_path),
+            home_kubeconfig=agent_home_kubeconfig(home, tmp_path))
+        return agent
+    return start
+
+
+@pytest.fixture
+def peered(peer: Peer) -> RunningAgent:
+    """The agent `peer` starts with no extra flags."""
+    return peer()
 
 
 def _kubeconfig_with_token(handle: ClusterHandle, token: str, path: Path) -> Path:

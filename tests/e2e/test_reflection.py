@@ -6,52 +6,22 @@ home; a remote object that is not ours is never touched."""
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import pytest
 from kubernetes.client.exceptions import ApiException
 
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 from tests.conftest import ClusterHandle
-from tests.e2e.conftest import (
-    agent_home_kubeconfig,
-    consumer_kubeconfig,
-    remapped_cidr,
-    remote_pod_cidr,
-)
+from tests.e2e.conftest import Peer
 from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded, running_and_ready
 from tests.helpers import wait_for
-from tests.home_agent.agentproc import unique_id
-from tests.home_agent.conftest import RunningAgent
 from tests.home_agent.play import custom
-from tests.remote_enforcer.conftest import PROVIDER_ID, Enforcer
+from tests.remote_enforcer.conftest import PROVIDER_ID
 
 ORIGIN = ORIGIN_CLUSTER_LABEL
 SETTINGS = {"mode": "blue", "greeting": "hello"}
 PASSWORD = base64.b64encode(b"s3cret").decode()
 
-Peer = Callable[..., RunningAgent]
-
-
-@pytest.fixture
-def peer(home: ClusterHandle, remote: ClusterHandle, enforcer: Enforcer, start_agent: Any,
-         tmp_path: Path) -> Peer:
-    """peer(*flags): the e2e `peered` agent (the charts' identities on both sides), with extra
-    reflection flags."""
-    def start(*flags: str) -> RunningAgent:
-        args = ["--agent-ip", "192.0.2.10", *flags]
-        cidr = remote_pod_cidr(remote)
-        if cidr:
-            args += ["--remote-pod-cidr", cidr, "--remapped-pod-cidr", remapped_cidr(cidr)]
-        home_id = unique_id("home")
-        agent: RunningAgent = start_agent(
-            *args, remote_id=PROVIDER_ID, home_id=home_id,
-            remote_kubeconfig=consumer_kubeconfig(remote, home_id, tmp_path),
-            home_kubeconfig=agent_home_kubeconfig(home, tmp_path))
-        return agent
-    return start
 
 
 def configmap(name: str, data: dict[str, str], **metadata: Any) -> dict[str, Any]:
