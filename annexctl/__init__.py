@@ -1,0 +1,1 @@
+"""annexctl: the command line to peer clusters, offload namespaces and see what annex does."""
