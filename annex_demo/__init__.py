@@ -1,0 +1,1 @@
+"""The local demo: annex on two simulated clusters, told in under a minute (``annex-demo``)."""
