@@ -31,6 +31,8 @@ class AgentConfig:
     remote_pod_cidr: str | None = None
     remapped_pod_cidr: str | None = None
     home_pod_cidr: str | None = None
+    remapped_home_pod_cidr: str | None = None
+    """Where the remote cluster reaches `home_pod_cidr` (reflected EndpointSlice addresses)."""
     agent_ip: str = "127.0.0.1"
     kubelet_port: int = 10250
     home_apiserver_host: str | None = None
@@ -69,7 +71,7 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
 
 
-REFLECTED_KINDS = ("configmap", "secret")
+REFLECTED_KINDS = ("configmap", "secret", "service", "endpointslice", "ingress")
 """The kinds with `--<kind>-reflection-workers` and `--<kind>-reflection-type` flags."""
 DEFAULT_REFLECTION_WORKERS = 3
 
@@ -103,6 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--remapped-pod-cidr", default=None,
         help="where the remote pod CIDR is reachable from home (with --remote-pod-cidr)")
     add("--home-pod-cidr", default=None, help="the home cluster's pod CIDR")
+    add("--remapped-home-pod-cidr", default=None,
+        help="where the remote cluster reaches the home pod CIDR (with --home-pod-cidr)")
     add("--agent-ip", default="127.0.0.1", help="the virtual node's address (pods' hostIP)")
     add("--kubelet-port", type=int, default=10250, help="advertised kubelet endpoint port")
     add("--home-apiserver-host", default=None,
@@ -137,6 +141,8 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
     args = build_parser().parse_args(argv)
     if (args.remote_pod_cidr is None) != (args.remapped_pod_cidr is None):
         build_parser().error("--remote-pod-cidr and --remapped-pod-cidr go together")
+    if args.remapped_home_pod_cidr is not None and args.home_pod_cidr is None:
+        build_parser().error("--remapped-home-pod-cidr needs --home-pod-cidr")
     if (args.webhook_address is None) != (args.webhook_cert is None) or (
         args.webhook_cert is None
     ) != (args.webhook_key is None):
@@ -156,6 +162,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         remote_pod_cidr=args.remote_pod_cidr,
         remapped_pod_cidr=args.remapped_pod_cidr,
         home_pod_cidr=args.home_pod_cidr,
+        remapped_home_pod_cidr=args.remapped_home_pod_cidr,
         agent_ip=args.agent_ip,
         kubelet_port=args.kubelet_port,
         home_apiserver_host=args.home_apiserver_host,
