@@ -21,6 +21,8 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": READ_VERBS},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ_VERBS},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": READ_VERBS},
+    # Token reflection: home tokens bound to offloaded pods, for their remote token Secrets.
+    {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes"], "verbs": READ_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes/status"], "verbs": ["patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings"],
