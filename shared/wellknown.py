@@ -52,6 +52,16 @@ KUBE_ROOT_CA_CONFIGMAP: Final = "kube-root-ca.crt"
 # original name. Offloaded pods' projected ca.crt sources are pointed at this name.
 ROOT_CA_REMOTE_NAME: Final = "kube-root-ca.crt.annex"
 SERVICE_ACCOUNT_TOKEN_SECRET_TYPE: Final = "kubernetes.io/service-account-token"
+# The remote Secret holding an offloaded pod's home service-account tokens (Liqo's keys): the
+# labels mark it as the token reflector's (the Secret reflector leaves it alone); the annotations
+# say for which pod it was issued and when its tokens expire / are due for a refresh.
+TOKEN_SECRET_POD_LABEL: Final = "offloading.liqo.io/service-account-for-pod-name"
+TOKEN_SECRET_SERVICE_ACCOUNT_LABEL: Final = "offloading.liqo.io/service-account-name"
+TOKEN_SECRET_POD_ANNOTATION: Final = "offloading.liqo.io/service-account-for-pod"
+TOKEN_SECRET_POD_UID_ANNOTATION: Final = "offloading.liqo.io/service-account-for-pod-uid"
+TOKEN_SECRET_EXPIRATION_ANNOTATION: Final = "offloading.liqo.io/service-account-expiration"
+TOKEN_SECRET_REFRESH_ANNOTATION: Final = "offloading.liqo.io/service-account-refresh"
+TOKEN_SECRET_NAMESPACE_KEY: Final = "namespace"
 
 # --- pod offloading ---------------------------------------------------------------------------
 OFFLOADING_BACKOFF_REASON: Final = "OffloadingBackOff"
