@@ -63,11 +63,15 @@ class KindRules:
     resource: Watched
     path: Callable[[str, str], str]
     """(namespace, name) → API path; name "" for the collection."""
-    forge: Forge
+    forge: Forge | None = None
+    """None only with a `reflector` that forges by itself (`Reflector.desired`)."""
     remote_name: Callable[[str], str] = lambda name: name
     local_name: Callable[[str], str] = lambda name: name
     reflectable: Callable[[Mapping[str, Any]], bool] = lambda obj: True
     """Kind rules on top of the policy (e.g. no service-account-token Secrets)."""
+    reflector: type[Reflector] | None = None
+    """A `Reflector` subclass for a kind whose decisions need more than these rules (the
+    agent's state, other kinds' objects: EndpointSlices); None: the plain `Reflector`."""
 
     @property
     def plural(self) -> str:
@@ -114,6 +118,12 @@ class Reflector:
         for namespace, name in self.remote.keys():
             self._enqueue_remote(namespace, name)
 
+    def on_related_home_event(self, plural: str, event_type: str | None,
+                              obj: dict[str, Any]) -> None:
+        """Every home watch event, of any kind, after its own handler took it: a kind whose
+        decisions depend on other objects (an EndpointSlice on its Service) requeues its
+        dependents here. Nothing by default."""
+
     # --- reconcile --------------------------------------------------------------------------
 
     def config(self) -> ReflectionConfig:
@@ -131,7 +141,16 @@ class Reflector:
 
     def wanted(self, local: Mapping[str, Any] | None) -> bool:
         return (local is not None and not (local.get("metadata") or {}).get("deletionTimestamp")
-                and self.rules.reflectable(local) and should_reflect(local, self.policy))
+                and self.rules.reflectable(local) and self.decide(local))
+
+    def decide(self, local: Mapping[str, Any]) -> bool:
+        """The policy and the reflection annotations."""
+        return should_reflect(local, self.policy)
+
+    def desired(self, local: Mapping[str, Any], remote_namespace: str) -> dict[str, Any]:
+        """The copy `local` should have in `remote_namespace`."""
+        assert self.rules.forge is not None, f"{self.rules.kind}: no forge"
+        return self.rules.forge(local, remote_namespace, self.config())
 
     async def reconcile(self, key: Key) -> None:
         namespace, name = key
@@ -150,7 +169,7 @@ class Reflector:
             if current is not None and (local is not None or await self._gone_home(key)):
                 await self._delete(current)
             return
-        desired = self.rules.forge(local, remote_namespace, self.config())
+        desired = self.desired(local, remote_namespace)
         if current is None:
             await self._create(local, desired)
         elif must_recreate(current, desired):
@@ -256,7 +275,8 @@ class Reflection:
             if workers > 0:  # 0 disables the kind: not even watched
                 policy = ReflectionType(config.reflection_types.get(
                     rules.flag, ReflectionType.DENY_LIST))
-                self.reflectors[rules.plural] = Reflector(agent, rules, workers, policy, events)
+                make = rules.reflector or Reflector
+                self.reflectors[rules.plural] = make(agent, rules, workers, policy, events)
 
     def workers(self) -> int:
         return sum(r.workers for r in self.reflectors.values())
@@ -273,6 +293,8 @@ class Reflection:
         reflector = self.reflectors.get(plural)
         if reflector is not None:
             reflector.on_home_event(event_type, obj)
+        for each in self.reflectors.values():
+            each.on_related_home_event(plural, event_type, obj)
         return reflector is not None
 
     def remote_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
