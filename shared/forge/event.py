@@ -1,8 +1,14 @@
 """Event, remote → home: remote Events about reflected objects, attached to the home object.
 
-Only Events about the kinds the agent reflects are brought home (seed 004: pods, services,
-endpointslices, ingresses, configmaps, secrets, PVCs); an Event about a ShadowPod is about its pod
-(same name, as Liqo). Home Events are never sent out.
+Only Events about the kinds the agent reflects are brought home (seed 004 and DESIGN.md section 5:
+pods, services, endpointslices, ingresses, configmaps, secrets, PVCs). Unlike Liqo, whose event
+reflector attaches a ShadowPod's Events to the home pod, Events about ShadowPods stay remote: the
+ShadowPod is the agent's own remote bookkeeping, not an object the user has at home, and what
+happens to the pod is told by the remote pod's own Events. An Event that is itself a reflected
+copy (it carries the origin label) is never reflected again: two agents peered both ways can
+never pass Events back and forth. Home Events are never sent out. Which home object an Event
+belongs to (and whether the remote object is really our copy of it) is the reflector's to find
+out: it holds the mirrors and the kinds' name rules.
 
 The home copy (as Liqo's event reflector):
 - `involvedObject` names the home object: its apiVersion, kind, namespace, name and uid; the
@@ -21,12 +27,11 @@ The home copy (as Liqo's event reflector):
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from shared.forge.common import ReflectionConfig, copied, needs_update, without_keys
-from shared.forge.configmap import local_configmap_name
 from shared.ownership import ownership_labels
+from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
 REMOTE_SOURCE_SUFFIX = " (remote)"
 _MAX_NAME_LENGTH = 253  # a DNS subdomain
@@ -46,55 +51,31 @@ _KEPT_FIELDS = (
     "reportingInstance",
 )
 
-# (apiVersion, kind) of the remote involved objects whose Events come home, and the kind of the
-# home object they belong to.
-_HOME_KIND_OF: dict[tuple[str, str], str] = {
-    ("v1", "Pod"): "Pod",
-    ("v1", "Service"): "Service",
-    ("v1", "ConfigMap"): "ConfigMap",
-    ("v1", "Secret"): "Secret",
-    ("v1", "PersistentVolumeClaim"): "PersistentVolumeClaim",
-    ("discovery.k8s.io/v1", "EndpointSlice"): "EndpointSlice",
-    ("networking.k8s.io/v1", "Ingress"): "Ingress",
-    ("offloading.liqo.io/v1beta1", "ShadowPod"): "Pod",
-}
-_HOME_API_VERSION = {
-    home_kind: api_version
-    for (api_version, kind), home_kind in _HOME_KIND_OF.items()
-    if kind == home_kind
-}
+# (apiVersion, kind) of the remote involved objects whose Events come home: the home object is
+# of the same kind.
+REFLECTED_INVOLVED_KINDS: frozenset[tuple[str, str]] = frozenset({
+    ("v1", "Pod"),
+    ("v1", "Service"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("v1", "PersistentVolumeClaim"),
+    ("discovery.k8s.io/v1", "EndpointSlice"),
+    ("networking.k8s.io/v1", "Ingress"),
+})
 
 
-@dataclass(frozen=True)
-class HomeObjectKey:
-    """Which home object a remote Event is about: what the reflector looks up at home."""
-
-    api_version: str
-    kind: str
-    name: str
-
-
-def _involved_kind(remote_involved: Mapping[str, Any]) -> tuple[str, str]:
-    return (str(remote_involved.get("apiVersion") or ""), str(remote_involved.get("kind") or ""))
+def involved_kind(remote_event: Mapping[str, Any]) -> tuple[str, str]:
+    """(apiVersion, kind) of the object `remote_event` is about."""
+    involved = remote_event.get("involvedObject") or {}
+    return (str(involved.get("apiVersion") or ""), str(involved.get("kind") or ""))
 
 
 def is_reflectable_event(remote_event: Mapping[str, Any]) -> bool:
-    """True when the remote Event is about a kind whose Events are brought home."""
-    return _involved_kind(remote_event.get("involvedObject") or {}) in _HOME_KIND_OF
-
-
-def home_object_for(remote_involved: Mapping[str, Any]) -> HomeObjectKey | None:
-    """The home object a remote `involvedObject` stands for (None: not a reflected kind).
-
-    Names are the same on both sides except the renamed root-CA ConfigMap; a ShadowPod's Events
-    belong to the home pod of the same name."""
-    home_kind = _HOME_KIND_OF.get(_involved_kind(remote_involved))
-    if home_kind is None:
-        return None
-    name = str(remote_involved.get("name") or "")
-    if home_kind == "ConfigMap":
-        name = local_configmap_name(name)
-    return HomeObjectKey(api_version=_HOME_API_VERSION[home_kind], kind=home_kind, name=name)
+    """True when the remote Event is about a kind whose Events are brought home and is not
+    itself a reflected copy."""
+    labels = (remote_event.get("metadata") or {}).get("labels") or {}
+    return ORIGIN_CLUSTER_LABEL not in labels and involved_kind(remote_event) in (
+        REFLECTED_INVOLVED_KINDS)
 
 
 def object_reference(obj: Mapping[str, Any]) -> dict[str, Any]:
