@@ -74,6 +74,10 @@ def _bool(text: str) -> bool:
 REFLECTED_KINDS = ("configmap", "secret", "service", "endpointslice", "ingress")
 """The kinds with `--<kind>-reflection-workers` and `--<kind>-reflection-type` flags."""
 DEFAULT_REFLECTION_WORKERS = 3
+REFLECTED_HOME_KINDS = ("event",)
+"""Kinds reflected from the remote cluster home, with only `--<kind>-reflection-workers`: the
+DenyList/AllowList annotations are how users keep their home objects home; remote Events are
+written by remote components and carry none, so a policy flag would mean nothing."""
 
 
 def _keys(text: str) -> tuple[str, ...]:
@@ -134,6 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
         add(f"--{kind}-reflection-type", choices=("DenyList", "AllowList"), default="DenyList",
             help=f"{kind}s reflected unless annotated liqo.io/skip-reflection (DenyList) or "
                  "only when annotated liqo.io/allow-reflection (AllowList)")
+    for kind in REFLECTED_HOME_KINDS:
+        add(f"--{kind}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
+            help=f"concurrent remote {kind} reflections home (0 disables {kind} reflection)")
     return parser
 
 
@@ -180,7 +187,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         labels_not_reflected=args.labels_not_reflected,
         annotations_not_reflected=args.annotations_not_reflected,
         reflection_workers={kind: getattr(args, f"{kind}_reflection_workers")
-                            for kind in REFLECTED_KINDS},
+                            for kind in REFLECTED_KINDS + REFLECTED_HOME_KINDS},
         reflection_types={kind: getattr(args, f"{kind}_reflection_type")
                           for kind in REFLECTED_KINDS},
     )
