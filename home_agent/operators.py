@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,14 +76,16 @@ HOME_SENTINEL_NAMESPACE = "kube-system"
 """Exists in every cluster."""
 
 
-def home_watch(reflected: tuple[Watched, ...] = ()) -> WatchSpec:
+def home_watch(reflected: tuple[Watched, ...] = (),
+               label_selectors: Mapping[Watched, str] | None = None) -> WatchSpec:
     """`reflected`: the kinds resource reflection copies (cluster-wide: a namespace may become
-    extended at any time)."""
+    extended at any time); `label_selectors` narrow some of them (e.g. only our Event copies)."""
     return WatchSpec(
         "home",
         (("", "v1", "pods"), ("", "v1", "nodes"), watched(VIRTUAL_NODE),
          watched(NAMESPACE_OFFLOADING), *reflected),
-        Sentinel(NAMESPACES, HOME_SENTINEL_NAMESPACE))
+        Sentinel(NAMESPACES, HOME_SENTINEL_NAMESPACE),
+        label_selectors=dict(label_selectors or {}))
 
 
 def tenant_watch(tenant_namespace: str, namespace_map_name: str) -> WatchSpec:
