@@ -60,9 +60,14 @@ def is_in_destination(endpoint: Mapping[str, Any], destination: EndpointDestinat
 
 
 def is_reflectable_endpointslice(endpointslice: Mapping[str, Any]) -> bool:
-    """False for the slices of `default/kubernetes`, which is never reflected."""
+    """False for the slices of `default/kubernetes`, which is never reflected, and for slices
+    that are themselves reflected copies (managed by reflection, ours or a peer's: this cluster
+    is also somebody's remote): sending them on would bounce endpoints back to where they run."""
     metadata = endpointslice.get("metadata") or {}
-    service = (metadata.get("labels") or {}).get(SERVICE_NAME_LABEL)
+    labels = metadata.get("labels") or {}
+    if labels.get(ENDPOINTSLICE_MANAGED_BY_LABEL) == ENDPOINTSLICE_MANAGED_BY_VALUE:
+        return False
+    service = labels.get(SERVICE_NAME_LABEL)
     return not (metadata.get("namespace") == "default" and service == "kubernetes")
 
 
