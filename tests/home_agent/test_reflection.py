@@ -295,9 +295,10 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
                            "--configmap-reflection-type", "AllowList"])
     agent = Agent(config, FakeHome(), FakeApi())  # type: ignore[arg-type]
     reflection = Reflection(agent, KINDS)
-    assert set(reflection.reflectors) == {"configmaps"}
+    assert "secrets" not in reflection.reflectors  # not even watched
+    assert ("", "v1", "secrets") not in reflection.resources()
+    assert CONFIGMAPS in reflection.resources()
     assert reflection.reflectors["configmaps"].policy is ReflectionType.ALLOW_LIST
-    assert reflection.resources() == (CONFIGMAPS,)
 
 
 def test_the_twins_watch_filters_its_sentinel_client_side_when_configmaps_are_reflected() -> None:
