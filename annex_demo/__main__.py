@@ -1,9 +1,63 @@
-"""``annex-demo`` / ``python -m annex_demo``."""
+"""``annex-demo`` / ``python -m annex_demo``: annex on two simulated clusters in under a minute.
+
+Everything it starts (two simulated clusters in this process, the remote enforcer and the home
+agent as child processes, a temporary directory) is stopped and removed at the end, on Ctrl-C
+and on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+from types import FrameType
+
+from annex_demo.narrator import DemoTimeout, Narrator
+from annex_demo.story import Story, Timings, workdir
 
 
-def main() -> None:
-    raise SystemExit("annex-demo: not implemented yet")
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="annex-demo",
+        description="Two simulated clusters, the annex components as processes, an offloaded "
+                    "namespace, a cut between the clusters and the recovery.")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the clusters and components running at the end, until Ctrl-C")
+    parser.add_argument("--fast", action="store_true",
+                        help="shorter health-check thresholds (used by the tests)")
+    return parser
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # the same orderly cleanup as Ctrl-C
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _terminate)
+    narrator = Narrator.create()
+    code = 0
+    with workdir() as directory:
+        narrator.say(f"work directory (kubeconfigs, logs): {directory}")
+        story = Story(narrator, directory, Timings.of(args.fast))
+        try:
+            with contextlib.ExitStack() as stack:
+                try:
+                    story.tell(stack, keep=args.keep)
+                except DemoTimeout as error:
+                    code = 1
+                    narrator.console.print(f"[bold red]✗ {error}[/]")
+                    for process in story.processes:
+                        narrator.say(f"--- last lines of the {process.name}'s log ---")
+                        narrator.console.print(process.tail(), markup=False)
+                narrator.step("Clean up")
+        except KeyboardInterrupt:
+            code = 130
+        narrator.say(f"removed {directory}")
+    narrator.say("nothing left running" if code != 1 else "nothing left running (demo failed)")
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,0 +1,315 @@
+"""The demo's story, step by step: two simulated clusters, what the charts install, both
+components as processes, peering, an offloaded application, a cut and its recovery."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from annex_demo import app, charts, views
+from annex_demo.components import (
+    ComponentProcess,
+    free_port,
+    service_account_kubeconfig,
+    service_account_user,
+    serving_certificate,
+)
+from annex_demo.narrator import Narrator
+from kubesim.cluster import Cluster, ClusterThread
+from shared.ipremap import CidrRemap
+from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
+
+HOME_ID, REMOTE_ID = "home", "remote"
+# Both clusters use the same pod CIDR, as two kind clusters do by default: home sees the remote
+# pods through a remapped CIDR (the network fabric's job is out of annex's scope).
+POD_CIDR, REMAPPED_POD_CIDR = "10.0.0.0/16", "10.70.0.0/16"
+VIRTUAL_NODE = f"{VIRTUAL_NODE_NAME_PREFIX}{REMOTE_ID}"
+TENANT_NAMESPACE = f"annex-tenant-{HOME_ID}"  # the remote-enforcer chart's default
+CONSUMER_ACCOUNT = "consumer"  # the identity the remote-enforcer chart creates per consumer
+
+
+@dataclass(frozen=True)
+class Timings:
+    """How fast the agent notices a cut (chart values) and how long the story may wait."""
+
+    lease_renew_seconds: float
+    health_interval_seconds: float
+    health_timeout_seconds: float
+    failure_threshold: int
+    wait_seconds: float
+
+    @classmethod
+    def of(cls, fast: bool) -> Timings:
+        if fast:
+            return cls(1.0, 0.5, 1.0, 2, 60.0)
+        return cls(2.0, 1.0, 1.0, 3, 90.0)
+
+
+@dataclass
+class DemoCluster:
+    """One simulated cluster as the demo uses it: the simulator's object and an admin client."""
+
+    sim: Cluster
+    kubeconfig: Path
+    api: client.ApiClient
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+
+class Story:
+    def __init__(self, narrator: Narrator, workdir: Path, timings: Timings) -> None:
+        self.say = narrator
+        self.workdir = workdir
+        self.timings = timings
+        self.processes: list[ComponentProcess] = []
+        self.remap = CidrRemap(POD_CIDR, REMAPPED_POD_CIDR)
+
+    # --- the steps -------------------------------------------------------------------------------
+
+    def tell(self, stack: contextlib.ExitStack, keep: bool) -> None:
+        home, remote = self.start_clusters(stack)
+        self.install_provider(remote, stack)
+        self.peer(home, remote, stack)
+        twin = self.offload(home, remote)
+        self.cut(home, remote, twin)
+        self.restore(home, remote, twin)
+        self.say.step("Done")
+        self.say.say("annex showed the remote cluster as one virtual node, offloaded a namespace, "
+                     "kept the remote pods running through a cut and converged afterwards.")
+        if keep:
+            self.say.say("--keep: both clusters and both components keep running; use the "
+                         "kubeconfigs above. Press Ctrl-C to stop everything.")
+            threading.Event().wait()
+
+    def start_clusters(self, stack: contextlib.ExitStack) -> tuple[DemoCluster, DemoCluster]:
+        self.say.step("Start two simulated clusters: home (1 worker) and remote (3 workers)")
+        sims = [Cluster(HOME_ID, workers=1, pod_cidr=POD_CIDR),
+                Cluster(REMOTE_ID, workers=3, pod_cidr=POD_CIDR)]
+        thread = ClusterThread(sims, self.workdir)
+        stack.callback(self._stopped, "clusters home and remote", thread.stop)
+        thread.start()
+        clusters = []
+        for sim in sims:
+            assert sim.kubeconfig_path is not None
+            api = config.new_client_from_config(  # type: ignore[no-untyped-call]
+                config_file=str(sim.kubeconfig_path))
+            stack.callback(api.close)
+            clusters.append(DemoCluster(sim, sim.kubeconfig_path, api))
+            self.say.say(f"{sim.name:7} {sim.url}   kubectl --kubeconfig {sim.kubeconfig_path} "
+                         "get pods -A")
+        home, remote = clusters
+        self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
+        return home, remote
+
+    def install_provider(self, remote: DemoCluster, stack: contextlib.ExitStack) -> None:
+        self.say.step("Install the remote-enforcer chart on remote and start the enforcer")
+        manifests = charts.render("remote-enforcer", {
+            "clusterId": REMOTE_ID, "region": "eu-demo", "provider": "kubesim",
+            "consumers": [{"clusterId": HOME_ID}]})
+        certificate = serving_certificate(self.workdir, "enforcer-webhook")
+        webhook_port, health_port = free_port(), free_port()
+        local = charts.for_local_processes(manifests)
+        webhooks = [m for m in local if m["kind"] in charts.WEBHOOK_KINDS]
+        charts.apply(remote.api, charts.chart_crds("remote-enforcer")
+                     + [m for m in local if m["kind"] not in charts.WEBHOOK_KINDS])
+        self.say.ok("CRDs, the enforcer's ServiceAccount and ClusterRole, the tenant namespace "
+                    f"{TENANT_NAMESPACE} with the consumer identity, its Role and Quota")
+        account = self._release_service_account(manifests)
+        kubeconfig = service_account_kubeconfig(remote.kubeconfig, remote.api,
+                                                charts.RELEASE_NAMESPACE, account,
+                                                self.workdir / "enforcer.kubeconfig")
+        command = charts.container_command(manifests, self._deployment_name(manifests))
+        command = command[:3] + charts.with_flags(
+            command[3:], kubeconfig=str(kubeconfig), webhook_address="127.0.0.1",
+            webhook_port=str(webhook_port), webhook_cert=str(certificate.cert),
+            webhook_key=str(certificate.key), health_address="127.0.0.1",
+            health_port=str(health_port), log_format="text")
+        self._start("remote enforcer", command, f"http://127.0.0.1:{health_port}/readyz", stack)
+        charts.apply(remote.api, [charts.pointed_at(w, f"https://127.0.0.1:{webhook_port}",
+                                                    certificate.ca_bundle) for w in webhooks])
+        self.say.ok(f"ShadowPod admission webhook registered (https://127.0.0.1:{webhook_port})")
+
+    def peer(self, home: DemoCluster, remote: DemoCluster, stack: contextlib.ExitStack) -> None:
+        self.say.step("Peer: the consumer's kubeconfig goes into the home-agent chart; start the "
+                      "agent")
+        consumer = service_account_kubeconfig(remote.kubeconfig, remote.api, TENANT_NAMESPACE,
+                                              CONSUMER_ACCOUNT, self.workdir / "consumer.tmp")
+        kubeconfig_text = consumer.read_text()
+        consumer.unlink()  # it lives in the home Secret from now on
+        self.say.ok(f"a token for {service_account_user(TENANT_NAMESPACE, CONSUMER_ACCOUNT)} "
+                    "on remote (what `annexctl peer` does)")
+        t = self.timings
+        manifests = charts.render("home-agent", {
+            "clusterId": HOME_ID, "logFormat": "text",
+            "lease": {"renewIntervalSeconds": t.lease_renew_seconds},
+            "healthCheck": {"intervalSeconds": t.health_interval_seconds,
+                            "timeoutSeconds": t.health_timeout_seconds,
+                            "failureThreshold": t.failure_threshold},
+            "remotes": [{"clusterId": REMOTE_ID, "kubeconfig": kubeconfig_text,
+                         "remotePodCidr": POD_CIDR, "remappedPodCidr": REMAPPED_POD_CIDR}]})
+        certificate = serving_certificate(self.workdir, "agent-webhook")
+        webhook_port, metrics_port = free_port(), free_port()
+        local = charts.for_local_processes(manifests)
+        webhooks = [m for m in local if m["kind"] in charts.WEBHOOK_KINDS]
+        charts.apply(home.api, charts.chart_crds("home-agent")
+                     + [m for m in local if m["kind"] not in charts.WEBHOOK_KINDS])
+        secret = self._virtual_node_secret(manifests)
+        self.say.ok(f"CRDs, the agent's ServiceAccount and ClusterRole, Secret {secret} with the "
+                    f"consumer kubeconfig, VirtualNode {REMOTE_ID}")
+        remote_kubeconfig = self.workdir / "agent-remote.kubeconfig"
+        self._mount_secret(home, secret, remote_kubeconfig)
+        account = self._release_service_account(manifests)
+        home_kubeconfig = service_account_kubeconfig(home.kubeconfig, home.api,
+                                                     charts.RELEASE_NAMESPACE, account,
+                                                     self.workdir / "agent-home.kubeconfig")
+        command = charts.container_command(manifests, self._deployment_name(manifests))
+        command = command[:3] + charts.with_flags(
+            command[3:], home_kubeconfig=str(home_kubeconfig),
+            remote_kubeconfig=str(remote_kubeconfig), agent_ip="127.0.0.1",
+            metrics_address=f"127.0.0.1:{metrics_port}",
+            webhook_address=f"127.0.0.1:{webhook_port}", webhook_cert=str(certificate.cert),
+            webhook_key=str(certificate.key), log_format="text")
+        self._start("home agent", command, f"http://127.0.0.1:{metrics_port}/readyz", stack)
+        charts.apply(home.api, [charts.pointed_at(w, f"https://127.0.0.1:{webhook_port}",
+                                                  certificate.ca_bundle) for w in webhooks])
+        self.say.ok(f"pod webhook registered (https://127.0.0.1:{webhook_port})")
+        self.say.wait(f"virtual node {VIRTUAL_NODE} Ready at home",
+                      lambda: self._node_ready(home, "True"), self.timings.wait_seconds)
+        self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
+
+    def offload(self, home: DemoCluster, remote: DemoCluster) -> str:
+        self.say.step(f"Offload namespace {app.NAMESPACE} (podOffloadingStrategy Remote) with a "
+                      "Deployment (3 replicas), a Service and a ConfigMap")
+        app.deploy(home.api, replicas=3, greeting="hello")
+        twin = self.say.wait("NamespaceOffloading Ready, twin namespace created remotely",
+                             lambda: self._offloading_ready(home), self.timings.wait_seconds)
+        self._wait_converged(home, remote, twin, 3)
+        self.say.wait(f"ConfigMap {app.CONFIGMAP} reflected into {twin}",
+                      lambda: self._greeting(remote, twin, "hello"), self.timings.wait_seconds)
+        self._show_pods(home, remote, twin)
+        return twin
+
+    def cut(self, home: DemoCluster, remote: DemoCluster, twin: str) -> None:
+        self.say.step("Cut the connection between the clusters (remote refuses the agent)")
+        faults: Any = remote.sim.faults  # type: ignore[attr-defined]
+        faults.refuse(user=service_account_user(TENANT_NAMESPACE, CONSUMER_ACCOUNT))
+        self.say.wait(f"virtual node {VIRTUAL_NODE} NotReady",
+                      lambda: self._node_ready(home, "False"), self.timings.wait_seconds)
+        self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
+        self.say.wait("remote pods keep running while the clusters cannot talk",
+                      lambda: self._remote_running(remote, twin, 3), self.timings.wait_seconds)
+        self.say.table(f"Pods on remote ({twin})", views.POD_COLUMNS,
+                       [row.cells() for row in views.app_pods(remote.core, twin)])
+        app.scale(home.api, 4)
+        app.edit_greeting(home.api, "hello again")
+        self.say.ok("meanwhile at home: scaled web to 4 replicas and edited the ConfigMap")
+
+    def restore(self, home: DemoCluster, remote: DemoCluster, twin: str) -> None:
+        self.say.step("Restore the connection")
+        remote.sim.faults.restore()  # type: ignore[attr-defined]
+        self.say.wait(f"virtual node {VIRTUAL_NODE} Ready again",
+                      lambda: self._node_ready(home, "True"), self.timings.wait_seconds)
+        self._wait_converged(home, remote, twin, 4)
+        self.say.wait("the ConfigMap edit made during the cut reached remote",
+                      lambda: self._greeting(remote, twin, "hello again"),
+                      self.timings.wait_seconds)
+        self._show_pods(home, remote, twin)
+        self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
+
+    # --- probes and helpers ----------------------------------------------------------------------
+
+    def _node_ready(self, home: DemoCluster, wanted: str) -> tuple[bool, str]:
+        status, reason = views.ready_condition(home.core, VIRTUAL_NODE)
+        return status == wanted, f"Ready={status or '?'} {reason}".strip()
+
+    def _offloading_ready(self, home: DemoCluster) -> tuple[bool, str]:
+        status = app.offloading_status(home.api)
+        twin = status.get("remoteNamespaceName") or ""
+        phase = status.get("offloadingPhase") or "?"
+        return phase == "Ready" and bool(twin), twin if phase == "Ready" else f"phase {phase}"
+
+    def _greeting(self, remote: DemoCluster, twin: str, wanted: str) -> tuple[bool, str]:
+        seen = views.configmap_greeting(remote.core, twin)
+        return seen == wanted, f"greeting={seen!r}"
+
+    def _remote_running(self, remote: DemoCluster, twin: str, count: int) -> tuple[bool, str]:
+        rows = views.app_pods(remote.core, twin)
+        running = sum(row.phase == "Running" for row in rows)
+        return running == count, f"{running}/{count} Running remotely"
+
+    def _wait_converged(self, home: DemoCluster, remote: DemoCluster, twin: str,
+                        replicas: int) -> None:
+        def probe() -> tuple[bool, str]:
+            result = views.convergence(views.app_pods(home.core, app.NAMESPACE),
+                                       views.app_pods(remote.core, twin), replicas,
+                                       VIRTUAL_NODE, self.remap)
+            return result.done, result.summary
+
+        self.say.wait(f"converged: {replicas} replicas offloaded", probe,
+                      self.timings.wait_seconds)
+
+    def _show_pods(self, home: DemoCluster, remote: DemoCluster, twin: str) -> None:
+        self.say.table(f"Pods at home ({app.NAMESPACE})", views.POD_COLUMNS,
+                       [row.cells() for row in views.app_pods(home.core, app.NAMESPACE)])
+        self.say.table(f"Pods on remote ({twin})", views.POD_COLUMNS,
+                       [row.cells() for row in views.app_pods(remote.core, twin)])
+        self.say.say(f"home shows remote pod addresses of {POD_CIDR} remapped into "
+                     f"{REMAPPED_POD_CIDR}")
+
+    def _start(self, name: str, command: list[str], ready_url: str,
+               stack: contextlib.ExitStack) -> ComponentProcess:
+        process = ComponentProcess(name, command, self.workdir / f"{name.replace(' ', '-')}.log",
+                                   ready_url)
+        self.processes.append(process)
+        stack.callback(self._stopped, f"{name} (pid {process.pid})", process.stop)
+        self.say.say(f"{name}: pid {process.pid}, `{' '.join(command[:3])} ...`, log "
+                     f"{process.log_path}")
+        self.say.wait(f"{name} ready", lambda: (process.ready(), ""), self.timings.wait_seconds)
+        return process
+
+    def _stopped(self, what: str, stop: Any) -> None:
+        stop()
+        self.say.say(f"stopped {what}")
+
+    def _mount_secret(self, home: DemoCluster, secret: str, path: Path) -> None:
+        """The Secret's kubeconfig key as a file, as the chart's volume mount gives it."""
+        data = home.core.read_namespaced_secret(secret, charts.RELEASE_NAMESPACE).data or {}
+        path.write_bytes(base64.b64decode(data["kubeconfig"]))
+        path.chmod(0o600)
+
+    @staticmethod
+    def _release_service_account(manifests: list[dict[str, Any]]) -> str:
+        return str(next(m for m in charts.of_kind(manifests, "ServiceAccount")
+                        if m["metadata"].get("namespace") == charts.RELEASE_NAMESPACE)
+                   ["metadata"]["name"])
+
+    @staticmethod
+    def _deployment_name(manifests: list[dict[str, Any]]) -> str:
+        (deployment,) = charts.of_kind(manifests, "Deployment")
+        return str(deployment["metadata"]["name"])
+
+    @staticmethod
+    def _virtual_node_secret(manifests: list[dict[str, Any]]) -> str:
+        (virtual_node,) = charts.of_kind(manifests, "VirtualNode")
+        return str(virtual_node["spec"]["kubeconfigSecretRef"]["name"])
+
+
+@contextlib.contextmanager
+def workdir() -> Iterator[Path]:
+    """A private directory for kubeconfigs, certificates and logs, removed at the end."""
+    path = Path(tempfile.mkdtemp(prefix="annex-demo-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
