@@ -52,6 +52,17 @@ SYNC_WAIT = 0.2
 Forge = Callable[[Mapping[str, Any], str, ReflectionConfig], dict[str, Any]]
 
 
+def current_reflection_config(agent: Agent) -> ReflectionConfig:
+    """The skip lists as they are now: the flags merged with the VirtualNode's."""
+    config = agent.config
+    virtual_node = agent.virtual_node()
+    return reflection_config(
+        config.home_cluster_id, config.remote_cluster_id,
+        labels_not_reflected=config.labels_not_reflected,
+        annotations_not_reflected=config.annotations_not_reflected,
+        offloading_patch=virtual_node.spec.offloading_patch if virtual_node else None)
+
+
 @dataclass(frozen=True)
 class KindRules:
     """What one kind's module tells the generic reflector."""
@@ -127,13 +138,7 @@ class Reflector:
     # --- reconcile --------------------------------------------------------------------------
 
     def config(self) -> ReflectionConfig:
-        config = self.agent.config
-        virtual_node = self.agent.virtual_node()
-        return reflection_config(
-            config.home_cluster_id, config.remote_cluster_id,
-            labels_not_reflected=config.labels_not_reflected,
-            annotations_not_reflected=config.annotations_not_reflected,
-            offloading_patch=virtual_node.spec.offloading_patch if virtual_node else None)
+        return current_reflection_config(self.agent)
 
     def _owned(self, obj: Mapping[str, Any]) -> bool:
         config = self.agent.config
