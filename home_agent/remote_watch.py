@@ -72,8 +72,9 @@ class RemoteWatches:
         agent = self.agent
         namespaces = agent.accepted_twin_namespaces()
         with self._lock:
-            if namespaces == self.twin_namespaces and agent.twins_synced.is_set():
-                return
+            if namespaces == self.twin_namespaces and (
+                    agent.twins_synced.is_set() or self.twins is not None):
+                return  # listed, or still listing exactly these: never restart a listing
             agent.twins_synced.clear()
             previous, self.twins, self._generation = self.twins, None, None
         if previous is not None:
