@@ -59,6 +59,11 @@ class KeyQueue:
         with self._cond:
             self._failures.pop(key, None)
 
+    def pending(self) -> bool:
+        """True while a key is ready to be taken (delayed keys not counted)."""
+        with self._cond:
+            return bool(self._queue)
+
     def get(self) -> Hashable | None:
         """The next key to process (None once shut down). Call `done(key)` afterwards."""
         with self._cond:
