@@ -1,5 +1,202 @@
-"""Command-line entry point (being written: issue 9)."""
+"""annexctl's command line (liqoctl's names and habits: --kubeconfig/--context for the home
+cluster, --remote-kubeconfig/--remote-context for the provider, `offload namespace NS`).
+
+Every failure ends in one `error: ...` line on stderr and a non-zero exit code (1 failed, 2
+usage, 3 a cluster is unreachable, 4 annex's CRDs are missing), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from annexctl import explain, offload, peering, status
+from annexctl.clusters import CliError, Cluster, connect
+from annexctl.output import FORMATS, Report, emit
+from shared.api.namespace_offloading import NamespaceMappingStrategy, PodOffloadingStrategy
+from shared.api.quota import LimitsEnforcement
 
 
-def main(argv: list[str] | None = None) -> int:
+def _key_values(text: str) -> dict[str, str]:
+    pairs = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key or not value:
+            raise argparse.ArgumentTypeError(f"expected name=quantity, got {part!r}")
+        pairs[key] = value
+    return pairs
+
+
+def _home(args: argparse.Namespace) -> Cluster:
+    return connect("home", args.kubeconfig, args.context)
+
+
+def _provider(args: argparse.Namespace) -> Cluster:
+    return connect("provider", args.remote_kubeconfig, args.remote_context)
+
+
+def _peer(args: argparse.Namespace) -> Report:
+    request = peering.PeerRequest(
+        home_cluster_id=args.cluster_id, remote_cluster_id=args.remote_cluster_id,
+        tenant_namespace=args.tenant_namespace, namespace=args.namespace,
+        secret_name=args.secret_name, server=args.remote_server,
+        token_expiration_seconds=args.token_expiration_seconds,
+        limits_enforcement=args.limits_enforcement, quota_resources=args.quota or {})
+    return peering.peer(_home(args), _provider(args), request)
+
+
+def _unpeer(args: argparse.Namespace) -> Report:
+    return peering.unpeer(_home(args), _provider(args), args.cluster_id, args.remote_cluster_id,
+                          tenant_namespace=args.tenant_namespace, namespace=args.namespace,
+                          secret_name=args.secret_name, timeout=args.timeout)
+
+
+def _offload(args: argparse.Namespace) -> Report:
+    manifest = offload.namespace_offloading(
+        args.name, args.pod_offloading_strategy, args.namespace_mapping_strategy,
+        args.remote_namespace_name, args.selector or [])
+    if args.output != "table":  # liqoctl's habit: -o prints the resource instead of applying
+        return Report(manifest)
+    return offload.offload(_home(args), manifest)
+
+
+def _unoffload(args: argparse.Namespace) -> Report:
+    return offload.unoffload(_home(args), args.name)
+
+
+def _status(args: argparse.Namespace) -> Report:
+    return status.status(_home(args), events=args.events, offers=not args.no_offers)
+
+
+def _explain_pod(args: argparse.Namespace) -> Report:
+    namespace, sep, name = args.pod.rpartition("/")
+    if not sep or not namespace or not name:
+        raise CliError(f"expected NAMESPACE/NAME, got {args.pod!r}", exit_code=2)
+    return explain.explain_pod(_home(args), namespace, name)
+
+
+def _cluster_options(parser: argparse.ArgumentParser, remote: bool) -> None:
+    group = parser.add_argument_group("home cluster")
+    group.add_argument("--kubeconfig", help="home kubeconfig (default $KUBECONFIG, "
+                       "~/.kube/config)")
+    group.add_argument("--context", help="home kubeconfig context (default: current)")
+    if remote:
+        group = parser.add_argument_group("provider (remote) cluster")
+        group.add_argument("--remote-kubeconfig", required=True,
+                           help="a kubeconfig with rights to create the consumer identity")
+        group.add_argument("--remote-context", help="provider kubeconfig context")
+
+
+def _peering_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster-id", required=True,
+                        help="this (home, consumer) cluster's id: the home chart's clusterId")
+    parser.add_argument("--remote-cluster-id", required=True,
+                        help="the provider's id: the remote-enforcer chart's clusterId")
+    parser.add_argument("--tenant-namespace",
+                        help="the consumer's namespace on the provider "
+                             "(default annex-tenant-<cluster-id>)")
+    parser.add_argument("-n", "--namespace", default="annex-system",
+                        help="home namespace of the home-agent chart (default annex-system)")
+    parser.add_argument("--secret-name",
+                        help="home Secret for the kubeconfig (default <remote-cluster-id>-"
+                             "kubeconfig)")
+
+
+def _output_option(parser: argparse.ArgumentParser, help_text: str) -> None:
+    parser.add_argument("-o", "--output", choices=FORMATS, default="table", help=help_text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="annexctl", description="Peer clusters, offload namespaces and see what annex does.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    peer = commands.add_parser(
+        "peer", help="create the consumer identity on the provider and install its kubeconfig "
+        "at home")
+    _cluster_options(peer, remote=True)
+    _peering_options(peer)
+    peer.add_argument("--remote-server",
+                      help="the provider API server URL as the home agent reaches it (default: "
+                           "the one in --remote-kubeconfig)")
+    peer.add_argument("--token-expiration-seconds", type=int,
+                      default=peering.DEFAULT_TOKEN_EXPIRATION_SECONDS,
+                      help="lifetime of the consumer's token (run peer again to renew it; the "
+                           "API server may shorten it)")
+    peer.add_argument("--limits-enforcement", type=LimitsEnforcement,
+                      choices=list(LimitsEnforcement), default=LimitsEnforcement.NONE,
+                      help="the consumer Quota's enforcement (default None)")
+    peer.add_argument("--quota", type=_key_values, metavar="cpu=4,memory=8Gi,pods=110",
+                      help="the consumer Quota's resources")
+    _output_option(peer, "output format")
+    peer.set_defaults(run=_peer)
+
+    unpeer = commands.add_parser("unpeer", help="remove what peer created, on both clusters")
+    _cluster_options(unpeer, remote=True)
+    _peering_options(unpeer)
+    unpeer.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds to wait for the tenant namespace to go (0: do not wait)")
+    _output_option(unpeer, "output format")
+    unpeer.set_defaults(run=_unpeer)
+
+    for verb, run, help_text in (
+            ("offload", _offload, "extend a namespace to the remote clusters"),
+            ("unoffload", _unoffload, "stop extending a namespace")):
+        command = commands.add_parser(verb, help=help_text)
+        kinds = command.add_subparsers(dest="kind", required=True, metavar="KIND")
+        namespace = kinds.add_parser("namespace", help=f"{verb} a namespace")
+        namespace.add_argument("name", metavar="NAMESPACE")
+        _cluster_options(namespace, remote=False)
+        if verb == "offload":
+            namespace.add_argument(
+                "--pod-offloading-strategy", "--pod-strategy", type=PodOffloadingStrategy,
+                choices=list(PodOffloadingStrategy), default=PodOffloadingStrategy.LOCAL_AND_REMOTE,
+                help="where the namespace's pods may run (default LocalAndRemote)")
+            namespace.add_argument(
+                "--namespace-mapping-strategy", "--mapping", type=NamespaceMappingStrategy,
+                choices=list(NamespaceMappingStrategy),
+                default=NamespaceMappingStrategy.DEFAULT_NAME,
+                help="the twin namespace's name (default DefaultName: <namespace>-<cluster id>)")
+            namespace.add_argument("--remote-namespace-name",
+                                   help="the twin namespace's name, with SelectedName")
+            namespace.add_argument(
+                "-l", "--selector", "--cluster-selector", action="append", metavar="SELECTOR",
+                help="virtual-node label selector choosing the clusters, e.g. 'region in (eu)'; "
+                     "repeat for alternatives (OR)")
+            _output_option(namespace, "print the NamespaceOffloading instead of applying it")
+        else:
+            _output_option(namespace, "output format")
+        namespace.set_defaults(run=run)
+
+    show = commands.add_parser("status", help="virtual nodes, offers, extended namespaces, "
+                                              "offloaded pods and recent warnings")
+    _cluster_options(show, remote=False)
+    show.add_argument("--events", type=int, default=10, help="recent warnings shown")
+    show.add_argument("--no-offers", action="store_true",
+                      help="do not contact the providers for their offers")
+    _output_option(show, "output format")
+    show.set_defaults(run=_status)
+
+    explain_command = commands.add_parser("explain", help="why an object is where it is")
+    kinds = explain_command.add_subparsers(dest="kind", required=True, metavar="KIND")
+    pod = kinds.add_parser("pod", help="a pod's placement and its remote spec")
+    pod.add_argument("pod", metavar="NAMESPACE/NAME")
+    _cluster_options(pod, remote=False)
+    _output_option(pod, "output format")
+    pod.set_defaults(run=_explain_pod)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    run: Callable[[argparse.Namespace], Report] = args.run
+    try:
+        report = run(args)
+    except CliError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    emit(report, args.output)
     return 0

@@ -1,0 +1,180 @@
+"""`annexctl explain pod NS/NAME`: why a pod is where it is, and the spec it gets remotely.
+
+Placement: the node, whether it is a virtual node (and of which cluster), the namespace's
+offloading (pod strategy, cluster selector, per-cluster state), the pod's virtual-node
+toleration and node affinity (what the strategy's webhook added), and annex's own verdicts on
+the pod (OffloadingBackOff, RemoteCreationFailed).
+
+Remote spec: the pod's spec forged by shared.forge.pod exactly as the agent does (with the
+VirtualNode's offloadingPatch), shown as a diff against the home spec; when the provider is
+reachable through the VirtualNode's kubeconfig Secret, the ShadowPod the agent actually wrote is
+compared with it. KUBERNETES_SERVICE_* follow the agent's --home-apiserver-host flag, which
+annexctl cannot see: they are not part of the forged spec shown.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+import jsonpatch
+import yaml
+
+from annexctl.clusters import CliError, Cluster
+from annexctl.consumer import provider_of
+from annexctl.output import Report, Table
+from annexctl.status import virtual_nodes
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
+from shared.api.shadowpod import SHADOWPOD
+from shared.api.virtual_node import VirtualNode
+from shared.forge.common import reflection_config
+from shared.forge.pod import PodForgeConfig, remote_pod_spec
+from shared.wellknown import (
+    OFFLOADING_BACKOFF_REASON,
+    ORIGIN_CLUSTER_LABEL,
+    REMOTE_CREATION_FAILED_CONDITION,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+    VIRTUAL_NODE_TAINT_KEY,
+)
+
+_STRATEGY_MEANING = {
+    "Remote": "pods get the virtual-node toleration and a required affinity to virtual nodes: "
+              "they run remotely only",
+    "LocalAndRemote": "pods get the virtual-node toleration: the scheduler may pick a local or "
+                      "a virtual node",
+    "Local": "pods get nothing: they stay on local nodes (the namespace is extended only for "
+             "its services and resources)",
+}
+
+
+def _tolerates_virtual_nodes(spec: dict[str, Any]) -> bool:
+    return any(t.get("key") == VIRTUAL_NODE_TAINT_KEY or (
+        not t.get("key") and t.get("operator") == "Exists") for t in spec.get("tolerations") or [])
+
+
+def _requires_virtual_nodes(spec: dict[str, Any]) -> bool:
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution") or {})
+    return any(e.get("key") == TYPE_LABEL and TYPE_VIRTUAL_NODE in (e.get("values") or [])
+               for term in required.get("nodeSelectorTerms") or []
+               for e in term.get("matchExpressions") or [])
+
+
+def _placement(pod: dict[str, Any], node: dict[str, Any] | None,
+               virtual_node: VirtualNode | None, offloading: dict[str, Any] | None) -> list[str]:
+    spec, status = pod.get("spec") or {}, pod.get("status") or {}
+    node_name = spec.get("nodeName")
+    reasons = []
+    if not node_name:
+        scheduled: dict[str, Any] = next((c for c in status.get("conditions") or []
+                          if c.get("type") == "PodScheduled"), {})
+        reasons.append(f"not scheduled yet: {scheduled.get('reason', 'Pending')} "
+                       f"{scheduled.get('message', '')}".rstrip())
+    elif virtual_node is not None:
+        reasons.append(f"runs on virtual node {node_name}, i.e. in remote cluster "
+                       f"{virtual_node.spec.cluster_id}")
+    elif node is not None and (node["metadata"].get("labels") or {}).get(
+            TYPE_LABEL) == TYPE_VIRTUAL_NODE:
+        reasons.append(f"runs on virtual node {node_name}, but no VirtualNode configures it")
+    else:
+        reasons.append(f"runs on local node {node_name}")
+
+    if offloading is None:
+        reasons.append(f"namespace {pod['metadata']['namespace']} is not offloaded (no "
+                       "NamespaceOffloading): its pods are not sent to remote clusters")
+    else:
+        strategy = (offloading.get("spec") or {}).get("podOffloadingStrategy", "LocalAndRemote")
+        phase = (offloading.get("status") or {}).get("offloadingPhase") or "unknown"
+        reasons.append(f"namespace offloading: {strategy} ({_STRATEGY_MEANING.get(strategy, '')})"
+                       f"; phase {phase}")
+        selector = (offloading.get("spec") or {}).get("clusterSelector") or {}
+        if selector.get("nodeSelectorTerms"):
+            reasons.append(f"cluster selector: {selector['nodeSelectorTerms']}")
+    reasons.append("tolerates the virtual-node taint: "
+                   + ("yes" if _tolerates_virtual_nodes(spec) else "no (cannot run remotely)"))
+    if _requires_virtual_nodes(spec):
+        reasons.append(f"requires a node with {TYPE_LABEL}={TYPE_VIRTUAL_NODE} (node affinity)")
+    if spec.get("nodeSelector"):
+        reasons.append(f"node selector: {spec['nodeSelector']}")
+    if status.get("reason") == OFFLOADING_BACKOFF_REASON:
+        reasons.append(f"{OFFLOADING_BACKOFF_REASON}: {status.get('message', '')}")
+    failed = next((c for c in status.get("conditions") or []
+                   if c.get("type") == REMOTE_CREATION_FAILED_CONDITION
+                   and c.get("status") == "True"), None)
+    if failed:
+        reasons.append(f"remote creation failed ({failed.get('reason')}): "
+                       f"{failed.get('message', '')}")
+    return reasons
+
+
+def _spec_diff(home_spec: dict[str, Any], remote_spec: dict[str, Any]) -> list[str]:
+    home_text = yaml.safe_dump(home_spec, sort_keys=True).splitlines()
+    remote_text = yaml.safe_dump(remote_spec, sort_keys=True).splitlines()
+    return list(difflib.unified_diff(home_text, remote_text, "home pod spec",
+                                     "remote pod spec", lineterm="", n=2))
+
+
+def _shadow_pod(home: Cluster, virtual_node: VirtualNode, offloading: dict[str, Any] | None,
+                name: str) -> tuple[dict[str, Any] | None, str | None]:
+    remote_namespace = ((offloading or {}).get("status") or {}).get("remoteNamespaceName")
+    if not remote_namespace:
+        return None, "no remote namespace yet"
+    try:
+        provider, _ = provider_of(home, virtual_node)
+        try:
+            return provider.get(SHADOWPOD.api_version, SHADOWPOD.kind, name,
+                                remote_namespace), None
+        finally:
+            provider.close()
+    except CliError as error:
+        return None, str(error)
+
+
+def explain_pod(home: Cluster, namespace: str, name: str) -> Report:
+    pod = home.get("v1", "Pod", name, namespace)
+    if pod is None:
+        raise CliError(f"{home.where}: pod {namespace}/{name} not found")
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    node = home.get("v1", "Node", node_name) if node_name else None
+    offloading = home.get(NAMESPACE_OFFLOADING.api_version, NAMESPACE_OFFLOADING.kind,
+                          NAMESPACE_OFFLOADING_NAME, namespace)
+    candidates = virtual_nodes(home)
+    virtual_node = next((vn for vn in candidates if vn.spec.effective_node_name() == node_name
+                         or vn.status.node_name == node_name), None)
+    reasons = _placement(pod, node, virtual_node, offloading)
+    data: dict[str, Any] = {"pod": f"{namespace}/{name}", "node": node_name,
+                            "remoteClusterId": virtual_node.spec.cluster_id if virtual_node
+                            else None, "placement": reasons}
+    notes = ["Placement:", *(f"  - {reason}" for reason in reasons)]
+    tables: list[Table] = []
+
+    # The remote spec of the pod's virtual node, or, for a pod not (yet) on one, of the only one.
+    target = virtual_node or (candidates[0] if len(candidates) == 1 else None)
+    if target is not None:
+        shadow, unavailable = _shadow_pod(home, target, offloading, name)
+        home_id = ((shadow or {}).get("metadata", {}).get("labels") or {}).get(
+            ORIGIN_CLUSTER_LABEL, "home")
+        patch = target.spec.offloading_patch
+        forged = remote_pod_spec(pod, PodForgeConfig(
+            reflection=reflection_config(home_id, target.spec.cluster_id,
+                                         offloading_patch=patch), offloading_patch=patch))
+        home_spec = pod.get("spec") or {}
+        changes = jsonpatch.make_patch(home_spec, forged.spec).patch
+        actual = ((shadow or {}).get("spec") or {}).get("pod")
+        data.update(remoteSpec=forged.spec, changes=changes, forgeWarnings=forged.warnings,
+                    shadowPod={"found": shadow is not None, "unavailable": unavailable,
+                               "matchesForged": actual == forged.spec if actual else None,
+                               "spec": actual})
+        verb = "gets" if node_name and virtual_node else "would get"
+        notes += ["", f"Remote spec ({verb} in cluster {target.spec.cluster_id}), "
+                      "as a diff from the home spec:", *_spec_diff(home_spec, forged.spec)]
+        notes += [f"forge warning: {warning}" for warning in forged.warnings]
+        if shadow is not None:
+            notes.append("ShadowPod on the provider: "
+                         + ("matches this spec" if actual == forged.spec else
+                            "differs from this spec (written from an older pod or patch; "
+                            "-o yaml shows both)"))
+        elif virtual_node is not None:
+            notes.append(f"ShadowPod on the provider: not found ({unavailable or 'absent'})")
+    return Report(data, tables, notes)

@@ -1,0 +1,201 @@
+"""`annexctl peer` and `annexctl unpeer` (DESIGN.md section 7).
+
+peer, on the provider: the consumer's tenant namespace, confined identity and Quota (the same
+objects the remote-enforcer chart creates per consumer: shared.tenancy), then a token for that
+identity; at home: that token's kubeconfig as the Secret the home-agent chart mounts for this
+remote (`remotes[].kubeconfigSecret`). Running it again is harmless: unchanged objects are not
+written, and the token is renewed.
+
+unpeer removes both, but only what annexctl created: a tenant namespace the chart manages is
+the chart's to remove (helm upgrade without the consumer).
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from kubernetes import client
+
+from annexctl.clusters import CliError, Cluster
+from annexctl.kubeconfigs import token_kubeconfig
+from annexctl.output import Report, Table
+from shared.api.quota import LimitsEnforcement
+from shared.api.virtual_node import VIRTUAL_NODE
+from shared.tenancy import consumer_identity, consumer_quota, consumer_user_name
+from shared.wellknown import (
+    CONSUMER_SERVICE_ACCOUNT,
+    REMOTE_CLUSTER_ID_LABEL,
+    TENANT_NAMESPACE_LABEL,
+)
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "annexctl"
+KUBECONFIG_KEY = "kubeconfig"  # the key the home-agent chart mounts
+DEFAULT_TOKEN_EXPIRATION_SECONDS = 365 * 24 * 3600
+
+
+def kubeconfig_secret_name(remote_cluster_id: str) -> str:
+    return f"{remote_cluster_id}-kubeconfig"
+
+
+@dataclass(frozen=True)
+class PeerRequest:
+    home_cluster_id: str
+    remote_cluster_id: str
+    tenant_namespace: str | None = None
+    namespace: str = "annex-system"  # home: where the home-agent chart runs
+    secret_name: str | None = None
+    server: str | None = None  # the provider's API server as the home agent reaches it
+    token_expiration_seconds: int = DEFAULT_TOKEN_EXPIRATION_SECONDS
+    limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
+    quota_resources: dict[str, str] = field(default_factory=dict)
+
+
+def _object_row(manifest: dict[str, Any], action: str, where: str) -> list[str]:
+    metadata = manifest["metadata"]
+    name = f"{metadata['namespace']}/{metadata['name']}" if metadata.get("namespace") else (
+        metadata["name"])
+    return [where, manifest["kind"], name, action]
+
+
+def _mint_token(provider: Cluster, namespace: str, seconds: int) -> tuple[str, str]:
+    core = client.CoreV1Api(provider.api_client)
+    with provider.talking(f"requesting a token for {namespace}/{CONSUMER_SERVICE_ACCOUNT}"):
+        answer = core.create_namespaced_service_account_token(
+            CONSUMER_SERVICE_ACCOUNT, namespace, client.AuthenticationV1TokenRequest(
+                spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)))
+    status = answer.status
+    if status is None or not status.token:
+        raise CliError(f"{provider.where}: the TokenRequest for {namespace}/"
+                       f"{CONSUMER_SERVICE_ACCOUNT} returned no token")
+    return str(status.token), str(status.expiration_timestamp)
+
+
+def peer(home: Cluster, provider: Cluster, request: PeerRequest) -> Report:
+    labels = {MANAGED_BY_LABEL: MANAGED_BY}
+    provider_objects = [
+        *consumer_identity(request.home_cluster_id, request.tenant_namespace, labels),
+        consumer_quota(request.home_cluster_id, request.tenant_namespace,
+                       limits_enforcement=request.limits_enforcement,
+                       resources=request.quota_resources, labels=labels),
+    ]
+    tenant = provider_objects[0]["metadata"]["name"]
+    existing = provider.get("v1", "Namespace", tenant)
+    if existing is not None and (existing["metadata"].get("labels") or {}).get(
+            REMOTE_CLUSTER_ID_LABEL) not in (None, request.home_cluster_id):
+        raise CliError(f"{provider.where}: namespace {tenant} is the tenant namespace of another "
+                       "consumer; choose another with --tenant-namespace")
+    rows = [_object_row(m, provider.ensure(m), "provider") for m in provider_objects]
+
+    token, expires = _mint_token(provider, tenant, request.token_expiration_seconds)
+    kubeconfig = token_kubeconfig(provider.configuration, token, tenant,
+                                  cluster_name=request.remote_cluster_id,
+                                  user_name=f"{request.home_cluster_id}-consumer",
+                                  server=request.server)
+    secret_name = request.secret_name or kubeconfig_secret_name(request.remote_cluster_id)
+    home_objects = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": request.namespace}},
+        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+         "metadata": {"name": secret_name, "namespace": request.namespace,
+                      "labels": {**labels, REMOTE_CLUSTER_ID_LABEL: request.remote_cluster_id}},
+         "data": {KUBECONFIG_KEY: base64.b64encode(
+             yaml.safe_dump(kubeconfig).encode()).decode()}},
+    ]
+    rows += [_object_row(m, home.ensure(m), "home") for m in home_objects]
+
+    data = {
+        "homeClusterId": request.home_cluster_id,
+        "remoteClusterId": request.remote_cluster_id,
+        "tenantNamespace": tenant,
+        "user": consumer_user_name(tenant),
+        "server": kubeconfig["clusters"][0]["cluster"]["server"],
+        "tokenExpirationTimestamp": expires,
+        "kubeconfigSecret": {"namespace": request.namespace, "name": secret_name},
+        "objects": [dict(zip(("cluster", "kind", "name", "action"), row, strict=True))
+                    for row in rows],
+    }
+    notes = [
+        f"Peered: {request.home_cluster_id} consumes {request.remote_cluster_id} as "
+        f"{consumer_user_name(tenant)} (token valid until {expires}).",
+        "Run one agent for it with the home-agent chart, e.g.:",
+        f"  helm upgrade --install annex charts/home-agent -n {request.namespace} "
+        f"--set clusterId={request.home_cluster_id} "
+        f"--set 'remotes[0].clusterId={request.remote_cluster_id}' "
+        f"--set 'remotes[0].kubeconfigSecret={secret_name}'"
+        + ("" if request.tenant_namespace is None
+           else f" --set 'remotes[0].tenantNamespace={tenant}'"),
+    ]
+    return Report(data, [Table("Objects", ["CLUSTER", "KIND", "NAME", "ACTION"], rows)], notes)
+
+
+def _owned_by_annexctl(obj: dict[str, Any] | None) -> bool:
+    return obj is not None and (obj["metadata"].get("labels") or {}).get(
+        MANAGED_BY_LABEL) == MANAGED_BY
+
+
+def _wait_gone(cluster: Cluster, kind: str, name: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while cluster.get("v1", kind, name) is not None:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def unpeer(home: Cluster, provider: Cluster, home_cluster_id: str, remote_cluster_id: str,
+           tenant_namespace: str | None = None, namespace: str = "annex-system",
+           secret_name: str | None = None, timeout: float = 60.0) -> Report:
+    tenant = consumer_identity(home_cluster_id, tenant_namespace)[0]["metadata"]["name"]
+    rows: list[list[str]] = []
+    notes: list[str] = []
+
+    secret_name = secret_name or kubeconfig_secret_name(remote_cluster_id)
+    secret = home.get("v1", "Secret", secret_name, namespace)
+    if secret is not None and not _owned_by_annexctl(secret):
+        notes.append(f"home Secret {namespace}/{secret_name} was not created by annexctl: kept")
+    elif secret is not None:
+        home.delete("v1", "Secret", secret_name, namespace)
+        rows.append(["home", "Secret", f"{namespace}/{secret_name}", "deleted"])
+
+    found = provider.get("v1", "Namespace", tenant)
+    labels = (found or {}).get("metadata", {}).get("labels") or {}
+    if found is None:
+        notes.append(f"provider: no tenant namespace {tenant} (already unpeered?)")
+    elif labels.get(TENANT_NAMESPACE_LABEL) != "true" or labels.get(
+            REMOTE_CLUSTER_ID_LABEL) != home_cluster_id:
+        raise CliError(f"{provider.where}: namespace {tenant} is not the tenant namespace of "
+                       f"consumer {home_cluster_id}: not deleted")
+    elif not _owned_by_annexctl(found):
+        notes.append(f"provider: tenant namespace {tenant} is managed by "
+                     f"{labels.get(MANAGED_BY_LABEL, 'someone else')}: remove the consumer "
+                     "from the remote-enforcer chart's values instead")
+    else:
+        # The namespace takes the identity, its Quota, NamespaceMaps and offer along; the
+        # enforcer's finalizer on the NamespaceMaps deletes the twin namespaces first.
+        provider.delete("v1", "Namespace", tenant)
+        gone = timeout <= 0 or _wait_gone(provider, "Namespace", tenant, timeout)
+        rows.append(["provider", "Namespace", tenant, "deleted" if gone else "terminating"])
+        if not gone:
+            notes.append(f"provider: namespace {tenant} still terminating after {timeout:g}s "
+                         "(is the remote enforcer running? it releases the NamespaceMaps)")
+
+    try:
+        virtual_nodes = [vn for vn in home.list(VIRTUAL_NODE.api_version, VIRTUAL_NODE.kind)
+                         if (vn.get("spec") or {}).get("clusterId") == remote_cluster_id]
+    except CliError:
+        virtual_nodes = []  # no home chart installed: nothing left to point at
+    for vn in virtual_nodes:
+        notes.append(f"home: VirtualNode {vn['metadata']['namespace']}/{vn['metadata']['name']} "
+                     f"still configures an agent for {remote_cluster_id}: remove it from the "
+                     "home-agent chart's remotes")
+    data = {"homeClusterId": home_cluster_id, "remoteClusterId": remote_cluster_id,
+            "tenantNamespace": tenant,
+            "objects": [dict(zip(("cluster", "kind", "name", "action"), row, strict=True))
+                        for row in rows],
+            "notes": notes}
+    return Report(data, [Table("Objects", ["CLUSTER", "KIND", "NAME", "ACTION"], rows,
+                               empty="nothing to delete")], notes)
