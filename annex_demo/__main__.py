@@ -14,7 +14,14 @@ import sys
 from types import FrameType
 
 from annex_demo.narrator import DemoTimeout, Narrator
-from annex_demo.story import Story, Timings, workdir
+
+try:
+    from annex_demo.story import Story, Timings, workdir
+except ModuleNotFoundError as missing:  # the demo extra renders the charts with Helm
+    if missing.name != "helm_python":
+        raise
+    sys.exit("annex-demo renders the Helm charts with helm-python-sdk: "
+             "pip install -e '.[demo]' (or pip install 'kube-annex[demo]')")
 
 
 def build_parser() -> argparse.ArgumentParser:
