@@ -1,0 +1,122 @@
+"""EndpointSlices, home → twin namespace (forge: `shared.forge.endpointslice`).
+
+The home EndpointSlice controller sees every pod, the offloaded ones included (on the virtual
+node, with their remapped IPs); the remote one sees only the pods running there. So each home
+slice is copied with only the endpoints the remote cluster cannot see by itself (not on this
+agent's virtual node), home pod addresses remapped into where the remote reaches them
+(`--home-pod-cidr` → `--remapped-home-pod-cidr`), under a managed-by label of our own (the remote
+controller leaves such slices alone) and the Service's name label (the remote kube-proxy joins
+them to the remote copy of the Service).
+
+Policy (seed 004): a slice follows its Service — reflected when the Service is, under the
+Service policy (`--service-reflection-type`) — unless the slice is annotated itself. A slice whose
+Service is not known (no service-name label, or Service reflection disabled so Services are not
+watched) is judged by itself under `--endpointslice-reflection-type`. Since the decision depends
+on the Service, a Service event whose decision changes requeues its slices.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from home_agent.agent import Agent
+from home_agent.events import EventRecorder
+from home_agent.kubeapi import group_path
+from home_agent.mirror import Key, Mirror, key_of
+from home_agent.reflection.reflector import KindRules, Reflector
+from home_agent.reflection.service import SERVICES
+from shared.forge.endpointslice import (
+    EndpointDestination,
+    is_reflectable_endpointslice,
+    remote_endpointslice,
+)
+from shared.ipremap import CidrRemap
+from shared.reflection_policy import (
+    ReflectionType,
+    endpointslice_service_name,
+    should_reflect,
+    should_reflect_endpointslice,
+)
+
+ENDPOINTSLICES = ("discovery.k8s.io", "v1", "endpointslices")
+SERVICE_FLAG = "service"
+
+
+def _service_stub(service: Mapping[str, Any]) -> dict[str, Any]:
+    """What the slices' decision reads of a Service: its identity and annotations."""
+    metadata = service.get("metadata") or {}
+    return {"metadata": {key: metadata[key] for key in ("namespace", "name", "annotations")
+                         if key in metadata}}
+
+
+class EndpointSliceReflector(Reflector):
+    def __init__(self, agent: Agent, rules: KindRules, workers: int, policy: ReflectionType,
+                 events: EventRecorder) -> None:
+        super().__init__(agent, rules, workers, policy, events)
+        config = agent.config
+        self.service_policy = ReflectionType(
+            config.reflection_types.get(SERVICE_FLAG, ReflectionType.DENY_LIST))
+        self.remap = (CidrRemap(config.home_pod_cidr, config.remapped_home_pod_cidr)
+                      if config.home_pod_cidr and config.remapped_home_pod_cidr else None)
+        self.services = Mirror()
+        self._lock = threading.Lock()
+        self._slices_of: dict[Key, set[str]] = {}
+        """(namespace, Service name) → the names of its home slices."""
+        self._service_of: dict[Key, Key] = {}
+
+    # --- watch events -----------------------------------------------------------------------
+
+    def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        key = key_of(obj)
+        service = endpointslice_service_name(obj)
+        with self._lock:
+            old = self._service_of.pop(key, None)
+            if old is not None:
+                self._slices_of.get(old, set()).discard(key[1])
+            if event_type != "DELETED" and service is not None:
+                owner = (key[0], service)
+                self._service_of[key] = owner
+                self._slices_of.setdefault(owner, set()).add(key[1])
+        super().on_home_event(event_type, obj)
+
+    def on_related_home_event(self, plural: str, event_type: str | None,
+                              obj: dict[str, Any]) -> None:
+        if plural != SERVICES[2]:
+            return
+        key = key_of(obj)
+        before = self._service_decision(key)
+        self.services.apply(event_type, _service_stub(obj))
+        if self._service_decision(key) == before:
+            return  # the slices' outcome does not depend on anything else of the Service
+        with self._lock:
+            names = list(self._slices_of.get(key, ()))
+        for name in names:
+            self.queue.add((key[0], name))
+
+    def _service_decision(self, key: Key) -> bool | None:
+        service = self.services.get(key)
+        return None if service is None else should_reflect(service, self.service_policy)
+
+    # --- reconcile --------------------------------------------------------------------------
+
+    def decide(self, local: Mapping[str, Any]) -> bool:
+        name = endpointslice_service_name(local)
+        namespace = (local.get("metadata") or {}).get("namespace") or ""
+        service = self.services.get((namespace, name)) if name is not None else None
+        policy = self.service_policy if service is not None else self.policy
+        return should_reflect_endpointslice(local, service, policy)
+
+    def desired(self, local: Mapping[str, Any], remote_namespace: str) -> dict[str, Any]:
+        # Endpoints on this agent's virtual node run in the destination, which has its own.
+        destination = EndpointDestination(
+            virtual_node_names=frozenset({self.agent.node_name()}))
+        return remote_endpointslice(local, remote_namespace, self.config(), destination,
+                                    self.remap)
+
+
+ENDPOINTSLICE_RULES = KindRules(
+    kind="EndpointSlice", flag="endpointslice", resource=ENDPOINTSLICES,
+    path=lambda namespace, name: group_path(*ENDPOINTSLICES, namespace, name),
+    reflectable=is_reflectable_endpointslice, reflector=EndpointSliceReflector)
