@@ -1,0 +1,389 @@
+"""Remote Events back home (DESIGN.md section 5, seed 004): the Events of the accepted twin
+namespaces that are about our copies of home objects, copied into the home namespace and attached
+to the home object (forge: `shared.forge.event`). The only kind that flows remote → home.
+
+Which remote Events come home:
+- about a pod: the home pod of the same name is bound to this agent's virtual node (the remote
+  pod is its offloaded copy: the enforcer names it after the ShadowPod, named after the home pod);
+- about a ConfigMap, Secret, Service, EndpointSlice or Ingress: that kind is reflected (its
+  reflector runs), the remote object is our copy (ownership labels, and the Event's uid is the
+  copy's) and its home object exists; the home name follows the kind's `local_name` rule (the
+  renamed `kube-root-ca.crt`);
+- never about anything else (ShadowPods, foreign objects, objects without a home counterpart),
+  and never an Event that is itself a reflected copy (no loops).
+
+One home copy per remote Event, named deterministically (`home_event_name`): a restart finds
+the copies it made. Our copies at home are watched (a label selector on the ownership pair), so
+the reflector compares without reading and writes nothing while nothing changed; a copy is
+updated when the remote Event changes (count, lastTimestamp, series...) and deleted when the
+remote Event is gone (expired or deleted remotely, also while the agent was down: the relist
+tells). A copy whose home object went is left alone: Events outlive their objects at home too.
+
+The Event may come before what it is about (watch streams of different kinds are not ordered):
+Events are indexed by the object they are about, and a change of that object (home or remote)
+looks at them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from home_agent.agent import Agent
+from home_agent.kubeapi import core_path, error_message, is_not_found, status_of
+from home_agent.mirror import Key, Mirror, key_of
+from home_agent.operators import Watched
+from home_agent.reflection.reflector import (
+    KindRules,
+    Reflection,
+    Reflector,
+    current_reflection_config,
+)
+from home_agent.workqueue import KeyQueue
+from shared.forge.common import updated_remote
+from shared.forge.event import (
+    event_needs_update,
+    home_event,
+    home_event_name,
+    involved_kind,
+    is_reflectable_event,
+    object_reference,
+)
+from shared.ownership import is_owned, ownership_labels
+
+log = logging.getLogger(__name__)
+
+EVENTS: Watched = ("", "v1", "events")
+FLAG = "event"
+"""`--event-reflection-workers`."""
+SYNC_WAIT = 0.2
+"""Seconds before a key that arrived before both sides were listed is looked at again."""
+
+About = tuple[str, str, str]
+"""(remote namespace, involved kind, remote name): the object remote Events are about."""
+
+
+def api_version_of(resource: Watched) -> str:
+    group, version, _ = resource
+    return f"{group}/{version}" if group else version
+
+
+class EventReflector:
+    """Remote Events → their home copies. Keys are home copy keys (namespace, name)."""
+
+    def __init__(self, agent: Agent, reflectors: Mapping[str, Reflector], workers: int) -> None:
+        self.agent = agent
+        self.reflectors = reflectors
+        """The kinds' reflectors: their mirrors tell which remote objects are our copies."""
+        self.workers = workers
+        self.remote = Mirror()
+        """Events of the accepted twin namespaces."""
+        self.home = Mirror()
+        """Our copies at home."""
+        self.queue = KeyQueue()
+        self._lock = threading.Lock()
+        self._sources: dict[Key, Key] = {}
+        """Home copy key → the remote Event's key."""
+        self._about: dict[About, set[Key]] = {}
+        """What remote Events are about → their home copy keys."""
+        self._topic: dict[Key, About] = {}
+        """Home copy key → what its remote Event is about (the reverse of `_about`)."""
+        self._home_pods: dict[Key, dict[str, Any]] = {}
+        """Home pods bound to our virtual node, as object references."""
+
+    # --- watch events -----------------------------------------------------------------------
+
+    def _home_key(self, remote_key: Key) -> Key | None:
+        home_namespace = self.agent.home_namespace_of(remote_key[0])
+        if home_namespace is None:
+            return None
+        return (home_namespace,
+                home_event_name(remote_key[1], self.agent.config.remote_cluster_id))
+
+    @staticmethod
+    def _about_of(remote_event: Mapping[str, Any]) -> About:
+        namespace, _ = key_of(dict(remote_event))
+        involved = remote_event.get("involvedObject") or {}
+        return (namespace, str(involved.get("kind") or ""), str(involved.get("name") or ""))
+
+    def _index(self, remote_key: Key, remote_event: Mapping[str, Any] | None) -> Key | None:
+        """Record (or with None, forget) where a remote Event goes; called under the lock."""
+        home_key = self._home_key(remote_key)
+        if home_key is None:
+            return None
+        topic = self._topic.pop(home_key, None)
+        if topic is not None:
+            self._about[topic].discard(home_key)
+            if not self._about[topic]:
+                del self._about[topic]
+        if remote_event is None:
+            if self._sources.get(home_key) == remote_key:
+                del self._sources[home_key]
+        else:
+            self._sources[home_key] = remote_key
+            self._topic[home_key] = topic = self._about_of(remote_event)
+            self._about.setdefault(topic, set()).add(home_key)
+        return home_key
+
+    def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        with self._lock:
+            remote_key = self.remote.apply(event_type, obj)
+            home_key = self._index(remote_key, None if event_type == "DELETED" else obj)
+        if home_key is not None:
+            self.queue.add(home_key)
+
+    def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        self.queue.add(self.home.apply(event_type, obj))
+
+    def finish_relist(self) -> None:
+        """The twins watch listed everything again: Events it did not show are gone."""
+        with self._lock:
+            stale = self.remote.finish_relist()
+            home_keys = [self._index(key, None) for key in stale]
+        for home_key in home_keys:
+            if home_key is not None:
+                self.queue.add(home_key)
+
+    def resync(self) -> None:
+        """The namespace mapping or the skip lists changed: index and look at everything."""
+        with self._lock:
+            self._sources.clear()
+            self._about.clear()
+            self._topic.clear()
+            for remote_key in self.remote.keys():
+                self._index(remote_key, self.remote.get(remote_key))
+            keys = set(self._sources) | set(self.home.keys())
+        for key in keys:
+            self.queue.add(key)
+
+    def on_object_changed(self, side: str, plural: str, event_type: str | None,
+                          obj: dict[str, Any]) -> None:
+        """A home or remote object changed (after its own handler took it): its Events may
+        now come home (or their copies be attached to a new home object)."""
+        namespace, name = key_of(obj)
+        if side == "home" and plural == "pods":
+            self._track_home_pod(event_type, obj)
+            self._wake(self.agent.mapped_remote_namespace(namespace), "Pod", name)
+            return
+        reflector = self.reflectors.get(plural)
+        if reflector is None:
+            return
+        if side == "home":
+            remote_namespace = self.agent.mapped_remote_namespace(namespace)
+            name = reflector.rules.remote_name(name)
+        else:
+            remote_namespace = namespace
+        self._wake(remote_namespace, reflector.rules.kind, name)
+
+    def _track_home_pod(self, event_type: str | None, pod: dict[str, Any]) -> None:
+        key = key_of(pod)
+        on_node = (pod.get("spec") or {}).get("nodeName") == self.agent.node_name()
+        with self._lock:
+            if event_type == "DELETED" or not on_node:
+                self._home_pods.pop(key, None)
+            else:
+                self._home_pods[key] = object_reference({**pod, "apiVersion": "v1",
+                                                         "kind": "Pod"})
+
+    def _wake(self, remote_namespace: str | None, kind: str, name: str) -> None:
+        if remote_namespace is None:
+            return
+        with self._lock:
+            keys = list(self._about.get((remote_namespace, kind, name), ()))
+        for key in keys:
+            self.queue.add(key)
+
+    # --- reconcile --------------------------------------------------------------------------
+
+    def _owned(self, obj: Mapping[str, Any]) -> bool:
+        config = self.agent.config
+        return is_owned(obj, config.home_cluster_id, config.remote_cluster_id)
+
+    def label_selector(self) -> str:
+        """Our copies at home: the ownership pair of this peering."""
+        config = self.agent.config
+        labels = ownership_labels(config.home_cluster_id, config.remote_cluster_id)
+        return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+    def home_reference(self, home_namespace: str, remote_event: Mapping[str, Any]
+                       ) -> dict[str, Any] | None:
+        """The home object `remote_event` is about, as an object reference; None when the
+        Event stays remote (see the module docstring)."""
+        if not is_reflectable_event(remote_event):
+            return None
+        remote_namespace, kind, name = self._about_of(remote_event)
+        involved = remote_event.get("involvedObject") or {}
+        if (involved.get("namespace") or remote_namespace) != remote_namespace:
+            return None
+        api_version, _ = involved_kind(remote_event)
+        if (api_version, kind) == ("v1", "Pod"):
+            with self._lock:
+                return self._home_pods.get((home_namespace, name))
+        reflector = next((r for r in self.reflectors.values() if r.rules.kind == kind
+                          and api_version_of(r.rules.resource) == api_version), None)
+        if reflector is None:
+            return None
+        copy = reflector.remote.get((remote_namespace, name))
+        if copy is None or not self._owned(copy):
+            return None
+        if involved.get("uid") and involved["uid"] != (copy.get("metadata") or {}).get("uid"):
+            return None  # about an earlier object of that name
+        local = reflector.home.get((home_namespace, reflector.rules.local_name(name)))
+        if local is None:
+            return None
+        return object_reference({**local, "apiVersion": api_version, "kind": kind})
+
+    async def reconcile(self, key: Key) -> None:
+        home_namespace, _ = key
+        with self._lock:
+            remote_key = self._sources.get(key)
+        remote_event = self.remote.get(remote_key) if remote_key is not None else None
+        current = self.home.get(key)
+        remote_namespace = self.agent.accepted_remote_namespace(home_namespace)
+        if remote_namespace is None:
+            return  # not (or no longer) extended: copies expire at home like any Event
+        if remote_event is None or remote_key is None:
+            if current is not None and self._owned(current):
+                await self._delete(current)
+            return
+        if remote_key[0] != remote_namespace:
+            return
+        reference = self.home_reference(home_namespace, remote_event)
+        if reference is None:
+            return
+        desired = home_event(remote_event, reference, current_reflection_config(self.agent))
+        if current is None:
+            await self._create(desired)
+        elif event_needs_update(current, desired):
+            await self._replace(current, desired)
+
+    async def _create(self, desired: dict[str, Any]) -> None:
+        namespace, name = key_of(desired)
+        try:
+            await self.agent.home.create(core_path("events", namespace), desired)
+        except Exception as error:
+            if status_of(error) != 409:
+                raise
+            # Our copy, and the home watch has not shown it yet (e.g. just after a restart).
+            existing = await self.agent.home.get(core_path("events", namespace, name))
+            if not self._owned(existing):
+                log.warning("home Event %s/%s exists and is not ours: left alone",
+                            namespace, name)
+            elif event_needs_update(existing, desired):
+                await self._replace(existing, desired)
+
+    async def _replace(self, current: Mapping[str, Any], desired: dict[str, Any]) -> None:
+        namespace, name = key_of(desired)
+        try:
+            await self.agent.home.replace(core_path("events", namespace, name),
+                                          updated_remote(current, desired))
+        except Exception as error:
+            if not is_not_found(error):
+                raise
+            await self._create(desired)  # expired meanwhile: the mirror lagged
+
+    async def _delete(self, current: Mapping[str, Any]) -> None:
+        namespace, name = key_of(dict(current))
+        uid = (current.get("metadata") or {}).get("uid")
+        options = {"preconditions": {"uid": uid}} if uid else None
+        try:
+            await self.agent.home.delete(core_path("events", namespace, name), options)
+        except Exception as error:
+            if not is_not_found(error) and status_of(error) != 409:
+                raise
+
+    # --- workers ----------------------------------------------------------------------------
+
+    async def run(self, ready: Callable[[], bool]) -> None:
+        """The worker pool; returns when `stop` shuts the queue down."""
+        await asyncio.gather(*(self._worker(ready) for _ in range(self.workers)))
+
+    async def _worker(self, ready: Callable[[], bool]) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            key = await loop.run_in_executor(None, self.queue.get)
+            if key is None:
+                return
+            assert isinstance(key, tuple)
+            try:
+                if not ready():
+                    self.queue.add_after(key, SYNC_WAIT)
+                    continue
+                await self.reconcile(key)
+                self.queue.forget(key)
+            except Exception as error:  # noqa: BLE001 - one Event's failure blocks no other
+                delay = self.queue.retry(key)
+                log.warning("reflecting remote Event home as %s/%s failed (retry in %.1fs): %s",
+                            key[0], key[1], delay, error_message(error))
+            finally:
+                self.queue.done(key)
+
+    def stop(self) -> None:
+        self.queue.shutdown()
+
+
+class ReflectionWithEvents(Reflection):
+    """The kinds' reflection plus, unless `--event-reflection-workers 0`, the Event reflector
+    (which reads the kinds' mirrors): one object for the runner to route watch events to."""
+
+    def __init__(self, agent: Agent, kinds: list[KindRules]) -> None:
+        super().__init__(agent, kinds)
+        workers = agent.config.reflection_workers.get(FLAG, 0)
+        self.events = EventReflector(agent, self.reflectors, workers) if workers > 0 else None
+
+    def workers(self) -> int:
+        return super().workers() + (self.events.workers if self.events else 0)
+
+    def resources(self) -> tuple[Watched, ...]:
+        return super().resources() + ((EVENTS,) if self.events else ())
+
+    def home_label_selectors(self) -> dict[Watched, str]:
+        """At home only our copies are watched (every Event would be a flood)."""
+        return {EVENTS: self.events.label_selector()} if self.events else {}
+
+    def home_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        if self.events is not None and plural == EVENTS[2]:
+            self.events.on_home_event(event_type, obj)
+            return True
+        taken = super().home_sink(plural, event_type, obj)
+        if self.events is not None:
+            self.events.on_object_changed("home", plural, event_type, obj)
+        return taken
+
+    def remote_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        if self.events is not None and plural == EVENTS[2]:
+            self.events.on_remote_event(event_type, obj)
+            return True
+        taken = super().remote_sink(plural, event_type, obj)
+        if self.events is not None:
+            self.events.on_object_changed("remote", plural, event_type, obj)
+        return taken
+
+    def resync(self) -> None:
+        super().resync()
+        if self.events is not None:
+            self.events.resync()
+
+    def start_relist(self) -> None:
+        super().start_relist()
+        if self.events is not None:
+            self.events.remote.start_relist()
+
+    def finish_relist(self) -> None:
+        super().finish_relist()
+        if self.events is not None:
+            self.events.finish_relist()
+
+    async def run(self) -> None:
+        if self.events is None:
+            await super().run()
+        else:
+            await asyncio.gather(super().run(), self.events.run(self.ready))
+
+    def stop(self) -> None:
+        super().stop()
+        if self.events is not None:
+            self.events.stop()

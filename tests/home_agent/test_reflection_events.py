@@ -1,0 +1,253 @@
+"""Remote Events back home, one reconcile at a time: which remote Events come home, onto which
+home object, under which name, and when the copy is written, rewritten or deleted. The watches
+are played by feeding the sinks; the home API is a recording fake. The end-to-end behaviour with
+real processes is in tests/e2e/test_reflection_events.py."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from home_agent.agent import Agent
+from home_agent.config import AgentConfig, parse_config
+from home_agent.operators import home_watch, settings
+from home_agent.reflection.configmap import CONFIGMAP_RULES
+from home_agent.reflection.events import EVENTS, ReflectionWithEvents
+from shared.forge.event import home_event_name
+from tests.home_agent.test_reflection import HOME, OURS, REMOTE, TWIN, FakeApi
+
+NODE = f"liqo-{REMOTE}"
+WORKERS = {"configmap": 1, "event": 1}
+
+
+def _setup(**workers: int) -> tuple[ReflectionWithEvents, FakeApi]:
+    home, remote = FakeApi(), FakeApi()
+    config = AgentConfig(HOME, REMOTE, "unused", reflection_workers={**WORKERS, **workers})
+    agent = Agent(config, home, remote)  # type: ignore[arg-type]
+    agent.mirrors.namespace_maps.apply("ADDED", {
+        "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
+        "spec": {"desiredMapping": {"app": TWIN}},
+        "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
+    return ReflectionWithEvents(agent, [CONFIGMAP_RULES]), home
+
+
+def _home_pod(name: str = "web", node: str = NODE) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "app", "uid": f"home-uid-{name}"},
+            "spec": {"nodeName": node}}
+
+
+def _remote_event(about: dict[str, Any], name: str = "web.17a0c3b2d4e5f601", count: int = 1,
+                  **metadata: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": TWIN, "uid": f"remote-{name}", **metadata},
+            "involvedObject": {"namespace": TWIN, **about},
+            "reason": "Started", "message": "Started container app", "type": "Normal",
+            "source": {"component": "kubelet", "host": "remote-node"}, "count": count,
+            "firstTimestamp": "2026-11-21T20:00:00Z", "lastTimestamp": "2026-11-21T20:00:00Z"}
+
+
+POD = {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": "remote-pod-uid",
+       "fieldPath": "spec.containers{app}"}
+
+
+def _home_path(remote_name: str = "web.17a0c3b2d4e5f601") -> str:
+    return f"/api/v1/namespaces/app/events/{home_event_name(remote_name, REMOTE)}"
+
+
+def _reconcile_all(reflection: ReflectionWithEvents) -> None:
+    """Run every queued key once (what the workers would do)."""
+    events = reflection.events
+    assert events is not None
+
+    async def drain() -> None:
+        while events.queue.pending():
+            key = events.queue.get()
+            assert isinstance(key, tuple)
+            await events.reconcile(key)
+            events.queue.done(key)
+
+    asyncio.run(drain())
+
+
+def _observe_home(reflection: ReflectionWithEvents, home: FakeApi) -> None:
+    """The home watch (of our copies) catches up with what the fake server holds."""
+    for path, obj in home.objects.items():
+        if "/events/" in path:
+            reflection.home_sink("events", "ADDED", {
+                **obj, "metadata": {**obj["metadata"], "uid": "copy-uid",
+                                    "resourceVersion": "7"}})
+
+
+def test_a_remote_pod_event_is_copied_onto_the_home_pod() -> None:
+    reflection, home = _setup()
+    reflection.home_sink("pods", "ADDED", _home_pod())
+    reflection.remote_sink("events", "ADDED", _remote_event(POD))
+    _reconcile_all(reflection)
+    copy = home.objects[_home_path()]
+    assert copy["metadata"]["namespace"] == "app"
+    assert OURS.items() <= copy["metadata"]["labels"].items()
+    assert copy["involvedObject"] == {"apiVersion": "v1", "kind": "Pod", "namespace": "app",
+                                      "name": "web", "uid": "home-uid-web",
+                                      "fieldPath": "spec.containers{app}"}
+    assert copy["source"] == {"component": "kubelet (remote)", "host": "remote-node"}
+    assert (copy["reason"], copy["count"]) == ("Started", 1)
+
+
+def test_an_unchanged_copy_is_not_written_and_a_count_change_is() -> None:
+    reflection, home = _setup()
+    reflection.home_sink("pods", "ADDED", _home_pod())
+    reflection.remote_sink("events", "ADDED", _remote_event(POD))
+    _reconcile_all(reflection)
+    _observe_home(reflection, home)
+    home.calls.clear()
+    _reconcile_all(reflection)
+    assert home.writes() == []
+
+    reflection.remote_sink("events", "MODIFIED", _remote_event(POD, count=4))
+    _reconcile_all(reflection)
+    assert home.writes() == [("replace", _home_path())]
+    assert home.objects[_home_path()]["count"] == 4
+    assert home.objects[_home_path()]["metadata"]["resourceVersion"] == "7"
+
+
+def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remotely() -> None:
+    reflection, home = _setup()
+    reflection.home_sink("pods", "ADDED", _home_pod())
+    reflection.remote_sink("events", "ADDED", _remote_event(POD))
+    reflection.remote_sink("events", "ADDED", _remote_event(POD, name="web.gone"))
+    _reconcile_all(reflection)
+
+    restarted, _ = _setup()
+    restarted.agent.home = home
+    restarted.home_sink("pods", None, _home_pod())
+    _observe_home(restarted, home)  # the home listing: both copies
+    restarted.remote_sink("events", None, _remote_event(POD))  # the remote one: one is gone
+    home.calls.clear()
+    _reconcile_all(restarted)
+    assert home.writes() == [("delete", _home_path("web.gone"))]
+    assert _home_path() in home.objects
+
+
+def test_the_copy_goes_with_the_remote_event_also_when_only_the_relist_tells() -> None:
+    reflection, home = _setup()
+    reflection.home_sink("pods", "ADDED", _home_pod())
+    reflection.remote_sink("events", "ADDED", _remote_event(POD))
+    reflection.remote_sink("events", "ADDED", _remote_event(POD, name="web.second"))
+    _reconcile_all(reflection)
+    _observe_home(reflection, home)
+    reflection.remote_sink("events", "DELETED", _remote_event(POD))
+    reflection.start_relist()
+    reflection.finish_relist()  # the new listing did not show web.second either
+    _reconcile_all(reflection)
+    assert [p for p in home.objects if "/events/" in p] == []
+
+
+@pytest.mark.parametrize("about", [
+    {"apiVersion": "offloading.liqo.io/v1beta1", "kind": "ShadowPod", "name": "web"},
+    {"apiVersion": "v1", "kind": "Pod", "name": "somebody-elses"},
+    {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+    {"apiVersion": "v1", "kind": "ConfigMap", "name": "foreign"},
+    {"apiVersion": "v1", "kind": "ConfigMap", "name": "kube-root-ca.crt"},
+    {"apiVersion": "v1", "kind": "Secret", "name": "not-reflected"},
+    {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": "data"},
+], ids=lambda about: f"{about['kind']}-{about['name']}")
+def test_events_about_objects_we_did_not_reflect_stay_remote(about: dict[str, Any]) -> None:
+    reflection, home = _setup()
+    reflection.home_sink("pods", "ADDED", _home_pod())
+    reflection.home_sink("pods", "ADDED", _home_pod("somebody-elses", node="home-node"))
+    for name in ("foreign", "kube-root-ca.crt"):
+        reflection.home_sink("configmaps", "ADDED", _configmap(name))
+        reflection.remote_sink("configmaps", "ADDED", _configmap(name, TWIN))  # not ours
+    reflection.remote_sink("events", "ADDED", _remote_event(about, name="x.1"))
+    _reconcile_all(reflection)
+    assert home.writes() == []
+
+
+def test_an_event_that_is_itself_a_reflected_copy_is_never_reflected_again() -> None:
+    reflection, home = _setup()
+    reflection.home_sink("pods", "ADDED", _home_pod())
+    reflection.remote_sink("events", "ADDED", _remote_event(
+        POD, labels={"offloading.liqo.io/origin": "elsewhere",
+                     "offloading.liqo.io/destination": "here"}))
+    _reconcile_all(reflection)
+    assert home.writes() == []
+
+
+def _configmap(name: str, namespace: str = "app", **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "uid": f"{namespace}-{name}",
+                         "labels": labels}}
+
+
+def test_events_about_the_renamed_root_ca_copy_show_on_the_home_kube_root_ca() -> None:
+    reflection, home = _setup()
+    reflection.home_sink("configmaps", "ADDED", _configmap("kube-root-ca.crt"))
+    reflection.remote_sink("configmaps", "ADDED", _configmap("kube-root-ca.crt.annex", TWIN,
+                                                             **OURS))
+    reflection.remote_sink("events", "ADDED", _remote_event(
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "kube-root-ca.crt.annex",
+         "uid": f"{TWIN}-kube-root-ca.crt.annex"}, name="ca.1"))
+    _reconcile_all(reflection)
+    involved = home.objects[_home_path("ca.1")]["involvedObject"]
+    assert (involved["name"], involved["uid"]) == ("kube-root-ca.crt", "app-kube-root-ca.crt")
+
+
+def test_an_event_about_an_earlier_object_of_the_same_name_stays_remote() -> None:
+    reflection, home = _setup()
+    reflection.home_sink("configmaps", "ADDED", _configmap("settings"))
+    reflection.remote_sink("configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
+    reflection.remote_sink("events", "ADDED", _remote_event(
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings", "uid": "older"}))
+    _reconcile_all(reflection)
+    assert home.writes() == []
+
+
+def test_an_event_that_came_before_its_object_is_reflected_when_the_object_shows_up() -> None:
+    reflection, home = _setup()
+    reflection.home_sink("configmaps", "ADDED", _configmap("settings"))
+    about = {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings",
+             "uid": f"{TWIN}-settings"}
+    reflection.remote_sink("events", "ADDED", _remote_event(about, name="settings.1"))
+    _reconcile_all(reflection)
+    assert home.writes() == []  # the copy's watch event has not come yet
+    reflection.remote_sink("configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
+    _reconcile_all(reflection)
+    assert home.writes() == [("create", _home_path("settings.1"))]
+
+
+def test_events_in_namespaces_that_are_not_extended_stay_remote() -> None:
+    reflection, home = _setup()
+    reflection.home_sink("pods", "ADDED", _home_pod())
+    reflection.remote_sink("events", "ADDED", {
+        **_remote_event(POD), "metadata": {"name": "web.1", "namespace": "other-twin"}})
+    _reconcile_all(reflection)
+    assert home.writes() == []
+
+
+def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
+    flags = ["--remote-kubeconfig", "k", "--cluster-id", HOME, "--remote-cluster-id", REMOTE]
+
+    def reflection(*extra: str) -> ReflectionWithEvents:
+        agent = Agent(parse_config([*flags, *extra]), FakeApi(), FakeApi())  # type: ignore[arg-type]
+        return ReflectionWithEvents(agent, [CONFIGMAP_RULES])
+
+    enabled = reflection()
+    assert enabled.events is not None and enabled.events.workers == 3
+    assert EVENTS in enabled.resources()
+    watch = settings(home_watch(enabled.resources(), enabled.home_label_selectors()))
+    assert list(watch.watching.label_selectors.collect(_events_resource())) == [
+        f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}"]
+
+    disabled = reflection("--event-reflection-workers", "0")
+    assert disabled.events is None
+    assert EVENTS not in disabled.resources()
+    assert not disabled.home_sink("events", "ADDED", {"metadata": {"name": "x"}})
+
+
+def _events_resource() -> Any:
+    import kopf
+
+    return kopf.Resource(group="", version="v1", plural="events", kind="Event", namespaced=True)
