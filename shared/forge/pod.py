@@ -16,6 +16,10 @@ Decisions beyond Liqo:
 - Every reference to `kube-root-ca.crt` (plain and projected volumes, env) follows the rename
   of the reflected ConfigMap, not only projected volumes.
 - hostPorts that the home apiserver defaulted from hostNetwork are cleared with hostNetwork.
+- A projected volume's `metadata.namespace` downwardAPI items (the `namespace` file of the
+  service-account volume) read the home namespace from the token Secret (its `namespace` key):
+  the remote kubelet would write the twin namespace there. Only for pods that project a token
+  (no token, no token Secret to read from).
 - The home pod's runtimeClassName names a home RuntimeClass and is dropped like the overhead it
   brought; only the offloadingPatch's runtimeClassName applies remotely.
 
@@ -47,6 +51,7 @@ from shared.wellknown import (
     LABELS_NOT_PROPAGATED_FROM_POD,
     OFFLOADING_BACKOFF_REASON,
     REMOTE_CREATION_FAILED_CONDITION,
+    TOKEN_SECRET_NAMESPACE_KEY,
     VIRTUAL_NODE_TAINT_KEY,
 )
 
@@ -74,6 +79,7 @@ COPIED_SPEC_FIELDS: tuple[str, ...] = (
 FORCED_OFF_SPEC_FIELDS: tuple[str, ...] = ("hostNetwork", "hostIPC", "hostPID")
 
 SERVICE_ACCOUNT_NAME_FIELD = "spec.serviceAccountName"
+NAMESPACE_FIELD = "metadata.namespace"
 DEFAULT_SERVICE_ACCOUNT = "default"
 
 ANTI_AFFINITY_PROPAGATE = "propagate"
@@ -168,7 +174,8 @@ def remote_tolerations(tolerations: Iterable[Mapping[str, Any]]) -> list[dict[st
     return [copy.deepcopy(dict(t)) for t in tolerations if t.get("key") != VIRTUAL_NODE_TAINT_KEY]
 
 
-def _service_account_name(local_spec: Mapping[str, Any]) -> str:
+def service_account_name(local_spec: Mapping[str, Any]) -> str:
+    """The pod's service account (the one its tokens are requested for)."""
     return str(
         local_spec.get("serviceAccountName")
         or local_spec.get("serviceAccount")
@@ -231,22 +238,54 @@ def _remote_container(
     return remote
 
 
-def _remote_projected_sources(
-    volume_name: str, sources: Iterable[Mapping[str, Any]], pod_name: str, token_support: bool
+def _is_namespace_item(item: Mapping[str, Any]) -> bool:
+    return bool((item.get("fieldRef") or {}).get("fieldPath") == NAMESPACE_FIELD)
+
+
+def _home_namespace_sources(
+    source: dict[str, Any], token_secret: str
 ) -> list[dict[str, Any]]:
+    """A downwardAPI source whose `metadata.namespace` items would show the twin namespace: those
+    items read the home namespace from the token Secret instead (its `namespace` key)."""
+    items = source["downwardAPI"].get("items") or []
+    moved = [item for item in items if _is_namespace_item(item)]
+    if not moved:
+        return [source]
+    kept = [item for item in items if not _is_namespace_item(item)]
+    secret_items = []
+    for item in moved:
+        secret_item = {"key": TOKEN_SECRET_NAMESPACE_KEY, "path": item.get("path", "")}
+        if "mode" in item:
+            secret_item["mode"] = item["mode"]
+        secret_items.append(secret_item)
+    sources = [{"secret": {"name": token_secret, "items": secret_items}}]
+    if kept:
+        sources.insert(0, {**source, "downwardAPI": {**source["downwardAPI"], "items": kept}})
+    return sources
+
+
+def _remote_projected_sources(
+    volume_name: str, sources: Iterable[Mapping[str, Any]], pod_name: str, token_secret: bool
+) -> list[dict[str, Any]]:
+    """`token_secret`: the token reflector keeps the pod's token Secret (the pod projects tokens
+    and token support is on), so tokens and the home namespace are read from it."""
+    secret_name = service_account_token_secret_name(pod_name)
     remote_sources = []
     for local_source in sources:
         source = copy.deepcopy(dict(local_source))
         if isinstance(source.get("configMap"), dict) and "name" in source["configMap"]:
             source["configMap"]["name"] = remote_configmap_name(source["configMap"]["name"])
+        if token_secret and isinstance(source.get("downwardAPI"), dict):
+            remote_sources.extend(_home_namespace_sources(source, secret_name))
+            continue
         token = source.get("serviceAccountToken")
         if isinstance(token, dict):
-            if not token_support:
+            if not token_secret:
                 continue  # the token is not reflected: the rest of the volume still mounts
             path = str(token.get("path", ""))
             source = {
                 "secret": {
-                    "name": service_account_token_secret_name(pod_name),
+                    "name": secret_name,
                     "items": [{"key": service_account_token_key(volume_name, path), "path": path}],
                 }
             }
@@ -255,7 +294,7 @@ def _remote_projected_sources(
 
 
 def _remote_volumes(
-    volumes: Iterable[Mapping[str, Any]], pod_name: str, token_support: bool
+    volumes: Iterable[Mapping[str, Any]], pod_name: str, token_secret: bool
 ) -> list[dict[str, Any]]:
     remote_volumes = []
     for local_volume in volumes:
@@ -265,7 +304,7 @@ def _remote_volumes(
         projected = volume.get("projected")
         if isinstance(projected, dict):
             projected["sources"] = _remote_projected_sources(
-                str(volume.get("name", "")), projected.get("sources") or [], pod_name, token_support
+                str(volume.get("name", "")), projected.get("sources") or [], pod_name, token_secret
             )
         remote_volumes.append(volume)
     return remote_volumes
@@ -369,14 +408,15 @@ def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> For
             spec[key] = [
                 _remote_container(
                     container,
-                    _service_account_name(local_spec),
+                    service_account_name(local_spec),
                     apiserver_env,
                     clear_host_ports=bool(local_spec.get("hostNetwork")),
                 )
                 for container in local_spec.get(key) or []
             ]
     if "volumes" in spec:
-        spec["volumes"] = _remote_volumes(local_spec.get("volumes") or [], pod_name, token_support)
+        token_secret = token_support and bool(projected_service_account_tokens(local_pod))
+        spec["volumes"] = _remote_volumes(local_spec.get("volumes") or [], pod_name, token_secret)
 
     _apply_offloading_patch(spec, config.offloading_patch)
     labels = without_keys(metadata.get("labels"), config.reflection.labels_not_reflected)

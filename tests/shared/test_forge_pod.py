@@ -258,8 +258,20 @@ def test_service_account_token_and_apiserver_env(
         for item in source["secret"]["items"]
     ]
     token_secret = service_account_token_secret_name(pod["metadata"]["name"])
-    expected = [(token_secret, token.key) for token in projected_service_account_tokens(pod)]
-    assert secret_items == (expected if config.enable_apiserver_support else [])
+    tokens = projected_service_account_tokens(pod)
+    expected = [(token_secret, token.key) for token in tokens]
+    token_items = [item for item in secret_items if item[1] != "namespace"]
+    assert token_items == (expected if config.enable_apiserver_support else [])
+    # The namespace file reads the home namespace from the token Secret, when there is one.
+    reflected = config.enable_apiserver_support and bool(tokens)
+    namespace_items = [item for item in secret_items if item[1] == "namespace"]
+    assert all(item == (token_secret, "namespace") for item in namespace_items)
+    downward_namespace = [
+        item for source in sources for item in (source.get("downwardAPI") or {}).get("items") or []
+        if item["fieldRef"]["fieldPath"] == "metadata.namespace"
+    ]
+    assert not (reflected and downward_namespace)
+    assert reflected or not namespace_items
     assert all(
         (source.get("configMap") or {}).get("name") != "kube-root-ca.crt" for source in sources
     )
