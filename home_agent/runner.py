@@ -133,8 +133,9 @@ def run(config: AgentConfig) -> int:
             agent.on_remote_event(plural, event_type, obj)
             reflection.after_agent_event(plural)
 
-    home_operator = OperatorThread(home.connection, home_watch(reflection.resources()),
-                                   on_home_event, home_synced)
+    home_operator = OperatorThread(
+        home.connection, home_watch(reflection.resources(), reflection.home_label_selectors()),
+        on_home_event, home_synced)
     watches = RemoteWatches(agent, on_remote_event, reflection.resources(), reflection)
     stop = threading.Event()
 
