@@ -38,6 +38,9 @@ class AgentConfig:
     home_apiserver_host: str | None = None
     home_apiserver_port: int = 443
     enable_apiserver_support: bool = True
+    token_refresh_fraction: float = 0.8
+    """Service-account tokens are refreshed once this fraction of their lifetime has passed (or
+    24 h after issue), as the kubelet does at 80%."""
     home_limits: ClientLimits = field(default_factory=ClientLimits)
     remote_limits: ClientLimits = field(default_factory=ClientLimits)
     workers: int = 10
@@ -78,6 +81,17 @@ REFLECTED_HOME_KINDS = ("event",)
 """Kinds reflected from the remote cluster home, with only `--<kind>-reflection-workers`: the
 DenyList/AllowList annotations are how users keep their home objects home; remote Events are
 written by remote components and carry none, so a policy flag would mean nothing."""
+
+
+TOKEN_REFLECTION = "serviceaccount"
+"""`--serviceaccount-reflection-workers` (Liqo's name): the per-pod token Secrets, no policy."""
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"not a fraction in (0, 1]: {text!r}")
+    return value
 
 
 def _keys(text: str) -> tuple[str, ...]:
@@ -141,6 +155,12 @@ def build_parser() -> argparse.ArgumentParser:
     for kind in REFLECTED_HOME_KINDS:
         add(f"--{kind}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
             help=f"concurrent remote {kind} reflections home (0 disables {kind} reflection)")
+    add(f"--{TOKEN_REFLECTION}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
+        help="concurrent service-account token reflections (0 disables them; so does "
+             "--enable-apiserver-support=false)")
+    add("--token-refresh-fraction", type=_fraction, default=0.8,
+        help="refresh a reflected service-account token once this fraction of its lifetime has "
+             "passed (the kubelet's 0.8; a small value makes tests see refreshes quickly)")
     return parser
 
 
@@ -175,6 +195,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         home_apiserver_host=args.home_apiserver_host,
         home_apiserver_port=args.home_apiserver_port,
         enable_apiserver_support=args.enable_apiserver_support,
+        token_refresh_fraction=args.token_refresh_fraction,
         home_limits=ClientLimits(qps=args.home_qps, burst=args.home_burst),
         remote_limits=ClientLimits(qps=args.remote_qps, burst=args.remote_burst),
         workers=args.workers,
@@ -187,7 +208,8 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         labels_not_reflected=args.labels_not_reflected,
         annotations_not_reflected=args.annotations_not_reflected,
         reflection_workers={kind: getattr(args, f"{kind}_reflection_workers")
-                            for kind in REFLECTED_KINDS + REFLECTED_HOME_KINDS},
+                            for kind in (*REFLECTED_KINDS, *REFLECTED_HOME_KINDS,
+                                         TOKEN_REFLECTION)},
         reflection_types={kind: getattr(args, f"{kind}_reflection_type")
                           for kind in REFLECTED_KINDS},
     )
