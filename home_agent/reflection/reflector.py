@@ -80,6 +80,9 @@ class KindRules:
     local_name: Callable[[str], str] = lambda name: name
     reflectable: Callable[[Mapping[str, Any]], bool] = lambda obj: True
     """Kind rules on top of the policy (e.g. no service-account-token Secrets)."""
+    owned_elsewhere: Callable[[Mapping[str, Any]], bool] = lambda obj: False
+    """Remote objects of this kind that another reflector writes (the pods' token Secrets):
+    never touched here, as if foreign."""
     reflector: type[Reflector] | None = None
     """A `Reflector` subclass for a kind whose decisions need more than these rules (the
     agent's state, other kinds' objects: EndpointSlices); None: the plain `Reflector`."""
@@ -142,7 +145,8 @@ class Reflector:
 
     def _owned(self, obj: Mapping[str, Any]) -> bool:
         config = self.agent.config
-        return is_owned(obj, config.home_cluster_id, config.remote_cluster_id)
+        return (is_owned(obj, config.home_cluster_id, config.remote_cluster_id)
+                and not self.rules.owned_elsewhere(obj))
 
     def wanted(self, local: Mapping[str, Any] | None) -> bool:
         return (local is not None and not (local.get("metadata") or {}).get("deletionTimestamp")
