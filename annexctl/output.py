@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import yaml
-from rich import box
 from rich.console import Console
 from rich.table import Table as RichTable
 
@@ -55,12 +54,17 @@ def emit(report: Report, output: str = "table", stream: TextIO | None = None) ->
         if not table.rows:
             console.print(f"{table.title}: {table.empty}", markup=False)
             continue
-        rich_table = RichTable(title=table.title, title_justify="left", box=box.SIMPLE_HEAD,
-                               pad_edge=False, title_style="bold")
+        console.print(f"{table.title}:", markup=False, style="bold")
+        # kubectl's look: no borders, upper-case headers, columns three spaces apart.
+        rich_table = RichTable(box=None, pad_edge=False, padding=(0, 3, 0, 0),
+                               header_style="bold")
         for column in table.columns:
             rich_table.add_column(column, overflow="fold")
         for row in table.rows:
             rich_table.add_row(*(cell if cell not in ("", None) else NONE for cell in row))
-        console.print(rich_table)
+        with console.capture() as captured:
+            console.print(rich_table)
+        # Cell padding leaves trailing blanks; a diff or grep of the output should not see them.
+        stream.write("\n".join(line.rstrip() for line in captured.get().splitlines()) + "\n\n")
     for note in report.notes:
-        console.print(note, markup=False, highlight=False)
+        console.print(note, markup=False, highlight=False, soft_wrap=True)

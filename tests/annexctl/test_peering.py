@@ -1,0 +1,125 @@
+"""`annexctl peer` creates the consumer identity on the provider and installs its kubeconfig at
+home; the identity can do what the home agent needs in its tenant namespace and nothing else;
+`annexctl unpeer` removes both."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from shared.api.namespace_map import NAMESPACE_MAP
+from shared.api.resource_offer import RESOURCE_OFFER
+from shared.api.shadowpod import SHADOWPOD
+from tests.annexctl.conftest import Annexctl, minted_kubeconfig, peer_flags
+from tests.conftest import ClusterHandle
+from tests.helpers import wait_for
+from tests.home_agent.agentproc import unique_id
+
+
+@dataclass
+class Peering:
+    flags: list[str]
+    home_id: str
+    remote_id: str
+    namespace: str  # home, where the Secret goes
+    tenant: str
+
+    @property
+    def secret(self) -> str:
+        return f"{self.remote_id}-kubeconfig"
+
+
+@pytest.fixture
+def peering(home: ClusterHandle, remote: ClusterHandle, crds: None) -> Iterator[Peering]:
+    home_id, remote_id = unique_id("home"), unique_id("provider")
+    namespace = unique_id("annexctl")
+    yield Peering(peer_flags(home, remote, home_id, remote_id, namespace), home_id, remote_id,
+                  namespace, f"annex-tenant-{home_id}")
+    for cluster, name in ((home, namespace), (remote, f"annex-tenant-{home_id}")):
+        try:
+            cluster.core.delete_namespace(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
+def _allowed(call: object) -> bool:
+    try:
+        call()  # type: ignore[operator]
+        return True
+    except ApiException as error:
+        if error.status == 403:
+            return False
+        raise
+
+
+def test_peer_creates_an_identity_confined_to_its_tenant_namespace(
+        annexctl: Annexctl, home: ClusterHandle, peering: Peering, tmp_path: Path) -> None:
+    run = annexctl("peer", *peering.flags, "--quota", "cpu=4,memory=8Gi",
+                   "--limits-enforcement", "Soft", "-o", "json")
+    assert run.code == 0, run.err
+    report = run.json()
+    assert report["tenantNamespace"] == peering.tenant
+    assert report["user"] == f"system:serviceaccount:{peering.tenant}:consumer"
+    assert report["kubeconfigSecret"] == {"namespace": peering.namespace, "name": peering.secret}
+
+    api = config.new_client_from_config(config_file=str(minted_kubeconfig(
+        home, peering.namespace, peering.secret, tmp_path)))
+    core, dynamic = client.CoreV1Api(api), DynamicClient(api)
+    maps = dynamic.resources.get(api_version=NAMESPACE_MAP.api_version, kind=NAMESPACE_MAP.kind)
+    offers = dynamic.resources.get(api_version=RESOURCE_OFFER.api_version,
+                                   kind=RESOURCE_OFFER.kind)
+    shadows = dynamic.resources.get(api_version=SHADOWPOD.api_version, kind=SHADOWPOD.kind)
+    tenant = peering.tenant
+    # What the agent needs in its tenant namespace.
+    assert _allowed(lambda: maps.create(namespace=tenant, body={
+        "apiVersion": NAMESPACE_MAP.api_version, "kind": NAMESPACE_MAP.kind,
+        "metadata": {"name": "check"}, "spec": {"desiredMapping": {}}}))
+    assert _allowed(lambda: maps.delete(namespace=tenant, name="check"))
+    assert _allowed(lambda: offers.get(namespace=tenant))
+    assert _allowed(lambda: core.list_namespaced_event(tenant))
+    # Nothing more there, nothing elsewhere.
+    assert not _allowed(lambda: core.list_namespaced_secret(tenant))
+    assert not _allowed(lambda: shadows.get(namespace=tenant))
+    assert not _allowed(lambda: core.list_namespaced_pod("default"))
+    assert not _allowed(lambda: maps.get(namespace="default"))
+    assert not _allowed(lambda: core.list_namespace())
+    assert not _allowed(lambda: core.create_namespace({"metadata": {"name": unique_id("x")}}))
+
+    again = annexctl("peer", *peering.flags, "--quota", "cpu=4,memory=8Gi",
+                     "--limits-enforcement", "Soft", "-o", "json")
+    assert again.code == 0, again.err
+    actions = {(o["cluster"], o["kind"]): o["action"] for o in again.json()["objects"]}
+    assert actions.pop(("home", "Secret")) == "configured"  # a renewed token
+    assert set(actions.values()) == {"unchanged"}
+
+
+def test_unpeer_removes_the_identity_and_the_home_secret(
+        annexctl: Annexctl, home: ClusterHandle, remote: ClusterHandle, peering: Peering,
+        tmp_path: Path) -> None:
+    assert annexctl("peer", *peering.flags).code == 0
+    minted = client.CoreV1Api(config.new_client_from_config(config_file=str(minted_kubeconfig(
+        home, peering.namespace, peering.secret, tmp_path))))
+
+    run = annexctl("unpeer", *peering.flags)
+
+    assert run.code == 0, run.err
+    assert f"Namespace  {peering.tenant}" in run.out or peering.tenant in run.out
+    with pytest.raises(ApiException) as gone:
+        home.core.read_namespaced_secret(peering.secret, peering.namespace)
+    assert gone.value.status == 404
+    wait_for(lambda: peering.tenant not in {
+        n.metadata.name for n in remote.core.list_namespace().items}, timeout=60,
+        message="the tenant namespace is deleted")
+    with pytest.raises(ApiException) as refused:
+        minted.list_namespaced_event(peering.tenant)
+    assert refused.value.status == 401  # the token died with its ServiceAccount
+
+    again = annexctl("unpeer", *peering.flags)
+    assert again.code == 0 and "already unpeered" in again.out
