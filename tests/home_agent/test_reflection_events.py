@@ -121,7 +121,7 @@ def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remo
     _reconcile_all(reflection)
 
     restarted, _ = _setup()
-    restarted.agent.home = home
+    restarted.agent.home = home  # type: ignore[assignment]
     restarted.home_sink("pods", None, _home_pod())
     _observe_home(restarted, home)  # the home listing: both copies
     restarted.remote_sink("events", None, _remote_event(POD))  # the remote one: one is gone
