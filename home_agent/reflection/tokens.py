@@ -1,0 +1,385 @@
+"""Service-account tokens, home → twin namespace (DESIGN.md section 5; forge:
+`shared.forge.token`): for every pod bound to the virtual node in an extended namespace that
+projects service-account tokens, the Secret its remote copy reads them from
+(`service_account_token_secret_name(pod)`), each token requested from the home API server with
+a TokenRequest bound to the home pod, refreshed before it expires, and deleted with the pod.
+
+Tokens are per pod, so this is not a `Reflector` of a kind: it has its own mirrors (the home pods
+bound to the virtual node, fed by the pod events the agent receives anyway; our token Secrets in
+the twin namespaces, from the twins watch), its own queue of pod keys and worker pool
+(`--serviceaccount-reflection-workers`), so a failing pod holds back neither another pod nor
+another kind.
+
+One reconcile converges one home pod key:
+- namespace not extended → nothing (the twin namespace goes with the extension);
+- a Secret of that name that is not ours (ownership labels and Liqo's token labels) → never
+  touched; a FailedReflection Event on the pod;
+- pod gone (confirmed by the home API server), no projected token, or
+  `--enable-apiserver-support=false` → our Secret is deleted (nothing is ever requested then);
+- our Secret fresh (issued for this pod uid, the pod's keys, the home namespace, refresh time
+  not reached, not changed since we wrote it) → nothing but a wake-up at its refresh time: no
+  TokenRequest and no write while nothing changes. After a restart a fresh Secret is reused: its
+  refresh time is in an annotation;
+- otherwise every token is requested again and the Secret written.
+A failure is a FailedReflection Event on the home pod, and the key backs off alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from home_agent.agent import Agent
+from home_agent.config import TOKEN_REFLECTION
+from home_agent.events import EventRecorder
+from home_agent.kubeapi import core_path, error_message, is_not_found, status_of
+from home_agent.mirror import Key, Mirror, key_of
+from home_agent.operators import Watched
+from home_agent.reflection.events import ReflectionWithEvents
+from home_agent.reflection.reflector import KindRules
+from home_agent.workqueue import KeyQueue
+from shared.forge.pod import (
+    ProjectedToken,
+    projected_service_account_tokens,
+    service_account_name,
+    service_account_token_secret_name,
+)
+from shared.forge.token import (
+    is_token_secret,
+    issued_token,
+    refresh_time,
+    stale_reason,
+    token_request,
+    token_secret,
+    token_secret_pod_name,
+)
+from shared.ownership import is_owned
+from shared.wellknown import FAILED_REFLECTION_REASON
+
+log = logging.getLogger(__name__)
+
+SECRETS: Watched = ("", "v1", "secrets")
+PODS = "pods"
+SYNC_WAIT = 0.2
+"""Seconds before a key that arrived before both sides were listed is looked at again."""
+
+
+def _content_digest(secret: Mapping[str, Any]) -> str:
+    """What we wrote, to recognise a Secret changed by somebody else (without keeping tokens)."""
+    metadata = secret.get("metadata") or {}
+    content = {"data": secret.get("data") or {}, "labels": metadata.get("labels") or {},
+               "annotations": metadata.get("annotations") or {}}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class _WakeUp:
+    refresh: datetime
+    deadline: float
+    """time.monotonic() at which the queued wake-up fires."""
+
+
+class TokenReflector:
+    def __init__(self, agent: Agent, workers: int, events: EventRecorder) -> None:
+        self.agent = agent
+        self.workers = workers
+        self.events = events
+        self.pods = Mirror()
+        """Home pods bound to this agent's virtual node."""
+        self.remote = Mirror()
+        """Token Secrets (Liqo's labels) in the twin namespaces, whoever wrote them."""
+        self.queue = KeyQueue()
+        self._lock = threading.Lock()
+        self._pod_of: dict[Key, str] = {}
+        """Remote Secret key → the home pod it was written for (keys of deleted Secrets too)."""
+        self._written: dict[Key, str] = {}
+        """Remote Secret key → digest of what we last wrote there."""
+        self._wake_ups: dict[Key, _WakeUp] = {}
+
+    # --- watch events -----------------------------------------------------------------------
+
+    def on_home_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        key = key_of(obj)
+        on_node = (obj.get("spec") or {}).get("nodeName") == self.agent.node_name()
+        if not on_node and self.pods.get(key) is None:
+            return
+        self.pods.apply(event_type if on_node else "DELETED", obj)
+        if event_type == "DELETED":
+            self.events.forget(obj)
+        self.queue.add(key)
+
+    def on_remote_secret(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        if not is_token_secret(obj):
+            return
+        key = self.remote.apply(event_type, obj)
+        pod_name = token_secret_pod_name(obj)
+        if pod_name is not None:
+            with self._lock:
+                self._pod_of[key] = pod_name
+        self._enqueue_remote(key)
+
+    def _enqueue_remote(self, secret_key: Key) -> None:
+        with self._lock:
+            pod_name = self._pod_of.get(secret_key)
+        home_namespace = self.agent.home_namespace_of(secret_key[0])
+        if pod_name is not None and home_namespace is not None:
+            self.queue.add((home_namespace, pod_name))
+
+    def resync(self) -> None:
+        """Look at every known pod and Secret again (namespace mappings changed)."""
+        for key in self.pods.keys():
+            self.queue.add(key)
+        for secret_key in self.remote.keys():
+            self._enqueue_remote(secret_key)
+
+    def start_relist(self) -> None:
+        self.remote.start_relist()
+
+    def finish_relist(self) -> None:
+        """Secrets the new listing did not show are gone: their pods are looked at again."""
+        for secret_key in self.remote.finish_relist():
+            self._enqueue_remote(secret_key)
+
+    # --- reconcile --------------------------------------------------------------------------
+
+    def _owned(self, obj: Mapping[str, Any]) -> bool:
+        config = self.agent.config
+        return is_owned(obj, config.home_cluster_id, config.remote_cluster_id) and (
+            is_token_secret(obj))
+
+    def wanted_tokens(self, pod: Mapping[str, Any] | None) -> list[ProjectedToken]:
+        """The tokens to keep for `pod`: none when the pod is gone or token support is off."""
+        if pod is None or not self.agent.config.enable_apiserver_support:
+            return []
+        return projected_service_account_tokens(pod)
+
+    async def reconcile(self, key: Key) -> None:
+        namespace, name = key
+        remote_namespace = self.agent.accepted_remote_namespace(namespace)
+        if remote_namespace is None:
+            return
+        pod = self.pods.get(key)
+        secret_key = (remote_namespace, service_account_token_secret_name(name))
+        current = self.remote.get(secret_key)
+        tokens = self.wanted_tokens(pod)
+        if current is not None and not self._owned(current):
+            if tokens and pod is not None:
+                await self._refuse(pod, secret_key)
+            return
+        if not tokens or pod is None:
+            if current is not None and (pod is not None or await self._gone_home(key)):
+                await self._delete(current)
+            return
+        now = datetime.now(UTC)
+        reason = self._stale(secret_key, current, pod, tokens, now)
+        if reason is None:
+            assert current is not None
+            self._wake_up_at(key, refresh_time(current), now)
+            return
+        log.info("requesting service-account tokens for pod %s/%s: %s", namespace, name, reason)
+        issued = [issued_token(token.key, await self._request(pod, token)) for token in tokens]
+        config = self.agent.config
+        desired = token_secret(pod, remote_namespace, issued, config.home_cluster_id,
+                               config.remote_cluster_id, config.token_refresh_fraction)
+        written = await self._write(pod, secret_key, current, desired)
+        if written is not None:
+            self.on_remote_secret("MODIFIED", written)  # the mirror must not lag our own write
+            self._wake_up_at(key, refresh_time(desired), now)
+
+    def _stale(self, secret_key: Key, current: Mapping[str, Any] | None,
+               pod: Mapping[str, Any], tokens: list[ProjectedToken], now: datetime) -> str | None:
+        if current is None:
+            return "no token Secret"
+        with self._lock:
+            written = self._written.get(secret_key)
+        if written is not None and written != _content_digest(current):
+            return "the token Secret was changed remotely"
+        return stale_reason(current, pod, [token.key for token in tokens], now)
+
+    def _wake_up_at(self, key: Key, refresh: datetime | None, now: datetime) -> None:
+        """Queue the key for its refresh time, once (reconciles of a fresh Secret come with
+        every pod status change; each must not add a timer)."""
+        if refresh is None:
+            return
+        with self._lock:
+            previous = self._wake_ups.get(key)
+            if previous is not None and previous.refresh == refresh and (
+                    time.monotonic() < previous.deadline):
+                return
+            delay = max(0.0, (refresh - now).total_seconds())
+            self._wake_ups[key] = _WakeUp(refresh, time.monotonic() + delay)
+        self.queue.add_after(key, delay)
+
+    async def _request(self, pod: Mapping[str, Any], token: ProjectedToken) -> dict[str, Any]:
+        metadata = pod.get("metadata") or {}
+        account = service_account_name(pod.get("spec") or {})
+        path = core_path("serviceaccounts", str(metadata.get("namespace")), account, "token")
+        answer = await self.agent.home.create(path, token_request(pod, token))
+        if not isinstance(answer, dict):
+            raise ValueError(f"unexpected TokenRequest answer for service account {account!r}")
+        return answer
+
+    async def _write(self, pod: Mapping[str, Any], secret_key: Key,
+                     current: Mapping[str, Any] | None,
+                     desired: dict[str, Any]) -> dict[str, Any] | None:
+        """Create or overwrite the Secret; the written object, or None when a foreign Secret is
+        in the way."""
+        namespace, name = secret_key
+        remote = self.agent.remote
+        if current is None:
+            try:
+                written = await remote.create(core_path("secrets", namespace), desired)
+            except Exception as error:
+                if status_of(error) != 409:
+                    raise
+                current = await remote.get(core_path("secrets", namespace, name))
+                assert current is not None
+                if not self._owned(current):
+                    await self._refuse(pod, secret_key)
+                    return None
+        if current is not None:
+            body = {**desired, "metadata": {
+                **desired["metadata"],
+                "resourceVersion": (current.get("metadata") or {}).get("resourceVersion")}}
+            written = await remote.replace(core_path("secrets", namespace, name), body)
+        with self._lock:
+            self._written[secret_key] = _content_digest(desired)
+        return written if isinstance(written, dict) else desired
+
+    async def _gone_home(self, key: Key) -> bool:
+        """The home API server confirms the pod is gone: a mirror that missed it must never cost
+        a running remote pod its tokens."""
+        try:
+            await self.agent.home.get(core_path("pods", *key))
+        except Exception as error:
+            if is_not_found(error):
+                return True
+            raise
+        return False
+
+    async def _delete(self, current: Mapping[str, Any]) -> None:
+        secret_key = key_of(dict(current))
+        uid = (current.get("metadata") or {}).get("uid")
+        try:
+            await self.agent.remote.delete(core_path("secrets", *secret_key),
+                                           {"preconditions": {"uid": uid}} if uid else None)
+        except Exception as error:
+            if not is_not_found(error) and status_of(error) != 409:
+                raise
+        with self._lock:
+            self._written.pop(secret_key, None)
+            pod_name = self._pod_of.get(secret_key)
+            home_namespace = self.agent.home_namespace_of(secret_key[0])
+            if pod_name is not None and home_namespace is not None:
+                self._wake_ups.pop((home_namespace, pod_name), None)
+
+    async def _refuse(self, pod: Mapping[str, Any], secret_key: Key) -> None:
+        message = (f"remote Secret {secret_key[0]}/{secret_key[1]} exists and was not created by "
+                   f"this cluster: left alone, service-account tokens not reflected")
+        log.warning("%s", message)
+        await self._report(pod, message)
+
+    async def _report(self, pod: Mapping[str, Any], message: str) -> None:
+        await self.events.record({**pod, "apiVersion": "v1", "kind": "Pod"},
+                                 FAILED_REFLECTION_REASON, message)
+
+    # --- workers ----------------------------------------------------------------------------
+
+    async def run(self, ready: Callable[[], bool]) -> None:
+        await asyncio.gather(*(self._worker(ready) for _ in range(self.workers)))
+
+    async def _worker(self, ready: Callable[[], bool]) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            key = await loop.run_in_executor(None, self.queue.get)
+            if key is None:
+                return
+            assert isinstance(key, tuple)
+            try:
+                if not ready():
+                    self.queue.add_after(key, SYNC_WAIT)
+                    continue
+                await self.reconcile(key)
+                self.queue.forget(key)
+            except Exception as error:  # noqa: BLE001 - one pod's failure blocks no other
+                delay = self.queue.retry(key)
+                message = error_message(error)
+                log.warning("reflecting the service-account tokens of pod %s/%s failed (retry in "
+                            "%.1fs): %s", key[0], key[1], delay, message)
+                pod = self.pods.get(key)
+                if pod is not None:
+                    await self._report(
+                        pod, f"service-account token reflection failed (retrying): {message}")
+            finally:
+                self.queue.done(key)
+
+    def stop(self) -> None:
+        self.queue.shutdown()
+
+
+class ReflectionWithTokens(ReflectionWithEvents):
+    """The kinds' reflection and remote Events, plus (unless
+    `--serviceaccount-reflection-workers 0`) the token reflector, fed with the home pod events
+    (which stay the agent's too) and the remote Secret events (which stay the Secret
+    reflector's too)."""
+
+    def __init__(self, agent: Agent, kinds: list[KindRules]) -> None:
+        super().__init__(agent, kinds)
+        workers = agent.config.reflection_workers.get(TOKEN_REFLECTION, 0)
+        self.tokens = (TokenReflector(agent, workers, EventRecorder(
+            agent.home, agent.config.home_cluster_id)) if workers > 0 else None)
+
+    def workers(self) -> int:
+        return super().workers() + (self.tokens.workers if self.tokens else 0)
+
+    def resources(self) -> tuple[Watched, ...]:
+        resources = super().resources()
+        if self.tokens is not None and SECRETS not in resources:
+            resources += (SECRETS,)
+        return resources
+
+    def home_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        taken = super().home_sink(plural, event_type, obj)
+        if self.tokens is not None and plural == PODS:
+            self.tokens.on_home_pod(event_type, obj)
+        return taken
+
+    def remote_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        taken = super().remote_sink(plural, event_type, obj)
+        if self.tokens is not None and plural == SECRETS[2]:
+            self.tokens.on_remote_secret(event_type, obj)
+        return taken
+
+    def resync(self) -> None:
+        super().resync()
+        if self.tokens is not None:
+            self.tokens.resync()
+
+    def start_relist(self) -> None:
+        super().start_relist()
+        if self.tokens is not None:
+            self.tokens.start_relist()
+
+    def finish_relist(self) -> None:
+        super().finish_relist()
+        if self.tokens is not None:
+            self.tokens.finish_relist()
+
+    async def run(self) -> None:
+        if self.tokens is None:
+            await super().run()
+        else:
+            await asyncio.gather(super().run(), self.tokens.run(self.ready))
+
+    def stop(self) -> None:
+        super().stop()
+        if self.tokens is not None:
+            self.tokens.stop()
