@@ -319,6 +319,58 @@ class VolumeStrategy(Strategy):
         obj["status"] = {"phase": "Pending"}
 
 
+# Length limits of pkg/apis/core/validation/events.go.
+EVENT_REPORTING_INSTANCE_LIMIT = 128
+EVENT_ACTION_LIMIT = 128
+EVENT_REASON_LIMIT = 128
+EVENT_NOTE_LIMIT = 1024
+
+
+class EventStrategy(Strategy):
+    """legacyValidateEvent, which every Event write passes whichever API group it came through
+    (events.k8s.io/v1's stricter create/update rules are not simulated): a namespaced involved
+    object must be in the Event's namespace; an Event with eventTime set (the new API's) must
+    name its reporting controller, instance, action and reason within their length limits."""
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        namespace = str(obj["metadata"].get("namespace") or "")
+        involved_namespace = str((obj.get("involvedObject") or {}).get("namespace") or "")
+        mismatch = FieldCause("involvedObject.namespace", "Invalid value",
+                              "does not match event.namespace", involved_namespace)
+        errors: list[FieldCause] = []
+        if not obj.get("eventTime"):
+            if not involved_namespace:
+                if namespace not in ("", "default"):
+                    errors.append(mismatch)
+            elif namespace != involved_namespace:
+                errors.append(mismatch)
+        else:
+            if not involved_namespace and namespace not in ("default", "kube-system"):
+                errors.append(mismatch)
+            controller = str(obj.get("reportingComponent") or "")
+            if not controller:
+                errors.append(FieldCause("reportingController", "Required value", ""))
+            errors += [FieldCause("reportingController", "Invalid value", message, controller)
+                       for message in names.label_key_errors(controller)]
+            for path, value, limit in (
+                ("reportingInstance", obj.get("reportingInstance"),
+                 EVENT_REPORTING_INSTANCE_LIMIT),
+                ("action", obj.get("action"), EVENT_ACTION_LIMIT),
+                ("reason", obj.get("reason"), EVENT_REASON_LIMIT),
+            ):
+                if not value:
+                    errors.append(FieldCause(path, "Required value", ""))
+                elif len(str(value)) > limit:
+                    errors.append(FieldCause(path, "Invalid value",
+                                             f"can have at most {limit} characters", ""))
+            if len(str(obj.get("message") or "")) > EVENT_NOTE_LIMIT:
+                errors.append(FieldCause("message", "Invalid value",
+                                         f"can have at most {EVENT_NOTE_LIMIT} characters", ""))
+        errors += [FieldCause("namespace", "Invalid value", message, namespace)
+                   for message in names.dns1123_subdomain_errors(namespace)]
+        return errors
+
+
 IMMUTABLE_SET = "field is immutable when `immutable` is set"
 
 

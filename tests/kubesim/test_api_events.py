@@ -43,3 +43,35 @@ def test_a_core_event_reads_through_events_k8s_io_with_its_selectors(home, names
                                                 "fieldSelector": "metadata.name=c"}))
     assert [(e["type"], e["object"]["apiVersion"], e["object"]["note"]) for e in events] == [
         ("ADDED", "events.k8s.io/v1", "patched")]
+
+
+def _core_event(namespace: str, name: str, **fields: object) -> dict[str, object]:
+    return {"metadata": {"name": name}, "reason": "Made", "message": "m", "type": "Normal",
+            "involvedObject": {"kind": "Pod", "name": "q", "namespace": namespace}, **fields}
+
+
+def test_an_event_about_an_object_of_another_namespace_is_invalid(home, namespace) -> None:
+    elsewhere = {"kind": "Pod", "name": "q", "namespace": "elsewhere"}
+    status, body = call(home, "POST", core(namespace), _core_event(
+        namespace, "e", involvedObject=elsewhere))
+    assert status == 422, body
+    assert body["message"] == ('Event "e" is invalid: involvedObject.namespace: Invalid value: '
+                               '"elsewhere": does not match event.namespace')
+    assert call(home, "POST", core(namespace), _core_event(namespace, "e"))[0] == 201
+    status, body = call(home, "PUT", core(namespace, "e"), _core_event(
+        namespace, "e", involvedObject=elsewhere))
+    assert status == 422, body  # updates pass the same validation
+
+
+def test_a_core_event_with_an_event_time_needs_the_new_apis_reporting_fields(
+        home, namespace) -> None:
+    status, body = call(home, "POST", core(namespace), _core_event(
+        namespace, "bare", eventTime="2024-01-01T00:00:00.000000Z"))
+    assert status == 422, body
+    for cause in ("reportingController: Required value", "reportingInstance: Required value",
+                  "action: Required value"):
+        assert cause in body["message"]
+    status, body = call(home, "POST", core(namespace), _core_event(
+        namespace, "full", eventTime="2024-01-01T00:00:00.000000Z",
+        reportingComponent="example.com/c", reportingInstance="c-1", action="Test"))
+    assert status == 201, body
