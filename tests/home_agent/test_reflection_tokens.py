@@ -1,0 +1,391 @@
+"""The token reflector's rules, one reconcile at a time, against recording fakes of both API
+servers (the watches are played by feeding the mirrors); then the agent as a real process,
+restarted over a fresh token Secret. End to end: tests/e2e/test_reflection_tokens.py."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import itertools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+
+from home_agent.agent import Agent
+from home_agent.config import AgentConfig
+from home_agent.events import EventRecorder
+from home_agent.kubeapi import ApiError
+from home_agent.reflection.reflector import Reflector
+from home_agent.reflection.secret import SECRET_RULES
+from home_agent.reflection.tokens import TokenReflector
+from shared.forge.pod import service_account_token_key
+from shared.reflection_policy import ReflectionType
+from shared.wellknown import (
+    DESTINATION_CLUSTER_LABEL,
+    ORIGIN_CLUSTER_LABEL,
+    TOKEN_SECRET_EXPIRATION_ANNOTATION,
+    TOKEN_SECRET_POD_UID_ANNOTATION,
+    TOKEN_SECRET_REFRESH_ANNOTATION,
+)
+from tests.conftest import ClusterHandle
+from tests.helpers import wait_for
+from tests.home_agent.play import bound_pod, extend
+
+HOME, REMOTE = "home-1", "remote-1"
+OURS = {ORIGIN_CLUSTER_LABEL: HOME, DESTINATION_CLUSTER_LABEL: REMOTE}
+TWIN = "app-home-1"
+NODE = f"liqo-{REMOTE}"
+SECRET_PATH = f"/api/v1/namespaces/{TWIN}/secrets/web-token"
+TOKEN_PATH = "/api/v1/namespaces/app/serviceaccounts/robot/token"
+TOKEN_KEY = service_account_token_key("kube-api-access-x7k2p", "token")
+VAULT_KEY = service_account_token_key("vault", "vault-token")
+
+
+def _error(status: int) -> ApiError:
+    return ApiError(status, {"message": f"status {status}", "reason": "Failure"})
+
+
+class FakeRemote:
+    """Remote objects by path; every call recorded as (verb, path)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.calls: list[tuple[str, str]] = []
+        self.versions = itertools.count(100)
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        full = f"{path}/{body['metadata']['name']}"
+        self.calls.append(("create", full))
+        if full in self.objects:
+            raise _error(409)
+        return self._store(full, body)
+
+    def _store(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        stored = copy.deepcopy(body)
+        stored["metadata"]["resourceVersion"] = str(next(self.versions))
+        stored["metadata"].setdefault("uid", "uid-secret")
+        self.objects[path] = stored
+        return copy.deepcopy(stored)
+
+    async def get(self, path: str) -> Any:
+        if path not in self.objects:
+            raise _error(404)
+        return copy.deepcopy(self.objects[path])
+
+    async def replace(self, path: str, body: dict[str, Any]) -> Any:
+        self.calls.append(("replace", path))
+        return self._store(path, body)
+
+    async def delete(self, path: str, options: Any = None) -> Any:
+        self.calls.append(("delete", path))
+        self.objects.pop(path, None)
+
+
+class FakeHome:
+    """The home API server: TokenRequests answered with numbered tokens, Events recorded, pods
+    that `get` finds."""
+
+    def __init__(self) -> None:
+        self.token_requests: list[tuple[str, dict[str, Any]]] = []
+        self.events: list[tuple[str, str]] = []
+        self.pods: set[str] = set()
+        self.refuse_tokens = False
+        self.lifetime = 3607
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        if body.get("kind") != "TokenRequest":
+            self.events.append((body["reason"], body["message"]))
+            return body
+        if self.refuse_tokens:
+            raise _error(403)
+        self.token_requests.append((path, body))
+        expires = datetime.now(UTC) + timedelta(seconds=self.lifetime)
+        return {**body, "spec": {**body["spec"], "expirationSeconds": self.lifetime},
+                "status": {"token": f"token-{len(self.token_requests)}",
+                           "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ")}}
+
+    async def get(self, path: str) -> Any:
+        if path not in self.pods:
+            raise _error(404)
+        return {}
+
+
+def _agent(**config: Any) -> tuple[Agent, FakeRemote, FakeHome]:
+    remote, home = FakeRemote(), FakeHome()
+    agent = Agent(AgentConfig(HOME, REMOTE, "unused", **config), home, remote)  # type: ignore[arg-type]
+    agent.mirrors.namespace_maps.apply("ADDED", {
+        "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
+        "spec": {"desiredMapping": {"app": TWIN}},
+        "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
+    return agent, remote, home
+
+
+def _reflector(agent: Agent) -> TokenReflector:
+    return TokenReflector(agent, 1, EventRecorder(agent.home, HOME))
+
+
+def _pod(uid: str = "uid-web", audience: str | None = None, **spec: Any) -> dict[str, Any]:
+    volumes: list[dict[str, Any]] = [{"name": "kube-api-access-x7k2p", "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+            "fieldPath": "metadata.namespace"}}]}}]}}]
+    if audience:
+        volumes.append({"name": "vault", "projected": {"sources": [{"serviceAccountToken": {
+            "audience": audience, "expirationSeconds": 7200, "path": "vault-token"}}]}})
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "app", "uid": uid, "resourceVersion": "1"},
+            "spec": {"nodeName": NODE, "serviceAccountName": "robot",
+                     "containers": [{"name": "app", "image": "nginx"}], "volumes": volumes,
+                     **spec}}
+
+
+def _reconcile(reflector: TokenReflector) -> None:
+    asyncio.run(reflector.reconcile(("app", "web")))
+
+
+def _observe(reflector: TokenReflector, remote: FakeRemote) -> None:
+    """The remote watch catches up with what the fake server holds."""
+    for obj in remote.objects.values():
+        reflector.on_remote_secret("MODIFIED", obj)
+
+
+def _decoded(secret: dict[str, Any]) -> dict[str, str]:
+    return {key: base64.b64decode(value).decode() for key, value in secret["data"].items()}
+
+
+def test_an_offloaded_pod_gets_a_secret_of_home_tokens_bound_to_it_and_its_home_namespace(
+) -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod(audience="vault"))
+    _reconcile(reflector)
+    assert [path for path, _ in home.token_requests] == [TOKEN_PATH, TOKEN_PATH]
+    default, vault = (body["spec"] for _, body in home.token_requests)
+    assert default["boundObjectRef"] == {"apiVersion": "v1", "kind": "Pod", "name": "web",
+                                         "uid": "uid-web"}
+    assert default["expirationSeconds"] == 3607 and "audiences" not in default
+    assert vault["audiences"] == ["vault"] and vault["expirationSeconds"] == 7200
+    secret = remote.objects[SECRET_PATH]
+    assert _decoded(secret) == {TOKEN_KEY: "token-1", VAULT_KEY: "token-2", "namespace": "app"}
+    assert OURS.items() <= secret["metadata"]["labels"].items()
+    annotations = secret["metadata"]["annotations"]
+    assert annotations[TOKEN_SECRET_POD_UID_ANNOTATION] == "uid-web"
+    expires = datetime.fromisoformat(annotations[TOKEN_SECRET_EXPIRATION_ANNOTATION])
+    refresh = datetime.fromisoformat(annotations[TOKEN_SECRET_REFRESH_ANNOTATION])
+    # The earliest token rules: refreshed at 80% of its 3607 s, as the kubelet would.
+    left = timedelta(seconds=3607 * 0.2)
+    assert left <= expires - refresh <= left + timedelta(seconds=1)  # timestamps in seconds
+
+
+def test_a_fresh_secret_costs_no_token_request_and_no_write() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    _observe(reflector, remote)
+    remote.calls.clear()
+    for _ in range(3):  # pod status updates
+        reflector.on_home_pod("MODIFIED", _pod())
+        _reconcile(reflector)
+    assert len(home.token_requests) == 1
+    assert remote.calls == []
+
+
+def test_after_a_restart_a_fresh_secret_is_reused() -> None:
+    agent, remote, home = _agent()
+    first = _reflector(agent)
+    first.on_home_pod("ADDED", _pod())
+    _reconcile(first)
+    restarted = _reflector(agent)
+    restarted.on_home_pod("ADDED", _pod())
+    _observe(restarted, remote)
+    remote.calls.clear()
+    _reconcile(restarted)
+    assert len(home.token_requests) == 1
+    assert remote.calls == []
+
+
+def test_tokens_are_requested_again_when_due_for_a_refresh() -> None:
+    agent, remote, home = _agent(token_refresh_fraction=0.0001)
+    home.lifetime = 600
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    _observe(reflector, remote)
+    wait_for(lambda: datetime.fromisoformat(remote.objects[SECRET_PATH]["metadata"][
+        "annotations"][TOKEN_SECRET_REFRESH_ANNOTATION]) <= datetime.now(UTC),
+        timeout=5, message="refresh time (0.06 s after issue) passed")
+    _reconcile(reflector)
+    assert len(home.token_requests) == 2
+    assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
+    assert remote.calls[-1] == ("replace", SECRET_PATH)
+
+
+def test_a_fresh_secret_is_woken_up_once_at_its_refresh_time() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    _observe(reflector, remote)
+    for _ in range(5):
+        _reconcile(reflector)
+    assert len(reflector.queue._delayed) == 1  # noqa: SLF001 - one timer, not one per reconcile
+
+
+def test_a_new_pod_of_the_same_name_gets_new_tokens() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    _observe(reflector, remote)
+    reflector.on_home_pod("DELETED", _pod())
+    reflector.on_home_pod("ADDED", _pod(uid="uid-web-2"))
+    _reconcile(reflector)
+    assert home.token_requests[-1][1]["spec"]["boundObjectRef"]["uid"] == "uid-web-2"
+    assert remote.objects[SECRET_PATH]["metadata"]["annotations"][
+        TOKEN_SECRET_POD_UID_ANNOTATION] == "uid-web-2"
+
+
+def test_a_secret_changed_remotely_is_rewritten() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    remote.objects[SECRET_PATH]["data"][TOKEN_KEY] = base64.b64encode(b"forged").decode()
+    _observe(reflector, remote)
+    _reconcile(reflector)
+    assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
+
+
+def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    _observe(reflector, remote)
+    reflector.on_home_pod("DELETED", _pod())
+    home.pods.add("/api/v1/namespaces/app/pods/web")  # the mirror is ahead of the server
+    _reconcile(reflector)
+    assert SECRET_PATH in remote.objects
+    home.pods.clear()
+    _reconcile(reflector)
+    assert SECRET_PATH not in remote.objects
+
+
+def test_without_apiserver_support_nothing_is_requested_and_our_secret_goes() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    _observe(reflector, remote)
+    off, _, _ = _agent(enable_apiserver_support=False)
+    off.remote, off.home = remote, home  # type: ignore[assignment]
+    restarted = _reflector(off)
+    restarted.on_home_pod("ADDED", _pod())
+    _observe(restarted, remote)
+    _reconcile(restarted)
+    assert len(home.token_requests) == 1
+    assert SECRET_PATH not in remote.objects
+
+
+def test_a_pod_without_projected_tokens_gets_no_secret() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod(volumes=[]))
+    _reconcile(reflector)
+    assert home.token_requests == [] and remote.objects == {}
+
+
+def test_a_foreign_secret_of_that_name_is_left_alone_with_an_event() -> None:
+    agent, remote, home = _agent()
+    remote.objects[SECRET_PATH] = {"metadata": {"name": "web-token", "namespace": TWIN,
+                                                "resourceVersion": "5"}, "data": {"x": "eQ=="}}
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    assert remote.objects[SECRET_PATH]["data"] == {"x": "eQ=="}
+    assert [reason for reason, _ in home.events] == ["FailedReflection"]
+    assert "not created by this cluster" in home.events[0][1]
+
+
+def test_a_namespace_not_extended_gets_nothing() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    pod = _pod()
+    pod["metadata"]["namespace"] = "elsewhere"
+    reflector.on_home_pod("ADDED", pod)
+    asyncio.run(reflector.reconcile(("elsewhere", "web")))
+    assert home.token_requests == [] and remote.calls == []
+
+
+def test_pods_on_other_nodes_are_not_followed() -> None:
+    agent, _, _ = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod(nodeName="worker-1"))
+    assert reflector.pods.keys() == []
+
+
+def test_a_failed_token_request_is_an_event_on_the_pod_and_is_retried() -> None:
+    agent, remote, home = _agent()
+    home.refuse_tokens = True
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+
+    async def one_failure() -> None:
+        worker = asyncio.create_task(reflector.run(lambda: True))
+        while not home.events:
+            await asyncio.sleep(0.01)
+        reflector.stop()
+        await worker
+
+    asyncio.run(one_failure())
+    assert home.events[0][0] == "FailedReflection"
+    assert "status 403" in home.events[0][1]
+    assert len(reflector.queue._delayed) == 1  # noqa: SLF001 - backing off, not dropped
+
+
+def test_the_secret_reflector_leaves_token_secrets_alone() -> None:
+    agent, remote, _ = _agent()
+    tokens = _reflector(agent)
+    tokens.on_home_pod("ADDED", _pod())
+    _reconcile(tokens)
+    secrets = Reflector(agent, SECRET_RULES, 1, ReflectionType.DENY_LIST,
+                        EventRecorder(agent.home, HOME))
+    secrets.on_remote_event("ADDED", remote.objects[SECRET_PATH])
+    remote.calls.clear()
+    asyncio.run(secrets.reconcile(("app", "web-token")))  # no home Secret of that name
+    assert remote.calls == []
+
+
+# --- the agent as a process -------------------------------------------------------------------
+
+
+def _token_secret(remote: ClusterHandle, twin: str, pod: str) -> Any:
+    try:
+        return remote.core.read_namespaced_secret(f"{pod}-token", twin)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def test_a_restarted_agent_reuses_the_fresh_token_secret(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    twin = extend(home, remote, agent, namespace)
+    bound_pod(home, namespace, "web", agent.node_name)  # the default kube-api-access volume
+    secret = wait_for(lambda: _token_secret(remote, twin, "web"), timeout=30,
+                      message="token Secret written")
+    assert base64.b64decode(secret.data["namespace"]).decode() == namespace
+
+    agent.process.kill()
+    again = start_agent(home_id=agent.home_id, remote_id=agent.remote_id)
+    # A new pod gets its Secret from the new process: it has listed both sides, worked its queue.
+    bound_pod(home, namespace, "probe", again.node_name)
+    wait_for(lambda: _token_secret(remote, twin, "probe"), timeout=30,
+             message="the restarted agent works")
+    after = _token_secret(remote, twin, "web")
+    assert after.metadata.resource_version == secret.metadata.resource_version
+    assert after.data == secret.data
