@@ -91,6 +91,11 @@ class KindRules:
     def plural(self) -> str:
         return self.resource[2]
 
+    @property
+    def api_version(self) -> str:
+        group, version, _ = self.resource
+        return f"{group}/{version}" if group else version
+
 
 class Reflector:
     def __init__(self, agent: Agent, rules: KindRules, workers: int, policy: ReflectionType,
@@ -234,7 +239,8 @@ class Reflector:
 
     async def _report(self, local: Mapping[str, Any], message: str) -> None:
         """A FailedReflection Warning Event on the home object (once per distinct message)."""
-        await self.events.record({**local, "apiVersion": "v1", "kind": self.rules.kind},
+        await self.events.record({**local, "apiVersion": self.rules.api_version,
+                                  "kind": self.rules.kind},
                                  FAILED_REFLECTION_REASON, message)
 
     # --- workers ----------------------------------------------------------------------------

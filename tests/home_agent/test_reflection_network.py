@@ -274,3 +274,26 @@ def test_each_network_kind_has_its_flags_and_zero_workers_disable_it() -> None:
     assert "services" not in reflection.reflectors
     assert reflection.reflectors["endpointslices"].workers == 2
     assert str(reflection.reflectors["ingresses"].policy) == "AllowList"
+
+
+def test_a_foreign_remote_ingress_is_left_alone_and_reported_on_the_home_ingress() -> None:
+    reflection, remote = _reflection()
+    home = reflection.agent.home
+    posted: list[dict[str, Any]] = []
+
+    async def record(path: str, body: dict[str, Any]) -> Any:
+        posted.append(body)
+        return body
+
+    home.create = record  # type: ignore[method-assign]
+    foreign = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+               "metadata": {"name": "web", "namespace": TWIN}, "spec": {"rules": []}}
+    remote.objects[INGRESS_PATH] = copy.deepcopy(foreign)
+    reflection.remote_sink("ingresses", "ADDED", foreign)
+    _home(reflection, "ingresses", {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+                                    "metadata": {"name": "web", "namespace": "app", "uid": "u"},
+                                    "spec": {"rules": [{"host": "web.example"}]}})
+    _reconcile(reflection, "ingresses")
+    assert remote.writes() == [] and remote.objects[INGRESS_PATH] == foreign
+    assert [(e["reason"], e["involvedObject"]["apiVersion"], e["involvedObject"]["kind"])
+            for e in posted] == [("FailedReflection", "networking.k8s.io/v1", "Ingress")]
