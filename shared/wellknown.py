@@ -32,6 +32,9 @@ VIRTUAL_NODE_TAINT_KEY: Final = "virtual-node.liqo.io/not-allowed"
 VIRTUAL_NODE_TAINT_VALUE: Final = "true"
 VIRTUAL_NODE_TAINT_EFFECT: Final = "NoExecute"
 VIRTUAL_NODE_NAME_PREFIX: Final = "liqo-"
+# On a home namespace with a NamespaceOffloading (the agent sets it): the pod webhook's
+# namespaceSelector (charts/home-agent), so pods elsewhere never wait for an agent.
+SCHEDULING_ENABLED_LABEL: Final = "liqo.io/scheduling-enabled"
 NODE_LEASE_NAMESPACE: Final = "kube-node-lease"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 OS_LABEL: Final = "kubernetes.io/os"
