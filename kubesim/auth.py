@@ -244,14 +244,20 @@ def new_static_token() -> str:
 # TokenRequest (serviceaccounts/token) and the authenticators a cluster gets
 
 API_AUDIENCE = "https://kubernetes.default.svc.cluster.local"
-DEFAULT_EXPIRATION = 3600
+TOKEN_REQUEST_KIND = "TokenRequest.authentication.k8s.io"
+DEFAULT_EXPIRATION = 3600  # SetDefaults_TokenRequestSpec
 MIN_EXPIRATION = 600
 MAX_EXPIRATION = 2**32
+WARN_ONLY_EXPIRATION = 3607  # the kubelet's projected-token default (serviceaccount.WarnOnly...)
+EXTENDED_EXPIRATION = 365 * 24 * 3600  # ExpirationExtensionSeconds
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
+# The kinds a token may be bound to, by their storage key (token.go: Pod, Node, Secret).
+BINDABLE_KINDS = {"Pod": "pods", "Secret": "secrets", "Node": "nodes"}
 
 
 def _expiration_errors(seconds: Any) -> list[FieldCause]:
+    """ValidateTokenRequest."""
     path = "spec.expirationSeconds"
     if not isinstance(seconds, int) or seconds < MIN_EXPIRATION:
         return [FieldCause(path, "Invalid value",
@@ -262,8 +268,23 @@ def _expiration_errors(seconds: Any) -> list[FieldCause]:
     return []
 
 
+def _group_of(api_version: str) -> str:
+    return api_version.rpartition("/")[0] if "/" in api_version else ""
+
+
+def _gvk_string(api_version: str, kind: str) -> str:
+    """schema.GroupVersionKind.String(): "group/version, Kind=kind" ("/v1, Kind=X" for core)."""
+    group, _, version = api_version.rpartition("/")
+    return f"{group}/{version}, Kind={kind}"
+
+
+def _timestamp(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class ServiceAccountTokens:
-    """Issues TokenRequest tokens and authenticates them against the live objects."""
+    """Issues TokenRequest tokens (pkg/registry/core/serviceaccount/storage/token.go) and
+    authenticates them against the live objects (a bound token dies with its object)."""
 
     def __init__(self, api: ApiServer, signer: TokenSigner,
                  audiences: Sequence[str] = (API_AUDIENCE,)) -> None:
@@ -275,49 +296,79 @@ class ServiceAccountTokens:
         stored = self.api.store.get(("", plural), namespace, name)
         return stored.obj if stored is not None else None
 
+    def _bound_object(self, account: str, namespace: str,
+                      ref: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The object a boundObjectRef names: (kind, object), or the error token.go answers."""
+        api_version, kind, name = ref.get("apiVersion", ""), ref.get("kind", ""), ref.get(
+            "name", "")
+        plural = BINDABLE_KINDS.get(kind)
+        if _group_of(api_version) != "" or plural is None:
+            raise errors.bad_request(
+                f"cannot bind token to object of type {_gvk_string(api_version, kind)}")
+        obj = self._get(plural, "" if kind == "Node" else namespace, name)
+        if obj is None:
+            raise errors.not_found(plural, name)
+        if kind == "Pod" and (obj.get("spec") or {}).get("serviceAccountName") != account:
+            raise errors.bad_request(f'cannot bind token for serviceaccount "{account}" to pod '
+                                     "running with different serviceaccount name.")
+        uid = obj["metadata"]["uid"]
+        if ref.get("uid") and ref["uid"] != uid:
+            # NewConflict(GroupResource{Resource: gvk.Kind}, ...): the kind, not the plural
+            raise errors.conflict(
+                kind, name, f"the UID in the bound object reference ({ref['uid']}) does not "
+                "match the UID in record. The object might have been deleted and then recreated")
+        return kind, obj
+
     async def token_request(self, request: SubresourceRequest) -> dict[str, Any]:
         """`create serviceaccounts/token`: a TokenRequest answered with status.token."""
         namespace, name = request.namespace, request.name
+        body = request.body if isinstance(request.body, dict) else {}
+        metadata = body.get("metadata") or {}
+        for field_name, expected, what in (("name", name, "name"),
+                                           ("namespace", namespace, "namespace")):
+            given = metadata.get(field_name)
+            if given and given != expected:
+                raise errors.invalid(TOKEN_REQUEST_KIND, name, [FieldCause(
+                    f"metadata.{field_name}", "Invalid value",
+                    f"must match the service account {what} if specified", given)])
         account = self._get("serviceaccounts", namespace, name)
         if account is None:
             raise errors.not_found("serviceaccounts", name)
-        body = request.body if isinstance(request.body, dict) else {}
         spec = dict(body.get("spec") or {})
         seconds = spec.get("expirationSeconds", DEFAULT_EXPIRATION)
+        audiences = list(spec.get("audiences") or self.audiences)
         causes = _expiration_errors(seconds)
         if causes:
-            raise errors.invalid("TokenRequest.authentication.k8s.io", name, causes)
-        audiences = list(spec.get("audiences") or self.audiences)
-        now = int(time.time())
-        claims: dict[str, Any] = {
-            "aud": audiences, "exp": now + int(seconds), "iat": now, "nbf": now,
-            "jti": secrets.token_hex(16), "sub": service_account_user_name(namespace, name),
-            "kubernetes.io": {"namespace": namespace, "serviceaccount": {
-                "name": name, "uid": account["metadata"]["uid"]}},
-        }
+            raise errors.invalid(TOKEN_REQUEST_KIND, "", causes)
+        now = time.time()
+        private: dict[str, Any] = {"namespace": namespace, "serviceaccount": {
+            "name": name, "uid": account["metadata"]["uid"]}}
         bound = spec.get("boundObjectRef")
+        lifetime = int(seconds)
         if bound:
-            if bound.get("kind") != "Pod":
-                raise errors.bad_request(
-                    f"cannot bind token to object of type {bound.get('kind')}")
-            pod = self._get("pods", namespace, bound.get("name", ""))
-            if pod is None:
-                raise errors.not_found("pods", bound.get("name", ""))
-            uid = pod["metadata"]["uid"]
-            if bound.get("uid") and bound["uid"] != uid:
-                raise errors.conflict(
-                    "pods", bound.get("name", ""),
-                    f"the UID in the bound object reference ({bound['uid']}) does not match the "
-                    "UID in record. The object might have been deleted and then recreated")
-            spec["boundObjectRef"] = {**bound, "uid": uid, "apiVersion": "v1"}
-            claims["kubernetes.io"]["pod"] = {"name": bound["name"], "uid": uid}
+            kind, obj = self._bound_object(name, namespace, bound)
+            reference = {"name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"]}
+            private[kind.lower()] = reference
+            spec["boundObjectRef"] = {**bound, "uid": obj["metadata"]["uid"]}
+            # --service-account-extend-token-expiration (on by default): a pod-bound token of
+            # the kubelet's default lifetime for the API server's audiences stays valid a year;
+            # the answer still says 3607 s (the kubelet refreshes on that).
+            if kind == "Pod" and lifetime == WARN_ONLY_EXPIRATION and set(audiences) <= set(
+                    self.audiences):
+                lifetime = EXTENDED_EXPIRATION
+        issued = int(now)
+        claims: dict[str, Any] = {
+            "aud": audiences, "exp": issued + lifetime, "iat": issued, "nbf": issued,
+            "jti": secrets.token_hex(16), "sub": service_account_user_name(namespace, name),
+            "kubernetes.io": private,
+        }
         spec.update(audiences=audiences, expirationSeconds=int(seconds))
-        expires = datetime.fromtimestamp(claims["exp"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        return {"kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
                 "metadata": {"name": name, "namespace": namespace,
-                             "creationTimestamp": None},
+                             "creationTimestamp": _timestamp(now)},
                 "spec": spec,
-                "status": {"token": self.signer.issue(claims), "expirationTimestamp": expires}}
+                "status": {"token": self.signer.issue(claims),
+                           "expirationTimestamp": _timestamp(now + int(seconds))}}
 
     def authenticate(self, token: str) -> User | None:
         claims = self.signer.claims(token)
@@ -329,12 +380,15 @@ class ServiceAccountTokens:
         account = self._get("serviceaccounts", namespace, account_ref.get("name", ""))
         if account is None or account["metadata"]["uid"] != account_ref.get("uid"):
             return None
+        for kind, plural in BINDABLE_KINDS.items():  # a bound object must still be the same
+            ref = private.get(kind.lower())
+            if ref:
+                obj = self._get(plural, "" if kind == "Node" else namespace, ref.get("name", ""))
+                if obj is None or obj["metadata"]["uid"] != ref.get("uid"):
+                    return None
         extra: dict[str, tuple[str, ...]] = {}
         pod_ref = private.get("pod")
         if pod_ref:
-            pod = self._get("pods", namespace, pod_ref.get("name", ""))
-            if pod is None or pod["metadata"]["uid"] != pod_ref.get("uid"):
-                return None
             extra = {POD_NAME_EXTRA: (pod_ref["name"],), POD_UID_EXTRA: (pod_ref["uid"],)}
         return User(service_account_user_name(namespace, account_ref["name"]),
                     service_account_groups(namespace), account_ref["uid"], extra)

@@ -96,7 +96,8 @@ def test_service_account_is_confined_to_the_namespaces_it_is_bound_in(
 
 def test_pod_bound_token_dies_with_its_pod(home, namespace) -> None:
     home.core.create_namespaced_service_account(namespace, {"metadata": {"name": "robot"}})
-    home.core.create_namespaced_pod(namespace, pod_manifest("holder"))
+    home.core.create_namespaced_pod(namespace, pod_manifest("holder",
+                                                            serviceAccountName="robot"))
     pod = home.core.read_namespaced_pod("holder", namespace)
     token = request_token(home, namespace, "robot", boundObjectRef={
         "kind": "Pod", "apiVersion": "v1", "name": "holder", "uid": pod.metadata.uid}

@@ -1,0 +1,191 @@
+"""The TokenRequest subresource (`POST serviceaccounts/{name}/token`) as kube-apiserver serves it
+(pkg/registry/core/serviceaccount/storage/token.go): defaults, validation, bound objects and
+their errors, RBAC. Also on real clusters. Authentication with the tokens: test_auth_tokens.py."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from tests.helpers import wait_for
+from tests.kubesim.test_auth_tokens import client_with_token
+from tests.kubesim.test_controllers_cluster import pod_manifest
+
+
+def token_request(api_client: client.ApiClient, namespace: str, account: str,
+                  body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The raw answer (a dict, as the API server wrote it) and its status code."""
+    response = client.CoreV1Api(api_client).create_namespaced_service_account_token(
+        account, namespace, body, _preload_content=False)
+    return json.loads(response.data), int(response.status)
+
+
+def refused(api_client: client.ApiClient, namespace: str, account: str,
+            body: dict[str, Any]) -> tuple[int, Any]:
+    with pytest.raises(ApiException) as error:
+        token_request(api_client, namespace, account, body)
+    return int(error.value.status), json.loads(error.value.body)
+
+
+@pytest.fixture
+def robot(home: Any, namespace: str) -> str:
+    home.core.create_namespaced_service_account(namespace, {"metadata": {"name": "robot"}})
+    return "robot"
+
+
+def seconds_from_now(timestamp: str) -> float:
+    moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return (moment - datetime.now(UTC)).total_seconds()
+
+
+def test_an_empty_request_gets_an_hour_for_the_api_servers_audiences(home, namespace,
+                                                                     robot) -> None:
+    answer, status = token_request(home.api_client, namespace, robot, {"spec": {}})
+    assert status == 201
+    assert answer["kind"] == "TokenRequest"
+    assert answer["apiVersion"] == "authentication.k8s.io/v1"
+    assert answer["metadata"]["name"] == robot and answer["metadata"]["namespace"] == namespace
+    assert answer["metadata"]["creationTimestamp"]
+    assert answer["spec"]["expirationSeconds"] == 3600
+    assert answer["spec"]["audiences"]  # the API server's own
+    assert answer["status"]["token"].count(".") == 2  # a JWT
+    assert 3600 - 120 < seconds_from_now(answer["status"]["expirationTimestamp"]) <= 3600
+
+
+def test_audiences_and_lifetime_are_kept(home, namespace, robot) -> None:
+    answer, _ = token_request(home.api_client, namespace, robot, {
+        "spec": {"audiences": ["vault"], "expirationSeconds": 900}})
+    assert answer["spec"]["audiences"] == ["vault"]
+    assert answer["spec"]["expirationSeconds"] == 900
+    assert 900 - 120 < seconds_from_now(answer["status"]["expirationTimestamp"]) <= 900
+
+
+@pytest.mark.parametrize(("seconds", "complaint"), [
+    (599, "may not specify a duration less than 10 minutes"),
+    (2**32 + 1, "may not specify a duration larger than 2^32 seconds"),
+])
+def test_a_lifetime_out_of_bounds_is_invalid(home, namespace, robot, seconds: int,
+                                             complaint: str) -> None:
+    status, body = refused(home.api_client, namespace, robot,
+                           {"spec": {"expirationSeconds": seconds}})
+    assert status == 422
+    assert body["message"] == (f'TokenRequest.authentication.k8s.io "" is invalid: '
+                               f"spec.expirationSeconds: Invalid value: {seconds}: {complaint}")
+    assert body["details"]["causes"][0]["field"] == "spec.expirationSeconds"
+
+
+def test_a_body_naming_another_account_is_invalid(home, namespace, robot) -> None:
+    status, body = refused(home.api_client, namespace, robot,
+                           {"metadata": {"name": "other"}, "spec": {}})
+    assert status == 422
+    assert body["message"] == (
+        f'TokenRequest.authentication.k8s.io "{robot}" is invalid: metadata.name: Invalid value: '
+        '"other": must match the service account name if specified')
+
+
+def test_a_missing_service_account_is_not_found(home, namespace) -> None:
+    status, body = refused(home.api_client, namespace, "ghost", {"spec": {}})
+    assert status == 404
+    assert body["message"] == 'serviceaccounts "ghost" not found'
+
+
+def _bound(kind: str, name: str, uid: str | None = None, api_version: str = "v1") -> Any:
+    ref = {"apiVersion": api_version, "kind": kind, "name": name}
+    if uid:
+        ref["uid"] = uid
+    return {"spec": {"boundObjectRef": ref}}
+
+
+def test_binding_to_a_pod_fills_its_uid(home, namespace, robot) -> None:
+    home.core.create_namespaced_pod(namespace, pod_manifest("holder", serviceAccountName=robot))
+    uid = home.core.read_namespaced_pod("holder", namespace).metadata.uid
+    answer, _ = token_request(home.api_client, namespace, robot, _bound("Pod", "holder"))
+    assert answer["spec"]["boundObjectRef"]["uid"] == uid
+
+
+def test_binding_errors_are_the_api_servers(home, namespace, robot) -> None:
+    home.core.create_namespaced_pod(namespace, pod_manifest("holder", serviceAccountName=robot))
+    home.core.create_namespaced_pod(namespace, pod_manifest("stranger"))  # runs as default
+
+    status, body = refused(home.api_client, namespace, robot, _bound("Pod", "ghost"))
+    assert (status, body["message"]) == (404, 'pods "ghost" not found')
+
+    status, body = refused(home.api_client, namespace, robot, _bound("Pod", "stranger"))
+    assert (status, body["message"]) == (400, 'cannot bind token for serviceaccount "robot" to '
+                                              "pod running with different serviceaccount name.")
+
+    status, body = refused(home.api_client, namespace, robot,
+                           _bound("Pod", "holder", uid="not-its-uid"))
+    assert status == 409
+    assert body["message"] == (
+        'Operation cannot be fulfilled on Pod "holder": the UID in the bound object reference '
+        "(not-its-uid) does not match the UID in record. The object might have been deleted "
+        "and then recreated")
+
+    status, body = refused(home.api_client, namespace, robot,
+                           _bound("ConfigMap", "kube-root-ca.crt"))
+    assert (status, body["message"]) == (400, "cannot bind token to object of type "
+                                              "/v1, Kind=ConfigMap")
+    status, body = refused(home.api_client, namespace, robot,
+                           _bound("Deployment", "x", api_version="apps/v1"))
+    assert (status, body["message"]) == (400, "cannot bind token to object of type "
+                                              "apps/v1, Kind=Deployment")
+
+
+def test_a_secret_bound_token_stops_working_with_its_secret(home, namespace, robot) -> None:
+    home.core.create_namespaced_secret(namespace, {"metadata": {"name": "anchor"}})
+    answer, _ = token_request(home.api_client, namespace, robot, _bound("Secret", "anchor"))
+    with client_with_token(home, answer["status"]["token"]) as robot_client:
+        core = client.CoreV1Api(robot_client)
+
+        def status_of_a_request() -> int:
+            try:
+                core.list_namespaced_pod(namespace)
+            except ApiException as error:
+                return int(error.status)
+            return 200
+
+        assert status_of_a_request() == 403  # authenticated as the account, not authorized
+        home.core.delete_namespaced_secret("anchor", namespace)
+        wait_for(lambda: status_of_a_request() == 401, timeout=60,
+                 message="the token refused once its Secret is gone")
+
+
+def test_requesting_a_token_needs_create_on_serviceaccounts_token(home, namespace,
+                                                                  robot) -> None:
+    home.core.create_namespaced_service_account(namespace, {"metadata": {"name": "caller"}})
+    answer, _ = token_request(home.api_client, namespace, "caller", {"spec": {}})
+    caller_token = answer["status"]["token"]
+    user = f"system:serviceaccount:{namespace}:caller"
+    with client_with_token(home, caller_token) as caller:
+        status, body = refused(caller, namespace, robot, {"spec": {}})
+        assert status == 403
+        assert body["message"] == (
+            f'serviceaccounts "{robot}" is forbidden: User "{user}" cannot create resource '
+            f'"serviceaccounts/token" in API group "" in the namespace "{namespace}"')
+        rbac = client.RbacAuthorizationV1Api(home.api_client)
+        rbac.create_namespaced_role(namespace, {
+            "metadata": {"name": "token-maker"},
+            "rules": [{"apiGroups": [""], "resources": ["serviceaccounts/token"],
+                       "verbs": ["create"]}]})
+        rbac.create_namespaced_role_binding(namespace, {
+            "metadata": {"name": "caller-makes-tokens"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                        "name": "token-maker"},
+            "subjects": [{"kind": "ServiceAccount", "name": "caller", "namespace": namespace}]})
+
+        def allowed() -> bool:
+            try:
+                token_request(caller, namespace, robot, {"spec": {}})
+            except ApiException as error:
+                if error.status == 403:  # real clusters' RBAC caches catch up
+                    return False
+                raise
+            return True
+
+        wait_for(allowed, timeout=30, message="the Role lets the caller request tokens")
