@@ -17,31 +17,13 @@ from tests.conftest import ClusterHandle
 from tests.e2e.conftest import Peer
 from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded
 from tests.helpers import wait_for
+from tests.home_agent.test_reflection_events import (
+    TEST_COMPONENT,
+    home_events,
+    write_remote_event,
+)
 
 REMOTE_SUFFIX = " (remote)"
-
-
-def write_remote_event(remote: ClusterHandle, twin: str, about: dict[str, Any],
-                       reason: str, **fields: Any) -> str:
-    """An Event in the twin namespace about `about` (apiVersion, kind, name, uid), as a remote
-    component would record it; returns its name."""
-    name = f"{about['name']}.{uuid.uuid4().hex[:16]}"
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    remote.core.create_namespaced_event(twin, {
-        "metadata": {"name": name},
-        "involvedObject": {**about, "namespace": twin},
-        "reason": reason, "message": f"{reason} (written by the e2e test)", "type": "Normal",
-        "source": {"component": "e2e-controller"}, "count": 1,
-        "firstTimestamp": now, "lastTimestamp": now, **fields})
-    return name
-
-
-def home_events(home: ClusterHandle, namespace: str, uid: str) -> dict[str, dict[str, Any]]:
-    """The home Events attached to the object `uid`, by reason."""
-    listed = home.core.list_namespaced_event(namespace)
-    events = home.api_client.sanitize_for_serialization(listed)["items"]
-    return {event["reason"]: event for event in events
-            if (event.get("involvedObject") or {}).get("uid") == uid}
 
 
 def reference(obj: Any, api_version: str, kind: str) -> dict[str, Any]:
@@ -68,7 +50,7 @@ def test_the_remote_pods_events_show_on_the_home_pod_and_follow_the_remote_count
     name = write_remote_event(remote, twin, reference(remote_pod, "v1", "Pod"), "Probing")
     copy = wait_for(lambda: home_events(home, namespace, home_pod.metadata.uid).get("Probing"),
                     timeout=30, message="the test's Event on the home pod")
-    assert copy["source"]["component"] == "e2e-controller" + REMOTE_SUFFIX
+    assert copy["source"]["component"] == TEST_COMPONENT + REMOTE_SUFFIX
     assert copy["count"] == 1
 
     later = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

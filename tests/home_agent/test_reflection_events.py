@@ -6,6 +6,8 @@ real processes is in tests/e2e/test_reflection_events.py."""
 from __future__ import annotations
 
 import asyncio
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -16,9 +18,14 @@ from home_agent.operators import home_watch, settings
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.events import EVENTS, ReflectionWithEvents
 from shared.forge.event import home_event_name
+from tests.conftest import ClusterHandle
+from tests.helpers import wait_for
+from tests.home_agent.play import bound_pod, extend
 from tests.home_agent.test_reflection import HOME, OURS, REMOTE, TWIN, FakeApi
 
 NODE = f"liqo-{REMOTE}"
+TEST_COMPONENT = "test-controller"
+"""The source component of the Events tests write in a twin namespace."""
 WORKERS = {"configmap": 1, "event": 1}
 
 
@@ -251,3 +258,53 @@ def _events_resource() -> Any:
     import kopf
 
     return kopf.Resource(group="", version="v1", plural="events", kind="Event", namespaced=True)
+
+
+# --- the agent process ----------------------------------------------------------------------
+
+def write_remote_event(remote: ClusterHandle, twin: str, about: dict[str, Any],
+                       reason: str, **fields: Any) -> str:
+    """An Event in the twin namespace about `about` (apiVersion, kind, name, uid), as a remote
+    component would record it; returns its name."""
+    name = f"{about['name']}.{uuid.uuid4().hex[:16]}"
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    remote.core.create_namespaced_event(twin, {
+        "metadata": {"name": name},
+        "involvedObject": {**about, "namespace": twin},
+        "reason": reason, "message": f"{reason} (written by a test)", "type": "Normal",
+        "source": {"component": TEST_COMPONENT}, "count": 1,
+        "firstTimestamp": now, "lastTimestamp": now, **fields})
+    return name
+
+
+def home_events(home: ClusterHandle, namespace: str, uid: str) -> dict[str, dict[str, Any]]:
+    """The home Events attached to the object `uid`, by reason."""
+    listed = home.core.list_namespaced_event(namespace)
+    events = home.api_client.sanitize_for_serialization(listed)["items"]
+    return {event["reason"]: event for event in events
+            if (event.get("involvedObject") or {}).get("uid") == uid}
+
+
+def test_a_restarted_agent_neither_duplicates_nor_rewrites_copies_and_drops_stale_ones(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    twin = extend(home, remote, agent, namespace)
+    pod = bound_pod(home, namespace, "web", agent.node_name)
+    uid = pod["metadata"]["uid"]
+    about = {"apiVersion": "v1", "kind": "Pod", "name": "web", "uid": str(uuid.uuid4())}
+    write_remote_event(remote, twin, about, "Kept")
+    gone = write_remote_event(remote, twin, about, "Gone")
+    copies = wait_for(lambda: (e := home_events(home, namespace, uid)).keys() >= {"Kept", "Gone"}
+                      and e, timeout=30, message="both Events on the home pod")
+    kept_version = copies["Kept"]["metadata"]["resourceVersion"]
+
+    agent.process.kill()
+    remote.core.delete_namespaced_event(gone, twin)  # while no agent watches
+    start_agent(home_id=agent.home_id, remote_id=agent.remote_id)
+    write_remote_event(remote, twin, about, "AfterRestart")
+    wait_for(lambda: home_events(home, namespace, uid).keys() == {"Kept", "AfterRestart"},
+             timeout=30, message="the new Event home, the stale copy gone")
+    listed = home.core.list_namespaced_event(namespace).items
+    assert [e.reason for e in listed if e.involved_object.uid == uid].count("Kept") == 1
+    assert home_events(home, namespace, uid)["Kept"]["metadata"]["resourceVersion"] == (
+        kept_version)
