@@ -62,6 +62,9 @@ FLAG = "event"
 SYNC_WAIT = 0.2
 """Seconds before a key that arrived before both sides were listed is looked at again."""
 
+REFUSED = (400, 422)
+"""The home API server's answers to a copy it will never take (e.g. an invalid remote Event)."""
+
 About = tuple[str, str, str]
 """(remote namespace, involved kind, remote name): the object remote Events are about."""
 
@@ -315,6 +318,12 @@ class EventReflector:
                 await self.reconcile(key)
                 self.queue.forget(key)
             except Exception as error:  # noqa: BLE001 - one Event's failure blocks no other
+                if status_of(error) in REFUSED:
+                    # Retrying cannot help; the remote Event's next change tries again.
+                    self.queue.forget(key)
+                    log.warning("remote Event not reflected home as %s/%s: %s", key[0], key[1],
+                                error_message(error))
+                    continue
                 delay = self.queue.retry(key)
                 log.warning("reflecting remote Event home as %s/%s failed (retry in %.1fs): %s",
                             key[0], key[1], delay, error_message(error))
