@@ -65,7 +65,7 @@ def test_the_remote_pods_events_show_on_the_home_pod_and_follow_the_remote_count
 
 def test_events_about_a_reflected_configmap_come_home_and_others_stay_remote(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
-    peer("--event-reflection-workers", "1")  # one worker: Events handled in watch order
+    peer("--event-reflection-workers", "1")  # one worker: queued Events handled in order
     twin = offloaded(home, namespace)
     home_settings = home.core.create_namespaced_config_map(
         namespace, {"metadata": {"name": "settings"}, "data": {"mode": "blue"}})
@@ -83,6 +83,8 @@ def test_events_about_a_reflected_configmap_come_home_and_others_stay_remote(
                                       "uid": str(uuid.uuid4())}, "AboutShadowPod")
     write_remote_event(remote, twin, {"apiVersion": "v1", "kind": "Pod", "name": "settings",
                                       "uid": str(uuid.uuid4())}, "AboutUnknownPod")
+    # Written last: once it is home, the agent has had the others in hand (the exact selection
+    # rules, one reconcile at a time, are tests/home_agent/test_reflection_events.py's).
     write_remote_event(remote, twin, reference(remote_settings, "v1", "ConfigMap"), "Witness")
 
     on_home_settings = wait_for(
