@@ -1,0 +1,108 @@
+"""End to end: service-account token reflection (DESIGN.md section 5, issue 7), with the remote
+enforcer and the home agent as real processes. An offloaded pod's remote copy reads its token
+from a Secret in the twin namespace: a home-cluster token bound to the home pod, with the home
+namespace beside it, refreshed before it expires, gone with the pod, and never there with
+`--enable-apiserver-support=false`."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from shared.forge.pod import service_account_token_key
+from tests.conftest import ClusterHandle
+from tests.e2e.conftest import Peer
+from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded, running_and_ready
+from tests.helpers import wait_for
+from tests.kubesim.test_auth_tokens import client_with_token
+
+SHORT_LIVED = "short-lived"
+TOKEN_KEY = service_account_token_key(SHORT_LIVED, "token")
+
+
+def token_pod(name: str) -> dict[str, Any]:
+    """A pod projecting (besides the default kube-api-access volume) a 10-minute token: the
+    shortest the API server issues, so a small refresh fraction refreshes it in seconds."""
+    return {"metadata": {"name": name}, "spec": {
+        "containers": [{"name": "app", "image": "nginx:1.25", "volumeMounts": [
+            {"name": SHORT_LIVED, "mountPath": "/var/run/secrets/short-lived"}]}],
+        "volumes": [{"name": SHORT_LIVED, "projected": {"sources": [
+            {"serviceAccountToken": {"expirationSeconds": 600, "path": "token"}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+                "fieldPath": "metadata.namespace"}}]}}]}}],
+        **REMOTE_STRATEGY}}
+
+
+def token_secret(remote: ClusterHandle, twin: str, pod: str) -> dict[str, str] | None:
+    """The pod's token Secret's data, decoded; None when there is none."""
+    try:
+        secret = remote.core.read_namespaced_secret(f"{pod}-token", twin)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+    return {key: base64.b64decode(value).decode() for key, value in (secret.data or {}).items()}
+
+
+def home_user_of(home: ClusterHandle, token: str, namespace: str) -> str:
+    """Whom the home API server takes the token for: a fresh namespace's service account may
+    not list pods, and the refusal names the user."""
+    with client_with_token(home, token) as api_client:
+        try:
+            client.CoreV1Api(api_client).list_namespaced_pod(namespace)
+        except ApiException as error:
+            assert error.status == 403, error.body
+            message = json.loads(error.body)["message"]
+            return str(message.split('User "')[1].split('"')[0])
+    raise AssertionError("the default service account was allowed to list pods")
+
+
+def test_an_offloaded_pod_reads_home_tokens_of_its_service_account_and_its_home_namespace(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    peer()
+    twin = offloaded(home, namespace)
+    home.core.create_namespaced_pod(namespace, token_pod("app"))
+    data = wait_for(lambda: token_secret(remote, twin, "app"), timeout=60,
+                    message="the pod's token Secret in the twin namespace")
+    assert data["namespace"] == namespace
+    assert home_user_of(home, data[TOKEN_KEY], namespace) == (
+        f"system:serviceaccount:{namespace}:default")
+    wait_for(lambda: running_and_ready(remote.api_client.sanitize_for_serialization(
+        remote.core.read_namespaced_pod("app", twin))), timeout=60,
+        message="the remote pod, mounting the Secret, Running and Ready")
+
+    home.core.delete_namespaced_pod("app", namespace)
+    wait_for(lambda: token_secret(remote, twin, "app") is None, timeout=60,
+             message="the token Secret deleted with the pod")
+
+
+def test_tokens_are_refreshed_before_they_expire(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    peer("--token-refresh-fraction", "0.005")  # 3 s into a 10-minute token
+    twin = offloaded(home, namespace)
+    home.core.create_namespaced_pod(namespace, token_pod("app"))
+    first = wait_for(lambda: token_secret(remote, twin, "app"), timeout=60,
+                     message="the pod's token Secret")[TOKEN_KEY]
+    refreshed = wait_for(lambda: (token_secret(remote, twin, "app") or {}).get(TOKEN_KEY) not in
+                         (None, first) and token_secret(remote, twin, "app"), timeout=60,
+                         message="a new token in the Secret")
+    assert home_user_of(home, refreshed[TOKEN_KEY], namespace) == (
+        f"system:serviceaccount:{namespace}:default")
+
+
+def test_without_apiserver_support_no_token_leaves_home(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    peer("--enable-apiserver-support=false")
+    twin = offloaded(home, namespace)
+    home.core.create_namespaced_pod(namespace, token_pod("app"))
+    wait_for(lambda: running_and_ready(remote.api_client.sanitize_for_serialization(
+        remote.core.read_namespaced_pod("app", twin))), timeout=60,
+        message="the remote pod Running and Ready")
+    remote_pod = remote.api_client.sanitize_for_serialization(
+        remote.core.read_namespaced_pod("app", twin))
+    assert "app-token" not in json.dumps(remote_pod["spec"].get("volumes") or [])
+    assert token_secret(remote, twin, "app") is None
