@@ -16,7 +16,11 @@ from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.operators import home_watch, settings
 from home_agent.reflection.configmap import CONFIGMAP_RULES
+from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
 from home_agent.reflection.events import EVENTS, ReflectionWithEvents
+from home_agent.reflection.ingress import INGRESS_RULES
+from home_agent.reflection.reflector import KindRules
+from home_agent.reflection.service import SERVICE_RULES
 from shared.forge.event import home_event_name
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
@@ -29,15 +33,17 @@ TEST_COMPONENT = "test-controller"
 WORKERS = {"configmap": 1, "event": 1}
 
 
-def _setup(**workers: int) -> tuple[ReflectionWithEvents, FakeApi]:
+def _setup(kinds: list[KindRules] | None = None) -> tuple[ReflectionWithEvents, FakeApi]:
     home, remote = FakeApi(), FakeApi()
-    config = AgentConfig(HOME, REMOTE, "unused", reflection_workers={**WORKERS, **workers})
+    kinds = kinds or [CONFIGMAP_RULES]
+    workers = {**WORKERS, **{rules.flag: 1 for rules in kinds}}
+    config = AgentConfig(HOME, REMOTE, "unused", reflection_workers=workers)
     agent = Agent(config, home, remote)  # type: ignore[arg-type]
     agent.mirrors.namespace_maps.apply("ADDED", {
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"app": TWIN}},
         "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
-    return ReflectionWithEvents(agent, [CONFIGMAP_RULES]), home
+    return ReflectionWithEvents(agent, kinds), home
 
 
 def _home_pod(name: str = "web", node: str = NODE) -> dict[str, Any]:
@@ -200,6 +206,29 @@ def test_events_about_the_renamed_root_ca_copy_show_on_the_home_kube_root_ca() -
     _reconcile_all(reflection)
     involved = home.objects[_home_path("ca.1")]["involvedObject"]
     assert (involved["name"], involved["uid"]) == ("kube-root-ca.crt", "app-kube-root-ca.crt")
+
+
+@pytest.mark.parametrize(("rules", "api_version"), [
+    (SERVICE_RULES, "v1"),
+    (ENDPOINTSLICE_RULES, "discovery.k8s.io/v1"),
+    (INGRESS_RULES, "networking.k8s.io/v1"),
+], ids=lambda value: getattr(value, "kind", value))
+def test_events_about_our_copies_of_other_kinds_show_on_their_home_objects(
+        rules: KindRules, api_version: str) -> None:
+    def web(namespace: str, **labels: str) -> dict[str, Any]:
+        return {"metadata": {"name": "web", "namespace": namespace, "uid": f"{namespace}-web",
+                             "labels": labels}}
+
+    reflection, home = _setup([rules])
+    reflection.home_sink(rules.plural, "ADDED", web("app"))
+    reflection.remote_sink(rules.plural, "ADDED", web(TWIN, **OURS))
+    reflection.remote_sink("events", "ADDED", _remote_event(
+        {"apiVersion": api_version, "kind": rules.kind, "name": "web", "uid": f"{TWIN}-web"},
+        name="web.1"))
+    _reconcile_all(reflection)
+    assert home.objects[_home_path("web.1")]["involvedObject"] == {
+        "apiVersion": api_version, "kind": rules.kind, "namespace": "app", "name": "web",
+        "uid": "app-web"}
 
 
 def test_an_event_about_an_earlier_object_of_the_same_name_stays_remote() -> None:
