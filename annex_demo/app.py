@@ -8,6 +8,7 @@ from typing import Any
 from kubernetes import client
 
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
+from shared.wellknown import SCHEDULING_ENABLED_LABEL
 
 NAMESPACE = "demo"
 APP = "web"
@@ -54,16 +55,26 @@ def namespace_offloading(pod_offloading_strategy: str) -> dict[str, Any]:
             "spec": {"podOffloadingStrategy": pod_offloading_strategy}}
 
 
-def deploy(api_client: client.ApiClient, replicas: int, greeting: str) -> None:
-    """The user's side: the namespace, its NamespaceOffloading, then the application."""
-    # Any: the client accepts plain dicts as bodies, which its type hints do not say.
-    core: Any = client.CoreV1Api(api_client)
-    apps: Any = client.AppsV1Api(api_client)
-    custom = client.CustomObjectsApi(api_client)
+def offload_namespace(api_client: client.ApiClient) -> None:
+    """The user's first step: the namespace and its NamespaceOffloading."""
+    core: Any = client.CoreV1Api(api_client)  # takes dict bodies, unlike its type hints say
     core.create_namespace({"metadata": {"name": NAMESPACE}})
     d = NAMESPACE_OFFLOADING
-    custom.create_namespaced_custom_object(d.group, d.version, NAMESPACE, d.plural,
-                                           namespace_offloading("Remote"))
+    client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        d.group, d.version, NAMESPACE, d.plural, namespace_offloading("Remote"))
+
+
+def scheduling_enabled(api_client: client.ApiClient) -> bool:
+    """The agent has labelled the namespace: from now on the pod webhook applies the
+    offloading strategy to new pods (pods created before it would stay local)."""
+    labels = client.CoreV1Api(api_client).read_namespace(NAMESPACE).metadata.labels  # type: ignore[union-attr]
+    return (labels or {}).get(SCHEDULING_ENABLED_LABEL) == "true"
+
+
+def deploy(api_client: client.ApiClient, replicas: int, greeting: str) -> None:
+    """The application: a ConfigMap, a Service and a Deployment."""
+    core: Any = client.CoreV1Api(api_client)  # takes dict bodies, unlike its type hints say
+    apps: Any = client.AppsV1Api(api_client)
     core.create_namespaced_config_map(NAMESPACE, configmap(greeting))
     core.create_namespaced_service(NAMESPACE, service())
     apps.create_namespaced_deployment(NAMESPACE, deployment(replicas))

@@ -32,7 +32,8 @@ class Narrator:
     def create(cls) -> Narrator:
         console = Console(highlight=False)
         if not console.is_terminal:
-            console = Console(highlight=False, width=120, no_color=True)
+            # A log is read by grep and by people: one line per message, never wrapped.
+            console = Console(highlight=False, width=200, no_color=True, soft_wrap=True)
         return cls(console, time.monotonic())
 
     def _clock(self) -> str:

@@ -191,9 +191,12 @@ class Story:
     def offload(self, home: DemoCluster, remote: DemoCluster) -> str:
         self.say.step(f"Offload namespace {app.NAMESPACE} (podOffloadingStrategy Remote) with a "
                       "Deployment (3 replicas), a Service and a ConfigMap")
-        app.deploy(home.api, replicas=3, greeting="hello")
+        app.offload_namespace(home.api)
         twin = self.say.wait("NamespaceOffloading Ready, twin namespace created remotely",
                              lambda: self._offloading_ready(home), self.timings.wait_seconds)
+        self.say.wait(f"namespace {app.NAMESPACE} open to the pod webhook",
+                      lambda: (app.scheduling_enabled(home.api), ""), self.timings.wait_seconds)
+        app.deploy(home.api, replicas=3, greeting="hello")
         self._wait_converged(home, remote, twin, 3)
         self.say.wait(f"ConfigMap {app.CONFIGMAP} reflected into {twin}",
                       lambda: self._greeting(remote, twin, "hello"), self.timings.wait_seconds)

@@ -3,6 +3,7 @@ shape kubectl shows)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,5 +93,8 @@ def convergence(home: list[PodRow], remote: list[PodRow], replicas: int, virtual
                and r.name in by_name and by_name[r.name].phase == "Running"
                and r.ip == remap.remap(by_name[r.name].ip)]
     done = len(home) == replicas == len(matched) == len(remote)
+    # Where the home pods are, for a reader wondering why it takes long.
+    where = Counter(f"{row.phase or '?'} on {row.node or 'no node'}" for row in home)
+    at_home = ", ".join(f"{count} {place}" for place, count in sorted(where.items())) or "none"
     return Convergence(done, f"{len(matched)}/{replicas} replicas running remotely and mirrored "
-                             f"at home ({len(home)} pods at home, {len(remote)} remotely)")
+                             f"at home (home pods: {at_home}; {len(remote)} remotely)")

@@ -121,6 +121,7 @@ def test_the_demo_tells_the_whole_story_and_leaves_nothing_running() -> None:
     offloaded = _index(output, "Step 4")
     assert re.search(r"converged: 3 replicas offloaded .*3/3 replicas running remotely",
                      output[offloaded:])
+    assert "3 Running on liqo-remote" in output[offloaded:]
     home_table = _index(output, "Pods at home (demo)", offloaded)
     remote_table = _index(output, "Pods on remote (demo-home)", home_table)
     for header in ("NAME", "PHASE", "IP", "NODE"):
