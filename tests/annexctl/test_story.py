@@ -1,0 +1,132 @@
+"""The whole annexctl story with the real components: `peer` mints the identity an agent then
+runs with, `offload` extends a namespace, `status` shows the virtual node, the provider's offer,
+the extended namespace, the offloaded pod and a FailedReflection warning, `explain pod` says
+why the pod is on the virtual node and what its remote spec is, `unoffload` and `unpeer` undo
+it all."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from tests.annexctl.conftest import Annexctl, home_flags, minted_kubeconfig, peer_flags
+from tests.conftest import ClusterHandle
+from tests.e2e.test_offloading import REMOTE_STRATEGY
+from tests.helpers import wait_for
+from tests.home_agent.agentproc import unique_id
+from tests.remote_enforcer.conftest import PROVIDER_ID, Enforcer
+
+
+@pytest.fixture
+def agent_namespace(home: ClusterHandle, remote: ClusterHandle) -> Iterator[str]:
+    """Where peer puts the kubeconfig Secret and the test its VirtualNode (the home chart's
+    namespace); deleted afterwards, VirtualNode included, so no later agent sees it."""
+    name = unique_id("annex-system")
+    yield name
+    try:
+        home.core.delete_namespace(name)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+BORROWED = {"key": "example.com/borrowed", "operator": "Exists"}
+
+
+def _virtual_node(home: ClusterHandle, namespace: str, secret: str) -> None:
+    """What the home-agent chart creates per remote."""
+    resource = home.dynamic.resources.get(api_version="offloading.liqo.io/v1beta1",
+                                          kind="VirtualNode")
+    resource.create(namespace=namespace, body={
+        "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+        "metadata": {"name": PROVIDER_ID},
+        "spec": {"clusterId": PROVIDER_ID, "kubeconfigSecretRef": {"name": secret},
+                 "offloadingPatch": {"tolerations": [BORROWED]}}})
+
+
+def _mine(entries: list[dict[str, Any]], key: str, value: str) -> dict[str, Any]:
+    return next(entry for entry in entries if entry[key] == value)
+
+
+def test_peer_offload_status_explain_unoffload_unpeer(
+        annexctl: Annexctl, home: ClusterHandle, remote: ClusterHandle, enforcer: Enforcer,
+        start_agent: Any, namespace: str, agent_namespace: str, tmp_path: Path) -> None:
+    home_id = unique_id("home")
+    flags = peer_flags(home, remote, home_id, PROVIDER_ID, agent_namespace)
+    assert annexctl("peer", *flags).code == 0
+    secret = f"{PROVIDER_ID}-kubeconfig"
+    _virtual_node(home, agent_namespace, secret)
+    agent = start_agent(remote_kubeconfig=minted_kubeconfig(home, agent_namespace, secret,
+                                                            tmp_path),
+                        remote_id=PROVIDER_ID, home_id=home_id)
+
+    assert annexctl("offload", "namespace", namespace, *home_flags(home),
+                    "--pod-strategy", "Remote").code == 0
+    # A Secret the provider already has under that name, not annex's: a FailedReflection.
+    remote_namespace = f"{namespace}-{home_id}"
+    wait_for(lambda: remote.core.read_namespace(remote_namespace), timeout=60,
+             message="the twin namespace exists")
+    remote.core.create_namespaced_config_map(remote_namespace, {"metadata": {"name": "taken"}})
+    home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "taken"}})
+    home.core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}], **REMOTE_STRATEGY}})
+
+    last: list[Any] = []
+
+    def settled() -> dict[str, Any] | None:
+        run = annexctl("status", *home_flags(home), "-o", "json")
+        assert run.code == 0, run.err
+        report = run.json()
+        last[:] = [report]
+        node = _mine(report["pods"], "node", agent.node_name)
+        warned = any(w["reason"] == "FailedReflection" and w["namespace"] == namespace
+                     for w in report["warnings"])
+        return report if node["phases"]["Running"] == 1 and warned else None
+
+    try:
+        report = wait_for(settled, timeout=90, interval=0.5,
+                          message="status shows the pod running remotely and the warning")
+    except AssertionError:
+        print("last status:", last)
+        raise
+    vn = _mine(report["virtualNodes"], "namespace", agent_namespace)
+    assert (vn["clusterId"], vn["node"], vn["ready"]["status"]) == (
+        PROVIDER_ID, agent.node_name, "True")
+    offer = _mine(report["offers"], "clusterId", PROVIDER_ID)
+    assert offer["error"] is None and offer["offers"][0]["namespace"] == agent.tenant_namespace
+    assert offer["offers"][0]["labels"]["topology.kubernetes.io/region"] == "eu-west"
+    extended = _mine(report["namespaceOffloadings"], "namespace", namespace)
+    assert (extended["phase"], extended["remoteNamespaceName"]) == ("Ready", remote_namespace)
+
+    table = annexctl("status", *home_flags(home))
+    assert table.code == 0
+    for text in ("Virtual nodes:", agent.node_name, "True (RemoteClusterReady)", "eu-west",
+                 remote_namespace, "FailedReflection", "ConfigMap/taken"):
+        assert text in table.out
+
+    explained = annexctl("explain", "pod", f"{namespace}/web", *home_flags(home), "-o", "json")
+    assert explained.code == 0, explained.err
+    why = explained.json()
+    assert why["remoteClusterId"] == PROVIDER_ID
+    assert any("virtual node" in reason for reason in why["placement"])
+    assert BORROWED in why["remoteSpec"]["tolerations"]  # the offloadingPatch
+    assert {"op": "remove", "path": "/nodeName"} in why["changes"]
+    assert why["shadowPod"]["found"] and why["shadowPod"]["matchesForged"]
+    text = annexctl("explain", "pod", f"{namespace}/web", *home_flags(home)).out
+    assert f"runs on virtual node {agent.node_name}" in text
+    assert f"-nodeName: {agent.node_name}" in text and "+- key: example.com/borrowed" in text
+
+    assert annexctl("unoffload", "namespace", namespace, *home_flags(home)).code == 0
+    wait_for(lambda: not any(o["namespace"] == namespace for o in annexctl(
+        "status", *home_flags(home), "--no-offers", "-o", "json").json()["namespaceOffloadings"]),
+        timeout=60, message="the namespace is no longer extended")
+    agent.process.stop()  # the user removes the remote from the home chart first
+    run = annexctl("unpeer", *flags)
+    assert run.code == 0, run.err
+    assert f"annex-tenant-{home_id}" in run.out and "deleted" in run.out
+    assert "still configures an agent" in run.out  # the chart's VirtualNode is left to the chart
