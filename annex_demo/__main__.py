@@ -16,12 +16,13 @@ from types import FrameType
 from annex_demo.narrator import DemoTimeout, Narrator
 
 try:
+    from annex_demo.charts import CHARTS
     from annex_demo.story import Story, Timings, workdir
 except ModuleNotFoundError as missing:  # the demo extra renders the charts with Helm
     if missing.name != "helm_python":
         raise
     sys.exit("annex-demo renders the Helm charts with helm-python-sdk: "
-             "pip install -e '.[demo]' (or pip install 'kube-annex[demo]')")
+             "pip install -e '.[demo]' in the repository")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,6 +43,9 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not CHARTS.is_dir():
+        sys.exit(f"annex-demo renders the charts of a repository checkout ({CHARTS} is missing): "
+                 "install it with pip install -e '.[demo]'")
     signal.signal(signal.SIGTERM, _terminate)
     narrator = Narrator.create()
     code = 0
