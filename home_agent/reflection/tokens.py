@@ -185,7 +185,8 @@ class TokenReflector:
             self._wake_up_at(key, refresh_time(current), now)
             return
         log.info("requesting service-account tokens for pod %s/%s: %s", namespace, name, reason)
-        issued = [issued_token(token.key, await self._request(pod, token)) for token in tokens]
+        issued = [issued_token(token.key, await self._request(pod, token),
+                               token.expiration_seconds) for token in tokens]
         config = self.agent.config
         desired = token_secret(pod, remote_namespace, issued, config.home_cluster_id,
                                config.remote_cluster_id, config.token_refresh_fraction)

@@ -83,18 +83,18 @@ class IssuedToken:
         return issued + min(self.lifetime * refresh_fraction, MAX_TOKEN_AGE)
 
 
-def issued_token(key: str, answer: Mapping[str, Any]) -> IssuedToken:
+def issued_token(key: str, answer: Mapping[str, Any], requested_seconds: int) -> IssuedToken:
     """The TokenRequest answer (status.token, status.expirationTimestamp) as an IssuedToken
-    (ValueError when the answer lacks them)."""
+    (ValueError when the answer lacks them); its lifetime is the answer's expirationSeconds, or
+    the requested one when the answer does not say."""
     status = answer.get("status") or {}
     token = status.get("token")
     expiration = status.get("expirationTimestamp")
     if not token or not expiration:
         raise ValueError("the TokenRequest answer has no status.token or expirationTimestamp")
-    seconds = (answer.get("spec") or {}).get("expirationSeconds")
-    expires = parse_timestamp(str(expiration))
-    return IssuedToken(key=key, token=str(token), expires=expires,
-                       lifetime=timedelta(seconds=int(seconds)) if seconds else timedelta(0))
+    seconds = (answer.get("spec") or {}).get("expirationSeconds") or requested_seconds
+    return IssuedToken(key=key, token=str(token), expires=parse_timestamp(str(expiration)),
+                       lifetime=timedelta(seconds=int(seconds)))
 
 
 def token_secret(
