@@ -156,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
         add(f"--{kind}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
             help=f"concurrent remote {kind} reflections home (0 disables {kind} reflection)")
     add(f"--{TOKEN_REFLECTION}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
-        help="concurrent service-account token reflections (0 disables them; so does "
+        help="concurrent service-account token reflections (0 disables them, but offloaded "
+             "pods still mount their token Secret: turn tokens off with "
              "--enable-apiserver-support=false)")
     add("--token-refresh-fraction", type=_fraction, default=0.8,
         help="refresh a reflected service-account token once this fraction of its lifetime has "
