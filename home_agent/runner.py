@@ -89,7 +89,7 @@ async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
 async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflection,
                      stop: threading.Event) -> None:
     loop = asyncio.get_running_loop()
-    # Workers park a thread each in queue.get; API calls need threads besides.
+    # Workers park a thread each in queue.get; a few more for other blocking calls.
     loop.set_default_executor(ThreadPoolExecutor(
         max_workers=(agent.config.workers + reflection.workers()) * 2 + 8))
     pods = PodOffloader(agent)
@@ -111,6 +111,8 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    await agent.home.close()  # the clients' sessions live on this loop
+    await agent.remote.close()
 
 
 def run(config: AgentConfig) -> int:
@@ -160,6 +162,4 @@ def run(config: AgentConfig) -> int:
     home_operator.stop()
     watches.stop()
     controller_thread.join(10)
-    home.close()
-    remote.close()
     return exit_code

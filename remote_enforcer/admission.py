@@ -23,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from remote_enforcer.kubeapi import KubeApi, path
+from annex.kubeapi import ClusterApi, core_path, custom_path
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from shared import quota as quota_rules
@@ -59,7 +59,7 @@ class Reservation:
 
 
 class Admission:
-    def __init__(self, api: KubeApi, ledger: UsageLedger) -> None:
+    def __init__(self, api: ClusterApi, ledger: UsageLedger) -> None:
         self.api = api
         self.ledger = ledger
         ledger.on_observed = self._observed
@@ -74,7 +74,7 @@ class Admission:
             return True, ""
         obj = request.get("object") or {}
         namespace = request.get("namespace") or (obj.get("metadata") or {}).get("namespace", "")
-        namespace_obj = await self.api.get(path("", "v1", "namespaces", "", namespace))
+        namespace_obj = await self.api.find(core_path("namespaces", name=namespace))
         consumer = ((namespace_obj or {}).get("metadata") or {}).get("labels", {}).get(
             ORIGIN_CLUSTER_LABEL)
         problem = origin_problem((obj.get("metadata") or {}).get("labels") or {}, namespace,
@@ -91,7 +91,7 @@ class Admission:
         return True, ""
 
     async def _quota(self, consumer: str) -> dict[str, Any] | None:
-        quotas = await self.api.list(path(QUOTA.group, QUOTA.version, QUOTA.plural))
+        quotas = await self.api.list(custom_path(QUOTA))
         return next((q for q in quotas
                      if (q.get("spec") or {}).get("consumerClusterId") == consumer), None)
 

@@ -8,14 +8,14 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any
 
-from remote_enforcer.kubeapi import ApiError, KubeApi, path
+from annex.kubeapi import ApiError, ClusterApi, core_path
 
 log = logging.getLogger(__name__)
 COMPONENT = "annex-remote-enforcer"
 
 
 class EventRecorder:
-    def __init__(self, api: KubeApi) -> None:
+    def __init__(self, api: ClusterApi) -> None:
         self.api = api
         self._posted: set[tuple[str, str, str]] = set()
 
@@ -38,7 +38,7 @@ class EventRecorder:
             "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
         }
         try:
-            await self.api.create(path("", "v1", "events", namespace), event)
+            await self.api.create(core_path("events", namespace), event)
             self._posted.add(key)
         except ApiError as error:  # an Event is best effort: the log line stays
             log.warning("cannot post event %s on %s/%s: %s", reason, namespace,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from remote_enforcer.kubeapi import KubeApi, WatchExpired, watch_lines
+from annex.kubeapi import ClusterApi, WatchExpired
 from shared import quota as quota_rules
 from shared.forge import enforcement
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
@@ -75,7 +75,7 @@ class UsageLedger:
         for shadowpod in shadowpods:
             self.apply("ADDED", shadowpod)
 
-    async def run(self, api: KubeApi, url_path: str) -> None:
+    async def run(self, api: ClusterApi, url_path: str) -> None:
         """List, then watch from the list's resourceVersion; list again when it expires."""
         while True:
             try:
@@ -84,7 +84,7 @@ class UsageLedger:
                 version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
                 self.synced.set()
                 while True:
-                    async for event in watch_lines(api, url_path, version):
+                    async for event in api.watch(url_path, version):
                         obj = event.get("object") or {}
                         version = str((obj.get("metadata") or {}).get("resourceVersion", version))
                         if event.get("type") != "BOOKMARK":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from remote_enforcer.kubeapi import ApiError, KubeApi, path, retrying
+from annex.kubeapi import ApiError, ClusterApi, core_path, custom_path, group_path, retrying
 from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
 from shared.ownership import is_owned, ownership_labels
@@ -52,7 +52,7 @@ def role_binding(namespace: str, labels: dict[str, str],
 
 
 class NamespaceMapper:
-    def __init__(self, api: KubeApi, cluster_id: str) -> None:
+    def __init__(self, api: ClusterApi, cluster_id: str) -> None:
         self.api = api
         self.cluster_id = cluster_id
 
@@ -63,10 +63,10 @@ class NamespaceMapper:
         except ApiError as error:
             if error.status != 409:
                 raise
-            current = await self.api.get(f"{collection}/{obj['metadata']['name']}") or {}
+            current = await self.api.find(f"{collection}/{obj['metadata']['name']}") or {}
             if any(current.get(k) != obj[k] for k in ("rules", "roleRef", "subjects") if k in obj):
                 if "roleRef" in obj and current.get("roleRef") != obj["roleRef"]:
-                    await self.api.delete(f"{collection}/{obj['metadata']['name']}")
+                    await self.api.delete_if_exists(f"{collection}/{obj['metadata']['name']}")
                     await self.api.create(collection, obj)
                 else:
                     await self.api.patch(f"{collection}/{obj['metadata']['name']}",
@@ -75,7 +75,7 @@ class NamespaceMapper:
     async def _ensure_twin(self, consumer: str, remote: str,
                            subject: dict[str, Any]) -> dict[str, Any]:
         labels = ownership_labels(consumer, self.cluster_id)
-        existing = await self.api.get(path("", "v1", "namespaces", "", remote))
+        existing = await self.api.find(core_path("namespaces", name=remote))
         if existing is not None and not is_owned(existing, consumer, self.cluster_id):
             return {"remoteNamespace": remote, "phase": MappingPhase.CREATION_LOOP_BACK_OFF.value,
                     "message": f"namespace {remote!r} already exists and is not managed by "
@@ -84,27 +84,27 @@ class NamespaceMapper:
             return {"remoteNamespace": remote, "phase": MappingPhase.TERMINATING.value}
         if existing is None:
             try:
-                await self.api.create(path("", "v1", "namespaces"),
+                await self.api.create(core_path("namespaces"),
                                       {"metadata": {"name": remote, "labels": labels}})
             except ApiError as error:
                 return {"remoteNamespace": remote,
                         "phase": MappingPhase.CREATION_LOOP_BACK_OFF.value,
                         "message": str(error)}
-        await self._apply(path(RBAC, "v1", "roles", remote), role(remote, labels))
-        await self._apply(path(RBAC, "v1", "rolebindings", remote),
+        await self._apply(group_path(RBAC, "v1", "roles", remote), role(remote, labels))
+        await self._apply(group_path(RBAC, "v1", "rolebindings", remote),
                           role_binding(remote, labels, subject))
         return {"remoteNamespace": remote, "phase": MappingPhase.ACCEPTED.value}
 
     async def _consumer(self, tenant_namespace: str) -> tuple[dict[str, Any], str] | None:
-        tenant = await self.api.get(path("", "v1", "namespaces", "", tenant_namespace))
+        tenant = await self.api.find(core_path("namespaces", name=tenant_namespace))
         consumer = (((tenant or {}).get("metadata") or {}).get("labels") or {}).get(
             REMOTE_CLUSTER_ID_LABEL)
         return (tenant, consumer) if tenant is not None and consumer else None
 
     async def _delete_twin(self, consumer: str, remote: str) -> None:
-        existing = await self.api.get(path("", "v1", "namespaces", "", remote))
+        existing = await self.api.find(core_path("namespaces", name=remote))
         if existing is not None and is_owned(existing, consumer, self.cluster_id):
-            await self.api.delete(path("", "v1", "namespaces", "", remote))
+            await self.api.delete_if_exists(core_path("namespaces", name=remote))
             log.info("deleted twin namespace %s of consumer %s", remote, consumer)
 
     async def reconcile(self, namespace_map: dict[str, Any]) -> None:
@@ -112,8 +112,7 @@ class NamespaceMapper:
         await retrying(lambda: self._reconcile(meta["namespace"], meta["name"]))
 
     async def _reconcile(self, namespace: str, name: str) -> None:
-        namespace_map = await self.api.get(path(
-            NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural, namespace, name))
+        namespace_map = await self.api.find(custom_path(NAMESPACE_MAP, namespace, name))
         if namespace_map is None:
             return
         meta = namespace_map["metadata"]
@@ -149,8 +148,7 @@ class NamespaceMapper:
             return
         if mapping != current:
             await self.api.patch(
-                path(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
-                     meta["namespace"], meta["name"], "status"),
+                custom_path(NAMESPACE_MAP, meta["namespace"], meta["name"], "status"),
                 [{"op": "add", "path": "/status",
                   "value": {**(namespace_map.get("status") or {}), "currentMapping": mapping}}],
                 JSON_PATCH)
@@ -159,6 +157,5 @@ class NamespaceMapper:
         """Replace the map's finalizers; the resourceVersion makes a concurrent change a 409
         (retried from a fresh read) rather than a lost finalizer."""
         await self.api.patch(
-            path(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
-                 meta["namespace"], meta["name"]),
+            custom_path(NAMESPACE_MAP, meta["namespace"], meta["name"]),
             {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}})

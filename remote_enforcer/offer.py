@@ -9,7 +9,7 @@ import logging
 from decimal import Decimal
 from typing import Any
 
-from remote_enforcer.kubeapi import ApiError, KubeApi, path
+from annex.kubeapi import ApiError, ClusterApi, custom_path
 from remote_enforcer.settings import Settings
 from shared import offer as offer_rules
 from shared.api.resource_offer import RESOURCE_OFFER
@@ -25,12 +25,11 @@ log = logging.getLogger(__name__)
 
 
 def offer_path(namespace: str, name: str = "") -> str:
-    return path(RESOURCE_OFFER.group, RESOURCE_OFFER.version, RESOURCE_OFFER.plural, namespace,
-                name)
+    return custom_path(RESOURCE_OFFER, namespace, name)
 
 
 class OfferPublisher:
-    def __init__(self, api: KubeApi, settings: Settings) -> None:
+    def __init__(self, api: ClusterApi, settings: Settings) -> None:
         self.api = api
         self.settings = settings
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -112,7 +111,7 @@ class OfferPublisher:
     async def publish(self, tenant: str, consumer: str) -> None:
         spec = self.spec_for(consumer)
         if tenant not in self.published:
-            existing = await self.api.get(offer_path(tenant, RESOURCE_OFFER_NAME))
+            existing = await self.api.find(offer_path(tenant, RESOURCE_OFFER_NAME))
             if existing is not None:
                 self.published[tenant] = existing.get("spec") or {}
         if not self._worth_writing(self.published.get(tenant), spec):

@@ -9,11 +9,11 @@ from typing import Any
 
 import kopf
 
-from annex.kube import ClientLimits, RateLimiter, kopf_login, load_connection
+from annex.kube import ClientLimits, kopf_login, load_connection
+from annex.kubeapi import ClusterApi
 from annex.probes import serve_probes
 from remote_enforcer.admission import Admission, start_webhook
 from remote_enforcer.certs import reload_on_change, server_context
-from remote_enforcer.kubeapi import KubeApi
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from remote_enforcer.namespaces import NamespaceMapper
@@ -84,11 +84,14 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         # kopf logs every handled event at INFO: at thousands of pods, that is noise.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     limits = ClientLimits(qps=settings.qps, burst=settings.burst)
-    login = kopf_login(load_connection(settings.kubeconfig, limits=limits))
+    connection = load_connection(settings.kubeconfig, limits=limits)
+    login = kopf_login(connection)
     ssl_context = server_context(settings.webhook_cert, settings.webhook_key,
                                  settings.webhook_hosts, settings.webhook_cert_dir)
     ready = asyncio.Event()
-    async with KubeApi(login, RateLimiter(limits)) as api:
+    # kopf does the watching; reads are cheap and kept unthrottled, writes are paced.
+    api = ClusterApi(connection, throttle_reads=False)
+    try:
         metrics = Metrics()
         shadowpods = ShadowPodEnforcer(api, metrics)
         offers = OfferPublisher(api, settings)
@@ -130,3 +133,5 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 task.cancel()
             await webhook.cleanup()
             await health.cleanup()
+    finally:
+        await api.close()

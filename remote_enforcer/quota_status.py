@@ -8,7 +8,7 @@ import logging
 from decimal import Decimal
 from typing import Any
 
-from remote_enforcer.kubeapi import ApiError, KubeApi, path
+from annex.kubeapi import ApiError, ClusterApi, custom_path
 from remote_enforcer.ledger import UsageLedger
 from shared.api.quota import QUOTA
 from shared.quantity import QuantityFormat, format_quantity, parse
@@ -28,8 +28,8 @@ def used_for(quota_spec: dict[str, Any], usage: dict[str, Decimal]) -> dict[str,
     return used
 
 
-async def write_quota_status(api: KubeApi, ledger: UsageLedger, debounce: float) -> None:
-    quotas_path = path(QUOTA.group, QUOTA.version, QUOTA.plural)
+async def write_quota_status(api: ClusterApi, ledger: UsageLedger, debounce: float) -> None:
+    quotas_path = custom_path(QUOTA)
     while True:
         await ledger.changed.wait()
         await asyncio.sleep(debounce)
@@ -39,8 +39,7 @@ async def write_quota_status(api: KubeApi, ledger: UsageLedger, debounce: float)
                 spec, meta = quota.get("spec") or {}, quota["metadata"]
                 used = used_for(spec, ledger.usage(spec.get("consumerClusterId", "")))
                 if ((quota.get("status") or {}).get("used") or {}) != used:
-                    await api.patch(path(QUOTA.group, QUOTA.version, QUOTA.plural,
-                                         meta["namespace"], meta["name"], "status"),
+                    await api.patch(custom_path(QUOTA, meta["namespace"], meta["name"], "status"),
                                     {"status": {"used": used}})
         except (ApiError, OSError) as error:  # retried on the next change
             log.warning("cannot update quota usage: %s", error)

@@ -12,15 +12,16 @@ import logging
 from collections import defaultdict
 from typing import Any
 
-from remote_enforcer.events import EventRecorder
-from remote_enforcer.kubeapi import (
+from annex.kubeapi import (
     RETRIED_STATUSES,
     STRATEGIC_MERGE_PATCH,
     ApiError,
-    KubeApi,
-    path,
+    ClusterApi,
+    core_path,
+    custom_path,
     retrying,
 )
+from remote_enforcer.events import EventRecorder
 from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
@@ -32,16 +33,15 @@ JSON_PATCH = "application/json-patch+json"
 
 
 def shadowpod_path(namespace: str, name: str = "", subresource: str = "") -> str:
-    return path(SHADOWPOD.group, SHADOWPOD.version, SHADOWPOD.plural, namespace, name,
-                subresource)
+    return custom_path(SHADOWPOD, namespace, name, subresource)
 
 
 def pod_path(namespace: str, name: str = "") -> str:
-    return path("", "v1", "pods", namespace, name)
+    return core_path("pods", namespace, name)
 
 
 class ShadowPodEnforcer:
-    def __init__(self, api: KubeApi, metrics: Metrics) -> None:
+    def __init__(self, api: ClusterApi, metrics: Metrics) -> None:
         self.api = api
         self.metrics = metrics
         self.events = EventRecorder(api)
@@ -83,7 +83,7 @@ class ShadowPodEnforcer:
                     self._locks.pop((namespace, name), None)
 
     async def _reconcile(self, namespace: str, name: str, last_pod: dict[str, Any] | None) -> None:
-        shadowpod = await self.api.get(shadowpod_path(namespace, name))
+        shadowpod = await self.api.find(shadowpod_path(namespace, name))
         if shadowpod is None or shadowpod["metadata"].get("deletionTimestamp"):
             return  # the garbage collector removes the pod with its owner
         if last_pod is not None and enforcement.is_controlled_by(last_pod, shadowpod):
@@ -91,7 +91,7 @@ class ShadowPodEnforcer:
             if status is not None and status.get("phase") in enforcement.TERMINAL_PHASES:
                 await self.write_status(shadowpod, status)
                 shadowpod = {**shadowpod, "status": status}
-        pod = await self.api.get(pod_path(namespace, name))
+        pod = await self.api.find(pod_path(namespace, name))
         if pod is None:
             await self._create_pod(shadowpod)
             return

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.events import EventRecorder
+from home_agent.kubeapi import ApiError
 from home_agent.operators import CONFIGMAPS, settings, twins_watch
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
@@ -28,10 +27,8 @@ OURS = {ORIGIN_CLUSTER_LABEL: HOME, DESTINATION_CLUSTER_LABEL: REMOTE}
 TWIN = "app-home-1"
 
 
-def _api_error(status: int) -> ApiException:
-    error = ApiException(status=status, reason="Failure")
-    error.body = json.dumps({"message": f"status {status}"})
-    return error
+def _api_error(status: int) -> ApiError:
+    return ApiError(status, {"message": f"status {status}", "reason": "Failure"})
 
 
 class FakeApi:

@@ -1,0 +1,272 @@
+"""One asynchronous Kubernetes REST client for both components (aiohttp, plain JSON).
+
+Requests carry dicts as they are: a typed client's models would re-serialise what they touch
+(timestamps, unknown fields) and make an unchanged object look changed.
+
+`ClusterApi` talks to one cluster with the credentials of an `annex.kube.Connection` (CA, client
+certificate, bearer token, tls-server-name), waits for the client-side rate limiter (writes
+always; reads when the component asks for it, as client-go throttles every request), and raises
+`ApiError` (carrying the apiserver's Status) for any non-2xx answer. It does not retry: callers
+decide (`retrying` for a handler that must re-read, a work queue's backoff for the agent).
+
+Its aiohttp session is opened lazily on the event loop of the first request and belongs to it:
+a component running several loops builds one client per loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
+from urllib.parse import quote, urlencode
+
+import aiohttp
+
+from annex.kube import Connection, RateLimiter
+from shared.api.resource import ResourceDefinition
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+REQUEST_TIMEOUT = 30.0
+"""Seconds a request may take in all (client-go's rest.Config Timeout; kopf uses 60)."""
+
+
+class ApiError(Exception):
+    """A non-2xx answer; `body` is the apiserver's Status object (empty when there was none)."""
+
+    def __init__(self, status: int, body: dict[str, Any] | None = None) -> None:
+        self.status = status
+        self.body: dict[str, Any] = body or {}
+        self.reason = str(self.body.get("reason") or "")
+        super().__init__(f"{status}: {self.body.get('message') or self.reason or 'no message'}")
+
+
+def status_of(error: BaseException) -> int | None:
+    """The HTTP status of a failed API call, or None for connection-level failures."""
+    return error.status if isinstance(error, ApiError) else None
+
+
+def is_not_found(error: BaseException) -> bool:
+    return status_of(error) == 404
+
+
+def error_message(error: BaseException) -> str:
+    """The apiserver's Status message when there is one (what a user should read)."""
+    if isinstance(error, ApiError) and error.body.get("message"):
+        return str(error.body["message"])
+    return str(error) or type(error).__name__
+
+
+def error_reason(error: BaseException) -> str:
+    """The Status reason (NotFound, Forbidden, Invalid…), else the exception's type."""
+    if isinstance(error, ApiError) and error.reason:
+        return error.reason
+    return type(error).__name__
+
+
+def core_path(plural: str, namespace: str = "", name: str = "", subresource: str = "") -> str:
+    return group_path("", "v1", plural, namespace, name, subresource)
+
+
+def group_path(group: str, version: str, plural: str, namespace: str = "", name: str = "",
+               subresource: str = "") -> str:
+    """The REST path of a collection or object; group "" is the core API."""
+    parts = [f"/apis/{group}/{version}" if group else f"/api/{version}"]
+    if namespace:
+        parts.append(f"namespaces/{quote(namespace, safe='')}")
+    parts.append(plural)
+    if name:
+        parts.append(quote(name, safe=""))
+    if subresource:
+        parts.append(subresource)
+    return "/".join(parts)
+
+
+def custom_path(definition: ResourceDefinition, namespace: str = "", name: str = "",
+                subresource: str = "") -> str:
+    return group_path(definition.group, definition.version, definition.plural, namespace, name,
+                      subresource)
+
+
+def ssl_context(connection: Connection) -> ssl.SSLContext | bool:
+    """TLS as the kubeconfig says; False for plain-HTTP servers (aiohttp: no TLS checks)."""
+    if not connection.server.startswith("https:"):
+        return False
+    context = ssl.create_default_context(cafile=connection.ca_path)
+    if connection.insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if connection.certificate_path:
+        context.load_cert_chain(connection.certificate_path, connection.private_key_path)
+    return context
+
+
+class ClusterApi:
+    """One cluster, on one event loop."""
+
+    def __init__(self, connection: Connection, *, throttle_reads: bool = True,
+                 timeout: float = REQUEST_TIMEOUT, limiter: RateLimiter | None = None) -> None:
+        self.connection = connection
+        self._server = connection.server.rstrip("/")
+        self._throttle_reads = throttle_reads
+        self._timeout = timeout
+        self._limiter = limiter or RateLimiter(connection.limits)
+        self._headers = {"Accept": JSON}
+        if connection.token:
+            self._headers["Authorization"] = f"Bearer {connection.token}"
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None:
+            connector = aiohttp.TCPConnector(ssl=ssl_context(self.connection),
+                                             limit=max(1, self.connection.limits.burst))
+            self._session = aiohttp.ClientSession(headers=self._headers, connector=connector)
+            self._loop = loop
+        elif loop is not self._loop:
+            raise RuntimeError("a ClusterApi serves the event loop that first used it; "
+                               "build one client per loop")
+        return self._session
+
+    def _url(self, path: str, query: dict[str, Any] | None) -> str:
+        return self._server + path + (f"?{urlencode(query)}" if query else "")
+
+    async def request(self, method: str, path: str, body: Any = None, *,
+                      content_type: str = JSON, query: dict[str, Any] | None = None,
+                      timeout: float | None = None) -> Any:
+        """The decoded JSON answer (None when empty); ApiError for any non-2xx answer."""
+        session = self._open()
+        if method != "GET" or self._throttle_reads:
+            await self._limiter.acquire()
+        headers = {"Content-Type": content_type} if body is not None else None
+        async with session.request(
+                method, self._url(path, query),
+                data=None if body is None else json.dumps(body), headers=headers,
+                timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
+                server_hostname=self.connection.tls_server_name) as response:
+            data = await response.read()
+            if not 200 <= response.status < 300:
+                raise ApiError(response.status, _status_body(data))
+        if not data:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            return data.decode(errors="replace")
+
+    async def get(self, path: str) -> Any:
+        return await self.request("GET", path)
+
+    async def find(self, path: str) -> Any:
+        """The object, or None when it does not exist."""
+        try:
+            return await self.get(path)
+        except ApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def list(self, path: str, label_selector: str = "") -> list[dict[str, Any]]:
+        query = {"labelSelector": label_selector} if label_selector else None
+        listed = await self.request("GET", path, query=query)
+        return list((listed or {}).get("items") or [])
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        return await self.request("POST", path, body)
+
+    async def replace(self, path: str, body: dict[str, Any]) -> Any:
+        return await self.request("PUT", path, body)
+
+    async def patch(self, path: str, patch: Any, content_type: str = MERGE_PATCH) -> Any:
+        return await self.request("PATCH", path, patch, content_type=content_type)
+
+    async def delete(self, path: str, options: dict[str, Any] | None = None) -> Any:
+        return await self.request("DELETE", path, options)
+
+    async def delete_if_exists(self, path: str, options: dict[str, Any] | None = None) -> bool:
+        """Delete; False when it was already gone."""
+        try:
+            await self.delete(path, options)
+            return True
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            raise
+
+    async def healthy(self, timeout: float) -> None:
+        """GET /livez; raises on any failure or non-2xx answer."""
+        await self.request("GET", "/livez", timeout=timeout)
+
+    async def watch(self, path: str, resource_version: str,
+                    timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+        """The events of one watch request from `resource_version`, bookmarks included;
+        WatchExpired when that version is too old (list again)."""
+        session = self._open()
+        query = {"watch": "true", "resourceVersion": resource_version,
+                 "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
+        async with session.get(
+                self._url(path, query), server_hostname=self.connection.tls_server_name,
+                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+        ) as response:
+            if response.status == 410:
+                raise WatchExpired()
+            if response.status >= 400:
+                raise ApiError(response.status, _status_body(await response.read()))
+            async for line in response.content:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    status = event.get("object") or {}
+                    if status.get("code") == 410:
+                        raise WatchExpired()
+                    raise ApiError(int(status.get("code") or 500), status)
+                yield event
+
+    async def close(self) -> None:
+        """Close the session (on its loop); the client opens a new one if used again."""
+        if self._session is not None:
+            await self._session.close()
+        self._session, self._loop = None, None
+
+
+def _status_body(data: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(data) if data else {}
+    except ValueError:
+        return {"message": data.decode(errors="replace")[:500]}
+    return body if isinstance(body, dict) else {}
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is too old (410 Gone): list again."""
+
+
+RETRIED_STATUSES = frozenset({409, 429, 500, 502, 503, 504})
+
+
+async def retrying(action: Callable[[], Awaitable[T]], attempts: int = 6,
+                   first_delay: float = 0.05) -> T:
+    """Run `action` again (from a fresh read: it must re-fetch) after conflicts, throttling,
+    server errors and connection failures, with exponential backoff. kopf does not retry event
+    handlers, so a reconcile that lost a race must retry itself."""
+    delay = first_delay
+    for attempt in range(attempts):
+        try:
+            return await action()
+        except (TimeoutError, ApiError, aiohttp.ClientError) as error:
+            retried = not isinstance(error, ApiError) or error.status in RETRIED_STATUSES
+            if not retried or attempt == attempts - 1:
+                raise
+            log.debug("retrying after %s", error)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    raise AssertionError("unreachable")
