@@ -41,6 +41,13 @@ class Metrics:
             *metric_family("annex_home_agent_shadow_pods", "gauge",
                            "ShadowPods of this agent on the remote.",
                            [("", len(agent.mirrors.shadow_pods.keys()))]),
+            *metric_family("annex_home_agent_synced", "gauge",
+                           "1 once both clusters' watches have listed everything.",
+                           [("", 1 if agent.home_synced.is_set() and agent.remote_synced()
+                             else 0)]),
+            *metric_family("annex_home_agent_queued_keys", "gauge",
+                           "Keys waiting, delayed or being reconciled (0: converged).",
+                           [("", len(agent.queue))]),
         ])
 
 

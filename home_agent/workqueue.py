@@ -64,6 +64,11 @@ class KeyQueue:
         with self._cond:
             return bool(self._queue)
 
+    def __len__(self) -> int:
+        """Keys waiting, delayed or being processed: 0 once everything is converged."""
+        with self._cond:
+            return len(self._dirty | self._processing) + len(self._delayed)
+
     def get(self) -> Hashable | None:
         """The next key to process (None once shut down). Call `done(key)` afterwards."""
         with self._cond:
