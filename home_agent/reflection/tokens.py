@@ -250,7 +250,13 @@ class TokenReflector:
             body = {**desired, "metadata": {
                 **desired["metadata"],
                 "resourceVersion": (current.get("metadata") or {}).get("resourceVersion")}}
-            written = await remote.replace(core_path("secrets", namespace, name), body)
+            try:
+                written = await remote.replace(core_path("secrets", namespace, name), body)
+            except Exception as error:
+                if not is_not_found(error):
+                    raise
+                # Deleted meanwhile (the mirror lagged): written anew.
+                written = await remote.create(core_path("secrets", namespace), desired)
         with self._lock:
             self._written[secret_key] = _content_digest(desired)
         return written if isinstance(written, dict) else desired

@@ -76,6 +76,8 @@ class FakeRemote:
 
     async def replace(self, path: str, body: dict[str, Any]) -> Any:
         self.calls.append(("replace", path))
+        if path not in self.objects:
+            raise _error(404)
         return self._store(path, body)
 
     async def delete(self, path: str, options: Any = None) -> Any:
@@ -257,6 +259,32 @@ def test_a_secret_changed_remotely_is_rewritten() -> None:
     _observe(reflector, remote)
     _reconcile(reflector)
     assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
+
+
+def test_a_secret_deleted_remotely_is_written_again() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    deleted = remote.objects.pop(SECRET_PATH)
+    reflector.on_remote_secret("DELETED", deleted)
+    _reconcile(reflector)
+    assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
+
+
+def test_a_refresh_over_a_secret_the_mirror_still_shows_creates_it() -> None:
+    agent, remote, home = _agent(token_refresh_fraction=0.0001)
+    home.lifetime = 600
+    reflector = _reflector(agent)
+    reflector.on_home_pod("ADDED", _pod())
+    _reconcile(reflector)
+    due = remote.objects.pop(SECRET_PATH)  # deleted; no watch event yet
+    wait_for(lambda: datetime.fromisoformat(due["metadata"]["annotations"][
+        TOKEN_SECRET_REFRESH_ANNOTATION]) <= datetime.now(UTC), timeout=5, message="due")
+    _reconcile(reflector)
+    assert remote.calls[-2:] == [("replace", SECRET_PATH), ("create", f"/api/v1/namespaces/"
+                                                                      f"{TWIN}/secrets/web-token")]
+    assert SECRET_PATH in remote.objects
 
 
 def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> None:
