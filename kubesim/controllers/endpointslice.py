@@ -66,10 +66,15 @@ class EndpointSliceController(Controller):
         namespace, name = key
         stored = self.api.store.get(self.services_kind.storage_key, namespace, name)
         existing = self._managed_slices(namespace, name)
-        selector = (stored.obj.get("spec") or {}).get("selector") if stored else None
-        if stored is None or not selector:
-            for old in existing:  # the service went, or stopped selecting pods
+        if stored is None:
+            for old in existing:  # the service went (the real controller leaves this to the GC)
                 await self._delete(old)
+            return
+        spec = stored.obj.get("spec") or {}
+        selector = spec.get("selector")
+        if not selector or spec.get("type") == "ExternalName":
+            # As pkg/controller/endpointslice: such services receive no slices from the
+            # controller, and the slices it made before are left as they are.
             return
         service = stored.obj
         chooser = label_selector_from_object({"matchLabels": selector})

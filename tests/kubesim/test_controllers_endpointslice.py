@@ -83,3 +83,19 @@ def test_unready_and_deleted_pods_change_their_conditions(home, namespace) -> No
              and not e.conditions.ready and not e.conditions.serving)
     home.core.delete_namespaced_pod("a", namespace)
     wait_for(lambda: "a" not in endpoints(home, namespace))
+
+
+def test_a_service_that_stops_selecting_keeps_its_slices(home, namespace) -> None:
+    # pkg/controller/endpointslice: a Service without a selector gets no slices from the
+    # controller, and the ones it made are neither updated nor deleted.
+    create_service(home, namespace)
+    home.core.create_namespaced_pod(namespace, web_pod("a"))
+    wait_for(lambda: "a" in endpoints(home, namespace), timeout=60)
+    home.core.patch_namespaced_service("web", namespace, {"spec": {"selector": None}})
+    # a second Service selecting the same pod: once its slice exists, the controller has
+    # worked through the change of the first one
+    home.core.create_namespaced_service(namespace, {
+        "metadata": {"name": "barrier"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 81}]}})
+    wait_for(lambda: slices(home, namespace, "barrier"), timeout=60)
+    assert set(endpoints(home, namespace)) == {"a"}
