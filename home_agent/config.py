@@ -150,8 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
         add(f"--{kind}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
             help=f"concurrent {kind} reflections (0 disables {kind} reflection)")
         add(f"--{kind}-reflection-type", choices=("DenyList", "AllowList"), default="DenyList",
-            help=f"{kind}s reflected unless annotated liqo.io/skip-reflection (DenyList) or "
-                 "only when annotated liqo.io/allow-reflection (AllowList)")
+            help=f"which {kind} objects are reflected: all but those annotated "
+                 "liqo.io/skip-reflection (DenyList) or only those annotated "
+                 "liqo.io/allow-reflection (AllowList)")
     for kind in REFLECTED_HOME_KINDS:
         add(f"--{kind}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
             help=f"concurrent remote {kind} reflections home (0 disables {kind} reflection)")
