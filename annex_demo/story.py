@@ -212,6 +212,11 @@ class Story:
         self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
         self.say.wait("remote pods keep running while the clusters cannot talk",
                       lambda: self._remote_running(remote, twin, 3), self.timings.wait_seconds)
+        victim = views.app_pods(remote.core, twin)[0]
+        remote.core.delete_namespaced_pod(victim.name, twin)
+        self.say.wait(f"remote pod {victim.name} deleted during the cut: the enforcer recreates it "
+                      "from its ShadowPod", lambda: self._recreated(remote, twin, victim),
+                      self.timings.wait_seconds)
         self.say.table(f"Pods on remote ({twin})", views.POD_COLUMNS,
                        [row.cells() for row in views.app_pods(remote.core, twin)])
         app.scale(home.api, 4)
@@ -250,6 +255,14 @@ class Story:
         rows = views.app_pods(remote.core, twin)
         running = sum(row.phase == "Running" for row in rows)
         return running == count, f"{running}/{count} Running remotely"
+
+    def _recreated(self, remote: DemoCluster, twin: str,
+                   deleted: views.PodRow) -> tuple[bool, str]:
+        now = next((row for row in views.app_pods(remote.core, twin)
+                    if row.name == deleted.name), None)
+        if now is None or now.uid == deleted.uid:
+            return False, "not yet"
+        return now.phase == "Running", f"new pod {now.phase} on {now.node or '-'}"
 
     def _wait_converged(self, home: DemoCluster, remote: DemoCluster, twin: str,
                         replicas: int) -> None:

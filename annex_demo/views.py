@@ -27,6 +27,7 @@ class PodRow:
     phase: str
     ip: str
     node: str
+    uid: str = ""
 
     def cells(self) -> list[str]:
         return [self.name, self.phase, self.ip or "-", self.node or "-"]
@@ -42,7 +43,8 @@ def app_pods(core: client.CoreV1Api, namespace: str) -> list[PodRow]:
             return []
         raise
     rows = [PodRow(p["metadata"]["name"], p.get("status", {}).get("phase", ""),
-                   p.get("status", {}).get("podIP", ""), p["spec"].get("nodeName", ""))
+                   p.get("status", {}).get("podIP", ""), p["spec"].get("nodeName", ""),
+                   p["metadata"].get("uid", ""))
             for p in pods["items"] if not p["metadata"].get("deletionTimestamp")]
     return sorted(rows, key=lambda row: row.name)
 

@@ -1,5 +1,6 @@
-"""The local demo (`annex-demo`) runs headless as a real process, tells the whole story and
-leaves nothing running: not at its end, not when interrupted with Ctrl-C halfway."""
+"""The local demo (`annex-demo`) runs headless as a real process, tells the whole story (peering,
+an offloaded app, a cut during which remote pods keep running and a deleted one comes back, the
+recovery) and leaves nothing running: not at its end, not when interrupted with Ctrl-C halfway."""
 
 from __future__ import annotations
 
@@ -135,6 +136,8 @@ def test_the_demo_tells_the_whole_story_and_leaves_nothing_running() -> None:
     assert re.search(r"liqo-remote\s+│ False\s+│ RemoteClusterUnreachable", output[cut:])
     kept = _index(output, "remote pods keep running while the clusters cannot talk", cut)
     assert "3/3 Running remotely" in output[kept:_index(output, "\n", kept)]
+    assert re.search(r"remote pod web-\S+ deleted during the cut: the enforcer recreates it from "
+                     r"its ShadowPod .*new pod Running on remote-worker-\d", output[kept:])
     ready = _index(output, "virtual node liqo-remote Ready again", kept)
     converged = _index(output, "converged: 4 replicas offloaded", ready)
     _index(output, "4/4 replicas running remotely", converged)
