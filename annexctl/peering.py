@@ -6,8 +6,9 @@ identity; at home: that token's kubeconfig as the Secret the home-agent chart mo
 remote (`remotes[].kubeconfigSecret`). Running it again is harmless: unchanged objects are not
 written, and the token is renewed.
 
-unpeer removes both, but only what annexctl created: a tenant namespace the chart manages is
-the chart's to remove (helm upgrade without the consumer).
+A consumer the remote-enforcer chart already declares is left as the chart made it: peer only
+mints the token and installs the Secret. unpeer removes both sides, but only what annexctl
+created: a tenant namespace the chart manages is the chart's to remove.
 """
 
 from __future__ import annotations
@@ -89,7 +90,13 @@ def peer(home: Cluster, provider: Cluster, request: PeerRequest) -> Report:
             REMOTE_CLUSTER_ID_LABEL) not in (None, request.home_cluster_id):
         raise CliError(f"{provider.where}: namespace {tenant} is the tenant namespace of another "
                        "consumer; choose another with --tenant-namespace")
-    rows = [_object_row(m, provider.ensure(m), "provider") for m in provider_objects]
+    manager = ((existing or {}).get("metadata", {}).get("labels") or {}).get(MANAGED_BY_LABEL)
+    if existing is not None and manager != MANAGED_BY:
+        # The remote-enforcer chart (or an admin) made this consumer: its objects are theirs.
+        rows = [_object_row(m, f"kept (managed by {manager or 'someone else'})", "provider")
+                for m in provider_objects]
+    else:
+        rows = [_object_row(m, provider.ensure(m), "provider") for m in provider_objects]
 
     token, expires = _mint_token(provider, tenant, request.token_expiration_seconds)
     kubeconfig = token_kubeconfig(provider.configuration, token, tenant,

@@ -123,3 +123,31 @@ def test_unpeer_removes_the_identity_and_the_home_secret(
 
     again = annexctl("unpeer", *peering.flags)
     assert again.code == 0 and "already unpeered" in again.out
+
+
+def test_peer_leaves_a_consumer_the_chart_declares_as_the_chart_made_it(
+        annexctl: Annexctl, home: ClusterHandle, remote: ClusterHandle, peering: Peering) -> None:
+    from kubernetes import utils
+
+    from tests.charts.helm import ROOT, render
+
+    manifests = render(ROOT / "charts" / "remote-enforcer",
+                       {"clusterId": "p", "consumers": [{"clusterId": peering.home_id}]})
+    for manifest in manifests:  # the consumer's built-in objects
+        if manifest["kind"] != "Quota" and peering.tenant in (
+                manifest["metadata"]["name"], manifest["metadata"].get("namespace")):
+            utils.create_from_dict(remote.api_client, manifest)
+
+    run = annexctl("peer", *peering.flags, "-o", "json")
+
+    assert run.code == 0, run.err
+    actions = {(o["cluster"], o["kind"]): o["action"] for o in run.json()["objects"]}
+    assert actions[("provider", "Role")] == "kept (managed by Helm)"
+    assert actions[("home", "Secret")] == "created"
+    labels = remote.core.read_namespace(peering.tenant).metadata.labels
+    assert labels["app.kubernetes.io/managed-by"] == "Helm"
+
+    run = annexctl("unpeer", *peering.flags)
+    assert run.code == 0, run.err
+    assert "is managed by Helm" in run.out
+    assert remote.core.read_namespace(peering.tenant).status.phase == "Active"
