@@ -62,7 +62,7 @@ from shared.forge.token import (
     token_secret_pod_name,
 )
 from shared.ownership import is_owned
-from shared.wellknown import FAILED_REFLECTION_REASON
+from shared.wellknown import FAILED_REFLECTION_REASON, TOKEN_SECRET_POD_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +352,15 @@ class ReflectionWithTokens(ReflectionWithEvents):
         if self.tokens is not None and SECRETS not in resources:
             resources += (SECRETS,)
         return resources
+
+    def home_label_selectors(self) -> dict[Watched, str]:
+        """The remote Secrets the token reflector needs are watched at home too (one list of
+        resources serves both sides): without the Secret reflector, that home watch selects
+        only token Secrets, which the home cluster never has."""
+        selectors = super().home_label_selectors()
+        if self.tokens is not None and SECRETS[2] not in self.reflectors:
+            selectors[SECRETS] = TOKEN_SECRET_POD_LABEL
+        return selectors
 
     def home_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
         taken = super().home_sink(plural, event_type, obj)

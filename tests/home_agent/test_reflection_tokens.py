@@ -14,20 +14,23 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from home_agent.agent import Agent
-from home_agent.config import AgentConfig
+from home_agent.config import AgentConfig, parse_config
 from home_agent.events import EventRecorder
 from home_agent.kubeapi import ApiError
+from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.secret import SECRET_RULES
-from home_agent.reflection.tokens import TokenReflector
+from home_agent.reflection.tokens import SECRETS, ReflectionWithTokens, TokenReflector
 from shared.forge.pod import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
     DESTINATION_CLUSTER_LABEL,
     ORIGIN_CLUSTER_LABEL,
     TOKEN_SECRET_EXPIRATION_ANNOTATION,
+    TOKEN_SECRET_POD_LABEL,
     TOKEN_SECRET_POD_UID_ANNOTATION,
     TOKEN_SECRET_REFRESH_ANNOTATION,
+    TOKEN_SECRET_SERVICE_ACCOUNT_LABEL,
 )
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
@@ -385,6 +388,38 @@ def test_the_secret_reflector_leaves_token_secrets_alone() -> None:
     remote.calls.clear()
     asyncio.run(secrets.reconcile(("app", "web-token")))  # no home Secret of that name
     assert remote.calls == []
+
+
+def _reflection(*flags: str) -> ReflectionWithTokens:
+    config = parse_config(["--remote-kubeconfig", "unused", "--cluster-id", HOME,
+                           "--remote-cluster-id", REMOTE, *flags])
+    agent, _, _ = _agent()
+    agent.config = config
+    return ReflectionWithTokens(agent, KINDS)
+
+
+def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -> None:
+    reflection = _reflection()
+    assert reflection.tokens is not None
+    assert reflection.home_sink("pods", "ADDED", _pod()) is False  # the agent's too
+    assert reflection.tokens.pods.keys() == [("app", "web")]
+    secret = {"metadata": {"name": "web-token", "namespace": TWIN, "labels": {
+        **OURS, TOKEN_SECRET_POD_LABEL: "web", TOKEN_SECRET_SERVICE_ACCOUNT_LABEL: "robot"}}}
+    assert reflection.remote_sink("secrets", "ADDED", secret) is True  # the Secret reflector's
+    assert reflection.tokens.remote.keys() == [(TWIN, "web-token")]
+    assert reflection.home_label_selectors().get(SECRETS) is None
+
+
+def test_without_the_secret_reflector_the_home_secrets_watch_selects_only_token_secrets() -> None:
+    reflection = _reflection("--secret-reflection-workers", "0")
+    assert SECRETS in reflection.resources()  # the remote token Secrets
+    assert reflection.home_label_selectors()[SECRETS] == TOKEN_SECRET_POD_LABEL
+
+
+def test_zero_workers_disable_token_reflection() -> None:
+    reflection = _reflection("--serviceaccount-reflection-workers", "0")
+    assert reflection.tokens is None
+    assert reflection.home_sink("pods", "ADDED", _pod()) is False
 
 
 # --- the agent as a process -------------------------------------------------------------------
