@@ -18,6 +18,7 @@ from kubernetes import client, config
 from annex_demo import app, charts, views
 from annex_demo.components import (
     ComponentProcess,
+    ServingCertificate,
     free_port,
     service_account_kubeconfig,
     service_account_user,
@@ -67,6 +68,22 @@ class DemoCluster:
         return client.CoreV1Api(self.api)
 
 
+@dataclass(frozen=True)
+class Release:
+    """A chart installed for a locally run component: its manifests, the webhook
+    configurations still to register, and where the component will serve."""
+
+    manifests: list[dict[str, Any]]
+    webhooks: list[dict[str, Any]]
+    certificate: ServingCertificate
+    webhook_port: int
+    probe_port: int  # /readyz (the enforcer's health port, the agent's metrics port)
+
+    @property
+    def webhook_url(self) -> str:
+        return f"https://127.0.0.1:{self.webhook_port}"
+
+
 class Story:
     def __init__(self, narrator: Narrator, workdir: Path, timings: Timings) -> None:
         self.say = narrator
@@ -114,31 +131,16 @@ class Story:
 
     def install_provider(self, remote: DemoCluster, stack: contextlib.ExitStack) -> None:
         self.say.step("Install the remote-enforcer chart on remote and start the enforcer")
-        manifests = charts.render("remote-enforcer", {
+        release = self._install_chart(remote, "remote-enforcer", {
             "clusterId": REMOTE_ID, "region": "eu-demo", "provider": "kubesim",
             "consumers": [{"clusterId": HOME_ID}]})
-        certificate = serving_certificate(self.workdir, "enforcer-webhook")
-        webhook_port, health_port = free_port(), free_port()
-        local = charts.for_local_processes(manifests)
-        webhooks = [m for m in local if m["kind"] in charts.WEBHOOK_KINDS]
-        charts.apply(remote.api, charts.chart_crds("remote-enforcer")
-                     + [m for m in local if m["kind"] not in charts.WEBHOOK_KINDS])
         self.say.ok("CRDs, the enforcer's ServiceAccount and ClusterRole, the tenant namespace "
                     f"{TENANT_NAMESPACE} with the consumer identity, its Role and Quota")
-        account = self._release_service_account(manifests)
-        kubeconfig = service_account_kubeconfig(remote.kubeconfig, remote.api,
-                                                charts.RELEASE_NAMESPACE, account,
-                                                self.workdir / "enforcer.kubeconfig")
-        command = charts.container_command(manifests, self._deployment_name(manifests))
-        command = command[:3] + charts.with_flags(
-            command[3:], kubeconfig=str(kubeconfig), webhook_address="127.0.0.1",
-            webhook_port=str(webhook_port), webhook_cert=str(certificate.cert),
-            webhook_key=str(certificate.key), health_address="127.0.0.1",
-            health_port=str(health_port), log_format="text")
-        self._start("remote enforcer", command, f"http://127.0.0.1:{health_port}/readyz", stack)
-        charts.apply(remote.api, [charts.pointed_at(w, f"https://127.0.0.1:{webhook_port}",
-                                                    certificate.ca_bundle) for w in webhooks])
-        self.say.ok(f"ShadowPod admission webhook registered (https://127.0.0.1:{webhook_port})")
+        self._run_component(
+            "remote enforcer", remote, release, stack, "kubeconfig",
+            webhook_address="127.0.0.1", webhook_port=str(release.webhook_port),
+            health_address="127.0.0.1", health_port=str(release.probe_port))
+        self.say.ok(f"ShadowPod admission webhook registered ({release.webhook_url})")
 
     def peer(self, home: DemoCluster, remote: DemoCluster, stack: contextlib.ExitStack) -> None:
         self.say.step("Peer: the consumer's kubeconfig goes into the home-agent chart; start the "
@@ -150,7 +152,7 @@ class Story:
         self.say.ok(f"a token for {service_account_user(TENANT_NAMESPACE, CONSUMER_ACCOUNT)} "
                     "on remote (what `annexctl peer` does)")
         t = self.timings
-        manifests = charts.render("home-agent", {
+        release = self._install_chart(home, "home-agent", {
             "clusterId": HOME_ID, "logFormat": "text",
             "lease": {"renewIntervalSeconds": t.lease_renew_seconds},
             "healthCheck": {"intervalSeconds": t.health_interval_seconds,
@@ -158,32 +160,17 @@ class Story:
                             "failureThreshold": t.failure_threshold},
             "remotes": [{"clusterId": REMOTE_ID, "kubeconfig": kubeconfig_text,
                          "remotePodCidr": POD_CIDR, "remappedPodCidr": REMAPPED_POD_CIDR}]})
-        certificate = serving_certificate(self.workdir, "agent-webhook")
-        webhook_port, metrics_port = free_port(), free_port()
-        local = charts.for_local_processes(manifests)
-        webhooks = [m for m in local if m["kind"] in charts.WEBHOOK_KINDS]
-        charts.apply(home.api, charts.chart_crds("home-agent")
-                     + [m for m in local if m["kind"] not in charts.WEBHOOK_KINDS])
-        secret = self._virtual_node_secret(manifests)
+        secret = self._virtual_node_secret(release.manifests)
         self.say.ok(f"CRDs, the agent's ServiceAccount and ClusterRole, Secret {secret} with the "
                     f"consumer kubeconfig, VirtualNode {REMOTE_ID}")
         remote_kubeconfig = self.workdir / "agent-remote.kubeconfig"
         self._mount_secret(home, secret, remote_kubeconfig)
-        account = self._release_service_account(manifests)
-        home_kubeconfig = service_account_kubeconfig(home.kubeconfig, home.api,
-                                                     charts.RELEASE_NAMESPACE, account,
-                                                     self.workdir / "agent-home.kubeconfig")
-        command = charts.container_command(manifests, self._deployment_name(manifests))
-        command = command[:3] + charts.with_flags(
-            command[3:], home_kubeconfig=str(home_kubeconfig),
+        self._run_component(
+            "home agent", home, release, stack, "home_kubeconfig",
             remote_kubeconfig=str(remote_kubeconfig), agent_ip="127.0.0.1",
-            metrics_address=f"127.0.0.1:{metrics_port}",
-            webhook_address=f"127.0.0.1:{webhook_port}", webhook_cert=str(certificate.cert),
-            webhook_key=str(certificate.key), log_format="text")
-        self._start("home agent", command, f"http://127.0.0.1:{metrics_port}/readyz", stack)
-        charts.apply(home.api, [charts.pointed_at(w, f"https://127.0.0.1:{webhook_port}",
-                                                  certificate.ca_bundle) for w in webhooks])
-        self.say.ok(f"pod webhook registered (https://127.0.0.1:{webhook_port})")
+            metrics_address=f"127.0.0.1:{release.probe_port}",
+            webhook_address=f"127.0.0.1:{release.webhook_port}")
+        self.say.ok(f"pod webhook registered ({release.webhook_url})")
         self.say.wait(f"virtual node {VIRTUAL_NODE} Ready at home",
                       lambda: self._node_ready(home, "True"), self.timings.wait_seconds)
         self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
@@ -282,6 +269,38 @@ class Story:
                        [row.cells() for row in views.app_pods(remote.core, twin)])
         self.say.say(f"home shows remote pod addresses of {POD_CIDR} remapped into "
                      f"{REMAPPED_POD_CIDR}")
+
+    def _install_chart(self, cluster: DemoCluster, chart: str,
+                       values: dict[str, Any]) -> Release:
+        """What `helm install` of `chart` creates, but the pod and its Service (and the webhook
+        configurations, registered once the component serves)."""
+        manifests = charts.render(chart, values)
+        local = charts.for_local_processes(manifests)
+        charts.apply(cluster.api, charts.chart_crds(chart)
+                     + [m for m in local if m["kind"] not in charts.WEBHOOK_KINDS])
+        return Release(manifests, [m for m in local if m["kind"] in charts.WEBHOOK_KINDS],
+                       serving_certificate(self.workdir, f"{chart}-webhook"), free_port(),
+                       free_port())
+
+    def _run_component(self, name: str, cluster: DemoCluster, release: Release,
+                       stack: contextlib.ExitStack, kubeconfig_flag: str,
+                       **flags: str) -> None:
+        """The chart Deployment's command line, run locally as the chart's ServiceAccount with
+        local addresses and files; then its webhook configurations, pointed at it."""
+        account = self._release_service_account(release.manifests)
+        kubeconfig = service_account_kubeconfig(cluster.kubeconfig, cluster.api,
+                                                charts.RELEASE_NAMESPACE, account,
+                                                self.workdir / f"{account}.kubeconfig")
+        command = charts.container_command(release.manifests,
+                                           self._deployment_name(release.manifests))
+        command = command[:3] + charts.with_flags(
+            command[3:], **{kubeconfig_flag: str(kubeconfig)},
+            webhook_cert=str(release.certificate.cert), webhook_key=str(release.certificate.key),
+            log_format="text", **flags)
+        self._start(name, command, f"http://127.0.0.1:{release.probe_port}/readyz", stack)
+        charts.apply(cluster.api, [charts.pointed_at(w, release.webhook_url,
+                                                     release.certificate.ca_bundle)
+                                   for w in release.webhooks])
 
     def _start(self, name: str, command: list[str], ready_url: str,
                stack: contextlib.ExitStack) -> ComponentProcess:
