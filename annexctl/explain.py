@@ -80,19 +80,26 @@ def _placement(pod: dict[str, Any], node: dict[str, Any] | None,
     else:
         reasons.append(f"runs on local node {node_name}")
 
+    strategy = ((offloading or {}).get("spec") or {}).get("podOffloadingStrategy",
+                                                          "LocalAndRemote")
     if offloading is None:
         reasons.append(f"namespace {pod['metadata']['namespace']} is not offloaded (no "
                        "NamespaceOffloading): its pods are not sent to remote clusters")
     else:
-        strategy = (offloading.get("spec") or {}).get("podOffloadingStrategy", "LocalAndRemote")
         phase = (offloading.get("status") or {}).get("offloadingPhase") or "unknown"
         reasons.append(f"namespace offloading: {strategy} ({_STRATEGY_MEANING.get(strategy, '')})"
                        f"; phase {phase}")
         selector = (offloading.get("spec") or {}).get("clusterSelector") or {}
         if selector.get("nodeSelectorTerms"):
             reasons.append(f"cluster selector: {selector['nodeSelectorTerms']}")
-    reasons.append("tolerates the virtual-node taint: "
-                   + ("yes" if _tolerates_virtual_nodes(spec) else "no (cannot run remotely)"))
+    if _tolerates_virtual_nodes(spec):
+        reasons.append("tolerates the virtual-node taint: yes")
+    elif offloading is not None and strategy != "Local":
+        reasons.append("tolerates the virtual-node taint: no, although the strategy adds it: the "
+                       "home agent's webhook mutates pods created after the namespace was "
+                       "offloaded, and only while it is reachable")
+    else:
+        reasons.append("tolerates the virtual-node taint: no (cannot run remotely)")
     if _requires_virtual_nodes(spec):
         reasons.append(f"requires a node with {TYPE_LABEL}={TYPE_VIRTUAL_NODE} (node affinity)")
     if spec.get("nodeSelector"):
