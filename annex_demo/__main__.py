@@ -13,6 +13,8 @@ import signal
 import sys
 from types import FrameType
 
+from rich.text import Text
+
 from annex_demo.narrator import DemoTimeout, Narrator
 
 try:
@@ -56,13 +58,16 @@ def main(argv: list[str] | None = None) -> int:
             with contextlib.ExitStack() as stack:
                 try:
                     story.tell(stack, keep=args.keep)
-                except DemoTimeout as error:
+                except Exception as error:  # noqa: BLE001 - told, with the components' logs
                     code = 1
-                    narrator.console.print(f"[bold red]✗ {error}[/]")
+                    if not isinstance(error, DemoTimeout):
+                        narrator.console.print_exception()
+                    narrator.console.print(Text(f"✗ {error}", style="bold red"))
                     for process in story.processes:
                         narrator.say(f"--- last lines of the {process.name}'s log ---")
                         narrator.console.print(process.tail(), markup=False)
-                narrator.step("Clean up")
+                finally:
+                    narrator.step("Clean up")  # then the stack stops what was started
         except KeyboardInterrupt:
             code = 130
         narrator.say(f"removed {directory}")
