@@ -99,7 +99,7 @@ class TokenReflector:
         self.queue = KeyQueue()
         self._lock = threading.Lock()
         self._pod_of: dict[Key, str] = {}
-        """Remote Secret key → the home pod it was written for (keys of deleted Secrets too)."""
+        """Remote Secret key → the home pod it was written for, while the Secret exists."""
         self._written: dict[Key, str] = {}
         """Remote Secret key → digest of what we last wrote there."""
         self._wake_ups: dict[Key, _WakeUp] = {}
@@ -121,15 +121,15 @@ class TokenReflector:
             return
         key = self.remote.apply(event_type, obj)
         pod_name = token_secret_pod_name(obj)
-        if pod_name is not None:
-            with self._lock:
-                self._pod_of[key] = pod_name
-        self._enqueue_remote(key)
-
-    def _enqueue_remote(self, secret_key: Key) -> None:
         with self._lock:
-            pod_name = self._pod_of.get(secret_key)
-        home_namespace = self.agent.home_namespace_of(secret_key[0])
+            if event_type == "DELETED":
+                self._pod_of.pop(key, None)
+            elif pod_name is not None:
+                self._pod_of[key] = pod_name
+        self._enqueue_pod(key[0], pod_name)
+
+    def _enqueue_pod(self, remote_namespace: str, pod_name: str | None) -> None:
+        home_namespace = self.agent.home_namespace_of(remote_namespace)
         if pod_name is not None and home_namespace is not None:
             self.queue.add((home_namespace, pod_name))
 
@@ -137,8 +137,10 @@ class TokenReflector:
         """Look at every known pod and Secret again (namespace mappings changed)."""
         for key in self.pods.keys():
             self.queue.add(key)
-        for secret_key in self.remote.keys():
-            self._enqueue_remote(secret_key)
+        with self._lock:
+            secrets = list(self._pod_of.items())
+        for (remote_namespace, _), pod_name in secrets:
+            self._enqueue_pod(remote_namespace, pod_name)
 
     def start_relist(self) -> None:
         self.remote.start_relist()
@@ -146,7 +148,9 @@ class TokenReflector:
     def finish_relist(self) -> None:
         """Secrets the new listing did not show are gone: their pods are looked at again."""
         for secret_key in self.remote.finish_relist():
-            self._enqueue_remote(secret_key)
+            with self._lock:
+                pod_name = self._pod_of.pop(secret_key, None)
+            self._enqueue_pod(secret_key[0], pod_name)
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -177,6 +181,8 @@ class TokenReflector:
         if not tokens or pod is None:
             if current is not None and (pod is not None or await self._gone_home(key)):
                 await self._delete(current)
+            if pod is None and current is None:
+                self._forget(key, secret_key)
             return
         now = datetime.now(UTC)
         reason = self._stale(secret_key, current, pod, tokens, now)
@@ -281,12 +287,12 @@ class TokenReflector:
         except Exception as error:
             if not is_not_found(error) and status_of(error) != 409:
                 raise
+
+    def _forget(self, key: Key, secret_key: Key) -> None:
+        """The pod and its Secret are gone: nothing of them is kept."""
         with self._lock:
             self._written.pop(secret_key, None)
-            pod_name = self._pod_of.get(secret_key)
-            home_namespace = self.agent.home_namespace_of(secret_key[0])
-            if pod_name is not None and home_namespace is not None:
-                self._wake_ups.pop((home_namespace, pod_name), None)
+            self._wake_ups.pop(key, None)
 
     async def _refuse(self, pod: Mapping[str, Any], secret_key: Key) -> None:
         message = (f"remote Secret {secret_key[0]}/{secret_key[1]} exists and was not created by "

@@ -296,6 +296,7 @@ def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> Non
     reflector.on_home_pod("ADDED", _pod())
     _reconcile(reflector)
     _observe(reflector, remote)
+    last_seen = remote.objects[SECRET_PATH]
     reflector.on_home_pod("DELETED", _pod())
     home.pods.add("/api/v1/namespaces/app/pods/web")  # the mirror is ahead of the server
     _reconcile(reflector)
@@ -303,6 +304,10 @@ def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> Non
     home.pods.clear()
     _reconcile(reflector)
     assert SECRET_PATH not in remote.objects
+    reflector.on_remote_secret("DELETED", last_seen)  # the watch tells
+    _reconcile(reflector)
+    kept = (reflector._written, reflector._wake_ups, reflector._pod_of)  # noqa: SLF001
+    assert kept == ({}, {}, {})  # nothing is remembered of a pod that is gone
 
 
 def test_without_apiserver_support_nothing_is_requested_and_our_secret_goes() -> None:
