@@ -58,7 +58,7 @@ def _offload(args: argparse.Namespace) -> Report:
         args.remote_namespace_name, args.selector or [])
     if args.output != "table":  # liqoctl's habit: -o prints the resource instead of applying
         return Report(manifest)
-    return offload.offload(_home(args), manifest)
+    return offload.offload(_home(args), manifest, timeout=args.timeout)
 
 
 def _unoffload(args: argparse.Namespace) -> Report:
@@ -164,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
                 "-l", "--selector", "--cluster-selector", action="append", metavar="SELECTOR",
                 help="virtual-node label selector choosing the clusters, e.g. 'region in (eu)'; "
                      "repeat for alternatives (OR)")
+            namespace.add_argument(
+                "--timeout", type=float, default=0.0,
+                help="seconds to wait for the offloading to be Ready (default 0: do not wait)")
             _output_option(namespace, "print the NamespaceOffloading instead of applying it")
         else:
             _output_option(namespace, "output format")

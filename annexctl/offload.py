@@ -6,6 +6,7 @@ As liqoctl, `-o json|yaml` on offload prints the resource instead of applying it
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from annexctl.clusters import CliError, Cluster
@@ -18,6 +19,7 @@ from shared.api.namespace_offloading import (
     NamespaceMappingStrategy,
     NamespaceOffloading,
     NamespaceOffloadingSpec,
+    OffloadingPhase,
     PodOffloadingStrategy,
 )
 from shared.forge.namespace import remote_namespace_name
@@ -49,17 +51,50 @@ def namespace_offloading(namespace: str, pod_strategy: PodOffloadingStrategy,
     return manifest
 
 
-def offload(home: Cluster, manifest: dict[str, Any]) -> Report:
+def _conditions_text(status: dict[str, Any]) -> str:
+    return "; ".join(
+        f"{cluster}: {c.get('reason')}: {c.get('message')}"
+        for cluster, conditions in sorted((status.get("remoteNamespacesConditions") or {}).items())
+        for c in conditions if c.get("type") == "Ready") or "no cluster has reported yet"
+
+
+def wait_ready(home: Cluster, namespace: str, timeout: float) -> dict[str, Any]:
+    """The NamespaceOffloading's status once its phase is Ready; CliError when the agents
+    report a failure or `timeout` seconds pass (with what they reported)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = home.get(NAMESPACE_OFFLOADING.api_version, NAMESPACE_OFFLOADING.kind,
+                           NAMESPACE_OFFLOADING_NAME, namespace) or {}
+        status = current.get("status") or {}
+        phase = status.get("offloadingPhase")
+        if phase == OffloadingPhase.READY:
+            return dict(status)
+        if phase in (OffloadingPhase.ALL_FAILED, OffloadingPhase.SOME_FAILED):
+            raise CliError(f"namespace {namespace}: offloading {phase}: "
+                           f"{_conditions_text(status)}")
+        if time.monotonic() >= deadline:
+            raise CliError(f"namespace {namespace}: offloading not Ready after {timeout:g}s "
+                           f"(phase {phase or 'not reported'}): {_conditions_text(status)}; is a "
+                           "home agent running and its remote selected?")
+        time.sleep(0.5)
+
+
+def offload(home: Cluster, manifest: dict[str, Any], timeout: float = 0) -> Report:
     namespace = manifest["metadata"]["namespace"]
     if home.get("v1", "Namespace", namespace) is None:
         raise CliError(f"{home.where}: namespace {namespace} not found")
     action = home.ensure(manifest)
     spec = manifest["spec"]
+    status = wait_ready(home, namespace, timeout) if timeout > 0 else {}
     row = [namespace, spec["podOffloadingStrategy"], spec["namespaceMappingStrategy"],
-           spec.get("remoteNamespaceName", ""), _selector_text(spec["clusterSelector"]), action]
-    notes = [f"Namespace {namespace} offloading {action}: the home agents extend it to the "
-             "selected clusters; `annexctl status` shows its progress."]
-    return Report({"namespaceOffloading": manifest, "action": action},
+           status.get("remoteNamespaceName") or spec.get("remoteNamespaceName", ""),
+           _selector_text(spec["clusterSelector"]), action]
+    if status:
+        notes = [f"Namespace {namespace} offloaded: {_conditions_text(status)}"]
+    else:
+        notes = [f"Namespace {namespace} offloading {action}: the home agents extend it to the "
+                 "selected clusters; `annexctl status` shows its progress (or use --timeout)."]
+    return Report({"namespaceOffloading": manifest, "action": action, "status": status},
                   [Table("NamespaceOffloading", ["NAMESPACE", "PODS", "MAPPING", "REMOTE NAME",
                                                  "CLUSTERS", "ACTION"], [row])], notes)
 

@@ -74,3 +74,14 @@ def test_offload_and_unoffload_refuse_what_cannot_work(
     assert run.code == 1 and "namespace no-such-namespace not found" in run.err
     run = annexctl("unoffload", "namespace", namespace, *home_flags(home))
     assert run.code == 1 and f"namespace {namespace} is not offloaded" in run.err
+
+
+def test_offload_waits_for_ready_only_when_asked(
+        annexctl: Annexctl, home: ClusterHandle, namespace: str, crds: None) -> None:
+    # No home agent serves this namespace: nobody reports.
+    run = annexctl("offload", "namespace", namespace, *home_flags(home), "--timeout", "0.5")
+    assert run.code == 1
+    assert run.err == (f"error: namespace {namespace}: offloading not Ready after 0.5s (phase "
+                       "not reported): no cluster has reported yet; is a home agent running and "
+                       "its remote selected?\n")
+    assert offloading(home, namespace) is not None  # written all the same

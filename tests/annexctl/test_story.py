@@ -64,12 +64,12 @@ def test_peer_offload_status_explain_unoffload_unpeer(
                                                             tmp_path),
                         remote_id=PROVIDER_ID, home_id=home_id)
 
-    assert annexctl("offload", "namespace", namespace, *home_flags(home),
-                    "--pod-strategy", "Remote").code == 0
-    # A Secret the provider already has under that name, not annex's: a FailedReflection.
+    run = annexctl("offload", "namespace", namespace, *home_flags(home),
+                   "--pod-strategy", "Remote", "--timeout", "60")
+    assert run.code == 0, run.err
     remote_namespace = f"{namespace}-{home_id}"
-    wait_for(lambda: remote.core.read_namespace(remote_namespace), timeout=60,
-             message="the twin namespace exists")
+    assert f"{PROVIDER_ID}: Accepted: namespace extended to '{remote_namespace}'" in run.out
+    # A ConfigMap the provider already has under that name, not annex's: a FailedReflection.
     remote.core.create_namespaced_config_map(remote_namespace, {"metadata": {"name": "taken"}})
     home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "taken"}})
     home.core.create_namespaced_pod(namespace, {
