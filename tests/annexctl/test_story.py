@@ -86,7 +86,9 @@ def test_peer_offload_status_explain_unoffload_unpeer(
         node = _mine(report["pods"], "node", agent.node_name)
         warned = any(w["reason"] == "FailedReflection" and w["namespace"] == namespace
                      for w in report["warnings"])
-        return report if node["phases"]["Running"] == 1 and warned else None
+        running = home.core.read_namespaced_pod("web", namespace).status.phase == "Running"
+        # >= 1: pods other tests left on the same virtual node may still be going away.
+        return report if running and node["phases"]["Running"] >= 1 and warned else None
 
     try:
         report = wait_for(settled, timeout=90, interval=0.5,
