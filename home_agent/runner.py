@@ -30,7 +30,11 @@ from home_agent.webhook import serve as serve_webhook
 log = logging.getLogger(__name__)
 
 SYNC_WAIT = 0.2
-"""Seconds before a key that arrived before the mirrors were synced is looked at again."""
+"""Seconds between looks at whether parked keys' mirrors are synced."""
+
+
+def _kind(key: Hashable) -> str:
+    return str(key[0]) if isinstance(key, tuple) else "?"
 
 
 def _synced_for(agent: Agent, kind: str) -> bool:
@@ -43,13 +47,8 @@ def _synced_for(agent: Agent, kind: str) -> bool:
 
 async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
                     key: Hashable) -> None:
-    """One key. Nothing is decided on a mirror still filling: the node waits for the home
-    listings, namespaces and pods for both sides' (a missing ShadowPod or NamespaceMap must not
-    read as "gone")."""
+    """One key, its mirrors synced (see `worker`)."""
     assert isinstance(key, tuple)
-    if not _synced_for(agent, str(key[0])):
-        agent.queue.add_after(key, SYNC_WAIT)
-        return
     match key:
         case ("node",):
             await reconcile_node(agent)
@@ -61,14 +60,49 @@ async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
             await pods.reconcile(namespace, name)
 
 
+class Parked:
+    """Keys taken before their mirrors were listed. Each stays in process in the queue (counted
+    as pending, never taken twice) until its side is listed, then goes back in line. Requeueing
+    each key every SYNC_WAIT instead kept thousands of keys cycling through the workers during a
+    restart's initial listings, competing with them for the interpreter."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self._lock = threading.Lock()
+        self._keys: set[Hashable] = set()
+
+    def add(self, key: Hashable) -> None:
+        with self._lock:
+            self._keys.add(key)
+
+    def release_synced(self) -> None:
+        with self._lock:
+            ready = {key for key in self._keys if _synced_for(self.agent, _kind(key))}
+            self._keys -= ready
+        for key in ready:
+            self.agent.queue.add(key)  # marked dirty while in process: done() requeues it
+            self.agent.queue.done(key)
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(SYNC_WAIT)
+            self.release_synced()
+
+
 async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, parked: Parked) -> None:
     loop = asyncio.get_running_loop()
     while True:
         key = await loop.run_in_executor(None, agent.queue.get)
         if key is None:
             return
-        kind = str(key[0]) if isinstance(key, tuple) else "?"
+        kind = _kind(key)
+        if not _synced_for(agent, kind):
+            # Nothing is decided on a mirror still filling: the node waits for the home
+            # listings, namespaces and pods for both sides' (a missing ShadowPod or
+            # NamespaceMap must not read as "gone").
+            parked.add(key)
+            continue
         try:
             await reconcile(agent, pods, watches, key)
             agent.queue.forget(key)
@@ -94,8 +128,10 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
         max_workers=(agent.config.workers + reflection.workers()) * 2 + 8))
     pods = PodOffloader(agent)
     metrics = Metrics()
-    tasks = [asyncio.create_task(worker(agent, pods, watches, metrics))
+    parked = Parked(agent)
+    tasks = [asyncio.create_task(worker(agent, pods, watches, metrics, parked))
              for _ in range(agent.config.workers)]
+    tasks.append(asyncio.create_task(parked.run()))
     tasks.append(asyncio.create_task(watches.start()))
     tasks.append(asyncio.create_task(reflection.run()))
     tasks.append(asyncio.create_task(lease_loop(agent)))
