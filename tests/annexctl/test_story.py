@@ -27,6 +27,16 @@ def agent_namespace(home: ClusterHandle, remote: ClusterHandle) -> Iterator[str]
     namespace); deleted afterwards, VirtualNode included, so no later agent sees it."""
     name = unique_id("annex-system")
     yield name
+    virtual_nodes = home.dynamic.resources.get(api_version="offloading.liqo.io/v1beta1",
+                                               kind="VirtualNode")
+    try:
+        virtual_nodes.delete(namespace=name, name=PROVIDER_ID)
+    except ApiException as error:
+        if error.status != 404:
+            raise
+    # Other tests' agents serve the same provider id: they must not find this VirtualNode.
+    wait_for(lambda: not virtual_nodes.get(namespace=name).items, timeout=30,
+             message="the test's VirtualNode is gone")
     try:
         home.core.delete_namespace(name)
     except ApiException as error:
