@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from annex.kube import ClientLimits
+from shared.tenancy import tenant_namespace_name
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,7 @@ class AgentConfig:
     @property
     def effective_tenant_namespace(self) -> str:
         """Where the provider keeps this consumer's NamespaceMap and ResourceOffer."""
-        # The provider chart's default (charts/remote-enforcer: annex-tenant-<consumer id>).
-        return self.tenant_namespace or f"annex-tenant-{self.home_cluster_id}"
+        return tenant_namespace_name(self.home_cluster_id, self.tenant_namespace)
 
 
 def _bool(text: str) -> bool:

@@ -26,14 +26,11 @@ from shared.api.namespace_offloading import (
 from shared.forge.namespace import remote_namespace_name
 from shared.node_selector import node_selector_matches
 from shared.ownership import ownership_labels
-from shared.wellknown import OFFLOADING_GROUP
+from shared.wellknown import OFFLOADING_GROUP, SCHEDULING_ENABLED_LABEL
 
 log = logging.getLogger(__name__)
 
 READY = "Ready"
-OFFLOADED_NAMESPACE_LABEL = "liqo.io/scheduling-enabled"
-"""Liqo's label on a home namespace with a NamespaceOffloading: the pod webhook selects those
-namespaces only, so that pods elsewhere never wait for the agent."""
 
 
 def finalizer_name(remote_cluster_id: str) -> str:
@@ -156,7 +153,7 @@ async def _write_status(agent: Agent, obj: Mapping[str, Any],
 
 
 async def _label_namespace(agent: Agent, namespace: str, offloaded: bool) -> None:
-    """Set or remove OFFLOADED_NAMESPACE_LABEL (written only when it differs)."""
+    """Set or remove SCHEDULING_ENABLED_LABEL (written only when it differs)."""
     path = core_path("namespaces", name=namespace)
     try:
         current = await agent.home.get(path)
@@ -165,10 +162,10 @@ async def _label_namespace(agent: Agent, namespace: str, offloaded: bool) -> Non
             return
         raise
     labels = (current.get("metadata") or {}).get("labels") or {}
-    if (labels.get(OFFLOADED_NAMESPACE_LABEL) == "true") == offloaded:
+    if (labels.get(SCHEDULING_ENABLED_LABEL) == "true") == offloaded:
         return
     await agent.home.patch(path, {"metadata": {"labels": {
-        OFFLOADED_NAMESPACE_LABEL: "true" if offloaded else None}}})
+        SCHEDULING_ENABLED_LABEL: "true" if offloaded else None}}})
 
 
 async def reconcile_offloading(agent: Agent, namespace: str) -> None:

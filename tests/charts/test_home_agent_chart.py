@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from home_agent.config import parse_config
-from home_agent.offloading import OFFLOADED_NAMESPACE_LABEL
 from home_agent.rbac import HOME_AGENT_RULES
 from home_agent.webhook import MUTATE_POD_PATH
+from shared.wellknown import SCHEDULING_ENABLED_LABEL
 from tests.charts.helm import ROOT, ChartCase, of_kind, only, render, schema_error
 
 CHART = ROOT / "charts" / "home-agent"
@@ -102,7 +102,7 @@ def test_the_pod_webhook_sees_offloaded_pod_creations_with_tls_every_agent_mount
     [webhook] = only(manifests, "MutatingWebhookConfiguration")["webhooks"]
     assert webhook["rules"][0]["resources"] == ["pods"]
     assert webhook["rules"][0]["operations"] == ["CREATE"]
-    assert webhook["namespaceSelector"] == {"matchLabels": {OFFLOADED_NAMESPACE_LABEL: "true"}}
+    assert webhook["namespaceSelector"] == {"matchLabels": {SCHEDULING_ENABLED_LABEL: "true"}}
 
     secret = only(manifests, "Secret", f"{only(manifests, 'Service')['metadata']['name']}-tls")
     for deployment in of_kind(manifests, "Deployment"):
