@@ -69,7 +69,7 @@ log = logging.getLogger(__name__)
 SECRETS: Watched = ("", "v1", "secrets")
 PODS = "pods"
 SYNC_WAIT = 0.2
-"""Seconds before a key that arrived before both sides were listed is looked at again."""
+"""Seconds between looks at whether both sides are listed, before the first reconcile."""
 
 
 def _content_digest(secret: Mapping[str, Any]) -> str:
@@ -317,9 +317,8 @@ class TokenReflector:
                 return
             assert isinstance(key, tuple)
             try:
-                if not ready():
-                    self.queue.add_after(key, SYNC_WAIT)
-                    continue
+                while not ready():  # held, not requeued: the other keys wait in the queue
+                    await asyncio.sleep(SYNC_WAIT)
                 await self.reconcile(key)
                 self.queue.forget(key)
             except Exception as error:  # noqa: BLE001 - one pod's failure blocks no other
