@@ -31,11 +31,15 @@ POD_ONLY_KINDS = frozenset({"Deployment", "Service"})
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
 
 
-def render(chart: str, values: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Every manifest `helm install` would create for `values` (templates only, no CRDs)."""
+def render(chart: str | Path, values: Mapping[str, Any] | None = None, *,
+           release: str = RELEASE, namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
+    """Every manifest `helm install` would create for `values` (templates only, no CRDs):
+    `chart` is one of the repository's charts by name, or a chart directory. The chart tests
+    render through this function too."""
     with helm_python.Chart.load(str(CHARTS / chart)) as loaded:
-        rendered = loaded.render(dict(values), name=RELEASE, namespace=RELEASE_NAMESPACE,
+        rendered = loaded.render(dict(values or {}), name=release, namespace=namespace,
                                  is_install=True)
+    # NOTES.txt and the helpers are not manifests
     return [doc for path, text in sorted(rendered.items()) if path.endswith((".yaml", ".yml"))
             for doc in yaml.safe_load_all(text) if doc]
 

@@ -14,6 +14,7 @@ import helm_python
 import kubernetes_validate
 import yaml
 
+from annex_demo import charts
 from kubesim.schema import apply_defaults, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -48,15 +49,7 @@ def load(chart_dir: Path) -> helm_python.Chart:
 def render(chart_dir: Path, values: Mapping[str, Any] | None = None, *,
            release: str = RELEASE, namespace: str = NAMESPACE) -> list[dict[str, Any]]:
     """Every manifest the chart's templates produce for `values` (an install), parsed."""
-    with load(chart_dir) as chart:
-        rendered = chart.render(dict(values or {}), name=release, namespace=namespace,
-                                is_install=True)
-    manifests: list[dict[str, Any]] = []
-    for path, text in sorted(rendered.items()):
-        if not path.endswith((".yaml", ".yml")):
-            continue  # NOTES.txt and helpers
-        manifests.extend(doc for doc in yaml.safe_load_all(text) if doc)
-    return manifests
+    return charts.render(chart_dir, values, release=release, namespace=namespace)
 
 
 def only(manifests: Iterable[Mapping[str, Any]], kind: str,
@@ -66,10 +59,6 @@ def only(manifests: Iterable[Mapping[str, Any]], kind: str,
              and (name is None or m["metadata"]["name"] == name)]
     assert len(found) == 1, f"expected one {kind} {name or ''}, got {len(found)}"
     return found[0]
-
-
-def of_kind(manifests: Iterable[Mapping[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [dict(m) for m in manifests if m.get("kind") == kind]
 
 
 def lint_problems(chart_dir: Path, values: Mapping[str, Any] | None = None) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from cryptography import x509
 
+from annex_demo.charts import of_kind
 from tests.charts import test_home_agent_chart, test_remote_enforcer_chart
 from tests.charts.helm import (
     NAMESPACE,
@@ -19,7 +20,6 @@ from tests.charts.helm import (
     chart_crds,
     lint_problems,
     normalized_rules,
-    of_kind,
     only,
     render,
     repository_crds,

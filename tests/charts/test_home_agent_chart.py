@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from annex_demo.charts import of_kind
 from home_agent.config import parse_config
 from home_agent.rbac import HOME_AGENT_RULES
 from home_agent.webhook import MUTATE_POD_PATH
 from shared.wellknown import SCHEDULING_ENABLED_LABEL
-from tests.charts.helm import ROOT, ChartCase, of_kind, only, render, schema_error
+from tests.charts.helm import ROOT, ChartCase, only, render, schema_error
 
 CHART = ROOT / "charts" / "home-agent"
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"

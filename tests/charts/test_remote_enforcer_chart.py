@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from annex_demo.charts import of_kind
 from remote_enforcer.admission import WEBHOOK_PATH
 from remote_enforcer.rbac import ENFORCER_RULES
 from remote_enforcer.settings import parse
@@ -18,7 +19,7 @@ from shared.wellknown import (
     REMOTE_CLUSTER_ID_LABEL,
     TENANT_NAMESPACE_LABEL,
 )
-from tests.charts.helm import NAMESPACE, ROOT, ChartCase, of_kind, only, render, schema_error
+from tests.charts.helm import NAMESPACE, ROOT, ChartCase, only, render, schema_error
 
 CHART = ROOT / "charts" / "remote-enforcer"
 CERT_MANAGER_KINDS = [("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")]
