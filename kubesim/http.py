@@ -10,11 +10,12 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from kubesim import errors
-from kubesim.apiserver import ApiServer, ListResult, User
+from kubesim import errors, tables
+from kubesim.apiserver import CRD_KEY, ApiServer, ListResult, User, list_object
 from kubesim.errors import StatusError
 from kubesim.kinds import SUBRESOURCE_KINDS, SUBRESOURCE_VERBS, ResourceKind
 from kubesim.store import Stored, dumps
+from kubesim.watch import ERROR
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -236,8 +237,12 @@ class Router:
         method = request.method
         api = self.api
         if method == "GET":
+            if subresource and subresource != "status":
+                return await self._subresource(request, "get", kind, namespace, name,
+                                               subresource, None, user)
+            converter = self._converter(request, kind)
             if legacy_watch or (not name and _truthy(query.get("watch"))):
-                return await self._watch(request, kind, namespace, name, user)
+                return await self._watch(request, kind, namespace, name, user, converter)
             if not name:
                 if kind.namespaced is False and namespace:
                     raise _not_found()
@@ -246,12 +251,13 @@ class Router:
                     field_selector=query.get("fieldSelector", ""),
                     limit=_integer(query, "limit"),
                     continue_token=query.get("continue", ""), user=user)
+                if converter is not None:
+                    return json_response(converter.of_list(list_object(kind, result)))
                 return json_response(list_bytes(kind, result))
-            if subresource and subresource != "status":
-                return await self._subresource(request, "get", kind, namespace, name,
-                                               subresource, None, user)
             stored = await api.get_stored(kind, namespace, name, subresource=subresource,
                                           user=user)
+            if converter is not None:
+                return json_response(converter.of_object(stored.obj))
             return json_response(stored.full)
         if method == "POST":
             body = await self._body(request)
@@ -305,6 +311,18 @@ class Router:
             return json_response(deleted.full if isinstance(deleted, Stored) else deleted, code)
         raise errors.method_not_supported(kind.group_resource, method.lower())
 
+    def _converter(self, request: web.Request, kind: ResourceKind) -> tables.Converter | None:
+        """The Table/PartialObjectMetadata conversion the Accept header asks for (406 when it
+        accepts nothing the server serves)."""
+        target = tables.negotiate(request.headers.get("Accept", ""), custom=kind.custom)
+        if target is None:
+            return None
+        crd = None
+        if kind.custom:  # its printer columns come from the CRD version being served
+            stored = self.api.store.get(CRD_KEY, "", f"{kind.plural}.{kind.group}")
+            crd = stored.obj if stored is not None else None
+        return tables.Converter(kind, target, request.query, crd)
+
     @staticmethod
     def _dry_run(values: Iterable[str]) -> bool:
         values = list(values)
@@ -355,7 +373,8 @@ class Router:
         return json_response(result, 201 if verb == "create" else 200)
 
     async def _watch(self, request: web.Request, kind: ResourceKind, namespace: str,
-                     name: str, user: User) -> web.StreamResponse:
+                     name: str, user: User, converter: tables.Converter | None = None
+                     ) -> web.StreamResponse:
         query = request.query
         field_selector = query.get("fieldSelector", "")
         if name:  # the legacy /watch/.../NAME path watches one object
@@ -370,6 +389,12 @@ class Router:
             send_initial_events=(None if "sendInitialEvents" not in query
                                  else _truthy(query.get("sendInitialEvents"))),
             resource_version_match=query.get("resourceVersionMatch", ""))
+        if converter is not None:
+            try:  # serveWatch checks the Table options once the watch is open
+                converter.check_options()
+            except StatusError:
+                stream.close()
+                raise
         response = web.StreamResponse(status=200, headers={"Content-Type": JSON})
         response.enable_chunked_encoding()
         gate = request.get(WRITE_GATE_KEY)
@@ -377,7 +402,11 @@ class Router:
             await response.prepare(request)
             batch: list[bytes] = []
             async for event_type, stored in stream:
-                batch.append(stored.watch_line(event_type))
+                if converter is not None and event_type != ERROR:
+                    batch.append(dumps({"type": event_type, "object":
+                                        converter.of_watch_object(stored.obj)}) + b"\n")
+                else:
+                    batch.append(stored.watch_line(event_type))
                 if not stream.has_pending():  # one write (one TLS record) per burst
                     if gate is not None:
                         await gate()
