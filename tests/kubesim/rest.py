@@ -15,9 +15,9 @@ STRATEGIC = "application/strategic-merge-patch+json"
 
 
 def _request(cluster: Any, method: str, path: str, body: Any, content_type: str,
-             query: dict[str, Any] | None, stream: bool = False) -> Any:
+             query: dict[str, Any] | None, stream: bool = False, accept: str = JSON) -> Any:
     configuration = cluster.api_client.configuration
-    headers = {"Accept": JSON, "Content-Type": content_type}
+    headers = {"Accept": accept, "Content-Type": content_type}
     token = configuration.auth_settings().get("BearerToken", {}).get("value")
     if token:
         headers["Authorization"] = token
@@ -30,9 +30,9 @@ def _request(cluster: Any, method: str, path: str, body: Any, content_type: str,
 
 
 def call(cluster: Any, method: str, path: str, body: Any = None, *, content_type: str = JSON,
-         query: dict[str, Any] | None = None) -> tuple[int, Any]:
+         query: dict[str, Any] | None = None, accept: str = JSON) -> tuple[int, Any]:
     """(HTTP status, decoded body: JSON when it parses, else text)."""
-    response = _request(cluster, method, path, body, content_type, query)
+    response = _request(cluster, method, path, body, content_type, query, accept=accept)
     text = response.data.decode()
     try:
         return response.status, json.loads(text)
@@ -40,10 +40,11 @@ def call(cluster: Any, method: str, path: str, body: Any = None, *, content_type
         return response.status, text
 
 
-def stream(cluster: Any, path: str, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def stream(cluster: Any, path: str, query: dict[str, Any], accept: str = JSON
+           ) -> Iterator[dict[str, Any]]:
     """The decoded events of a watch request (ends when the server closes the stream)."""
     response = _request(cluster, "GET", path, None, JSON, {"watch": "true", **query},
-                        stream=True)
+                        stream=True, accept=accept)
     try:
         buffer = b""
         for chunk in response.stream(1024, decode_content=False):
