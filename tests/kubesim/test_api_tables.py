@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from kubesim import tables
+from kubesim import printers
 from tests.helpers import wait_for
 from tests.kubesim.rest import call, stream
 from tests.kubesim.test_api_crd import CRDS, definition, established
@@ -323,18 +323,18 @@ KILLED = {"ready": False, "restartCount": 0, "state": {"terminated": {"exitCode"
 ])
 def test_pod_status_follows_the_printers_reason_logic(subject, ready, status,
                                                       restarts) -> None:
-    cells = tables.pod_row(subject, NOW).cells
+    cells = printers.pod_row(subject, NOW).cells
     assert cells[1:5] == [ready, status, restarts, "5m"]
 
 
 def test_a_pod_that_ran_to_completion_carries_a_completed_row_condition() -> None:
-    row = tables.pod_row(pod(DONE, phase="Succeeded"), NOW)
+    row = printers.pod_row(pod(DONE, phase="Succeeded"), NOW)
     assert row.conditions == [{"type": "Completed", "status": "True", "reason": "Succeeded",
                                "message": "The pod has completed successfully."}]
     scheduling_gated = pod(phase="Pending")
     scheduling_gated["status"]["conditions"] = [{"type": "PodScheduled", "status": "False",
                                                  "reason": "SchedulingGated"}]
-    assert tables.pod_row(scheduling_gated, NOW).cells[2] == "SchedulingGated"
+    assert printers.pod_row(scheduling_gated, NOW).cells[2] == "SchedulingGated"
 
 
 def test_node_status_roles_and_wide_columns() -> None:
@@ -345,11 +345,11 @@ def test_node_status_roles_and_wide_columns() -> None:
             "status": {"conditions": [{"type": "Ready", "status": "False"}],
                        "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
                        "nodeInfo": {"kubeletVersion": "v1.31.0"}}}
-    assert tables.node_row(node, NOW).cells == [
+    assert printers.node_row(node, NOW).cells == [
         "n", "NotReady,SchedulingDisabled", "control-plane,worker", "3d1h", "v1.31.0",
         "10.0.0.1", "<none>", "<unknown>", "<unknown>", "<unknown>"]
     node["status"]["conditions"] = []
-    assert tables.node_row(node, NOW).cells[1] == "Unknown,SchedulingDisabled"
+    assert printers.node_row(node, NOW).cells[1] == "Unknown,SchedulingDisabled"
 
 
 @pytest.mark.parametrize(("seconds", "text"), [
@@ -358,4 +358,4 @@ def test_node_status_roles_and_wide_columns() -> None:
     (3 * 86400 + 3600, "3d1h"), (30 * 86400, "30d"), (3 * 365 * 86400 + 86400, "3y1d"),
     (9 * 365 * 86400, "9y")])
 def test_ages_read_like_apimachinery_human_durations(seconds, text) -> None:
-    assert tables.human_duration(seconds) == text
+    assert printers.human_duration(seconds) == text
