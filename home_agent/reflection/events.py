@@ -37,8 +37,6 @@ from home_agent.kubeapi import core_path, error_message, is_not_found, status_of
 from home_agent.mirror import Key, Mirror, key_of
 from home_agent.operators import Watched
 from home_agent.reflection.reflector import (
-    KindRules,
-    Reflection,
     Reflector,
     current_reflection_config,
 )
@@ -96,6 +94,31 @@ class EventReflector:
         """Home copy key → what its remote Event is about (the reverse of `_about`)."""
         self._home_pods: dict[Key, dict[str, Any]] = {}
         """Home pods bound to our virtual node, as object references."""
+
+    # --- as a companion of the kinds' reflection (`reflector.Companion`) ---------------------
+    def resources(self) -> tuple[Watched, ...]:
+        return (EVENTS,)
+
+    def home_label_selectors(self) -> dict[Watched, str]:
+        """At home only our copies are watched (every Event would be a flood)."""
+        return {EVENTS: self.label_selector()}
+
+    def on_home(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        if plural == EVENTS[2]:
+            self.on_home_event(event_type, obj)
+            return True
+        self.on_object_changed("home", plural, event_type, obj)
+        return False
+
+    def on_remote(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        if plural == EVENTS[2]:
+            self.on_remote_event(event_type, obj)
+            return True
+        self.on_object_changed("remote", plural, event_type, obj)
+        return False
+
+    def start_relist(self) -> None:
+        self.remote.start_relist()
 
     # --- watch events -----------------------------------------------------------------------
 
@@ -334,65 +357,7 @@ class EventReflector:
         self.queue.shutdown()
 
 
-class ReflectionWithEvents(Reflection):
-    """The kinds' reflection plus, unless `--event-reflection-workers 0`, the Event reflector
-    (which reads the kinds' mirrors): one object for the runner to route watch events to."""
-
-    def __init__(self, agent: Agent, kinds: list[KindRules]) -> None:
-        super().__init__(agent, kinds)
-        workers = agent.config.reflection_workers.get(FLAG, 0)
-        self.events = EventReflector(agent, self.reflectors, workers) if workers > 0 else None
-
-    def workers(self) -> int:
-        return super().workers() + (self.events.workers if self.events else 0)
-
-    def resources(self) -> tuple[Watched, ...]:
-        return super().resources() + ((EVENTS,) if self.events else ())
-
-    def home_label_selectors(self) -> dict[Watched, str]:
-        """At home only our copies are watched (every Event would be a flood)."""
-        return {EVENTS: self.events.label_selector()} if self.events else {}
-
-    def home_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        if self.events is not None and plural == EVENTS[2]:
-            self.events.on_home_event(event_type, obj)
-            return True
-        taken = super().home_sink(plural, event_type, obj)
-        if self.events is not None:
-            self.events.on_object_changed("home", plural, event_type, obj)
-        return taken
-
-    def remote_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        if self.events is not None and plural == EVENTS[2]:
-            self.events.on_remote_event(event_type, obj)
-            return True
-        taken = super().remote_sink(plural, event_type, obj)
-        if self.events is not None:
-            self.events.on_object_changed("remote", plural, event_type, obj)
-        return taken
-
-    def resync(self) -> None:
-        super().resync()
-        if self.events is not None:
-            self.events.resync()
-
-    def start_relist(self) -> None:
-        super().start_relist()
-        if self.events is not None:
-            self.events.remote.start_relist()
-
-    def finish_relist(self) -> None:
-        super().finish_relist()
-        if self.events is not None:
-            self.events.finish_relist()
-
-    async def run(self) -> None:
-        if self.events is None:
-            await super().run()
-        else:
-            await asyncio.gather(super().run(), self.events.run(self.ready))
-
-    def stop(self) -> None:
-        super().stop()
-        if self.events is not None:
-            self.events.stop()
+def event_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> EventReflector | None:
+    """The Event companion of the kinds' reflection, unless `--event-reflection-workers 0`."""
+    workers = agent.config.reflection_workers.get(FLAG, 0)
+    return EventReflector(agent, reflectors, workers) if workers > 0 else None

@@ -1,21 +1,25 @@
-"""The reflected kinds, in one list: what `Reflection` is built from."""
+"""The reflected kinds and the companions beside them, in one place: what `Reflection` is built
+from."""
 
 from __future__ import annotations
 
 from home_agent.agent import Agent
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
+from home_agent.reflection.events import event_reflector_for
 from home_agent.reflection.ingress import INGRESS_RULES
-from home_agent.reflection.reflector import KindRules
+from home_agent.reflection.reflector import CompanionFactory, KindRules, Reflection
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.reflection.service import SERVICE_RULES
-from home_agent.reflection.tokens import ReflectionWithTokens
+from home_agent.reflection.tokens import token_reflector_for
 
 KINDS: list[KindRules] = [
     CONFIGMAP_RULES, SECRET_RULES, SERVICE_RULES, ENDPOINTSLICE_RULES, INGRESS_RULES]
+COMPANIONS: list[CompanionFactory] = [
+    event_reflector_for,  # remote Events back home (`home_agent.reflection.events`)
+    token_reflector_for,  # the pods' service-account tokens (`home_agent.reflection.tokens`)
+]
 
 
-def reflection_for(agent: Agent) -> ReflectionWithTokens:
-    """The kinds' reflectors, remote Events back home (`home_agent.reflection.events`) and the
-    pods' service-account tokens (`home_agent.reflection.tokens`)."""
-    return ReflectionWithTokens(agent, KINDS)
+def reflection_for(agent: Agent) -> Reflection:
+    return Reflection(agent, KINDS, COMPANIONS)

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from home_agent.agent import Agent
 from home_agent.events import EventRecorder
@@ -277,10 +277,46 @@ class Reflector:
         self.queue.shutdown()
 
 
-class Reflection:
-    """Every enabled kind's reflector, and the routing of watch events to them."""
+class Companion(Protocol):
+    """A reflector that is not one kind's (remote Events home, the pods' tokens): it sees every
+    watch event after the kinds' reflectors and shares their life cycle."""
 
-    def __init__(self, agent: Agent, kinds: list[KindRules]) -> None:
+    workers: int
+
+    def resources(self) -> tuple[Watched, ...]:
+        """What both sides' watches must add for it."""
+
+    def home_label_selectors(self) -> dict[Watched, str]:
+        """Home watches it narrows (e.g. only our Event copies)."""
+
+    def on_home(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        """Every home watch event; True when the event is its own and nobody else's."""
+
+    def on_remote(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        """Every remote watch event; True when the event is its own and nobody else's."""
+
+    def resync(self) -> None: ...
+
+    def start_relist(self) -> None: ...
+
+    def finish_relist(self) -> None: ...
+
+    async def run(self, ready: Callable[[], bool]) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+CompanionFactory = Callable[[Agent, Mapping[str, Reflector]], "Companion | None"]
+"""(agent, the enabled kinds' reflectors by plural) → a companion, or None when disabled."""
+
+C = TypeVar("C")
+
+
+class Reflection:
+    """Every enabled kind's reflector and companion, and the routing of watch events to them."""
+
+    def __init__(self, agent: Agent, kinds: list[KindRules],
+                 companions: Sequence[CompanionFactory] = ()) -> None:
         self.agent = agent
         events = EventRecorder(agent.home, agent.config.home_cluster_id)
         config = agent.config
@@ -292,13 +328,29 @@ class Reflection:
                     rules.flag, ReflectionType.DENY_LIST))
                 make = rules.reflector or Reflector
                 self.reflectors[rules.plural] = make(agent, rules, workers, policy, events)
+        made = (factory(agent, self.reflectors) for factory in companions)
+        self.companions: list[Companion] = [c for c in made if c is not None]
+
+    def companion(self, kind: type[C]) -> C | None:
+        """The running companion of that class, if it is enabled."""
+        return next((c for c in self.companions if isinstance(c, kind)), None)
 
     def workers(self) -> int:
-        return sum(r.workers for r in self.reflectors.values())
+        return (sum(r.workers for r in self.reflectors.values())
+                + sum(c.workers for c in self.companions))
 
     def resources(self) -> tuple[Watched, ...]:
-        """What both sides' watches must add."""
-        return tuple(r.rules.resource for r in self.reflectors.values())
+        """What both sides' watches must add (each once)."""
+        resources = [r.rules.resource for r in self.reflectors.values()]
+        for companion in self.companions:
+            resources.extend(companion.resources())
+        return tuple(dict.fromkeys(resources))
+
+    def home_label_selectors(self) -> dict[Watched, str]:
+        selectors: dict[Watched, str] = {}
+        for companion in self.companions:
+            selectors.update(companion.home_label_selectors())
+        return selectors
 
     def ready(self) -> bool:
         return self.agent.home_synced.is_set() and self.agent.remote_synced()
@@ -310,14 +362,20 @@ class Reflection:
             reflector.on_home_event(event_type, obj)
         for each in self.reflectors.values():
             each.on_related_home_event(plural, event_type, obj)
-        return reflector is not None
+        taken = reflector is not None
+        for companion in self.companions:
+            taken = companion.on_home(plural, event_type, obj) or taken
+        return taken
 
     def remote_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
         """Take a remote watch event if it is reflection's; True when taken."""
         reflector = self.reflectors.get(plural)
         if reflector is not None:
             reflector.on_remote_event(event_type, obj)
-        return reflector is not None
+        taken = reflector is not None
+        for companion in self.companions:
+            taken = companion.on_remote(plural, event_type, obj) or taken
+        return taken
 
     def after_agent_event(self, plural: str) -> None:
         """Call once the agent has applied an event of its own: a VirtualNode (the skip lists)
@@ -328,19 +386,28 @@ class Reflection:
     def resync(self) -> None:
         for reflector in self.reflectors.values():
             reflector.resync()
+        for companion in self.companions:
+            companion.resync()
 
     def start_relist(self) -> None:
         """The twins watch is replaced (see `RemoteWatches.follow_twins`)."""
         for reflector in self.reflectors.values():
             reflector.remote.start_relist()
+        for companion in self.companions:
+            companion.start_relist()
 
     def finish_relist(self) -> None:
         for reflector in self.reflectors.values():
             reflector.finish_relist()
+        for companion in self.companions:
+            companion.finish_relist()
 
     async def run(self) -> None:
-        await asyncio.gather(*(r.run(self.ready) for r in self.reflectors.values()))
+        await asyncio.gather(*(r.run(self.ready) for r in self.reflectors.values()),
+                             *(c.run(self.ready) for c in self.companions))
 
     def stop(self) -> None:
         for reflector in self.reflectors.values():
             reflector.stop()
+        for companion in self.companions:
+            companion.stop()

@@ -43,8 +43,7 @@ from home_agent.events import EventRecorder
 from home_agent.kubeapi import core_path, error_message, is_not_found, status_of
 from home_agent.mirror import Key, Mirror, key_of
 from home_agent.operators import Watched
-from home_agent.reflection.events import ReflectionWithEvents
-from home_agent.reflection.reflector import KindRules
+from home_agent.reflection.reflector import Reflector
 from home_agent.workqueue import KeyQueue
 from shared.forge.pod import (
     ProjectedToken,
@@ -88,10 +87,13 @@ class _WakeUp:
 
 
 class TokenReflector:
-    def __init__(self, agent: Agent, workers: int, events: EventRecorder) -> None:
+    def __init__(self, agent: Agent, workers: int, events: EventRecorder, *,
+                 secrets_reflected: bool = True) -> None:
         self.agent = agent
         self.workers = workers
         self.events = events
+        self.secrets_reflected = secrets_reflected
+        """Whether the Secret reflector runs too (and so watches every home Secret)."""
         self.pods = Mirror()
         """Home pods bound to this agent's virtual node."""
         self.remote = Mirror()
@@ -103,6 +105,26 @@ class TokenReflector:
         self._written: dict[Key, str] = {}
         """Remote Secret key → digest of what we last wrote there."""
         self._wake_ups: dict[Key, _WakeUp] = {}
+
+    # --- as a companion of the kinds' reflection (`reflector.Companion`) ---------------------
+    def resources(self) -> tuple[Watched, ...]:
+        return (SECRETS,)
+
+    def home_label_selectors(self) -> dict[Watched, str]:
+        """The remote Secrets it needs are watched at home too (one list of resources serves
+        both sides): without the Secret reflector, that home watch selects only token Secrets,
+        which the home cluster never has."""
+        return {} if self.secrets_reflected else {SECRETS: TOKEN_SECRET_POD_LABEL}
+
+    def on_home(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        if plural == PODS:  # the agent's too
+            self.on_home_pod(event_type, obj)
+        return False
+
+    def on_remote(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
+        if plural == SECRETS[2]:  # the Secret reflector's too
+            self.on_remote_secret(event_type, obj)
+        return False
 
     # --- watch events -----------------------------------------------------------------------
 
@@ -337,70 +359,11 @@ class TokenReflector:
         self.queue.shutdown()
 
 
-class ReflectionWithTokens(ReflectionWithEvents):
-    """The kinds' reflection and remote Events, plus (unless
-    `--serviceaccount-reflection-workers 0`) the token reflector, fed with the home pod events
-    (which stay the agent's too) and the remote Secret events (which stay the Secret
-    reflector's too)."""
-
-    def __init__(self, agent: Agent, kinds: list[KindRules]) -> None:
-        super().__init__(agent, kinds)
-        workers = agent.config.reflection_workers.get(TOKEN_REFLECTION, 0)
-        self.tokens = (TokenReflector(agent, workers, EventRecorder(
-            agent.home, agent.config.home_cluster_id)) if workers > 0 else None)
-
-    def workers(self) -> int:
-        return super().workers() + (self.tokens.workers if self.tokens else 0)
-
-    def resources(self) -> tuple[Watched, ...]:
-        resources = super().resources()
-        if self.tokens is not None and SECRETS not in resources:
-            resources += (SECRETS,)
-        return resources
-
-    def home_label_selectors(self) -> dict[Watched, str]:
-        """The remote Secrets the token reflector needs are watched at home too (one list of
-        resources serves both sides): without the Secret reflector, that home watch selects
-        only token Secrets, which the home cluster never has."""
-        selectors = super().home_label_selectors()
-        if self.tokens is not None and SECRETS[2] not in self.reflectors:
-            selectors[SECRETS] = TOKEN_SECRET_POD_LABEL
-        return selectors
-
-    def home_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        taken = super().home_sink(plural, event_type, obj)
-        if self.tokens is not None and plural == PODS:
-            self.tokens.on_home_pod(event_type, obj)
-        return taken
-
-    def remote_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        taken = super().remote_sink(plural, event_type, obj)
-        if self.tokens is not None and plural == SECRETS[2]:
-            self.tokens.on_remote_secret(event_type, obj)
-        return taken
-
-    def resync(self) -> None:
-        super().resync()
-        if self.tokens is not None:
-            self.tokens.resync()
-
-    def start_relist(self) -> None:
-        super().start_relist()
-        if self.tokens is not None:
-            self.tokens.start_relist()
-
-    def finish_relist(self) -> None:
-        super().finish_relist()
-        if self.tokens is not None:
-            self.tokens.finish_relist()
-
-    async def run(self) -> None:
-        if self.tokens is None:
-            await super().run()
-        else:
-            await asyncio.gather(super().run(), self.tokens.run(self.ready))
-
-    def stop(self) -> None:
-        super().stop()
-        if self.tokens is not None:
-            self.tokens.stop()
+def token_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> TokenReflector | None:
+    """The token companion of the kinds' reflection, unless
+    `--serviceaccount-reflection-workers 0`."""
+    workers = agent.config.reflection_workers.get(TOKEN_REFLECTION, 0)
+    if workers <= 0:
+        return None
+    return TokenReflector(agent, workers, EventRecorder(agent.home, agent.config.home_cluster_id),
+                          secrets_reflected=SECRETS[2] in reflectors)

@@ -17,9 +17,9 @@ from home_agent.config import AgentConfig, parse_config
 from home_agent.operators import home_watch, settings
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
-from home_agent.reflection.events import EVENTS, ReflectionWithEvents
+from home_agent.reflection.events import EVENTS, EventReflector, event_reflector_for
 from home_agent.reflection.ingress import INGRESS_RULES
-from home_agent.reflection.reflector import KindRules
+from home_agent.reflection.reflector import KindRules, Reflection
 from home_agent.reflection.service import SERVICE_RULES
 from shared.forge.event import home_event_name
 from tests.conftest import ClusterHandle
@@ -33,7 +33,7 @@ TEST_COMPONENT = "test-controller"
 WORKERS = {"configmap": 1, "event": 1}
 
 
-def _setup(kinds: list[KindRules] | None = None) -> tuple[ReflectionWithEvents, FakeApi]:
+def _setup(kinds: list[KindRules] | None = None) -> tuple[Reflection, FakeApi]:
     home, remote = FakeApi(), FakeApi()
     kinds = kinds or [CONFIGMAP_RULES]
     workers = {**WORKERS, **{rules.flag: 1 for rules in kinds}}
@@ -43,7 +43,7 @@ def _setup(kinds: list[KindRules] | None = None) -> tuple[ReflectionWithEvents, 
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"app": TWIN}},
         "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
-    return ReflectionWithEvents(agent, kinds), home
+    return Reflection(agent, kinds, [event_reflector_for]), home
 
 
 def _home_pod(name: str = "web", node: str = NODE) -> dict[str, Any]:
@@ -70,9 +70,9 @@ def _home_path(remote_name: str = "web.17a0c3b2d4e5f601") -> str:
     return f"/api/v1/namespaces/app/events/{home_event_name(remote_name, REMOTE)}"
 
 
-def _reconcile_all(reflection: ReflectionWithEvents) -> None:
+def _reconcile_all(reflection: Reflection) -> None:
     """Run every queued key once (what the workers would do)."""
-    events = reflection.events
+    events = reflection.companion(EventReflector)
     assert events is not None
 
     async def drain() -> None:
@@ -85,7 +85,7 @@ def _reconcile_all(reflection: ReflectionWithEvents) -> None:
     asyncio.run(drain())
 
 
-def _observe_home(reflection: ReflectionWithEvents, home: FakeApi) -> None:
+def _observe_home(reflection: Reflection, home: FakeApi) -> None:
     """The home watch (of our copies) catches up with what the fake server holds."""
     for path, obj in home.objects.items():
         if "/events/" in path:
@@ -266,19 +266,20 @@ def test_events_in_namespaces_that_are_not_extended_stay_remote() -> None:
 def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     flags = ["--remote-kubeconfig", "k", "--cluster-id", HOME, "--remote-cluster-id", REMOTE]
 
-    def reflection(*extra: str) -> ReflectionWithEvents:
+    def reflection(*extra: str) -> Reflection:
         agent = Agent(parse_config([*flags, *extra]), FakeApi(), FakeApi())  # type: ignore[arg-type]
-        return ReflectionWithEvents(agent, [CONFIGMAP_RULES])
+        return Reflection(agent, [CONFIGMAP_RULES], [event_reflector_for])
 
     enabled = reflection()
-    assert enabled.events is not None and enabled.events.workers == 3
+    events = enabled.companion(EventReflector)
+    assert events is not None and events.workers == 3
     assert EVENTS in enabled.resources()
     watch = settings(home_watch(enabled.resources(), enabled.home_label_selectors()))
     assert list(watch.watching.label_selectors.collect(_events_resource())) == [
         f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}"]
 
     disabled = reflection("--event-reflection-workers", "0")
-    assert disabled.events is None
+    assert disabled.companion(EventReflector) is None
     assert EVENTS not in disabled.resources()
     assert not disabled.home_sink("events", "ADDED", {"metadata": {"name": "x"}})
 

@@ -17,10 +17,10 @@ from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.events import EventRecorder
 from home_agent.kubeapi import ApiError
-from home_agent.reflection.kinds import KINDS
-from home_agent.reflection.reflector import Reflector
+from home_agent.reflection.kinds import COMPANIONS, KINDS
+from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
-from home_agent.reflection.tokens import SECRETS, ReflectionWithTokens, TokenReflector
+from home_agent.reflection.tokens import SECRETS, TokenReflector
 from shared.forge.pod import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
@@ -395,23 +395,24 @@ def test_the_secret_reflector_leaves_token_secrets_alone() -> None:
     assert remote.calls == []
 
 
-def _reflection(*flags: str) -> ReflectionWithTokens:
+def _reflection(*flags: str) -> Reflection:
     config = parse_config(["--remote-kubeconfig", "unused", "--cluster-id", HOME,
                            "--remote-cluster-id", REMOTE, *flags])
     agent, _, _ = _agent()
     agent.config = config
-    return ReflectionWithTokens(agent, KINDS)
+    return Reflection(agent, KINDS, COMPANIONS)
 
 
 def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -> None:
     reflection = _reflection()
-    assert reflection.tokens is not None
+    tokens = reflection.companion(TokenReflector)
+    assert tokens is not None
     assert reflection.home_sink("pods", "ADDED", _pod()) is False  # the agent's too
-    assert reflection.tokens.pods.keys() == [("app", "web")]
+    assert tokens.pods.keys() == [("app", "web")]
     secret = {"metadata": {"name": "web-token", "namespace": TWIN, "labels": {
         **OURS, TOKEN_SECRET_POD_LABEL: "web", TOKEN_SECRET_SERVICE_ACCOUNT_LABEL: "robot"}}}
     assert reflection.remote_sink("secrets", "ADDED", secret) is True  # the Secret reflector's
-    assert reflection.tokens.remote.keys() == [(TWIN, "web-token")]
+    assert tokens.remote.keys() == [(TWIN, "web-token")]
     assert reflection.home_label_selectors().get(SECRETS) is None
 
 
@@ -423,7 +424,7 @@ def test_without_the_secret_reflector_the_home_secrets_watch_selects_only_token_
 
 def test_zero_workers_disable_token_reflection() -> None:
     reflection = _reflection("--serviceaccount-reflection-workers", "0")
-    assert reflection.tokens is None
+    assert reflection.companion(TokenReflector) is None
     assert reflection.home_sink("pods", "ADDED", _pod()) is False
 
 
