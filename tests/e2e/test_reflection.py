@@ -195,8 +195,10 @@ def test_the_home_root_ca_configmap_does_not_clash_with_the_remote_one(
     assert home_ca is not None
     wait_remote_data(remote, "configmap", twin, "kube-root-ca.crt.annex", home_ca["data"],
                      "the home root CA reflected under its remote name")
-    remote_ca = read(remote, "configmap", twin, "kube-root-ca.crt")
-    assert remote_ca is not None and ORIGIN not in (remote_ca["metadata"].get("labels") or {})
+    # the remote cluster publishes its own CA in the twin namespace when it gets to it
+    remote_ca = wait_for(lambda: read(remote, "configmap", twin, "kube-root-ca.crt"),
+                         timeout=30, message="the remote root CA ConfigMap published")
+    assert ORIGIN not in (remote_ca["metadata"].get("labels") or {})
 
 
 def test_the_skip_lists_of_the_flags_and_the_virtual_node_apply_live(
