@@ -451,6 +451,66 @@ def ingress_row(ingress: Obj, now: datetime) -> Row:
                 "80, 443" if spec.get("tls") else "80", age(ingress, now)])
 
 
+BETA_STORAGE_CLASS = "volume.beta.kubernetes.io/storage-class"
+ACCESS_MODES = (("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"),
+                ("ReadWriteOncePod", "RWOP"))
+
+
+def access_modes(modes: Sequence[str] | None) -> str:
+    """GetAccessModesAsString."""
+    return ",".join(short for mode, short in ACCESS_MODES if mode in (modes or ()))
+
+
+def _storage_class(obj: Obj) -> str:
+    """GetPersistentVolume(Claim)Class: the beta annotation first."""
+    annotations = obj["metadata"].get("annotations") or {}
+    if BETA_STORAGE_CLASS in annotations:
+        return str(annotations[BETA_STORAGE_CLASS])
+    return str((obj.get("spec") or {}).get("storageClassName") or "")
+
+
+def _volume_phase(obj: Obj) -> str:
+    if obj["metadata"].get("deletionTimestamp"):
+        return "Terminating"
+    return str((obj.get("status") or {}).get("phase", ""))
+
+
+def persistent_volume_row(volume: Obj, now: datetime) -> Row:
+    spec, status = volume.get("spec") or {}, volume.get("status") or {}
+    claim = spec.get("claimRef")
+    return Row([_name(volume), (spec.get("capacity") or {}).get("storage", "0"),
+                access_modes(spec.get("accessModes")),
+                spec.get("persistentVolumeReclaimPolicy", ""), _volume_phase(volume),
+                f"{claim.get('namespace', '')}/{claim.get('name', '')}" if claim else "",
+                _storage_class(volume), spec.get("volumeAttributesClassName") or "<unset>",
+                status.get("reason", ""), age(volume, now), spec.get("volumeMode") or "<unset>"])
+
+
+def persistent_volume_claim_row(claim: Obj, now: datetime) -> Row:
+    spec, status = claim.get("spec") or {}, claim.get("status") or {}
+    bound = bool(spec.get("volumeName"))
+    return Row([_name(claim), _volume_phase(claim), spec.get("volumeName", ""),
+                (status.get("capacity") or {}).get("storage", "0") if bound else "",
+                access_modes(status.get("accessModes")) if bound else "",
+                _storage_class(claim), spec.get("volumeAttributesClassName") or "<unset>",
+                age(claim, now), spec.get("volumeMode") or "<unset>"])
+
+
+def binding_row(binding: Obj, now: datetime) -> Row:
+    """printRoleBinding / printClusterRoleBinding with SubjectsStrings."""
+    role = binding.get("roleRef") or {}
+    by_kind: dict[str, list[str]] = {"User": [], "Group": [], "ServiceAccount": []}
+    for subject in binding.get("subjects") or []:
+        kind = subject.get("kind", "")
+        if kind == "ServiceAccount":
+            by_kind[kind].append(f"{subject.get('namespace', '')}/{subject.get('name', '')}")
+        elif kind in by_kind:
+            by_kind[kind].append(str(subject.get("name", "")))
+    return Row([_name(binding), f"{role.get('kind', '')}/{role.get('name', '')}",
+                age(binding, now), ", ".join(by_kind["User"]), ", ".join(by_kind["Group"]),
+                ", ".join(by_kind["ServiceAccount"])])
+
+
 def _simple(*cells: Callable[[Obj], Any]) -> RowFunction:
     """A row of NAME, the given cells, then AGE."""
     def row(obj: Obj, now: datetime) -> Row:
@@ -693,6 +753,69 @@ FIELD_DOCS: dict[str, str] = {
         'endpoints is a list of unique endpoints in this slice. Each slice may include a '
         'maximum of 1000 endpoints.'
     ),
+    'PersistentVolumeSpec.capacity': (
+        "capacity is the description of the persistent volume's resources and capacity. "
+        'More info: https://kubernetes.io/docs/concepts/storage/persistent-volumes#capacity'
+    ),
+    'PersistentVolumeSpec.accessModes': (
+        'accessModes contains all ways the volume can be mounted. More info: '
+        'https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes'
+    ),
+    'PersistentVolumeSpec.persistentVolumeReclaimPolicy': (
+        'persistentVolumeReclaimPolicy defines what happens to a persistent volume when '
+        'released from its claim. Valid options are Retain (default for manually created '
+        'PersistentVolumes), Delete (default for dynamically provisioned '
+        'PersistentVolumes), and Recycle (deprecated). Recycle must be supported by the '
+        'volume plugin underlying this PersistentVolume. More info: '
+        'https://kubernetes.io/docs/concepts/storage/persistent-volumes#reclaiming'
+    ),
+    'PersistentVolumeStatus.phase': (
+        'phase indicates if a volume is available, bound to a claim, or released by a '
+        'claim. More info: '
+        'https://kubernetes.io/docs/concepts/storage/persistent-volumes#phase'
+    ),
+    'PersistentVolumeStatus.reason': (
+        'reason is a brief CamelCase string that describes any failure and is meant for '
+        'machine parsing and tidy display in the CLI.'
+    ),
+    'PersistentVolumeSpec.volumeMode': (
+        'volumeMode defines if a volume is intended to be used with a formatted filesystem '
+        'or to remain in raw block state. Value of Filesystem is implied when not included '
+        'in spec.'
+    ),
+    'PersistentVolumeClaimStatus.phase': (
+        'phase represents the current phase of PersistentVolumeClaim.'
+    ),
+    'PersistentVolumeClaimSpec.volumeName': (
+        'volumeName is the binding reference to the PersistentVolume backing this claim.'
+    ),
+    'PersistentVolumeClaimStatus.capacity': (
+        'capacity represents the actual resources of the underlying volume.'
+    ),
+    'PersistentVolumeClaimStatus.accessModes': (
+        'accessModes contains the actual access modes the volume backing the PVC has. More '
+        'info: '
+        'https://kubernetes.io/docs/concepts/storage/persistent-volumes#access-modes-1'
+    ),
+    'PersistentVolumeClaimSpec.volumeMode': (
+        'volumeMode defines what type of volume is required by the claim. Value of '
+        'Filesystem is implied when not included in claim spec.'
+    ),
+    'PersistentVolumeSpec.claimRef': (
+        'claimRef is part of a bi-directional binding between PersistentVolume and '
+        'PersistentVolumeClaim. Expected to be non-nil when bound. claim.VolumeName is the '
+        'authoritative bind between PV and PVC. More info: '
+        'https://kubernetes.io/docs/concepts/storage/persistent-volumes#binding'
+    ),
+    'RoleBinding.roleRef': (
+        'RoleRef can reference a Role in the current namespace or a ClusterRole in the '
+        'global namespace. If the RoleRef cannot be resolved, the Authorizer must return an '
+        'error.'
+    ),
+    'ClusterRoleBinding.roleRef': (
+        'RoleRef can only reference a ClusterRole in the global namespace. If the RoleRef '
+        'cannot be resolved, the Authorizer must return an error.'
+    ),
 }
 
 
@@ -754,6 +877,39 @@ EVENT_PRINTER = Printer((
     Column("Name", "string", NAME_DOC, 1, "name"),
 ), event_row, [])
 
+
+def _binding_printer(kind: str) -> Printer:
+    return Printer((
+        NAME, Column("Role", "string", _doc(f"{kind}.roleRef")), AGE,
+        Column("Users", "string", f"Users in the {kind[0].lower()}{kind[1:]}", 1),
+        Column("Groups", "string", f"Groups in the {kind[0].lower()}{kind[1:]}", 1),
+        Column("ServiceAccounts", "string",
+               f"ServiceAccounts in the {kind[0].lower()}{kind[1:]}", 1),
+    ), binding_row, [])
+
+
+PERSISTENT_VOLUME_PRINTER = Printer((
+    NAME, Column("Capacity", "string", _doc("PersistentVolumeSpec.capacity")),
+    Column("Access Modes", "string", _doc("PersistentVolumeSpec.accessModes")),
+    Column("Reclaim Policy", "string", _doc("PersistentVolumeSpec.persistentVolumeReclaimPolicy")),
+    Column("Status", "string", _doc("PersistentVolumeStatus.phase")),
+    Column("Claim", "string", _doc("PersistentVolumeSpec.claimRef")),
+    Column("StorageClass", "string", "StorageClass of the pv"),
+    Column("VolumeAttributesClass", "string", "VolumeAttributesClass of the pv"),
+    Column("Reason", "string", _doc("PersistentVolumeStatus.reason")), AGE,
+    Column("VolumeMode", "string", _doc("PersistentVolumeSpec.volumeMode"), 1),
+), persistent_volume_row, [])
+
+PERSISTENT_VOLUME_CLAIM_PRINTER = Printer((
+    NAME, Column("Status", "string", _doc("PersistentVolumeClaimStatus.phase")),
+    Column("Volume", "string", _doc("PersistentVolumeClaimSpec.volumeName")),
+    Column("Capacity", "string", _doc("PersistentVolumeClaimStatus.capacity")),
+    Column("Access Modes", "string", _doc("PersistentVolumeClaimStatus.accessModes")),
+    Column("StorageClass", "string", "StorageClass of the pvc"),
+    Column("VolumeAttributesClass", "string", "VolumeAttributesClass of the pvc"), AGE,
+    Column("VolumeMode", "string", _doc("PersistentVolumeClaimSpec.volumeMode"), 1),
+), persistent_volume_claim_row, [])
+
 WEBHOOKS_PRINTER = Printer((
     NAME, Column("Webhooks", "integer", "Webhooks indicates the number of webhooks registered in "
                  "this configuration"), AGE,
@@ -811,6 +967,10 @@ BUILTIN_PRINTERS: dict[tuple[str, str], Printer] = {
         Column("Ready", "integer", _doc("ReplicaSetStatus.readyReplicas")), AGE,
         CONTAINERS, IMAGES, Column("Selector", "string", _doc("ReplicaSetSpec.selector"), 1),
     ), replica_set_row, []),
+    ("", "persistentvolumes"): PERSISTENT_VOLUME_PRINTER,
+    ("", "persistentvolumeclaims"): PERSISTENT_VOLUME_CLAIM_PRINTER,
+    ("rbac.authorization.k8s.io", "rolebindings"): _binding_printer("RoleBinding"),
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): _binding_printer("ClusterRoleBinding"),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): WEBHOOKS_PRINTER,
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): WEBHOOKS_PRINTER,
 }

@@ -138,6 +138,11 @@ COLUMNS = {
     "/apis/apps/v1/namespaces/{ns}/replicasets": ["Name", "Desired", "Current", "Ready", "Age",
                                                   "Containers", "Images", "Selector"],
     "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases": ["Name", "Holder", "Age"],
+    "/api/v1/namespaces/{ns}/persistentvolumeclaims": [
+        "Name", "Status", "Volume", "Capacity", "Access Modes", "StorageClass",
+        "VolumeAttributesClass", "Age", "VolumeMode"],
+    "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings": [
+        "Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
     # kinds without a printer of their own get rest.defaultTableConvertor's table
     "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles": ["Name", "Created At"],
 }
@@ -170,6 +175,22 @@ def test_deployment_and_service_rows(home, namespace) -> None:
     assert (name, type_, external, ports, selector) == (
         "svc", "ClusterIP", "<none>", "80/TCP", "app=web")
     assert re.match(r"^[\d.:a-f]+$", cluster_ip)
+
+
+def test_role_binding_rows_list_subjects_by_kind(home, namespace) -> None:
+    call(home, "POST", f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings", {
+        "metadata": {"name": "rb"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "view"},
+        "subjects": [{"kind": "User", "name": "ann", "apiGroup": "rbac.authorization.k8s.io"},
+                     {"kind": "ServiceAccount", "name": "sa", "namespace": namespace},
+                     {"kind": "User", "name": "bob", "apiGroup": "rbac.authorization.k8s.io"}]})
+    _, table = call(home, "GET",
+                    f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings/rb",
+                    accept=TABLE)
+    name, role, _, users, groups, accounts = table["rows"][0]["cells"]
+    assert (name, role, users, groups, accounts) == (
+        "rb", "ClusterRole/view", "ann, bob", "", f"{namespace}/sa")
 
 
 def test_a_table_watch_sends_the_columns_with_the_first_event_only(home, namespace) -> None:
