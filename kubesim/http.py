@@ -236,11 +236,12 @@ class Router:
         dry_run = self._dry_run(query.getall("dryRun", []))
         method = request.method
         api = self.api
+        if method == "GET" and subresource not in ("", "status"):
+            return await self._subresource(request, "get", kind, namespace, name, subresource,
+                                           None, user)
+        # the resource and its status answer Tables when asked (StatusREST converts too)
+        converter = self._converter(request, kind) if subresource in ("", "status") else None
         if method == "GET":
-            if subresource and subresource != "status":
-                return await self._subresource(request, "get", kind, namespace, name,
-                                               subresource, None, user)
-            converter = self._converter(request, kind)
             if legacy_watch or (not name and _truthy(query.get("watch"))):
                 return await self._watch(request, kind, namespace, name, user, converter)
             if not name:
@@ -256,9 +257,7 @@ class Router:
                 return json_response(list_bytes(kind, result))
             stored = await api.get_stored(kind, namespace, name, subresource=subresource,
                                           user=user)
-            if converter is not None:
-                return json_response(converter.of_object(stored.obj))
-            return json_response(stored.full)
+            return _object_response(stored, converter)
         if method == "POST":
             body = await self._body(request)
             if name and not subresource:
@@ -274,7 +273,7 @@ class Router:
                                               dry_run=dry_run, owned=True)
             if isinstance(created, str):
                 return web.Response(text=created, content_type="text/plain", status=201)
-            return json_response(created.full if isinstance(created, Stored) else created, 201)
+            return _object_response(created, converter, 201)
         if not name:
             if method == "DELETE":
                 options = await self._delete_options(request)
@@ -296,19 +295,19 @@ class Router:
             stored = await api.update_stored(kind, namespace, name, body,
                                              subresource=subresource, user=user,
                                              dry_run=dry_run, owned=True)
-            return json_response(stored.full, 201 if creates else 200)
+            return _object_response(stored, converter, 201 if creates else 200)
         if method == "PATCH":
             body = await self._body(request)
             stored = await api.patch_stored(kind, namespace, name, body,
                                             request.headers.get("Content-Type", ""),
                                             subresource=subresource, user=user, dry_run=dry_run)
-            return json_response(stored.full)
+            return _object_response(stored, converter)
         if method == "DELETE":
             options = await self._delete_options(request)
             deleted, gone = await api.delete_stored(kind, namespace, name, options=options,
                                                     user=user, dry_run=dry_run)
             code = 202 if not gone and options.get("orphanDependents") is False else 200
-            return json_response(deleted.full if isinstance(deleted, Stored) else deleted, code)
+            return _object_response(deleted, converter, code)
         raise errors.method_not_supported(kind.group_resource, method.lower())
 
     def _converter(self, request: web.Request, kind: ResourceKind) -> tables.Converter | None:
@@ -419,6 +418,17 @@ class Router:
         finally:
             stream.close()
         return response
+
+
+def _object_response(answer: Stored | dict[str, Any], converter: tables.Converter | None,
+                     status: int = 200) -> web.Response:
+    """An object, converted when the Accept header asked for it (a Status never is, as
+    doTransformObject passes it through)."""
+    if not isinstance(answer, Stored):
+        return json_response(answer, status)
+    if converter is not None:
+        return json_response(converter.of_object(answer.obj), status)
+    return json_response(answer.full, status)
 
 
 def list_bytes(kind: ResourceKind, result: ListResult) -> bytes:

@@ -86,6 +86,17 @@ def test_an_unknown_include_object_is_400(home, namespace) -> None:
         "value: \"All\": must be 'Metadata', 'Object', 'None', or empty")
 
 
+def test_write_answers_are_converted_too_but_a_status_stays_a_status(home, namespace) -> None:
+    status, created = call(home, "POST", cms(namespace), {"metadata": {"name": "a"}},
+                           accept=TABLE)
+    assert (status, created["kind"], created["rows"][0]["cells"][0]) == (201, "Table", "a")
+    _, patched = call(home, "PATCH", cms(namespace, "a"), {"data": {"x": "1"}},
+                      content_type="application/merge-patch+json", accept=TABLE)
+    assert patched["rows"][0]["cells"][1] == 1
+    status, deleted = call(home, "DELETE", cms(namespace, "a"), accept=TABLE)
+    assert (status, deleted["kind"], deleted["status"]) == (200, "Status", "Success")
+
+
 def test_negotiation_takes_the_first_acceptable_media_type(home, namespace) -> None:
     call(home, "POST", cms(namespace), {"metadata": {"name": "a"}})
     _, beta = call(home, "GET", cms(namespace, "a"), accept=TABLE_BETA)
