@@ -154,6 +154,17 @@ COLUMNS = {
         "VolumeAttributesClass", "Age", "VolumeMode"],
     "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings": [
         "Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
+    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings": [
+        "Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
+    "/api/v1/persistentvolumes": [
+        "Name", "Capacity", "Access Modes", "Reclaim Policy", "Status", "Claim", "StorageClass",
+        "VolumeAttributesClass", "Reason", "Age", "VolumeMode"],
+    "/api/v1/namespaces/{ns}/endpoints": ["Name", "Endpoints", "Age"],
+    "/api/v1/namespaces/{ns}/serviceaccounts": ["Name", "Secrets", "Age"],
+    "/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses": [
+        "Name", "Class", "Hosts", "Address", "Ports", "Age"],
+    "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations": [
+        "Name", "Webhooks", "Age"],
     # kinds without a printer of their own get rest.defaultTableConvertor's table
     "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles": ["Name", "Created At"],
 }
@@ -181,6 +192,9 @@ def test_deployment_and_service_rows(home, namespace) -> None:
                          accept=TABLE)
     cells = deployment["rows"][0]["cells"]
     assert cells[:4] + cells[5:] == ["web", "0/0", 0, 0, "c,d", "nginx:1,busybox", "app=web"]
+    _, status = call(home, "GET",
+                     f"/apis/apps/v1/namespaces/{namespace}/deployments/web/status", accept=TABLE)
+    assert status["rows"][0]["cells"][:2] == ["web", "0/0"]  # the status subresource converts
     _, service = call(home, "GET", f"/api/v1/namespaces/{namespace}/services/svc", accept=TABLE)
     name, type_, cluster_ip, external, ports, _, selector = service["rows"][0]["cells"]
     assert (name, type_, external, ports, selector) == (
