@@ -193,10 +193,6 @@ class AgentProcess:
         self.process.kill()
         self.process.stop()
 
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.stop()
-
     def metrics(self) -> dict[str, float]:
         """The Prometheus samples, `name{labels}` → value ({} while the server is not up)."""
         try:
