@@ -1,0 +1,69 @@
+"""Keys taken before their mirrors are listed wait, parked, without cycling through the workers:
+they still count as queued (the agent has not converged), are never taken twice, and go back in
+line once their side is listed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from home_agent.agent import NODE_KEY, Agent, pod_key
+from home_agent.config import AgentConfig
+from home_agent.runner import Parked
+
+
+def agent() -> Agent:
+    no_client: Any = None  # nothing here talks to a cluster
+    return Agent(AgentConfig("home", "remote", "remote.kubeconfig"), no_client, no_client)
+
+
+def take(state: Agent) -> Any:
+    assert state.queue.pending()
+    return state.queue.get()
+
+
+def test_a_parked_key_counts_as_queued_and_is_not_ready_until_its_side_is_listed() -> None:
+    state = agent()
+    parked = Parked(state)
+    state.enqueue(pod_key("ns", "web"))
+    parked.add(take(state))
+
+    parked.release_synced()
+    assert len(state.queue) == 1 and not state.queue.pending()
+
+    state.home_synced.set()
+    parked.release_synced()  # a pod also needs the remote side
+    assert not state.queue.pending()
+
+    state.tenant_synced.set()
+    state.twins_synced.set()
+    parked.release_synced()
+    assert take(state) == pod_key("ns", "web")
+
+
+def test_a_key_added_again_while_parked_comes_back_once() -> None:
+    state = agent()
+    parked = Parked(state)
+    state.enqueue(pod_key("ns", "web"))
+    parked.add(take(state))
+    state.enqueue(pod_key("ns", "web"))  # a watch event meanwhile
+    assert not state.queue.pending()
+
+    for synced in (state.home_synced, state.tenant_synced, state.twins_synced):
+        synced.set()
+    parked.release_synced()
+    key = take(state)
+    state.queue.done(key)
+    assert key == pod_key("ns", "web") and len(state.queue) == 0
+
+
+def test_each_key_waits_only_for_the_listings_it_needs() -> None:
+    state = agent()
+    parked = Parked(state)
+    for key in (NODE_KEY, pod_key("ns", "web")):
+        state.enqueue(key)
+        parked.add(take(state))
+
+    state.home_synced.set()
+    parked.release_synced()
+    assert take(state) == NODE_KEY  # the node needs the home side only
+    assert not state.queue.pending()
