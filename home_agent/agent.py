@@ -217,8 +217,10 @@ class Agent:
         elif namespace != self.tenant_namespace:
             return
         elif plural == "resourceoffers":
+            # Only the node reads the offer (capacity, labels); the provider republishes it as
+            # its usage changes, which must not requeue every pod.
             self.mirrors.offers.apply(event_type, obj)
-            self._enqueue_everything()
+            self.enqueue(NODE_KEY)
         elif plural == "namespacemaps" and name == self.namespace_map_name:
             before = self.namespace_map()
             self.mirrors.namespace_maps.apply(event_type, obj)
