@@ -205,12 +205,13 @@ class ClusterApi:
         """GET /livez; raises on any failure or non-2xx answer."""
         await self.request("GET", "/livez", timeout=timeout)
 
-    async def watch(self, path: str, resource_version: str,
-                    timeout_seconds: int = 300) -> AsyncIterator[dict[str, Any]]:
+    async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+                    query: dict[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
         """The events of one watch request from `resource_version`, bookmarks included;
-        WatchExpired when that version is too old (list again)."""
+        WatchExpired when that version is too old (list again). `query` narrows it
+        (labelSelector, fieldSelector)."""
         session = self._open()
-        query = {"watch": "true", "resourceVersion": resource_version,
+        query = {**(query or {}), "watch": "true", "resourceVersion": resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
         async with session.get(
                 self._url(path, query), server_hostname=self.connection.tls_server_name,

@@ -1,16 +1,14 @@
-"""kopf operators, each on its own thread with its own event loop and registry (operators
-sharing a loop stop together), standalone (no peering objects):
+"""The agent's watches, each on its own thread with its own event loop and client:
 
-- home: pods, nodes, VirtualNodes, NamespaceOffloadings, cluster-wide;
+- home: pods, nodes, VirtualNodes, NamespaceOffloadings (and the reflected kinds), cluster-wide;
 - remote tenant: this consumer's NamespaceMap and ResourceOffer, in the tenant namespace;
 - remote twins: ShadowPods, in the accepted twin namespaces only — the consumer identity's
   permissions stop at the tenant and twin namespaces (DESIGN.md 7), so nothing remote is
-  watched cluster-wide. kopf cannot add namespaces to a running operator without listing all
-  namespaces, so this operator is replaced when the set of twin namespaces changes.
+  watched cluster-wide. This watch is replaced when the set of twin namespaces changes.
 
-Only `@kopf.index` and `@kopf.on.event` handlers: they never write to the watched objects (no
-finalizers, no annotations), which matters for user pods and the virtual Node. They feed the
-agent's mirrors and queue; the reconcile workers do the writing.
+They only read: never a write to a watched object (no finalizers, no annotations), which
+matters for user pods and the virtual Node. They feed the agent's mirrors and queue; the
+reconcile workers do the writing.
 """
 
 from __future__ import annotations
@@ -24,7 +22,9 @@ from typing import Any
 
 import kopf
 
-from annex.kube import Connection, kopf_login
+from annex.kube import Connection
+from annex.kubeapi import ClusterApi, WatchExpired, error_message, group_path
+from home_agent.mirror import Key, key_of
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.resource import ResourceDefinition
@@ -110,59 +110,9 @@ def twins_watch(namespaces: Collection[str], home_cluster_id: str,
                                                      for k, v in sorted(labels.items()))})
 
 
-def build_registry(connection: Connection, spec: WatchSpec, sink: EventSink,
-                   on_synced: Callable[[], None]) -> kopf.OperatorRegistry:
-    """Mirror the spec's resources into `sink`; call `on_synced` once every resource's initial
-    listing is in the mirrors.
-
-    kopf runs index handlers on every object of the initial listings (of every resource and
-    namespace) before it runs any other handler. So each resource gets an index handler that
-    feeds the mirror, and the first event of the sentinel comes only once every listing is
-    mirrored: from then on nothing is missing because a cache is still filling (Liqo #2748).
-    Event handlers keep the mirrors current (deletions included: index handlers are not called
-    for those).
-    """
-    registry = kopf.OperatorRegistry()
-
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf_login(connection)
-
-    for group, version, plural in spec.resources:
-
-        def on_listed(body: Any, _plural: str = plural, **_: Any) -> None:
-            sink(_plural, "INDEXED", dict(body))
-
-        def on_event(event: dict[str, Any], _plural: str = plural, **_: Any) -> None:
-            sink(_plural, event.get("type"), event["object"])
-
-        kopf.index(group, version, plural, registry=registry,
-                   id=f"listed-{plural}")(_async(on_listed))
-        kopf.on.event(group, version, plural, registry=registry,
-                      id=f"mirror-{plural}")(_async(on_event))
-
-    synced = False
-
-    def on_sentinel(**_: Any) -> None:
-        nonlocal synced
-        if not synced:
-            synced = True
-            on_synced()
-
-    group, version, plural = spec.sentinel.resource
-    kopf.on.event(group, version, plural, registry=registry, id="synced",
-                  field="metadata.name", value=spec.sentinel.name)(_async(on_sentinel))
-    return registry
-
-
-def _async(function: Callable[..., None]) -> Callable[..., Any]:
-    # An async handler runs on the operator's loop: no thread hop per event.
-    async def handler(**kwargs: Any) -> None:
-        function(**kwargs)
-    return handler
-
-
 def settings(spec: WatchSpec) -> kopf.OperatorSettings:
+    """The same watch as a kopf operator's settings (for tools that run kopf on a WatchSpec;
+    the agent's own watches are `OperatorThread`s)."""
     configured = kopf.OperatorSettings()
     configured.posting.enabled = False  # never post framework Events on watched objects
     configured.watching.server_timeout = 300
@@ -180,37 +130,163 @@ def settings(spec: WatchSpec) -> kopf.OperatorSettings:
     return configured
 
 
+def list_query(spec: WatchSpec, resource: Watched) -> dict[str, str]:
+    """The query parameters that narrow one resource's list and watch."""
+    selector = spec.label_selectors.get(resource)
+    return {"labelSelector": selector} if selector else {}
+
+
+LIST_PAGE = 500
+"""Objects per list request: a page at a time, so a large listing is never one huge body."""
+WATCH_SECONDS = 300
+
+
 class OperatorThread:
-    """Runs one kopf operator on a thread of its own; `stop()` ends it."""
+    """Mirrors a WatchSpec's resources into the sink from a thread of its own (its own loop and
+    client), as client-go's reflector does: per resource and namespace, a paged list, then a
+    watch from the list's resourceVersion, continued from the last event's version when the
+    server ends it, and a new list when that version expired (410) or the watch failed (with
+    backoff). Objects a new list no longer shows are passed on as DELETED, with their last
+    known metadata (client-go's DeletedFinalStateUnknown). `on_synced` is called once every
+    initial list is in the sink: nothing is decided from a cache still filling (Liqo #2748).
+
+    kopf did this before, at a cost that grew with the square of the objects listed (every
+    indexed object toggles a set all other objects' workers wait on): minutes for 2,000 pods.
+    """
 
     def __init__(self, connection: Connection, spec: WatchSpec, sink: EventSink,
                  on_synced: Callable[[], None]) -> None:
         self.name = spec.name
         self.spec = spec
-        self._registry = build_registry(connection, spec, sink, on_synced)
-        self._settings = settings(spec)
+        self._connection = connection
+        self._sink = sink
+        self._on_synced = on_synced
         self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stopped: asyncio.Event | None = None
         self.failed: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"operator-{spec.name}",
+        self._thread = threading.Thread(target=self._run, name=f"watch-{spec.name}",
                                         daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def _run(self) -> None:
-        scope: dict[str, Any] = (
-            {"clusterwide": True} if self.spec.namespaces is None
-            else {"namespaces": list(self.spec.namespaces)})
         try:
-            asyncio.run(kopf.operator(registry=self._registry, settings=self._settings,
-                                      standalone=True, stop_flag=self._stop, **scope))
+            asyncio.run(self._main())
         except BaseException as error:  # noqa: BLE001 - reported to the main thread
             self.failed = error
-            log.exception("operator %s stopped", self.name)
+            log.exception("watch %s stopped", self.name)
+
+    async def _main(self) -> None:
+        self._stopped = asyncio.Event()
+        self._loop = asyncio.get_running_loop()
+        if self._stop.is_set():
+            return
+        api = ClusterApi(self._connection, throttle_reads=False)
+        scopes = [(resource, namespace) for resource in self.spec.resources
+                  for namespace in (self.spec.namespaces
+                                    if self.spec.namespaces is not None else ("",))]
+        unlisted = len(scopes)
+
+        def listed() -> None:
+            nonlocal unlisted
+            unlisted -= 1
+            if unlisted == 0:
+                self._on_synced()
+
+        if not scopes:
+            self._on_synced()
+        tasks = [asyncio.create_task(self._reflect(api, resource, namespace, listed))
+                 for resource, namespace in scopes]
+        stopped = asyncio.create_task(self._stopped.wait())
+        try:
+            done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in [stopped, *tasks]:
+                task.cancel()
+            await asyncio.gather(stopped, *tasks, return_exceptions=True)
+            await api.close()
+        for task in done:
+            if task is not stopped and not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+
+    async def _reflect(self, api: ClusterApi, resource: Watched, namespace: str,
+                       listed: Callable[[], None]) -> None:
+        group, version, plural = resource
+        path = group_path(group, version, plural, namespace)
+        query = list_query(self.spec, resource)
+        known: dict[Key, dict[str, Any]] = {}
+        """The metadata of what the sink holds from this scope (for deletions a list shows)."""
+        first, delay = True, 0.5
+        while True:
+            try:
+                resource_version = await self._list(api, path, query, plural, known)
+                if first:
+                    first = False
+                    listed()
+                delay = 0.5
+                while True:
+                    async for event in api.watch(path, resource_version, WATCH_SECONDS, query):
+                        obj = event.get("object") or {}
+                        resource_version = str((obj.get("metadata") or {}).get(
+                            "resourceVersion") or resource_version)
+                        event_type = str(event.get("type"))
+                        if event_type == "BOOKMARK":
+                            continue
+                        if event_type == "DELETED":
+                            known.pop(key_of(obj), None)
+                        else:
+                            known[key_of(obj)] = _metadata(obj)
+                        self._sink(plural, event_type, obj)
+            except WatchExpired:
+                log.debug("watch %s %s expired: listing again", self.name, path)
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - listed again after a backoff
+                log.warning("watch %s %s failed (retry in %.1fs): %s", self.name, path, delay,
+                            error_message(error))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+
+    async def _list(self, api: ClusterApi, path: str, query: dict[str, str], plural: str,
+                    known: dict[Key, dict[str, Any]]) -> str:
+        """List every page into the sink; returns the list's resourceVersion."""
+        listed: set[Key] = set()
+        token = ""
+        while True:
+            page = await api.request("GET", path, query={
+                **query, "limit": str(LIST_PAGE), **({"continue": token} if token else {})})
+            kind = str(page.get("kind") or "").removesuffix("List")
+            for obj in page.get("items") or []:
+                # List items carry no kind and apiVersion; the watch's objects do.
+                obj.setdefault("kind", kind)
+                obj.setdefault("apiVersion", page.get("apiVersion"))
+                key = key_of(obj)
+                listed.add(key)
+                known[key] = _metadata(obj)
+                self._sink(plural, "ADDED", obj)
+            metadata = page.get("metadata") or {}
+            token = str(metadata.get("continue") or "")
+            if not token:
+                break
+        for key in [key for key in known if key not in listed]:
+            self._sink(plural, "DELETED", {"metadata": known.pop(key)})
+        return str(metadata.get("resourceVersion") or "")
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
 
     def stop(self, timeout: float = 10.0) -> None:
         self._stop.set()
+        loop, stopped = self._loop, self._stopped
+        if loop is not None and stopped is not None:
+            try:
+                loop.call_soon_threadsafe(stopped.set)
+            except RuntimeError:  # the loop has closed already
+                pass
         self._thread.join(timeout)
+
+
+def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
