@@ -79,14 +79,18 @@ def _mapping_condition(namespace_map: NamespaceMap | None, namespace: str,
 
 
 async def ensure_namespace_map(agent: Agent, mapping: dict[str, str] | None = None) -> bool:
-    """Create this consumer's NamespaceMap (True) unless it exists (False)."""
+    """Create this consumer's NamespaceMap (True) unless it exists (False). Read first: a
+    restarted agent finds it, and a create refused with 409 would still be a write."""
+    path = custom_path(NAMESPACE_MAP, agent.tenant_namespace)
+    if await agent.remote.find(custom_path(NAMESPACE_MAP, agent.tenant_namespace,
+                                           agent.namespace_map_name)) is not None:
+        return False
     body = NamespaceMap(metadata={
         "name": agent.namespace_map_name, "namespace": agent.tenant_namespace,
         "labels": ownership_labels(agent.config.home_cluster_id, agent.config.remote_cluster_id)})
     body.spec.desired_mapping = dict(mapping or {})
     try:
-        await agent.remote.create(custom_path(NAMESPACE_MAP, agent.tenant_namespace),
-                                  body.to_wire())
+        await agent.remote.create(path, body.to_wire())
     except Exception as error:
         if status_of(error) != 409:
             raise
