@@ -1,0 +1,930 @@
+"""The home agent against the raw API limit: offloading N pods and reflecting N ConfigMaps through
+the agent and the remote enforcer (real processes), against a bare client doing the minimal API
+writes the same work needs, on the same servers, in the same run.
+
+    python scripts/bench_offloading.py [--pods 1000] [--configmaps N] [--latency-pods 200]
+        [--idle-seconds 60] [--workers 10] [--bare-lanes 32] [--agent-flag=--remote-qps=500 ...]
+        [--enforcer-flag=... ...] [--json bench-offloading.json] [--scenarios a,b,...]
+
+Clusters: two kubesim clusters in a child process (`--serve-kubesim`, not for direct use), which
+count every request by user, verb and resource; or two real clusters when E2E_HOME_KUBECONFIG
+and E2E_REMOTE_KUBECONFIG are set (then request counts are n/a: one identity does everything).
+
+Scenarios (in this order; each leaves its objects for the next):
+- latency: pods created one at a time (--latency-rate a second) with the agent running; per pod,
+  from watches: bound (created with nodeName) → ShadowPod created → remote pod Running → home pod
+  Running. "Added" is what the agent adds: (ShadowPod − bound) + (home Running − remote Running).
+  The bare client does the same pods the same way.
+- offloading: N pods created while the agent is stopped, then the agent starts; rate = N over
+  first ShadowPod → last home pod Running. The bare client (--bare-lanes concurrent requests)
+  takes N pods the same way: create ShadowPod → wait for the remote pod Running → patch the home
+  pod's status. Ratio = agent rate / bare rate (DESIGN.md target ≥ 0.5).
+- configmaps: N ConfigMaps likewise (agent stopped, created, agent started; first → last remote
+  copy); bare: one create per copy.
+- restart: the agent is killed (SIGKILL) and started again: seconds until it is synced with an
+  empty work queue (its /metrics), and its writes meanwhile (target: none but heartbeats).
+- idle: agent writes per minute with nothing changing (target: heartbeats only).
+
+Agent and enforcer: peak RSS (VmHWM) and CPU seconds per scenario from /proc. The agent runs with
+`--workers` and unthrottled clients (qps 0, as the bare client) unless --agent-flag says
+otherwise; extra flags are appended to its command line (e.g. --agent-flag=--redis-url=...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from annex.kube import ClientLimits, load_connection  # noqa: E402
+from annex.kubeapi import ApiError, ClusterApi, core_path, custom_path, group_path  # noqa: E402
+from remote_enforcer.admission import WEBHOOK_PATH  # noqa: E402
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING  # noqa: E402
+from shared.api.shadowpod import SHADOWPOD  # noqa: E402
+from shared.ownership import ownership_labels  # noqa: E402
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL  # noqa: E402
+
+USERS = ("driver", "agent", "enforcer", "bare")
+"""Identities on each simulated cluster: requests are counted per identity."""
+WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+HEARTBEAT_RESOURCES = frozenset({"leases"})
+PROVIDER_ID = "bench-provider"
+REMOTE_ID = "bench-remote"
+HOME_ID = "bench-home"
+BARE_CONSUMER = "bench-bare"
+NAMESPACE, BARE_NAMESPACE = "bench", "bench-bare"
+BARE_NODE = "bench-bare-node"
+TOLERATION = {"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists",
+              "effect": "NoExecute"}
+
+
+# --- the simulated clusters, in a child process -----------------------------------------------
+
+def request_verb(method: str, path: str, watch: bool) -> tuple[str, str]:
+    """(Kubernetes verb, resource[/subresource]) of a request, as the audit log names them."""
+    parts = [p for p in path.split("/") if p]
+    if not parts or parts[0] not in ("api", "apis"):
+        return method.lower(), path
+    parts = parts[2:] if parts[0] == "api" else parts[3:]
+    if parts[:1] == ["namespaces"] and len(parts) >= 3:
+        parts = parts[2:]
+    resource = parts[0] if parts else ""
+    if len(parts) >= 3:
+        resource += "/" + parts[2]
+    collection = len(parts) == 1
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method)
+    if verb is None and method == "DELETE":
+        verb = "deletecollection" if collection else "delete"
+    if verb is None:
+        verb = "watch" if watch else ("list" if collection else "get")
+    return verb, resource
+
+
+def serve_kubesim(directory: Path, remote_pods: int) -> None:
+    """Home and remote kubesim clusters, an identity per USERS entry (its kubeconfig written to
+    DIR/CLUSTER-USER.kubeconfig) and GET /counts on a plain-HTTP port: requests by cluster,
+    user, verb and resource. Prints one JSON line once serving; runs until SIGTERM."""
+    import secrets
+
+    from aiohttp import web
+
+    from kubesim.apiserver import User
+    from kubesim.cluster import Cluster
+    from kubesim.controllers import ControllerSettings
+    from kubesim.http import USER_KEY
+
+    # kubesim gives each node a /24 of the pod CIDR: at most 254 pods a node.
+    workers = max(1, math.ceil(remote_pods / 250))
+    specs = {"home": (1, "10.10.0.0/16", 110), "remote": (workers, "10.20.0.0/16", 250)}
+    counts: dict[str, Counter[str]] = {name: Counter() for name in specs}
+
+    def counting(name: str) -> Any:
+        async def middleware(request: Any, handler: Any) -> Any:
+            verb, resource = request_verb(request.method, request.path,
+                                          request.query.get("watch") in ("1", "true"))
+            counts[name][f"{request[USER_KEY].name}|{verb}|{resource}"] += 1
+            return await handler(request)
+        return middleware
+
+    async def main() -> None:
+        clusters = []
+        for name, (count, cidr, pods) in specs.items():
+            cluster = Cluster(name, workers=count, pod_cidr=cidr)
+            cluster.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
+                workers=count, pod_cidr=cidr, node_prefix=f"{name}-worker",
+                worker_cpu="10000", worker_memory="10000Gi", worker_pods=pods)
+            cluster.middlewares.append(counting(name))
+            await cluster.start(directory)
+            clusters.append(cluster)
+        kubeconfigs: dict[str, dict[str, str]] = {}
+        for cluster in clusters:
+            for user in USERS:
+                token = secrets.token_urlsafe(24)
+                cluster.tokens[token] = User(user, ("system:masters", "system:authenticated"))
+                config = cluster.kubeconfig()
+                config["users"][0]["user"]["token"] = token
+                path = directory / f"{cluster.name}-{user}.kubeconfig"
+                path.write_text(yaml.safe_dump(config))
+                kubeconfigs.setdefault(cluster.name, {})[user] = str(path)
+
+        async def get_counts(_: web.Request) -> web.Response:
+            return web.json_response({name: dict(c) for name, c in counts.items()})
+
+        app = web.Application()
+        app.router.add_get("/counts", get_counts)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        print(json.dumps({"counts": f"http://127.0.0.1:{port}/counts",
+                          "kubeconfigs": kubeconfigs,
+                          "remote_pod_cidr": specs["remote"][1]}), flush=True)
+        stop = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+        for cluster in clusters:
+            await cluster.stop()
+
+    asyncio.run(main())
+
+
+# --- processes ----------------------------------------------------------------------------------
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def proc_status(pid: int, key: str) -> float:
+    """A /proc/PID/status field in MiB (VmRSS, VmHWM)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{key}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Component:
+    """A component as a child process (log in the run directory), with /proc figures."""
+
+    def __init__(self, name: str, args: list[str], log_path: Path) -> None:
+        self.name, self.args, self.log_path = name, args, log_path
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.spawned = 0.0
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.spawned = time.monotonic()
+            self.popen = subprocess.Popen([sys.executable, *self.args], cwd=ROOT, stdout=log,
+                                          stderr=subprocess.STDOUT,
+                                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def figures(self) -> dict[str, float]:
+        """Peak and current RSS (MiB) and CPU seconds of the running process."""
+        return {"peak_rss_mib": round(proc_status(self.pid, "VmHWM"), 1),
+                "rss_mib": round(proc_status(self.pid, "VmRSS"), 1),
+                "cpu_seconds": round(cpu_seconds(self.pid), 2)}
+
+    def stop(self, kill: bool = False) -> None:
+        if not self.alive():
+            return
+        assert self.popen is not None
+        self.popen.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            self.popen.wait(20)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+    except OSError:
+        return 0, ""
+
+
+def prometheus_samples(text: str) -> dict[str, float]:
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples
+
+
+# --- watching ------------------------------------------------------------------------------------
+
+class Timeline:
+    """When each object was first seen (and first seen Running), from watches."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[str, str, str], float] = {}
+        self.running: dict[tuple[str, str, str], float] = {}
+        self.waiters: dict[tuple[str, str, str, str], asyncio.Future[dict[str, Any]]] = {}
+
+    def record(self, kind: str, event: dict[str, Any]) -> None:
+        if event.get("type") not in ("ADDED", "MODIFIED"):
+            return
+        now = time.monotonic()
+        obj = event["object"]
+        key = (kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
+        self.seen.setdefault(key, now)
+        self._wake((*key, "seen"), obj)
+        status = obj.get("status") or {}
+        phase = (status.get("podStatus") or {}) if kind.endswith("shadowpods") else status
+        if phase.get("phase") == "Running" and key not in self.running:
+            self.running[key] = now
+            self._wake((*key, "running"), obj)
+
+    def _wake(self, key: tuple[str, str, str, str], obj: dict[str, Any]) -> None:
+        waiter = self.waiters.pop(key, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(obj)
+
+    def wait_running(self, kind: str, namespace: str, name: str) -> Awaitable[dict[str, Any]]:
+        future = asyncio.get_running_loop().create_future()
+        if (kind, namespace, name) in self.running:
+            future.set_result({"status": {"phase": "Running"}})
+        else:
+            self.waiters[(kind, namespace, name, "running")] = future
+        return future
+
+    def count(self, table: dict[tuple[str, str, str], float], kind: str, namespace: str,
+              names: Iterable[str]) -> int:
+        return sum((kind, namespace, name) in table for name in names)
+
+
+async def follow(api: ClusterApi, path: str, kind: str, timeline: Timeline) -> None:
+    """Record every event of a collection from now on (re-watching as watches end)."""
+    version = str((await api.get(path))["metadata"]["resourceVersion"])
+    while True:
+        try:
+            async for event in api.watch(path, version):
+                version = str(event["object"]["metadata"].get("resourceVersion") or version)
+                timeline.record(kind, event)
+        except ApiError:
+            version = str((await api.get(path))["metadata"]["resourceVersion"])
+
+
+async def until(condition: Callable[[], bool], timeout: float, what: str,
+                interval: float = 0.05) -> float:
+    """Wait for `condition`; returns when it held (time.monotonic())."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(interval)
+    return time.monotonic()
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 1)
+    return {"p50_ms": at(0.5), "p90_ms": at(0.9), "p99_ms": at(0.99), "max_ms": at(1.0)}
+
+
+async def gather_limited(calls: Iterable[Callable[[], Awaitable[Any]]], limit: int) -> None:
+    """Run the calls, at most `limit` at once."""
+    pending = iter(calls)
+
+    async def lane() -> None:
+        for call in pending:
+            await call()
+    await asyncio.gather(*(lane() for _ in range(limit)))
+
+
+# --- the bench -----------------------------------------------------------------------------------
+
+@dataclass
+class Bench:
+    args: argparse.Namespace
+    directory: Path
+    kubeconfigs: dict[str, dict[str, str]]
+    counts_url: str | None
+    remote_pod_cidr: str | None
+    server_pid: int | None
+    """The kubesim process (None on real clusters)."""
+    timeline: Timeline = field(default_factory=Timeline)
+    results: dict[str, Any] = field(default_factory=dict)
+    apis: dict[tuple[str, str], ClusterApi] = field(default_factory=dict)
+    agent: Component | None = None
+    enforcer: Component | None = None
+    metrics_port: int = field(default_factory=free_port)
+    twin: str = ""
+    bare_twin: str = "bench-bare-twin"
+
+    def api(self, cluster: str, user: str) -> ClusterApi:
+        """The user's client for a cluster (unthrottled: the limit is the server's)."""
+        if (cluster, user) not in self.apis:
+            connection = load_connection(self.kubeconfigs[cluster][user],
+                                         limits=ClientLimits(qps=0, burst=256))
+            self.apis[(cluster, user)] = ClusterApi(connection, timeout=120)
+        return self.apis[(cluster, user)]
+
+    @property
+    def home(self) -> ClusterApi:
+        return self.api("home", "driver")
+
+    @property
+    def remote(self) -> ClusterApi:
+        return self.api("remote", "driver")
+
+    # --- request counts ---
+
+    def counts(self) -> dict[str, Counter[str]]:
+        if self.counts_url is None:
+            return {}
+        status, text = http_get(self.counts_url)
+        return {name: Counter(c) for name, c in json.loads(text).items()} if status else {}
+
+    def requests_between(self, before: dict[str, Counter[str]], after: dict[str, Counter[str]],
+                         user: str) -> dict[str, Any]:
+        """Per cluster: requests and writes by `user` between two count snapshots."""
+        if not before:
+            return {"home": "n/a", "remote": "n/a"}
+        found: dict[str, Any] = {}
+        for cluster in after:
+            delta = after[cluster] - before.get(cluster, Counter())
+            mine = {k.split("|", 1)[1]: n for k, n in delta.items() if k.startswith(user + "|")}
+            writes = {k: n for k, n in mine.items() if k.split("|")[0] in WRITE_VERBS}
+            found[cluster] = {"requests": sum(mine.values()), "writes": sum(writes.values()),
+                              "by_verb": dict(sorted(mine.items()))}
+        return found
+
+    # --- setup ---
+
+    async def install_crds(self, api: ClusterApi) -> None:
+        for manifest in sorted((ROOT / "crds").glob("*.yaml")):
+            crd = yaml.safe_load(manifest.read_text())
+            await self.create(api, group_path("apiextensions.k8s.io", "v1",
+                                              "customresourcedefinitions"), crd)
+            spec = crd["spec"]
+            served = group_path(spec["group"], spec["versions"][0]["name"], spec["names"]["plural"])
+            await until_async(lambda served=served: succeeds(api.get(served)), 30,
+                              f"CRD {crd['metadata']['name']} served")
+
+    async def create(self, api: ClusterApi, path: str, body: dict[str, Any]) -> None:
+        try:
+            await api.create(path, body)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+
+    async def setup(self) -> None:
+        await self.install_crds(self.home)
+        await self.install_crds(self.remote)
+        for name in (NAMESPACE, BARE_NAMESPACE):
+            await self.create(self.home, core_path("namespaces"), {"metadata": {"name": name}})
+        await self.create(self.remote, core_path("namespaces"), {"metadata": {
+            "name": f"annex-tenant-{HOME_ID}",
+            "labels": {TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: HOME_ID}}})
+        await self.create(self.remote, core_path("namespaces"), {"metadata": {
+            "name": self.bare_twin, "labels": ownership_labels(BARE_CONSUMER, PROVIDER_ID)}})
+        await self.start_enforcer()
+        self.start_agent()
+        await self.create(self.home, custom_path(NAMESPACE_OFFLOADING, NAMESPACE), {
+            "apiVersion": NAMESPACE_OFFLOADING.api_version, "kind": NAMESPACE_OFFLOADING.kind,
+            "metadata": {"name": "offloading"}, "spec": {"podOffloadingStrategy": "Remote"}})
+        path = custom_path(NAMESPACE_OFFLOADING, NAMESPACE, "offloading")
+        status: dict[str, Any] = {}
+
+        async def ready() -> bool:
+            status.update((await self.home.get(path)).get("status") or {})
+            return status.get("offloadingPhase") == "Ready"
+        await until_async(ready, 120, "the namespace offloaded")
+        self.twin = str(status["remoteNamespaceName"])
+        for cluster, kind, namespaces in (
+                ("home", "pods", (NAMESPACE, BARE_NAMESPACE)),
+                ("remote", "pods", (self.twin, self.bare_twin)),
+                ("remote", "shadowpods", (self.twin, self.bare_twin)),
+                ("remote", "configmaps", (self.twin, self.bare_twin))):
+            api = self.home if cluster == "home" else self.remote
+            for namespace in namespaces:
+                path = (custom_path(SHADOWPOD, namespace) if kind == "shadowpods"
+                        else core_path(kind, namespace))
+                asyncio.get_running_loop().create_task(
+                    follow(api, path, f"{cluster}-{kind}", self.timeline))
+
+    async def start_enforcer(self) -> None:
+        import trustme
+
+        authority = trustme.CA()
+        issued = authority.issue_cert("127.0.0.1", "localhost")
+        cert, key = self.directory / "webhook.crt", self.directory / "webhook.key"
+        issued.cert_chain_pems[0].write_to_path(str(cert))
+        issued.private_key_pem.write_to_path(str(key))
+        webhook_port, health_port = free_port(), free_port()
+        self.enforcer = Component("enforcer", [
+            "-m", "remote_enforcer", "--kubeconfig", self.kubeconfigs["remote"]["enforcer"],
+            "--cluster-id", PROVIDER_ID, "--webhook-address", "127.0.0.1",
+            "--webhook-port", str(webhook_port), "--webhook-cert", str(cert),
+            "--webhook-key", str(key), "--health-address", "127.0.0.1",
+            "--health-port", str(health_port), *self.args.enforcer_flag],
+            self.directory / "enforcer.log")
+        self.enforcer.start()
+        await until_async(lambda: asyncio.to_thread(
+            lambda: http_get(f"http://127.0.0.1:{health_port}/readyz")[0] == 200), 60,
+            "the enforcer ready")
+        name = "shadowpods.bench.annex"
+        webhook = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration", "metadata": {"name": name},
+            "webhooks": [{
+                "name": name,
+                "clientConfig": {"url": f"https://127.0.0.1:{webhook_port}{WEBHOOK_PATH}",
+                                 "caBundle": base64.b64encode(
+                                     authority.cert_pem.bytes()).decode()},
+                "rules": [{"apiGroups": [SHADOWPOD.group], "apiVersions": [SHADOWPOD.version],
+                           "operations": ["CREATE", "UPDATE"], "resources": [SHADOWPOD.plural],
+                           "scope": "Namespaced"}],
+                "admissionReviewVersions": ["v1"], "sideEffects": "NoneOnDryRun",
+                "failurePolicy": "Fail", "timeoutSeconds": 10}]}
+        path = group_path("admissionregistration.k8s.io", "v1",
+                          "validatingwebhookconfigurations")
+        await self.remote.delete_if_exists(f"{path}/{name}")
+        await self.remote.create(path, webhook)
+
+    def start_agent(self) -> None:
+        flags = ["--workers", str(self.args.workers), "--home-qps", "0", "--remote-qps", "0",
+                 "--agent-ip", "192.0.2.10"]
+        if self.remote_pod_cidr:
+            flags += ["--remote-pod-cidr", self.remote_pod_cidr,
+                      "--remapped-pod-cidr", "100.64.0.0/16"]
+        self.agent = Component("agent", [
+            "-m", "home_agent",
+            "--home-kubeconfig", self.kubeconfigs["home"]["agent"],
+            "--remote-kubeconfig", self.kubeconfigs["remote"]["agent"],
+            "--cluster-id", HOME_ID, "--remote-cluster-id", REMOTE_ID,
+            "--metrics-address", f"127.0.0.1:{self.metrics_port}",
+            *flags, *self.args.agent_flag], self.directory / "agent.log")
+        self.agent.start()
+
+    def agent_metrics(self) -> dict[str, float]:
+        status, text = http_get(f"http://127.0.0.1:{self.metrics_port}/metrics", 2)
+        return prometheus_samples(text) if status == 200 else {}
+
+    def agent_converged(self) -> bool:
+        samples = self.agent_metrics()
+        return (samples.get("annex_home_agent_synced") == 1
+                and samples.get("annex_home_agent_queued_keys") == 0)
+
+    # --- workloads ---
+
+    def pod(self, name: str, node: str) -> dict[str, Any]:
+        spec: dict[str, Any] = {"nodeName": node, "tolerations": [TOLERATION],
+                                "containers": [{"name": "main", "image": "nginx:1.25"}]}
+        if not self.args.service_account_token:
+            spec["automountServiceAccountToken"] = False
+        return {"metadata": {"name": name, "labels": {"app": "bench"}}, "spec": spec}
+
+    @property
+    def node(self) -> str:
+        return f"liqo-{REMOTE_ID}"
+
+    async def create_pods(self, namespace: str, names: list[str], node: str) -> None:
+        await gather_limited((lambda n=n: self.home.create(core_path("pods", namespace),
+                                                           self.pod(n, node)) for n in names), 32)
+
+    async def bare_offload(self, names: list[str], lanes: int) -> None:
+        """The minimal writes offloading the pods needs, without annex, pipelined as the agent
+        is: at most `lanes` requests at once; a pod's status is written once its remote pod
+        runs (seen by a watch)."""
+        bare_remote, bare_home = self.api("remote", "bare"), self.api("home", "bare")
+        lane = asyncio.Semaphore(lanes)
+
+        async def one(name: str) -> None:
+            running = self.timeline.wait_running("remote-pods", self.bare_twin, name)
+            async with lane:
+                await bare_remote.create(custom_path(SHADOWPOD, self.bare_twin), {
+                    "apiVersion": SHADOWPOD.api_version, "kind": SHADOWPOD.kind,
+                    "metadata": {"name": name,
+                                 "labels": ownership_labels(BARE_CONSUMER, PROVIDER_ID)},
+                    "spec": {"pod": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}})
+            remote_pod = await running
+            async with lane:
+                await bare_home.patch(core_path("pods", BARE_NAMESPACE, name, "status"),
+                                      {"status": remote_pod.get("status") or {"phase": "Running"}})
+        await asyncio.gather(*(one(name) for name in names))
+
+    def stages(self, namespace: str, twin: str, names: list[str],
+               created: dict[str, float]) -> dict[str, Any]:
+        """Per-pod stage durations. The agent's own share ("added") is bound → ShadowPod created
+        plus ShadowPod status Running (written by the enforcer) → home pod Running; the bare
+        client's is bound → ShadowPod plus remote pod Running → home pod Running."""
+        t = self.timeline
+        stages: dict[str, list[float]] = {name: [] for name in (
+            "bound_to_shadowpod", "shadowpod_to_remote_running",
+            "remote_running_to_shadowpod_status", "status_to_home_running", "added")}
+        for name in names:
+            shadow = t.seen.get(("remote-shadowpods", twin, name))
+            remote = t.running.get(("remote-pods", twin, name))
+            status = t.running.get(("remote-shadowpods", twin, name), remote)
+            home = t.running.get(("home-pods", namespace, name))
+            if shadow is None or remote is None or status is None or home is None:
+                continue
+            if namespace == BARE_NAMESPACE:
+                status = remote  # the bare client reads the pod itself
+            stages["bound_to_shadowpod"].append(shadow - created[name])
+            stages["shadowpod_to_remote_running"].append(remote - shadow)
+            stages["remote_running_to_shadowpod_status"].append(status - remote)
+            stages["status_to_home_running"].append(home - status)
+            stages["added"].append((shadow - created[name]) + (home - status))
+        return {**{stage: percentiles(values) for stage, values in stages.items()},
+                "pods": len(stages["added"])}
+
+    async def latency(self) -> None:
+        count, interval = self.args.latency_pods, 1.0 / self.args.latency_rate
+        results: dict[str, Any] = {}
+        for label, namespace, twin, node in (
+                ("agent", NAMESPACE, self.twin, self.node),
+                ("bare", BARE_NAMESPACE, self.bare_twin, BARE_NODE)):
+            names = [f"lat-{label}-{i}" for i in range(count)]
+            created: dict[str, float] = {}
+            bare_tasks = []
+            for name in names:
+                await self.home.create(core_path("pods", namespace), self.pod(name, node))
+                created[name] = time.monotonic()
+                if label == "bare":
+                    bare_tasks.append(asyncio.create_task(self.bare_offload([name], 1)))
+                await asyncio.sleep(interval)
+            await until(lambda ns=namespace, names=names: self.timeline.count(
+                self.timeline.running, "home-pods", ns, names) == count, 120,
+                f"{label} latency pods Running at home")
+            await asyncio.gather(*bare_tasks)
+            results[label] = self.stages(namespace, twin, names, created)
+        self.results["latency"] = results
+
+    async def offloading(self) -> None:
+        count = self.args.pods
+        assert self.agent is not None and self.enforcer is not None
+        results: dict[str, Any] = {}
+        for label in ("bare", "agent"):
+            namespace = NAMESPACE if label == "agent" else BARE_NAMESPACE
+            twin = self.twin if label == "agent" else self.bare_twin
+            names = [f"{label}-{i}" for i in range(count)]
+            if label == "agent":
+                self.agent.stop()
+            await self.create_pods(namespace, names, self.node if label == "agent" else BARE_NODE)
+            before, enforcer_cpu = self.counts(), cpu_seconds(self.enforcer.pid)
+            server_cpu = cpu_seconds(self.server_pid) if self.server_pid else 0.0
+            if label == "agent":
+                self.agent.start()
+            else:
+                await self.bare_offload(names, self.args.bare_lanes)
+            done = await until(lambda ns=namespace, names=names: self.timeline.count(
+                self.timeline.running, "home-pods", ns, names) == count, 60 + count / 5,
+                f"{count} {label} pods Running at home", interval=0.2)
+            first = min(self.timeline.seen[("remote-shadowpods", twin, n)] for n in names)
+            after = self.counts()
+            result: dict[str, Any] = {
+                "pods": count, "seconds": round(done - first, 2),
+                "pods_per_second": round(count / (done - first), 1),
+                "requests": self.requests_between(before, after,
+                                                  "agent" if label == "agent" else "bare"),
+                "enforcer_requests": self.requests_between(before, after, "enforcer"),
+                "enforcer_cpu_seconds": round(cpu_seconds(self.enforcer.pid) - enforcer_cpu, 2),
+                "kubesim_cpu_seconds": round(cpu_seconds(self.server_pid) - server_cpu, 2)
+                if self.server_pid else "n/a"}
+            if label == "agent":
+                result["agent_start_to_first_shadowpod_s"] = round(first - self.agent.spawned, 2)
+                await until(self.agent_converged, 120, "the agent converged", interval=0.5)
+                result["agent"] = self.agent.figures()
+            results[label] = result
+        results["ratio"] = round(results["agent"]["pods_per_second"]
+                                 / results["bare"]["pods_per_second"], 2)
+        self.results["offloading"] = results
+
+    async def configmaps(self) -> None:
+        count = self.args.configmaps
+        assert self.agent is not None
+        results: dict[str, Any] = {}
+        body = {"data": {"key": "x" * 64}}
+        for label in ("bare", "agent"):
+            names = [f"cm-{label}-{i}" for i in range(count)]
+            before = self.counts()  # (after the home ConfigMaps are created, for the agent)
+            if label == "agent":
+                self.agent.stop()
+                await gather_limited((lambda n=n: self.home.create(
+                    core_path("configmaps", NAMESPACE), {"metadata": {"name": n}, **body})
+                    for n in names), 32)
+                before = self.counts()
+                self.agent.start()
+                twin = self.twin
+            else:
+                twin = self.bare_twin
+                bare = self.api("remote", "bare")
+                await gather_limited((lambda n=n, twin=twin, bare=bare: bare.create(
+                    core_path("configmaps", twin), {"metadata": {"name": n}, **body})
+                    for n in names), self.args.bare_lanes)
+            done = await until(lambda twin=twin, names=names: self.timeline.count(
+                self.timeline.seen, "remote-configmaps", twin, names) == count, 60 + count / 5,
+                f"{count} {label} ConfigMaps at the remote", interval=0.2)
+            first = min(self.timeline.seen[("remote-configmaps", twin, n)] for n in names)
+            results[label] = {
+                "configmaps": count, "seconds": round(done - first, 2),
+                "per_second": round(count / max(done - first, 1e-3), 1),
+                "requests": self.requests_between(before, self.counts(), label)}
+            if label == "agent":
+                await until(self.agent_converged, 120, "the agent converged", interval=0.5)
+                results[label]["agent"] = self.agent.figures()
+        results["ratio"] = round(results["agent"]["per_second"] / results["bare"]["per_second"],
+                                 2)
+        self.results["configmaps"] = results
+
+    async def restart(self) -> None:
+        assert self.agent is not None
+        self.agent.stop(kill=True)
+        before = self.counts()
+        self.agent.start()
+        converged = await until(self.agent_converged, 300, "the restarted agent converged",
+                                interval=0.1)
+        await asyncio.sleep(2)  # writes that trail the convergence are counted too
+        requests = self.requests_between(before, self.counts(), "agent")
+        self.results["restart"] = {
+            "converged_seconds": round(converged - self.agent.spawned, 2),
+            "writes": non_heartbeat_writes(requests), "requests": requests,
+            "agent": self.agent.figures()}
+
+    async def idle(self) -> None:
+        assert self.agent is not None and self.enforcer is not None
+        before = self.counts()
+        await asyncio.sleep(self.args.idle_seconds)
+        requests = self.requests_between(before, self.counts(), "agent")
+        per_minute = 60.0 / self.args.idle_seconds
+        self.results["idle"] = {
+            "seconds": self.args.idle_seconds,
+            "writes_per_minute": scale(non_heartbeat_writes(requests), per_minute),
+            "heartbeat_writes_per_minute": scale(heartbeat_writes(requests), per_minute),
+            "requests": requests, "agent": self.agent.figures(),
+            "enforcer": self.enforcer.figures()}
+
+    async def close(self) -> None:
+        for api in self.apis.values():
+            await api.close()
+
+
+def _writes(requests: dict[str, Any], heartbeat: bool) -> dict[str, int] | str:
+    if any(not isinstance(v, dict) for v in requests.values()):
+        return "n/a"
+    return {cluster: sum(n for key, n in found["by_verb"].items()
+                         if key.split("|")[0] in WRITE_VERBS
+                         and (key.split("|")[1].split("/")[0] in HEARTBEAT_RESOURCES) == heartbeat)
+            for cluster, found in requests.items()}
+
+
+def non_heartbeat_writes(requests: dict[str, Any]) -> dict[str, int] | str:
+    return _writes(requests, heartbeat=False)
+
+
+def heartbeat_writes(requests: dict[str, Any]) -> dict[str, int] | str:
+    return _writes(requests, heartbeat=True)
+
+
+def scale(values: dict[str, int] | str, factor: float) -> dict[str, float] | str:
+    return values if isinstance(values, str) else {
+        k: round(v * factor, 1) for k, v in values.items()}
+
+
+async def succeeds(call: Awaitable[Any]) -> bool:
+    try:
+        await call
+        return True
+    except ApiError:
+        return False
+
+
+async def until_async(condition: Callable[[], Awaitable[bool]], timeout: float,
+                      what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+# --- report --------------------------------------------------------------------------------------
+
+def machine() -> dict[str, Any]:
+    cpu = next((line.split(":", 1)[1].strip() for line in
+                Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    memory = next((int(line.split()[1]) // 1024 // 1024 for line in
+                   Path("/proc/meminfo").read_text().splitlines()
+                   if line.startswith("MemTotal")), 0)
+    return {"nproc": os.cpu_count(), "cpu": cpu, "memory_gib": memory,
+            "load_average": [round(x, 2) for x in os.getloadavg()],
+            "python": platform.python_version()}
+
+
+def per_pod(requests: dict[str, Any], count: int) -> str:
+    if any(not isinstance(v, dict) for v in requests.values()):
+        return "n/a"
+    return " ".join(f"{cluster} {v['requests'] / count:.2f} ({v['writes'] / count:.2f} writes)"
+                    for cluster, v in sorted(requests.items()))
+
+
+def writes_per_object(requests: dict[str, Any], count: int) -> str:
+    """Writes per object by cluster, verb and resource (what each object costs)."""
+    if any(not isinstance(v, dict) for v in requests.values()):
+        return "n/a"
+    return "; ".join(f"{cluster} " + ", ".join(
+        f"{key} {n / count:.2f}" for key, n in sorted(v["by_verb"].items())
+        if key.split("|")[0] in WRITE_VERBS and n >= count / 20)
+        for cluster, v in sorted(requests.items()))
+
+
+def table(results: dict[str, Any]) -> str:
+    rows: list[tuple[str, str]] = []
+    if "latency" in results:
+        for label in ("agent", "bare"):
+            found = results["latency"][label]
+            for stage in ("bound_to_shadowpod", "shadowpod_to_remote_running",
+                          "remote_running_to_shadowpod_status", "status_to_home_running",
+                          "added"):
+                p = found[stage]
+                rows.append((f"latency {label} {stage}",
+                             f"p50 {p.get('p50_ms')} ms, p90 {p.get('p90_ms')} ms, "
+                             f"p99 {p.get('p99_ms')} ms"))
+    if "offloading" in results:
+        found = results["offloading"]
+        for label in ("bare", "agent"):
+            r = found[label]
+            rows.append((f"offloading {label}",
+                         f"{r['pods']} pods in {r['seconds']} s = {r['pods_per_second']} pods/s"))
+            rows.append((f"  {label} requests/pod", per_pod(r["requests"], r["pods"])))
+            rows.append((f"  {label} writes/pod", writes_per_object(r["requests"], r["pods"])))
+            rows.append((f"  enforcer requests/pod ({label})",
+                         per_pod(r["enforcer_requests"], r["pods"])
+                         + f", enforcer CPU {r['enforcer_cpu_seconds']} s, kubesim CPU "
+                         f"{r['kubesim_cpu_seconds']} s"))
+        rows.append(("offloading ratio agent/bare", f"{found['ratio']} (target ≥ 0.5)"))
+        agent = found["agent"]["agent"]
+        rows.append(("agent after offloading", f"RSS {agent['rss_mib']} MiB (peak "
+                     f"{agent['peak_rss_mib']}), CPU {agent['cpu_seconds']} s"))
+    if "configmaps" in results:
+        found = results["configmaps"]
+        for label in ("bare", "agent"):
+            r = found[label]
+            rows.append((f"configmaps {label}", f"{r['configmaps']} in {r['seconds']} s = "
+                         f"{r['per_second']}/s; requests/object "
+                         f"{per_pod(r['requests'], r['configmaps'])}"))
+        rows.append(("configmaps ratio agent/bare", str(found["ratio"])))
+    if "restart" in results:
+        r = results["restart"]
+        rows.append(("restart convergence", f"{r['converged_seconds']} s (target ≤ 30 s), "
+                     f"non-heartbeat writes {r['writes']} (target 0)"))
+        rows.append(("agent after restart", f"RSS {r['agent']['rss_mib']} MiB (peak "
+                     f"{r['agent']['peak_rss_mib']}), CPU {r['agent']['cpu_seconds']} s"))
+    if "idle" in results:
+        r = results["idle"]
+        rows.append(("idle writes/minute", f"{r['writes_per_minute']} (target 0), heartbeats "
+                     f"{r['heartbeat_writes_per_minute']}"))
+        rows.append(("agent idle", f"RSS {r['agent']['rss_mib']} MiB (target ≤ 250 MB with N "
+                     f"pods and N objects), peak {r['agent']['peak_rss_mib']} MiB"))
+        rows.append(("enforcer idle", f"RSS {r['enforcer']['rss_mib']} MiB, peak "
+                     f"{r['enforcer']['peak_rss_mib']} MiB, CPU {r['enforcer']['cpu_seconds']} s"))
+    width = max(len(name) for name, _ in rows) if rows else 0
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+SCENARIOS = ("latency", "offloading", "configmaps", "restart", "idle")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--pods", type=int, default=1000)
+    parser.add_argument("--configmaps", type=int, default=None, help="default: --pods")
+    parser.add_argument("--latency-pods", type=int, default=200)
+    parser.add_argument("--latency-rate", type=float, default=20.0,
+                        help="pods created a second in the latency scenario")
+    parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--service-account-token", type=lambda v: v.lower() == "true",
+                        default=True, metavar="true|false",
+                        help="pods mount their service-account token (the agent then reflects "
+                             "a token Secret per pod; the bare client never does)")
+    parser.add_argument("--workers", type=int, default=10, help="the agent's --workers")
+    parser.add_argument("--bare-lanes", type=int, default=32,
+                        help="the bare client's concurrent requests (the limit it reaches)")
+    parser.add_argument("--agent-flag", action="append", default=[],
+                        help="an extra agent flag (repeat), e.g. --agent-flag=--redis-url=...")
+    parser.add_argument("--enforcer-flag", action="append", default=[])
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--json", default="bench-offloading.json", help="results file")
+    parser.add_argument("--serve-kubesim", metavar="DIR", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.configmaps is None:
+        args.configmaps = args.pods
+    return args
+
+
+async def run(args: argparse.Namespace, directory: Path, served: dict[str, Any]) -> Bench:
+    bench = Bench(args, directory, served["kubeconfigs"], served.get("counts"),
+                  served.get("remote_pod_cidr"), served.get("pid"))
+    try:
+        await bench.setup()
+        for scenario in args.scenarios.split(","):
+            started = time.monotonic()
+            await getattr(bench, scenario)()
+            print(f"[{scenario} done in {time.monotonic() - started:.0f}s]", file=sys.stderr)
+    finally:
+        for component in (bench.agent, bench.enforcer):
+            if component is not None:
+                component.stop()
+        await bench.close()
+    return bench
+
+
+def _interrupted(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> None:
+    args = parse_args()
+    if args.serve_kubesim:
+        serve_kubesim(Path(args.serve_kubesim), 2 * (args.pods + args.latency_pods))
+        return
+    signal.signal(signal.SIGTERM, _interrupted)  # unwinds: the child processes are stopped
+    directory = Path(tempfile.mkdtemp(prefix="bench-offloading-"))
+    home, remote = os.environ.get("E2E_HOME_KUBECONFIG"), os.environ.get("E2E_REMOTE_KUBECONFIG")
+    server = None
+    if home and remote:
+        served: dict[str, Any] = {"kubeconfigs": {"home": dict.fromkeys(USERS, home),
+                                                  "remote": dict.fromkeys(USERS, remote)},
+                                  "remote_pod_cidr": os.environ.get("E2E_REMOTE_POD_CIDR")}
+    else:
+        server = subprocess.Popen(
+            [sys.executable, __file__, "--serve-kubesim", str(directory),
+             "--pods", str(args.pods), "--latency-pods", str(args.latency_pods)],
+            stdout=subprocess.PIPE, stderr=(directory / "kubesim.log").open("wb"))
+        assert server.stdout is not None
+        served = {**json.loads(server.stdout.readline()), "pid": server.pid}
+    machine_before = machine()
+    try:
+        bench = asyncio.run(run(args, directory, served))
+    finally:
+        if server is not None:
+            server.send_signal(signal.SIGTERM)
+            server.wait(30)
+    report = {"command": " ".join(sys.argv), "clusters": "real" if server is None else "kubesim",
+              "machine": {**machine_before, "load_average_after": [
+                  round(x, 2) for x in os.getloadavg()]},
+              "run_id": uuid.uuid4().hex[:8], "logs": str(directory), **bench.results}
+    Path(args.json).write_text(json.dumps(report, indent=2))
+    print(f"machine: {report['machine']}")
+    print(table(bench.results))
+    print(f"results: {args.json}; logs: {directory}")
+
+
+if __name__ == "__main__":
+    main()
