@@ -1,0 +1,124 @@
+"""Fault-suite fixtures: the end-to-end system (the remote enforcer and the home agent as real
+processes against the `home` and `remote` clusters), with the flags that make faults show in
+seconds, a namespace offloaded to it and a watch history of both sides.
+
+On kubesim the suite has a pair of clusters of its own, whose remote workers take the hundreds
+of pods the faults are tried with (a kubelet's default is 110 pods, one worker), and which the
+rest of the test session does not load."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import ON_REAL_CLUSTERS, REAL_HOME, REAL_REMOTE, ClusterHandle, _handle
+from tests.e2e import conftest as e2e
+from tests.e2e.conftest import Peer
+from tests.e2e.test_offloading import offloaded
+from tests.faults.history import History, Recorder, pods_of, shadow_pods_of
+from tests.home_agent.agentproc import Process, install_crds
+from tests.home_agent.conftest import RunningAgent
+
+# The end-to-end fixtures, reused as they are.
+start_agent = e2e.start_agent
+enforcer = e2e.enforcer
+peer = e2e.peer
+pytest_runtest_makereport = e2e.pytest_runtest_makereport
+
+FAST = ("--home-qps", "1000", "--home-burst", "1000", "--remote-qps", "1000",
+        "--remote-burst", "1000", "--workers", "20", "--log-level", "INFO")
+"""Client throttling out of the way: the tests are about faults, not about rate limits."""
+
+
+REMOTE_WORKERS = 4
+REMOTE_WORKER_PODS = 250  # a node's /24 pod CIDR holds 254 addresses
+
+
+@pytest.fixture(scope="package")
+def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ClusterHandle]]:
+    if ON_REAL_CLUSTERS:
+        assert REAL_HOME and REAL_REMOTE
+        yield {"home": _handle("home", Path(REAL_HOME)),
+               "remote": _handle("remote", Path(REAL_REMOTE))}
+        return
+    from kubesim.cluster import Cluster, ClusterThread
+    from kubesim.controllers import ControllerSettings
+
+    home, remote = Cluster("home"), Cluster("remote", workers=REMOTE_WORKERS)
+    remote.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
+        workers=REMOTE_WORKERS, pod_cidr=remote.pod_cidr, node_prefix="remote-worker",
+        worker_pods=REMOTE_WORKER_PODS, kubelet_events=False)
+    directory = tmp_path_factory.mktemp("kubesim-faults")
+    with ClusterThread([home, remote], directory) as thread:
+        handles = {sim.name: _handle(sim.name, directory / f"{sim.name}.kubeconfig", sim, thread)
+                   for sim in (home, remote)}
+        yield handles
+        for handle in handles.values():
+            handle.api_client.close()
+
+
+@pytest.fixture(scope="package")
+def home(clusters: dict[str, ClusterHandle]) -> ClusterHandle:
+    return clusters["home"]
+
+
+@pytest.fixture(scope="package")
+def remote(clusters: dict[str, ClusterHandle]) -> ClusterHandle:
+    return clusters["remote"]
+
+
+@pytest.fixture(scope="package")
+def crds(home: ClusterHandle, remote: ClusterHandle) -> None:
+    install_crds(home)
+    install_crds(remote)
+
+
+@dataclass
+class System:
+    """One peering: the agent, the home namespace it offloads and that namespace's twin."""
+
+    agent: RunningAgent
+    namespace: str
+    twin: str
+    history: History
+    restarts: int = 0
+
+    def crash_agent(self) -> None:
+        """SIGKILL the agent and start it again at once, with the same flags and identity."""
+        crashed = self.agent.process
+        crashed.kill()
+        crashed.stop()  # closes its log
+        self.restarts += 1
+        log = crashed.log_path.with_name(f"{crashed.log_path.stem}.{self.restarts}.log")
+        arguments = [str(argument) for argument in crashed.popen.args[1:]]  # type: ignore[index]
+        self.agent.process = Process(arguments, log)  # the same flags and identity
+
+
+@pytest.fixture
+def system(home: ClusterHandle, remote: ClusterHandle, namespace: str,
+           peer: Peer) -> Iterator[Any]:
+    """system(*flags) → a `System`: an agent peered with the enforcer's cluster (fast client
+    limits plus `flags`), `namespace` offloaded, and from then on every event of the home pods,
+    the remote pods and the ShadowPods recorded in its history."""
+    recorders: list[Recorder] = []
+
+    def start(*flags: str) -> System:
+        agent = peer(*FAST, *flags)
+        twin = offloaded(home, namespace)
+        history = History()
+        for lister, source in ((pods_of(home, namespace), "home/pods"),
+                               (pods_of(remote, twin), "remote/pods"),
+                               (shadow_pods_of(remote, twin), "remote/shadowpods")):
+            recorders.append(Recorder(lister, source, history))
+            recorders[-1].start()
+        return System(agent, namespace, twin, history)
+
+    yield start
+    for recorder in recorders:
+        recorder.stop()
+    for recorder in recorders:
+        recorder.join()

@@ -1,0 +1,164 @@
+"""A recorded history of watch events (and of the test's own actions) in one ordered log, so
+that a fault test can prove properties of everything that happened, not only of the end state.
+
+Each `Recorder` lists a collection, then watches it from that resourceVersion on its own
+thread (resuming from the last seen resourceVersion when the stream ends), and appends what it
+sees to the shared `History`. Entries are numbered in the order the test process received them;
+an action the test performs is logged before the request is sent, so anything it causes is
+logged after it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import urllib3
+from kubernetes import client
+from kubernetes.watch.watch import iter_resp_lines
+
+from shared.api.shadowpod import SHADOWPOD
+from tests.conftest import ClusterHandle
+
+DELETE_AT_HOME = "delete at home"
+DELETE_REMOTELY = "delete remotely"
+"""The test's own actions, as logged in the history."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    seq: int
+    source: str  # "home/pods", "remote/pods", "remote/shadowpods" or "test"
+    event: str  # ADDED, MODIFIED, DELETED, or the test's action ("delete", ...)
+    name: str
+    uid: str = ""
+    deleting: bool = False  # metadata.deletionTimestamp is set
+    phase: str = ""
+
+
+@dataclass
+class History:
+    entries: list[Entry] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def append(self, source: str, event: str, name: str, uid: str = "", deleting: bool = False,
+               phase: str = "") -> None:
+        with self._lock:
+            self.entries.append(Entry(len(self.entries), source, event, name, uid, deleting,
+                                      phase))
+
+    def action(self, event: str, names: list[str]) -> None:
+        """The test is about to do `event` to these objects."""
+        for name in names:
+            self.append("test", event, name)
+
+    def of(self, source: str) -> list[Entry]:
+        with self._lock:
+            return [entry for entry in self.entries if entry.source == source]
+
+    def first_deletion(self, source: str) -> dict[str, Entry]:
+        """Per name, the first sign its object is going away (a deletionTimestamp or DELETED)."""
+        first: dict[str, Entry] = {}
+        for entry in self.of(source):
+            if (entry.deleting or entry.event == "DELETED") and (
+                    entry.name not in first):
+                first[entry.name] = entry
+        return first
+
+    def deleted_while_alive(self, remote_source: str) -> list[str]:
+        """Names whose remote object began going away before the test began deleting their
+        home pod (`DELETE_AT_HOME`), but for those the test deleted remotely on purpose."""
+        deleted_at_home = {entry.name: entry for entry in reversed(self.of("test"))
+                           if entry.event == DELETE_AT_HOME}
+        excused = {entry.name for entry in self.of("test") if entry.event == DELETE_REMOTELY}
+        return sorted(
+            name for name, entry in self.first_deletion(remote_source).items()
+            if name not in excused and (name not in deleted_at_home
+                                        or deleted_at_home[name].seq > entry.seq))
+
+    def uids(self, source: str) -> dict[str, set[str]]:
+        """Per name, every object (uid) that ever carried it."""
+        seen: dict[str, set[str]] = {}
+        for entry in self.of(source):
+            seen.setdefault(entry.name, set()).add(entry.uid)
+        return seen
+
+
+WATCH_SECONDS = 2
+"""Watches are short and resumed, so that a recorder stops soon after it is told to (closing
+a stream another thread is reading blocks)."""
+
+
+class Recorder:
+    """Records one collection of one cluster (by API path) into a `History`."""
+
+    def __init__(self, lister: Lister, source: str, history: History) -> None:
+        self.lister = lister
+        self.source = source
+        self.history = history
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"record {source}", daemon=True)
+        self.resource_version = self._list()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop asking; the open watch ends within `WATCH_SECONDS`."""
+        self._stopped.set()
+
+    def join(self) -> None:
+        self._thread.join(timeout=WATCH_SECONDS + 30)
+
+    def _list(self) -> str:
+        body = json.loads(self.lister(_preload_content=False, _request_timeout=60).data)
+        for item in body["items"]:
+            self._record("ADDED", item)
+        return str(body["metadata"]["resourceVersion"])
+
+    def _record(self, event: str, item: dict[str, Any]) -> None:
+        metadata = item.get("metadata") or {}
+        phase = ((item.get("status") or {}).get("phase")) or ""
+        self.history.append(self.source, event, metadata.get("name", ""), metadata.get("uid", ""),
+                            bool(metadata.get("deletionTimestamp")), phase)
+
+    def _events(self) -> Iterator[dict[str, Any]]:
+        response = self.lister(watch=True, resource_version=self.resource_version,
+                               allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS,
+                               _preload_content=False)
+        for line in iter_resp_lines(response):
+            yield json.loads(line)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                for event in self._events():
+                    item = event["object"]
+                    version = (item.get("metadata") or {}).get("resourceVersion")
+                    if event["type"] == "ERROR":
+                        raise RuntimeError(f"{self.source}: watch error {item}")
+                    if event["type"] != "BOOKMARK":
+                        self._record(event["type"], item)
+                    if version:
+                        self.resource_version = str(version)
+            except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError):
+                if self._stopped.is_set():
+                    return
+                # the stream broke (a fault, a restart): resume where it was
+
+
+Lister = Callable[..., Any]
+"""A client list call of one collection (list_namespaced_pod with its namespace, ...)."""
+
+
+def pods_of(handle: ClusterHandle, namespace: str) -> Lister:
+    return partial(handle.core.list_namespaced_pod, namespace)
+
+
+def shadow_pods_of(handle: ClusterHandle, namespace: str) -> Lister:
+    return partial(client.CustomObjectsApi(handle.api_client).list_namespaced_custom_object,
+                   SHADOWPOD.group, SHADOWPOD.version, namespace, SHADOWPOD.plural)
