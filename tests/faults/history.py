@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -79,6 +79,14 @@ class History:
             name for name, entry in self.first_deletion(remote_source).items()
             if name not in excused and (name not in deleted_at_home
                                         or deleted_at_home[name].seq > entry.seq))
+
+    def story(self, names: Collection[str]) -> str:
+        """Everything logged about these names, for an assertion message."""
+        with self._lock:
+            return "\n".join(
+                f"{e.seq} {e.source} {e.event} {e.name} {e.uid[:8]} {e.phase}"
+                f"{' deleting' if e.deleting else ''}"
+                for e in self.entries if e.name in names)
 
     def uids(self, source: str) -> dict[str, set[str]]:
         """Per name, every object (uid) that ever carried it."""

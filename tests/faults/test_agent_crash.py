@@ -19,30 +19,15 @@ import pytest
 from tests.conftest import ClusterHandle
 from tests.faults import fleet
 from tests.faults.conftest import System
-from tests.faults.history import DELETE_AT_HOME, DELETE_REMOTELY
+from tests.faults.history import DELETE_REMOTELY
 from tests.helpers import wait_for
 
 RUNS = int(os.environ.get("FAULT_RUNS", "10"))
 BURST = int(os.environ.get("FAULT_BURST", "100"))
 DELETIONS = BURST * 2 // 5
 CRASHES = 2  # per run
-BATCH = 25  # operations sent at once
 RESTARTED_CONTAINERS = 3  # remote containers restarted by the kubelet during the burst
 RECREATED = 2  # remote pods deleted during the burst (the enforcer recreates them)
-
-
-def burst_plan(rng: random.Random, names: list[str]) -> list[list[tuple[str, str]]]:
-    """Batches of ("create" | "delete", name): every pod created in order, the doomed ones
-    deleted at a random later batch than their creation's."""
-    doomed = set(rng.sample(names, DELETIONS))
-    timed: list[tuple[int, int, str, str]] = []
-    for index, name in enumerate(names):
-        timed.append((index, 0, "create", name))
-        if name in doomed:
-            timed.append((index + rng.randint(BATCH, 6 * BATCH), 1, "delete", name))
-    timed.sort()
-    operations = [(action, name) for _, _, action, name in timed]
-    return [operations[i:i + BATCH] for i in range(0, len(operations), BATCH)]
 
 
 def container_restarts(pod: dict[str, Any]) -> int:
@@ -65,10 +50,16 @@ def disturb_remote_side(remote: ClusterHandle, running: System, rng: random.Rand
                         spared: set[str]) -> tuple[list[str], list[str]]:
     """Restart a few running remote containers and delete a few remote pods (not of `spared`
     pods): the restart counts then have something to count. Returns (restarted, deleted)."""
-    pods = fleet.remote_pods(remote, running.twin)
-    candidates = sorted(name for name, pod in pods.items()
-                        if fleet.phase(pod) == "Running" and name not in spared)
-    chosen = rng.sample(candidates, min(len(candidates), RESTARTED_CONTAINERS + RECREATED))
+    wanted = RESTARTED_CONTAINERS + RECREATED
+
+    def running_candidates() -> list[str]:
+        pods = fleet.remote_pods(remote, running.twin)
+        names = sorted(name for name, pod in pods.items()
+                       if fleet.phase(pod) == "Running" and name not in spared)
+        return names if len(names) >= wanted else []
+
+    candidates = wait_for(running_candidates, timeout=60, message="remote pods running")
+    chosen = rng.sample(candidates, wanted)
     restarted, deleted = chosen[:RESTARTED_CONTAINERS], chosen[RESTARTED_CONTAINERS:]
     for name in restarted:
         remote.sim.controllers.kubelet.restart(running.twin, name)
@@ -85,27 +76,21 @@ def test_a_crashing_agent_converges_without_losing_or_duplicating_pods(
     running = system()
     assert isinstance(running, System)
     names = fleet.pod_names("pod", BURST)
-    plan = burst_plan(rng, names)
+    plan = fleet.burst_plan(rng, names, DELETIONS)
     crash_after = set(rng.sample(range(len(plan) - 1), CRASHES))
-    disturb_after = len(plan) // 2
-    doomed: set[str] = set()
     deleted_remotely: list[str] = []
 
-    for index, batch in enumerate(plan):
-        created = [name for action, name in batch if action == "create"]
-        deleted = [name for action, name in batch if action == "delete"]
-        fleet.create_pods(home, running.namespace, created, running.agent.node_name)
-        running.history.action(DELETE_AT_HOME, deleted)
-        fleet.delete_pods(home, running.namespace, deleted)
-        doomed |= set(deleted)
+    def meanwhile(index: int) -> None:
+        nonlocal deleted_remotely
         if index in crash_after:
             running.crash_agent()
-        if index == disturb_after:
-            spared = {name for _, name in (op for later in plan[index:] for op in later)}
-            _, deleted_remotely = disturb_remote_side(remote, running, rng, spared)
+        if index == len(plan) // 2:
+            _, deleted_remotely = disturb_remote_side(remote, running, rng,
+                                                      spared=fleet.still_planned(plan, index))
+
+    alive = set(names) - fleet.run_burst(home, running, plan, meanwhile)
     assert running.restarts == CRASHES
 
-    alive = set(names) - doomed
     fleet.wait_converged(home, remote, running.namespace, running.twin, alive,
                          f"seed {seed}: one Running remote pod per live home pod, no orphans")
     wait_for(lambda: restart_counts_agree(home, remote, running), timeout=60,

@@ -98,9 +98,9 @@ def test_a_long_cut_loses_nothing_and_duplicates_nothing(
     finally:
         faults.restore()
     expected = (set(names) - set(deleted_at_home)) | set(created_during_cut)
-    fleet.wait_converged(home, remote, namespace, twin, expected,
-                         "home changes applied, completions at home, nothing else",
-                         terminal=jobs)
+    fleet.wait_converged(home, remote, namespace, twin,
+                         fleet.Expected(expected, dict.fromkeys(jobs, "Succeeded")),
+                         "home changes applied, completions at home, nothing else")
     wait_for(lambda: remote_config_map_data(remote, twin) == {"level": "debug"}, timeout=60,
              message="the ConfigMap edit made during the cut is reflected")
     wait_for(lambda: ready_condition(home, node).status == "True", timeout=30,

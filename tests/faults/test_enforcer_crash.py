@@ -1,0 +1,74 @@
+"""Enforcer crash (DESIGN.md 8, issue 8): the enforcer is SIGKILLed in the middle of a burst of
+pod creations and deletions and started again a few batches later. ShadowPods keep their pods,
+no pod is created twice and none is lost; pods that had finished (Succeeded or Failed) are
+never started again, even once the pod garbage collector has removed them (Liqo #1804, #3096).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from tests.conftest import ClusterHandle
+from tests.faults import fleet
+from tests.faults.conftest import System
+from tests.faults.history import DELETE_REMOTELY
+from tests.helpers import wait_for
+from tests.remote_enforcer.conftest import Enforcer
+
+SEED = 7
+BURST = 150
+DELETIONS = 40
+FINISHED = {"pod-0000": "Succeeded", "pod-0001": "Succeeded", "pod-0002": "Failed"}
+
+
+def finish(remote: ClusterHandle, running: System) -> None:
+    """The finished pods end remotely and the enforcer records it in their ShadowPods."""
+    kubelet = remote.sim.controllers.kubelet
+    for name, phase in FINISHED.items():
+        wait_for(lambda name=name: fleet.phase(fleet.remote_pods(remote, running.twin)[name])
+                 == "Running", timeout=60, message=f"{name} running")
+        if phase == "Succeeded":
+            kubelet.complete(running.twin, name)
+        else:
+            kubelet.fail(running.twin, name)
+    wait_for(lambda: all(
+        fleet.phase(fleet.shadow_pods(remote, running.twin)[name]) == phase
+        for name, phase in FINISHED.items()),
+        timeout=60, message="the ShadowPods report the finished phases")
+
+
+@pytest.mark.kubesim_only  # the remote kubelet's completion hooks
+def test_a_crashing_enforcer_loses_nothing_duplicates_nothing_resurrects_nothing(
+        home: ClusterHandle, remote: ClusterHandle, enforcer: Enforcer, system: Any) -> None:
+    rng = random.Random(SEED)
+    running = system()
+    assert isinstance(running, System)
+    names = fleet.pod_names("pod", BURST)
+    plan = fleet.burst_plan(rng, [n for n in names if n not in FINISHED], DELETIONS)
+    fleet.create_pods(home, running.namespace, list(FINISHED), running.agent.node_name,
+                      restart_never=FINISHED)
+    finish(remote, running)
+    crash_after, restart_after = len(plan) // 3, 2 * len(plan) // 3
+
+    def meanwhile(index: int) -> None:
+        if index == crash_after:
+            enforcer.kill()
+            # What the pod garbage collector does to terminated pods, while no enforcer runs.
+            running.history.action(DELETE_REMOTELY, list(FINISHED))
+            fleet.delete_pods(remote, running.twin, FINISHED)
+        if index == restart_after:
+            enforcer.start()
+
+    alive = set(names) - fleet.run_burst(home, running, plan, meanwhile)
+    fleet.wait_converged(home, remote, running.namespace, running.twin,
+                         fleet.Expected(alive, FINISHED, collected=set(FINISHED)),
+                         "every pod has its ShadowPod and one remote pod; finished ones stay so")
+
+    uids = running.history.uids("remote/pods")
+    twice = [name for name, seen in uids.items() if len(seen) > 1]
+    assert twice == [], running.history.story(twice)  # no pod created twice
+    assert running.history.deleted_while_alive("remote/pods") == []
+    assert all(len(seen) == 1 for seen in running.history.uids("remote/shadowpods").values())
