@@ -11,7 +11,7 @@ agent's CPU seconds and RSS then; the requests each cluster served until --settl
 the writes among them (Lease renewals apart: heartbeats, not convergence).
 
     python scripts/bench_restart.py [--pods 1000] [--configmaps 100] [--restarts 2]
-        [--json out.json] [-- extra agent flags for the restarted agents]
+        [--compare-root OTHER_CHECKOUT] [--json out.json] [-- extra flags for restarted agents]
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from benchkit import (
+    ROOT,
     AgentProcess,
     SimCluster,
     items,
@@ -56,6 +57,7 @@ MILESTONES = {
 
 @dataclass
 class Restart:
+    root: str
     flags: list[str]
     seconds: dict[str, float | None] = field(default_factory=dict)
     converged: float = 0.0
@@ -139,7 +141,7 @@ def measure_restart(clusters: dict[str, SimCluster], agent: AgentProcess, pods: 
                     timeout: float, settle: float) -> Restart:
     before = {name: c.requests.snapshot() for name, c in clusters.items()}
     agent.start()
-    result = Restart(flags=list(agent.flags))
+    result = Restart(root=str(agent.root), flags=list(agent.flags))
     deadline = time.monotonic() + timeout
     while True:
         samples = agent.metrics()
@@ -233,12 +235,12 @@ def reconcile_pass_cost(clusters: dict[str, SimCluster], agent: AgentProcess,
 def report(pods: int, configmaps: int, restarts: list[Restart]) -> None:
     print(f"agent restart with {pods} offloaded pods and {configmaps} reflected ConfigMaps "
           f"(seconds after spawning the process)")
-    header = ["flags", *MILESTONES, "converged", "CPU s", "RSS MB", "requests", "writes"]
+    header = ["agent", *MILESTONES, "converged", "CPU s", "RSS MB", "requests", "writes"]
     print(" | ".join(header))
     for run in restarts:
         requests = sum(sum(r.values()) for r in run.requests.values())
         written = sum(sum(w.values()) for w in run.writes.values())
-        cells = [" ".join(run.flags) or "defaults",
+        cells = [" ".join([run.root, *run.flags]),
                  *(f"{run.seconds[m]:.1f}" if run.seconds[m] is not None else "-"
                    for m in MILESTONES),
                  f"{run.converged:.1f}", f"{run.cpu_seconds:.1f}", f"{run.rss_mb:.0f}",
@@ -259,14 +261,20 @@ def main() -> None:
                         help="seconds after convergence still counted for requests and writes")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="seconds a restarted agent has to converge")
+    parser.add_argument("--compare-root", type=Path, default=None,
+                        help="another source tree (e.g. an experiment's checkout): restarts "
+                             "alternate between this tree's agent and that one's")
     parser.add_argument("--json", type=Path, default=None)
     args, agent_flags = parser.parse_known_args()
     agent_flags = [f for f in agent_flags if f != "--"]
     logs = Path(tempfile.mkdtemp(prefix="bench-restart-"))
     with simulated_clusters("home", "remote") as clusters:
-        def agent(index: int, flags: tuple[str, ...] | list[str]) -> AgentProcess:
+        def agent(index: int, flags: tuple[str, ...] | list[str],
+                  root: Path = ROOT) -> AgentProcess:
             return AgentProcess(clusters["home"], clusters["remote"], "bench-home",
-                                "bench-remote", logs / f"agent-{index}.log", flags)
+                                "bench-remote", logs / f"agent-{index}.log", flags, root=root)
+
+        roots = [ROOT] if args.compare_root is None else [ROOT, args.compare_root.resolve()]
 
         first = agent(0, SETUP_FLAGS).prepare().start()
         try:
@@ -275,7 +283,7 @@ def main() -> None:
             first.kill()
         results = []
         for index in range(1, args.restarts + 1):
-            restarted = agent(index, agent_flags)
+            restarted = agent(index, agent_flags, roots[(index - 1) % len(roots)])
             try:
                 results.append(measure_restart(clusters, restarted, args.pods, args.timeout,
                                                args.settle))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +34,6 @@ if str(ROOT) not in sys.path:
 
 from kubesim.cluster import Cluster, ClusterThread  # noqa: E402
 from tests.home_agent.agentproc import (  # noqa: E402
-    Process,
     ensure_namespace,
     install_crds,
     tenant_labels,
@@ -157,7 +157,10 @@ class AgentProcess:
     metrics_port: int = field(default_factory=free_port)
     started: float = 0.0
     """time.time() just before the process was spawned."""
-    process: Process | None = None
+    root: Path = ROOT
+    """The source tree the agent runs from: another checkout compares two versions in one run
+    against the same servers."""
+    popen: subprocess.Popen[bytes] | None = None
 
     @property
     def node_name(self) -> str:
@@ -173,25 +176,30 @@ class AgentProcess:
         return self
 
     def start(self) -> AgentProcess:
-        self.started = time.time()
-        self.process = Process([
-            "-m", "home_agent",
+        args = [
+            sys.executable, "-m", "home_agent",
             "--home-kubeconfig", str(self.home.kubeconfig),
             "--remote-kubeconfig", str(self.remote.kubeconfig),
             "--cluster-id", self.home_id, "--remote-cluster-id", self.remote_id,
             "--metrics-address", f"127.0.0.1:{self.metrics_port}",
-            "--log-format", "json", "--log-level", "INFO", *self.flags], self.log_path)
+            "--log-format", "json", "--log-level", "INFO", *self.flags]
+        with open(self.log_path, "wb") as log:  # the child keeps its own descriptor
+            self.started = time.time()
+            self.popen = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                                          cwd=self.root, env={**os.environ,
+                                                              "PYTHONUNBUFFERED": "1"})
         return self
 
     @property
     def pid(self) -> int:
-        assert self.process is not None
-        return self.process.popen.pid
+        assert self.popen is not None
+        return self.popen.pid
 
     def kill(self) -> None:
-        assert self.process is not None
-        self.process.kill()
-        self.process.stop()
+        """SIGKILL, as a crash."""
+        assert self.popen is not None
+        self.popen.kill()
+        self.popen.wait()
 
     def metrics(self) -> dict[str, float]:
         """The Prometheus samples, `name{labels}` → value ({} while the server is not up)."""
