@@ -36,6 +36,10 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REQUEST_TIMEOUT = 30.0
 """Seconds a request may take in all (client-go's rest.Config Timeout; kopf uses 60)."""
+READ_BUFFER_BYTES = 4 * 1024 * 1024
+"""aiohttp reads a line of up to twice its read buffer (64 KiB by default): less than one watch
+event of a ConfigMap or Secret may take (1 MiB of data, more once JSON-escaped), and such an
+event broke the whole collection's watch again at every relist (kubernetes_asyncio#137)."""
 
 
 class ApiError(Exception):
@@ -129,7 +133,8 @@ class ClusterApi:
         if self._session is None:
             connector = aiohttp.TCPConnector(ssl=ssl_context(self.connection),
                                              limit=max(1, self.connection.limits.burst))
-            self._session = aiohttp.ClientSession(headers=self._headers, connector=connector)
+            self._session = aiohttp.ClientSession(headers=self._headers, connector=connector,
+                                                  read_bufsize=READ_BUFFER_BYTES)
             self._loop = loop
         elif loop is not self._loop:
             raise RuntimeError("a ClusterApi serves the event loop that first used it; "
