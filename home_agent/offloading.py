@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from home_agent.agent import Agent
+from home_agent.events import EventRecorder
 from home_agent.kubeapi import core_path, custom_path, is_not_found, status_of
 from home_agent.virtual_node import desired_labels
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase, NamespaceMap
@@ -216,6 +217,10 @@ async def reconcile_offloading(agent: Agent, namespace: str) -> None:
     except ValueError as error:
         conditions = [ready_condition("False", "InvalidNamespaceName", str(error),
                                       previous_dicts, now)]
+        if not any(c.get("message") == str(error) for c in previous_dicts or []):
+            log.warning("namespace %s cannot be offloaded: %s", namespace, error)
+            await EventRecorder(agent.home, agent.config.home_cluster_id).record(
+                obj, "InvalidNamespaceName", str(error))
         await _write_status(agent, obj, conditions, None, terminating=False)
         return
     await _set_mapping(agent, namespace, remote_name)
