@@ -6,17 +6,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from typing import Protocol
+import time
+from typing import Any, Protocol
 
 from home_agent.agent import TWINS_KEY, Agent
 from home_agent.kubeapi import error_message
+from home_agent.mirror import key_of
 from home_agent.offloading import ensure_namespace_map
 from home_agent.operators import EventSink, OperatorThread, Watched, tenant_watch, twins_watch
 
 log = logging.getLogger(__name__)
 
 TWINS_SYNC_GRACE = 10.0
-"""Seconds after which a twins watch whose sentinel never showed counts as listed."""
+"""Seconds without a new object after which a twins watch not yet listed counts as listed."""
+TWINS_SYNC_LIMIT = 120.0
+"""Seconds after which it counts as listed even while new objects keep coming."""
 
 
 class Relisted(Protocol):
@@ -100,20 +104,38 @@ class RemoteWatches:
                     agent.twins_synced.set()
                 log.info("ShadowPods listed")
 
-            # The sentinel (kube-root-ca.crt) may be missing, e.g. in a twin namespace being
-            # deleted: after a grace period the listing is taken as complete. Deciding early is
-            # safe here: a ShadowPod is only ever deleted after a live read, and a create that
-            # finds one answers 409.
-            timer = threading.Timer(TWINS_SYNC_GRACE, synced)
-            timer.daemon = True
-            timer.start()
+            # A listing that never completes (e.g. in a twin namespace being deleted) is taken
+            # as complete once a grace period brings no new object. One still bringing objects
+            # is not cut short: thousands of ShadowPods and reflected copies take longer than
+            # the grace period, and deciding then made the agent act on half-filled mirrors (a
+            # create answered 409 per ShadowPod not yet listed, token Secrets written again).
+            # Deciding early stays safe for ShadowPods: one is only ever deleted after a live
+            # read, and a create that finds one answers 409.
+            listed: set[tuple[str, str, str]] = set()
 
+            def sink(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
+                if not agent.twins_synced.is_set():
+                    listed.add((plural, *key_of(obj)))
+                self._sink(plural, event_type, obj)
+
+            started = time.monotonic()
+
+            def grace(seen: int) -> None:
+                if (agent.twins_synced.is_set() or len(listed) == seen
+                        or time.monotonic() - started >= TWINS_SYNC_LIMIT):
+                    synced()
+                    return
+                timer = threading.Timer(TWINS_SYNC_GRACE, grace, (len(listed),))
+                timer.daemon = True
+                timer.start()
+
+            grace(-1)
             log.info("watching ShadowPods in %s", ", ".join(sorted(namespaces)))
             self.twins = OperatorThread(
                 agent.remote.connection,
                 twins_watch(namespaces, agent.config.home_cluster_id,
                             agent.config.remote_cluster_id, self._reflected),
-                self._sink, synced)
+                sink, synced)
             self.twins.start()
 
     def _finish_relist(self) -> None:

@@ -1,0 +1,74 @@
+"""The twins watch counts as listed before its listing completes only when the listing stops
+bringing objects for a grace period: a long listing is never cut short (the agent would act on
+half-filled mirrors), one that never completes does not hold the agent forever."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from home_agent import remote_watch
+from home_agent.agent import Agent
+from home_agent.config import AgentConfig
+from home_agent.remote_watch import RemoteWatches
+from tests.helpers import wait_for
+
+GRACE = 1.0
+
+
+class WatchNeverListed:
+    """Stands for the twins watch: the test feeds its sink; its listing never completes."""
+
+    started: list[WatchNeverListed] = []
+
+    def __init__(self, connection: Any, spec: Any, sink: Any, on_synced: Any) -> None:
+        self.sink = sink
+
+    def start(self) -> None:
+        WatchNeverListed.started.append(self)
+
+    def stop(self) -> None:
+        pass
+
+
+@pytest.fixture
+def watches(monkeypatch: pytest.MonkeyPatch) -> RemoteWatches:
+    monkeypatch.setattr(remote_watch, "TWINS_SYNC_GRACE", GRACE)
+    monkeypatch.setattr(remote_watch, "OperatorThread", WatchNeverListed)
+    connection: Any = type("Remote", (), {"connection": None})()
+    agent = Agent(AgentConfig("home", "remote", "remote.kubeconfig"), connection, connection)
+    agent.mirrors.namespace_maps.apply(None, {
+        "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
+        "spec": {"desiredMapping": {"web": "web-home"}},
+        "status": {"currentMapping": {"web": {"remoteNamespace": "web-home",
+                                              "phase": "Accepted"}}}})
+    WatchNeverListed.started.clear()
+    return RemoteWatches(agent)
+
+
+def shadow_pod(name: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "web-home", "name": name}}
+
+
+def test_a_listing_still_bringing_objects_is_not_cut_short(watches: RemoteWatches) -> None:
+    watches.follow_twins()
+    (watch,) = WatchNeverListed.started
+    deadline = time.monotonic() + 3 * GRACE
+    index = 0
+    while time.monotonic() < deadline:
+        watch.sink("shadowpods", "ADDED", shadow_pod(f"p{index}"))
+        index += 1
+        assert not watches.agent.twins_synced.is_set()
+        time.sleep(GRACE / 20)  # the pace of a listing, not a wait
+    wait_for(watches.agent.twins_synced.is_set, timeout=10 * GRACE,
+             message="listed once no new object came for the grace period")
+    assert len(watches.agent.mirrors.shadow_pods.keys()) == index
+
+
+def test_a_listing_that_brings_nothing_counts_as_listed_after_the_grace_period(
+        watches: RemoteWatches) -> None:
+    watches.follow_twins()
+    wait_for(watches.agent.twins_synced.is_set, timeout=10 * GRACE,
+             message="listed after the grace period")
