@@ -1,11 +1,16 @@
-"""Thread-safe in-memory copies of the objects the agent watches, fed by the operators' event
-handlers and read by the reconcilers (which run on other threads)."""
+"""Thread-safe in-memory copies of the objects the agent watches, fed by the watches' event
+handlers and read by the reconcilers (which run on other threads).
+
+Objects are kept msgpack-encoded: about a seventh of the memory of the decoded dicts (2 KB
+against 15 KB for a running pod), and decoding a copy for a reader is several times faster than
+`copy.deepcopy` — with 10,000 pods on both sides both matter (DESIGN.md section 10)."""
 
 from __future__ import annotations
 
-import copy
 import threading
 from typing import Any
+
+import msgpack
 
 Key = tuple[str, str]
 """(namespace, name); namespace is "" for cluster-scoped objects."""
@@ -16,13 +21,17 @@ def key_of(obj: dict[str, Any]) -> Key:
     return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
 
 
-def _without_managed_fields(obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy without metadata.managedFields: often the bulk of an object, never read here (a
-    write that omits them keeps the server's)."""
-    kept = copy.deepcopy({k: v for k, v in obj.items() if k != "metadata"})
+def _packed(obj: dict[str, Any]) -> bytes:
+    """The object without metadata.managedFields (often its bulk, never read here; a write that
+    omits them keeps the server's), encoded."""
     metadata = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
-    kept["metadata"] = copy.deepcopy(metadata)
-    return kept
+    packed: bytes = msgpack.packb({**obj, "metadata": metadata})
+    return packed
+
+
+def _unpacked(data: bytes) -> dict[str, Any]:
+    obj: dict[str, Any] = msgpack.unpackb(data)
+    return obj
 
 
 class Mirror:
@@ -30,21 +39,21 @@ class Mirror:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._objects: dict[Key, dict[str, Any]] = {}
+        self._objects: dict[Key, bytes] = {}
         self._seen: set[Key] | None = None
 
     def apply(self, event_type: str | None, obj: dict[str, Any]) -> Key:
-        """Record a watch event (kopf's type: None for the initial listing); returns the key."""
+        """Record a watch event (DELETED removes; any other type stores); returns the key."""
         key = key_of(obj)
+        packed = _packed(obj) if event_type != "DELETED" else b""
         with self._lock:
             if event_type == "DELETED":
                 self._objects.pop(key, None)
             else:
-                self._objects[key] = _without_managed_fields(obj)
+                self._objects[key] = packed
                 if self._seen is not None:
                     self._seen.add(key)
         return key
-
     def start_relist(self) -> None:
         """A new watch is about to list everything again: remember what it shows."""
         with self._lock:
@@ -63,11 +72,12 @@ class Mirror:
     def get(self, key: Key) -> dict[str, Any] | None:
         with self._lock:
             found = self._objects.get(key)
-            return copy.deepcopy(found) if found is not None else None
+        return _unpacked(found) if found is not None else None
 
     def values(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [copy.deepcopy(obj) for obj in self._objects.values()]
+            found = list(self._objects.values())
+        return [_unpacked(data) for data in found]
 
     def keys(self) -> list[Key]:
         with self._lock:
