@@ -203,7 +203,7 @@ class PodOffloader:
         remote_status = status.get("podStatus")
         if not remote_status:
             return
-        local = local_pod_status(remote_status, int(status.get("recreations") or 0),
+        local = local_pod_status(remote_status, status.get("carriedRestarts") or {},
                                  self.status_config())
         for field in _TRANSIENT_STATUS_FIELDS:
             local.setdefault(field, None)

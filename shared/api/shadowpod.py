@@ -51,8 +51,11 @@ class ShadowPodStatus(ApiModel):
     pod_status: EmbeddedObject | None = None
     """The remote pod's full status."""
     recreations: int = Field(default=0, ge=0)
-    """How often the enforcer recreated the remote pod. The home agent adds it to restart counts:
-    kept here, the figure survives agent restarts and is never counted twice."""
+    """How often the enforcer recreated the remote pod."""
+    carried_restarts: dict[str, int] | None = None
+    """Per container name: the restarts of the remote pods the enforcer replaced, each
+    replacement counting as one more. The home agent adds it to the remote restart count: kept
+    here, the figure survives agent restarts, is never counted twice and never goes down."""
     observed_generation: int | None = None
 
 

@@ -166,7 +166,19 @@ def shadowpod_status(shadowpod: Mapping[str, Any],
 
 
 def recreated_status(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
-    """The status after the enforcer made a new pod for a ShadowPod whose pod had vanished."""
+    """The status after the enforcer made a new pod for a ShadowPod whose pod had vanished.
+
+    Each container carries over the restarts the vanished pod had (as last reported into the
+    ShadowPod status) plus one for the replacement, so that the home restart count never goes
+    down when the new pod starts again from 0.
+    """
     status = dict(shadowpod.get("status") or {})
     status["recreations"] = int(status.get("recreations") or 0) + 1
+    last = {str(c.get("name")): int(c.get("restartCount") or 0)
+            for c in (status.get("podStatus") or {}).get("containerStatuses") or []}
+    carried = dict(status.get("carriedRestarts") or {})
+    for container in ((shadowpod.get("spec") or {}).get("pod") or {}).get("containers") or []:
+        name = str(container.get("name"))
+        carried[name] = int(carried.get(name) or 0) + last.get(name, 0) + 1
+    status["carriedRestarts"] = carried
     return status

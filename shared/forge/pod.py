@@ -534,20 +534,20 @@ class StatusForgeConfig(BaseModel):
 
 
 def local_pod_status(
-    remote_status: Mapping[str, Any], recreations: int, config: StatusForgeConfig
+    remote_status: Mapping[str, Any], carried_restarts: Mapping[str, int],
+    config: StatusForgeConfig
 ) -> dict[str, Any]:
     """The home pod's status from the remote pod's.
 
     - podIP and every podIPs entry are remapped from the remote pod CIDR (addresses outside it,
       e.g. of the other IP family, stay as they are);
     - hostIP/hostIPs are the agent's IP: the pod runs "on" the virtual node;
-    - each container's restartCount is the remote count plus `recreations`, the number of times
-      the enforcer recreated the remote pod (ShadowPod.status.recreations). A recreated pod
-      starts again from 0 restarts, and each recreation is one restart as the home pod's users
-      see it. Both terms are read from the remote side every time, so the result is a function
-      of remote state only: an agent restart recomputes the same number and never counts a
-      recreation twice. (The sum can go down when a pod that had restarted is recreated: the
-      old pod's own restarts are not kept anywhere. Liqo behaves the same.)
+    - each container's restartCount is the remote count plus what the enforcer carried over
+      from the remote pods it replaced (ShadowPod.status.carriedRestarts: their restarts, plus
+      one per replacement). A recreated pod starts again from 0 restarts; the carried figure
+      keeps the home count from going down. Both terms are read from the remote side every
+      time, so the result is a function of remote state only: an agent restart recomputes the
+      same number and never counts a recreation twice.
     """
     status = copy.deepcopy(dict(remote_status))
     remap = config.pod_ip_remap
@@ -561,7 +561,8 @@ def local_pod_status(
     status["hostIP"] = config.node_ip
     status["hostIPs"] = [{"ip": config.node_ip}]
     for container in status.get("containerStatuses") or []:
-        container["restartCount"] = int(container.get("restartCount") or 0) + recreations
+        container["restartCount"] = (int(container.get("restartCount") or 0)
+                                     + int(carried_restarts.get(str(container.get("name")), 0)))
     return status
 
 

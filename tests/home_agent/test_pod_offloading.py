@@ -37,6 +37,7 @@ def running_status(pod_ip: str) -> dict[str, Any]:
                                    "state": {"running": {"startedAt": "2026-01-01T00:00:01Z"}}}],
         },
         "recreations": 2,
+        "carriedRestarts": {"main": 4},
     }
 
 
@@ -70,7 +71,8 @@ def test_remote_status_comes_back_remapped(
     assert status["podIP"] == "10.250.3.4"
     assert status["podIPs"] == [{"ip": "10.250.3.4"}]
     assert status["hostIP"] == "192.0.2.10"
-    assert status["containerStatuses"][0]["restartCount"] == 3  # 1 restart + 2 recreations
+    # 1 restart of the current remote pod + 4 carried over from the two it replaced
+    assert status["containerStatuses"][0]["restartCount"] == 5
     assert {"type": "Ready", "status": "True"}.items() <= status["conditions"][0].items()
 
 

@@ -49,6 +49,18 @@ def test_recreations_are_counted_in_the_status() -> None:
         "recreations"] == 3
 
 
+def test_a_recreation_carries_the_old_pods_restarts_over_so_home_counts_never_go_down() -> None:
+    containers = [{"name": "main", "image": "nginx"}, {"name": "sidecar", "image": "envoy"}]
+    shadowpod = {**SHADOWPOD, "spec": {"pod": {"containers": containers}}, "status": {
+        "recreations": 1, "carriedRestarts": {"main": 2},
+        "podStatus": {"containerStatuses": [{"name": "main", "restartCount": 5},
+                                            {"name": "sidecar", "restartCount": 0}]}}}
+    status = enforcement.recreated_status(shadowpod)
+    # main: 2 carried before + 5 of the vanished pod + 1 for this replacement
+    assert status["carriedRestarts"] == {"main": 8, "sidecar": 1}
+    assert status["recreations"] == 2
+
+
 def test_pod_patch_carries_only_what_changed_and_a_pod_allows() -> None:
     pod = enforcement.desired_pod(SHADOWPOD)
     assert enforcement.pod_patch(pod, SHADOWPOD) is None

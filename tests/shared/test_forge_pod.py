@@ -337,7 +337,7 @@ container_statuses = st.lists(
 @EXAMPLES
 @given(container_statuses, st.integers(0, 10**4), st.integers(0, 2**16 - 1))
 def test_status_restart_arithmetic_and_addresses(
-    statuses: list[dict[str, Any]], recreations: int, host: int
+    statuses: list[dict[str, Any]], carried: int, host: int
 ) -> None:
     config = StatusForgeConfig(
         node_ip="172.18.0.5", pod_cidr="10.244.0.0/16", remapped_pod_cidr="10.71.0.0/16"
@@ -346,13 +346,14 @@ def test_status_restart_arithmetic_and_addresses(
     remote = {"phase": "Running", "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
               "hostIP": "192.168.1.20", "containerStatuses": statuses}
     original = copy.deepcopy(remote)
-    status = local_pod_status(remote, recreations, config)
+    carried_restarts = {c["name"]: carried for c in statuses}
+    status = local_pod_status(remote, carried_restarts, config)
     assert remote == original
     assert status["podIP"] == f"10.71.{host >> 8}.{host & 0xFF}"
     assert status["podIPs"] == [{"ip": status["podIP"]}]
     assert status["hostIP"] == "172.18.0.5"
     assert [c["restartCount"] for c in status["containerStatuses"]] == [
-        c["restartCount"] + recreations for c in statuses
+        c["restartCount"] + carried for c in statuses
     ]
     # An agent that restarts recomputes from the same remote state: the same figure, no drift.
-    assert local_pod_status(remote, recreations, config) == status
+    assert local_pod_status(remote, carried_restarts, config) == status
