@@ -45,6 +45,8 @@ class AgentConfig:
     home_limits: ClientLimits = field(default_factory=ClientLimits)
     remote_limits: ClientLimits = field(default_factory=ClientLimits)
     workers: int = 10
+    redis_url: str | None = None
+    """Optional disposable cache of the pods last found converged (home_agent/synced_cache.py)."""
     metrics_address: str | None = None
     webhook_address: str | None = None
     """host:port of the pod mutating webhook server; None disables it."""
@@ -137,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--remote-qps", type=float, default=ClientLimits.qps)
     add("--remote-burst", type=int, default=ClientLimits.burst)
     add("--workers", type=int, default=10, help="concurrent reconciles")
+    add("--redis-url", default=None,
+        help="redis://host:port/db of an optional cache of the pods last found converged, so "
+             "that a restart skips unchanged pods (default: none; the clusters stay the truth)")
     add("--metrics-address", default=None, help="host:port for /metrics (default: off)")
     add("--webhook-address", default=None, help="host:port of the pod webhook (default: off)")
     add("--webhook-cert", default=None, help="PEM certificate of the webhook server")
@@ -201,6 +206,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         home_limits=ClientLimits(qps=args.home_qps, burst=args.home_burst),
         remote_limits=ClientLimits(qps=args.remote_qps, burst=args.remote_burst),
         workers=args.workers,
+        redis_url=args.redis_url,
         metrics_address=args.metrics_address,
         webhook_address=args.webhook_address,
         webhook_cert=args.webhook_cert,

@@ -24,6 +24,7 @@ from home_agent.pods import PodOffloader, RetryLater
 from home_agent.reflection.kinds import reflection_for
 from home_agent.reflection.reflector import Reflection
 from home_agent.remote_watch import RemoteWatches
+from home_agent.synced_cache import PodState, SyncedPods
 from home_agent.virtual_node import reconcile_node
 from home_agent.webhook import serve as serve_webhook
 
@@ -90,7 +91,7 @@ class Parked:
 
 
 async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
-                 metrics: Metrics, parked: Parked) -> None:
+                 metrics: Metrics, parked: Parked, synced_pods: SyncedPods | None) -> None:
     loop = asyncio.get_running_loop()
     while True:
         key = await loop.run_in_executor(None, agent.queue.get)
@@ -103,10 +104,20 @@ async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
             # NamespaceMap must not read as "gone").
             parked.add(key)
             continue
+        state: PodState | None = None
+        if synced_pods is not None and isinstance(key, tuple) and kind == "pod":
+            unchanged, state = synced_pods.check(agent, key[1], key[2])
+            if unchanged:
+                agent.queue.forget(key)
+                agent.queue.done(key)
+                metrics.reconciled(kind, "unchanged")
+                continue
         try:
             await reconcile(agent, pods, watches, key)
             agent.queue.forget(key)
             metrics.reconciled(kind, "success")
+            if synced_pods is not None and isinstance(key, tuple) and kind == "pod":
+                synced_pods.reconciled(key[1], key[2], state)
         except RetryLater:
             agent.queue.retry(key)
             metrics.reconciled(kind, "retry")
@@ -129,9 +140,16 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
     pods = PodOffloader(agent)
     metrics = Metrics()
     parked = Parked(agent)
-    tasks = [asyncio.create_task(worker(agent, pods, watches, metrics, parked))
+    synced_pods = None
+    if agent.config.redis_url:
+        synced_pods = SyncedPods(agent.config.redis_url, agent.config.home_cluster_id,
+                                 agent.config.remote_cluster_id)
+        await synced_pods.load()
+    tasks = [asyncio.create_task(worker(agent, pods, watches, metrics, parked, synced_pods))
              for _ in range(agent.config.workers)]
     tasks.append(asyncio.create_task(parked.run()))
+    if synced_pods is not None:
+        tasks.append(asyncio.create_task(synced_pods.run()))
     tasks.append(asyncio.create_task(watches.start()))
     tasks.append(asyncio.create_task(reflection.run()))
     tasks.append(asyncio.create_task(lease_loop(agent)))

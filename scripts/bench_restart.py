@@ -11,7 +11,8 @@ agent's CPU seconds and RSS then; the requests each cluster served until --settl
 the writes among them (Lease renewals apart: heartbeats, not convergence).
 
     python scripts/bench_restart.py [--pods 1000] [--configmaps 100] [--restarts 2]
-        [--compare-root OTHER_CHECKOUT] [--json out.json] [-- extra flags for restarted agents]
+        [--compare-root OTHER_CHECKOUT] [--redis] [--json out.json]
+        [-- extra flags for restarted agents]
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ from shared.api.shadowpod import SHADOWPOD
 from tests.helpers import wait_for
 from tests.home_agent.play import extend, report_shadow_status
 from tests.home_agent.test_pod_offloading import running_status
+from tests.redis_server import redis_server
 
 THREADS = 16
 NAMESPACE = "bench"
@@ -264,11 +267,17 @@ def main() -> None:
     parser.add_argument("--compare-root", type=Path, default=None,
                         help="another source tree (e.g. an experiment's checkout): restarts "
                              "alternate between this tree's agent and that one's")
+    parser.add_argument("--redis", action="store_true",
+                        help="start a redis-server; the first agent and every second restarted "
+                             "one run with --redis-url (the cache of converged pods)")
     parser.add_argument("--json", type=Path, default=None)
     args, agent_flags = parser.parse_known_args()
     agent_flags = [f for f in agent_flags if f != "--"]
     logs = Path(tempfile.mkdtemp(prefix="bench-restart-"))
-    with simulated_clusters("home", "remote") as clusters:
+    with simulated_clusters("home", "remote") as clusters, ExitStack() as stack:
+        redis_flags = (["--redis-url", stack.enter_context(redis_server())] if args.redis
+                       else [])
+
         def agent(index: int, flags: tuple[str, ...] | list[str],
                   root: Path = ROOT) -> AgentProcess:
             return AgentProcess(clusters["home"], clusters["remote"], "bench-home",
@@ -276,14 +285,15 @@ def main() -> None:
 
         roots = [ROOT] if args.compare_root is None else [ROOT, args.compare_root.resolve()]
 
-        first = agent(0, SETUP_FLAGS).prepare().start()
+        first = agent(0, [*SETUP_FLAGS, *redis_flags]).prepare().start()
         try:
             twin = set_up(clusters, first, args.pods, args.configmaps)
         finally:
             first.kill()
         results = []
         for index in range(1, args.restarts + 1):
-            restarted = agent(index, agent_flags, roots[(index - 1) % len(roots)])
+            flags = [*agent_flags, *(redis_flags if index % 2 == 0 else [])]
+            restarted = agent(index, flags, roots[(index - 1) % len(roots)])
             try:
                 results.append(measure_restart(clusters, restarted, args.pods, args.timeout,
                                                args.settle))
