@@ -83,6 +83,11 @@ class ShadowPodEnforcer:
                     self._locks.pop((namespace, name), None)
 
     async def _reconcile(self, namespace: str, name: str, last_pod: dict[str, Any] | None) -> None:
+        # The pod is read before its ShadowPod: the garbage collector removes a pod only after
+        # its ShadowPod is gone, so a missing pod next to a ShadowPod read later is a pod to
+        # recreate. Read the other way round, a ShadowPod deleted (and its pod collected)
+        # between the two reads got a new pod, an orphan the collector then removed.
+        pod = await self.api.find(pod_path(namespace, name))
         shadowpod = await self.api.find(shadowpod_path(namespace, name))
         if shadowpod is None or shadowpod["metadata"].get("deletionTimestamp"):
             return  # the garbage collector removes the pod with its owner
@@ -91,7 +96,6 @@ class ShadowPodEnforcer:
             if status is not None and status.get("phase") in enforcement.TERMINAL_PHASES:
                 await self.write_status(shadowpod, status)
                 shadowpod = {**shadowpod, "status": status}
-        pod = await self.api.find(pod_path(namespace, name))
         if pod is None:
             await self._create_pod(shadowpod)
             return
