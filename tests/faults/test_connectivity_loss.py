@@ -27,10 +27,19 @@ CREATED_DURING_CUT = DELETED_DURING_CUT = 10
 FAILURE_THRESHOLD = 3  # tests.home_agent.agentproc.agent_args' --failure-threshold
 
 
-def unanswered_checks(running: System) -> int:
-    """Health checks the agent reports as timed out (a black hole answers nothing)."""
+def refused_to_black_holed(remote: ClusterHandle, user: str) -> None:
+    """Turn the user's refusal into a black hole with no moment of connectivity in between:
+    both are applied in one turn of the cluster's loop (the agent's refused streams are
+    reset; its new requests are then held unanswered)."""
+    faults = remote.sim.faults
+    remote.run(lambda: (faults.restore(), faults.blackhole(user=user)))
+
+
+def unanswered_checks(running: System, since: int) -> int:
+    """Health checks the agent logged as timed out (a black hole answers nothing) after the
+    first `since` characters of its log."""
     return len(re.findall(r"remote health check failed .*TimeoutError",
-                          running.agent.process.output()))
+                          running.agent.process.output()[since:]))
 
 
 def remote_config_map_data(remote: ClusterHandle, twin: str) -> dict[str, str]:
@@ -74,11 +83,12 @@ def test_a_long_cut_loses_nothing_and_duplicates_nothing(
                                               {"data": {"level": "debug"}})
         for job in sorted(jobs):
             remote.sim.controllers.kubelet.complete(twin, job)
-        faults.restore()  # refused → black-holed, the agent's old streams reset
-        faults.blackhole(user=agent_user)
-        wait_for(lambda: unanswered_checks(running) >= FAILURE_THRESHOLD, timeout=30,
+        log_before = len(running.agent.process.output())
+        refused_to_black_holed(remote, agent_user)
+        wait_for(lambda: unanswered_checks(running, log_before) >= FAILURE_THRESHOLD, timeout=30,
                  message="health checks time out past the threshold while black-holed")
-        assert ready_condition(home, node).status == "False"
+        wait_for(lambda: ready_condition(home, node).status == "False", timeout=30,
+                 message="still Ready=False while black-holed")
 
         def remote_side_carried_on() -> bool:
             pods = fleet.remote_pods(remote, twin)

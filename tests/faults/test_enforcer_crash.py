@@ -67,8 +67,9 @@ def test_a_crashing_enforcer_loses_nothing_duplicates_nothing_resurrects_nothing
                          fleet.Expected(alive, FINISHED, collected=set(FINISHED)),
                          "every pod has its ShadowPod and one remote pod; finished ones stay so")
 
-    uids = running.history.uids("remote/pods")
-    twice = [name for name, seen in uids.items() if len(seen) > 1]
-    assert twice == [], running.history.story(twice)  # no pod created twice
-    assert running.history.deleted_while_alive("remote/pods") == []
-    assert all(len(seen) == 1 for seen in running.history.uids("remote/shadowpods").values())
+    history = running.history
+    twice = [name for name, seen in history.uids("remote/shadowpods").items() if len(seen) > 1]
+    assert twice == [], history.story(twice)  # no ShadowPod created twice
+    twice = [name for name, seen in history.uids("remote/pods").items() if len(seen) > 1]
+    assert twice == [], history.story(twice)  # no pod created twice
+    assert history.deleted_while_alive("remote/pods") == []
