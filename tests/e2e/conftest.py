@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 from collections.abc import Callable, Iterator
@@ -30,7 +31,14 @@ E2E_WEBHOOK_NAME = "shadowpods.enforcer.annex.e2e"
 @pytest.fixture(scope="module")
 def enforcer(remote: ClusterHandle, crds: None,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
-    process = Enforcer(remote.kubeconfig, tmp_path_factory.mktemp("enforcer"),
+    with e2e_enforcer(remote, tmp_path_factory.mktemp("enforcer")) as process:
+        yield process
+
+
+@contextlib.contextmanager
+def e2e_enforcer(remote: ClusterHandle, directory: Path) -> Iterator[Enforcer]:
+    """The enforcer process with its webhook registered, stopped afterwards."""
+    process = Enforcer(remote.kubeconfig, directory,
                        ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
                         "--provider", "annex-e2e"])
     process.start()
