@@ -22,10 +22,10 @@ from tests.e2e.test_offloading import offloaded
 from tests.faults.history import History, Recorder, pods_of, shadow_pods_of
 from tests.home_agent.agentproc import Process, install_crds
 from tests.home_agent.conftest import RunningAgent
+from tests.remote_enforcer.conftest import Enforcer
 
 # The end-to-end fixtures, reused as they are.
 start_agent = e2e.start_agent
-enforcer = e2e.enforcer
 peer = e2e.peer
 pytest_runtest_makereport = e2e.pytest_runtest_makereport
 
@@ -75,6 +75,14 @@ def remote(clusters: dict[str, ClusterHandle]) -> ClusterHandle:
 def crds(home: ClusterHandle, remote: ClusterHandle) -> None:
     install_crds(home)
     install_crds(remote)
+
+
+@pytest.fixture(scope="package")
+def enforcer(remote: ClusterHandle, crds: None,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
+    """The end-to-end enforcer, once for the whole suite (tests that kill it start it again)."""
+    with e2e.e2e_enforcer(remote, tmp_path_factory.mktemp("enforcer")) as process:
+        yield process
 
 
 @dataclass

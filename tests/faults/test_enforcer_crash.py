@@ -62,7 +62,11 @@ def test_a_crashing_enforcer_loses_nothing_duplicates_nothing_resurrects_nothing
         if index == restart_after:
             enforcer.start()
 
-    alive = set(names) - fleet.run_burst(home, running, plan, meanwhile)
+    try:
+        alive = set(names) - fleet.run_burst(home, running, plan, meanwhile)
+    finally:
+        if enforcer.process is not None and enforcer.process.poll() is not None:
+            enforcer.start()  # the suite's other tests need it
     fleet.wait_converged(home, remote, running.namespace, running.twin,
                          fleet.Expected(alive, FINISHED, collected=set(FINISHED)),
                          "every pod has its ShadowPod and one remote pod; finished ones stay so")
