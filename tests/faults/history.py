@@ -19,11 +19,14 @@ from typing import Any
 
 import urllib3
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
 from shared.api.shadowpod import SHADOWPOD
 from tests.conftest import ClusterHandle
 
+GAP = "GAP"
+"""A recorder could not resume its watch (the entry's name says why)."""
 DELETE_AT_HOME = "delete at home"
 DELETE_REMOTELY = "delete remotely"
 """The test's own actions, as logged in the history."""
@@ -57,8 +60,13 @@ class History:
             self.append("test", event, name)
 
     def of(self, source: str) -> list[Entry]:
+        """The entries of one source; an AssertionError if its recording has a gap (nothing
+        can be proved from an incomplete history)."""
         with self._lock:
-            return [entry for entry in self.entries if entry.source == source]
+            entries = [entry for entry in self.entries if entry.source == source]
+        gaps = [entry.name for entry in entries if entry.event == GAP]
+        assert not gaps, f"the {source} history has a gap: {gaps}"
+        return entries
 
     def first_deletion(self, source: str) -> dict[str, Entry]:
         """Per name, the first sign its object is going away (a deletionTimestamp or DELETED)."""
@@ -147,12 +155,16 @@ class Recorder:
                 for event in self._events():
                     item = event["object"]
                     version = (item.get("metadata") or {}).get("resourceVersion")
-                    if event["type"] == "ERROR":
-                        raise RuntimeError(f"{self.source}: watch error {item}")
+                    if event["type"] == "ERROR":  # e.g. 410: events were missed
+                        self.history.append(self.source, GAP, str(item.get("message", "")))
+                        return
                     if event["type"] != "BOOKMARK":
                         self._record(event["type"], item)
                     if version:
                         self.resource_version = str(version)
+            except ApiException as error:  # the watch was refused: events were missed
+                self.history.append(self.source, GAP, f"{error.status} {error.reason}")
+                return
             except (urllib3.exceptions.HTTPError, OSError, ValueError, AttributeError):
                 if self._stopped.is_set():
                     return
