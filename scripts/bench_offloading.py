@@ -600,6 +600,7 @@ class Bench:
 
     async def latency(self) -> None:
         count, interval = self.args.latency_pods, 1.0 / self.args.latency_rate
+        await until(self.agent_converged, 120, "the agent converged", interval=0.5)
         results: dict[str, Any] = {}
         for label, namespace, twin, node in (
                 ("agent", NAMESPACE, self.twin, self.node),
