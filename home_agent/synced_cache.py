@@ -7,6 +7,9 @@ fingerprint of every other input of the reconcile (the agent's flags, the Virtua
 NamespaceMap). It is read once, after both clusters are listed, and only ever to skip a
 reconcile whose inputs are exactly those: nothing is done from it (Liqo #2748). Lost, stale or
 unreachable, it costs only the reconciles it would have saved: the agent runs without it.
+
+A new input of the pod reconcile (another mirror it reads) must join `fingerprint`, else a
+restarted agent with Redis would skip the pods that input changed.
 """
 
 from __future__ import annotations
