@@ -22,8 +22,8 @@ LABELS = {"app": "fleet"}
 PARALLEL_REQUESTS = 8
 
 
-def pod_names(prefix: str, count: int, start: int = 0) -> list[str]:
-    return [f"{prefix}-{index:04d}" for index in range(start, start + count)]
+def pod_names(prefix: str, count: int) -> list[str]:
+    return [f"{prefix}-{index:04d}" for index in range(count)]
 
 
 def pod_body(name: str, node_name: str, restart_policy: str = "Always") -> dict[str, Any]:
