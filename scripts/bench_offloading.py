@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import functools
 import json
 import math
 import os
@@ -303,9 +304,10 @@ class Timeline:
             self.waiters[(kind, namespace, name, "running")] = future
         return future
 
-    def count(self, table: dict[tuple[str, str, str], float], kind: str, namespace: str,
-              names: Iterable[str]) -> int:
-        return sum((kind, namespace, name) in table for name in names)
+    def all_of(self, table: dict[tuple[str, str, str], float], kind: str, namespace: str,
+               names: list[str]) -> Callable[[], bool]:
+        """A condition: every named object is in `table` (seen or running)."""
+        return lambda: all((kind, namespace, name) in table for name in names)
 
 
 async def follow(api: ClusterApi, path: str, kind: str, timeline: Timeline) -> None:
@@ -424,7 +426,7 @@ class Bench:
                                               "customresourcedefinitions"), crd)
             spec = crd["spec"]
             served = group_path(spec["group"], spec["versions"][0]["name"], spec["names"]["plural"])
-            await until_async(lambda served=served: succeeds(api.get(served)), 30,
+            await until_async(functools.partial(readable, api, served), 30,
                               f"CRD {crd['metadata']['name']} served")
 
     async def create(self, api: ClusterApi, path: str, body: dict[str, Any]) -> None:
@@ -546,8 +548,8 @@ class Bench:
         return f"liqo-{REMOTE_ID}"
 
     async def create_pods(self, namespace: str, names: list[str], node: str) -> None:
-        await gather_limited((lambda n=n: self.home.create(core_path("pods", namespace),
-                                                           self.pod(n, node)) for n in names), 32)
+        await gather_limited((functools.partial(self.home.create, core_path("pods", namespace),
+                                                self.pod(n, node)) for n in names), 32)
 
     async def bare_offload(self, names: list[str], lanes: int) -> None:
         """The minimal writes offloading the pods needs, without annex, pipelined as the agent
@@ -614,9 +616,8 @@ class Bench:
                 if label == "bare":
                     bare_tasks.append(asyncio.create_task(self.bare_offload([name], 1)))
                 await asyncio.sleep(interval)
-            await until(lambda ns=namespace, names=names: self.timeline.count(
-                self.timeline.running, "home-pods", ns, names) == count, 120,
-                f"{label} latency pods Running at home")
+            await until(self.timeline.all_of(self.timeline.running, "home-pods", namespace,
+                                             names), 120, f"{label} latency pods Running at home")
             await asyncio.gather(*bare_tasks)
             results[label] = self.stages(namespace, twin, names, created)
         self.results["latency"] = results
@@ -638,9 +639,9 @@ class Bench:
                 self.agent.start()
             else:
                 await self.bare_offload(names, self.args.bare_lanes)
-            done = await until(lambda ns=namespace, names=names: self.timeline.count(
-                self.timeline.running, "home-pods", ns, names) == count, 60 + count / 5,
-                f"{count} {label} pods Running at home", interval=0.2)
+            done = await until(self.timeline.all_of(self.timeline.running, "home-pods",
+                                                    namespace, names), 60 + count / 5,
+                               f"{count} {label} pods Running at home", interval=0.2)
             first = min(self.timeline.seen[("remote-shadowpods", twin, n)] for n in names)
             after = self.counts()
             result: dict[str, Any] = {
@@ -671,21 +672,21 @@ class Bench:
             before = self.counts()  # (after the home ConfigMaps are created, for the agent)
             if label == "agent":
                 self.agent.stop()
-                await gather_limited((lambda n=n: self.home.create(
-                    core_path("configmaps", NAMESPACE), {"metadata": {"name": n}, **body})
-                    for n in names), 32)
+                await gather_limited((functools.partial(
+                    self.home.create, core_path("configmaps", NAMESPACE),
+                    {"metadata": {"name": n}, **body}) for n in names), 32)
                 before = self.counts()
                 self.agent.start()
                 twin = self.twin
             else:
                 twin = self.bare_twin
                 bare = self.api("remote", "bare")
-                await gather_limited((lambda n=n, twin=twin, bare=bare: bare.create(
-                    core_path("configmaps", twin), {"metadata": {"name": n}, **body})
-                    for n in names), self.args.bare_lanes)
-            done = await until(lambda twin=twin, names=names: self.timeline.count(
-                self.timeline.seen, "remote-configmaps", twin, names) == count, 60 + count / 5,
-                f"{count} {label} ConfigMaps at the remote", interval=0.2)
+                await gather_limited((functools.partial(
+                    bare.create, core_path("configmaps", twin),
+                    {"metadata": {"name": n}, **body}) for n in names), self.args.bare_lanes)
+            done = await until(self.timeline.all_of(self.timeline.seen, "remote-configmaps",
+                                                    twin, names), 60 + count / 5,
+                               f"{count} {label} ConfigMaps at the remote", interval=0.2)
             first = min(self.timeline.seen[("remote-configmaps", twin, n)] for n in names)
             results[label] = {
                 "configmaps": count, "seconds": round(done - first, 2),
@@ -761,9 +762,9 @@ async def created(call: Awaitable[Any]) -> None:
             raise
 
 
-async def succeeds(call: Awaitable[Any]) -> bool:
+async def readable(api: ClusterApi, path: str) -> bool:
     try:
-        await call
+        await api.get(path)
         return True
     except ApiError:
         return False
