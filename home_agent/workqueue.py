@@ -93,6 +93,10 @@ class KeyQueue:
                 self._queue.append(key)
                 self._cond.notify()
 
+    def is_shut_down(self) -> bool:
+        with self._cond:
+            return self._shut
+
     def shutdown(self) -> None:
         with self._cond:
             self._shut = True

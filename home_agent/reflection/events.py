@@ -26,7 +26,6 @@ looks at them again.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -39,6 +38,7 @@ from home_agent.operators import Watched
 from home_agent.reflection.reflector import (
     Reflector,
     current_reflection_config,
+    run_workers,
 )
 from home_agent.workqueue import KeyQueue
 from shared.forge.common import updated_remote
@@ -57,8 +57,6 @@ log = logging.getLogger(__name__)
 EVENTS: Watched = ("", "v1", "events")
 FLAG = "event"
 """`--event-reflection-workers`."""
-SYNC_WAIT = 0.2
-"""Seconds before a key that arrived before both sides were listed is looked at again."""
 
 REFUSED = (400, 422)
 """The home API server's answers to a copy it will never take (e.g. an invalid remote Event)."""
@@ -325,33 +323,17 @@ class EventReflector:
 
     async def run(self, ready: Callable[[], bool]) -> None:
         """The worker pool; returns when `stop` shuts the queue down."""
-        await asyncio.gather(*(self._worker(ready) for _ in range(self.workers)))
+        await run_workers(self.queue, self.workers, ready, self.reconcile, self._failed)
 
-    async def _worker(self, ready: Callable[[], bool]) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            key = await loop.run_in_executor(None, self.queue.get)
-            if key is None:
-                return
-            assert isinstance(key, tuple)
-            try:
-                if not ready():
-                    self.queue.add_after(key, SYNC_WAIT)
-                    continue
-                await self.reconcile(key)
-                self.queue.forget(key)
-            except Exception as error:  # noqa: BLE001 - one Event's failure blocks no other
-                if status_of(error) in REFUSED:
-                    # Retrying cannot help; the remote Event's next change tries again.
-                    self.queue.forget(key)
-                    log.warning("remote Event not reflected home as %s/%s: %s", key[0], key[1],
-                                error_message(error))
-                    continue
-                delay = self.queue.retry(key)
-                log.warning("reflecting remote Event home as %s/%s failed (retry in %.1fs): %s",
-                            key[0], key[1], delay, error_message(error))
-            finally:
-                self.queue.done(key)
+    async def _failed(self, key: Key, error: BaseException) -> bool:
+        if status_of(error) in REFUSED:
+            # Retrying cannot help; the remote Event's next change tries again.
+            log.warning("remote Event not reflected home as %s/%s: %s", key[0], key[1],
+                        error_message(error))
+            return False
+        log.warning("reflecting remote Event home as %s/%s failed (retrying): %s", key[0],
+                    key[1], error_message(error))
+        return True
 
     def stop(self) -> None:
         self.queue.shutdown()

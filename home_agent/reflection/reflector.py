@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -47,7 +47,7 @@ from shared.wellknown import FAILED_REFLECTION_REASON
 log = logging.getLogger(__name__)
 
 SYNC_WAIT = 0.2
-"""Seconds before a key that arrived before both sides were listed is looked at again."""
+"""Seconds between looks at whether both sides are listed, before a first reconcile."""
 
 Forge = Callable[[Mapping[str, Any], str, ReflectionConfig], dict[str, Any]]
 
@@ -61,6 +61,49 @@ def current_reflection_config(agent: Agent) -> ReflectionConfig:
         labels_not_reflected=config.labels_not_reflected,
         annotations_not_reflected=config.annotations_not_reflected,
         offloading_patch=virtual_node.spec.offloading_patch if virtual_node else None)
+
+
+Failed = Callable[[Key, BaseException], Awaitable[bool]]
+"""Told of a failed reconcile (it logs and reports): True to retry the key after its backoff,
+False to leave it until its next change."""
+
+
+async def run_workers(queue: KeyQueue, workers: int, ready: Callable[[], bool],
+                      reconcile: Callable[[Key], Awaitable[None]], failed: Failed) -> None:
+    """`workers` workers on `queue` until it shuts down: every reflection part's pool.
+
+    A worker holds its key until both sides are listed (nothing is decided on a half-filled
+    mirror; the other keys wait in the queue rather than spin through it), and one key's
+    failure blocks no other: it backs off alone.
+    """
+    async def worker() -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            key = await loop.run_in_executor(None, queue.get)
+            if key is None:
+                return
+            assert isinstance(key, tuple)
+            try:
+                while not ready():
+                    if queue.is_shut_down():
+                        return
+                    await asyncio.sleep(SYNC_WAIT)
+                await reconcile(key)
+                queue.forget(key)
+            except Exception as error:  # noqa: BLE001 - one object's failure blocks no other
+                try:
+                    again = await failed(key, error)
+                except Exception:  # noqa: BLE001 - reporting must not stop the worker
+                    log.exception("reporting the failure of %s failed", key)
+                    again = True
+                if again:
+                    queue.retry(key)
+                else:
+                    queue.forget(key)
+            finally:
+                queue.done(key)
+
+    await asyncio.gather(*(worker() for _ in range(workers)))
 
 
 @dataclass(frozen=True)
@@ -247,31 +290,16 @@ class Reflector:
 
     async def run(self, ready: Callable[[], bool]) -> None:
         """The worker pool; returns when `stop` shuts the queue down."""
-        await asyncio.gather(*(self._worker(ready) for _ in range(self.workers)))
+        await run_workers(self.queue, self.workers, ready, self.reconcile, self._failed)
 
-    async def _worker(self, ready: Callable[[], bool]) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            key = await loop.run_in_executor(None, self.queue.get)
-            if key is None:
-                return
-            assert isinstance(key, tuple)
-            try:
-                if not ready():
-                    self.queue.add_after(key, SYNC_WAIT)
-                    continue
-                await self.reconcile(key)
-                self.queue.forget(key)
-            except Exception as error:  # noqa: BLE001 - one object's failure blocks no other
-                delay = self.queue.retry(key)
-                message = error_message(error)
-                log.warning("reflecting %s %s/%s failed (retry in %.1fs): %s", self.rules.kind,
-                            key[0], key[1], delay, message)
-                local = self.home.get(key)
-                if local is not None:
-                    await self._report(local, f"reflection failed (retrying): {message}")
-            finally:
-                self.queue.done(key)
+    async def _failed(self, key: Key, error: BaseException) -> bool:
+        message = error_message(error)
+        log.warning("reflecting %s %s/%s failed (retrying): %s", self.rules.kind, key[0], key[1],
+                    message)
+        local = self.home.get(key)
+        if local is not None:
+            await self._report(local, f"reflection failed (retrying): {message}")
+        return True
 
     def stop(self) -> None:
         self.queue.shutdown()

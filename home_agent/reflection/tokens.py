@@ -26,7 +26,6 @@ A failure is a FailedReflection Event on the home pod, and the key backs off alo
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -43,7 +42,7 @@ from home_agent.events import EventRecorder
 from home_agent.kubeapi import core_path, error_message, is_not_found, status_of
 from home_agent.mirror import Key, Mirror, key_of
 from home_agent.operators import Watched
-from home_agent.reflection.reflector import Reflector
+from home_agent.reflection.reflector import Reflector, run_workers
 from home_agent.workqueue import KeyQueue
 from shared.forge.pod import (
     ProjectedToken,
@@ -67,8 +66,6 @@ log = logging.getLogger(__name__)
 
 SECRETS: Watched = ("", "v1", "secrets")
 PODS = "pods"
-SYNC_WAIT = 0.2
-"""Seconds between looks at whether both sides are listed, before the first reconcile."""
 
 
 def _content_digest(secret: Mapping[str, Any]) -> str:
@@ -329,31 +326,18 @@ class TokenReflector:
     # --- workers ----------------------------------------------------------------------------
 
     async def run(self, ready: Callable[[], bool]) -> None:
-        await asyncio.gather(*(self._worker(ready) for _ in range(self.workers)))
+        """The worker pool; returns when `stop` shuts the queue down."""
+        await run_workers(self.queue, self.workers, ready, self.reconcile, self._failed)
 
-    async def _worker(self, ready: Callable[[], bool]) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            key = await loop.run_in_executor(None, self.queue.get)
-            if key is None:
-                return
-            assert isinstance(key, tuple)
-            try:
-                while not ready():  # held, not requeued: the other keys wait in the queue
-                    await asyncio.sleep(SYNC_WAIT)
-                await self.reconcile(key)
-                self.queue.forget(key)
-            except Exception as error:  # noqa: BLE001 - one pod's failure blocks no other
-                delay = self.queue.retry(key)
-                message = error_message(error)
-                log.warning("reflecting the service-account tokens of pod %s/%s failed (retry in "
-                            "%.1fs): %s", key[0], key[1], delay, message)
-                pod = self.pods.get(key)
-                if pod is not None:
-                    await self._report(
-                        pod, f"service-account token reflection failed (retrying): {message}")
-            finally:
-                self.queue.done(key)
+    async def _failed(self, key: Key, error: BaseException) -> bool:
+        message = error_message(error)
+        log.warning("reflecting the service-account tokens of pod %s/%s failed (retrying): %s",
+                    key[0], key[1], message)
+        pod = self.pods.get(key)
+        if pod is not None:
+            await self._report(
+                pod, f"service-account token reflection failed (retrying): {message}")
+        return True
 
     def stop(self) -> None:
         self.queue.shutdown()
