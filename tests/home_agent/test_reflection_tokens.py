@@ -16,7 +16,6 @@ from kubernetes.client.exceptions import ApiException
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.events import EventRecorder
-from home_agent.kubeapi import ApiError
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
@@ -35,6 +34,8 @@ from shared.wellknown import (
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.play import bound_pod, extend
+from tests.home_agent.test_reflection import FakeApi
+from tests.home_agent.test_reflection import _api_error as _error
 
 HOME, REMOTE = "home-1", "remote-1"
 OURS = {ORIGIN_CLUSTER_LABEL: HOME, DESTINATION_CLUSTER_LABEL: REMOTE}
@@ -46,46 +47,28 @@ TOKEN_KEY = service_account_token_key("kube-api-access-x7k2p", "token")
 VAULT_KEY = service_account_token_key("vault", "vault-token")
 
 
-def _error(status: int) -> ApiError:
-    return ApiError(status, {"message": f"status {status}", "reason": "Failure"})
-
-
-class FakeRemote:
-    """Remote objects by path; every call recorded as (verb, path)."""
+class FakeRemote(FakeApi):
+    """`FakeApi` stamping resourceVersion and uid as an API server does; replacing a missing
+    object is a 404."""
 
     def __init__(self) -> None:
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.calls: list[tuple[str, str]] = []
+        super().__init__()
         self.versions = itertools.count(100)
 
-    async def create(self, path: str, body: dict[str, Any]) -> Any:
-        full = f"{path}/{body['metadata']['name']}"
-        self.calls.append(("create", full))
-        if full in self.objects:
-            raise _error(409)
-        return self._store(full, body)
-
-    def _store(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _stamped(self, body: dict[str, Any]) -> dict[str, Any]:
         stored = copy.deepcopy(body)
         stored["metadata"]["resourceVersion"] = str(next(self.versions))
         stored["metadata"].setdefault("uid", "uid-secret")
-        self.objects[path] = stored
-        return copy.deepcopy(stored)
+        return stored
 
-    async def get(self, path: str) -> Any:
-        if path not in self.objects:
-            raise _error(404)
-        return copy.deepcopy(self.objects[path])
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        return copy.deepcopy(await super().create(path, self._stamped(body)))
 
     async def replace(self, path: str, body: dict[str, Any]) -> Any:
-        self.calls.append(("replace", path))
         if path not in self.objects:
+            self.calls.append(("replace", path))
             raise _error(404)
-        return self._store(path, body)
-
-    async def delete(self, path: str, options: Any = None) -> Any:
-        self.calls.append(("delete", path))
-        self.objects.pop(path, None)
+        return copy.deepcopy(await super().replace(path, self._stamped(body)))
 
 
 class FakeHome:
