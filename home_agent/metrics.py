@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
@@ -18,9 +19,11 @@ log = logging.getLogger(__name__)
 class Metrics:
     """Reconcile outcomes per key kind, thread-safe (workers count, the server reads)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reflection_queued: Callable[[], Mapping[str, int]] | None = None) -> None:
         self._lock = threading.Lock()
         self._reconciles: Counter[tuple[str, str]] = Counter()
+        self._reflection_queued = reflection_queued
+        """Keys waiting per reflection part (`Reflection.queued`)."""
 
     def reconciled(self, kind: str, result: str) -> None:
         with self._lock:
@@ -48,6 +51,12 @@ class Metrics:
             *metric_family("annex_home_agent_queued_keys", "gauge",
                            "Keys waiting, delayed or being reconciled (0: converged).",
                            [("", len(agent.queue))]),
+            *metric_family("annex_home_agent_reflection_queued_keys", "gauge",
+                           "Reflection keys waiting, delayed or being reconciled, per kind or "
+                           "companion (0 everywhere: reflection converged).",
+                           [(f'part="{part}"', count) for part, count in sorted(
+                               (self._reflection_queued() if self._reflection_queued else {})
+                               .items())]),
         ])
 
 

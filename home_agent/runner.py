@@ -138,7 +138,7 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
     loop.set_default_executor(ThreadPoolExecutor(
         max_workers=(agent.config.workers + reflection.workers()) * 2 + 8))
     pods = PodOffloader(agent)
-    metrics = Metrics()
+    metrics = Metrics(reflection.queued)
     parked = Parked(agent)
     synced_pods = None
     if agent.config.redis_url:

@@ -531,8 +531,11 @@ class Bench:
 
     def agent_converged(self) -> bool:
         samples = self.agent_metrics()
+        reflection = [value for name, value in samples.items()
+                      if name.startswith("annex_home_agent_reflection_queued_keys{")]
         return (samples.get("annex_home_agent_synced") == 1
-                and samples.get("annex_home_agent_queued_keys") == 0)
+                and samples.get("annex_home_agent_queued_keys") == 0
+                and not any(reflection))
 
     # --- workloads ---
 

@@ -73,6 +73,8 @@ def api_version_of(resource: Watched) -> str:
 class EventReflector:
     """Remote Events → their home copies. Keys are home copy keys (namespace, name)."""
 
+    name = "events"
+
     def __init__(self, agent: Agent, reflectors: Mapping[str, Reflector], workers: int) -> None:
         self.agent = agent
         self.reflectors = reflectors

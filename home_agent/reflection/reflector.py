@@ -309,7 +309,10 @@ class Companion(Protocol):
     """A reflector that is not one kind's (remote Events home, the pods' tokens): it sees every
     watch event after the kinds' reflectors and shares their life cycle."""
 
+    name: str
+    """What metrics call it."""
     workers: int
+    queue: KeyQueue
 
     def resources(self) -> tuple[Watched, ...]:
         """What both sides' watches must add for it."""
@@ -382,6 +385,11 @@ class Reflection:
 
     def ready(self) -> bool:
         return self.agent.home_synced.is_set() and self.agent.remote_synced()
+
+    def queued(self) -> dict[str, int]:
+        """Keys waiting, delayed or being reconciled, per kind (plural) and companion."""
+        return {**{plural: len(r.queue) for plural, r in self.reflectors.items()},
+                **{c.name: len(c.queue) for c in self.companions}}
 
     def home_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
         """Take a home watch event if it is reflection's; True when taken."""

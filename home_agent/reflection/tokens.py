@@ -84,6 +84,8 @@ class _WakeUp:
 
 
 class TokenReflector:
+    name = "serviceaccount-tokens"
+
     def __init__(self, agent: Agent, workers: int, events: EventRecorder, *,
                  secrets_reflected: bool = True) -> None:
         self.agent = agent

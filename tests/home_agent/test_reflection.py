@@ -347,3 +347,19 @@ def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> Non
     assert reflector.queue.get() == ("later", "settings")
     _reconcile(reflector, namespace="later")
     assert _remote_path() in remote.objects
+
+
+def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() -> None:
+    from home_agent.metrics import Metrics
+    from home_agent.reflection.kinds import COMPANIONS
+
+    agent, _, _ = _agent(reflection_workers={"configmap": 1, "event": 1})
+    reflection = Reflection(agent, KINDS, COMPANIONS)
+    metrics = Metrics(reflection.queued)
+    reflection.home_sink("configmaps", "ADDED", {"metadata": {"namespace": "app",
+                                                             "name": "settings"}})
+    text = metrics.exposition(agent)
+    assert 'annex_home_agent_reflection_queued_keys{part="configmaps"} 1' in text
+    assert 'annex_home_agent_reflection_queued_keys{part="events"} 0' in text
+    # a benchmark or an operator reads "converged" as every part at 0
+    assert sum(reflection.queued().values()) == 1
