@@ -20,7 +20,9 @@ class KeyQueue:
         self._queue: deque[Hashable] = deque()
         self._dirty: set[Hashable] = set()
         self._processing: set[Hashable] = set()
-        self._delayed: list[tuple[float, int, Hashable]] = []
+        self._delayed: list[tuple[float, int, Hashable, bool]] = []
+        """(due, order, key, planned): planned wake-ups (a token's refresh time) are not
+        pending work, so that `len` reads 0 once everything is converged."""
         self._counter = 0
         self._failures: dict[Hashable, int] = {}
         self._base_delay = base_delay
@@ -39,10 +41,13 @@ class KeyQueue:
             self._queue.append(key)
             self._cond.notify()
 
-    def add_after(self, key: Hashable, delay: float) -> None:
+    def add_after(self, key: Hashable, delay: float, *, planned: bool = False) -> None:
+        """Add `key` in `delay` seconds; `planned` for a scheduled look (not a backoff or a
+        wait), which does not count as pending work."""
         with self._cond:
             self._counter += 1
-            heapq.heappush(self._delayed, (time.monotonic() + delay, self._counter, key))
+            heapq.heappush(self._delayed,
+                           (time.monotonic() + delay, self._counter, key, planned))
             self._cond.notify()
 
     def retry(self, key: Hashable) -> float:
@@ -65,9 +70,10 @@ class KeyQueue:
             return bool(self._queue)
 
     def __len__(self) -> int:
-        """Keys waiting, delayed or being processed: 0 once everything is converged."""
+        """Keys waiting, backing off or being processed: 0 once everything is converged."""
         with self._cond:
-            return len(self._dirty | self._processing) + len(self._delayed)
+            return len(self._dirty | self._processing) + sum(
+                1 for *_, planned in self._delayed if not planned)
 
     def get(self) -> Hashable | None:
         """The next key to process (None once shut down). Call `done(key)` afterwards."""

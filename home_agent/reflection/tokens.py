@@ -244,7 +244,7 @@ class TokenReflector:
                 return
             delay = max(0.0, (refresh - now).total_seconds())
             self._wake_ups[key] = _WakeUp(refresh, time.monotonic() + delay)
-        self.queue.add_after(key, delay)
+        self.queue.add_after(key, delay, planned=True)
 
     async def _request(self, pod: Mapping[str, Any], token: ProjectedToken) -> dict[str, Any]:
         metadata = pod.get("metadata") or {}

@@ -147,3 +147,13 @@ def test_the_webhook_answers_with_a_json_patch_only_for_offloaded_namespaces() -
     mutated = jsonpatch.apply_patch(pod, json.loads(base64.b64decode(answer["patch"])))
     assert mutated["spec"]["tolerations"][0]["key"] == "virtual-node.liqo.io/not-allowed"
     assert "patch" not in review("elsewhere")["response"]
+
+
+def test_a_planned_wake_up_is_not_pending_work_but_a_backoff_is() -> None:
+    from home_agent.workqueue import KeyQueue
+
+    queue = KeyQueue()
+    queue.add_after(("app", "web"), 3600, planned=True)  # a token's refresh time
+    assert len(queue) == 0
+    queue.retry(("app", "db"))  # a failure backing off
+    assert len(queue) == 1
