@@ -43,7 +43,9 @@ def test_each_component_runs_with_python_dash_m_and_prints_its_usage(module: str
 
 def test_the_readme_gives_the_demo_and_the_test_command() -> None:
     blocks = re.findall(r"```sh\n(.*?)```", README, re.S)
-    assert any("pip install" in b and "python -m kubesim up" in b for b in blocks)
+    # the first command installs annex and runs the local demo on simulated clusters
+    assert blocks[0].strip() == 'pip install -e ".[demo]" && annex-demo'
+    assert "annex-demo" in PYPROJECT["project"]["scripts"]
     assert any(b.strip() == TEST_COMMAND for b in blocks)
 
 
