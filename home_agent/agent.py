@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from annex.kubeapi import ClusterApi
 from home_agent.config import AgentConfig
-from home_agent.kubeapi import ClusterApi
 from home_agent.mirror import Mirror, key_of
 from home_agent.node import Health
 from home_agent.workqueue import KeyQueue

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from home_agent.kubeapi import ClusterApi, core_path, error_message
+from annex.kubeapi import ClusterApi, core_path, error_message
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import asyncio
 import logging
 from datetime import UTC, datetime
 
+from annex.kubeapi import error_message, group_path, is_not_found
 from home_agent.agent import Agent
-from home_agent.kubeapi import error_message, group_path, is_not_found
 from home_agent.node import Health
 from shared.wellknown import NODE_LEASE_NAMESPACE
 

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.kubeapi import core_path, custom_path, is_not_found, status_of
 from home_agent.agent import Agent
 from home_agent.events import EventRecorder
-from home_agent.kubeapi import core_path, custom_path, is_not_found, status_of
 from home_agent.virtual_node import desired_labels
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase, NamespaceMap
 from shared.api.namespace_offloading import (

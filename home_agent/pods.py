@@ -17,9 +17,9 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from home_agent.agent import Agent
 from home_agent.events import EventRecorder
-from home_agent.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.common import reflection_config
 from shared.forge.pod import (

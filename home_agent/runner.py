@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from annex.kube import load_connection
+from annex.kubeapi import ClusterApi, error_message
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.heartbeat import health_loop, lease_loop
-from home_agent.kubeapi import ClusterApi, error_message
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.offloading import reconcile_offloading

@@ -6,8 +6,8 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.kubeapi import STRATEGIC_MERGE_PATCH, core_path, custom_path, status_of
 from home_agent.agent import Agent
-from home_agent.kubeapi import STRATEGIC_MERGE_PATCH, core_path, custom_path, status_of
 from home_agent.node import (
     Health,
     new_node,

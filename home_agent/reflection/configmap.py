@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from home_agent.kubeapi import core_path
+from annex.kubeapi import core_path
 from home_agent.operators import CONFIGMAPS
 from home_agent.reflection.reflector import KindRules
 from shared.forge.configmap import (

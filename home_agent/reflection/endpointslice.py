@@ -21,9 +21,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from annex.kubeapi import group_path
 from home_agent.agent import Agent
 from home_agent.events import EventRecorder
-from home_agent.kubeapi import group_path
 from home_agent.mirror import Key, Mirror, key_of
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICES

@@ -27,9 +27,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from annex.kubeapi import error_message, is_not_found, status_of
 from home_agent.agent import Agent
 from home_agent.events import EventRecorder
-from home_agent.kubeapi import error_message, is_not_found, status_of
 from home_agent.mirror import Key, Mirror, key_of
 from home_agent.operators import Watched
 from home_agent.workqueue import KeyQueue

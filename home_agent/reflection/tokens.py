@@ -36,10 +36,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.kubeapi import core_path, error_message, is_not_found, status_of
 from home_agent.agent import Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.events import EventRecorder
-from home_agent.kubeapi import core_path, error_message, is_not_found, status_of
 from home_agent.mirror import Key, Mirror, key_of
 from home_agent.operators import Watched
 from home_agent.reflection.reflector import Reflector, run_workers

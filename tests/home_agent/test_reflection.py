@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from annex.kubeapi import ApiError
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.events import EventRecorder
-from home_agent.kubeapi import ApiError
 from home_agent.operators import CONFIGMAPS, settings, twins_watch
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
