@@ -78,12 +78,17 @@ class FakeHome(FakeApi):
 
 def _agent(**config: Any) -> tuple[Agent, FakeApi, FakeHome]:
     remote, home = FakeApi(), FakeHome()
-    agent = Agent(AgentConfig(HOME, REMOTE, "unused", **config), home, remote)  # type: ignore[arg-type]
+    return agent_with(remote, home, **config), remote, home
+
+
+def agent_with(remote: Any, home: Any, **config: Any) -> Agent:
+    """An agent on these fake API servers, namespace `app` extended to TWIN."""
+    agent = Agent(AgentConfig(HOME, REMOTE, "unused", **config), home, remote)
     agent.mirrors.namespace_maps.apply("ADDED", {
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"app": TWIN}},
         "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
-    return agent, remote, home
+    return agent
 
 
 def _reflector(agent: Agent, policy: ReflectionType = ReflectionType.DENY_LIST,

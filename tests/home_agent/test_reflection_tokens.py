@@ -14,7 +14,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from home_agent.agent import Agent
-from home_agent.config import AgentConfig, parse_config
+from home_agent.config import parse_config
 from home_agent.events import EventRecorder
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
@@ -34,7 +34,7 @@ from shared.wellknown import (
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.play import bound_pod, extend
-from tests.home_agent.test_reflection import FakeApi
+from tests.home_agent.test_reflection import FakeApi, agent_with
 from tests.home_agent.test_reflection import _api_error as _error
 
 HOME, REMOTE = "home-1", "remote-1"
@@ -102,12 +102,7 @@ class FakeHome:
 
 def _agent(**config: Any) -> tuple[Agent, FakeRemote, FakeHome]:
     remote, home = FakeRemote(), FakeHome()
-    agent = Agent(AgentConfig(HOME, REMOTE, "unused", **config), home, remote)  # type: ignore[arg-type]
-    agent.mirrors.namespace_maps.apply("ADDED", {
-        "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
-        "spec": {"desiredMapping": {"app": TWIN}},
-        "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
-    return agent, remote, home
+    return agent_with(remote, home, **config), remote, home
 
 
 def _reflector(agent: Agent) -> TokenReflector:
