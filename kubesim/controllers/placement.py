@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -139,17 +139,40 @@ def occupies_node(pod: Mapping[str, Any]) -> bool:
     )
 
 
-def _fit_verdict(
-    pod: Mapping[str, Any], node: Mapping[str, Any], bound: Sequence[Mapping[str, Any]]
-) -> NodeVerdict | None:
+@dataclass
+class NodeInfo:
+    """What kube-scheduler's NodeInfo keeps per node: how many pods occupy it and the sum of
+    their requests, updated as pods come and go (recomputing it for every decision would cost
+    the scheduler time in proportion to the pods already placed)."""
+
+    pods: int = 0
+    requested: dict[str, Decimal] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, pods: Iterable[Mapping[str, Any]]) -> NodeInfo:
+        info = cls()
+        for pod in pods:
+            info.add(pod_requests(pod))
+        return info
+
+    def add(self, requests: Mapping[str, Decimal]) -> None:
+        self.pods += 1
+        for name, value in requests.items():
+            self.requested[name] = self.requested.get(name, Decimal(0)) + value
+
+    def remove(self, requests: Mapping[str, Decimal]) -> None:
+        self.pods -= 1
+        for name, value in requests.items():
+            self.requested[name] = self.requested.get(name, Decimal(0)) - value
+
+
+def _fit_verdict(pod: Mapping[str, Any], node: Mapping[str, Any],
+                 info: NodeInfo) -> NodeVerdict | None:
     allocatable = _allocatable(node)
-    requested: dict[str, Decimal] = {}
-    for other in bound:
-        for name, value in pod_requests(other).items():
-            requested[name] = requested.get(name, Decimal(0)) + value
+    requested = info.requested
     reasons: list[str] = []
     unresolvable = False
-    if "pods" in allocatable and len(bound) + 1 > allocatable["pods"]:
+    if "pods" in allocatable and info.pods + 1 > allocatable["pods"]:
         reasons.append(REASON_TOO_MANY_PODS)
     wanted = pod_requests(pod)
     names = [*_FIT_RESOURCES, *sorted(set(wanted) - set(_FIT_RESOURCES))]
@@ -166,12 +189,11 @@ def _fit_verdict(
     return NodeVerdict(tuple(reasons), resolvable_by_preemption=not unresolvable)
 
 
-def filter_node(
-    pod: Mapping[str, Any], node: Mapping[str, Any], bound: Sequence[Mapping[str, Any]]
-) -> NodeVerdict | None:
+def filter_node(pod: Mapping[str, Any], node: Mapping[str, Any],
+                info: NodeInfo) -> NodeVerdict | None:
     """None when the pod fits the node; else the verdict of the first failing filter.
 
-    `bound` are the pods already occupying the node (see `occupies_node`).
+    `info` sums the pods already occupying the node (see `occupies_node`).
     """
     tolerations = pod.get("spec", {}).get("tolerations") or []
     node_spec = node.get("spec", {})
@@ -185,7 +207,7 @@ def filter_node(
         return NodeVerdict((reason,), resolvable_by_preemption=False)
     if not matches_node_affinity(pod, node):
         return NodeVerdict((REASON_NODE_AFFINITY,), resolvable_by_preemption=False)
-    return _fit_verdict(pod, node, bound)
+    return _fit_verdict(pod, node, info)
 
 
 def _histogram(num_nodes: int, counts: Counter[str]) -> str:
@@ -213,17 +235,17 @@ def unschedulable_message(verdicts: Sequence[NodeVerdict]) -> str:
 def choose_node(
     pod: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
-    bound_by_node: Mapping[str, Sequence[Mapping[str, Any]]],
+    info_by_node: Mapping[str, NodeInfo],
 ) -> tuple[str | None, str]:
     """(node name, "") for the feasible node with the fewest pods, or (None, message)."""
     feasible: list[tuple[int, str]] = []
     verdicts: list[NodeVerdict] = []
     for node in nodes:
         name = node["metadata"]["name"]
-        bound = bound_by_node.get(name, ())
-        verdict = filter_node(pod, node, bound)
+        info = info_by_node.get(name) or NodeInfo()
+        verdict = filter_node(pod, node, info)
         if verdict is None:
-            feasible.append((len(bound), name))
+            feasible.append((info.pods, name))
         else:
             verdicts.append(verdict)
     if feasible:

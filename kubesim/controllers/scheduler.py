@@ -9,9 +9,10 @@ with the real message and a FailedScheduling event, and is retried when nodes or
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from typing import Any
 
-from kubesim.apiserver import ApiServer, copy_json, now_timestamp
+from kubesim.apiserver import ApiServer, now_timestamp
 from kubesim.controllers.base import (
     Controller,
     WorkQueue,
@@ -20,7 +21,7 @@ from kubesim.controllers.base import (
     watch_forever,
 )
 from kubesim.controllers.events import record_event
-from kubesim.controllers.placement import choose_node, occupies_node
+from kubesim.controllers.placement import NodeInfo, choose_node, occupies_node, pod_requests
 from kubesim.errors import StatusError
 from kubesim.store import Stored
 
@@ -50,7 +51,9 @@ class Scheduler(Controller):
         self.pods_kind = kind_of(api, "", "v1", "pods")
         self.nodes_kind = kind_of(api, "", "v1", "nodes")
         self.nodes: dict[str, dict[str, Any]] = {}
-        self.bound: dict[str, dict[PodKey, dict[str, Any]]] = {}  # node -> pods occupying it
+        # node -> the requests of each pod occupying it, and their sum
+        self.bound: dict[str, dict[PodKey, dict[str, Decimal]]] = {}
+        self.usage: dict[str, NodeInfo] = {}
         self.unschedulable: set[PodKey] = set()
         self.queue = WorkQueue(self._schedule, self.name)
 
@@ -63,10 +66,18 @@ class Scheduler(Controller):
             self.nodes[name] = stored.obj
         self._retry_unschedulable()
 
+    def _occupy(self, node: str, key: PodKey, pod: dict[str, Any]) -> None:
+        requests = pod_requests(pod)
+        self.bound.setdefault(node, {})[key] = requests
+        self.usage.setdefault(node, NodeInfo()).add(requests)
+
     def _forget(self, key: PodKey) -> bool:
         freed = False
-        for pods in self.bound.values():
-            freed = pods.pop(key, None) is not None or freed
+        for node, pods in self.bound.items():
+            requests = pods.pop(key, None)
+            if requests is not None:
+                self.usage[node].remove(requests)
+                freed = True
         return freed
 
     def _on_pod(self, event_type: str, stored: Stored) -> None:
@@ -74,7 +85,7 @@ class Scheduler(Controller):
         key = _key(pod)
         freed = self._forget(key)
         if event_type != "DELETED" and occupies_node(pod):
-            self.bound.setdefault(pod["spec"]["nodeName"], {})[key] = pod
+            self._occupy(pod["spec"]["nodeName"], key, pod)
         if event_type == "DELETED":
             self.unschedulable.discard(key)
         elif _wants_scheduling(pod) and key not in self.unschedulable:
@@ -94,8 +105,7 @@ class Scheduler(Controller):
             return
         pod = stored.obj
         nodes = [self.nodes[name] for name in sorted(self.nodes)]
-        bound = {name: list(pods.values()) for name, pods in self.bound.items()}
-        chosen, message = choose_node(pod, nodes, bound)
+        chosen, message = choose_node(pod, nodes, self.usage)
         if chosen is None:
             self.unschedulable.add(key)
             await self._mark_unschedulable(pod, message)
@@ -111,9 +121,8 @@ class Scheduler(Controller):
             if error.code in (404, 409):
                 return  # gone, or bound by someone else meanwhile
             raise
-        assumed = copy_json(pod)
-        assumed["spec"]["nodeName"] = chosen
-        self.bound.setdefault(chosen, {})[key] = assumed
+        self._forget(key)  # assumed on the chosen node until its watch event says so
+        self._occupy(chosen, key, pod)
         await record_event(self.api, pod, "Normal", "Scheduled",
                            f"Successfully assigned {namespace}/{name} to {chosen}",
                            component=DEFAULT_SCHEDULER)

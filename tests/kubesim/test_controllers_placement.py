@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubesim.controllers.placement import choose_node, filter_node, tolerates, unschedulable_message
+from kubesim.controllers.placement import (
+    NodeInfo,
+    choose_node,
+    filter_node,
+    pod_requests,
+    tolerates,
+    unschedulable_message,
+)
 
 
 def node(
@@ -36,8 +43,9 @@ def affinity(*expressions: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_node_selector_must_match_every_label() -> None:
-    assert filter_node(pod(nodeSelector={"zone": "a"}), node("n", {"zone": "a"}), []) is None
-    verdict = filter_node(pod(nodeSelector={"zone": "a"}), node("n", {"zone": "b"}), [])
+    empty = NodeInfo()
+    assert filter_node(pod(nodeSelector={"zone": "a"}), node("n", {"zone": "a"}), empty) is None
+    verdict = filter_node(pod(nodeSelector={"zone": "a"}), node("n", {"zone": "b"}), empty)
     assert verdict is not None
     assert verdict.reasons == ("node(s) didn't match Pod's node affinity/selector",)
 
@@ -56,19 +64,20 @@ def test_required_node_affinity_operators() -> None:
         ({"key": "gpus", "operator": "Lt", "values": ["3"]}, False),
     ]
     for expression, fits in cases:
-        assert (filter_node(pod(affinity=affinity(expression)), labeled, []) is None) == fits, (
+        verdict = filter_node(pod(affinity=affinity(expression)), labeled, NodeInfo())
+        assert (verdict is None) == fits, (
             expression
         )
 
 
 def test_taints_need_tolerations_for_no_schedule_and_no_execute_only() -> None:
     tainted = node("n", taints=[{"key": "k", "value": "v", "effect": "NoSchedule"}])
-    verdict = filter_node(pod(), tainted, [])
+    verdict = filter_node(pod(), tainted, NodeInfo())
     assert verdict is not None and verdict.reasons == ("node(s) had untolerated taint {k: v}",)
     preferred = node("n", taints=[{"key": "k", "effect": "PreferNoSchedule"}])
-    assert filter_node(pod(), preferred, []) is None
+    assert filter_node(pod(), preferred, NodeInfo()) is None
     tolerated = pod(tolerations=[{"key": "k", "operator": "Equal", "value": "v"}])
-    assert filter_node(tolerated, tainted, []) is None
+    assert filter_node(tolerated, tainted, NodeInfo()) is None
 
 
 def test_toleration_matching_rules() -> None:
@@ -83,25 +92,26 @@ def test_toleration_matching_rules() -> None:
 def test_requests_count_against_allocatable_minus_bound_pods() -> None:
     small = node("n", cpu="1", memory="1Gi")
     bound = [pod({"cpu": "600m"})]
-    assert filter_node(pod({"cpu": "400m"}), small, bound) is None
-    verdict = filter_node(pod({"cpu": "500m", "memory": "2Gi"}), small, bound)
+    assert filter_node(pod({"cpu": "400m"}), small, NodeInfo.of(bound)) is None
+    verdict = filter_node(pod({"cpu": "500m", "memory": "2Gi"}), small, NodeInfo.of(bound))
     assert verdict is not None
     assert verdict.reasons == ("Insufficient cpu", "Insufficient memory")
 
 
 def test_init_containers_count_by_their_maximum() -> None:
     init = {"name": "i", "image": "i", "resources": {"requests": {"cpu": "2"}}}
-    verdict = filter_node(pod({"cpu": "100m"}, initContainers=[init]), node("n", cpu="1"), [])
+    verdict = filter_node(pod({"cpu": "100m"}, initContainers=[init]), node("n", cpu="1"),
+                          NodeInfo())
     assert verdict is not None and verdict.reasons == ("Insufficient cpu",)
 
 
 def test_pod_count_limit() -> None:
-    verdict = filter_node(pod(), node("n", pods="1"), [pod()])
+    verdict = filter_node(pod(), node("n", pods="1"), NodeInfo.of([pod()]))
     assert verdict is not None and verdict.reasons == ("Too many pods",)
 
 
 def test_cordoned_node_is_unschedulable() -> None:
-    verdict = filter_node(pod(), node("n", unschedulable=True), [])
+    verdict = filter_node(pod(), node("n", unschedulable=True), NodeInfo())
     assert verdict is not None and verdict.reasons == ("node(s) were unschedulable",)
 
 
@@ -111,7 +121,7 @@ def test_unschedulable_message_has_the_real_schedulers_format() -> None:
         node("b", cpu="1"),
         node("c", cpu="1"),
     ]
-    bound = {"b": [pod({"cpu": "800m"})], "c": [pod({"cpu": "800m"})]}
+    bound = {"b": NodeInfo.of([pod({"cpu": "800m"})]), "c": NodeInfo.of([pod({"cpu": "800m"})])}
     chosen, message = choose_node(pod({"cpu": "500m"}), nodes, bound)
     assert chosen is None
     assert message == (
@@ -128,5 +138,14 @@ def test_no_nodes_at_all() -> None:
 
 def test_the_least_loaded_feasible_node_is_chosen() -> None:
     nodes = [node("a"), node("b"), node("c", {"x": "y"})]
-    chosen, _ = choose_node(pod(), nodes, {"a": [pod()], "b": []})
+    chosen, _ = choose_node(pod(), nodes, {"a": NodeInfo.of([pod()]), "b": NodeInfo()})
     assert chosen == "b"
+
+
+def test_node_info_sums_the_requests_of_the_pods_it_holds() -> None:
+    info = NodeInfo.of([pod({"cpu": "600m"}), pod({"cpu": "300m", "memory": "1Gi"})])
+    assert info.pods == 2
+    assert filter_node(pod({"cpu": "200m"}), node("n", cpu="1"), info) is not None
+    info.remove(pod_requests(pod({"cpu": "600m"})))  # the scheduler's cache, a pod gone
+    assert info.pods == 1
+    assert filter_node(pod({"cpu": "700m"}), node("n", cpu="1"), info) is None
