@@ -171,6 +171,10 @@ class Store:
     def uid_exists(self, uid: str) -> bool:
         return uid in self._by_uid
 
+    def absent_owners(self) -> tuple[str, ...]:
+        """Owner uids that some object references and no stored object has."""
+        return tuple(uid for uid in self._by_owner if uid not in self._by_uid)
+
     def dependents(self, owner_uid: str) -> Idents:
         """Objects whose ownerReferences name this uid."""
         return sorted(self._by_owner.get(owner_uid, ()))

@@ -25,19 +25,20 @@ class GarbageCollector(Controller):
         self.interval = interval
 
     def _dangling(self) -> list[tuple[Any, Stored, list[str]]]:
-        """(kind, object, absent owner uids) for objects with at least one absent owner."""
-        found = []
-        for key in self.api.store.keys():
-            kind = self.api.kinds.by_storage(key)
-            if kind is None:
-                continue
-            for stored in self.api.store.list(key):
+        """(kind, object, absent owner uids) for objects with at least one absent owner; found
+        through the store's owner index, so a sweep costs the absent owners, not every object."""
+        found: dict[tuple[Any, str, str], tuple[Any, Stored, list[str]]] = {}
+        for owner in self.api.store.absent_owners():
+            for key, namespace, name in self.api.store.dependents(owner):
+                kind = self.api.kinds.by_storage(key)
+                stored = self.api.store.get(key, namespace, name)
+                if kind is None or stored is None or (key, namespace, name) in found:
+                    continue
                 references = stored.obj["metadata"].get("ownerReferences") or []
                 absent = [r.get("uid", "") for r in references
                           if not self.api.store.uid_exists(r.get("uid", ""))]
-                if absent:
-                    found.append((kind, stored, absent))
-        return found
+                found[(key, namespace, name)] = (kind, stored, absent)
+        return list(found.values())
 
     async def sweep(self) -> None:
         for kind, stored, absent in self._dangling():

@@ -66,6 +66,17 @@ def test_objects_whose_owner_never_existed_are_collected(home, namespace) -> Non
              timeout=60)
 
 
+def test_a_reference_to_an_absent_owner_is_dropped_when_a_live_owner_remains(home,
+                                                                            namespace) -> None:
+    owner = home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "live"}})
+    body = owned_configmap("shared", owner)
+    body["metadata"]["ownerReferences"].append(
+        owned_by("shared", "ghost", str(uuid.uuid4()))["metadata"]["ownerReferences"][0])
+    home.core.create_namespaced_config_map(namespace, body)
+    wait_for(lambda: [r.name for r in home.core.read_namespaced_config_map(
+        "shared", namespace).metadata.owner_references] == ["live"], timeout=60)
+
+
 @pytest.mark.kubesim_only
 def test_controllers_can_be_switched_off_per_cluster(tmp_path: Path) -> None:
     from kubesim.cluster import Cluster, ClusterThread
