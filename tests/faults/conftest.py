@@ -4,24 +4,31 @@ seconds, a namespace offloaded to it and a watch history of both sides.
 
 On kubesim the suite has a pair of clusters of its own, whose remote workers take the hundreds
 of pods the faults are tried with (a kubelet's default is 110 pods, one worker), and which the
-rest of the test session does not load."""
+rest of the test session does not load. Each test withdraws what it offloaded before its agent
+stops (see `system`), so the remote cluster holds one test's pods at a time however many runs
+the suite makes."""
 
 from __future__ import annotations
 
+import math
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from tests.conftest import ON_REAL_CLUSTERS, REAL_HOME, REAL_REMOTE, ClusterHandle, _handle
 from tests.e2e import conftest as e2e
 from tests.e2e.conftest import Peer
 from tests.e2e.test_offloading import offloaded
 from tests.faults.history import History, Recorder, pods_of, shadow_pods_of
+from tests.helpers import wait_for
 from tests.home_agent.agentproc import Process, install_crds
 from tests.home_agent.conftest import RunningAgent
+from tests.home_agent.play import namespace_offloading
 from tests.remote_enforcer.conftest import Enforcer
 
 # The end-to-end fixtures, reused as they are.
@@ -34,8 +41,16 @@ FAST = ("--home-qps", "1000", "--home-burst", "1000", "--remote-qps", "1000",
 """Client throttling out of the way: the tests are about faults, not about rate limits."""
 
 
-REMOTE_WORKERS = 4
+FAULT_BURST = int(os.environ.get("FAULT_BURST", "100"))
+"""Pods created per run of the agent-crash test (the issue's scale: 500), the largest load the
+suite puts on the remote cluster but for the 200-pod cut."""
+
 REMOTE_WORKER_PODS = 250  # a node's /24 pod CIDR holds 254 addresses
+REMOTE_WORKERS = max(4, math.ceil(2 * FAULT_BURST / REMOTE_WORKER_PODS))
+"""Room for twice the largest load: one test's pods, and what a failed run that could not
+withdraw its own left behind."""
+
+WITHDRAWAL = 180  # seconds for the agent and the enforcer to take down a test's offloaded pods
 
 
 @pytest.fixture(scope="package")
@@ -130,3 +145,29 @@ def system(home: ClusterHandle, remote: ClusterHandle, namespace: str,
         recorder.stop()
     for recorder in recorders:
         recorder.join()
+    if recorders:  # a system was started: withdraw it while its agent still runs
+        withdraw(home, remote, namespace)
+
+
+def withdraw(home: ClusterHandle, remote: ClusterHandle, namespace: str) -> None:
+    """Delete the offloaded home namespace and wait until the agent and the enforcer have taken
+    its twin, with every remote pod and ShadowPod in it, off the remote cluster (the
+    NamespaceOffloading's finalizer holds the home namespace until then): the next test starts
+    from an empty remote cluster."""
+    twin = str((namespace_offloading(home, namespace).get("status") or {})
+               .get("remoteNamespaceName") or "")
+    home.core.delete_namespace(namespace)
+
+    wait_for(lambda: not exists(home, namespace) and not (twin and exists(remote, twin)),
+             timeout=WITHDRAWAL, interval=0.2,
+             message=f"{namespace} and its twin {twin} withdrawn")
+
+
+def exists(cluster: ClusterHandle, namespace: str) -> bool:
+    try:
+        cluster.core.read_namespace(namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -54,10 +54,12 @@ class History:
             self.entries.append(Entry(len(self.entries), source, event, name, uid, deleting,
                                       phase))
 
-    def action(self, event: str, names: list[str]) -> None:
-        """The test is about to do `event` to these objects."""
+    def action(self, event: str, names: Collection[str],
+               uids: Mapping[str, str] | None = None) -> None:
+        """The test is about to do `event` to these objects (to exactly the ones of `uids`, by
+        name, when it knows them)."""
         for name in names:
-            self.append("test", event, name)
+            self.append("test", event, name, (uids or {}).get(name, ""))
 
     def of(self, source: str) -> list[Entry]:
         """The entries of one source; an AssertionError if its recording has a gap (nothing
@@ -68,25 +70,43 @@ class History:
         assert not gaps, f"the {source} history has a gap: {gaps}"
         return entries
 
-    def first_deletion(self, source: str) -> dict[str, Entry]:
-        """Per name, the first sign its object is going away (a deletionTimestamp or DELETED)."""
+    def first_deletions(self, source: str) -> dict[str, Entry]:
+        """Per object (uid), the first sign it is going away (a deletionTimestamp or DELETED)."""
         first: dict[str, Entry] = {}
         for entry in self.of(source):
-            if (entry.deleting or entry.event == "DELETED") and (
-                    entry.name not in first):
+            if (entry.deleting or entry.event == "DELETED") and entry.uid not in first:
+                first[entry.uid] = entry
+        return first
+
+    def first_deletion(self, source: str) -> dict[str, Entry]:
+        """Per name, the first sign an object of that name is going away."""
+        first: dict[str, Entry] = {}
+        for entry in self.first_deletions(source).values():
+            if entry.name not in first or entry.seq < first[entry.name].seq:
                 first[entry.name] = entry
         return first
 
     def deleted_while_alive(self, remote_source: str) -> list[str]:
-        """Names whose remote object began going away before the test began deleting their
-        home pod (`DELETE_AT_HOME`), but for those the test deleted remotely on purpose."""
-        deleted_at_home = {entry.name: entry for entry in reversed(self.of("test"))
-                           if entry.event == DELETE_AT_HOME}
-        excused = {entry.name for entry in self.of("test") if entry.event == DELETE_REMOTELY}
-        return sorted(
-            name for name, entry in self.first_deletion(remote_source).items()
-            if name not in excused and (name not in deleted_at_home
-                                        or deleted_at_home[name].seq > entry.seq))
+        """Names of remote objects that began going away before the test began deleting their
+        home pod (`DELETE_AT_HOME`), but for those the test deleted remotely on purpose
+        (`DELETE_REMOTELY`: the very objects when it logged their uids, else any of the name).
+        Each object is judged on its own: a replacement the enforcer made for a pod the test
+        deleted is not excused by that deletion."""
+        actions = self.of("test")
+        deleted_at_home: dict[str, int] = {}
+        for entry in actions:
+            if entry.event == DELETE_AT_HOME:
+                deleted_at_home.setdefault(entry.name, entry.seq)
+        remotely = [entry for entry in actions if entry.event == DELETE_REMOTELY]
+        excused = {entry.uid for entry in remotely if entry.uid}
+        excused_names = {entry.name for entry in remotely if not entry.uid}
+
+        def before_home_deletion(entry: Entry) -> bool:
+            return entry.name not in deleted_at_home or entry.seq < deleted_at_home[entry.name]
+        return sorted({
+            entry.name for entry in self.first_deletions(remote_source).values()
+            if entry.uid not in excused and entry.name not in excused_names
+            and before_home_deletion(entry)})
 
     def story(self, names: Collection[str]) -> str:
         """Everything logged about these names, for an assertion message."""
