@@ -170,15 +170,21 @@ def recreated_status(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
 
     Each container carries over the restarts the vanished pod had (as last reported into the
     ShadowPod status) plus one for the replacement, so that the home restart count never goes
-    down when the new pod starts again from 0.
+    down when the new pod starts again from 0. Those restarts leave the reported podStatus,
+    which is the vanished pod's until the replacement reports its own: counted in both, the
+    home count would rise by them twice and fall back once the replacement reports.
     """
     status = dict(shadowpod.get("status") or {})
     status["recreations"] = int(status.get("recreations") or 0) + 1
-    last = {str(c.get("name")): int(c.get("restartCount") or 0)
-            for c in (status.get("podStatus") or {}).get("containerStatuses") or []}
+    pod_status = dict(status.get("podStatus") or {})
+    containers = [dict(c) for c in pod_status.get("containerStatuses") or []]
+    last = {str(c.get("name")): int(c.get("restartCount") or 0) for c in containers}
     carried = dict(status.get("carriedRestarts") or {})
     for container in ((shadowpod.get("spec") or {}).get("pod") or {}).get("containers") or []:
         name = str(container.get("name"))
         carried[name] = int(carried.get(name) or 0) + last.get(name, 0) + 1
     status["carriedRestarts"] = carried
+    if containers:
+        status["podStatus"] = {**pod_status, "containerStatuses": [
+            {**container, "restartCount": 0} for container in containers]}
     return status

@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from shared.forge import enforcement
+from shared.forge.pod import StatusForgeConfig, local_pod_status
 from shared.offer import differs_enough, free_resources, pod_reservation, share
 
 SHADOWPOD: dict[str, Any] = {
@@ -59,6 +60,23 @@ def test_a_recreation_carries_the_old_pods_restarts_over_so_home_counts_never_go
     # main: 2 carried before + 5 of the vanished pod + 1 for this replacement
     assert status["carriedRestarts"] == {"main": 8, "sidecar": 1}
     assert status["recreations"] == 2
+
+
+def test_right_after_a_recreation_the_home_count_is_one_more_not_the_old_restarts_twice() -> None:
+    containers = [{"name": "main", "image": "nginx"}]
+    shadowpod = {**SHADOWPOD, "spec": {"pod": {"containers": containers}}, "status": {
+        "phase": "Running", "carriedRestarts": {"main": 2},
+        "podStatus": {"phase": "Running",
+                      "containerStatuses": [{"name": "main", "restartCount": 5}]}}}
+    config = StatusForgeConfig(node_ip="192.0.2.10")
+
+    def home_count(status: dict[str, Any]) -> int:
+        home = local_pod_status(status["podStatus"], status["carriedRestarts"], config)
+        return int(home["containerStatuses"][0]["restartCount"])
+
+    assert home_count(shadowpod["status"]) == 7
+    # Until the replacement reports its own status, the vanished pod's is the one reported.
+    assert home_count(enforcement.recreated_status(shadowpod)) == 8
 
 
 def test_pod_patch_carries_only_what_changed_and_a_pod_allows() -> None:
