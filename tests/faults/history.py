@@ -41,6 +41,7 @@ class Entry:
     uid: str = ""
     deleting: bool = False  # metadata.deletionTimestamp is set
     phase: str = ""
+    restarts: int = 0  # of its containers, for a pod
 
 
 @dataclass
@@ -49,10 +50,10 @@ class History:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def append(self, source: str, event: str, name: str, uid: str = "", deleting: bool = False,
-               phase: str = "") -> None:
+               phase: str = "", restarts: int = 0) -> None:
         with self._lock:
             self.entries.append(Entry(len(self.entries), source, event, name, uid, deleting,
-                                      phase))
+                                      phase, restarts))
 
     def action(self, event: str, names: Collection[str],
                uids: Mapping[str, str] | None = None) -> None:
@@ -108,12 +109,20 @@ class History:
             if entry.uid not in excused and entry.name not in excused_names
             and before_home_deletion(entry)})
 
+    def most_restarts(self, source: str) -> dict[str, int]:
+        """Per name, the most container restarts any of its pods ever showed."""
+        most: dict[str, int] = {}
+        for entry in self.of(source):
+            most[entry.name] = max(most.get(entry.name, 0), entry.restarts)
+        return most
+
     def story(self, names: Collection[str]) -> str:
         """Everything logged about these names, for an assertion message."""
         with self._lock:
             return "\n".join(
                 f"{e.seq} {e.source} {e.event} {e.name} {e.uid[:8]} {e.phase}"
                 f"{' deleting' if e.deleting else ''}"
+                f"{f' restarts {e.restarts}' if e.restarts else ''}"
                 for e in self.entries if e.name in names)
 
     def uids(self, source: str) -> dict[str, set[str]]:
@@ -157,10 +166,12 @@ class Recorder:
         return str(body["metadata"]["resourceVersion"])
 
     def _record(self, event: str, item: dict[str, Any]) -> None:
-        metadata = item.get("metadata") or {}
-        phase = ((item.get("status") or {}).get("phase")) or ""
+        metadata, status = item.get("metadata") or {}, item.get("status") or {}
+        restarts = sum(int(container.get("restartCount") or 0)
+                       for container in status.get("containerStatuses") or [])
         self.history.append(self.source, event, metadata.get("name", ""), metadata.get("uid", ""),
-                            bool(metadata.get("deletionTimestamp")), phase)
+                            bool(metadata.get("deletionTimestamp")), status.get("phase") or "",
+                            restarts)
 
     def _events(self) -> Iterator[dict[str, Any]]:
         response = self.lister(watch=True, resource_version=self.resource_version,

@@ -74,7 +74,8 @@ def test_a_long_cut_loses_nothing_and_duplicates_nothing(
     try:
         wait_for(lambda: ready_condition(home, node).status == "False", timeout=30,
                  message="Ready=False once the agent's checks are refused past the threshold")
-        history.action(DELETE_REMOTELY, remotely_deleted)
+        history.action(DELETE_REMOTELY, remotely_deleted,
+                       {name: before_cut[name]["metadata"]["uid"] for name in remotely_deleted})
         fleet.delete_pods(remote, twin, remotely_deleted)
         fleet.create_pods(home, namespace, created_during_cut, node)
         history.action(DELETE_AT_HOME, deleted_at_home)
