@@ -16,8 +16,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from annex.kubeapi import ClusterApi
+from annex.mirror import Mirror, key_of
 from home_agent.config import AgentConfig
-from home_agent.mirror import Mirror, key_of
 from home_agent.node import Health
 from home_agent.workqueue import KeyQueue
 from shared.api.namespace_map import MappingPhase, NamespaceMap

@@ -23,8 +23,8 @@ from typing import Any
 import kopf
 
 from annex.kube import Connection
-from annex.kubeapi import ClusterApi, WatchExpired, error_message, group_path
-from home_agent.mirror import Key, key_of
+from annex.kubeapi import ClusterApi, group_path
+from annex.listwatch import list_and_watch
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.resource import ResourceDefinition
@@ -136,18 +136,9 @@ def list_query(spec: WatchSpec, resource: Watched) -> dict[str, str]:
     return {"labelSelector": selector} if selector else {}
 
 
-LIST_PAGE = 500
-"""Objects per list request: a page at a time, so a large listing is never one huge body."""
-WATCH_SECONDS = 300
-
-
 class OperatorThread:
     """Mirrors a WatchSpec's resources into the sink from a thread of its own (its own loop and
-    client), as client-go's reflector does: per resource and namespace, a paged list, then a
-    watch from the list's resourceVersion, continued from the last event's version when the
-    server ends it, and a new list when that version expired (410) or the watch failed (with
-    backoff). Objects a new list no longer shows are passed on as DELETED, with their last
-    known metadata (client-go's DeletedFinalStateUnknown). `on_synced` is called once every
+    client): one `list_and_watch` per resource and namespace. `on_synced` is called once every
     initial list is in the sink: nothing is decided from a cache still filling (Liqo #2748).
 
     kopf did this before, at a cost that grew with the square of the objects listed (every
@@ -214,65 +205,10 @@ class OperatorThread:
     async def _reflect(self, api: ClusterApi, resource: Watched, namespace: str,
                        listed: Callable[[], None]) -> None:
         group, version, plural = resource
-        path = group_path(group, version, plural, namespace)
-        query = list_query(self.spec, resource)
-        known: dict[Key, dict[str, Any]] = {}
-        """The metadata of what the sink holds from this scope (for deletions a list shows)."""
-        first, delay = True, 0.5
-        while True:
-            try:
-                resource_version = await self._list(api, path, query, plural, known)
-                if first:
-                    first = False
-                    listed()
-                delay = 0.5
-                while True:
-                    async for event in api.watch(path, resource_version, WATCH_SECONDS, query):
-                        obj = event.get("object") or {}
-                        resource_version = str((obj.get("metadata") or {}).get(
-                            "resourceVersion") or resource_version)
-                        event_type = str(event.get("type"))
-                        if event_type == "BOOKMARK":
-                            continue
-                        if event_type == "DELETED":
-                            known.pop(key_of(obj), None)
-                        else:
-                            known[key_of(obj)] = _metadata(obj)
-                        self._sink(plural, event_type, obj)
-            except WatchExpired:
-                log.debug("watch %s %s expired: listing again", self.name, path)
-            except asyncio.CancelledError:
-                raise
-            except Exception as error:  # noqa: BLE001 - listed again after a backoff
-                log.warning("watch %s %s failed (retry in %.1fs): %s", self.name, path, delay,
-                            error_message(error))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
-
-    async def _list(self, api: ClusterApi, path: str, query: dict[str, str], plural: str,
-                    known: dict[Key, dict[str, Any]]) -> str:
-        """List every page into the sink; returns the list's resourceVersion."""
-        listed: set[Key] = set()
-        token = ""
-        while True:
-            page = await api.request("GET", path, query={
-                **query, "limit": str(LIST_PAGE), **({"continue": token} if token else {})})
-            kind = str(page.get("kind") or "").removesuffix("List")
-            for obj in page.get("items") or []:
-                # List items carry no kind and apiVersion; the watch's objects do.
-                obj.setdefault("kind", kind)
-                obj.setdefault("apiVersion", page.get("apiVersion"))
-                key = key_of(obj)
-                listed.add(key)
-                known[key] = _metadata(obj)
-                self._sink(plural, "ADDED", obj)
-            metadata = page.get("metadata") or {}
-            token = str(metadata.get("continue") or "")
-            if not token:
-                break
-        for key in [key for key in known if key not in listed]:
-            self._sink(plural, "DELETED", {"metadata": known.pop(key)})
-        return str(metadata.get("resourceVersion") or "")
+        await list_and_watch(
+            api, group_path(group, version, plural, namespace),
+            lambda event_type, obj: self._sink(plural, event_type, obj),
+            query=list_query(self.spec, resource), on_listed=listed, name=self.name)
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()
@@ -287,6 +223,3 @@ class OperatorThread:
                 pass
         self._thread.join(timeout)
 
-
-def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}

@@ -10,8 +10,8 @@ import time
 from typing import Any, Protocol
 
 from annex.kubeapi import error_message
+from annex.mirror import key_of
 from home_agent.agent import TWINS_KEY, Agent
-from home_agent.mirror import key_of
 from home_agent.offloading import ensure_namespace_map
 from home_agent.operators import EventSink, OperatorThread, Watched, tenant_watch, twins_watch
 

@@ -23,8 +23,8 @@ from typing import Any
 import msgpack
 import redis.asyncio as aioredis
 
+from annex.mirror import Key
 from home_agent.agent import Agent
-from home_agent.mirror import Key
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from annex.kubeapi import group_path
+from annex.mirror import Key, Mirror, key_of
 from home_agent.agent import Agent
 from home_agent.events import EventRecorder
-from home_agent.mirror import Key, Mirror, key_of
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICES
 from shared.forge.endpointslice import (

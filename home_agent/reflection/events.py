@@ -32,8 +32,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from annex.kubeapi import core_path, error_message, is_not_found, status_of
+from annex.mirror import Key, Mirror, key_of
 from home_agent.agent import Agent
-from home_agent.mirror import Key, Mirror, key_of
 from home_agent.operators import Watched
 from home_agent.reflection.reflector import (
     Reflector,

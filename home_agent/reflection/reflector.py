@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from annex.kubeapi import error_message, is_not_found, status_of
+from annex.mirror import Key, Mirror, key_of
 from home_agent.agent import Agent
 from home_agent.events import EventRecorder
-from home_agent.mirror import Key, Mirror, key_of
 from home_agent.operators import Watched
 from home_agent.workqueue import KeyQueue
 from shared.forge.common import (

@@ -37,10 +37,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from annex.kubeapi import core_path, error_message, is_not_found, status_of
+from annex.mirror import Key, Mirror, key_of
 from home_agent.agent import Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.events import EventRecorder
-from home_agent.mirror import Key, Mirror, key_of
 from home_agent.operators import Watched
 from home_agent.reflection.reflector import Reflector, run_workers
 from home_agent.workqueue import KeyQueue

@@ -11,7 +11,7 @@ from typing import Any
 
 import jsonpatch
 
-from home_agent.mirror import Mirror
+from annex.mirror import Mirror
 from home_agent.node import (
     Health,
     new_node,

@@ -1,4 +1,4 @@
-"""Thread-safe in-memory copies of the objects the agent watches, fed by the watches' event
+"""Thread-safe in-memory copies of watched objects, fed by the watches' event
 handlers and read by the reconcilers (which run on other threads).
 
 Objects are kept msgpack-encoded: about a seventh of the memory of the decoded dicts (2 KB

@@ -1,0 +1,102 @@
+"""List and watch one resource in one scope, as client-go's Reflector does, feeding a sink.
+
+A paged list, then a watch from the list's resourceVersion, continued from the last event's
+version when the server ends it, and a new list when that version expired (410) or the watch
+failed (with backoff). Objects a new list no longer shows are passed on as DELETED, with their
+last known metadata (client-go's DeletedFinalStateUnknown). `on_listed` is called once, when
+the first list is in the sink: nothing is decided from a cache still filling (Liqo #2748).
+
+Both components keep their caches with it: the agent's mirrors, the enforcer's pods,
+ShadowPods and quota usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, NoReturn
+
+from annex.kubeapi import ClusterApi, WatchExpired, error_message
+from annex.mirror import Key, key_of
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[str, dict[str, Any]], object]
+"""(event type, object): ADDED, MODIFIED or DELETED; what it returns is ignored."""
+
+LIST_PAGE = 500
+"""Objects per list request: a page at a time, so a large listing is never one huge body."""
+WATCH_SECONDS = 300
+
+
+async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
+                         query: Mapping[str, str] | None = None,
+                         on_listed: Callable[[], None] | None = None,
+                         name: str = "") -> NoReturn:
+    """Runs until cancelled. `path` is a collection (e.g. /api/v1/pods); `query` narrows both
+    the list and the watch (labelSelector, fieldSelector)."""
+    narrowed = dict(query or {})
+    known: dict[Key, dict[str, Any]] = {}
+    """The metadata of what the sink holds from this scope (for deletions a list shows)."""
+    first, delay = True, 0.5
+    while True:
+        try:
+            resource_version = await _list(api, path, narrowed, sink, known)
+            if first:
+                first = False
+                if on_listed is not None:
+                    on_listed()
+            delay = 0.5
+            while True:
+                async for event in api.watch(path, resource_version, WATCH_SECONDS, narrowed):
+                    obj = event.get("object") or {}
+                    resource_version = str((obj.get("metadata") or {}).get(
+                        "resourceVersion") or resource_version)
+                    event_type = str(event.get("type"))
+                    if event_type == "BOOKMARK":
+                        continue
+                    if event_type == "DELETED":
+                        known.pop(key_of(obj), None)
+                    else:
+                        known[key_of(obj)] = _metadata(obj)
+                    sink(event_type, obj)
+        except WatchExpired:
+            log.debug("watch %s %s expired: listing again", name, path)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - listed again after a backoff
+            log.warning("watch %s %s failed (retry in %.1fs): %s", name, path, delay,
+                        error_message(error))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 30.0)
+
+
+async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
+                known: dict[Key, dict[str, Any]]) -> str:
+    """List every page into the sink; returns the list's resourceVersion."""
+    listed: set[Key] = set()
+    token = ""
+    while True:
+        page = await api.request("GET", path, query={
+            **query, "limit": str(LIST_PAGE), **({"continue": token} if token else {})})
+        kind = str(page.get("kind") or "").removesuffix("List")
+        for obj in page.get("items") or []:
+            # List items carry no kind and apiVersion; the watch's objects do.
+            obj.setdefault("kind", kind)
+            obj.setdefault("apiVersion", page.get("apiVersion"))
+            key = key_of(obj)
+            listed.add(key)
+            known[key] = _metadata(obj)
+            sink("ADDED", obj)
+        metadata = page.get("metadata") or {}
+        token = str(metadata.get("continue") or "")
+        if not token:
+            break
+    for key in [key for key in known if key not in listed]:
+        sink("DELETED", {"metadata": known.pop(key)})
+    return str(metadata.get("resourceVersion") or "")
+
+
+def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
