@@ -23,11 +23,12 @@ from typing import Any
 
 from aiohttp import web
 
-from annex.kubeapi import ClusterApi, core_path, custom_path
+from annex.kubeapi import ClusterApi, core_path
+from annex.mirror import Mirror
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from shared import quota as quota_rules
-from shared.api.quota import QUOTA, LimitsEnforcement
+from shared.api.quota import LimitsEnforcement
 from shared.forge import enforcement
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
@@ -59,9 +60,16 @@ class Reservation:
 
 
 class Admission:
+    """`namespaces` and `quotas` are caches the enforcer's list+watches keep: an admission reads
+    no object from the API server, except a namespace the cache does not hold yet."""
+
     def __init__(self, api: ClusterApi, ledger: UsageLedger) -> None:
         self.api = api
         self.ledger = ledger
+        self.namespaces = Mirror()
+        self.quotas = Mirror()
+        self.listed = asyncio.Event()
+        """Set once both caches hold their first list: until then a Quota could be missed."""
         ledger.on_observed = self._observed
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._reservations: defaultdict[str, dict[tuple[str, str], Reservation]] = (
@@ -74,7 +82,10 @@ class Admission:
             return True, ""
         obj = request.get("object") or {}
         namespace = request.get("namespace") or (obj.get("metadata") or {}).get("namespace", "")
-        namespace_obj = await self.api.find(core_path("namespaces", name=namespace))
+        await self.listed.wait()
+        namespace_obj = self.namespaces.get(("", namespace))
+        if namespace_obj is None:  # just made (a twin namespace), not yet seen by the watch
+            namespace_obj = await self.api.find(core_path("namespaces", name=namespace))
         consumer = ((namespace_obj or {}).get("metadata") or {}).get("labels", {}).get(
             ORIGIN_CLUSTER_LABEL)
         problem = origin_problem((obj.get("metadata") or {}).get("labels") or {}, namespace,
@@ -90,9 +101,8 @@ class Admission:
                                                   bool(request.get("dryRun")))
         return True, ""
 
-    async def _quota(self, consumer: str) -> dict[str, Any] | None:
-        quotas = await self.api.list(custom_path(QUOTA))
-        return next((q for q in quotas
+    def _quota(self, consumer: str) -> dict[str, Any] | None:
+        return next((q for q in self.quotas.values()
                      if (q.get("spec") or {}).get("consumerClusterId") == consumer), None)
 
     def _observed(self, consumer: str, key: tuple[str, str], uid: str) -> None:
@@ -112,9 +122,7 @@ class Admission:
 
     async def _admit_within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
                                   dry_run: bool) -> tuple[bool, str]:
-        # The Quota is read outside the lock: only usage must be serialized, and inside the
-        # lock nothing waits on the API server (the ledger is in memory).
-        quota = await self._quota(consumer)
+        quota = self._quota(consumer)
         if quota is None:
             return True, ""  # no Quota for this consumer: nothing to enforce
         spec = quota.get("spec") or {}

@@ -1,5 +1,6 @@
-"""What each consumer's ShadowPods use, kept current by a list+watch of ShadowPods, so that an
-admission costs no list of the consumer's ShadowPods (O(1) instead of O(pods)).
+"""What each consumer's ShadowPods use, kept current by the ShadowPod list+watch (`apply` is
+one of its sinks; `synced` is set once it listed), so that an admission costs no list of the
+consumer's ShadowPods (O(1) instead of O(pods)).
 
 The webhook reads `usage(consumer)` plus its own reservations for admitted creates not yet
 observed; `observed()` tells it when a reservation has turned into a ledger entry.
@@ -8,18 +9,14 @@ observed; `observed()` tells it when a reservation has turned into a ledger entr
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections import defaultdict
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from annex.kubeapi import ClusterApi, WatchExpired
 from shared import quota as quota_rules
 from shared.forge import enforcement
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
-
-log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 
@@ -66,33 +63,3 @@ class UsageLedger:
         self._entries[key] = (consumer, requests)
         _add(self._totals[consumer], requests, +1)
         self.changed.set()
-
-    def replace(self, shadowpods: list[dict[str, Any]]) -> None:
-        """Start over from a full list."""
-        self._entries.clear()
-        self._totals.clear()
-        self.changed.set()
-        for shadowpod in shadowpods:
-            self.apply("ADDED", shadowpod)
-
-    async def run(self, api: ClusterApi, url_path: str) -> None:
-        """List, then watch from the list's resourceVersion; list again when it expires."""
-        while True:
-            try:
-                listed = await api.request("GET", url_path)
-                self.replace(list(listed.get("items") or []))
-                version = str((listed.get("metadata") or {}).get("resourceVersion", ""))
-                self.synced.set()
-                while True:
-                    async for event in api.watch(url_path, version):
-                        obj = event.get("object") or {}
-                        version = str((obj.get("metadata") or {}).get("resourceVersion", version))
-                        if event.get("type") != "BOOKMARK":
-                            self.apply(str(event.get("type")), obj)
-            except WatchExpired:
-                continue
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # noqa: BLE001 - keep the ledger alive; relist after a pause
-                log.exception("ShadowPod usage watch failed; listing again")
-                await asyncio.sleep(1.0)

@@ -1,16 +1,21 @@
-"""Wiring: kopf in standalone, clusterwide mode with its own registry, thin event handlers that
-hand each object to the component that owns its rule, the webhook and the health server."""
+"""Wiring: the enforcer's own list+watches of pods, ShadowPods, namespaces, nodes and Quotas
+feeding thin handlers that hand each object to the component that owns its rule; kopf (in
+standalone, clusterwide mode with its own registry) for NamespaceMaps; the webhook and the
+health server."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
 from annex.kube import ClientLimits, kopf_login, load_connection
-from annex.kubeapi import ClusterApi
+from annex.kubeapi import ClusterApi, core_path, custom_path
+from annex.listwatch import Sink, list_and_watch
 from annex.probes import serve_probes
 from remote_enforcer.admission import Admission, start_webhook
 from remote_enforcer.certs import reload_on_change, server_context
@@ -22,41 +27,19 @@ from remote_enforcer.quota_status import write_quota_status
 from remote_enforcer.settings import Settings
 from remote_enforcer.shadowpods import ShadowPodEnforcer, shadowpod_path
 from shared.api.namespace_map import NAMESPACE_MAP
-from shared.api.shadowpod import SHADOWPOD
+from shared.api.quota import QUOTA
 from shared.wellknown import ORIGIN_CLUSTER_LABEL, TENANT_NAMESPACE_LABEL
 
 log = logging.getLogger(__name__)
 
 
-def build_registry(login: kopf.ConnectionInfo, shadowpods: ShadowPodEnforcer,
-                   namespaces: NamespaceMapper, offers: OfferPublisher) -> kopf.OperatorRegistry:
+def build_registry(login: kopf.ConnectionInfo,
+                   namespaces: NamespaceMapper) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
     def _login(**_: Any) -> kopf.ConnectionInfo:
         return login
-
-    @kopf.on.event(SHADOWPOD.group, SHADOWPOD.version, SHADOWPOD.plural, registry=registry)
-    async def _shadowpod(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        await shadowpods.on_shadowpod_event(event.get("type"), dict(body))
-
-    @kopf.on.event("v1", "pods", registry=registry)
-    async def _pod(event: kopf.RawEvent, body: kopf.Body, namespace: str | None, name: str,
-                   **_: Any) -> None:
-        pod = dict(body)
-        offers.on_pod(event.get("type"), pod)
-        if ORIGIN_CLUSTER_LABEL in (body.metadata.labels or {}):
-            deleted = event.get("type") == "DELETED"
-            await shadowpods.reconcile(namespace or "", name, last_pod=pod if deleted else None)
-
-    @kopf.on.event("v1", "nodes", registry=registry)
-    async def _node(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        offers.on_node(event.get("type"), dict(body))
-
-    @kopf.on.event("v1", "namespaces", labels={TENANT_NAMESPACE_LABEL: "true"},
-                   registry=registry)
-    async def _tenant(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        offers.on_tenant(event.get("type"), dict(body))
 
     @kopf.on.event(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
                    registry=registry)
@@ -66,6 +49,45 @@ def build_registry(login: kopf.ConnectionInfo, shadowpods: ShadowPodEnforcer,
             await namespaces.reconcile(dict(body))
 
     return registry
+
+
+@dataclass
+class Watches:
+    """What the enforcer's own list+watches feed (kopf's per-object machinery costs far more
+    than these handlers do, at thousands of pods; see docs/benchmarks.md)."""
+
+    shadowpods: ShadowPodEnforcer
+    offers: OfferPublisher
+    ledger: UsageLedger
+    admission: Admission
+
+    def on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
+        self.offers.on_pod(event_type, pod)
+        if ORIGIN_CLUSTER_LABEL in (pod["metadata"].get("labels") or {}):
+            self.shadowpods.on_pod_event(event_type, pod)
+
+    def on_shadowpod(self, event_type: str, shadowpod: dict[str, Any]) -> None:
+        self.ledger.apply(event_type, shadowpod)
+        self.shadowpods.on_shadowpod_event(event_type, shadowpod)
+
+    def on_namespace(self, event_type: str, namespace: dict[str, Any]) -> None:
+        self.admission.namespaces.apply(event_type, namespace)
+        labels = namespace["metadata"].get("labels") or {}
+        tenant = labels.get(TENANT_NAMESPACE_LABEL) == "true"
+        self.offers.on_tenant(event_type if tenant else "DELETED", namespace)
+
+    def tasks(self, api: ClusterApi, listed: Callable[[str], Callable[[], None]]
+              ) -> list[asyncio.Task[None]]:
+        feeds: list[tuple[str, str, Sink]] = [
+            ("pods", core_path("pods"), self.on_pod),
+            ("shadowpods", shadowpod_path(""), self.on_shadowpod),
+            ("namespaces", core_path("namespaces"), self.on_namespace),
+            ("nodes", core_path("nodes"), self.offers.on_node),
+            ("quotas", custom_path(QUOTA), self.admission.quotas.apply),
+        ]
+        return [asyncio.create_task(list_and_watch(api, path, sink, on_listed=listed(name),
+                                                   name=name), name=f"watch-{name}")
+                for name, path, sink in feeds]
 
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
@@ -81,7 +103,7 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     if settings.log_level.upper() != "DEBUG":
-        # kopf logs every handled event at INFO: at thousands of pods, that is noise.
+        # kopf logs every handled event at INFO: noise.
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     limits = ClientLimits(qps=settings.qps, burst=settings.burst)
     connection = load_connection(settings.kubeconfig, limits=limits)
@@ -89,38 +111,64 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     ssl_context = server_context(settings.webhook_cert, settings.webhook_key,
                                  settings.webhook_hosts, settings.webhook_cert_dir)
     ready = asyncio.Event()
-    # kopf does the watching; reads are cheap and kept unthrottled, writes are paced.
+    # Reads are watches (and a few live reads that guard writes): unthrottled; writes are paced.
     api = ClusterApi(connection, throttle_reads=False)
     try:
         metrics = Metrics()
-        shadowpods = ShadowPodEnforcer(api, metrics)
-        offers = OfferPublisher(api, settings)
-        registry = build_registry(login, shadowpods, NamespaceMapper(api, settings.cluster_id),
-                                  offers)
         ledger = UsageLedger()
+        watches = Watches(ShadowPodEnforcer(api, metrics, settings.workers),
+                          OfferPublisher(api, settings), ledger, Admission(api, ledger))
+        registry = build_registry(login, NamespaceMapper(api, settings.cluster_id))
         metrics.gauges["shadowpods_counted"] = (
             "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
-        ledger_loop = asyncio.create_task(ledger.run(api, shadowpod_path("")), name="ledger")
-        webhook = await start_webhook(Admission(api, ledger), metrics, settings.webhook_address,
+        metrics.gauges["shadowpods_reconciling"] = (
+            "ShadowPods being reconciled or waiting for a worker.",
+            lambda: float(len(watches.shadowpods.runner)))
+        listed: dict[str, asyncio.Event] = {}
+
+        def on_listed(name: str) -> Callable[[], None]:
+            listed[name] = asyncio.Event()
+            return listed[name].set
+
+        background = watches.tasks(api, on_listed)
+
+        async def when_listed(names: tuple[str, ...], then: Callable[[], Awaitable[None]]
+                              ) -> None:
+            for name in names:
+                await listed[name].wait()
+            await then()
+
+        async def admission_listed() -> None:
+            watches.admission.listed.set()
+
+        async def ledger_synced() -> None:
+            ledger.synced.set()
+
+        background += [
+            asyncio.create_task(when_listed(("namespaces", "quotas"), admission_listed)),
+            asyncio.create_task(when_listed(("shadowpods",), ledger_synced)),
+            # No offer from a half-listed picture (it would under-count what runs).
+            asyncio.create_task(when_listed(("pods", "nodes", "namespaces"),
+                                            watches.offers.run), name="offer"),
+            asyncio.create_task(write_quota_status(
+                api, ledger, settings.offer_debounce_seconds), name="quota-status")]
+        webhook = await start_webhook(watches.admission, metrics, settings.webhook_address,
                                       settings.webhook_port, ssl_context)
         health = await serve_probes(settings.health_address, settings.health_port,
                                     ready=ready.is_set, not_ready="starting",
                                     scrape=metrics.exposition)
-        offer_loop = asyncio.create_task(offers.run(), name="offer")
         kopf_ready = asyncio.Event()
-        quota_loop = asyncio.create_task(write_quota_status(
-            api, ledger, settings.offer_debounce_seconds), name="quota-status")
-        background = [offer_loop, ledger_loop, quota_loop]
         if settings.webhook_cert and settings.webhook_key:
             background.append(asyncio.create_task(reload_on_change(
                 ssl_context, settings.webhook_cert, settings.webhook_key), name="cert-reload"))
 
         async def readiness() -> None:
-            # Ready once kopf runs and the quota ledger holds every ShadowPod.
+            # Ready once kopf runs and every cache holds its first list.
             await kopf_ready.wait()
-            await ledger.synced.wait()
+            for event in listed.values():
+                await event.wait()
             ready.set()
-        ready_task = asyncio.create_task(readiness(), name="readiness")
+        background.append(asyncio.create_task(readiness(), name="readiness"))
         log.info("enforcer %s: webhook on %s:%d, health on %s:%d", settings.cluster_id,
                  settings.webhook_address, settings.webhook_port, settings.health_address,
                  settings.health_port)
@@ -129,8 +177,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                                 standalone=True, clusterwide=True, ready_flag=kopf_ready,
                                 stop_flag=stop)
         finally:
-            for task in [*background, ready_task]:
+            watches.shadowpods.runner.cancel()
+            for task in background:
                 task.cancel()
+            await asyncio.gather(*background, return_exceptions=True)
             await webhook.cleanup()
             await health.cleanup()
     finally:

@@ -1,15 +1,16 @@
 """ShadowPod enforcement: each ShadowPod has its pod, recreated at once when deleted, never
 again once terminal; the pod's status is copied into the ShadowPod (written only on change).
 
-One reconcile per (namespace, name) at a time: pod and ShadowPod events for the same key are
-serialized so that a recreation is never decided on a status that is being written.
+Decisions are taken from the caches the list+watches keep (no read per event). One reconcile per
+(namespace, name) at a time; events for a key being reconciled make it run once more afterwards.
+Writes made from a cache that may lag are guarded: the ShadowPod status is written only over the
+version it was computed from (a stale cache gets 409 and the newer version's event reconciles
+again), and a pod is created only after a live read of its ShadowPod (see `_create_pod`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections import defaultdict
 from typing import Any
 
 from annex.kubeapi import (
@@ -21,7 +22,9 @@ from annex.kubeapi import (
     custom_path,
     retrying,
 )
+from annex.mirror import Key, Mirror
 from remote_enforcer.events import EventRecorder
+from remote_enforcer.keyed import KeyedRunner
 from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
@@ -41,68 +44,91 @@ def pod_path(namespace: str, name: str = "") -> str:
 
 
 class ShadowPodEnforcer:
-    def __init__(self, api: ClusterApi, metrics: Metrics) -> None:
+    """Fed by the pod and ShadowPod watches (`on_pod_event`, `on_shadowpod_event`); `pods`
+    holds the pods ShadowPods make (origin-labelled), `shadowpods` every ShadowPod."""
+
+    def __init__(self, api: ClusterApi, metrics: Metrics, workers: int = 0) -> None:
         self.api = api
         self.metrics = metrics
         self.events = EventRecorder(api)
+        self.pods = Mirror()
+        self.shadowpods = Mirror()
         # uid -> what the pod follows, as last reconciled: a ShadowPod event that changes only
         # the status (most of them: the enforcer's own writes) needs no reconcile.
         self._followed: dict[str, tuple[Any, ...]] = {}
-        self._locks: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+        # The final state of pods just deleted: a terminal phase in it is recorded first.
+        self._deleted_pods: dict[Key, dict[str, Any]] = {}
+        # Keys whose status write met a newer version than the cache held: that version's
+        # event reconciles them, even if it changed nothing the pod follows.
+        self._outdated: set[Key] = set()
+        self.runner = KeyedRunner(self._reconcile, workers)
 
-    async def on_shadowpod_event(self, event_type: str | None, shadowpod: dict[str, Any]) -> None:
-        meta = shadowpod["metadata"]
-        uid = meta.get("uid", "")
+    def on_pod_event(self, event_type: str, pod: dict[str, Any]) -> None:
+        key = self.pods.apply(event_type, pod)
+        if event_type == "DELETED":
+            self._deleted_pods[key] = pod
+        self.runner.trigger(key)
+
+    def on_shadowpod_event(self, event_type: str, shadowpod: dict[str, Any]) -> None:
+        key = self.shadowpods.apply(event_type, shadowpod)
+        uid = str(shadowpod["metadata"].get("uid", ""))
         if event_type == "DELETED":
             self._followed.pop(uid, None)
             return
         followed = enforcement.followed_fields(shadowpod)
-        if self._followed.get(uid) == followed:
+        if self._followed.get(uid) == followed and key not in self._outdated:
             return
-        await self.reconcile(meta["namespace"], meta["name"])
+        self._outdated.discard(key)
         self._followed[uid] = followed
+        self.runner.trigger(key)
 
-    async def write_status(self, shadowpod: dict[str, Any], status: dict[str, Any]) -> None:
+    async def write_status(self, shadowpod: dict[str, Any], status: dict[str, Any]) -> bool:
+        """Replace the status of exactly this version of the ShadowPod; False when it has
+        changed since (its event brings the newer version to reconcile)."""
         # JSON patch "add" replaces the whole status: a merge patch would keep stale keys of
-        # the previous podStatus.
+        # the previous podStatus. The resourceVersion makes it conditional (409 when stale).
         meta = shadowpod["metadata"]
-        await self.api.patch(shadowpod_path(meta["namespace"], meta["name"], "status"),
-                             [{"op": "add", "path": "/status", "value": status}],
-                             JSON_PATCH)
+        key, version = (meta["namespace"], meta["name"]), meta["resourceVersion"]
+        try:
+            await self.api.patch(
+                shadowpod_path(*key, "status"),
+                [{"op": "replace", "path": "/metadata/resourceVersion", "value": version},
+                 {"op": "add", "path": "/status", "value": status}], JSON_PATCH)
+        except ApiError as error:
+            if error.status == 404:
+                return False
+            if error.status != 409:
+                raise
+            cached = self.shadowpods.get(key)
+            if cached is not None and cached["metadata"]["resourceVersion"] != version:
+                self.runner.trigger(key)  # the newer version arrived meanwhile
+            else:
+                self._outdated.add(key)
+            return False
+        return True
 
-    async def reconcile(self, namespace: str, name: str,
-                        last_pod: dict[str, Any] | None = None) -> None:
-        """Bring the pod and the ShadowPod status in line. `last_pod` is the final state of a
-        pod that was just deleted: a terminal phase in it is recorded before anything else."""
-        async with self._locks[(namespace, name)]:
-            try:
-                await retrying(lambda: self._reconcile(namespace, name, last_pod))
-            finally:
-                lock = self._locks.get((namespace, name))
-                if lock is not None and not lock._waiters:  # noqa: SLF001 - drop idle locks
-                    self._locks.pop((namespace, name), None)
+    async def _reconcile(self, key: Key) -> None:
+        await retrying(lambda: self._reconcile_once(key))
 
-    async def _reconcile(self, namespace: str, name: str, last_pod: dict[str, Any] | None) -> None:
-        # The pod is read before its ShadowPod: the garbage collector removes a pod only after
-        # its ShadowPod is gone, so a missing pod next to a ShadowPod read later is a pod to
-        # recreate. Read the other way round, a ShadowPod deleted (and its pod collected)
-        # between the two reads got a new pod, an orphan the collector then removed.
-        pod = await self.api.find(pod_path(namespace, name))
-        shadowpod = await self.api.find(shadowpod_path(namespace, name))
+    async def _reconcile_once(self, key: Key) -> None:
+        namespace, name = key
+        last_pod = self._deleted_pods.pop(key, None)
+        pod = self.pods.get(key)
+        shadowpod = self.shadowpods.get(key)
         if shadowpod is None or shadowpod["metadata"].get("deletionTimestamp"):
             return  # the garbage collector removes the pod with its owner
         if last_pod is not None and enforcement.is_controlled_by(last_pod, shadowpod):
             status = enforcement.shadowpod_status(shadowpod, last_pod)
             if status is not None and status.get("phase") in enforcement.TERMINAL_PHASES:
-                await self.write_status(shadowpod, status)
+                if not await self.write_status(shadowpod, status):
+                    self._deleted_pods.setdefault(key, last_pod)  # again, on the newer version
+                    return
                 shadowpod = {**shadowpod, "status": status}
         if pod is None:
-            await self._create_pod(shadowpod)
+            await self._create_pod(key)
             return
         if not enforcement.is_controlled_by(pod, shadowpod):
-            message = f"pod {namespace}/{name} exists and is not controlled by this ShadowPod"
-            log.warning("%s: left alone", message)
-            await self.events.warn(shadowpod, FAILED_REFLECTION_REASON, message)
+            await self._report_foreign(pod, shadowpod)
             return
         status = enforcement.shadowpod_status(shadowpod, pod)
         if status is not None:
@@ -111,16 +137,28 @@ class ShadowPodEnforcer:
         if patch is not None and not pod["metadata"].get("deletionTimestamp"):
             await self.api.patch(pod_path(namespace, name), patch, STRATEGIC_MERGE_PATCH)
 
-    async def _create_pod(self, shadowpod: dict[str, Any]) -> None:
-        if enforcement.is_terminal(shadowpod):
+    async def _create_pod(self, key: Key) -> None:
+        # Read live, after the pod was seen gone: the garbage collector removes a pod only after
+        # its ShadowPod is gone, so a ShadowPod that exists now still wants its pod. Decided
+        # from the cache alone, a ShadowPod deleted (and its pod collected) before the cache saw
+        # it would get a new pod, an orphan.
+        namespace, name = key
+        shadowpod = await self.api.find(shadowpod_path(namespace, name))
+        if (shadowpod is None or shadowpod["metadata"].get("deletionTimestamp")
+                or enforcement.is_terminal(shadowpod)):
             return
-        meta = shadowpod["metadata"]
         try:
-            await self.api.create(pod_path(meta["namespace"]), enforcement.desired_pod(shadowpod))
+            await self.api.create(pod_path(namespace), enforcement.desired_pod(shadowpod))
         except ApiError as error:
             if error.status == 409:
-                return  # made meanwhile (e.g. by a previous run): the pod event reconciles
-            log.error("cannot create pod %s/%s: %s", meta["namespace"], meta["name"], error)
+                # Made meanwhile (by a previous run: its event reconciles), or not ours (the
+                # cache holds only pods with an origin label).
+                existing = await self.api.find(pod_path(namespace, name))
+                if existing is not None and not enforcement.is_controlled_by(existing,
+                                                                             shadowpod):
+                    await self._report_foreign(existing, shadowpod)
+                return
+            log.error("cannot create pod %s/%s: %s", namespace, name, error)
             if error.status in RETRIED_STATUSES:
                 raise
             # Refused for good (invalid spec, ResourceQuota, ...): say so where the user looks.
@@ -129,6 +167,27 @@ class ShadowPodEnforcer:
             return
         self.metrics.count("pods_created_total")
         if enforcement.had_pod(shadowpod):
-            log.info("recreated pod %s/%s", meta["namespace"], meta["name"])
+            log.info("recreated pod %s/%s", namespace, name)
             self.metrics.count("pod_recreations_total")
-            await self.write_status(shadowpod, enforcement.recreated_status(shadowpod))
+            await self._record_recreation(shadowpod)
+
+    async def _report_foreign(self, pod: dict[str, Any], shadowpod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        message = (f"pod {meta['namespace']}/{meta['name']} exists and is not controlled by "
+                   "this ShadowPod")
+        log.warning("%s: left alone", message)
+        await self.events.warn(shadowpod, FAILED_REFLECTION_REASON, message)
+
+    async def _record_recreation(self, shadowpod: dict[str, Any]) -> None:
+        """Carry the vanished pod's restarts (`recreated_status`), computed again from a fresh
+        read if the ShadowPod changed meanwhile, so that restart counts never go down."""
+        meta = shadowpod["metadata"]
+        for _ in range(5):
+            if await self.write_status(shadowpod, enforcement.recreated_status(shadowpod)):
+                return
+            fresh = await self.api.find(shadowpod_path(meta["namespace"], meta["name"]))
+            if fresh is None:
+                return
+            shadowpod = fresh
+        log.error("could not record the recreation of pod %s/%s", meta["namespace"],
+                  meta["name"])
