@@ -150,8 +150,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             # No offer from a half-listed picture (it would under-count what runs).
             asyncio.create_task(when_listed(("pods", "nodes", "namespaces"),
                                             watches.offers.run), name="offer"),
-            asyncio.create_task(write_quota_status(
-                api, ledger, settings.offer_debounce_seconds), name="quota-status")]
+            asyncio.create_task(when_listed(("quotas", "shadowpods"), lambda: write_quota_status(
+                api, ledger, watches.admission.quotas, settings.offer_debounce_seconds)),
+                name="quota-status")]
         webhook = await start_webhook(watches.admission, metrics, settings.webhook_address,
                                       settings.webhook_port, ssl_context)
         health = await serve_probes(settings.health_address, settings.health_port,

@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 from annex.kubeapi import ApiError, ClusterApi, custom_path
+from annex.mirror import Mirror
 from remote_enforcer.ledger import UsageLedger
 from shared.api.quota import QUOTA
 from shared.quantity import QuantityFormat, format_quantity, parse
@@ -28,14 +29,16 @@ def used_for(quota_spec: dict[str, Any], usage: dict[str, Decimal]) -> dict[str,
     return used
 
 
-async def write_quota_status(api: ClusterApi, ledger: UsageLedger, debounce: float) -> None:
-    quotas_path = custom_path(QUOTA)
+async def write_quota_status(api: ClusterApi, ledger: UsageLedger, quotas: Mirror,
+                             debounce: float) -> None:
+    """`quotas`: the watch's cache of Quotas (a status just written and not yet seen there is
+    written again, unchanged: the API server makes that a no-op)."""
     while True:
         await ledger.changed.wait()
         await asyncio.sleep(debounce)
         ledger.changed.clear()
         try:
-            for quota in await api.list(quotas_path):
+            for quota in quotas.values():
                 spec, meta = quota.get("spec") or {}, quota["metadata"]
                 used = used_for(spec, ledger.usage(spec.get("consumerClusterId", "")))
                 if ((quota.get("status") or {}).get("used") or {}) != used:
