@@ -155,6 +155,23 @@ class WebhookAdmission:
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        # One client per CA bundle, its connections kept alive between calls, as
+        # kube-apiserver's webhook ClientManager caches its clients.
+        self._clients: dict[str, aiohttp.ClientSession] = {}
+
+    def _client(self, client_config: Mapping[str, Any]) -> aiohttp.ClientSession:
+        bundle = str(client_config.get("caBundle") or "")
+        client = self._clients.get(bundle)
+        if client is None or client.closed:
+            client = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=_ssl_context(client_config)))
+            self._clients[bundle] = client
+        return client
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
 
     def _webhooks(self, plural: str) -> list[dict[str, Any]]:
         configurations = sorted(self._store.list((ADMISSION_GROUP, plural)),
@@ -199,12 +216,11 @@ class WebhookAdmission:
             if not url:
                 raise ValueError("webhooks by service reference are not supported by kubesim")
             timeout = aiohttp.ClientTimeout(total=float(hook.get("timeoutSeconds") or 10))
-            connector = aiohttp.TCPConnector(ssl=_ssl_context(client_config))
-            async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-                async with session.post(url, json=review) as reply:
-                    if reply.status != 200:
-                        raise ValueError(f"expected response code 200, got {reply.status}")
-                    answer = await reply.json(content_type=None)
+            async with self._client(client_config).post(url, json=review,
+                                                        timeout=timeout) as reply:
+                if reply.status != 200:
+                    raise ValueError(f"expected response code 200, got {reply.status}")
+                answer = await reply.json(content_type=None)
             response = answer.get("response") or {}
             if response.get("uid") != review["request"]["uid"]:
                 raise ValueError(
@@ -372,3 +388,6 @@ class AdmissionPlugins:
 
     async def validate(self, request: Any) -> None:
         await self.webhooks.validate(request)
+
+    async def close(self) -> None:
+        await self.webhooks.close()

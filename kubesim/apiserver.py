@@ -129,6 +129,7 @@ class AdmissionRequest:
 class AdmissionChain(Protocol):
     async def mutate(self, request: AdmissionRequest) -> Obj | None: ...
     async def validate(self, request: AdmissionRequest) -> None: ...
+    async def close(self) -> None: ...
 
 
 class NoAdmission:
@@ -136,6 +137,9 @@ class NoAdmission:
         return request.object
 
     async def validate(self, request: AdmissionRequest) -> None:
+        return None
+
+    async def close(self) -> None:
         return None
 
 

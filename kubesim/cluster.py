@@ -106,6 +106,7 @@ class Cluster:
             await self._runner.cleanup()
             self._runner = None
         await self.api.drain()
+        await self.api.admission.close()
 
     def kubeconfig(self) -> dict[str, Any]:
         assert self.tls is not None and self.url
