@@ -20,8 +20,6 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import kopf
-
 from annex.kube import Connection
 from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
@@ -32,7 +30,6 @@ from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.ownership import ownership_labels
-from shared.wellknown import KUBE_ROOT_CA_CONFIGMAP
 
 log = logging.getLogger(__name__)
 
@@ -47,33 +44,16 @@ def watched(definition: ResourceDefinition) -> Watched:
     return (definition.group, definition.version, definition.plural)
 
 
-NAMESPACES: Watched = ("", "v1", "namespaces")
 CONFIGMAPS: Watched = ("", "v1", "configmaps")
-
-
-@dataclass(frozen=True)
-class Sentinel:
-    """An object that always exists where an operator watches: its first event tells that every
-    initial listing is mirrored (see `build_registry`)."""
-
-    resource: Watched
-    name: str
-    server_side: bool = True
-    """Watch only this name (a field selector), or filter it client-side."""
 
 
 @dataclass(frozen=True)
 class WatchSpec:
     name: str
     resources: tuple[Watched, ...]
-    sentinel: Sentinel
     namespaces: Collection[str] | None = None
     """None: cluster-wide."""
     label_selectors: dict[Watched, str] = field(default_factory=dict)
-
-
-HOME_SENTINEL_NAMESPACE = "kube-system"
-"""Exists in every cluster."""
 
 
 def home_watch(reflected: tuple[Watched, ...] = (),
@@ -84,50 +64,25 @@ def home_watch(reflected: tuple[Watched, ...] = (),
         "home",
         (("", "v1", "pods"), ("", "v1", "nodes"), watched(VIRTUAL_NODE),
          watched(NAMESPACE_OFFLOADING), *reflected),
-        Sentinel(NAMESPACES, HOME_SENTINEL_NAMESPACE),
         label_selectors=dict(label_selectors or {}))
 
 
-def tenant_watch(tenant_namespace: str, namespace_map_name: str) -> WatchSpec:
-    """The sentinel is the agent's own NamespaceMap: the agent creates it before watching."""
+def tenant_watch(tenant_namespace: str) -> WatchSpec:
     return WatchSpec(
         "remote-tenant", (watched(NAMESPACE_MAP), watched(RESOURCE_OFFER)),
-        Sentinel(watched(NAMESPACE_MAP), namespace_map_name, server_side=False),
         namespaces=(tenant_namespace,))
 
 
 def twins_watch(namespaces: Collection[str], home_cluster_id: str,
                 remote_cluster_id: str, reflected: tuple[Watched, ...] = ()) -> WatchSpec:
-    """Only our own ShadowPods; the sentinel is the root CA ConfigMap every namespace has.
-    `reflected` kinds are watched whole (not only ours: a foreign object in the way must be
-    seen), so the sentinel is then filtered client-side."""
+    """Only our own ShadowPods; `reflected` kinds are watched whole (not only ours: a foreign
+    object in the way must be seen)."""
     labels = ownership_labels(home_cluster_id, remote_cluster_id)
     return WatchSpec(
         "remote-twins", (watched(SHADOWPOD), *reflected),
-        Sentinel(CONFIGMAPS, KUBE_ROOT_CA_CONFIGMAP, server_side=CONFIGMAPS not in reflected),
         namespaces=tuple(sorted(namespaces)),
         label_selectors={watched(SHADOWPOD): ",".join(f"{k}={v}"
                                                      for k, v in sorted(labels.items()))})
-
-
-def settings(spec: WatchSpec) -> kopf.OperatorSettings:
-    """The same watch as a kopf operator's settings (for tools that run kopf on a WatchSpec;
-    the agent's own watches are `OperatorThread`s)."""
-    configured = kopf.OperatorSettings()
-    configured.posting.enabled = False  # never post framework Events on watched objects
-    configured.watching.server_timeout = 300
-    configured.watching.client_timeout = 330
-    configured.networking.request_timeout = 60
-    if spec.namespaces is not None:
-        # Confined to namespaces: no cluster-wide CRD or namespace scans (the remote identity
-        # may not list those; the resources are discovered once at start).
-        configured.scanning.disabled = True
-    for resource, selector in spec.label_selectors.items():
-        configured.watching.label_selectors[resource] = selector
-    if spec.sentinel.server_side:
-        configured.watching.field_selectors[spec.sentinel.resource] = (
-            f"metadata.name={spec.sentinel.name}")
-    return configured
 
 
 def list_query(spec: WatchSpec, resource: Watched) -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""The remote operators' lifecycle: the tenant watch once this consumer's NamespaceMap exists
-(it is that watch's sync sentinel), and a twins watch kept on the accepted twin namespaces."""
+"""The remote watches' lifecycle: the tenant watch once this consumer's NamespaceMap exists
+(the agent creates it first), and a twins watch kept on the accepted twin namespaces."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ class RemoteWatches:
 
         self.tenant = OperatorThread(
             agent.remote.connection,
-            tenant_watch(agent.tenant_namespace, agent.namespace_map_name),
+            tenant_watch(agent.tenant_namespace),
             self._sink, tenant_synced)
         self.tenant.start()
 
@@ -82,7 +82,7 @@ class RemoteWatches:
             agent.twins_synced.clear()
             previous, self.twins, self._generation = self.twins, None, None
         if previous is not None:
-            previous.stop()  # outside the lock: its sentinel handler may be waiting for it
+            previous.stop()  # outside the lock: its sync callback may be waiting for it
         with self._lock:
             self.twin_namespaces = namespaces
             agent.mirrors.shadow_pods.start_relist()

@@ -14,7 +14,7 @@ from annex.kubeapi import ApiError
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.events import EventRecorder
-from home_agent.operators import CONFIGMAPS, settings, twins_watch
+from home_agent.operators import CONFIGMAPS
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
@@ -301,12 +301,6 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
     assert ("", "v1", "secrets") not in reflection.resources()
     assert CONFIGMAPS in reflection.resources()
     assert reflection.reflectors["configmaps"].policy is ReflectionType.ALLOW_LIST
-
-
-def test_the_twins_watch_filters_its_sentinel_client_side_when_configmaps_are_reflected() -> None:
-    spec = twins_watch([TWIN], HOME, REMOTE, (CONFIGMAPS,))
-    assert CONFIGMAPS in spec.resources
-    assert CONFIGMAPS not in settings(spec).watching.field_selectors  # every ConfigMap listed
 
 
 def test_a_copy_deleted_while_no_twins_watch_ran_is_created_again_after_the_relist() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
-from home_agent.operators import home_watch, settings
+from home_agent.operators import home_watch, list_query
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
 from home_agent.reflection.events import EVENTS, EventReflector, event_reflector_for
@@ -274,20 +274,14 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     events = enabled.companion(EventReflector)
     assert events is not None and events.workers == 3
     assert EVENTS in enabled.resources()
-    watch = settings(home_watch(enabled.resources(), enabled.home_label_selectors()))
-    assert list(watch.watching.label_selectors.collect(_events_resource())) == [
-        f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}"]
+    watch = home_watch(enabled.resources(), enabled.home_label_selectors())
+    assert list_query(watch, EVENTS) == {"labelSelector": (
+        f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}")}
 
     disabled = reflection("--event-reflection-workers", "0")
     assert disabled.companion(EventReflector) is None
     assert EVENTS not in disabled.resources()
     assert not disabled.home_sink("events", "ADDED", {"metadata": {"name": "x"}})
-
-
-def _events_resource() -> Any:
-    import kopf
-
-    return kopf.Resource(group="", version="v1", plural="events", kind="Event", namespaced=True)
 
 
 # --- the agent process ----------------------------------------------------------------------
