@@ -3,8 +3,9 @@
 A paged list, then a watch from the list's resourceVersion, continued from the last event's
 version when the server ends it, and a new list when that version expired (410) or the watch
 failed (with backoff). Objects a new list no longer shows are passed on as DELETED, with their
-last known metadata (client-go's DeletedFinalStateUnknown). `on_listed` is called once, when
-the first list is in the sink: nothing is decided from a cache still filling (Liqo #2748).
+last known identity and labels (client-go's DeletedFinalStateUnknown). `on_listed` is called
+once, when the first list is in the sink: nothing is decided from a cache still filling (Liqo
+#2748).
 
 Both components keep their caches with it: the agent's mirrors, the enforcer's pods,
 ShadowPods and quota usage.
@@ -16,6 +17,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn
+
+import msgpack
 
 from annex.kubeapi import ClusterApi, WatchExpired, error_message
 from annex.mirror import Key, key_of
@@ -37,8 +40,8 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
     """Runs until cancelled. `path` is a collection (e.g. /api/v1/pods); `query` narrows both
     the list and the watch (labelSelector, fieldSelector)."""
     narrowed = dict(query or {})
-    known: dict[Key, dict[str, Any]] = {}
-    """The metadata of what the sink holds from this scope (for deletions a list shows)."""
+    known: dict[Key, bytes] = {}
+    """What the sink holds from this scope, as `_identity` (for deletions a list shows)."""
     first, delay = True, 0.5
     while True:
         try:
@@ -59,7 +62,7 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
                     if event_type == "DELETED":
                         known.pop(key_of(obj), None)
                     else:
-                        known[key_of(obj)] = _metadata(obj)
+                        known[key_of(obj)] = _identity(obj)
                     sink(event_type, obj)
         except WatchExpired:
             log.debug("watch %s %s expired: listing again", name, path)
@@ -73,7 +76,7 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
 
 
 async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
-                known: dict[Key, dict[str, Any]]) -> str:
+                known: dict[Key, bytes]) -> str:
     """List every page into the sink; returns the list's resourceVersion."""
     listed: set[Key] = set()
     token = ""
@@ -87,16 +90,23 @@ async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
             obj.setdefault("apiVersion", page.get("apiVersion"))
             key = key_of(obj)
             listed.add(key)
-            known[key] = _metadata(obj)
+            known[key] = _identity(obj)
             sink("ADDED", obj)
         metadata = page.get("metadata") or {}
         token = str(metadata.get("continue") or "")
         if not token:
             break
     for key in [key for key in known if key not in listed]:
-        sink("DELETED", {"metadata": known.pop(key)})
+        sink("DELETED", {"metadata": msgpack.unpackb(known.pop(key))})
     return str(metadata.get("resourceVersion") or "")
 
 
-def _metadata(obj: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+IDENTITY = ("namespace", "name", "uid", "resourceVersion", "labels")
+"""What a DELETED event made up from a list carries: enough to find the object and route it
+(handlers choose by labels), and little to keep for every object watched."""
+
+
+def _identity(obj: dict[str, Any]) -> bytes:
+    metadata = obj.get("metadata") or {}
+    packed: bytes = msgpack.packb({k: metadata[k] for k in IDENTITY if k in metadata})
+    return packed

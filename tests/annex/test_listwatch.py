@@ -1,0 +1,91 @@
+"""annex.listwatch: what the sink of a list+watch sees across pages, watch events and a relist
+after the watch's resourceVersion expired."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from annex import listwatch
+from annex.kubeapi import WatchExpired
+
+
+def configmap(name: str, version: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": name, "uid": f"uid-{name}",
+                         "resourceVersion": version, "labels": labels,
+                         "annotations": {"big": "x" * 1000}},
+            "data": {"k": "v"}}
+
+
+class FakeServer:
+    """Lists `objects` a page at a time; the first watch delivers `first_watch`, then expires;
+    later watches wait forever."""
+
+    def __init__(self, objects: list[dict[str, Any]], first_watch: list[dict[str, Any]]) -> None:
+        self.objects = objects
+        self.first_watch = first_watch
+        self.watches = 0
+        self.relisted = asyncio.Event()
+
+    async def request(self, method: str, path: str, body: Any = None, *,
+                      query: dict[str, str] | None = None) -> dict[str, Any]:
+        query = query or {}
+        start = int(query.get("continue") or 0)
+        end = start + int(query["limit"])
+        token = str(end) if end < len(self.objects) else ""
+        if self.watches and not token:
+            self.relisted.set()
+        return {"kind": "ConfigMapList", "apiVersion": "v1", "items": [
+            dict(obj) for obj in self.objects[start:end]],
+            "metadata": {"resourceVersion": "10", "continue": token}}
+
+    async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+                    query: dict[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
+        self.watches += 1
+        if self.watches == 1:
+            for event in self.first_watch:
+                yield event
+            raise WatchExpired(resource_version)
+        await asyncio.Event().wait()
+        yield {}
+
+
+def test_pages_watch_events_and_a_relist_reach_the_sink(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(listwatch, "LIST_PAGE", 1)  # every object its own page
+    server = FakeServer([configmap("a", "1"), configmap("b", "2", app="web")],
+                        [{"type": "ADDED", "object": configmap("c", "11")},
+                         {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}}])
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+    listed: list[int] = []
+
+    def on_listed() -> None:
+        listed.append(len(seen))
+        # b is deleted while no watch runs (then the watch expires); c stays.
+        server.objects = [configmap("a", "1"), configmap("c", "11")]
+
+    async def scenario() -> None:
+        task = asyncio.create_task(listwatch.list_and_watch(
+            server, "/api/v1/configmaps",  # type: ignore[arg-type]
+            lambda event_type, obj: seen.append((event_type, obj["metadata"]["name"],
+                                                 obj["metadata"])),
+            on_listed=on_listed))
+        await server.relisted.wait()
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    assert [(event_type, name) for event_type, name, _ in seen] == [
+        ("ADDED", "a"), ("ADDED", "b"),  # the first list, a page each
+        ("ADDED", "c"),  # the watch (its bookmark passed nobody)
+        ("ADDED", "a"), ("ADDED", "c"),  # the relist after 410
+        ("DELETED", "b")]  # what it no longer showed
+    assert listed == [2]  # once, when the first list was in the sink
+    deleted = seen[-1][2]
+    assert deleted == {"namespace": "ns", "name": "b", "uid": "uid-b", "resourceVersion": "2",
+                       "labels": {"app": "web"}}  # enough to route it; not every annotation
+    assert seen[0][2]["annotations"]  # listed objects arrive whole, with kind and apiVersion
