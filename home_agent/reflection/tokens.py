@@ -211,7 +211,7 @@ class TokenReflector:
             assert current is not None
             self._wake_up_at(key, refresh_time(current), now)
             return
-        log.info("requesting service-account tokens for pod %s/%s: %s", namespace, name, reason)
+        log.debug("requesting service-account tokens for pod %s/%s: %s", namespace, name, reason)
         issued = [issued_token(token.key, await self._request(pod, token),
                                token.expiration_seconds) for token in tokens]
         config = self.agent.config
