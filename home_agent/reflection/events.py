@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -58,9 +57,6 @@ log = logging.getLogger(__name__)
 EVENTS: Watched = ("", "v1", "events")
 FLAG = "event"
 """`--event-reflection-workers`."""
-
-DEFER_SECONDS = 60.0
-"""How long Event copies at most wait for pod work (see `EventReflector.run`)."""
 
 REFUSED = (400, 422)
 """The home API server's answers to a copy it will never take (e.g. an invalid remote Event)."""
@@ -328,28 +324,8 @@ class EventReflector:
     # --- workers ----------------------------------------------------------------------------
 
     async def run(self, ready: Callable[[], bool]) -> None:
-        """The worker pool; returns when `stop` shuts the queue down.
-
-        Pods first: while the agent's pod queue has work ready, Event copies wait (each
-        offloaded pod brings 3–5 remote Events; written during a burst, they would take the
-        API server's capacity from the pods' ShadowPods and status). Diagnostics, like the
-        kubelet's own Events, may come late; not more than DEFER_SECONDS late, so a steady
-        stream of pods never starves them."""
-        deferred_since: float | None = None
-
-        def pods_first() -> bool:
-            nonlocal deferred_since
-            if not ready():
-                return False
-            if not self.agent.queue.pending():
-                deferred_since = None
-                return True
-            now = time.monotonic()
-            if deferred_since is None:
-                deferred_since = now
-            return now - deferred_since >= DEFER_SECONDS
-
-        await run_workers(self.queue, self.workers, pods_first, self.reconcile, self._failed)
+        """The worker pool; returns when `stop` shuts the queue down."""
+        await run_workers(self.queue, self.workers, ready, self.reconcile, self._failed)
 
     async def _failed(self, key: Key, error: BaseException) -> bool:
         if status_of(error) in REFUSED:

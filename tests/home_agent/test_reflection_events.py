@@ -109,38 +109,6 @@ def test_a_remote_pod_event_is_copied_onto_the_home_pod() -> None:
     assert (copy["reason"], copy["count"]) == ("Started", 1)
 
 
-def test_event_copies_wait_while_pod_work_is_ready() -> None:
-    reflection, home = _setup()
-    events = reflection.companion(EventReflector)
-    assert events is not None
-    agent = events.agent
-    reflection.home_sink("pods", "ADDED", _home_pod())
-    agent.queue.add(("pod", "app", "other"))  # a pod the agent has yet to offload
-    reflection.remote_sink("events", "ADDED", _remote_event(POD))
-    looks = 0
-
-    def ready() -> bool:
-        nonlocal looks
-        looks += 1
-        return True
-
-    async def scenario() -> None:
-        workers = asyncio.create_task(events.run(ready))
-        try:
-            while looks < 3:  # a worker holds the Event's key and has looked three times
-                await asyncio.sleep(0.01)
-            assert _home_path() not in home.objects
-            taken = agent.queue.get()  # the pod is being offloaded: nothing else is ready
-            agent.queue.done(taken)
-            while _home_path() not in home.objects:
-                await asyncio.sleep(0.01)
-        finally:
-            events.queue.shutdown()
-            await workers
-
-    asyncio.run(asyncio.wait_for(scenario(), 30))
-
-
 def test_an_unchanged_copy_is_not_written_and_a_count_change_is() -> None:
     reflection, home = _setup()
     reflection.home_sink("pods", "ADDED", _home_pod())
