@@ -22,7 +22,7 @@ class Settings:
     webhook_cert_dir: str | None = None
     health_address: str = "0.0.0.0"
     health_port: int = 8080
-    workers: int = 0
+    workers: int = 32
     worker_idle_seconds: float = 1.0
     offer_mode: Literal["fixed", "share"] = "share"
     offer_percent: Decimal = Decimal(50)
@@ -73,10 +73,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--health-address", default="0.0.0.0")
     p.add_argument("--health-port", type=int, default=8080,
                    help="/healthz and /readyz (0: pick a free port)")
-    p.add_argument("--workers", type=int, default=0,
-                   help="objects handled at once per kind (0: no limit); an idle object keeps "
-                        "its worker for --worker-idle-seconds")
-    p.add_argument("--worker-idle-seconds", type=float, default=1.0)
+    p.add_argument("--workers", type=int, default=32,
+                   help="ShadowPods reconciled at once (0: no limit); each holds at most one "
+                        "request, so this also bounds the connections to the API server")
+    p.add_argument("--worker-idle-seconds", type=float, default=1.0,
+                   help="how long an idle NamespaceMap keeps its kopf worker")
     p.add_argument("--offer-mode", choices=("fixed", "share"), default="share")
     p.add_argument("--offer-percent", type=Decimal, default=Decimal(50))
     p.add_argument("--offer-resources", type=_resources, default=(),
