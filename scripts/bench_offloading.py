@@ -638,6 +638,7 @@ class Bench:
             await self.create_pods(namespace, names, self.node if label == "agent" else BARE_NODE)
             before, enforcer_cpu = self.counts(), cpu_seconds(self.enforcer.pid)
             server_cpu = cpu_seconds(self.server_pid) if self.server_pid else 0.0
+            started = time.monotonic()
             if label == "agent":
                 self.agent.start()
             else:
@@ -646,6 +647,9 @@ class Bench:
                                                     namespace, names), 60 + count / 5,
                                f"{count} {label} pods Running at home", interval=0.2)
             first = min(self.timeline.seen[("remote-shadowpods", twin, n)] for n in names)
+            if label == "bare":
+                # Its first write, which a watch busy in the same process may show late.
+                first = min(first, started)
             if label == "agent":
                 # Requests are counted until the agent has nothing left to do, reflection
                 # (remote Events, tokens) included, not only until the pods run.
@@ -690,6 +694,7 @@ class Bench:
             else:
                 twin = self.bare_twin
                 bare = self.api("remote", "bare")
+                started = time.monotonic()  # its first write: the watch may show them late
                 await gather_limited((functools.partial(
                     bare.create, core_path("configmaps", twin),
                     {"metadata": {"name": n}, **body}) for n in names), self.args.bare_lanes)
@@ -697,6 +702,8 @@ class Bench:
                                                     twin, names), 60 + count / 5,
                                f"{count} {label} ConfigMaps at the remote", interval=0.2)
             first = min(self.timeline.seen[("remote-configmaps", twin, n)] for n in names)
+            if label == "bare":
+                first = min(first, started)
             results[label] = {
                 "configmaps": count, "seconds": round(done - first, 2),
                 "per_second": round(count / max(done - first, 1e-3), 1),
