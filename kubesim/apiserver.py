@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import itertools
 import json
 import pickle
 import uuid
@@ -310,23 +311,27 @@ class ApiServer:
             return result
         self._authorize(user, "list", kind, namespace, "")
         matches = self.selection(kind, label_selector, field_selector)
-        items = self.store.list(kind.storage_key, namespace)
-        list_rv = self.store.resource_version
+        list_rv, after = self.store.resource_version, ""
         if continue_token:
             list_rv, start = _decode_continue(continue_token)
             if list_rv < self.store.compacted_resource_version:
                 raise errors.expired(CONTINUE_EXPIRED)
             after = storage_order(*start)
-            items = [s for s in items if storage_order(s.namespace, s.name) > after]
-        if matches is not None:
-            items = [s for s in items if matches(s.obj)]
-        if limit and len(items) > limit:
-            page, rest = items[:limit], items[limit:]
-            last = page[-1]
-            token = _encode_continue(list_rv, (last.namespace, last.name))
-            remaining = None if matches is not None else len(rest)
-            return ListResult(page, list_rv, token, remaining)
-        return ListResult(items, list_rv)
+        # A page is read from its start on, only as far as it needs (an etcd range read).
+        candidates = self.store.iterate(kind.storage_key, namespace, after)
+        selected = (s for s in candidates if matches is None or matches(s.obj))
+        if not limit:
+            return ListResult(list(selected), list_rv)
+        page = list(itertools.islice(selected, limit))
+        if len(page) < limit or next(selected, None) is None:
+            return ListResult(page, list_rv)
+        last = page[-1]
+        token = _encode_continue(list_rv, (last.namespace, last.name))
+        remaining = None
+        if matches is None:  # remainingItemCount: only an unfiltered list knows it
+            remaining = self.store.count_after(kind.storage_key, namespace,
+                                               storage_order(last.namespace, last.name))
+        return ListResult(page, list_rv, token, remaining)
 
     def selection(self, kind: ResourceKind, label_selector: str, field_selector: str
                   ) -> Filter | None:

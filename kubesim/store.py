@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from sortedcontainers import SortedDict
+
 from kubesim.errors import expired
 
 StorageKey = tuple[str, str]  # (group, plural)
@@ -134,6 +136,9 @@ def _at_version(stored: Stored, rv: int) -> Stored:
 class Store:
     def __init__(self, history: int = 20_000) -> None:
         self._objects: dict[StorageKey, dict[tuple[str, str], Stored]] = {}
+        # Per kind, (namespace, name) in etcd key order: a list page is a range read from its
+        # continue key (O(page), as etcd's), not a sort and scan of every object.
+        self._ordered: dict[StorageKey, SortedDict] = {}
         self._history: deque[Event] = deque(maxlen=history)
         self._rv = 0
         self._compacted = 0  # history holds every event after this resourceVersion
@@ -153,10 +158,31 @@ class Store:
 
     def list(self, key: StorageKey, namespace: str = "") -> list[Stored]:
         """Objects of a kind (in a namespace, or all), in etcd key order (`storage_order`)."""
-        bucket = self._objects.get(key, {})
-        keys = sorted((k for k in bucket if not namespace or k[0] == namespace),
-                      key=lambda k: storage_order(*k))
-        return [bucket[k] for k in keys]
+        return list(self.iterate(key, namespace))
+
+    def iterate(self, key: StorageKey, namespace: str = "", after: str = "") -> Iterator[Stored]:
+        """Like `list`, lazily, from just after the `storage_order` position `after`."""
+        ordered = self._ordered.get(key)
+        if not ordered:
+            return
+        bucket = self._objects[key]
+        prefix = f"{namespace}/" if namespace else ""
+        start = max(after, prefix) if after else prefix
+        for position in ordered.irange(minimum=start or None, inclusive=(not after, True)):
+            if prefix and not position.startswith(prefix):
+                return
+            stored = bucket.get(ordered[position])
+            if stored is not None:
+                yield stored
+
+    def count_after(self, key: StorageKey, namespace: str, after: str) -> int:
+        """How many objects `iterate(key, namespace, after)` would yield (by bisection)."""
+        ordered = self._ordered.get(key)
+        if not ordered:
+            return 0
+        end = ordered.bisect_left(f"{namespace}0") if namespace else len(ordered)  # "/" + 1
+        start: int = ordered.bisect_right(after)
+        return max(0, int(end) - start)
 
     def keys(self) -> KeyList:
         return list(self._objects)
@@ -191,6 +217,8 @@ class Store:
         old = bucket.get(ident)
         stored = self._stamp(obj)
         bucket[ident] = stored
+        if old is None:
+            self._ordered.setdefault(key, SortedDict())[storage_order(*ident)] = ident
         if old is not None:
             self._unindex(key, old)
         self._index(key, stored)
@@ -226,6 +254,7 @@ class Store:
         old = bucket.pop((namespace, name), None)
         if old is None:
             return None
+        self._ordered[key].pop(storage_order(namespace, name), None)
         self._unindex(key, old)
         obj = dict(old.obj)
         obj["metadata"] = dict(obj["metadata"])
@@ -235,6 +264,7 @@ class Store:
 
     def drop_kind(self, key: StorageKey) -> None:
         self._objects.pop(key, None)
+        self._ordered.pop(key, None)
         for watcher in self._watchers.pop(key, []):
             watcher.close()
 
