@@ -144,9 +144,13 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         async def ledger_synced() -> None:
             ledger.synced.set()
 
+        async def shadowpods_listed() -> None:
+            watches.shadowpods.listed.set()
+
         background += [
             asyncio.create_task(when_listed(("namespaces", "quotas"), admission_listed)),
             asyncio.create_task(when_listed(("shadowpods",), ledger_synced)),
+            asyncio.create_task(when_listed(("pods", "shadowpods"), shadowpods_listed)),
             # No offer from a half-listed picture (it would under-count what runs).
             asyncio.create_task(when_listed(("pods", "nodes", "namespaces"),
                                             watches.offers.run), name="offer"),

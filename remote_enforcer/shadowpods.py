@@ -10,6 +10,7 @@ again), and a pod is created only after a live read of its ShadowPod (see `_crea
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
@@ -62,6 +63,9 @@ class ShadowPodEnforcer:
         # event reconciles them, even if it changed nothing the pod follows.
         self._outdated: set[Key] = set()
         self.runner = KeyedRunner(self._reconcile, workers)
+        self.listed = asyncio.Event()
+        """Set once both caches hold their first list: nothing is decided from a cache still
+        filling (a pod not listed yet is not a pod to create)."""
 
     def on_pod_event(self, event_type: str, pod: dict[str, Any]) -> None:
         key = self.pods.apply(event_type, pod)
@@ -108,6 +112,7 @@ class ShadowPodEnforcer:
         return True
 
     async def _reconcile(self, key: Key) -> None:
+        await self.listed.wait()
         await retrying(lambda: self._reconcile_once(key))
 
     async def _reconcile_once(self, key: Key) -> None:

@@ -70,7 +70,9 @@ async def settled(enforcer: ShadowPodEnforcer) -> None:
 
 
 def enforcer_with(api: FakeApi) -> ShadowPodEnforcer:
-    return ShadowPodEnforcer(api, Metrics())  # type: ignore[arg-type]
+    enforcer = ShadowPodEnforcer(api, Metrics())  # type: ignore[arg-type]
+    enforcer.listed.set()
+    return enforcer
 
 
 def test_a_pod_is_created_only_after_its_shadowpod_is_read_live() -> None:
@@ -88,6 +90,23 @@ def test_a_pod_is_created_only_after_its_shadowpod_is_read_live() -> None:
             **shadowpod("2")["metadata"], "labels": {ORIGIN_CLUSTER_LABEL: "home", "v": "2"}}})
         await settled(enforcer)
         assert ("create", pod_path(NAMESPACE)) in api.calls
+    run(scenario)
+
+
+def test_nothing_is_decided_before_both_caches_are_listed() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        api.objects[shadowpod_path(NAMESPACE, NAME)] = shadowpod("1")
+        enforcer = ShadowPodEnforcer(api, Metrics())  # type: ignore[arg-type]
+        enforcer.on_shadowpod_event("ADDED", shadowpod("1"))  # its pod is not listed yet
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert api.calls == []
+        enforcer.on_pod_event("ADDED", running_pod(shadowpod("1")))
+        enforcer.listed.set()
+        await settled(enforcer)
+        assert ("create", pod_path(NAMESPACE)) not in api.calls  # the pod was there
+        assert ("patch", shadowpod_path(NAMESPACE, NAME, "status")) in api.calls
     run(scenario)
 
 
