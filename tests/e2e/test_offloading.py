@@ -217,9 +217,12 @@ def test_a_consumer_over_quota_sees_why(home: ClusterHandle, remote: ClusterHand
             "apiVersion": "offloading.liqo.io/v1beta1", "kind": "Quota",
             "metadata": {"name": "limits"},
             "spec": {"consumerClusterId": peered.home_id, "limitsEnforcement": "Soft",
-                     "resources": {"cpu": "1", "memory": "1Gi"}}})
+                     "resources": {"cpu": "10m", "memory": "1Gi"}}})
     offloaded(home, namespace)
-    replica(home, namespace, "big", resources={"requests": {"cpu": "2", "memory": "128Mi"}})
+    # Over the quota, but small enough for whatever the virtual node offers: the offer shrinks
+    # with the pods other tests left on the remote cluster, and a pod the home scheduler cannot
+    # place on the virtual node never reaches the quota.
+    replica(home, namespace, "big", resources={"requests": {"cpu": "20m", "memory": "128Mi"}})
 
     def refused() -> dict[str, Any] | None:
         """The quota's refusal. On a loaded machine the first attempt may fail otherwise (the
