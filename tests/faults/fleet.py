@@ -62,6 +62,11 @@ def still_planned(plan: Plan, index: int) -> set[str]:
     return {name for batch in plan[index:] for _, name in batch}
 
 
+def deleted_by(plan: Plan, index: int) -> set[str]:
+    """The pods batches up to `index` delete (their remote pods may still run a while)."""
+    return {name for batch in plan[:index + 1] for action, name in batch if action == "delete"}
+
+
 def run_burst(home: ClusterHandle, system: Any, plan: Plan,
               after_batch: Callable[[int], None]) -> set[str]:
     """Send the plan's batches to `system` (a conftest.System) one after the other, calling
