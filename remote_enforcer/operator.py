@@ -132,25 +132,20 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
 
         background = watches.tasks(api, on_listed)
 
-        async def when_listed(names: tuple[str, ...], then: Callable[[], Awaitable[None]]
-                              ) -> None:
+        async def when_listed(names: tuple[str, ...],
+                              then: asyncio.Event | Callable[[], Awaitable[None]]) -> None:
+            """Set `then`, or run it, once the caches `names` hold their first list."""
             for name in names:
                 await listed[name].wait()
-            await then()
-
-        async def admission_listed() -> None:
-            watches.admission.listed.set()
-
-        async def ledger_synced() -> None:
-            ledger.synced.set()
-
-        async def shadowpods_listed() -> None:
-            watches.shadowpods.listed.set()
+            if isinstance(then, asyncio.Event):
+                then.set()
+            else:
+                await then()
 
         background += [
-            asyncio.create_task(when_listed(("namespaces", "quotas"), admission_listed)),
-            asyncio.create_task(when_listed(("shadowpods",), ledger_synced)),
-            asyncio.create_task(when_listed(("pods", "shadowpods"), shadowpods_listed)),
+            asyncio.create_task(when_listed(("namespaces", "quotas"), watches.admission.listed)),
+            asyncio.create_task(when_listed(("shadowpods",), ledger.synced)),
+            asyncio.create_task(when_listed(("pods", "shadowpods"), watches.shadowpods.listed)),
             # No offer from a half-listed picture (it would under-count what runs).
             asyncio.create_task(when_listed(("pods", "nodes", "namespaces"),
                                             watches.offers.run), name="offer"),
