@@ -78,6 +78,7 @@ class ShadowPodEnforcer:
         uid = str(shadowpod["metadata"].get("uid", ""))
         if event_type == "DELETED":
             self._followed.pop(uid, None)
+            self._outdated.discard(key)
             return
         followed = enforcement.followed_fields(shadowpod)
         if self._followed.get(uid) == followed and key not in self._outdated:
