@@ -41,12 +41,16 @@ class Mirror:
         self._lock = threading.Lock()
         self._objects: dict[Key, bytes] = {}
         self._seen: set[Key] | None = None
+        self.version = 0
+        """Changes applied so far: what is derived from the whole mirror can be kept per
+        version (read it before reading the mirror)."""
 
     def apply(self, event_type: str | None, obj: dict[str, Any]) -> Key:
         """Record a watch event (DELETED removes; any other type stores); returns the key."""
         key = key_of(obj)
         packed = _packed(obj) if event_type != "DELETED" else b""
         with self._lock:
+            self.version += 1
             if event_type == "DELETED":
                 self._objects.pop(key, None)
             else:
@@ -54,6 +58,7 @@ class Mirror:
                 if self._seen is not None:
                     self._seen.add(key)
         return key
+
     def start_relist(self) -> None:
         """A new watch is about to list everything again: remember what it shows."""
         with self._lock:
@@ -67,6 +72,7 @@ class Mirror:
             stale = [key for key in self._objects if key not in seen]
             for key in stale:
                 del self._objects[key]
+            self.version += 1
             return stale
 
     def get(self, key: Key) -> dict[str, Any] | None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
@@ -26,6 +26,8 @@ from shared.api.virtual_node import VirtualNode
 from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 NODE_KEY: tuple[str] = ("node",)
 TWINS_KEY: tuple[str] = ("twins",)
@@ -65,6 +67,8 @@ class Agent:
         self.home_synced = threading.Event()
         self.tenant_synced = threading.Event()
         self.twins_synced = threading.Event()
+        self._derived: dict[str, tuple[int, Any]] = {}
+        """What is parsed from a mirror, with the mirror version it was parsed at."""
 
     def remote_synced(self) -> bool:
         """Both remote watches have listed everything (the twins' for the current set)."""
@@ -81,8 +85,24 @@ class Agent:
         """The NamespaceMap this agent writes in the tenant namespace: one per consumer."""
         return self.config.home_cluster_id
 
+    def _parsed(self, name: str, mirror: Mirror, parse: Callable[[], T]) -> T:
+        """`parse()`, once per change of `mirror`: the VirtualNode and the NamespaceMap are
+        read several times by every reconcile. The version is read before the mirror, so a
+        result parsed from an older mirror is never used."""
+        version = mirror.version
+        cached = self._derived.get(name)
+        if cached is not None and cached[0] == version:
+            return cast(T, cached[1])
+        value = parse()
+        self._derived[name] = (version, value)
+        return value
+
     def virtual_node(self) -> VirtualNode | None:
         """The VirtualNode resource configuring this agent (the oldest, if several)."""
+        return self._parsed("virtual_node", self.mirrors.virtual_nodes,
+                            self._parse_virtual_node)
+
+    def _parse_virtual_node(self) -> VirtualNode | None:
         candidates = []
         for obj in self.mirrors.virtual_nodes.values():
             if (obj.get("spec") or {}).get("clusterId") != self.config.remote_cluster_id:
@@ -114,8 +134,12 @@ class Agent:
         return None
 
     def namespace_map(self) -> NamespaceMap | None:
-        obj = self.mirrors.namespace_maps.get((self.tenant_namespace, self.namespace_map_name))
-        return NamespaceMap.model_validate(obj) if obj is not None else None
+        def parse() -> NamespaceMap | None:
+            obj = self.mirrors.namespace_maps.get((self.tenant_namespace,
+                                                   self.namespace_map_name))
+            return NamespaceMap.model_validate(obj) if obj is not None else None
+
+        return self._parsed("namespace_map", self.mirrors.namespace_maps, parse)
 
     def accepted_remote_namespace(self, namespace: str) -> str | None:
         """The twin namespace of `namespace` once the enforcer accepted it, else None."""
@@ -181,10 +205,7 @@ class Agent:
             self.enqueue(pod_key(namespace, name))
 
     def on_home_event(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
-        if plural == "pods":
-            on_node = (obj.get("spec") or {}).get("nodeName") == self.node_name()
-            if not on_node and self.mirrors.pods.get(key_of(obj)) is None:
-                return
+        if plural == "pods":  # the watch selects the pods bound to the virtual node
             namespace, name = self.mirrors.pods.apply(event_type, obj)
             self.enqueue(pod_key(namespace, name))
         elif plural == "nodes":

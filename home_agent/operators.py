@@ -1,6 +1,7 @@
 """The agent's watches, each on its own thread with its own event loop and client:
 
-- home: pods, nodes, VirtualNodes, NamespaceOffloadings (and the reflected kinds), cluster-wide;
+- home: nodes, VirtualNodes, NamespaceOffloadings (and the reflected kinds), cluster-wide;
+- home pods: only those bound to the virtual node (`NodePodsWatch` follows its name);
 - remote tenant: this consumer's NamespaceMap and ResourceOffer, in the tenant namespace;
 - remote twins: ShadowPods, in the accepted twin namespaces only — the consumer identity's
   permissions stop at the tenant and twin namespaces (DESIGN.md 7), so nothing remote is
@@ -54,17 +55,27 @@ class WatchSpec:
     namespaces: Collection[str] | None = None
     """None: cluster-wide."""
     label_selectors: dict[Watched, str] = field(default_factory=dict)
+    field_selectors: dict[Watched, str] = field(default_factory=dict)
+
+
+PODS: Watched = ("", "v1", "pods")
 
 
 def home_watch(reflected: tuple[Watched, ...] = (),
                label_selectors: Mapping[Watched, str] | None = None) -> WatchSpec:
     """`reflected`: the kinds resource reflection copies (cluster-wide: a namespace may become
-    extended at any time); `label_selectors` narrow some of them (e.g. only our Event copies)."""
+    extended at any time); `label_selectors` narrow some of them (e.g. only our Event copies).
+    Pods are not here: see `node_pods_watch`."""
     return WatchSpec(
         "home",
-        (("", "v1", "pods"), ("", "v1", "nodes"), watched(VIRTUAL_NODE),
-         watched(NAMESPACE_OFFLOADING), *reflected),
+        (("", "v1", "nodes"), watched(VIRTUAL_NODE), watched(NAMESPACE_OFFLOADING), *reflected),
         label_selectors=dict(label_selectors or {}))
+
+
+def node_pods_watch(node_name: str) -> WatchSpec:
+    """The home pods bound to the virtual node, as a kubelet watches its own: every other pod of
+    the cluster (most of them, on a busy cluster) never reaches the agent."""
+    return WatchSpec("home-pods", (PODS,), field_selectors={PODS: f"spec.nodeName={node_name}"})
 
 
 def tenant_watch(tenant_namespace: str) -> WatchSpec:
@@ -87,8 +98,9 @@ def twins_watch(namespaces: Collection[str], home_cluster_id: str,
 
 def list_query(spec: WatchSpec, resource: Watched) -> dict[str, str]:
     """The query parameters that narrow one resource's list and watch."""
-    selector = spec.label_selectors.get(resource)
-    return {"labelSelector": selector} if selector else {}
+    query = {"labelSelector": spec.label_selectors.get(resource),
+             "fieldSelector": spec.field_selectors.get(resource)}
+    return {name: selector for name, selector in query.items() if selector}
 
 
 class OperatorThread:
@@ -178,3 +190,49 @@ class OperatorThread:
                 pass
         self._thread.join(timeout)
 
+
+
+class NodePodsWatch:
+    """The `node_pods_watch` of the virtual node's current name. The name can come from the
+    VirtualNode, so `follow` is called once the home watch has listed VirtualNodes and again on
+    each VirtualNode event, always from the home watch's thread; a new name replaces the watch,
+    and the pods of the old name leave the sink as DELETED, as pods leaving a field selector's
+    selection do. `pods` returns what the sink holds from this watch."""
+
+    def __init__(self, connection: Connection, sink: EventSink, on_synced: Callable[[], None],
+                 pods: Callable[[], list[dict[str, Any]]]) -> None:
+        self._connection = connection
+        self._sink = sink
+        self._on_synced = on_synced
+        self._pods = pods
+        self._lock = threading.Lock()
+        self.node_name: str | None = None
+        self._operator: OperatorThread | None = None
+
+    def follow(self, node_name: str) -> None:
+        if node_name == self.node_name:
+            return
+        with self._lock:
+            previous, self._operator = self._operator, None
+        if previous is not None:
+            log.info("virtual node renamed %s → %s: watching its pods", self.node_name,
+                     node_name)
+            previous.stop()
+            for pod in self._pods():
+                self._sink(PODS[2], "DELETED", pod)
+        self.node_name = node_name
+        operator = OperatorThread(self._connection, node_pods_watch(node_name), self._sink,
+                                  self._on_synced)
+        with self._lock:
+            self._operator = operator
+        operator.start()
+
+    def is_alive(self) -> bool:
+        with self._lock:
+            return self._operator is None or self._operator.is_alive()
+
+    def stop(self) -> None:
+        with self._lock:
+            operator = self._operator
+        if operator is not None:
+            operator.stop()

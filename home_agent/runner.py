@@ -19,7 +19,7 @@ from home_agent.heartbeat import health_loop, lease_loop
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.offloading import reconcile_offloading
-from home_agent.operators import OperatorThread, home_watch
+from home_agent.operators import NodePodsWatch, OperatorThread, home_watch
 from home_agent.pods import PodOffloader, RetryLater
 from home_agent.reflection.kinds import reflection_for
 from home_agent.reflection.reflector import Reflection
@@ -92,9 +92,8 @@ class Parked:
 
 async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
                  metrics: Metrics, parked: Parked, synced_pods: SyncedPods | None) -> None:
-    loop = asyncio.get_running_loop()
     while True:
-        key = await loop.run_in_executor(None, agent.queue.get)
+        key = await agent.queue.get_async()
         if key is None:
             return
         kind = _kind(key)
@@ -134,9 +133,8 @@ async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
 async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflection,
                      stop: threading.Event) -> None:
     loop = asyncio.get_running_loop()
-    # Workers park a thread each in queue.get; a few more for other blocking calls.
-    loop.set_default_executor(ThreadPoolExecutor(
-        max_workers=(agent.config.workers + reflection.workers()) * 2 + 8))
+    # For the few blocking calls (waiting for the stop, replacing the twins watch, DNS).
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=8))
     pods = PodOffloader(agent)
     metrics = Metrics(reflection.queued)
     parked = Parked(agent)
@@ -173,22 +171,35 @@ def run(config: AgentConfig) -> int:
     home = ClusterApi(load_connection(config.home_kubeconfig, limits=config.home_limits))
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
-    def home_synced() -> None:
-        log.info("home cluster listed")
-        agent.home_synced.set()
-
     reflection = reflection_for(agent)
 
     def on_home_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
-        if not reflection.home_sink(plural, event_type, obj):
-            agent.on_home_event(plural, event_type, obj)
-            reflection.after_agent_event(plural)
+        # The agent's mirrors first (it ignores the kinds it does not watch): reflection reads
+        # them too (the token reflector the pods, every reflector the VirtualNode).
+        agent.on_home_event(plural, event_type, obj)
+        reflection.home_sink(plural, event_type, obj)
+        reflection.after_agent_event(plural)
+        if plural == "virtualnodes" and home_listed.is_set():
+            node_pods.follow(agent.node_name())
 
     def on_remote_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
         if not reflection.remote_sink(plural, event_type, obj):
             agent.on_remote_event(plural, event_type, obj)
             reflection.after_agent_event(plural)
 
+    def pods_synced() -> None:
+        log.info("home cluster listed")
+        agent.home_synced.set()
+
+    home_listed = threading.Event()
+
+    def home_synced() -> None:
+        # The VirtualNodes are listed: the virtual node's name is known, its pods can be.
+        home_listed.set()
+        node_pods.follow(agent.node_name())
+
+    node_pods = NodePodsWatch(home.connection, on_home_event, pods_synced,
+                              agent.mirrors.pods.values)
     home_operator = OperatorThread(
         home.connection, home_watch(reflection.resources(), reflection.home_label_selectors()),
         on_home_event, home_synced)
@@ -209,11 +220,13 @@ def run(config: AgentConfig) -> int:
              config.remote_cluster_id, agent.node_name())
     exit_code = 0
     while not stop.wait(1.0):
-        if not (home_operator.is_alive() and watches.alive() and controller_thread.is_alive()):
+        if not (home_operator.is_alive() and node_pods.is_alive() and watches.alive()
+                and controller_thread.is_alive()):
             log.error("a component stopped: exiting")
             exit_code = 1
             stop.set()
-    home_operator.stop()
+    home_operator.stop()  # first: it may start a pods watch
+    node_pods.stop()
     watches.stop()
     controller_thread.join(10)
     return exit_code

@@ -44,6 +44,7 @@ from home_agent.workqueue import KeyQueue
 from shared.forge.common import updated_remote
 from shared.forge.event import (
     event_needs_update,
+    home_copy_summary,
     home_event,
     home_event_name,
     involved_kind,
@@ -83,7 +84,7 @@ class EventReflector:
         self.remote = Mirror()
         """Events of the accepted twin namespaces."""
         self.home = Mirror()
-        """Our copies at home."""
+        """Our copies at home, each as its `home_copy_summary`."""
         self.queue = KeyQueue()
         self._lock = threading.Lock()
         self._sources: dict[Key, Key] = {}
@@ -162,7 +163,7 @@ class EventReflector:
             self.queue.add(home_key)
 
     def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        self.queue.add(self.home.apply(event_type, obj))
+        self.queue.add(self.home.apply(event_type, home_copy_summary(obj)))
 
     def finish_relist(self) -> None:
         """The twins watch listed everything again: Events it did not show are gone."""
@@ -206,9 +207,8 @@ class EventReflector:
 
     def _track_home_pod(self, event_type: str | None, pod: dict[str, Any]) -> None:
         key = key_of(pod)
-        on_node = (pod.get("spec") or {}).get("nodeName") == self.agent.node_name()
-        with self._lock:
-            if event_type == "DELETED" or not on_node:
+        with self._lock:  # the watch selects the pods bound to the virtual node
+            if event_type == "DELETED":
                 self._home_pods.pop(key, None)
             else:
                 self._home_pods[key] = object_reference({**pod, "apiVersion": "v1",
@@ -302,10 +302,12 @@ class EventReflector:
                 await self._replace(existing, desired)
 
     async def _replace(self, current: Mapping[str, Any], desired: dict[str, Any]) -> None:
+        """`current`: the copy, or its summary (its metadata is what the write keeps)."""
         namespace, name = key_of(desired)
         try:
-            await self.agent.home.replace(core_path("events", namespace, name),
-                                          updated_remote(current, desired))
+            await self.agent.home.replace(
+                core_path("events", namespace, name),
+                updated_remote({"metadata": current.get("metadata") or {}}, desired))
         except Exception as error:
             if not is_not_found(error):
                 raise

@@ -77,9 +77,8 @@ async def run_workers(queue: KeyQueue, workers: int, ready: Callable[[], bool],
     failure blocks no other: it backs off alone.
     """
     async def worker() -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            key = await loop.run_in_executor(None, queue.get)
+            key = await queue.get_async()
             if key is None:
                 return
             assert isinstance(key, tuple)
@@ -365,10 +364,6 @@ class Reflection:
     def companion(self, kind: type[C]) -> C | None:
         """The running companion of that class, if it is enabled."""
         return next((c for c in self.companions if isinstance(c, kind)), None)
-
-    def workers(self) -> int:
-        return (sum(r.workers for r in self.reflectors.values())
-                + sum(c.workers for c in self.companions))
 
     def resources(self) -> tuple[Watched, ...]:
         """What both sides' watches must add (each once)."""

@@ -4,9 +4,10 @@ projects service-account tokens, the Secret its remote copy reads them from
 (`service_account_token_secret_name(pod)`), each token requested from the home API server with
 a TokenRequest bound to the home pod, refreshed before it expires, and deleted with the pod.
 
-Tokens are per pod, so this is not a `Reflector` of a kind: it has its own mirrors (the home pods
-bound to the virtual node, fed by the pod events the agent receives anyway; our token Secrets in
-the twin namespaces, from the twins watch), its own queue of pod keys and worker pool
+Tokens are per pod, so this is not a `Reflector` of a kind: it reads the agent's mirror of the
+home pods bound to the virtual node (one copy of each pod: the runner applies a pod event there
+before this reflector is told), has its own mirror of the token Secrets in the twin namespaces
+(from the twins watch), its own queue of pod keys and worker pool
 (`--serviceaccount-reflection-workers`), so a failing pod holds back neither another pod nor
 another kind.
 
@@ -93,8 +94,8 @@ class TokenReflector:
         self.events = events
         self.secrets_reflected = secrets_reflected
         """Whether the Secret reflector runs too (and so watches every home Secret)."""
-        self.pods = Mirror()
-        """Home pods bound to this agent's virtual node."""
+        self.pods = agent.mirrors.pods
+        """Home pods bound to this agent's virtual node: the agent's mirror."""
         self.remote = Mirror()
         """Token Secrets (Liqo's labels) in the twin namespaces, whoever wrote them."""
         self.queue = KeyQueue()
@@ -128,14 +129,10 @@ class TokenReflector:
     # --- watch events -----------------------------------------------------------------------
 
     def on_home_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        key = key_of(obj)
-        on_node = (obj.get("spec") or {}).get("nodeName") == self.agent.node_name()
-        if not on_node and self.pods.get(key) is None:
-            return
-        self.pods.apply(event_type if on_node else "DELETED", obj)
+        """After the agent's mirror took the event."""
         if event_type == "DELETED":
             self.events.forget(obj)
-        self.queue.add(key)
+        self.queue.add(key_of(obj))
 
     def on_remote_secret(self, event_type: str | None, obj: dict[str, Any]) -> None:
         if not is_token_secret(obj):

@@ -18,9 +18,8 @@ Decisions recorded here:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
 
@@ -31,6 +30,8 @@ LAST_APPLIED_ANNOTATION = "kubectl.kubernetes.io/last-applied-configuration"
 ALWAYS_SKIPPED_ANNOTATIONS: frozenset[str] = frozenset({LAST_APPLIED_ANNOTATION})
 
 # Top-level fields that are identity or bookkeeping rather than content we own.
+_J = TypeVar("_J")
+
 _NOT_CONTENT = frozenset({"apiVersion", "kind", "metadata", "status"})
 
 
@@ -109,9 +110,15 @@ def remote_metadata(
     return metadata
 
 
-def copied(value: Any) -> Any:
-    """A deep copy, so that a forged object never shares mutable parts with its input."""
-    return copy.deepcopy(value)
+def copied(value: _J) -> _J:
+    """A deep copy of a JSON value (maps, lists, scalars), so that a forged object never shares
+    mutable parts with its input; a third of `copy.deepcopy`'s time, which every pod
+    reconcile spent most in."""
+    if isinstance(value, dict):
+        return cast(_J, {key: copied(item) for key, item in value.items()})
+    if isinstance(value, list):
+        return cast(_J, [copied(item) for item in value])
+    return value
 
 
 # --- comparing a remote object with the desired one --------------------------------------------
@@ -196,6 +203,26 @@ def _content(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in obj.items() if key not in _NOT_CONTENT}
 
 
+def compared_form(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """What `needs_update` compares (labels, annotations, content), absent values dropped: two
+    objects of a kind without remote-defaulted or immutable fields need no update of one into
+    the other exactly when their compared forms are equal."""
+    metadata = obj.get("metadata") or {}
+    form = _without_absent({"labels": metadata.get("labels"),
+                            "annotations": metadata.get("annotations"), **_content(obj)})
+    assert isinstance(form, dict)
+    return form
+
+
+def _without_absent(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        kept = {key: _without_absent(item) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if not _absent(item)}
+    if isinstance(value, list):
+        return [None if _absent(item) else item for item in map(_without_absent, value)]
+    return value
+
+
 def needs_update(current_remote: Mapping[str, Any], desired_remote: Mapping[str, Any]) -> bool:
     """True when the remote object differs from the desired one in anything we own: its labels,
     its annotations, or its content (every field but metadata and status), remote-defaulted
@@ -222,14 +249,14 @@ def _with_remote_defaults(
         }
         for key, value in current.items():
             if _absent(merged.get(key)) and path + (key,) in defaulted:
-                merged[key] = copy.deepcopy(value)
+                merged[key] = copied(value)
         return merged
     if isinstance(desired, list) and isinstance(current, list) and len(desired) == len(current):
         return [
             _with_remote_defaults(c, d, defaulted, path + ("[]",))
             for c, d in zip(current, desired, strict=True)
         ]
-    return copy.deepcopy(desired)
+    return copied(desired)
 
 
 def updated_remote(
@@ -243,12 +270,12 @@ def updated_remote(
     body: dict[str, Any] = _with_remote_defaults(
         _content(current_remote), _content(desired_remote), defaulted, ()
     )
-    metadata = copy.deepcopy(dict(current_remote.get("metadata") or {}))
+    metadata = copied(dict(current_remote.get("metadata") or {}))
     desired_meta = desired_remote.get("metadata") or {}
     for key in ("labels", "annotations"):
         metadata.pop(key, None)
         if desired_meta.get(key):
-            metadata[key] = copy.deepcopy(desired_meta[key])
+            metadata[key] = copied(desired_meta[key])
     metadata.pop("managedFields", None)
     head = {key: desired_remote[key] for key in ("apiVersion", "kind") if key in desired_remote}
     return {**head, "metadata": metadata, **body}

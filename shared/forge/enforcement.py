@@ -8,11 +8,11 @@ completed pods were recreated after an operator restart or a ShadowPod update).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 from shared.api.shadowpod import SHADOWPOD
+from shared.forge.common import copied
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -72,7 +72,7 @@ def desired_pod(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
             "annotations": dict(meta.get("annotations") or {}),
             "ownerReferences": [controller_reference(shadowpod)],
         },
-        "spec": copy.deepcopy(dict((shadowpod.get("spec") or {}).get("pod") or {})),
+        "spec": copied(dict((shadowpod.get("spec") or {}).get("pod") or {})),
     }
 
 
@@ -124,7 +124,7 @@ def pod_patch(pod: Mapping[str, Any], shadowpod: Mapping[str, Any]) -> dict[str,
 
 
 def _without_mutable_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
-    blank = copy.deepcopy(dict(spec))
+    blank = copied(dict(spec))
     for field in ("containers", "initContainers"):
         for container in blank.get(field) or []:
             container.pop("image", None)

@@ -26,10 +26,11 @@ The home copy (as Liqo's event reflector):
 """
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from shared.forge.common import ReflectionConfig, copied, needs_update, without_keys
+from shared.forge.common import ReflectionConfig, compared_form, copied, without_keys
 from shared.ownership import ownership_labels
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
@@ -145,8 +146,25 @@ def home_event(
     return event
 
 
-def event_needs_update(current_home_event: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """True when the home copy must be rewritten: the remote Event changed (its count,
-    lastTimestamp, message...) or the home copy drifted. The generic comparison serves: an Event
-    has no server-defaulted fields we leave empty."""
-    return needs_update(current_home_event, desired)
+def home_copy_summary(home_event: Mapping[str, Any]) -> dict[str, Any]:
+    """What the agent keeps of each home copy instead of the copy (there are as many as remote
+    Events): its identity and labels (whose it is), and the digest of what
+    `event_needs_update` compares."""
+    metadata = home_event.get("metadata") or {}
+    form = json.dumps(compared_form(home_event), sort_keys=True, separators=(",", ":"),
+                      default=str)
+    return {"metadata": {key: metadata[key] for key in _SUMMARY_METADATA if key in metadata},
+            "digest": hashlib.sha256(form.encode()).hexdigest()}
+
+
+_SUMMARY_METADATA = ("namespace", "name", "uid", "resourceVersion", "labels")
+
+
+def event_needs_update(current_home_event: Mapping[str, Any], desired: Mapping[str, Any]
+                       ) -> bool:
+    """True when the home copy (the copy, or its `home_copy_summary`) must be rewritten into
+    `desired`: the remote Event changed (its count, lastTimestamp, message...) or the home copy
+    drifted. An Event has no server-defaulted or immutable fields we leave empty, so the
+    compared forms' digests decide (`needs_update`'s rule)."""
+    digest = current_home_event.get("digest") or home_copy_summary(current_home_event)["digest"]
+    return bool(digest != home_copy_summary(desired)["digest"])

@@ -12,11 +12,11 @@ Idempotent: a pod that already tolerates the taint or requires a virtual node ge
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
 from shared.api.namespace_offloading import PodOffloadingStrategy
+from shared.forge.common import copied
 from shared.wellknown import (
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
@@ -63,13 +63,13 @@ def _require_virtual_node(spec: dict[str, Any]) -> None:
     for term in terms:
         expressions = term.setdefault("matchExpressions", [])
         if VIRTUAL_NODE_REQUIREMENT not in expressions:
-            expressions.append(copy.deepcopy(VIRTUAL_NODE_REQUIREMENT))
+            expressions.append(copied(VIRTUAL_NODE_REQUIREMENT))
     required["nodeSelectorTerms"] = terms
 
 
 def pod_with_offloading_strategy(pod: Mapping[str, Any], strategy: str) -> dict[str, Any]:
     """`pod` (a Pod as a dict) as the strategy wants it; the argument is never modified."""
-    mutated = copy.deepcopy(dict(pod))
+    mutated = copied(dict(pod))
     spec = mutated.setdefault("spec", {})
     match PodOffloadingStrategy(strategy):
         case PodOffloadingStrategy.REMOTE:

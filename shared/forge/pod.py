@@ -29,7 +29,6 @@ what cannot be honoured is returned as a warning for the agent to report as an E
 
 from __future__ import annotations
 
-import copy
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -40,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from shared.api.offloading_patch import OffloadingPatch
 from shared.api.shadowpod import SHADOWPOD
-from shared.forge.common import ReflectionConfig, remote_metadata, without_keys
+from shared.forge.common import ReflectionConfig, copied, remote_metadata, without_keys
 from shared.forge.configmap import remote_configmap_name
 from shared.forge.namespace import shortened
 from shared.ipremap import CidrRemap, remap_address
@@ -171,7 +170,7 @@ def projected_service_account_tokens(local_pod: Mapping[str, Any]) -> list[Proje
 def remote_tolerations(tolerations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The pod's tolerations without the virtual-node one: tolerating it remotely would let the
     pod be offloaded again from the provider to a third cluster."""
-    return [copy.deepcopy(dict(t)) for t in tolerations if t.get("key") != VIRTUAL_NODE_TAINT_KEY]
+    return [copied(dict(t)) for t in tolerations if t.get("key") != VIRTUAL_NODE_TAINT_KEY]
 
 
 def service_account_name(local_spec: Mapping[str, Any]) -> str:
@@ -215,7 +214,7 @@ def _remote_container(
     apiserver_env: list[dict[str, Any]],
     clear_host_ports: bool,
 ) -> dict[str, Any]:
-    remote = copy.deepcopy(dict(container))
+    remote = copied(dict(container))
     _renamed_configmap_refs(remote)
     replaced = {variable["name"] for variable in apiserver_env}
     env = []
@@ -227,7 +226,7 @@ def _remote_container(
         if variable.get("name") in replaced:
             continue  # set below, so that no duplicate decides which value wins
         env.append(variable)
-    env.extend(copy.deepcopy(apiserver_env))
+    env.extend(copied(apiserver_env))
     if env:
         remote["env"] = env
     if clear_host_ports:
@@ -272,7 +271,7 @@ def _remote_projected_sources(
     secret_name = service_account_token_secret_name(pod_name)
     remote_sources = []
     for local_source in sources:
-        source = copy.deepcopy(dict(local_source))
+        source = copied(dict(local_source))
         if isinstance(source.get("configMap"), dict) and "name" in source["configMap"]:
             source["configMap"]["name"] = remote_configmap_name(source["configMap"]["name"])
         if token_secret and isinstance(source.get("downwardAPI"), dict):
@@ -298,7 +297,7 @@ def _remote_volumes(
 ) -> list[dict[str, Any]]:
     remote_volumes = []
     for local_volume in volumes:
-        volume = copy.deepcopy(dict(local_volume))
+        volume = copied(dict(local_volume))
         if isinstance(volume.get("configMap"), dict) and "name" in volume["configMap"]:
             volume["configMap"]["name"] = remote_configmap_name(volume["configMap"]["name"])
         projected = volume.get("projected")
@@ -344,7 +343,7 @@ def _pod_anti_affinity(
     if preset == ANTI_AFFINITY_PROPAGATE:
         affinity = (local_pod.get("spec") or {}).get("affinity") or {}
         anti_affinity = affinity.get("podAntiAffinity")
-        return (copy.deepcopy(anti_affinity) if anti_affinity else None), []
+        return (copied(anti_affinity) if anti_affinity else None), []
     if preset not in (ANTI_AFFINITY_SOFT, ANTI_AFFINITY_HARD):
         return None, [
             f"unknown {ANTI_AFFINITY_PRESET_ANNOTATION} value {preset!r} ignored "
@@ -376,10 +375,10 @@ def _apply_offloading_patch(spec: dict[str, Any], patch: OffloadingPatch | None)
     # Filtered too: whoever writes the patch, remote pods never tolerate virtual nodes.
     for toleration in remote_tolerations(patch.tolerations):
         if toleration not in spec["tolerations"]:
-            spec["tolerations"].append(copy.deepcopy(toleration))
+            spec["tolerations"].append(copied(toleration))
     node_affinity = (patch.affinity or {}).get("nodeAffinity")
     if node_affinity:
-        spec.setdefault("affinity", {})["nodeAffinity"] = copy.deepcopy(node_affinity)
+        spec.setdefault("affinity", {})["nodeAffinity"] = copied(node_affinity)
     if patch.runtime_class_name:
         spec["runtimeClassName"] = patch.runtime_class_name
 
@@ -390,7 +389,7 @@ def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> For
     metadata: Mapping[str, Any] = local_pod.get("metadata") or {}
     pod_name = str(metadata.get("name", ""))
     spec: dict[str, Any] = {
-        key: copy.deepcopy(local_spec[key]) for key in COPIED_SPEC_FIELDS if key in local_spec
+        key: copied(local_spec[key]) for key in COPIED_SPEC_FIELDS if key in local_spec
     }
     spec.update(dict.fromkeys(FORCED_OFF_SPEC_FIELDS, False))
     # The home service account does not exist remotely; its token comes through a Secret.
@@ -461,7 +460,7 @@ def updated_remote_pod_spec(
     left alone: a new pod picks them up.
     """
     desired = remote_pod_spec(local_pod, config).spec
-    updated = copy.deepcopy(dict(current_remote_spec))
+    updated = copied(dict(current_remote_spec))
     for key in ("containers", "initContainers"):
         # A pod's containers cannot be added or removed, so they pair up by position.
         for container, wanted in zip(updated.get(key) or [], desired.get(key) or [], strict=False):
@@ -489,17 +488,17 @@ def updated_shadow_pod(
     mutable-field changes (keeping `current`'s resourceVersion and status), or None when there
     is nothing to write."""
     desired_metadata = shadow_pod(local_pod, remote_namespace, config)["metadata"]
-    metadata = copy.deepcopy(dict(current.get("metadata") or {}))
+    metadata = copied(dict(current.get("metadata") or {}))
     changed = False
     for key in ("labels", "annotations"):
         if (metadata.get(key) or {}) != (desired_metadata.get(key) or {}):
-            metadata[key] = copy.deepcopy(desired_metadata.get(key) or {})
+            metadata[key] = copied(desired_metadata.get(key) or {})
             changed = True
     current_spec = (current.get("spec") or {}).get("pod") or {}
     spec = updated_remote_pod_spec(current_spec, local_pod, config)
     if spec is None and not changed:
         return None
-    body = copy.deepcopy(dict(current))
+    body = copied(dict(current))
     body["metadata"] = metadata
     body["spec"] = {**body.get("spec", {}), "pod": spec if spec is not None else current_spec}
     return body
@@ -549,7 +548,7 @@ def local_pod_status(
       time, so the result is a function of remote state only: an agent restart recomputes the
       same number and never counts a recreation twice.
     """
-    status = copy.deepcopy(dict(remote_status))
+    status = copied(dict(remote_status))
     remap = config.pod_ip_remap
     if status.get("podIP"):
         status["podIP"] = remap_address(str(status["podIP"]), remap)
@@ -577,7 +576,7 @@ def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime) -> di
     Pending with reason OffloadingBackOff (seed 004), its true conditions turned false with the
     same reason, no container ready (Liqo's LocalRejectedPodStatus)."""
     metadata = local_pod.get("metadata") or {}
-    status = copy.deepcopy(dict(local_pod.get("status") or {}))
+    status = copied(dict(local_pod.get("status") or {}))
     message = (
         f"namespace {metadata.get('namespace', '')!r} is not offloaded to this virtual node's "
         f"cluster: create a NamespaceOffloading there, or keep the pod off virtual nodes"
@@ -608,9 +607,9 @@ def remote_creation_failed_condition(reason: str, message: str, now: datetime) -
 def with_condition(status: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[str, Any]:
     """`status` with `condition` set in place of any of the same type. An unchanged status keeps
     its lastTransitionTime, so re-reporting the same failure is not a transition."""
-    updated = copy.deepcopy(dict(status))
+    updated = copied(dict(status))
     conditions = updated.get("conditions") or []
-    new = copy.deepcopy(dict(condition))
+    new = copied(dict(condition))
     for index, existing in enumerate(conditions):
         if existing.get("type") == new.get("type"):
             if existing.get("status") == new.get("status"):

@@ -3,6 +3,7 @@ phase, the webhook's AdmissionReview answer."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
@@ -101,6 +102,51 @@ def test_the_work_queue_never_runs_a_key_twice_at_once_and_reruns_it_after() -> 
     assert queue.get() == "b"
     queue.shutdown()
     assert queue.get() is None
+
+
+def test_coroutines_take_keys_added_from_other_threads_each_once() -> None:
+    queue = KeyQueue(base_delay=0.01)
+    taken: list[Any] = []
+
+    async def worker() -> None:
+        while (key := await queue.get_async()) is not None:
+            taken.append(key)
+            await asyncio.sleep(0)
+            queue.done(key)
+
+    async def scenario() -> None:
+        workers = [asyncio.create_task(worker()) for _ in range(4)]
+        await asyncio.sleep(0.01)  # all of them waiting, nothing queued
+        feeder = threading.Thread(target=lambda: [queue.add(i) for i in range(500)])
+        feeder.start()
+        await asyncio.get_running_loop().run_in_executor(None, feeder.join)
+        queue.retry("late")  # a delayed key: due after the waiters went to sleep
+        await asyncio.wait_for(_until(lambda: len(taken) == 501), 10)
+        queue.shutdown()  # wakes every waiter
+        await asyncio.wait_for(asyncio.gather(*workers), 10)
+
+    asyncio.run(scenario())
+    assert sorted(map(str, taken)) == sorted(map(str, [*range(500), "late"]))
+
+
+def test_a_waiter_cancelled_after_its_wake_up_passes_the_key_on() -> None:
+    queue = KeyQueue()
+
+    async def scenario() -> Any:
+        leaving = asyncio.create_task(queue.get_async())
+        await asyncio.sleep(0.01)
+        staying = asyncio.create_task(queue.get_async())
+        await asyncio.sleep(0.01)
+        queue.add("a")  # wakes the first waiter...
+        leaving.cancel()  # ...which leaves without taking it
+        return await asyncio.wait_for(staying, 5)
+
+    assert asyncio.run(scenario()) == "a"
+
+
+async def _until(predicate: Any) -> None:
+    while not predicate():
+        await asyncio.sleep(0.005)
 
 
 def test_a_relist_forgets_what_was_deleted_while_nobody_watched() -> None:

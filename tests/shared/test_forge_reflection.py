@@ -25,7 +25,13 @@ from shared.forge.endpointslice import (
     is_in_destination,
     remote_endpointslice,
 )
-from shared.forge.event import home_event, is_reflectable_event, object_reference
+from shared.forge.event import (
+    event_needs_update,
+    home_copy_summary,
+    home_event,
+    is_reflectable_event,
+    object_reference,
+)
 from shared.forge.ingress import remote_ingress
 from shared.forge.secret import remote_secret
 from shared.forge.service import remote_service
@@ -441,3 +447,28 @@ def test_skip_lists_merge_the_global_flags_with_the_virtual_nodes_offloading_pat
         "offloading.liqo.io/destination",
     }
     assert meta["annotations"] == {"z": "3"}
+
+
+@EXAMPLES
+@given(remote_events(), configs_skipping({}),
+       st.dictionaries(st.sampled_from(["eventTime", "action", "related", "series", "note"]),
+                       st.sampled_from([None, "", {}, []])))
+def test_a_home_copys_summary_decides_updates_as_the_whole_copy_does(
+        event: Any, config: Any, server_empties: dict[str, Any]) -> None:
+    home_pod = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web-1", "namespace": "shop", "uid": "home-uid"}}
+    desired = home_event(event, object_reference(home_pod), config)
+    stored = {**copy.deepcopy(desired), **server_empties}
+    stored["metadata"].update(uid="copy-uid", resourceVersion="7",
+                              creationTimestamp="2026-11-21T20:00:00Z")
+    summary = home_copy_summary(stored)
+    assert summary["metadata"] == {key: stored["metadata"][key] for key in (
+        "namespace", "name", "uid", "resourceVersion", "labels")}
+    assert set(summary) == {"metadata", "digest"}  # nothing of the Event's content
+    assert not event_needs_update(summary, desired)
+    assert not needs_update(stored, desired)
+    changed = {**desired, "count": (desired.get("count") or 0) + 1}
+    assert event_needs_update(summary, changed) and needs_update(stored, changed)
+    drifted = copy.deepcopy(stored)
+    drifted["metadata"]["labels"]["drift"] = "yes"
+    assert event_needs_update(home_copy_summary(drifted), desired)

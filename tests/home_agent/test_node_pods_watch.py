@@ -1,0 +1,83 @@
+"""The agent watches only the home pods bound to its virtual node, as a kubelet does (a
+`spec.nodeName` field selector): pods elsewhere never reach it. When the virtual node's name
+changes (it can come from the VirtualNode), the watch follows, and the pods of the old name
+leave as DELETED. Against the `home` cluster: kubesim, or a real one."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from annex.kube import load_connection
+from annex.mirror import Mirror
+from home_agent.operators import NodePodsWatch, list_query, node_pods_watch
+from tests.conftest import ClusterHandle
+from tests.helpers import wait_for
+
+
+def test_the_pod_watch_selects_the_node_by_field() -> None:
+    spec = node_pods_watch("liqo-remote-1")
+    (pods,) = spec.resources
+    assert list_query(spec, pods) == {"fieldSelector": "spec.nodeName=liqo-remote-1"}
+
+
+class Seen:
+    """The sink: what the watch delivered, as the agent's pod mirror holds it."""
+
+    def __init__(self) -> None:
+        self.mirror = Mirror()
+        self.deleted: list[str] = []
+        self.synced = threading.Event()
+
+    def sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
+        assert plural == "pods"
+        self.mirror.apply(event_type, obj)
+        if event_type == "DELETED":
+            self.deleted.append(obj["metadata"]["name"])
+
+    def names(self) -> set[str]:
+        return {name for _, name in self.mirror.keys()}
+
+
+@pytest.fixture
+def seen_pods(home: ClusterHandle) -> Iterator[tuple[Seen, NodePodsWatch]]:
+    seen = Seen()
+    watch = NodePodsWatch(load_connection(str(home.kubeconfig)), seen.sink, seen.synced.set,
+                          seen.mirror.values)
+    yield seen, watch
+    watch.stop()
+
+
+def _pod(home: ClusterHandle, namespace: str, name: str, node: str | None) -> None:
+    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "nginx:1.25"}],
+                            # never scheduled anywhere else while the test looks
+                            "nodeSelector": {"annex.test/nowhere": "true"}}
+    if node:
+        spec["nodeName"] = node
+    home.core.create_namespaced_pod(namespace, {"metadata": {"name": name}, "spec": spec})
+
+
+def test_only_pods_bound_to_the_node_arrive_and_a_new_name_moves_the_watch(
+        home: ClusterHandle, namespace: str, seen_pods: tuple[Seen, NodePodsWatch]) -> None:
+    seen, watch = seen_pods
+    first, second = (f"virtual-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    _pod(home, namespace, "on-first", first)
+    watch.follow(first)
+    wait_for(seen.synced.is_set, message="the node's pods listed")
+    assert seen.names() == {"on-first"}
+    _pod(home, namespace, "on-second", second)
+    _pod(home, namespace, "unbound", None)
+    _pod(home, namespace, "on-first-too", first)
+    wait_for(lambda: "on-first-too" in seen.names(), message="a new pod of the node watched")
+    assert seen.names() == {"on-first", "on-first-too"}
+
+    watch.follow(first)  # the same name: the watch stays
+    watch.follow(second)
+    wait_for(lambda: seen.names() == {"on-second"},
+             message="the old name's pods left, the new name's listed")
+    assert sorted(seen.deleted) == ["on-first", "on-first-too"]
+    assert watch.node_name == second and watch.is_alive()
