@@ -16,7 +16,6 @@ a component running several loops builds one client per loop.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -24,6 +23,7 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlencode
 
 import aiohttp
+import orjson
 
 from annex.kube import Connection, RateLimiter
 from shared.api.resource import ResourceDefinition
@@ -154,7 +154,7 @@ class ClusterApi:
         headers = {"Content-Type": content_type} if body is not None else None
         async with session.request(
                 method, self._url(path, query),
-                data=None if body is None else json.dumps(body), headers=headers,
+                data=None if body is None else orjson.dumps(body), headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
                 server_hostname=self.connection.tls_server_name) as response:
             data = await response.read()
@@ -163,7 +163,7 @@ class ClusterApi:
         if not data:
             return None
         try:
-            return json.loads(data)
+            return orjson.loads(data)
         except ValueError:
             return data.decode(errors="replace")
 
@@ -229,7 +229,7 @@ class ClusterApi:
             async for line in response.content:
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = orjson.loads(line)
                 if event.get("type") == "ERROR":
                     status = event.get("object") or {}
                     if status.get("code") == 410:
@@ -246,7 +246,7 @@ class ClusterApi:
 
 def _status_body(data: bytes) -> dict[str, Any]:
     try:
-        body = json.loads(data) if data else {}
+        body = orjson.loads(data) if data else {}
     except ValueError:
         return {"message": data.decode(errors="replace")[:500]}
     return body if isinstance(body, dict) else {}
