@@ -7,6 +7,7 @@ against 15 KB for a running pod), and decoding a copy for a reader is several ti
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -18,7 +19,8 @@ Key = tuple[str, str]
 
 def key_of(obj: dict[str, Any]) -> Key:
     metadata = obj.get("metadata") or {}
-    return (str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))
+    # Interned: thousands of keys share a few namespaces, each decoded as a string of its own.
+    return (sys.intern(str(metadata.get("namespace") or "")), str(metadata.get("name") or ""))
 
 
 def _packed(obj: dict[str, Any]) -> bytes:

@@ -10,7 +10,6 @@ import time
 from typing import Any, Protocol
 
 from annex.kubeapi import error_message
-from annex.mirror import key_of
 from home_agent.agent import TWINS_KEY, Agent
 from home_agent.offloading import ensure_namespace_map
 from home_agent.operators import EventSink, OperatorThread, Watched, tenant_watch, twins_watch
@@ -111,21 +110,21 @@ class RemoteWatches:
             # create answered 409 per ShadowPod not yet listed, token Secrets written again).
             # Deciding early stays safe for ShadowPods: one is only ever deleted after a live
             # read, and a create that finds one answers 409.
-            listed: set[tuple[str, str, str]] = set()
+            # Progress is counted, not remembered: a set of the keys listed stayed for good.
+            progress = [0]
 
             def sink(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
-                if not agent.twins_synced.is_set():
-                    listed.add((plural, *key_of(obj)))
+                progress[0] += 1
                 self._sink(plural, event_type, obj)
 
             started = time.monotonic()
 
             def grace(seen: int) -> None:
-                if (agent.twins_synced.is_set() or len(listed) == seen
+                if (agent.twins_synced.is_set() or progress[0] == seen
                         or time.monotonic() - started >= TWINS_SYNC_LIMIT):
                     synced()
                     return
-                timer = threading.Timer(TWINS_SYNC_GRACE, grace, (len(listed),))
+                timer = threading.Timer(TWINS_SYNC_GRACE, grace, (progress[0],))
                 timer.daemon = True
                 timer.start()
 

@@ -50,6 +50,7 @@ from shared.forge.event import (
     involved_kind,
     is_reflectable_event,
     object_reference,
+    remote_event_kept,
 )
 from shared.ownership import is_owned, ownership_labels
 
@@ -82,7 +83,7 @@ class EventReflector:
         """The kinds' reflectors: their mirrors tell which remote objects are our copies."""
         self.workers = workers
         self.remote = Mirror()
-        """Events of the accepted twin namespaces."""
+        """Events of the accepted twin namespaces, as `remote_event_kept`."""
         self.home = Mirror()
         """Our copies at home, each as its `home_copy_summary`."""
         self.queue = KeyQueue()
@@ -157,7 +158,7 @@ class EventReflector:
 
     def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
         with self._lock:
-            remote_key = self.remote.apply(event_type, obj)
+            remote_key = self.remote.apply(event_type, remote_event_kept(obj))
             home_key = self._index(remote_key, None if event_type == "DELETED" else obj)
         if home_key is not None:
             self.queue.add(home_key)

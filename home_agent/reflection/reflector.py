@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 SYNC_WAIT = 0.2
 """Seconds between looks at whether both sides are listed, before a first reconcile."""
 
+FOREIGN_METADATA = frozenset({"namespace", "name", "uid", "resourceVersion", "labels",
+                              "annotations"})
+"""What a reflector keeps of a remote object that is not its own."""
+
 Forge = Callable[[Mapping[str, Any], str, ReflectionConfig], dict[str, Any]]
 
 
@@ -159,7 +163,12 @@ class Reflector:
         self.queue.add(self.home.apply(event_type, obj))
 
     def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        self._enqueue_remote(*self.remote.apply(event_type, obj))
+        # What is not ours is only ever left alone, which its metadata decides: the rest is not
+        # kept (the twin namespaces hold a token Secret per pod, the token reflector's).
+        kept = obj if self._owned(obj) else {"metadata": {
+            key: value for key, value in (obj.get("metadata") or {}).items()
+            if key in FOREIGN_METADATA}}
+        self._enqueue_remote(*self.remote.apply(event_type, kept))
 
     def _enqueue_remote(self, namespace: str, name: str) -> None:
         home_namespace = self.agent.home_namespace_of(namespace)

@@ -59,6 +59,7 @@ from shared.forge.token import (
     token_request,
     token_secret,
     token_secret_pod_name,
+    token_secret_summary,
 )
 from shared.ownership import is_owned
 from shared.wellknown import FAILED_REFLECTION_REASON, TOKEN_SECRET_POD_LABEL
@@ -70,7 +71,8 @@ PODS = "pods"
 
 
 def _content_digest(secret: Mapping[str, Any]) -> str:
-    """What we wrote, to recognise a Secret changed by somebody else (without keeping tokens)."""
+    """What we wrote (of a `token_secret_summary`), to recognise a Secret changed by somebody
+    else."""
     metadata = secret.get("metadata") or {}
     content = {"data": secret.get("data") or {}, "labels": metadata.get("labels") or {},
                "annotations": metadata.get("annotations") or {}}
@@ -97,7 +99,8 @@ class TokenReflector:
         self.pods = agent.mirrors.pods
         """Home pods bound to this agent's virtual node: the agent's mirror."""
         self.remote = Mirror()
-        """Token Secrets (Liqo's labels) in the twin namespaces, whoever wrote them."""
+        """Token Secrets (Liqo's labels) in the twin namespaces, whoever wrote them, as their
+        `token_secret_summary`."""
         self.queue = KeyQueue()
         self._lock = threading.Lock()
         self._pod_of: dict[Key, str] = {}
@@ -137,7 +140,7 @@ class TokenReflector:
     def on_remote_secret(self, event_type: str | None, obj: dict[str, Any]) -> None:
         if not is_token_secret(obj):
             return
-        key = self.remote.apply(event_type, obj)
+        key = self.remote.apply(event_type, token_secret_summary(obj))
         pod_name = token_secret_pod_name(obj)
         with self._lock:
             if event_type == "DELETED":
@@ -282,7 +285,7 @@ class TokenReflector:
                 # Deleted meanwhile (the mirror lagged): written anew.
                 written = await remote.create(core_path("secrets", namespace), desired)
         with self._lock:
-            self._written[secret_key] = _content_digest(desired)
+            self._written[secret_key] = _content_digest(token_secret_summary(desired))
         return written if isinstance(written, dict) else desired
 
     async def _gone_home(self, key: Key) -> bool:

@@ -79,6 +79,22 @@ def is_reflectable_event(remote_event: Mapping[str, Any]) -> bool:
         REFLECTED_INVOLVED_KINDS)
 
 
+_USED_METADATA = ("namespace", "name", "labels", "annotations")
+_USED_INVOLVED = ("apiVersion", "kind", "namespace", "name", "uid", "fieldPath")
+
+
+def remote_event_kept(remote_event: Mapping[str, Any]) -> dict[str, Any]:
+    """What the agent keeps of a remote Event: what `home_event`, `is_reflectable_event` and
+    the index of what Events are about read (its bookkeeping metadata is never read)."""
+    metadata = remote_event.get("metadata") or {}
+    involved = remote_event.get("involvedObject") or {}
+    kept = {field: remote_event[field] for field in (*_KEPT_FIELDS, "source")
+            if remote_event.get(field) is not None}
+    return {"metadata": {key: metadata[key] for key in _USED_METADATA if key in metadata},
+            "involvedObject": {key: involved[key] for key in _USED_INVOLVED if key in involved},
+            **kept}
+
+
 def object_reference(obj: Mapping[str, Any]) -> dict[str, Any]:
     """An ObjectReference to `obj` (apiVersion, kind, namespace, name, uid)."""
     metadata = obj.get("metadata") or {}

@@ -17,6 +17,7 @@ replaces the 80% (a flag, for tests that cannot wait 8 minutes for a 10-minute t
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -139,6 +140,21 @@ def token_secret(
 
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
+
+
+_SUMMARY_METADATA = ("namespace", "name", "uid", "resourceVersion", "labels", "annotations")
+
+
+def token_secret_summary(secret: Mapping[str, Any]) -> dict[str, Any]:
+    """What the agent keeps of a token Secret: its metadata and its data with each token
+    replaced by the token's digest (a token is most of the Secret and only ever compared:
+    `stale_reason` reads the keys and the namespace, a drift check the digests)."""
+    metadata = secret.get("metadata") or {}
+    data = {key: value if key == TOKEN_SECRET_NAMESPACE_KEY
+            else "sha256:" + hashlib.sha256(str(value).encode()).hexdigest()
+            for key, value in (secret.get("data") or {}).items()}
+    return {"metadata": {key: metadata[key] for key in _SUMMARY_METADATA if key in metadata},
+            "data": data}
 
 
 def is_token_secret(obj: Mapping[str, Any]) -> bool:

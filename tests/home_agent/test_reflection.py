@@ -215,6 +215,8 @@ def test_a_foreign_remote_object_is_never_touched_and_the_home_object_gets_an_ev
     reflector.on_home_event("ADDED", _configmap())
     _reconcile(reflector)  # the remote watch has not shown it yet: the create finds it
     _observe_remote(reflector, remote)
+    kept = reflector.remote.get((TWIN, "settings"))
+    assert kept is not None and set(kept) == {"metadata"}  # its content is never kept
     _reconcile(reflector)
     reflector.on_home_event("DELETED", _configmap())
     _reconcile(reflector)

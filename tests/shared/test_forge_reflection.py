@@ -31,6 +31,7 @@ from shared.forge.event import (
     home_event,
     is_reflectable_event,
     object_reference,
+    remote_event_kept,
 )
 from shared.forge.ingress import remote_ingress
 from shared.forge.secret import remote_secret
@@ -472,3 +473,20 @@ def test_a_home_copys_summary_decides_updates_as_the_whole_copy_does(
     drifted = copy.deepcopy(stored)
     drifted["metadata"]["labels"]["drift"] = "yes"
     assert event_needs_update(home_copy_summary(drifted), desired)
+
+
+@EXAMPLES
+@given(remote_events(), configs_skipping({}))
+def test_what_is_kept_of_a_remote_event_forges_the_same_home_copy(event: Any,
+                                                                   config: Any) -> None:
+    event["metadata"].update(uid="remote-uid", resourceVersion="12",
+                             creationTimestamp="2026-11-21T20:00:00Z")
+    event["involvedObject"]["resourceVersion"] = "7"
+    kept = remote_event_kept(event)
+    home_pod = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web-1", "namespace": "shop", "uid": "home-uid"}}
+    reference = object_reference(home_pod)
+    assert home_event(kept, reference, config) == home_event(event, reference, config)
+    assert is_reflectable_event(kept) == is_reflectable_event(event)
+    assert "uid" not in kept["metadata"] and "resourceVersion" not in kept["metadata"]
+    assert "resourceVersion" not in kept["involvedObject"]
