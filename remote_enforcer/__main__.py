@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
+from annex import eventloop
 from annex.logs import configure_logging
 from remote_enforcer.operator import run
 from remote_enforcer.settings import parse
@@ -13,6 +14,7 @@ from remote_enforcer.settings import parse
 def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     configure_logging(settings.log_format, settings.log_level)
+    eventloop.install()
     asyncio.run(run(settings))
     return 0
 
