@@ -3,11 +3,11 @@ responses and bearer-token authentication. Every semantic rule lives in apiserve
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
+import orjson
 from aiohttp import web
 
 from kubesim import errors, tables
@@ -342,7 +342,7 @@ class Router:
             # only; patch types are checked by the patch handler)
             raise errors.unsupported_media_type(media_type, [JSON])
         try:
-            return json.loads(raw)
+            return orjson.loads(raw)
         except ValueError as error:
             raise errors.bad_request(f"error decoding request body: {error}") from None
 
