@@ -14,9 +14,12 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import kopf
 from kubernetes import client, config
+
+if TYPE_CHECKING:
+    import kopf
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,10 @@ def api_client(connection: Connection) -> client.ApiClient:
 
 
 def kopf_login(connection: Connection) -> kopf.ConnectionInfo:
-    """The kopf login for the same connection (use it from an `@kopf.on.login` handler)."""
+    """The kopf login for the same connection (use it from an `@kopf.on.login` handler). kopf
+    is imported here: the agent does not use it, and importing it costs memory."""
+    import kopf  # noqa: PLC0415
+
     return kopf.ConnectionInfo(
         server=connection.server,
         ca_path=connection.ca_path,
