@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 import msgpack
@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 Sink = Callable[[str, dict[str, Any]], object]
 """(event type, object): ADDED, MODIFIED or DELETED; what it returns is ignored."""
 
+IDENTITY = ("namespace", "name", "uid", "resourceVersion", "labels")
+"""What a DELETED event made up from a list carries by default: enough to find the object and
+route it (the enforcer's handlers choose by labels), and little to keep for every object."""
+
 LIST_PAGE = 500
 """Objects per list request: a page at a time, so a large listing is never one huge body."""
 WATCH_SECONDS = 300
@@ -36,16 +40,20 @@ WATCH_SECONDS = 300
 async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
                          query: Mapping[str, str] | None = None,
                          on_listed: Callable[[], None] | None = None,
+                         identity: Sequence[str] = IDENTITY,
                          name: str = "") -> NoReturn:
     """Runs until cancelled. `path` is a collection (e.g. /api/v1/pods); `query` narrows both
-    the list and the watch (labelSelector, fieldSelector)."""
+    the list and the watch (labelSelector, fieldSelector); `identity`: the metadata fields a
+    DELETED event made up from a list carries (namespace and name always)."""
     narrowed = dict(query or {})
+    kept = tuple(field for field in identity if field not in ("namespace", "name"))
     known: dict[Key, bytes] = {}
-    """What the sink holds from this scope, as `_identity` (for deletions a list shows)."""
+    """What the sink holds from this scope, with the `identity` fields beyond its key (for
+    deletions a list shows)."""
     first, delay = True, 0.5
     while True:
         try:
-            resource_version = await _list(api, path, narrowed, sink, known)
+            resource_version = await _list(api, path, narrowed, sink, known, kept)
             if first:
                 first = False
                 if on_listed is not None:
@@ -62,7 +70,7 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
                     if event_type == "DELETED":
                         known.pop(key_of(obj), None)
                     else:
-                        known[key_of(obj)] = _identity(obj)
+                        known[key_of(obj)] = _identity(obj, kept)
                     sink(event_type, obj)
         except WatchExpired:
             log.debug("watch %s %s expired: listing again", name, path)
@@ -76,7 +84,7 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
 
 
 async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
-                known: dict[Key, bytes]) -> str:
+                known: dict[Key, bytes], kept: tuple[str, ...]) -> str:
     """List every page into the sink; returns the list's resourceVersion."""
     listed: set[Key] = set()
     token = ""
@@ -90,23 +98,23 @@ async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
             obj.setdefault("apiVersion", page.get("apiVersion"))
             key = key_of(obj)
             listed.add(key)
-            known[key] = _identity(obj)
+            known[key] = _identity(obj, kept)
             sink("ADDED", obj)
         metadata = page.get("metadata") or {}
         token = str(metadata.get("continue") or "")
         if not token:
             break
     for key in [key for key in known if key not in listed]:
-        sink("DELETED", {"metadata": msgpack.unpackb(known.pop(key))})
+        packed = known.pop(key)
+        sink("DELETED", {"metadata": {"namespace": key[0], "name": key[1],
+                                      **(msgpack.unpackb(packed) if packed else {})}})
     return str(metadata.get("resourceVersion") or "")
 
 
-IDENTITY = ("namespace", "name", "uid", "resourceVersion", "labels")
-"""What a DELETED event made up from a list carries: enough to find the object and route it
-(handlers choose by labels), and little to keep for every object watched."""
-
-
-def _identity(obj: dict[str, Any]) -> bytes:
+def _identity(obj: dict[str, Any], kept: tuple[str, ...]) -> bytes:
+    """The `kept` metadata fields, packed; b"" (one shared object) when there are none."""
+    if not kept:
+        return b""
     metadata = obj.get("metadata") or {}
-    packed: bytes = msgpack.packb({k: metadata[k] for k in IDENTITY if k in metadata})
+    packed: bytes = msgpack.packb({k: metadata[k] for k in kept if k in metadata})
     return packed

@@ -96,6 +96,11 @@ def twins_watch(namespaces: Collection[str], home_cluster_id: str,
                                                      for k, v in sorted(labels.items()))})
 
 
+KEY_ONLY = ("namespace", "name")
+"""What the agent's handlers need of an object a relist no longer shows: its key (every mirror
+and index is by key), and nothing else kept for each of the hundred thousand objects watched."""
+
+
 def list_query(spec: WatchSpec, resource: Watched) -> dict[str, str]:
     """The query parameters that narrow one resource's list and watch."""
     query = {"labelSelector": spec.label_selectors.get(resource),
@@ -175,7 +180,8 @@ class OperatorThread:
         await list_and_watch(
             api, group_path(group, version, plural, namespace),
             lambda event_type, obj: self._sink(plural, event_type, obj),
-            query=list_query(self.spec, resource), on_listed=listed, name=self.name)
+            query=list_query(self.spec, resource), on_listed=listed, identity=KEY_ONLY,
+            name=self.name)
 
     def is_alive(self) -> bool:
         return self._thread.is_alive()

@@ -138,15 +138,17 @@ class TokenReflector:
         self.queue.add(key_of(obj))
 
     def on_remote_secret(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        if not is_token_secret(obj):
+        # A deletion a relist shows carries only the key: the pod comes from `_pod_of`.
+        if event_type != "DELETED" and not is_token_secret(obj):
             return
         key = self.remote.apply(event_type, token_secret_summary(obj))
-        pod_name = token_secret_pod_name(obj)
         with self._lock:
             if event_type == "DELETED":
-                self._pod_of.pop(key, None)
-            elif pod_name is not None:
-                self._pod_of[key] = pod_name
+                pod_name = self._pod_of.pop(key, None)
+            else:
+                pod_name = token_secret_pod_name(obj)
+                if pod_name is not None:
+                    self._pod_of[key] = pod_name
         self._enqueue_pod(key[0], pod_name)
 
     def _enqueue_pod(self, remote_namespace: str, pod_name: str | None) -> None:

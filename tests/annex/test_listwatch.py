@@ -53,7 +53,14 @@ class FakeServer:
         yield {}
 
 
-def test_pages_watch_events_and_a_relist_reach_the_sink(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("identity", "deleted_metadata"), [
+    (listwatch.IDENTITY, {"namespace": "ns", "name": "b", "uid": "uid-b",
+                          "resourceVersion": "2", "labels": {"app": "web"}}),
+    (("namespace", "name"), {"namespace": "ns", "name": "b"}),  # what the agent keeps
+], ids=["default identity", "key only"])
+def test_pages_watch_events_and_a_relist_reach_the_sink(
+        monkeypatch: pytest.MonkeyPatch, identity: tuple[str, ...],
+        deleted_metadata: dict[str, Any]) -> None:
     monkeypatch.setattr(listwatch, "LIST_PAGE", 1)  # every object its own page
     server = FakeServer([configmap("a", "1"), configmap("b", "2", app="web")],
                         [{"type": "ADDED", "object": configmap("c", "11")},
@@ -71,7 +78,7 @@ def test_pages_watch_events_and_a_relist_reach_the_sink(monkeypatch: pytest.Monk
             server, "/api/v1/configmaps",  # type: ignore[arg-type]
             lambda event_type, obj: seen.append((event_type, obj["metadata"]["name"],
                                                  obj["metadata"])),
-            on_listed=on_listed))
+            on_listed=on_listed, identity=identity))
         await server.relisted.wait()
         await asyncio.sleep(0)
         task.cancel()
@@ -85,7 +92,6 @@ def test_pages_watch_events_and_a_relist_reach_the_sink(monkeypatch: pytest.Monk
         ("ADDED", "a"), ("ADDED", "c"),  # the relist after 410
         ("DELETED", "b")]  # what it no longer showed
     assert listed == [2]  # once, when the first list was in the sink
-    deleted = seen[-1][2]
-    assert deleted == {"namespace": "ns", "name": "b", "uid": "uid-b", "resourceVersion": "2",
-                       "labels": {"app": "web"}}  # enough to route it; not every annotation
+    # enough to find it (and by default to route it); never every annotation
+    assert seen[-1][2] == deleted_metadata
     assert seen[0][2]["annotations"]  # listed objects arrive whole, with kind and apiVersion

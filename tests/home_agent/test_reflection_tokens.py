@@ -261,6 +261,23 @@ def test_a_secret_deleted_remotely_is_written_again() -> None:
     assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
 
 
+def test_a_secret_a_relist_no_longer_shows_is_written_again() -> None:
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    _see(reflector, "ADDED", _pod())
+    _reconcile(reflector)
+    _observe(reflector, remote)
+    reflector.queue.done(reflector.queue.get())  # nothing left queued
+    remote.objects.pop(SECRET_PATH)
+    # The agent's list+watch reports it with its key only (no labels to say it is a token's).
+    reflector.on_remote_secret("DELETED", {"metadata": {"namespace": TWIN,
+                                                        "name": "web-token"}})
+    assert reflector.remote.keys() == []
+    assert reflector.queue.pending()
+    _reconcile(reflector)
+    assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
+
+
 def test_a_refresh_over_a_secret_the_mirror_still_shows_creates_it() -> None:
     agent, remote, home = _agent(token_refresh_fraction=0.0001)
     home.lifetime = 600
