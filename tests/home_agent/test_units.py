@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jsonpatch
+import msgpack
 
 from annex.mirror import Mirror
 from home_agent.node import (
@@ -147,6 +148,35 @@ def test_a_waiter_cancelled_after_its_wake_up_passes_the_key_on() -> None:
 async def _until(predicate: Any) -> None:
     while not predicate():
         await asyncio.sleep(0.005)
+
+
+def test_a_mirror_gives_back_exactly_what_it_took_and_keeps_similar_objects_small() -> None:
+    mirror = Mirror()
+
+    def pod(index: int) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"namespace": "shop", "name": f"web-{index}", "uid": f"uid-{index}",
+                             "labels": {"app": "web", "pod-template-hash": "7d9c"},
+                             "managedFields": [{"manager": "kubectl"}]},
+                "spec": {"containers": [{"name": "app", "image": "nginx:1.25",
+                                         "ports": [{"containerPort": 80 + index % 3}]}],
+                         "nodeName": "liqo-remote", "tolerations": [{"operator": "Exists"}]},
+                "status": {"phase": "Running", "podIP": f"10.0.{index // 250}.{index % 250}",
+                           "conditions": [{"type": t, "status": "True"} for t in (
+                               "Initialized", "Ready", "ContainersReady", "PodScheduled")]}}
+
+    for index in range(100):
+        mirror.apply("ADDED", pod(index))
+    mirror.apply("ADDED", {"metadata": {"namespace": "", "name": "odd"}, "x": [1, 2.5, None]})
+    for index in (0, 57, 99):
+        expected = pod(index)
+        del expected["metadata"]["managedFields"]  # never kept
+        assert mirror.get(("shop", f"web-{index}")) == expected
+    assert mirror.get(("", "odd")) == {"metadata": {"namespace": "", "name": "odd"},
+                                       "x": [1, 2.5, None]}
+    kept = sum(len(data) for data in mirror._objects.values())  # noqa: SLF001
+    encoded = sum(len(msgpack.packb(pod(index))) for index in range(100))
+    assert kept < encoded / 4
 
 
 def test_a_relist_forgets_what_was_deleted_while_nobody_watched() -> None:
