@@ -6,8 +6,8 @@ writes the same work needs, on the same servers, in the same run.
         [--idle-seconds 60] [--workers 10] [--bare-lanes 16] [--agent-flag=--remote-qps=500 ...]
         [--enforcer-flag=... ...] [--json bench-offloading.json] [--scenarios a,b,...]
 
-Clusters: two kubesim clusters in a child process (`--serve-kubesim`, not for direct use), which
-count every request by user, verb and resource; or two real clusters when E2E_HOME_KUBECONFIG
+Clusters: two kubesim clusters, each in a child process of its own as two control planes are
+(`--serve-kubesim`, not for direct use), which count every request by user, verb and resource; or two real clusters when E2E_HOME_KUBECONFIG
 and E2E_REMOTE_KUBECONFIG are set (then request counts are n/a: one identity does everything).
 
 Scenarios (in this order; each leaves its objects for the next):
@@ -112,8 +112,9 @@ def request_verb(method: str, path: str, watch: bool) -> tuple[str, str]:
     return verb, resource
 
 
-def serve_kubesim(directory: Path, remote_pods: int) -> None:
-    """Home and remote kubesim clusters, an identity per USERS entry (its kubeconfig written to
+def serve_kubesim(directory: Path, remote_pods: int, only: str) -> None:
+    """The `only` kubesim cluster (home or remote: each in a process of its own, as two real
+    control planes are), an identity per USERS entry (its kubeconfig written to
     DIR/CLUSTER-USER.kubeconfig) and GET /counts on a plain-HTTP port: requests by cluster,
     user, verb and resource. Prints one JSON line once serving; runs until SIGTERM."""
     import secrets
@@ -128,6 +129,7 @@ def serve_kubesim(directory: Path, remote_pods: int) -> None:
     # kubesim gives each node a /24 of the pod CIDR: at most 254 pods a node.
     workers = max(1, math.ceil(remote_pods / 250))
     specs = {"home": (1, "10.10.0.0/16", 110), "remote": (workers, "10.20.0.0/16", 250)}
+    specs = {only: specs[only]}
     counts: dict[str, Counter[str]] = {name: Counter() for name in specs}
 
     def counting(name: str) -> Any:
@@ -171,7 +173,8 @@ def serve_kubesim(directory: Path, remote_pods: int) -> None:
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         print(json.dumps({"counts": f"http://127.0.0.1:{port}/counts",
                           "kubeconfigs": kubeconfigs,
-                          "remote_pod_cidr": specs["remote"][1]}), flush=True)
+                          "remote_pod_cidr": specs["remote"][1] if "remote" in specs else None}),
+              flush=True)
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(signum, stop.set)
@@ -366,10 +369,10 @@ class Bench:
     args: argparse.Namespace
     directory: Path
     kubeconfigs: dict[str, dict[str, str]]
-    counts_url: str | None
+    counts_urls: list[str]
     remote_pod_cidr: str | None
-    server_pid: int | None
-    """The kubesim process (None on real clusters)."""
+    server_pids: list[int]
+    """The kubesim processes, one per cluster (none on real clusters)."""
     timeline: Timeline = field(default_factory=Timeline)
     results: dict[str, Any] = field(default_factory=dict)
     apis: dict[tuple[str, str], ClusterApi] = field(default_factory=dict)
@@ -398,10 +401,16 @@ class Bench:
     # --- request counts ---
 
     def counts(self) -> dict[str, Counter[str]]:
-        if self.counts_url is None:
-            return {}
-        status, text = http_get(self.counts_url)
-        return {name: Counter(c) for name, c in json.loads(text).items()} if status else {}
+        counts: dict[str, Counter[str]] = {}
+        for url in self.counts_urls:
+            status, text = http_get(url)
+            if not status:
+                return {}
+            counts.update({name: Counter(c) for name, c in json.loads(text).items()})
+        return counts
+
+    def kubesim_cpu(self) -> float:
+        return sum(cpu_seconds(pid) for pid in self.server_pids)
 
     def requests_between(self, before: dict[str, Counter[str]], after: dict[str, Counter[str]],
                          user: str) -> dict[str, Any]:
@@ -637,7 +646,7 @@ class Bench:
                 self.agent.stop()
             await self.create_pods(namespace, names, self.node if label == "agent" else BARE_NODE)
             before, enforcer_cpu = self.counts(), cpu_seconds(self.enforcer.pid)
-            server_cpu = cpu_seconds(self.server_pid) if self.server_pid else 0.0
+            server_cpu = self.kubesim_cpu()
             script_cpu = time.process_time()
             started = time.monotonic()
             if label == "agent":
@@ -665,8 +674,8 @@ class Bench:
                                                   "agent" if label == "agent" else "bare"),
                 "enforcer_requests": self.requests_between(before, after, "enforcer"),
                 "enforcer_cpu_seconds": round(cpu_seconds(self.enforcer.pid) - enforcer_cpu, 2),
-                "kubesim_cpu_seconds": round(cpu_seconds(self.server_pid) - server_cpu, 2)
-                if self.server_pid else "n/a",
+                "kubesim_cpu_seconds": round(self.kubesim_cpu() - server_cpu, 2)
+                if self.server_pids else "n/a",
                 # the script itself (driver, watches, bare client) shares the machine too
                 "script_cpu_seconds": round(time.process_time() - script_cpu, 2)}
             if label == "agent":
@@ -917,6 +926,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--json", default="bench-offloading.json", help="results file")
     parser.add_argument("--serve-kubesim", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--cluster", choices=("home", "remote"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.configmaps is None:
         args.configmaps = args.pods
@@ -924,8 +934,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 async def run(args: argparse.Namespace, directory: Path, served: dict[str, Any]) -> Bench:
-    bench = Bench(args, directory, served["kubeconfigs"], served.get("counts"),
-                  served.get("remote_pod_cidr"), served.get("pid"))
+    bench = Bench(args, directory, served["kubeconfigs"], served.get("counts", []),
+                  served.get("remote_pod_cidr"), served.get("pids", []))
     try:
         await bench.setup()
         for scenario in args.scenarios.split(","):
@@ -947,31 +957,43 @@ def _interrupted(*_: Any) -> None:
 def main() -> None:
     args = parse_args()
     if args.serve_kubesim:
-        serve_kubesim(Path(args.serve_kubesim), 2 * (args.pods + args.latency_pods))
+        serve_kubesim(Path(args.serve_kubesim), 2 * (args.pods + args.latency_pods),
+                      args.cluster)
         return
     signal.signal(signal.SIGTERM, _interrupted)  # unwinds: the child processes are stopped
     directory = Path(tempfile.mkdtemp(prefix="bench-offloading-"))
     home, remote = os.environ.get("E2E_HOME_KUBECONFIG"), os.environ.get("E2E_REMOTE_KUBECONFIG")
-    server = None
+    servers: list[subprocess.Popen[bytes]] = []
     if home and remote:
         served: dict[str, Any] = {"kubeconfigs": {"home": dict.fromkeys(USERS, home),
                                                   "remote": dict.fromkeys(USERS, remote)},
                                   "remote_pod_cidr": os.environ.get("E2E_REMOTE_POD_CIDR")}
     else:
-        server = subprocess.Popen(
-            [sys.executable, __file__, "--serve-kubesim", str(directory),
-             "--pods", str(args.pods), "--latency-pods", str(args.latency_pods)],
-            stdout=subprocess.PIPE, stderr=(directory / "kubesim.log").open("wb"))
-        assert server.stdout is not None
-        served = {**json.loads(server.stdout.readline()), "pid": server.pid}
+        served = {"kubeconfigs": {}, "counts": [], "pids": []}
+        for cluster in ("home", "remote"):
+            server = subprocess.Popen(
+                [sys.executable, __file__, "--serve-kubesim", str(directory),
+                 "--cluster", cluster,
+                 "--pods", str(args.pods), "--latency-pods", str(args.latency_pods)],
+                stdout=subprocess.PIPE,
+                stderr=(directory / f"kubesim-{cluster}.log").open("wb"))
+            servers.append(server)
+            assert server.stdout is not None
+            answer = json.loads(server.stdout.readline())
+            served["kubeconfigs"].update(answer["kubeconfigs"])
+            served["counts"].append(answer["counts"])
+            served["pids"].append(server.pid)
+            served["remote_pod_cidr"] = answer["remote_pod_cidr"] or served.get(
+                "remote_pod_cidr")
     machine_before = machine()
     try:
         bench = asyncio.run(run(args, directory, served))
     finally:
-        if server is not None:
+        for server in servers:
             server.send_signal(signal.SIGTERM)
+        for server in servers:
             server.wait(30)
-    report = {"command": " ".join(sys.argv), "clusters": "real" if server is None else "kubesim",
+    report = {"command": " ".join(sys.argv), "clusters": "kubesim" if servers else "real",
               "machine": {**machine_before, "load_average_after": [
                   round(x, 2) for x in os.getloadavg()]},
               "run_id": uuid.uuid4().hex[:8], "logs": str(directory), **bench.results}
