@@ -7,8 +7,9 @@ writes the same work needs, on the same servers, in the same run.
         [--enforcer-flag=... ...] [--json bench-offloading.json] [--scenarios a,b,...]
 
 Clusters: two kubesim clusters, each in a child process of its own as two control planes are
-(`--serve-kubesim`, not for direct use), which count every request by user, verb and resource; or two real clusters when E2E_HOME_KUBECONFIG
-and E2E_REMOTE_KUBECONFIG are set (then request counts are n/a: one identity does everything).
+(`--serve-kubesim`, not for direct use), which count every request by user, verb and resource;
+or two real clusters when E2E_HOME_KUBECONFIG and E2E_REMOTE_KUBECONFIG are set (then request
+counts are n/a: one identity does everything).
 
 Scenarios (in this order; each leaves its objects for the next):
 - latency: pods created one at a time (--latency-rate a second) with the agent running; per pod,
@@ -409,8 +410,9 @@ class Bench:
             counts.update({name: Counter(c) for name, c in json.loads(text).items()})
         return counts
 
-    def kubesim_cpu(self) -> float:
-        return sum(cpu_seconds(pid) for pid in self.server_pids)
+    def kubesim_cpu(self) -> list[float]:
+        """CPU seconds of each kubesim process (home, remote)."""
+        return [cpu_seconds(pid) for pid in self.server_pids]
 
     def requests_between(self, before: dict[str, Counter[str]], after: dict[str, Counter[str]],
                          user: str) -> dict[str, Any]:
@@ -674,8 +676,11 @@ class Bench:
                                                   "agent" if label == "agent" else "bare"),
                 "enforcer_requests": self.requests_between(before, after, "enforcer"),
                 "enforcer_cpu_seconds": round(cpu_seconds(self.enforcer.pid) - enforcer_cpu, 2),
-                "kubesim_cpu_seconds": round(self.kubesim_cpu() - server_cpu, 2)
+                "kubesim_cpu_seconds": round(sum(self.kubesim_cpu()) - sum(server_cpu), 2)
                 if self.server_pids else "n/a",
+                "kubesim_cpu_seconds_by_cluster": dict(zip(
+                    ("home", "remote"), (round(after - before, 2) for before, after in zip(
+                        server_cpu, self.kubesim_cpu(), strict=True)), strict=False)),
                 # the script itself (driver, watches, bare client) shares the machine too
                 "script_cpu_seconds": round(time.process_time() - script_cpu, 2)}
             if label == "agent":
@@ -868,7 +873,8 @@ def table(results: dict[str, Any]) -> str:
             rows.append((f"  enforcer requests/pod ({label})",
                          per_pod(r["enforcer_requests"], r["pods"])
                          + f", enforcer CPU {r['enforcer_cpu_seconds']} s, kubesim CPU "
-                         f"{r['kubesim_cpu_seconds']} s, this script's CPU "
+                         f"{r['kubesim_cpu_seconds']} s {r.get('kubesim_cpu_seconds_by_cluster')}"
+                         f", this script's CPU "
                          f"{r.get('script_cpu_seconds', 'n/a')} s"))
         rows.append(("offloading ratio agent/bare", f"{found['ratio']} (target ≥ 0.5)"))
         agent = found["agent"]["agent"]
