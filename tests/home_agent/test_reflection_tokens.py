@@ -130,6 +130,16 @@ def _see(reflector: TokenReflector, event_type: str, pod: dict[str, Any]) -> Non
     reflector.on_home_pod(event_type, pod)
 
 
+def _reflected_once() -> tuple[TokenReflector, FakeRemote, FakeHome]:
+    """A pod whose token Secret was written, and the remote watch has shown it."""
+    agent, remote, home = _agent()
+    reflector = _reflector(agent)
+    _see(reflector, "ADDED", _pod())
+    _reconcile(reflector)
+    _observe(reflector, remote)
+    return reflector, remote, home
+
+
 def _reconcile(reflector: TokenReflector) -> None:
     asyncio.run(reflector.reconcile(("app", "web")))
 
@@ -169,11 +179,7 @@ def test_an_offloaded_pod_gets_a_secret_of_home_tokens_bound_to_it_and_its_home_
 
 
 def test_a_fresh_secret_costs_no_token_request_and_no_write() -> None:
-    agent, remote, home = _agent()
-    reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
-    _reconcile(reflector)
-    _observe(reflector, remote)
+    reflector, remote, home = _reflected_once()
     remote.calls.clear()
     for _ in range(3):  # pod status updates
         _see(reflector, "MODIFIED", _pod())
@@ -224,11 +230,7 @@ def test_a_fresh_secret_is_woken_up_once_at_its_refresh_time() -> None:
 
 
 def test_a_new_pod_of_the_same_name_gets_new_tokens() -> None:
-    agent, remote, home = _agent()
-    reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
-    _reconcile(reflector)
-    _observe(reflector, remote)
+    reflector, remote, home = _reflected_once()
     _see(reflector, "DELETED", _pod())
     _see(reflector, "ADDED", _pod(uid="uid-web-2"))
     _reconcile(reflector)
@@ -294,11 +296,7 @@ def test_a_refresh_over_a_secret_the_mirror_still_shows_creates_it() -> None:
 
 
 def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> None:
-    agent, remote, home = _agent()
-    reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
-    _reconcile(reflector)
-    _observe(reflector, remote)
+    reflector, remote, home = _reflected_once()
     last_seen = remote.objects[SECRET_PATH]
     _see(reflector, "DELETED", _pod())
     home.pods.add("/api/v1/namespaces/app/pods/web")  # the mirror is ahead of the server
@@ -314,11 +312,7 @@ def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> Non
 
 
 def test_without_apiserver_support_nothing_is_requested_and_our_secret_goes() -> None:
-    agent, remote, home = _agent()
-    reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
-    _reconcile(reflector)
-    _observe(reflector, remote)
+    reflector, remote, home = _reflected_once()
     off, _, _ = _agent(enable_apiserver_support=False)
     off.remote, off.home = remote, home  # type: ignore[assignment]
     restarted = _reflector(off)
