@@ -219,11 +219,7 @@ def test_tokens_are_requested_again_when_due_for_a_refresh() -> None:
 
 
 def test_a_fresh_secret_is_woken_up_once_at_its_refresh_time() -> None:
-    agent, remote, _ = _agent()
-    reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
-    _reconcile(reflector)
-    _observe(reflector, remote)
+    reflector, _, _ = _reflected_once()
     for _ in range(5):
         _reconcile(reflector)
     assert len(reflector.queue._delayed) == 1  # noqa: SLF001 - one timer, not one per reconcile
@@ -264,11 +260,7 @@ def test_a_secret_deleted_remotely_is_written_again() -> None:
 
 
 def test_a_secret_a_relist_no_longer_shows_is_written_again() -> None:
-    agent, remote, home = _agent()
-    reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
-    _reconcile(reflector)
-    _observe(reflector, remote)
+    reflector, remote, _ = _reflected_once()
     reflector.queue.done(reflector.queue.get())  # nothing left queued
     remote.objects.pop(SECRET_PATH)
     # The agent's list+watch reports it with its key only (no labels to say it is a token's).
