@@ -17,26 +17,33 @@ COMPONENT = "annex-home-agent"
 
 
 class EventRecorder:
+    """Serves one kind of object: what it reported is remembered by the object's namespace and
+    name (with its uid, so a new object of the same name starts afresh), which lets a deletion
+    known only by its key, as a relist reveals one, forget it."""
+
     def __init__(self, api: ClusterApi, instance: str) -> None:
         self._api = api
         self._instance = instance
-        self._reported: dict[tuple[str, str], tuple[str, str]] = {}
+        self._reported: dict[tuple[str, str], tuple[str, dict[str, str]]] = {}
+        """(namespace, name) -> (uid, reason -> the message last reported for it)"""
         self._lock = threading.Lock()
 
     def _first_time(self, obj: Mapping[str, Any], reason: str, message: str) -> bool:
         metadata = obj.get("metadata") or {}
-        key = (str(metadata.get("uid")), reason)
+        key = (str(metadata.get("namespace")), str(metadata.get("name")))
+        uid = str(metadata.get("uid"))
         with self._lock:
-            if self._reported.get(key) == (reason, message):
+            reported = self._reported.get(key)
+            if reported is None or reported[0] != uid:
+                reported = self._reported[key] = (uid, {})
+            if reported[1].get(reason) == message:
                 return False
-            self._reported[key] = (reason, message)
+            reported[1][reason] = message
             return True
 
-    def forget(self, obj: Mapping[str, Any]) -> None:
-        uid = str((obj.get("metadata") or {}).get("uid"))
+    def forget(self, namespace: str, name: str) -> None:
         with self._lock:
-            for key in [k for k in self._reported if k[0] == uid]:
-                del self._reported[key]
+            self._reported.pop((namespace, name), None)
 
     async def record(self, obj: Mapping[str, Any], reason: str, message: str,
                      event_type: str = "Warning") -> None:

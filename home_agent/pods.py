@@ -82,6 +82,7 @@ class PodOffloader:
                                                 agent.config.remote_cluster_id):
             shadow = None  # never ours to touch (the watch selects ours; belt and braces)
         if pod is None:
+            self.events.forget(namespace, name)
             if shadow is not None:
                 await self._delete_orphan(namespace, name, shadow)
             return
@@ -145,7 +146,6 @@ class PodOffloader:
         except Exception as error:
             if not is_not_found(error):
                 raise
-        self.events.forget(pod)
 
     # --- creation and updates ---------------------------------------------------------------
 

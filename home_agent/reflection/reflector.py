@@ -159,7 +159,7 @@ class Reflector:
 
     def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
         if event_type == "DELETED":
-            self.events.forget(obj)
+            self.events.forget(*key_of(obj))
         self.queue.add(self.home.apply(event_type, obj))
 
     def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
@@ -357,7 +357,6 @@ class Reflection:
     def __init__(self, agent: Agent, kinds: list[KindRules],
                  companions: Sequence[CompanionFactory] = ()) -> None:
         self.agent = agent
-        events = EventRecorder(agent.home, agent.config.home_cluster_id)
         config = agent.config
         self.reflectors: dict[str, Reflector] = {}
         for rules in kinds:
@@ -366,7 +365,8 @@ class Reflection:
                 policy = ReflectionType(config.reflection_types.get(
                     rules.flag, ReflectionType.DENY_LIST))
                 make = rules.reflector or Reflector
-                self.reflectors[rules.plural] = make(agent, rules, workers, policy, events)
+                self.reflectors[rules.plural] = make(agent, rules, workers, policy, EventRecorder(
+                    agent.home, config.home_cluster_id))
         made = (factory(agent, self.reflectors) for factory in companions)
         self.companions: list[Companion] = [c for c in made if c is not None]
 

@@ -134,7 +134,7 @@ class TokenReflector:
     def on_home_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
         """After the agent's mirror took the event."""
         if event_type == "DELETED":
-            self.events.forget(obj)
+            self.events.forget(*key_of(obj))
         self.queue.add(key_of(obj))
 
     def on_remote_secret(self, event_type: str | None, obj: dict[str, Any]) -> None:
