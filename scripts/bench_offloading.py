@@ -18,8 +18,10 @@ Scenarios (in this order; each leaves its objects for the next):
   The bare client does the same pods the same way.
 - offloading: N pods created while the agent is stopped, then the agent starts; rate = N over
   first ShadowPod → last home pod Running. The bare client (--bare-lanes concurrent requests)
-  takes N pods the same way: create ShadowPod → wait for the remote pod Running → patch the home
-  pod's status. Ratio = agent rate / bare rate (DESIGN.md target ≥ 0.5). Each phase ends once
+  takes N pods the same way, writing the objects the agent's forge makes for them: create the
+  ShadowPod and, as the pods mount their service-account token, request the token at home and
+  create the token Secret at the remote → wait for the remote pod Running → patch the home pod's
+  status. Ratio = agent rate / bare rate (DESIGN.md target ≥ 0.5). Each phase ends once
   its work has settled (the agent's reflection drained, the enforcer's ShadowPod statuses
   written: on the bare path these trail the pods), so that the next starts on a quiet system;
   requests and CPU are counted until then.
@@ -77,6 +79,14 @@ from annex.kubeapi import (  # noqa: E402
 from remote_enforcer.admission import WEBHOOK_PATH  # noqa: E402
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING  # noqa: E402
 from shared.api.shadowpod import SHADOWPOD  # noqa: E402
+from shared.forge.common import reflection_config  # noqa: E402
+from shared.forge.pod import (  # noqa: E402
+    PodForgeConfig,
+    projected_service_account_tokens,
+    service_account_name,
+    shadow_pod,
+)
+from shared.forge.token import issued_token, token_request, token_secret  # noqa: E402
 from shared.ownership import ownership_labels  # noqa: E402
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL  # noqa: E402
 
@@ -564,32 +574,57 @@ class Bench:
     def node(self) -> str:
         return f"liqo-{REMOTE_ID}"
 
-    async def create_pods(self, namespace: str, names: list[str], node: str) -> None:
-        await gather_limited((functools.partial(self.home.create, core_path("pods", namespace),
-                                                self.pod(n, node)) for n in names), 32)
-
-    async def bare_offload(self, names: list[str], lanes: int) -> None:
-        """The minimal writes offloading the pods needs, without annex, pipelined as the agent
-        is: at most `lanes` requests at once; a pod's status is written once its remote pod
-        runs (seen by a watch)."""
-        bare_remote, bare_home = self.api("remote", "bare"), self.api("home", "bare")
-        lane = asyncio.Semaphore(lanes)
+    async def create_pods(self, namespace: str, names: list[str],
+                          node: str) -> list[dict[str, Any]]:
+        """The pods as the API server made them (with the token volume it adds)."""
+        made: list[dict[str, Any]] = []
 
         async def one(name: str) -> None:
-            running = self.timeline.wait_running("remote-pods", self.bare_twin, name)
-            body = {"apiVersion": SHADOWPOD.api_version, "kind": SHADOWPOD.kind,
-                    "metadata": {"name": name,
-                                 "labels": ownership_labels(BARE_CONSUMER, PROVIDER_ID)},
-                    "spec": {"pod": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}}
+            made.append(await self.home.create(core_path("pods", namespace),
+                                               self.pod(name, node)))
+        await gather_limited((functools.partial(one, name) for name in names), 32)
+        return made
+
+    async def bare_offload(self, pods: list[dict[str, Any]], lanes: int) -> None:
+        """The writes offloading these pods needs, made without annex: the objects come from the
+        pure forge functions the agent uses (the same bodies). Per pod: the ShadowPod and, for a
+        pod that mounts its service-account token, a TokenRequest at home and the token Secret
+        at the remote; once the remote pod runs (seen by a watch), the home pod's status.
+        Pipelined as the agent is: at most `lanes` requests at once."""
+        bare_remote, bare_home = self.api("remote", "bare"), self.api("home", "bare")
+        lane = asyncio.Semaphore(lanes)
+        config = PodForgeConfig(reflection=reflection_config(BARE_CONSUMER, PROVIDER_ID))
+
+        async def write(call: Callable[[], Awaitable[Any]]) -> Any:
             async with lane:  # retried as any client would (webhook timeouts under load)
-                await retrying(lambda: created(bare_remote.create(
-                    custom_path(SHADOWPOD, self.bare_twin), body)), attempts=10)
+                return await retrying(call, attempts=10)
+
+        async def token_secret_of(pod: dict[str, Any]) -> None:
+            wanted = projected_service_account_tokens(pod)
+            if not wanted:
+                return
+            account = service_account_name(pod["spec"])
+            path = core_path("serviceaccounts", BARE_NAMESPACE, account, "token")
+            issued = [issued_token(token.key, await write(
+                functools.partial(bare_home.create, path, token_request(pod, token))),
+                token.expiration_seconds) for token in wanted]
+            secret = token_secret(pod, self.bare_twin, issued, BARE_CONSUMER, PROVIDER_ID)
+            await write(lambda: created(bare_remote.create(core_path("secrets", self.bare_twin),
+                                                           secret)))
+
+        async def one(pod: dict[str, Any]) -> None:
+            name = pod["metadata"]["name"]
+            running = self.timeline.wait_running("remote-pods", self.bare_twin, name)
+            body = shadow_pod(pod, self.bare_twin, config)
+            await asyncio.gather(
+                write(lambda: created(bare_remote.create(custom_path(SHADOWPOD, self.bare_twin),
+                                                         body))),
+                token_secret_of(pod))
             remote_pod = await running
             status = {"status": remote_pod.get("status") or {"phase": "Running"}}
-            async with lane:
-                await retrying(lambda: bare_home.patch(
-                    core_path("pods", BARE_NAMESPACE, name, "status"), status), attempts=10)
-        await asyncio.gather(*(one(name) for name in names))
+            await write(lambda: bare_home.patch(core_path("pods", BARE_NAMESPACE, name, "status"),
+                                                status))
+        await asyncio.gather(*(one(pod) for pod in pods))
 
     def stages(self, namespace: str, twin: str, names: list[str],
                created: dict[str, float]) -> dict[str, Any]:
@@ -628,10 +663,10 @@ class Bench:
             created: dict[str, float] = {}
             bare_tasks = []
             for name in names:
-                await self.home.create(core_path("pods", namespace), self.pod(name, node))
+                pod = await self.home.create(core_path("pods", namespace), self.pod(name, node))
                 created[name] = time.monotonic()
                 if label == "bare":
-                    bare_tasks.append(asyncio.create_task(self.bare_offload([name], 1)))
+                    bare_tasks.append(asyncio.create_task(self.bare_offload([pod], 1)))
                 await asyncio.sleep(interval)
             await until(self.timeline.all_of(self.timeline.running, "home-pods", namespace,
                                              names), 120, f"{label} latency pods Running at home")
@@ -649,7 +684,8 @@ class Bench:
             names = [f"{label}-{i}" for i in range(count)]
             if label == "agent":
                 self.agent.stop()
-            await self.create_pods(namespace, names, self.node if label == "agent" else BARE_NODE)
+            pods = await self.create_pods(namespace, names,
+                                          self.node if label == "agent" else BARE_NODE)
             before, enforcer_cpu = self.counts(), cpu_seconds(self.enforcer.pid)
             server_cpu = self.kubesim_cpu()
             script_cpu = time.process_time()
@@ -657,7 +693,7 @@ class Bench:
             if label == "agent":
                 self.agent.start()
             else:
-                await self.bare_offload(names, self.args.bare_lanes)
+                await self.bare_offload(pods, self.args.bare_lanes)
             done = await until(self.timeline.all_of(self.timeline.running, "home-pods",
                                                     namespace, names), 60 + count / 5,
                                f"{count} {label} pods Running at home", interval=0.2)
@@ -933,8 +969,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--idle-seconds", type=float, default=60.0)
     parser.add_argument("--service-account-token", type=lambda v: v.lower() == "true",
                         default=True, metavar="true|false",
-                        help="pods mount their service-account token (the agent then reflects "
-                             "a token Secret per pod; the bare client never does)")
+                        help="pods mount their service-account token (then the agent and the "
+                             "bare client write a token Secret per pod)")
     parser.add_argument("--workers", type=int, default=10, help="the agent's --workers")
     parser.add_argument("--bare-lanes", type=int, default=16,
                         help="the bare client's concurrent requests (the limit it reaches)")
