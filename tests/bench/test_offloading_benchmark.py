@@ -1,0 +1,80 @@
+"""The offloading benchmark (scripts/bench_offloading.py, docs/benchmarks.md) runs end to end at a
+small N on simulated clusters of its own and reports every figure issue 8 asks for. Its bare
+client makes the writes per pod the agent makes, the agent's copies of remote Events apart:
+that is what makes the ratio against it a ratio (DESIGN.md section 10)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PODS = 20
+
+# Writes that are not offloading: the agent's Event copies are reflection, Leases heartbeats.
+NOT_OFFLOADING = ("events", "leases")
+
+
+def offloading_writes(requests: dict[str, Any]) -> Counter[str]:
+    """The writes per resource (whatever the verb: a status can be patched or replaced)."""
+    written: Counter[str] = Counter()
+    for verb_resource, count in requests["by_verb"].items():
+        verb, resource = verb_resource.split("|", 1)
+        if verb in ("create", "update", "patch", "delete") and resource not in NOT_OFFLOADING:
+            written[resource] += count
+    return written
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    # The script's own kubesim, even when the e2e variables point at real clusters: this tests
+    # the script, and only kubesim counts requests by user.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("E2E_")}
+    output = tmp_path_factory.mktemp("bench") / "bench.json"
+    run = subprocess.run(
+        [sys.executable, "scripts/bench_offloading.py", "--pods", str(PODS), "--configmaps", "20",
+         "--latency-pods", "5", "--idle-seconds", "2", "--json", str(output)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    found: dict[str, Any] = json.loads(output.read_text())
+    return found
+
+
+@pytest.mark.timeout(300)
+def test_the_bare_client_writes_what_the_agent_writes_to_offload_the_same_pods(
+        report: dict[str, Any]) -> None:
+    offloading = report["offloading"]
+    for cluster in ("home", "remote"):
+        bare = offloading_writes(offloading["bare"]["requests"][cluster])
+        agent = offloading_writes(offloading["agent"]["requests"][cluster])
+        assert bare == agent, cluster
+    # ... which are, per pod, the ShadowPod and the token Secret remotely, the TokenRequest and
+    # the status at home (the benchmark's pods mount their service-account token).
+    assert offloading_writes(offloading["bare"]["requests"]["remote"]) == {
+        "shadowpods": PODS, "secrets": PODS}
+    assert offloading_writes(offloading["bare"]["requests"]["home"]) == {
+        "serviceaccounts/token": PODS, "pods/status": PODS}
+
+
+@pytest.mark.timeout(300)
+def test_every_figure_is_reported(report: dict[str, Any]) -> None:
+    offloading = report["offloading"]
+    assert offloading["bare"]["pods"] == offloading["agent"]["pods"] == PODS
+    assert offloading["ratio"] > 0
+    for phase in ("bare", "agent"):
+        assert offloading[phase]["settled_seconds"] >= offloading[phase]["seconds"] > 0
+    assert offloading["agent"]["agent"]["peak_rss_mib"] > 0
+    assert report["latency"]["agent"]["pods"] == 5
+    assert report["latency"]["agent"]["added"]["p50_ms"] > 0
+    assert report["configmaps"]["agent"]["per_second"] > 0
+    assert report["restart"]["converged_seconds"] > 0
+    # Unchanged objects are not written again after a restart, nor while idle (DESIGN.md 10).
+    assert report["restart"]["writes"] == {"home": 0, "remote": 0}
+    assert report["idle"]["writes_per_minute"] == {"home": 0, "remote": 0}
