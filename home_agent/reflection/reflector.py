@@ -158,9 +158,10 @@ class Reflector:
     # --- watch events -----------------------------------------------------------------------
 
     def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+        key = self.home.apply(event_type, obj)
         if event_type == "DELETED":
-            self.events.forget(*key_of(obj))
-        self.queue.add(self.home.apply(event_type, obj))
+            self.events.forget(*key)
+        self.queue.add(key)
 
     def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
         # What is not ours is only ever left alone, which its metadata decides: the rest is not

@@ -133,9 +133,10 @@ class TokenReflector:
 
     def on_home_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
         """After the agent's mirror took the event."""
+        key = key_of(obj)
         if event_type == "DELETED":
-            self.events.forget(*key_of(obj))
-        self.queue.add(key_of(obj))
+            self.events.forget(*key)
+        self.queue.add(key)
 
     def on_remote_secret(self, event_type: str | None, obj: dict[str, Any]) -> None:
         # A deletion a relist shows carries only the key: the pod comes from `_pod_of`.
