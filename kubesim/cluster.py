@@ -14,8 +14,9 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from kubesim.apiserver import ApiServer, User
+from kubesim.apiserver import ApiServer, User, copy_json
 from kubesim.http import Middleware, make_app
+from kubesim.kinds import ResourceKind
 from kubesim.scale import install_scale
 from kubesim.tls import ServerTLS, make_server_tls
 
@@ -78,6 +79,7 @@ class Cluster:
         assert server is not None and server.sockets  # type: ignore[attr-defined]
         self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
         self.url = f"https://{self.host}:{self.port}"
+        await self._advertise()
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
             self.kubeconfig_path = directory / f"{self.name}.kubeconfig"
@@ -97,6 +99,41 @@ class Cluster:
                 "spec": {"clusterIP": "10.96.0.1", "ports": [
                     {"name": "https", "port": 443, "targetPort": 6443}]},
             })
+
+    async def _advertise(self) -> None:
+        """What kube-apiserver's endpoint reconciler publishes once it serves: the `kubernetes`
+        Service targets its secure port, and the Endpoints and EndpointSlice of that Service list
+        its advertised address (pkg/controlplane/reconcilers/endpointsadapter.go)."""
+        kinds = self.api.kinds
+        services = kinds.get("", "v1", "services")
+        endpoints = kinds.get("", "v1", "endpoints")
+        slices = kinds.get("discovery.k8s.io", "v1", "endpointslices")
+        assert services is not None and endpoints is not None and slices is not None
+        port = {"name": "https", "port": self.port, "protocol": "TCP"}
+        address_type = "IPv6" if ":" in self.host else "IPv4"
+        service = copy_json(await self.api.get(services, "default", "kubernetes"))
+        service["spec"]["ports"] = [{**p, "targetPort": self.port} if p.get("name") == "https"
+                                    else p for p in service["spec"]["ports"]]
+        await self.api.update(services, "default", "kubernetes", service)
+        # One subset / one slice named after the Service; labels as the reconciler sets them.
+        await self._put(endpoints, "kubernetes", {
+            "metadata": {"name": "kubernetes",
+                         "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+            "subsets": [{"addresses": [{"ip": self.host}], "ports": [port]}]})
+        await self._put(slices, "kubernetes", {
+            "metadata": {"name": "kubernetes",
+                         "labels": {"kubernetes.io/service-name": "kubernetes"}},
+            "addressType": address_type,
+            "endpoints": [{"addresses": [self.host], "conditions": {"ready": True}}],
+            "ports": [port]})
+
+    async def _put(self, kind: ResourceKind, name: str, body: dict[str, Any]) -> None:
+        existing = self.api.store.get(kind.storage_key, "default", name)
+        if existing is None:
+            await self.api.create(kind, "default", body)
+            return
+        body["metadata"]["resourceVersion"] = existing.obj["metadata"]["resourceVersion"]
+        await self.api.update(kind, "default", name, body)
 
     async def stop(self) -> None:
         for hook in self.shutdown_hooks:

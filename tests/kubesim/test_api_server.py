@@ -57,3 +57,27 @@ def test_typed_dynamic_and_watch_clients_work_unchanged(home, namespace) -> None
     events = list(watch.Watch().stream(home.core.list_namespaced_config_map, namespace,
                                        field_selector="metadata.name=one", timeout_seconds=1))
     assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "one")]
+
+
+def test_the_kubernetes_service_lists_the_servers_address_as_the_endpoint_reconciler_does(
+        home) -> None:
+    """kube-apiserver publishes its advertised address and secure port for the `kubernetes`
+    Service (what clients in pods and the home agent read), in an EndpointSlice named after the
+    Service and in the Endpoints, which the mirroring controller must skip."""
+    service = home.core.read_namespaced_service("kubernetes", "default")
+    [https] = [p for p in service.spec.ports if p.name == "https"]
+    [endpoint_slice] = client.DiscoveryV1Api(home.api_client).list_namespaced_endpoint_slice(
+        "default", label_selector="kubernetes.io/service-name=kubernetes").items
+    assert endpoint_slice.metadata.name == "kubernetes"
+    assert endpoint_slice.address_type in ("IPv4", "IPv6")
+    assert [(p.name, p.port, p.protocol) for p in endpoint_slice.ports] == [
+        ("https", https.target_port, "TCP")]
+    addresses = [e.addresses[0] for e in endpoint_slice.endpoints]
+    assert addresses and all(e.conditions.ready for e in endpoint_slice.endpoints)
+    endpoints = home.core.read_namespaced_endpoints("kubernetes", "default")
+    assert endpoints.metadata.labels == {"endpointslice.kubernetes.io/skip-mirror": "true"}
+    [subset] = endpoints.subsets
+    assert sorted(a.ip for a in subset.addresses) == sorted(addresses)
+    assert [(p.name, p.port) for p in subset.ports] == [("https", https.target_port)]
+    if home.sim is not None:  # a real server advertises its own address, not the kubeconfig's
+        assert (addresses, https.target_port) == ([home.sim.host], home.sim.port)
