@@ -694,7 +694,7 @@ class ApiServer:
             return old, False
         stored = self.store.put(kind.storage_key, obj)
         if policy == "Foreground" and self.garbage_collection:
-            await self._delete_dependents(stored, "Background")
+            await self._delete_dependents(stored, foreground_owner=True)
             self._finish_foreground(kind, namespace, name)
         if kind.storage_key == NAMESPACE_KEY and self.namespace_finalization:
             self._track(self._empty_namespace(name))
@@ -731,7 +731,7 @@ class ApiServer:
         removed = self.store.remove(kind.storage_key, namespace, name)
         assert removed is not None
         if self.garbage_collection:
-            self._track(self._delete_dependents(removed, "Background"))
+            self._track(self._delete_dependents(removed, foreground_owner=False))
             for owner in removed.obj["metadata"].get("ownerReferences") or ():
                 self._finish_foreground_of(owner.get("uid", ""), namespace)
         if kind.storage_key == CRD_KEY:
@@ -754,7 +754,18 @@ class ApiServer:
     def _owner_exists(self, reference: Obj, namespace: str) -> bool:
         return self.store.uid_exists(reference.get("uid", ""))
 
-    async def _delete_dependents(self, owner: Stored, policy: str) -> None:
+    def _dependent_policy(self, dependent: Stored, foreground_owner: bool) -> str:
+        """How the collector deletes a dependent (attemptToDeleteItem): in the foreground when
+        its owner waits for it and it has dependents of its own (so the owner waits for those
+        too), else as the dependent's own finalizers say."""
+        if foreground_owner and self.store.dependents(dependent.obj["metadata"].get("uid", "")):
+            return "Foreground"
+        finalizers = dependent.obj["metadata"].get("finalizers") or ()
+        if "orphan" in finalizers:
+            return "Orphan"
+        return "Foreground" if "foregroundDeletion" in finalizers else "Background"
+
+    async def _delete_dependents(self, owner: Stored, *, foreground_owner: bool) -> None:
         uid = owner.obj["metadata"].get("uid")
         for kind, dependent in self._dependents(owner):
             references = dependent.obj["metadata"].get("ownerReferences") or []
@@ -763,6 +774,7 @@ class ApiServer:
                 if any(self._owner_exists(r, dependent.namespace) for r in others):
                     await self._drop_owner_reference(kind, dependent, uid)
                 else:
+                    policy = self._dependent_policy(dependent, foreground_owner)
                     await self.delete_stored(kind, dependent.namespace, dependent.name,
                                              options={"propagationPolicy": policy})
             except StatusError as error:
@@ -794,25 +806,47 @@ class ApiServer:
                 self._finish_foreground(kind, owner_namespace, name)
 
     def _finish_foreground(self, kind: ResourceKind, namespace: str, name: str) -> None:
-        """Drop the foregroundDeletion finalizer once an owner being deleted has no dependents."""
-        owner = self.store.get(kind.storage_key, namespace, name)
+        """Drop the foregroundDeletion finalizer once an owner being deleted has no blocking
+        dependents left in storage (processDeletingDependentsItem): only dependents whose
+        reference to it has blockOwnerDeletion hold it, until they are gone (a pod after its
+        graceful deletion), not merely deleting."""
+        if self._foreground_finished(self.store.get(kind.storage_key, namespace, name)):
+            self._track(self._drop_foreground_finalizer(kind, namespace, name))
+
+    def _foreground_finished(self, owner: Stored | None) -> bool:
         if owner is None:
-            return
+            return False
         meta = owner.obj["metadata"]
         if not meta.get("deletionTimestamp") or "foregroundDeletion" not in (
             meta.get("finalizers") or ()
         ):
-            return
-        if self._dependents(owner):
-            return
-        new = copy_json(owner.obj)
-        new["metadata"]["finalizers"] = [
-            f for f in new["metadata"]["finalizers"] if f != "foregroundDeletion"
-        ]
-        if not new["metadata"]["finalizers"]:
-            del new["metadata"]["finalizers"]
-        self._track(self._write_update(kind, owner, new, "", SYSTEM_USER, False)
-                    )
+            return False
+        uid = meta.get("uid")
+        return not any(
+            reference.get("uid") == uid and reference.get("blockOwnerDeletion")
+            for _, dependent in self._dependents(owner)
+            for reference in dependent.obj["metadata"].get("ownerReferences") or ())
+
+    async def _drop_foreground_finalizer(self, kind: ResourceKind, namespace: str,
+                                         name: str) -> None:
+        # Retried on the fresh object: a write racing this one (a status update of the owner)
+        # must not leave the owner waiting forever, as no later removal would come to retry.
+        for _ in range(MAX_WRITE_RETRIES):
+            owner = self.store.get(kind.storage_key, namespace, name)
+            if not self._foreground_finished(owner):
+                return
+            assert owner is not None
+            new = copy_json(owner.obj)
+            new["metadata"]["finalizers"] = [
+                f for f in new["metadata"]["finalizers"] if f != "foregroundDeletion"
+            ]
+            if not new["metadata"]["finalizers"]:
+                del new["metadata"]["finalizers"]
+            try:
+                await self._write_update(kind, owner, new, "", SYSTEM_USER, False)
+                return
+            except ConcurrentWrite:
+                continue
 
     # ---------------------------------------------------------- namespace controller stand-in
     async def _empty_namespace(self, namespace: str) -> None:

@@ -6,9 +6,9 @@ CIDR, container statuses, Initialized/Ready/ContainersReady/PodScheduled conditi
 deletion grace periods (the pod is removed with grace 0 once its containers stopped, at the latest
 after the grace period) and restartPolicy, and serves `pods/log`.
 
-Tests drive containers through `fail`, `complete`, `restart`, `set_ready` and `write_log`, and
-kubelet death through `pause_heartbeats` / `resume_heartbeats`; all of them may be called from
-any thread.
+Tests drive containers through `fail`, `complete`, `restart`, `set_ready`, `ignore_sigterm` and
+`write_log`, and kubelet death through `pause_heartbeats` / `resume_heartbeats`; all of them may
+be called from any thread.
 """
 
 from __future__ import annotations
@@ -179,6 +179,7 @@ class PodRuntime:
     containers: dict[str, ContainerRuntime]
     init_containers: list[tuple[str, str]]  # (name, image): they ran to completion at start
     stopping_since: float | None = None
+    ignores_sigterm: bool = False  # its containers stop only when the grace period ends
     transitions: dict[tuple[str, str], str] = field(default_factory=dict)
     ref: str = ""  # format.Pod: name_namespace(uid)
 
@@ -467,7 +468,7 @@ class Kubelet(Controller):
         """Stop the containers, then remove the pod (grace 0); True once it is removed."""
         loop = asyncio.get_running_loop()
         grace = float(pod["metadata"].get("deletionGracePeriodSeconds") or 0)
-        wait = min(self.config.stop_delay, grace)
+        wait = grace if runtime.ignores_sigterm else min(self.config.stop_delay, grace)
         if runtime.stopping_since is None:
             runtime.stopping_since = loop.time()
         remaining = runtime.stopping_since + wait - loop.time()
@@ -601,6 +602,16 @@ class Kubelet(Controller):
             for target in containers:
                 target.ready_override = ready
             self.queue.add(key)
+
+        self._on_loop(action)
+
+    def ignore_sigterm(self, namespace: str, name: str) -> None:
+        """The pod's containers ignore SIGTERM (a shell or `sleep` as PID 1): once the pod is
+        deleted, they stop, and the pod goes, only when its grace period ends."""
+
+        def action() -> None:
+            _, runtime, _ = self._containers(namespace, name, None)
+            runtime.ignores_sigterm = True
 
         self._on_loop(action)
 

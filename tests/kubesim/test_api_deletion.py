@@ -19,9 +19,9 @@ def gone(cluster, path: str) -> bool:
     return call(cluster, "GET", path)[0] == 404
 
 
-def owned_by(owner: dict) -> list[dict]:
-    return [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
-             "uid": owner["metadata"]["uid"]}]
+def owned_by(owner: dict, kind: str = "ConfigMap", **reference: bool) -> list[dict]:
+    return [{"apiVersion": "v1", "kind": kind, "name": owner["metadata"]["name"],
+             "uid": owner["metadata"]["uid"], **reference}]
 
 
 def test_an_object_with_finalizers_stays_until_they_are_removed(home, namespace) -> None:
@@ -103,7 +103,8 @@ def test_orphan_propagation_keeps_dependents_without_the_owner_reference(home,
 def test_foreground_propagation_waits_for_dependents(home, namespace) -> None:
     owner = call(home, "POST", cms(namespace), {"metadata": {"name": "owner"}})[1]
     call(home, "POST", cms(namespace), {"metadata": {
-        "name": "dep", "finalizers": ["example.com/hold"], "ownerReferences": owned_by(owner)}})
+        "name": "dep", "finalizers": ["example.com/hold"],
+        "ownerReferences": owned_by(owner, blockOwnerDeletion=True)}})
     status, body = call(home, "DELETE", cms(namespace, "owner"),
                         {"propagationPolicy": "Foreground"})
     assert status == 200
@@ -115,6 +116,58 @@ def test_foreground_propagation_waits_for_dependents(home, namespace) -> None:
     call(home, "PATCH", cms(namespace, "dep"), {"metadata": {"finalizers": None}},
          content_type=MERGE)
     wait_for(lambda: gone(home, cms(namespace, "owner")), 60, "owner outlived its dependents")
+
+
+def test_foreground_propagation_is_not_held_by_dependents_that_do_not_block(home,
+                                                                         namespace) -> None:
+    owner = call(home, "POST", cms(namespace), {"metadata": {"name": "owner"}})[1]
+    call(home, "POST", cms(namespace), {"metadata": {
+        "name": "dep", "finalizers": ["example.com/hold"], "ownerReferences": owned_by(owner)}})
+    call(home, "DELETE", cms(namespace, "owner"), {"propagationPolicy": "Foreground"})
+    wait_for(lambda: gone(home, cms(namespace, "owner")), 60,
+             "owner held by a dependent without blockOwnerDeletion")
+    assert call(home, "GET", cms(namespace, "dep"))[1]["metadata"]["deletionTimestamp"]
+    call(home, "PATCH", cms(namespace, "dep"), {"metadata": {"finalizers": None}},
+         content_type=MERGE)
+
+
+def unstopped_pod(name: str, owner_references: list[dict]) -> dict:
+    """A pod bound to a node no kubelet runs: it stays terminating until deleted with grace 0."""
+    return {"metadata": {"name": name, "ownerReferences": owner_references}, "spec": {
+        "containers": [{"name": "c", "image": "nginx:1"}], "nodeName": "nowhere",
+        "terminationGracePeriodSeconds": 600}}
+
+
+def test_foreground_propagation_waits_until_a_blocking_pod_is_gone(home, namespace) -> None:
+    owner = call(home, "POST", cms(namespace), {"metadata": {"name": "owner"}})[1]
+    call(home, "POST", pods(namespace),
+         unstopped_pod("p", owned_by(owner, controller=True, blockOwnerDeletion=True)))
+    call(home, "DELETE", cms(namespace, "owner"), {"propagationPolicy": "Foreground"})
+    wait_for(lambda: call(home, "GET", pods(namespace, "p"))[1]["metadata"].get(
+        "deletionTimestamp"), 60, "pod not being deleted")
+    # terminating is not gone: the owner waits for the kubelet's final deletion
+    assert call(home, "GET", cms(namespace, "owner"))[0] == 200
+    call(home, "DELETE", pods(namespace, "p"), {"gracePeriodSeconds": 0})
+    wait_for(lambda: gone(home, cms(namespace, "owner")), 60, "owner outlived its pod")
+
+
+def test_foreground_propagation_reaches_through_a_dependent_that_has_dependents(
+        home, namespace) -> None:
+    owner = call(home, "POST", cms(namespace), {"metadata": {"name": "owner"}})[1]
+    middle = call(home, "POST", cms(namespace), {"metadata": {
+        "name": "middle", "ownerReferences": owned_by(owner, blockOwnerDeletion=True)}})[1]
+    call(home, "POST", pods(namespace),
+         unstopped_pod("p", owned_by(middle, blockOwnerDeletion=True)))
+    call(home, "DELETE", cms(namespace, "owner"), {"propagationPolicy": "Foreground"})
+    wait_for(lambda: call(home, "GET", pods(namespace, "p"))[1]["metadata"].get(
+        "deletionTimestamp"), 60, "pod not being deleted")
+    # the middle object is deleted in the foreground too (as a Deployment's ReplicaSet is)
+    status, body = call(home, "GET", cms(namespace, "middle"))
+    assert status == 200 and "foregroundDeletion" in body["metadata"]["finalizers"]
+    assert call(home, "GET", cms(namespace, "owner"))[0] == 200
+    call(home, "DELETE", pods(namespace, "p"), {"gracePeriodSeconds": 0})
+    wait_for(lambda: gone(home, cms(namespace, "owner")), 60, "owner outlived the pod")
+    assert gone(home, cms(namespace, "middle"))
 
 
 def test_deletecollection_deletes_what_the_selector_matches(home, namespace) -> None:

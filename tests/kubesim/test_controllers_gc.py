@@ -46,6 +46,7 @@ def test_foreground_deletion_waits_for_dependents(home, namespace) -> None:
     owner = home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
     held = owned_configmap("held", owner)
     held["metadata"]["finalizers"] = ["example.com/hold"]
+    held["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = True
     home.core.create_namespaced_config_map(namespace, held)
     home.core.delete_namespaced_config_map("owner", namespace,
                                            propagation_policy="Foreground")

@@ -75,6 +75,25 @@ def test_restart_and_readiness_hooks(home, namespace) -> None:
              .status.container_statuses[0].restart_count == 1)
 
 
+def test_containers_that_ignore_sigterm_keep_the_pod_for_its_grace_period(home,
+                                                                          namespace) -> None:
+    start(home, namespace, "stubborn", terminationGracePeriodSeconds=600)
+    home.sim.controllers.kubelet.ignore_sigterm(namespace, "stubborn")
+    home.core.delete_namespaced_pod("stubborn", namespace)
+    wait_for(lambda: any(e.reason == "Killing" for e in home.core.list_namespaced_event(
+        namespace, field_selector="involvedObject.name=stubborn").items), timeout=30,
+        message="the kubelet is stopping the pod")
+    # the containers did not stop on SIGTERM: the pod is still there, terminating
+    assert home.core.read_namespaced_pod("stubborn", namespace).metadata.deletion_timestamp
+    home.core.delete_namespaced_pod("stubborn", namespace, grace_period_seconds=1)
+
+    def gone() -> bool:
+        return not home.core.list_namespaced_pod(
+            namespace, field_selector="metadata.name=stubborn").items
+
+    wait_for(gone, timeout=30, message="gone once the shortened grace period ended")
+
+
 def test_pod_logs_are_served(home, namespace) -> None:
     start(home, namespace, "chatty")
     home.sim.controllers.kubelet.write_log(namespace, "chatty", "one\ntwo\nthree\n")
