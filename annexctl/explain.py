@@ -8,7 +8,8 @@ the pod (OffloadingBackOff, RemoteCreationFailed).
 Remote spec: the pod's spec forged by shared.forge.pod exactly as the agent does (with the
 VirtualNode's offloadingPatch), shown as a diff against the home spec; when the provider is
 reachable through the VirtualNode's kubeconfig Secret, the ShadowPod the agent actually wrote is
-compared with it. KUBERNETES_SERVICE_* follow the agent's --home-apiserver-host flag, which
+compared with it. KUBERNETES_SERVICE_* point at the home API server as the agent finds it at
+start (its --home-apiserver-host flag, else the address the API server advertises), which
 annexctl cannot see: they are not part of the forged spec shown.
 """
 

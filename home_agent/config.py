@@ -130,8 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     add("--agent-ip", default="127.0.0.1", help="the virtual node's address (pods' hostIP)")
     add("--kubelet-port", type=int, default=10250, help="advertised kubelet endpoint port")
     add("--home-apiserver-host", default=None,
-        help="where offloaded pods reach the home API server")
-    add("--home-apiserver-port", type=int, default=443)
+        help="where offloaded pods reach the home API server (default: the address it "
+             "advertises in the default/kubernetes EndpointSlice, else the server of the "
+             "agent's home kubeconfig unless that is the cluster-internal Service; the agent "
+             "refuses to start when neither is known and apiserver support is on)")
+    add("--home-apiserver-port", type=int, default=443,
+        help="the port of --home-apiserver-host (a found address comes with its port)")
     add("--enable-apiserver-support", type=_bool, default=True,
         help="reflect service-account tokens and point pods at the home API server")
     add("--home-qps", type=float, default=ClientLimits.qps)

@@ -14,6 +14,7 @@ from typing import Any
 from annex.kube import load_connection
 from annex.kubeapi import ClusterApi, error_message
 from home_agent.agent import Agent
+from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
 from home_agent.config import AgentConfig
 from home_agent.heartbeat import health_loop, lease_loop
 from home_agent.metrics import Metrics
@@ -167,8 +168,20 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
     await agent.remote.close()
 
 
+async def _configured(config: AgentConfig, home: ClusterApi) -> AgentConfig:
+    try:
+        return await with_home_apiserver(config, home)
+    finally:
+        await home.close()  # its session belongs to this loop, not the controller's
+
+
 def run(config: AgentConfig) -> int:
     home = ClusterApi(load_connection(config.home_kubeconfig, limits=config.home_limits))
+    try:
+        config = asyncio.run(_configured(config, home))
+    except NoHomeApiServerAddress as error:
+        log.error("%s", error)
+        return 2
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
     reflection = reflection_for(agent)

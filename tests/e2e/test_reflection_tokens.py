@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from shared.forge.pod import service_account_token_key
 from tests.conftest import ClusterHandle
 from tests.e2e.conftest import Peer
-from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded, running_and_ready
+from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded, remote_pods, running_and_ready
 from tests.helpers import wait_for
 from tests.kubesim.test_auth_tokens import client_with_token
 
@@ -78,6 +78,32 @@ def test_an_offloaded_pod_reads_home_tokens_of_its_service_account_and_its_home_
     home.core.delete_namespaced_pod("app", namespace)
     wait_for(lambda: token_secret(remote, twin, "app") is None, timeout=60,
              message="the token Secret deleted with the pod")
+
+
+def advertised_home_apiserver(home: ClusterHandle) -> tuple[set[str], int]:
+    """The ready addresses and the https port of the home API servers, as they advertise them
+    in the `kubernetes` Service's EndpointSlice."""
+    slices = client.DiscoveryV1Api(home.api_client).list_namespaced_endpoint_slice(
+        "default", label_selector="kubernetes.io/service-name=kubernetes").items
+    [primary] = [s for s in slices if s.metadata.name == "kubernetes"]
+    [port] = [p.port for p in primary.ports if p.name == "https"]
+    return {e.addresses[0] for e in primary.endpoints if e.conditions.ready is not False}, port
+
+
+def test_by_default_an_offloaded_pod_reaches_the_home_api_server_it_advertises(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    peer()  # no --home-apiserver-host: as the chart installs the agent by default
+    twin = offloaded(home, namespace)
+    home.core.create_namespaced_pod(namespace, token_pod("app"))
+    pod = wait_for(lambda: remote_pods(remote, twin).get("app"), timeout=60,
+                   message="the remote pod")
+    addresses, port = advertised_home_apiserver(home)
+    for container in pod.spec.containers:
+        env = {e.name: e.value for e in container.env or []}
+        assert env["KUBERNETES_SERVICE_HOST"] in addresses, env
+        assert env["KUBERNETES_SERVICE_PORT"] == str(port)
+        host = env["KUBERNETES_SERVICE_HOST"]
+        assert env["KUBERNETES_PORT"] == f"tcp://{f'[{host}]' if ':' in host else host}:{port}"
 
 
 def test_tokens_are_refreshed_before_they_expire(

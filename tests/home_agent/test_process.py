@@ -5,9 +5,11 @@ from __future__ import annotations
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from home_agent.config import parse_config
 from tests.helpers import wait_for
@@ -66,3 +68,21 @@ def test_probes_and_metrics_then_a_clean_stop(start_agent: Any) -> None:
     assert "annex_home_agent_remote_ready" in body
     assert agent.process.stop() == 0
     assert '"level": "INFO"' in agent.process.output()
+
+
+def test_without_a_reachable_home_api_server_address_the_agent_refuses_to_start(
+        home: Any, tmp_path: Path) -> None:
+    """Its kubeconfig names the cluster-internal `kubernetes` Service (as in-cluster
+    configuration does) and no EndpointSlice can be read there: offloaded pods would get a home
+    token and no way to use it, so the agent says so in one line and exits."""
+    kubeconfig = yaml.safe_load(home.kubeconfig.read_text())
+    kubeconfig["clusters"][0]["cluster"]["server"] = "https://kubernetes.default.svc:1"
+    internal = tmp_path / "internal.kubeconfig"
+    internal.write_text(yaml.safe_dump(kubeconfig))
+    result = subprocess.run(
+        [sys.executable, "-m", "home_agent", "--home-kubeconfig", str(internal),
+         "--remote-kubeconfig", str(home.kubeconfig), "--cluster-id", "h",
+         "--remote-cluster-id", "r"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    [line] = [line for line in result.stderr.splitlines() if "ERROR" in line]
+    assert "https://kubernetes.default.svc:1" in line and "--home-apiserver-host" in line
