@@ -2,7 +2,8 @@
 
 `load_connection` reads the credentials once; `api_client` and `kopf_login` turn them into a
 `kubernetes` ApiClient and a kopf `ConnectionInfo`, so the operator framework and the plain client
-always talk to the same server as the same identity.
+always talk to the same server as the same identity. A `LiveConnection` holds credentials that
+are replaced while clients use them (a rotated token): `annex.kubeapi.ClusterApi` follows it.
 
 The Python client has no built-in client-side rate limiting (client-go's QPS/burst), so
 `ClientLimits` carries those numbers and `RateLimiter` enforces them for whoever writes.
@@ -11,10 +12,12 @@ The Python client has no built-in client-side rate limiting (client-go's QPS/bur
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
-from collections.abc import Awaitable, Callable
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kubernetes import client, config
 
@@ -71,6 +74,24 @@ def load_connection(kubeconfig: str | None = None, *, context: str | None = None
     else:
         config.load_incluster_config(  # type: ignore[no-untyped-call]
             client_configuration=configuration)
+    return _connection_of(configuration, limits)
+
+
+def connection_from_kubeconfig(contents: Mapping[str, Any], *,
+                               limits: ClientLimits | None = None) -> Connection:
+    """The connection a kubeconfig's current context describes (e.g. one kept in a Secret);
+    ValueError when it is not a usable kubeconfig."""
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
+            dict(contents), client_configuration=configuration, persist_config=False)
+    except (config.ConfigException, TypeError, KeyError, AttributeError) as error:
+        raise ValueError(f"not a usable kubeconfig: {error}") from None
+    return _connection_of(configuration, limits)
+
+
+def _connection_of(configuration: client.Configuration,
+                   limits: ClientLimits | None) -> Connection:
     return Connection(
         server=configuration.host,
         ca_path=configuration.ssl_ca_cert,
@@ -81,6 +102,48 @@ def load_connection(kubeconfig: str | None = None, *, context: str | None = None
         tls_server_name=getattr(configuration, "tls_server_name", None),
         limits=limits or ClientLimits(),
     )
+
+
+class LiveConnection:
+    """A connection whose credentials may be replaced while clients use it (thread-safe).
+
+    Clients subscribe; `replace` calls each subscriber (on the replacing thread) so that it can
+    move its own connections over. Subscribers are held weakly: a client nobody uses any more
+    does not stay alive for being subscribed.
+    """
+
+    def __init__(self, connection: Connection) -> None:
+        self._current = connection
+        self._lock = threading.Lock()
+        self._subscribers: list[weakref.WeakMethod[Callable[[], None]]] = []
+
+    @property
+    def current(self) -> Connection:
+        with self._lock:
+            return self._current
+
+    def subscribe(self, callback: Callable[[], None]) -> None:
+        """`callback`: a bound method, called after each replacement."""
+        with self._lock:
+            self._subscribers.append(weakref.WeakMethod(callback))
+
+    def unsubscribe(self, callback: Callable[[], None]) -> None:
+        with self._lock:
+            self._subscribers = [ref for ref in self._subscribers
+                                 if ref() is not None and ref() != callback]
+
+    def replace(self, connection: Connection) -> bool:
+        """Use `connection` from now on; False (nothing done) when it is the current one."""
+        with self._lock:
+            if connection == self._current:
+                return False
+            self._current = connection
+            self._subscribers = [ref for ref in self._subscribers if ref() is not None]
+            callbacks = [ref() for ref in self._subscribers]
+        for callback in callbacks:
+            if callback is not None:
+                callback()
+        return True
 
 
 def api_client(connection: Connection) -> client.ApiClient:

@@ -25,7 +25,7 @@ from urllib.parse import quote, urlencode
 import aiohttp
 import orjson
 
-from annex.kube import Connection, RateLimiter
+from annex.kube import Connection, LiveConnection, RateLimiter
 from shared.api.resource import ResourceDefinition
 
 log = logging.getLogger(__name__)
@@ -113,36 +113,86 @@ def ssl_context(connection: Connection) -> ssl.SSLContext | bool:
 
 
 class ClusterApi:
-    """One cluster, on one event loop."""
+    """One cluster, on one event loop.
 
-    def __init__(self, connection: Connection, *, throttle_reads: bool = True,
+    Given a `LiveConnection`, it follows it: once the credentials are replaced, new requests
+    use them, and watches in progress end (their callers watch again from the version they
+    reached, with the new credentials; an API server checks a watch's credentials only when it
+    starts). Requests in progress finish with the old ones."""
+
+    def __init__(self, connection: Connection | LiveConnection, *, throttle_reads: bool = True,
                  timeout: float = REQUEST_TIMEOUT, limiter: RateLimiter | None = None) -> None:
-        self.connection = connection
-        self._server = connection.server.rstrip("/")
+        self.live = connection if isinstance(connection, LiveConnection) else LiveConnection(
+            connection)
         self._throttle_reads = throttle_reads
         self._timeout = timeout
-        self._limiter = limiter or RateLimiter(connection.limits)
-        self._headers = {"Accept": JSON}
-        if connection.token:
-            self._headers["Authorization"] = f"Bearer {connection.token}"
+        self._limiter = limiter or RateLimiter(self.live.current.limits)
         self._session: aiohttp.ClientSession | None = None
+        self._session_connection: Connection | None = None
+        self._streams: set[aiohttp.ClientResponse] = set()
+        """The current session's watch responses, closed when the credentials change."""
+        self._retired: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.live.subscribe(self._credentials_changed)
+
+    @property
+    def connection(self) -> Connection:
+        return self.live.current
+
+    def _credentials_changed(self) -> None:
+        """Called on the replacing thread: move over on this client's own loop."""
+        loop = self._loop
+        if loop is None:
+            return  # no session yet: the first one opens with the new credentials
+        try:
+            loop.call_soon_threadsafe(self._follow)
+        except RuntimeError:
+            pass  # the loop has closed: so has the session
+
+    def _follow(self) -> None:
+        if self._session is not None and self.live.current is not self._session_connection:
+            self._retire()
+
+    def _retire(self) -> None:
+        """Stop using the session: its watches end now, its other requests may finish."""
+        session, self._session = self._session, None
+        streams, self._streams = self._streams, set()
+        for response in streams:
+            response.close()
+        if session is not None:
+            task = asyncio.get_running_loop().create_task(self._close_later(session))
+            self._retired.add(task)
+            task.add_done_callback(self._retired.discard)
+
+    async def _close_later(self, session: aiohttp.ClientSession) -> None:
+        try:
+            await asyncio.sleep(self._timeout)
+        finally:
+            await session.close()
 
     def _open(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        if self._session is None:
-            connector = aiohttp.TCPConnector(ssl=ssl_context(self.connection),
-                                             limit=max(1, self.connection.limits.burst))
-            self._session = aiohttp.ClientSession(headers=self._headers, connector=connector,
-                                                  read_bufsize=READ_BUFFER_BYTES)
-            self._loop = loop
-        elif loop is not self._loop:
+        if self._session is not None and loop is not self._loop:
             raise RuntimeError("a ClusterApi serves the event loop that first used it; "
                                "build one client per loop")
+        connection = self.live.current
+        if self._session is not None and connection is not self._session_connection:
+            self._retire()
+        if self._session is None:
+            headers = {"Accept": JSON}
+            if connection.token:
+                headers["Authorization"] = f"Bearer {connection.token}"
+            connector = aiohttp.TCPConnector(ssl=ssl_context(connection),
+                                             limit=max(1, connection.limits.burst))
+            self._session = aiohttp.ClientSession(headers=headers, connector=connector,
+                                                  read_bufsize=READ_BUFFER_BYTES)
+            self._session_connection = connection
+            self._loop = loop
         return self._session
 
     def _url(self, path: str, query: dict[str, Any] | None) -> str:
-        return self._server + path + (f"?{urlencode(query)}" if query else "")
+        server = (self._session_connection or self.connection).server.rstrip("/")
+        return server + path + (f"?{urlencode(query)}" if query else "")
 
     async def request(self, method: str, path: str, body: Any = None, *,
                       content_type: str = JSON, query: dict[str, Any] | None = None,
@@ -156,7 +206,7 @@ class ClusterApi:
                 method, self._url(path, query),
                 data=None if body is None else orjson.dumps(body), headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
-                server_hostname=self.connection.tls_server_name) as response:
+                server_hostname=self._server_name()) as response:
             data = await response.read()
             if not 200 <= response.status < 300:
                 raise ApiError(response.status, _status_body(data))
@@ -219,29 +269,44 @@ class ClusterApi:
         query = {**(query or {}), "watch": "true", "resourceVersion": resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
         async with session.get(
-                self._url(path, query), server_hostname=self.connection.tls_server_name,
+                self._url(path, query), server_hostname=self._server_name(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
         ) as response:
             if response.status == 410:
                 raise WatchExpired()
             if response.status >= 400:
                 raise ApiError(response.status, _status_body(await response.read()))
-            async for line in response.content:
-                if not line.strip():
-                    continue
-                event = orjson.loads(line)
-                if event.get("type") == "ERROR":
-                    status = event.get("object") or {}
-                    if status.get("code") == 410:
-                        raise WatchExpired()
-                    raise ApiError(int(status.get("code") or 500), status)
-                yield event
+            self._streams.add(response)
+            try:
+                async for line in response.content:
+                    if not line.strip():
+                        continue
+                    event = orjson.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        if status.get("code") == 410:
+                            raise WatchExpired()
+                        raise ApiError(int(status.get("code") or 500), status)
+                    yield event
+            except aiohttp.ClientError:
+                if session is self._session:
+                    raise
+                return  # closed for new credentials: ends as a watch the server ends
+            finally:
+                self._streams.discard(response)
+
+    def _server_name(self) -> str | None:
+        return (self._session_connection or self.connection).tls_server_name
 
     async def close(self) -> None:
         """Close the session (on its loop); the client opens a new one if used again."""
+        for task in list(self._retired):
+            task.cancel()  # closes its session
+        await asyncio.gather(*self._retired, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
-        self._session, self._loop = None, None
+        self._session, self._session_connection, self._loop = None, None, None
+        self._streams = set()
 
 
 def _status_body(data: bytes) -> dict[str, Any]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import aiohttp
 import pytest
 
-from annex.kube import ClientLimits, Connection, RateLimiter, load_connection
+from annex.kube import ClientLimits, Connection, LiveConnection, RateLimiter, load_connection
 from annex.kubeapi import (
     STRATEGIC_MERGE_PATCH,
     ApiError,
@@ -24,6 +24,7 @@ from annex.kubeapi import (
     is_not_found,
     status_of,
 )
+from annex.listwatch import list_and_watch
 from shared.api.shadowpod import SHADOWPOD
 
 
@@ -182,3 +183,92 @@ def test_the_tls_server_name_is_the_name_the_certificate_is_checked_against(
     _run(dataclasses.replace(connection, tls_server_name="localhost"), scenario)
     with pytest.raises(aiohttp.ClientConnectorCertificateError):
         _run(dataclasses.replace(connection, tls_server_name="elsewhere.invalid"), scenario)
+
+
+@pytest.fixture
+def two_readers(remote: Any) -> Iterator[tuple[str, dict[str, str]]]:
+    """A namespace whose configmaps two ServiceAccounts may read, watch and create, and a
+    token for each: (namespace, {account: token})."""
+    from kubernetes import client
+
+    namespace = f"kubeapi-{uuid.uuid4().hex[:8]}"
+    remote.core.create_namespace({"metadata": {"name": namespace}})
+    rbac = client.RbacAuthorizationV1Api(remote.api_client)
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "readers"}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "verbs": ["get", "list", "watch", "create"]}]})
+    tokens = {}
+    for account in ("first", "second"):
+        remote.core.create_namespaced_service_account(namespace, {"metadata": {"name": account}})
+        tokens[account] = remote.core.create_namespaced_service_account_token(
+            account, namespace, {"spec": {}}).status.token
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": "readers"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "readers"},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}
+                     for account in tokens]})
+    yield namespace, tokens
+    remote.core.delete_namespace(namespace)
+
+
+class CountingApi(ClusterApi):
+    """Counts the lists and the watch requests it serves."""
+
+    lists = 0
+    watches = 0
+
+    async def request(self, method: str, path: str, body: Any = None, **options: Any) -> Any:
+        if method == "GET" and "limit" in (options.get("query") or {}):
+            self.lists += 1
+        return await super().request(method, path, body, **options)
+
+    async def watch(self, *args: Any, **options: Any) -> AsyncIterator[dict[str, Any]]:
+        self.watches += 1
+        async for event in super().watch(*args, **options):
+            yield event
+
+
+async def _until(predicate: Callable[[], bool], message: str, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, message
+        await asyncio.sleep(0.02)
+
+
+def test_replaced_credentials_serve_new_requests_and_watches_resume_with_them(
+        remote: Any, connection: Connection, two_readers: tuple[str, dict[str, str]]) -> None:
+    namespace, tokens = two_readers
+    collection = core_path("configmaps", namespace)
+
+    async def scenario() -> tuple[list[tuple[str, str]], int, int]:
+        live = LiveConnection(dataclasses.replace(connection, token=tokens["first"]))
+        api, admin = CountingApi(live, throttle_reads=False), ClusterApi(connection)
+        seen: list[tuple[str, str]] = []
+        listed = asyncio.Event()
+        follower = asyncio.create_task(list_and_watch(
+            api, collection, lambda kind, obj: seen.append((kind, obj["metadata"]["name"])),
+            on_listed=listed.set))
+        try:
+            await asyncio.wait_for(listed.wait(), 20)
+            await admin.create(collection, _configmap("before"))
+            await _until(lambda: ("ADDED", "before") in seen, "the first watch saw nothing")
+            lists, watches = api.lists, api.watches
+
+            live.replace(dataclasses.replace(connection, token=tokens["second"]))
+            # The first account is gone: only the second's token works from now on.
+            await admin.delete(core_path("serviceaccounts", namespace, "first"))
+            await _until(lambda: api.watches > watches, "the watch was not re-established")
+            await admin.create(collection, _configmap("after"))
+            await _until(lambda: ("ADDED", "after") in seen, "the new watch saw nothing")
+            await api.create(collection, _configmap("written-with-the-new-token"))
+            return seen, api.lists - lists, api.watches - watches
+        finally:
+            follower.cancel()
+            await asyncio.gather(follower, return_exceptions=True)
+            await api.close()
+            await admin.close()
+
+    seen, relists, rewatches = asyncio.run(scenario())
+    assert relists == 0  # continued from the version it had reached: nothing listed again
+    assert rewatches >= 1
+    assert [name for _, name in seen if name in ("before", "after")] == ["before", "after"]
