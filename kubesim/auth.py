@@ -14,7 +14,7 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -203,12 +203,21 @@ def service_account_groups(namespace: str) -> tuple[str, ...]:
     return (SERVICE_ACCOUNTS_GROUP, f"{SERVICE_ACCOUNTS_GROUP}:{namespace}", AUTHENTICATED_GROUP)
 
 
-class TokenSigner:
-    """Issues and checks service-account JWTs (HS256 with a key private to one cluster)."""
+LEEWAY_SECONDS = 60
+"""go-jose's jwt.DefaultLeeway, which kube-apiserver's service-account validator applies to
+exp and nbf (pkg/serviceaccount/claims.go `public.Validate`)."""
 
-    def __init__(self, issuer: str, key: bytes | None = None) -> None:
+
+class TokenSigner:
+    """Issues and checks service-account JWTs (HS256 with a key private to one cluster).
+
+    `clock` is the server's time (tests move it forward to see tokens expire)."""
+
+    def __init__(self, issuer: str, key: bytes | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.issuer = issuer
         self._key = key or secrets.token_bytes(32)
+        self.clock = clock
 
     def issue(self, claims: Mapping[str, Any]) -> str:
         header = _b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode())
@@ -231,7 +240,11 @@ class TokenSigner:
             return None
         if claims.get("iss") != self.issuer:
             return None
-        if float(claims.get("exp", 0)) <= (time.time() if now is None else now):
+        now = self.clock() if now is None else now
+        # Expired once now - leeway is after exp; not yet valid while now + leeway is before nbf.
+        if now - LEEWAY_SECONDS > float(claims.get("exp", 0)):
+            return None
+        if now + LEEWAY_SECONDS < float(claims.get("nbf", 0)):
             return None
         return claims
 
@@ -340,7 +353,7 @@ class ServiceAccountTokens:
         causes = _expiration_errors(seconds)
         if causes:
             raise errors.invalid(TOKEN_REQUEST_KIND, "", causes)
-        now = time.time()
+        now = self.signer.clock()
         private: dict[str, Any] = {"namespace": namespace, "serviceaccount": {
             "name": name, "uid": account["metadata"]["uid"]}}
         bound = spec.get("boundObjectRef")

@@ -5,6 +5,7 @@ their errors, RBAC. Also on real clusters. Authentication with the tokens: test_
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -189,3 +190,42 @@ def test_requesting_a_token_needs_create_on_serviceaccounts_token(home, namespac
             return True
 
         wait_for(allowed, timeout=30, message="the Role lets the caller request tokens")
+
+
+def _status_with(api_client: client.ApiClient, namespace: str) -> tuple[int, Any]:
+    """The status code of a namespaced read, and the body of a refusal."""
+    try:
+        client.CoreV1Api(api_client).read_namespace(namespace)
+    except ApiException as error:
+        return int(error.status), json.loads(error.body)
+    return 200, None
+
+
+@pytest.mark.kubesim_only  # moves the API server's clock forward
+def test_a_token_expires_after_its_lifetime_and_a_minute_of_leeway(home, namespace,
+                                                                    robot) -> None:
+    rbac = client.RbacAuthorizationV1Api(home.api_client)
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": f"{namespace}-robot-views"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": robot, "namespace": namespace}]})
+    signer = home.sim.service_account_tokens.signer
+    started = signer.clock()
+    answer, _ = token_request(home.api_client, namespace, robot,
+                              {"spec": {"expirationSeconds": 600}})
+    try:
+        with client_with_token(home, answer["status"]["token"]) as robot_client:
+            assert _status_with(robot_client, namespace)[0] == 200
+            # kube-apiserver validates exp with go-jose's default leeway of one minute.
+            signer.clock = lambda: started + 600 + 55
+            assert _status_with(robot_client, namespace)[0] == 200
+            signer.clock = lambda: started + 600 + 65
+            status, body = _status_with(robot_client, namespace)
+            assert status == 401
+            assert body == {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                            "status": "Failure", "message": "Unauthorized",
+                            "reason": "Unauthorized", "code": 401}
+    finally:
+        signer.clock = time.time
+        rbac.delete_cluster_role_binding(f"{namespace}-robot-views")
