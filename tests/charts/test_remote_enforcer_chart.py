@@ -57,6 +57,8 @@ CASE = ChartCase(
      "/defaultQuota/limitsEnforcement"),
     ({**MINIMAL, "webhook": {"port": 70000}}, "/webhook/port"),
     ({**MINIMAL, "logFormat": "xml"}, "/logFormat"),
+    # Admission's per-consumer lock and quota ledger live in one process.
+    ({**MINIMAL, "replicas": 2}, "/replicas"),
 ])
 def test_the_schema_refuses_bad_values(values: dict[str, Any], complaint: str) -> None:
     error = schema_error(CHART, values)
