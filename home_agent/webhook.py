@@ -1,7 +1,8 @@
 """The mutating admission webhook for home pods (AdmissionReview v1 over HTTPS): pods created in
-a namespace with a NamespaceOffloading get its pod offloading strategy applied (the pure
-mutation is `shared.forge.offloading_strategy`). A namespace without one is left alone, and a
-malformed request is answered allowed without a patch: this webhook must never block pods."""
+a namespace with a NamespaceOffloading get its pod offloading strategy, its clusterSelector as
+required node affinity and the virtual nodes' not-ready toleration (the pure mutation is
+`shared.forge.offloading_strategy`). A namespace without one is left alone, and a malformed
+request is answered allowed without a patch: this webhook must never block pods."""
 
 from __future__ import annotations
 
@@ -13,33 +14,69 @@ from typing import Any
 
 import jsonpatch
 from aiohttp import web
+from pydantic import ValidationError
 
 from home_agent.agent import Agent
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
-from shared.forge.offloading_strategy import pod_with_offloading_strategy
+from shared.api.virtual_node import VirtualNode
+from shared.forge.offloading_strategy import (
+    VirtualNodeView,
+    not_ready_toleration,
+    pod_with_offloading_strategy,
+    virtual_node_views,
+)
 
 log = logging.getLogger(__name__)
 
 MUTATE_POD_PATH = "/mutate-pod"
 
 
-def strategy_for(agent: Agent, namespace: str) -> str | None:
-    """The pod offloading strategy of `namespace`, or None when it is not offloaded."""
+def offloading_spec(agent: Agent, namespace: str) -> dict[str, Any] | None:
+    """The spec of `namespace`'s NamespaceOffloading, or None when it is not offloaded."""
     offloading = agent.mirrors.offloadings.get((namespace, NAMESPACE_OFFLOADING_NAME))
     if offloading is None or (offloading.get("metadata") or {}).get("deletionTimestamp"):
         return None
-    return str((offloading.get("spec") or {}).get("podOffloadingStrategy") or "LocalAndRemote")
+    return dict(offloading.get("spec") or {})
 
 
-def review_response(agent: Agent, review: dict[str, Any]) -> dict[str, Any]:
+class VirtualNodes:
+    """The home cluster's virtual nodes with their VirtualNode's settings, read again from the
+    agent's mirrors only when one of them changed (every pod creation asks)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self._cached: tuple[tuple[int, int], list[VirtualNodeView]] | None = None
+
+    def views(self) -> list[VirtualNodeView]:
+        mirrors = self.agent.mirrors
+        versions = (mirrors.nodes.version, mirrors.virtual_nodes.version)  # before reading
+        if self._cached is not None and self._cached[0] == versions:
+            return self._cached[1]
+        parsed = []
+        for obj in mirrors.virtual_nodes.values():
+            try:
+                parsed.append(VirtualNode.model_validate(obj))
+            except ValidationError:
+                continue  # the agent of its cluster reports it
+        views = virtual_node_views(mirrors.nodes.values(), parsed)
+        self._cached = (versions, views)
+        return views
+
+
+def review_response(agent: Agent, review: dict[str, Any],
+                    virtual_nodes: VirtualNodes | None = None) -> dict[str, Any]:
     request = review.get("request") or {}
     response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
     pod = request.get("object")
     namespace = request.get("namespace") or ((pod or {}).get("metadata") or {}).get("namespace")
-    strategy = strategy_for(agent, str(namespace or ""))
-    if isinstance(pod, dict) and strategy is not None and request.get("operation") == "CREATE":
+    spec = offloading_spec(agent, str(namespace or ""))
+    if isinstance(pod, dict) and spec is not None and request.get("operation") == "CREATE":
+        strategy = str(spec.get("podOffloadingStrategy") or "LocalAndRemote")
+        selector = spec.get("clusterSelector") or {}
+        views = (virtual_nodes or VirtualNodes(agent)).views()
         try:
-            mutated = pod_with_offloading_strategy(pod, strategy)
+            mutated = pod_with_offloading_strategy(pod, strategy, selector,
+                                                   not_ready_toleration(selector, views))
         except ValueError as error:
             log.warning("namespace %s: %s", namespace, error)
         else:
@@ -52,12 +89,14 @@ def review_response(agent: Agent, review: dict[str, Any]) -> dict[str, Any]:
 
 
 def application(agent: Agent) -> web.Application:
+    virtual_nodes = VirtualNodes(agent)
+
     async def mutate(request: web.Request) -> web.Response:
         try:
             review = await request.json()
         except ValueError:
             return web.json_response({"message": "expected an AdmissionReview"}, status=400)
-        return web.json_response(review_response(agent, review))
+        return web.json_response(review_response(agent, review, virtual_nodes))
 
     app = web.Application()
     app.router.add_post(MUTATE_POD_PATH, mutate)

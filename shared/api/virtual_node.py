@@ -55,6 +55,11 @@ class VirtualNodeSpec(ApiModel):
     """Overrides the capacity the ResourceOffer announces."""
     offloading_patch: OffloadingPatch = Field(default={}, validate_default=True)
     kubeconfig_secret_ref: LocalObjectReference | None = None
+    not_ready_toleration_seconds: int | None = Field(default=None, ge=0)
+    """How long pods of offloaded namespaces stay bound to this virtual node while it is
+    not-ready or unreachable (the pod webhook's NoExecute tolerations of those taints). Unset:
+    for the whole cut, so remote pods are never replaced because the link is down; a value
+    restores Kubernetes' eviction after that many seconds. Applies to pods created afterwards."""
 
     def effective_node_name(self) -> str:
         return self.node_name or f"{VIRTUAL_NODE_NAME_PREFIX}{self.cluster_id}"

@@ -3,7 +3,10 @@ pod's (DESIGN.md section 4; Liqo's pkg/virtualKubelet/forge/pods.go is the model
 
 Home to remote, the spec is an allow-list copy. Scheduling fields name home nodes, classes and
 priorities and are dropped; host namespaces are forced off; the virtual-node toleration is
-removed (so the pod cannot land on a virtual node of the provider in turn); the VirtualNode's
+removed (so the pod cannot land on a virtual node of the provider in turn), and so are the
+home tolerations of the not-ready/unreachable taints (they are about the virtual node's health,
+see `shared.forge.offloading_strategy`; a remote pod tolerating a dead provider node for ever
+would never be replaced there); the VirtualNode's
 offloadingPatch adds the remote scheduling constraints; anti-affinity presets build the remote
 anti-affinity; the service-account token comes from a Secret the token reflector keeps fresh,
 and the containers are pointed at the home API server.
@@ -42,6 +45,7 @@ from shared.api.shadowpod import SHADOWPOD
 from shared.forge.common import ReflectionConfig, copied, remote_metadata, without_keys
 from shared.forge.configmap import remote_configmap_name
 from shared.forge.namespace import shortened
+from shared.forge.offloading_strategy import is_node_health_toleration
 from shared.ipremap import CidrRemap, remap_address
 from shared.wellknown import (
     ANTI_AFFINITY_LABELS_ANNOTATION,
@@ -394,7 +398,10 @@ def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> For
     spec.update(dict.fromkeys(FORCED_OFF_SPEC_FIELDS, False))
     # The home service account does not exist remotely; its token comes through a Secret.
     spec["automountServiceAccountToken"] = False
-    spec["tolerations"] = remote_tolerations(local_spec.get("tolerations") or [])
+    # Not-ready/unreachable tolerations are about the virtual node (the pod webhook sets them, or
+    # DefaultTolerationSeconds): the remote API server gives the remote pod its own defaults.
+    spec["tolerations"] = remote_tolerations(
+        t for t in local_spec.get("tolerations") or [] if not is_node_health_toleration(t))
 
     token_support = config.enable_apiserver_support
     apiserver_env = (

@@ -206,7 +206,8 @@ def test_the_webhook_answers_with_a_json_patch_only_for_offloaded_namespaces() -
 
     class FakeAgent:
         def __init__(self) -> None:
-            self.mirrors = type("M", (), {"offloadings": Mirror()})()
+            self.mirrors = type("M", (), {"offloadings": Mirror(), "nodes": Mirror(),
+                                          "virtual_nodes": Mirror()})()
 
     agent: Any = FakeAgent()
     agent.mirrors.offloadings.apply(None, {
