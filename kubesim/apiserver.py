@@ -194,6 +194,8 @@ class ApiServer:
         self._strategies: dict[tuple[str, str, str], Strategy] = {}
         self._service_ips = ServiceIPAllocator(service_cidr)
         self._tasks: set[asyncio.Task[Any]] = set()
+        # owners whose foregroundDeletion finalizer could not be removed (the collector retries)
+        self.foreground_pending: set[tuple[tuple[str, str], str, str]] = set()
         self._views = {(v.served.group, v.served.version, v.served.plural): v
                        for v in conversion.views(self.kinds.get)}
 
@@ -829,9 +831,11 @@ class ApiServer:
 
     async def _drop_foreground_finalizer(self, kind: ResourceKind, namespace: str,
                                          name: str) -> None:
-        # Retried on the fresh object: a write racing this one (a status update of the owner)
-        # must not leave the owner waiting forever, as no later removal would come to retry.
-        for _ in range(MAX_WRITE_RETRIES):
+        # A write racing this one (a status update of the owner) is retried at once; a refusal
+        # (a webhook down) leaves the owner to the garbage collector's sweep, as the real
+        # collector requeues it: no later removal would come to retry.
+        self.foreground_pending.discard((kind.storage_key, namespace, name))
+        while True:
             owner = self.store.get(kind.storage_key, namespace, name)
             if not self._foreground_finished(owner):
                 return
@@ -847,6 +851,18 @@ class ApiServer:
                 return
             except ConcurrentWrite:
                 continue
+            except StatusError as error:
+                if error.code != 404:
+                    self.foreground_pending.add((kind.storage_key, namespace, name))
+                return
+
+    def retry_foreground(self) -> None:
+        """Try again to finish the foreground deletions whose last attempt was refused."""
+        pending, self.foreground_pending = self.foreground_pending, set()
+        for key, namespace, name in pending:
+            kind = self.kinds.by_storage(key)
+            if kind is not None:
+                self._finish_foreground(kind, namespace, name)
 
     # ---------------------------------------------------------- namespace controller stand-in
     async def _empty_namespace(self, namespace: str) -> None:

@@ -1,8 +1,9 @@
 """Garbage collector: the API server cascades deletions through ownerReferences as soon as an
 owner goes (`ApiServer.garbage_collection`, background and foreground); this controller adds what
 the real collector also does for objects whose owners never existed or vanished unseen: an object
-all of whose owners are absent is deleted (background), and references to absent owners are
-dropped from objects that keep at least one live owner."""
+all of whose owners are absent is deleted (background), references to absent owners are
+dropped from objects that keep at least one live owner, and a foreground deletion whose
+finishing write was refused is tried again."""
 
 from __future__ import annotations
 
@@ -64,4 +65,5 @@ class GarbageCollector(Controller):
             if self.api.store.resource_version != swept_at:
                 swept_at = self.api.store.resource_version
                 await self.sweep()
+            self.api.retry_foreground()
             await asyncio.sleep(self.interval)

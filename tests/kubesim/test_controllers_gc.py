@@ -59,6 +59,43 @@ def test_foreground_deletion_waits_for_dependents(home, namespace) -> None:
                                                                              namespace)))
 
 
+def test_a_refused_end_of_foreground_deletion_is_tried_again(home, namespace) -> None:
+    # A webhook that cannot be called (failurePolicy Fail) refuses updates of the owner, so
+    # removing its foregroundDeletion finalizer fails once its dependent is gone.
+    registrations = client.AdmissionregistrationV1Api(home.api_client)
+    name = f"unreachable-{uuid.uuid4().hex[:8]}"
+    registrations.create_validating_webhook_configuration({
+        "metadata": {"name": name}, "webhooks": [{
+            "name": "unreachable.example.com",
+            "clientConfig": {"url": "https://127.0.0.1:9/validate"},
+            "rules": [{"operations": ["UPDATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                       "resources": ["configmaps"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "objectSelector": {"matchLabels": {"guarded": "yes"}},
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 2}]})
+    try:
+        owner = home.core.create_namespaced_config_map(
+            namespace, {"metadata": {"name": "owner", "labels": {"guarded": "yes"}}})
+        held = owned_configmap("held", owner)
+        held["metadata"]["finalizers"] = ["example.com/hold"]
+        held["metadata"]["ownerReferences"][0]["blockOwnerDeletion"] = True
+        home.core.create_namespaced_config_map(namespace, held)
+        home.core.delete_namespaced_config_map("owner", namespace,
+                                               propagation_policy="Foreground")
+        home.core.patch_namespaced_config_map("held", namespace,
+                                              {"metadata": {"finalizers": None}})
+        wait_for(lambda: not exists(lambda: home.core.read_namespaced_config_map(
+            "held", namespace)))
+        assert "foregroundDeletion" in home.core.read_namespaced_config_map(
+            "owner", namespace).metadata.finalizers
+    finally:
+        registrations.delete_validating_webhook_configuration(name)
+    wait_for(lambda: not exists(lambda: home.core.read_namespaced_config_map("owner",
+                                                                             namespace)),
+             timeout=60)
+
+
 def test_objects_whose_owner_never_existed_are_collected(home, namespace) -> None:
     home.core.create_namespaced_config_map(namespace,
                                            owned_by("orphan", "ghost", str(uuid.uuid4())))
