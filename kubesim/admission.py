@@ -1,4 +1,5 @@
-"""Webhook admission: AdmissionReview v1 over HTTPS, as the real server's webhook dispatchers do it.
+"""The admission chain: built-in plugins (ServiceAccount, DefaultTolerationSeconds, PodSecurity)
+and webhooks, AdmissionReview v1 over HTTPS, as the real server's webhook dispatchers call them.
 
 Matching follows k8s.io/apiserver/pkg/admission/plugin/webhook/predicates (rules, scope,
 namespaceSelector, objectSelector); denials become `admission webhook "x" denied the request: msg`
@@ -25,9 +26,12 @@ from typing import Any
 import aiohttp
 import jsonpatch
 
-from kubesim.errors import StatusError, forbidden
+from kubesim import podsecurity
+from kubesim.errors import StatusError, forbidden, invalid
+from kubesim.http import VERSION
 from kubesim.selectors import label_selector_from_object
 from kubesim.store import Store, Stored
+from kubesim.warning import add_warning
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 MUTATING = "mutatingwebhookconfigurations"
@@ -368,15 +372,89 @@ def _is_pod_creation(request: Any) -> bool:
             and not request.subresource and request.operation == "CREATE")
 
 
+class PodSecurityPlugin:
+    """plugin/pkg/admission/security/podsecurity with its default configuration (every level
+    privileged:latest, no exemptions): namespaces' pod-security.kubernetes.io labels are
+    validated; pods are judged on creation and on updates that change what the checks see,
+    whoever creates them (controllers included); workloads' pod templates only get warnings.
+    `latest` means the server's own minor version."""
+
+    def __init__(self, store: Store, server_minor: int) -> None:
+        self._store = store
+        self.newest = min(server_minor, podsecurity.NEWEST_POLICY)
+
+    def _policy(self, namespace: str) -> tuple[podsecurity.Policy, bool]:
+        """The namespace's policy, and whether its labels parsed."""
+        stored = self._store.get(("", "namespaces"), "", namespace)
+        labels = (stored.obj["metadata"].get("labels") or {}) if stored else {}
+        policy, errors = podsecurity.policy_from_labels(labels)
+        return policy, not errors
+
+    def validate(self, request: Any) -> None:
+        if request.operation not in ("CREATE", "UPDATE"):
+            return
+        resource = (request.kind.group, request.kind.plural)
+        if resource == ("", "namespaces"):
+            self._namespace(request)
+        elif resource == ("", "pods"):
+            self._pod(request)
+        elif resource in podsecurity.WORKLOADS and not request.subresource:
+            self._workload(request, resource)
+
+    def _namespace(self, request: Any) -> None:
+        if request.subresource:
+            return
+        name = request.object["metadata"].get("name", "")
+        new, errors = podsecurity.policy_from_labels(request.object["metadata"].get("labels"))
+        if request.operation == "CREATE":
+            if errors:
+                raise invalid("Namespace", name, errors)
+            return
+        old, old_errors = podsecurity.policy_from_labels(
+            request.old_object["metadata"].get("labels"))
+        if errors and [str(e) for e in errors] != [str(e) for e in old_errors]:
+            raise invalid("Namespace", name, errors)
+        pods = (stored.obj for stored in self._store.list(("", "pods"), name))
+        for text in podsecurity.namespace_warnings(name, old, new, pods, self.newest):
+            add_warning(text)
+
+    def _pod(self, request: Any) -> None:
+        if request.subresource in podsecurity.IGNORED_POD_SUBRESOURCES:
+            return
+        policy, parsed = self._policy(request.namespace)
+        if parsed and policy == podsecurity.DEFAULT_POLICY:
+            return
+        if request.operation == "UPDATE" and not podsecurity.significant_pod_update(
+                request.object, request.old_object):
+            return
+        why, warnings = podsecurity.pod_decision(policy, request.object, self.newest)
+        if why is not None:
+            raise forbidden("pods", request.object["metadata"].get("name", ""), why)
+        for text in warnings:
+            add_warning(text)
+
+    def _workload(self, request: Any, resource: tuple[str, str]) -> None:
+        policy, parsed = self._policy(request.namespace)
+        if parsed and policy.warn.level == podsecurity.PRIVILEGED:
+            return  # (and audit privileged: audit annotations are not kept here)
+        template = podsecurity.pod_template(*resource, request.object)
+        if template is not None:
+            for text in podsecurity.controller_warnings(policy, template, self.newest):
+                add_warning(text)
+
+
 class AdmissionPlugins:
-    """The cluster's admission chain: built-in mutating plugins in kube-apiserver's order
-    (ServiceAccount, DefaultTolerationSeconds), then the webhooks."""
+    """The cluster's admission chain in kube-apiserver's order: the built-in mutating plugins
+    (ServiceAccount, DefaultTolerationSeconds), the mutating webhooks, then the validating
+    plugins (PodSecurity) before the validating webhooks."""
 
     def __init__(self, store: Store, default_not_ready_toleration_seconds: int = 300,
-                 default_unreachable_toleration_seconds: int = 300) -> None:
+                 default_unreachable_toleration_seconds: int = 300,
+                 server_minor: int = int(VERSION["minor"])) -> None:
         self.service_accounts = ServiceAccountPlugin(store)
         self.default_tolerations = DefaultTolerationSecondsPlugin(
             default_not_ready_toleration_seconds, default_unreachable_toleration_seconds)
+        self.pod_security = PodSecurityPlugin(store, server_minor)
         self.webhooks = WebhookAdmission(store)
 
     async def mutate(self, request: Any) -> dict[str, Any] | None:
@@ -387,6 +465,7 @@ class AdmissionPlugins:
         return await self.webhooks.mutate(request)
 
     async def validate(self, request: Any) -> None:
+        self.pod_security.validate(request)
         await self.webhooks.validate(request)
 
     async def close(self) -> None:

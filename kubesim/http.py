@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import orjson
 from aiohttp import web
 
-from kubesim import errors, tables
+from kubesim import errors, tables, warning
 from kubesim.apiserver import CRD_KEY, ApiServer, ListResult, User, list_object
 from kubesim.errors import StatusError
 from kubesim.kinds import SUBRESOURCE_KINDS, SUBRESOURCE_VERBS, ResourceKind
@@ -121,6 +121,14 @@ class Router:
         self.api = api
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        with warning.recording() as texts:
+            response = await self._answer(request)
+        if not response.prepared:  # a watch's headers are already sent
+            for value in warning.header_values(texts):
+                response.headers.add("Warning", value)
+        return response
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         try:
             return await self._dispatch(request)
         except StatusError as error:
