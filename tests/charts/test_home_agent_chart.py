@@ -126,10 +126,3 @@ def test_each_remote_may_set_how_long_pods_tolerate_its_virtual_node_being_down(
         error = schema_error(CHART, {**MINIMAL, "remotes": [
             {"clusterId": "p", "kubeconfigSecret": "s", "notReadyTolerationSeconds": bad}]})
         assert error is not None and "/remotes/0" in error, error
-
-
-def test_the_agent_may_not_read_crds() -> None:
-    """It watches no CRDs (no operator framework): a permission it does not use is not granted.
-    The e2e tests run the agent with exactly this ClusterRole."""
-    [role] = of_kind(render(CHART, MINIMAL), "ClusterRole")
-    assert not [rule for rule in role["rules"] if "apiextensions.k8s.io" in rule["apiGroups"]]
