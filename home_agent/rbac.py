@@ -32,6 +32,4 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
      "verbs": [*READ_VERBS, "patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings/status"],
      "verbs": ["patch"]},
-    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-     "verbs": ["list", "watch"]},
 ]

@@ -52,6 +52,17 @@ CASE = ChartCase(name="home-agent", chart=CHART, minimal=MINIMAL, full=FULL,
     ({**MINIMAL, "webhook": {"failurePolicy": "Maybe"}}, "/webhook/failurePolicy"),
     ({**MINIMAL, "healthCheck": {"failureThreshold": 0}}, "/healthCheck/failureThreshold"),
     ({**MINIMAL, "logFormat": "xml"}, "/logFormat"),
+    ({**MINIMAL, "reflection": {"secret": {"type": "Everything"}}}, "/reflection/secret/type"),
+    ({**MINIMAL, "reflection": {"pod": {"workers": 1}}}, "/reflection"),
+    ({**MINIMAL, "reflection": {"event": {"type": "AllowList"}}}, "/reflection/event"),
+    ({**MINIMAL, "reflection": {"ingress": {"workers": -1}}}, "/reflection/ingress/workers"),
+    ({**MINIMAL, "reflection": {"skip": {"labels": ["a,b"]}}}, "/reflection/skip/labels/0"),
+    ({**MINIMAL, "homePodCidr": "everything"}, "/homePodCidr"),
+    ({**MINIMAL, "redisUrl": "cache:6379"}, "/redisUrl"),
+    ({**MINIMAL, "tokenRefreshFraction": 0}, "/tokenRefreshFraction"),
+    ({**MINIMAL, "tokenRefreshFraction": 1.5}, "/tokenRefreshFraction"),
+    ({**MINIMAL, "remotes": [{"clusterId": "p", "kubeconfig": KUBECONFIG,
+                              "remappedHomePodCidr": "x"}]}, "/remotes/0"),
 ])
 def test_the_schema_refuses_bad_values(values: dict[str, Any], complaint: str) -> None:
     error = schema_error(CHART, values)
@@ -126,3 +137,75 @@ def test_each_remote_may_set_how_long_pods_tolerate_its_virtual_node_being_down(
         error = schema_error(CHART, {**MINIMAL, "remotes": [
             {"clusterId": "p", "kubeconfigSecret": "s", "notReadyTolerationSeconds": bad}]})
         assert error is not None and "/remotes/0" in error, error
+
+
+def _agent_config(values: dict[str, Any], remote: int = 0) -> Any:
+    deployments = of_kind(render(CHART, values), "Deployment")
+    return parse_config(deployments[remote]["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+REMOTE = {"clusterId": "provider-1", "kubeconfigSecret": "provider-1-kubeconfig"}
+
+
+def test_the_reflection_values_reach_the_agent_flags() -> None:
+    """Liqo's Helm values: reflection.<kind>.type / .workers and reflection.skip.*."""
+    defaults = _agent_config({**MINIMAL, "remotes": [REMOTE]})
+    assert set(defaults.reflection_workers.values()) == {3}
+    assert set(defaults.reflection_types.values()) == {"DenyList"}
+    assert (defaults.labels_not_reflected, defaults.annotations_not_reflected) == ((), ())
+
+    config = _agent_config({**MINIMAL, "remotes": [REMOTE], "reflection": {
+        "secret": {"type": "AllowList", "workers": 0}, "ingress": {"workers": 7},
+        "event": {"workers": 0}, "serviceaccount": {"workers": 5},
+        "skip": {"labels": ["cloud.example/zone", "team"],
+                 "annotations": ["cloud.example/lb"]}}})
+    assert config.reflection_types["secret"] == "AllowList"
+    assert config.reflection_types["configmap"] == "DenyList"
+    assert {kind: config.reflection_workers[kind]
+            for kind in ("secret", "ingress", "event", "serviceaccount", "configmap")} == {
+        "secret": 0, "ingress": 7, "event": 0, "serviceaccount": 5, "configmap": 3}
+    assert config.labels_not_reflected == ("cloud.example/zone", "team")
+    assert config.annotations_not_reflected == ("cloud.example/lb",)
+
+
+def test_the_home_pod_cidr_remap_redis_and_token_refresh_reach_the_agent_flags() -> None:
+    defaults = _agent_config({**MINIMAL, "remotes": [REMOTE]})
+    assert (defaults.home_pod_cidr, defaults.remapped_home_pod_cidr) == (None, None)
+    assert defaults.redis_url is None and defaults.token_refresh_fraction == 0.8
+
+    config = _agent_config({**MINIMAL, "homePodCidr": "10.244.0.0/16",
+                            "redisUrl": "redis://cache.annex-system:6379/0",
+                            "tokenRefreshFraction": 0.5,
+                            "remotes": [{**REMOTE, "remappedHomePodCidr": "10.80.0.0/16"}]})
+    assert (config.home_pod_cidr, config.remapped_home_pod_cidr) == ("10.244.0.0/16",
+                                                                     "10.80.0.0/16")
+    assert config.redis_url == "redis://cache.annex-system:6379/0"
+    assert config.token_refresh_fraction == 0.5
+
+
+def test_a_remapped_home_pod_cidr_without_the_home_pod_cidr_is_refused() -> None:
+    with pytest.raises(Exception, match="remappedHomePodCidr needs homePodCidr"):
+        render(CHART, {**MINIMAL, "remotes": [{**REMOTE, "remappedHomePodCidr": "10.80.0.0/16"}]})
+
+
+def test_each_remote_may_set_how_long_pods_tolerate_its_virtual_node_being_down() -> None:
+    remotes = [{"clusterId": "forever", "kubeconfigSecret": "s1"},
+               {"clusterId": "at-once", "kubeconfigSecret": "s2", "notReadyTolerationSeconds": 0},
+               {"clusterId": "long", "kubeconfigSecret": "s3",
+                "notReadyTolerationSeconds": 2_000_000}]
+    nodes = {v["spec"]["clusterId"]: v["spec"]
+             for v in of_kind(render(CHART, {**MINIMAL, "remotes": remotes}), "VirtualNode")}
+    assert "notReadyTolerationSeconds" not in nodes["forever"]  # unset: the whole cut
+    assert nodes["at-once"]["notReadyTolerationSeconds"] == 0
+    assert nodes["long"]["notReadyTolerationSeconds"] == 2_000_000  # an integer, not 2e+06
+    for bad in (-1, "10m"):
+        error = schema_error(CHART, {**MINIMAL, "remotes": [
+            {"clusterId": "p", "kubeconfigSecret": "s", "notReadyTolerationSeconds": bad}]})
+        assert error is not None and "/remotes/0" in error, error
+
+
+def test_the_agent_may_not_read_crds() -> None:
+    """It watches no CRDs (no operator framework): a permission it does not use is not granted.
+    The e2e tests run the agent with exactly this ClusterRole."""
+    [role] = of_kind(render(CHART, MINIMAL), "ClusterRole")
+    assert not [rule for rule in role["rules"] if "apiextensions.k8s.io" in rule["apiGroups"]]
