@@ -5,7 +5,9 @@ One reconcile per home pod key (namespace, name), from both mirrors:
   becomes a RemoteCreationFailed condition and an Event, retried with backoff;
 - ShadowPod present → propagate the changes a running pod accepts, labels and annotations;
   copy the remote status back (forge), only when it changed;
-- home pod terminating → delete the ShadowPod; once it is gone, release the home pod (grace 0);
+- home pod terminating → delete the ShadowPod in the foreground: the garbage collector removes
+  it only once its pod is gone, after the pod's grace period (the pod's controller reference
+  blocks its owner's deletion); once the ShadowPod is gone, release the home pod (grace 0);
 - home pod gone → delete the ShadowPod, but only after the home API server confirms the pod is
   gone: a cache that has not finished listing must never cost a running remote pod (Liqo #2748);
 - namespace not extended → Pending with reason OffloadingBackOff.
@@ -108,7 +110,8 @@ class PodOffloader:
         try:
             await self.agent.remote.delete(
                 custom_path(SHADOWPOD, metadata["namespace"], metadata["name"]),
-                {"preconditions": {"uid": metadata.get("uid")}})
+                {"propagationPolicy": "Foreground",
+                 "preconditions": {"uid": metadata.get("uid")}})
         except Exception as error:
             if not is_not_found(error):
                 raise
