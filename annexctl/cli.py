@@ -122,8 +122,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "the one in --remote-kubeconfig)")
     peer.add_argument("--token-expiration-seconds", type=int,
                       default=peering.DEFAULT_TOKEN_EXPIRATION_SECONDS,
-                      help="lifetime of the consumer's token (run peer again to renew it; the "
-                           "API server may shorten it)")
+                      help="lifetime of the consumer's token (default a day; at least 600; "
+                           "the home agent renews it before it expires, and running peer again "
+                           "does too; the API server may shorten it)")
     peer.add_argument("--limits-enforcement", type=LimitsEnforcement,
                       choices=list(LimitsEnforcement), default=LimitsEnforcement.NONE,
                       help="the consumer Quota's enforcement (default None)")

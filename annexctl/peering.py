@@ -4,7 +4,8 @@ peer, on the provider: the consumer's tenant namespace, confined identity and Qu
 objects the remote-enforcer chart creates per consumer: shared.tenancy), then a token for that
 identity; at home: that token's kubeconfig as the Secret the home-agent chart mounts for this
 remote (`remotes[].kubeconfigSecret`). Running it again is harmless: unchanged objects are not
-written, and the token is renewed.
+written, and the token is renewed. The token lives a day by default; the agent renews it before
+it expires and writes it back into the Secret (home_agent/credentials.py).
 
 A consumer the remote-enforcer chart already declares is left as the chart made it: peer only
 mints the token and installs the Secret. unpeer removes both sides, but only what annexctl
@@ -36,7 +37,9 @@ from shared.wellknown import (
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "annexctl"
 KUBECONFIG_KEY = "kubeconfig"  # the key the home-agent chart mounts
-DEFAULT_TOKEN_EXPIRATION_SECONDS = 365 * 24 * 3600
+DEFAULT_TOKEN_EXPIRATION_SECONDS = 24 * 3600
+"""A day: the agent renews the token itself once half its lifetime has passed
+(home_agent/credentials.py), so a copy of the Secret that leaks stops working soon."""
 
 
 def kubeconfig_secret_name(remote_cluster_id: str) -> str:

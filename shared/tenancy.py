@@ -26,8 +26,9 @@ TENANT_NAMESPACE_PREFIX = "annex-tenant-"
 NAMESPACE_NAME_MAX_LENGTH = 63
 
 # What the consumer's identity may do in its tenant namespace: manage its NamespaceMaps, read
-# its ResourceOffer and the Events about them. Nothing else, anywhere else (the enforcer grants
-# the twin-namespace rights itself, remote_enforcer/rbac.py TWIN_NAMESPACE_RULES).
+# its ResourceOffer and the Events about them, and renew its own token (a TokenRequest for its
+# own ServiceAccount, no other). Nothing else, anywhere else (the enforcer grants the
+# twin-namespace rights itself, remote_enforcer/rbac.py TWIN_NAMESPACE_RULES).
 TENANT_NAMESPACE_RULES: tuple[Mapping[str, Any], ...] = (
     {
         "apiGroups": [VIRTUALKUBELET_GROUP],
@@ -40,6 +41,12 @@ TENANT_NAMESPACE_RULES: tuple[Mapping[str, Any], ...] = (
         "verbs": ["get", "list", "watch"],
     },
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
+    {
+        "apiGroups": [""],
+        "resources": ["serviceaccounts/token"],
+        "resourceNames": [CONSUMER_SERVICE_ACCOUNT],
+        "verbs": ["create"],
+    },
 )
 
 

@@ -4,11 +4,16 @@ home; the identity can do what the home agent needs in its tenant namespace and 
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -151,3 +156,45 @@ def test_peer_leaves_a_consumer_the_chart_declares_as_the_chart_made_it(
     assert run.code == 0, run.err
     assert "is managed by Helm" in run.out
     assert remote.core.read_namespace(peering.tenant).status.phase == "Active"
+
+
+def _claims(token: str) -> dict[str, Any]:
+    payload = token.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
+
+
+def test_peer_mints_a_token_of_bounded_life(
+        annexctl: Annexctl, home: ClusterHandle, peering: Peering, tmp_path: Path) -> None:
+    run = annexctl("peer", *peering.flags, "-o", "json")
+    assert run.code == 0, run.err
+    path = minted_kubeconfig(home, peering.namespace, peering.secret, tmp_path)
+    claims = _claims(yaml.safe_load(path.read_text())["users"][0]["user"]["token"])
+    assert claims["exp"] - claims["iat"] == 24 * 3600  # a day, not a year
+    expires = datetime.fromisoformat(run.json()["tokenExpirationTimestamp"])
+    assert abs((expires - datetime.now(UTC)).total_seconds() - 24 * 3600) < 300
+
+    shorter = annexctl("peer", *peering.flags, "--token-expiration-seconds", "900")
+    assert shorter.code == 0, shorter.err
+    path = minted_kubeconfig(home, peering.namespace, peering.secret, tmp_path)
+    claims = _claims(yaml.safe_load(path.read_text())["users"][0]["user"]["token"])
+    assert claims["exp"] - claims["iat"] == 900
+
+
+def test_the_identity_renews_its_own_token_and_no_other_accounts(
+        annexctl: Annexctl, home: ClusterHandle, remote: ClusterHandle, peering: Peering,
+        tmp_path: Path) -> None:
+    assert annexctl("peer", *peering.flags).code == 0
+    core = client.CoreV1Api(config.new_client_from_config(config_file=str(minted_kubeconfig(
+        home, peering.namespace, peering.secret, tmp_path))))
+    tenant = peering.tenant
+    remote.core.create_namespaced_service_account(tenant, {"metadata": {"name": "other"}})
+
+    def mint(account: str, namespace: str = tenant) -> Any:
+        return core.create_namespaced_service_account_token(
+            account, namespace, {"spec": {"expirationSeconds": 900}})
+
+    renewed = mint("consumer")
+    assert _claims(renewed.status.token)["sub"] == f"system:serviceaccount:{tenant}:consumer"
+    assert not _allowed(lambda: mint("other"))
+    assert not _allowed(lambda: mint("default"))
+    assert not _allowed(lambda: mint("default", "kube-system"))
