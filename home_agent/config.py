@@ -19,6 +19,11 @@ class AgentConfig:
     home_cluster_id: str
     remote_cluster_id: str
     remote_kubeconfig: str
+    remote_kubeconfig_secret: tuple[str, str] | None = None
+    """(namespace, name) of the home Secret holding the remote kubeconfig, followed live; the
+    VirtualNode's kubeconfigSecretRef wins over it (home_agent/credentials.py)."""
+    remote_token_refresh_fraction: float = 0.5
+    """The remote token is renewed once this fraction of its lifetime has passed."""
     home_kubeconfig: str | None = None
     """None means in-cluster configuration (the agent runs in a home pod)."""
     node_name: str | None = None
@@ -96,6 +101,13 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _secret_ref(text: str) -> tuple[str, str]:
+    namespace, _, name = text.partition("/")
+    if not namespace or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, got {text!r}")
+    return namespace, name
+
+
 def _keys(text: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
@@ -109,6 +121,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--home-kubeconfig", default=None,
         help="kubeconfig of the home cluster (default: in-cluster configuration)")
     add("--remote-kubeconfig", required=True, help="kubeconfig of the remote cluster")
+    add("--remote-kubeconfig-secret", type=_secret_ref, default=None, metavar="NAMESPACE/NAME",
+        help="home Secret (key kubeconfig) holding the remote kubeconfig, followed live: a "
+             "changed Secret replaces the credentials without a restart, and a renewed token "
+             "is written back to it; the VirtualNode's kubeconfigSecretRef wins over it")
+    add("--remote-token-refresh-fraction", type=_fraction, default=0.5,
+        help="renew the remote service-account token once this fraction of its lifetime has "
+             "passed (half: a link cut shorter than half the lifetime never lets it expire)")
     add("--cluster-id", required=True, help="the home cluster's id")
     add("--remote-cluster-id", required=True, help="the remote cluster's id")
     add("--node-name", default=None, help="virtual node name (default liqo-<remote-cluster-id>)")
@@ -189,6 +208,8 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         home_cluster_id=args.cluster_id,
         remote_cluster_id=args.remote_cluster_id,
         remote_kubeconfig=args.remote_kubeconfig,
+        remote_kubeconfig_secret=args.remote_kubeconfig_secret,
+        remote_token_refresh_fraction=args.remote_token_refresh_fraction,
         home_kubeconfig=args.home_kubeconfig,
         node_name=args.node_name,
         tenant_namespace=args.tenant_namespace,

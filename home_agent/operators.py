@@ -21,7 +21,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from annex.kube import Connection
+from annex.kube import Connection, LiveConnection
 from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
 from shared.api.namespace_map import NAMESPACE_MAP
@@ -117,8 +117,8 @@ class OperatorThread:
     indexed object toggles a set all other objects' workers wait on): minutes for 2,000 pods.
     """
 
-    def __init__(self, connection: Connection, spec: WatchSpec, sink: EventSink,
-                 on_synced: Callable[[], None]) -> None:
+    def __init__(self, connection: Connection | LiveConnection, spec: WatchSpec,
+                 sink: EventSink, on_synced: Callable[[], None]) -> None:
         self.name = spec.name
         self.spec = spec
         self._connection = connection

@@ -33,3 +33,11 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings/status"],
      "verbs": ["patch"]},
 ]
+
+
+def kubeconfig_secret_rules(secret_name: str) -> list[dict[str, Any]]:
+    """What the agent may do to its remote kubeconfig Secret beyond reading it: write a renewed
+    token back (home_agent/credentials.py). A Role in the chart's namespace, for that Secret
+    only."""
+    return [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret_name],
+             "verbs": ["patch"]}]

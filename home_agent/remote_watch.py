@@ -64,7 +64,7 @@ class RemoteWatches:
             agent.enqueue(TWINS_KEY)
 
         self.tenant = OperatorThread(
-            agent.remote.connection,
+            agent.remote.live,
             tenant_watch(agent.tenant_namespace),
             self._sink, tenant_synced)
         self.tenant.start()
@@ -131,7 +131,7 @@ class RemoteWatches:
             grace(-1)
             log.info("watching ShadowPods in %s", ", ".join(sorted(namespaces)))
             self.twins = OperatorThread(
-                agent.remote.connection,
+                agent.remote.live,
                 twins_watch(namespaces, agent.config.home_cluster_id,
                             agent.config.remote_cluster_id, self._reflected),
                 sink, synced)

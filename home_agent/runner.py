@@ -16,6 +16,7 @@ from annex.kubeapi import ClusterApi, error_message
 from home_agent.agent import Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
 from home_agent.config import AgentConfig
+from home_agent.credentials import RemoteCredentials
 from home_agent.heartbeat import health_loop, lease_loop
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
@@ -132,7 +133,7 @@ async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
 
 
 async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflection,
-                     stop: threading.Event) -> None:
+                     credentials: RemoteCredentials, stop: threading.Event) -> None:
     loop = asyncio.get_running_loop()
     # For the few blocking calls (waiting for the stop, replacing the twins watch, DNS).
     loop.set_default_executor(ThreadPoolExecutor(max_workers=8))
@@ -150,6 +151,7 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
     if synced_pods is not None:
         tasks.append(asyncio.create_task(synced_pods.run()))
     tasks.append(asyncio.create_task(watches.start()))
+    tasks.append(asyncio.create_task(credentials.run()))
     tasks.append(asyncio.create_task(reflection.run()))
     tasks.append(asyncio.create_task(lease_loop(agent)))
     tasks.append(asyncio.create_task(health_loop(agent)))
@@ -185,6 +187,7 @@ def run(config: AgentConfig) -> int:
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
     reflection = reflection_for(agent)
+    credentials = RemoteCredentials(agent)
 
     def on_home_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
         # The agent's mirrors first (it ignores the kinds it does not watch): reflection reads
@@ -194,6 +197,7 @@ def run(config: AgentConfig) -> int:
         reflection.after_agent_event(plural)
         if plural == "virtualnodes" and home_listed.is_set():
             node_pods.follow(agent.node_name())
+            credentials.virtual_node_changed()
 
     def on_remote_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
         if not reflection.remote_sink(plural, event_type, obj):
@@ -210,6 +214,7 @@ def run(config: AgentConfig) -> int:
         # The VirtualNodes are listed: the virtual node's name is known, its pods can be.
         home_listed.set()
         node_pods.follow(agent.node_name())
+        credentials.virtual_node_changed()
 
     node_pods = NodePodsWatch(home.connection, on_home_event, pods_synced,
                               agent.mirrors.pods.values)
@@ -225,7 +230,8 @@ def run(config: AgentConfig) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     controller_thread = threading.Thread(
-        target=lambda: asyncio.run(controller(agent, watches, reflection, stop)), name="controller",
+        target=lambda: asyncio.run(controller(agent, watches, reflection, credentials, stop)),
+        name="controller",
         daemon=True)
     home_operator.start()
     controller_thread.start()

@@ -10,7 +10,7 @@ import pytest
 
 from annex_demo.charts import of_kind
 from home_agent.config import parse_config
-from home_agent.rbac import HOME_AGENT_RULES
+from home_agent.rbac import HOME_AGENT_RULES, kubeconfig_secret_rules
 from home_agent.webhook import MUTATE_POD_PATH
 from shared.wellknown import SCHEDULING_ENABLED_LABEL
 from tests.charts.helm import ROOT, ChartCase, only, render, schema_error
@@ -107,6 +107,24 @@ def test_each_remote_gets_a_virtual_node_and_its_kubeconfig_secret() -> None:
     assert inline["stringData"]["kubeconfig"] == KUBECONFIG
     assert nodes["provider-2"]["kubeconfigSecretRef"]["name"] == "provider-2-kubeconfig"
     assert "provider-2-kubeconfig" not in secrets  # the user's own Secret
+
+
+def test_each_agent_may_write_its_own_kubeconfig_secret_and_no_other() -> None:
+    manifests = render(CHART, FULL)
+    roles = {r["metadata"]["name"]: r for r in of_kind(manifests, "Role")}
+    bindings = of_kind(manifests, "RoleBinding")
+    for node in of_kind(manifests, "VirtualNode"):
+        secret = node["spec"]["kubeconfigSecretRef"]["name"]
+        [deployment] = [d for d in of_kind(manifests, "Deployment") if d["metadata"]["labels"][
+            "liqo.io/remote-cluster-id"] == node["spec"]["clusterId"]]
+        account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        [binding] = [b for b in bindings if {"kind": "ServiceAccount", "name": account,
+                                             "namespace": node["metadata"]["namespace"]}
+                     in b["subjects"] and roles[b["roleRef"]["name"]]["rules"][0].get(
+                         "resourceNames") == [secret]]
+        role = roles[binding["roleRef"]["name"]]
+        assert role["metadata"]["namespace"] == node["metadata"]["namespace"]
+        assert role["rules"] == kubeconfig_secret_rules(secret)
 
 
 def test_the_pod_webhook_sees_offloaded_pod_creations_with_tls_every_agent_mounts() -> None:
