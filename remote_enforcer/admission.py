@@ -1,9 +1,10 @@
 """The validating webhook for ShadowPods (AdmissionReview v1 over HTTPS).
 
-Rules: the origin label must name the consumer the namespace belongs to; spec updates are
-limited to what a pod allows; the consumer's Quota is enforced (shared.quota) against the usage
-the ledger keeps from a watch of ShadowPods (no list per admission). Deletes are
-always allowed.
+Rules: the origin label must name the consumer the twin namespace belongs to; the pod must
+fit the consumer's pod policy (shared.pod_policy: the offloading allow-list and the Pod
+Security level the provider chose); spec updates are limited to what a pod allows; the
+consumer's Quota is enforced (shared.quota) against the usage the ledger keeps from a watch of
+ShadowPods (no list per admission). Deletes are always allowed.
 
 No over-admission under concurrent creates: admissions of one consumer are serialized, and a
 ShadowPod admitted but not yet seen by the ledger counts through a reservation until it is.
@@ -24,12 +25,13 @@ from typing import Any
 from aiohttp import web
 
 from annex.kubeapi import ClusterApi, core_path
-from annex.mirror import Mirror
+from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from shared import quota as quota_rules
 from shared.api.quota import LimitsEnforcement
 from shared.forge import enforcement
+from shared.pod_policy import policy_problem
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
 log = logging.getLogger(__name__)
@@ -59,17 +61,31 @@ class Reservation:
     uid: str = ""  # the object's uid when admission saw one (set before validation)
 
 
-class Admission:
-    """`namespaces` and `quotas` are caches the enforcer's list+watches keep: an admission reads
-    no object from the API server, except a namespace the cache does not hold yet."""
+def pod_policy_problem(consumers: Consumers, consumer: str, obj: Mapping[str, Any],
+                       old: Mapping[str, Any] | None) -> str | None:
+    """Why the ShadowPod's pod breaks the consumer's pod policy, or None. An update is refused
+    only for what it adds: a pod admitted under a looser policy may still change its images,
+    labels and status after the provider tightened it (as the PodSecurity plugin exempts such
+    updates)."""
+    def problem(shadowpod: Mapping[str, Any]) -> str | None:
+        return policy_problem(consumers.pod_policy(consumer),
+                              (shadowpod.get("spec") or {}).get("pod") or {},
+                              (shadowpod.get("metadata") or {}).get("annotations") or {})
+    found = problem(obj)
+    if found is None or (old is not None and problem(old) == found):
+        return None
+    return f"spec.pod is not allowed for consumer {consumer!r}: {found}"
 
-    def __init__(self, api: ClusterApi, ledger: UsageLedger) -> None:
+
+class Admission:
+    """Decides from the caches the enforcer's list+watches keep (`consumers`, the ledger): an
+    admission reads no object from the API server, except a namespace the cache does not hold
+    yet."""
+
+    def __init__(self, api: ClusterApi, ledger: UsageLedger, consumers: Consumers) -> None:
         self.api = api
         self.ledger = ledger
-        self.namespaces = Mirror()
-        self.quotas = Mirror()
-        self.listed = asyncio.Event()
-        """Set once both caches hold their first list: until then a Quota could be missed."""
+        self.consumers = consumers
         ledger.on_observed = self._observed
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._reservations: defaultdict[str, dict[tuple[str, str], Reservation]] = (
@@ -82,28 +98,25 @@ class Admission:
             return True, ""
         obj = request.get("object") or {}
         namespace = request.get("namespace") or (obj.get("metadata") or {}).get("namespace", "")
-        await self.listed.wait()
-        namespace_obj = self.namespaces.get(("", namespace))
+        await self.consumers.listed.wait()
+        namespace_obj = self.consumers.namespaces.get(("", namespace))
         if namespace_obj is None:  # just made (a twin namespace), not yet seen by the watch
             namespace_obj = await self.api.find(core_path("namespaces", name=namespace))
-        consumer = ((namespace_obj or {}).get("metadata") or {}).get("labels", {}).get(
-            ORIGIN_CLUSTER_LABEL)
+        consumer = self.consumers.twin_consumer(namespace_obj)
         problem = origin_problem((obj.get("metadata") or {}).get("labels") or {}, namespace,
                                  consumer)
-        if problem is None and operation == "UPDATE":
-            old = request.get("oldObject") or {}
+        old = request.get("oldObject") if operation == "UPDATE" else None
+        if problem is None and old is not None:
             problem = enforcement.forbidden_spec_change(
                 (old.get("spec") or {}).get("pod") or {}, (obj.get("spec") or {}).get("pod") or {})
+        if problem is None and consumer is not None:
+            problem = pod_policy_problem(self.consumers, consumer, obj, old)
         if problem is not None:
             return False, problem
         if operation == "CREATE" and consumer is not None:
             return await self._admit_within_quota(consumer, namespace, obj,
                                                   bool(request.get("dryRun")))
         return True, ""
-
-    def _quota(self, consumer: str) -> dict[str, Any] | None:
-        return next((q for q in self.quotas.values()
-                     if (q.get("spec") or {}).get("consumerClusterId") == consumer), None)
 
     def _observed(self, consumer: str, key: tuple[str, str], uid: str) -> None:
         """A reservation ends when the ledger sees the object it was made for."""
@@ -122,7 +135,7 @@ class Admission:
 
     async def _admit_within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
                                   dry_run: bool) -> tuple[bool, str]:
-        quota = self._quota(consumer)
+        quota = self.consumers.quota(consumer)
         if quota is None:
             return True, ""  # no Quota for this consumer: nothing to enforce
         spec = quota.get("spec") or {}

@@ -1,4 +1,5 @@
-"""NamespaceMap → twin namespaces: created and labelled for the consumer, with a Role and
+"""NamespaceMap → twin namespaces: created and labelled for the consumer (ownership, and the
+Pod Security level of its pod policy, kept in step when its Quota changes), with a Role and
 RoleBinding for its identity; names that exist and are not ours → CreationLoopBackOff; entries
 removed from the map → their namespaces deleted. The enforcer's finalizer on each map keeps a
 deleted map until its twin namespaces are deleted, even when it was deleted while the enforcer
@@ -10,9 +11,13 @@ import logging
 from typing import Any
 
 from annex.kubeapi import ApiError, ClusterApi, core_path, custom_path, group_path, retrying
+from annex.mirror import Key
+from remote_enforcer.consumers import Consumers
+from remote_enforcer.keyed import KeyedRunner
 from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
 from shared.ownership import is_owned, ownership_labels
+from shared.pod_policy import twin_namespace_labels
 from shared.wellknown import (
     CONSUMER_IDENTITY_ANNOTATION,
     CONSUMER_SERVICE_ACCOUNT,
@@ -51,10 +56,55 @@ def role_binding(namespace: str, labels: dict[str, str],
             "subjects": [subject]}
 
 
+def pod_security_labels_patch(namespace: dict[str, Any], consumers: Consumers
+                              ) -> dict[str, Any] | None:
+    """The merge patch bringing a twin namespace's Pod Security labels to its consumer's
+    policy, or None when they match (or it is no twin namespace of ours)."""
+    consumer = consumers.twin_consumer(namespace)
+    if consumer is None or namespace["metadata"].get("deletionTimestamp"):
+        return None
+    labels = namespace["metadata"].get("labels") or {}
+    desired = twin_namespace_labels(consumers.pod_policy(consumer))
+    changed = {k: v for k, v in desired.items() if labels.get(k) != v}
+    return {"metadata": {"labels": changed}} if changed else None
+
+
+class TwinNamespaceLabels:
+    """Keeps every twin namespace at its consumer's Pod Security level: a level changed in the
+    Quota, or a label changed by hand, is set again (the enforcer owns twin namespaces)."""
+
+    def __init__(self, api: ClusterApi, consumers: Consumers) -> None:
+        self.api = api
+        self.consumers = consumers
+        self.runner: KeyedRunner[str] = KeyedRunner(self._reconcile, workers=4)
+
+    def on_namespace(self, event_type: str, namespace: dict[str, Any]) -> None:
+        if event_type != "DELETED" and self.consumers.twin_consumer(namespace) is not None:
+            self.runner.trigger(namespace["metadata"]["name"])
+
+    def on_quota(self, event_type: str, quota: dict[str, Any]) -> None:
+        del event_type  # a deleted Quota puts its consumer back on the default policy
+        consumer = (quota.get("spec") or {}).get("consumerClusterId")
+        for namespace in self.consumers.twin_namespaces(str(consumer)):
+            self.runner.trigger(namespace["metadata"]["name"])
+
+    async def _reconcile(self, name: str) -> None:
+        await self.consumers.listed.wait()
+        key: Key = ("", name)
+        namespace = self.consumers.namespaces.get(key)
+        patch = None if namespace is None else pod_security_labels_patch(namespace,
+                                                                          self.consumers)
+        if patch is not None:
+            await self.api.patch(core_path("namespaces", name=name), patch)
+            log.info("twin namespace %s: pod security labels set to %s", name,
+                     patch["metadata"]["labels"])
+
+
 class NamespaceMapper:
-    def __init__(self, api: ClusterApi, cluster_id: str) -> None:
+    def __init__(self, api: ClusterApi, cluster_id: str, consumers: Consumers) -> None:
         self.api = api
         self.cluster_id = cluster_id
+        self.consumers = consumers
 
     async def _apply(self, collection: str, obj: dict[str, Any]) -> None:
         """Create, or replace when it differs (roles and bindings are wholly ours)."""
@@ -75,6 +125,7 @@ class NamespaceMapper:
     async def _ensure_twin(self, consumer: str, remote: str,
                            subject: dict[str, Any]) -> dict[str, Any]:
         labels = ownership_labels(consumer, self.cluster_id)
+        await self.consumers.listed.wait()  # the Pod Security level is the consumer's Quota's
         existing = await self.api.find(core_path("namespaces", name=remote))
         if existing is not None and not is_owned(existing, consumer, self.cluster_id):
             return {"remoteNamespace": remote, "phase": MappingPhase.CREATION_LOOP_BACK_OFF.value,
@@ -84,8 +135,10 @@ class NamespaceMapper:
             return {"remoteNamespace": remote, "phase": MappingPhase.TERMINATING.value}
         if existing is None:
             try:
-                await self.api.create(core_path("namespaces"),
-                                      {"metadata": {"name": remote, "labels": labels}})
+                # Labelled from the start: no pod of the consumer ever runs in it unchecked.
+                await self.api.create(core_path("namespaces"), {"metadata": {
+                    "name": remote, "labels": {**labels, **twin_namespace_labels(
+                        self.consumers.pod_policy(consumer))}}})
             except ApiError as error:
                 return {"remoteNamespace": remote,
                         "phase": MappingPhase.CREATION_LOOP_BACK_OFF.value,

@@ -19,9 +19,10 @@ from annex.listwatch import Sink, list_and_watch
 from annex.probes import serve_probes
 from remote_enforcer.admission import Admission, start_webhook
 from remote_enforcer.certs import reload_on_change, server_context
+from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
-from remote_enforcer.namespaces import NamespaceMapper
+from remote_enforcer.namespaces import NamespaceMapper, TwinNamespaceLabels
 from remote_enforcer.offer import OfferPublisher
 from remote_enforcer.quota_status import write_quota_status
 from remote_enforcer.settings import Settings
@@ -59,7 +60,8 @@ class Watches:
     shadowpods: ShadowPodEnforcer
     offers: OfferPublisher
     ledger: UsageLedger
-    admission: Admission
+    consumers: Consumers
+    twins: TwinNamespaceLabels
 
     def on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
         self.offers.on_pod(event_type, pod)
@@ -71,10 +73,15 @@ class Watches:
         self.shadowpods.on_shadowpod_event(event_type, shadowpod)
 
     def on_namespace(self, event_type: str, namespace: dict[str, Any]) -> None:
-        self.admission.namespaces.apply(event_type, namespace)
+        self.consumers.namespaces.apply(event_type, namespace)
+        self.twins.on_namespace(event_type, namespace)
         labels = namespace["metadata"].get("labels") or {}
         tenant = labels.get(TENANT_NAMESPACE_LABEL) == "true"
         self.offers.on_tenant(event_type if tenant else "DELETED", namespace)
+
+    def on_quota(self, event_type: str, quota: dict[str, Any]) -> None:
+        self.consumers.quotas.apply(event_type, quota)
+        self.twins.on_quota(event_type, quota)
 
     def tasks(self, api: ClusterApi, listed: Callable[[str], Callable[[], None]]
               ) -> list[asyncio.Task[None]]:
@@ -83,7 +90,7 @@ class Watches:
             ("shadowpods", shadowpod_path(""), self.on_shadowpod),
             ("namespaces", core_path("namespaces"), self.on_namespace),
             ("nodes", core_path("nodes"), self.offers.on_node),
-            ("quotas", custom_path(QUOTA), self.admission.quotas.apply),
+            ("quotas", custom_path(QUOTA), self.on_quota),
         ]
         return [asyncio.create_task(list_and_watch(api, path, sink, on_listed=listed(name),
                                                    name=name), name=f"watch-{name}")
@@ -116,9 +123,12 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     try:
         metrics = Metrics()
         ledger = UsageLedger()
-        watches = Watches(ShadowPodEnforcer(api, metrics, settings.workers),
-                          OfferPublisher(api, settings), ledger, Admission(api, ledger))
-        registry = build_registry(login, NamespaceMapper(api, settings.cluster_id))
+        consumers = Consumers(settings.cluster_id)
+        admission = Admission(api, ledger, consumers)
+        watches = Watches(ShadowPodEnforcer(api, metrics, consumers, settings.workers),
+                          OfferPublisher(api, settings), ledger, consumers,
+                          TwinNamespaceLabels(api, consumers))
+        registry = build_registry(login, NamespaceMapper(api, settings.cluster_id, consumers))
         metrics.gauges["shadowpods_counted"] = (
             "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
         metrics.gauges["shadowpods_reconciling"] = (
@@ -143,16 +153,16 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 await then()
 
         background += [
-            asyncio.create_task(when_listed(("namespaces", "quotas"), watches.admission.listed)),
+            asyncio.create_task(when_listed(("namespaces", "quotas"), consumers.listed)),
             asyncio.create_task(when_listed(("shadowpods",), ledger.synced)),
             asyncio.create_task(when_listed(("pods", "shadowpods"), watches.shadowpods.listed)),
             # No offer from a half-listed picture (it would under-count what runs).
             asyncio.create_task(when_listed(("pods", "nodes", "namespaces"),
                                             watches.offers.run), name="offer"),
             asyncio.create_task(when_listed(("quotas", "shadowpods"), lambda: write_quota_status(
-                api, ledger, watches.admission.quotas, settings.offer_debounce_seconds)),
+                api, ledger, consumers.quotas, settings.offer_debounce_seconds)),
                 name="quota-status")]
-        webhook = await start_webhook(watches.admission, metrics, settings.webhook_address,
+        webhook = await start_webhook(admission, metrics, settings.webhook_address,
                                       settings.webhook_port, ssl_context)
         health = await serve_probes(settings.health_address, settings.health_port,
                                     ready=ready.is_set, not_ready="starting",
@@ -178,6 +188,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                                 stop_flag=stop)
         finally:
             watches.shadowpods.runner.cancel()
+            watches.twins.runner.cancel()
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)

@@ -34,8 +34,9 @@ ENFORCER_RULES: list[dict[str, Any]] = [
      "verbs": ["patch"]},
     {"apiGroups": [SHARING_GROUP], "resources": ["resourceoffers"],
      "verbs": ["get", "list", "watch", "create", "patch"]},
+    # patch: the Pod Security labels of twin namespaces follow the consumer's pod policy
     {"apiGroups": [""], "resources": ["namespaces"],
-     "verbs": ["get", "list", "watch", "create", "delete"]},
+     "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": READ_VERBS},
     {"apiGroups": [""], "resources": ["pods"],
      "verbs": ["get", "list", "watch", "create", "patch"]},

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.api.quota import QUOTA, LimitsEnforcement
+from shared.api.quota import QUOTA, LimitsEnforcement, PodPolicy
 from shared.wellknown import (
     CONSUMER_IDENTITY_ANNOTATION,
     CONSUMER_SERVICE_ACCOUNT,
@@ -127,9 +127,11 @@ def consumer_quota(
     limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE,
     resources: Mapping[str, str] | None = None,
     cordoned: bool = False,
+    pod_policy: PodPolicy | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The consumer's Quota, named after it, in its tenant namespace."""
+    """The consumer's Quota, named after it, in its tenant namespace; `pod_policy` defaults to
+    the baseline Pod Security level without host ports."""
     return {
         "apiVersion": QUOTA.api_version,
         "kind": QUOTA.kind,
@@ -143,5 +145,6 @@ def consumer_quota(
             "limitsEnforcement": LimitsEnforcement(limits_enforcement).value,
             "cordoned": cordoned,
             "resources": dict(resources or {}),
+            "podPolicy": (pod_policy or PodPolicy()).model_dump(by_alias=True, mode="json"),
         },
     }

@@ -20,6 +20,7 @@ QUOTA = ResourceDefinition(
         PrinterColumn("Consumer", "string", ".spec.consumerClusterId"),
         PrinterColumn("Enforcement", "string", ".spec.limitsEnforcement"),
         PrinterColumn("Cordoned", "boolean", ".spec.cordoned"),
+        PrinterColumn("Pod Security", "string", ".spec.podPolicy.podSecurity"),
         AGE_COLUMN,
     ),
 )
@@ -34,12 +35,33 @@ class LimitsEnforcement(StrEnum):
     """As Soft, and requests must equal limits."""
 
 
+class PodSecurityLevel(StrEnum):
+    """The levels of the Kubernetes Pod Security Standards."""
+
+    PRIVILEGED = "privileged"
+    BASELINE = "baseline"
+    RESTRICTED = "restricted"
+
+
+class PodPolicy(ApiModel):
+    """What the provider lets this consumer's pods do (shared.pod_policy). Host namespaces and a
+    consumer-chosen nodeName are refused at every level."""
+
+    pod_security: PodSecurityLevel = PodSecurityLevel.BASELINE
+    """Checked at ShadowPod admission and set as `pod-security.kubernetes.io/enforce` on the
+    consumer's twin namespaces."""
+    allow_host_ports: bool = False
+    """Host ports are refused unless allowed here (and the level allows them: only
+    `privileged` does)."""
+
+
 class QuotaSpec(ApiModel):
     consumer_cluster_id: str
     limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
     resources: ResourceList = Field(default={})
     cordoned: bool = False
     """A cordoned consumer gets no new ShadowPods."""
+    pod_policy: PodPolicy = Field(default={}, validate_default=True)
 
 
 class QuotaStatus(ApiModel):

@@ -32,7 +32,8 @@ FULL = {
     "consumers": [
         {"clusterId": "home-1"},
         {"clusterId": "home-2", "namespace": "tenant-two",
-         "quota": {"limitsEnforcement": "Hard", "resources": {"cpu": "4"}, "cordoned": True}},
+         "quota": {"limitsEnforcement": "Hard", "resources": {"cpu": "4"}, "cordoned": True,
+                   "podPolicy": {"podSecurity": "restricted"}}},
     ],
 }
 CASE = ChartCase(
@@ -120,6 +121,10 @@ def test_each_consumer_gets_a_tenant_namespace_a_confined_identity_and_a_quota()
 
     quotas = {q["spec"]["consumerClusterId"]: q["spec"] for q in of_kind(manifests, "Quota")}
     assert quotas["home-1"] == {"consumerClusterId": "home-1", "limitsEnforcement": "Soft",
-                                "cordoned": False, "resources": {"cpu": "2", "memory": "4Gi"}}
+                                "cordoned": False, "resources": {"cpu": "2", "memory": "4Gi"},
+                                "podPolicy": {"podSecurity": "baseline",
+                                              "allowHostPorts": False}}
     assert quotas["home-2"] == {"consumerClusterId": "home-2", "limitsEnforcement": "Hard",
-                                "cordoned": True, "resources": {"cpu": "4", "memory": "4Gi"}}
+                                "cordoned": True, "resources": {"cpu": "4", "memory": "4Gi"},
+                                "podPolicy": {"podSecurity": "restricted",
+                                              "allowHostPorts": False}}

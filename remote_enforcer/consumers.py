@@ -1,0 +1,42 @@
+"""What the enforcer knows of its consumers, from its own list+watches of namespaces and Quotas:
+which consumer a twin namespace belongs to, its Quota and its pod policy. Admission, pod
+creation and twin-namespace labelling all decide from this one view."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from annex.mirror import Mirror
+from shared.api.quota import PodPolicy
+from shared.ownership import is_owned
+from shared.wellknown import ORIGIN_CLUSTER_LABEL
+
+
+class Consumers:
+    def __init__(self, cluster_id: str) -> None:
+        self.cluster_id = cluster_id
+        self.namespaces = Mirror()
+        self.quotas = Mirror()
+        self.listed = asyncio.Event()
+        """Set once both caches hold their first list: until then a Quota could be missed."""
+
+    def quota(self, consumer: str) -> dict[str, Any] | None:
+        return next((q for q in self.quotas.values()
+                     if (q.get("spec") or {}).get("consumerClusterId") == consumer), None)
+
+    def pod_policy(self, consumer: str) -> PodPolicy:
+        """The consumer's policy: its Quota's, or the default (baseline) without a Quota."""
+        spec = (self.quota(consumer) or {}).get("spec") or {}
+        return PodPolicy.model_validate(spec.get("podPolicy") or {})
+
+    def twin_consumer(self, namespace: dict[str, Any] | None) -> str | None:
+        """The consumer whose twin namespace this is (created by this enforcer for it), or None."""
+        if namespace is None:
+            return None
+        consumer = ((namespace.get("metadata") or {}).get("labels") or {}).get(
+            ORIGIN_CLUSTER_LABEL)
+        return consumer if consumer and is_owned(namespace, consumer, self.cluster_id) else None
+
+    def twin_namespaces(self, consumer: str) -> list[dict[str, Any]]:
+        return [ns for ns in self.namespaces.values() if self.twin_consumer(ns) == consumer]

@@ -1,0 +1,177 @@
+"""The provider enforces its own pod policy on what a consumer offloads: a consumer (or anyone
+holding its kubeconfig) cannot make the enforcer run host-namespace, privileged, hostPath or
+node-pinned pods. Each escalation is tried through the consumer's own identity."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from shared.api.quota import QUOTA
+from shared.pod_policy import POD_SECURITY_ENFORCE_LABEL, POD_SECURITY_ENFORCE_VERSION_LABEL
+from tests.helpers import wait_for
+from tests.remote_enforcer.conftest import (
+    WEBHOOK_NAME,
+    ShadowPods,
+    make_tenant_namespace,
+    new_name,
+    settled,
+    shadowpod,
+)
+from tests.remote_enforcer.test_namespace_map import Maps, consumer_client, phases
+
+DENIED = f'admission webhook "{WEBHOOK_NAME}" denied the request: '
+
+
+@dataclass
+class Tenant:
+    consumer: str
+    namespace: str
+    twin: str
+    shadowpods: ShadowPods
+    """ShadowPods as the consumer's identity reads and writes them."""
+
+
+@pytest.fixture
+def tenant(remote: Any, enforcer: Any) -> Iterator[Tenant]:
+    consumer = new_name("consumer")
+    namespace = make_tenant_namespace(remote, consumer)
+    maps = Maps(remote)
+    twin = new_name("twin")
+    name = maps.create(namespace, {"app": twin})
+    wait_for(lambda: phases(maps.current(namespace, name)) == {"app": "Accepted"},
+             message="mapping not accepted")
+    yield Tenant(consumer, namespace, twin, ShadowPods(consumer_client(remote, namespace)))
+    maps.delete(namespace, name)
+
+
+def set_pod_policy(remote: Any, tenant: Tenant, **policy: Any) -> None:
+    quotas = client.CustomObjectsApi(remote.api_client)
+    body = {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+            "metadata": {"name": tenant.consumer},
+            "spec": {"consumerClusterId": tenant.consumer, "podPolicy": policy}}
+    try:
+        quotas.create_namespaced_custom_object(QUOTA.group, QUOTA.version, tenant.namespace,
+                                               QUOTA.plural, body)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        quotas.patch_namespaced_custom_object(QUOTA.group, QUOTA.version, tenant.namespace,
+                                              QUOTA.plural, tenant.consumer,
+                                              {"spec": {"podPolicy": policy}})
+
+
+def refusal(tenant: Tenant, pod_spec: dict[str, Any],
+            annotations: dict[str, str] | None = None) -> str:
+    body = shadowpod(new_name("p"), tenant.consumer, pod_spec)
+    body["metadata"]["annotations"].update(annotations or {})
+    with pytest.raises(ApiException) as error:
+        tenant.shadowpods.create(tenant.twin, body)
+    assert error.value.status == 403, error.value.body
+    message: str = json.loads(error.value.body)["message"]
+    assert message.startswith(DENIED), message
+    return message[len(DENIED):]
+
+
+def nginx(**container: Any) -> dict[str, Any]:
+    return {"name": "main", "image": "nginx:1", **container}
+
+
+def twin_labels(remote: Any, tenant: Tenant) -> dict[str, str]:
+    return dict(remote.core.read_namespace(tenant.twin).metadata.labels or {})
+
+
+def test_twin_namespaces_enforce_the_baseline_pod_security_level_by_default(
+        remote: Any, tenant: Tenant) -> None:
+    labels = twin_labels(remote, tenant)
+    assert labels[POD_SECURITY_ENFORCE_LABEL] == "baseline"
+    assert labels[POD_SECURITY_ENFORCE_VERSION_LABEL] == "latest"
+    name = new_name("p")
+    tenant.shadowpods.create(tenant.twin, shadowpod(name, tenant.consumer))
+    settled(tenant.shadowpods, tenant.twin, name)  # an ordinary pod runs
+
+
+BASELINE = 'violates PodSecurity "baseline:latest": '
+ESCALATIONS: dict[str, tuple[dict[str, Any], str]] = {
+    "host network": ({"hostNetwork": True, "containers": [nginx()]},
+                     "spec.hostNetwork: Forbidden: offloaded pods do not share the node's "
+                     f"namespaces; {BASELINE}host namespaces (hostNetwork=true)"),
+    "host pid and ipc": ({"hostPID": True, "hostIPC": True, "containers": [nginx()]},
+                         "spec.hostPID: Forbidden"),
+    "a node of the consumer's choice": (
+        {"nodeName": "worker-0", "containers": [nginx()]},
+        "spec.nodeName: Forbidden: the provider's scheduler places offloaded pods"),
+    "privileged": ({"containers": [nginx(securityContext={"privileged": True})]},
+                   f'{BASELINE}privileged (container "main" must not set '
+                   "securityContext.privileged=true)"),
+    "hostPath": ({"containers": [nginx()], "volumes": [
+        {"name": "root", "hostPath": {"path": "/"}}]},
+        f'{BASELINE}hostPath volumes (volume "root")'),
+    "capabilities": ({"containers": [nginx(securityContext={"capabilities": {
+        "add": ["SYS_ADMIN", "NET_BIND_SERVICE"]}})]},
+        f'{BASELINE}non-default capabilities (container "main" must not include "SYS_ADMIN" '
+        "in securityContext.capabilities.add)"),
+    "host ports": ({"containers": [nginx(ports=[{"containerPort": 80, "hostPort": 80}])]},
+                   "hostPort 80: Forbidden: the provider does not allow host ports"),
+    "unconfined seccomp": ({"securityContext": {"seccompProfile": {"type": "Unconfined"}},
+                            "containers": [nginx()]}, f"{BASELINE}seccompProfile (pod must not"),
+}
+
+
+@pytest.mark.parametrize("escalation", sorted(ESCALATIONS))
+def test_each_escalation_through_the_consumer_identity_is_refused_with_its_reason(
+        remote: Any, tenant: Tenant, escalation: str) -> None:
+    pod_spec, reason = ESCALATIONS[escalation]
+    message = refusal(tenant, pod_spec)
+    assert message.startswith(f"spec.pod is not allowed for consumer {tenant.consumer!r}: ")
+    assert reason in message
+
+
+def test_the_provider_chooses_the_level_per_consumer_and_twin_namespaces_follow(
+        remote: Any, tenant: Tenant) -> None:
+    set_pod_policy(remote, tenant, podSecurity="restricted")
+    wait_for(lambda: twin_labels(remote, tenant)[POD_SECURITY_ENFORCE_LABEL] == "restricted",
+             message="the twin namespace did not follow the restricted level")
+    message = refusal(tenant, {"containers": [nginx()]})
+    assert 'violates PodSecurity "restricted:latest": allowPrivilegeEscalation != false' in message
+    hardened = nginx(securityContext={
+        "allowPrivilegeEscalation": False, "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}})
+    tenant.shadowpods.create(tenant.twin, shadowpod(new_name("p"), tenant.consumer,
+                                                    {"containers": [hardened]}))
+
+    # privileged lifts the Pod Security checks, never the allow-list; host ports only if allowed.
+    set_pod_policy(remote, tenant, podSecurity="privileged", allowHostPorts=True)
+    wait_for(lambda: twin_labels(remote, tenant)[POD_SECURITY_ENFORCE_LABEL] == "privileged")
+    tenant.shadowpods.create(tenant.twin, shadowpod(new_name("p"), tenant.consumer, {
+        "containers": [nginx(securityContext={"privileged": True},
+                             ports=[{"containerPort": 80, "hostPort": 8080}])]}))
+    assert "spec.hostNetwork: Forbidden" in refusal(tenant, {"hostNetwork": True,
+                                                             "containers": [nginx()]})
+    assert "spec.nodeName: Forbidden" in refusal(tenant, {"nodeName": "worker-0",
+                                                          "containers": [nginx()]})
+
+
+def test_a_pod_admitted_before_the_policy_tightened_may_still_be_updated(
+        remote: Any, tenant: Tenant) -> None:
+    set_pod_policy(remote, tenant, podSecurity="privileged")
+    name = new_name("p")
+    tenant.shadowpods.create(tenant.twin, shadowpod(name, tenant.consumer, {
+        "containers": [nginx(securityContext={"privileged": True})]}))
+    set_pod_policy(remote, tenant, podSecurity="baseline")
+    wait_for(lambda: twin_labels(remote, tenant)[POD_SECURITY_ENFORCE_LABEL] == "baseline")
+    tenant.shadowpods.patch(tenant.twin, name, {"metadata": {"labels": {"version": "2"}}})
+    assert tenant.shadowpods.get(tenant.twin, name)["metadata"]["labels"]["version"] == "2"
+
+
+def test_a_twin_namespace_label_changed_by_hand_is_set_back(remote: Any, tenant: Tenant) -> None:
+    remote.core.patch_namespace(tenant.twin, {"metadata": {"labels": {
+        POD_SECURITY_ENFORCE_LABEL: "privileged"}}})
+    wait_for(lambda: twin_labels(remote, tenant)[POD_SECURITY_ENFORCE_LABEL] == "baseline",
+             message="the enforcer did not set its twin namespace's level back")
