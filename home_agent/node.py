@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.wellknown import (
+    ARCH_LABEL,
     HOSTNAME_LABEL,
     OS_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
@@ -34,7 +35,6 @@ READY_REASON = "RemoteClusterReady"
 UNREACHABLE_REASON = "RemoteClusterUnreachable"
 PENDING_REASON = "RemoteClusterNotChecked"
 PRESSURE_CONDITIONS = ("MemoryPressure", "DiskPressure", "PIDPressure")
-KUBELET_VERSION = "v1.30.0-annex"
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,10 @@ class Health:
 
 
 def node_labels(node_name: str, remote_cluster_id: str, offer_labels: Mapping[str, str],
-                extra_labels: Mapping[str, str]) -> dict[str, str]:
-    """The offer's labels, the VirtualNode's, then the identity labels (which always win)."""
+                extra_labels: Mapping[str, str],
+                platform: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The offer's labels, the VirtualNode's, then the identity labels (which always win),
+    `kubernetes.io/arch` among them once the offer tells the remote nodes' architecture."""
     labels = {**offer_labels, **extra_labels}
     labels.update({
         TYPE_LABEL: TYPE_VIRTUAL_NODE,
@@ -55,6 +57,8 @@ def node_labels(node_name: str, remote_cluster_id: str, offer_labels: Mapping[st
         HOSTNAME_LABEL: node_name,
         OS_LABEL: "linux",
     })
+    if platform and platform.get("architecture"):
+        labels[ARCH_LABEL] = platform["architecture"]
     return labels
 
 
@@ -147,8 +151,11 @@ def _conditions(health: Health, remote_cluster_id: str) -> list[dict[str, str]]:
 
 
 def node_status(capacity: Mapping[str, str], health: Health, remote_cluster_id: str,
-                node_ip: str, node_name: str, kubelet_port: int) -> dict[str, Any]:
-    """The node status the agent maintains, without timestamps (see `node_status_patch`)."""
+                node_ip: str, node_name: str, kubelet_port: int,
+                platform: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The node status the agent maintains, without timestamps (see `node_status_patch`).
+    `platform` is the offer's architecture and kubeletVersion (empty until it tells them)."""
+    platform = platform or {}
     return {
         "capacity": dict(capacity),
         "allocatable": dict(capacity),
@@ -156,8 +163,9 @@ def node_status(capacity: Mapping[str, str], health: Health, remote_cluster_id: 
         "addresses": [{"type": "InternalIP", "address": node_ip},
                       {"type": "Hostname", "address": node_name}],
         "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
-        "nodeInfo": {"operatingSystem": "linux", "architecture": "amd64",
-                     "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": "",
+        "nodeInfo": {"operatingSystem": "linux",
+                     "architecture": platform.get("architecture", ""),
+                     "kubeletVersion": platform.get("kubeletVersion", ""), "kubeProxyVersion": "",
                      "containerRuntimeVersion": "annex://remote", "osImage": "",
                      "kernelVersion": "", "machineID": "", "systemUUID": "", "bootID": ""},
     }

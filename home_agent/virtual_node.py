@@ -28,7 +28,17 @@ def desired_labels(agent: Agent) -> dict[str, str]:
     offer = agent.offer()
     return node_labels(agent.node_name(), agent.config.remote_cluster_id,
                        offer.spec.labels if offer else {},
-                       virtual_node.spec.labels if virtual_node else {})
+                       virtual_node.spec.labels if virtual_node else {}, _platform(agent))
+
+
+def _platform(agent: Agent) -> dict[str, str]:
+    """What the offer says about the remote nodes (the consumer may not read them itself)."""
+    offer = agent.offer()
+    if offer is None:
+        return {}
+    return {key: value for key, value in (("architecture", offer.spec.architecture),
+                                          ("kubeletVersion", offer.spec.kubelet_version))
+            if value}
 
 
 Desired = tuple[str, dict[str, str], list[dict[str, Any]], dict[str, Any]]
@@ -47,7 +57,7 @@ def _desired(agent: Agent, health: Health) -> Desired:
         capacity = dict(offer.spec.resources)
     labels = desired_labels(agent)
     status = node_status(capacity, health, agent.config.remote_cluster_id,
-                         agent.config.agent_ip, name, agent.config.kubelet_port)
+                         agent.config.agent_ip, name, agent.config.kubelet_port, _platform(agent))
     return name, labels, node_taints(extra_taints), status
 
 
@@ -84,7 +94,8 @@ async def reconcile_node(agent: Agent) -> None:
         # node says about the offer; only readiness is ours to tell.
         current_status = current.get("status") or {}
         status = {**status, "capacity": current_status.get("capacity") or {},
-                  "allocatable": current_status.get("allocatable") or {}}
+                  "allocatable": current_status.get("allocatable") or {},
+                  "nodeInfo": current_status.get("nodeInfo") or status["nodeInfo"]}
     patch = node_metadata_patch(current, labels, taints) if offer_known else None
     if patch is not None:
         current = await agent.home.patch(core_path("nodes", name=name), patch)

@@ -48,7 +48,7 @@ class OfferPublisher:
         else:
             self.nodes[name] = {"metadata": {"name": name}, "spec": node.get("spec") or {},
                                 "status": {k: (node.get("status") or {}).get(k)
-                                           for k in ("allocatable", "conditions")}}
+                                           for k in ("allocatable", "conditions", "nodeInfo")}}
         if _capacity_view(before) != _capacity_view(self.nodes.get(name)):
             self._dirty.set()
 
@@ -78,7 +78,9 @@ class OfferPublisher:
     # --- computing and writing ------------------------------------------------------------
     def resources_for(self, consumer: str) -> dict[str, str]:
         if self.settings.offer_mode == "fixed":
-            return dict(self.settings.offer_resources)
+            resources = dict(self.settings.offer_resources)
+            resources.setdefault("pods", str(offer_rules.allocatable_pods(self.nodes.values())))
+            return resources
         # The consumer's own pods do not shrink its offer: they are already inside it.
         reservations = [(node, requests) for origin, node, requests in self.pods.values()
                         if origin != consumer]
@@ -97,6 +99,7 @@ class OfferPublisher:
                                for i, n in enumerate(self.settings.storage_classes)],
             "ingressClasses": [{"name": n, "default": i == 0}
                                for i, n in enumerate(self.settings.ingress_classes)],
+            **offer_rules.node_platform(self.nodes.values()),
         }
 
     def _worth_writing(self, old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
@@ -147,4 +150,6 @@ class OfferPublisher:
 def _capacity_view(node: dict[str, Any] | None) -> Any:
     if node is None:
         return None
-    return (offer_rules.node_is_schedulable(node), offer_rules.node_allocatable(node))
+    info = (node.get("status") or {}).get("nodeInfo") or {}
+    return (offer_rules.node_is_schedulable(node), offer_rules.node_allocatable(node),
+            info.get("architecture"), info.get("kubeletVersion"))

@@ -5,6 +5,8 @@ resource offer (DESIGN.md section 6). Pure: the enforcer feeds in nodes and pods
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
@@ -29,6 +31,37 @@ def node_allocatable(node: Mapping[str, Any]) -> dict[str, Decimal]:
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     return {name: parse_quantity(value) for name, value in allocatable.items()
             if name in OFFERED_RESOURCES}
+
+
+def allocatable_pods(nodes: Iterable[Mapping[str, Any]]) -> Decimal:
+    """How many pods the schedulable nodes can hold: what a fixed offer that names no pod count
+    lends (its cpu and memory are a budget, not a reason for a node of zero pods)."""
+    return sum((node_allocatable(n).get("pods", Decimal(0)) for n in nodes
+                if node_is_schedulable(n)), Decimal(0))
+
+
+def node_platform(nodes: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """The virtual node's platform from the schedulable nodes: `architecture`, the most common
+    one (ties: alphabetical; pods for it mostly land where it runs), and `kubeletVersion`, the
+    oldest (what every remote node offers at least). Empty while no node reports them."""
+    infos = [(n.get("status") or {}).get("nodeInfo") or {} for n in nodes
+             if node_is_schedulable(n)]
+    platform: dict[str, str] = {}
+    architectures = Counter(str(i["architecture"]) for i in infos if i.get("architecture"))
+    if architectures:
+        platform["architecture"] = min(architectures, key=lambda a: (-architectures[a], a))
+    versions = [str(i["kubeletVersion"]) for i in infos if i.get("kubeletVersion")]
+    if versions:
+        platform["kubeletVersion"] = min(versions, key=_version_order)
+    return platform
+
+
+def _version_order(version: str) -> tuple[tuple[int, ...], str]:
+    """v1.30.10 after v1.30.9; a pre-release (v1.31.0-rc.1) before its release."""
+    match = re.match(r"v?(\d+(?:\.\d+)*)(.*)", version)
+    if match is None:
+        return (), version
+    return tuple(int(p) for p in match.group(1).split(".")), match.group(2) or "~"
 
 
 def pod_reservation(pod: Mapping[str, Any]) -> tuple[str, dict[str, Decimal]] | None:

@@ -38,6 +38,7 @@ SCHEDULING_ENABLED_LABEL: Final = "liqo.io/scheduling-enabled"
 NODE_LEASE_NAMESPACE: Final = "kube-node-lease"
 HOSTNAME_LABEL: Final = "kubernetes.io/hostname"
 OS_LABEL: Final = "kubernetes.io/os"
+ARCH_LABEL: Final = "kubernetes.io/arch"
 REGION_LABEL: Final = "topology.kubernetes.io/region"
 PROVIDER_LABEL: Final = "liqo.io/provider"
 

@@ -1,9 +1,11 @@
-"""ResourceOffer: what a provider lends one consumer, published in its tenant namespace."""
+"""ResourceOffer: what a provider lends one consumer, published in its tenant namespace.
 
-from enum import StrEnum
+The provider writes it and the consumer takes it as it is: there is no negotiation, so the offer
+has no status (Liqo's Pending/Accepted/Refused phases would always read Accepted)."""
+
 from typing import ClassVar
 
-from pydantic import AwareDatetime, Field
+from pydantic import Field
 
 from shared.api.base import ApiModel
 from shared.api.meta import ResourceList
@@ -20,19 +22,10 @@ RESOURCE_OFFER = ResourceDefinition(
     printer_columns=(
         PrinterColumn("Provider", "string", ".spec.clusterId"),
         PrinterColumn("Consumer", "string", ".spec.consumerClusterId"),
-        PrinterColumn("Phase", "string", ".status.phase"),
+        PrinterColumn("Arch", "string", ".spec.architecture"),
         AGE_COLUMN,
     ),
 )
-
-
-class OfferPhase(StrEnum):
-    """Liqo's offer phases: the consumer accepts or refuses what the provider published."""
-
-    PENDING = "Pending"
-    MANUAL_ACTION_REQUIRED = "ManualActionRequired"
-    ACCEPTED = "Accepted"
-    REFUSED = "Refused"
 
 
 class ClassOffer(ApiModel):
@@ -51,12 +44,12 @@ class ResourceOfferSpec(ApiModel):
     """Labels for the consumer's virtual node (region, provider, ...)."""
     storage_classes: list[ClassOffer] = Field(default=[])
     ingress_classes: list[ClassOffer] = Field(default=[])
-
-
-class ResourceOfferStatus(ApiModel):
-    phase: OfferPhase | None = None
-    observed_generation: int | None = None
-    last_update_time: AwareDatetime | None = None
+    architecture: str | None = None
+    """The most common CPU architecture among the provider's schedulable nodes (amd64, arm64,
+    ...): the virtual node's `kubernetes.io/arch`. Unset until a node reports one."""
+    kubelet_version: str | None = None
+    """The oldest kubelet version among those nodes: what every remote node offers at least, the
+    virtual node's nodeInfo.kubeletVersion."""
 
 
 class ResourceOffer(CustomResource):
@@ -65,4 +58,3 @@ class ResourceOffer(CustomResource):
     api_version: str = RESOURCE_OFFER.api_version
     kind: str = RESOURCE_OFFER.kind
     spec: ResourceOfferSpec
-    status: ResourceOfferStatus = Field(default_factory=ResourceOfferStatus)

@@ -19,13 +19,13 @@ def custom(handle: ClusterHandle) -> Any:
 
 
 def publish_offer(remote: ClusterHandle, agent: RunningAgent, resources: dict[str, str],
-                  labels: dict[str, str]) -> None:
+                  labels: dict[str, str], **spec: str) -> None:
     """What the remote enforcer publishes in the tenant namespace."""
     group, version, plural = OFFERS
     body = {"apiVersion": f"{group}/{version}", "kind": "ResourceOffer",
             "metadata": {"name": agent.home_id, "namespace": agent.tenant_namespace},
             "spec": {"clusterId": agent.remote_id, "consumerClusterId": agent.home_id,
-                     "resources": resources, "labels": labels}}
+                     "resources": resources, "labels": labels, **spec}}
     api = custom(remote)
     try:
         current = api.get_namespaced_custom_object(group, version, agent.tenant_namespace,
@@ -70,6 +70,18 @@ def test_the_virtual_node_shows_the_offer(home: ClusterHandle, remote: ClusterHa
     assert found.status.daemon_endpoints.kubelet_endpoint.port == 10250
     assert not found.metadata.finalizers
     assert not any(k.startswith("kopf") for k in (found.metadata.annotations or {}))
+
+
+def test_the_node_has_the_architecture_and_kubelet_version_the_offer_tells(
+        home: ClusterHandle, remote: ClusterHandle, start_agent: Any) -> None:
+    agent = start_agent()
+    publish_offer(remote, agent, {"cpu": "8", "pods": "110"}, {},
+                  architecture="arm64", kubeletVersion="v1.29.4")
+    found = wait_for(lambda: (n := node(home, agent.node_name)).status.node_info.architecture
+                     == "arm64" and n, timeout=30, message="the node with the offer's platform")
+    assert found.metadata.labels["kubernetes.io/arch"] == "arm64"
+    assert found.status.node_info.kubelet_version == "v1.29.4"
+    assert found.status.node_info.operating_system == "linux"
 
 
 def test_the_node_follows_the_offer(home: ClusterHandle, remote: ClusterHandle,

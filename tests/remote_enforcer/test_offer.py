@@ -63,3 +63,47 @@ def test_the_offer_is_half_the_free_capacity_and_follows_changes(
     finally:
         set_allocatable_cpu(remote, node.metadata.name, str(allocatable))
     wait_for(lambda: offered_cpu(remote, tenant) == before)
+
+
+def test_the_offer_tells_the_architecture_and_kubelet_version_of_the_remote_nodes(
+        remote: Any, enforcer: Any) -> None:
+    """The consumer may not read the provider's nodes: the offer is how it learns them."""
+    from shared.offer import node_platform
+
+    tenant = make_tenant_namespace(remote, new_name("consumer"))
+    nodes = [remote.api_client.sanitize_for_serialization(n)
+             for n in remote.core.list_node().items]
+    expected = node_platform(nodes)
+    assert expected, "the remote cluster has schedulable nodes reporting their platform"
+    spec = wait_for(lambda: offer(remote, tenant), message="no offer published")
+    assert (spec.get("architecture"), spec.get("kubeletVersion")) == (
+        expected["architecture"], expected["kubeletVersion"])
+
+
+def _publisher(*flags: str) -> Any:
+    from remote_enforcer.offer import OfferPublisher
+    from remote_enforcer.settings import parse
+
+    return OfferPublisher(None, parse(["--cluster-id", PROVIDER_ID, *flags]))  # type: ignore[arg-type]
+
+
+def _ready_node(name: str, pods: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {},
+            "status": {"allocatable": {"cpu": "8", "pods": pods},
+                       "conditions": [{"type": "Ready", "status": "True"}],
+                       "nodeInfo": {"architecture": "arm64", "kubeletVersion": "v1.30.1"}}}
+
+
+def test_a_fixed_offer_without_pods_lends_the_pods_the_nodes_hold() -> None:
+    """Not a node of zero pod capacity: the pods the schedulable nodes can run."""
+    publisher = _publisher("--offer-mode", "fixed", "--offer-resources", "cpu=4,memory=8Gi")
+    assert publisher.resources_for("home")["pods"] == "0"  # no node known yet
+    publisher.on_node("ADDED", _ready_node("a", "110"))
+    publisher.on_node("ADDED", _ready_node("b", "50"))
+    spec = publisher.spec_for("home")
+    assert spec["resources"] == {"cpu": "4", "memory": "8Gi", "pods": "160"}
+    assert (spec["architecture"], spec["kubeletVersion"]) == ("arm64", "v1.30.1")
+
+    named = _publisher("--offer-mode", "fixed", "--offer-resources", "cpu=4,pods=20")
+    named.on_node("ADDED", _ready_node("a", "110"))
+    assert named.resources_for("home")["pods"] == "20"  # a pod count given is kept
