@@ -29,6 +29,7 @@ import jsonpatch
 from kubesim import podsecurity
 from kubesim.errors import StatusError, forbidden, invalid
 from kubesim.http import VERSION
+from kubesim.quota import ResourceQuotaPlugin
 from kubesim.selectors import label_selector_from_object
 from kubesim.store import Store, Stored
 from kubesim.warning import add_warning
@@ -446,7 +447,7 @@ class PodSecurityPlugin:
 class AdmissionPlugins:
     """The cluster's admission chain in kube-apiserver's order: the built-in mutating plugins
     (ServiceAccount, DefaultTolerationSeconds), the mutating webhooks, then the validating
-    plugins (PodSecurity) before the validating webhooks."""
+    plugins (PodSecurity) before the validating webhooks, and ResourceQuota last."""
 
     def __init__(self, store: Store, default_not_ready_toleration_seconds: int = 300,
                  default_unreachable_toleration_seconds: int = 300,
@@ -456,6 +457,7 @@ class AdmissionPlugins:
             default_not_ready_toleration_seconds, default_unreachable_toleration_seconds)
         self.pod_security = PodSecurityPlugin(store, server_minor)
         self.webhooks = WebhookAdmission(store)
+        self.resource_quota = ResourceQuotaPlugin(store)
 
     async def mutate(self, request: Any) -> dict[str, Any] | None:
         obj = await self.service_accounts.mutate(request, request.object)
@@ -467,6 +469,7 @@ class AdmissionPlugins:
     async def validate(self, request: Any) -> None:
         self.pod_security.validate(request)
         await self.webhooks.validate(request)
+        self.resource_quota.validate(request)
 
     async def close(self) -> None:
         await self.webhooks.close()

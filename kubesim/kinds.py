@@ -138,6 +138,7 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
     _kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, ("pvc",),
           ("status",)),
     _kind("", "v1", "persistentvolumes", "PersistentVolume", False, ("pv",), ("status",)),
+    _kind("", "v1", "resourcequotas", "ResourceQuota", True, ("quota",), ("status",)),
     _kind("events.k8s.io", "v1", "events", "Event", True, ("ev",), (), _NEW_EVENT_FIELDS,
           create_on_update=True),
     _kind("coordination.k8s.io", "v1", "leases", "Lease", True, unconditional_update=False,

@@ -1,0 +1,89 @@
+"""ResourceQuota admission for pods: counts, cpu/memory requests and limits, the explicit requests a
+constrained quota demands, what no longer counts, and the real 403 messages.
+
+A real cluster admits against the quota's status, which its quota controller fills shortly after
+the quota is made: creations are retried until the quota answers with its verdict."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.helpers import wait_for
+from tests.kubesim.rest import MERGE, call
+
+
+def quotas(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/resourcequotas"
+
+
+def pods(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
+
+
+def pod(name: str, **resources: Any) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "main", "image": "nginx:1"}
+    if resources:
+        container["resources"] = resources
+    # bound to a node no kubelet runs: it stays as it is written
+    return {"metadata": {"name": name},
+            "spec": {"containers": [container], "nodeName": "nowhere"}}
+
+
+def quota(cluster: Any, namespace: str, **hard: str) -> None:
+    status, body = call(cluster, "POST", quotas(namespace),
+                        {"metadata": {"name": "compute"}, "spec": {"hard": hard}})
+    assert status == 201, body
+
+
+def created(cluster: Any, namespace: str, body: dict[str, Any]) -> None:
+    """Create, waiting for the quota to be known (a real quota controller's first sync)."""
+    wait_for(lambda: call(cluster, "POST", pods(namespace), body)[0] == 201, timeout=30,
+             message=f"pod {body['metadata']['name']} admitted")
+
+
+def refused(cluster: Any, namespace: str, body: dict[str, Any], wanted: str) -> dict[str, Any]:
+    """The quota's refusal of `body` (its message contains `wanted`)."""
+    def verdict() -> dict[str, Any] | None:
+        status, answer = call(cluster, "POST", pods(namespace), body)
+        assert status != 201, "admitted"
+        return answer if status == 403 and wanted in answer["message"] else None
+    return wait_for(verdict, timeout=30, message=f"refused with {wanted!r}")
+
+
+def test_the_pod_count_is_limited(home, namespace) -> None:
+    quota(home, namespace, pods="1")
+    created(home, namespace, pod("a"))
+    answer = refused(home, namespace, pod("b"), "exceeded quota")
+    assert answer["reason"] == "Forbidden"
+    assert answer["message"] == ('pods "b" is forbidden: exceeded quota: compute, requested: '
+                                 'pods=1, used: pods=1, limited: pods=1')
+
+
+def test_a_constrained_resource_must_be_requested_by_every_container(home, namespace) -> None:
+    quota(home, namespace, **{"requests.cpu": "1", "limits.memory": "1Gi"})
+    answer = refused(home, namespace, pod("bare"), "failed quota")
+    assert answer["message"] == (
+        'pods "bare" is forbidden: failed quota: compute: must specify limits.memory for: main; '
+        'requests.cpu for: main')
+    created(home, namespace, pod("given", requests={"cpu": "100m"}, limits={"memory": "64Mi"}))
+
+
+def test_requests_add_up_to_the_hard_limit(home, namespace) -> None:
+    quota(home, namespace, **{"requests.cpu": "500m", "memory": "1Gi"})
+    created(home, namespace, pod("a", requests={"cpu": "300m", "memory": "256Mi"}))
+    answer = refused(home, namespace, pod("b", requests={"cpu": "300m", "memory": "256Mi"}),
+                     "exceeded quota")
+    assert answer["message"] == (
+        'pods "b" is forbidden: exceeded quota: compute, requested: requests.cpu=300m, '
+        'used: requests.cpu=300m, limited: requests.cpu=500m')
+    created(home, namespace, pod("c", requests={"cpu": "200m", "memory": "768Mi"}))
+
+
+def test_finished_pods_no_longer_count(home, namespace) -> None:
+    quota(home, namespace, pods="1")
+    created(home, namespace, pod("done"))
+    refused(home, namespace, pod("next"), "exceeded quota")
+    status, body = call(home, "PATCH", pods(namespace, "done") + "/status",
+                        {"status": {"phase": "Succeeded"}}, content_type=MERGE)
+    assert status == 200, body
+    created(home, namespace, pod("next"))
