@@ -10,7 +10,7 @@ from kubernetes import client
 
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
-from tests.home_agent.play import offload_namespace, read_pod
+from tests.home_agent.play import custom, offload_namespace, read_pod
 from tests.home_agent.webhook import mutating_webhook_configuration, webhook_serving
 
 TOLERATION = {"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists",
@@ -52,3 +52,65 @@ def test_new_pods_get_the_namespace_strategy(home: ClusterHandle, namespace: str
     required = any(REQUIREMENT in (t.get("matchExpressions") or []) for t in terms)
     assert (tolerated, required) == {"Remote": (True, True), "LocalAndRemote": (True, False),
                                      "Local": (False, False)}[strategy]
+
+
+@pytest.mark.kubesim_only  # the home API server must reach the agent on loopback
+def test_with_several_remotes_pods_land_only_on_virtual_nodes_the_cluster_selector_selects(
+        home: ClusterHandle, namespace: str, start_agent: Any, tmp_path: Path) -> None:
+    """Two virtual nodes with room and both Ready; the namespace is offloaded to one of them.
+    The webhook makes the clusterSelector part of the pods' required node affinity, so the
+    scheduler never puts them on the other; their not-ready toleration is the selected
+    VirtualNode's, not the other one's longer setting."""
+    serving = webhook_serving(tmp_path)
+    chosen, other = start_agent(*serving.flags), start_agent()
+    api = custom(home)
+    for agent, seconds in ((chosen, 30), (other, 600)):
+        api.create_namespaced_custom_object(
+            "offloading.liqo.io", "v1beta1", namespace, "virtualnodes", {
+                "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+                "metadata": {"name": agent.remote_id},
+                "spec": {"clusterId": agent.remote_id, "notReadyTolerationSeconds": seconds,
+                         "resources": {"cpu": "8", "memory": "16Gi", "pods": "20"}}})
+    for agent in (chosen, other):
+        wait_for(lambda agent=agent: node_ready_with_room(home, agent.node_name), timeout=30,
+                 message=f"{agent.node_name} Ready with capacity")
+    selector = {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "liqo.io/remote-cluster-id", "operator": "In", "values": [chosen.remote_id]}]}]}
+    offload_namespace(home, namespace, podOffloadingStrategy="Remote", clusterSelector=selector)
+    wait_for(lambda: home.core.read_namespace(namespace).metadata.labels.get(
+        "liqo.io/scheduling-enabled") == "true", timeout=30,
+        message="the agent labels the offloaded namespace for the webhook")
+    registrations = client.AdmissionregistrationV1Api(home.api_client)
+    name = f"annex-test-{namespace}"
+    registrations.create_mutating_webhook_configuration(
+        mutating_webhook_configuration(name, serving, namespace))
+    try:
+        pods = [create_pod(home, namespace, f"web-{index}") for index in range(6)]
+    finally:
+        registrations.delete_mutating_webhook_configuration(name)
+    for pod in pods:
+        terms = pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        assert terms == [{"matchExpressions": [
+            *selector["nodeSelectorTerms"][0]["matchExpressions"], REQUIREMENT]}]
+        assert [t for t in pod["spec"]["tolerations"] if t["key"].startswith("node.")] == [
+            {"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}
+            for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")]
+
+    def placement() -> dict[str, str | None]:
+        return {pod["metadata"]["name"]: read_pod(home, namespace, pod["metadata"]["name"])[
+            "spec"].get("nodeName") for pod in pods}
+
+    placed = wait_for(lambda: all((found := placement()).values()) and found, timeout=60,
+                      message="every pod scheduled")
+    assert set(placed.values()) == {chosen.node_name}
+
+
+def node_ready_with_room(home: ClusterHandle, name: str) -> bool:
+    try:
+        found = home.core.read_node(name)
+    except client.exceptions.ApiException:
+        return False
+    ready = [c for c in found.status.conditions or [] if c.type == "Ready"]
+    return bool(ready and ready[0].status == "True"
+                and (found.status.allocatable or {}).get("pods") == "20")
