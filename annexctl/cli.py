@@ -15,7 +15,7 @@ from annexctl import explain, offload, peering, status
 from annexctl.clusters import CliError, Cluster, connect
 from annexctl.output import FORMATS, Report, emit
 from shared.api.namespace_offloading import NamespaceMappingStrategy, PodOffloadingStrategy
-from shared.api.quota import LimitsEnforcement
+from shared.api.quota import LimitsEnforcement, PodPolicy, PodSecurityLevel
 
 
 def _key_values(text: str) -> dict[str, str]:
@@ -42,7 +42,9 @@ def _peer(args: argparse.Namespace) -> Report:
         tenant_namespace=args.tenant_namespace, namespace=args.namespace,
         secret_name=args.secret_name, server=args.remote_server,
         token_expiration_seconds=args.token_expiration_seconds,
-        limits_enforcement=args.limits_enforcement, quota_resources=args.quota or {})
+        limits_enforcement=args.limits_enforcement, quota_resources=args.quota or {},
+        pod_policy=PodPolicy(pod_security=args.pod_security,
+                             allow_host_ports=args.allow_host_ports))
     return peering.peer(_home(args), _provider(args), request)
 
 
@@ -130,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the consumer Quota's enforcement (default None)")
     peer.add_argument("--quota", type=_key_values, metavar="cpu=4,memory=8Gi,pods=110",
                       help="the consumer Quota's resources")
+    peer.add_argument("--pod-security", type=PodSecurityLevel, choices=list(PodSecurityLevel),
+                      default=PodSecurityLevel.BASELINE,
+                      help="the Pod Security Standards level the consumer's pods must meet on "
+                           "the provider (default baseline)")
+    peer.add_argument("--allow-host-ports", action="store_true",
+                      help="let the consumer's pods use host ports (with --pod-security "
+                           "privileged only)")
     _output_option(peer, "output format")
     peer.set_defaults(run=_peer)
 

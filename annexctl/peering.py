@@ -25,7 +25,7 @@ from kubernetes import client
 from annexctl.clusters import CliError, Cluster
 from annexctl.kubeconfigs import token_kubeconfig
 from annexctl.output import Report, Table
-from shared.api.quota import LimitsEnforcement
+from shared.api.quota import LimitsEnforcement, PodPolicy
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.tenancy import consumer_identity, consumer_quota, consumer_user_name
 from shared.wellknown import (
@@ -57,6 +57,7 @@ class PeerRequest:
     token_expiration_seconds: int = DEFAULT_TOKEN_EXPIRATION_SECONDS
     limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
     quota_resources: dict[str, str] = field(default_factory=dict)
+    pod_policy: PodPolicy = field(default_factory=PodPolicy)
 
 
 def _object_row(manifest: dict[str, Any], action: str, where: str) -> list[str]:
@@ -85,7 +86,8 @@ def peer(home: Cluster, provider: Cluster, request: PeerRequest) -> Report:
         *consumer_identity(request.home_cluster_id, request.tenant_namespace, labels),
         consumer_quota(request.home_cluster_id, request.tenant_namespace,
                        limits_enforcement=request.limits_enforcement,
-                       resources=request.quota_resources, labels=labels),
+                       resources=request.quota_resources, pod_policy=request.pod_policy,
+                       labels=labels),
     ]
     tenant = provider_objects[0]["metadata"]["name"]
     existing = provider.get("v1", "Namespace", tenant)

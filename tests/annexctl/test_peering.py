@@ -19,6 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from shared.api.namespace_map import NAMESPACE_MAP
+from shared.api.quota import QUOTA
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.shadowpod import SHADOWPOD
 from tests.annexctl.conftest import Annexctl, minted_kubeconfig, peer_flags
@@ -198,3 +199,12 @@ def test_the_identity_renews_its_own_token_and_no_other_accounts(
     assert not _allowed(lambda: mint("other"))
     assert not _allowed(lambda: mint("default"))
     assert not _allowed(lambda: mint("default", "kube-system"))
+
+
+def test_peer_sets_the_pod_policy_the_provider_grants(
+        annexctl: Annexctl, remote: ClusterHandle, peering: Peering) -> None:
+    run = annexctl("peer", *peering.flags, "--pod-security", "restricted", "-o", "json")
+    assert run.code == 0, run.err
+    quota = client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
+        QUOTA.group, QUOTA.version, peering.tenant, QUOTA.plural, peering.home_id)
+    assert quota["spec"]["podPolicy"] == {"podSecurity": "restricted", "allowHostPorts": False}
