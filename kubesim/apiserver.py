@@ -33,6 +33,7 @@ from kubesim.strategies import (
     NodeStrategy,
     PodStrategy,
     RbacStrategy,
+    ResourceQuotaStrategy,
     SecretStrategy,
     ServiceAccountStrategy,
     ServiceIPAllocator,
@@ -232,6 +233,7 @@ class ApiServer:
             ("", "persistentvolumes"): VolumeStrategy,
             ("", "persistentvolumeclaims"): VolumeStrategy,
             ("", "serviceaccounts"): ServiceAccountStrategy,
+            ("", "resourcequotas"): ResourceQuotaStrategy,
             ("", "configmaps"): ConfigMapStrategy,
             ("", "secrets"): SecretStrategy,
             ("", "events"): EventStrategy,
@@ -655,7 +657,7 @@ class ApiServer:
         self._authorize(user, "delete", kind, namespace, name)
         options = options or {}
         old = self._existing(kind, namespace, name)
-        _check_preconditions(kind, old, options.get("preconditions") or {})
+        _check_delete_preconditions(kind, old, options.get("preconditions") or {})
         await self._admit("DELETE", kind, "", namespace, None, old.obj, user, dry_run, options)
         strategy = self.strategy(kind)
         obj = copy_json(old.obj)
@@ -1160,6 +1162,25 @@ def _check_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj)
             kind.group_resource, stored.name,
             f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, "
             f"AdditionalErrorMsg: Precondition failed: {why}")
+
+
+def _check_delete_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj) -> None:
+    """rest.BeforeDelete checks a delete's preconditions before the storage does (so its words,
+    naming the Kind, are what a client sees; the storage's check only catches a racing write)."""
+    meta = stored.obj["metadata"]
+    uid, version = preconditions.get("uid"), preconditions.get("resourceVersion")
+    resource = f"{kind.kind}.{kind.group}" if kind.group else kind.kind
+    if uid and uid != meta.get("uid"):
+        raise errors.conflict(
+            resource, stored.name,
+            f"the UID in the precondition ({uid}) does not match the UID in record "
+            f"({meta.get('uid')}). The object might have been deleted and then recreated")
+    if version and version != meta.get("resourceVersion"):
+        raise errors.conflict(
+            resource, stored.name,
+            f"the ResourceVersion in the precondition ({version}) does not match the "
+            f"ResourceVersion in record ({meta.get('resourceVersion')}). The object might have "
+            f"been modified")
 
 
 def forbidden_message(attributes: RequestAttributes) -> str:

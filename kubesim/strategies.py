@@ -421,6 +421,10 @@ class ServiceAccountStrategy(Strategy):
     return_deleted_object = True
 
 
+class ResourceQuotaStrategy(Strategy):
+    return_deleted_object = True  # resourcequota storage sets ReturnDeletedObject
+
+
 class RbacStrategy(Strategy):
     name_errors = staticmethod(names.path_segment_errors)
 

@@ -87,3 +87,12 @@ def test_finished_pods_no_longer_count(home, namespace) -> None:
                         {"status": {"phase": "Succeeded"}}, content_type=MERGE)
     assert status == 200, body
     created(home, namespace, pod("next"))
+
+
+def test_a_deleted_quota_is_answered_with_the_object_and_no_longer_limits(home,
+                                                                        namespace) -> None:
+    quota(home, namespace, pods="0")
+    refused(home, namespace, pod("a"), "exceeded quota")
+    deleted = home.core.delete_namespaced_resource_quota("compute", namespace)
+    assert deleted.kind == "ResourceQuota" and deleted.spec.hard == {"pods": "0"}
+    created(home, namespace, pod("a"))
