@@ -8,8 +8,10 @@ usage, 3 a cluster is unreachable, 4 annex's CRDs are missing), never a tracebac
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from annexctl import explain, offload, peering, status
 from annexctl.clusters import CliError, Cluster, connect
@@ -201,11 +203,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+LIBRARY_LOGGERS = ("urllib3", "kubernetes")
+"""The libraries that log while a command talks to a cluster (urllib3 warns of each retry)."""
+
+
+@contextmanager
+def _library_logs_held() -> Iterator[None]:
+    """Keep the libraries' log records away from whatever handlers the process has while a
+    command runs: a failure's output is its one `error:` line (which names the cause the
+    records would tell), and a handler that cannot write (a closed stream) must not print its
+    own traceback there either."""
+    loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
+    saved = [(logger.propagate, logger.handlers) for logger in loggers]
+    for logger in loggers:
+        logger.propagate, logger.handlers = False, [logging.NullHandler()]
+    try:
+        yield
+    finally:
+        for logger, (propagate, handlers) in zip(loggers, saved, strict=True):
+            logger.propagate, logger.handlers = propagate, handlers
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     run: Callable[[argparse.Namespace], Report] = args.run
     try:
-        report = run(args)
+        with _library_logs_held():
+            report = run(args)
     except CliError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
