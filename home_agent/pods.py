@@ -3,8 +3,11 @@
 One reconcile per home pod key (namespace, name), from both mirrors:
 - bound, namespace extended, no ShadowPod → create it (forge); a refusal (quota, invalid spec)
   becomes a RemoteCreationFailed condition and an Event, retried with backoff;
+- a ShadowPod of that name that another peering owns → left alone, a FailedReflection Event;
 - ShadowPod present → propagate the changes a running pod accepts, labels and annotations;
-  copy the remote status back (forge), only when it changed;
+  copy the remote status back (forge), only when it changed; a remote pod the remote API server
+  refuses (the ShadowPod's `PodCreated` False) becomes the RemoteCreationFailed condition and
+  an Event, as a refused ShadowPod does;
 - home pod terminating → delete the ShadowPod in the foreground: the garbage collector removes
   it only once its pod is gone, after the pod's grace period (the pod's controller reference
   blocks its owner's deletion); once the ShadowPod is gone, release the home pod (grace 0);
@@ -30,13 +33,14 @@ from shared.forge.pod import (
     local_pod_status,
     offloading_backoff_status,
     remote_creation_failed_condition,
+    remote_pod_refused_condition,
     remote_pod_spec,
     shadow_pod,
     updated_remote_pod_spec,
     with_condition,
 )
 from shared.ownership import is_owned
-from shared.wellknown import FAILED_REFLECTION_REASON
+from shared.wellknown import FAILED_REFLECTION_REASON, REMOTE_CREATION_FAILED_CONDITION
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +165,9 @@ class PodOffloader:
             await self.agent.remote.create(custom_path(SHADOWPOD, remote_namespace), body)
         except Exception as error:
             if getattr(error, "status", None) == 409:
-                return  # created already: its watch event brings it into the mirror
+                # Created already (its watch event brings it into the mirror), or not ours.
+                await self._report_foreign(pod, remote_namespace, body["metadata"]["name"])
+                return
             reason, message = error_reason(error), error_message(error)
             log.warning("could not create ShadowPod %s/%s: %s", remote_namespace,
                         body["metadata"]["name"], message)
@@ -169,8 +175,24 @@ class PodOffloader:
             status = with_condition(pod.get("status") or {},
                                     remote_creation_failed_condition(reason, message, now))
             await self._write_status(pod, status)
-            await self.events.record(pod, "RemoteCreationFailed", message)
+            await self.events.record(pod, REMOTE_CREATION_FAILED_CONDITION, message)
             raise RetryLater(message) from error
+
+    async def _report_foreign(self, pod: dict[str, Any], remote_namespace: str,
+                              name: str) -> None:
+        """A ShadowPod of the pod's name that is not ours (another peering's, by its origin and
+        destination labels) is left alone and reported on the home pod; retried with backoff,
+        in case it goes."""
+        existing = await self.agent.remote.find(custom_path(SHADOWPOD, remote_namespace, name))
+        config = self.agent.config
+        if existing is None or is_owned(existing, config.home_cluster_id,
+                                        config.remote_cluster_id):
+            return
+        message = (f"ShadowPod {remote_namespace}/{name} exists and is not this peering's "
+                   "(its origin/destination labels differ): left alone, the pod is not offloaded")
+        log.warning("pod %s/%s: %s", pod["metadata"]["namespace"], name, message)
+        await self.events.record(pod, FAILED_REFLECTION_REASON, message)
+        raise RetryLater(message)
 
     async def _update(self, pod: dict[str, Any], shadow: dict[str, Any]) -> None:
         if (shadow.get("metadata") or {}).get("deletionTimestamp"):
@@ -204,12 +226,20 @@ class PodOffloader:
     async def _status_back(self, pod: dict[str, Any], shadow: dict[str, Any]) -> None:
         status = shadow.get("status") or {}
         remote_status = status.get("podStatus")
-        if not remote_status:
+        refused = remote_pod_refused_condition(status)
+        if not remote_status and refused is None:
             return
-        local = local_pod_status(remote_status, status.get("carriedRestarts") or {},
-                                 self.status_config())
-        for field in _TRANSIENT_STATUS_FIELDS:
-            local.setdefault(field, None)
+        if remote_status:
+            local = local_pod_status(remote_status, status.get("carriedRestarts") or {},
+                                     self.status_config())
+            for field in _TRANSIENT_STATUS_FIELDS:
+                local.setdefault(field, None)
+        else:
+            local = dict(pod.get("status") or {})
+        if refused is not None:
+            local = with_condition(local, refused)
+            # once per distinct message, not once per status echo
+            await self.events.record(pod, REMOTE_CREATION_FAILED_CONDITION, refused["message"])
         await self._write_status(pod, local)
 
     async def _back_off(self, pod: dict[str, Any]) -> None:

@@ -1,5 +1,7 @@
 """ShadowPod enforcement: each ShadowPod has its pod, recreated at once when deleted, never
-again once terminal; the pod's status is copied into the ShadowPod (written only on change).
+again once terminal; the pod's status is copied into the ShadowPod (written only on change). A
+pod the API server refuses (quota, policy, invalid spec) is recorded in the ShadowPod status
+(condition `PodCreated` False, for the home pod to show) and tried again with backoff.
 
 Decisions are taken from the caches the list+watches keep (no read per event). One reconcile per
 (namespace, name) at a time; events for a key being reconciled make it run once more afterwards.
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import UTC, datetime
 from typing import Any
 
 from annex.kubeapi import (
@@ -167,15 +170,25 @@ class ShadowPodEnforcer:
             log.error("cannot create pod %s/%s: %s", namespace, name, error)
             if error.status in RETRIED_STATUSES:
                 raise
-            # Refused for good (invalid spec, ResourceQuota, ...): say so where the user looks.
-            await self.events.warn(shadowpod, "FailedCreate",
-                                   f"cannot create the pod: {error.body.get('message', error)}")
-            return
+            # Refused (ResourceQuota, Pod Security, RuntimeClass, invalid spec): recorded where
+            # the home agent looks, and tried again with backoff (a quota may free up).
+            await self._record_refusal(shadowpod, error)
+            raise
         self.metrics.count("pods_created_total")
         if enforcement.had_pod(shadowpod):
             log.info("recreated pod %s/%s", namespace, name)
             self.metrics.count("pod_recreations_total")
             await self._record_recreation(shadowpod)
+
+    async def _record_refusal(self, shadowpod: dict[str, Any], error: ApiError) -> None:
+        """An Event on the ShadowPod and its status condition `PodCreated` False, which the
+        home agent turns into the home pod's condition and Event."""
+        message = str(error.body.get("message") or error)
+        await self.events.warn(shadowpod, "FailedCreate", f"cannot create the pod: {message}")
+        status = enforcement.creation_failed_status(
+            shadowpod, str(error.body.get("reason") or ""), message, datetime.now(UTC))
+        if status is not None:
+            await self.write_status(shadowpod, status)
 
     async def _report_foreign(self, pod: dict[str, Any], shadowpod: dict[str, Any]) -> None:
         meta = pod["metadata"]

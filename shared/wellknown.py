@@ -70,6 +70,8 @@ TOKEN_SECRET_NAMESPACE_KEY: Final = "namespace"
 # --- pod offloading ---------------------------------------------------------------------------
 OFFLOADING_BACKOFF_REASON: Final = "OffloadingBackOff"
 REMOTE_CREATION_FAILED_CONDITION: Final = "RemoteCreationFailed"
+# ShadowPod status condition: False while the remote API server refuses the ShadowPod's pod.
+POD_CREATED_CONDITION: Final = "PodCreated"
 FAILED_REFLECTION_REASON: Final = "FailedReflection"
 LABELS_NOT_PROPAGATED_FROM_POD: Final = (
     "pod-template-hash",

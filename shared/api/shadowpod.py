@@ -6,6 +6,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field, WithJsonSchema
 
 from shared.api.base import ApiModel
+from shared.api.meta import Condition
 from shared.api.resource import AGE_COLUMN, CustomResource, PrinterColumn, ResourceDefinition
 from shared.wellknown import OFFLOADING_GROUP, OFFLOADING_VERSION
 
@@ -57,6 +58,10 @@ class ShadowPodStatus(ApiModel):
     replacement counting as one more. The home agent adds it to the remote restart count: kept
     here, the figure survives agent restarts, is never counted twice and never goes down."""
     observed_generation: int | None = None
+    conditions: list[Condition] | None = None
+    """`PodCreated` False (reason: the API server's, e.g. Forbidden) while the remote API server
+    refuses the pod (ResourceQuota, Pod Security, RuntimeClass, invalid spec), with its message;
+    removed once the pod exists. The home agent shows it on the home pod."""
 
 
 class ShadowPod(CustomResource):

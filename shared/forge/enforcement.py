@@ -9,10 +9,12 @@ completed pods were recreated after an operator restart or a ShadowPod update).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.common import copied
+from shared.wellknown import POD_CREATED_CONDITION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -160,6 +162,7 @@ def shadowpod_status(shadowpod: Mapping[str, Any],
         "nodeName": (pod.get("spec") or {}).get("nodeName") or current.get("nodeName"),
         "podStatus": pod_status,
         "observedGeneration": _meta(shadowpod).get("generation"),
+        "conditions": _without_creation_failure(current) or None,  # the pod exists
     }
     desired = {k: v for k, v in desired.items() if v is not None}
     return None if desired == current else desired
@@ -176,6 +179,11 @@ def recreated_status(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
     """
     status = dict(shadowpod.get("status") or {})
     status["recreations"] = int(status.get("recreations") or 0) + 1
+    conditions = _without_creation_failure(status)
+    if conditions:
+        status["conditions"] = conditions
+    else:
+        status.pop("conditions", None)
     pod_status = dict(status.get("podStatus") or {})
     containers = [dict(c) for c in pod_status.get("containerStatuses") or []]
     last = {str(c.get("name")): int(c.get("restartCount") or 0) for c in containers}
@@ -187,4 +195,28 @@ def recreated_status(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
     if containers:
         status["podStatus"] = {**pod_status, "containerStatuses": [
             {**container, "restartCount": 0} for container in containers]}
+    return status
+
+
+def _without_creation_failure(status: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [dict(c) for c in status.get("conditions") or []
+            if c.get("type") != POD_CREATED_CONDITION]
+
+
+def creation_failed_status(shadowpod: Mapping[str, Any], reason: str, message: str,
+                           now: datetime) -> dict[str, Any] | None:
+    """The ShadowPod status recording that the API server refused to create its pod (condition
+    `PodCreated` False, with the refusal's reason and message), or None when it records that
+    already. A repeated refusal keeps the condition's lastTransitionTime."""
+    status = dict(shadowpod.get("status") or {})
+    previous = next((c for c in status.get("conditions") or []
+                     if c.get("type") == POD_CREATED_CONDITION), None)
+    since = (previous.get("lastTransitionTime") if previous and previous.get("status") == "False"
+             else now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    condition = {"type": POD_CREATED_CONDITION, "status": "False",
+                 "reason": reason or "CreationFailed", "message": message,
+                 "lastTransitionTime": since}
+    if previous == condition:
+        return None
+    status["conditions"] = [*_without_creation_failure(status), condition]
     return status

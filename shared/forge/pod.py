@@ -53,6 +53,7 @@ from shared.wellknown import (
     HOSTNAME_LABEL,
     LABELS_NOT_PROPAGATED_FROM_POD,
     OFFLOADING_BACKOFF_REASON,
+    POD_CREATED_CONDITION,
     REMOTE_CREATION_FAILED_CONDITION,
     TOKEN_SECRET_NAMESPACE_KEY,
     VIRTUAL_NODE_TAINT_KEY,
@@ -609,6 +610,23 @@ def remote_creation_failed_condition(reason: str, message: str, now: datetime) -
         "message": message,
         "lastTransitionTime": _rfc3339(now),
     }
+
+
+def remote_pod_refused_condition(shadow_status: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The home pod's RemoteCreationFailed condition while the remote API server refuses the
+    ShadowPod's pod (quota, Pod Security, RuntimeClass, invalid spec: the enforcer records it as
+    the ShadowPod's `PodCreated` False), or None. Its time is the ShadowPod condition's, so the
+    same refusal reported again reads the same."""
+    for condition in shadow_status.get("conditions") or []:
+        if condition.get("type") == POD_CREATED_CONDITION and condition.get("status") == "False":
+            return {
+                "type": REMOTE_CREATION_FAILED_CONDITION,
+                "status": "True",
+                "reason": condition.get("reason") or "CreationFailed",
+                "message": f"the remote pod cannot be created: {condition.get('message', '')}",
+                "lastTransitionTime": condition.get("lastTransitionTime"),
+            }
+    return None
 
 
 def with_condition(status: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[str, Any]:

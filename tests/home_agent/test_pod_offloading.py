@@ -12,6 +12,7 @@ from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.play import (
     bound_pod,
+    custom,
     extend,
     pod_gone,
     read_pod,
@@ -154,3 +155,61 @@ def test_an_unknown_anti_affinity_preset_is_reported_and_ignored(
                                and e.reason == "FailedReflection"], timeout=30,
                       message="an Event names the bad value")
     assert "sometimes" in events[0].message
+
+
+def remote_creation_failed(home: ClusterHandle, namespace: str, name: str) -> dict[str, Any] | None:
+    conditions = (read_pod(home, namespace, name).get("status") or {}).get("conditions")
+    return next((c for c in conditions or [] if c["type"] == "RemoteCreationFailed"), None)
+
+
+def home_events(home: ClusterHandle, namespace: str, name: str, reason: str) -> list[Any]:
+    return [e for e in home.core.list_namespaced_event(namespace).items
+            if e.involved_object.name == name and e.reason == reason]
+
+
+def test_a_remote_pod_the_remote_refuses_is_shown_on_the_home_pod_until_it_exists(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    twin = extend(home, remote, agent, namespace)
+    bound_pod(home, namespace, "web", agent.node_name)
+    wait_for(lambda: shadow_pod(remote, twin, "web"), timeout=30, message="ShadowPod")
+    message = ('pods "web" is forbidden: exceeded quota: compute, requested: pods=1, '
+               'used: pods=0, limited: pods=0')
+    refusal = {"type": "PodCreated", "status": "False", "reason": "Forbidden",
+               "message": message, "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    report_shadow_status(remote, twin, "web", {"conditions": [refusal]})
+    condition = wait_for(lambda: remote_creation_failed(home, namespace, "web"), timeout=30,
+                         message="RemoteCreationFailed condition")
+    assert condition["status"] == "True" and condition["reason"] == "Forbidden"
+    assert message in condition["message"]
+    events = wait_for(lambda: home_events(home, namespace, "web", "RemoteCreationFailed"),
+                      timeout=30, message="RemoteCreationFailed Event")
+    assert events[0].type == "Warning" and message in events[0].message
+    # The enforcer's next writes echo the same refusal: no second Event.
+    report_shadow_status(remote, twin, "web", {"conditions": [refusal], "recreations": 0})
+    # The pod exists: the enforcer's status has its podStatus and no refusal any more.
+    report_shadow_status(remote, twin, "web", {**running_status("10.200.3.4"), "conditions": None})
+    wait_for(lambda: read_pod(home, namespace, "web")["status"].get("phase") == "Running",
+             timeout=30, message="home pod Running once the remote pod exists")
+    assert remote_creation_failed(home, namespace, "web") is None
+    assert len(home_events(home, namespace, "web", "RemoteCreationFailed")) == 1
+
+
+def test_a_shadow_pod_of_another_peering_is_left_alone_and_reported(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    agent = start_agent()
+    twin = extend(home, remote, agent, namespace)
+    foreign = {"apiVersion": "offloading.liqo.io/v1beta1", "kind": "ShadowPod",
+               "metadata": {"name": "web", "labels": {
+                   "offloading.liqo.io/origin": "someone-else",
+                   "offloading.liqo.io/destination": agent.remote_id}},
+               "spec": {"pod": {"containers": [{"name": "theirs", "image": "busybox"}]}}}
+    custom(remote).create_namespaced_custom_object("offloading.liqo.io", "v1beta1", twin,
+                                                   "shadowpods", foreign)
+    bound_pod(home, namespace, "web", agent.node_name)
+    events = wait_for(lambda: home_events(home, namespace, "web", "FailedReflection"),
+                      timeout=30, message="FailedReflection Event on the home pod")
+    assert f"ShadowPod {twin}/web exists and is not this peering's" in events[0].message
+    theirs = shadow_pod(remote, twin, "web")
+    assert theirs["metadata"]["labels"]["offloading.liqo.io/origin"] == "someone-else"
+    assert theirs["spec"]["pod"]["containers"][0]["name"] == "theirs"

@@ -79,6 +79,49 @@ def test_right_after_a_recreation_the_home_count_is_one_more_not_the_old_restart
     assert home_count(enforcement.recreated_status(shadowpod)) == 8
 
 
+QUOTA_MESSAGE = ('pods "web" is forbidden: exceeded quota: compute, requested: pods=1, '
+                 'used: pods=1, limited: pods=1')
+
+
+def test_a_refused_pod_is_recorded_once_and_cleared_once_the_pod_exists() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    first = datetime(2026, 1, 1, tzinfo=UTC)
+    status = enforcement.creation_failed_status(SHADOWPOD, "Forbidden", QUOTA_MESSAGE, first)
+    assert status is not None
+    assert status["conditions"] == [{
+        "type": "PodCreated", "status": "False", "reason": "Forbidden",
+        "message": QUOTA_MESSAGE, "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    refused = with_status(**status)
+    # The same refusal again: nothing to write. Another: written, since-time kept.
+    assert enforcement.creation_failed_status(refused, "Forbidden", QUOTA_MESSAGE,
+                                              first + timedelta(minutes=1)) is None
+    other = enforcement.creation_failed_status(refused, "Invalid", "spec.x: Invalid value",
+                                               first + timedelta(minutes=1))
+    assert other is not None and other["conditions"][0]["reason"] == "Invalid"
+    assert other["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    # An empty reason still reads as a reason.
+    assert enforcement.creation_failed_status(SHADOWPOD, "", "no", first)["conditions"][0][
+        "reason"] == "CreationFailed"
+    # The pod exists: the condition goes with the first status written from it, and with the
+    # status of a recreation.
+    created = enforcement.shadowpod_status(refused, {"spec": {"nodeName": "n"},
+                                                     "status": {"phase": "Pending"}})
+    assert created is not None and "conditions" not in created
+    assert "conditions" not in enforcement.recreated_status(refused)
+
+
+def test_other_conditions_outlive_a_refusal() -> None:
+    from datetime import UTC, datetime
+
+    kept = {"type": "Example", "status": "True"}
+    refused = enforcement.creation_failed_status(with_status(conditions=[kept]), "Forbidden",
+                                                 QUOTA_MESSAGE, datetime.now(UTC))
+    assert refused is not None and refused["conditions"][0] == kept
+    created = enforcement.shadowpod_status(with_status(**refused), {"status": {}})
+    assert created is not None and created["conditions"] == [kept]
+
+
 def test_pod_patch_carries_only_what_changed_and_a_pod_allows() -> None:
     pod = enforcement.desired_pod(SHADOWPOD)
     assert enforcement.pod_patch(pod, SHADOWPOD) is None

@@ -13,6 +13,7 @@ from shared.forge.pod import (
     StatusForgeConfig,
     local_pod_status,
     projected_service_account_tokens,
+    remote_pod_refused_condition,
     remote_pod_spec,
     service_account_token_secret_name,
     shadow_pod,
@@ -357,3 +358,16 @@ def test_status_restart_arithmetic_and_addresses(
     ]
     # An agent that restarts recomputes from the same remote state: the same figure, no drift.
     assert local_pod_status(remote, carried_restarts, config) == status
+
+
+def test_a_remote_pod_refusal_reads_as_the_home_pods_remote_creation_failure() -> None:
+    refusal = {"type": "PodCreated", "status": "False", "reason": "Forbidden",
+               "message": "exceeded quota: compute", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    assert remote_pod_refused_condition({"conditions": [refusal]}) == {
+        "type": "RemoteCreationFailed", "status": "True", "reason": "Forbidden",
+        "message": "the remote pod cannot be created: exceeded quota: compute",
+        "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    assert remote_pod_refused_condition({}) is None
+    assert remote_pod_refused_condition({"conditions": [{**refusal, "status": "True"}]}) is None
+    assert remote_pod_refused_condition({"conditions": [{"type": "Other",
+                                                         "status": "False"}]}) is None
