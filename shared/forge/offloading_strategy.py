@@ -15,11 +15,11 @@ the mutation idempotent. A selector term without requirements selects no cluster
 `shared.node_selector`) and so adds nothing to the OR; a selector made only of such terms
 steers nothing (no cluster is extended: the agents report NoClusterSelected).
 
-Virtual-node health (issue 22, item 2): a NotReady virtual node is tainted
-`node.kubernetes.io/not-ready:NoExecute` (or `unreachable`), and the DefaultTolerationSeconds
-admission plugin, which runs before webhooks, gives every pod a 300 s toleration of both: after
-300 s of a cut the taint manager evicts the home pods, their controllers replace them and the
-agent deletes the remote pods on reconnection. So pods that may run on a virtual node get the
+Virtual-node health: a NotReady virtual node is tainted `node.kubernetes.io/not-ready:NoExecute`
+(or `unreachable`), and the DefaultTolerationSeconds admission plugin, which runs before
+webhooks, gives every pod a 300 s toleration of both: after 300 s of a cut the taint manager
+would evict the home pods, their controllers replace them and the agent delete the remote pods
+on reconnection. So pods that may run on a virtual node get the
 VirtualNode's `notReadyTolerationSeconds` instead: their NoExecute tolerations of both keys are
 replaced by ours, without tolerationSeconds (tolerate for the whole cut, the default) or with
 the configured value. When the namespace may use several virtual nodes, the longest of their
