@@ -27,6 +27,8 @@ from annex.kubeapi import (
     retrying,
 )
 from annex.mirror import Key, Mirror
+from remote_enforcer.admission import origin_problem, pod_policy_problem
+from remote_enforcer.consumers import Consumers
 from remote_enforcer.events import EventRecorder
 from remote_enforcer.keyed import KeyedRunner
 from remote_enforcer.metrics import Metrics
@@ -37,6 +39,11 @@ from shared.wellknown import FAILED_REFLECTION_REASON
 log = logging.getLogger(__name__)
 
 JSON_PATCH = "application/json-patch+json"
+POLICY_REFUSED_REASON = "PodPolicy"
+
+
+class PodRefused(Exception):
+    """The enforcer will not make this pod (the provider's policy): retried with backoff."""
 
 
 def shadowpod_path(namespace: str, name: str = "", subresource: str = "") -> str:
@@ -51,9 +58,11 @@ class ShadowPodEnforcer:
     """Fed by the pod and ShadowPod watches (`on_pod_event`, `on_shadowpod_event`); `pods`
     holds the pods ShadowPods make (origin-labelled), `shadowpods` every ShadowPod."""
 
-    def __init__(self, api: ClusterApi, metrics: Metrics, workers: int = 0) -> None:
+    def __init__(self, api: ClusterApi, metrics: Metrics, consumers: Consumers,
+                 workers: int = 0) -> None:
         self.api = api
         self.metrics = metrics
+        self.consumers = consumers
         self.events = EventRecorder(api)
         self.pods = Mirror()
         self.shadowpods = Mirror()
@@ -156,6 +165,13 @@ class ShadowPodEnforcer:
         if (shadowpod is None or shadowpod["metadata"].get("deletionTimestamp")
                 or enforcement.is_terminal(shadowpod)):
             return
+        refusal = await self._refusal(shadowpod)
+        if refusal is not None:
+            # Shown at home like an API server's refusal, and tried again with backoff (the
+            # provider may loosen the consumer's policy).
+            log.error("not creating pod %s/%s: %s", namespace, name, refusal)
+            await self._record_refusal(shadowpod, POLICY_REFUSED_REASON, refusal)
+            raise PodRefused(refusal)
         try:
             await self.api.create(pod_path(namespace), enforcement.desired_pod(shadowpod))
         except ApiError as error:
@@ -172,7 +188,8 @@ class ShadowPodEnforcer:
                 raise
             # Refused (ResourceQuota, Pod Security, RuntimeClass, invalid spec): recorded where
             # the home agent looks, and tried again with backoff (a quota may free up).
-            await self._record_refusal(shadowpod, error)
+            await self._record_refusal(shadowpod, str(error.body.get("reason") or ""),
+                                       str(error.body.get("message") or error))
             raise
         self.metrics.count("pods_created_total")
         if enforcement.had_pod(shadowpod):
@@ -180,13 +197,27 @@ class ShadowPodEnforcer:
             self.metrics.count("pod_recreations_total")
             await self._record_recreation(shadowpod)
 
-    async def _record_refusal(self, shadowpod: dict[str, Any], error: ApiError) -> None:
+    async def _refusal(self, shadowpod: dict[str, Any]) -> str | None:
+        """Why this enforcer must not make the ShadowPod's pod, or None. Admission checks the
+        same, but the enforcer may create pods cluster-wide: it creates them only in twin
+        namespaces it made, for their consumer, within its pod policy, even if the webhook was
+        bypassed (not registered yet, failurePolicy Ignore) or the policy tightened since."""
+        meta = shadowpod["metadata"]
+        namespace = (self.consumers.namespaces.get(("", meta["namespace"]))
+                     or await self.api.find(core_path("namespaces", name=meta["namespace"])))
+        consumer = self.consumers.twin_consumer(namespace)
+        problem = origin_problem(meta.get("labels") or {}, meta["namespace"], consumer)
+        if problem is None and consumer is not None:
+            problem = pod_policy_problem(self.consumers, consumer, shadowpod, None)
+        return problem
+
+    async def _record_refusal(self, shadowpod: dict[str, Any], reason: str,
+                              message: str) -> None:
         """An Event on the ShadowPod and its status condition `PodCreated` False, which the
         home agent turns into the home pod's condition and Event."""
-        message = str(error.body.get("message") or error)
         await self.events.warn(shadowpod, "FailedCreate", f"cannot create the pod: {message}")
-        status = enforcement.creation_failed_status(
-            shadowpod, str(error.body.get("reason") or ""), message, datetime.now(UTC))
+        status = enforcement.creation_failed_status(shadowpod, reason, message,
+                                                    datetime.now(UTC))
         if status is not None:
             await self.write_status(shadowpod, status)
 

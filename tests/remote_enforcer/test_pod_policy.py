@@ -175,3 +175,25 @@ def test_a_twin_namespace_label_changed_by_hand_is_set_back(remote: Any, tenant:
         POD_SECURITY_ENFORCE_LABEL: "privileged"}}})
     wait_for(lambda: twin_labels(remote, tenant)[POD_SECURITY_ENFORCE_LABEL] == "baseline",
              message="the enforcer did not set its twin namespace's level back")
+
+
+def test_a_pod_the_tightened_policy_forbids_is_not_made_again_and_the_shadowpod_says_why(
+        remote: Any, tenant: Tenant) -> None:
+    set_pod_policy(remote, tenant, podSecurity="privileged")
+    name = new_name("p")
+    tenant.shadowpods.create(tenant.twin, shadowpod(name, tenant.consumer, {
+        "containers": [nginx(securityContext={"privileged": True})]}))
+    settled(tenant.shadowpods, tenant.twin, name)
+    set_pod_policy(remote, tenant, podSecurity="baseline")
+    wait_for(lambda: twin_labels(remote, tenant)[POD_SECURITY_ENFORCE_LABEL] == "baseline")
+    remote.core.delete_namespaced_pod(name, tenant.twin, grace_period_seconds=0)
+
+    def refused() -> dict[str, Any] | None:
+        conditions = tenant.shadowpods.status(tenant.twin, name).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "PodCreated"
+                     and c["status"] == "False"), None)
+    condition = wait_for(refused, message="the refusal was not recorded on the ShadowPod")
+    assert condition["reason"] == "PodPolicy"
+    assert 'violates PodSecurity "baseline:latest": privileged' in condition["message"]
+    assert not [p for p in remote.core.list_namespaced_pod(tenant.twin).items
+                if p.metadata.name == name and not p.metadata.deletion_timestamp]

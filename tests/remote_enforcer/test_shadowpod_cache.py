@@ -9,10 +9,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from annex.kubeapi import ApiError
+from remote_enforcer.consumers import Consumers
 from remote_enforcer.keyed import KeyedRunner
 from remote_enforcer.metrics import Metrics
 from remote_enforcer.shadowpods import ShadowPodEnforcer, pod_path, shadowpod_path
 from shared.forge import enforcement
+from shared.ownership import ownership_labels
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
 NAMESPACE, NAME = "twin", "web"
@@ -25,6 +27,14 @@ def shadowpod(version: str, **status: Any) -> dict[str, Any]:
                          "labels": {ORIGIN_CLUSTER_LABEL: "home"}},
             "spec": {"pod": {"containers": [{"name": "main", "image": "nginx"}]}},
             "status": status}
+
+
+def consumers() -> Consumers:
+    """The enforcer's view of its consumers: `twin` is consumer home's twin namespace."""
+    known = Consumers("provider")
+    known.namespaces.apply("ADDED", {"metadata": {
+        "name": NAMESPACE, "labels": ownership_labels("home", "provider")}})
+    return known
 
 
 def running_pod(owner: dict[str, Any]) -> dict[str, Any]:
@@ -70,7 +80,7 @@ async def settled(enforcer: ShadowPodEnforcer) -> None:
 
 
 def enforcer_with(api: FakeApi) -> ShadowPodEnforcer:
-    enforcer = ShadowPodEnforcer(api, Metrics())  # type: ignore[arg-type]
+    enforcer = ShadowPodEnforcer(api, Metrics(), consumers())  # type: ignore[arg-type]
     enforcer.listed.set()
     return enforcer
 
@@ -97,7 +107,7 @@ def test_nothing_is_decided_before_both_caches_are_listed() -> None:
     async def scenario() -> None:
         api = FakeApi()
         api.objects[shadowpod_path(NAMESPACE, NAME)] = shadowpod("1")
-        enforcer = ShadowPodEnforcer(api, Metrics())  # type: ignore[arg-type]
+        enforcer = ShadowPodEnforcer(api, Metrics(), consumers())  # type: ignore[arg-type]
         enforcer.on_shadowpod_event("ADDED", shadowpod("1"))  # its pod is not listed yet
         for _ in range(10):
             await asyncio.sleep(0)
@@ -176,3 +186,25 @@ def test_a_failed_key_comes_back_after_a_backoff() -> None:
         await done.wait()
         assert len(attempts) == 3
     run(scenario)
+
+
+def test_pods_are_made_only_in_twin_namespaces_of_ours_and_within_the_pod_policy() -> None:
+    """Admission checks the same, but the enforcer may create pods anywhere: it checks again,
+    for a webhook that was bypassed or a policy tightened after admission."""
+    privileged = shadowpod("1")
+    privileged["spec"]["pod"]["containers"][0]["securityContext"] = {"privileged": True}
+    elsewhere = copy.deepcopy(shadowpod("1"))
+    elsewhere["metadata"]["namespace"] = "kube-system"
+    for refused in (privileged, elsewhere):
+        async def scenario(body: dict[str, Any] = refused) -> None:
+            api = FakeApi()
+            meta = body["metadata"]
+            api.objects[shadowpod_path(meta["namespace"], NAME)] = body
+            enforcer = enforcer_with(api)
+            enforcer.on_shadowpod_event("ADDED", body)
+            await settled(enforcer)
+            assert ("create", pod_path(meta["namespace"])) not in api.calls
+            assert ("create", "/api/v1/namespaces/" + meta["namespace"] + "/events") in api.calls
+            # recorded for the home pod to show (condition PodCreated False)
+            assert ("patch", shadowpod_path(meta["namespace"], NAME, "status")) in api.calls
+        run(scenario)
