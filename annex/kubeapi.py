@@ -11,6 +11,10 @@ decide (`retrying` for a handler that must re-read, a work queue's backoff for t
 
 Its aiohttp session is opened lazily on the event loop of the first request and belongs to it:
 a component running several loops builds one client per loop.
+
+Every request is counted (`RequestMetrics`, process-wide unless a client is given its own), as
+client-go counts a Kubernetes component's requests: both components export the counts on their
+/metrics.
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
 import orjson
 
 from annex.kube import Connection, LiveConnection, RateLimiter
+from annex.probes import metric_family
 from shared.api.resource import ResourceDefinition
 
 log = logging.getLogger(__name__)
@@ -99,6 +106,74 @@ def custom_path(definition: ResourceDefinition, namespace: str = "", name: str =
                       subresource)
 
 
+def request_verb(method: str, path: str, watch: bool = False) -> tuple[str, str, str]:
+    """(Kubernetes verb, API group, resource) of a request as the API server's audit log names
+    them: verb get, list, watch, create, update, patch, delete or deletecollection; resource the
+    plural with its subresource as RBAC writes it (`pods/status`); group "" for the core API.
+    A non-resource path (/livez, /version) is (lowercase method, "", "")."""
+    parts = [part for part in path.split("/") if part]
+    if parts[:1] == ["api"] and len(parts) >= 2:
+        group, parts = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        group, parts = parts[1], parts[3:]
+    else:
+        return method.lower(), "", ""
+    if parts[:1] == ["namespaces"] and len(parts) >= 3 and parts[2] not in ("status", "finalize"):
+        parts = parts[2:]  # a namespaced resource, not the namespace's own subresource
+    resource = "/".join(parts[:1] + parts[2:3])
+    collection = len(parts) == 1
+    verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method)
+    if verb is None and method == "DELETE":
+        verb = "deletecollection" if collection else "delete"
+    if verb is None:
+        verb = "watch" if watch else ("list" if collection else "get")
+    return verb, group, resource
+
+
+class RequestMetrics:
+    """Requests a process made, thread-safe. Exported as client-go's
+    `rest_client_requests_total{code,host,method}` (what every Kubernetes component exports)
+    and `annex_rest_client_requests_by_resource_total{code,group,host,resource,verb}`, which
+    tells what the requests did. `code` is the HTTP status, `<error>` when no answer came."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[tuple[str, str, str, str, str, str]] = Counter()
+
+    def count(self, server: str, method: str, path: str, code: str, watch: bool = False) -> None:
+        verb, group, resource = request_verb(method, path, watch)
+        key = (code, urlsplit(server).netloc, method, verb, group, resource)
+        with self._lock:
+            self._counts[key] += 1
+
+    def snapshot(self) -> Counter[tuple[str, str, str, str, str, str]]:
+        """(code, host, method, verb, group, resource) → requests so far."""
+        with self._lock:
+            return Counter(self._counts)
+
+    def families(self) -> list[str]:
+        """The two counters' exposition lines."""
+        counts = self.snapshot()
+        by_method: Counter[str] = Counter()
+        by_resource: Counter[str] = Counter()
+        for (code, host, method, verb, group, resource), n in counts.items():
+            by_method[f'code="{code}",host="{host}",method="{method}"'] += n
+            by_resource[f'code="{code}",group="{group}",host="{host}",resource="{resource}",'
+                        f'verb="{verb}"'] += n
+        return [
+            *metric_family("rest_client_requests_total", "counter",
+                           "Number of HTTP requests, partitioned by status code, method, and "
+                           "host.", sorted(by_method.items())),
+            *metric_family("annex_rest_client_requests_by_resource_total", "counter",
+                           "Number of HTTP requests, partitioned by status code, host, "
+                           "Kubernetes verb, API group and resource[/subresource].",
+                           sorted(by_resource.items()))]
+
+
+REQUESTS = RequestMetrics()
+"""The requests of every client of the process that was not given its own counter."""
+
+
 def ssl_context(connection: Connection) -> ssl.SSLContext | bool:
     """TLS as the kubeconfig says; False for plain-HTTP servers (aiohttp: no TLS checks)."""
     if not connection.server.startswith("https:"):
@@ -121,12 +196,14 @@ class ClusterApi:
     starts). Requests in progress finish with the old ones."""
 
     def __init__(self, connection: Connection | LiveConnection, *, throttle_reads: bool = True,
-                 timeout: float = REQUEST_TIMEOUT, limiter: RateLimiter | None = None) -> None:
+                 timeout: float = REQUEST_TIMEOUT, limiter: RateLimiter | None = None,
+                 metrics: RequestMetrics | None = None) -> None:
         self.live = connection if isinstance(connection, LiveConnection) else LiveConnection(
             connection)
         self._throttle_reads = throttle_reads
         self._timeout = timeout
         self._limiter = limiter or RateLimiter(self.live.current.limits)
+        self.metrics = metrics or REQUESTS
         self._session: aiohttp.ClientSession | None = None
         self._session_connection: Connection | None = None
         self._streams: set[aiohttp.ClientResponse] = set()
@@ -202,14 +279,19 @@ class ClusterApi:
         if method != "GET" or self._throttle_reads:
             await self._limiter.acquire()
         headers = {"Content-Type": content_type} if body is not None else None
-        async with session.request(
-                method, self._url(path, query),
-                data=None if body is None else orjson.dumps(body), headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
-                server_hostname=self._server_name()) as response:
-            data = await response.read()
-            if not 200 <= response.status < 300:
-                raise ApiError(response.status, _status_body(data))
+        url = self._url(path, query)
+        code = "<error>"
+        try:
+            async with session.request(
+                    method, url, data=None if body is None else orjson.dumps(body),
+                    headers=headers, timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
+                    server_hostname=self._server_name()) as response:
+                code = str(response.status)
+                data = await response.read()
+                if not 200 <= response.status < 300:
+                    raise ApiError(response.status, _status_body(data))
+        finally:
+            self.metrics.count(url, method, path, code)
         if not data:
             return None
         try:
@@ -268,32 +350,40 @@ class ClusterApi:
         session = self._open()
         query = {**(query or {}), "watch": "true", "resourceVersion": resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
-        async with session.get(
-                self._url(path, query), server_hostname=self._server_name(),
-                timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
-        ) as response:
-            if response.status == 410:
-                raise WatchExpired()
-            if response.status >= 400:
-                raise ApiError(response.status, _status_body(await response.read()))
-            self._streams.add(response)
-            try:
-                async for line in response.content:
-                    if not line.strip():
-                        continue
-                    event = orjson.loads(line)
-                    if event.get("type") == "ERROR":
-                        status = event.get("object") or {}
-                        if status.get("code") == 410:
-                            raise WatchExpired()
-                        raise ApiError(int(status.get("code") or 500), status)
-                    yield event
-            except aiohttp.ClientError:
-                if session is self._session:
-                    raise
-                return  # closed for new credentials: ends as a watch the server ends
-            finally:
-                self._streams.discard(response)
+        url = self._url(path, query)
+        counted = False  # once answered (client-go counts a watch when its response comes)
+        try:
+            async with session.get(
+                    url, server_hostname=self._server_name(),
+                    timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
+            ) as response:
+                self.metrics.count(url, "GET", path, str(response.status), watch=True)
+                counted = True
+                if response.status == 410:
+                    raise WatchExpired()
+                if response.status >= 400:
+                    raise ApiError(response.status, _status_body(await response.read()))
+                self._streams.add(response)
+                try:
+                    async for line in response.content:
+                        if not line.strip():
+                            continue
+                        event = orjson.loads(line)
+                        if event.get("type") == "ERROR":
+                            status = event.get("object") or {}
+                            if status.get("code") == 410:
+                                raise WatchExpired()
+                            raise ApiError(int(status.get("code") or 500), status)
+                        yield event
+                except aiohttp.ClientError:
+                    if session is self._session:
+                        raise
+                    return  # closed for new credentials: ends as a watch the server ends
+                finally:
+                    self._streams.discard(response)
+        finally:
+            if not counted:
+                self.metrics.count(url, "GET", path, "<error>", watch=True)
 
     def _server_name(self) -> str | None:
         return (self._session_connection or self.connection).tls_server_name

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
+from annex.kubeapi import REQUESTS, RequestMetrics
 from annex.probes import exposition, metric_family, serve_probes
 from home_agent.agent import Agent
 
@@ -17,13 +18,16 @@ log = logging.getLogger(__name__)
 
 
 class Metrics:
-    """Reconcile outcomes per key kind, thread-safe (workers count, the server reads)."""
+    """Reconcile outcomes per key kind, thread-safe (workers count, the server reads), and the
+    requests the agent's clients made (both clusters: the `host` label tells them apart)."""
 
-    def __init__(self, reflection_queued: Callable[[], Mapping[str, int]] | None = None) -> None:
+    def __init__(self, reflection_queued: Callable[[], Mapping[str, int]] | None = None,
+                 requests: RequestMetrics = REQUESTS) -> None:
         self._lock = threading.Lock()
         self._reconciles: Counter[tuple[str, str]] = Counter()
         self._reflection_queued = reflection_queued
         """Keys waiting per reflection part (`Reflection.queued`)."""
+        self._requests = requests
 
     def reconciled(self, kind: str, result: str) -> None:
         with self._lock:
@@ -57,6 +61,7 @@ class Metrics:
                            [(f'part="{part}"', count) for part, count in sorted(
                                (self._reflection_queued() if self._reflection_queued else {})
                                .items())]),
+            *self._requests.families(),
         ])
 
 

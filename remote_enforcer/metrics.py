@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from annex.kubeapi import REQUESTS, RequestMetrics
 from annex.probes import exposition, metric_family
 
 PREFIX = "annex_remote_enforcer"
@@ -16,9 +17,12 @@ HELP = {
 
 
 class Metrics:
-    def __init__(self) -> None:
+    """The enforcer's counters and gauges, and the requests its clients made."""
+
+    def __init__(self, requests: RequestMetrics = REQUESTS) -> None:
         self._counts: Counter[tuple[str, str]] = Counter()
         self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}
+        self._requests = requests
 
     def count(self, name: str, labels: str = "") -> None:
         """Add one to counter `name`; `labels` is the rendered label set ('result="allowed"')."""
@@ -35,4 +39,4 @@ class Metrics:
             lines += metric_family(f"{PREFIX}_{name}", "counter", help_text, series)
         for name, (help_text, read) in sorted(self.gauges.items()):
             lines += metric_family(f"{PREFIX}_{name}", "gauge", help_text, [("", read())])
-        return exposition(lines)
+        return exposition([*lines, *self._requests.families()])

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import socket
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -16,12 +18,14 @@ from annex.kubeapi import (
     STRATEGIC_MERGE_PATCH,
     ApiError,
     ClusterApi,
+    RequestMetrics,
     core_path,
     custom_path,
     error_message,
     error_reason,
     group_path,
     is_not_found,
+    request_verb,
     status_of,
 )
 from annex.listwatch import list_and_watch
@@ -111,6 +115,80 @@ def test_errors_without_an_answer_have_no_status() -> None:
     assert status_of(error) is None and not is_not_found(error)
     assert error_reason(error) == "ClientConnectionError"
     assert error_message(error) == "refused"
+
+
+@pytest.mark.parametrize(("method", "path", "watch", "expected"), [
+    ("GET", "/api/v1/namespaces/a/pods", False, ("list", "", "pods")),
+    ("GET", "/api/v1/namespaces/a/pods", True, ("watch", "", "pods")),
+    ("GET", "/api/v1/pods", False, ("list", "", "pods")),
+    ("PATCH", "/api/v1/namespaces/a/pods/p/status", False, ("patch", "", "pods/status")),
+    ("POST", "/api/v1/namespaces/a/serviceaccounts/default/token", False,
+     ("create", "", "serviceaccounts/token")),
+    ("GET", "/api/v1/namespaces", False, ("list", "", "namespaces")),
+    ("DELETE", "/api/v1/namespaces/a", False, ("delete", "", "namespaces")),
+    ("PUT", "/api/v1/namespaces/a/finalize", False, ("update", "", "namespaces/finalize")),
+    ("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n", False,
+     ("update", "coordination.k8s.io", "leases")),
+    ("DELETE", "/apis/offloading.liqo.io/v1beta1/namespaces/t/shadowpods", False,
+     ("deletecollection", "offloading.liqo.io", "shadowpods")),
+    ("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x", False,
+     ("get", "apiextensions.k8s.io", "customresourcedefinitions")),
+    ("GET", "/livez", False, ("get", "", "")),
+])
+def test_a_request_is_named_by_verb_group_and_resource_as_the_audit_log_names_it(
+        method: str, path: str, watch: bool, expected: tuple[str, str, str]) -> None:
+    assert request_verb(method, path, watch) == expected
+
+
+def test_every_request_is_counted_by_code_host_method_and_by_verb_and_resource(
+        connection: Connection) -> None:
+    metrics = RequestMetrics()
+    name = f"kubeapi-{uuid.uuid4().hex[:8]}"
+    collection = core_path("configmaps", "default")
+
+    async def scenario(api: ClusterApi) -> None:
+        listed = await api.get(collection)
+        await api.create(collection, _configmap(name))
+        await api.find(core_path("configmaps", "default", name + "-missing"))
+        async for _ in api.watch(collection, listed["metadata"]["resourceVersion"]):
+            break
+        await api.delete(core_path("configmaps", "default", name))
+
+    _run(connection, scenario, metrics=metrics)
+    host = urlsplit(connection.server).netloc
+    assert metrics.snapshot() == {
+        ("200", host, "GET", "list", "", "configmaps"): 1,
+        ("201", host, "POST", "create", "", "configmaps"): 1,
+        ("404", host, "GET", "get", "", "configmaps"): 1,
+        ("200", host, "GET", "watch", "", "configmaps"): 1,
+        ("200", host, "DELETE", "delete", "", "configmaps"): 1}
+    lines = metrics.families()
+    # client-go's family, as every Kubernetes component exports it ...
+    assert f'rest_client_requests_total{{code="200",host="{host}",method="GET"}} 2' in lines
+    assert f'rest_client_requests_total{{code="404",host="{host}",method="GET"}} 1' in lines
+    # ... and what the requests did.
+    assert ('annex_rest_client_requests_by_resource_total{code="201",group="",'
+            f'host="{host}",resource="configmaps",verb="create"}} 1') in lines
+
+
+def test_a_request_without_an_answer_is_counted_as_an_error() -> None:
+    metrics = RequestMetrics()
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    unreachable = Connection(server=f"http://127.0.0.1:{port}")
+
+    async def scenario(api: ClusterApi) -> None:
+        with pytest.raises(aiohttp.ClientError):
+            await api.get(core_path("pods"))
+        with pytest.raises(aiohttp.ClientError):
+            async for _ in api.watch(core_path("pods"), "0"):
+                pass
+
+    _run(unreachable, scenario, metrics=metrics)
+    assert metrics.snapshot() == {
+        ("<error>", f"127.0.0.1:{port}", "GET", "list", "", "pods"): 1,
+        ("<error>", f"127.0.0.1:{port}", "GET", "watch", "", "pods"): 1}
 
 
 class CountingLimiter(RateLimiter):

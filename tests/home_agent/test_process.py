@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
+from annex.kube import load_connection
 from home_agent.config import parse_config
 from tests.helpers import wait_for
 from tests.home_agent.agentproc import REPO
@@ -56,7 +59,12 @@ def _get(url: str) -> tuple[int, str]:
         return error.code, ""
 
 
-def test_probes_and_metrics_then_a_clean_stop(start_agent: Any) -> None:
+def _host(handle: Any) -> str:
+    """host:port of a cluster's API server, as client-go's `host` label names it."""
+    return urlsplit(load_connection(str(handle.kubeconfig)).server).netloc
+
+
+def test_probes_and_metrics_then_a_clean_stop(start_agent: Any, home: Any, remote: Any) -> None:
     port = free_port()
     agent = start_agent("--metrics-address", f"127.0.0.1:{port}", "--log-format", "json")
     wait_for(lambda: _get(f"http://127.0.0.1:{port}/readyz")[0] == 200, timeout=30,
@@ -66,6 +74,13 @@ def test_probes_and_metrics_then_a_clean_stop(start_agent: Any) -> None:
                     and 'kind="node",result="success"' in b and b, timeout=30,
                     message="node reconciles counted")
     assert "annex_home_agent_remote_ready" in body
+    # The requests of its clients, on both clusters: the node it wrote at home, the offers it
+    # listed remotely.
+    assert f'rest_client_requests_total{{code="200",host="{_host(home)}",method="GET"}}' in body
+    assert f'rest_client_requests_total{{code="200",host="{_host(remote)}",method="GET"}}' in body
+    assert re.search(r'annex_rest_client_requests_by_resource_total\{code="20[01]",group="",'
+                     rf'host="{re.escape(_host(home))}",resource="nodes(/status)?",'
+                     r'verb="(create|patch|update)"\} [1-9]', body), body
     assert agent.process.stop() == 0
     assert '"level": "INFO"' in agent.process.output()
 

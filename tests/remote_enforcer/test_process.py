@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
+from annex.kube import load_connection
 from tests.remote_enforcer.conftest import (
     ROOT,
     ShadowPods,
@@ -52,3 +55,9 @@ def test_probes_and_metrics(remote: Any, enforcer: Any, shadowpods: ShadowPods) 
     assert 'annex_remote_enforcer_admissions_total{result="allowed"}' in text
     assert "annex_remote_enforcer_pods_created_total " in text
     assert "annex_remote_enforcer_shadowpods_counted " in text
+    # The requests of its client: here the pod it created for the ShadowPod.
+    host = urlsplit(load_connection(str(remote.kubeconfig)).server).netloc
+    assert re.search(r'annex_rest_client_requests_by_resource_total\{code="201",group="",'
+                     rf'host="{re.escape(host)}",resource="pods",verb="create"\}} [1-9]', text)
+    assert re.search(rf'rest_client_requests_total\{{code="201",host="{re.escape(host)}",'
+                     r'method="POST"\} [1-9]', text)
