@@ -175,6 +175,23 @@ def unauthorized() -> StatusError:
     return StatusError(401, "Unauthorized", "Unauthorized")
 
 
+# kube-apiserver's --max-request-bytes default (3 MiB): twice etcd's limit, as JSON shrinks when
+# stored as protobuf
+MAX_REQUEST_BODY_BYTES = 3 * 1024 * 1024
+# etcd's --max-request-bytes default (1.5 MiB)
+ETCD_MAX_REQUEST_BYTES = 1536 * 1024
+
+
+def request_entity_too_large(limit: int = MAX_REQUEST_BODY_BYTES) -> StatusError:
+    """limitedReadBody: a request body over the limit, refused before it is decoded."""
+    return StatusError(413, "RequestEntityTooLarge", f"Request entity too large: limit is {limit}")
+
+
+def etcd_request_too_large() -> StatusError:
+    """etcd refuses the write; kube-apiserver passes its error on as an unmapped 500."""
+    return StatusError(500, "", "etcdserver: request is too large")
+
+
 def internal(message: str) -> StatusError:
     return StatusError(500, "InternalError", f"Internal error occurred: {message}",
                        {"causes": [{"message": message}]})

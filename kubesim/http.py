@@ -26,6 +26,10 @@ USER_KEY = web.RequestKey("kubesim.user", User)
 WriteGate = Callable[[], Awaitable[None]]
 WRITE_GATE_KEY: web.RequestKey[WriteGate] = web.RequestKey("kubesim.write_gate")
 PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/version"})
+# The Kubernetes release whose API behaviour kubesim imitates (tests gate newer behaviour on it).
+# /version says v1.31: kubectl 1.32 sends protobuf to servers that say 1.33, and kubesim reads
+# JSON only.
+IMITATED_RELEASE = (1, 33)
 VERSION = {
     "major": "1", "minor": "31", "gitVersion": "v1.31.0-kubesim", "gitCommit": "kubesim",
     "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5",
@@ -342,6 +346,8 @@ class Router:
     @staticmethod
     async def _body(request: web.Request) -> Any:
         raw = await request.read()
+        if len(raw) > errors.MAX_REQUEST_BODY_BYTES:
+            raise errors.request_entity_too_large()
         if not raw:
             return {}
         media_type = request.headers.get("Content-Type", "").split(";")[0].strip()

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 from sortedcontainers import SortedDict
 
-from kubesim.errors import expired
+from kubesim.errors import ETCD_MAX_REQUEST_BYTES, etcd_request_too_large, expired
 
 StorageKey = tuple[str, str]  # (group, plural)
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
@@ -215,6 +215,11 @@ class Store:
         ident = (meta.get("namespace", ""), meta["name"])
         old = bucket.get(ident)
         stored = self._stamp(obj)
+        if len(stored.full) > ETCD_MAX_REQUEST_BYTES:
+            # etcd refuses the write and its revision stays (kubesim stores JSON, which is larger
+            # than the protobuf a real server stores: it refuses a little earlier)
+            self._rv -= 1
+            raise etcd_request_too_large()
         bucket[ident] = stored
         if old is None:
             self._ordered.setdefault(key, SortedDict())[storage_order(*ident)] = ident
