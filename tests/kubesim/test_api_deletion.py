@@ -68,13 +68,19 @@ def test_delete_preconditions_that_do_not_hold_are_409(home, namespace) -> None:
     created = call(home, "POST", cms(namespace), {"metadata": {"name": "a"}})[1]
     status, body = call(home, "DELETE", cms(namespace, "a"),
                         {"preconditions": {"uid": "00000000-0000-0000-0000-000000000000"}})
+    # rest.BeforeDelete answers before the storage's own check, naming the Kind
     assert (status, body["reason"]) == (409, "Conflict")
-    assert (f"Precondition failed: UID in precondition: 00000000-0000-0000-0000-000000000000, "
-            f"UID in object meta: {created['metadata']['uid']}") in body["message"]
+    assert body["message"] == (
+        f'Operation cannot be fulfilled on ConfigMap "a": the UID in the precondition '
+        f'(00000000-0000-0000-0000-000000000000) does not match the UID in record '
+        f'({created["metadata"]["uid"]}). The object might have been deleted and then recreated')
+    assert body["details"] == {"name": "a", "kind": "ConfigMap"}
     status, body = call(home, "DELETE", cms(namespace, "a"),
                         {"preconditions": {"resourceVersion": "1"}})
-    assert status == 409 and "Precondition failed: ResourceVersion in precondition: 1" in \
-        body["message"]
+    assert (status, body["message"]) == (409, (
+        f'Operation cannot be fulfilled on ConfigMap "a": the ResourceVersion in the precondition '
+        f'(1) does not match the ResourceVersion in record '
+        f'({created["metadata"]["resourceVersion"]}). The object might have been modified'))
     assert call(home, "DELETE", cms(namespace, "a"), {"preconditions": {
         "uid": created["metadata"]["uid"]}})[0] == 200
 

@@ -129,6 +129,7 @@ def test_the_python_client_watches_namespaced_and_cluster_wide(home, namespace) 
         assert seen == [("ADDED", namespace, "w")]
 
 
+@pytest.mark.since("1.32", "WatchList (sendInitialEvents) is on by default")
 def test_send_initial_events_ends_the_backlog_with_an_annotated_bookmark(home,
                                                                          namespace) -> None:
     for name in ("a", "b"):
@@ -145,6 +146,7 @@ def test_send_initial_events_ends_the_backlog_with_an_annotated_bookmark(home,
         "k8s.io/initial-events-end": "true"}
 
 
+@pytest.mark.since("1.32", "WatchList (sendInitialEvents) is on by default")
 def test_send_initial_events_needs_resource_version_match_not_older_than(home,
                                                                          namespace) -> None:
     status, body = call(home, "GET", cms(namespace), query={

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 import uuid
 
+import pytest
+
 from tests.kubesim.rest import JSON_PATCH, MERGE, STRATEGIC, call, stream
 from tests.kubesim.test_api_watch import cms
 from tests.kubesim.test_api_writes import ns_path, pod
@@ -75,11 +77,15 @@ def test_only_kinds_whose_strategy_sets_it_carry_a_generation(home, namespace) -
     assert "generation" not in changed["metadata"]
     assert "generation" not in call(home, "GET", f"/api/v1/namespaces/{namespace}")[1][
         "metadata"]
+
+
+@pytest.mark.since("1.33", "pods carry a generation that spec changes bump")
+def test_pods_carry_a_generation(home, namespace) -> None:
     created = call(home, "POST", ns_path(namespace, "pods"), pod("p"))[1]
     assert created["metadata"]["generation"] == 1
     changed = call(home, "PATCH", ns_path(namespace, "pods", "p"),
                    {"spec": {"activeDeadlineSeconds": 100}}, content_type=MERGE)[1]
-    assert changed["metadata"]["generation"] == 2  # pod spec changes bump it (since 1.33)
+    assert changed["metadata"]["generation"] == 2
 
 
 def test_writing_a_missing_object_is_404_with_the_real_wording(home, namespace) -> None:

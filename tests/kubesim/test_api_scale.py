@@ -111,6 +111,7 @@ def test_replacing_the_scale_from_a_stale_version_is_409_on_the_parent(home, app
     assert apps.read_namespaced_deployment("web", namespace).spec.replicas == 0
 
 
+@pytest.mark.since("1.31", "the scale subresource as v1.31's registry serves it; v1.24 differs")
 def test_a_scale_without_resource_version_is_an_unconditional_update(apps, namespace,
                                                                      web) -> None:
     scale = apps.replace_namespaced_deployment_scale(
@@ -126,6 +127,7 @@ def test_negative_replicas_are_422_invalid_on_the_scale(home, namespace, web) ->
                                "Invalid value: -1: must be greater than or equal to 0")
 
 
+@pytest.mark.since("1.31", "the scale subresource as v1.31's registry serves it; v1.24 differs")
 def test_the_scale_of_a_missing_deployment_is_404_on_deployments(home, namespace) -> None:
     status, body = call(home, "GET", scale_path(namespace, "deployments", "nope"))
     assert (status, body["reason"]) == (404, "NotFound")
@@ -251,6 +253,7 @@ def test_a_custom_resource_scale_write_sets_only_the_spec_replicas_path(home, sc
     assert after["metadata"]["generation"] == created["metadata"]["generation"] + 1
 
 
+@pytest.mark.since("1.31", "the scale subresource as v1.31's registry serves it; v1.24 differs")
 def test_a_custom_resource_scale_is_validated_by_the_crd_schema(home, scalable,
                                                                 namespace) -> None:
     custom_widget(home, scalable, namespace, "w", {"replicas": 2})
@@ -261,6 +264,7 @@ def test_a_custom_resource_scale_is_validated_by_the_crd_schema(home, scalable,
                                       "Invalid value: -1: ")
 
 
+@pytest.mark.since("1.31", "the scale subresource as v1.31's registry serves it; v1.24 differs")
 def test_a_custom_resource_without_replicas_needs_them_set_through_scale(home, scalable,
                                                                         namespace) -> None:
     custom_widget(home, scalable, namespace, "w", {"size": "S"})

@@ -149,16 +149,10 @@ COLUMNS = {
     "/apis/apps/v1/namespaces/{ns}/replicasets": ["Name", "Desired", "Current", "Ready", "Age",
                                                   "Containers", "Images", "Selector"],
     "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases": ["Name", "Holder", "Age"],
-    "/api/v1/namespaces/{ns}/persistentvolumeclaims": [
-        "Name", "Status", "Volume", "Capacity", "Access Modes", "StorageClass",
-        "VolumeAttributesClass", "Age", "VolumeMode"],
     "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings": [
         "Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
     "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings": [
         "Name", "Role", "Age", "Users", "Groups", "ServiceAccounts"],
-    "/api/v1/persistentvolumes": [
-        "Name", "Capacity", "Access Modes", "Reclaim Policy", "Status", "Claim", "StorageClass",
-        "VolumeAttributesClass", "Reason", "Age", "VolumeMode"],
     "/api/v1/namespaces/{ns}/endpoints": ["Name", "Endpoints", "Age"],
     "/api/v1/namespaces/{ns}/serviceaccounts": ["Name", "Secrets", "Age"],
     "/apis/networking.k8s.io/v1/namespaces/{ns}/ingresses": [
@@ -170,21 +164,54 @@ COLUMNS = {
 }
 
 
-def test_each_kind_has_the_real_printers_columns(home, namespace) -> None:
-    for path, expected in COLUMNS.items():
+# volumes print their VolumeAttributesClass since 1.29
+VOLUME_COLUMNS = {
+    "/api/v1/namespaces/{ns}/persistentvolumeclaims": [
+        "Name", "Status", "Volume", "Capacity", "Access Modes", "StorageClass",
+        "VolumeAttributesClass", "Age", "VolumeMode"],
+    "/api/v1/persistentvolumes": [
+        "Name", "Capacity", "Access Modes", "Reclaim Policy", "Status", "Claim", "StorageClass",
+        "VolumeAttributesClass", "Reason", "Age", "VolumeMode"],
+}
+
+
+def assert_columns(home, namespace: str, columns: dict[str, list[str]]) -> None:
+    for path, expected in columns.items():
         status, table = call(home, "GET", path.format(ns=namespace), accept=TABLE)
         assert status == 200, (path, table)
         assert column_names(table) == expected, path
 
 
+def test_each_kind_has_the_real_printers_columns(home, namespace) -> None:
+    assert_columns(home, namespace, COLUMNS)
+
+
+@pytest.mark.since("1.29", "volumes print their VolumeAttributesClass")
+def test_volumes_print_their_attributes_class(home, namespace) -> None:
+    assert_columns(home, namespace, VOLUME_COLUMNS)
+
+
+WEB = {"app": "web"}
+WEB_DEPLOYMENT = {
+    "metadata": {"name": "web"},
+    "spec": {"replicas": 0, "selector": {"matchLabels": WEB}, "template": {
+        "metadata": {"labels": WEB},
+        "spec": {"containers": [{"name": "c", "image": "nginx:1"},
+                                {"name": "d", "image": "busybox"}]}}}}
+
+
+@pytest.mark.since("1.31", "a status subresource prints its kind's columns (checked against "
+                           "v1.31's registry; v1.24 does not)")
+def test_a_status_subresource_prints_the_kinds_row(home, namespace) -> None:
+    call(home, "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", WEB_DEPLOYMENT)
+    _, status = call(home, "GET",
+                     f"/apis/apps/v1/namespaces/{namespace}/deployments/web/status", accept=TABLE)
+    assert status["rows"][0]["cells"][:2] == ["web", "0/0"]
+
+
 def test_deployment_and_service_rows(home, namespace) -> None:
-    labels = {"app": "web"}
-    call(home, "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", {
-        "metadata": {"name": "web"},
-        "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": {
-            "metadata": {"labels": labels},
-            "spec": {"containers": [{"name": "c", "image": "nginx:1"},
-                                    {"name": "d", "image": "busybox"}]}}}})
+    labels = WEB
+    call(home, "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments", WEB_DEPLOYMENT)
     call(home, "POST", f"/api/v1/namespaces/{namespace}/services", {
         "metadata": {"name": "svc"},
         "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}})
@@ -192,9 +219,6 @@ def test_deployment_and_service_rows(home, namespace) -> None:
                          accept=TABLE)
     cells = deployment["rows"][0]["cells"]
     assert cells[:4] + cells[5:] == ["web", "0/0", 0, 0, "c,d", "nginx:1,busybox", "app=web"]
-    _, status = call(home, "GET",
-                     f"/apis/apps/v1/namespaces/{namespace}/deployments/web/status", accept=TABLE)
-    assert status["rows"][0]["cells"][:2] == ["web", "0/0"]  # the status subresource converts
     _, service = call(home, "GET", f"/api/v1/namespaces/{namespace}/services/svc", accept=TABLE)
     name, type_, cluster_ip, external, ports, _, selector = service["rows"][0]["cells"]
     assert (name, type_, external, ports, selector) == (

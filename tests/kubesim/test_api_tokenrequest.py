@@ -44,6 +44,7 @@ def seconds_from_now(timestamp: str) -> float:
     return (moment - datetime.now(UTC)).total_seconds()
 
 
+@pytest.mark.since("1.31", "TokenRequest as v1.31 serves it; v1.24 differs")
 def test_an_empty_request_gets_an_hour_for_the_api_servers_audiences(home, namespace,
                                                                      robot) -> None:
     answer, status = token_request(home.api_client, namespace, robot, {"spec": {}})
@@ -80,6 +81,7 @@ def test_a_lifetime_out_of_bounds_is_invalid(home, namespace, robot, seconds: in
     assert body["details"]["causes"][0]["field"] == "spec.expirationSeconds"
 
 
+@pytest.mark.since("1.31", "TokenRequest as v1.31 serves it; v1.24 differs")
 def test_a_body_naming_another_account_is_invalid(home, namespace, robot) -> None:
     status, body = refused(home.api_client, namespace, robot,
                            {"metadata": {"name": "other"}, "spec": {}})
@@ -102,6 +104,7 @@ def _bound(kind: str, name: str, uid: str | None = None, api_version: str = "v1"
     return {"spec": {"boundObjectRef": ref}}
 
 
+@pytest.mark.since("1.31", "TokenRequest as v1.31 serves it; v1.24 differs")
 def test_binding_to_a_pod_fills_its_uid(home, namespace, robot) -> None:
     home.core.create_namespaced_pod(namespace, pod_manifest("holder", serviceAccountName=robot))
     uid = home.core.read_namespaced_pod("holder", namespace).metadata.uid

@@ -46,6 +46,7 @@ def eviction_events(home, namespace: str) -> list[Any]:
             if e.reason == "TaintManagerEviction"]
 
 
+@pytest.mark.since("1.29", "taint eviction is its own controller, taint-eviction-controller")
 def test_pods_are_evicted_at_once_after_their_toleration_or_never(home, namespace,
                                                                   tainted_node) -> None:
     toleration = {"key": "example.com/evict", "operator": "Exists", "effect": "NoExecute"}
@@ -69,6 +70,7 @@ def test_pods_are_evicted_at_once_after_their_toleration_or_never(home, namespac
         ("Normal", "taint-eviction-controller", "Pod")}
 
 
+@pytest.mark.since("1.26", "pod disruption conditions are on by default")
 def test_an_evicted_pod_is_marked_as_a_disruption_target(home, namespace, tainted_node) -> None:
     home.core.create_namespaced_pod(namespace, bound_pod("victim", tainted_node))
     wait_for(lambda: evicted(home.core, namespace, "victim"), timeout=5)
