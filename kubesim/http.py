@@ -288,6 +288,9 @@ class Router:
             return _object_response(created, converter, 201)
         if not name:
             if method == "DELETE":
+                if "deletecollection" not in kind.verbs:
+                    # no route for it: go-restful's plain-text answer
+                    return web.Response(status=405, text="405: Method Not Allowed")
                 options = await self._delete_options(request)
                 collection = await api.delete_collection(
                     kind, namespace, label_selector=query.get("labelSelector", ""),

@@ -122,8 +122,9 @@ _NEW_EVENT_FIELDS = (
 )
 
 BUILTIN_KINDS: tuple[ResourceKind, ...] = (
+    # namespace storage deletes one namespace at a time: no deletecollection route
     _kind("", "v1", "namespaces", "Namespace", False, ("ns",), ("status", "finalize"),
-          ("status.phase",)),
+          ("status.phase",), verbs=tuple(v for v in ALL_VERBS if v != "deletecollection")),
     _kind("", "v1", "nodes", "Node", False, ("no",), ("status", "proxy"),
           ("spec.unschedulable",)),
     _kind("", "v1", "pods", "Pod", True, ("po",),

@@ -69,6 +69,16 @@ def test_resources_carry_kind_scope_verbs_and_short_names(home) -> None:
     assert core["nodes"]["namespaced"] is False
 
 
+def test_namespaces_cannot_be_deleted_as_a_collection(home) -> None:
+    namespaces = resources(home, "v1")["namespaces"]
+    assert sorted(namespaces["verbs"]) == ["create", "delete", "get", "list", "patch", "update",
+                                           "watch"]
+    # no route: the server does not even read a selector
+    status, _ = call(home, "DELETE", "/api/v1/namespaces",
+                     query={"labelSelector": "kubernetes.io/metadata.name=nothing-here"})
+    assert status == 405
+
+
 def test_subresources_are_listed_as_plural_slash_name(home) -> None:
     core = resources(home, "v1")
     for name in ("pods/status", "pods/binding", "pods/log", "nodes/status", "services/status",
