@@ -306,6 +306,14 @@ class ServiceStrategy(Strategy):
 class NodeStrategy(Strategy):
     """Kubelets register nodes with their status: create keeps it (nodeStrategy)."""
 
+    def default(self, obj: Obj) -> None:
+        # SetDefaults_NodeStatus: a node that states its capacity but no allocatable gets its
+        # capacity as allocatable, on every write (create, update, status, patches)
+        status = obj.get("status")
+        if isinstance(status, dict) and status.get("capacity") is not None and \
+                status.get("allocatable") is None:
+            status["allocatable"] = dict(status["capacity"])
+
     def prepare_for_create(self, obj: Obj) -> None:
         obj.setdefault("spec", {})
 
