@@ -141,22 +141,6 @@ def test_the_pod_webhook_sees_offloaded_pod_creations_with_tls_every_agent_mount
             volumes)
 
 
-def test_each_remote_may_set_how_long_pods_tolerate_its_virtual_node_being_down() -> None:
-    remotes = [{"clusterId": "forever", "kubeconfigSecret": "s1"},
-               {"clusterId": "at-once", "kubeconfigSecret": "s2", "notReadyTolerationSeconds": 0},
-               {"clusterId": "long", "kubeconfigSecret": "s3",
-                "notReadyTolerationSeconds": 2_000_000}]
-    nodes = {v["spec"]["clusterId"]: v["spec"]
-             for v in of_kind(render(CHART, {**MINIMAL, "remotes": remotes}), "VirtualNode")}
-    assert "notReadyTolerationSeconds" not in nodes["forever"]  # unset: the whole cut
-    assert nodes["at-once"]["notReadyTolerationSeconds"] == 0
-    assert nodes["long"]["notReadyTolerationSeconds"] == 2_000_000  # an integer, not 2e+06
-    for bad in (-1, "10m"):
-        error = schema_error(CHART, {**MINIMAL, "remotes": [
-            {"clusterId": "p", "kubeconfigSecret": "s", "notReadyTolerationSeconds": bad}]})
-        assert error is not None and "/remotes/0" in error, error
-
-
 def _agent_config(values: dict[str, Any], remote: int = 0) -> Any:
     deployments = of_kind(render(CHART, values), "Deployment")
     return parse_config(deployments[remote]["spec"]["template"]["spec"]["containers"][0]["args"])
