@@ -150,6 +150,14 @@ def _conditions(health: Health, remote_cluster_id: str) -> list[dict[str, str]]:
     return [*pressure, ready]
 
 
+def node_addresses(node_ip: str) -> list[dict[str, str]]:
+    """Where the API server dials the virtual node's kubelet endpoint: the agent's own address
+    only. kube-apiserver takes the first address of its --kubelet-preferred-address-types
+    (Hostname first by default) that the node lists, and nothing resolves a virtual node's name:
+    a Hostname address would make `kubectl logs` fail with a DNS lookup error."""
+    return [{"type": "InternalIP", "address": node_ip}]
+
+
 def node_status(capacity: Mapping[str, str], health: Health, remote_cluster_id: str,
                 node_ip: str, node_name: str, kubelet_port: int,
                 platform: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -160,8 +168,7 @@ def node_status(capacity: Mapping[str, str], health: Health, remote_cluster_id: 
         "capacity": dict(capacity),
         "allocatable": dict(capacity),
         "conditions": _conditions(health, remote_cluster_id),
-        "addresses": [{"type": "InternalIP", "address": node_ip},
-                      {"type": "Hostname", "address": node_name}],
+        "addresses": node_addresses(node_ip),
         "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},
         "nodeInfo": {"operatingSystem": "linux",
                      "architecture": platform.get("architecture", ""),
