@@ -7,9 +7,16 @@ writes the same work needs, on the same servers, in the same run.
         [--enforcer-flag=... ...] [--json bench-offloading.json] [--scenarios a,b,...]
 
 Clusters: two kubesim clusters, each in a child process of its own as two control planes are
-(`--serve-kubesim`, not for direct use), which count every request by user, verb and resource;
-or two real clusters when E2E_HOME_KUBECONFIG and E2E_REMOTE_KUBECONFIG are set (then request
-counts are n/a: one identity does everything).
+(`--serve-kubesim`, not for direct use); or the two clusters E2E_HOME_KUBECONFIG and
+E2E_REMOTE_KUBECONFIG name (E2E_REMOTE_POD_CIDR: the remote's pod CIDR, remapped by the agent),
+real or not. Everything a run creates is named after it (`bench-<run>`, a Node
+`bench-bare-node-<run>` for the bare client's pods, kept alive by a Lease) and removed at its
+end, also after a failure or Ctrl-C. The run refuses to start when the remote's ready
+schedulable nodes lack room for the pods it would leave there; every wait has a deadline.
+
+Requests are counted by the components themselves (their /metrics:
+annex_rest_client_requests_by_resource_total by host, verb and resource) and by the bare
+client's own counter, on kubesim and on real clusters alike.
 
 Scenarios (in this order; each leaves its objects for the next):
 - latency: pods created one at a time (--latency-rate a second) with the agent running; per pod,
@@ -46,6 +53,7 @@ import json
 import math
 import os
 import platform
+import re
 import signal
 import socket
 import subprocess
@@ -56,8 +64,10 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import yaml
@@ -68,8 +78,10 @@ if str(ROOT) not in sys.path:
 
 from annex.kube import ClientLimits, load_connection  # noqa: E402
 from annex.kubeapi import (  # noqa: E402
+    STRATEGIC_MERGE_PATCH,
     ApiError,
     ClusterApi,
+    RequestMetrics,
     WatchExpired,
     core_path,
     custom_path,
@@ -88,116 +100,126 @@ from shared.forge.pod import (  # noqa: E402
 )
 from shared.forge.token import issued_token, token_request, token_secret  # noqa: E402
 from shared.ownership import ownership_labels  # noqa: E402
-from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL  # noqa: E402
+from shared.wellknown import (  # noqa: E402
+    NODE_LEASE_NAMESPACE,
+    ORIGIN_CLUSTER_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    TENANT_NAMESPACE_LABEL,
+    VIRTUAL_NODE_TAINT_KEY,
+)
 
-USERS = ("driver", "agent", "enforcer", "bare")
-"""Identities on each simulated cluster: requests are counted per identity."""
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 HEARTBEAT_RESOURCES = frozenset({"leases"})
-PROVIDER_ID = "bench-provider"
-REMOTE_ID = "bench-remote"
-HOME_ID = "bench-home"
-BARE_CONSUMER = "bench-bare"
-NAMESPACE, BARE_NAMESPACE = "bench", "bench-bare"
-BARE_NODE = "bench-bare-node"
-TOLERATION = {"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists",
-              "effect": "NoExecute"}
+TOLERATION = {"key": VIRTUAL_NODE_TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}
+BY_RESOURCE = "annex_rest_client_requests_by_resource_total"
+"""The components' request counter the benchmark reads (annex.kubeapi.RequestMetrics)."""
+LEASE_SECONDS = 40
+"""The bare client's node Lease: renewed every quarter of it, as a kubelet renews its own."""
+
+
+@dataclass(frozen=True)
+class Names:
+    """What a run creates, named after the run: runs on the same clusters never meet."""
+
+    run: str
+
+    @property
+    def home_id(self) -> str:
+        return f"bench-home-{self.run}"
+
+    @property
+    def remote_id(self) -> str:
+        return f"bench-remote-{self.run}"
+
+    @property
+    def provider_id(self) -> str:
+        return f"bench-provider-{self.run}"
+
+    @property
+    def bare_consumer(self) -> str:
+        return f"bench-bare-{self.run}"
+
+    @property
+    def namespace(self) -> str:
+        return f"bench-{self.run}"
+
+    @property
+    def bare_namespace(self) -> str:
+        return f"bench-bare-{self.run}"
+
+    @property
+    def bare_twin(self) -> str:
+        return f"bench-bare-twin-{self.run}"
+
+    @property
+    def tenant(self) -> str:
+        return f"annex-tenant-{self.home_id}"
+
+    @property
+    def virtual_node(self) -> str:
+        return f"liqo-{self.remote_id}"
+
+    @property
+    def bare_node(self) -> str:
+        """A Node the bare client's pods are bound to: a controller-manager's pod garbage
+        collector deletes pods bound to a node that does not exist."""
+        return f"bench-bare-node-{self.run}"
+
+    @property
+    def webhook(self) -> str:
+        return f"shadowpods.bench-{self.run}.annex"
 
 
 # --- the simulated clusters, in a child process -----------------------------------------------
 
-def request_verb(method: str, path: str, watch: bool) -> tuple[str, str]:
-    """(Kubernetes verb, resource[/subresource]) of a request, as the audit log names them."""
-    parts = [p for p in path.split("/") if p]
-    if not parts or parts[0] not in ("api", "apis"):
-        return method.lower(), path
-    parts = parts[2:] if parts[0] == "api" else parts[3:]
-    if parts[:1] == ["namespaces"] and len(parts) >= 3:
-        parts = parts[2:]
-    resource = parts[0] if parts else ""
-    if len(parts) >= 3:
-        resource += "/" + parts[2]
-    collection = len(parts) == 1
-    verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method)
-    if verb is None and method == "DELETE":
-        verb = "deletecollection" if collection else "delete"
-    if verb is None:
-        verb = "watch" if watch else ("list" if collection else "get")
-    return verb, resource
-
-
 def serve_kubesim(directory: Path, remote_pods: int, only: str) -> None:
     """The `only` kubesim cluster (home or remote: each in a process of its own, as two real
-    control planes are), an identity per USERS entry (its kubeconfig written to
-    DIR/CLUSTER-USER.kubeconfig) and GET /counts on a plain-HTTP port: requests by cluster,
-    user, verb and resource. Prints one JSON line once serving; runs until SIGTERM."""
-    import secrets
-
-    from aiohttp import web
-
-    from kubesim.apiserver import User
+    control planes are), its kubeconfig written to DIR/CLUSTER.kubeconfig. Prints one JSON line
+    once serving; runs until SIGTERM."""
     from kubesim.cluster import Cluster
     from kubesim.controllers import ControllerSettings
-    from kubesim.http import USER_KEY
 
     # kubesim gives each node a /24 of the pod CIDR: at most 254 pods a node.
     workers = max(1, math.ceil(remote_pods / 250))
     specs = {"home": (1, "10.10.0.0/16", 110), "remote": (workers, "10.20.0.0/16", 250)}
-    specs = {only: specs[only]}
-    counts: dict[str, Counter[str]] = {name: Counter() for name in specs}
-
-    def counting(name: str) -> Any:
-        async def middleware(request: Any, handler: Any) -> Any:
-            verb, resource = request_verb(request.method, request.path,
-                                          request.query.get("watch") in ("1", "true"))
-            counts[name][f"{request[USER_KEY].name}|{verb}|{resource}"] += 1
-            return await handler(request)
-        return middleware
+    count, cidr, pods = specs[only]
 
     async def main() -> None:
-        clusters = []
-        for name, (count, cidr, pods) in specs.items():
-            cluster = Cluster(name, workers=count, pod_cidr=cidr)
-            cluster.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
-                workers=count, pod_cidr=cidr, node_prefix=f"{name}-worker",
-                worker_cpu="10000", worker_memory="10000Gi", worker_pods=pods)
-            cluster.middlewares.append(counting(name))
-            await cluster.start(directory)
-            clusters.append(cluster)
-        kubeconfigs: dict[str, dict[str, str]] = {}
-        for cluster in clusters:
-            for user in USERS:
-                token = secrets.token_urlsafe(24)
-                cluster.tokens[token] = User(user, ("system:masters", "system:authenticated"))
-                config = cluster.kubeconfig()
-                config["users"][0]["user"]["token"] = token
-                path = directory / f"{cluster.name}-{user}.kubeconfig"
-                path.write_text(yaml.safe_dump(config))
-                kubeconfigs.setdefault(cluster.name, {})[user] = str(path)
-
-        async def get_counts(_: web.Request) -> web.Response:
-            return web.json_response({name: dict(c) for name, c in counts.items()})
-
-        app = web.Application()
-        app.router.add_get("/counts", get_counts)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        print(json.dumps({"counts": f"http://127.0.0.1:{port}/counts",
-                          "kubeconfigs": kubeconfigs,
-                          "remote_pod_cidr": specs["remote"][1] if "remote" in specs else None}),
-              flush=True)
+        cluster = Cluster(only, workers=count, pod_cidr=cidr)
+        cluster.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
+            workers=count, pod_cidr=cidr, node_prefix=f"{only}-worker",
+            worker_cpu="10000", worker_memory="10000Gi", worker_pods=pods)
+        await cluster.start(directory)
+        print(json.dumps({"kubeconfig": str(directory / f"{only}.kubeconfig"),
+                          "remote_pod_cidr": cidr if only == "remote" else None}), flush=True)
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(signum, stop.set)
         await stop.wait()
-        await runner.cleanup()
-        for cluster in clusters:
-            await cluster.stop()
+        await cluster.stop()
 
     asyncio.run(main())
+
+
+WEBHOOKS = group_path("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+
+
+class CapacityError(Exception):
+    """The remote cluster cannot run the pods this run would create."""
+
+
+def schedulable(node: dict[str, Any]) -> bool:
+    """Ready, not cordoned, without a NoSchedule or NoExecute taint (a control plane's)."""
+    spec, status = node.get("spec") or {}, node.get("status") or {}
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in status.get("conditions") or [])
+    tainted = any(t.get("effect") in ("NoSchedule", "NoExecute") for t in spec.get("taints") or [])
+    return ready and not spec.get("unschedulable") and not tainted
+
+
+def micro_time() -> str:
+    """Now as a Kubernetes MicroTime (a Lease's renewTime)."""
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # --- processes ----------------------------------------------------------------------------------
@@ -282,6 +304,24 @@ def prometheus_samples(text: str) -> dict[str, float]:
             name, _, value = line.rpartition(" ")
             samples[name] = float(value)
     return samples
+
+
+LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def scrape(port: int, family: str, timeout: float = 30.0) -> list[tuple[dict[str, str], float]]:
+    """The samples of one family on a running component's /metrics, by label set (retried
+    until the endpoint answers: it may be starting)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status, text = http_get(f"http://127.0.0.1:{port}/metrics", 2)
+        if status == 200:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no /metrics on port {port} after {timeout:.0f}s")
+        time.sleep(0.2)
+    return [(dict(LABEL.findall(name)), value)
+            for name, value in prometheus_samples(text).items() if name.startswith(family + "{")]
 
 
 # --- watching ------------------------------------------------------------------------------------
@@ -382,26 +422,32 @@ async def gather_limited(calls: Iterable[Callable[[], Awaitable[Any]]], limit: i
 class Bench:
     args: argparse.Namespace
     directory: Path
-    kubeconfigs: dict[str, dict[str, str]]
-    counts_urls: list[str]
+    kubeconfigs: dict[str, str]
+    """Per cluster (home, remote): the one kubeconfig everything uses."""
     remote_pod_cidr: str | None
     server_pids: list[int]
     """The kubesim processes, one per cluster (none on real clusters)."""
+    names: Names
     timeline: Timeline = field(default_factory=Timeline)
     results: dict[str, Any] = field(default_factory=dict)
     apis: dict[tuple[str, str], ClusterApi] = field(default_factory=dict)
     agent: Component | None = None
     enforcer: Component | None = None
     metrics_port: int = field(default_factory=free_port)
+    health_port: int = field(default_factory=free_port)
     twin: str = ""
-    bare_twin: str = "bench-bare-twin"
+    bare_requests: RequestMetrics = field(default_factory=RequestMetrics)
+    """The bare client's requests (the driver's are not counted)."""
+    background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def api(self, cluster: str, user: str) -> ClusterApi:
         """The user's client for a cluster (unthrottled: the limit is the server's)."""
         if (cluster, user) not in self.apis:
-            connection = load_connection(self.kubeconfigs[cluster][user],
+            connection = load_connection(self.kubeconfigs[cluster],
                                          limits=ClientLimits(qps=0, burst=256))
-            self.apis[(cluster, user)] = ClusterApi(connection, timeout=120)
+            self.apis[(cluster, user)] = ClusterApi(
+                connection, timeout=120,
+                metrics=self.bare_requests if user == "bare" else RequestMetrics())
         return self.apis[(cluster, user)]
 
     @property
@@ -414,28 +460,43 @@ class Bench:
 
     # --- request counts ---
 
+    def hosts(self) -> dict[str, str]:
+        """API server host:port → cluster name, as the request counters name the host."""
+        return {urlsplit(load_connection(path).server).netloc: cluster
+                for cluster, path in self.kubeconfigs.items()}
+
     def counts(self) -> dict[str, Counter[str]]:
-        counts: dict[str, Counter[str]] = {}
-        for url in self.counts_urls:
-            status, text = http_get(url)
-            if not status:
-                return {}
-            counts.update({name: Counter(c) for name, c in json.loads(text).items()})
-        return counts
+        """Requests so far by who made them (agent, enforcer, bare), as
+        `cluster|verb|resource` → requests, read from the components' own counters (their
+        /metrics) and the bare client's. A component that is not running counts nothing: it
+        starts again from zero."""
+        hosts = self.hosts()
+        found: dict[str, Counter[str]] = {}
+        for who, component, port in (("agent", self.agent, self.metrics_port),
+                                     ("enforcer", self.enforcer, self.health_port)):
+            found[who] = Counter()
+            if component is None or not component.alive():
+                continue
+            for labels, value in scrape(port, BY_RESOURCE):
+                cluster = hosts.get(labels["host"], labels["host"])
+                found[who][f"{cluster}|{labels['verb']}|{labels['resource']}"] += int(value)
+        found["bare"] = Counter()
+        for (_, host, _, verb, _, resource), n in self.bare_requests.snapshot().items():
+            found["bare"][f"{hosts.get(host, host)}|{verb}|{resource}"] += n
+        return found
 
     def kubesim_cpu(self) -> list[float]:
         """CPU seconds of each kubesim process (home, remote)."""
         return [cpu_seconds(pid) for pid in self.server_pids]
 
     def requests_between(self, before: dict[str, Counter[str]], after: dict[str, Counter[str]],
-                         user: str) -> dict[str, Any]:
-        """Per cluster: requests and writes by `user` between two count snapshots."""
-        if not before:
-            return {"home": "n/a", "remote": "n/a"}
+                         who: str) -> dict[str, Any]:
+        """Per cluster: the requests and writes of `who` between two count snapshots."""
+        delta = after[who] - before.get(who, Counter())
         found: dict[str, Any] = {}
-        for cluster in after:
-            delta = after[cluster] - before.get(cluster, Counter())
-            mine = {k.split("|", 1)[1]: n for k, n in delta.items() if k.startswith(user + "|")}
+        for cluster in self.kubeconfigs:
+            mine = {k.split("|", 1)[1]: n for k, n in delta.items()
+                    if k.startswith(cluster + "|")}
             writes = {k: n for k, n in mine.items() if k.split("|")[0] in WRITE_VERBS}
             found[cluster] = {"requests": sum(mine.values()), "writes": sum(writes.values()),
                               "by_verb": dict(sorted(mine.items()))}
@@ -460,22 +521,50 @@ class Bench:
             if error.status != 409:
                 raise
 
+    async def check_capacity(self) -> None:
+        """Refuse to start when the remote cannot run every pod the chosen scenarios leave
+        there (each keeps its pods for the next): pods would stay Pending and the run time
+        out."""
+        scenarios = self.args.scenarios.split(",")
+        needed = 2 * ((self.args.latency_pods if "latency" in scenarios else 0)
+                      + (self.args.pods if "offloading" in scenarios else 0))
+        if not needed:
+            return
+        nodes = await self.remote.list(core_path("nodes"))
+        usable = {node["metadata"]["name"]: int(str(
+            (node.get("status") or {}).get("allocatable", {}).get("pods") or 0))
+            for node in nodes if schedulable(node)}
+        taken = sum(1 for pod in await self.remote.list(core_path("pods"))
+                    if (pod.get("spec") or {}).get("nodeName") in usable
+                    and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"))
+        room = sum(usable.values()) - taken
+        if room < needed:
+            raise CapacityError(
+                f"the remote cluster has room for {room} more pods ({len(usable)} ready "
+                f"schedulable nodes allocate {sum(usable.values())}, {taken} are taken) and "
+                f"this run needs {needed} (2 x (--latency-pods {self.args.latency_pods} + "
+                f"--pods {self.args.pods}) for the agent's and the bare client's pods): lower "
+                f"--pods or --latency-pods, or add {needed - room} pods of capacity")
+
     async def setup(self) -> None:
+        names = self.names
         await self.install_crds(self.home)
         await self.install_crds(self.remote)
-        for name in (NAMESPACE, BARE_NAMESPACE):
+        for name in (names.namespace, names.bare_namespace):
             await self.create(self.home, core_path("namespaces"), {"metadata": {"name": name}})
         await self.create(self.remote, core_path("namespaces"), {"metadata": {
-            "name": f"annex-tenant-{HOME_ID}",
-            "labels": {TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: HOME_ID}}})
+            "name": names.tenant,
+            "labels": {TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: names.home_id}}})
         await self.create(self.remote, core_path("namespaces"), {"metadata": {
-            "name": self.bare_twin, "labels": ownership_labels(BARE_CONSUMER, PROVIDER_ID)}})
+            "name": names.bare_twin,
+            "labels": ownership_labels(names.bare_consumer, names.provider_id)}})
+        await self.create_bare_node()
         await self.start_enforcer()
         self.start_agent()
-        await self.create(self.home, custom_path(NAMESPACE_OFFLOADING, NAMESPACE), {
+        await self.create(self.home, custom_path(NAMESPACE_OFFLOADING, names.namespace), {
             "apiVersion": NAMESPACE_OFFLOADING.api_version, "kind": NAMESPACE_OFFLOADING.kind,
             "metadata": {"name": "offloading"}, "spec": {"podOffloadingStrategy": "Remote"}})
-        path = custom_path(NAMESPACE_OFFLOADING, NAMESPACE, "offloading")
+        path = custom_path(NAMESPACE_OFFLOADING, names.namespace, "offloading")
         status: dict[str, Any] = {}
 
         async def ready() -> bool:
@@ -484,16 +573,54 @@ class Bench:
         await until_async(ready, 120, "the namespace offloaded")
         self.twin = str(status["remoteNamespaceName"])
         for cluster, kind, namespaces in (
-                ("home", "pods", (NAMESPACE, BARE_NAMESPACE)),
-                ("remote", "pods", (self.twin, self.bare_twin)),
-                ("remote", "shadowpods", (self.twin, self.bare_twin)),
-                ("remote", "configmaps", (self.twin, self.bare_twin))):
+                ("home", "pods", (names.namespace, names.bare_namespace)),
+                ("remote", "pods", (self.twin, names.bare_twin)),
+                ("remote", "shadowpods", (self.twin, names.bare_twin)),
+                ("remote", "configmaps", (self.twin, names.bare_twin))):
             api = self.home if cluster == "home" else self.remote
             for namespace in namespaces:
                 path = (custom_path(SHADOWPOD, namespace) if kind == "shadowpods"
                         else core_path(kind, namespace))
-                asyncio.get_running_loop().create_task(
-                    follow(api, path, f"{cluster}-{kind}", self.timeline))
+                self.background.append(asyncio.get_running_loop().create_task(
+                    follow(api, path, f"{cluster}-{kind}", self.timeline)))
+
+    async def create_bare_node(self) -> None:
+        """The Node the bare client's pods are bound to, Ready, with a Lease renewed as a
+        kubelet renews its own until the run ends (no kubelet runs its pods: the bare client
+        writes their status). Tainted as a virtual node is, so that nothing else lands there."""
+        name = self.names.bare_node
+        capacity = {"cpu": "10000", "memory": "10000Gi",
+                    "pods": str(2 * (self.args.pods + self.args.latency_pods) + 10)}
+        node = await self.home.create(core_path("nodes"), {"metadata": {
+            "name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                     "type": "bench-bare-node"}},
+            "spec": {"taints": [{"key": VIRTUAL_NODE_TAINT_KEY, "value": "true",
+                                 "effect": "NoExecute"}]}})
+        now = micro_time()
+        await self.home.patch(core_path("nodes", name=name, subresource="status"), {"status": {
+            "capacity": capacity, "allocatable": capacity,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "BenchBareNode",
+                            "message": "the benchmark's bare client writes its pods' status",
+                            "lastHeartbeatTime": now[:19] + "Z",
+                            "lastTransitionTime": now[:19] + "Z"}]}},
+            content_type=STRATEGIC_MERGE_PATCH)
+        lease = group_path("coordination.k8s.io", "v1", "leases", NODE_LEASE_NAMESPACE)
+        await self.home.create(lease, {"metadata": {
+            "name": name, "namespace": NODE_LEASE_NAMESPACE, "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Node", "name": name,
+                 "uid": node["metadata"]["uid"]}]},
+            "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS,
+                     "renewTime": now}})
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(LEASE_SECONDS / 4)
+                try:
+                    await self.home.patch(f"{lease}/{name}",
+                                          {"spec": {"renewTime": micro_time()}})
+                except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+                    print(f"renewing the Lease of node {name}: {error}", file=sys.stderr)
+        self.background.append(asyncio.get_running_loop().create_task(renew()))
 
     async def start_enforcer(self) -> None:
         import trustme
@@ -503,19 +630,19 @@ class Bench:
         cert, key = self.directory / "webhook.crt", self.directory / "webhook.key"
         issued.cert_chain_pems[0].write_to_path(str(cert))
         issued.private_key_pem.write_to_path(str(key))
-        webhook_port, health_port = free_port(), free_port()
+        webhook_port = free_port()
         self.enforcer = Component("enforcer", [
-            "-m", "remote_enforcer", "--kubeconfig", self.kubeconfigs["remote"]["enforcer"],
-            "--cluster-id", PROVIDER_ID, "--webhook-address", "127.0.0.1",
+            "-m", "remote_enforcer", "--kubeconfig", self.kubeconfigs["remote"],
+            "--cluster-id", self.names.provider_id, "--webhook-address", "127.0.0.1",
             "--webhook-port", str(webhook_port), "--webhook-cert", str(cert),
             "--webhook-key", str(key), "--health-address", "127.0.0.1",
-            "--health-port", str(health_port), *self.args.enforcer_flag],
+            "--health-port", str(self.health_port), *self.args.enforcer_flag],
             self.directory / "enforcer.log")
         self.enforcer.start()
         await until_async(lambda: asyncio.to_thread(
-            lambda: http_get(f"http://127.0.0.1:{health_port}/readyz")[0] == 200), 60,
+            lambda: http_get(f"http://127.0.0.1:{self.health_port}/readyz")[0] == 200), 60,
             "the enforcer ready")
-        name = "shadowpods.bench.annex"
+        name = self.names.webhook
         webhook = {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration", "metadata": {"name": name},
@@ -527,12 +654,14 @@ class Bench:
                 "rules": [{"apiGroups": [SHADOWPOD.group], "apiVersions": [SHADOWPOD.version],
                            "operations": ["CREATE", "UPDATE"], "resources": [SHADOWPOD.plural],
                            "scope": "Namespaced"}],
+                # This run's twin namespaces only: another run's ShadowPods are not its
+                # enforcer's to judge.
+                "namespaceSelector": {"matchExpressions": [{
+                    "key": ORIGIN_CLUSTER_LABEL, "operator": "In",
+                    "values": [self.names.home_id, self.names.bare_consumer]}]},
                 "admissionReviewVersions": ["v1"], "sideEffects": "NoneOnDryRun",
                 "failurePolicy": "Fail", "timeoutSeconds": 10}]}
-        path = group_path("admissionregistration.k8s.io", "v1",
-                          "validatingwebhookconfigurations")
-        await self.remote.delete_if_exists(f"{path}/{name}")
-        await self.remote.create(path, webhook)
+        await self.remote.create(WEBHOOKS, webhook)
 
     def start_agent(self) -> None:
         flags = ["--workers", str(self.args.workers), "--home-qps", "0", "--remote-qps", "0",
@@ -542,12 +671,76 @@ class Bench:
                       "--remapped-pod-cidr", "100.64.0.0/16"]
         self.agent = Component("agent", [
             "-m", "home_agent",
-            "--home-kubeconfig", self.kubeconfigs["home"]["agent"],
-            "--remote-kubeconfig", self.kubeconfigs["remote"]["agent"],
-            "--cluster-id", HOME_ID, "--remote-cluster-id", REMOTE_ID,
+            "--home-kubeconfig", self.kubeconfigs["home"],
+            "--remote-kubeconfig", self.kubeconfigs["remote"],
+            "--cluster-id", self.names.home_id, "--remote-cluster-id", self.names.remote_id,
             "--metrics-address", f"127.0.0.1:{self.metrics_port}",
             *flags, *self.args.agent_flag], self.directory / "agent.log")
         self.agent.start()
+
+    async def cleanup(self) -> None:
+        """Remove what the run created, also after a failure or an interruption: the agent
+        stops first (it would recreate what goes), the enforcer last (it deletes the agent's
+        twin namespace once the tenant namespace's NamespaceMap goes). Pods at home are
+        deleted at once (no kubelet would confirm their end); what is still there after a
+        deadline is named on stderr."""
+        names = self.names
+        for task in self.background:
+            task.cancel()
+        if self.agent is not None:
+            self.agent.stop()
+        offloading = custom_path(NAMESPACE_OFFLOADING, names.namespace, "offloading")
+        leases = group_path("coordination.k8s.io", "v1", "leases", NODE_LEASE_NAMESPACE)
+        steps: list[tuple[ClusterApi, str, Callable[[], Awaitable[Any]]]] = []
+        for namespace in (names.namespace, names.bare_namespace):
+            steps.append((self.home, f"pods in {namespace}", functools.partial(
+                self.home.delete, core_path("pods", namespace), {"gracePeriodSeconds": 0})))
+        steps.append((self.home, f"the finalizers of {offloading}", functools.partial(
+            self.home.patch, offloading, {"metadata": {"finalizers": None}})))
+        for namespace in (names.namespace, names.bare_namespace):
+            steps.append((self.home, f"namespace {namespace}", functools.partial(
+                self.home.delete, core_path("namespaces", name=namespace))))
+        for node in (names.bare_node, names.virtual_node):
+            steps.append((self.home, f"node {node}", functools.partial(
+                self.home.delete, core_path("nodes", name=node))))
+            steps.append((self.home, f"lease {node}", functools.partial(
+                self.home.delete, f"{leases}/{node}")))
+        steps.append((self.remote, f"webhook {names.webhook}", functools.partial(
+            self.remote.delete, f"{WEBHOOKS}/{names.webhook}")))
+        for namespace in (names.tenant, names.bare_twin):
+            steps.append((self.remote, f"namespace {namespace}", functools.partial(
+                self.remote.delete, core_path("namespaces", name=namespace))))
+        for _, what, step in steps:
+            try:
+                await asyncio.wait_for(step(), 30)
+            except ApiError as error:
+                if error.status != 404:
+                    print(f"cleanup: {what}: {error}", file=sys.stderr)
+            except (aiohttp.ClientError, TimeoutError) as error:
+                print(f"cleanup: {what}: {error!r}", file=sys.stderr)
+        gone = [(self.home, core_path("namespaces", name=n))
+                for n in (names.namespace, names.bare_namespace)]
+        gone += [(self.remote, core_path("namespaces", name=n))
+                 for n in (names.tenant, names.bare_twin, self.twin) if n]
+        gone += [(self.home, core_path("nodes", name=names.bare_node))]
+        deadline = time.monotonic() + 120 + self.args.pods / 20
+        left: list[str] = []
+        while time.monotonic() < deadline:
+            left = []
+            for api, path in gone:
+                try:
+                    if await api.find(path) is not None:
+                        left.append(path)
+                except (ApiError, aiohttp.ClientError, TimeoutError):
+                    left.append(path)
+            if not left:
+                break
+            await asyncio.sleep(1)
+        if self.enforcer is not None:
+            self.enforcer.stop()
+        if left:
+            print(f"cleanup: still there after the deadline: {', '.join(left)}",
+                  file=sys.stderr)
 
     def agent_metrics(self) -> dict[str, float]:
         status, text = http_get(f"http://127.0.0.1:{self.metrics_port}/metrics", 2)
@@ -572,7 +765,7 @@ class Bench:
 
     @property
     def node(self) -> str:
-        return f"liqo-{REMOTE_ID}"
+        return self.names.virtual_node
 
     async def create_pods(self, namespace: str, names: list[str],
                           node: str) -> list[dict[str, Any]]:
@@ -593,7 +786,9 @@ class Bench:
         Pipelined as the agent is: at most `lanes` requests at once."""
         bare_remote, bare_home = self.api("remote", "bare"), self.api("home", "bare")
         lane = asyncio.Semaphore(lanes)
-        config = PodForgeConfig(reflection=reflection_config(BARE_CONSUMER, PROVIDER_ID))
+        names = self.names
+        config = PodForgeConfig(reflection=reflection_config(names.bare_consumer,
+                                                             names.provider_id))
 
         async def write(call: Callable[[], Awaitable[Any]]) -> Any:
             async with lane:  # retried as any client would (webhook timeouts under load)
@@ -604,27 +799,36 @@ class Bench:
             if not wanted:
                 return
             account = service_account_name(pod["spec"])
-            path = core_path("serviceaccounts", BARE_NAMESPACE, account, "token")
+            path = core_path("serviceaccounts", names.bare_namespace, account, "token")
             issued = [issued_token(token.key, await write(
                 functools.partial(bare_home.create, path, token_request(pod, token))),
                 token.expiration_seconds) for token in wanted]
-            secret = token_secret(pod, self.bare_twin, issued, BARE_CONSUMER, PROVIDER_ID)
-            await write(lambda: created(bare_remote.create(core_path("secrets", self.bare_twin),
+            secret = token_secret(pod, names.bare_twin, issued, names.bare_consumer,
+                                  names.provider_id)
+            await write(lambda: created(bare_remote.create(core_path("secrets", names.bare_twin),
                                                            secret)))
 
         async def one(pod: dict[str, Any]) -> None:
             name = pod["metadata"]["name"]
-            running = self.timeline.wait_running("remote-pods", self.bare_twin, name)
-            body = shadow_pod(pod, self.bare_twin, config)
+            running = self.timeline.wait_running("remote-pods", names.bare_twin, name)
+            body = shadow_pod(pod, names.bare_twin, config)
             await asyncio.gather(
-                write(lambda: created(bare_remote.create(custom_path(SHADOWPOD, self.bare_twin),
+                write(lambda: created(bare_remote.create(custom_path(SHADOWPOD, names.bare_twin),
                                                          body))),
                 token_secret_of(pod))
-            remote_pod = await running
+            try:
+                remote_pod = await asyncio.wait_for(running, self.phase_timeout())
+            except TimeoutError:
+                raise TimeoutError(f"the remote pod {names.bare_twin}/{name} was not Running "
+                                   f"after {self.phase_timeout():.0f}s") from None
             status = {"status": remote_pod.get("status") or {"phase": "Running"}}
-            await write(lambda: bare_home.patch(core_path("pods", BARE_NAMESPACE, name, "status"),
-                                                status))
+            await write(lambda: bare_home.patch(
+                core_path("pods", names.bare_namespace, name, "status"), status))
         await asyncio.gather(*(one(pod) for pod in pods))
+
+    def phase_timeout(self) -> float:
+        """Seconds a phase's pods have to run: generous for --pods on a slow cluster."""
+        return 60.0 + float(self.args.pods) / 5
 
     def stages(self, namespace: str, twin: str, names: list[str],
                created: dict[str, float]) -> dict[str, Any]:
@@ -642,7 +846,7 @@ class Bench:
             home = t.running.get(("home-pods", namespace, name))
             if shadow is None or remote is None or status is None or home is None:
                 continue
-            if namespace == BARE_NAMESPACE:
+            if namespace == self.names.bare_namespace:
                 status = remote  # the bare client reads the pod itself
             stages["bound_to_shadowpod"].append(shadow - created[name])
             stages["shadowpod_to_remote_running"].append(remote - shadow)
@@ -657,8 +861,8 @@ class Bench:
         await until(self.agent_converged, 120, "the agent converged", interval=0.5)
         results: dict[str, Any] = {}
         for label, namespace, twin, node in (
-                ("agent", NAMESPACE, self.twin, self.node),
-                ("bare", BARE_NAMESPACE, self.bare_twin, BARE_NODE)):
+                ("agent", self.names.namespace, self.twin, self.node),
+                ("bare", self.names.bare_namespace, self.names.bare_twin, self.names.bare_node)):
             names = [f"lat-{label}-{i}" for i in range(count)]
             created: dict[str, float] = {}
             bare_tasks = []
@@ -679,13 +883,14 @@ class Bench:
         assert self.agent is not None and self.enforcer is not None
         results: dict[str, Any] = {}
         for label in ("bare", "agent"):
-            namespace = NAMESPACE if label == "agent" else BARE_NAMESPACE
-            twin = self.twin if label == "agent" else self.bare_twin
+            namespace = self.names.namespace if label == "agent" else self.names.bare_namespace
+            twin = self.twin if label == "agent" else self.names.bare_twin
             names = [f"{label}-{i}" for i in range(count)]
             if label == "agent":
                 self.agent.stop()
             pods = await self.create_pods(namespace, names,
-                                          self.node if label == "agent" else BARE_NODE)
+                                          self.node if label == "agent"
+                                          else self.names.bare_node)
             before, enforcer_cpu = self.counts(), cpu_seconds(self.enforcer.pid)
             server_cpu = self.kubesim_cpu()
             script_cpu = time.process_time()
@@ -695,7 +900,7 @@ class Bench:
             else:
                 await self.bare_offload(pods, self.args.bare_lanes)
             done = await until(self.timeline.all_of(self.timeline.running, "home-pods",
-                                                    namespace, names), 60 + count / 5,
+                                                    namespace, names), self.phase_timeout(),
                                f"{count} {label} pods Running at home", interval=0.2)
             first = min(self.timeline.seen[("remote-shadowpods", twin, n)] for n in names)
             if label == "bare":
@@ -750,13 +955,13 @@ class Bench:
             if label == "agent":
                 self.agent.stop()
                 await gather_limited((functools.partial(
-                    self.home.create, core_path("configmaps", NAMESPACE),
+                    self.home.create, core_path("configmaps", self.names.namespace),
                     {"metadata": {"name": n}, **body}) for n in names), 32)
                 before = self.counts()
                 self.agent.start()
                 twin = self.twin
             else:
-                twin = self.bare_twin
+                twin = self.names.bare_twin
                 bare = self.api("remote", "bare")
                 started = time.monotonic()  # its first write: the watch may show them late
                 await gather_limited((functools.partial(
@@ -987,25 +1192,54 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-async def run(args: argparse.Namespace, directory: Path, served: dict[str, Any]) -> Bench:
-    bench = Bench(args, directory, served["kubeconfigs"], served.get("counts", []),
-                  served.get("remote_pod_cidr"), served.get("pids", []))
+def _interrupted(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+async def run(args: argparse.Namespace, directory: Path, served: dict[str, Any],
+              names: Names) -> Bench:
+    bench = Bench(args, directory, served["kubeconfigs"], served.get("remote_pod_cidr"),
+                  served.get("pids", []), names)
+    task = asyncio.current_task()
+    assert task is not None
+    # SIGTERM unwinds as Ctrl-C does (asyncio.run cancels on SIGINT): the cleanup below runs.
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     try:
-        await bench.setup()
-        for scenario in args.scenarios.split(","):
-            started = time.monotonic()
-            await getattr(bench, scenario)()
-            print(f"[{scenario} done in {time.monotonic() - started:.0f}s]", file=sys.stderr)
+        await bench.check_capacity()
+        try:
+            await bench.setup()
+            for scenario in args.scenarios.split(","):
+                started = time.monotonic()
+                await getattr(bench, scenario)()
+                print(f"[{scenario} done in {time.monotonic() - started:.0f}s]", file=sys.stderr)
+        finally:
+            if bench.server_pids:  # its own kubesim goes with everything in it
+                for component in (bench.agent, bench.enforcer):
+                    if component is not None:
+                        component.stop()
+            else:
+                print("[cleaning up]", file=sys.stderr)
+                await bench.cleanup()
     finally:
-        for component in (bench.agent, bench.enforcer):
-            if component is not None:
-                component.stop()
         await bench.close()
     return bench
 
 
-def _interrupted(*_: Any) -> None:
-    raise KeyboardInterrupt
+def start_kubesim(directory: Path, cluster: str,
+                  args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+    """A kubesim cluster in a child process, and what it printed once serving."""
+    log = directory / f"kubesim-{cluster}.log"
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve-kubesim", str(directory), "--cluster", cluster,
+         "--pods", str(args.pods), "--latency-pods", str(args.latency_pods)],
+        stdout=subprocess.PIPE, stderr=log.open("wb"))
+    assert server.stdout is not None
+    line = server.stdout.readline()  # ends with the process at the latest
+    if not line:
+        server.wait(30)
+        raise SystemExit(f"error: kubesim {cluster} did not start (exit code "
+                         f"{server.returncode}): see {log}")
+    return server, json.loads(line)
 
 
 def main() -> None:
@@ -1014,34 +1248,32 @@ def main() -> None:
         serve_kubesim(Path(args.serve_kubesim), 2 * (args.pods + args.latency_pods),
                       args.cluster)
         return
-    signal.signal(signal.SIGTERM, _interrupted)  # unwinds: the child processes are stopped
+    signal.signal(signal.SIGTERM, _interrupted)  # until the run's loop handles it
     directory = Path(tempfile.mkdtemp(prefix="bench-offloading-"))
+    names = Names(uuid.uuid4().hex[:6])
     home, remote = os.environ.get("E2E_HOME_KUBECONFIG"), os.environ.get("E2E_REMOTE_KUBECONFIG")
     servers: list[subprocess.Popen[bytes]] = []
-    if home and remote:
-        served: dict[str, Any] = {"kubeconfigs": {"home": dict.fromkeys(USERS, home),
-                                                  "remote": dict.fromkeys(USERS, remote)},
-                                  "remote_pod_cidr": os.environ.get("E2E_REMOTE_POD_CIDR")}
-    else:
-        served = {"kubeconfigs": {}, "counts": [], "pids": []}
-        for cluster in ("home", "remote"):
-            server = subprocess.Popen(
-                [sys.executable, __file__, "--serve-kubesim", str(directory),
-                 "--cluster", cluster,
-                 "--pods", str(args.pods), "--latency-pods", str(args.latency_pods)],
-                stdout=subprocess.PIPE,
-                stderr=(directory / f"kubesim-{cluster}.log").open("wb"))
-            servers.append(server)
-            assert server.stdout is not None
-            answer = json.loads(server.stdout.readline())
-            served["kubeconfigs"].update(answer["kubeconfigs"])
-            served["counts"].append(answer["counts"])
-            served["pids"].append(server.pid)
-            served["remote_pod_cidr"] = answer["remote_pod_cidr"] or served.get(
-                "remote_pod_cidr")
-    machine_before = machine()
     try:
-        bench = asyncio.run(run(args, directory, served))
+        if home and remote:
+            served: dict[str, Any] = {"kubeconfigs": {"home": home, "remote": remote},
+                                      "remote_pod_cidr": os.environ.get("E2E_REMOTE_POD_CIDR")}
+        else:
+            served = {"kubeconfigs": {}, "pids": []}
+            for cluster in ("home", "remote"):
+                server, answer = start_kubesim(directory, cluster, args)
+                servers.append(server)
+                served["kubeconfigs"][cluster] = answer["kubeconfig"]
+                served["pids"].append(server.pid)
+                served["remote_pod_cidr"] = answer["remote_pod_cidr"] or served.get(
+                    "remote_pod_cidr")
+        machine_before = machine()
+        bench = asyncio.run(run(args, directory, served, names))
+    except CapacityError as error:
+        raise SystemExit(f"error: {error}") from None
+    except TimeoutError as error:
+        raise SystemExit(f"error: {error} (run {names.run}; logs: {directory})") from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        raise SystemExit(f"interrupted (run {names.run}; logs: {directory})") from None
     finally:
         for server in servers:
             server.send_signal(signal.SIGTERM)
@@ -1050,7 +1282,7 @@ def main() -> None:
     report = {"command": " ".join(sys.argv), "clusters": "kubesim" if servers else "real",
               "machine": {**machine_before, "load_average_after": [
                   round(x, 2) for x in os.getloadavg()]},
-              "run_id": uuid.uuid4().hex[:8], "logs": str(directory), **bench.results}
+              "run_id": names.run, "logs": str(directory), **bench.results}
     Path(args.json).write_text(json.dumps(report, indent=2))
     print(f"machine: {report['machine']}")
     print(table(bench.results))

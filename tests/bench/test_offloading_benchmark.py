@@ -35,7 +35,7 @@ def offloading_writes(requests: dict[str, Any]) -> Counter[str]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # The script's own kubesim, even when the e2e variables point at real clusters: this tests
-    # the script, and only kubesim counts requests by user.
+    # the script (test_benchmark_on_given_clusters runs it on clusters it is given).
     env = {name: value for name, value in os.environ.items() if not name.startswith("E2E_")}
     output = tmp_path_factory.mktemp("bench") / "bench.json"
     run = subprocess.run(
