@@ -28,6 +28,7 @@ from kubesim.strategies import (
     CustomResourceDefinitionStrategy,
     CustomResourceStrategy,
     DeploymentStrategy,
+    EndpointSliceStrategy,
     EventStrategy,
     NamespaceStrategy,
     NodeStrategy,
@@ -40,6 +41,7 @@ from kubesim.strategies import (
     ServiceStrategy,
     Strategy,
     VolumeStrategy,
+    service_node_ports,
 )
 from kubesim.watch import BOOKMARK, ERROR, WatchStream, bookmark
 
@@ -237,14 +239,25 @@ class ApiServer:
             ("", "configmaps"): ConfigMapStrategy,
             ("", "secrets"): SecretStrategy,
             ("", "events"): EventStrategy,
-            ("", "services"): lambda k: ServiceStrategy(k, self._service_ips.allocate),
+            ("", "services"): lambda k: ServiceStrategy(k, self._service_ips.allocate,
+                                                        self._node_ports_in_use),
             CRD_KEY: CustomResourceDefinitionStrategy,
             ("apps", "deployments"): DeploymentStrategy,
             ("apps", "replicasets"): DeploymentStrategy,
+            ("discovery.k8s.io", "endpointslices"): EndpointSliceStrategy,
         }
         if kind.group == "rbac.authorization.k8s.io":
             return RbacStrategy(kind)
         return by_resource.get(kind.storage_key, Strategy)(kind)
+
+    def _node_ports_in_use(self, namespace: str, name: str) -> set[int]:
+        """The node ports stored Services other than namespace/name hold (what the real
+        allocator's bitmap holds: ports are freed with the Service or its NodePort type)."""
+        used: set[int] = set()
+        for stored in self.store.iterate(("", "services")):
+            if (stored.namespace, stored.name) != (namespace, name):
+                used |= service_node_ports(stored.obj.get("spec") or {})
+        return used
 
     def _authorize(
         self, user: User, verb: str, kind: ResourceKind, namespace: str, name: str,

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import random
 from collections.abc import Callable
 from typing import Any
 
 from kubesim import names
-from kubesim.errors import FieldCause
+from kubesim.errors import FieldCause, StatusError, invalid
 from kubesim.kinds import ResourceKind
 
 Obj = dict[str, Any]
@@ -257,13 +258,63 @@ def _default_pod_spec(spec: Obj) -> None:
                     port.setdefault("protocol", "TCP")
 
 
+NODE_PORTS = range(30000, 32768)  # --service-node-port-range default
+# ServiceNodePortStaticSubrange: automatic allocation prefers the ports above the lower band
+# (min(max(16, size/32), 128) ports), which is left to ports users choose
+NODE_PORT_STATIC_BAND = min(max(16, len(NODE_PORTS) // 32), 128)
+
+
+def needs_node_ports(spec: Obj) -> bool:
+    """NodePort Services, and LoadBalancers unless allocateLoadBalancerNodePorts is false."""
+    kind = spec.get("type")
+    return kind == "NodePort" or (kind == "LoadBalancer"
+                                  and spec.get("allocateLoadBalancerNodePorts") is not False)
+
+
+def service_node_ports(spec: Obj) -> set[int]:
+    return {p["nodePort"] for p in spec.get("ports") or []
+            if isinstance(p, dict) and isinstance(p.get("nodePort"), int) and p["nodePort"]}
+
+
 class ServiceStrategy(Strategy):
+    """Defaults, ClusterIP allocation and node ports as the service registry's allocators give
+    them: chosen ports are kept (422 when taken or out of range), missing ones allocated, and a
+    port is free again once no stored Service holds it (deleted, or no longer a NodePort)."""
+
     name_errors = staticmethod(names.dns1035_label_errors)
     return_deleted_object = True
 
-    def __init__(self, kind: ResourceKind, allocate_ip: Callable[[], str]) -> None:
+    def __init__(self, kind: ResourceKind, allocate_ip: Callable[[], str],
+                 node_ports_in_use: Callable[[str, str], set[int]] = lambda _ns, _name: set()
+                 ) -> None:
         super().__init__(kind)
         self.allocate_ip = allocate_ip
+        # the node ports stored Services other than (namespace, name) hold
+        self.node_ports_in_use = node_ports_in_use
+
+    def _allocate_node_ports(self, obj: Obj, own: set[int]) -> None:
+        """Keep the ports asked for (or already held: `own`), allocate the missing ones."""
+        spec, meta = obj["spec"], obj["metadata"]
+        if not needs_node_ports(spec):
+            return
+        taken = self.node_ports_in_use(meta.get("namespace", ""), meta.get("name", ""))
+        ports = [p for p in spec.get("ports") or [] if isinstance(p, dict)]
+        for i, port in enumerate(ports):
+            wanted = port.get("nodePort")
+            if not isinstance(wanted, int) or not wanted:
+                continue
+            why = ("" if wanted in own else
+                   f"provided port is not in the valid range. The range of valid ports is "
+                   f"{NODE_PORTS.start}-{NODE_PORTS.stop - 1}" if wanted not in NODE_PORTS else
+                   "provided port is already allocated" if wanted in taken else "")
+            if why:
+                raise invalid("Service", meta.get("name", ""), [FieldCause(
+                    f"spec.ports[{i}].nodePort", "Invalid value", why, wanted)])
+            taken.add(wanted)
+        for port in ports:
+            if not port.get("nodePort"):
+                port["nodePort"] = _free_node_port(taken)
+                taken.add(port["nodePort"])
 
     def default(self, obj: Obj) -> None:
         spec = obj.setdefault("spec", {})
@@ -286,6 +337,7 @@ class ServiceStrategy(Strategy):
             spec.setdefault("clusterIPs", [spec["clusterIP"]])  # ["None"] when headless
             spec.setdefault("ipFamilies", ["IPv4"])
             spec.setdefault("ipFamilyPolicy", "SingleStack")
+        self._allocate_node_ports(obj, set())
 
     def prepare_for_update(self, new: Obj, old: Obj) -> None:
         super().prepare_for_update(new, old)
@@ -293,6 +345,32 @@ class ServiceStrategy(Strategy):
         for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
             if key in old_spec and not spec.get(key):
                 spec[key] = old_spec[key]  # clients may omit allocated fields on update
+        new_ports = [p for p in spec.get("ports") or [] if isinstance(p, dict)]
+        old_ports = [p for p in old_spec.get("ports") or [] if isinstance(p, dict)]
+        if needs_node_ports(old_spec) and not needs_node_ports(spec):
+            # dropTypeDependentFields: leaving NodePort drops the ports the client left as
+            # they were
+            if [p.get("nodePort") for p in new_ports] == [p.get("nodePort") for p in old_ports]:
+                for port in new_ports:
+                    port.pop("nodePort", None)
+        elif needs_node_ports(old_spec) and needs_node_ports(spec):
+            # patchAllocatedValues: a port sent without its nodePort keeps the one its name had
+            used = service_node_ports(old_spec) & service_node_ports(spec)
+            by_name = {p.get("name", ""): p.get("nodePort") for p in old_ports}
+            for port in new_ports:
+                kept = by_name.get(port.get("name", ""))
+                if not port.get("nodePort") and kept and kept not in used:
+                    port["nodePort"] = kept
+        self._allocate_node_ports(new, service_node_ports(old_spec))
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        spec = obj.get("spec") or {}
+        if spec.get("type") != "ClusterIP":
+            return []
+        return [FieldCause(f"spec.ports[{i}].nodePort", "Forbidden",
+                           "may not be used when `type` is 'ClusterIP'")
+                for i, port in enumerate(spec.get("ports") or [])
+                if isinstance(port, dict) and port.get("nodePort")]
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
         old_ip = (old.get("spec") or {}).get("clusterIP")
@@ -300,7 +378,86 @@ class ServiceStrategy(Strategy):
         if old_ip and new_ip != old_ip:
             return [FieldCause("spec.clusterIPs[0]", "Invalid value",
                                "may not change once set", new_ip)]
+        return self.validate(new)
+
+
+def _free_node_port(taken: set[int]) -> int:
+    """A random free port, above the static band first (portallocator's AllocateNext)."""
+    upper = NODE_PORTS[NODE_PORT_STATIC_BAND:]
+    lower = NODE_PORTS[:NODE_PORT_STATIC_BAND]
+    for band in (upper, lower):
+        free = [port for port in band if port not in taken]
+        if free:
+            return random.choice(free)
+    raise StatusError(500, "InternalError", 'Internal error occurred: failed to allocate a '
+                      'nodePort: range is full')
+
+
+ADDRESS_TYPES = ("FQDN", "IPv4", "IPv6")
+
+
+class EndpointSliceStrategy(Strategy):
+    """ValidateEndpointSlice: a supported addressType, which stays, and addresses of that type.
+    (The real server also refuses loopback, link-local and unspecified IPs; kubesim does not, as
+    it publishes its own loopback address for the kubernetes Service.)"""
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        causes: list[FieldCause] = []
+        address_type = obj.get("addressType") or ""
+        if not address_type:
+            causes.append(FieldCause("addressType", "Required value", ""))
+        elif address_type not in ADDRESS_TYPES:
+            causes.append(FieldCause(
+                "addressType", "Unsupported value",
+                "supported values: " + ", ".join(names.go_quote(t) for t in ADDRESS_TYPES),
+                address_type))
+        for i, endpoint in enumerate(obj.get("endpoints") or []):
+            path = f"endpoints[{i}].addresses"
+            addresses = endpoint.get("addresses") or []
+            if not addresses:
+                causes.append(FieldCause(path, "Required value", "must contain at least 1 address"))
+            for j, address in enumerate(addresses):
+                causes.extend(_address_errors(f"{path}[{j}]", address, address_type))
+        return causes
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        causes = self.validate(new)
+        if new.get("addressType") != old.get("addressType"):
+            causes.append(FieldCause("addressType", "Invalid value", "field is immutable",
+                                     new.get("addressType")))
+        return causes
+
+
+def _address_errors(path: str, address: Any, address_type: str) -> list[FieldCause]:
+    """Known address types only: an unknown type's addresses are not judged."""
+    if address_type == "FQDN":
+        return _fqdn_errors(path, str(address))
+    versions = {"IPv4": ipaddress.IPv4Address, "IPv6": ipaddress.IPv6Address}
+    if address_type not in versions:
         return []
+    try:
+        versions[address_type](str(address))
+    except ValueError:
+        return [FieldCause(path, "Invalid value",
+                           f"must be a valid {address_type} address", address)]
+    return []
+
+
+def _fqdn_errors(path: str, name: str) -> list[FieldCause]:
+    """validation.IsFullyQualifiedDomainName."""
+    if not name:
+        return [FieldCause(path, "Required value", "")]
+    name = name.removesuffix(".")
+    if errors := names.dns1123_subdomain_errors(name):
+        return [FieldCause(path, "Invalid value", ",".join(errors), name)]
+    labels = name.split(".")
+    if len(labels) < 2:
+        return [FieldCause(path, "Invalid value",
+                           "should be a domain with at least two segments separated by dots", name)]
+    for label in labels:
+        if errors := names.dns1123_label_errors(label):
+            return [FieldCause(path, "Invalid value", ",".join(errors), label)]
+    return []
 
 
 class NodeStrategy(Strategy):

@@ -234,6 +234,31 @@ def test_service_fields_the_remote_allocates_are_left_to_it(
              message="the copy deleted with the home Service")
 
 
+def test_a_node_port_taken_remotely_is_left_for_the_remote_to_choose(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    """The copy goes without its home nodePort, so the remote allocates its own even when the
+    home one is taken there (with it, the remote API server would refuse the copy)."""
+    peer()
+    twin = offloaded(home, namespace)
+    # a remote Service of another namespace holds a port; the home Service asks for that port
+    blocker = f"{twin}-blocker"
+    remote.core.create_namespace({"metadata": {"name": blocker}})
+    try:
+        held = remote.core.create_namespaced_service(blocker, {
+            "metadata": {"name": "holder"},
+            "spec": {"type": "NodePort", "ports": [{"port": 80}]}}).spec.ports[0].node_port
+        create_service(home, namespace, "web", type="NodePort",
+                       ports=[{"name": "http", "port": 80, "nodePort": held}])
+        copy = wait_for(lambda: read_service(remote, twin, "web"), timeout=30,
+                        message="the NodePort Service reflected")
+        node_port = copy["spec"]["ports"][0]["nodePort"]
+        assert node_port != held and 30000 <= node_port <= 32767  # the remote's own choice
+        original = read_service(home, namespace, "web")
+        assert original is not None and original["spec"]["ports"][0]["nodePort"] == held
+    finally:
+        remote.core.delete_namespace(blocker)
+
+
 def test_an_ingress_is_reflected_without_its_class_and_zero_workers_disable_a_kind(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
     peer("--service-reflection-workers", "0")

@@ -26,6 +26,7 @@ def test_a_node_stating_only_its_capacity_gets_it_as_allocatable(home, node_name
     assert node["status"]["allocatable"] == capacity
     # a status write that states a new capacity without allocatable: defaulted again
     node["status"] = {"capacity": {"cpu": "8", "pods": "10"}}
+    del node["metadata"]["resourceVersion"]  # unconditional: controllers may write it meanwhile
     status, node = call(home, "PUT", f"/api/v1/nodes/{node_name}/status", node)
     assert status == 200, node
     assert node["status"]["allocatable"] == {"cpu": "8", "pods": "10"}
@@ -37,3 +38,96 @@ def test_a_node_stating_only_its_capacity_gets_it_as_allocatable(home, node_name
     status, node = call(home, "PATCH", f"/api/v1/nodes/{node_name}/status",
                         {"status": {"capacity": {"cpu": "32"}}}, content_type=MERGE)
     assert node["status"]["allocatable"] == {"cpu": "15", "pods": "10"}
+
+
+def slice_path(namespace: str, name: str = "") -> str:
+    return (f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+            + (f"/{name}" if name else ""))
+
+
+def endpoint_slice(name: str, address_type: str, *addresses: str) -> dict:
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": name}, "addressType": address_type,
+            "endpoints": [{"addresses": list(addresses)}] if addresses else []}
+
+
+def test_endpoint_slices_are_validated_for_their_address_type(home, namespace) -> None:
+    cases = [
+        (endpoint_slice("a", "IPv4", "bad-ip"), 'EndpointSlice.discovery.k8s.io "a" is invalid: '
+         'endpoints[0].addresses[0]: Invalid value: "bad-ip": must be a valid IPv4 address'),
+        (endpoint_slice("b", "IPv6", "10.0.0.1"), 'EndpointSlice.discovery.k8s.io "b" is invalid: '
+         'endpoints[0].addresses[0]: Invalid value: "10.0.0.1": must be a valid IPv6 address'),
+        (endpoint_slice("c", "Bogus", "10.0.0.1"), 'EndpointSlice.discovery.k8s.io "c" is invalid: '
+         'addressType: Unsupported value: "Bogus": supported values: "FQDN", "IPv4", "IPv6"'),
+        (endpoint_slice("d", "FQDN", "single"), 'EndpointSlice.discovery.k8s.io "d" is invalid: '
+         'endpoints[0].addresses[0]: Invalid value: "single": should be a domain with at least '
+         'two segments separated by dots'),
+        ({**endpoint_slice("e", "IPv4"), "endpoints": [{"addresses": []}]},
+         'EndpointSlice.discovery.k8s.io "e" is invalid: endpoints[0].addresses: Required value: '
+         'must contain at least 1 address'),
+    ]
+    for body, message in cases:
+        status, answer = call(home, "POST", slice_path(namespace), body)
+        assert (status, answer.get("reason"), answer.get("message")) == (422, "Invalid", message)
+    for body in (endpoint_slice("v4", "IPv4", "10.1.2.3"), endpoint_slice("v6", "IPv6", "fd00::1"),
+                 endpoint_slice("dns", "FQDN", "db.example.com")):
+        status, answer = call(home, "POST", slice_path(namespace), body)
+        assert status == 201, answer
+    status, answer = call(home, "PATCH", slice_path(namespace, "v4"), {"addressType": "IPv6"},
+                          content_type=MERGE)
+    assert (status, answer["reason"]) == (422, "Invalid")
+    assert 'addressType: Invalid value: "IPv6": field is immutable' in answer["message"]
+
+
+def services(namespace: str, name: str = "") -> str:
+    return f"/api/v1/namespaces/{namespace}/services" + (f"/{name}" if name else "")
+
+
+def node_port_service(name: str, *node_ports: int, type_: str = "NodePort") -> dict:
+    ports = [{"name": f"p{i}", "port": 80 + i, **({"nodePort": p} if p else {})}
+             for i, p in enumerate(node_ports)]
+    return {"metadata": {"name": name}, "spec": {"type": type_, "ports": ports}}
+
+
+def test_node_ports_are_allocated_kept_refused_and_released(home, namespace) -> None:
+    status, a = call(home, "POST", services(namespace), node_port_service("a", 0, 0))
+    assert status == 201, a
+    taken = [p["nodePort"] for p in a["spec"]["ports"]]
+    assert all(30000 <= p <= 32767 for p in taken) and len(set(taken)) == 2
+    status, body = call(home, "POST", services(namespace), node_port_service("b", taken[0]))
+    assert (status, body["message"]) == (422, (
+        f'Service "b" is invalid: spec.ports[0].nodePort: Invalid value: {taken[0]}: provided '
+        f'port is already allocated'))
+    status, body = call(home, "POST", services(namespace), node_port_service("c", 1))
+    assert (status, body["message"]) == (422, (
+        'Service "c" is invalid: spec.ports[0].nodePort: Invalid value: 1: provided port is not '
+        'in the valid range. The range of valid ports is 30000-32767'))
+    status, body = call(home, "POST", services(namespace),
+                        node_port_service("d", taken[0], type_="ClusterIP"))
+    assert (status, body["message"]) == (422, (
+        'Service "d" is invalid: spec.ports[0].nodePort: Forbidden: may not be used when `type` '
+        "is 'ClusterIP'"))
+    # an update that leaves the node ports out keeps them (matched by port name)
+    a["spec"]["ports"] = [{"name": p["name"], "port": p["port"]} for p in a["spec"]["ports"]]
+    del a["metadata"]["resourceVersion"]
+    status, a = call(home, "PUT", services(namespace, "a"), a)
+    assert status == 200, a
+    assert [p["nodePort"] for p in a["spec"]["ports"]] == taken
+    # a LoadBalancer gets node ports too, unless it says it does not need them
+    status, lb = call(home, "POST", services(namespace), node_port_service(
+        "lb", 0, type_="LoadBalancer"))
+    assert status == 201 and 30000 <= lb["spec"]["ports"][0]["nodePort"] <= 32767
+    bare = node_port_service("bare", 0, type_="LoadBalancer")
+    bare["spec"]["allocateLoadBalancerNodePorts"] = False
+    status, bare = call(home, "POST", services(namespace), bare)
+    assert status == 201 and "nodePort" not in bare["spec"]["ports"][0]
+    # leaving NodePort drops the ports and frees them; so does deleting the Service
+    status, a = call(home, "PATCH", services(namespace, "a"), {"spec": {"type": "ClusterIP"}},
+                     content_type=MERGE)
+    assert status == 200, a
+    assert all("nodePort" not in p for p in a["spec"]["ports"])
+    status, b = call(home, "POST", services(namespace), node_port_service("b", taken[0]))
+    assert status == 201, b
+    assert call(home, "DELETE", services(namespace, "b"))[0] == 200
+    status, e = call(home, "POST", services(namespace), node_port_service("e", taken[0]))
+    assert (status, e["spec"]["ports"][0].get("nodePort")) == (201, taken[0]), e
