@@ -22,6 +22,7 @@ from typing import Any
 from kubesim import errors
 from kubesim.apiserver import ApiServer, SubresourceRequest, User
 from kubesim.errors import FieldCause
+from kubesim.reviews import install_reviews
 from kubesim.store import Store
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
@@ -453,6 +454,7 @@ def install_auth(cluster: Any) -> None:
     api.register_subresource(service_accounts, "token", tokens.token_request)
     cluster.authenticators.append(tokens.authenticate)
     cluster.service_account_tokens = tokens
+    install_reviews(cluster)
 
     async def seed(_: Any) -> None:
         await seed_bootstrap_policy(api)
