@@ -430,7 +430,7 @@ class ApiServer:
             raise errors.already_exists(kind.group_resource, name)
         if dry_run:
             return Stored.of(obj, 0)
-        stored = self.store.put(kind.storage_key, obj)
+        stored = self.store.put(kind.storage_key, obj, etcd_limit=kind.custom)
         if kind.storage_key == CRD_KEY:
             self._establish_crd(stored.obj)
         return stored
@@ -604,7 +604,7 @@ class ApiServer:
                 and not meta.get("deletionGracePeriodSeconds")
                 and not strategy.blocks_deletion(new)):
             return self._remove(kind, old.namespace, old.name)  # last finalizer gone
-        stored = self.store.put(kind.storage_key, new)
+        stored = self.store.put(kind.storage_key, new, etcd_limit=kind.custom)
         if kind.storage_key == CRD_KEY:
             self._serve_crd(stored.obj)
         return stored
@@ -709,7 +709,7 @@ class ApiServer:
             return Stored.of(obj, old.rv), False
         if obj == old.obj:
             return old, False
-        stored = self.store.put(kind.storage_key, obj)
+        stored = self.store.put(kind.storage_key, obj, etcd_limit=kind.custom)
         if policy == "Foreground" and self.garbage_collection:
             await self._delete_dependents(stored, foreground_owner=True)
             self._finish_foreground(kind, namespace, name)
@@ -953,7 +953,7 @@ class ApiServer:
                            "lastProbeTime": None, "lastTransitionTime": now_timestamp()})
         status["conditions"] = conditions
         if not dry_run:
-            stored = self.store.put(kind.storage_key, new)
+            stored = self.store.put(kind.storage_key, new, etcd_limit=kind.custom)
             del stored  # binding answers with a Status, not the pod
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                 "code": 201}

@@ -208,16 +208,16 @@ class Store:
         return self._per_namespace.get(namespace, 0)
 
     # writes -----------------------------------------------------------------------------
-    def put(self, key: StorageKey, obj: dict[str, Any]) -> Stored:
-        """Store a new version (create or update); stamps the next resourceVersion into obj."""
+    def put(self, key: StorageKey, obj: dict[str, Any], *, etcd_limit: bool = False) -> Stored:
+        """Store a new version (create or update); stamps the next resourceVersion into obj.
+        `etcd_limit`: refuse what etcd would (for kinds etcd holds as JSON, as kubesim does)."""
         meta = obj["metadata"]
         bucket = self._objects.setdefault(key, {})
         ident = (meta.get("namespace", ""), meta["name"])
         old = bucket.get(ident)
         stored = self._stamp(obj)
-        if len(stored.full) > ETCD_MAX_REQUEST_BYTES:
-            # etcd refuses the write and its revision stays (kubesim stores JSON, which is larger
-            # than the protobuf a real server stores: it refuses a little earlier)
+        if etcd_limit and len(stored.full) > ETCD_MAX_REQUEST_BYTES:
+            # etcd refuses the write and its revision stays
             self._rv -= 1
             raise etcd_request_too_large()
         bucket[ident] = stored

@@ -69,3 +69,11 @@ def test_an_object_etcd_will_not_store_is_its_500(home, namespace, free_group: s
     assert (status, body["message"]) == (500, "etcdserver: request is too large")
     assert call(home, "GET", widgets(free_group, namespace, "small"))[1]["metadata"][
         "resourceVersion"] == version
+
+
+def test_built_in_kinds_are_measured_as_etcd_holds_them_not_as_json(home, namespace) -> None:
+    """kube-apiserver stores built-in kinds as protobuf: control characters JSON writes as six
+    bytes each take one there, so this ConfigMap (1.8 MB of JSON) fits in etcd."""
+    status, body = call(home, "POST", ns_path(namespace, "configmaps"),
+                        {"metadata": {"name": "escaped"}, "data": {"k": "\u0001" * 300_000}})
+    assert status == 201, body
