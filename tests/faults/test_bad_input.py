@@ -1,10 +1,13 @@
 """Bad input through the running system (DESIGN.md 8, issue 8): hypothesis-generated pods,
 ConfigMaps and Services, with unknown anti-affinity presets, malformed label lists, odd
 annotations and names up to the 63-character limit, and namespaces whose twin name is too
-long, sent to the home cluster while the agent and the enforcer run as processes. Whatever the
-home API server accepts is either carried over or refused with a Warning Event on the home
-object (a condition too, for a namespace); and the agent stays up: its process lives, its
-health probes answer and a plain pod created afterwards is still offloaded."""
+long, sent to the home cluster while the agent and the enforcer run as processes. Every object
+is one a real home API server accepts (under its 3 MiB request limit, ConfigMaps under their
+1 MiB of data); some cannot be carried over as they are: a pod whose ShadowPod (a custom
+resource, which etcd holds as JSON) grows past etcd's 1.5 MiB request limit, a twin namespace
+name too long for a namespace. Each is either carried over or refused with a Warning Event on
+the home object (a condition too, for a namespace); and the agent stays up: its process lives,
+its health probes answer and a plain pod created afterwards is still offloaded."""
 
 from __future__ import annotations
 
@@ -36,9 +39,16 @@ dns_label = st.builds(
     st.sampled_from(LABEL_CHARS)).filter(lambda name: len(name) <= 63)
 """Names up to the 63-character limit (RFC 1123 labels)."""
 
+REQUEST_LIMIT = 3 * 1024 * 1024  # kube-apiserver's request body limit
 BIG_CONFIG_MAP = {"kind": "ConfigMap", "metadata": {"name": "big"},
-                  "data": {"big": "\u0001" * (1024 * 1024 - 4096)}}
-"""Just under the 1 MiB limit, six times that once JSON-escaped in a watch event."""
+                  "data": {"big": "\u0001" * ((REQUEST_LIMIT - 16 * 1024) // 6)}}
+"""Control characters JSON escapes to six bytes each: just under the request limit in the
+create and in every watch event, a sixth of that as etcd holds it."""
+
+SHADOW_TOO_LARGE_POD = {"kind": "Pod", "metadata": {"name": "escaped-env"},
+                        "env": [{"name": "BLOB", "value": "\u0001" * 300_000}]}
+"""1.8 MB of JSON but 300 kB as the home etcd holds it: accepted at home, while its ShadowPod,
+a custom resource, is JSON in the remote etcd and over its 1.5 MiB limit."""
 
 LONGEST_NAMED_POD = {"kind": "Pod", "metadata": {"name": "p" * 63, "labels": {"app": "a"},
                      "annotations": {ANTI_AFFINITY_PRESET_ANNOTATION: "sometimes",
@@ -67,8 +77,8 @@ def pods(draw: st.DrawFn) -> dict[str, Any]:
 def config_maps(draw: st.DrawFn) -> dict[str, Any]:
     data = draw(st.dictionaries(st.from_regex(r"[-._a-zA-Z0-9]{1,40}", fullmatch=True),
                                 st.text(max_size=200), max_size=4))
-    if draw(st.booleans()):  # close to the 1 MiB limit: the copy carries more metadata
-        data["big"] = "x" * draw(st.integers(1024 * 1024 - 4096, 1024 * 1024 - 64))
+    if draw(st.booleans()):  # close to the 1 MiB of data a ConfigMap may hold
+        data["big"] = "x" * draw(st.integers(1024 * 1024 - 16 * 1024, 1024 * 1024 - 8192))
     return {"kind": "ConfigMap", "data": data, "metadata": {
         "name": draw(dns_label),
         "annotations": draw(st.dictionaries(st.sampled_from(["note", "liqo.io/z"]),
@@ -114,6 +124,8 @@ def create(home: ClusterHandle, namespace: str, node: str, case: dict[str, Any])
         if case["kind"] == "Pod":
             body = fleet.pod_body(case["metadata"]["name"], node)
             body["metadata"].update(case["metadata"])
+            if "env" in case:
+                body["spec"]["containers"][0]["env"] = case["env"]
             home.core.create_namespaced_pod(namespace, body)
         elif case["kind"] == "ConfigMap":
             home.core.create_namespaced_config_map(namespace, case)
@@ -199,6 +211,7 @@ def test_bad_input_is_refused_with_events_and_the_agent_carries_on(
     @EXAMPLES
     @given(case=st.one_of(pods(), config_maps(), services()))
     @example(case=BIG_CONFIG_MAP)
+    @example(case=SHADOW_TOO_LARGE_POD)
     @example(case=LONGEST_NAMED_POD)
     def each(case: dict[str, Any]) -> None:
         kind, name = case["kind"], case["metadata"]["name"]
@@ -217,6 +230,9 @@ def test_bad_input_is_refused_with_events_and_the_agent_carries_on(
 
     each()
     assert seen, "the home API server took none of the generated objects"
+    # a ShadowPod the remote cannot take is not half-made: the home pod says why
+    assert not carried_over(remote, twin, "Pod", "escaped-env")
+    assert warnings_on(home, namespace, "Pod", "escaped-env")
     twin_names_too_long(home, running)
     assert running.agent.process.popen.poll() is None, "the agent exited"
     broken = re.findall(r".*watch .* failed.*", running.agent.process.output())
