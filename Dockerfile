@@ -13,6 +13,8 @@ COPY shared shared
 COPY annex annex
 COPY home_agent home_agent
 COPY remote_enforcer remote_enforcer
+# the SPDY/3.1 library the agent's kubelet API speaks
+COPY spdy3 spdy3
 # kubesim, annexctl and annex_demo are not needed in the image; setuptools' package discovery
 # finds only what was copied.
 RUN python -m venv /opt/annex \
