@@ -41,6 +41,14 @@ class AgentConfig:
     """Where the remote cluster reaches `home_pod_cidr` (reflected EndpointSlice addresses)."""
     agent_ip: str = "127.0.0.1"
     kubelet_port: int = 10250
+    """The kubelet API's port (0: any free port, which the node then advertises)."""
+    kubelet_address: str = "0.0.0.0"
+    kubelet_cert: str | None = None
+    """PEM serving certificate of the kubelet API; None: self-signed at start."""
+    kubelet_key: str | None = None
+    kubelet_client_ca: str | None = None
+    """CA bundle verifying client certificates (the API server's kubelet client certificate);
+    None: only bearer tokens (TokenReview at home) authenticate."""
     home_apiserver_host: str | None = None
     home_apiserver_port: int = 443
     enable_apiserver_support: bool = True
@@ -147,7 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
     add("--remapped-home-pod-cidr", default=None,
         help="where the remote cluster reaches the home pod CIDR (with --home-pod-cidr)")
     add("--agent-ip", default="127.0.0.1", help="the virtual node's address (pods' hostIP)")
-    add("--kubelet-port", type=int, default=10250, help="advertised kubelet endpoint port")
+    add("--kubelet-port", type=int, default=10250,
+        help="port of the virtual node's kubelet API, advertised in the node's "
+             "daemonEndpoints (0: any free port)")
+    add("--kubelet-address", default="0.0.0.0", help="address the kubelet API listens on")
+    add("--kubelet-cert", default=None,
+        help="PEM serving certificate of the kubelet API (default: self-signed at start for "
+             "the node name and --agent-ip)")
+    add("--kubelet-key", default=None, help="PEM private key of --kubelet-cert")
+    add("--kubelet-client-ca", default=None,
+        help="CA bundle verifying client certificates on the kubelet API (the API server's "
+             "--kubelet-client-certificate; the cluster CA on kubeadm clusters); bearer "
+             "tokens are reviewed with a TokenReview at home either way")
     add("--home-apiserver-host", default=None,
         help="where offloaded pods reach the home API server (default: the address it "
              "advertises in the default/kubernetes EndpointSlice, else the server of the "
@@ -200,6 +219,8 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         build_parser().error("--remote-pod-cidr and --remapped-pod-cidr go together")
     if args.remapped_home_pod_cidr is not None and args.home_pod_cidr is None:
         build_parser().error("--remapped-home-pod-cidr needs --home-pod-cidr")
+    if (args.kubelet_cert is None) != (args.kubelet_key is None):
+        build_parser().error("--kubelet-cert and --kubelet-key go together")
     if (args.webhook_address is None) != (args.webhook_cert is None) or (
         args.webhook_cert is None
     ) != (args.webhook_key is None):
@@ -224,6 +245,10 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         remapped_home_pod_cidr=args.remapped_home_pod_cidr,
         agent_ip=args.agent_ip,
         kubelet_port=args.kubelet_port,
+        kubelet_address=args.kubelet_address,
+        kubelet_cert=args.kubelet_cert,
+        kubelet_key=args.kubelet_key,
+        kubelet_client_ca=args.kubelet_client_ca,
         home_apiserver_host=args.home_apiserver_host,
         home_apiserver_port=args.home_apiserver_port,
         enable_apiserver_support=args.enable_apiserver_support,

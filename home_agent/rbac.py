@@ -32,6 +32,11 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
      "verbs": [*READ_VERBS, "patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings/status"],
      "verbs": ["patch"]},
+    # The kubelet API authenticates bearer tokens and authorizes every caller at home, as a
+    # kubelet's Webhook modes do.
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
+     "verbs": ["create"]},
 ]
 
 

@@ -4,6 +4,7 @@ controller thread of their own, until a signal (or a dead operator) stops everyt
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import threading
@@ -18,6 +19,7 @@ from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apise
 from home_agent.config import AgentConfig
 from home_agent.credentials import RemoteCredentials
 from home_agent.heartbeat import health_loop, lease_loop
+from home_agent.kubelet.server import KubeletServer
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.offloading import reconcile_offloading
@@ -184,6 +186,13 @@ def run(config: AgentConfig) -> int:
     except NoHomeApiServerAddress as error:
         log.error("%s", error)
         return 2
+    try:
+        kubelet = KubeletServer(config)
+    except OSError as error:
+        log.error("cannot serve the kubelet API on %s:%d: %s", config.kubelet_address,
+                  config.kubelet_port, error)
+        return 2
+    config = dataclasses.replace(config, kubelet_port=kubelet.port)  # port 0: the one bound
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
     reflection = reflection_for(agent)
@@ -235,12 +244,13 @@ def run(config: AgentConfig) -> int:
         daemon=True)
     home_operator.start()
     controller_thread.start()
+    kubelet.start(agent)
     log.info("home agent %s → %s started (node %s)", config.home_cluster_id,
              config.remote_cluster_id, agent.node_name())
     exit_code = 0
     while not stop.wait(1.0):
         if not (home_operator.is_alive() and node_pods.is_alive() and watches.alive()
-                and controller_thread.is_alive()):
+                and controller_thread.is_alive() and kubelet.alive()):
             log.error("a component stopped: exiting")
             exit_code = 1
             stop.set()
@@ -248,4 +258,5 @@ def run(config: AgentConfig) -> int:
     node_pods.stop()
     watches.stop()
     controller_thread.join(10)
+    kubelet.stop()
     return exit_code

@@ -105,5 +105,6 @@ def agent_args(home_kubeconfig: Path, remote_kubeconfig: Path, home_id: str, rem
         "--health-check-timeout", "1",
         "--failure-threshold", "3",
         "--log-level", "DEBUG",
+        "--kubelet-port", "0",  # agents run side by side: each its own kubelet API port
         *extra,
     ]

@@ -1,0 +1,313 @@
+"""The virtual node's kubelet API: what the home API server calls for `kubectl logs`, `exec`,
+`attach`, `port-forward` and `top`, served from the twin pods through the remote API server
+under the consumer identity.
+
+It runs on a thread and event loop of its own, so that long log and exec streams never delay
+the agent's reconciles; it reads the agent's mirrors (thread-safe) and talks to both clusters
+with clients of its own loop, built on the agent's live credentials.
+
+Only pods bound to this virtual node whose ShadowPod this agent owns in an accepted twin
+namespace are reachable: anything else is the 404 a kubelet gives for a pod it does not run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import ssl
+import threading
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from annex.kube import Connection, LiveConnection
+from annex.kubeapi import ApiError, ClusterApi, error_message, ssl_context
+from home_agent.agent import Agent
+from home_agent.config import AgentConfig
+from home_agent.kubelet.auth import Caller, Reviews, certificate_caller
+from home_agent.kubelet.certs import write_self_signed
+from shared.forge.kubelet import (
+    PodRequest,
+    authorization_attributes,
+    container_names,
+    container_not_found,
+    forbidden_message,
+    parse_pod_path,
+    pod_list,
+    pod_not_found,
+    remote_log_query,
+    remote_pod_path,
+)
+from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
+
+log = logging.getLogger(__name__)
+
+HEALTH_POLL = 1.0
+"""Seconds between looks at the remote's health while a stream is idle: a stream the cut left
+hanging ends once the agent declares the remote unreachable."""
+CONNECT_TIMEOUT = 10.0
+CALLER_KEY = web.AppKey("caller", Caller)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _text(status: int, message: str) -> web.Response:
+    return web.Response(status=status, text=message.rstrip("\n") + "\n")
+
+
+class RemoteSession:
+    """An aiohttp session to the remote API server with the consumer's current credentials
+    (rebuilt when they are replaced), for the streamed requests ClusterApi does not make."""
+
+    def __init__(self, live: LiveConnection) -> None:
+        self.live = live
+        self._session: aiohttp.ClientSession | None = None
+        self._connection: Connection | None = None
+
+    def session(self) -> tuple[aiohttp.ClientSession, Connection]:
+        connection = self.live.current
+        if self._session is None or connection is not self._connection:
+            old = self._session
+            if old is not None:
+                # Streams in progress keep the old one until they end; it closes with them.
+                asyncio.get_running_loop().call_later(60, lambda: asyncio.ensure_future(
+                    old.close()))
+            headers = {}
+            if connection.token:
+                headers["Authorization"] = f"Bearer {connection.token}"
+            self._session = aiohttp.ClientSession(
+                headers=headers, connector=aiohttp.TCPConnector(ssl=ssl_context(connection)))
+            self._connection = connection
+        return self._session, connection
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A home pod of this node and where its twin is."""
+
+    request: PodRequest
+    pod: dict[str, Any]
+    remote_namespace: str
+
+
+class KubeletApi:
+    def __init__(self, agent: Agent, reviews: Reviews, remote: RemoteSession,
+                 client_ca: bool) -> None:
+        self.agent = agent
+        self.reviews = reviews
+        self.remote = remote
+        self.client_ca = client_ca
+
+    # --- authentication and authorization -----------------------------------------------
+
+    async def _caller(self, request: web.Request) -> Caller | None:
+        if self.client_ca and request.transport is not None:
+            caller = certificate_caller(request.transport.get_extra_info("peercert"))
+            if caller is not None:
+                return caller
+        header = request.headers.get("Authorization", "")
+        if header[:7].lower() == "bearer " and header[7:].strip():
+            return await self.reviews.authenticate_token(header[7:].strip())
+        return None
+
+    @web.middleware
+    async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            caller = await self._caller(request)
+            if caller is None:
+                return _text(401, "Unauthorized")
+            attributes = authorization_attributes(request.method, request.path,
+                                                  self.agent.node_name())
+            if not await self.reviews.authorize(caller, attributes):
+                log.info("kubelet API: %s refused %s %s", caller.name, request.method,
+                         request.path)
+                return _text(403, forbidden_message(caller.name, attributes))
+        except (TimeoutError, ApiError, aiohttp.ClientError, OSError) as error:
+            # A kubelet answers 500 when its webhook cannot be reached.
+            log.warning("kubelet API: cannot review %s %s at home: %s", request.method,
+                        request.path, error_message(error))
+            return _text(500, f"Authorization error: {error_message(error)}")
+        return await handler(request)
+
+    # --- the pods of this node ------------------------------------------------------------
+
+    def twin(self, request: PodRequest) -> Twin:
+        """The home pod and its twin namespace, or the kubelet's 404."""
+        pod = self.agent.mirrors.pods.get((request.namespace, request.pod))
+        remote_namespace = self.agent.accepted_remote_namespace(request.namespace)
+        if (pod is None or remote_namespace is None
+                or (request.uid and request.uid != (pod.get("metadata") or {}).get("uid"))
+                or self.agent.mirrors.shadow_pods.get((remote_namespace, request.pod)) is None):
+            raise web.HTTPNotFound(text=pod_not_found(request) + "\n")
+        if request.container and request.container not in container_names(pod):
+            raise web.HTTPNotFound(text=container_not_found(request) + "\n")
+        return Twin(request, pod, remote_namespace)
+
+    def _unreachable(self) -> web.Response | None:
+        """The 503 of a remote the agent found unreachable: answered at once, never a hang."""
+        health = self.agent.health
+        if health.ready is False:
+            return _text(503, f"remote cluster {self.agent.config.remote_cluster_id} is "
+                              f"unreachable: {health.message}")
+        return None
+
+    def _remote_failed(self, error: BaseException) -> web.Response:
+        return _text(502, f"remote cluster {self.agent.config.remote_cluster_id}: "
+                          f"{error_message(error) or type(error).__name__}")
+
+    # --- handlers ---------------------------------------------------------------------------
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def pods(self, request: web.Request) -> web.Response:
+        return web.json_response(pod_list(self.agent.mirrors.pods.values()))
+
+    async def container_logs(self, request: web.Request) -> web.StreamResponse:
+        target = parse_pod_path(request.path)
+        if target is None:
+            raise web.HTTPNotFound()
+        twin = self.twin(target)
+        if (refusal := self._unreachable()) is not None:
+            return refusal
+        session, connection = self.remote.session()
+        url = connection.server.rstrip("/") + remote_pod_path(twin.remote_namespace, target.pod,
+                                                              "log")
+        try:
+            upstream = await session.get(
+                url, params=remote_log_query(target.container, request.query),
+                server_hostname=connection.tls_server_name,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT,
+                                              connect=CONNECT_TIMEOUT))
+        except (TimeoutError, aiohttp.ClientError, OSError) as error:
+            return self._remote_failed(error)
+        try:
+            if upstream.status >= 400:
+                body = await upstream.read()
+                return _text(upstream.status, _status_message(body))
+            response = web.StreamResponse(
+                status=200, headers={"Content-Type": "text/plain"})
+            await response.prepare(request)
+            await self._copy(upstream, response)
+            return response
+        finally:
+            upstream.release()
+
+    async def _copy(self, upstream: aiohttp.ClientResponse,
+                    response: web.StreamResponse) -> None:
+        """Until the remote ends the stream, the caller goes away, or the remote is declared
+        unreachable (a cut ends the stream cleanly, as a kubelet's log stream ends)."""
+        while True:
+            try:
+                chunk = await asyncio.wait_for(upstream.content.readany(), HEALTH_POLL)
+            except TimeoutError:
+                if self.agent.health.ready is False:
+                    break
+                continue
+            except (aiohttp.ClientError, OSError):
+                break
+            if not chunk:
+                break
+            try:
+                await response.write(chunk)
+            except (ConnectionError, OSError):
+                return
+        try:
+            await response.write_eof()
+        except (ConnectionError, OSError):
+            pass
+
+    def application(self) -> web.Application:
+        app = web.Application(middlewares=[self.guard])
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/pods", self.pods)
+        app.router.add_get("/pods/", self.pods)
+        app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self.container_logs)
+        return app
+
+
+def _status_message(body: bytes) -> str:
+    import orjson
+
+    try:
+        status = orjson.loads(body)
+    except ValueError:
+        return body.decode(errors="replace")
+    if isinstance(status, dict) and status.get("message"):
+        return str(status["message"])
+    return body.decode(errors="replace")
+
+
+def serving_context(config: AgentConfig) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    if config.kubelet_cert and config.kubelet_key:
+        certificate, key = config.kubelet_cert, config.kubelet_key
+    else:
+        name = config.node_name or f"{VIRTUAL_NODE_NAME_PREFIX}{config.remote_cluster_id}"
+        certificate, key = write_self_signed(name, [config.agent_ip])
+    context.load_cert_chain(certificate, key)
+    if config.kubelet_client_ca:
+        context.verify_mode = ssl.CERT_OPTIONAL  # a bearer token may stand in for it
+        context.load_verify_locations(config.kubelet_client_ca)
+    return context
+
+
+class KubeletServer:
+    """Binds the kubelet port at once (port 0: any free port, then advertised), serves on a
+    thread of its own once given the agent."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.context = serving_context(config)
+        self.socket = socket.create_server((config.kubelet_address, config.kubelet_port),
+                                           reuse_port=False)
+        self.port: int = self.socket.getsockname()[1]
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._started = threading.Event()
+
+    def start(self, agent: Agent) -> None:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(agent)),
+                                        name="kubelet-api", daemon=True)
+        self._thread.start()
+        self._started.wait(10)
+
+    def alive(self) -> bool:
+        return self._thread is None or self._thread.is_alive()
+
+    async def _serve(self, agent: Agent) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        home = ClusterApi(agent.home.live, throttle_reads=False)
+        remote = RemoteSession(agent.remote.live)
+        api = KubeletApi(agent, Reviews(home), remote, bool(self.config.kubelet_client_ca))
+        runner = web.AppRunner(api.application(), access_log=None, handler_cancellation=True)
+        await runner.setup()
+        await web.SockSite(runner, self.socket, ssl_context=self.context).start()
+        log.info("kubelet API serving on https://%s:%d", self.config.kubelet_address, self.port)
+        self._started.set()
+        try:
+            await self._stop.wait()
+        finally:
+            await runner.cleanup()
+            await remote.close()
+            await home.close()
+
+    def stop(self) -> None:
+        loop, stop = self._loop, self._stop
+        if loop is not None and stop is not None:
+            try:
+                loop.call_soon_threadsafe(stop.set)
+            except RuntimeError:
+                pass
+        if self._thread is not None:
+            self._thread.join(10)
+        self.socket.close()
