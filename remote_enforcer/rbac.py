@@ -10,6 +10,16 @@ from shared.wellknown import OFFLOADING_GROUP, SHARING_GROUP, VIRTUALKUBELET_GRO
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
 READ_VERBS = ["get", "list", "watch"]
 
+KUBELET_API_RULES: list[dict[str, Any]] = [
+    # The virtual node's kubelet API serves the home pods from their twins: logs, exec, attach
+    # and port-forward (create for SPDY's POST; get for WebSocket's GET, which is what
+    # kube-apiserver checks for it before v1.35), `kubectl top` from metrics.k8s.io.
+    {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["pods/exec", "pods/attach", "pods/portforward"],
+     "verbs": ["get", "create"]},
+    {"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list"]},
+]
+
 # What the consumer's identity may do in each twin namespace (DESIGN.md section 6).
 TWIN_NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods"], "verbs": ALL_VERBS},
@@ -17,6 +27,7 @@ TWIN_NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ALL_VERBS},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ALL_VERBS},
     {"apiGroups": [""], "resources": ["events", "pods"], "verbs": READ_VERBS},
+    *KUBELET_API_RULES,
 ]
 
 # What the enforcer itself does, cluster-wide. Rules for kinds it only grants (ShadowPod writes,
@@ -51,4 +62,6 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     # kopf watches CRDs to notice served resources appearing and going (its documented RBAC).
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
      "verbs": ["list", "watch"]},
+    # only granted to consumers in their twin namespaces
+    *KUBELET_API_RULES,
 ]

@@ -17,6 +17,12 @@ METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update",
 SUBRESOURCE_PATHS = (("/stats", "stats"), ("/metrics", "metrics"), ("/logs", "log"))
 """Paths with a `nodes` subresource of their own; every other path is `nodes/proxy`."""
 
+STREAM_PATHS = ("/exec", "/attach", "/run", "/portForward")
+"""Paths that run something in a container: `create` whatever the method. A WebSocket starts
+as a GET, which a kubelet's method mapping would authorize as `get` (nodes/proxy get would
+then allow exec); kube-apiserver checks `create` on WebSocket upgrades of pods/exec from v1.35
+for the same reason."""
+
 LOG_OPTIONS = ("follow", "previous", "sinceSeconds", "sinceTime", "timestamps", "tailLines",
                "limitBytes")
 """The v1.PodLogOptions a kubelet reads from the query (container comes from the path)."""
@@ -33,8 +39,11 @@ def authorization_attributes(method: str, path: str, node_name: str) -> dict[str
     """The SubjectAccessReview resourceAttributes of a request, as a kubelet asks them."""
     subresource = next((name for prefix, name in SUBRESOURCE_PATHS if _is_subpath(path, prefix)),
                        "proxy")
-    return {"verb": METHOD_VERBS.get(method.upper(), ""), "version": "v1", "resource": "nodes",
-            "subresource": subresource, "name": node_name}
+    verb = METHOD_VERBS.get(method.upper(), "")
+    if any(_is_subpath(path, prefix) for prefix in STREAM_PATHS):
+        verb = "create"
+    return {"verb": verb, "version": "v1", "resource": "nodes", "subresource": subresource,
+            "name": node_name}
 
 
 def forbidden_message(user: str, attributes: Mapping[str, str]) -> str:

@@ -12,3 +12,65 @@ def test_the_node_advertises_only_the_agent_address_and_its_kubelet_port() -> No
     # No Hostname: kube-apiserver prefers it by default and nothing resolves a virtual node.
     assert status["addresses"] == [{"type": "InternalIP", "address": "10.1.2.3"}]
     assert status["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10443}}
+
+
+def test_paths_are_authorized_as_a_kubelet_maps_them() -> None:
+    from shared.forge.kubelet import authorization_attributes
+
+    def asked(method: str, path: str) -> tuple[str, str]:
+        attributes = authorization_attributes(method, path, "liqo-r")
+        assert attributes["resource"] == "nodes" and attributes["name"] == "liqo-r"
+        return attributes["verb"], attributes["subresource"]
+
+    assert asked("GET", "/stats/summary") == ("get", "stats")
+    assert asked("GET", "/metrics/resource") == ("get", "metrics")
+    assert asked("GET", "/metrics") == ("get", "metrics")
+    assert asked("GET", "/logs/") == ("get", "log")
+    assert asked("GET", "/containerLogs/ns/pod/c") == ("get", "proxy")
+    assert asked("GET", "/pods") == ("get", "proxy")
+    assert asked("GET", "/statsfoo") == ("get", "proxy")
+    assert asked("POST", "/exec/ns/pod/c") == ("create", "proxy")
+    # A WebSocket exec is a GET: still create, or nodes/proxy get would run commands.
+    assert asked("GET", "/exec/ns/pod/c") == ("create", "proxy")
+    assert asked("GET", "/portForward/ns/pod") == ("create", "proxy")
+    assert asked("GET", "/attach/ns/pod/uid/c") == ("create", "proxy")
+
+
+def test_pod_paths_name_the_pod_and_container() -> None:
+    from shared.forge.kubelet import PodRequest, parse_pod_path
+
+    assert parse_pod_path("/containerLogs/ns/p/c") == PodRequest("containerLogs", "ns", "p",
+                                                                 container="c")
+    assert parse_pod_path("/exec/ns/p/u/c") == PodRequest("exec", "ns", "p", "u", "c")
+    assert parse_pod_path("/attach/ns/p/c") == PodRequest("attach", "ns", "p", "", "c")
+    assert parse_pod_path("/portForward/ns/p") == PodRequest("portForward", "ns", "p")
+    assert parse_pod_path("/portForward/ns/p/u") == PodRequest("portForward", "ns", "p", "u")
+    for other in ("/containerLogs/ns/p", "/exec/ns", "/run/ns/p/c", "/", "/pods"):
+        assert parse_pod_path(other) is None
+
+
+def test_the_remote_query_carries_only_what_the_subresource_takes() -> None:
+    from shared.forge.kubelet import PodRequest, remote_log_query, remote_stream_query
+
+    assert remote_log_query("c", {"follow": "true", "tailLines": "3", "container": "other",
+                                  "insecureSkipTLSVerifyBackend": "true"}) == {
+        "container": "c", "follow": "true", "tailLines": "3"}
+    exec_request = PodRequest("exec", "ns", "p", container="c")
+    assert remote_stream_query(exec_request, [
+        ("command", "sh"), ("command", "-c"), ("command", "exit 3"), ("stdin", "1"),
+        ("output", "1"), ("container", "other")]) == [
+        ("command", "sh"), ("command", "-c"), ("command", "exit 3"), ("stdin", "1"),
+        ("container", "c")]
+    forward = PodRequest("portForward", "ns", "p")
+    assert remote_stream_query(forward, [("port", "80"), ("command", "x")]) == [("port", "80")]
+
+
+def test_a_client_certificate_names_the_user_and_groups() -> None:
+    from home_agent.kubelet.auth import Caller, certificate_caller
+
+    peercert = {"subject": ((("organizationName", "system:masters"),),
+                            (("commonName", "kube-apiserver-kubelet-client"),))}
+    assert certificate_caller(peercert) == Caller("kube-apiserver-kubelet-client",
+                                                  ("system:masters",))
+    assert certificate_caller({}) is None
+    assert certificate_caller({"subject": ((("organizationName", "x"),),)}) is None
