@@ -24,12 +24,14 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+import spdy3
 from annex.kube import Connection, LiveConnection
 from annex.kubeapi import ApiError, ClusterApi, error_message, ssl_context
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.kubelet.auth import Caller, Reviews, certificate_caller
 from home_agent.kubelet.certs import write_self_signed
+from home_agent.kubelet.streams import dial, offered_protocols, relay, take_over
 from shared.forge.kubelet import (
     PodRequest,
     authorization_attributes,
@@ -41,8 +43,10 @@ from shared.forge.kubelet import (
     pod_not_found,
     remote_log_query,
     remote_pod_path,
+    remote_stream_query,
 )
 from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
+from spdy3 import upgrade
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +54,7 @@ HEALTH_POLL = 1.0
 """Seconds between looks at the remote's health while a stream is idle: a stream the cut left
 hanging ends once the agent declares the remote unreachable."""
 CONNECT_TIMEOUT = 10.0
-CALLER_KEY = web.AppKey("caller", Caller)
+REMOTE_SUBRESOURCES = {"exec": "exec", "attach": "attach", "portForward": "portforward"}
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -224,12 +228,47 @@ class KubeletApi:
         except (ConnectionError, OSError):
             pass
 
+    async def stream_session(self, request: web.Request) -> web.StreamResponse:
+        """exec, attach, portForward: the caller's SPDY session relayed to the twin's."""
+        target = parse_pod_path(request.path)
+        if target is None:
+            raise web.HTTPNotFound()
+        twin = self.twin(target)
+        if not upgrade.is_spdy_upgrade(request.headers.items()):
+            return _text(400, "Upgrade request required")
+        if (refusal := self._unreachable()) is not None:
+            return refusal
+        path = remote_pod_path(twin.remote_namespace, target.pod,
+                               REMOTE_SUBRESOURCES[target.action])
+        try:
+            answer, remote = await dial(
+                self.remote.live.current, path,
+                remote_stream_query(target, list(request.query.items())),
+                offered_protocols(request), CONNECT_TIMEOUT)
+        except (OSError, TimeoutError, ValueError, asyncio.IncompleteReadError) as error:
+            return self._remote_failed(error)
+        if remote is None:
+            return _text(answer.status, _status_message(answer.body))
+        reader, writer = take_over(request)
+        response = web.StreamResponse(status=101, headers=upgrade.response_headers(
+            answer.header(upgrade.HEADER_PROTOCOL_VERSION)))
+        await response.prepare(request)
+        caller = spdy3.Connection(reader, writer, server=True)
+        await relay(caller, remote, lambda: self.agent.health.ready is False, HEALTH_POLL)
+        return response
+
     def application(self) -> web.Application:
         app = web.Application(middlewares=[self.guard])
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/pods", self.pods)
         app.router.add_get("/pods/", self.pods)
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self.container_logs)
+        for action in ("exec", "attach"):
+            for tail in ("{container}", "{uid}/{container}"):
+                app.router.add_route("*", f"/{action}/{{namespace}}/{{pod}}/{tail}",
+                                     self.stream_session)
+        app.router.add_route("*", "/portForward/{namespace}/{pod}", self.stream_session)
+        app.router.add_route("*", "/portForward/{namespace}/{pod}/{uid}", self.stream_session)
         return app
 
 
