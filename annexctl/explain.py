@@ -30,6 +30,7 @@ from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VirtualNode
 from shared.forge.common import reflection_config
 from shared.forge.pod import PodForgeConfig, remote_pod_spec
+from shared.home_apiserver import SERVICE_NAME_LABEL, advertised_address
 from shared.wellknown import (
     OFFLOADING_BACKOFF_REASON,
     ORIGIN_CLUSTER_LABEL,
@@ -139,6 +140,21 @@ def _shadow_pod(home: Cluster, virtual_node: VirtualNode, offloading: dict[str, 
         return None, str(error)
 
 
+def _home_apiserver(home: Cluster, shadow_pod_spec: dict[str, Any] | None
+                    ) -> tuple[str, int] | None:
+    """Where the agent points offloaded pods at the home API server: what the ShadowPod it wrote
+    says (the agent may have been given --home-apiserver-host), else the agent's default, the
+    address the home API server advertises."""
+    for container in (shadow_pod_spec or {}).get("containers") or []:
+        env = {e.get("name"): e.get("value") for e in container.get("env") or []}
+        port = str(env.get("KUBERNETES_SERVICE_PORT"))
+        if env.get("KUBERNETES_SERVICE_HOST") and port.isdigit():
+            return str(env["KUBERNETES_SERVICE_HOST"]), int(port)
+    slices = home.list("discovery.k8s.io/v1", "EndpointSlice", "default",
+                       label_selector=f"{SERVICE_NAME_LABEL}=kubernetes")
+    return advertised_address(slices)
+
+
 def explain_pod(home: Cluster, namespace: str, name: str) -> Report:
     pod = home.get("v1", "Pod", name, namespace)
     if pod is None:
@@ -164,12 +180,15 @@ def explain_pod(home: Cluster, namespace: str, name: str) -> Report:
         home_id = ((shadow or {}).get("metadata", {}).get("labels") or {}).get(
             ORIGIN_CLUSTER_LABEL, "home")
         patch = target.spec.offloading_patch
+        actual = ((shadow or {}).get("spec") or {}).get("pod")
+        apiserver = _home_apiserver(home, actual)
         forged = remote_pod_spec(pod, PodForgeConfig(
             reflection=reflection_config(home_id, target.spec.cluster_id,
-                                         offloading_patch=patch), offloading_patch=patch))
+                                         offloading_patch=patch), offloading_patch=patch,
+            home_apiserver_host=apiserver[0] if apiserver else None,
+            home_apiserver_port=apiserver[1] if apiserver else 443))
         home_spec = pod.get("spec") or {}
         changes = jsonpatch.make_patch(home_spec, forged.spec).patch
-        actual = ((shadow or {}).get("spec") or {}).get("pod")
         data.update(remoteSpec=forged.spec, changes=changes, forgeWarnings=forged.warnings,
                     shadowPod={"found": shadow is not None, "unavailable": unavailable,
                                "matchesForged": actual == forged.spec if actual else None,

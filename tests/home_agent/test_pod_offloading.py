@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubernetes import client
+
 from shared.forge.common import reflection_config
 from shared.forge.pod import PodForgeConfig, remote_pod_spec
+from shared.home_apiserver import advertised_address
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.play import (
@@ -49,7 +52,14 @@ def test_a_bound_pod_becomes_a_shadow_pod_with_the_forged_spec(
     pod = bound_pod(home, namespace, "web", agent.node_name, labels={"app": "web"})
     shadow = wait_for(lambda: shadow_pod(remote, twin, "web"), timeout=30,
                       message="ShadowPod created")
-    config = PodForgeConfig(reflection=reflection_config(agent.home_id, agent.remote_id))
+    # Without --home-apiserver-host the agent points pods at the address the home API server
+    # advertises in the kubernetes Service's EndpointSlice.
+    slices = client.DiscoveryV1Api(home.api_client).list_namespaced_endpoint_slice(
+        "default", label_selector="kubernetes.io/service-name=kubernetes").items
+    address = advertised_address(home.api_client.sanitize_for_serialization(s) for s in slices)
+    assert address is not None
+    config = PodForgeConfig(reflection=reflection_config(agent.home_id, agent.remote_id),
+                            home_apiserver_host=address[0], home_apiserver_port=address[1])
     assert shadow["spec"]["pod"] == remote_pod_spec(pod, config).spec
     assert shadow["metadata"]["labels"]["app"] == "web"
     assert shadow["metadata"]["labels"]["offloading.liqo.io/origin"] == agent.home_id

@@ -37,7 +37,7 @@ class WatchNeverListed:
 def watches(monkeypatch: pytest.MonkeyPatch) -> RemoteWatches:
     monkeypatch.setattr(remote_watch, "TWINS_SYNC_GRACE", GRACE)
     monkeypatch.setattr(remote_watch, "OperatorThread", WatchNeverListed)
-    connection: Any = type("Remote", (), {"connection": None})()
+    connection: Any = type("Remote", (), {"connection": None, "live": None})()
     agent = Agent(AgentConfig("home", "remote", "remote.kubeconfig"), connection, connection)
     agent.mirrors.namespace_maps.apply(None, {
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
