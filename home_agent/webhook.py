@@ -16,6 +16,7 @@ import jsonpatch
 from aiohttp import web
 from pydantic import ValidationError
 
+from annex.webhooks import admission_application
 from home_agent.agent import Agent
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
 from shared.api.virtual_node import VirtualNode
@@ -98,7 +99,7 @@ def application(agent: Agent) -> web.Application:
             return web.json_response({"message": "expected an AdmissionReview"}, status=400)
         return web.json_response(review_response(agent, review, virtual_nodes))
 
-    app = web.Application()
+    app = admission_application()
     app.router.add_post(MUTATE_POD_PATH, mutate)
     return app
 

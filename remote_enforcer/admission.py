@@ -25,6 +25,7 @@ from typing import Any
 from aiohttp import web
 
 from annex.kubeapi import ClusterApi, core_path
+from annex.webhooks import admission_application
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
@@ -178,7 +179,7 @@ def webhook_app(admission: Admission, metrics: Metrics) -> web.Application:
         return web.json_response(review_response(admission_request.get("uid", ""), allowed,
                                                  message))
 
-    app = web.Application()
+    app = admission_application()
     app.router.add_post(WEBHOOK_PATH, validate)
     return app
 

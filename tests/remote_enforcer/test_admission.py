@@ -212,3 +212,16 @@ def test_a_completed_shadowpod_frees_its_share_of_the_quota(
                                           {"containers": [container(cpu="100m")]}))
         return True
     wait_for(admitted, message="the completed ShadowPod still holds its quota")
+
+
+def test_a_shadowpod_over_a_mebibyte_is_reviewed(remote: Any, consumer: str,
+                                                 shadowpods: ShadowPods) -> None:
+    """The API server sends the whole object for review: a ShadowPod of 1.2 MiB (a large
+    environment, well within what the API server stores) is admitted, not refused with 413 by
+    the webhook server's own body limit."""
+    twin = make_twin_namespace(remote, consumer)
+    big = {"name": "main", "image": "nginx", "env": [{"name": "BLOB", "value": "x" * 1_200_000}]}
+    name = new_name("big")
+    shadowpods.create(twin, shadowpod(name, consumer, {"containers": [big]}))
+    assert shadowpods.get(twin, name)["spec"]["pod"]["containers"][0]["env"][0]["value"] == (
+        "x" * 1_200_000)

@@ -1,0 +1,16 @@
+"""What both components' admission webhook servers share."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+# kube-apiserver sends an AdmissionReview holding the object and, for updates, the old object:
+# each up to the 3 MiB a request body may be, plus the review's own fields. aiohttp's default
+# (1 MiB) would refuse the review of any object over about 1 MiB with 413.
+ADMISSION_REVIEW_MAX_BYTES = 2 * 3 * 1024 * 1024 + 64 * 1024
+
+
+def admission_application() -> web.Application:
+    """An aiohttp application that accepts AdmissionReviews of any object the API server
+    stores."""
+    return web.Application(client_max_size=ADMISSION_REVIEW_MAX_BYTES)
