@@ -27,6 +27,8 @@ POD_SECURITY_VERSION = "latest"
 BASELINE_CAPABILITIES = frozenset({
     "AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
     "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+# restricted: the only capability a container may add.
+RESTRICTED_CAPABILITIES = frozenset({"NET_BIND_SERVICE"})
 # baseline: the sysctls known to be namespaced and safe.
 SAFE_SYSCTLS = frozenset({
     "kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
@@ -93,14 +95,25 @@ def _added_capabilities(container: Mapping[str, Any]) -> list[str]:
     return list((_context(container).get("capabilities") or {}).get("add") or [])
 
 
+def _container_details(containers: Containers,
+                       detail: Callable[[Mapping[str, Any]], str | None]) -> list[str]:
+    """`container "name" <detail>` for each container that has a detail."""
+    return [f'container "{c.get("name")}" {found}' for c in containers
+            if (found := detail(c)) is not None]
+
+
+def _capabilities_added_beyond(allowed: frozenset[str]
+                               ) -> Callable[[Mapping[str, Any]], str | None]:
+    def detail(container: Mapping[str, Any]) -> str | None:
+        extra = [c for c in _added_capabilities(container) if c not in allowed]
+        return (f"must not include {_quoted(extra)} in securityContext.capabilities.add"
+                if extra else None)
+    return detail
+
+
 def _baseline_capabilities(_s: Mapping[str, Any], _a: Mapping[str, str], containers: Containers
                            ) -> str | None:
-    details = []
-    for container in containers:
-        extra = [c for c in _added_capabilities(container) if c not in BASELINE_CAPABILITIES]
-        if extra:
-            details.append(f'container "{container.get("name")}" must not include '
-                           f"{_quoted(extra)} in securityContext.capabilities.add")
+    details = _container_details(containers, _capabilities_added_beyond(BASELINE_CAPABILITIES))
     return f"non-default capabilities ({'; '.join(details)})" if details else None
 
 
@@ -114,12 +127,11 @@ def _host_path_volumes(spec: Mapping[str, Any], _a: Mapping[str, str], _c: Conta
 
 def _host_ports(_s: Mapping[str, Any], _a: Mapping[str, str], containers: Containers
                 ) -> str | None:
-    details = []
-    for container in containers:
+    def detail(container: Mapping[str, Any]) -> str | None:
         ports = [str(p.get("hostPort")) for p in container.get("ports") or [] if p.get("hostPort")]
-        if ports:
-            details.append(f'container "{container.get("name")}" uses '
-                           f"{'hostPort' if len(ports) == 1 else 'hostPorts'} {', '.join(ports)}")
+        return (f"uses {'hostPort' if len(ports) == 1 else 'hostPorts'} {', '.join(ports)}"
+                if ports else None)
+    details = _container_details(containers, detail)
     return f"hostPort ({'; '.join(details)})" if details else None
 
 
@@ -202,11 +214,8 @@ def _restricted_capabilities(_s: Mapping[str, Any], _a: Mapping[str, str],
         (_context(c).get("capabilities") or {}).get("drop") or []))
     details = [f'{_containers_phrase(no_drop)} must set securityContext.capabilities.drop=["ALL"]'
                ] if no_drop else []
-    for container in containers:
-        extra = [c for c in _added_capabilities(container) if c != "NET_BIND_SERVICE"]
-        if extra:
-            details.append(f'container "{container.get("name")}" must not include '
-                           f"{_quoted(extra)} in securityContext.capabilities.add")
+    details += _container_details(containers,
+                                  _capabilities_added_beyond(RESTRICTED_CAPABILITIES))
     return f"unrestricted capabilities ({'; '.join(details)})" if details else None
 
 

@@ -158,14 +158,22 @@ def test_the_provider_chooses_the_level_per_consumer_and_twin_namespaces_follow(
                                                           "containers": [nginx()]})
 
 
-def test_a_pod_admitted_before_the_policy_tightened_may_still_be_updated(
-        remote: Any, tenant: Tenant) -> None:
+def privileged_pod_then_baseline(remote: Any, tenant: Tenant) -> str:
+    """A privileged pod admitted (and running) under the privileged level, then the consumer's
+    level lowered to baseline; its name."""
     set_pod_policy(remote, tenant, podSecurity="privileged")
     name = new_name("p")
     tenant.shadowpods.create(tenant.twin, shadowpod(name, tenant.consumer, {
         "containers": [nginx(securityContext={"privileged": True})]}))
+    settled(tenant.shadowpods, tenant.twin, name)
     set_pod_policy(remote, tenant, podSecurity="baseline")
     wait_for(lambda: twin_labels(remote, tenant)[POD_SECURITY_ENFORCE_LABEL] == "baseline")
+    return name
+
+
+def test_a_pod_admitted_before_the_policy_tightened_may_still_be_updated(
+        remote: Any, tenant: Tenant) -> None:
+    name = privileged_pod_then_baseline(remote, tenant)
     tenant.shadowpods.patch(tenant.twin, name, {"metadata": {"labels": {"version": "2"}}})
     assert tenant.shadowpods.get(tenant.twin, name)["metadata"]["labels"]["version"] == "2"
 
@@ -179,13 +187,7 @@ def test_a_twin_namespace_label_changed_by_hand_is_set_back(remote: Any, tenant:
 
 def test_a_pod_the_tightened_policy_forbids_is_not_made_again_and_the_shadowpod_says_why(
         remote: Any, tenant: Tenant) -> None:
-    set_pod_policy(remote, tenant, podSecurity="privileged")
-    name = new_name("p")
-    tenant.shadowpods.create(tenant.twin, shadowpod(name, tenant.consumer, {
-        "containers": [nginx(securityContext={"privileged": True})]}))
-    settled(tenant.shadowpods, tenant.twin, name)
-    set_pod_policy(remote, tenant, podSecurity="baseline")
-    wait_for(lambda: twin_labels(remote, tenant)[POD_SECURITY_ENFORCE_LABEL] == "baseline")
+    name = privileged_pod_then_baseline(remote, tenant)
     remote.core.delete_namespaced_pod(name, tenant.twin, grace_period_seconds=0)
 
     def refused() -> dict[str, Any] | None:
