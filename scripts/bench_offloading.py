@@ -208,6 +208,10 @@ class CapacityError(Exception):
     """The remote cluster cannot run the pods this run would create."""
 
 
+class ComponentExited(Exception):
+    """The agent or the enforcer exited while the run needed it."""
+
+
 def schedulable(node: dict[str, Any]) -> bool:
     """Ready, not cordoned, without a NoSchedule or NoExecute taint (a control plane's)."""
     spec, status = node.get("spec") or {}, node.get("status") or {}
@@ -250,8 +254,10 @@ class Component:
         self.name, self.args, self.log_path = name, args, log_path
         self.popen: subprocess.Popen[bytes] | None = None
         self.spawned = 0.0
+        self.stopped = False
 
     def start(self) -> None:
+        self.stopped = False
         with self.log_path.open("ab") as log:
             self.spawned = time.monotonic()
             self.popen = subprocess.Popen([sys.executable, *self.args], cwd=ROOT, stdout=log,
@@ -266,6 +272,14 @@ class Component:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    def running(self) -> bool:
+        """alive(), and ComponentExited when it has exited on its own (nothing waits for a
+        process that has gone)."""
+        if self.popen is not None and self.popen.poll() is not None and not self.stopped:
+            raise ComponentExited(f"the {self.name} exited with code {self.popen.returncode}: "
+                                  f"see {self.log_path}")
+        return self.alive()
+
     def figures(self) -> dict[str, float]:
         """Peak and current RSS (MiB) and CPU seconds of the running process."""
         return {"peak_rss_mib": round(proc_status(self.pid, "VmHWM"), 1),
@@ -273,6 +287,7 @@ class Component:
                 "cpu_seconds": round(cpu_seconds(self.pid), 2)}
 
     def stop(self, kill: bool = False) -> None:
+        self.stopped = True
         if not self.alive():
             return
         assert self.popen is not None
@@ -639,8 +654,10 @@ class Bench:
             "--health-port", str(self.health_port), *self.args.enforcer_flag],
             self.directory / "enforcer.log")
         self.enforcer.start()
+        enforcer = self.enforcer
         await until_async(lambda: asyncio.to_thread(
-            lambda: http_get(f"http://127.0.0.1:{self.health_port}/readyz")[0] == 200), 60,
+            lambda: enforcer.running() and http_get(
+                f"http://127.0.0.1:{self.health_port}/readyz")[0] == 200), 60,
             "the enforcer ready")
         name = self.names.webhook
         webhook = {
@@ -747,7 +764,8 @@ class Bench:
         return prometheus_samples(text) if status == 200 else {}
 
     def agent_converged(self) -> bool:
-        samples = self.agent_metrics()
+        assert self.agent is not None
+        samples = self.agent_metrics() if self.agent.running() else {}
         reflection = [value for name, value in samples.items()
                       if name.startswith("annex_home_agent_reflection_queued_keys{")]
         return (samples.get("annex_home_agent_synced") == 1
@@ -1270,7 +1288,7 @@ def main() -> None:
         bench = asyncio.run(run(args, directory, served, names))
     except CapacityError as error:
         raise SystemExit(f"error: {error}") from None
-    except TimeoutError as error:
+    except (TimeoutError, ComponentExited) as error:
         raise SystemExit(f"error: {error} (run {names.run}; logs: {directory})") from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise SystemExit(f"interrupted (run {names.run}; logs: {directory})") from None

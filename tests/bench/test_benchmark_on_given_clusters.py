@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ import pytest
 from kubernetes import client, config
 
 from tests.bench.test_offloading_benchmark import offloading_writes
+from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 PODS, LATENCY_PODS = 10, 3
@@ -150,4 +152,28 @@ def test_a_remote_without_room_for_the_pods_is_refused_before_anything_is_create
     assert run.returncode != 0
     assert run.stderr.startswith("error: the remote cluster has room for "), run.stderr
     assert f"this run needs {needed}" in run.stderr
+    assert given.left() == before
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "SIGTERM"])
+def test_an_interrupted_run_removes_what_it_created(given: Given, signum: int,
+                                                    tmp_path: Path) -> None:
+    before = given.left()
+    process = subprocess.Popen(
+        [sys.executable, "scripts/bench_offloading.py", "--pods", str(PODS), "--latency-pods",
+         str(PODS), "--latency-rate", "1", "--json", str(tmp_path / "run.json")],
+        cwd=REPO, env=given.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # Interrupted in its first scenario, once the bare client's node is there.
+        wait_for(lambda: process.poll() is not None or any(
+            n.startswith("bench-bare-node-") for n in given.left()),
+            timeout=120, message="the run set up", interval=0.5)
+        assert process.poll() is None, process.communicate()
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=200)
+    finally:
+        process.kill()
+    assert process.returncode != 0
+    assert "interrupted (run " in err
     assert given.left() == before
