@@ -10,6 +10,13 @@
   that gave up meanwhile has closed its end; the write then fails and the stream ends).
 - drop_watches: open watch streams are cut (the connection is reset), once.
 - latency: every request waits this long before it is served.
+- write_latency: every write (POST, PUT, PATCH, DELETE) waits this long before it is served, as
+  a real API server's writes wait for etcd (its commit and fsync: milliseconds) while its reads
+  come from memory; the watch event leaves when the answer does, as it does after a commit.
+- watch_latency: each write of an open watch stream waits this long: events reach watchers this
+  much after they happened (a stream busier than one burst per delay batches them, each then up
+  to twice as late). Both are what kubesim lacks to stand in for a real control plane's timing
+  (scripts/bench_offloading.py --kubesim-latency); restore cuts short the waits in progress.
 - restore: lifts every fault.
 
 `Faults` is driven from any thread (tests run clusters on a background loop) and over a small
@@ -46,10 +53,13 @@ class FaultState:
     refused: bool = False
     blackholed: bool = False
     latency: float = 0.0
+    write_latency: float = 0.0
+    watch_latency: float = 0.0
 
     @property
     def active(self) -> bool:
-        return self.refused or self.blackholed or self.latency > 0
+        return (self.refused or self.blackholed or self.latency > 0 or self.write_latency > 0
+                or self.watch_latency > 0)
 
 
 @dataclass
@@ -87,6 +97,9 @@ def _is_watch(request: web.Request) -> bool:
     return request.query.get("watch", "").lower() in ("1", "true")
 
 
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
 class Faults:
     """The fault state of one cluster, its aiohttp middleware and its thread-safe API.
 
@@ -122,6 +135,12 @@ class Faults:
 
     def latency(self, seconds: float, user: str | None = None) -> None:
         self._run(self._set(user, latency=float(seconds)))
+
+    def write_latency(self, seconds: float, user: str | None = None) -> None:
+        self._run(self._set(user, write_latency=float(seconds)))
+
+    def watch_latency(self, seconds: float, user: str | None = None) -> None:
+        self._run(self._set(user, watch_latency=float(seconds)))
 
     def drop_watches(self, user: str | None = None) -> None:
         self._run(self._drop_watches(user))
@@ -165,6 +184,8 @@ class Faults:
             refused=self.everyone.refused or mine.refused,
             blackholed=self.everyone.blackholed or mine.blackholed,
             latency=max(self.everyone.latency, mine.latency),
+            write_latency=max(self.everyone.write_latency, mine.write_latency),
+            watch_latency=max(self.everyone.watch_latency, mine.watch_latency),
         )
 
     async def _set(self, user: str | None, **changes: Any) -> None:
@@ -201,6 +222,19 @@ class Faults:
         while self._effective(user).blackholed:
             await self._healed.wait()
 
+    async def _delay(self, seconds: float) -> None:
+        """Wait `seconds`, or less if everything is restored meanwhile."""
+        try:
+            await asyncio.wait_for(self._healed.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    async def _before_watch_write(self, user: str) -> None:
+        delay = self._effective(user).watch_latency  # read at each write: changes apply at once
+        if delay > 0:
+            await self._delay(delay)
+        await self._wait_while_blackholed(user)
+
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Runs after authentication: `request[USER_KEY]` names the client."""
@@ -215,13 +249,18 @@ class Faults:
             return web.Response(status=503)  # never reaches the client: the connection is gone
         if state.latency > 0:
             await asyncio.sleep(state.latency)
+        if state.write_latency > 0 and request.method in WRITE_METHODS:
+            # the body is in before the storage wait, so a write whose client gives up
+            # meanwhile is still made, as etcd still commits it
+            await request.read()
+            await self._delay(state.write_latency)
         if state.blackholed:
             await self._wait_while_blackholed(user)
         if _is_watch(request) and transport is not None:
             self._streams.add(user, transport)
         # the watch writer waits here before each write: a stream open before a black-hole
-        # goes silent instead of being cut
-        request[WRITE_GATE_KEY] = lambda: self._wait_while_blackholed(user)
+        # goes silent instead of being cut, and a watch latency delays its events
+        request[WRITE_GATE_KEY] = lambda: self._before_watch_write(user)
         response = await handler(request)
         await self._wait_while_blackholed(user)  # an answer computed meanwhile is held back too
         return response
@@ -231,7 +270,8 @@ class FaultControl:
     """The plain-HTTP JSON control endpoint of one cluster's `Faults`, on its own loopback port.
 
     GET / -> the state; POST / {"action": "refuse"|"blackhole"|"drop_watches"|"latency"|
-    "restore", "user": optional name, "seconds": for latency} -> the new state.
+    "write_latency"|"watch_latency"|"restore", "user": optional name, "seconds": for the
+    latencies} -> the new state.
     """
 
     def __init__(self, faults: Faults, host: str = "127.0.0.1") -> None:
@@ -268,8 +308,8 @@ class FaultControl:
             body = await request.json()
             action = body["action"]
             user = body.get("user")
-            if action == "latency":
-                await self.faults._set(user, latency=float(body["seconds"]))
+            if action in ("latency", "write_latency", "watch_latency"):
+                await self.faults._set(user, **{action: float(body["seconds"])})
             elif action in ("refuse", "blackhole"):
                 await self.faults._set(user, **{
                     "refused" if action == "refuse" else "blackholed": True})
@@ -310,6 +350,12 @@ class FaultsClient:
 
     def latency(self, seconds: float, user: str | None = None) -> None:
         self._post(action="latency", seconds=seconds, user=user)
+
+    def write_latency(self, seconds: float, user: str | None = None) -> None:
+        self._post(action="write_latency", seconds=seconds, user=user)
+
+    def watch_latency(self, seconds: float, user: str | None = None) -> None:
+        self._post(action="watch_latency", seconds=seconds, user=user)
 
     def restore(self) -> None:
         self._post(action="restore")

@@ -172,10 +172,11 @@ class Names:
 
 # --- the simulated clusters, in a child process -----------------------------------------------
 
-def serve_kubesim(directory: Path, remote_pods: int, only: str) -> None:
+def serve_kubesim(directory: Path, remote_pods: int, only: str,
+                  latency: tuple[float, float] = (0.0, 0.0)) -> None:
     """The `only` kubesim cluster (home or remote: each in a process of its own, as two real
     control planes are), its kubeconfig written to DIR/CLUSTER.kubeconfig. Prints one JSON line
-    once serving; runs until SIGTERM."""
+    once serving; runs until SIGTERM. `latency`: (write, watch) seconds, see --kubesim-latency."""
     from kubesim.cluster import Cluster
     from kubesim.controllers import ControllerSettings
 
@@ -190,6 +191,8 @@ def serve_kubesim(directory: Path, remote_pods: int, only: str) -> None:
             workers=count, pod_cidr=cidr, node_prefix=f"{only}-worker",
             worker_cpu="10000", worker_memory="10000Gi", worker_pods=pods)
         await cluster.start(directory)
+        cluster.faults.write_latency(latency[0])
+        cluster.faults.watch_latency(latency[1])
         print(json.dumps({"kubeconfig": str(directory / f"{only}.kubeconfig"),
                           "remote_pod_cidr": cidr if only == "remote" else None}), flush=True)
         stop = asyncio.Event()
@@ -1201,12 +1204,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="an extra agent flag (repeat), e.g. --agent-flag=--redis-url=...")
     parser.add_argument("--enforcer-flag", action="append", default=[])
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--kubesim-latency", default="0,0", metavar="WRITE_MS,WATCH_MS",
+                        help="kubesim's writes wait WRITE_MS (a real server's etcd commit) and "
+                             "its watch events WATCH_MS, e.g. 5,1 (kubesim/faults.py)")
     parser.add_argument("--json", default="bench-offloading.json", help="results file")
     parser.add_argument("--serve-kubesim", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--cluster", choices=("home", "remote"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.configmaps is None:
         args.configmaps = args.pods
+    write_ms, _, watch_ms = args.kubesim_latency.partition(",")
+    args.kubesim_latency = (float(write_ms or 0) / 1000, float(watch_ms or 0) / 1000)
     return args
 
 
@@ -1249,7 +1257,8 @@ def start_kubesim(directory: Path, cluster: str,
     log = directory / f"kubesim-{cluster}.log"
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve-kubesim", str(directory), "--cluster", cluster,
-         "--pods", str(args.pods), "--latency-pods", str(args.latency_pods)],
+         "--pods", str(args.pods), "--latency-pods", str(args.latency_pods),
+         "--kubesim-latency", ",".join(str(s * 1000) for s in args.kubesim_latency)],
         stdout=subprocess.PIPE, stderr=log.open("wb"))
     assert server.stdout is not None
     line = server.stdout.readline()  # ends with the process at the latest
@@ -1264,7 +1273,7 @@ def main() -> None:
     args = parse_args()
     if args.serve_kubesim:
         serve_kubesim(Path(args.serve_kubesim), 2 * (args.pods + args.latency_pods),
-                      args.cluster)
+                      args.cluster, args.kubesim_latency)
         return
     signal.signal(signal.SIGTERM, _interrupted)  # until the run's loop handles it
     directory = Path(tempfile.mkdtemp(prefix="bench-offloading-"))

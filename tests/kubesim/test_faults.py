@@ -1,4 +1,4 @@
-"""Fault injection: refuse, black-hole, drop watches, latency; per cluster and per identity."""
+"""Fault injection: refuse, black-hole, drop watches, latencies; per cluster and per identity."""
 
 from __future__ import annotations
 
@@ -98,6 +98,56 @@ def test_latency_delays_answers(sim: Sim) -> None:
     assert sim.works(sim.alice)
 
 
+def _config_map(name: str) -> client.V1ConfigMap:
+    return client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name))
+
+
+def test_write_latency_delays_writes_only_and_restore_ends_the_waits(sim: Sim) -> None:
+    """As a real server's writes wait for etcd while its reads come from memory: the write is
+    held (here far longer than the client waits), reads are not; a held write completes once
+    the latency is lifted."""
+    sim.cluster.faults.write_latency(30.0, user="alice")
+    assert sim.works(sim.alice)  # a read
+    with pytest.raises(CUT):
+        sim.alice.create_namespaced_config_map("default", _config_map("held"),
+                                               _request_timeout=0.5)
+    sim.admin.create_namespaced_config_map("default", _config_map("other"))  # not alice
+    with pytest.raises(ApiException):
+        sim.admin.read_namespaced_config_map("held", "default")
+    sim.cluster.faults.restore()
+    wait_for(lambda: sim.admin.read_namespaced_config_map("held", "default"), timeout=10)
+
+
+def test_watch_latency_holds_events_back_without_cutting_streams(sim: Sim) -> None:
+    """An event reaches a delayed watcher later than the others; lifted, it arrives on the same
+    stream."""
+    def stream(api: client.CoreV1Api) -> tuple[list[bytes], threading.Event]:
+        response = api.list_namespaced_config_map("default", watch=True,
+                                                  _preload_content=False)
+        received: list[bytes] = []
+        ended = threading.Event()
+
+        def read() -> None:
+            try:
+                for chunk in response.stream(1024):
+                    received.append(chunk)
+            except CUT:
+                pass
+            ended.set()
+        threading.Thread(target=read, daemon=True).start()
+        return received, ended
+
+    sim.cluster.faults.watch_latency(30.0, user="alice")
+    delayed, delayed_ended = stream(sim.alice)
+    prompt, _ = stream(sim.admin)
+    sim.admin.create_namespaced_config_map("default", _config_map("watched"))
+    wait_for(lambda: b"watched" in b"".join(prompt), timeout=10)
+    assert b"watched" not in b"".join(delayed)
+    sim.cluster.faults.restore()
+    wait_for(lambda: b"watched" in b"".join(delayed), timeout=10)
+    assert not delayed_ended.is_set()
+
+
 def test_dropping_watches_cuts_open_streams(sim: Sim) -> None:
     response = sim.alice.list_namespaced_config_map("default", watch=True,
                                                     _preload_content=False)
@@ -125,8 +175,14 @@ def test_control_endpoint_drives_the_same_faults(sim: Sim) -> None:
     assert sim.cut(sim.alice)
     control.restore()
     assert control.describe() == {"everyone": {"refused": False, "blackholed": False,
-                                               "latency": 0.0}, "users": {}}
+                                               "latency": 0.0, "write_latency": 0.0,
+                                               "watch_latency": 0.0}, "users": {}}
     wait_for(lambda: sim.works(sim.alice))
+    control.write_latency(0.005)
+    control.watch_latency(0.001, user="alice")
+    assert control.describe()["everyone"]["write_latency"] == 0.005
+    assert control.describe()["users"]["alice"]["watch_latency"] == 0.001
+    control.restore()
 
 
 def test_blackhole_silences_open_watches_and_resumes_them_on_restore(sim: Sim) -> None:
