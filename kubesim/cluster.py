@@ -17,8 +17,9 @@ from aiohttp import web
 from kubesim.apiserver import ApiServer, User, copy_json
 from kubesim.http import Middleware, make_app
 from kubesim.kinds import ResourceKind
+from kubesim.kubeletproxy import KubeletClient
 from kubesim.scale import install_scale
-from kubesim.tls import ServerTLS, make_server_tls
+from kubesim.tls import KubeletTLS, ServerTLS, make_kubelet_tls, make_server_tls
 
 T = TypeVar("T")
 ADMIN = User("kubernetes-admin", ("system:masters", "system:authenticated"))
@@ -51,6 +52,12 @@ class Cluster:
         # run after seeding / before stopping; part 2 appends controllers here, from
         # `kubesim.controllers.install(cluster)` when that function exists
         self.startup_hooks: list[Callable[[Cluster], Awaitable[None]]] = []
+        # run once the cluster's TLS exists (the simulated kubelets serve their API)
+        self.serving_hooks: list[Callable[[Cluster], Awaitable[None]]] = []
+        # how the API server dials kubelets (address-type preference, client certificate)
+        self.kubelet_client = KubeletClient()
+        self.kubelet_tls: KubeletTLS | None = None
+        self.ca_path: Path | None = None  # the cluster CA, which also signs kubelet client certs
         self.shutdown_hooks: list[Callable[[Cluster], Awaitable[None]]] = []
 
     def authenticate(self, token: str) -> User | None:
@@ -70,6 +77,11 @@ class Cluster:
         for hook in self.startup_hooks:
             await hook(self)
         self.tls = make_server_tls()
+        assert self.tls.ca is not None
+        self.kubelet_tls = make_kubelet_tls(self.tls.ca)
+        self.kubelet_client.tls = self.kubelet_tls.client_context
+        for hook in self.serving_hooks:
+            await hook(self)
         self._runner = web.AppRunner(make_app(self), handle_signals=False,
                                      shutdown_timeout=1.0)
         await self._runner.setup()
@@ -84,6 +96,8 @@ class Cluster:
             directory.mkdir(parents=True, exist_ok=True)
             self.kubeconfig_path = directory / f"{self.name}.kubeconfig"
             self.kubeconfig_path.write_text(yaml.safe_dump(self.kubeconfig()))
+            self.ca_path = directory / f"{self.name}-ca.crt"
+            self.ca_path.write_bytes(self.tls.ca_pem)
 
     async def _seed(self) -> None:
         namespaces = self.api.kinds.get("", "v1", "namespaces")

@@ -14,6 +14,7 @@ from kubesim import errors, tables, warning
 from kubesim.apiserver import CRD_KEY, ApiServer, ListResult, User, list_object
 from kubesim.errors import StatusError
 from kubesim.kinds import SUBRESOURCE_KINDS, SUBRESOURCE_VERBS, ResourceKind
+from kubesim.kubeletproxy import add_routes as add_kubelet_routes
 from kubesim.store import Stored, dumps
 from kubesim.watch import ERROR
 
@@ -53,6 +54,9 @@ def make_app(cluster: ClusterFace) -> web.Application:
         client_max_size=64 * 1024 * 1024,
     )
     router = Router(cluster.api)
+    kubelet_client = getattr(cluster, "kubelet_client", None)
+    if kubelet_client is not None:  # pods/log|exec|attach|portforward, nodes/proxy
+        add_kubelet_routes(app, cluster.api, kubelet_client, USER_KEY)
     app.router.add_route("*", "/{tail:.*}", router.handle)
     return app
 

@@ -184,3 +184,23 @@ def install(cluster: Any) -> None:
 
     cluster.startup_hooks.append(start)
     cluster.shutdown_hooks.append(stop)
+    if "kubelet" in names and hasattr(cluster, "serving_hooks"):
+        _serve_kubelet_api(cluster, manager.kubelet)
+
+
+def _serve_kubelet_api(cluster: Any, kubelet: Kubelet) -> None:
+    """The simulated nodes answer the kubelet API at the addresses their Node advertises."""
+    from kubesim.controllers.kubelet import KUBELET_PORT
+    from kubesim.kubeletapi import KubeletApi
+
+    async def serve(_: Any) -> None:
+        server = KubeletApi(kubelet, cluster.kubelet_tls, cluster.authenticate,
+                            cluster.kubelet_client.network)
+        await server.start(lambda node: [kubelet.node_ip(node), node], KUBELET_PORT)
+
+        async def stop(_: Any) -> None:
+            await server.stop()
+
+        cluster.shutdown_hooks.append(stop)
+
+    cluster.serving_hooks.append(serve)

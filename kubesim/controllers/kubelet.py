@@ -14,15 +14,17 @@ be called from any thread.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import ipaddress
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kubesim import errors
+from kubesim import errors, shell
 from kubesim.apiserver import ApiServer, SubresourceRequest, copy_json, now_timestamp
 from kubesim.controllers.base import (
     Controller,
@@ -114,6 +116,10 @@ class ContainerRuntime:
     last_state: dict[str, Any] = field(default_factory=dict)
     logs: list[str] = field(default_factory=list)
     previous_logs: list[str] = field(default_factory=list)
+    # wall-clock time of each log line (sinceSeconds, sinceTime, timestamps)
+    log_times: list[float] = field(default_factory=list)
+    previous_log_times: list[float] = field(default_factory=list)
+    log_written: asyncio.Event = field(default_factory=asyncio.Event)  # wakes `logs -f`
     backoff: RestartBackOff = field(default_factory=RestartBackOff)
     ended_at: float = 0.0  # loop time of the last exit, what the back-off counts from
     waiting: str = ""  # in CrashLoopBackOff: the back-off message
@@ -135,12 +141,20 @@ class ContainerRuntime:
         """Start again; what ran before becomes lastState."""
         self.last_state = {"terminated": self._terminated_state(pod_uid)}
         self.previous_logs, self.logs = self.logs, []
+        self.previous_log_times, self.log_times = self.log_times, []
         self.restart_count += 1
         self.exit_code = None
         self.finished_at = ""
         self.started_at = now_timestamp()
         self.waiting = ""
         self.backoff_reported = False
+
+    def append_log(self, text: str) -> None:
+        lines = text.splitlines(keepends=True)
+        self.logs.extend(lines)
+        self.log_times.extend([time.time()] * len(lines))
+        self.log_written.set()
+        self.log_written = asyncio.Event()
 
     def _terminated_state(self, pod_uid: str) -> dict[str, Any]:
         exit_code = 137 if self.exit_code is None else self.exit_code
@@ -182,6 +196,9 @@ class PodRuntime:
     ignores_sigterm: bool = False  # its containers stop only when the grace period ends
     transitions: dict[tuple[str, str], str] = field(default_factory=dict)
     ref: str = ""  # format.Pod: name_namespace(uid)
+    hostname: str = ""
+    env: dict[str, dict[str, str]] = field(default_factory=dict)  # per container
+    processes: list[asyncio.Task[None]] = field(default_factory=list)  # main commands
 
     def phase(self) -> str:
         states = list(self.containers.values())
@@ -390,6 +407,8 @@ class Kubelet(Controller):
         runtime = self.runtimes.pop(key, None)
         if runtime is not None:
             self.subnets.release(runtime.node, runtime.ip)
+            for process in runtime.processes:
+                process.cancel()
 
     def _start(self, pod: dict[str, Any]) -> PodRuntime:
         spec = pod.get("spec", {})
@@ -409,6 +428,34 @@ class Kubelet(Controller):
                              for c in spec.get("initContainers") or []],
         )
 
+    def _run_commands(self, pod: dict[str, Any], runtime: PodRuntime) -> None:
+        """Each container runs its command with the built-in programs; what it prints is its
+        log (a command kubesim does not know prints nothing)."""
+        spec = pod.get("spec", {})
+        runtime.hostname = spec.get("hostname") or pod["metadata"]["name"]
+        for container in spec.get("containers") or []:
+            env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                   "HOSTNAME": runtime.hostname}
+            env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or []
+                        if "valueFrom" not in e})
+            env["HOME"] = "/root"
+            runtime.env[container["name"]] = env
+            target = runtime.containers.get(container["name"])
+            argv = shell.command_of(container)
+            if target is None or not argv:
+                continue
+
+            async def main(argv: list[str] = argv, target: ContainerRuntime = target,
+                           env: dict[str, str] = env) -> None:
+                async def log(data: bytes) -> None:
+                    target.append_log(data.decode(errors="replace"))
+
+                with contextlib.suppress(shell.NotFound):
+                    await shell.run(argv, shell.Context(log, log, shell._no_input,
+                                                        runtime.hostname, env))
+
+            runtime.processes.append(asyncio.ensure_future(main()))
+
     async def _reconcile(self, key: PodKey) -> None:
         stored = self.api.store.get(self.pods_kind.storage_key, *key)
         runtime = self.runtimes.get(key)
@@ -425,6 +472,7 @@ class Kubelet(Controller):
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                 return  # finished before we (re)started: nothing to run
             runtime = self.runtimes[key] = self._start(pod)
+            self._run_commands(pod, runtime)
             started = True
         if pod["metadata"].get("deletionTimestamp"):
             if runtime.stopping_since is None:
@@ -621,7 +669,7 @@ class Kubelet(Controller):
 
         def action() -> None:
             _, _, containers = self._containers(namespace, name, container)
-            containers[0].logs.extend(text.splitlines(keepends=True))
+            containers[0].append_log(text)
 
         self._on_loop(action)
 
