@@ -191,3 +191,63 @@ def test_kubectl_port_forward(kubectl: list[str], home: ClusterHandle, namespace
     finally:
         forwarding.terminate()
         forwarding.wait(30)
+
+
+@pytest.mark.kubesim_only
+def test_the_node_address_follows_the_preferred_address_types(home: ClusterHandle,
+                                                               namespace: str) -> None:
+    """A Hostname nothing resolves fails as on kube-apiserver (its default preference starts
+    with Hostname); preferring InternalIP dials that address instead."""
+    node = f"ghost-{uuid.uuid4().hex[:6]}"
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    home.core.create_node({"metadata": {"name": node}})
+    home.core.patch_node_status(node, {"status": {
+        "addresses": [{"type": "Hostname", "address": f"{node}.invalid"},
+                      {"type": "InternalIP", "address": "127.0.0.1"}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": closed_port}}}})
+    pod = busybox("placed", ["sleep", "3600"])
+    pod["spec"]["nodeName"] = node
+    home.core.create_namespaced_pod(namespace, pod)
+    client_settings = home.sim.kubelet_client
+    try:
+        with pytest.raises(ApiException) as caught:
+            home.core.read_namespaced_pod_log("placed", namespace)
+        assert caught.value.status == 500
+        assert f"dial tcp: lookup {node}.invalid" in caught.value.body
+        assert "no such host" in caught.value.body
+        client_settings.preferred_address_types = ("InternalIP", "Hostname")
+        with pytest.raises(ApiException) as caught:
+            home.core.read_namespaced_pod_log("placed", namespace)
+        assert caught.value.status == 500
+        assert f"dial tcp 127.0.0.1:{closed_port}: connect: connection refused" in (
+            caught.value.body)
+    finally:
+        client_settings.preferred_address_types = (
+            "Hostname", "InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP")
+        home.core.delete_namespaced_pod("placed", namespace, grace_period_seconds=0)
+        home.core.delete_node(node)
+
+
+def test_log_and_exec_need_their_rbac_verbs(home: ClusterHandle, namespace: str,
+                                            chatty: str) -> None:
+    """pods/log is `get`; exec over WebSocket is a GET, so `get pods/exec` (SPDY's POST would be
+    `create`): a ServiceAccount with neither is refused both."""
+    from kubernetes import client as k8s
+
+    home.core.create_namespaced_service_account(namespace, {"metadata": {"name": "nobody"}})
+    token = home.core.create_namespaced_service_account_token(
+        "nobody", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    configuration = k8s.Configuration()
+    configuration.host = home.api_client.configuration.host
+    configuration.ssl_ca_cert = home.api_client.configuration.ssl_ca_cert
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    nobody = k8s.CoreV1Api(k8s.ApiClient(configuration))
+    with pytest.raises(ApiException) as caught:
+        nobody.read_namespaced_pod_log(chatty, namespace)
+    assert caught.value.status == 403 and "pods/log" in caught.value.body
+    with pytest.raises(ApiException) as caught:
+        stream(nobody.connect_get_namespaced_pod_exec, chatty, namespace, command=["true"],
+               stderr=True, stdin=False, stdout=True, tty=False)
+    assert "Handshake status 403" in str(caught.value)  # the WebSocket upgrade is refused
