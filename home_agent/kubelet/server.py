@@ -249,6 +249,8 @@ class KubeletApi:
             return self._remote_failed(error)
         if remote is None:
             return _text(answer.status, _status_message(answer.body))
+        log.debug("kubelet API: %s %s/%s relayed to %s (%s)", target.action, target.namespace,
+                  target.pod, twin.remote_namespace, answer.header(upgrade.HEADER_PROTOCOL_VERSION))
         reader, writer = take_over(request)
         response = web.StreamResponse(status=101, headers=upgrade.response_headers(
             answer.header(upgrade.HEADER_PROTOCOL_VERSION)))

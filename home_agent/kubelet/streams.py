@@ -122,6 +122,7 @@ async def _pump(source: spdy3.Stream, target: spdy3.Stream) -> None:
 
 
 async def _pair(stream: spdy3.Stream, remote: spdy3.Connection) -> None:
+    log.debug("kubelet API: relaying a %s stream", stream.header("streamType") or "?")
     try:
         twin = await remote.open_stream(stream.headers)
     except spdy3.StreamReset:

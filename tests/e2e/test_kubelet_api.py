@@ -8,9 +8,14 @@ real clusters too."""
 
 from __future__ import annotations
 
+import asyncio
+import os
+import socket
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -70,6 +75,20 @@ class Kubelet:
                             timeout=30)
 
 
+LOG_LINES = ["one", "two", "three"]
+
+
+def echo_pod() -> dict[str, Any]:
+    """A pod that logs three lines, then echoes what connects to its port 80 (busybox's nc,
+    which kubesim's runtime simulates)."""
+    script = "; ".join(f"echo {line}" for line in LOG_LINES) + "; nc -lk -p 80 -e cat"
+    return {"metadata": {"name": "web"},
+            "spec": {"containers": [{"name": "web", "image": "busybox:1.36",
+                                     "command": ["sh", "-c", script],
+                                     "ports": [{"containerPort": 80}]}],
+                     **REMOTE_STRATEGY}}
+
+
 @pytest.fixture
 def kubelet(home: ClusterHandle, peered: RunningAgent) -> Kubelet:
     return Kubelet(kubelet_port(home, peered.node_name))
@@ -80,9 +99,7 @@ def offloaded_pod(home: ClusterHandle, remote: ClusterHandle, peered: RunningAge
                   namespace: str) -> tuple[str, str]:
     """A pod running remotely: (its name, the twin namespace)."""
     remote_namespace = offloaded(home, namespace)
-    home.core.create_namespaced_pod(namespace, {
-        "metadata": {"name": "web"},
-        "spec": {"containers": [{"name": "web", "image": "nginx:1.25"}], **REMOTE_STRATEGY}})
+    home.core.create_namespaced_pod(namespace, echo_pod())
     wait_for(lambda: home.core.read_namespaced_pod("web", namespace).status.phase == "Running",
              timeout=60, message="the pod runs remotely and says so at home")
     return "web", remote_namespace
@@ -143,14 +160,13 @@ def test_logs_come_from_the_twin_pod(remote: ClusterHandle, kubelet: Kubelet,
              message="the remote container has written something")
     whole = kubelet.get(f"/containerLogs/{namespace}/web/web", token=admin)
     assert whole.status_code == 200, whole.text
-    assert whole.text.startswith(remote_log(remote, remote_namespace)[:200])
+    assert whole.text == remote_log(remote, remote_namespace) == "one\ntwo\nthree\n"
     last = kubelet.get(f"/containerLogs/{namespace}/web/web", token=admin, tailLines="1")
     assert last.status_code == 200
-    assert last.text.count("\n") == 1
-    # The remote API server's refusal, relayed with its status: no previous container.
-    previous = kubelet.get(f"/containerLogs/{namespace}/web/web", token=admin, previous="true")
-    assert previous.status_code == 400, previous.text
-    assert "previous terminated container" in previous.text
+    assert last.text == "three\n"
+    stamped = kubelet.get(f"/containerLogs/{namespace}/web/web", token=admin,
+                          timestamps="true", limitBytes="200")
+    assert [line.split(" ", 1)[1] for line in stamped.text.splitlines()] == LOG_LINES
 
 
 def test_a_followed_log_streams(remote: ClusterHandle, kubelet: Kubelet,
@@ -164,5 +180,142 @@ def test_a_followed_log_streams(remote: ClusterHandle, kubelet: Kubelet,
                       headers={"Authorization": f"Bearer {callers['admin']}"},
                       timeout=30) as followed:
         assert followed.status_code == 200
-        first = next(followed.iter_lines())
-        assert first  # the tail's line arrives while the stream stays open
+        # the tail's line arrives while the stream stays open
+        assert next(followed.iter_lines()) == b"three"
+
+
+# --- through the home API server, as kubectl reaches the virtual node -----------------------
+
+
+def agent_address(home: ClusterHandle) -> str:
+    """Where the home API server reaches the agent process of this test: E2E_AGENT_ADDRESS, or
+    this machine's address on the route to the home API server (loopback for kubesim)."""
+    if os.environ.get("E2E_AGENT_ADDRESS"):
+        return os.environ["E2E_AGENT_ADDRESS"]
+    host = urlsplit(home.api_client.configuration.host).hostname or "127.0.0.1"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect((host, 443))
+        return str(probe.getsockname()[0])
+
+
+@pytest.fixture
+def reachable(home: ClusterHandle, peer: Any, tmp_path: Path) -> RunningAgent:
+    """An agent whose node address the home API server can dial, trusting the cluster CA for
+    the API server's kubelet client certificate (as kubelets of kubeadm clusters do)."""
+    ca = home.core.read_namespaced_config_map("kube-root-ca.crt", "kube-system").data["ca.crt"]
+    (tmp_path / "home-ca.crt").write_text(ca)
+    agent: RunningAgent = peer("--agent-ip", agent_address(home),
+                               "--kubelet-client-ca", str(tmp_path / "home-ca.crt"))
+    return agent
+
+
+@pytest.fixture
+def remote_web(home: ClusterHandle, reachable: RunningAgent, namespace: str) -> str:
+    """A pod of `namespace` running remotely, with port 80 declared; its twin namespace."""
+    remote_namespace = offloaded(home, namespace)
+    home.core.create_namespaced_pod(namespace, echo_pod())
+    wait_for(lambda: home.core.read_namespaced_pod("web", namespace).status.phase == "Running",
+             timeout=60, message="the pod runs remotely and says so at home")
+    return remote_namespace
+
+
+def test_logs_through_the_home_api_server(home: ClusterHandle, remote: ClusterHandle,
+                                          remote_web: str, namespace: str) -> None:
+    wait_for(lambda: remote_log(remote, remote_web), timeout=30,
+             message="the remote container has written something")
+    text = home.core.read_namespaced_pod_log("web", namespace, container="web")
+    assert text == remote_log(remote, remote_web) == "one\ntwo\nthree\n"
+    followed = home.core.read_namespaced_pod_log("web", namespace, container="web",
+                                                 follow=True, tail_lines=1,
+                                                 _preload_content=False)
+    try:
+        # the tail arrives while the stream stays open
+        assert next(followed.stream(64)) == b"three\n"
+    finally:
+        followed.release_conn()
+
+
+def test_exec_through_the_home_api_server(home: ClusterHandle, remote_web: str,
+                                          namespace: str) -> None:
+    from kubernetes.stream import stream
+
+    session = stream(home.core.connect_get_namespaced_pod_exec, "web", namespace,
+                     container="web", command=["sh", "-c", "cat; echo oops >&2; exit 3"],
+                     stdin=True, stdout=True, stderr=True, tty=False,
+                     _preload_content=False)
+    session.write_stdin("hello\n")
+    session.close_channel(0)  # end of stdin (v5.channel.k8s.io)
+    session.run_forever(timeout=30)
+    assert session.read_stdout() == "hello\n"
+    assert session.read_stderr() == "oops\n"
+    assert session.returncode == 3
+
+
+def test_port_forward_through_the_home_api_server(home: ClusterHandle, remote_web: str,
+                                                  namespace: str) -> None:
+    from kubernetes.stream import portforward
+
+    forward = portforward(home.core.connect_get_namespaced_pod_portforward, "web", namespace,
+                          ports="80")
+    connection = forward.socket(80)
+    connection.settimeout(30)
+    try:
+        connection.sendall(b"ping\n")
+        assert connection.recv(1024) == b"ping\n"
+    finally:
+        connection.close()
+    assert forward.error(80) is None
+
+
+async def spdy_exec(port: int, token: str, path: str, query: list[tuple[str, str]],
+                    stdin: bytes) -> tuple[bytes, bytes, int | None, str]:
+    """exec as kube-apiserver runs it on a kubelet (SPDY, v4.channel.k8s.io): (stdout,
+    stderr, exit code, error message)."""
+    import ssl
+    from urllib.parse import urlencode
+
+    import spdy3
+    from spdy3 import channels, upgrade
+
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+    headers = [*upgrade.upgrade_request_headers([upgrade.REMOTECOMMAND_V4]),
+               ("Authorization", f"Bearer {token}")]
+    writer.write(upgrade.request_bytes("POST", f"{path}?{urlencode(query)}",
+                                       f"127.0.0.1:{port}", headers))
+    answer = await upgrade.read_response(reader)
+    assert answer.status == 101, (answer.status, answer.body)
+    assert answer.header(upgrade.HEADER_PROTOCOL_VERSION) == upgrade.REMOTECOMMAND_V4
+    connection = spdy3.Connection(reader, writer, server=False)
+    try:
+        streams = {}
+        for kind in (channels.ERROR, channels.STDIN, channels.STDOUT, channels.STDERR):
+            streams[kind] = await connection.open_stream({channels.STREAM_TYPE: kind})
+        await streams[channels.STDIN].write(stdin)
+        await streams[channels.STDIN].close()
+        out, err, status = await asyncio.wait_for(asyncio.gather(
+            streams[channels.STDOUT].read_all(), streams[channels.STDERR].read_all(),
+            streams[channels.ERROR].read_all()), 30)
+    finally:
+        await connection.close()
+    code, message = channels.parse_status(status)
+    return out, err, code, message
+
+
+def test_exec_over_spdy_as_the_api_server_runs_it(kubelet: Kubelet, callers: dict[str, str],
+                                                  offloaded_pod: tuple[str, str],
+                                                  namespace: str) -> None:
+    port = int(kubelet.base.rsplit(":", 1)[1])
+    query = [("command", "sh"), ("command", "-c"), ("command", "cat; echo oops >&2; exit 3"),
+             ("input", "1"), ("output", "1"), ("error", "1"),
+             ("stdin", "true"), ("stdout", "true"), ("stderr", "true")]
+    out, err, code, message = asyncio.run(spdy_exec(
+        port, callers["admin"], f"/exec/{namespace}/web/web", query, b"hello\n"))
+    assert (out, err, code) == (b"hello\n", b"oops\n", 3), message
+    # The same for a caller who may not: refused before anything reaches the remote.
+    with pytest.raises(AssertionError, match="403"):
+        asyncio.run(spdy_exec(port, callers["nobody"], f"/exec/{namespace}/web/web", query,
+                              b""))
