@@ -32,6 +32,7 @@ from home_agent.config import AgentConfig
 from home_agent.kubelet.auth import Caller, Reviews, certificate_caller
 from home_agent.kubelet.certs import write_self_signed
 from home_agent.kubelet.streams import dial, offered_protocols, relay, take_over
+from home_agent.kubelet.websocket import bridge, is_websocket, ports_of, remote_protocols
 from shared.forge.kubelet import (
     PodRequest,
     authorization_attributes,
@@ -234,21 +235,31 @@ class KubeletApi:
         if target is None:
             raise web.HTTPNotFound()
         twin = self.twin(target)
-        if not upgrade.is_spdy_upgrade(request.headers.items()):
+        websocket = is_websocket(request)
+        if not websocket and not upgrade.is_spdy_upgrade(request.headers.items()):
             return _text(400, "Upgrade request required")
+        ports: list[int] = []
+        if websocket and target.action == "portForward":
+            try:
+                ports = ports_of(list(request.query.items()))
+            except ValueError:
+                return _text(400, "invalid or missing ports")
         if (refusal := self._unreachable()) is not None:
             return refusal
         path = remote_pod_path(twin.remote_namespace, target.pod,
                                REMOTE_SUBRESOURCES[target.action])
+        query = remote_stream_query(target, list(request.query.items()))
         try:
             answer, remote = await dial(
-                self.remote.live.current, path,
-                remote_stream_query(target, list(request.query.items())),
-                offered_protocols(request), CONNECT_TIMEOUT)
+                self.remote.live.current, path, query,
+                remote_protocols(target.action) if websocket else offered_protocols(request),
+                CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError, asyncio.IncompleteReadError) as error:
             return self._remote_failed(error)
         if remote is None:
             return _text(answer.status, _status_message(answer.body))
+        if websocket:
+            return await bridge(request, target.action, remote, ports)
         log.debug("kubelet API: %s %s/%s relayed to %s (%s)", target.action, target.namespace,
                   target.pod, twin.remote_namespace, answer.header(upgrade.HEADER_PROTOCOL_VERSION))
         reader, writer = take_over(request)

@@ -110,8 +110,12 @@ def remote_log_query(container: str, query: Mapping[str, str]) -> dict[str, str]
 def remote_stream_query(request: PodRequest,
                         query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """The twin pod's exec/attach/portforward query: the command words (repeated, in order),
-    the stream flags, the container, the ports; other parameters are dropped."""
-    kept = ("command", *STREAM_OPTIONS) if request.action != "portForward" else ("port",)
+    the stream flags, the container, the ports; other parameters are dropped. A kubelet is
+    given ports as `port` (repeated), the API server takes them as `ports`."""
+    if request.action == "portForward":
+        return [("ports", port) for key, value in query if key in ("port", "ports")
+                for port in value.split(",") if port]
+    kept = ("command", *STREAM_OPTIONS)
     remote = [(key, value) for key, value in query if key in kept]
     if request.container:
         remote.append(("container", request.container))

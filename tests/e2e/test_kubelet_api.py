@@ -319,3 +319,36 @@ def test_exec_over_spdy_as_the_api_server_runs_it(kubelet: Kubelet, callers: dic
     with pytest.raises(AssertionError, match="403"):
         asyncio.run(spdy_exec(port, callers["nobody"], f"/exec/{namespace}/web/web", query,
                               b""))
+
+
+async def websocket_exec(port: int, token: str, path: str, query: list[tuple[str, str]],
+                         stdin: bytes) -> tuple[bytes, bytes, int | None]:
+    """exec as an API server that proxies a WebSocket client runs it (v5.channel.k8s.io)."""
+    import aiohttp
+
+    from spdy3 import channels, upgrade
+
+    output = {channels.CHANNEL_STDOUT: b"", channels.CHANNEL_STDERR: b"",
+              channels.CHANNEL_ERROR: b""}
+    async with aiohttp.ClientSession() as session, session.ws_connect(
+            f"https://127.0.0.1:{port}{path}", params=query, ssl=False,
+            protocols=[upgrade.REMOTECOMMAND_V5], headers={"Authorization": f"Bearer {token}"},
+    ) as ws:
+        assert ws.protocol == upgrade.REMOTECOMMAND_V5
+        await ws.send_bytes(channels.channel_message(channels.CHANNEL_STDIN, stdin))
+        await ws.send_bytes(channels.close_message(channels.CHANNEL_STDIN))
+        async for message in ws:
+            channel, data = channels.parse_channel_message(message.data)
+            output[channel] += data
+    code, _ = channels.parse_status(output[channels.CHANNEL_ERROR])
+    return output[channels.CHANNEL_STDOUT], output[channels.CHANNEL_STDERR], code
+
+
+def test_exec_over_websocket_as_an_older_api_server_proxies_it(
+        kubelet: Kubelet, callers: dict[str, str], offloaded_pod: tuple[str, str],
+        namespace: str) -> None:
+    port = int(kubelet.base.rsplit(":", 1)[1])
+    query = [("command", "sh"), ("command", "-c"), ("command", "cat; echo oops >&2; exit 4"),
+             ("stdin", "1"), ("stdout", "1"), ("stderr", "1")]
+    assert asyncio.run(websocket_exec(port, callers["admin"], f"/exec/{namespace}/web/web",
+                                      query, b"hi\n")) == (b"hi\n", b"oops\n", 4)

@@ -62,7 +62,8 @@ def test_the_remote_query_carries_only_what_the_subresource_takes() -> None:
         ("command", "sh"), ("command", "-c"), ("command", "exit 3"), ("stdin", "1"),
         ("container", "c")]
     forward = PodRequest("portForward", "ns", "p")
-    assert remote_stream_query(forward, [("port", "80"), ("command", "x")]) == [("port", "80")]
+    assert remote_stream_query(forward, [("port", "80"), ("port", "8080"), ("command", "x")]) == [
+        ("ports", "80"), ("ports", "8080")]
 
 
 def test_a_client_certificate_names_the_user_and_groups() -> None:
