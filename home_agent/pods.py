@@ -56,6 +56,26 @@ class PodOffloader:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.events = EventRecorder(agent.home, agent.config.home_cluster_id)
+        self._own_writes: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        """Home pod key → (the resourceVersion our last status write replaced, the pod the
+        server answered), until the mirror shows a version other than the replaced one. A
+        watch echoes our write some milliseconds after the answer: a remote status arriving
+        meanwhile must be written over the answer's version, not the mirror's, which the
+        server refuses (409) and the key waits out a backoff."""
+
+    def _latest(self, key: tuple[str, str], pod: dict[str, Any] | None) -> dict[str, Any] | None:
+        """`pod` from the mirror, or our last write's answer while the mirror lags behind it.
+        Only ever newer than the mirror: a pod the mirror no longer has stays gone."""
+        own = self._own_writes.get(key)
+        if own is None:
+            return pod
+        replaced, answer = own
+        metadata = (pod or {}).get("metadata") or {}
+        if pod is not None and metadata.get("resourceVersion") == replaced and (
+                metadata.get("uid") == (answer.get("metadata") or {}).get("uid")):
+            return answer
+        del self._own_writes[key]  # the mirror has our write, or something newer
+        return pod
 
     def forge_config(self) -> PodForgeConfig:
         config = self.agent.config
@@ -80,7 +100,7 @@ class PodOffloader:
 
     async def reconcile(self, namespace: str, name: str) -> None:
         agent = self.agent
-        pod = agent.mirrors.pods.get((namespace, name))
+        pod = self._latest((namespace, name), agent.mirrors.pods.get((namespace, name)))
         remote_namespace = agent.mapped_remote_namespace(namespace)
         shadow = (agent.mirrors.shadow_pods.get((remote_namespace, name))
                   if remote_namespace else None)
@@ -256,7 +276,9 @@ class PodOffloader:
         log.debug("pod %s/%s status: %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
                   {k: (current.get(k), v) for k, v in merged.items() if current.get(k) != v})
         body = {**pod, "status": merged}
-        home = self.agent.home
-        await home.replace(
-            core_path("pods", pod["metadata"]["namespace"], pod["metadata"]["name"], "status"),
-            body)
+        metadata = pod["metadata"]
+        written = await self.agent.home.replace(
+            core_path("pods", metadata["namespace"], metadata["name"], "status"), body)
+        if isinstance(written, dict) and metadata.get("resourceVersion"):
+            self._own_writes[(metadata["namespace"], metadata["name"])] = (
+                metadata["resourceVersion"], written)
