@@ -17,6 +17,7 @@ import logging
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from home_agent.config import AgentConfig
 from home_agent.kubelet.auth import Caller, Reviews, certificate_caller
 from home_agent.kubelet.certs import write_self_signed
 from home_agent.kubelet.streams import dial, offered_protocols, relay, take_over
+from home_agent.kubelet.usage import Usage
 from home_agent.kubelet.websocket import bridge, is_websocket, ports_of, remote_protocols
 from shared.forge.kubelet import (
     PodRequest,
@@ -45,6 +47,8 @@ from shared.forge.kubelet import (
     remote_log_query,
     remote_pod_path,
     remote_stream_query,
+    resource_metrics,
+    stats_summary,
 )
 from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
 from spdy3 import upgrade
@@ -104,11 +108,12 @@ class Twin:
 
 class KubeletApi:
     def __init__(self, agent: Agent, reviews: Reviews, remote: RemoteSession,
-                 client_ca: bool) -> None:
+                 client_ca: bool, usage: Usage) -> None:
         self.agent = agent
         self.reviews = reviews
         self.remote = remote
         self.client_ca = client_ca
+        self.usage = usage
 
     # --- authentication and authorization -----------------------------------------------
 
@@ -174,6 +179,16 @@ class KubeletApi:
 
     async def pods(self, request: web.Request) -> web.Response:
         return web.json_response(pod_list(self.agent.mirrors.pods.values()))
+
+    async def stats_summary(self, request: web.Request) -> web.Response:
+        usage = await self.usage.collect()
+        return web.json_response(stats_summary(self.agent.node_name(), self.usage.started,
+                                               time.time(), usage))
+
+    async def resource_metrics(self, request: web.Request) -> web.Response:
+        usage = await self.usage.collect()
+        return web.Response(text=resource_metrics(time.time(), usage),
+                            content_type="text/plain")
 
     async def container_logs(self, request: web.Request) -> web.StreamResponse:
         target = parse_pod_path(request.path)
@@ -275,6 +290,8 @@ class KubeletApi:
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/pods", self.pods)
         app.router.add_get("/pods/", self.pods)
+        app.router.add_get("/stats/summary", self.stats_summary)
+        app.router.add_get("/metrics/resource", self.resource_metrics)
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self.container_logs)
         for action in ("exec", "attach"):
             for tail in ("{container}", "{uid}/{container}"):
@@ -340,7 +357,9 @@ class KubeletServer:
         self._stop = asyncio.Event()
         home = ClusterApi(agent.home.live, throttle_reads=False)
         remote = RemoteSession(agent.remote.live)
-        api = KubeletApi(agent, Reviews(home), remote, bool(self.config.kubelet_client_ca))
+        remote_api = ClusterApi(agent.remote.live, throttle_reads=False)
+        api = KubeletApi(agent, Reviews(home), remote, bool(self.config.kubelet_client_ca),
+                         Usage(agent, remote_api))
         runner = web.AppRunner(api.application(), access_log=None, handler_cancellation=True)
         await runner.setup()
         await web.SockSite(runner, self.socket, ssl_context=self.context).start()
@@ -351,6 +370,7 @@ class KubeletServer:
         finally:
             await runner.cleanup()
             await remote.close()
+            await remote_api.close()
             await home.close()
 
     def stop(self) -> None:

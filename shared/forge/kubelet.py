@@ -126,3 +126,145 @@ def pod_list(pods: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """kubelet's /pods: the pods bound to the node, as a v1 PodList."""
     return {"kind": "PodList", "apiVersion": "v1", "metadata": {},
             "items": [dict(pod) for pod in pods]}
+
+
+# --- usage: /stats/summary and /metrics/resource from the twins' PodMetrics --------------------
+
+
+@dataclass(frozen=True)
+class ContainerUsage:
+    """One container's usage as the remote metrics API reports it, with the CPU time the
+    agent has counted for it (a kubelet's counters are cumulative; PodMetrics give rates)."""
+
+    namespace: str
+    pod: str
+    pod_uid: str
+    container: str
+    timestamp: float
+    """Unix seconds of the sample."""
+    nano_cores: int
+    memory_bytes: int
+    cpu_seconds: float
+    start_time: float
+
+
+def pod_metrics_usage(pod_metrics: Mapping[str, Any]) -> tuple[float, dict[str, tuple[int, int]]]:
+    """(sample time in Unix seconds, container -> (nanocores, working set bytes)) of one
+    metrics.k8s.io PodMetrics."""
+    from datetime import datetime
+
+    from shared.quantity import parse_quantity
+
+    stamp = str(pod_metrics.get("timestamp") or "")
+    try:
+        sampled = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        sampled = 0.0
+    usage = {}
+    for container in pod_metrics.get("containers") or []:
+        values = container.get("usage") or {}
+        try:
+            cpu = int(parse_quantity(values.get("cpu") or "0") * 1_000_000_000)
+            memory = int(parse_quantity(values.get("memory") or "0"))
+        except (ValueError, ArithmeticError):
+            continue
+        usage[str(container.get("name"))] = (cpu, memory)
+    return sampled, usage
+
+
+def _rfc3339(seconds: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _cpu(nano_cores: int, cpu_seconds: float, at: float) -> dict[str, Any]:
+    return {"time": _rfc3339(at), "usageNanoCores": nano_cores,
+            "usageCoreNanoSeconds": int(cpu_seconds * 1_000_000_000)}
+
+
+def _memory(working_set: int, at: float) -> dict[str, Any]:
+    return {"time": _rfc3339(at), "workingSetBytes": working_set, "usageBytes": working_set}
+
+
+def stats_summary(node_name: str, node_start: float, now: float,
+                  usage: Sequence[ContainerUsage]) -> dict[str, Any]:
+    """kubelet's /stats/summary (stats/v1alpha1 Summary) for the offloaded pods."""
+    pods: dict[tuple[str, str], list[ContainerUsage]] = {}
+    for entry in usage:
+        pods.setdefault((entry.namespace, entry.pod), []).append(entry)
+    pod_stats = []
+    for (namespace, name), containers in sorted(pods.items()):
+        at = max(c.timestamp for c in containers)
+        pod_stats.append({
+            "podRef": {"name": name, "namespace": namespace, "uid": containers[0].pod_uid},
+            "startTime": _rfc3339(min(c.start_time for c in containers)),
+            "containers": [{"name": c.container, "startTime": _rfc3339(c.start_time),
+                            "cpu": _cpu(c.nano_cores, c.cpu_seconds, c.timestamp),
+                            "memory": _memory(c.memory_bytes, c.timestamp)}
+                           for c in containers],
+            "cpu": _cpu(sum(c.nano_cores for c in containers),
+                        sum(c.cpu_seconds for c in containers), at),
+            "memory": _memory(sum(c.memory_bytes for c in containers), at),
+        })
+    return {"node": {"nodeName": node_name, "startTime": _rfc3339(node_start),
+                     "cpu": _cpu(sum(c.nano_cores for c in usage),
+                                 sum(c.cpu_seconds for c in usage), now),
+                     "memory": _memory(sum(c.memory_bytes for c in usage), now)},
+            "pods": pod_stats}
+
+
+def _metric(name: str, kind: str, help_text: str, samples: list[str]) -> list[str]:
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *samples]
+
+
+def resource_metrics(now: float, usage: Sequence[ContainerUsage]) -> str:
+    """kubelet's /metrics/resource (what metrics-server scrapes): cumulative CPU seconds and
+    working sets per container, pod and node, with the samples' times in milliseconds."""
+    def labels(entry: ContainerUsage, container: bool = True) -> str:
+        parts = ([f'container="{entry.container}"'] if container else []) + [
+            f'namespace="{entry.namespace}"', f'pod="{entry.pod}"']
+        return "{" + ",".join(parts) + "}"
+
+    def ms(seconds: float) -> int:
+        return int(seconds * 1000)
+
+    pods: dict[tuple[str, str], list[ContainerUsage]] = {}
+    for entry in usage:
+        pods.setdefault((entry.namespace, entry.pod), []).append(entry)
+    lines = [
+        *_metric("container_cpu_usage_seconds_total", "counter",
+                 "[STABLE] Cumulative cpu time consumed by the container in core-seconds",
+                 [f"container_cpu_usage_seconds_total{labels(e)} {e.cpu_seconds:.9f} "
+                  f"{ms(e.timestamp)}" for e in usage]),
+        *_metric("container_memory_working_set_bytes", "gauge",
+                 "[STABLE] Current working set of the container in bytes",
+                 [f"container_memory_working_set_bytes{labels(e)} {e.memory_bytes} "
+                  f"{ms(e.timestamp)}" for e in usage]),
+        *_metric("container_start_time_seconds", "gauge",
+                 "[STABLE] Start time of the container since unix epoch in seconds",
+                 [f"container_start_time_seconds{labels(e)} {e.start_time:.9f} "
+                  f"{ms(e.timestamp)}" for e in usage]),
+        *_metric("node_cpu_usage_seconds_total", "counter",
+                 "[STABLE] Cumulative cpu time consumed by the node in core-seconds",
+                 [f"node_cpu_usage_seconds_total {sum(e.cpu_seconds for e in usage):.9f} "
+                  f"{ms(now)}"]),
+        *_metric("node_memory_working_set_bytes", "gauge",
+                 "[STABLE] Current working set of the node in bytes",
+                 [f"node_memory_working_set_bytes {sum(e.memory_bytes for e in usage)} "
+                  f"{ms(now)}"]),
+        *_metric("pod_cpu_usage_seconds_total", "counter",
+                 "[STABLE] Cumulative cpu time consumed by the pod in core-seconds",
+                 [f"pod_cpu_usage_seconds_total{labels(c[0], False)} "
+                  f"{sum(e.cpu_seconds for e in c):.9f} {ms(max(e.timestamp for e in c))}"
+                  for c in pods.values()]),
+        *_metric("pod_memory_working_set_bytes", "gauge",
+                 "[STABLE] Current working set of the pod in bytes",
+                 [f"pod_memory_working_set_bytes{labels(c[0], False)} "
+                  f"{sum(e.memory_bytes for e in c)} {ms(max(e.timestamp for e in c))}"
+                  for c in pods.values()]),
+        *_metric("resource_scrape_error", "gauge",
+                 "[STABLE] 1 if there was an error while getting container metrics, "
+                 "0 otherwise", ["resource_scrape_error 0"]),
+    ]
+    return "\n".join(lines) + "\n"

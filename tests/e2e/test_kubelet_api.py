@@ -118,6 +118,9 @@ def test_anonymous_and_unauthorized_callers_are_refused(kubelet: Kubelet,
         "resource=nodes, subresource=proxy)")
     refused = kubelet.get(f"/containerLogs/{namespace}/web/web", token=callers["nobody"])
     assert refused.status_code == 403
+    refused = kubelet.get("/stats/summary", token=callers["nobody"])
+    assert refused.status_code == 403
+    assert "subresource=stats" in refused.text
     assert kubelet.get("/healthz", token=callers["admin"]).text == "ok"
 
 
@@ -352,3 +355,28 @@ def test_exec_over_websocket_as_an_older_api_server_proxies_it(
              ("stdin", "1"), ("stdout", "1"), ("stderr", "1")]
     assert asyncio.run(websocket_exec(port, callers["admin"], f"/exec/{namespace}/web/web",
                                       query, b"hi\n")) == (b"hi\n", b"oops\n", 4)
+
+
+def test_usage_is_served_for_the_offloaded_pods(remote: ClusterHandle, kubelet: Kubelet,
+                                                callers: dict[str, str], peered: RunningAgent,
+                                                offloaded_pod: tuple[str, str],
+                                                namespace: str) -> None:
+    """From the remote metrics API where there is one (metrics-server); without one the node
+    answers with no pod samples rather than invented zeros."""
+    _, remote_namespace = offloaded_pod
+    summary = kubelet.get("/stats/summary", token=callers["admin"])
+    assert summary.status_code == 200
+    assert summary.json()["node"]["nodeName"] == peered.node_name
+    metrics = kubelet.get("/metrics/resource", token=callers["admin"])
+    assert metrics.status_code == 200
+    assert "resource_scrape_error 0" in metrics.text
+    try:
+        client.CustomObjectsApi(remote.api_client).list_namespaced_custom_object(
+            "metrics.k8s.io", "v1beta1", remote_namespace, "pods")
+    except client.exceptions.ApiException as error:
+        assert error.status == 404  # no metrics API on the remote
+        assert summary.json()["pods"] == []
+        return
+    wait_for(lambda: any(p["podRef"]["name"] == "web" for p in kubelet.get(
+        "/stats/summary", token=callers["admin"]).json()["pods"]), timeout=120,
+        message="the remote metrics API has a sample of the pod")

@@ -75,3 +75,47 @@ def test_a_client_certificate_names_the_user_and_groups() -> None:
                                                   ("system:masters",))
     assert certificate_caller({}) is None
     assert certificate_caller({"subject": ((("organizationName", "x"),),)}) is None
+
+
+def test_usage_reads_as_a_kubelet_serves_it() -> None:
+    from shared.forge.kubelet import (
+        ContainerUsage,
+        pod_metrics_usage,
+        resource_metrics,
+        stats_summary,
+    )
+
+    sampled, usage = pod_metrics_usage({
+        "timestamp": "2026-01-01T00:00:10Z", "window": "10s",
+        "containers": [{"name": "web", "usage": {"cpu": "250m", "memory": "64Mi"}},
+                       {"name": "side", "usage": {"cpu": "1234567n", "memory": "1Ki"}}]})
+    assert sampled == 1767225610.0
+    assert usage == {"web": (250_000_000, 64 * 1024 * 1024), "side": (1_234_567, 1024)}
+    entries = [ContainerUsage("ns", "p", "uid-1", "web", sampled, 250_000_000, 67108864, 2.5,
+                              sampled - 100),
+               ContainerUsage("ns", "p", "uid-1", "side", sampled, 1_234_567, 1024, 0.5,
+                              sampled - 100)]
+    summary = stats_summary("liqo-r", sampled - 1000, sampled, entries)
+    assert summary["node"]["nodeName"] == "liqo-r"
+    assert summary["node"]["cpu"]["usageNanoCores"] == 251_234_567
+    [pod] = summary["pods"]
+    assert pod["podRef"] == {"name": "p", "namespace": "ns", "uid": "uid-1"}
+    assert pod["cpu"]["usageCoreNanoSeconds"] == 3_000_000_000
+    assert pod["memory"]["workingSetBytes"] == 67109888
+    text = resource_metrics(sampled, entries)
+    assert ('container_cpu_usage_seconds_total{container="web",namespace="ns",pod="p"} '
+            '2.500000000 1767225610000') in text
+    assert 'pod_memory_working_set_bytes{namespace="ns",pod="p"} 67109888 1767225610000' in text
+    assert "node_cpu_usage_seconds_total 3.000000000 1767225610000" in text
+    assert "resource_scrape_error 0" in text
+
+
+def test_cpu_seconds_are_counted_from_the_rates() -> None:
+    from home_agent.kubelet.usage import Usage
+
+    usage = Usage(None, None)  # type: ignore[arg-type]  # counting needs neither
+    key = ("ns", "p", "web")
+    assert usage._count(key, 100.0, 500_000_000) == 0.0
+    assert usage._count(key, 110.0, 1_000_000_000) == 5.0  # 0.5 core for 10 s
+    assert usage._count(key, 110.0, 1_000_000_000) == 5.0  # the same sample: nothing more
+    assert usage._count(key, 112.0, 0) == 7.0

@@ -1,0 +1,90 @@
+"""The offloaded pods' usage, from the metrics API of the remote cluster (metrics.k8s.io
+PodMetrics in the twin namespaces, which the consumer may read there): what /stats/summary and
+/metrics/resource serve, so that metrics-server and `kubectl top pod` see offloaded pods.
+
+PodMetrics give rates; a kubelet's CPU counters are cumulative, and metrics-server derives the
+rate from two scrapes. So each container's CPU seconds are counted here, the last rate over
+the time since the last sample. A remote without a metrics API gives no samples (never
+invented zeros): the pods are then absent, as on a kubelet that cannot read its runtime."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from annex.kubeapi import ApiError, ClusterApi, error_message
+from home_agent.agent import Agent
+from shared.forge.kubelet import ContainerUsage, pod_metrics_usage
+
+log = logging.getLogger(__name__)
+
+
+def _start_time(pod: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    stamp = str((pod.get("status") or {}).get("startTime") or "")
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class Usage:
+    def __init__(self, agent: Agent, remote: ClusterApi) -> None:
+        self.agent = agent
+        self.remote = remote
+        self.started = time.time()
+        self._counted: dict[tuple[str, str, str], tuple[float, float, int]] = {}
+        """(namespace, pod, container) -> (sample time, CPU seconds, last nanocores)."""
+        self._unavailable: set[str] = set()
+
+    async def _pod_metrics(self, remote_namespace: str) -> list[dict[str, Any]]:
+        path = f"/apis/metrics.k8s.io/v1beta1/namespaces/{remote_namespace}/pods"
+        try:
+            listed = await self.remote.get(path)
+        except (ApiError, OSError) as error:
+            if remote_namespace not in self._unavailable:
+                log.info("no pod metrics from remote namespace %s: %s", remote_namespace,
+                         error_message(error))
+                self._unavailable.add(remote_namespace)
+            return []
+        self._unavailable.discard(remote_namespace)
+        return list((listed or {}).get("items") or [])
+
+    async def collect(self) -> list[ContainerUsage]:
+        entries = []
+        seen = set()
+        for remote_namespace in sorted(self.agent.accepted_twin_namespaces()):
+            home_namespace = self.agent.home_namespace_of(remote_namespace)
+            if home_namespace is None:
+                continue
+            for item in await self._pod_metrics(remote_namespace):
+                name = str((item.get("metadata") or {}).get("name") or "")
+                pod = self.agent.mirrors.pods.get((home_namespace, name))
+                if pod is None or self.agent.mirrors.shadow_pods.get(
+                        (remote_namespace, name)) is None:
+                    continue  # not one of this node's pods
+                sampled, usage = pod_metrics_usage(item)
+                for container, (nano_cores, memory) in usage.items():
+                    key = (home_namespace, name, container)
+                    seen.add(key)
+                    entries.append(ContainerUsage(
+                        home_namespace, name, str(pod["metadata"].get("uid") or ""), container,
+                        sampled, nano_cores, memory, self._count(key, sampled, nano_cores),
+                        _start_time(pod)))
+        for key in set(self._counted) - seen:
+            del self._counted[key]  # gone: a new pod of that name counts from zero
+        return entries
+
+    def _count(self, key: tuple[str, str, str], sampled: float, nano_cores: int) -> float:
+        last = self._counted.get(key)
+        seconds = 0.0
+        if last is not None:
+            last_sampled, seconds, last_rate = last
+            if sampled > last_sampled:
+                seconds += last_rate / 1e9 * (sampled - last_sampled)
+            else:
+                sampled = last_sampled
+        self._counted[key] = (sampled, seconds, nano_cores)
+        return seconds
