@@ -155,6 +155,25 @@ def _home_apiserver(home: Cluster, shadow_pod_spec: dict[str, Any] | None
     return advertised_address(slices)
 
 
+def kubelet_endpoint(node: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Where the home API server reaches the virtual node's kubelet API (logs, exec,
+    port-forward, top), and what could keep it from doing so."""
+    status = node.get("status") or {}
+    addresses = status.get("addresses") or []
+    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+    internal = next((a.get("address") for a in addresses if a.get("type") == "InternalIP"), None)
+    endpoint = {"address": internal, "port": port,
+                "url": f"https://{internal}:{port}" if internal and port else None}
+    notes = [f"Kubelet API (kubectl logs/exec/port-forward/top): {endpoint['url'] or 'none'}"]
+    if any(a.get("type") == "Hostname" for a in addresses):
+        notes.append("  the node lists a Hostname address, which kube-apiserver tries first "
+                     "and nothing resolves: restart its agent to advertise only its IP")
+    if not internal or not port:
+        notes.append("  the node advertises no InternalIP and port: the agent has not written "
+                     "its status yet")
+    return endpoint, notes
+
+
 def explain_pod(home: Cluster, namespace: str, name: str) -> Report:
     pod = home.get("v1", "Pod", name, namespace)
     if pod is None:
@@ -172,6 +191,9 @@ def explain_pod(home: Cluster, namespace: str, name: str) -> Report:
                             else None, "placement": reasons}
     notes = ["Placement:", *(f"  - {reason}" for reason in reasons)]
     tables: list[Table] = []
+    if node is not None and virtual_node is not None:
+        data["kubeletEndpoint"], endpoint_notes = kubelet_endpoint(node)
+        notes += ["", *endpoint_notes]
 
     # The remote spec of the pod's virtual node, or, for a pod not (yet) on one, of the only one.
     target = virtual_node or (candidates[0] if len(candidates) == 1 else None)

@@ -129,6 +129,12 @@ def test_peer_offload_status_explain_unoffload_unpeer(
     assert BORROWED in why["remoteSpec"]["tolerations"]  # the offloadingPatch
     assert {"op": "remove", "path": "/nodeName"} in why["changes"]
     assert why["shadowPod"]["found"] and why["shadowPod"]["matchesForged"]
+    advertised = home.core.read_node(agent.node_name).status
+    assert why["kubeletEndpoint"] == {
+        "address": advertised.addresses[0].address,
+        "port": advertised.daemon_endpoints.kubelet_endpoint.port,
+        "url": f"https://{advertised.addresses[0].address}:"
+               f"{advertised.daemon_endpoints.kubelet_endpoint.port}"}
     text = annexctl("explain", "pod", f"{namespace}/web", *home_flags(home)).out
     assert f"runs on virtual node {agent.node_name}" in text
     assert f"-nodeName: {agent.node_name}" in text and "+- key: example.com/borrowed" in text

@@ -119,3 +119,16 @@ def test_cpu_seconds_are_counted_from_the_rates() -> None:
     assert usage._count(key, 110.0, 1_000_000_000) == 5.0  # 0.5 core for 10 s
     assert usage._count(key, 110.0, 1_000_000_000) == 5.0  # the same sample: nothing more
     assert usage._count(key, 112.0, 0) == 7.0
+
+
+def test_explain_names_the_kubelet_endpoint_and_an_unresolvable_hostname() -> None:
+    from annexctl.explain import kubelet_endpoint
+
+    old = {"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"},
+                                    {"type": "Hostname", "address": "liqo-r"}],
+                      "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}}}}
+    endpoint, notes = kubelet_endpoint(old)
+    assert endpoint["url"] == "https://10.0.0.7:10250"
+    assert any("Hostname" in note for note in notes)
+    endpoint, notes = kubelet_endpoint({"status": {}})
+    assert endpoint["url"] is None and any("no InternalIP" in note for note in notes)
