@@ -380,3 +380,33 @@ def test_usage_is_served_for_the_offloaded_pods(remote: ClusterHandle, kubelet: 
     wait_for(lambda: any(p["podRef"]["name"] == "web" for p in kubelet.get(
         "/stats/summary", token=callers["admin"]).json()["pods"]), timeout=120,
         message="the remote metrics API has a sample of the pod")
+
+
+@pytest.mark.kubesim_only  # fault injection is kubesim's
+def test_a_cut_ends_a_followed_log_and_refuses_new_requests_at_once(
+        remote: ClusterHandle, kubelet: Kubelet, callers: dict[str, str],
+        peered: RunningAgent, offloaded_pod: tuple[str, str], namespace: str) -> None:
+    from tests.e2e.conftest import consumer_user
+
+    path = f"/containerLogs/{namespace}/web/web"
+    faults = remote.sim.faults
+    with requests.get(f"{kubelet.base}{path}", params={"follow": "true"}, verify=False,
+                      stream=True, headers={"Authorization": f"Bearer {callers['admin']}"},
+                      timeout=60) as followed:
+        lines = followed.iter_lines()
+        assert next(lines) == b"one"
+        # Silence, not a refusal: only the agent's health checks can tell the link is gone.
+        remote.run(lambda: faults.blackhole(user=consumer_user(peered.home_id)))
+        try:
+            rest = list(lines)  # ends (a read timeout would raise instead)
+        finally:
+            remote.run(faults.restore)
+    assert rest == [b"two", b"three"]
+    remote.run(lambda: faults.refuse(user=consumer_user(peered.home_id)))
+    try:
+        refusal = wait_for(lambda: (r := kubelet.get(path, token=callers["admin"]))
+                           .status_code == 503 and r.text, timeout=30,
+                           message="the node is declared unreachable")
+        assert "is unreachable" in refusal  # at once: nothing is tried until the link is back
+    finally:
+        remote.run(faults.restore)
