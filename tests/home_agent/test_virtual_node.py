@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+import requests
+
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.conftest import RunningAgent
@@ -46,6 +49,7 @@ def ready(node_obj: Any) -> Any:
     return next(c for c in node_obj.status.conditions if c.type == "Ready")
 
 
+@pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 def test_the_virtual_node_shows_the_offer(home: ClusterHandle, remote: ClusterHandle,
                                           start_agent: Any) -> None:
     agent = start_agent()
@@ -67,7 +71,12 @@ def test_the_virtual_node_shows_the_offer(home: ClusterHandle, remote: ClusterHa
     assert [(t.key, t.value, t.effect) for t in found.spec.taints
             if t.key.startswith("virtual-node")] == [
         ("virtual-node.liqo.io/not-allowed", "true", "NoExecute")]
-    assert found.status.daemon_endpoints.kubelet_endpoint.port == 10250
+    # The port the agent's kubelet API listens on (tests run agents with --kubelet-port 0),
+    # at the node's only address: an anonymous request is a kubelet's 401 there.
+    port = found.status.daemon_endpoints.kubelet_endpoint.port
+    assert [(a.type, a.address) for a in found.status.addresses] == [("InternalIP", "127.0.0.1")]
+    answer = requests.get(f"https://127.0.0.1:{port}/healthz", verify=False, timeout=10)
+    assert (answer.status_code, answer.text) == (401, "Unauthorized\n")
     assert not found.metadata.finalizers
     assert not any(k.startswith("kopf") for k in (found.metadata.annotations or {}))
 
