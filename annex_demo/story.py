@@ -165,11 +165,17 @@ class Story:
                     f"consumer kubeconfig, VirtualNode {REMOTE_ID}")
         remote_kubeconfig = self.workdir / "agent-remote.kubeconfig"
         self._mount_secret(home, secret, remote_kubeconfig)
+        # The kubelet API on any free port (a real kubelet may hold 10250 here), trusting the
+        # home cluster's CA as the chart's default trusts the pod's cluster CA.
+        home_ca = self.workdir / "home-ca.crt"
+        assert home.sim.tls is not None
+        home_ca.write_bytes(home.sim.tls.ca_pem)
         self._run_component(
             "home agent", home, release, stack, "home_kubeconfig",
             remote_kubeconfig=str(remote_kubeconfig), agent_ip="127.0.0.1",
             metrics_address=f"127.0.0.1:{release.probe_port}",
-            webhook_address=f"127.0.0.1:{release.webhook_port}")
+            webhook_address=f"127.0.0.1:{release.webhook_port}",
+            kubelet_address="127.0.0.1", kubelet_port="0", kubelet_client_ca=str(home_ca))
         self.say.ok(f"pod webhook registered ({release.webhook_url})")
         self.say.wait(f"virtual node {VIRTUAL_NODE} Ready at home",
                       lambda: self._node_ready(home, "True"), self.timings.wait_seconds)

@@ -685,7 +685,7 @@ class Bench:
 
     def start_agent(self) -> None:
         flags = ["--workers", str(self.args.workers), "--home-qps", "0", "--remote-qps", "0",
-                 "--agent-ip", "192.0.2.10"]
+                 "--agent-ip", "192.0.2.10", "--kubelet-port", "0"]
         if self.remote_pod_cidr:
             flags += ["--remote-pod-cidr", self.remote_pod_cidr,
                       "--remapped-pod-cidr", "100.64.0.0/16"]

@@ -182,7 +182,9 @@ class AgentProcess:
             "--remote-kubeconfig", str(self.remote.kubeconfig),
             "--cluster-id", self.home_id, "--remote-cluster-id", self.remote_id,
             "--metrics-address", f"127.0.0.1:{self.metrics_port}",
-            "--log-format", "json", "--log-level", "INFO", *self.flags]
+            "--log-format", "json", "--log-level", "INFO",
+            "--kubelet-port", "0",  # runs side by side: each agent its own kubelet API port
+            *self.flags]
         with open(self.log_path, "wb") as log:  # the child keeps its own descriptor
             self.started = time.time()
             self.popen = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
