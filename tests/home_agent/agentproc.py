@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -91,6 +92,20 @@ class Process:
         return self.popen.returncode
 
 
+_KUBELET_PORTS: dict[tuple[str, str], int] = {}
+
+
+def kubelet_port(home_id: str, remote_id: str) -> int:
+    """A free port for one peering's kubelet API, the same when its agent restarts (as a
+    chart's fixed port: a restart rewrites nothing on the node); agents run side by side."""
+    key = (home_id, remote_id)
+    if key not in _KUBELET_PORTS:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            _KUBELET_PORTS[key] = probe.getsockname()[1]
+    return _KUBELET_PORTS[key]
+
+
 def agent_args(home_kubeconfig: Path, remote_kubeconfig: Path, home_id: str, remote_id: str,
                *extra: str) -> list[str]:
     """Fast timings so that tests converge in seconds."""
@@ -105,6 +120,6 @@ def agent_args(home_kubeconfig: Path, remote_kubeconfig: Path, home_id: str, rem
         "--health-check-timeout", "1",
         "--failure-threshold", "3",
         "--log-level", "DEBUG",
-        "--kubelet-port", "0",  # agents run side by side: each its own kubelet API port
+        "--kubelet-port", str(kubelet_port(home_id, remote_id)),
         *extra,
     ]

@@ -71,7 +71,7 @@ def test_the_virtual_node_shows_the_offer(home: ClusterHandle, remote: ClusterHa
     assert [(t.key, t.value, t.effect) for t in found.spec.taints
             if t.key.startswith("virtual-node")] == [
         ("virtual-node.liqo.io/not-allowed", "true", "NoExecute")]
-    # The port the agent's kubelet API listens on (tests run agents with --kubelet-port 0),
+    # The port the agent's kubelet API listens on (each test agent gets a free one),
     # at the node's only address: an anonymous request is a kubelet's 401 there.
     port = found.status.daemon_endpoints.kubelet_endpoint.port
     assert [(a.type, a.address) for a in found.status.addresses] == [("InternalIP", "127.0.0.1")]
