@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
+import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -410,3 +412,17 @@ def test_a_cut_ends_a_followed_log_and_refuses_new_requests_at_once(
         assert "is unreachable" in refusal  # at once: nothing is tried until the link is back
     finally:
         remote.run(faults.restore)
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="no kubectl on PATH")
+def test_the_stock_kubectl_reads_logs_and_execs(home: ClusterHandle, remote_web: str,
+                                                namespace: str) -> None:
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["kubectl", "--kubeconfig", str(home.kubeconfig), "-n", namespace,
+                               *args], capture_output=True, text=True, timeout=60)
+
+    logs = kubectl("logs", "web", "--tail=2")
+    assert (logs.returncode, logs.stdout) == (0, "two\nthree\n"), logs.stderr
+    run = kubectl("exec", "web", "--", "sh", "-c", "echo hi; echo oops >&2; exit 2")
+    assert (run.returncode, run.stdout, run.stderr.splitlines()[0]) == (2, "hi\n", "oops"), \
+        run.stderr
