@@ -1,8 +1,8 @@
 """Kubernetes clients for both components, built from one kubeconfig (or in-cluster config).
 
-`load_connection` reads the credentials once; `api_client` and `kopf_login` turn them into a
-`kubernetes` ApiClient and a kopf `ConnectionInfo`, so the operator framework and the plain client
-always talk to the same server as the same identity. A `LiveConnection` holds credentials that
+`load_connection` reads the credentials once; `kopf_login` turns them into a kopf
+`ConnectionInfo`, so the enforcer's operator framework and `annex.kubeapi.ClusterApi` always talk to
+the same server as the same identity. A `LiveConnection` holds credentials that
 are replaced while clients use them (a rotated token): `annex.kubeapi.ClusterApi` follows it.
 
 The Python client has no built-in client-side rate limiting (client-go's QPS/burst), so
@@ -144,26 +144,6 @@ class LiveConnection:
             if callback is not None:
                 callback()
         return True
-
-
-def api_client(connection: Connection) -> client.ApiClient:
-    """A `kubernetes` ApiClient for the connection; its pool is sized to the burst."""
-    configuration = client.Configuration()
-    configuration.host = connection.server
-    configuration.ssl_ca_cert = connection.ca_path
-    configuration.verify_ssl = not connection.insecure
-    configuration.cert_file = connection.certificate_path
-    configuration.key_file = connection.private_key_path
-    if connection.tls_server_name:
-        configuration.tls_server_name = connection.tls_server_name
-    if connection.token:
-        configuration.api_key["BearerToken"] = connection.token
-        configuration.api_key_prefix["BearerToken"] = "Bearer"
-        # Older clients read this key; setting both keeps either version authenticated.
-        configuration.api_key["authorization"] = connection.token
-        configuration.api_key_prefix["authorization"] = "Bearer"
-    configuration.connection_pool_maxsize = max(1, connection.limits.burst)
-    return client.ApiClient(configuration)
 
 
 def kopf_login(connection: Connection) -> kopf.ConnectionInfo:

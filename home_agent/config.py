@@ -90,7 +90,8 @@ def _bool(text: str) -> bool:
 
 
 REFLECTED_KINDS = ("configmap", "secret", "service", "endpointslice", "ingress")
-"""The kinds with `--<kind>-reflection-workers` and `--<kind>-reflection-type` flags."""
+"""The kinds reflected home → remote, each with `--<kind>-reflection-workers` and
+`--<kind>-reflection-type` flags and its module `home_agent.reflection.<kind>`."""
 DEFAULT_REFLECTION_WORKERS = 3
 REFLECTED_HOME_KINDS = ("event",)
 """Kinds reflected from the remote cluster home, with only `--<kind>-reflection-workers`: the

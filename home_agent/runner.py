@@ -31,11 +31,9 @@ from home_agent.remote_watch import RemoteWatches
 from home_agent.synced_cache import PodState, SyncedPods
 from home_agent.virtual_node import reconcile_node
 from home_agent.webhook import serve as serve_webhook
+from home_agent.workqueue import SYNC_WAIT
 
 log = logging.getLogger(__name__)
-
-SYNC_WAIT = 0.2
-"""Seconds between looks at whether parked keys' mirrors are synced."""
 
 
 def _kind(key: Hashable) -> str:

@@ -15,6 +15,10 @@ import time
 from collections import deque
 from collections.abc import Hashable
 
+SYNC_WAIT = 0.2
+"""Seconds between looks at whether a key's mirrors are listed, for workers that hold keys until
+then (nothing is decided on a half-filled mirror)."""
+
 
 class KeyQueue:
     def __init__(self, base_delay: float = 0.5, max_delay: float = 30.0) -> None:

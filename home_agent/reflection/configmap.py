@@ -14,7 +14,7 @@ from shared.forge.configmap import (
 )
 
 CONFIGMAP_RULES = KindRules(
-    kind="ConfigMap", flag="configmap", resource=CONFIGMAPS,
+    kind="ConfigMap", resource=CONFIGMAPS,
     path=lambda namespace, name: core_path("configmaps", namespace, name),
     forge=remote_configmap, remote_name=remote_configmap_name, local_name=local_configmap_name,
     reflectable=is_reflectable_configmap)

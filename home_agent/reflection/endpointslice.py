@@ -117,6 +117,6 @@ class EndpointSliceReflector(Reflector):
 
 
 ENDPOINTSLICE_RULES = KindRules(
-    kind="EndpointSlice", flag="endpointslice", resource=ENDPOINTSLICES,
+    kind="EndpointSlice", resource=ENDPOINTSLICES,
     path=lambda namespace, name: group_path(*ENDPOINTSLICES, namespace, name),
     reflectable=is_reflectable_endpointslice, reflector=EndpointSliceReflector)

@@ -10,6 +10,6 @@ from shared.forge.ingress import remote_ingress
 INGRESSES = ("networking.k8s.io", "v1", "ingresses")
 
 INGRESS_RULES = KindRules(
-    kind="Ingress", flag="ingress", resource=INGRESSES,
+    kind="Ingress", resource=INGRESSES,
     path=lambda namespace, name: group_path(*INGRESSES, namespace, name),
     forge=remote_ingress)

@@ -32,7 +32,7 @@ from annex.mirror import Key, Mirror, key_of
 from home_agent.agent import Agent
 from home_agent.events import EventRecorder
 from home_agent.operators import Watched
-from home_agent.workqueue import KeyQueue
+from home_agent.workqueue import SYNC_WAIT, KeyQueue
 from shared.forge.common import (
     ReflectionConfig,
     must_recreate,
@@ -45,9 +45,6 @@ from shared.reflection_policy import ReflectionType, should_reflect
 from shared.wellknown import FAILED_REFLECTION_REASON
 
 log = logging.getLogger(__name__)
-
-SYNC_WAIT = 0.2
-"""Seconds between looks at whether both sides are listed, before a first reconcile."""
 
 FOREIGN_METADATA = frozenset({"namespace", "name", "uid", "resourceVersion", "labels",
                               "annotations"})
@@ -115,8 +112,6 @@ class KindRules:
 
     kind: str
     """As in the objects' `kind` ("ConfigMap")."""
-    flag: str
-    """The flag prefix: `--<flag>-reflection-workers`, `--<flag>-reflection-type`."""
     resource: Watched
     path: Callable[[str, str], str]
     """(namespace, name) → API path; name "" for the collection."""
@@ -132,6 +127,12 @@ class KindRules:
     reflector: type[Reflector] | None = None
     """A `Reflector` subclass for a kind whose decisions need more than these rules (the
     agent's state, other kinds' objects: EndpointSlices); None: the plain `Reflector`."""
+
+    @property
+    def flag(self) -> str:
+        """The flag prefix (`--<flag>-reflection-workers`, `--<flag>-reflection-type`), as
+        Liqo's: the kind in lower case."""
+        return self.kind.lower()
 
     @property
     def plural(self) -> str:

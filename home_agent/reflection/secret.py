@@ -10,6 +10,6 @@ from shared.forge.secret import is_reflectable_secret, remote_secret
 from shared.forge.token import is_token_secret
 
 SECRET_RULES = KindRules(
-    kind="Secret", flag="secret", resource=("", "v1", "secrets"),
+    kind="Secret", resource=("", "v1", "secrets"),
     path=lambda namespace, name: core_path("secrets", namespace, name),
     forge=remote_secret, reflectable=is_reflectable_secret, owned_elsewhere=is_token_secret)

@@ -12,6 +12,6 @@ from shared.forge.service import is_reflectable_service, remote_service
 SERVICES = ("", "v1", "services")
 
 SERVICE_RULES = KindRules(
-    kind="Service", flag="service", resource=SERVICES,
+    kind="Service", resource=SERVICES,
     path=lambda namespace, name: core_path("services", namespace, name),
     forge=remote_service, reflectable=is_reflectable_service)

@@ -1,4 +1,4 @@
-"""Every custom resource kind annex defines, for crdgen, the codec and the components."""
+"""Every custom resource kind annex defines, for crdgen and the components."""
 
 from typing import Final
 

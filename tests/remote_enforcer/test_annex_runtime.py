@@ -14,22 +14,26 @@ from kubernetes import client
 from annex.kube import (
     ClientLimits,
     RateLimiter,
-    api_client,
     bearer_token,
     kopf_login,
     load_connection,
 )
+from annex.kubeapi import ClusterApi
 from annex.logs import configure_logging
 
 
-def test_a_kubeconfig_gives_a_client_and_a_kopf_login_for_the_same_identity(remote: Any) -> None:
+def test_a_kubeconfig_gives_clients_of_one_identity_annex_s_and_kopf_s(remote: Any) -> None:
     connection = load_connection(str(remote.kubeconfig), limits=ClientLimits(qps=5, burst=7))
     assert connection.server.startswith("https://")
     assert connection.token and connection.ca_path
 
-    names = [n.metadata.name for n in client.CoreV1Api(api_client(connection))
-             .list_namespace().items]
-    assert "default" in names
+    async def through_cluster_api() -> list[str]:
+        api = ClusterApi(connection)
+        try:
+            return [n["metadata"]["name"] for n in await api.list("/api/v1/namespaces")]
+        finally:
+            await api.close()
+    assert "default" in asyncio.run(through_cluster_api())
 
     login = kopf_login(connection)
     assert (login.server, login.token, login.scheme) == (connection.server, connection.token,
