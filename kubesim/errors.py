@@ -192,6 +192,63 @@ def etcd_request_too_large() -> StatusError:
     return StatusError(500, "", "etcdserver: request is too large")
 
 
+# NewGenericServerResponse's message and reason per status code (apimachinery errors.go)
+_GENERIC = {
+    400: ("BadRequest", "the server rejected our request for an unknown reason"),
+    401: ("Unauthorized", "the server has asked for the client to provide credentials"),
+    404: ("NotFound", "the server could not find the requested resource"),
+    405: ("MethodNotAllowed", "the server does not allow this method on the requested resource"),
+    406: ("NotAcceptable",
+          "the server was unable to respond with a content type that the client supports"),
+    409: ("Conflict", "the server reported a conflict"),
+    422: ("Invalid", "the server rejected our request due to an error in our request"),
+    429: ("TooManyRequests",
+          "the server has received too many requests and has asked us to try again later"),
+    503: ("ServiceUnavailable", "the server is currently unable to handle the request"),
+    504: ("Timeout", "the server was unable to return a response in the time allotted, but may "
+                     "still be processing the request"),
+}
+
+
+def generic_server_response(code: int, verb: str, group_resource: str, name: str,
+                            server_message: str) -> StatusError:
+    """errors.NewGenericServerResponse: an upstream's failure (a kubelet's answer to a
+    pods/log request) as the API server words it; most codes drop the upstream's text."""
+    reason, message = _GENERIC.get(code, ("", (
+        f"the server responded with the status code {code} but did not return more "
+        "information")))
+    if code in (403, 415) or (code == 406 and server_message not in ("", "unknown")):
+        reason = {403: "Forbidden", 406: "NotAcceptable", 415: "UnsupportedMediaType"}[code]
+        message = server_message  # details of who may do what, or which types are accepted
+    elif code not in _GENERIC and code >= 500:
+        reason = "InternalError"
+        message = (f"an error on the server ({_go_quote(server_message)}) has prevented the "
+                   "request from succeeding")
+    if group_resource:
+        message = f"{message} ({verb.lower()} {group_resource}{' ' + name if name else ''})"
+    resource, _, group = group_resource.partition(".")
+    details: dict[str, Any] = {"name": name, "kind": resource} if name else {"kind": resource}
+    if group:
+        details["group"] = group
+    return StatusError(code, reason, message, details)
+
+
+def upstream_failure(code: int, group_resource: str, name: str, body: str) -> StatusError:
+    """GenericHttpResponseChecker (apiserver/pkg/registry/generic/rest): a location's
+    non-2xx answer (the kubelet's, for pods/log) as the status the API server returns."""
+    if code == 500:
+        return internal(body)
+    if code == 400:
+        return bad_request(body)
+    return generic_server_response(code, "", group_resource, name, body)
+
+
+def _go_quote(text: str) -> str:
+    """%q of a string (the printable-ASCII subset Go leaves as is)."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return '"' + escaped.replace("\t", "\\t").replace("\r", "\\r") + '"'
+
+
 def internal(message: str) -> StatusError:
     return StatusError(500, "InternalError", f"Internal error occurred: {message}",
                        {"causes": [{"message": message}]})

@@ -155,6 +155,10 @@ class KubeletApi:
         _, target = self._container(node, namespace, name, container)
         query = request.query
         previous = _bool(query.get("previous"))
+        if previous and not target.last_state.get("terminated"):
+            # validateContainerLogStatus, answered 400 by the server's getContainerLogs
+            return web.Response(status=400, text=(
+                f'previous terminated container "{container}" in pod "{name}" not found'))
         follow = _bool(query.get("follow")) and not previous
         timestamps = _bool(query.get("timestamps"))
         try:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import socket
 import ssl
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -38,6 +38,8 @@ HOP_HEADERS = ("connection", "upgrade", "sec-websocket-key", "sec-websocket-vers
                "sec-websocket-protocol", "sec-websocket-extensions",
                upgrade.HEADER_PROTOCOL_VERSION.lower())
 STREAMING = ("exec", "attach", "portforward")
+# what GenericHttpResponseChecker reads of a failed answer (maxReadLength)
+MAX_CHECKED_BODY = 50000
 
 
 @dataclass
@@ -112,7 +114,8 @@ class KubeletProxy:
         elif subresource == "exec" and not query.getall("command", []):
             raise errors.bad_request("you must specify at least 1 command")
         return await self._forward(request, node, path, params,
-                                   streaming=subresource in STREAMING)
+                                   streaming=subresource in STREAMING,
+                                   log_of=name if subresource == "log" else "")
 
     # ----------------------------------------------------------------------- plumbing
     def _authorize(self, request: web.Request, verb: str, plural: str, namespace: str,
@@ -167,8 +170,8 @@ class KubeletProxy:
             raise StatusError(500, "", f"dial tcp {host}:{port}: {reason}", {}) from None
 
     async def _forward(self, request: web.Request, node: dict[str, Any], path: str,
-                       params: dict[str, list[str]], streaming: bool = False
-                       ) -> web.StreamResponse:
+                       params: dict[str, list[str]], streaming: bool = False,
+                       log_of: str = "") -> web.StreamResponse:
         host, port = self._location(node)
         target = path + ("?" + urlencode(params, doseq=True) if params else "")
         is_websocket = request.headers.get("Upgrade", "").lower() == "websocket"
@@ -199,11 +202,14 @@ class KubeletProxy:
         await writer.drain()
         if is_upgrade:
             return await self._pass_upgrade(request, reader, writer)
-        return await self._pass_response(request, reader, writer)
+        return await self._pass_response(request, reader, writer, log_of)
 
     async def _pass_response(self, request: web.Request, reader: asyncio.StreamReader,
-                             writer: asyncio.StreamWriter) -> web.StreamResponse:
-        """Stream the kubelet's answer (chunked or not) while it comes."""
+                             writer: asyncio.StreamWriter, log_of: str = ""
+                             ) -> web.StreamResponse:
+        """Stream the kubelet's answer (chunked or not) while it comes. A pods/log failure
+        becomes the API server's Status (LocationStreamer's GenericHttpResponseChecker);
+        nodes/proxy passes it as it is."""
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             lines = head.decode("latin-1").split("\r\n")
@@ -211,21 +217,15 @@ class KubeletProxy:
             headers = [tuple(part.strip() for part in line.split(":", 1))
                        for line in lines[1:] if line]
             values = {k.lower(): v for k, v in headers}
+            if log_of and not 200 <= status <= 206:
+                body = b"".join([chunk async for chunk in _body(reader, values)])
+                return _status(errors.upstream_failure(
+                    status, "pods/log", log_of, body[:MAX_CHECKED_BODY].decode(errors="replace")))
             response = web.StreamResponse(status=status)
             response.content_type = values.get("content-type", "text/plain").split(";")[0]
             await response.prepare(request)
-            if values.get("transfer-encoding", "").lower() == "chunked":
-                while True:
-                    size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
-                    if size == 0:
-                        break
-                    await response.write(await reader.readexactly(size))
-                    await reader.readexactly(2)
-            elif "content-length" in values:
-                await response.write(await reader.readexactly(int(values["content-length"])))
-            else:
-                while chunk := await reader.read(65536):
-                    await response.write(chunk)
+            async for chunk in _body(reader, values):
+                await response.write(chunk)
             await response.write_eof()
             return response
         except (ConnectionError, asyncio.IncompleteReadError):
@@ -396,6 +396,23 @@ def _check_log_options(query: Any) -> None:
         raise StatusError(422, "Invalid", 'PodLogOptions "" is invalid: '
                           "[]: Forbidden: at most one of `sinceTime` or `sinceSeconds` may be "
                           "specified", {})
+
+
+async def _body(reader: asyncio.StreamReader, headers: dict[str, str]
+                ) -> AsyncIterator[bytes]:
+    """An HTTP/1.1 body as it arrives: chunked, of a Content-Length, or until the close."""
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            if size == 0:
+                return
+            yield await reader.readexactly(size)
+            await reader.readexactly(2)
+    elif "content-length" in headers:
+        yield await reader.readexactly(int(headers["content-length"]))
+    else:
+        while chunk := await reader.read(65536):
+            yield chunk
 
 
 def _status(error: StatusError) -> web.Response:

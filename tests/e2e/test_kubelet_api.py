@@ -9,6 +9,7 @@ real clusters too."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import socket
@@ -172,6 +173,10 @@ def test_logs_come_from_the_twin_pod(remote: ClusterHandle, kubelet: Kubelet,
     stamped = kubelet.get(f"/containerLogs/{namespace}/web/web", token=admin,
                           timestamps="true", limitBytes="200")
     assert [line.split(" ", 1)[1] for line in stamped.text.splitlines()] == LOG_LINES
+    # The remote's refusal, relayed with its status and words: no previous container.
+    previous = kubelet.get(f"/containerLogs/{namespace}/web/web", token=admin, previous="true")
+    assert previous.status_code == 400, previous.text
+    assert previous.text.strip() == 'previous terminated container "web" in pod "web" not found'
 
 
 def test_a_followed_log_streams(remote: ClusterHandle, kubelet: Kubelet,
@@ -231,6 +236,11 @@ def test_logs_through_the_home_api_server(home: ClusterHandle, remote: ClusterHa
              message="the remote container has written something")
     text = home.core.read_namespaced_pod_log("web", namespace, container="web")
     assert text == remote_log(remote, remote_web) == "one\ntwo\nthree\n"
+    with pytest.raises(client.ApiException) as caught:
+        home.core.read_namespaced_pod_log("web", namespace, container="web", previous=True)
+    assert caught.value.status == 400
+    assert json.loads(caught.value.body)["message"].strip() == (
+        'previous terminated container "web" in pod "web" not found')
     followed = home.core.read_namespaced_pod_log("web", namespace, container="web",
                                                  follow=True, tail_lines=1,
                                                  _preload_content=False)

@@ -73,6 +73,18 @@ def test_logs_refuse_what_the_api_server_refuses(home: ClusterHandle, namespace:
     assert caught.value.status == 422
 
 
+def test_the_log_of_a_previous_container_that_never_was_is_refused(
+        home: ClusterHandle, namespace: str, chatty: str) -> None:
+    """The kubelet's 400 for a container that never restarted, as the API server's
+    BadRequest Status keeping the kubelet's sentence (GenericHttpResponseChecker)."""
+    with pytest.raises(ApiException) as caught:
+        home.core.read_namespaced_pod_log(chatty, namespace, previous=True)
+    assert caught.value.status == 400
+    status = yaml.safe_load(caught.value.body)
+    assert status["kind"] == "Status" and status["reason"] == "BadRequest"
+    assert status["message"] == 'previous terminated container "main" in pod "chatty" not found'
+
+
 def test_follow_streams_until_the_reader_stops(home: ClusterHandle, namespace: str) -> None:
     name = started(home, namespace, busybox(
         "follower", ["sh", "-c", "echo first; sleep 2; echo second; sleep 3600"]))
