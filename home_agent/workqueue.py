@@ -88,6 +88,12 @@ class KeyQueue:
         with self._cond:
             return bool(self._queue)
 
+    def timers(self) -> int:
+        """Delayed adds not yet due (backoffs and planned looks), each counted: what the queue
+        holds in memory for later."""
+        with self._cond:
+            return len(self._delayed)
+
     def __len__(self) -> int:
         """Keys waiting, backing off or being processed: 0 once everything is converged."""
         with self._cond:

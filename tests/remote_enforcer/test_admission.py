@@ -148,10 +148,17 @@ def test_the_quota_status_shows_what_is_used(
 
 def test_none_enforcement_does_not_count_usage(
         remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    """A quota of one pod, not enforced: a second ShadowPod is admitted and becomes a pod too."""
     twin = make_twin_namespace(remote, consumer)
     set_quota(remote, twin, consumer, "None", {"pods": "1"})
-    shadowpods.create(twin, shadowpod(new_name("p"), consumer))
-    shadowpods.create(twin, shadowpod(new_name("p"), consumer))
+    names = {new_name("p"), new_name("p")}
+    for name in names:
+        assert shadowpods.create(twin, shadowpod(name, consumer))["metadata"]["name"] == name
+    listed = shadowpods.api.list_namespaced_custom_object(
+        "offloading.liqo.io", "v1beta1", twin, "shadowpods")["items"]
+    assert {item["metadata"]["name"] for item in listed} == names
+    wait_for(lambda: {pod.metadata.name for pod in remote.core.list_namespaced_pod(twin).items}
+             == names, message="the ShadowPods beyond the unenforced quota got no pods")
 
 
 def test_a_cordoned_consumer_gets_no_new_shadowpods_but_deletes_pass(
