@@ -169,6 +169,10 @@ class Router:
             raise _not_found()
         if not rest:
             return json_response(self._resource_list(group, version))
+        if self.api.kinds.announced(group, version, rest[0]) is not None:
+            # served by its own handler for its verbs only (the reviews: POST); go-restful has
+            # no route for another method
+            return web.Response(status=405, text="405: Method Not Allowed")
         return await self._resource(request, group, version, rest)
 
     # ---------------------------------------------------------------------------- discovery

@@ -195,8 +195,22 @@ class KindRegistry:
 
     def __init__(self, kinds: Iterable[ResourceKind] = BUILTIN_KINDS) -> None:
         self._by_resource: dict[tuple[str, str, str], ResourceKind] = {}
+        # served by their own handlers, not the generic registry: only discovery lists them
+        self._announced: dict[tuple[str, str, str], ResourceKind] = {}
         for kind in kinds:
             self.add(kind)
+
+    def announce(self, kind: ResourceKind) -> None:
+        """List in discovery a resource a handler of its own serves (the reviews, an
+        aggregated API)."""
+        self._announced[(kind.group, kind.version, kind.plural)] = kind
+
+    def withdraw(self, group: str, version: str) -> None:
+        for key in [k for k in self._announced if k[:2] == (group, version)]:
+            del self._announced[key]
+
+    def announced(self, group: str, version: str, plural: str) -> ResourceKind | None:
+        return self._announced.get((group, version, plural))
 
     def add(self, kind: ResourceKind) -> None:
         self._by_resource[(kind.group, kind.version, kind.plural)] = kind
@@ -223,20 +237,23 @@ class KindRegistry:
     def __iter__(self) -> Iterator[ResourceKind]:
         return iter(list(self._by_resource.values()))
 
+    def _discoverable(self) -> list[ResourceKind]:
+        return [*self._by_resource.values(), *self._announced.values()]
+
     def versions(self, group: str) -> list[str]:
         """Served versions of a group, the preferred (first registered) one first."""
         seen: list[str] = []
-        for kind in self._by_resource.values():
+        for kind in self._discoverable():
             if kind.group == group and kind.version not in seen:
                 seen.append(kind.version)
         return seen
 
     def groups(self) -> list[str]:
         seen: list[str] = []
-        for kind in self._by_resource.values():
+        for kind in self._discoverable():
             if kind.group not in seen:
                 seen.append(kind.group)
         return seen
 
     def in_group_version(self, group: str, version: str) -> list[ResourceKind]:
-        return [k for k in self._by_resource.values() if k.group == group and k.version == version]
+        return [k for k in self._discoverable() if k.group == group and k.version == version]

@@ -19,6 +19,7 @@ from kubesim import errors
 from kubesim.apiserver import RequestAttributes, User, forbidden_message
 from kubesim.errors import FieldCause, StatusError
 from kubesim.http import USER_KEY, json_response, status_response
+from kubesim.kinds import ResourceKind
 
 TOKEN_REVIEWS = ("authentication.k8s.io", "v1", "tokenreviews", "TokenReview")
 SUBJECT_ACCESS_REVIEWS = ("authorization.k8s.io", "v1", "subjectaccessreviews",
@@ -126,3 +127,7 @@ def reviews_middleware(cluster: Any) -> Callable[[web.Request, Handler],
 
 def install_reviews(cluster: Any) -> None:
     cluster.middlewares.append(reviews_middleware(cluster))
+    for group, version, plural, kind in (TOKEN_REVIEWS, SUBJECT_ACCESS_REVIEWS):
+        # discovery lists them as kube-apiserver does: cluster-scoped, create only
+        cluster.api.kinds.announce(ResourceKind(group, version, plural, kind, False,
+                                                verbs=("create",)))

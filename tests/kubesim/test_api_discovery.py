@@ -92,3 +92,16 @@ def test_subresources_are_listed_as_plural_slash_name(home) -> None:
 def test_unknown_paths_are_404(home) -> None:
     assert call(home, "GET", "/apis/nope.example.com/v1")[0] == 404
     assert call(home, "GET", "/api/v1/nopes")[0] == 404
+
+
+def test_the_reviews_are_listed_create_only(home) -> None:
+    """TokenReview and SubjectAccessReview: cluster-scoped, create only (what a delegating
+    server such as a kubelet checks before it calls them); no other method on them."""
+    for group_version, plural, kind in (
+            ("authentication.k8s.io/v1", "tokenreviews", "TokenReview"),
+            ("authorization.k8s.io/v1", "subjectaccessreviews", "SubjectAccessReview")):
+        entry = resources(home, group_version)[plural]
+        assert (entry["kind"], entry["namespaced"], entry["verbs"]) == (kind, False, ["create"])
+        status, body = call(home, "GET", "/apis")
+        assert group_version in [g["preferredVersion"]["groupVersion"] for g in body["groups"]]
+        assert call(home, "GET", f"/apis/{group_version}/{plural}")[0] == 405
