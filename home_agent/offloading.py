@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.events import EventRecorder
 from annex.kubeapi import core_path, custom_path, is_not_found, status_of
 from home_agent.agent import Agent
-from home_agent.events import EventRecorder
 from home_agent.virtual_node import desired_labels
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase, NamespaceMap
 from shared.api.namespace_offloading import (
@@ -27,7 +27,7 @@ from shared.api.namespace_offloading import (
 from shared.forge.namespace import remote_namespace_name
 from shared.node_selector import node_selector_matches
 from shared.ownership import ownership_labels
-from shared.wellknown import OFFLOADING_GROUP, SCHEDULING_ENABLED_LABEL
+from shared.wellknown import HOME_AGENT_COMPONENT, OFFLOADING_GROUP, SCHEDULING_ENABLED_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -219,8 +219,9 @@ async def reconcile_offloading(agent: Agent, namespace: str) -> None:
                                       previous_dicts, now)]
         if not any(c.get("message") == str(error) for c in previous_dicts or []):
             log.warning("namespace %s cannot be offloaded: %s", namespace, error)
-            await EventRecorder(agent.home, agent.config.home_cluster_id).record(
-                obj, "InvalidNamespaceName", str(error))
+            recorder = EventRecorder(agent.home, HOME_AGENT_COMPONENT,
+                                     agent.config.home_cluster_id)
+            await recorder.record(obj, "InvalidNamespaceName", str(error))
         await _write_status(agent, obj, conditions, None, terminating=False)
         return
     await _set_mapping(agent, namespace, remote_name)

@@ -22,9 +22,9 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.events import EventRecorder
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from home_agent.agent import Agent
-from home_agent.events import EventRecorder
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.common import reflection_config
 from shared.forge.pod import (
@@ -40,7 +40,11 @@ from shared.forge.pod import (
     with_condition,
 )
 from shared.ownership import is_owned
-from shared.wellknown import FAILED_REFLECTION_REASON, REMOTE_CREATION_FAILED_CONDITION
+from shared.wellknown import (
+    FAILED_REFLECTION_REASON,
+    HOME_AGENT_COMPONENT,
+    REMOTE_CREATION_FAILED_CONDITION,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +59,7 @@ class RetryLater(Exception):
 class PodOffloader:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.events = EventRecorder(agent.home, agent.config.home_cluster_id)
+        self.events = EventRecorder(agent.home, HOME_AGENT_COMPONENT, agent.config.home_cluster_id)
         self._own_writes: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
         """Home pod key → (the resourceVersion our last status write replaced, the pod the
         server answered), until the mirror shows a version other than the replaced one. A
@@ -108,7 +112,6 @@ class PodOffloader:
                                                 agent.config.remote_cluster_id):
             shadow = None  # never ours to touch (the watch selects ours; belt and braces)
         if pod is None:
-            self.events.forget(namespace, name)
             if shadow is not None:
                 await self._delete_orphan(namespace, name, shadow)
             return

@@ -17,6 +17,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.events import EventRecorder
 from annex.kubeapi import (
     RETRIED_STATUSES,
     STRATEGIC_MERGE_PATCH,
@@ -29,12 +30,11 @@ from annex.kubeapi import (
 from annex.mirror import Key, Mirror
 from remote_enforcer.admission import origin_problem, pod_policy_problem
 from remote_enforcer.consumers import Consumers
-from remote_enforcer.events import EventRecorder
 from remote_enforcer.keyed import KeyedRunner
 from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
-from shared.wellknown import FAILED_REFLECTION_REASON
+from shared.wellknown import FAILED_REFLECTION_REASON, REMOTE_ENFORCER_COMPONENT
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class ShadowPodEnforcer:
         self.api = api
         self.metrics = metrics
         self.consumers = consumers
-        self.events = EventRecorder(api)
+        self.events = EventRecorder(api, REMOTE_ENFORCER_COMPONENT)
         self.pods = Mirror()
         self.shadowpods = Mirror()
         # uid -> what the pod follows, as last reconciled: a ShadowPod event that changes only
@@ -215,7 +215,7 @@ class ShadowPodEnforcer:
                               message: str) -> None:
         """An Event on the ShadowPod and its status condition `PodCreated` False, which the
         home agent turns into the home pod's condition and Event."""
-        await self.events.warn(shadowpod, "FailedCreate", f"cannot create the pod: {message}")
+        await self.events.record(shadowpod, "FailedCreate", f"cannot create the pod: {message}")
         status = enforcement.creation_failed_status(shadowpod, reason, message,
                                                     datetime.now(UTC))
         if status is not None:
@@ -226,7 +226,7 @@ class ShadowPodEnforcer:
         message = (f"pod {meta['namespace']}/{meta['name']} exists and is not controlled by "
                    "this ShadowPod")
         log.warning("%s: left alone", message)
-        await self.events.warn(shadowpod, FAILED_REFLECTION_REASON, message)
+        await self.events.record(shadowpod, FAILED_REFLECTION_REASON, message)
 
     async def _record_recreation(self, shadowpod: dict[str, Any]) -> None:
         """Carry the vanished pod's restarts (`recreated_status`), computed again from a fresh

@@ -73,6 +73,9 @@ REMOTE_CREATION_FAILED_CONDITION: Final = "RemoteCreationFailed"
 # ShadowPod status condition: False while the remote API server refuses the ShadowPod's pod.
 POD_CREATED_CONDITION: Final = "PodCreated"
 FAILED_REFLECTION_REASON: Final = "FailedReflection"
+# The source component of each side's Events.
+HOME_AGENT_COMPONENT: Final = "annex-home-agent"
+REMOTE_ENFORCER_COMPONENT: Final = "annex-remote-enforcer"
 LABELS_NOT_PROPAGATED_FROM_POD: Final = (
     "pod-template-hash",
     "controller-revision-hash",

@@ -21,10 +21,10 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from annex.events import EventRecorder
 from annex.kubeapi import group_path
 from annex.mirror import Key, Mirror, key_of
 from home_agent.agent import Agent
-from home_agent.events import EventRecorder
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICES
 from shared.forge.endpointslice import (

@@ -27,10 +27,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from annex.events import EventRecorder
 from annex.kubeapi import error_message, is_not_found, status_of
 from annex.mirror import Key, Mirror, key_of
 from home_agent.agent import Agent
-from home_agent.events import EventRecorder
 from home_agent.operators import Watched
 from home_agent.workqueue import SYNC_WAIT, KeyQueue
 from shared.forge.common import (
@@ -42,7 +42,7 @@ from shared.forge.common import (
 )
 from shared.ownership import is_owned
 from shared.reflection_policy import ReflectionType, should_reflect
-from shared.wellknown import FAILED_REFLECTION_REASON
+from shared.wellknown import FAILED_REFLECTION_REASON, HOME_AGENT_COMPONENT
 
 log = logging.getLogger(__name__)
 
@@ -159,10 +159,7 @@ class Reflector:
     # --- watch events -----------------------------------------------------------------------
 
     def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        key = self.home.apply(event_type, obj)
-        if event_type == "DELETED":
-            self.events.forget(*key)
-        self.queue.add(key)
+        self.queue.add(self.home.apply(event_type, obj))
 
     def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
         # What is not ours is only ever left alone, which its metadata decides: the rest is not
@@ -368,7 +365,7 @@ class Reflection:
                     rules.flag, ReflectionType.DENY_LIST))
                 make = rules.reflector or Reflector
                 self.reflectors[rules.plural] = make(agent, rules, workers, policy, EventRecorder(
-                    agent.home, config.home_cluster_id))
+                    agent.home, HOME_AGENT_COMPONENT, config.home_cluster_id))
         made = (factory(agent, self.reflectors) for factory in companions)
         self.companions: list[Companion] = [c for c in made if c is not None]
 

@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.events import EventRecorder
 from annex.kubeapi import core_path, error_message, is_not_found, status_of
 from annex.mirror import Key, Mirror, key_of
 from home_agent.agent import Agent
 from home_agent.config import TOKEN_REFLECTION
-from home_agent.events import EventRecorder
 from home_agent.operators import Watched
 from home_agent.reflection.reflector import Reflector, run_workers
 from home_agent.workqueue import KeyQueue
@@ -62,7 +62,11 @@ from shared.forge.token import (
     token_secret_summary,
 )
 from shared.ownership import is_owned
-from shared.wellknown import FAILED_REFLECTION_REASON, TOKEN_SECRET_POD_LABEL
+from shared.wellknown import (
+    FAILED_REFLECTION_REASON,
+    HOME_AGENT_COMPONENT,
+    TOKEN_SECRET_POD_LABEL,
+)
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +138,6 @@ class TokenReflector:
     def on_home_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
         """After the agent's mirror took the event."""
         key = key_of(obj)
-        if event_type == "DELETED":
-            self.events.forget(*key)
         self.queue.add(key)
 
     def on_remote_secret(self, event_type: str | None, obj: dict[str, Any]) -> None:
@@ -354,5 +356,5 @@ def token_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> To
     workers = agent.config.reflection_workers.get(TOKEN_REFLECTION, 0)
     if workers <= 0:
         return None
-    return TokenReflector(agent, workers, EventRecorder(agent.home, agent.config.home_cluster_id),
-                          secrets_reflected=SECRETS[2] in reflectors)
+    events = EventRecorder(agent.home, HOME_AGENT_COMPONENT, agent.config.home_cluster_id)
+    return TokenReflector(agent, workers, events, secrets_reflected=SECRETS[2] in reflectors)

@@ -10,17 +10,17 @@ from typing import Any
 
 import pytest
 
+from annex.events import EventRecorder
 from annex.kubeapi import ApiError
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
-from home_agent.events import EventRecorder
 from home_agent.operators import CONFIGMAPS
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from shared.reflection_policy import ReflectionType
-from shared.wellknown import DESTINATION_CLUSTER_LABEL, ORIGIN_CLUSTER_LABEL
+from shared.wellknown import DESTINATION_CLUSTER_LABEL, HOME_AGENT_COMPONENT, ORIGIN_CLUSTER_LABEL
 
 HOME, REMOTE = "home-1", "remote-1"
 OURS = {ORIGIN_CLUSTER_LABEL: HOME, DESTINATION_CLUSTER_LABEL: REMOTE}
@@ -93,7 +93,7 @@ def agent_with(remote: Any, home: Any, **config: Any) -> Agent:
 
 def _reflector(agent: Agent, policy: ReflectionType = ReflectionType.DENY_LIST,
                rules: Any = CONFIGMAP_RULES) -> Reflector:
-    return Reflector(agent, rules, 1, policy, EventRecorder(agent.home, HOME))
+    return Reflector(agent, rules, 1, policy, EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
 
 
 def _configmap(name: str = "settings", namespace: str = "app", **metadata: Any) -> dict[str, Any]:

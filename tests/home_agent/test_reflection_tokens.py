@@ -13,9 +13,9 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from annex.events import EventRecorder
 from home_agent.agent import Agent
 from home_agent.config import parse_config
-from home_agent.events import EventRecorder
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
@@ -24,6 +24,7 @@ from shared.forge.pod import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
     DESTINATION_CLUSTER_LABEL,
+    HOME_AGENT_COMPONENT,
     ORIGIN_CLUSTER_LABEL,
     TOKEN_SECRET_EXPIRATION_ANNOTATION,
     TOKEN_SECRET_POD_LABEL,
@@ -106,7 +107,7 @@ def _agent(**config: Any) -> tuple[Agent, FakeRemote, FakeHome]:
 
 
 def _reflector(agent: Agent) -> TokenReflector:
-    return TokenReflector(agent, 1, EventRecorder(agent.home, HOME))
+    return TokenReflector(agent, 1, EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
 
 
 def _pod(uid: str = "uid-web", audience: str | None = None, **spec: Any) -> dict[str, Any]:
@@ -374,7 +375,7 @@ def test_the_secret_reflector_leaves_token_secrets_alone() -> None:
     _see(tokens, "ADDED", _pod())
     _reconcile(tokens)
     secrets = Reflector(agent, SECRET_RULES, 1, ReflectionType.DENY_LIST,
-                        EventRecorder(agent.home, HOME))
+                        EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
     secrets.on_remote_event("ADDED", remote.objects[SECRET_PATH])
     remote.calls.clear()
     asyncio.run(secrets.reconcile(("app", "web-token")))  # no home Secret of that name
