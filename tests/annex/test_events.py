@@ -15,7 +15,9 @@ from annex.events import (
     EventCorrelator,
     EventRecorder,
 )
-from annex.kubeapi import ApiError
+from annex.kube import load_connection
+from annex.kubeapi import ApiError, ClusterApi
+from tests.conftest import ClusterHandle
 
 
 class Api:
@@ -175,3 +177,27 @@ def test_a_failed_post_is_a_log_line_not_the_caller_s_failure(caplog: Any) -> No
     api.create = refuse  # type: ignore[method-assign]
     _record(recorder, _pod(), "FailedReflection", "unknown preset")
     assert "could not record event FailedReflection on team/web: forbidden" in caplog.text
+
+
+def test_a_repeat_is_counted_by_the_api_server(home: ClusterHandle, namespace: str) -> None:
+    """The merge patch of a repeat is one the API server takes (count, lastTimestamp)."""
+    config_map = home.core.create_namespaced_config_map(
+        namespace, {"metadata": {"name": "settings"}})
+    obj = {"apiVersion": "v1", "kind": "ConfigMap",
+           "metadata": {"namespace": namespace, "name": "settings",
+                        "uid": config_map.metadata.uid}}
+
+    async def twice() -> None:
+        api = ClusterApi(load_connection(str(home.kubeconfig)))
+        try:
+            recorder = EventRecorder(api, "annex-test")
+            for _ in range(2):
+                await recorder.record(obj, "Checked", "looked at twice", "Normal")
+        finally:
+            await api.close()
+
+    asyncio.run(twice())
+    (event,) = [e for e in home.core.list_namespaced_event(namespace).items
+                if e.involved_object.uid == config_map.metadata.uid]
+    assert (event.reason, event.count, event.type) == ("Checked", 2, "Normal")
+    assert event.first_timestamp <= event.last_timestamp
