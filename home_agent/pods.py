@@ -24,6 +24,7 @@ from typing import Any
 
 from annex.events import EventRecorder
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
+from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import Agent
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.common import reflection_config
@@ -134,23 +135,13 @@ class PodOffloader:
         metadata = shadow["metadata"]
         if metadata.get("deletionTimestamp"):
             return
-        try:
-            await self.agent.remote.delete(
-                custom_path(SHADOWPOD, metadata["namespace"], metadata["name"]),
-                {"propagationPolicy": "Foreground",
-                 "preconditions": {"uid": metadata.get("uid")}})
-        except Exception as error:
-            if not is_not_found(error):
-                raise
+        await delete_owned(self.agent.remote,
+                           custom_path(SHADOWPOD, metadata["namespace"], metadata["name"]),
+                           metadata.get("uid"), {"propagationPolicy": "Foreground"})
 
     async def _delete_orphan(self, namespace: str, name: str, shadow: dict[str, Any]) -> None:
-        home = self.agent.home
-        try:
-            await home.get(core_path("pods", namespace, name))
+        if not await confirmed_gone(self.agent.home, core_path("pods", namespace, name)):
             return  # the pod exists: our cache is behind, its event will come
-        except Exception as error:
-            if not is_not_found(error):
-                raise
         log.info("home pod %s/%s is gone: deleting its ShadowPod", namespace, name)
         await self._delete_shadow(shadow)
 

@@ -31,8 +31,9 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from annex.kubeapi import core_path, error_message, is_not_found, status_of
+from annex.kubeapi import core_path, error_message, status_of
 from annex.mirror import Key, Mirror, key_of
+from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import Agent
 from home_agent.operators import Watched
 from home_agent.reflection.reflector import (
@@ -290,39 +291,26 @@ class EventReflector:
     async def _create(self, desired: dict[str, Any]) -> None:
         namespace, name = key_of(desired)
         try:
-            await self.agent.home.create(core_path("events", namespace), desired)
-        except Exception as error:
-            if status_of(error) != 409:
-                raise
-            # Our copy, and the home watch has not shown it yet (e.g. just after a restart).
-            existing = await self.agent.home.get(core_path("events", namespace, name))
-            if not self._owned(existing):
-                log.warning("home Event %s/%s exists and is not ours: left alone",
-                            namespace, name)
-            elif event_needs_update(existing, desired):
-                await self._replace(existing, desired)
+            existing, created = await create_or_refuse(
+                self.agent.home, core_path("events", namespace),
+                core_path("events", namespace, name), desired, self._owned)
+        except Foreign:
+            log.warning("home Event %s/%s exists and is not ours: left alone", namespace, name)
+            return
+        # Not created: our copy, and the home watch has not shown it yet (e.g. after a restart).
+        if not created and event_needs_update(existing, desired):
+            await self._replace(existing, desired)
 
     async def _replace(self, current: Mapping[str, Any], desired: dict[str, Any]) -> None:
         """`current`: the copy, or its summary (its metadata is what the write keeps)."""
-        namespace, name = key_of(desired)
-        try:
-            await self.agent.home.replace(
-                core_path("events", namespace, name),
-                updated_remote({"metadata": current.get("metadata") or {}}, desired))
-        except Exception as error:
-            if not is_not_found(error):
-                raise
-            await self._create(desired)  # expired meanwhile: the mirror lagged
+        await replace_or_create(  # created anew if it expired meanwhile (the mirror lagged)
+            self.agent.home, core_path("events", *key_of(desired)),
+            updated_remote({"metadata": current.get("metadata") or {}}, desired),
+            lambda: self._create(desired))
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
-        namespace, name = key_of(dict(current))
-        uid = (current.get("metadata") or {}).get("uid")
-        options = {"preconditions": {"uid": uid}} if uid else None
-        try:
-            await self.agent.home.delete(core_path("events", namespace, name), options)
-        except Exception as error:
-            if not is_not_found(error) and status_of(error) != 409:
-                raise
+        await delete_owned(self.agent.home, core_path("events", *key_of(dict(current))),
+                           (current.get("metadata") or {}).get("uid"))
 
     # --- workers ----------------------------------------------------------------------------
 

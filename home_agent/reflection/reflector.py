@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from annex.events import EventRecorder
-from annex.kubeapi import error_message, is_not_found, status_of
+from annex.kubeapi import error_message
 from annex.mirror import Key, Mirror, key_of
+from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import Agent
 from home_agent.operators import Watched
 from home_agent.workqueue import SYNC_WAIT, KeyQueue
@@ -230,7 +231,10 @@ class Reflector:
                 await self._refuse(local, remote_namespace, remote_name)
             return
         if not wanted or local is None:
-            if current is not None and (local is not None or await self._gone_home(key)):
+            # A mirror that missed the home object must never cost a copy a remote pod may be
+            # using (as for ShadowPods, Liqo #2748): the home API server confirms it is gone.
+            if current is not None and (local is not None or await confirmed_gone(
+                    self.agent.home, self.rules.path(*key))):
                 await self._delete(current)
             return
         desired = self.desired(local, remote_namespace)
@@ -240,46 +244,21 @@ class Reflector:
             await self._delete(current)
             await self._create(local, desired)
         elif needs_update(current, desired):
-            path = self.rules.path(remote_namespace, remote_name)
-            try:
-                await self.agent.remote.replace(path, updated_remote(current, desired))
-            except Exception as error:
-                if not is_not_found(error):
-                    raise
-                await self._create(local, desired)  # deleted meanwhile: the mirror lagged
-
-    async def _gone_home(self, key: Key) -> bool:
-        """The home API server confirms the object is gone: a mirror that missed it must never
-        cost a copy a remote pod may be using (as for ShadowPods, Liqo #2748)."""
-        try:
-            await self.agent.home.get(self.rules.path(*key))
-        except Exception as error:
-            if is_not_found(error):
-                return True
-            raise
-        return False
+            await replace_or_create(
+                self.agent.remote, self.rules.path(remote_namespace, remote_name),
+                updated_remote(current, desired), lambda: self._create(local, desired))
 
     async def _create(self, local: Mapping[str, Any], desired: dict[str, Any]) -> None:
         namespace, name = key_of(desired)
         try:
-            await self.agent.remote.create(self.rules.path(namespace, ""), desired)
-        except Exception as error:
-            if status_of(error) != 409:
-                raise
-            # Somebody's object is in the way, or ours was created and the watch lags.
-            existing = await self.agent.remote.get(self.rules.path(namespace, name))
-            if not self._owned(existing):
-                await self._refuse(local, namespace, name)
+            await create_or_refuse(self.agent.remote, self.rules.path(namespace, ""),
+                                   self.rules.path(namespace, name), desired, self._owned)
+        except Foreign:
+            await self._refuse(local, namespace, name)
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
-        namespace, name = key_of(dict(current))
-        uid = (current.get("metadata") or {}).get("uid")
-        options = {"preconditions": {"uid": uid}} if uid else None
-        try:
-            await self.agent.remote.delete(self.rules.path(namespace, name), options)
-        except Exception as error:
-            if not is_not_found(error) and status_of(error) != 409:
-                raise
+        await delete_owned(self.agent.remote, self.rules.path(*key_of(dict(current))),
+                           (current.get("metadata") or {}).get("uid"))
 
     async def _refuse(self, local: Mapping[str, Any], namespace: str, name: str) -> None:
         message = (f"remote {self.rules.kind} {namespace}/{name} exists and was not created by "

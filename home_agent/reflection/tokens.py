@@ -38,8 +38,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from annex.events import EventRecorder
-from annex.kubeapi import core_path, error_message, is_not_found, status_of
+from annex.kubeapi import core_path, error_message
 from annex.mirror import Key, Mirror, key_of
+from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.operators import Watched
@@ -205,7 +206,10 @@ class TokenReflector:
                 await self._refuse(pod, secret_key)
             return
         if not tokens or pod is None:
-            if current is not None and (pod is not None or await self._gone_home(key)):
+            # A mirror that missed the pod must never cost a running remote pod its tokens:
+            # the home API server confirms it is gone.
+            if current is not None and (pod is not None or await confirmed_gone(
+                    self.agent.home, core_path("pods", *key))):
                 await self._delete(current)
             if pod is None and current is None:
                 self._forget(key, secret_key)
@@ -265,54 +269,30 @@ class TokenReflector:
                      desired: dict[str, Any]) -> dict[str, Any] | None:
         """Create or overwrite the Secret; the written object, or None when a foreign Secret is
         in the way."""
-        namespace, name = secret_key
         remote = self.agent.remote
+        collection, path = core_path("secrets", secret_key[0]), core_path("secrets", *secret_key)
         if current is None:
             try:
-                written = await remote.create(core_path("secrets", namespace), desired)
-            except Exception as error:
-                if status_of(error) != 409:
-                    raise
-                current = await remote.get(core_path("secrets", namespace, name))
-                assert current is not None
-                if not self._owned(current):
-                    await self._refuse(pod, secret_key)
-                    return None
+                written, created = await create_or_refuse(remote, collection, path, desired,
+                                                          self._owned)
+            except Foreign:
+                await self._refuse(pod, secret_key)
+                return None
+            if not created:
+                current = written
         if current is not None:
             body = {**desired, "metadata": {
                 **desired["metadata"],
                 "resourceVersion": (current.get("metadata") or {}).get("resourceVersion")}}
-            try:
-                written = await remote.replace(core_path("secrets", namespace, name), body)
-            except Exception as error:
-                if not is_not_found(error):
-                    raise
-                # Deleted meanwhile (the mirror lagged): written anew.
-                written = await remote.create(core_path("secrets", namespace), desired)
+            written = await replace_or_create(remote, path, body,
+                                              lambda: remote.create(collection, desired))
         with self._lock:
             self._written[secret_key] = _content_digest(token_secret_summary(desired))
         return written if isinstance(written, dict) else desired
 
-    async def _gone_home(self, key: Key) -> bool:
-        """The home API server confirms the pod is gone: a mirror that missed it must never cost
-        a running remote pod its tokens."""
-        try:
-            await self.agent.home.get(core_path("pods", *key))
-        except Exception as error:
-            if is_not_found(error):
-                return True
-            raise
-        return False
-
     async def _delete(self, current: Mapping[str, Any]) -> None:
-        secret_key = key_of(dict(current))
-        uid = (current.get("metadata") or {}).get("uid")
-        try:
-            await self.agent.remote.delete(core_path("secrets", *secret_key),
-                                           {"preconditions": {"uid": uid}} if uid else None)
-        except Exception as error:
-            if not is_not_found(error) and status_of(error) != 409:
-                raise
+        await delete_owned(self.agent.remote, core_path("secrets", *key_of(dict(current))),
+                           (current.get("metadata") or {}).get("uid"))
 
     def _forget(self, key: Key, secret_key: Key) -> None:
         """The pod and its Secret are gone: nothing of them is kept."""
