@@ -3,7 +3,9 @@
 Starts the named clusters in this process, writes DIR/NAME.kubeconfig for each, prints
 `NAME URL KUBECONFIG FAULTS_URL` per cluster once all serve, and runs until SIGINT or SIGTERM.
 Per-cluster flags also set the workers' capacity (--worker-cpu, --worker-memory, --worker-pods)
-and which controllers run (--controllers "*,-scheduler", kube-controller-manager's syntax).
+and which controllers run (--controllers "*,-scheduler", kube-controller-manager's syntax);
+--metrics-resolution SECONDS runs metrics-server's metrics.k8s.io API, scraping the kubelets
+that often (off by default, as on a fresh kubeadm cluster).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kubesim.cluster import Cluster
+from kubesim.metricsserver import MetricsServerSettings
 
 USAGE = ("usage: python -m kubesim up --dir DIR NAME [--workers N] [--pod-cidr CIDR] "
          "[--worker-cpu Q] [--worker-memory Q] [--worker-pods N] [--controllers LIST] "
+         "[--metrics-resolution SECONDS] "
          "[NAME [...] ...]")
 PART2_FLAGS = ("--worker-cpu", "--worker-memory", "--worker-pods", "--controllers")
 
@@ -35,6 +39,7 @@ class ClusterSpec:
     worker_memory: str = "8Gi"
     worker_pods: int = 110
     controllers: str = "*"
+    metrics_resolution: float | None = None  # metrics-server off
 
 
 def parse(argv: list[str]) -> tuple[Path, list[ClusterSpec]]:
@@ -45,7 +50,7 @@ def parse(argv: list[str]) -> tuple[Path, list[ClusterSpec]]:
     specs: list[ClusterSpec] = []
     args = iter(argv[1:])
     for arg in args:
-        if arg in ("--dir", "--workers", "--pod-cidr", *PART2_FLAGS):
+        if arg in ("--dir", "--workers", "--pod-cidr", "--metrics-resolution", *PART2_FLAGS):
             value = next(args, None)
             if value is None:
                 raise UsageError(f"{arg} needs a value")
@@ -57,6 +62,11 @@ def parse(argv: list[str]) -> tuple[Path, list[ClusterSpec]]:
                 if not value.isdigit():
                     raise UsageError("--workers takes a number")
                 specs[-1].workers = int(value)
+            elif arg == "--metrics-resolution":
+                try:
+                    specs[-1].metrics_resolution = float(value)
+                except ValueError:
+                    raise UsageError("--metrics-resolution takes seconds") from None
             elif arg in PART2_FLAGS:
                 _set_part2_flag(specs[-1], arg, value)
             else:
@@ -98,6 +108,8 @@ def _make_cluster(spec: ClusterSpec) -> Cluster:
         workers=spec.workers, pod_cidr=spec.pod_cidr, node_prefix=f"{spec.name}-worker",
         worker_cpu=spec.worker_cpu, worker_memory=spec.worker_memory,
         worker_pods=spec.worker_pods)
+    if spec.metrics_resolution is not None:
+        cluster.metrics_server = MetricsServerSettings(resolution=spec.metrics_resolution)
     return cluster
 
 

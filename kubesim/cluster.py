@@ -18,6 +18,7 @@ from kubesim.apiserver import ApiServer, User, copy_json
 from kubesim.http import Middleware, make_app
 from kubesim.kinds import ResourceKind
 from kubesim.kubeletproxy import KubeletClient
+from kubesim.metricsserver import MetricsServerSettings, install_metrics_server
 from kubesim.scale import install_scale
 from kubesim.tls import KubeletTLS, ServerTLS, make_kubelet_tls, make_server_tls
 
@@ -59,6 +60,8 @@ class Cluster:
         self.kubelet_tls: KubeletTLS | None = None
         self.ca_path: Path | None = None  # the cluster CA, which also signs kubelet client certs
         self.shutdown_hooks: list[Callable[[Cluster], Awaitable[None]]] = []
+        # metrics-server's metrics.k8s.io API: off unless set, as on a fresh kubeadm cluster
+        self.metrics_server: MetricsServerSettings | None = None
 
     def authenticate(self, token: str) -> User | None:
         user = self.tokens.get(token)
@@ -74,6 +77,8 @@ class Cluster:
         """Seed the initial objects, serve HTTPS and write DIR/NAME.kubeconfig."""
         await self._seed()
         _install_part2(self)
+        if self.metrics_server is not None:  # after the kubelets, which it scrapes
+            install_metrics_server(self, self.metrics_server)
         for hook in self.startup_hooks:
             await hook(self)
         self.tls = make_server_tls()

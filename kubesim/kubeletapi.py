@@ -49,6 +49,7 @@ class KubeletApi:
         self.network = network
         self.host = host
         self._runners: list[web.AppRunner] = []
+        self._node_cpu: dict[str, tuple[float, float]] = {}  # node -> (read at, CPU seconds)
 
     async def start(self, addresses: Callable[[str], list[str]], port: int) -> None:
         for node in self.kubelet.node_names:
@@ -384,21 +385,41 @@ class KubeletApi:
                 "pods": list(pods.values())}
 
     def _resource_metrics(self, node: str) -> str:
-        stamp = int(time.time() * 1000)
+        """Cumulative CPU seconds (the steady load since the container started) and working
+        sets, per container and for the node, with the samples' times in milliseconds."""
+        now = time.time()
+        stamp = int(now * 1000)
+        containers = []
+        for namespace, name, container, cpu, memory in self._usage(node):
+            started = _seconds(self.kubelet.runtimes[(namespace, name)]
+                               .containers[container].started_at)
+            labels = f'container="{container}",namespace="{namespace}",pod="{name}"'
+            containers.append((labels, cpu / 1e9 * max(0.0, now - started), memory, started))
+        # the node's counter only grows: the current load over the time since the last read
+        last, counted = self._node_cpu.get(node, (now, 0.0))
+        counted += sum(cpu for _, _, _, cpu, _ in self._usage(node)) / 1e9 * (now - last)
+        self._node_cpu[node] = (now, counted)
         lines = [
             "# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by "
             "the container in core-seconds",
             "# TYPE container_cpu_usage_seconds_total counter",
+            *(f"container_cpu_usage_seconds_total{{{labels}}} {seconds:.9f} {stamp}"
+              for labels, seconds, _, _ in containers),
+            "# HELP container_memory_working_set_bytes [STABLE] Current working set of the "
+            "container in bytes", "# TYPE container_memory_working_set_bytes gauge",
+            *(f"container_memory_working_set_bytes{{{labels}}} {memory} {stamp}"
+              for labels, _, memory, _ in containers),
+            "# HELP container_start_time_seconds [STABLE] Start time of the container since "
+            "unix epoch in seconds", "# TYPE container_start_time_seconds gauge",
+            *(f"container_start_time_seconds{{{labels}}} {started:.9f} {stamp}"
+              for labels, _, _, started in containers),
+            "# HELP node_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the "
+            "node in core-seconds", "# TYPE node_cpu_usage_seconds_total counter",
+            f"node_cpu_usage_seconds_total {counted:.9f} {stamp}",
+            "# HELP node_memory_working_set_bytes [STABLE] Current working set of the node in "
+            "bytes", "# TYPE node_memory_working_set_bytes gauge",
+            f"node_memory_working_set_bytes {sum(c[2] for c in containers)} {stamp}",
         ]
-        usage = self._usage(node)
-        for namespace, name, container, cpu, _ in usage:
-            lines.append(f'container_cpu_usage_seconds_total{{container="{container}",'
-                         f'namespace="{namespace}",pod="{name}"}} {cpu / 1e9:.6f} {stamp}')
-        lines += ["# HELP container_memory_working_set_bytes [STABLE] Current working set of "
-                  "the container in bytes", "# TYPE container_memory_working_set_bytes gauge"]
-        for namespace, name, container, _, memory in usage:
-            lines.append(f'container_memory_working_set_bytes{{container="{container}",'
-                         f'namespace="{namespace}",pod="{name}"}} {memory} {stamp}')
         return "\n".join(lines) + "\n"
 
 
@@ -600,6 +621,11 @@ def _since(query: Any) -> float | None:
         text = str(query["sinceTime"]).replace("Z", "+00:00")
         return datetime.datetime.fromisoformat(text).timestamp()
     return None
+
+
+def _seconds(stamp: str) -> float:
+    """An RFC 3339 time (a container's startedAt) in Unix seconds."""
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def _rfc3339(moment: float) -> str:

@@ -51,6 +51,42 @@ class KubeletClient:
     preferred_address_types: Sequence[str] = DEFAULT_ADDRESS_TYPES
     network: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
+    def location(self, node: dict[str, Any]) -> tuple[str, int]:
+        """The node's address by the preferred address types (nodeutil.GetPreferredNodeAddress)
+        and its kubelet port."""
+        status = node.get("status") or {}
+        addresses = status.get("addresses") or []
+        host = ""
+        for address_type in self.preferred_address_types:
+            match = [a["address"] for a in addresses if a.get("type") == address_type]
+            if match:
+                host = match[0]
+                break
+        if not host:
+            raise StatusError(500, "", f"no preferred addresses found; known addresses: "
+                              f"{[a.get('address') for a in addresses]}", {})
+        port = int(((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {})
+                   .get("Port") or DEFAULT_KUBELET_PORT)
+        return host, port
+
+    async def dial(self, host: str, port: int
+                   ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        target = self.network.get((host, port))
+        dial_host, dial_port = target if target is not None else (host, port)
+        try:
+            if target is None:  # a name resolves as the real server resolves it
+                await asyncio.get_running_loop().getaddrinfo(host, port,
+                                                             type=socket.SOCK_STREAM)
+        except socket.gaierror:
+            raise StatusError(500, "", f"dial tcp: lookup {host}: no such host", {}) from None
+        try:
+            return await asyncio.wait_for(asyncio.open_connection(
+                dial_host, dial_port, ssl=self.tls, server_hostname=host), 30)
+        except (TimeoutError, OSError) as error:
+            reason = "i/o timeout" if isinstance(error, asyncio.TimeoutError) else (
+                "connect: connection refused")
+            raise StatusError(500, "", f"dial tcp {host}:{port}: {reason}", {}) from None
+
 
 def add_routes(app: web.Application, api: ApiServer, client: KubeletClient,
                user_key: Any) -> None:
@@ -134,40 +170,11 @@ class KubeletProxy:
         return stored.obj
 
     def _location(self, node: dict[str, Any]) -> tuple[str, int]:
-        """The node's address by the preferred address types (nodeutil.GetPreferredNodeAddress)
-        and its kubelet port."""
-        status = node.get("status") or {}
-        addresses = status.get("addresses") or []
-        host = ""
-        for address_type in self.client.preferred_address_types:
-            match = [a["address"] for a in addresses if a.get("type") == address_type]
-            if match:
-                host = match[0]
-                break
-        if not host:
-            raise StatusError(500, "", f"no preferred addresses found; known addresses: "
-                              f"{[a.get('address') for a in addresses]}", {})
-        port = int(((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {})
-                   .get("Port") or DEFAULT_KUBELET_PORT)
-        return host, port
+        return self.client.location(node)
 
     async def _dial(self, host: str, port: int
                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        target = self.client.network.get((host, port))
-        dial_host, dial_port = target if target is not None else (host, port)
-        try:
-            if target is None:  # a name resolves as the real server resolves it
-                await asyncio.get_running_loop().getaddrinfo(host, port,
-                                                             type=socket.SOCK_STREAM)
-        except socket.gaierror:
-            raise StatusError(500, "", f"dial tcp: lookup {host}: no such host", {}) from None
-        try:
-            return await asyncio.wait_for(asyncio.open_connection(
-                dial_host, dial_port, ssl=self.client.tls, server_hostname=host), 30)
-        except (TimeoutError, OSError) as error:
-            reason = "i/o timeout" if isinstance(error, asyncio.TimeoutError) else (
-                "connect: connection refused")
-            raise StatusError(500, "", f"dial tcp {host}:{port}: {reason}", {}) from None
+        return await self.client.dial(host, port)
 
     async def _forward(self, request: web.Request, node: dict[str, Any], path: str,
                        params: dict[str, list[str]], streaming: bool = False,

@@ -394,6 +394,59 @@ def test_usage_is_served_for_the_offloaded_pods(remote: ClusterHandle, kubelet: 
         message="the remote metrics API has a sample of the pod")
 
 
+@pytest.fixture
+def metrics_apis(home: ClusterHandle, remote: ClusterHandle) -> Iterator[None]:
+    """metrics-server on both clusters: kubesim's stand-in, installed for the test; a real
+    cluster's own, or the test is skipped."""
+    if home.sim is None:
+        for cluster in (home, remote):
+            if "metrics.k8s.io" not in [g.name for g in client.ApisApi(
+                    cluster.api_client).get_api_versions().groups]:
+                pytest.skip(f"no metrics-server on the {cluster.name} cluster")
+        yield
+        return
+    from kubesim.metricsserver import (
+        MetricsServerSettings,
+        install_metrics_server,
+        remove_metrics_server,
+    )
+
+    servers = [(cluster, cluster.run(lambda c=cluster: install_metrics_server(
+        c.sim, MetricsServerSettings(resolution=1.0), serving=True)))
+        for cluster in (home, remote)]
+    try:
+        yield
+    finally:
+        for cluster, server in servers:
+            cluster.thread.call(remove_metrics_server(cluster.sim, server))
+
+
+def test_the_home_metrics_api_shows_an_offloaded_pod(home: ClusterHandle, namespace: str,
+                                                     metrics_apis: None,
+                                                     remote_web: str) -> None:
+    """`kubectl top pod` at home: the home metrics-server scrapes the virtual node's
+    /metrics/resource, which the agent serves from the remote metrics API."""
+    metrics = client.CustomObjectsApi(home.api_client)
+
+    def sample() -> dict[str, Any] | None:
+        try:
+            return dict(metrics.get_namespaced_custom_object(
+                "metrics.k8s.io", "v1beta1", namespace, "pods", "web"))
+        except client.exceptions.ApiException as error:
+            assert error.status == 404, error.body
+            return None
+
+    pod = wait_for(sample, timeout=120, message="the home metrics API has the offloaded pod")
+    [container] = pod["containers"]
+    assert container["name"] == "web" and container["usage"]["memory"] not in ("", "0")
+    if shutil.which("kubectl") is not None:
+        top = subprocess.run(["kubectl", "--kubeconfig", str(home.kubeconfig), "top", "pod",
+                              "web", "-n", namespace, "--no-headers"],
+                             capture_output=True, text=True, timeout=60)
+        assert top.returncode == 0, top.stderr
+        assert top.stdout.split()[0] == "web"
+
+
 @pytest.mark.kubesim_only  # fault injection is kubesim's
 def test_a_cut_ends_a_followed_log_and_refuses_new_requests_at_once(
         remote: ClusterHandle, kubelet: Kubelet, callers: dict[str, str],

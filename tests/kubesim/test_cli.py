@@ -54,3 +54,12 @@ def test_per_cluster_flags_are_kept_on_the_cluster() -> None:
     assert directory == Path("d")
     assert [(s.name, s.workers, s.pod_cidr) for s in specs] == [
         ("home", 3, "10.1.0.0/16"), ("remote", 1, "10.0.0.0/16")]
+
+
+def test_metrics_server_runs_on_the_clusters_that_ask_for_it() -> None:
+    from kubesim.__main__ import _make_cluster, parse
+
+    _, specs = parse(["up", "--dir", "d", "home", "--metrics-resolution", "2", "remote"])
+    home, remote = (_make_cluster(spec) for spec in specs)
+    assert home.metrics_server is not None and home.metrics_server.resolution == 2.0
+    assert remote.metrics_server is None
