@@ -453,6 +453,8 @@ class Bench:
     enforcer: Component | None = None
     metrics_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
+    kubelet_port: int = field(default_factory=free_port)
+    """Kept across agent restarts: a new port would be a node status write on each start."""
     twin: str = ""
     bare_requests: RequestMetrics = field(default_factory=RequestMetrics)
     """The bare client's requests (the driver's are not counted)."""
@@ -685,7 +687,7 @@ class Bench:
 
     def start_agent(self) -> None:
         flags = ["--workers", str(self.args.workers), "--home-qps", "0", "--remote-qps", "0",
-                 "--agent-ip", "192.0.2.10", "--kubelet-port", "0"]
+                 "--agent-ip", "192.0.2.10", "--kubelet-port", str(self.kubelet_port)]
         if self.remote_pod_cidr:
             flags += ["--remote-pod-cidr", self.remote_pod_cidr,
                       "--remapped-pod-cidr", "100.64.0.0/16"]
