@@ -5,6 +5,7 @@ writes the same work needs, on the same servers, in the same run.
     python scripts/bench_offloading.py [--pods 1000] [--configmaps N] [--latency-pods 200]
         [--idle-seconds 60] [--workers 10] [--bare-lanes 16] [--agent-flag=--remote-qps=500 ...]
         [--enforcer-flag=... ...] [--json bench-offloading.json] [--scenarios a,b,...]
+        [--stream-logs 100] [--stream-execs 20] [--stream-pods 10]
 
 Clusters: two kubesim clusters, each in a child process of its own as two control planes are
 (`--serve-kubesim`, not for direct use); or the two clusters E2E_HOME_KUBECONFIG and
@@ -37,6 +38,13 @@ Scenarios (in this order; each leaves its objects for the next):
 - restart: the agent is killed (SIGKILL) and started again: seconds until it is synced with an
   empty work queue (its /metrics), and its writes meanwhile (target: none but heartbeats).
 - idle: agent writes per minute with nothing changing (target: heartbeats only).
+- streams: --stream-logs followed logs and --stream-execs exec sessions (`cat`, sent a line a
+  second) opened through the home API server, as kubectl opens them, on --stream-pods offloaded
+  pods: the agent's latency (as in latency, agent path only) measured before they open and
+  while they are open (target: p50 of the added latency changes by less than 10 %), the agent's
+  RSS with them open. The home API server reaches the agent's kubelet API at this machine's
+  address on its route (E2E_AGENT_ADDRESS overrides it) and is verified with the home cluster
+  CA (kube-root-ca.crt). A stream that ends early fails the run; all are closed at its end.
 
 Agent and enforcer: peak RSS (VmHWM) and CPU seconds per scenario from /proc. The agent runs with
 `--workers` and unthrottled clients (qps 0, as the bare client) unless --agent-flag says
@@ -87,6 +95,7 @@ from annex.kubeapi import (  # noqa: E402
     custom_path,
     group_path,
     retrying,
+    ssl_context,
 )
 from remote_enforcer.admission import WEBHOOK_PATH  # noqa: E402
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING  # noqa: E402
@@ -107,6 +116,7 @@ from shared.wellknown import (  # noqa: E402
     TENANT_NAMESPACE_LABEL,
     VIRTUAL_NODE_TAINT_KEY,
 )
+from spdy3 import channels, upgrade  # noqa: E402
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 HEARTBEAT_RESOURCES = frozenset({"leases"})
@@ -207,6 +217,16 @@ def serve_kubesim(directory: Path, remote_pods: int, only: str,
 WEBHOOKS = group_path("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
 
 
+def remote_pods_needed(args: argparse.Namespace) -> int:
+    """The pods the chosen scenarios leave at the remote (each keeps its pods for the next)."""
+    scenarios = args.scenarios.split(",")
+    needed = 2 * ((args.latency_pods if "latency" in scenarios else 0)
+                  + (args.pods if "offloading" in scenarios else 0))
+    if "streams" in scenarios:  # its pods and two latency measurements on the agent's path
+        needed += args.stream_pods + 2 * args.latency_pods
+    return needed
+
+
 class CapacityError(Exception):
     """The remote cluster cannot run the pods this run would create."""
 
@@ -235,6 +255,19 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def agent_address(kubeconfig: str) -> str:
+    """Where the home API server reaches the agent, which runs on this machine: E2E_AGENT_ADDRESS
+    (as for the end-to-end tests), else this machine's address on the route to the home API
+    server (loopback for kubesim)."""
+    if os.environ.get("E2E_AGENT_ADDRESS"):
+        return os.environ["E2E_AGENT_ADDRESS"]
+    host = urlsplit(load_connection(kubeconfig).server).hostname or "127.0.0.1"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_DGRAM) as probe:
+        probe.connect((host, 443))
+        return str(probe.getsockname()[0])
 
 
 def proc_status(pid: int, key: str) -> float:
@@ -434,6 +467,131 @@ async def gather_limited(calls: Iterable[Callable[[], Awaitable[Any]]], limit: i
     await asyncio.gather(*(lane() for _ in range(limit)))
 
 
+# --- streams through the home API server --------------------------------------------------------
+
+STREAM_CONTAINER = "main"
+STREAM_FIRST_LINE = "ready"
+
+
+class StreamEnded(Exception):
+    """A log stream or an exec session that ended, or failed to open, while the run needed it."""
+
+
+@dataclass
+class Streams:
+    """Followed logs and exec sessions of pods, opened through the home API server as `kubectl
+    logs -f` and `kubectl exec -i` open them (pods/log with follow; pods/exec over WebSocket,
+    v5.channel.k8s.io or v4). Each exec session runs `cat` and is sent a line every
+    `echo_interval` seconds, whose echo must come back within `deadline`; each followed log
+    must stay open. A stream that ends before `close()` is recorded in `ended`."""
+
+    kubeconfig: str
+    deadline: float = 30.0
+    echo_interval: float = 1.0
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    ended: list[str] = field(default_factory=list)
+    round_trips: list[float] = field(default_factory=list)
+    """Seconds from an exec line sent to its echo read."""
+    _session: aiohttp.ClientSession | None = None
+    _server: str = ""
+    _server_hostname: str | None = None
+
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            connection = load_connection(self.kubeconfig)
+            headers = ({"Authorization": f"Bearer {connection.token}"}
+                       if connection.token else {})
+            self._session = aiohttp.ClientSession(
+                headers=headers,
+                connector=aiohttp.TCPConnector(ssl=ssl_context(connection), limit=0))
+            self._server = connection.server.rstrip("/")
+            self._server_hostname = connection.tls_server_name
+        return self._session
+
+    async def open(self, kind: str, namespace: str, pod: str) -> None:
+        """Open a stream (kind: log or exec) and return once data flows on it; StreamEnded
+        when it does not within the deadline."""
+        opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        stream = self._log if kind == "log" else self._exec
+        what = f"{kind} {namespace}/{pod}"
+        task = asyncio.get_running_loop().create_task(self._run(stream(namespace, pod, opened),
+                                                                opened, what))
+        self.tasks.append(task)
+        try:
+            await asyncio.wait_for(asyncio.shield(opened), self.deadline)
+        except TimeoutError:
+            task.cancel()
+            raise StreamEnded(f"{what}: no data after {self.deadline:.0f}s") from None
+
+    async def _run(self, stream: Awaitable[None], opened: asyncio.Future[None],
+                   what: str) -> None:
+        try:
+            await stream
+            problem = "ended"
+        except (aiohttp.ClientError, TimeoutError, StreamEnded, ValueError) as error:
+            problem = f"{type(error).__name__}: {error}"
+        if not opened.done():
+            opened.set_exception(StreamEnded(f"{what}: {problem}"))
+        else:
+            self.ended.append(f"{what}: {problem}")
+
+    async def _log(self, namespace: str, pod: str, opened: asyncio.Future[None]) -> None:
+        session = self.session()
+        async with session.get(
+                self._server + core_path("pods", namespace, pod, "log"),
+                params={"container": STREAM_CONTAINER, "follow": "true"},
+                server_hostname=self._server_hostname,
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.deadline)) as answer:
+            if answer.status != 200:
+                raise StreamEnded(f"{answer.status} {(await answer.text())[:300]}")
+            first = await asyncio.wait_for(answer.content.readline(), self.deadline)
+            if first.strip() != STREAM_FIRST_LINE.encode():
+                raise StreamEnded(f"first line {first!r}")
+            opened.set_result(None)
+            while await answer.content.readany():  # a followed log ends only when closed
+                pass
+
+    async def _exec(self, namespace: str, pod: str, opened: asyncio.Future[None]) -> None:
+        query = [("container", STREAM_CONTAINER), ("command", "cat"), ("stdin", "true"),
+                 ("stdout", "true"), ("stderr", "true")]
+        session = self.session()
+        async with session.ws_connect(
+                self._server + core_path("pods", namespace, pod, "exec"), params=query,
+                protocols=(upgrade.REMOTECOMMAND_V5, upgrade.REMOTECOMMAND_V4),
+                server_hostname=self._server_hostname,
+                timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=5)) as ws:
+            sent = 0
+            echoed = b""
+            while True:
+                sent += 1
+                line = f"{sent}\n".encode()
+                started = time.monotonic()
+                await ws.send_bytes(channels.channel_message(channels.CHANNEL_STDIN, line))
+                while not echoed.endswith(line):
+                    message = await asyncio.wait_for(ws.receive(), self.deadline)
+                    if message.type != aiohttp.WSMsgType.BINARY:
+                        raise StreamEnded(f"{message.type.name} {message.data!r}")
+                    channel, data = channels.parse_channel_message(message.data)
+                    if channel != channels.CHANNEL_STDOUT:
+                        raise StreamEnded(f"channel {channel}: {data[:300]!r}")
+                    echoed += data
+                self.round_trips.append(time.monotonic() - started)
+                echoed = b""
+                if not opened.done():
+                    opened.set_result(None)
+                await asyncio.sleep(self.echo_interval)
+
+    def still_open(self) -> int:
+        return sum(1 for task in self.tasks if not task.done())
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+
+
 # --- the bench -----------------------------------------------------------------------------------
 
 @dataclass
@@ -545,9 +703,7 @@ class Bench:
         """Refuse to start when the remote cannot run every pod the chosen scenarios leave
         there (each keeps its pods for the next): pods would stay Pending and the run time
         out."""
-        scenarios = self.args.scenarios.split(",")
-        needed = 2 * ((self.args.latency_pods if "latency" in scenarios else 0)
-                      + (self.args.pods if "offloading" in scenarios else 0))
+        needed = remote_pods_needed(self.args)
         if not needed:
             return
         nodes = await self.remote.list(core_path("nodes"))
@@ -563,8 +719,10 @@ class Bench:
                 f"the remote cluster has room for {room} more pods ({len(usable)} ready "
                 f"schedulable nodes allocate {sum(usable.values())}, {taken} are taken) and "
                 f"this run needs {needed} (2 x (--latency-pods {self.args.latency_pods} + "
-                f"--pods {self.args.pods}) for the agent's and the bare client's pods): lower "
-                f"--pods or --latency-pods, or add {needed - room} pods of capacity")
+                f"--pods {self.args.pods}) for the agent's and the bare client's pods"
+                + (f", --stream-pods {self.args.stream_pods} + 2 x --latency-pods for the "
+                   "streams scenario" if "streams" in self.args.scenarios.split(",") else "")
+                + f"): lower --pods or --latency-pods, or add {needed - room} pods of capacity")
 
     async def setup(self) -> None:
         names = self.names
@@ -579,6 +737,10 @@ class Bench:
             "name": names.bare_twin,
             "labels": ownership_labels(names.bare_consumer, names.provider_id)}})
         await self.create_bare_node()
+        # The cluster CA, which issues the API server's kubelet client certificate (kubeadm's
+        # apiserver-kubelet-client): the agent verifies the API server with it.
+        root_ca = await self.home.get(core_path("configmaps", "kube-system", "kube-root-ca.crt"))
+        (self.directory / "home-ca.crt").write_text(root_ca["data"]["ca.crt"])
         await self.start_enforcer()
         self.start_agent()
         await self.create(self.home, custom_path(NAMESPACE_OFFLOADING, names.namespace), {
@@ -686,8 +848,12 @@ class Bench:
         await self.remote.create(WEBHOOKS, webhook)
 
     def start_agent(self) -> None:
+        # An address and a client CA with which the home API server reaches the agent's kubelet
+        # API, as it does for `kubectl logs` and `kubectl exec` (the streams scenario).
         flags = ["--workers", str(self.args.workers), "--home-qps", "0", "--remote-qps", "0",
-                 "--agent-ip", "192.0.2.10", "--kubelet-port", str(self.kubelet_port)]
+                 "--agent-ip", agent_address(self.kubeconfigs["home"]),
+                 "--kubelet-port", str(self.kubelet_port),
+                 "--kubelet-client-ca", str(self.directory / "home-ca.crt")]
         if self.remote_pod_cidr:
             flags += ["--remote-pod-cidr", self.remote_pod_cidr,
                       "--remapped-pod-cidr", "100.64.0.0/16"]
@@ -880,26 +1046,84 @@ class Bench:
                 "pods": len(stages["added"])}
 
     async def latency(self) -> None:
-        count, interval = self.args.latency_pods, 1.0 / self.args.latency_rate
         await until(self.agent_converged, 120, "the agent converged", interval=0.5)
-        results: dict[str, Any] = {}
-        for label, namespace, twin, node in (
-                ("agent", self.names.namespace, self.twin, self.node),
-                ("bare", self.names.bare_namespace, self.names.bare_twin, self.names.bare_node)):
-            names = [f"lat-{label}-{i}" for i in range(count)]
-            created: dict[str, float] = {}
-            bare_tasks = []
-            for name in names:
-                pod = await self.home.create(core_path("pods", namespace), self.pod(name, node))
-                created[name] = time.monotonic()
-                if label == "bare":
-                    bare_tasks.append(asyncio.create_task(self.bare_offload([pod], 1)))
-                await asyncio.sleep(interval)
-            await until(self.timeline.all_of(self.timeline.running, "home-pods", namespace,
-                                             names), 120, f"{label} latency pods Running at home")
-            await asyncio.gather(*bare_tasks)
-            results[label] = self.stages(namespace, twin, names, created)
-        self.results["latency"] = results
+        self.results["latency"] = {label: await self.measure_latency(label, f"lat-{label}")
+                                   for label in ("agent", "bare")}
+
+    async def measure_latency(self, label: str, prefix: str) -> dict[str, Any]:
+        """--latency-pods pods named PREFIX-i created one at a time on the agent's or the bare
+        client's path (label), and their stages."""
+        count, interval = self.args.latency_pods, 1.0 / self.args.latency_rate
+        namespace, twin, node = ((self.names.namespace, self.twin, self.node) if label == "agent"
+                                 else (self.names.bare_namespace, self.names.bare_twin,
+                                       self.names.bare_node))
+        names = [f"{prefix}-{i}" for i in range(count)]
+        created: dict[str, float] = {}
+        bare_tasks = []
+        for name in names:
+            pod = await self.home.create(core_path("pods", namespace), self.pod(name, node))
+            created[name] = time.monotonic()
+            if label == "bare":
+                bare_tasks.append(asyncio.create_task(self.bare_offload([pod], 1)))
+            await asyncio.sleep(interval)
+        await until(self.timeline.all_of(self.timeline.running, "home-pods", namespace,
+                                         names), 120, f"{prefix} latency pods Running at home")
+        await asyncio.gather(*bare_tasks)
+        return self.stages(namespace, twin, names, created)
+
+    async def streams(self) -> None:
+        """--stream-logs followed logs and --stream-execs exec sessions through the home API
+        server on --stream-pods offloaded pods (spread over them in turn), open while the
+        agent's latency is measured, against the same measurement just before they open."""
+        args, namespace = self.args, self.names.namespace
+        names = [f"stream-{i}" for i in range(args.stream_pods)]
+        await gather_limited((functools.partial(
+            self.home.create, core_path("pods", namespace), self.stream_pod(name))
+            for name in names), 32)
+        await until(self.timeline.all_of(self.timeline.running, "home-pods", namespace, names),
+                    self.phase_timeout(), f"{len(names)} stream pods Running at home")
+        assert self.agent is not None
+        await until(self.agent_converged, 120, "the agent converged", interval=0.5)
+        without = await self.measure_latency("agent", "lat-without-streams")
+        before, requests_before = self.agent.figures(), self.counts()
+        opened = Streams(self.kubeconfigs["home"])
+        try:
+            started = time.monotonic()
+            await asyncio.gather(
+                *(opened.open("log", namespace, names[i % len(names)])
+                  for i in range(args.stream_logs)),
+                *(opened.open("exec", namespace, names[i % len(names)])
+                  for i in range(args.stream_execs)))
+            open_seconds = time.monotonic() - started
+            with_streams = await self.measure_latency("agent", "lat-with-streams")
+            agent = self.agent.figures()
+            still_open = opened.still_open()
+        finally:
+            await opened.close()
+        requests = self.requests_between(requests_before, self.counts(), "agent")
+        if opened.ended:
+            raise StreamEnded(f"{len(opened.ended)} streams ended while open: "
+                              + "; ".join(opened.ended[:5]))
+        p50 = (without["added"].get("p50_ms"), with_streams["added"].get("p50_ms"))
+        self.results["streams"] = {
+            "pods": len(names), "logs": args.stream_logs, "execs": args.stream_execs,
+            "open_seconds": round(open_seconds, 2), "open_at_end": still_open,
+            "exec_echo_round_trip": percentiles(opened.round_trips),
+            "exec_echoes": len(opened.round_trips),
+            "latency_without": without, "latency_with": with_streams,
+            "added_p50_change_percent": round(100 * (p50[1] - p50[0]) / p50[0], 1)
+            if None not in p50 and p50[0] else None,
+            "agent_before": before, "agent": agent, "requests": requests}
+
+    def stream_pod(self, name: str) -> dict[str, Any]:
+        """A pod that prints a first line (a followed log shows it has opened), then waits
+        (execs run `cat` in it); busybox's programs, which kubesim's runtime has too."""
+        return {"metadata": {"name": name, "labels": {"app": "bench-streams"}},
+                "spec": {"nodeName": self.node, "tolerations": [TOLERATION],
+                         "automountServiceAccountToken": False,
+                         "containers": [{"name": STREAM_CONTAINER, "image": "busybox:1.36",
+                                         "command": ["sh", "-c",
+                                                     f"echo {STREAM_FIRST_LINE}; sleep 86400"]}]}}
 
     async def offloading(self) -> None:
         count = self.args.pods
@@ -1178,13 +1402,30 @@ def table(results: dict[str, Any]) -> str:
                      f"pods and N objects), peak {r['agent']['peak_rss_mib']} MiB"))
         rows.append(("enforcer idle", f"RSS {r['enforcer']['rss_mib']} MiB, peak "
                      f"{r['enforcer']['peak_rss_mib']} MiB, CPU {r['enforcer']['cpu_seconds']} s"))
+    if "streams" in results:
+        r = results["streams"]
+        rows.append(("streams open", f"{r['logs']} followed logs and {r['execs']} exec sessions "
+                     f"on {r['pods']} pods, opened in {r['open_seconds']} s, "
+                     f"{r['open_at_end']} open at the end"))
+        for label in ("without", "with"):
+            p = r[f"latency_{label}"]["added"]
+            rows.append((f"latency agent added, {label} streams",
+                         f"p50 {p.get('p50_ms')} ms, p90 {p.get('p90_ms')} ms, "
+                         f"p99 {p.get('p99_ms')} ms"))
+        rows.append(("  p50 change with the streams",
+                     f"{r['added_p50_change_percent']} % (target < 10 %)"))
+        e = r["exec_echo_round_trip"]
+        rows.append(("exec echo round trip", f"p50 {e.get('p50_ms')} ms, p99 {e.get('p99_ms')} "
+                     f"ms over {r['exec_echoes']} lines"))
+        rows.append(("agent with the streams open", f"RSS {r['agent']['rss_mib']} MiB (before: "
+                     f"{r['agent_before']['rss_mib']}), peak {r['agent']['peak_rss_mib']} MiB"))
     width = max(len(name) for name, _ in rows) if rows else 0
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
 # --- main ----------------------------------------------------------------------------------------
 
-SCENARIOS = ("latency", "offloading", "configmaps", "restart", "idle")
+SCENARIOS = ("latency", "offloading", "configmaps", "restart", "idle", "streams")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -1195,6 +1436,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-rate", type=float, default=20.0,
                         help="pods created a second in the latency scenario")
     parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--stream-logs", type=int, default=100,
+                        help="followed logs (kubectl logs -f) open in the streams scenario")
+    parser.add_argument("--stream-execs", type=int, default=20,
+                        help="exec sessions (kubectl exec -i ... cat) open in the streams "
+                             "scenario, each echoing a line a second")
+    parser.add_argument("--stream-pods", type=int, default=10,
+                        help="offloaded pods the streams scenario's streams are spread over")
     parser.add_argument("--service-account-token", type=lambda v: v.lower() == "true",
                         default=True, metavar="true|false",
                         help="pods mount their service-account token (then the agent and the "
@@ -1260,6 +1508,7 @@ def start_kubesim(directory: Path, cluster: str,
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve-kubesim", str(directory), "--cluster", cluster,
          "--pods", str(args.pods), "--latency-pods", str(args.latency_pods),
+         "--stream-pods", str(args.stream_pods),
          "--kubesim-latency", ",".join(str(s * 1000) for s in args.kubesim_latency)],
         stdout=subprocess.PIPE, stderr=log.open("wb"))
     assert server.stdout is not None
@@ -1274,8 +1523,8 @@ def start_kubesim(directory: Path, cluster: str,
 def main() -> None:
     args = parse_args()
     if args.serve_kubesim:
-        serve_kubesim(Path(args.serve_kubesim), 2 * (args.pods + args.latency_pods),
-                      args.cluster, args.kubesim_latency)
+        serve_kubesim(Path(args.serve_kubesim), remote_pods_needed(args), args.cluster,
+                      args.kubesim_latency)
         return
     signal.signal(signal.SIGTERM, _interrupted)  # until the run's loop handles it
     directory = Path(tempfile.mkdtemp(prefix="bench-offloading-"))
@@ -1299,7 +1548,7 @@ def main() -> None:
         bench = asyncio.run(run(args, directory, served, names))
     except CapacityError as error:
         raise SystemExit(f"error: {error}") from None
-    except (TimeoutError, ComponentExited) as error:
+    except (TimeoutError, ComponentExited, StreamEnded) as error:
         raise SystemExit(f"error: {error} (run {names.run}; logs: {directory})") from None
     except (KeyboardInterrupt, asyncio.CancelledError):
         raise SystemExit(f"interrupted (run {names.run}; logs: {directory})") from None

@@ -148,7 +148,9 @@ def test_a_remote_without_room_for_the_pods_is_refused_before_anything_is_create
         given: Given) -> None:
     before = given.left()
     run = given.bench("--pods", str(REMOTE_PODS), timeout=60)
-    needed = 2 * (REMOTE_PODS + LATENCY_PODS)
+    # the agent's and the bare client's pods, the streams scenario's 10 pods and its two
+    # latency measurements
+    needed = 2 * (REMOTE_PODS + LATENCY_PODS) + 10 + 2 * LATENCY_PODS
     assert run.returncode != 0
     assert run.stderr.startswith("error: the remote cluster has room for "), run.stderr
     assert f"this run needs {needed}" in run.stderr
@@ -162,7 +164,8 @@ def test_an_interrupted_run_removes_what_it_created(given: Given, signum: int,
     before = given.left()
     process = subprocess.Popen(
         [sys.executable, "scripts/bench_offloading.py", "--pods", str(PODS), "--latency-pods",
-         str(PODS), "--latency-rate", "1", "--json", str(tmp_path / "run.json")],
+         str(PODS), "--latency-rate", "1", "--scenarios", "latency,offloading", "--json",
+         str(tmp_path / "run.json")],
         cwd=REPO, env=given.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         # Interrupted in its first scenario, once the bare client's node is there.
