@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from kubesim import conversion, crds, errors, names, objectmeta
+from kubesim.certificates import CertificateSigningRequestStrategy
 from kubesim.errors import FieldCause, GoLiteral, StatusError
 from kubesim.kinds import KindRegistry, ResourceKind, unsupported_field_label_message
 from kubesim.store import ADDED, Filter, Store, Stored, storage_order
@@ -245,6 +246,8 @@ class ApiServer:
             ("apps", "deployments"): DeploymentStrategy,
             ("apps", "replicasets"): DeploymentStrategy,
             ("discovery.k8s.io", "endpointslices"): EndpointSliceStrategy,
+            ("certificates.k8s.io", "certificatesigningrequests"):
+                CertificateSigningRequestStrategy,
         }
         if kind.group == "rbac.authorization.k8s.io":
             return RbacStrategy(kind)
@@ -581,6 +584,9 @@ class ApiServer:
             strategy.prepare_for_status_update(new, old_obj)
         elif subresource == "finalize" and isinstance(strategy, NamespaceStrategy):
             strategy.prepare_for_finalize(new, old_obj)
+        elif subresource == "approval" and isinstance(strategy,
+                                                      CertificateSigningRequestStrategy):
+            strategy.prepare_for_approval(new, old_obj)
         elif subresource and subresource != "scale":  # kubesim/scale.py writes the parent
             raise errors.not_found(kind.group_resource, old.name)
         else:

@@ -15,6 +15,7 @@ import yaml
 from aiohttp import web
 
 from kubesim.apiserver import ApiServer, User, copy_json
+from kubesim.csrsigning import install_certificates
 from kubesim.http import Middleware, make_app
 from kubesim.kinds import ResourceKind
 from kubesim.kubeletproxy import KubeletClient
@@ -40,6 +41,8 @@ class Cluster:
         self.port = port
         self.api = ApiServer()
         install_scale(self.api)
+        # kube-controller-manager's csrsigning (kubelet-serving) signs with the cluster CA
+        self.csr_signer = install_certificates(self.api)
         self.admin_token = secrets.token_urlsafe(32)
         self.tokens: dict[str, User] = {self.admin_token: ADMIN}
         # tried after the static tokens (part 2 adds service-account tokens)
@@ -62,6 +65,9 @@ class Cluster:
         self.shutdown_hooks: list[Callable[[Cluster], Awaitable[None]]] = []
         # metrics-server's metrics.k8s.io API: off unless set, as on a fresh kubeadm cluster
         self.metrics_server: MetricsServerSettings | None = None
+        # kube-apiserver's --kubelet-certificate-authority: verify kubelets' serving
+        # certificates against the cluster CA (off by default, as on kube-apiserver)
+        self.kubelet_certificate_authority = False
 
     def authenticate(self, token: str) -> User | None:
         user = self.tokens.get(token)
@@ -83,8 +89,10 @@ class Cluster:
             await hook(self)
         self.tls = make_server_tls()
         assert self.tls.ca is not None
-        self.kubelet_tls = make_kubelet_tls(self.tls.ca)
+        self.kubelet_tls = make_kubelet_tls(self.tls.ca,
+                                            self.kubelet_certificate_authority)
         self.kubelet_client.tls = self.kubelet_tls.client_context
+        self.csr_signer.ca = self.tls.ca
         for hook in self.serving_hooks:
             await hook(self)
         self._runner = web.AppRunner(make_app(self), handle_signals=False,

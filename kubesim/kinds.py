@@ -159,6 +159,8 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
     _kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
           "ValidatingWebhookConfiguration", False, (), (), (), ("api-extensions",),
           unconditional_update=False),
+    _kind("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest",
+          False, ("csr",), ("status", "approval"), ("spec.signerName",)),
     _kind("rbac.authorization.k8s.io", "v1", "roles", "Role", True,
           create_on_update=True),
     _kind("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True,
@@ -180,6 +182,7 @@ SUBRESOURCE_VERBS: dict[str, tuple[str, ...]] = {
     "log": ("get",),
     "proxy": ("create", "delete", "get", "patch", "update"),
     "ephemeralcontainers": ("get", "patch", "update"),
+    "approval": ("get", "patch", "update"),
 }
 SUBRESOURCE_KINDS: dict[str, tuple[str, str, str]] = {
     # subresource -> (group, version, kind) of the object it takes, when not the parent's

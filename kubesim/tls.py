@@ -46,14 +46,19 @@ class KubeletTLS:
         return context
 
 
-def make_kubelet_tls(ca: trustme.CA) -> KubeletTLS:
+def make_kubelet_tls(ca: trustme.CA, verify_serving: bool = False) -> KubeletTLS:
+    """`verify_serving`: kube-apiserver's --kubelet-certificate-authority (the cluster CA):
+    a kubelet's serving certificate must then chain to it and name the address dialed."""
     client = ca.issue_cert("kube-apiserver-kubelet-client",
                            common_name="kube-apiserver-kubelet-client",
                            organization_name="system:masters")
-    context = ssl.create_default_context()
-    # without --kubelet-certificate-authority kube-apiserver does not verify kubelet serving
-    # certificates
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
+    if verify_serving:
+        context = ssl.create_default_context(cadata=ca.cert_pem.bytes().decode())
+    else:
+        context = ssl.create_default_context()
+        # without --kubelet-certificate-authority kube-apiserver does not verify kubelet
+        # serving certificates
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     client.configure_cert(context)
     return KubeletTLS(ca.cert_pem.bytes(), context, ca)
