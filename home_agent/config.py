@@ -46,6 +46,9 @@ class AgentConfig:
     kubelet_cert: str | None = None
     """PEM serving certificate of the kubelet API; None: self-signed at start."""
     kubelet_key: str | None = None
+    kubelet_serving_cert_from_csr: bool = False
+    """Request the serving certificate from the home kubelet-serving signer (a CSR an
+    administrator approves), renewed before expiry; self-signed until issued."""
     kubelet_client_ca: str | None = None
     """CA bundle verifying client certificates (the API server's kubelet client certificate);
     None: only bearer tokens (TokenReview at home) authenticate."""
@@ -164,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="PEM serving certificate of the kubelet API (default: self-signed at start for "
              "the node name and --agent-ip)")
     add("--kubelet-key", default=None, help="PEM private key of --kubelet-cert")
+    add("--kubelet-serving-cert-from-csr", action="store_true",
+        help="request the kubelet API's serving certificate from the home cluster's "
+             "kubernetes.io/kubelet-serving signer with a CertificateSigningRequest (an "
+             "administrator or an approver must approve it), for API servers started with "
+             "--kubelet-certificate-authority; renewed at 70-90%% of its life; the self-signed "
+             "certificate is served until the first is issued")
     add("--kubelet-client-ca", default=None,
         help="CA bundle verifying client certificates on the kubelet API (the API server's "
              "--kubelet-client-certificate; the cluster CA on kubeadm clusters); bearer "
@@ -222,6 +231,9 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         build_parser().error("--remapped-home-pod-cidr needs --home-pod-cidr")
     if (args.kubelet_cert is None) != (args.kubelet_key is None):
         build_parser().error("--kubelet-cert and --kubelet-key go together")
+    if args.kubelet_cert is not None and args.kubelet_serving_cert_from_csr:
+        build_parser().error("--kubelet-cert and --kubelet-serving-cert-from-csr exclude each "
+                             "other")
     if (args.webhook_address is None) != (args.webhook_cert is None) or (
         args.webhook_cert is None
     ) != (args.webhook_key is None):
@@ -250,6 +262,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         kubelet_cert=args.kubelet_cert,
         kubelet_key=args.kubelet_key,
         kubelet_client_ca=args.kubelet_client_ca,
+        kubelet_serving_cert_from_csr=args.kubelet_serving_cert_from_csr,
         home_apiserver_host=args.home_apiserver_host,
         home_apiserver_port=args.home_apiserver_port,
         enable_apiserver_support=args.enable_apiserver_support,

@@ -38,6 +38,10 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
     {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"],
      "verbs": ["create"]},
+    # --kubelet-serving-cert-from-csr: its serving certificate requested and read back (an
+    # administrator approves it: nothing here may approve or sign).
+    {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
+     "verbs": ["create", "get"]},
 ]
 
 

@@ -79,6 +79,14 @@ class Cluster:
                 return user
         return None
 
+    def set_kubelet_certificate_authority(self, verify: bool) -> None:
+        """Switch --kubelet-certificate-authority at run time (a test hook: kube-apiserver reads
+        it at start)."""
+        self.kubelet_certificate_authority = verify
+        if self.tls is not None and self.tls.ca is not None:
+            self.kubelet_tls = make_kubelet_tls(self.tls.ca, verify)
+            self.kubelet_client.tls = self.kubelet_tls.client_context
+
     async def start(self, directory: Path | None = None) -> None:
         """Seed the initial objects, serve HTTPS and write DIR/NAME.kubeconfig."""
         await self._seed()

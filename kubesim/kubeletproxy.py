@@ -82,6 +82,10 @@ class KubeletClient:
         try:
             return await asyncio.wait_for(asyncio.open_connection(
                 dial_host, dial_port, ssl=self.tls, server_hostname=host), 30)
+        except ssl.SSLCertVerificationError as error:
+            # --kubelet-certificate-authority refuses a serving certificate it cannot verify
+            raise StatusError(500, "", f"Get \"https://{host}:{port}\": tls: failed to verify "
+                              f"certificate: x509: {error.verify_message}", {}) from None
         except (TimeoutError, OSError) as error:
             reason = "i/o timeout" if isinstance(error, asyncio.TimeoutError) else (
                 "connect: connection refused")

@@ -3,7 +3,8 @@ name and the agent's address, as a kubelet without --tls-cert-file makes one for
 
 kube-apiserver verifies a kubelet's serving certificate only when started with
 --kubelet-certificate-authority; then a certificate from the cluster's kubelet-serving signer is
-needed, which the chart can mount (`--kubelet-cert`/`--kubelet-key`)."""
+needed, which the chart can mount (`--kubelet-cert`/`--kubelet-key`) or the agent can request
+(`--kubelet-serving-cert-from-csr`, home_agent/kubelet/csr.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from cryptography.x509.oid import NameOID
 VALIDITY = datetime.timedelta(days=365)
 
 
-def _san(host: str) -> x509.GeneralName:
+def san(host: str) -> x509.GeneralName:
     try:
         return x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
@@ -37,7 +38,7 @@ def self_signed(node_name: str, addresses: list[str]) -> tuple[bytes, bytes]:
         x509.CertificateBuilder().subject_name(name).issuer_name(name)
         .public_key(key.public_key()).serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + VALIDITY)
-        .add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([san(h) for h in hosts]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]),
                        critical=False)

@@ -32,6 +32,7 @@ from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.kubelet.auth import Caller, Reviews, certificate_caller
 from home_agent.kubelet.certs import write_self_signed
+from home_agent.kubelet.csr import ServingCertificates
 from home_agent.kubelet.streams import dial, offered_protocols, relay, take_over
 from home_agent.kubelet.usage import Usage
 from home_agent.kubelet.websocket import bridge, is_websocket, ports_of, remote_protocols
@@ -314,13 +315,16 @@ def _status_message(body: bytes) -> str:
     return body.decode(errors="replace")
 
 
+def node_name(config: AgentConfig) -> str:
+    return config.node_name or f"{VIRTUAL_NODE_NAME_PREFIX}{config.remote_cluster_id}"
+
+
 def serving_context(config: AgentConfig) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     if config.kubelet_cert and config.kubelet_key:
         certificate, key = config.kubelet_cert, config.kubelet_key
     else:
-        name = config.node_name or f"{VIRTUAL_NODE_NAME_PREFIX}{config.remote_cluster_id}"
-        certificate, key = write_self_signed(name, [config.agent_ip])
+        certificate, key = write_self_signed(node_name(config), [config.agent_ip])
     context.load_cert_chain(certificate, key)
     if config.kubelet_client_ca:
         context.verify_mode = ssl.CERT_OPTIONAL  # a bearer token may stand in for it
@@ -342,6 +346,7 @@ class KubeletServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
+        self.certificates: ServingCertificates | None = None
 
     def start(self, agent: Agent) -> None:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(agent)),
@@ -365,9 +370,16 @@ class KubeletServer:
         await web.SockSite(runner, self.socket, ssl_context=self.context).start()
         log.info("kubelet API serving on https://%s:%d", self.config.kubelet_address, self.port)
         self._started.set()
+        certificates: asyncio.Task[None] | None = None
+        if self.config.kubelet_serving_cert_from_csr:
+            self.certificates = ServingCertificates(home, self.context, node_name(self.config),
+                                                    [self.config.agent_ip])
+            certificates = asyncio.create_task(self.certificates.run())
         try:
             await self._stop.wait()
         finally:
+            if certificates is not None:
+                certificates.cancel()
             await runner.cleanup()
             await remote.close()
             await remote_api.close()
