@@ -436,6 +436,8 @@ class ApiServer:
         stored = self.store.put(kind.storage_key, obj, etcd_limit=kind.custom)
         if kind.storage_key == CRD_KEY:
             self._establish_crd(stored.obj)
+        if self.garbage_collection and meta.get("ownerReferences"):
+            self._collect_if_owners_wait(kind, stored)
         return stored
 
     def _generated_name(self, kind: ResourceKind, namespace: str, base: str) -> str:
@@ -803,6 +805,42 @@ class ApiServer:
             except StatusError as error:
                 if error.code not in (404, 409):
                     raise
+
+    def _waits_for_dependents(self, reference: Obj) -> bool:
+        """The owner is being deleted in the foreground (waitingForDependentsDeletion)."""
+        located = self.store.locate_uid(reference.get("uid", ""))
+        owner = self.store.get(*located) if located is not None else None
+        meta = owner.obj["metadata"] if owner is not None else {}
+        return bool(meta.get("deletionTimestamp")) and "foregroundDeletion" in (
+            meta.get("finalizers") or ())
+
+    def _collect_if_owners_wait(self, kind: ResourceKind, dependent: Stored) -> None:
+        """A dependent made while its owner is deleted in the foreground is collected as the real
+        collector's attemptToDeleteItem does: deleted when no owner of it remains solid (the
+        owner then waits for it too), else its references to the waiting owners are dropped."""
+        references = dependent.obj["metadata"].get("ownerReferences") or []
+        waiting = [r for r in references if self._waits_for_dependents(r)]
+        if not waiting:
+            return
+        solid = [r for r in references
+                 if r not in waiting and self._owner_exists(r, dependent.namespace)]
+
+        async def collect() -> None:
+            try:
+                if solid:
+                    for reference in waiting:
+                        current = self.store.get(kind.storage_key, dependent.namespace,
+                                                 dependent.name)
+                        if current is not None:
+                            await self._drop_owner_reference(kind, current,
+                                                             reference.get("uid", ""))
+                else:
+                    await self.delete_stored(kind, dependent.namespace, dependent.name, options={
+                        "propagationPolicy": self._dependent_policy(dependent, True)})
+            except StatusError as error:
+                if error.code not in (404, 409):
+                    raise
+        self._track(collect())
 
     async def _drop_owner_reference(self, kind: ResourceKind, dependent: Stored,
                                     uid: str) -> None:

@@ -176,6 +176,27 @@ def test_foreground_propagation_reaches_through_a_dependent_that_has_dependents(
     assert gone(home, cms(namespace, "middle"))
 
 
+def test_a_dependent_made_while_its_owner_waits_for_dependents_is_collected(
+        home, namespace) -> None:
+    """A controller that raced the owner's deletion (it read the owner just before) creates a
+    dependent of an owner already deleted in the foreground: the collector deletes it, and the
+    owner waits for it too."""
+    owner = call(home, "POST", cms(namespace), {"metadata": {"name": "owner"}})[1]
+    call(home, "POST", pods(namespace),
+         unstopped_pod("first", owned_by(owner, controller=True, blockOwnerDeletion=True)))
+    call(home, "DELETE", cms(namespace, "owner"), {"propagationPolicy": "Foreground"})
+    wait_for(lambda: call(home, "GET", pods(namespace, "first"))[1]["metadata"].get(
+        "deletionTimestamp"), 60, "first pod not being deleted")
+    status, _ = call(home, "POST", pods(namespace), unstopped_pod(
+        "late", owned_by(owner, controller=True, blockOwnerDeletion=True)))
+    assert status == 201
+    wait_for(lambda: call(home, "GET", pods(namespace, "late"))[1]["metadata"].get(
+        "deletionTimestamp"), 60, "the late dependent was never collected")
+    for name in ("first", "late"):
+        call(home, "DELETE", pods(namespace, name), {"gracePeriodSeconds": 0})
+    wait_for(lambda: gone(home, cms(namespace, "owner")), 60, "owner outlived its pods")
+
+
 def test_deletecollection_deletes_what_the_selector_matches(home, namespace) -> None:
     for name, tier in (("a", "x"), ("b", "x"), ("c", "y")):
         call(home, "POST", cms(namespace), {"metadata": {"name": name, "labels": {"tier": tier}}})
