@@ -236,8 +236,14 @@ class KubeletApi:
 
     async def _run(self, session: Session, argv: list[str], runtime: PodRuntime,
                    container: str) -> tuple[int | None, str]:
-        context = shell.Context(session.stdout, session.stderr, session.stdin,
-                                runtime.hostname, runtime.env.get(container, {}))
+        stdout: shell.Output = session.stdout
+        stderr: shell.Output = session.stderr
+        stdin: shell.Input = session.stdin
+        if session.terminal is not None:  # both outputs go to the terminal
+            stdout, stdin = _line_discipline(session)
+            stderr = stdout
+        context = shell.Context(stdout, stderr, stdin, runtime.hostname,
+                                runtime.env.get(container, {}), session.terminal)
         try:
             code = await shell.run(argv, context)
         except shell.NotFound as error:
@@ -246,16 +252,25 @@ class KubeletApi:
         return code, f"command terminated with exit code {code}"
 
     async def _attach(self, session: Session, target: ContainerRuntime) -> tuple[int, str]:
-        """Attach: what the container prints from now on, until it ends or the client goes."""
+        """Attach: what the container prints from now on, until it ends or the client goes;
+        what the client writes goes to the container's input when its spec keeps one open."""
         index = len(target.logs)
-        while target.running and not session.gone:
-            event = target.log_written
-            while index < len(target.logs):
-                await session.stdout(target.logs[index].encode())
-                index += 1
-            waiter: asyncio.Future[Any] = asyncio.ensure_future(event.wait())
-            await asyncio.wait([waiter, session.ended], return_when=asyncio.FIRST_COMPLETED)
-            waiter.cancel()
+        feeding = asyncio.ensure_future(_feed(session, target))
+        waiter: asyncio.Future[Any] | None = None
+        try:
+            while target.running and not session.gone:
+                event = target.log_written
+                while index < len(target.logs):
+                    await session.stdout(target.logs[index].encode())
+                    index += 1
+                waiter = asyncio.ensure_future(event.wait())
+                await asyncio.wait([waiter, session.ended],
+                                   return_when=asyncio.FIRST_COMPLETED)
+                waiter.cancel()
+        finally:  # also when the server drops the request
+            feeding.cancel()
+            if waiter is not None:
+                waiter.cancel()
         return 0, ""
 
     async def _accept_streams(self, request: web.Request, wanted: dict[str, bool],
@@ -424,16 +439,49 @@ class KubeletApi:
 
 
 # ------------------------------------------------------------------------------- sessions
+async def _feed(session: Session, target: ContainerRuntime) -> None:
+    """An attached client's input to the container's (dropped when the spec has no stdin)."""
+    if not session.wanted["stdin"]:
+        return
+    while chunk := await session.stdin():
+        if target.input is not None:
+            target.input.put_nowait(chunk)
+    if target.input is not None and target.stdin_once:
+        target.input.put_nowait(b"")
+
+
+def _line_discipline(session: Session) -> tuple[shell.Output, shell.Input]:
+    """A pseudo-terminal between the program and the client: input is echoed, output's line
+    ends become CR LF."""
+    async def output(data: bytes) -> None:
+        await session.stdout(data.replace(b"\n", b"\r\n"))
+
+    async def input_() -> bytes:
+        data = await session.stdin()
+        if data:
+            await output(data)
+        return data
+
+    return output, input_
+
+
 class Session:
-    """The stdin/stdout/stderr/error channels of one exec or attach, whatever the transport."""
+    """The stdin/stdout/stderr/error channels of one exec or attach, whatever the transport,
+    and its terminal's size when it has one."""
 
     def __init__(self, wanted: dict[str, bool]) -> None:
         self.wanted = wanted
+        self.terminal = shell.Terminal() if wanted["tty"] else None
         self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     @property
     def gone(self) -> bool:
         return self.ended.done()
+
+    def resize(self, raw: bytes) -> None:
+        if self.terminal is not None:
+            for columns, rows in channels.parse_resize(raw):
+                self.terminal.rows, self.terminal.columns = rows, columns
 
     async def stdin(self) -> bytes:
         raise NotImplementedError
@@ -476,6 +524,16 @@ class SpdySession(Session):
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(gather(), STREAM_CREATION_TIMEOUT)
         self.connection_watch = asyncio.ensure_future(self._watch())
+        self.resizing = asyncio.ensure_future(self._resizes())
+
+    async def _resizes(self) -> None:
+        stream = self.streams.get(channels.RESIZE)
+        pending = b""  # a JSON object may arrive in pieces
+        while stream is not None and (data := await stream.read()):
+            pending += data
+            with contextlib.suppress(ValueError):
+                self.resize(pending)
+                pending = b""
 
     async def _watch(self) -> None:
         await self.connection.wait_closed()
@@ -507,6 +565,7 @@ class SpdySession(Session):
                 await stream.close()
         await self.connection.close()
         self.connection_watch.cancel()
+        self.resizing.cancel()
 
 
 class WebSocketSession(Session):
@@ -527,6 +586,8 @@ class WebSocketSession(Session):
                 if channel == channels.CHANNEL_STDIN:
                     if payload:
                         self.input.put_nowait(payload)
+                elif channel == channels.CHANNEL_RESIZE:
+                    self.resize(payload)
                 elif channel == channels.CHANNEL_CLOSE and self.v5 and payload[:1] == bytes(
                         [channels.CHANNEL_STDIN]):
                     self.input.put_nowait(b"")

@@ -1,7 +1,7 @@
 """The few programs a simulated container can run (for exec and for its main command), printing
-what busybox's would: echo, printf, cat, env, hostname, true, false, sleep, and `sh -c` over
-statements separated by `;`, `&&` or newlines (with `exit N` and `>&2`). Anything else fails as
-the runtime fails to start an unknown executable."""
+what busybox's would: echo, printf, cat, env, hostname, true, false, sleep, `stty size`, and
+`sh -c` (or `sh` reading its input) over statements separated by `;`, `&&` or newlines (with
+`exit N` and `>&2`). Anything else fails as the runtime fails to start an unknown executable."""
 
 from __future__ import annotations
 
@@ -25,12 +25,20 @@ class NotFound(Exception):
 
 
 @dataclass
+class Terminal:
+    """A session's pseudo-terminal: its size as the last resize set it (0 0 before any)."""
+    rows: int = 0
+    columns: int = 0
+
+
+@dataclass
 class Context:
     stdout: Output
     stderr: Output
     stdin: Input
     hostname: str
     env: dict[str, str] = field(default_factory=dict)
+    terminal: Terminal | None = None  # None: stdin is not a tty
 
 
 class _Exit(Exception):
@@ -103,11 +111,29 @@ async def _run(argv: list[str], context: Context) -> int:
         # a listener: what connects to the port is served by the simulated network
         # (kubesim's port-forward echoes, as `nc -lk -p PORT -e cat` does)
         await asyncio.Event().wait()
+    if program == "stty" and args == ["size"]:
+        if context.terminal is None:
+            await context.stderr(b"stty: standard input: Not a tty\n")
+            return 1
+        await context.stdout(f"{context.terminal.rows} {context.terminal.columns}\n".encode())
+        return 0
     if program == "exit":
         raise _Exit(int(args[0]) if args else 0)
     if program in ("sh", "ash", "bash") and len(args) >= 2 and args[0] == "-c":
         return await _script(args[1], context)
+    if program in ("sh", "ash", "bash") and not args:
+        return await _read_script(context)
     raise NotFound(argv[0])
+
+
+async def _read_script(context: Context) -> int:
+    """A shell reading its commands from its input, running each line as it arrives."""
+    code, pending = 0, b""
+    while chunk := await context.stdin():
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            code = await _script(line.decode(errors="replace"), context)
+    return await _script(pending.decode(errors="replace"), context) if pending else code
 
 
 async def _script(script: str, context: Context) -> int:
@@ -123,7 +149,7 @@ async def _script(script: str, context: Context) -> int:
             if words[-1] == ">&2":
                 words = words[:-1]
                 target = Context(context.stderr, context.stderr, context.stdin,
-                                 context.hostname, context.env)
+                                 context.hostname, context.env, context.terminal)
             try:
                 code = await _run(words, target)
             except NotFound:
@@ -140,4 +166,4 @@ def command_of(container: dict[str, object]) -> list[str]:
     return [str(word) for word in command + args]
 
 
-__all__ = ["Context", "NotFound", "command_of", "run", "_no_input"]
+__all__ = ["Context", "NotFound", "Terminal", "command_of", "run", "_no_input"]

@@ -124,6 +124,9 @@ class ContainerRuntime:
     ended_at: float = 0.0  # loop time of the last exit, what the back-off counts from
     waiting: str = ""  # in CrashLoopBackOff: the back-off message
     backoff_reported: bool = False  # its BackOff event is recorded
+    # the main process's input when the spec keeps stdin open (`stdin: true`): what attach writes
+    input: asyncio.Queue[bytes] | None = None
+    stdin_once: bool = False  # the first attach's end of input ends the container's
 
     @property
     def running(self) -> bool:
@@ -444,15 +447,19 @@ class Kubelet(Controller):
             argv = shell.command_of(container)
             if target is None or not argv:
                 continue
+            if container.get("stdin"):
+                target.input = asyncio.Queue()
+                target.stdin_once = bool(container.get("stdinOnce"))
 
             async def main(argv: list[str] = argv, target: ContainerRuntime = target,
                            env: dict[str, str] = env) -> None:
                 async def log(data: bytes) -> None:
                     target.append_log(data.decode(errors="replace"))
 
+                queue = target.input
+                stdin = queue.get if queue is not None else shell._no_input
                 with contextlib.suppress(shell.NotFound):
-                    await shell.run(argv, shell.Context(log, log, shell._no_input,
-                                                        runtime.hostname, env))
+                    await shell.run(argv, shell.Context(log, log, stdin, runtime.hostname, env))
 
             runtime.processes.append(asyncio.ensure_future(main()))
 

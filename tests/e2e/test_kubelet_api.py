@@ -489,3 +489,57 @@ def test_the_stock_kubectl_reads_logs_and_execs(home: ClusterHandle, remote_web:
     run = kubectl("exec", "web", "--", "sh", "-c", "echo hi; echo oops >&2; exit 2")
     assert (run.returncode, run.stdout, run.stderr.splitlines()[0]) == (2, "hi\n", "oops"), \
         run.stderr
+
+
+def test_a_terminal_takes_the_size_the_client_sets(home: ClusterHandle, remote_web: str,
+                                                   namespace: str) -> None:
+    """exec with a tty: a resize on channel 4 reaches the container's terminal."""
+    from kubernetes.stream import stream
+
+    session = stream(home.core.connect_get_namespaced_pod_exec, "web", namespace,
+                     container="web", command=["sh"], stdin=True, stdout=True, stderr=False,
+                     tty=True, _preload_content=False)
+    try:
+        session.write_channel(4, json.dumps({"Width": 120, "Height": 40}))
+        output = ""
+
+        def sized() -> bool:
+            nonlocal output
+            # the resize and the input travel apart: ask again until the size shows
+            session.write_stdin("stty size\n")
+            session.update(timeout=1)
+            output += session.read_stdout()
+            return "40 120" in output
+        wait_for(sized, timeout=30, message="stty size shows the size the client set")
+    finally:
+        session.close()
+
+
+def test_attach_talks_to_the_running_container(home: ClusterHandle, reachable: RunningAgent,
+                                               namespace: str) -> None:
+    """attach to a container that keeps stdin open and runs `cat`: what is written comes back."""
+    from kubernetes.stream import stream
+
+    offloaded(home, namespace)
+    home.core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "cat"},
+        "spec": {"containers": [{"name": "cat", "image": "busybox:1.36", "command": ["cat"],
+                                 "stdin": True}],
+                 **REMOTE_STRATEGY}})
+    wait_for(lambda: home.core.read_namespaced_pod("cat", namespace).status.phase == "Running",
+             timeout=60, message="the pod runs remotely and says so at home")
+    session = stream(home.core.connect_get_namespaced_pod_attach, "cat", namespace,
+                     container="cat", stdin=True, stdout=True, stderr=False, tty=False,
+                     _preload_content=False)
+    try:
+        session.write_stdin("hello\n")
+        output = ""
+
+        def echoed() -> bool:
+            nonlocal output
+            session.update(timeout=1)
+            output += session.read_stdout()
+            return "hello\n" in output
+        wait_for(echoed, timeout=30, message="the container echoes what attach writes")
+    finally:
+        session.close()

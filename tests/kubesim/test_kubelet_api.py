@@ -263,3 +263,50 @@ def test_log_and_exec_need_their_rbac_verbs(home: ClusterHandle, namespace: str,
         stream(nobody.connect_get_namespaced_pod_exec, chatty, namespace, command=["true"],
                stderr=True, stdin=False, stdout=True, tty=False)
     assert "Handshake status 403" in str(caught.value)  # the WebSocket upgrade is refused
+
+
+def test_a_terminal_takes_the_size_the_client_sets(home: ClusterHandle, namespace: str,
+                                                   chatty: str) -> None:
+    api = home.core.connect_get_namespaced_pod_exec
+    client = stream(api, chatty, namespace, command=["stty", "size"], stderr=True, stdin=False,
+                    stdout=True, tty=False, _preload_content=False)
+    client.run_forever(timeout=60)
+    assert client.read_stderr() == "stty: standard input: Not a tty\n"
+    assert client.returncode == 1
+    client = stream(api, chatty, namespace, command=["sh"], stderr=False, stdin=True,
+                    stdout=True, tty=True, _preload_content=False)
+    try:
+        client.write_channel(4, '{"Width": 120, "Height": 40}')
+        output = ""
+
+        def sized() -> bool:
+            nonlocal output
+            # the resize and the input travel apart: ask again until the size shows
+            client.write_stdin("stty size\n")
+            client.update(timeout=1)
+            output += client.read_stdout()
+            return "40 120" in output
+        wait_for(sized, timeout=60, message="stty size shows the size the client set")
+    finally:
+        client.close()
+
+
+def test_attach_talks_to_the_running_container(home: ClusterHandle, namespace: str) -> None:
+    manifest = busybox("cat", ["cat"])
+    manifest["spec"]["containers"][0]["stdin"] = True
+    name = started(home, namespace, manifest)
+    client = stream(home.core.connect_get_namespaced_pod_attach, name, namespace,
+                    container="main", stdin=True, stdout=True, stderr=False, tty=False,
+                    _preload_content=False)
+    try:
+        client.write_stdin("hello\n")
+        output = ""
+
+        def echoed() -> bool:
+            nonlocal output
+            client.update(timeout=1)
+            output += client.read_stdout()
+            return "hello\n" in output
+        wait_for(echoed, timeout=60, message="the container echoes what attach writes")
+    finally:
+        client.close()
