@@ -19,7 +19,7 @@ from annex.kubeapi import ClusterApi
 from annex.mirror import Mirror, key_of
 from home_agent.config import AgentConfig
 from home_agent.node import Health
-from home_agent.workqueue import KeyQueue
+from annex.workqueue import KeyQueue
 from shared.api.namespace_map import MappingPhase, NamespaceMap
 from shared.api.resource_offer import ResourceOffer
 from shared.api.virtual_node import VirtualNode

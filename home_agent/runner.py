@@ -31,7 +31,7 @@ from home_agent.remote_watch import RemoteWatches
 from home_agent.synced_cache import PodState, SyncedPods
 from home_agent.virtual_node import reconcile_node
 from home_agent.webhook import serve as serve_webhook
-from home_agent.workqueue import SYNC_WAIT
+from annex.workqueue import SYNC_WAIT
 
 log = logging.getLogger(__name__)
 

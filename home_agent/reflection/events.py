@@ -41,7 +41,7 @@ from home_agent.reflection.reflector import (
     current_reflection_config,
     run_workers,
 )
-from home_agent.workqueue import KeyQueue
+from annex.workqueue import KeyQueue
 from shared.forge.common import updated_remote
 from shared.forge.event import (
     event_needs_update,

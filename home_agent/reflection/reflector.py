@@ -33,7 +33,7 @@ from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import Agent
 from home_agent.operators import Watched
-from home_agent.workqueue import SYNC_WAIT, KeyQueue
+from annex.workqueue import SYNC_WAIT, KeyQueue
 from shared.forge.common import (
     ReflectionConfig,
     must_recreate,

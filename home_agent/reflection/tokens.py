@@ -45,7 +45,7 @@ from home_agent.agent import Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.operators import Watched
 from home_agent.reflection.reflector import Reflector, run_workers
-from home_agent.workqueue import KeyQueue
+from annex.workqueue import KeyQueue
 from shared.forge.pod import (
     ProjectedToken,
     projected_service_account_tokens,

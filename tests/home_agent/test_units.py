@@ -24,7 +24,7 @@ from home_agent.node import (
     node_taints,
 )
 from home_agent.offloading import phase_of
-from home_agent.workqueue import KeyQueue
+from annex.workqueue import KeyQueue
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -227,7 +227,7 @@ def test_the_webhook_answers_with_a_json_patch_only_for_offloaded_namespaces() -
 
 
 def test_a_planned_wake_up_is_not_pending_work_but_a_backoff_is() -> None:
-    from home_agent.workqueue import KeyQueue
+    from annex.workqueue import KeyQueue
 
     queue = KeyQueue()
     queue.add_after(("app", "web"), 3600, planned=True)  # a token's refresh time

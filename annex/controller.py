@@ -1,0 +1,182 @@
+"""One reconcile runtime for both components, after controller-runtime's Controller: a `KeyQueue`
+of keys and `workers` coroutines that take them and call `reconcile(key) -> Result`.
+
+What every controller gets from it, so that no reconcile spells it again:
+- a key is never reconciled twice at once, and a key added while it runs runs once more
+  afterwards (events coalesce) — the queue's rules;
+- the sync gate: a key taken before `ready(key)` holds (its mirrors are not listed yet) is parked,
+  still counted as in process, and goes back in line once it holds; nothing is decided on a
+  half-filled mirror, and parked keys do not cycle through the workers;
+- one way to say what happened (`Result`): done, look again at a planned time, or retry after
+  the key's exponential backoff; an exception is a retry too, logged with the key, and handed
+  to `on_error` (which reports it on the object: an Event) before the backoff;
+- per-controller counts of outcomes and of keys in the queue, for /metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import Counter
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from annex.kubeapi import error_message
+from annex.probes import metric_family
+from annex.workqueue import SYNC_WAIT, KeyQueue
+
+log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a reconcile asks of the runtime once it returns (controller-runtime's Result)."""
+
+    requeue_after: float | None = None
+    """Look at the key again in this many seconds: a planned look (a token's refresh time, a
+    node waiting for its offer), not pending work: the queue reads empty meanwhile."""
+    retry: bool = False
+    """Not converged and nothing to do but wait (a dependency is missing, a refusal stands):
+    back off like a failure, without logging one."""
+    outcome: str = "success"
+    """What the metrics count this reconcile as."""
+
+
+DONE = Result()
+RETRY = Result(retry=True, outcome="retry")
+
+OnError = Callable[[Hashable, Exception], Awaitable[None]]
+
+
+def _always(_: Hashable) -> bool:
+    return True
+
+
+class Controller(Generic[K]):
+    def __init__(self, name: str, reconcile: Callable[[K], Awaitable[Result | None]], *,
+                 workers: int, ready: Callable[[K], bool] = _always,
+                 on_error: Callable[[K, Exception], Awaitable[None]] | None = None,
+                 observe: Callable[[K, str], None] | None = None,
+                 queue: KeyQueue | None = None) -> None:
+        if workers < 1:
+            raise ValueError(f"controller {name}: workers must be at least 1, not {workers}")
+        self.name = name
+        self.queue = queue if queue is not None else KeyQueue()
+        self.workers = workers
+        self._reconcile = reconcile
+        self._ready = ready
+        self._on_error = on_error
+        self._observe = observe
+        self._lock = threading.Lock()
+        self._outcomes: Counter[str] = Counter()
+        self._parked: set[K] = set()
+
+    # --- what event handlers call (any thread) ---------------------------------------------
+
+    def add(self, key: K) -> None:
+        self.queue.add(key)
+
+    def add_after(self, key: K, delay: float) -> None:
+        """A planned look at `key` in `delay` seconds (not pending work)."""
+        self.queue.add_after(key, delay, planned=True)
+
+    def __len__(self) -> int:
+        """Keys waiting, parked, backing off or being reconciled: 0 once converged."""
+        return len(self.queue)
+
+    def outcomes(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._outcomes)
+
+    # --- the workers -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """The workers and the parking lot, until `stop`."""
+        parking = asyncio.create_task(self._release_parked())
+        try:
+            await asyncio.gather(*(self._worker() for _ in range(self.workers)))
+        finally:
+            parking.cancel()
+            await asyncio.gather(parking, return_exceptions=True)
+
+    def stop(self) -> None:
+        self.queue.shutdown()
+
+    async def _worker(self) -> None:
+        while True:
+            key = await self.queue.get_async()
+            if key is None:
+                return
+            await self.process(key)  # type: ignore[arg-type]
+
+    async def process(self, key: K) -> None:
+        """Reconcile one key taken from the queue, and tell the queue how it went."""
+        if not self._ready(key):
+            with self._lock:
+                self._parked.add(key)  # stays in process: `done` when released
+            return
+        try:
+            result = await self._reconcile(key) or DONE
+        except asyncio.CancelledError:
+            self.queue.done(key)
+            raise
+        except Exception as error:  # noqa: BLE001 - one key's failure stops no other
+            delay = self.queue.retry(key)
+            self._count(key, "error")
+            log.warning("%s: reconcile %s failed (retry in %.1fs): %s", self.name, key, delay,
+                        error_message(error))
+            log.debug("%s: reconcile %s failed", self.name, key, exc_info=True)
+            if self._on_error is not None:
+                try:
+                    await self._on_error(key, error)
+                except Exception:  # noqa: BLE001 - reporting must not stop the worker
+                    log.exception("%s: reporting the failure of %s failed", self.name, key)
+        else:
+            if result.retry:
+                self.queue.retry(key)
+            else:
+                self.queue.forget(key)
+                if result.requeue_after is not None:
+                    self.queue.add_after(key, result.requeue_after, planned=True)
+            self._count(key, result.outcome)
+        self.queue.done(key)
+
+    def _count(self, key: K, outcome: str) -> None:
+        with self._lock:
+            self._outcomes[outcome] += 1
+        if self._observe is not None:
+            self._observe(key, outcome)
+
+    def release_parked(self) -> None:
+        """Put the parked keys whose mirrors are listed now back in line."""
+        with self._lock:
+            ready = {key for key in self._parked if self._ready(key)}
+            self._parked -= ready
+        for key in ready:
+            self.queue.add(key)  # marked dirty while in process: `done` requeues it
+            self.queue.done(key)
+
+    async def _release_parked(self) -> None:
+        while True:
+            await asyncio.sleep(SYNC_WAIT)
+            self.release_parked()
+
+
+def metric_families(prefix: str, controllers: Iterable[Controller[K]]) -> list[str]:
+    """`<prefix>_controller_reconciles_total{controller,result}` and
+    `<prefix>_controller_queued_keys{controller}` for /metrics."""
+    controllers = list(controllers)
+    return [
+        *metric_family(f"{prefix}_controller_reconciles_total", "counter",
+                       "Reconciles by controller and result.",
+                       [(f'controller="{c.name}",result="{outcome}"', count)
+                        for c in controllers for outcome, count in sorted(c.outcomes().items())]),
+        *metric_family(f"{prefix}_controller_queued_keys", "gauge",
+                       "Keys waiting, parked, delayed or being reconciled, by controller "
+                       "(0: converged).",
+                       [(f'controller="{c.name}"', len(c)) for c in controllers]),
+    ]

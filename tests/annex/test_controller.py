@@ -1,0 +1,186 @@
+"""The reconcile runtime both components run on: what a `Result` or an exception makes of a key,
+the sync gate, and the counts /metrics shows."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable
+
+import pytest
+
+from annex.controller import DONE, RETRY, Controller, Result, metric_families
+from annex.workqueue import KeyQueue
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.005)
+
+
+async def running(controller: Controller[str]) -> asyncio.Task[None]:
+    return asyncio.create_task(controller.run())
+
+
+async def stopped(controller: Controller[str], task: asyncio.Task[None]) -> None:
+    controller.stop()
+    async with asyncio.timeout(5):
+        await task
+
+
+async def test_a_done_key_leaves_the_queue_empty() -> None:
+    seen: list[str] = []
+
+    async def reconcile(key: str) -> Result:
+        seen.append(key)
+        return DONE
+
+    controller = Controller("t", reconcile, workers=2)
+    task = await running(controller)
+    controller.add("a")
+    controller.add("b")
+    await until(lambda: sorted(seen) == ["a", "b"] and len(controller) == 0)
+    assert controller.outcomes() == {"success": 2}
+    await stopped(controller, task)
+
+
+async def test_an_exception_is_retried_after_a_backoff_and_reported() -> None:
+    attempts: list[str] = []
+    reported: list[tuple[Hashable, str]] = []
+
+    async def reconcile(key: str) -> None:
+        attempts.append(key)
+        if len(attempts) < 3:
+            raise RuntimeError("boom")
+
+    async def on_error(key: str, error: Exception) -> None:
+        reported.append((key, str(error)))
+
+    controller = Controller("t", reconcile, workers=1, on_error=on_error,
+                            queue=KeyQueue(base_delay=0.01))
+    task = await running(controller)
+    controller.add("a")
+    await until(lambda: len(attempts) == 3 and len(controller) == 0)
+    assert reported == [("a", "boom"), ("a", "boom")]
+    assert controller.outcomes() == {"error": 2, "success": 1}
+    await stopped(controller, task)
+
+
+async def test_a_failing_report_does_not_stop_the_worker() -> None:
+    attempts: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        attempts.append(key)
+        if key == "bad" and attempts.count("bad") == 1:
+            raise RuntimeError("boom")
+
+    async def on_error(key: str, error: Exception) -> None:
+        raise RuntimeError("reporting failed")
+
+    controller = Controller("t", reconcile, workers=1, on_error=on_error,
+                            queue=KeyQueue(base_delay=0.01))
+    task = await running(controller)
+    controller.add("bad")
+    controller.add("good")
+    await until(lambda: attempts.count("bad") == 2 and "good" in attempts
+                and len(controller) == 0)
+    await stopped(controller, task)
+
+
+async def test_retry_backs_off_and_counts_as_pending_work() -> None:
+    attempts: list[str] = []
+
+    async def reconcile(key: str) -> Result:
+        attempts.append(key)
+        return RETRY if len(attempts) == 1 else DONE
+
+    controller = Controller("t", reconcile, workers=1, queue=KeyQueue(base_delay=0.2))
+    task = await running(controller)
+    controller.add("a")
+    await until(lambda: len(attempts) == 1 and controller.queue.timers() == 1)
+    assert len(controller) == 1  # backing off is not converged
+    await until(lambda: len(attempts) == 2 and len(controller) == 0)
+    assert controller.outcomes() == {"retry": 1, "success": 1}
+    await stopped(controller, task)
+
+
+async def test_requeue_after_is_a_planned_look_not_pending_work() -> None:
+    attempts: list[str] = []
+
+    async def reconcile(key: str) -> Result:
+        attempts.append(key)
+        return Result(requeue_after=0.1) if len(attempts) == 1 else DONE
+
+    controller = Controller("t", reconcile, workers=1)
+    task = await running(controller)
+    controller.add("a")
+    await until(lambda: len(attempts) == 1 and controller.queue.timers() == 1)
+    assert len(controller) == 0
+    await until(lambda: len(attempts) == 2)
+    await stopped(controller, task)
+
+
+async def test_a_key_is_held_until_it_is_ready_and_not_reconciled_meanwhile() -> None:
+    ready = False
+    attempts: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        attempts.append(key)
+
+    controller = Controller("t", reconcile, workers=1, ready=lambda key: ready)
+    task = await running(controller)
+    controller.add("a")
+    controller.add("b")
+    await until(lambda: len(controller._parked) == 2)
+    controller.add("a")  # an event while parked: still one key, still in process
+    assert attempts == [] and len(controller) == 2
+    ready = True
+    await until(lambda: sorted(attempts) == ["a", "b"] and len(controller) == 0)
+    await stopped(controller, task)
+
+
+async def test_a_key_added_while_it_runs_runs_once_more_afterwards() -> None:
+    started = asyncio.Event()
+    release = asyncio.Event()
+    attempts: list[str] = []
+
+    async def reconcile(key: str) -> None:
+        attempts.append(key)
+        if len(attempts) == 1:
+            started.set()
+            await release.wait()
+
+    controller = Controller("t", reconcile, workers=4)
+    task = await running(controller)
+    controller.add("a")
+    await started.wait()
+    controller.add("a")
+    controller.add("a")
+    await asyncio.sleep(0)  # the other workers may look: "a" is in process, not theirs
+    assert attempts == ["a"]
+    release.set()
+    await until(lambda: len(attempts) == 2 and len(controller) == 0)
+    await stopped(controller, task)
+
+
+def test_workers_must_be_positive() -> None:
+    async def reconcile(key: str) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        Controller("t", reconcile, workers=0)
+
+
+async def test_metric_families_name_each_controller() -> None:
+    async def reconcile(key: str) -> Result:
+        return Result(outcome="unchanged")
+
+    controller = Controller("pods", reconcile, workers=1)
+    task = await running(controller)
+    controller.add("a")
+    await until(lambda: len(controller) == 0 and controller.outcomes())
+    lines = metric_families("annex_test", [controller])
+    assert 'annex_test_controller_reconciles_total{controller="pods",result="unchanged"} 1' \
+        in lines
+    assert 'annex_test_controller_queued_keys{controller="pods"} 0' in lines
+    await stopped(controller, task)
