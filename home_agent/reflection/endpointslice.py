@@ -93,7 +93,7 @@ class EndpointSliceReflector(Reflector):
         with self._lock:
             names = list(self._slices_of.get(key, ()))
         for name in names:
-            self.queue.add((key[0], name))
+            self.controller.add((key[0], name))
 
     def _service_decision(self, key: Key) -> bool | None:
         service = self.services.get(key)

@@ -28,20 +28,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
+from annex.controller import DONE, Controller, Result
 from annex.kubeapi import core_path, error_message, status_of
 from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import Agent
 from home_agent.operators import Watched
-from home_agent.reflection.reflector import (
-    Reflector,
-    current_reflection_config,
-    run_workers,
-)
-from annex.workqueue import KeyQueue
+from home_agent.reflection.reflector import Reflector, current_reflection_config, synced
 from shared.forge.common import updated_remote
 from shared.forge.event import (
     event_needs_update,
@@ -82,12 +78,12 @@ class EventReflector:
         self.agent = agent
         self.reflectors = reflectors
         """The kinds' reflectors: their mirrors tell which remote objects are our copies."""
-        self.workers = workers
         self.remote = Mirror()
         """Events of the accepted twin namespaces, as `remote_event_kept`."""
         self.home = Mirror()
         """Our copies at home, each as its `home_copy_summary`."""
-        self.queue = KeyQueue()
+        self.controller: Controller[Key] = Controller(
+            self.name, self.reconcile, workers=workers, ready=lambda _: synced(agent))
         self._lock = threading.Lock()
         self._sources: dict[Key, Key] = {}
         """Home copy key → the remote Event's key."""
@@ -162,10 +158,10 @@ class EventReflector:
             remote_key = self.remote.apply(event_type, remote_event_kept(obj))
             home_key = self._index(remote_key, None if event_type == "DELETED" else obj)
         if home_key is not None:
-            self.queue.add(home_key)
+            self.controller.add(home_key)
 
     def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        self.queue.add(self.home.apply(event_type, home_copy_summary(obj)))
+        self.controller.add(self.home.apply(event_type, home_copy_summary(obj)))
 
     def finish_relist(self) -> None:
         """The twins watch listed everything again: Events it did not show are gone."""
@@ -174,7 +170,7 @@ class EventReflector:
             home_keys = [self._index(key, None) for key in stale]
         for home_key in home_keys:
             if home_key is not None:
-                self.queue.add(home_key)
+                self.controller.add(home_key)
 
     def resync(self) -> None:
         """The namespace mapping or the skip lists changed: index and look at everything."""
@@ -186,7 +182,7 @@ class EventReflector:
                 self._index(remote_key, self.remote.get(remote_key))
             keys = set(self._sources) | set(self.home.keys())
         for key in keys:
-            self.queue.add(key)
+            self.controller.add(key)
 
     def on_object_changed(self, side: str, plural: str, event_type: str | None,
                           obj: dict[str, Any]) -> None:
@@ -222,7 +218,7 @@ class EventReflector:
         with self._lock:
             keys = list(self._about.get((remote_namespace, kind, name), ()))
         for key in keys:
-            self.queue.add(key)
+            self.controller.add(key)
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -264,7 +260,19 @@ class EventReflector:
             return None
         return object_reference({**local, "apiVersion": api_version, "kind": kind})
 
-    async def reconcile(self, key: Key) -> None:
+    async def reconcile(self, key: Key) -> Result:
+        try:
+            await self._converge(key)
+        except Exception as error:
+            if status_of(error) not in REFUSED:
+                raise
+            # Retrying cannot help; the remote Event's next change tries again.
+            log.warning("remote Event not reflected home as %s/%s: %s", key[0], key[1],
+                        error_message(error))
+            return Result(outcome="refused")
+        return DONE
+
+    async def _converge(self, key: Key) -> None:
         home_namespace, _ = key
         with self._lock:
             remote_key = self._sources.get(key)
@@ -311,26 +319,6 @@ class EventReflector:
     async def _delete(self, current: Mapping[str, Any]) -> None:
         await delete_owned(self.agent.home, core_path("events", *key_of(dict(current))),
                            (current.get("metadata") or {}).get("uid"))
-
-    # --- workers ----------------------------------------------------------------------------
-
-    async def run(self, ready: Callable[[], bool]) -> None:
-        """The worker pool; returns when `stop` shuts the queue down."""
-        await run_workers(self.queue, self.workers, ready, self.reconcile, self._failed)
-
-    async def _failed(self, key: Key, error: BaseException) -> bool:
-        if status_of(error) in REFUSED:
-            # Retrying cannot help; the remote Event's next change tries again.
-            log.warning("remote Event not reflected home as %s/%s: %s", key[0], key[1],
-                        error_message(error))
-            return False
-        log.warning("reflecting remote Event home as %s/%s failed (retrying): %s", key[0],
-                    key[1], error_message(error))
-        return True
-
-    def stop(self) -> None:
-        self.queue.shutdown()
-
 
 def event_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> EventReflector | None:
     """The Event companion of the kinds' reflection, unless `--event-reflection-workers 0`."""

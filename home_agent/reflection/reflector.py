@@ -1,9 +1,9 @@
 """The generic reflector: home objects of one kind, in extended namespaces → their copies in
 the twin namespaces (DESIGN.md section 5).
 
-Per kind: a home mirror and a remote mirror (fed by the watches on both sides), a work queue of
-home keys (namespace, name) and a worker pool of its own, so a slow or failing kind never holds
-back another, and a failing object never holds back another (its key backs off alone; the
+Per kind: a home mirror and a remote mirror (fed by the watches on both sides) and a
+`Controller` of home keys (namespace, name) with its own workers, so a slow or failing kind never
+holds back another, and a failing object never holds back another (its key backs off alone; the
 failure is reported as a FailedReflection Event on its home object).
 
 One reconcile converges one home key from both mirrors:
@@ -23,17 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from annex.controller import Controller
 from annex.events import EventRecorder
 from annex.kubeapi import error_message
 from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import Agent
 from home_agent.operators import Watched
-from annex.workqueue import SYNC_WAIT, KeyQueue
 from shared.forge.common import (
     ReflectionConfig,
     must_recreate,
@@ -65,46 +65,10 @@ def current_reflection_config(agent: Agent) -> ReflectionConfig:
         offloading_patch=virtual_node.spec.offloading_patch if virtual_node else None)
 
 
-Failed = Callable[[Key, BaseException], Awaitable[bool]]
-"""Told of a failed reconcile (it logs and reports): True to retry the key after its backoff,
-False to leave it until its next change."""
-
-
-async def run_workers(queue: KeyQueue, workers: int, ready: Callable[[], bool],
-                      reconcile: Callable[[Key], Awaitable[None]], failed: Failed) -> None:
-    """`workers` workers on `queue` until it shuts down: every reflection part's pool.
-
-    A worker holds its key until both sides are listed (nothing is decided on a half-filled
-    mirror; the other keys wait in the queue rather than spin through it), and one key's
-    failure blocks no other: it backs off alone.
-    """
-    async def worker() -> None:
-        while True:
-            key = await queue.get_async()
-            if key is None:
-                return
-            assert isinstance(key, tuple)
-            try:
-                while not ready():
-                    if queue.is_shut_down():
-                        return
-                    await asyncio.sleep(SYNC_WAIT)
-                await reconcile(key)
-                queue.forget(key)
-            except Exception as error:  # noqa: BLE001 - one object's failure blocks no other
-                try:
-                    again = await failed(key, error)
-                except Exception:  # noqa: BLE001 - reporting must not stop the worker
-                    log.exception("reporting the failure of %s failed", key)
-                    again = True
-                if again:
-                    queue.retry(key)
-                else:
-                    queue.forget(key)
-            finally:
-                queue.done(key)
-
-    await asyncio.gather(*(worker() for _ in range(workers)))
+def synced(agent: Agent) -> bool:
+    """Both sides listed: nothing is decided on a half-filled mirror (a reflection key is
+    parked until then)."""
+    return agent.home_synced.is_set() and agent.remote_synced()
 
 
 @dataclass(frozen=True)
@@ -150,17 +114,18 @@ class Reflector:
                  events: EventRecorder) -> None:
         self.agent = agent
         self.rules = rules
-        self.workers = workers
         self.policy = policy
         self.events = events
         self.home = Mirror()
         self.remote = Mirror()
-        self.queue = KeyQueue()
+        self.controller: Controller[Key] = Controller(
+            rules.plural, self.reconcile, workers=workers, ready=lambda _: synced(agent),
+            on_error=self._report_failure)
 
     # --- watch events -----------------------------------------------------------------------
 
     def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        self.queue.add(self.home.apply(event_type, obj))
+        self.controller.add(self.home.apply(event_type, obj))
 
     def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
         # What is not ours is only ever left alone, which its metadata decides: the rest is not
@@ -173,7 +138,7 @@ class Reflector:
     def _enqueue_remote(self, namespace: str, name: str) -> None:
         home_namespace = self.agent.home_namespace_of(namespace)
         if home_namespace is not None:
-            self.queue.add((home_namespace, self.rules.local_name(name)))
+            self.controller.add((home_namespace, self.rules.local_name(name)))
 
     def finish_relist(self) -> None:
         """The twins watch listed everything again: copies it did not show are gone (deleted
@@ -184,7 +149,7 @@ class Reflector:
     def resync(self) -> None:
         """Look at every known object again (namespace mappings or skip lists changed)."""
         for key in self.home.keys():
-            self.queue.add(key)
+            self.controller.add(key)
         for namespace, name in self.remote.keys():
             self._enqueue_remote(namespace, name)
 
@@ -272,33 +237,19 @@ class Reflector:
                                   "kind": self.rules.kind},
                                  FAILED_REFLECTION_REASON, message)
 
-    # --- workers ----------------------------------------------------------------------------
-
-    async def run(self, ready: Callable[[], bool]) -> None:
-        """The worker pool; returns when `stop` shuts the queue down."""
-        await run_workers(self.queue, self.workers, ready, self.reconcile, self._failed)
-
-    async def _failed(self, key: Key, error: BaseException) -> bool:
-        message = error_message(error)
-        log.warning("reflecting %s %s/%s failed (retrying): %s", self.rules.kind, key[0], key[1],
-                    message)
+    async def _report_failure(self, key: Key, error: Exception) -> None:
+        """A failed reconcile (the controller logs it and backs the key off), on its object."""
         local = self.home.get(key)
         if local is not None:
-            await self._report(local, f"reflection failed (retrying): {message}")
-        return True
-
-    def stop(self) -> None:
-        self.queue.shutdown()
+            await self._report(local, f"reflection failed (retrying): {error_message(error)}")
 
 
 class Companion(Protocol):
     """A reflector that is not one kind's (remote Events home, the pods' tokens): it sees every
     watch event after the kinds' reflectors and shares their life cycle."""
 
-    name: str
-    """What metrics call it."""
-    workers: int
-    queue: KeyQueue
+    controller: Controller[Key]
+    """Its reconciles, named as metrics call the companion."""
 
     def resources(self) -> tuple[Watched, ...]:
         """What both sides' watches must add for it."""
@@ -317,10 +268,6 @@ class Companion(Protocol):
     def start_relist(self) -> None: ...
 
     def finish_relist(self) -> None: ...
-
-    async def run(self, ready: Callable[[], bool]) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 CompanionFactory = Callable[[Agent, Mapping[str, Reflector]], "Companion | None"]
@@ -365,13 +312,14 @@ class Reflection:
             selectors.update(companion.home_label_selectors())
         return selectors
 
-    def ready(self) -> bool:
-        return self.agent.home_synced.is_set() and self.agent.remote_synced()
+    def controllers(self) -> list[Controller[Key]]:
+        """One per kind (named as its plural) and per companion."""
+        return [*(r.controller for r in self.reflectors.values()),
+                *(c.controller for c in self.companions)]
 
     def queued(self) -> dict[str, int]:
         """Keys waiting, delayed or being reconciled, per kind (plural) and companion."""
-        return {**{plural: len(r.queue) for plural, r in self.reflectors.items()},
-                **{c.name: len(c.queue) for c in self.companions}}
+        return {controller.name: len(controller) for controller in self.controllers()}
 
     def home_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
         """Take a home watch event if it is reflection's; True when taken."""
@@ -421,11 +369,9 @@ class Reflection:
             companion.finish_relist()
 
     async def run(self) -> None:
-        await asyncio.gather(*(r.run(self.ready) for r in self.reflectors.values()),
-                             *(c.run(self.ready) for c in self.companions))
+        """Every controller's workers, until `stop`."""
+        await asyncio.gather(*(controller.run() for controller in self.controllers()))
 
     def stop(self) -> None:
-        for reflector in self.reflectors.values():
-            reflector.stop()
-        for companion in self.companions:
-            companion.stop()
+        for controller in self.controllers():
+            controller.stop()

@@ -7,7 +7,7 @@ a TokenRequest bound to the home pod, refreshed before it expires, and deleted w
 Tokens are per pod, so this is not a `Reflector` of a kind: it reads the agent's mirror of the
 home pods bound to the virtual node (one copy of each pod: the runner applies a pod event there
 before this reflector is told), has its own mirror of the token Secrets in the twin namespaces
-(from the twins watch), its own queue of pod keys and worker pool
+(from the twins watch) and its own `Controller` of pod keys
 (`--serviceaccount-reflection-workers`), so a failing pod holds back neither another pod nor
 another kind.
 
@@ -18,7 +18,7 @@ One reconcile converges one home pod key:
 - pod gone (confirmed by the home API server), no projected token, or
   `--enable-apiserver-support=false` → our Secret is deleted (nothing is ever requested then);
 - our Secret fresh (issued for this pod uid, the pod's keys, the home namespace, refresh time
-  not reached, not changed since we wrote it) → nothing but a wake-up at its refresh time: no
+  not reached, not changed since we wrote it) → nothing but a look again at its refresh time: no
   TokenRequest and no write while nothing changes. After a restart a fresh Secret is reused: its
   refresh time is in an annotation;
 - otherwise every token is requested again and the Secret written.
@@ -32,11 +32,12 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
 from annex.kubeapi import core_path, error_message
 from annex.mirror import Key, Mirror, key_of
@@ -44,8 +45,7 @@ from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned
 from home_agent.agent import Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.operators import Watched
-from home_agent.reflection.reflector import Reflector, run_workers
-from annex.workqueue import KeyQueue
+from home_agent.reflection.reflector import Reflector, synced
 from shared.forge.pod import (
     ProjectedToken,
     projected_service_account_tokens,
@@ -88,7 +88,7 @@ def _content_digest(secret: Mapping[str, Any]) -> str:
 class _WakeUp:
     refresh: datetime
     deadline: float
-    """time.monotonic() at which the queued wake-up fires."""
+    """time.monotonic() at which the planned look comes."""
 
 
 class TokenReflector:
@@ -97,7 +97,6 @@ class TokenReflector:
     def __init__(self, agent: Agent, workers: int, events: EventRecorder, *,
                  secrets_reflected: bool = True) -> None:
         self.agent = agent
-        self.workers = workers
         self.events = events
         self.secrets_reflected = secrets_reflected
         """Whether the Secret reflector runs too (and so watches every home Secret)."""
@@ -106,7 +105,9 @@ class TokenReflector:
         self.remote = Mirror()
         """Token Secrets (Liqo's labels) in the twin namespaces, whoever wrote them, as their
         `token_secret_summary`."""
-        self.queue = KeyQueue()
+        self.controller: Controller[Key] = Controller(
+            self.name, self.reconcile, workers=workers, ready=lambda _: synced(agent),
+            on_error=self._report_failure)
         self._lock = threading.Lock()
         self._pod_of: dict[Key, str] = {}
         """Remote Secret key → the home pod it was written for, while the Secret exists."""
@@ -138,8 +139,7 @@ class TokenReflector:
 
     def on_home_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
         """After the agent's mirror took the event."""
-        key = key_of(obj)
-        self.queue.add(key)
+        self.controller.add(key_of(obj))
 
     def on_remote_secret(self, event_type: str | None, obj: dict[str, Any]) -> None:
         # A deletion a relist shows carries only the key: the pod comes from `_pod_of`.
@@ -158,12 +158,12 @@ class TokenReflector:
     def _enqueue_pod(self, remote_namespace: str, pod_name: str | None) -> None:
         home_namespace = self.agent.home_namespace_of(remote_namespace)
         if pod_name is not None and home_namespace is not None:
-            self.queue.add((home_namespace, pod_name))
+            self.controller.add((home_namespace, pod_name))
 
     def resync(self) -> None:
         """Look at every known pod and Secret again (namespace mappings changed)."""
         for key in self.pods.keys():
-            self.queue.add(key)
+            self.controller.add(key)
         with self._lock:
             secrets = list(self._pod_of.items())
         for (remote_namespace, _), pod_name in secrets:
@@ -192,11 +192,11 @@ class TokenReflector:
             return []
         return projected_service_account_tokens(pod)
 
-    async def reconcile(self, key: Key) -> None:
+    async def reconcile(self, key: Key) -> Result:
         namespace, name = key
         remote_namespace = self.agent.accepted_remote_namespace(namespace)
         if remote_namespace is None:
-            return
+            return DONE
         pod = self.pods.get(key)
         secret_key = (remote_namespace, service_account_token_secret_name(name))
         current = self.remote.get(secret_key)
@@ -204,7 +204,7 @@ class TokenReflector:
         if current is not None and not self._owned(current):
             if tokens and pod is not None:
                 await self._refuse(pod, secret_key)
-            return
+            return DONE
         if not tokens or pod is None:
             # A mirror that missed the pod must never cost a running remote pod its tokens:
             # the home API server confirms it is gone.
@@ -213,13 +213,12 @@ class TokenReflector:
                 await self._delete(current)
             if pod is None and current is None:
                 self._forget(key, secret_key)
-            return
+            return DONE
         now = datetime.now(UTC)
         reason = self._stale(secret_key, current, pod, tokens, now)
         if reason is None:
             assert current is not None
-            self._wake_up_at(key, refresh_time(current), now)
-            return
+            return self._look_again_at(key, refresh_time(current), now)
         log.debug("requesting service-account tokens for pod %s/%s: %s", namespace, name, reason)
         issued = [issued_token(token.key, await self._request(pod, token),
                                token.expiration_seconds) for token in tokens]
@@ -227,9 +226,10 @@ class TokenReflector:
         desired = token_secret(pod, remote_namespace, issued, config.home_cluster_id,
                                config.remote_cluster_id, config.token_refresh_fraction)
         written = await self._write(pod, secret_key, current, desired)
-        if written is not None:
-            self.on_remote_secret("MODIFIED", written)  # the mirror must not lag our own write
-            self._wake_up_at(key, refresh_time(desired), now)
+        if written is None:
+            return DONE
+        self.on_remote_secret("MODIFIED", written)  # the mirror must not lag our own write
+        return self._look_again_at(key, refresh_time(desired), now)
 
     def _stale(self, secret_key: Key, current: Mapping[str, Any] | None,
                pod: Mapping[str, Any], tokens: list[ProjectedToken], now: datetime) -> str | None:
@@ -241,19 +241,19 @@ class TokenReflector:
             return "the token Secret was changed remotely"
         return stale_reason(current, pod, [token.key for token in tokens], now)
 
-    def _wake_up_at(self, key: Key, refresh: datetime | None, now: datetime) -> None:
-        """Queue the key for its refresh time, once (reconciles of a fresh Secret come with
-        every pod status change; each must not add a timer)."""
+    def _look_again_at(self, key: Key, refresh: datetime | None, now: datetime) -> Result:
+        """A look at the key at its refresh time, planned once (reconciles of a fresh Secret
+        come with every pod status change; each must not add a timer)."""
         if refresh is None:
-            return
+            return DONE
         with self._lock:
             previous = self._wake_ups.get(key)
             if previous is not None and previous.refresh == refresh and (
                     time.monotonic() < previous.deadline):
-                return
+                return DONE
             delay = max(0.0, (refresh - now).total_seconds())
             self._wake_ups[key] = _WakeUp(refresh, time.monotonic() + delay)
-        self.queue.add_after(key, delay, planned=True)
+        return Result(requeue_after=delay)
 
     async def _request(self, pod: Mapping[str, Any], token: ProjectedToken) -> dict[str, Any]:
         metadata = pod.get("metadata") or {}
@@ -310,24 +310,12 @@ class TokenReflector:
         await self.events.record({**pod, "apiVersion": "v1", "kind": "Pod"},
                                  FAILED_REFLECTION_REASON, message)
 
-    # --- workers ----------------------------------------------------------------------------
-
-    async def run(self, ready: Callable[[], bool]) -> None:
-        """The worker pool; returns when `stop` shuts the queue down."""
-        await run_workers(self.queue, self.workers, ready, self.reconcile, self._failed)
-
-    async def _failed(self, key: Key, error: BaseException) -> bool:
-        message = error_message(error)
-        log.warning("reflecting the service-account tokens of pod %s/%s failed (retrying): %s",
-                    key[0], key[1], message)
+    async def _report_failure(self, key: Key, error: Exception) -> None:
+        """A failed reconcile (the controller logs it and backs the key off), on its pod."""
         pod = self.pods.get(key)
         if pod is not None:
-            await self._report(
-                pod, f"service-account token reflection failed (retrying): {message}")
-        return True
-
-    def stop(self) -> None:
-        self.queue.shutdown()
+            await self._report(pod, "service-account token reflection failed (retrying): "
+                               f"{error_message(error)}")
 
 
 def token_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> TokenReflector | None:

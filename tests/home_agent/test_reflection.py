@@ -91,6 +91,13 @@ def agent_with(remote: Any, home: Any, **config: Any) -> Agent:
     return agent
 
 
+def listed(agent: Agent) -> Agent:
+    """Both sides' mirrors listed: the controllers reconcile their keys."""
+    for synced in (agent.home_synced, agent.tenant_synced, agent.twins_synced):
+        synced.set()
+    return agent
+
+
 def _reflector(agent: Agent, policy: ReflectionType = ReflectionType.DENY_LIST,
                rules: Any = CONFIGMAP_RULES) -> Reflector:
     return Reflector(agent, rules, 1, policy, EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
@@ -242,7 +249,7 @@ def test_the_home_root_ca_is_reflected_under_another_name() -> None:
     # The remote cluster's own root CA maps back to the home one's key, and is not ours.
     reflector.on_remote_event("ADDED", {"metadata": {"name": "kube-root-ca.crt",
                                                      "namespace": TWIN}})
-    assert reflector.queue.get() == ("app", "kube-root-ca.crt")
+    assert reflector.controller.queue.get() == ("app", "kube-root-ca.crt")
 
 
 def test_service_account_token_secrets_are_not_reflected() -> None:
@@ -273,18 +280,18 @@ def test_the_virtual_nodes_skip_lists_apply_without_a_restart() -> None:
 
 def test_a_failing_object_does_not_block_the_others_and_is_reported_on_it() -> None:
     agent, remote, home = _agent()
-    reflector = _reflector(agent)
+    reflector = _reflector(listed(agent))
     remote.failing.add(_remote_path("broken"))
     reflector.on_home_event("ADDED", _configmap("broken"))
     reflector.on_home_event("ADDED", _configmap("fine"))
 
     async def run_until_fine_is_reflected() -> None:
-        workers = asyncio.create_task(reflector.run(lambda: True))
+        workers = asyncio.create_task(reflector.controller.run())
         for _ in range(500):
             if _remote_path("fine") in remote.objects:
                 break
             await asyncio.sleep(0.01)
-        reflector.stop()
+        reflector.controller.stop()
         await workers
 
     asyncio.run(run_until_fine_is_reflected())
@@ -336,16 +343,16 @@ def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> Non
     reflection = Reflection(agent, [CONFIGMAP_RULES])
     reflection.reflectors["configmaps"] = reflector = _reflector(agent)
     reflection.home_sink("configmaps", "ADDED", _configmap(namespace="later"))
-    assert reflector.queue.get() == ("later", "settings")
+    assert reflector.controller.queue.get() == ("later", "settings")
     _reconcile(reflector, namespace="later")
-    reflector.queue.done(("later", "settings"))
+    reflector.controller.queue.done(("later", "settings"))
     assert remote.calls == []
     agent.mirrors.namespace_maps.apply("MODIFIED", {
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"later": TWIN}},
         "status": {"currentMapping": {"later": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
     reflection.after_agent_event("namespacemaps")
-    assert reflector.queue.get() == ("later", "settings")
+    assert reflector.controller.queue.get() == ("later", "settings")
     _reconcile(reflector, namespace="later")
     assert _remote_path() in remote.objects
 

@@ -25,7 +25,15 @@ from shared.forge.event import home_event_name
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.play import bound_pod, extend
-from tests.home_agent.test_reflection import HOME, OURS, REMOTE, TWIN, FakeApi
+from tests.home_agent.test_reflection import (
+    HOME,
+    OURS,
+    REMOTE,
+    TWIN,
+    FakeApi,
+    _api_error,
+    listed,
+)
 
 NODE = f"liqo-{REMOTE}"
 TEST_COMPONENT = "test-controller"
@@ -76,11 +84,11 @@ def _reconcile_all(reflection: Reflection) -> None:
     assert events is not None
 
     async def drain() -> None:
-        while events.queue.pending():
-            key = events.queue.get()
+        while events.controller.queue.pending():
+            key = events.controller.queue.get()
             assert isinstance(key, tuple)
             await events.reconcile(key)
-            events.queue.done(key)
+            events.controller.queue.done(key)
 
     asyncio.run(drain())
 
@@ -263,6 +271,36 @@ def test_events_in_namespaces_that_are_not_extended_stay_remote() -> None:
     assert home.writes() == []
 
 
+class RefusingHome(FakeApi):
+    """A home API server that will never take the copy (an invalid remote Event)."""
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        self.calls.append(("create", path))
+        raise _api_error(422)
+
+
+def test_a_copy_the_home_api_server_refuses_is_not_retried() -> None:
+    reflection, _ = _setup()
+    home = RefusingHome()
+    reflection.agent.home = home  # type: ignore[assignment]
+    listed(reflection.agent)
+    events = reflection.companion(EventReflector)
+    assert events is not None
+    reflection.home_sink("pods", "ADDED", _home_pod())
+    reflection.remote_sink("events", "ADDED", _remote_event(POD))
+
+    async def process_queued() -> None:
+        while events.controller.queue.pending():
+            key = events.controller.queue.get()
+            assert isinstance(key, tuple)
+            await events.controller.process(key)
+
+    asyncio.run(process_queued())
+    assert home.calls == [("create", "/api/v1/namespaces/app/events")]
+    assert events.controller.outcomes() == {"refused": 1}
+    assert len(events.controller) == 0  # no backoff: the remote Event's next change tries again
+
+
 def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     flags = ["--remote-kubeconfig", "k", "--cluster-id", HOME, "--remote-cluster-id", REMOTE]
 
@@ -272,7 +310,7 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
 
     enabled = reflection()
     events = enabled.companion(EventReflector)
-    assert events is not None and events.workers == 3
+    assert events is not None and events.controller.workers == 3
     assert EVENTS in enabled.resources()
     watch = home_watch(enabled.resources(), enabled.home_label_selectors())
     assert list_query(watch, EVENTS) == {"labelSelector": (

@@ -64,12 +64,12 @@ def _observe_remote(reflection: Reflection, remote: FakeApi, path: str,
 def _queued(reflector: Reflector) -> list[Hashable]:
     """The keys waiting in the reflector's queue (drained)."""
     end = ("", "end of queue")
-    reflector.queue.add(end)
+    reflector.controller.queue.add(end)
     keys = []
-    while (key := reflector.queue.get()) != end:
+    while (key := reflector.controller.queue.get()) != end:
         keys.append(key)
-        reflector.queue.done(key)
-    reflector.queue.done(end)
+        reflector.controller.queue.done(key)
+    reflector.controller.queue.done(end)
     return keys
 
 
@@ -272,7 +272,7 @@ def test_each_network_kind_has_its_flags_and_zero_workers_disable_it() -> None:
                            "--ingress-reflection-type", "AllowList"])
     reflection = Reflection(Agent(config, FakeHome(), FakeApi()), KINDS)  # type: ignore[arg-type]
     assert "services" not in reflection.reflectors
-    assert reflection.reflectors["endpointslices"].workers == 2
+    assert reflection.reflectors["endpointslices"].controller.workers == 2
     assert str(reflection.reflectors["ingresses"].policy) == "AllowList"
 
 

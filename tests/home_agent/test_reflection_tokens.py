@@ -13,6 +13,7 @@ from typing import Any
 
 from kubernetes.client.exceptions import ApiException
 
+from annex.controller import Result
 from annex.events import EventRecorder
 from home_agent.agent import Agent
 from home_agent.config import parse_config
@@ -35,7 +36,7 @@ from shared.wellknown import (
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.play import bound_pod, extend
-from tests.home_agent.test_reflection import FakeApi, agent_with
+from tests.home_agent.test_reflection import FakeApi, agent_with, listed
 from tests.home_agent.test_reflection import _api_error as _error
 
 HOME, REMOTE = "home-1", "remote-1"
@@ -141,8 +142,8 @@ def _reflected_once() -> tuple[TokenReflector, FakeRemote, FakeHome]:
     return reflector, remote, home
 
 
-def _reconcile(reflector: TokenReflector) -> None:
-    asyncio.run(reflector.reconcile(("app", "web")))
+def _reconcile(reflector: TokenReflector) -> Result:
+    return asyncio.run(reflector.reconcile(("app", "web")))
 
 
 def _observe(reflector: TokenReflector, remote: FakeRemote) -> None:
@@ -219,11 +220,15 @@ def test_tokens_are_requested_again_when_due_for_a_refresh() -> None:
     assert remote.calls[-1] == ("replace", SECRET_PATH)
 
 
-def test_a_fresh_secret_is_woken_up_once_at_its_refresh_time() -> None:
-    reflector, _, _ = _reflected_once()
-    for _ in range(5):  # as pod status changes come
-        _reconcile(reflector)
-    assert reflector.queue.timers() == 1  # one timer, not one per reconcile
+def test_a_fresh_secret_is_looked_at_again_at_its_refresh_time_planned_once() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    _see(reflector, "ADDED", _pod())
+    planned = _reconcile(reflector).requeue_after
+    assert planned is not None and 3607 * 0.8 - 5 < planned <= 3607 * 0.8
+    _observe(reflector, remote)
+    # As pod status changes come: one planned look, not one timer per reconcile.
+    assert [_reconcile(reflector).requeue_after for _ in range(5)] == [None] * 5
 
 
 def test_a_new_pod_of_the_same_name_gets_new_tokens() -> None:
@@ -262,13 +267,14 @@ def test_a_secret_deleted_remotely_is_written_again() -> None:
 
 def test_a_secret_a_relist_no_longer_shows_is_written_again() -> None:
     reflector, remote, _ = _reflected_once()
-    reflector.queue.done(reflector.queue.get())  # nothing left queued
+    queue = reflector.controller.queue
+    queue.done(queue.get())  # nothing left queued
     remote.objects.pop(SECRET_PATH)
     # The agent's list+watch reports it with its key only (no labels to say it is a token's).
     reflector.on_remote_secret("DELETED", {"metadata": {"namespace": TWIN,
                                                         "name": "web-token"}})
     assert reflector.remote.keys() == []
-    assert reflector.queue.pending()
+    assert queue.pending()
     _reconcile(reflector)
     assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
 
@@ -349,18 +355,18 @@ def test_a_namespace_not_extended_gets_nothing() -> None:
 def test_a_failed_token_request_is_an_event_on_the_pod_and_is_retried_after_a_backoff() -> None:
     agent, remote, home = _agent()
     home.refuse_tokens = True
-    reflector = _reflector(agent)
+    reflector = _reflector(listed(agent))
     _see(reflector, "ADDED", _pod())
 
     async def one_failure_then_its_retry() -> None:
-        worker = asyncio.create_task(reflector.run(lambda: True))
+        worker = asyncio.create_task(reflector.controller.run())
         while not home.events:
             await asyncio.sleep(0.01)
         assert SECRET_PATH not in remote.objects
         home.refuse_tokens = False  # the key backs off, then is reconciled again
         while SECRET_PATH not in remote.objects:
             await asyncio.sleep(0.01)
-        reflector.stop()
+        reflector.controller.stop()
         await worker
 
     asyncio.run(asyncio.wait_for(one_failure_then_its_retry(), timeout=10))
@@ -396,7 +402,7 @@ def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -
     assert tokens is not None
     assert reflection.home_sink("pods", "ADDED", _pod()) is False  # the agent's too
     assert tokens.pods is reflection.agent.mirrors.pods  # one copy of each pod
-    assert tokens.queue.get() == ("app", "web")
+    assert tokens.controller.queue.get() == ("app", "web")
     secret = {"metadata": {"name": "web-token", "namespace": TWIN, "labels": {
         **OURS, TOKEN_SECRET_POD_LABEL: "web", TOKEN_SECRET_SERVICE_ACCOUNT_LABEL: "robot"}}}
     assert reflection.remote_sink("secrets", "ADDED", secret) is True  # the Secret reflector's
