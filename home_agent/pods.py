@@ -22,6 +22,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.controller import DONE, RETRY, Result
 from annex.events import EventRecorder
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from annex.writes import confirmed_gone, delete_owned
@@ -51,10 +52,6 @@ log = logging.getLogger(__name__)
 
 # Status fields a previous state (OffloadingBackOff) may have set and the remote status lacks.
 _TRANSIENT_STATUS_FIELDS = ("reason", "message")
-
-
-class RetryLater(Exception):
-    """The key is retried with backoff (the failure was already reported)."""
 
 
 class PodOffloader:
@@ -103,7 +100,7 @@ class PodOffloader:
         return StatusForgeConfig(node_ip=config.agent_ip, pod_cidr=config.remote_pod_cidr,
                                  remapped_pod_cidr=config.remapped_pod_cidr)
 
-    async def reconcile(self, namespace: str, name: str) -> None:
+    async def reconcile(self, namespace: str, name: str) -> Result:
         agent = self.agent
         pod = self._latest((namespace, name), agent.mirrors.pods.get((namespace, name)))
         remote_namespace = agent.mapped_remote_namespace(namespace)
@@ -115,19 +112,19 @@ class PodOffloader:
         if pod is None:
             if shadow is not None:
                 await self._delete_orphan(namespace, name, shadow)
-            return
+            return DONE
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             await self._terminate(pod, shadow, remote_namespace)
-            return
+            return DONE
         accepted = agent.accepted_remote_namespace(namespace)
         if accepted is None:
             await self._back_off(pod)
-            return
+            return DONE
         if shadow is None:
-            await self._create(pod, accepted)
-            return
+            return await self._create(pod, accepted)
         await self._update(pod, shadow)
         await self._status_back(pod, shadow)
+        return DONE
 
     # --- deletion ---------------------------------------------------------------------------
 
@@ -170,7 +167,7 @@ class PodOffloader:
 
     # --- creation and updates ---------------------------------------------------------------
 
-    async def _create(self, pod: dict[str, Any], remote_namespace: str) -> None:
+    async def _create(self, pod: dict[str, Any], remote_namespace: str) -> Result:
         config = self.forge_config()
         for warning in remote_pod_spec(pod, config).warnings:
             await self.events.record(pod, FAILED_REFLECTION_REASON, warning)
@@ -180,8 +177,7 @@ class PodOffloader:
         except Exception as error:
             if getattr(error, "status", None) == 409:
                 # Created already (its watch event brings it into the mirror), or not ours.
-                await self._report_foreign(pod, remote_namespace, body["metadata"]["name"])
-                return
+                return await self._report_foreign(pod, remote_namespace, body["metadata"]["name"])
             reason, message = error_reason(error), error_message(error)
             log.warning("could not create ShadowPod %s/%s: %s", remote_namespace,
                         body["metadata"]["name"], message)
@@ -190,10 +186,11 @@ class PodOffloader:
                                     remote_creation_failed_condition(reason, message, now))
             await self._write_status(pod, status)
             await self.events.record(pod, REMOTE_CREATION_FAILED_CONDITION, message)
-            raise RetryLater(message) from error
+            return RETRY
+        return DONE
 
     async def _report_foreign(self, pod: dict[str, Any], remote_namespace: str,
-                              name: str) -> None:
+                              name: str) -> Result:
         """A ShadowPod of the pod's name that is not ours (another peering's, by its origin and
         destination labels) is left alone and reported on the home pod; retried with backoff,
         in case it goes."""
@@ -201,12 +198,12 @@ class PodOffloader:
         config = self.agent.config
         if existing is None or is_owned(existing, config.home_cluster_id,
                                         config.remote_cluster_id):
-            return
+            return DONE
         message = (f"ShadowPod {remote_namespace}/{name} exists and is not this peering's "
                    "(its origin/destination labels differ): left alone, the pod is not offloaded")
         log.warning("pod %s/%s: %s", pod["metadata"]["namespace"], name, message)
         await self.events.record(pod, FAILED_REFLECTION_REASON, message)
-        raise RetryLater(message)
+        return RETRY
 
     async def _update(self, pod: dict[str, Any], shadow: dict[str, Any]) -> None:
         if (shadow.get("metadata") or {}).get("deletionTimestamp"):

@@ -1,10 +1,11 @@
-"""Wires the agent together: both operators, the reconcile workers and the liveness tasks on a
+"""Wires the agent together: both operators, the controllers and the liveness tasks on a
 controller thread of their own, until a signal (or a dead operator) stops everything."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 import signal
 import threading
@@ -12,8 +13,9 @@ from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from annex.controller import Controller, Result
 from annex.kube import load_connection
-from annex.kubeapi import ClusterApi, error_message
+from annex.kubeapi import ClusterApi
 from home_agent.agent import Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
 from home_agent.config import AgentConfig
@@ -24,14 +26,13 @@ from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.offloading import reconcile_offloading
 from home_agent.operators import NodePodsWatch, OperatorThread, home_watch
-from home_agent.pods import PodOffloader, RetryLater
+from home_agent.pods import PodOffloader
 from home_agent.reflection.kinds import reflection_for
 from home_agent.reflection.reflector import Reflection
 from home_agent.remote_watch import RemoteWatches
-from home_agent.synced_cache import PodState, SyncedPods
+from home_agent.synced_cache import SyncedPods
 from home_agent.virtual_node import reconcile_node
 from home_agent.webhook import serve as serve_webhook
-from annex.workqueue import SYNC_WAIT
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,12 @@ def _kind(key: Hashable) -> str:
     return str(key[0]) if isinstance(key, tuple) else "?"
 
 
-def _synced_for(agent: Agent, kind: str) -> bool:
+def mirrors_listed(agent: Agent, key: Hashable) -> bool:
+    """Whether the mirrors `key`'s reconcile reads are listed (the key is parked until then):
+    nothing is decided on a mirror still filling. The node waits for the home listings, the
+    twins for the tenant namespace's, namespaces and pods for both sides' (a missing ShadowPod
+    or NamespaceMap must not read as "gone")."""
+    kind = _kind(key)
     if kind == "twins":
         return agent.tenant_synced.is_set()
     if not agent.home_synced.is_set():
@@ -49,8 +55,8 @@ def _synced_for(agent: Agent, kind: str) -> bool:
 
 
 async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
-                    key: Hashable) -> None:
-    """One key, its mirrors synced (see `worker`)."""
+                    synced_pods: SyncedPods | None, key: Hashable) -> Result | None:
+    """One key, its mirrors listed (`mirrors_listed`)."""
     assert isinstance(key, tuple)
     match key:
         case ("node",):
@@ -60,76 +66,32 @@ async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
         case ("offloading", namespace):
             await reconcile_offloading(agent, namespace)
         case ("pod", namespace, name):
-            await pods.reconcile(namespace, name)
+            return await reconcile_pod(agent, pods, synced_pods, namespace, name)
+    return None
 
 
-class Parked:
-    """Keys taken before their mirrors were listed. Each stays in process in the queue (counted
-    as pending, never taken twice) until its side is listed, then goes back in line. Requeueing
-    each key every SYNC_WAIT instead kept thousands of keys cycling through the workers during a
-    restart's initial listings, competing with them for the interpreter."""
-
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self._lock = threading.Lock()
-        self._keys: set[Hashable] = set()
-
-    def add(self, key: Hashable) -> None:
-        with self._lock:
-            self._keys.add(key)
-
-    def release_synced(self) -> None:
-        with self._lock:
-            ready = {key for key in self._keys if _synced_for(self.agent, _kind(key))}
-            self._keys -= ready
-        for key in ready:
-            self.agent.queue.add(key)  # marked dirty while in process: done() requeues it
-            self.agent.queue.done(key)
-
-    async def run(self) -> None:
-        while True:
-            await asyncio.sleep(SYNC_WAIT)
-            self.release_synced()
+async def reconcile_pod(agent: Agent, pods: PodOffloader, synced_pods: SyncedPods | None,
+                        namespace: str, name: str) -> Result:
+    """With `--redis-url`, a pod whose inputs are those of its last converged reconcile is
+    skipped (counted "unchanged")."""
+    if synced_pods is None:
+        return await pods.reconcile(namespace, name)
+    unchanged, state = synced_pods.check(agent, namespace, name)
+    if unchanged:
+        return Result(outcome="unchanged")
+    result = await pods.reconcile(namespace, name)
+    if not result.retry:
+        synced_pods.reconciled(namespace, name, state)
+    return result
 
 
-async def worker(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
-                 metrics: Metrics, parked: Parked, synced_pods: SyncedPods | None) -> None:
-    while True:
-        key = await agent.queue.get_async()
-        if key is None:
-            return
-        kind = _kind(key)
-        if not _synced_for(agent, kind):
-            # Nothing is decided on a mirror still filling: the node waits for the home
-            # listings, namespaces and pods for both sides' (a missing ShadowPod or
-            # NamespaceMap must not read as "gone").
-            parked.add(key)
-            continue
-        state: PodState | None = None
-        if synced_pods is not None and isinstance(key, tuple) and kind == "pod":
-            unchanged, state = synced_pods.check(agent, key[1], key[2])
-            if unchanged:
-                agent.queue.forget(key)
-                agent.queue.done(key)
-                metrics.reconciled(kind, "unchanged")
-                continue
-        try:
-            await reconcile(agent, pods, watches, key)
-            agent.queue.forget(key)
-            metrics.reconciled(kind, "success")
-            if synced_pods is not None and isinstance(key, tuple) and kind == "pod":
-                synced_pods.reconciled(key[1], key[2], state)
-        except RetryLater:
-            agent.queue.retry(key)
-            metrics.reconciled(kind, "retry")
-        except Exception as error:  # noqa: BLE001 - one key's failure never stops the others
-            metrics.reconciled(kind, "error")
-            delay = agent.queue.retry(key)
-            log.warning("reconcile %s failed (retry in %.1fs): %s", key, delay,
-                        error_message(error))
-            log.debug("reconcile %s failed", key, exc_info=True)
-        finally:
-            agent.queue.done(key)
+def agent_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPods | None,
+                     metrics: Metrics) -> Controller[Hashable]:
+    """The agent's own keys (`agent.queue`), counted per key kind too."""
+    return Controller(
+        "agent", functools.partial(reconcile, agent, PodOffloader(agent), watches, synced_pods),
+        workers=agent.config.workers, ready=functools.partial(mirrors_listed, agent),
+        observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome), queue=agent.queue)
 
 
 async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflection,
@@ -137,17 +99,14 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
     loop = asyncio.get_running_loop()
     # For the few blocking calls (waiting for the stop, replacing the twins watch, DNS).
     loop.set_default_executor(ThreadPoolExecutor(max_workers=8))
-    pods = PodOffloader(agent)
     metrics = Metrics(reflection.queued)
-    parked = Parked(agent)
     synced_pods = None
     if agent.config.redis_url:
         synced_pods = SyncedPods(agent.config.redis_url, agent.config.home_cluster_id,
                                  agent.config.remote_cluster_id)
         await synced_pods.load()
-    tasks = [asyncio.create_task(worker(agent, pods, watches, metrics, parked, synced_pods))
-             for _ in range(agent.config.workers)]
-    tasks.append(asyncio.create_task(parked.run()))
+    agent_keys = agent_controller(agent, watches, synced_pods, metrics)
+    tasks = [asyncio.create_task(agent_keys.run())]
     if synced_pods is not None:
         tasks.append(asyncio.create_task(synced_pods.run()))
     tasks.append(asyncio.create_task(watches.start()))
@@ -161,7 +120,7 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
     for server in servers:
         if server is not None:
             await server.cleanup()
-    agent.queue.shutdown()
+    agent_keys.stop()
     reflection.stop()
     for task in tasks:
         task.cancel()

@@ -4,11 +4,15 @@ line once their side is listed."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Hashable
 from typing import Any
 
+from annex.controller import Controller
 from home_agent.agent import NODE_KEY, Agent, pod_key
 from home_agent.config import AgentConfig
-from home_agent.runner import Parked
+from home_agent.metrics import Metrics
+from home_agent.runner import agent_controller
 
 
 def agent() -> Agent:
@@ -16,41 +20,51 @@ def agent() -> Agent:
     return Agent(AgentConfig("home", "remote", "remote.kubeconfig"), no_client, no_client)
 
 
+def controller(state: Agent) -> Controller[Hashable]:
+    no_watches: Any = None
+    return agent_controller(state, no_watches, None, Metrics())
+
+
 def take(state: Agent) -> Any:
     assert state.queue.pending()
     return state.queue.get()
 
 
+def park(controller: Controller[Hashable], key: Hashable) -> None:
+    """A worker takes `key` before its mirrors are listed."""
+    asyncio.run(controller.process(key))
+
+
 def test_a_parked_key_counts_as_queued_and_is_not_ready_until_its_side_is_listed() -> None:
     state = agent()
-    parked = Parked(state)
+    parked = controller(state)
     state.enqueue(pod_key("ns", "web"))
-    parked.add(take(state))
+    park(parked, take(state))
 
-    parked.release_synced()
+    parked.release_parked()
     assert len(state.queue) == 1 and not state.queue.pending()
 
     state.home_synced.set()
-    parked.release_synced()  # a pod also needs the remote side
+    parked.release_parked()  # a pod also needs the remote side
     assert not state.queue.pending()
 
     state.tenant_synced.set()
     state.twins_synced.set()
-    parked.release_synced()
+    parked.release_parked()
     assert take(state) == pod_key("ns", "web")
 
 
 def test_a_key_added_again_while_parked_comes_back_once() -> None:
     state = agent()
-    parked = Parked(state)
+    parked = controller(state)
     state.enqueue(pod_key("ns", "web"))
-    parked.add(take(state))
+    park(parked, take(state))
     state.enqueue(pod_key("ns", "web"))  # a watch event meanwhile
     assert not state.queue.pending()
 
     for synced in (state.home_synced, state.tenant_synced, state.twins_synced):
         synced.set()
-    parked.release_synced()
+    parked.release_parked()
     key = take(state)
     state.queue.done(key)
     assert key == pod_key("ns", "web") and len(state.queue) == 0
@@ -58,12 +72,12 @@ def test_a_key_added_again_while_parked_comes_back_once() -> None:
 
 def test_each_key_waits_only_for_the_listings_it_needs() -> None:
     state = agent()
-    parked = Parked(state)
+    parked = controller(state)
     for key in (NODE_KEY, pod_key("ns", "web")):
         state.enqueue(key)
-        parked.add(take(state))
+        park(parked, take(state))
 
     state.home_synced.set()
-    parked.release_synced()
+    parked.release_parked()
     assert take(state) == NODE_KEY  # the node needs the home side only
     assert not state.queue.pending()
