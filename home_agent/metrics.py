@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from aiohttp import web
 
+from annex.controller import Controller, metric_families
 from annex.kubeapi import REQUESTS, RequestMetrics
 from annex.probes import exposition, metric_family, serve_probes
 from home_agent.agent import Agent
@@ -18,8 +20,9 @@ log = logging.getLogger(__name__)
 
 
 class Metrics:
-    """Reconcile outcomes per key kind, thread-safe (workers count, the server reads), and the
-    requests the agent's clients made (both clusters: the `host` label tells them apart)."""
+    """Reconcile outcomes per key kind, thread-safe (workers count, the server reads), every
+    controller's counts, and the requests the agent's clients made (both clusters: the `host`
+    label tells them apart)."""
 
     def __init__(self, reflection_queued: Callable[[], Mapping[str, int]] | None = None,
                  requests: RequestMetrics = REQUESTS) -> None:
@@ -28,6 +31,9 @@ class Metrics:
         self._reflection_queued = reflection_queued
         """Keys waiting per reflection part (`Reflection.queued`)."""
         self._requests = requests
+        self.controllers: Sequence[Controller[Any]] = ()
+        """Whose outcomes and queued keys are shown per controller (set once they are made:
+        the agent's counts its outcomes here per key kind)."""
 
     def reconciled(self, kind: str, result: str) -> None:
         with self._lock:
@@ -61,6 +67,7 @@ class Metrics:
                            [(f'part="{part}"', count) for part, count in sorted(
                                (self._reflection_queued() if self._reflection_queued else {})
                                .items())]),
+            *metric_families("annex_home_agent", self.controllers),
             *self._requests.families(),
         ])
 

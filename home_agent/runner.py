@@ -106,6 +106,7 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
                                  agent.config.remote_cluster_id)
         await synced_pods.load()
     agent_keys = agent_controller(agent, watches, synced_pods, metrics)
+    metrics.controllers = [agent_keys, *reflection.controllers()]
     tasks = [asyncio.create_task(agent_keys.run())]
     if synced_pods is not None:
         tasks.append(asyncio.create_task(synced_pods.run()))

@@ -1,0 +1,38 @@
+"""/metrics counts the agent's reconciles per key kind (what benchmarks read) and per controller
+(`annex.controller.metric_families`), the reflection's controllers included."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from home_agent.agent import pod_key
+from home_agent.metrics import Metrics
+from home_agent.reflection.kinds import COMPANIONS, KINDS
+from home_agent.reflection.reflector import Reflection
+from home_agent.runner import agent_controller
+from tests.home_agent.test_reflection import _agent, listed
+
+
+def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
+    agent, _, _ = _agent(reflection_workers={"configmap": 1, "event": 1})
+    listed(agent)
+    reflection = Reflection(agent, KINDS, COMPANIONS)
+    metrics = Metrics(reflection.queued)
+    no_watches: Any = None
+    controller = agent_controller(agent, no_watches, None, metrics)
+    metrics.controllers = [controller, *reflection.controllers()]
+    agent.enqueue(pod_key("app", "web"))  # no such pod, no ShadowPod: nothing to do
+
+    async def process_queued() -> None:
+        while agent.queue.pending():
+            await controller.process(agent.queue.get())
+
+    asyncio.run(process_queued())
+    text = metrics.exposition(agent).splitlines()
+    assert 'annex_home_agent_reconciles_total{kind="pod",result="success"} 1' in text
+    assert 'annex_home_agent_queued_keys 0' in text
+    assert ('annex_home_agent_controller_reconciles_total{controller="agent",result="success"} 1'
+            in text)
+    for name in ("agent", "configmaps", "events"):
+        assert f'annex_home_agent_controller_queued_keys{{controller="{name}"}} 0' in text
