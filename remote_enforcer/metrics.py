@@ -1,10 +1,13 @@
-"""Counters the enforcer exposes on /metrics (Prometheus text format, served by annex.probes)."""
+"""Counters the enforcer exposes on /metrics (Prometheus text format, served by annex.probes):
+its own, its controllers' (annex.controller) and its clients' requests."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
+from annex.controller import Controller, metric_families
 from annex.kubeapi import REQUESTS, RequestMetrics
 from annex.probes import exposition, metric_family
 
@@ -22,6 +25,7 @@ class Metrics:
     def __init__(self, requests: RequestMetrics = REQUESTS) -> None:
         self._counts: Counter[tuple[str, str]] = Counter()
         self.gauges: dict[str, tuple[str, Callable[[], float]]] = {}
+        self.controllers: list[Controller[Any]] = []
         self._requests = requests
 
     def count(self, name: str, labels: str = "") -> None:
@@ -39,4 +43,5 @@ class Metrics:
             lines += metric_family(f"{PREFIX}_{name}", "counter", help_text, series)
         for name, (help_text, read) in sorted(self.gauges.items()):
             lines += metric_family(f"{PREFIX}_{name}", "gauge", help_text, [("", read())])
-        return exposition([*lines, *self._requests.families()])
+        return exposition([*lines, *metric_families(PREFIX, self.controllers),
+                           *self._requests.families()])

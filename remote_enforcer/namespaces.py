@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from annex.controller import Controller
 from annex.kubeapi import ApiError, ClusterApi, core_path, custom_path, group_path, retrying
 from annex.mirror import Key
 from remote_enforcer.consumers import Consumers
-from remote_enforcer.keyed import KeyedRunner
 from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
 from shared.ownership import is_owned, ownership_labels
@@ -71,25 +71,27 @@ def pod_security_labels_patch(namespace: dict[str, Any], consumers: Consumers
 
 class TwinNamespaceLabels:
     """Keeps every twin namespace at its consumer's Pod Security level: a level changed in the
-    Quota, or a label changed by hand, is set again (the enforcer owns twin namespaces)."""
+    Quota, or a label changed by hand, is set again (the enforcer owns twin namespaces). Keys
+    wait for the consumers' caches to be listed (a Quota not listed yet is no policy)."""
 
-    def __init__(self, api: ClusterApi, consumers: Consumers) -> None:
+    def __init__(self, api: ClusterApi, consumers: Consumers, workers: int) -> None:
         self.api = api
         self.consumers = consumers
-        self.runner: KeyedRunner[str] = KeyedRunner(self._reconcile, workers=4)
+        self.controller: Controller[str] = Controller(
+            "twin-namespace-labels", self._reconcile, workers=workers,
+            ready=lambda _: consumers.listed.is_set())
 
     def on_namespace(self, event_type: str, namespace: dict[str, Any]) -> None:
         if event_type != "DELETED" and self.consumers.twin_consumer(namespace) is not None:
-            self.runner.trigger(namespace["metadata"]["name"])
+            self.controller.add(namespace["metadata"]["name"])
 
     def on_quota(self, event_type: str, quota: dict[str, Any]) -> None:
         del event_type  # a deleted Quota puts its consumer back on the default policy
         consumer = (quota.get("spec") or {}).get("consumerClusterId")
         for namespace in self.consumers.twin_namespaces(str(consumer)):
-            self.runner.trigger(namespace["metadata"]["name"])
+            self.controller.add(namespace["metadata"]["name"])
 
     async def _reconcile(self, name: str) -> None:
-        await self.consumers.listed.wait()
         key: Key = ("", name)
         namespace = self.consumers.namespaces.get(key)
         patch = None if namespace is None else pod_security_labels_patch(namespace,
@@ -161,6 +163,8 @@ class NamespaceMapper:
             log.info("deleted twin namespace %s of consumer %s", remote, consumer)
 
     async def reconcile(self, namespace_map: dict[str, Any]) -> None:
+        # kopf does not retry event handlers: this is the map's only retry (a finalizer write
+        # that met a newer version, 409, runs again from a fresh read).
         meta = namespace_map["metadata"]
         await retrying(lambda: self._reconcile(meta["namespace"], meta["name"]))
 

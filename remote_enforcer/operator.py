@@ -13,6 +13,7 @@ from typing import Any
 
 import kopf
 
+from annex.controller import Controller
 from annex.kube import ClientLimits, kopf_login, load_connection
 from annex.kubeapi import ClusterApi, core_path, custom_path
 from annex.listwatch import Sink, list_and_watch
@@ -99,7 +100,7 @@ class Watches:
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     configured = kopf.OperatorSettings()
-    configured.batching.worker_limit = settings.workers or None
+    configured.batching.worker_limit = settings.workers
     # An idle per-object worker holds a slot this long: short, or new objects wait for slots.
     configured.batching.idle_timeout = settings.worker_idle_seconds
     configured.posting.level = logging.WARNING
@@ -127,13 +128,15 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         admission = Admission(api, ledger, consumers)
         watches = Watches(ShadowPodEnforcer(api, metrics, consumers, settings.workers),
                           OfferPublisher(api, settings), ledger, consumers,
-                          TwinNamespaceLabels(api, consumers))
+                          TwinNamespaceLabels(api, consumers, settings.workers))
         registry = build_registry(login, NamespaceMapper(api, settings.cluster_id, consumers))
         metrics.gauges["shadowpods_counted"] = (
             "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
-        metrics.gauges["shadowpods_reconciling"] = (
-            "ShadowPods being reconciled or waiting for a worker.",
-            lambda: float(len(watches.shadowpods.runner)))
+        controllers: list[Controller[Any]] = [watches.shadowpods.controller,
+                                              watches.twins.controller]
+        metrics.controllers = controllers
+        reconciling = [asyncio.create_task(controller.run(), name=f"controller-{controller.name}")
+                       for controller in controllers]
         listed: dict[str, asyncio.Event] = {}
 
         def on_listed(name: str) -> Callable[[], None]:
@@ -187,8 +190,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                                 standalone=True, clusterwide=True, ready_flag=kopf_ready,
                                 stop_flag=stop)
         finally:
-            watches.shadowpods.runner.cancel()
-            watches.twins.runner.cancel()
+            # No new reconcile starts; the ones under way finish before the client closes.
+            for controller in controllers:
+                controller.stop()
+            await asyncio.gather(*reconciling, return_exceptions=True)
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)

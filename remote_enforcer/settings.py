@@ -74,7 +74,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--health-port", type=int, default=8080,
                    help="/healthz and /readyz (0: pick a free port)")
     p.add_argument("--workers", type=int, default=32,
-                   help="ShadowPods reconciled at once (0: no limit); each holds at most one "
+                   help="reconciles run at once, by each of the ShadowPod and twin namespace "
+                        "controllers and by kopf for NamespaceMaps; each holds at most one "
                         "request, so this also bounds the connections to the API server")
     p.add_argument("--worker-idle-seconds", type=float, default=1.0,
                    help="how long an idle NamespaceMap keeps its kopf worker")
@@ -101,6 +102,8 @@ def parse(argv: list[str] | None = None) -> Settings:
     args = parser().parse_args(argv)
     if bool(args.webhook_cert) != bool(args.webhook_key):
         parser().error("--webhook-cert and --webhook-key go together")
+    if args.workers < 1:
+        parser().error("--workers must be at least 1")
     if args.offer_mode == "fixed" and not args.offer_resources:
         parser().error("--offer-mode fixed needs --offer-resources")
     values = vars(args)

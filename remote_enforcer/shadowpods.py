@@ -3,8 +3,9 @@ again once terminal; the pod's status is copied into the ShadowPod (written only
 pod the API server refuses (quota, policy, invalid spec) is recorded in the ShadowPod status
 (condition `PodCreated` False, for the home pod to show) and tried again with backoff.
 
-Decisions are taken from the caches the list+watches keep (no read per event). One reconcile per
-(namespace, name) at a time; events for a key being reconciled make it run once more afterwards.
+Decisions are taken from the caches the list+watches keep (no read per event), once both hold
+their first list (the controller's sync gate). One reconcile per (namespace, name) at a time,
+on annex.controller; events for a key being reconciled make it run once more afterwards.
 Writes made from a cache that may lag are guarded: the ShadowPod status is written only over the
 version it was computed from (a stale cache gets 409 and the newer version's event reconciles
 again), and a pod is created only after a live read of its ShadowPod (see `_create_pod`).
@@ -17,6 +18,7 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
 from annex.kubeapi import (
     RETRIED_STATUSES,
@@ -25,12 +27,10 @@ from annex.kubeapi import (
     ClusterApi,
     core_path,
     custom_path,
-    retrying,
 )
 from annex.mirror import Key, Mirror
 from remote_enforcer.admission import origin_problem, pod_policy_problem
 from remote_enforcer.consumers import Consumers
-from remote_enforcer.keyed import KeyedRunner
 from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
@@ -40,10 +40,9 @@ log = logging.getLogger(__name__)
 
 JSON_PATCH = "application/json-patch+json"
 POLICY_REFUSED_REASON = "PodPolicy"
-
-
-class PodRefused(Exception):
-    """The enforcer will not make this pod (the provider's policy): retried with backoff."""
+REFUSED = Result(retry=True, outcome="refused")
+"""The pod was not made (the provider's policy, or the API server refused it): recorded on the
+ShadowPod, and tried again with backoff (a quota may free up, a policy loosen)."""
 
 
 def shadowpod_path(namespace: str, name: str = "", subresource: str = "") -> str:
@@ -59,7 +58,7 @@ class ShadowPodEnforcer:
     holds the pods ShadowPods make (origin-labelled), `shadowpods` every ShadowPod."""
 
     def __init__(self, api: ClusterApi, metrics: Metrics, consumers: Consumers,
-                 workers: int = 0) -> None:
+                 workers: int) -> None:
         self.api = api
         self.metrics = metrics
         self.consumers = consumers
@@ -74,16 +73,18 @@ class ShadowPodEnforcer:
         # Keys whose status write met a newer version than the cache held: that version's
         # event reconciles them, even if it changed nothing the pod follows.
         self._outdated: set[Key] = set()
-        self.runner = KeyedRunner(self._reconcile, workers)
         self.listed = asyncio.Event()
         """Set once both caches hold their first list: nothing is decided from a cache still
         filling (a pod not listed yet is not a pod to create)."""
+        self.controller: Controller[Key] = Controller(
+            "shadowpods", self._reconcile, workers=workers,
+            ready=lambda _: self.listed.is_set())
 
     def on_pod_event(self, event_type: str, pod: dict[str, Any]) -> None:
         key = self.pods.apply(event_type, pod)
         if event_type == "DELETED":
             self._deleted_pods[key] = pod
-        self.runner.trigger(key)
+        self.controller.add(key)
 
     def on_shadowpod_event(self, event_type: str, shadowpod: dict[str, Any]) -> None:
         key = self.shadowpods.apply(event_type, shadowpod)
@@ -97,7 +98,7 @@ class ShadowPodEnforcer:
             return
         self._outdated.discard(key)
         self._followed[uid] = followed
-        self.runner.trigger(key)
+        self.controller.add(key)
 
     async def write_status(self, shadowpod: dict[str, Any], status: dict[str, Any]) -> bool:
         """Replace the status of exactly this version of the ShadowPod; False when it has
@@ -118,44 +119,40 @@ class ShadowPodEnforcer:
                 raise
             cached = self.shadowpods.get(key)
             if cached is not None and cached["metadata"]["resourceVersion"] != version:
-                self.runner.trigger(key)  # the newer version arrived meanwhile
+                self.controller.add(key)  # the newer version arrived meanwhile
             else:
                 self._outdated.add(key)
             return False
         return True
 
-    async def _reconcile(self, key: Key) -> None:
-        await self.listed.wait()
-        await retrying(lambda: self._reconcile_once(key))
-
-    async def _reconcile_once(self, key: Key) -> None:
+    async def _reconcile(self, key: Key) -> Result:
         namespace, name = key
         last_pod = self._deleted_pods.pop(key, None)
         pod = self.pods.get(key)
         shadowpod = self.shadowpods.get(key)
         if shadowpod is None or shadowpod["metadata"].get("deletionTimestamp"):
-            return  # the garbage collector removes the pod with its owner
+            return DONE  # the garbage collector removes the pod with its owner
         if last_pod is not None and enforcement.is_controlled_by(last_pod, shadowpod):
             status = enforcement.shadowpod_status(shadowpod, last_pod)
             if status is not None and status.get("phase") in enforcement.TERMINAL_PHASES:
                 if not await self.write_status(shadowpod, status):
                     self._deleted_pods.setdefault(key, last_pod)  # again, on the newer version
-                    return
+                    return DONE
                 shadowpod = {**shadowpod, "status": status}
         if pod is None:
-            await self._create_pod(key)
-            return
+            return await self._create_pod(key)
         if not enforcement.is_controlled_by(pod, shadowpod):
             await self._report_foreign(pod, shadowpod)
-            return
+            return DONE
         status = enforcement.shadowpod_status(shadowpod, pod)
         if status is not None:
             await self.write_status(shadowpod, status)
         patch = enforcement.pod_patch(pod, shadowpod)
         if patch is not None and not pod["metadata"].get("deletionTimestamp"):
             await self.api.patch(pod_path(namespace, name), patch, STRATEGIC_MERGE_PATCH)
+        return DONE
 
-    async def _create_pod(self, key: Key) -> None:
+    async def _create_pod(self, key: Key) -> Result:
         # Read live, after the pod was seen gone: the garbage collector removes a pod only after
         # its ShadowPod is gone, so a ShadowPod that exists now still wants its pod. Decided
         # from the cache alone, a ShadowPod deleted (and its pod collected) before the cache saw
@@ -164,14 +161,13 @@ class ShadowPodEnforcer:
         shadowpod = await self.api.find(shadowpod_path(namespace, name))
         if (shadowpod is None or shadowpod["metadata"].get("deletionTimestamp")
                 or enforcement.is_terminal(shadowpod)):
-            return
+            return DONE
         refusal = await self._refusal(shadowpod)
         if refusal is not None:
-            # Shown at home like an API server's refusal, and tried again with backoff (the
-            # provider may loosen the consumer's policy).
+            # Shown at home like an API server's refusal.
             log.error("not creating pod %s/%s: %s", namespace, name, refusal)
             await self._record_refusal(shadowpod, POLICY_REFUSED_REASON, refusal)
-            raise PodRefused(refusal)
+            return REFUSED
         try:
             await self.api.create(pod_path(namespace), enforcement.desired_pod(shadowpod))
         except ApiError as error:
@@ -182,20 +178,21 @@ class ShadowPodEnforcer:
                 if existing is not None and not enforcement.is_controlled_by(existing,
                                                                              shadowpod):
                     await self._report_foreign(existing, shadowpod)
-                return
+                return DONE
             log.error("cannot create pod %s/%s: %s", namespace, name, error)
             if error.status in RETRIED_STATUSES:
                 raise
             # Refused (ResourceQuota, Pod Security, RuntimeClass, invalid spec): recorded where
-            # the home agent looks, and tried again with backoff (a quota may free up).
+            # the home agent looks.
             await self._record_refusal(shadowpod, str(error.body.get("reason") or ""),
                                        str(error.body.get("message") or error))
-            raise
+            return REFUSED
         self.metrics.count("pods_created_total")
         if enforcement.had_pod(shadowpod):
             log.info("recreated pod %s/%s", namespace, name)
             self.metrics.count("pod_recreations_total")
             await self._record_recreation(shadowpod)
+        return DONE
 
     async def _refusal(self, shadowpod: dict[str, Any]) -> str | None:
         """Why this enforcer must not make the ShadowPod's pod, or None. Admission checks the

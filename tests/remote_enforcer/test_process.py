@@ -42,6 +42,9 @@ def test_inconsistent_flags_are_refused() -> None:
     answer = run_cli("--cluster-id", "p", "--offer-resources", "cpu=lots")
     assert answer.returncode == 2
     assert "cpu:" in answer.stderr
+    answer = run_cli("--cluster-id", "p", "--workers", "0")  # workers are bounded
+    assert answer.returncode == 2
+    assert "--workers must be at least 1" in answer.stderr
 
 
 def test_probes_and_metrics(remote: Any, enforcer: Any, shadowpods: ShadowPods) -> None:
@@ -55,6 +58,12 @@ def test_probes_and_metrics(remote: Any, enforcer: Any, shadowpods: ShadowPods) 
     assert 'annex_remote_enforcer_admissions_total{result="allowed"}' in text
     assert "annex_remote_enforcer_pods_created_total " in text
     assert "annex_remote_enforcer_shadowpods_counted " in text
+    # Its controllers' reconciles and queues (annex.controller).
+    assert re.search(r'annex_remote_enforcer_controller_reconciles_total\{'
+                     r'controller="shadowpods",result="success"\} [1-9]', text)
+    assert 'annex_remote_enforcer_controller_queued_keys{controller="shadowpods"}' in text
+    assert ('annex_remote_enforcer_controller_queued_keys{controller="twin-namespace-labels"}'
+            in text)
     # The requests of its client: here the pod it created for the ShadowPod.
     host = urlsplit(load_connection(str(remote.kubeconfig)).server).netloc
     assert re.search(r'annex_rest_client_requests_by_resource_total\{code="201",group="",'

@@ -1,16 +1,16 @@
 """The enforcer decides from its watch caches, which may lag the API server: what guards each
-write it makes from them, and how its per-key runner coalesces events."""
+write it makes from them."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from annex.kubeapi import ApiError
 from remote_enforcer.consumers import Consumers
-from remote_enforcer.keyed import KeyedRunner
 from remote_enforcer.metrics import Metrics
 from remote_enforcer.shadowpods import ShadowPodEnforcer, pod_path, shadowpod_path
 from shared.forge import enforcement
@@ -74,32 +74,47 @@ def run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(scenario(), 10))
 
 
+async def until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.005)
+
+
 async def settled(enforcer: ShadowPodEnforcer) -> None:
-    while len(enforcer.runner):
-        await asyncio.sleep(0)
+    """Every key reconciled, none waiting (nor parked, nor backing off)."""
+    await until(lambda: len(enforcer.controller) == 0)
 
 
-def enforcer_with(api: FakeApi) -> ShadowPodEnforcer:
-    enforcer = ShadowPodEnforcer(api, Metrics(), consumers())  # type: ignore[arg-type]
-    enforcer.listed.set()
-    return enforcer
+@contextlib.asynccontextmanager
+async def running(api: FakeApi, listed: bool = True) -> AsyncIterator[ShadowPodEnforcer]:
+    """An enforcer whose controller runs; its caches listed unless `listed` is False."""
+    enforcer = ShadowPodEnforcer(api, Metrics(), consumers(), 2)  # type: ignore[arg-type]
+    if listed:
+        enforcer.listed.set()
+    task = asyncio.create_task(enforcer.controller.run())
+    try:
+        yield enforcer
+    finally:
+        enforcer.controller.stop()
+        await task
 
 
 def test_a_pod_is_created_only_after_its_shadowpod_is_read_live() -> None:
     async def scenario() -> None:
         api = FakeApi()
-        enforcer = enforcer_with(api)
-        # The cache still holds a ShadowPod the API server no longer has (its pod collected).
-        enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
-        await settled(enforcer)
-        assert ("get", shadowpod_path(NAMESPACE, NAME)) in api.calls
-        assert not [call for call in api.calls if call[0] == "create"]
+        async with running(api) as enforcer:
+            # The cache still holds a ShadowPod the API server no longer has (its pod
+            # collected).
+            enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
+            await settled(enforcer)
+            assert ("get", shadowpod_path(NAMESPACE, NAME)) in api.calls
+            assert not [call for call in api.calls if call[0] == "create"]
 
-        api.objects[shadowpod_path(NAMESPACE, NAME)] = shadowpod("2")
-        enforcer.on_shadowpod_event("MODIFIED", {**shadowpod("2"), "metadata": {
-            **shadowpod("2")["metadata"], "labels": {ORIGIN_CLUSTER_LABEL: "home", "v": "2"}}})
-        await settled(enforcer)
-        assert ("create", pod_path(NAMESPACE)) in api.calls
+            api.objects[shadowpod_path(NAMESPACE, NAME)] = shadowpod("2")
+            enforcer.on_shadowpod_event("MODIFIED", {**shadowpod("2"), "metadata": {
+                **shadowpod("2")["metadata"], "labels": {ORIGIN_CLUSTER_LABEL: "home",
+                                                         "v": "2"}}})
+            await settled(enforcer)
+            assert ("create", pod_path(NAMESPACE)) in api.calls
     run(scenario)
 
 
@@ -107,16 +122,15 @@ def test_nothing_is_decided_before_both_caches_are_listed() -> None:
     async def scenario() -> None:
         api = FakeApi()
         api.objects[shadowpod_path(NAMESPACE, NAME)] = shadowpod("1")
-        enforcer = ShadowPodEnforcer(api, Metrics(), consumers())  # type: ignore[arg-type]
-        enforcer.on_shadowpod_event("ADDED", shadowpod("1"))  # its pod is not listed yet
-        for _ in range(10):
-            await asyncio.sleep(0)
-        assert api.calls == []
-        enforcer.on_pod_event("ADDED", running_pod(shadowpod("1")))
-        enforcer.listed.set()
-        await settled(enforcer)
-        assert ("create", pod_path(NAMESPACE)) not in api.calls  # the pod was there
-        assert ("patch", shadowpod_path(NAMESPACE, NAME, "status")) in api.calls
+        async with running(api, listed=False) as enforcer:
+            enforcer.on_shadowpod_event("ADDED", shadowpod("1"))  # its pod is not listed yet
+            await until(lambda: not enforcer.controller.queue.pending())  # taken, and held
+            assert api.calls == [] and len(enforcer.controller) == 1
+            enforcer.on_pod_event("ADDED", running_pod(shadowpod("1")))
+            enforcer.listed.set()
+            await settled(enforcer)
+            assert ("create", pod_path(NAMESPACE)) not in api.calls  # the pod was there
+            assert ("patch", shadowpod_path(NAMESPACE, NAME, "status")) in api.calls
     run(scenario)
 
 
@@ -124,67 +138,25 @@ def test_a_status_refused_as_outdated_is_written_again_over_the_next_version() -
     async def scenario() -> None:
         api = FakeApi()
         api.conflicts = 1
-        enforcer = enforcer_with(api)
-        enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
-        enforcer.on_pod_event("ADDED", running_pod(shadowpod("1")))
-        await settled(enforcer)
-        status_writes = [c for c in api.calls if c == ("patch", shadowpod_path(
-            NAMESPACE, NAME, "status"))]
-        assert len(status_writes) == 1  # refused: the cache's version was outdated
+        status_write = ("patch", shadowpod_path(NAMESPACE, NAME, "status"))
+        async with running(api) as enforcer:
+            enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
+            enforcer.on_pod_event("ADDED", running_pod(shadowpod("1")))
+            await settled(enforcer)
+            # refused: the cache's version was outdated
+            assert api.calls.count(status_write) == 1
 
-        # The newer version changes nothing the pod follows (another status write), and is
-        # still reconciled: the status was never written.
-        enforcer.on_shadowpod_event("MODIFIED", shadowpod("2", phase="Pending"))
-        await settled(enforcer)
-        status_writes = [c for c in api.calls if c == ("patch", shadowpod_path(
-            NAMESPACE, NAME, "status"))]
-        assert len(status_writes) == 2
+            # The newer version changes nothing the pod follows (another status write), and is
+            # still reconciled: the status was never written.
+            enforcer.on_shadowpod_event("MODIFIED", shadowpod("2", phase="Pending"))
+            await settled(enforcer)
+            assert api.calls.count(status_write) == 2
 
-        # Converged: a status-only event of the written version reconciles nothing.
-        before = len(api.calls)
-        enforcer.on_shadowpod_event("MODIFIED", shadowpod("3", phase="Running"))
-        await settled(enforcer)
-        assert len(api.calls) == before
-    run(scenario)
-
-
-def test_events_for_a_key_being_reconciled_make_one_more_run() -> None:
-    async def scenario() -> None:
-        runs: list[str] = []
-        release = asyncio.Event()
-
-        async def reconcile(key: str) -> None:
-            runs.append(key)
-            await release.wait()
-
-        runner = KeyedRunner(reconcile, workers=1)
-        runner.trigger("a")
-        await asyncio.sleep(0)
-        for _ in range(5):
-            runner.trigger("a")  # coalesce into one more run
-        runner.trigger("b")  # waits for the single worker
-        release.set()
-        while len(runner):
-            await asyncio.sleep(0)
-        assert runs == ["a", "b", "a"] or runs == ["a", "a", "b"]
-    run(scenario)
-
-
-def test_a_failed_key_comes_back_after_a_backoff() -> None:
-    async def scenario() -> None:
-        attempts: list[float] = []  # when each attempt ran
-        done = asyncio.Event()
-
-        async def reconcile(key: str) -> None:
-            attempts.append(asyncio.get_running_loop().time())
-            if len(attempts) < 3:
-                raise RuntimeError("not yet")
-            done.set()
-
-        runner = KeyedRunner(reconcile, base_delay=0.01)
-        runner.trigger("a")
-        await done.wait()
-        assert len(attempts) == 3
+            # Converged: a status-only event of the written version reconciles nothing.
+            before = len(api.calls)
+            enforcer.on_shadowpod_event("MODIFIED", shadowpod("3", phase="Running"))
+            await settled(enforcer)
+            assert len(api.calls) == before
     run(scenario)
 
 
@@ -200,9 +172,11 @@ def test_pods_are_made_only_in_twin_namespaces_of_ours_and_within_the_pod_policy
             api = FakeApi()
             meta = body["metadata"]
             api.objects[shadowpod_path(meta["namespace"], NAME)] = body
-            enforcer = enforcer_with(api)
-            enforcer.on_shadowpod_event("ADDED", body)
-            await settled(enforcer)
+            async with running(api) as enforcer:
+                enforcer.on_shadowpod_event("ADDED", body)
+                # refused, and tried again after a backoff
+                await until(lambda: enforcer.controller.outcomes().get("refused") == 1)
+                assert enforcer.controller.queue.timers() == 1
             assert ("create", pod_path(meta["namespace"])) not in api.calls
             assert ("create", "/api/v1/namespaces/" + meta["namespace"] + "/events") in api.calls
             # recorded for the home pod to show (condition PodCreated False)
