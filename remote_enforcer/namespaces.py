@@ -12,61 +12,16 @@ from typing import Any
 
 from annex.controller import Controller
 from annex.kubeapi import ApiError, ClusterApi, core_path, custom_path, group_path, retrying
-from annex.mirror import Key
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
-from shared.ownership import is_owned, ownership_labels
-from shared.pod_policy import twin_namespace_labels
-from shared.wellknown import (
-    CONSUMER_IDENTITY_ANNOTATION,
-    CONSUMER_SERVICE_ACCOUNT,
-    REMOTE_CLUSTER_ID_LABEL,
-    TWIN_NAMESPACE_ROLE,
-    TWIN_NAMESPACES_FINALIZER,
-)
+from shared.forge import tenancy
+from shared.forge.tenancy import RBAC_GROUP
+from shared.ownership import is_owned
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TWIN_NAMESPACES_FINALIZER
 
 log = logging.getLogger(__name__)
-RBAC = "rbac.authorization.k8s.io"
 JSON_PATCH = "application/json-patch+json"
-
-
-def consumer_subject(tenant_namespace: dict[str, Any]) -> dict[str, Any]:
-    """The RBAC subject of the consumer identity a tenant namespace declares."""
-    meta = tenant_namespace["metadata"]
-    identity = (meta.get("annotations") or {}).get(CONSUMER_IDENTITY_ANNOTATION) or (
-        f"serviceaccount:{CONSUMER_SERVICE_ACCOUNT}")
-    kind, _, name = identity.partition(":")
-    if kind.lower() == "user":
-        return {"kind": "User", "apiGroup": RBAC, "name": name}
-    return {"kind": "ServiceAccount", "name": name, "namespace": meta["name"]}
-
-
-def role(namespace: str, labels: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": f"{RBAC}/v1", "kind": "Role",
-            "metadata": {"name": TWIN_NAMESPACE_ROLE, "namespace": namespace, "labels": labels},
-            "rules": TWIN_NAMESPACE_RULES}
-
-
-def role_binding(namespace: str, labels: dict[str, str],
-                 subject: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": f"{RBAC}/v1", "kind": "RoleBinding",
-            "metadata": {"name": TWIN_NAMESPACE_ROLE, "namespace": namespace, "labels": labels},
-            "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": TWIN_NAMESPACE_ROLE},
-            "subjects": [subject]}
-
-
-def pod_security_labels_patch(namespace: dict[str, Any], consumers: Consumers
-                              ) -> dict[str, Any] | None:
-    """The merge patch bringing a twin namespace's Pod Security labels to its consumer's
-    policy, or None when they match (or it is no twin namespace of ours)."""
-    consumer = consumers.twin_consumer(namespace)
-    if consumer is None or namespace["metadata"].get("deletionTimestamp"):
-        return None
-    labels = namespace["metadata"].get("labels") or {}
-    desired = twin_namespace_labels(consumers.pod_policy(consumer))
-    changed = {k: v for k, v in desired.items() if labels.get(k) != v}
-    return {"metadata": {"labels": changed}} if changed else None
 
 
 class TwinNamespaceLabels:
@@ -92,10 +47,11 @@ class TwinNamespaceLabels:
             self.controller.add(namespace["metadata"]["name"])
 
     async def _reconcile(self, name: str) -> None:
-        key: Key = ("", name)
-        namespace = self.consumers.namespaces.get(key)
-        patch = None if namespace is None else pod_security_labels_patch(namespace,
-                                                                          self.consumers)
+        namespace = self.consumers.namespaces.get(("", name))
+        consumer = self.consumers.twin_consumer(namespace)
+        if namespace is None or consumer is None:
+            return
+        patch = tenancy.pod_security_labels_patch(namespace, self.consumers.pod_policy(consumer))
         if patch is not None:
             await self.api.patch(core_path("namespaces", name=name), patch)
             log.info("twin namespace %s: pod security labels set to %s", name,
@@ -109,46 +65,39 @@ class NamespaceMapper:
         self.consumers = consumers
 
     async def _apply(self, collection: str, obj: dict[str, Any]) -> None:
-        """Create, or replace when it differs (roles and bindings are wholly ours)."""
+        """Create, or bring back to `obj` when it differs (roles and bindings are wholly ours)."""
+        path = f"{collection}/{obj['metadata']['name']}"
         try:
             await self.api.create(collection, obj)
         except ApiError as error:
             if error.status != 409:
                 raise
-            current = await self.api.find(f"{collection}/{obj['metadata']['name']}") or {}
-            if any(current.get(k) != obj[k] for k in ("rules", "roleRef", "subjects") if k in obj):
-                if "roleRef" in obj and current.get("roleRef") != obj["roleRef"]:
-                    await self.api.delete_if_exists(f"{collection}/{obj['metadata']['name']}")
-                    await self.api.create(collection, obj)
-                else:
-                    await self.api.patch(f"{collection}/{obj['metadata']['name']}",
-                                         {k: obj[k] for k in ("rules", "subjects") if k in obj})
+            current = await self.api.find(path) or {}
+            if tenancy.role_ref_changed(current, obj):
+                await self.api.delete_if_exists(path)
+                await self.api.create(collection, obj)
+            elif (patch := tenancy.rbac_patch(current, obj)) is not None:
+                await self.api.patch(path, patch)
 
     async def _ensure_twin(self, consumer: str, remote: str,
                            subject: dict[str, Any]) -> dict[str, Any]:
-        labels = ownership_labels(consumer, self.cluster_id)
         await self.consumers.listed.wait()  # the Pod Security level is the consumer's Quota's
         existing = await self.api.find(core_path("namespaces", name=remote))
-        if existing is not None and not is_owned(existing, consumer, self.cluster_id):
-            return {"remoteNamespace": remote, "phase": MappingPhase.CREATION_LOOP_BACK_OFF.value,
-                    "message": f"namespace {remote!r} already exists and is not managed by "
-                               f"annex for consumer {consumer!r}"}
-        if existing is not None and existing["metadata"].get("deletionTimestamp"):
-            return {"remoteNamespace": remote, "phase": MappingPhase.TERMINATING.value}
+        unusable = tenancy.unusable_twin(existing, remote, consumer, self.cluster_id)
+        if unusable is not None:
+            return unusable
         if existing is None:
             try:
-                # Labelled from the start: no pod of the consumer ever runs in it unchecked.
-                await self.api.create(core_path("namespaces"), {"metadata": {
-                    "name": remote, "labels": {**labels, **twin_namespace_labels(
-                        self.consumers.pod_policy(consumer))}}})
+                await self.api.create(core_path("namespaces"), tenancy.twin_namespace(
+                    remote, consumer, self.cluster_id, self.consumers.pod_policy(consumer)))
             except ApiError as error:
-                return {"remoteNamespace": remote,
-                        "phase": MappingPhase.CREATION_LOOP_BACK_OFF.value,
-                        "message": str(error)}
-        await self._apply(group_path(RBAC, "v1", "roles", remote), role(remote, labels))
-        await self._apply(group_path(RBAC, "v1", "rolebindings", remote),
-                          role_binding(remote, labels, subject))
-        return {"remoteNamespace": remote, "phase": MappingPhase.ACCEPTED.value}
+                return tenancy.mapping_entry(remote, MappingPhase.CREATION_LOOP_BACK_OFF,
+                                             str(error))
+        await self._apply(group_path(RBAC_GROUP, "v1", "roles", remote), tenancy.twin_role(
+            remote, consumer, self.cluster_id, TWIN_NAMESPACE_RULES))
+        await self._apply(group_path(RBAC_GROUP, "v1", "rolebindings", remote),
+                          tenancy.twin_role_binding(remote, consumer, self.cluster_id, subject))
+        return tenancy.mapping_entry(remote, MappingPhase.ACCEPTED)
 
     async def _consumer(self, tenant_namespace: str) -> tuple[dict[str, Any], str] | None:
         tenant = await self.api.find(core_path("namespaces", name=tenant_namespace))
@@ -188,15 +137,10 @@ class NamespaceMapper:
             "desiredMapping") or {})
         current = dict((namespace_map.get("status") or {}).get("currentMapping") or {})
         mapping: dict[str, Any] = {}
-        subject = consumer_subject(tenant)
+        subject = tenancy.consumer_subject(tenant)
         for home, remote in sorted(desired.items()):
             mapping[home] = await self._ensure_twin(consumer, remote, subject)
-        for home, entry in current.items():
-            remote = entry.get("remoteNamespace")
-            if desired.get(home) == remote or remote in desired.values():
-                continue
-            if entry.get("phase") == MappingPhase.CREATION_LOOP_BACK_OFF.value:
-                continue  # never ours
+        for remote in tenancy.retired_twins(desired, current):
             await self._delete_twin(consumer, remote)
         if deleting:
             if TWIN_NAMESPACES_FINALIZER in finalizers:

@@ -1,0 +1,138 @@
+"""A consumer's twin namespaces on the provider (DESIGN.md sections 6 and 7): the namespace the
+enforcer makes for each entry of a NamespaceMap, the Role and RoleBinding that let the
+consumer's identity work in it, what the map's status says of each entry, and which twins an
+edited map no longer wants.
+
+The objects of the consumer's tenant namespace (made by the chart or `annexctl peer`) are
+`shared.tenancy`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shared.api.namespace_map import MappingPhase
+from shared.api.quota import PodPolicy
+from shared.ownership import is_owned, ownership_labels
+from shared.pod_policy import twin_namespace_labels
+from shared.wellknown import (
+    CONSUMER_IDENTITY_ANNOTATION,
+    CONSUMER_SERVICE_ACCOUNT,
+    TWIN_NAMESPACE_ROLE,
+)
+
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+
+def consumer_subject(tenant_namespace: Mapping[str, Any]) -> dict[str, Any]:
+    """The RBAC subject of the consumer identity its tenant namespace declares
+    (`serviceaccount:<name>` in the tenant namespace, or `user:<name>`; default: the
+    service account `consumer`)."""
+    meta = tenant_namespace["metadata"]
+    identity = (meta.get("annotations") or {}).get(CONSUMER_IDENTITY_ANNOTATION) or (
+        f"serviceaccount:{CONSUMER_SERVICE_ACCOUNT}")
+    kind, _, name = identity.partition(":")
+    if kind.lower() == "user":
+        return {"kind": "User", "apiGroup": RBAC_GROUP, "name": name}
+    return {"kind": "ServiceAccount", "name": name, "namespace": meta["name"]}
+
+
+def twin_namespace(name: str, consumer: str, provider: str, policy: PodPolicy
+                   ) -> dict[str, Any]:
+    """The twin namespace, labelled from the start with its owner and its consumer's Pod
+    Security level: no pod of the consumer ever runs in it unchecked."""
+    return {"metadata": {"name": name, "labels": {**ownership_labels(consumer, provider),
+                                                  **twin_namespace_labels(policy)}}}
+
+
+def twin_role(namespace: str, consumer: str, provider: str,
+              rules: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What the consumer's identity may do in its twin namespace (`rules`: the enforcer's
+    remote_enforcer.rbac.TWIN_NAMESPACE_RULES, which it must hold itself to grant)."""
+    return {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "Role",
+            "metadata": _metadata(namespace, consumer, provider),
+            "rules": [dict(rule) for rule in rules]}
+
+
+def twin_role_binding(namespace: str, consumer: str, provider: str,
+                      subject: Mapping[str, Any]) -> dict[str, Any]:
+    """Binds `twin_role` to the consumer's identity (`consumer_subject`)."""
+    return {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "RoleBinding",
+            "metadata": _metadata(namespace, consumer, provider),
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": TWIN_NAMESPACE_ROLE},
+            "subjects": [dict(subject)]}
+
+
+def _metadata(namespace: str, consumer: str, provider: str) -> dict[str, Any]:
+    return {"name": TWIN_NAMESPACE_ROLE, "namespace": namespace,
+            "labels": ownership_labels(consumer, provider)}
+
+
+def role_ref_changed(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """True when a RoleBinding must be deleted and made again: its roleRef is immutable."""
+    return "roleRef" in desired and current.get("roleRef") != desired["roleRef"]
+
+
+def rbac_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The merge patch bringing a Role's rules or a RoleBinding's subjects back to `desired`
+    (they are wholly the enforcer's), or None when they match."""
+    fields = [field for field in ("rules", "subjects") if field in desired]
+    if all(current.get(field) == desired[field] for field in fields):
+        return None
+    return {field: desired[field] for field in fields}
+
+
+def pod_security_labels_patch(namespace: Mapping[str, Any], policy: PodPolicy
+                              ) -> dict[str, Any] | None:
+    """The merge patch bringing a twin namespace's Pod Security labels to its consumer's
+    `policy` (a level changed in the Quota, or a label changed by hand), or None when they
+    match or the namespace is being deleted."""
+    meta = namespace["metadata"]
+    if meta.get("deletionTimestamp"):
+        return None
+    labels = meta.get("labels") or {}
+    changed = {k: v for k, v in twin_namespace_labels(policy).items() if labels.get(k) != v}
+    return {"metadata": {"labels": changed}} if changed else None
+
+
+def mapping_entry(remote: str, phase: MappingPhase, message: str | None = None
+                  ) -> dict[str, Any]:
+    """One entry of a NamespaceMap's `status.currentMapping`."""
+    entry: dict[str, Any] = {"remoteNamespace": remote, "phase": phase.value}
+    if message is not None:
+        entry["message"] = message
+    return entry
+
+
+def unusable_twin(existing: Mapping[str, Any] | None, remote: str, consumer: str,
+                  provider: str) -> dict[str, Any] | None:
+    """The mapping entry of a twin namespace that cannot serve the consumer as it stands (a
+    namespace of that name that is not ours: CreationLoopBackOff; ours but being deleted:
+    Terminating), or None: absent (to be made) or ours."""
+    if existing is None:
+        return None
+    if not is_owned(existing, consumer, provider):
+        return mapping_entry(remote, MappingPhase.CREATION_LOOP_BACK_OFF,
+                             f"namespace {remote!r} already exists and is not managed by "
+                             f"annex for consumer {consumer!r}")
+    if existing["metadata"].get("deletionTimestamp"):
+        return mapping_entry(remote, MappingPhase.TERMINATING)
+    return None
+
+
+def retired_twins(desired: Mapping[str, str], current: Mapping[str, Mapping[str, Any]]
+                  ) -> list[str]:
+    """The twin namespaces recorded in `current` (status.currentMapping) that `desired` no
+    longer wants, to delete; never a name the enforcer could not make (CreationLoopBackOff:
+    somebody else's namespace)."""
+    wanted = set(desired.values())
+    retired = []
+    for home, entry in current.items():
+        remote = entry.get("remoteNamespace")
+        if not remote or desired.get(home) == remote or remote in wanted:
+            continue
+        if entry.get("phase") == MappingPhase.CREATION_LOOP_BACK_OFF.value:
+            continue
+        retired.append(str(remote))
+    return retired

@@ -1,0 +1,158 @@
+"""shared.forge.tenancy: the twin namespace, Role and RoleBinding the enforcer makes for a
+consumer, what a NamespaceMap's status says of each entry, and which twins an edited map no
+longer wants."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.api.namespace_map import MappingPhase
+from shared.api.quota import PodPolicy, PodSecurityLevel
+from shared.forge.tenancy import (
+    consumer_subject,
+    mapping_entry,
+    pod_security_labels_patch,
+    rbac_patch,
+    retired_twins,
+    role_ref_changed,
+    twin_namespace,
+    twin_role,
+    twin_role_binding,
+    unusable_twin,
+)
+
+OWNED = {"offloading.liqo.io/origin": "home", "offloading.liqo.io/destination": "provider"}
+BASELINE = {"pod-security.kubernetes.io/enforce": "baseline",
+            "pod-security.kubernetes.io/enforce-version": "latest"}
+RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
+
+
+def tenant(annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"metadata": {"name": "annex-tenant-home", "annotations": annotations}}
+
+
+@pytest.mark.parametrize(("identity", "subject"), [
+    (None, {"kind": "ServiceAccount", "name": "consumer", "namespace": "annex-tenant-home"}),
+    ("serviceaccount:robot",
+     {"kind": "ServiceAccount", "name": "robot", "namespace": "annex-tenant-home"}),
+    ("user:alice", {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}),
+    ("User:alice", {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}),
+])
+def test_the_subject_is_the_identity_the_tenant_namespace_declares(
+        identity: str | None, subject: dict[str, Any]) -> None:
+    annotations = None if identity is None else {"liqo.io/consumer-identity": identity}
+    assert consumer_subject(tenant(annotations)) == subject
+
+
+@pytest.mark.parametrize(("level", "enforced"), [
+    (PodSecurityLevel.BASELINE, "baseline"),
+    (PodSecurityLevel.RESTRICTED, "restricted"),
+    (PodSecurityLevel.PRIVILEGED, "privileged"),
+])
+def test_a_twin_namespace_is_owned_and_enforces_its_consumer_s_level_from_the_start(
+        level: PodSecurityLevel, enforced: str) -> None:
+    assert twin_namespace("shop-home", "home", "provider", PodPolicy(pod_security=level)) == {
+        "metadata": {"name": "shop-home", "labels": {
+            **OWNED, "pod-security.kubernetes.io/enforce": enforced,
+            "pod-security.kubernetes.io/enforce-version": "latest"}}}
+
+
+def test_the_role_grants_the_rules_and_the_binding_names_the_consumer() -> None:
+    subject = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}
+    metadata = {"name": "annex-consumer", "namespace": "shop-home", "labels": OWNED}
+    assert twin_role("shop-home", "home", "provider", RULES) == {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
+        "rules": RULES}
+    assert twin_role_binding("shop-home", "home", "provider", subject) == {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "annex-consumer"},
+        "subjects": [subject]}
+
+
+ROLE = twin_role("shop-home", "home", "provider", RULES)
+BINDING = twin_role_binding("shop-home", "home", "provider",
+                            {"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+                             "name": "alice"})
+
+
+@pytest.mark.parametrize(("current", "desired", "recreate", "patch"), [
+    (ROLE, ROLE, False, None),
+    ({**ROLE, "rules": []}, ROLE, False, {"rules": RULES}),
+    ({**ROLE, "metadata": {"name": "annex-consumer"}}, ROLE, False, None),  # rules only
+    (BINDING, BINDING, False, None),
+    ({**BINDING, "subjects": []}, BINDING, False, {"subjects": BINDING["subjects"]}),
+    ({**BINDING, "roleRef": {**BINDING["roleRef"], "name": "other"}}, BINDING, True, None),
+    ({}, BINDING, True, {"subjects": BINDING["subjects"]}),  # vanished meanwhile
+])
+def test_a_role_or_binding_that_differs_is_patched_or_made_again(
+        current: dict[str, Any], desired: dict[str, Any], recreate: bool,
+        patch: dict[str, Any] | None) -> None:
+    assert role_ref_changed(current, desired) is recreate
+    assert rbac_patch(current, desired) == patch
+
+
+def namespace(labels: dict[str, str], deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "shop-home", "labels": labels}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta}
+
+
+@pytest.mark.parametrize(("twin", "level", "patch"), [
+    (namespace({**OWNED, **BASELINE}), PodSecurityLevel.BASELINE, None),
+    (namespace({**OWNED, **BASELINE}), PodSecurityLevel.RESTRICTED,
+     {"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}),
+    (namespace(OWNED), PodSecurityLevel.BASELINE, {"metadata": {"labels": BASELINE}}),
+    (namespace({**OWNED, "pod-security.kubernetes.io/enforce": "privileged"}),
+     PodSecurityLevel.BASELINE, {"metadata": {"labels": BASELINE}}),  # changed by hand
+    (namespace(OWNED, deleting=True), PodSecurityLevel.BASELINE, None),
+])
+def test_twin_namespace_labels_follow_the_consumer_s_pod_policy(
+        twin: dict[str, Any], level: PodSecurityLevel, patch: dict[str, Any] | None) -> None:
+    assert pod_security_labels_patch(twin, PodPolicy(pod_security=level)) == patch
+
+
+@pytest.mark.parametrize(("existing", "entry"), [
+    (None, None),
+    (namespace(OWNED), None),
+    (namespace({"offloading.liqo.io/origin": "other",
+                "offloading.liqo.io/destination": "provider"}),
+     {"remoteNamespace": "shop-home", "phase": "CreationLoopBackOff",
+      "message": "namespace 'shop-home' already exists and is not managed by annex for "
+                 "consumer 'home'"}),
+    (namespace({}), {"remoteNamespace": "shop-home", "phase": "CreationLoopBackOff",
+                     "message": "namespace 'shop-home' already exists and is not managed by "
+                                "annex for consumer 'home'"}),
+    (namespace(OWNED, deleting=True), {"remoteNamespace": "shop-home", "phase": "Terminating"}),
+])
+def test_a_namespace_that_is_not_ours_or_is_going_cannot_be_the_twin(
+        existing: dict[str, Any] | None, entry: dict[str, Any] | None) -> None:
+    assert unusable_twin(existing, "shop-home", "home", "provider") == entry
+
+
+def test_a_mapping_entry_carries_a_message_only_when_there_is_one() -> None:
+    assert mapping_entry("shop-home", MappingPhase.ACCEPTED) == {
+        "remoteNamespace": "shop-home", "phase": "Accepted"}
+    assert mapping_entry("shop-home", MappingPhase.CREATION_LOOP_BACK_OFF, "quota") == {
+        "remoteNamespace": "shop-home", "phase": "CreationLoopBackOff", "message": "quota"}
+
+
+def accepted(remote: str) -> dict[str, Any]:
+    return {"remoteNamespace": remote, "phase": "Accepted"}
+
+
+@pytest.mark.parametrize(("desired", "current", "retired"), [
+    ({"shop": "shop-home"}, {"shop": accepted("shop-home")}, []),
+    ({}, {"shop": accepted("shop-home")}, ["shop-home"]),  # entry removed (or map deleted)
+    ({"shop": "shop-2"}, {"shop": accepted("shop-home")}, ["shop-home"]),  # renamed
+    ({"web": "shop-home"}, {"shop": accepted("shop-home")}, []),  # moved to another entry
+    ({}, {"shop": {"remoteNamespace": "taken", "phase": "CreationLoopBackOff"}}, []),
+    ({}, {"shop": {"remoteNamespace": "shop-home", "phase": "Terminating"}}, ["shop-home"]),
+    ({}, {"a": accepted("a-home"), "b": accepted("b-home")}, ["a-home", "b-home"]),
+])
+def test_twins_the_map_no_longer_wants_are_retired_but_never_somebody_else_s(
+        desired: dict[str, str], current: dict[str, Any], retired: list[str]) -> None:
+    assert retired_twins(desired, current) == retired
