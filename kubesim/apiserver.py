@@ -47,7 +47,6 @@ from kubesim.strategies import (
 from kubesim.watch import BOOKMARK, ERROR, WatchStream, bookmark
 
 Obj = dict[str, Any]
-KindObjects = list[tuple[ResourceKind, Stored]]
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -189,17 +188,15 @@ class ApiServer:
         self.store = Store()
         self.authorizer: Authorizer = AllowAll()
         self.admission: AdmissionChain = NoAdmission()
-        # Switchable stand-ins for controllers part 2 may replace: when True the API server
-        # cascades deletions through ownerReferences (GC) and empties terminating namespaces.
+        # kube-apiserver's --enable-garbage-collector: deletes with propagationPolicy Orphan or
+        # Foreground leave the object with the `orphan` / `foregroundDeletion` finalizer for the
+        # garbage collector (kubesim/controllers/garbagecollector.py) to act on and remove.
         self.garbage_collection = True
-        self.namespace_finalization = True
         self.bookmark_interval = 60.0  # seconds between periodic watch bookmarks
         self._subresources: dict[tuple[tuple[str, str], str], SubresourceHandler] = {}
         self._strategies: dict[tuple[str, str, str], Strategy] = {}
         self._service_ips = ServiceIPAllocator(service_cidr)
         self._tasks: set[asyncio.Task[Any]] = set()
-        # owners whose foregroundDeletion finalizer could not be removed (the collector retries)
-        self.foreground_pending: set[tuple[tuple[str, str], str, str]] = set()
         self._views = {(v.served.group, v.served.version, v.served.plural): v
                        for v in conversion.views(self.kinds.get)}
 
@@ -276,8 +273,8 @@ class ApiServer:
             raise errors.forbidden(kind.group_resource, name, message)
 
     def _track(self, coroutine: Awaitable[Any]) -> None:
-        """Run background work (the controller stand-ins); a lost race (404/409) is fine: the
-        next removal triggers the same work again."""
+        """Run background work (e.g. signing an approved CSR); a lost race (404/409) is fine:
+        the next write triggers the same work again."""
         task: asyncio.Task[Any] = asyncio.ensure_future(_tolerating_races(coroutine))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -436,8 +433,6 @@ class ApiServer:
         stored = self.store.put(kind.storage_key, obj, etcd_limit=kind.custom)
         if kind.storage_key == CRD_KEY:
             self._establish_crd(stored.obj)
-        if self.garbage_collection and meta.get("ownerReferences"):
-            self._collect_if_owners_wait(kind, stored)
         return stored
 
     def _generated_name(self, kind: ResourceKind, namespace: str, base: str) -> str:
@@ -683,14 +678,11 @@ class ApiServer:
         strategy = self.strategy(kind)
         obj = copy_json(old.obj)
         meta = obj["metadata"]
-        policy = options.get("propagationPolicy")
-        if policy is None and options.get("orphanDependents") is True:
-            policy = "Orphan"
         finalizers: list[str] = list(meta.get("finalizers") or [])
-        if policy == "Orphan" and self.garbage_collection and not dry_run:
-            self._orphan_dependents(old)
-        if policy == "Foreground" and "foregroundDeletion" not in finalizers:
-            finalizers.append("foregroundDeletion")
+        namespace_storage = kind.storage_key == NAMESPACE_KEY
+        # namespace storage sets them on the first delete only
+        if self.garbage_collection and not (namespace_storage and meta.get("deletionTimestamp")):
+            finalizers = deletion_finalizers(finalizers, options, namespace=namespace_storage)
         grace = strategy.grace_period(obj, options.get("gracePeriodSeconds"))
         if meta.get("deletionTimestamp"):
             current = meta.get("deletionGracePeriodSeconds") or 0
@@ -713,18 +705,13 @@ class ApiServer:
             strategy.on_deletion_started(obj)
         if finalizers:
             meta["finalizers"] = finalizers
+        else:
+            meta.pop("finalizers", None)
         if dry_run:
             return Stored.of(obj, old.rv), False
         if obj == old.obj:
             return old, False
-        stored = self.store.put(kind.storage_key, obj, etcd_limit=kind.custom)
-        if policy == "Foreground" and self.garbage_collection:
-            await self._delete_dependents(stored, foreground_owner=True)
-            self._finish_foreground(kind, namespace, name)
-        if kind.storage_key == NAMESPACE_KEY and self.namespace_finalization:
-            self._track(self._empty_namespace(name))
-        current_stored = self.store.get(kind.storage_key, namespace, name)
-        return (current_stored or stored), current_stored is None
+        return self.store.put(kind.storage_key, obj, etcd_limit=kind.custom), False
 
     async def delete_collection(self, kind: ResourceKind, namespace: str, *,
                                 label_selector: str = "", field_selector: str = "",
@@ -752,205 +739,12 @@ class ApiServer:
         return list_object(kind, ListResult(deleted, self.store.resource_version))
 
     def _remove(self, kind: ResourceKind, namespace: str, name: str) -> Stored:
-        """Remove from storage, then what removal sets off (GC, namespace and CRD cleanup)."""
+        """Remove from storage (a CRD takes its custom resources with it)."""
         removed = self.store.remove(kind.storage_key, namespace, name)
         assert removed is not None
-        if self.garbage_collection:
-            self._track(self._delete_dependents(removed, foreground_owner=False))
-            for owner in removed.obj["metadata"].get("ownerReferences") or ():
-                self._finish_foreground_of(owner.get("uid", ""), namespace)
         if kind.storage_key == CRD_KEY:
             self._unserve_crd(removed.obj)
-        if namespace and self.namespace_finalization:
-            self._maybe_finish_namespace(namespace)
         return removed
-
-    # ------------------------------------------------------- garbage collection stand-in
-    def _dependents(self, owner: Stored) -> KindObjects:
-        uid = owner.obj["metadata"].get("uid", "")
-        found: KindObjects = []
-        for key, namespace, name in self.store.dependents(uid):
-            stored = self.store.get(key, namespace, name)
-            kind = self.kinds.by_storage(key)
-            if stored is not None and kind is not None:
-                found.append((kind, stored))
-        return found
-
-    def _owner_exists(self, reference: Obj, namespace: str) -> bool:
-        return self.store.uid_exists(reference.get("uid", ""))
-
-    def _dependent_policy(self, dependent: Stored, foreground_owner: bool) -> str:
-        """How the collector deletes a dependent (attemptToDeleteItem): in the foreground when
-        its owner waits for it and it has dependents of its own (so the owner waits for those
-        too), else as the dependent's own finalizers say."""
-        if foreground_owner and self.store.dependents(dependent.obj["metadata"].get("uid", "")):
-            return "Foreground"
-        finalizers = dependent.obj["metadata"].get("finalizers") or ()
-        if "orphan" in finalizers:
-            return "Orphan"
-        return "Foreground" if "foregroundDeletion" in finalizers else "Background"
-
-    async def _delete_dependents(self, owner: Stored, *, foreground_owner: bool) -> None:
-        uid = owner.obj["metadata"].get("uid")
-        for kind, dependent in self._dependents(owner):
-            references = dependent.obj["metadata"].get("ownerReferences") or []
-            others = [r for r in references if r.get("uid") != uid]
-            try:
-                if any(self._owner_exists(r, dependent.namespace) for r in others):
-                    await self._drop_owner_reference(kind, dependent, uid)
-                else:
-                    policy = self._dependent_policy(dependent, foreground_owner)
-                    await self.delete_stored(kind, dependent.namespace, dependent.name,
-                                             options={"propagationPolicy": policy})
-            except StatusError as error:
-                if error.code not in (404, 409):
-                    raise
-
-    def _waits_for_dependents(self, reference: Obj) -> bool:
-        """The owner is being deleted in the foreground (waitingForDependentsDeletion)."""
-        located = self.store.locate_uid(reference.get("uid", ""))
-        owner = self.store.get(*located) if located is not None else None
-        meta = owner.obj["metadata"] if owner is not None else {}
-        return bool(meta.get("deletionTimestamp")) and "foregroundDeletion" in (
-            meta.get("finalizers") or ())
-
-    def _collect_if_owners_wait(self, kind: ResourceKind, dependent: Stored) -> None:
-        """A dependent made while its owner is deleted in the foreground is collected as the real
-        collector's attemptToDeleteItem does: deleted when no owner of it remains solid (the
-        owner then waits for it too), else its references to the waiting owners are dropped."""
-        references = dependent.obj["metadata"].get("ownerReferences") or []
-        waiting = [r for r in references if self._waits_for_dependents(r)]
-        if not waiting:
-            return
-        solid = [r for r in references
-                 if r not in waiting and self._owner_exists(r, dependent.namespace)]
-
-        async def collect() -> None:
-            try:
-                if solid:
-                    for reference in waiting:
-                        current = self.store.get(kind.storage_key, dependent.namespace,
-                                                 dependent.name)
-                        if current is not None:
-                            await self._drop_owner_reference(kind, current,
-                                                             reference.get("uid", ""))
-                else:
-                    await self.delete_stored(kind, dependent.namespace, dependent.name, options={
-                        "propagationPolicy": self._dependent_policy(dependent, True)})
-            except StatusError as error:
-                if error.code not in (404, 409):
-                    raise
-        self._track(collect())
-
-    async def _drop_owner_reference(self, kind: ResourceKind, dependent: Stored,
-                                    uid: str) -> None:
-        new = copy_json(dependent.obj)
-        references = [r for r in new["metadata"].get("ownerReferences") or []
-                      if r.get("uid") != uid]
-        if references:
-            new["metadata"]["ownerReferences"] = references
-        else:
-            new["metadata"].pop("ownerReferences", None)
-        await self._write_update(kind, dependent, new, "", SYSTEM_USER, False)
-
-    def _orphan_dependents(self, owner: Stored) -> None:
-        uid = owner.obj["metadata"].get("uid", "")
-        for kind, dependent in self._dependents(owner):
-            self._track(self._drop_owner_reference(kind, dependent, uid))
-
-    def _finish_foreground_of(self, owner_uid: str, namespace: str) -> None:
-        located = self.store.locate_uid(owner_uid)
-        if located is not None:
-            key, owner_namespace, name = located
-            kind = self.kinds.by_storage(key)
-            if kind is not None:
-                self._finish_foreground(kind, owner_namespace, name)
-
-    def _finish_foreground(self, kind: ResourceKind, namespace: str, name: str) -> None:
-        """Drop the foregroundDeletion finalizer once an owner being deleted has no blocking
-        dependents left in storage (processDeletingDependentsItem): only dependents whose
-        reference to it has blockOwnerDeletion hold it, until they are gone (a pod after its
-        graceful deletion), not merely deleting."""
-        if self._foreground_finished(self.store.get(kind.storage_key, namespace, name)):
-            self._track(self._drop_foreground_finalizer(kind, namespace, name))
-
-    def _foreground_finished(self, owner: Stored | None) -> bool:
-        if owner is None:
-            return False
-        meta = owner.obj["metadata"]
-        if not meta.get("deletionTimestamp") or "foregroundDeletion" not in (
-            meta.get("finalizers") or ()
-        ):
-            return False
-        uid = meta.get("uid")
-        return not any(
-            reference.get("uid") == uid and reference.get("blockOwnerDeletion")
-            for _, dependent in self._dependents(owner)
-            for reference in dependent.obj["metadata"].get("ownerReferences") or ())
-
-    async def _drop_foreground_finalizer(self, kind: ResourceKind, namespace: str,
-                                         name: str) -> None:
-        # A write racing this one (a status update of the owner) is retried at once; a refusal
-        # (a webhook down) leaves the owner to the garbage collector's sweep, as the real
-        # collector requeues it: no later removal would come to retry.
-        self.foreground_pending.discard((kind.storage_key, namespace, name))
-        while True:
-            owner = self.store.get(kind.storage_key, namespace, name)
-            if not self._foreground_finished(owner):
-                return
-            assert owner is not None
-            new = copy_json(owner.obj)
-            new["metadata"]["finalizers"] = [
-                f for f in new["metadata"]["finalizers"] if f != "foregroundDeletion"
-            ]
-            if not new["metadata"]["finalizers"]:
-                del new["metadata"]["finalizers"]
-            try:
-                await self._write_update(kind, owner, new, "", SYSTEM_USER, False)
-                return
-            except ConcurrentWrite:
-                continue
-            except StatusError as error:
-                if error.code != 404:
-                    self.foreground_pending.add((kind.storage_key, namespace, name))
-                return
-
-    def retry_foreground(self) -> None:
-        """Try again to finish the foreground deletions whose last attempt was refused."""
-        pending, self.foreground_pending = self.foreground_pending, set()
-        for key, namespace, name in pending:
-            kind = self.kinds.by_storage(key)
-            if kind is not None:
-                self._finish_foreground(kind, namespace, name)
-
-    # ---------------------------------------------------------- namespace controller stand-in
-    async def _empty_namespace(self, namespace: str) -> None:
-        for key in self.store.keys():
-            kind = self.kinds.by_storage(key)
-            if kind is None or not kind.namespaced:
-                continue
-            for stored in self.store.list(key, namespace):
-                try:
-                    await self.delete_stored(kind, namespace, stored.name,
-                                             options={"propagationPolicy": "Background"})
-                except StatusError as error:
-                    if error.code not in (404, 409):
-                        raise
-        self._maybe_finish_namespace(namespace)
-
-    def _maybe_finish_namespace(self, namespace: str) -> None:
-        stored = self.store.get(NAMESPACE_KEY, "", namespace)
-        if stored is None or not stored.obj["metadata"].get("deletionTimestamp"):
-            return
-        if self.store.count_in_namespace(namespace):
-            return
-        kind = self.kinds.get("", "v1", "namespaces")
-        assert kind is not None
-        new = copy_json(stored.obj)
-        spec = new.setdefault("spec", {})
-        spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != "kubernetes"]
-        self._track(self._write_update(kind, stored, new, "finalize", SYSTEM_USER, False)
-                    )
 
     # ------------------------------------------------------------------------ subresources
     async def _create_subresource(self, kind: ResourceKind, namespace: str, name: str,
@@ -1096,7 +890,7 @@ class ApiServer:
         self.store.close_watchers()
 
     async def drain(self) -> None:
-        """Wait for background work (cascades, namespace emptying) to settle."""
+        """Wait for background work (see `_track`) to settle."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
@@ -1177,6 +971,26 @@ def list_object(kind: ResourceKind, result: ListResult) -> Obj:
         "metadata": metadata,
         "items": [s.obj for s in result.items],
     }
+
+
+GC_FINALIZERS = ("orphan", "foregroundDeletion")
+
+
+def deletion_finalizers(finalizers: list[str], options: Obj, *, namespace: bool) -> list[str]:
+    """The finalizers a delete leaves for the garbage collector: `orphan` for propagationPolicy
+    Orphan (or orphanDependents true), `foregroundDeletion` for Foreground, none for
+    Background; without either option the object keeps the ones it has (every kind kubesim
+    serves defaults to background). The generic store's deletionFinalizersForGarbageCollection;
+    namespace storage (`namespace`) reads orphanDependents false as Foreground."""
+    orphan, foreground = "orphan" in finalizers, "foregroundDeletion" in finalizers
+    orphan_dependents, policy = options.get("orphanDependents"), options.get("propagationPolicy")
+    if orphan_dependents is not None:
+        orphan, foreground = bool(orphan_dependents), namespace and not orphan_dependents
+    elif policy is not None:
+        orphan, foreground = policy == "Orphan", policy == "Foreground"
+    wanted = [f for f in finalizers if f not in GC_FINALIZERS]
+    wanted += ["orphan"] * orphan + ["foregroundDeletion"] * foreground
+    return finalizers if set(wanted) == set(finalizers) else wanted
 
 
 def _deleted_body(kind: ResourceKind, strategy: Strategy, removed: Stored) -> Stored | Obj:

@@ -77,6 +77,7 @@ class Event:
 
 
 Filter = Callable[[dict[str, Any]], bool]
+Listener = Callable[[Event], None]
 Ident = tuple[StorageKey, str, str]  # (storage key, namespace, name)
 Idents = list[Ident]
 StoredList = list[Stored]
@@ -142,10 +143,12 @@ class Store:
         self._rv = 0
         self._compacted = 0  # history holds every event after this resourceVersion
         self._watchers: dict[StorageKey, list[Watcher]] = {}
-        # indexes the GC and namespace stand-ins need without scanning everything
+        # in-process observers of every event of every kind (the garbage collector's graph
+        # builder sees all resources, custom ones included, as its informers do)
+        self._listeners: list[Listener] = []
+        # indexes the garbage collector needs without scanning everything
         self._by_uid: dict[str, tuple[StorageKey, str, str]] = {}
         self._by_owner: dict[str, set[tuple[StorageKey, str, str]]] = {}
-        self._per_namespace: dict[str, int] = {}
 
     @property
     def resource_version(self) -> int:
@@ -193,19 +196,9 @@ class Store:
     def locate_uid(self, uid: str) -> tuple[StorageKey, str, str] | None:
         return self._by_uid.get(uid)
 
-    def uid_exists(self, uid: str) -> bool:
-        return uid in self._by_uid
-
-    def absent_owners(self) -> tuple[str, ...]:
-        """Owner uids that some object references and no stored object has."""
-        return tuple(uid for uid in self._by_owner if uid not in self._by_uid)
-
     def dependents(self, owner_uid: str) -> Idents:
         """Objects whose ownerReferences name this uid."""
         return sorted(self._by_owner.get(owner_uid, ()))
-
-    def count_in_namespace(self, namespace: str) -> int:
-        return self._per_namespace.get(namespace, 0)
 
     # writes -----------------------------------------------------------------------------
     def put(self, key: StorageKey, obj: dict[str, Any], *, etcd_limit: bool = False) -> Stored:
@@ -236,8 +229,6 @@ class Store:
             self._by_uid[meta["uid"]] = ident
         for owner in meta.get("ownerReferences") or ():
             self._by_owner.setdefault(owner.get("uid", ""), set()).add(ident)
-        if ident[1]:
-            self._per_namespace[ident[1]] = self._per_namespace.get(ident[1], 0) + 1
 
     def _unindex(self, key: StorageKey, stored: Stored) -> None:
         meta = stored.obj["metadata"]
@@ -249,8 +240,6 @@ class Store:
                 dependents.discard(ident)
                 if not dependents:
                     del self._by_owner[owner.get("uid", "")]
-        if ident[1]:
-            self._per_namespace[ident[1]] -= 1
 
     def remove(self, key: StorageKey, namespace: str, name: str) -> Stored | None:
         """Delete an object; its DELETED event carries its last content at a new version."""
@@ -283,6 +272,8 @@ class Store:
         self._history.append(event)
         for watcher in self._watchers.get(event.key, ()):
             watcher.offer(event)
+        for listener in self._listeners:
+            listener(event)
 
     # history and watches ------------------------------------------------------------------
     def compact(self) -> None:
@@ -302,6 +293,15 @@ class Store:
         watcher = Watcher(key, namespace, matches)
         self._watchers.setdefault(key, []).append(watcher)
         return watcher
+
+    def listen(self, listener: Listener) -> None:
+        """Call `listener(event)` for every later event of every kind, synchronously inside the
+        write (a listener only takes note: it must not write)."""
+        self._listeners.append(listener)
+
+    def unlisten(self, listener: Listener) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     def unwatch(self, watcher: Watcher) -> None:
         watchers = self._watchers.get(watcher.key, [])

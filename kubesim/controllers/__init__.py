@@ -117,9 +117,8 @@ class ControllerManager:
         for name in self.names:
             if name in factories:
                 self.controllers[name] = factories[name]()
-        # The API server's built-in stand-ins give way to the controllers that replace them;
-        # the garbage collector is the API server's cascade plus the dangling-owner sweep.
-        api.namespace_finalization = "namespace" not in self.names
+        # kube-apiserver's --enable-garbage-collector "must be synced with the corresponding flag
+        # of the kube-controller-manager": no GC finalizers that no collector would remove
         api.garbage_collection = "garbage-collector" in self.names
 
     @property

@@ -1,10 +1,14 @@
-"""Namespace lifecycle: a terminating namespace is emptied, then its `kubernetes` finalizer is
-removed through `/finalize`, after which the API server removes it (as the namespace controller
-of kube-controller-manager does). While content remains, the namespace carries the
-NamespaceContentRemaining condition with the real controller's wording."""
+"""Namespace controller: a terminating namespace is emptied, then its `kubernetes` finalizer is
+removed through `/finalize`, after which the API server removes it (kube-controller-manager's
+pkg/controller/namespace/deletion). The API server's part stays there: deletionTimestamp and the
+Terminating phase on delete, refusing new content (NamespaceLifecycle), removing the namespace
+once its finalizers are gone. Each pass reports on the namespace the deleter's five status
+conditions, in its words."""
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json, now_timestamp
@@ -21,6 +25,77 @@ from kubesim.store import Stored
 FINALIZER = "kubernetes"
 RECHECK = 0.1  # seconds between looks at what is left (pods may take their grace period)
 
+# status_condition_utils.go: the types the deleter maintains, in order, and their "ok" variants
+OK_CONDITIONS = {
+    "NamespaceDeletionDiscoveryFailure": (
+        "ResourcesDiscovered", "All resources successfully discovered"),
+    "NamespaceDeletionGroupVersionParsingFailure": (
+        "ParsedGroupVersions", "All legacy kube types successfully parsed"),
+    "NamespaceDeletionContentFailure": (
+        "ContentDeleted", "All content successfully deleted, may be waiting on finalization"),
+    "NamespaceContentRemaining": ("ContentRemoved", "All content successfully removed"),
+    "NamespaceFinalizersRemaining": ("ContentRemoved", "All content successfully removed"),
+}
+
+
+@dataclass
+class ContentLeft:
+    """What one pass of content deletion left: objects per resource, finalizers, failures."""
+
+    resources: Counter[str] = field(default_factory=Counter)
+    finalizers: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.resources or self.failures)
+
+
+def failing_conditions(left: ContentLeft) -> dict[str, tuple[str, str]]:
+    """(reason, message) of the conditions that report a problem (ProcessContentTotals,
+    makeDeleteContentCondition); resources are named as `resource.group`, "pods." for core."""
+    failing: dict[str, tuple[str, str]] = {}
+    if left.failures:
+        failing["NamespaceDeletionContentFailure"] = (
+            "ContentDeletionFailed",
+            f"Failed to delete all resource types, {len(left.failures)} remaining: "
+            + ", ".join(sorted(left.failures)))
+    if left.resources:
+        counts = sorted(f"{resource} has {count} resource instances"
+                        for resource, count in left.resources.items())
+        failing["NamespaceContentRemaining"] = (
+            "SomeResourcesRemain", "Some resources are remaining: " + ", ".join(counts))
+    if left.finalizers:
+        counts = sorted(f"{finalizer} in {count} resource instances"
+                        for finalizer, count in left.finalizers.items())
+        failing["NamespaceFinalizersRemaining"] = (
+            "SomeFinalizerRemain", "Some finalizers are remaining: " + ", ".join(counts))
+    return failing
+
+
+def updated_conditions(conditions: list[dict[str, Any]], left: ContentLeft,
+                       now: str) -> list[dict[str, Any]]:
+    """updateConditions: each maintained type True with its problem or False with its "ok"
+    words; lastTransitionTime moves only when the status does."""
+    failing = failing_conditions(left)
+    result = [dict(c) for c in conditions]
+    for condition_type, ok in OK_CONDITIONS.items():
+        status, (reason, message) = ("True", failing[condition_type]) if (
+            condition_type in failing) else ("False", ok)
+        current = next((c for c in result if c.get("type") == condition_type), None)
+        if current is None:
+            result.append({"type": condition_type, "status": status,
+                           "lastTransitionTime": now, "reason": reason, "message": message})
+        elif (current.get("status"), current.get("reason"), current.get("message")) != (
+                status, reason, message):
+            if current.get("status") != status:
+                current["lastTransitionTime"] = now
+            current.update(status=status, reason=reason, message=message)
+    return result
+
+
+def _spec_finalizers(namespace: Stored) -> list[Any]:
+    return list((namespace.obj.get("spec") or {}).get("finalizers") or [])
+
 
 class NamespaceController(Controller):
     name = "namespace"
@@ -34,19 +109,16 @@ class NamespaceController(Controller):
         if event_type != "DELETED" and stored.obj["metadata"].get("deletionTimestamp"):
             self.queue.add(stored.name)
 
-    async def _delete_content(self, namespace: str) -> dict[str, int]:
-        """Ask every namespaced object to go; returns what is still there, per resource."""
-        remaining: dict[str, int] = {}
+    async def _delete_content(self, namespace: str) -> ContentLeft:
+        """Ask every namespaced object to go (in the background, as the deleter's
+        deletecollection does); returns what is still there."""
+        left = ContentLeft()
         seen: set[tuple[str, str]] = set()
         for kind in self.api.kinds:
-            if not kind.namespaced or kind.storage_key in seen:
+            if not kind.namespaced or kind.storage_key in seen or "delete" not in kind.verbs:
                 continue
             seen.add(kind.storage_key)
-            objects = self.api.store.list(kind.storage_key, namespace)
-            if not objects:
-                continue
-            remaining[kind.group_resource] = len(objects)
-            for stored in objects:
+            for stored in self.api.store.list(kind.storage_key, namespace):
                 if stored.obj["metadata"].get("deletionTimestamp"):
                     continue
                 try:
@@ -54,47 +126,42 @@ class NamespaceController(Controller):
                                           options={"propagationPolicy": "Background"})
                 except StatusError as error:
                     if error.code not in (404, 409):
-                        raise
-        return remaining
+                        left.failures.append(error.message)
+            objects = self.api.store.list(kind.storage_key, namespace)
+            if objects:
+                left.resources[f"{kind.plural}.{kind.group}"] = len(objects)
+                left.finalizers.update(f for s in objects
+                                       for f in s.obj["metadata"].get("finalizers") or ())
+        return left
 
-    async def _set_remaining_condition(self, stored: Stored, remaining: dict[str, int]) -> None:
-        if remaining:
-            counts = ", ".join(f"{resource} has {count} resource instances"
-                               for resource, count in sorted(remaining.items()))
-            condition = {"type": "NamespaceContentRemaining", "status": "True",
-                         "reason": "SomeResourcesRemain",
-                         "message": f"Some resources are remaining: {counts}"}
-        else:
-            condition = {"type": "NamespaceContentRemaining", "status": "False",
-                         "reason": "ContentRemoved", "message": "All content successfully removed"}
+    async def _report(self, namespace: str, left: ContentLeft) -> None:
+        stored = self.api.store.get(self.namespaces_kind.storage_key, "", namespace)
+        if stored is None:
+            return
         conditions = (stored.obj.get("status") or {}).get("conditions") or []
-        current: dict[str, Any] = next(
-            (c for c in conditions if c.get("type") == condition["type"]), {})
-        if all(current.get(k) == v for k, v in condition.items()):
+        updated = updated_conditions(conditions, left, now_timestamp())
+        if updated == conditions:
             return
         new = copy_json(stored.obj)
-        condition["lastTransitionTime"] = now_timestamp()
-        new["status"]["conditions"] = [
-            *(c for c in conditions if c.get("type") != condition["type"]), condition]
-        await self.api.update(self.namespaces_kind, "", stored.name, new, subresource="status")
+        new.setdefault("status", {})["conditions"] = updated
+        await self.api.update(self.namespaces_kind, "", namespace, new, subresource="status")
 
     async def _reconcile(self, namespace: str) -> None:
         stored = self.api.store.get(self.namespaces_kind.storage_key, "", namespace)
         if stored is None or not stored.obj["metadata"].get("deletionTimestamp"):
             return
-        finalizers: list[Any] = (stored.obj.get("spec") or {}).get("finalizers") or []
-        if FINALIZER not in finalizers:
+        if FINALIZER not in _spec_finalizers(stored):
             return
-        remaining = await self._delete_content(namespace)
-        await self._set_remaining_condition(stored, remaining)
-        if remaining:
+        left = await self._delete_content(namespace)
+        await self._report(namespace, left)
+        if left:
             self.queue.add_later(namespace, RECHECK)
             return
         current = self.api.store.get(self.namespaces_kind.storage_key, "", namespace)
         if current is None:
             return
         new = copy_json(current.obj)
-        new["spec"]["finalizers"] = [f for f in finalizers if f != FINALIZER]
+        new["spec"]["finalizers"] = [f for f in _spec_finalizers(current) if f != FINALIZER]
         await self.api.update(self.namespaces_kind, "", namespace, new, subresource="finalize")
 
     async def run(self) -> None:

@@ -179,8 +179,9 @@ def test_foreground_propagation_reaches_through_a_dependent_that_has_dependents(
 def test_a_dependent_made_while_its_owner_waits_for_dependents_is_collected(
         home, namespace) -> None:
     """A controller that raced the owner's deletion (it read the owner just before) creates a
-    dependent of an owner already deleted in the foreground: the collector deletes it, and the
-    owner waits for it too."""
+    dependent of an owner already deleted in the foreground: the collector deletes it when it
+    next looks at the owner (processDeletingDependentsItem, here on the first pod's removal),
+    and the owner waits for it too."""
     owner = call(home, "POST", cms(namespace), {"metadata": {"name": "owner"}})[1]
     call(home, "POST", pods(namespace),
          unstopped_pod("first", owned_by(owner, controller=True, blockOwnerDeletion=True)))
@@ -190,10 +191,11 @@ def test_a_dependent_made_while_its_owner_waits_for_dependents_is_collected(
     status, _ = call(home, "POST", pods(namespace), unstopped_pod(
         "late", owned_by(owner, controller=True, blockOwnerDeletion=True)))
     assert status == 201
+    call(home, "DELETE", pods(namespace, "first"), {"gracePeriodSeconds": 0})
     wait_for(lambda: call(home, "GET", pods(namespace, "late"))[1]["metadata"].get(
         "deletionTimestamp"), 60, "the late dependent was never collected")
-    for name in ("first", "late"):
-        call(home, "DELETE", pods(namespace, name), {"gracePeriodSeconds": 0})
+    assert call(home, "GET", cms(namespace, "owner"))[0] == 200  # it waits for the late pod
+    call(home, "DELETE", pods(namespace, "late"), {"gracePeriodSeconds": 0})
     wait_for(lambda: gone(home, cms(namespace, "owner")), 60, "owner outlived its pods")
 
 

@@ -1,13 +1,20 @@
-"""The in-process ApiServer contract controllers build on, and the controller stand-ins it runs
-itself (namespace emptying, garbage collection) that part 2 may switch off."""
+"""The in-process ApiServer contract controllers build on: alone it records deletions (GC
+finalizers, Terminating namespaces) and the garbage collector and namespace controller act on
+them."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
 import pytest
 
 from kubesim.apiserver import ApiServer, User, copy_json
+from kubesim.controllers.base import Controller
+from kubesim.controllers.garbagecollector import GarbageCollector
+from kubesim.controllers.namespace import NamespaceController
 from kubesim.errors import StatusError
 
 
@@ -22,46 +29,119 @@ def kind(api: ApiServer, plural: str, group: str = "", version: str = "v1"):
     return found
 
 
-async def test_deleting_a_namespace_empties_then_removes_it(api: ApiServer) -> None:
-    namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
-    await api.create(namespaces, "", {"metadata": {"name": "n"}})
-    await api.create(configmaps, "n", {"metadata": {"name": "held",
-                                                   "finalizers": ["example.com/x"]}})
-    terminating = await api.delete(namespaces, "", "n")
-    assert terminating["status"]["phase"] == "Terminating"
-    await api.drain()
-    assert (await api.get(namespaces, "", "n"))["status"]["phase"] == "Terminating"
-    await api.patch(configmaps, "n", "held", {"metadata": {"finalizers": None}},
-                    "application/merge-patch+json")
-    await api.drain()
-    with pytest.raises(StatusError) as raised:
-        await api.get(namespaces, "", "n")
-    assert raised.value.code == 404
+async def eventually(condition: Callable[[], Awaitable[bool]], timeout: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
 
 
-async def test_a_namespace_controller_can_take_over_emptying(api: ApiServer) -> None:
-    api.namespace_finalization = False
+async def gone(api: ApiServer, plural: str, namespace: str, name: str) -> bool:
+    try:
+        await api.get(kind(api, plural), namespace, name)
+    except StatusError as error:
+        return error.code == 404
+    return False
+
+
+@asynccontextmanager
+async def running(controller: Controller) -> AsyncIterator[None]:
+    task = asyncio.ensure_future(controller.main())
+    try:
+        yield
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_alone_the_api_server_leaves_a_deleted_namespace_terminating(
+        api: ApiServer) -> None:
+    """Emptying and finalizing is the namespace controller's work, not the API server's."""
     namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
     await api.create(namespaces, "", {"metadata": {"name": "n"}})
     await api.create(configmaps, "n", {"metadata": {"name": "c"}})
-    await api.delete(namespaces, "", "n")
+    terminating = await api.delete(namespaces, "", "n")
+    assert terminating["status"]["phase"] == "Terminating"
     await api.drain()
     assert await api.get(configmaps, "n", "c")
     assert (await api.get(namespaces, "", "n"))["spec"]["finalizers"] == ["kubernetes"]
 
 
-async def test_garbage_collection_can_be_switched_off(api: ApiServer) -> None:
+async def test_the_namespace_controller_empties_then_finalizes_a_deleted_namespace(
+        api: ApiServer) -> None:
+    namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
+    await api.create(namespaces, "", {"metadata": {"name": "n"}})
+    await api.create(configmaps, "n", {"metadata": {"name": "held",
+                                                   "finalizers": ["example.com/x"]}})
+    await api.delete(namespaces, "", "n")
+    async with running(NamespaceController(api)):
+        async def held_alone() -> bool:
+            namespace = await api.get(namespaces, "", "n")
+            return bool((await api.get(configmaps, "n", "held"))["metadata"].get(
+                "deletionTimestamp")) and len(namespace["status"].get("conditions") or []) == 5
+
+        await eventually(held_alone)
+        conditions = {c["type"]: c for c in (await api.get(namespaces, "", "n"))["status"][
+            "conditions"]}
+        assert [(c["status"], c["reason"], c["message"]) for c in conditions.values()] == [
+            ("False", "ResourcesDiscovered", "All resources successfully discovered"),
+            ("False", "ParsedGroupVersions", "All legacy kube types successfully parsed"),
+            ("False", "ContentDeleted",
+             "All content successfully deleted, may be waiting on finalization"),
+            ("True", "SomeResourcesRemain",
+             "Some resources are remaining: configmaps. has 1 resource instances"),
+            ("True", "SomeFinalizerRemain",
+             "Some finalizers are remaining: example.com/x in 1 resource instances"),
+        ]
+        assert list(conditions) == [
+            "NamespaceDeletionDiscoveryFailure", "NamespaceDeletionGroupVersionParsingFailure",
+            "NamespaceDeletionContentFailure", "NamespaceContentRemaining",
+            "NamespaceFinalizersRemaining"]
+        await api.patch(configmaps, "n", "held", {"metadata": {"finalizers": None}},
+                        "application/merge-patch+json")
+        await eventually(lambda: gone(api, "namespaces", "", "n"))
+
+
+async def dependent_of(api: ApiServer, owner: dict[str, Any], name: str) -> dict[str, Any]:
+    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
+                 "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}
+    return await api.create(kind(api, "configmaps"), "n", {"metadata": {
+        "name": name, "ownerReferences": [reference]}})
+
+
+async def test_without_a_collector_no_deletion_waits_for_one(api: ApiServer) -> None:
+    """--enable-garbage-collector off: no GC finalizer is set (none would be removed), and
+    dependents stay."""
     api.garbage_collection = False
     namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
     await api.create(namespaces, "", {"metadata": {"name": "n"}})
+    for policy in ("Foreground", "Orphan", "Background"):
+        owner = await api.create(configmaps, "n", {"metadata": {"name": "owner"}})
+        await dependent_of(api, owner, "dep")
+        await api.delete(configmaps, "n", "owner", options={"propagationPolicy": policy})
+        assert await gone(api, "configmaps", "n", "owner"), policy
+        assert (await api.get(configmaps, "n", "dep"))["metadata"]["ownerReferences"]
+        await api.delete(configmaps, "n", "dep")
+
+
+async def test_the_api_server_records_the_propagation_policy_the_collector_acts_on(
+        api: ApiServer) -> None:
+    namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
+    await api.create(namespaces, "", {"metadata": {"name": "n"}})
     owner = await api.create(configmaps, "n", {"metadata": {"name": "owner"}})
-    reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
-                 "uid": owner["metadata"]["uid"]}
-    await api.create(configmaps, "n", {"metadata": {"name": "dep",
-                                                   "ownerReferences": [reference]}})
-    await api.delete(configmaps, "n", "owner")
-    await api.drain()
-    assert await api.get(configmaps, "n", "dep")
+    await dependent_of(api, owner, "dep")
+    orphaning = await api.delete(configmaps, "n", "owner", options={"orphanDependents": True})
+    assert orphaning["metadata"]["finalizers"] == ["orphan"]
+    # a later delete's policy replaces the earlier one
+    foreground = await api.delete(configmaps, "n", "owner",
+                                  options={"propagationPolicy": "Foreground"})
+    assert foreground["metadata"]["finalizers"] == ["foregroundDeletion"]
+    async with running(GarbageCollector(api)):
+        await eventually(lambda: gone(api, "configmaps", "n", "dep"))
+        await eventually(lambda: gone(api, "configmaps", "n", "owner"))
+    # namespace storage reads orphanDependents false as Foreground
+    deleted = await api.delete(namespaces, "", "n", options={"orphanDependents": False})
+    assert deleted["metadata"]["finalizers"] == ["foregroundDeletion"]
 
 
 async def test_in_process_watches_yield_event_dicts(api: ApiServer) -> None:
