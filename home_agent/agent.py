@@ -17,12 +17,12 @@ from pydantic import ValidationError
 
 from annex.kubeapi import ClusterApi
 from annex.mirror import Mirror, key_of
-from home_agent.config import AgentConfig
-from home_agent.node import Health
 from annex.workqueue import KeyQueue
+from home_agent.config import AgentConfig
 from shared.api.namespace_map import MappingPhase, NamespaceMap
 from shared.api.resource_offer import ResourceOffer
 from shared.api.virtual_node import VirtualNode
+from shared.forge.node import Health
 from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from annex.kubeapi import error_message, group_path, is_not_found
 from home_agent.agent import Agent
-from home_agent.node import Health
+from shared.forge.node import Health
 from shared.wellknown import NODE_LEASE_NAMESPACE
 
 log = logging.getLogger(__name__)

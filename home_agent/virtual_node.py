@@ -8,7 +8,8 @@ from typing import Any
 
 from annex.kubeapi import STRATEGIC_MERGE_PATCH, core_path, custom_path, status_of
 from home_agent.agent import Agent
-from home_agent.node import (
+from shared.api.virtual_node import READY_CONDITION, VIRTUAL_NODE
+from shared.forge.node import (
     Health,
     new_node,
     node_labels,
@@ -17,7 +18,6 @@ from home_agent.node import (
     node_status_patch,
     node_taints,
 )
-from shared.api.virtual_node import READY_CONDITION, VIRTUAL_NODE
 
 log = logging.getLogger(__name__)
 

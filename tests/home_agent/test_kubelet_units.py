@@ -4,7 +4,7 @@ request is translated to its twin."""
 
 from __future__ import annotations
 
-from home_agent.node import Health, node_status
+from shared.forge.node import Health, node_status
 
 
 def test_the_node_advertises_only_the_agent_address_and_its_kubelet_port() -> None:

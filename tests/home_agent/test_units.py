@@ -14,7 +14,9 @@ import jsonpatch
 import msgpack
 
 from annex.mirror import Mirror
-from home_agent.node import (
+from annex.workqueue import KeyQueue
+from home_agent.offloading import phase_of
+from shared.forge.node import (
     Health,
     new_node,
     node_labels,
@@ -23,8 +25,6 @@ from home_agent.node import (
     node_status_patch,
     node_taints,
 )
-from home_agent.offloading import phase_of
-from annex.workqueue import KeyQueue
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

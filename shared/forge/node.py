@@ -1,7 +1,7 @@
 """The virtual node's desired state: labels, taints, capacity and conditions (DESIGN.md 4).
 
-Pure functions of the VirtualNode, the ResourceOffer and the health state; `VirtualNodeReconciler`
-in `virtual_node.py` writes what they compute, and only when it differs from the cluster.
+Pure functions of the VirtualNode, the ResourceOffer and the health state; the home agent's
+`virtual_node.py` writes what they compute, and only when it differs from the cluster.
 
 Which labels and taints the agent put on the node is recorded in one annotation of its own, so
 that a label the offer no longer carries is removed while labels and taints others added (node
