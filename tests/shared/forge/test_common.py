@@ -1,0 +1,175 @@
+"""Properties shared by every reflection forge (shared.forge.common and the configmap, secret,
+service, ingress and endpointslice forges built on it), over generated objects. The rules
+themselves are golden cases."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared.api.offloading_patch import OffloadingPatch
+from shared.forge.common import (
+    ReflectionConfig,
+    needs_update,
+    reflection_config,
+    remote_metadata,
+    updated_remote,
+)
+from shared.forge.configmap import remote_configmap
+from shared.forge.endpointslice import EndpointDestination, remote_endpointslice
+from shared.forge.ingress import remote_ingress
+from shared.forge.secret import remote_secret
+from shared.forge.service import remote_service
+from shared.ownership import is_owned
+from shared.wellknown import ENDPOINTSLICE_MANAGED_BY_LABEL, SERVICE_NAME_LABEL
+from tests.shared.forge.objects import (
+    EXAMPLES,
+    HOME,
+    REMOTE,
+    REMOTE_NS,
+    configmaps,
+    configs_skipping,
+    endpointslices,
+    ingresses,
+    secrets,
+    services,
+)
+
+BOOKKEEPING = (
+    "uid",
+    "resourceVersion",
+    "generation",
+    "managedFields",
+    "ownerReferences",
+    "finalizers",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+
+
+# Every forge, as "home object + config → remote object".
+Forge = Callable[[dict[str, Any], ReflectionConfig], dict[str, Any]]
+FORGES: list[tuple[st.SearchStrategy[dict[str, Any]], Forge]] = [
+    (configmaps(), lambda obj, config: remote_configmap(obj, REMOTE_NS, config)),
+    (secrets(), lambda obj, config: remote_secret(obj, REMOTE_NS, config)),
+    (services(), lambda obj, config: remote_service(obj, REMOTE_NS, config)),
+    (ingresses(), lambda obj, config: remote_ingress(obj, REMOTE_NS, config)),
+    (
+        endpointslices(),
+        lambda obj, config: remote_endpointslice(
+            obj,
+            REMOTE_NS,
+            config,
+            EndpointDestination(virtual_node_names=frozenset({"liqo-remote"})),
+        ),
+    ),
+]
+
+
+@st.composite
+def forged(draw: st.DrawFn) -> tuple[dict[str, Any], ReflectionConfig, dict[str, Any], Forge]:
+    """(home object, config, forged remote object, forge) for any kind; the input is checked
+    unchanged."""
+    objects, forge = draw(st.sampled_from(FORGES))
+    local = draw(objects)
+    config = draw(configs_skipping(local))
+    before = copy.deepcopy(local)
+    remote = forge(local, config)
+    assert local == before, "forging mutated its input"
+    return local, config, remote, forge
+
+
+# Labels the forges force on every copy, whatever the skip lists say.
+FORCED_LABELS = {
+    "offloading.liqo.io/origin",
+    "offloading.liqo.io/destination",
+    ENDPOINTSLICE_MANAGED_BY_LABEL,
+    SERVICE_NAME_LABEL,
+}
+
+
+@EXAMPLES
+@given(forged())
+def test_forged_objects_are_ours_and_carry_nothing_the_home_cluster_keeps(case: Any) -> None:
+    _, config, remote, _ = case
+    assert is_owned(remote, HOME, REMOTE)
+    meta = remote["metadata"]
+    assert meta["namespace"] == REMOTE_NS
+    assert not (set(meta.get("labels", {})) & (config.labels_not_reflected - FORCED_LABELS))
+    assert not (set(meta.get("annotations", {})) & config.annotations_not_reflected)
+    assert "kubectl.kubernetes.io/last-applied-configuration" not in meta.get("annotations", {})
+    assert not set(meta) & set(BOOKKEEPING)
+    assert "status" not in remote
+
+
+def as_stored_remotely(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as the remote API server returns it after a create: bookkeeping added, and the
+    defaults it fills in (allocations, protocols, the default ingress class) set."""
+    stored = copy.deepcopy(obj)
+    stored["metadata"].update(uid="remote-uid", resourceVersion="9")
+    spec: dict[str, Any] = stored.get("spec") or {}
+    if obj["kind"] == "Service":
+        if spec.get("clusterIP") != "None":
+            spec.update(clusterIP="10.100.0.1", clusterIPs=["10.100.0.1"])
+        spec.setdefault("type", "ClusterIP")
+        spec.setdefault("sessionAffinity", "None")
+        spec.setdefault("ipFamilies", ["IPv4"])
+        for port in spec["ports"]:
+            port.setdefault("protocol", "TCP")
+            port.setdefault("targetPort", port["port"])
+            if spec["type"] != "ClusterIP":
+                port.setdefault("nodePort", 31000)
+        stored["status"] = {"loadBalancer": {}}
+    if obj["kind"] == "Ingress":
+        spec.setdefault("ingressClassName", "remote-default")
+    if obj["kind"] == "EndpointSlice":
+        for port in stored.get("ports", []):
+            port.setdefault("protocol", "TCP")
+    return stored
+
+
+@EXAMPLES
+@given(forged())
+def test_unchanged_objects_need_no_write_and_drift_is_overwritten(case: Any) -> None:
+    local, config, remote, forge = case
+    stored = as_stored_remotely(remote)
+    assert not needs_update(stored, forge(local, config))
+    stored["metadata"]["labels"]["drift"] = "yes"
+    assert needs_update(stored, remote)
+    body = updated_remote(stored, remote)
+    assert body["metadata"]["resourceVersion"] == "9"
+    assert not needs_update(body, remote)
+
+
+def test_skip_lists_merge_the_global_flags_with_the_virtual_nodes_offloading_patch() -> None:
+    patch = OffloadingPatch(labels_not_reflected=["b"], annotations_not_reflected=["y"])
+    config = reflection_config(
+        HOME,
+        REMOTE,
+        labels_not_reflected=["a"],
+        annotations_not_reflected=["x"],
+        offloading_patch=patch,
+    )
+    assert config.labels_not_reflected == {"a", "b"}
+    assert config.annotations_not_reflected == {"x", "y"}
+    meta = remote_metadata(
+        {
+            "metadata": {
+                "name": "n",
+                "labels": {"a": "1", "b": "2", "c": "3"},
+                "annotations": {"x": "1", "y": "2", "z": "3"},
+            }
+        },
+        REMOTE_NS,
+        config,
+    )
+    assert set(meta["labels"]) == {
+        "c",
+        "offloading.liqo.io/origin",
+        "offloading.liqo.io/destination",
+    }
+    assert meta["annotations"] == {"z": "3"}

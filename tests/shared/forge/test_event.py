@@ -1,0 +1,84 @@
+"""shared.forge.event: home copies of remote Events, over generated Events."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shared.forge.common import needs_update
+from shared.forge.event import (
+    event_needs_update,
+    home_copy_summary,
+    home_event,
+    is_reflectable_event,
+    object_reference,
+    remote_event_kept,
+)
+from shared.ownership import is_owned
+from tests.shared.forge.objects import EXAMPLES, HOME, REMOTE, configs_skipping, remote_events
+
+
+@EXAMPLES
+@given(remote_events(), configs_skipping({}))
+def test_home_events_are_ours_and_attached_to_the_home_object(event: Any, config: Any) -> None:
+    home_pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web-1", "namespace": "shop", "uid": "home-uid"},
+    }
+    before = copy.deepcopy(event)
+    home = home_event(event, object_reference(home_pod), config)
+    assert event == before
+    assert is_owned(home, HOME, REMOTE)
+    assert home["metadata"]["namespace"] == "shop"
+    assert home["involvedObject"]["uid"] == "home-uid"
+    assert home.get("count") == event.get("count")
+    assert len(home["metadata"]["name"]) <= 253
+    assert home == home_event(event, object_reference(home_pod), config)  # deterministic
+    assert is_reflectable_event(event) == (
+        event["involvedObject"]["kind"] not in ("Deployment", "ShadowPod"))
+
+
+@EXAMPLES
+@given(remote_events(), configs_skipping({}),
+       st.dictionaries(st.sampled_from(["eventTime", "action", "related", "series", "note"]),
+                       st.sampled_from([None, "", {}, []])))
+def test_a_home_copys_summary_decides_updates_as_the_whole_copy_does(
+        event: Any, config: Any, server_empties: dict[str, Any]) -> None:
+    home_pod = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web-1", "namespace": "shop", "uid": "home-uid"}}
+    desired = home_event(event, object_reference(home_pod), config)
+    stored = {**copy.deepcopy(desired), **server_empties}
+    stored["metadata"].update(uid="copy-uid", resourceVersion="7",
+                              creationTimestamp="2026-11-21T20:00:00Z")
+    summary = home_copy_summary(stored)
+    assert summary["metadata"] == {key: stored["metadata"][key] for key in (
+        "namespace", "name", "uid", "resourceVersion", "labels")}
+    assert set(summary) == {"metadata", "digest"}  # nothing of the Event's content
+    assert not event_needs_update(summary, desired)
+    assert not needs_update(stored, desired)
+    changed = {**desired, "count": (desired.get("count") or 0) + 1}
+    assert event_needs_update(summary, changed) and needs_update(stored, changed)
+    drifted = copy.deepcopy(stored)
+    drifted["metadata"]["labels"]["drift"] = "yes"
+    assert event_needs_update(home_copy_summary(drifted), desired)
+
+
+@EXAMPLES
+@given(remote_events(), configs_skipping({}))
+def test_what_is_kept_of_a_remote_event_forges_the_same_home_copy(event: Any,
+                                                                   config: Any) -> None:
+    event["metadata"].update(uid="remote-uid", resourceVersion="12",
+                             creationTimestamp="2026-11-21T20:00:00Z")
+    event["involvedObject"]["resourceVersion"] = "7"
+    kept = remote_event_kept(event)
+    home_pod = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "web-1", "namespace": "shop", "uid": "home-uid"}}
+    reference = object_reference(home_pod)
+    assert home_event(kept, reference, config) == home_event(event, reference, config)
+    assert is_reflectable_event(kept) == is_reflectable_event(event)
+    assert "uid" not in kept["metadata"] and "resourceVersion" not in kept["metadata"]
+    assert "resourceVersion" not in kept["involvedObject"]
