@@ -1,8 +1,8 @@
 """The validating webhook for ShadowPods (AdmissionReview v1 over HTTPS).
 
-Rules: the origin label must name the consumer the twin namespace belongs to; the pod must
-fit the consumer's pod policy (shared.pod_policy: the offloading allow-list and the Pod
-Security level the provider chose); spec updates are limited to what a pod allows; the
+Rules (shared.forge.tenancy): the origin label must name the consumer the twin namespace
+belongs to; the pod must fit the consumer's pod policy (shared.pod_policy: the offloading
+allow-list and the Pod Security level the provider chose); spec updates are limited to what a pod allows; the
 consumer's Quota is enforced (shared.quota) against the usage the ledger keeps from a watch of
 ShadowPods (no list per admission). Deletes are always allowed.
 
@@ -32,8 +32,7 @@ from remote_enforcer.metrics import Metrics
 from shared import quota as quota_rules
 from shared.api.quota import LimitsEnforcement
 from shared.forge import enforcement
-from shared.pod_policy import policy_problem
-from shared.wellknown import ORIGIN_CLUSTER_LABEL
+from shared.forge.tenancy import origin_problem, pod_policy_problem
 
 log = logging.getLogger(__name__)
 
@@ -41,41 +40,11 @@ WEBHOOK_PATH = "/validate/shadowpods"
 RESERVATION_SECONDS = 30.0  # an admitted create that never got stored stops counting after this
 
 
-def origin_problem(labels: Mapping[str, str], namespace: str,
-                   namespace_consumer: str | None) -> str | None:
-    """Why the ShadowPod's origin label does not fit the namespace it is in, or None."""
-    origin = labels.get(ORIGIN_CLUSTER_LABEL)
-    if not origin:
-        return f"the {ORIGIN_CLUSTER_LABEL} label is required"
-    if namespace_consumer is None:
-        return f"namespace {namespace!r} does not belong to any consumer"
-    if origin != namespace_consumer:
-        return (f"the {ORIGIN_CLUSTER_LABEL} label {origin!r} does not match the consumer "
-                f"{namespace_consumer!r} namespace {namespace!r} belongs to")
-    return None
-
-
 @dataclass
 class Reservation:
     requested: dict[str, Decimal]
     expires: float
     uid: str = ""  # the object's uid when admission saw one (set before validation)
-
-
-def pod_policy_problem(consumers: Consumers, consumer: str, obj: Mapping[str, Any],
-                       old: Mapping[str, Any] | None) -> str | None:
-    """Why the ShadowPod's pod breaks the consumer's pod policy, or None. An update is refused
-    only for what it adds: a pod admitted under a looser policy may still change its images,
-    labels and status after the provider tightened it (as the PodSecurity plugin exempts such
-    updates)."""
-    def problem(shadowpod: Mapping[str, Any]) -> str | None:
-        return policy_problem(consumers.pod_policy(consumer),
-                              (shadowpod.get("spec") or {}).get("pod") or {},
-                              (shadowpod.get("metadata") or {}).get("annotations") or {})
-    found = problem(obj)
-    if found is None or (old is not None and problem(old) == found):
-        return None
-    return f"spec.pod is not allowed for consumer {consumer!r}: {found}"
 
 
 class Admission:
@@ -111,7 +80,7 @@ class Admission:
             problem = enforcement.forbidden_spec_change(
                 (old.get("spec") or {}).get("pod") or {}, (obj.get("spec") or {}).get("pod") or {})
         if problem is None and consumer is not None:
-            problem = pod_policy_problem(self.consumers, consumer, obj, old)
+            problem = pod_policy_problem(self.consumers.pod_policy(consumer), consumer, obj, old)
         if problem is not None:
             return False, problem
         if operation == "CREATE" and consumer is not None:

@@ -29,11 +29,11 @@ from annex.kubeapi import (
     custom_path,
 )
 from annex.mirror import Key, Mirror
-from remote_enforcer.admission import origin_problem, pod_policy_problem
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
+from shared.forge.tenancy import origin_problem, pod_policy_problem
 from shared.wellknown import FAILED_REFLECTION_REASON, REMOTE_ENFORCER_COMPONENT
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,8 @@ class ShadowPodEnforcer:
         consumer = self.consumers.twin_consumer(namespace)
         problem = origin_problem(meta.get("labels") or {}, meta["namespace"], consumer)
         if problem is None and consumer is not None:
-            problem = pod_policy_problem(self.consumers, consumer, shadowpod, None)
+            problem = pod_policy_problem(self.consumers.pod_policy(consumer), consumer,
+                                         shadowpod)
         return problem
 
     async def _record_refusal(self, shadowpod: dict[str, Any], reason: str,

@@ -1,7 +1,8 @@
 """A consumer's twin namespaces on the provider (DESIGN.md sections 6 and 7): the namespace the
 enforcer makes for each entry of a NamespaceMap, the Role and RoleBinding that let the
-consumer's identity work in it, what the map's status says of each entry, and which twins an
-edited map no longer wants.
+consumer's identity work in it, what the map's status says of each entry, which twins an
+edited map no longer wants, and which ShadowPods the consumer may put there (admission checks
+them, and the enforcer again before it makes a pod).
 
 The objects of the consumer's tenant namespace (made by the chart or `annexctl peer`) are
 `shared.tenancy`'s.
@@ -15,10 +16,11 @@ from typing import Any
 from shared.api.namespace_map import MappingPhase
 from shared.api.quota import PodPolicy
 from shared.ownership import is_owned, ownership_labels
-from shared.pod_policy import twin_namespace_labels
+from shared.pod_policy import policy_problem, twin_namespace_labels
 from shared.wellknown import (
     CONSUMER_IDENTITY_ANNOTATION,
     CONSUMER_SERVICE_ACCOUNT,
+    ORIGIN_CLUSTER_LABEL,
     TWIN_NAMESPACE_ROLE,
 )
 
@@ -136,3 +138,33 @@ def retired_twins(desired: Mapping[str, str], current: Mapping[str, Mapping[str,
             continue
         retired.append(str(remote))
     return retired
+
+
+def origin_problem(labels: Mapping[str, str], namespace: str,
+                   namespace_consumer: str | None) -> str | None:
+    """Why a ShadowPod's origin label does not fit the namespace it is in (`namespace_consumer`:
+    the consumer whose twin namespace it is, None for any other namespace), or None."""
+    origin = labels.get(ORIGIN_CLUSTER_LABEL)
+    if not origin:
+        return f"the {ORIGIN_CLUSTER_LABEL} label is required"
+    if namespace_consumer is None:
+        return f"namespace {namespace!r} does not belong to any consumer"
+    if origin != namespace_consumer:
+        return (f"the {ORIGIN_CLUSTER_LABEL} label {origin!r} does not match the consumer "
+                f"{namespace_consumer!r} namespace {namespace!r} belongs to")
+    return None
+
+
+def pod_policy_problem(policy: PodPolicy, consumer: str, shadowpod: Mapping[str, Any],
+                       old: Mapping[str, Any] | None = None) -> str | None:
+    """Why the ShadowPod's pod breaks its consumer's pod `policy`, or None. An update (`old`:
+    the version it replaces) is refused only for what it adds: a pod admitted under a looser
+    policy may still change its images, labels and status after the provider tightened it (as
+    the PodSecurity plugin exempts such updates)."""
+    def problem(version: Mapping[str, Any]) -> str | None:
+        return policy_problem(policy, (version.get("spec") or {}).get("pod") or {},
+                              (version.get("metadata") or {}).get("annotations") or {})
+    found = problem(shadowpod)
+    if found is None or (old is not None and problem(old) == found):
+        return None
+    return f"spec.pod is not allowed for consumer {consumer!r}: {found}"

@@ -1,6 +1,6 @@
 """shared.forge.tenancy: the twin namespace, Role and RoleBinding the enforcer makes for a
 consumer, what a NamespaceMap's status says of each entry, and which twins an edited map no
-longer wants."""
+longer wants, and which ShadowPods a consumer may put in its twin namespaces."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from shared.api.quota import PodPolicy, PodSecurityLevel
 from shared.forge.tenancy import (
     consumer_subject,
     mapping_entry,
+    origin_problem,
+    pod_policy_problem,
     pod_security_labels_patch,
     rbac_patch,
     retired_twins,
@@ -156,3 +158,45 @@ def accepted(remote: str) -> dict[str, Any]:
 def test_twins_the_map_no_longer_wants_are_retired_but_never_somebody_else_s(
         desired: dict[str, str], current: dict[str, Any], retired: list[str]) -> None:
     assert retired_twins(desired, current) == retired
+
+
+@pytest.mark.parametrize(("labels", "namespace_consumer", "problem"), [
+    ({"offloading.liqo.io/origin": "home"}, "home", None),
+    ({}, "home", "the offloading.liqo.io/origin label is required"),
+    ({"offloading.liqo.io/origin": ""}, "home", "the offloading.liqo.io/origin label is required"),
+    ({"offloading.liqo.io/origin": "home"}, None,
+     "namespace 'shop-home' does not belong to any consumer"),
+    ({"offloading.liqo.io/origin": "intruder"}, "home",
+     "the offloading.liqo.io/origin label 'intruder' does not match the consumer 'home' "
+     "namespace 'shop-home' belongs to"),
+])
+def test_a_shadowpod_s_origin_must_be_the_consumer_of_its_twin_namespace(
+        labels: dict[str, str], namespace_consumer: str | None, problem: str | None) -> None:
+    assert origin_problem(labels, "shop-home", namespace_consumer) == problem
+
+
+def shadowpod_with(container: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "web"},
+            "spec": {"pod": {"containers": [{"name": "main", "image": "nginx", **container}]}}}
+
+
+PLAIN = shadowpod_with({})
+PRIVILEGED = shadowpod_with({"securityContext": {"privileged": True}})
+PRIVILEGED_NEW_IMAGE = shadowpod_with({"image": "nginx:2", "securityContext": {"privileged": True}})
+REFUSED = ("spec.pod is not allowed for consumer 'home': violates PodSecurity "
+           '"baseline:latest": privileged (container "main" must not set '
+           "securityContext.privileged=true)")
+
+
+@pytest.mark.parametrize(("level", "shadowpod", "old", "problem"), [
+    (PodSecurityLevel.BASELINE, PLAIN, None, None),
+    (PodSecurityLevel.BASELINE, PRIVILEGED, None, REFUSED),
+    (PodSecurityLevel.PRIVILEGED, PRIVILEGED, None, None),
+    (PodSecurityLevel.BASELINE, PRIVILEGED, PLAIN, REFUSED),  # an update adding it
+    # admitted under a looser policy: its updates keep what it had
+    (PodSecurityLevel.BASELINE, PRIVILEGED_NEW_IMAGE, PRIVILEGED, None),
+])
+def test_a_shadowpod_s_pod_must_fit_its_consumer_s_policy_and_updates_only_what_they_add(
+        level: PodSecurityLevel, shadowpod: dict[str, Any], old: dict[str, Any] | None,
+        problem: str | None) -> None:
+    assert pod_policy_problem(PodPolicy(pod_security=level), "home", shadowpod, old) == problem
