@@ -1,14 +1,18 @@
 """The provider-side operator: ShadowPods become pods that stay alive (DESIGN.md section 6).
 
 `python -m remote_enforcer --kubeconfig PATH --cluster-id ID` (no --kubeconfig: in-cluster).
-kopf runs standalone and clusterwide with its own registry (operator.py); handlers are thin and
-hand each object to the module that owns its rule:
+The enforcer's own list+watches (pods, ShadowPods, namespaces, nodes, Quotas) and kopf
+(NamespaceMaps; standalone and clusterwide, with its own registry) feed thin handlers
+(operator.py) that hand each object to the module that owns its rule; ShadowPods and twin
+namespace labels reconcile on annex.controller:
 
 - shadowpods.py  ShadowPod → owned pod, recreated when deleted, never once terminal; pod status
                  copied into the ShadowPod status (rules: shared/forge/enforcement.py)
 - admission.py   the validating webhook (HTTPS, AdmissionReview v1) at /validate/shadowpods
+                 (rules: shared/forge/tenancy.py, shared/quota.py)
 - ledger.py      per-consumer usage from a list+watch of ShadowPods, for the webhook's quota
 - namespaces.py  NamespaceMap → twin namespaces with the consumer's Role and RoleBinding
+                 (rules: shared/forge/tenancy.py)
 - offer.py       one ResourceOffer per tenant namespace (rules: shared/offer.py)
 - rbac.py        the consumer's twin-namespace rules and the enforcer's own ClusterRole rules
 

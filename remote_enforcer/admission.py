@@ -2,9 +2,9 @@
 
 Rules (shared.forge.tenancy): the origin label must name the consumer the twin namespace
 belongs to; the pod must fit the consumer's pod policy (shared.pod_policy: the offloading
-allow-list and the Pod Security level the provider chose); spec updates are limited to what a pod allows; the
-consumer's Quota is enforced (shared.quota) against the usage the ledger keeps from a watch of
-ShadowPods (no list per admission). Deletes are always allowed.
+allow-list and the Pod Security level the provider chose); spec updates are limited to what a
+pod allows; the consumer's Quota is enforced (shared.quota) against the usage the ledger keeps
+from a watch of ShadowPods (no list per admission). Deletes are always allowed.
 
 No over-admission under concurrent creates: admissions of one consumer are serialized, and a
 ShadowPod admitted but not yet seen by the ledger counts through a reservation until it is.

@@ -1,7 +1,7 @@
 """Wiring: the enforcer's own list+watches of pods, ShadowPods, namespaces, nodes and Quotas
-feeding thin handlers that hand each object to the component that owns its rule; kopf (in
-standalone, clusterwide mode with its own registry) for NamespaceMaps; the webhook and the
-health server."""
+feeding thin handlers that hand each object to the component that owns its rule; their
+controllers (annex.controller), run until the operator stops; kopf (in standalone, clusterwide
+mode with its own registry) for NamespaceMaps; the webhook and the health server."""
 
 from __future__ import annotations
 
