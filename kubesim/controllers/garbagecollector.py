@@ -20,6 +20,7 @@ A write that fails (a conflict, a webhook refusing) is retried by the work queue
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json
@@ -204,22 +205,21 @@ class GarbageCollector(Controller):
     # ------------------------------------------------------------------------------- writes
     async def _drop_references(self, kind: ResourceKind, item: Stored,
                                uids: set[Any]) -> None:
-        new = copy_json(item.obj)
-        references = [r for r in _references(new) if r.get("uid") not in uids]
-        if references:
-            new["metadata"]["ownerReferences"] = references
-        else:
-            new["metadata"].pop("ownerReferences", None)
-        # the resourceVersion it carries makes a racing write a Conflict: the queue retries
-        await self.api.update(kind, item.namespace, item.name, new)
+        await self._write_without(kind, item, "ownerReferences", lambda r: r.get("uid") in uids)
 
     async def _remove_finalizer(self, kind: ResourceKind, item: Stored, finalizer: str) -> None:
+        await self._write_without(kind, item, "finalizers", lambda f: f == finalizer)
+
+    async def _write_without(self, kind: ResourceKind, item: Stored, field: str,
+                             unwanted: Callable[[Any], bool]) -> None:
+        """Write the object without the entries of metadata.`field` that are `unwanted`; the
+        resourceVersion it carries makes a racing write a Conflict, which the queue retries."""
         new = copy_json(item.obj)
-        finalizers = [f for f in new["metadata"].get("finalizers") or () if f != finalizer]
-        if finalizers:
-            new["metadata"]["finalizers"] = finalizers
+        kept = [entry for entry in new["metadata"].get(field) or () if not unwanted(entry)]
+        if kept:
+            new["metadata"][field] = kept
         else:
-            new["metadata"].pop("finalizers", None)
+            new["metadata"].pop(field, None)
         await self.api.update(kind, item.namespace, item.name, new)
 
     async def run(self) -> None:
