@@ -20,6 +20,7 @@ from kubesim.controllers.base import (
     watch_forever,
 )
 from kubesim.errors import StatusError
+from kubesim.kinds import ResourceKind
 from kubesim.store import Stored
 
 FINALIZER = "kubernetes"
@@ -110,29 +111,39 @@ class NamespaceController(Controller):
             self.queue.add(stored.name)
 
     async def _delete_content(self, namespace: str) -> ContentLeft:
-        """Ask every namespaced object to go (in the background, as the deleter's
-        deletecollection does); returns what is still there."""
+        """Ask every namespaced object to go, returning what is still there. As the deleter
+        does, each pass deletes all of them, terminating ones too, with propagationPolicy
+        Background: an object waiting for its dependents (foregroundDeletion) or orphaning them
+        stops waiting, since they go with the namespace anyway."""
         left = ContentLeft()
         seen: set[tuple[str, str]] = set()
         for kind in self.api.kinds:
             if not kind.namespaced or kind.storage_key in seen or "delete" not in kind.verbs:
                 continue
             seen.add(kind.storage_key)
-            for stored in self.api.store.list(kind.storage_key, namespace):
-                if stored.obj["metadata"].get("deletionTimestamp"):
-                    continue
-                try:
-                    await self.api.delete(kind, namespace, stored.name,
-                                          options={"propagationPolicy": "Background"})
-                except StatusError as error:
-                    if error.code not in (404, 409):
-                        left.failures.append(error.message)
+            try:
+                await self._delete_all(kind, namespace)
+            except StatusError as error:
+                left.failures.append(error.message)
+                continue
             objects = self.api.store.list(kind.storage_key, namespace)
             if objects:
                 left.resources[f"{kind.plural}.{kind.group}"] = len(objects)
                 left.finalizers.update(f for s in objects
                                        for f in s.obj["metadata"].get("finalizers") or ())
         return left
+
+    async def _delete_all(self, kind: ResourceKind, namespace: str) -> None:
+        options = {"propagationPolicy": "Background"}
+        if "deletecollection" in kind.verbs:
+            await self.api.delete_collection(kind, namespace, options=options)
+            return
+        for stored in self.api.store.list(kind.storage_key, namespace):
+            try:
+                await self.api.delete(kind, namespace, stored.name, options=options)
+            except StatusError as error:
+                if error.code != 404:
+                    raise
 
     async def _report(self, namespace: str, left: ContentLeft) -> None:
         stored = self.api.store.get(self.namespaces_kind.storage_key, "", namespace)

@@ -102,6 +102,22 @@ async def test_the_namespace_controller_empties_then_finalizes_a_deleted_namespa
         await eventually(lambda: gone(api, "namespaces", "", "n"))
 
 
+async def test_the_namespace_controller_deletes_content_in_the_background(
+        api: ApiServer) -> None:
+    """Its deletecollection says propagationPolicy Background, terminating objects included:
+    an owner waiting for its dependents stops waiting (here no collector would ever end it)."""
+    namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
+    await api.create(namespaces, "", {"metadata": {"name": "n"}})
+    owner = await api.create(configmaps, "n", {"metadata": {"name": "owner"}})
+    await dependent_of(api, owner, "dep")
+    waiting = await api.delete(configmaps, "n", "owner",
+                               options={"propagationPolicy": "Foreground"})
+    assert waiting["metadata"]["finalizers"] == ["foregroundDeletion"]
+    await api.delete(namespaces, "", "n")
+    async with running(NamespaceController(api)):
+        await eventually(lambda: gone(api, "namespaces", "", "n"))
+
+
 async def dependent_of(api: ApiServer, owner: dict[str, Any], name: str) -> dict[str, Any]:
     reference = {"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
                  "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}
