@@ -27,8 +27,9 @@ from kubesim.apiserver import RequestAttributes, User
 from kubesim.controllers.kubelet import ContainerRuntime, Kubelet, PodRuntime
 from kubesim.store import dumps
 from kubesim.tls import KubeletTLS
-from kubesim.upgraded import hijack, message_bytes
+from kubesim.upgraded import message_bytes
 from spdy3 import Connection, channels, upgrade
+from spdy3.aiohttp_upgrade import switch_protocols
 from spdy3.connection import Stream
 
 log = logging.getLogger(__name__)
@@ -285,7 +286,7 @@ class KubeletApi:
         if isinstance(answer, web.StreamResponse):
             return answer
         response, protocol = answer
-        reader, writer = await hijack(request, response)
+        reader, writer = await switch_protocols(request, response)
         connection = Connection(reader, writer, server=True)
         session = SpdySession(connection, wanted)
         await session.collect()
@@ -305,7 +306,7 @@ class KubeletApi:
         if isinstance(answer, web.StreamResponse):
             return answer
         response, _ = answer
-        reader, writer = await hijack(request, response)
+        reader, writer = await switch_protocols(request, response)
         connection = Connection(reader, writer, server=True)
         pairs: dict[str, dict[str, Stream]] = {}
         tasks: list[asyncio.Task[None]] = []

@@ -27,8 +27,9 @@ from aiohttp import WSMsgType, web
 from kubesim import errors
 from kubesim.apiserver import ApiServer, User
 from kubesim.errors import StatusError
-from kubesim.upgraded import hijack, message_bytes, pump
+from kubesim.upgraded import message_bytes, pump
 from spdy3 import Connection, channels, upgrade
+from spdy3.aiohttp_upgrade import claim, switch_protocols
 from spdy3.connection import Stream
 
 # kube-apiserver's default --kubelet-preferred-address-types
@@ -194,6 +195,8 @@ class KubeletProxy:
         if streaming and is_websocket and upgrade.PORTFORWARD_TUNNEL in protocols:
             return await self._tunnel(request, host, port, target)
         is_upgrade = is_websocket or upgrade.is_spdy_upgrade(list(request.headers.items()))
+        if is_upgrade:
+            claim(request)  # what the client sends while the kubelet answers is for the kubelet
         try:
             reader, writer = await self._dial(host, port)
         except StatusError as error:
@@ -259,7 +262,7 @@ class KubeletProxy:
         for key, value in answer.headers:
             if key.lower() in HOP_HEADERS or key.lower() == "sec-websocket-accept":
                 switching.headers.add(key, value)
-        client_reader, client_writer = await hijack(request, switching)
+        client_reader, client_writer = await switch_protocols(request, switching)
         await asyncio.gather(pump(client_reader, writer), pump(reader, client_writer))
         return switching
 

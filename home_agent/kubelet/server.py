@@ -33,7 +33,7 @@ from home_agent.config import AgentConfig
 from home_agent.kubelet.auth import Caller, Reviews, certificate_caller
 from home_agent.kubelet.certs import write_self_signed
 from home_agent.kubelet.csr import ServingCertificates
-from home_agent.kubelet.streams import dial, offered_protocols, relay, take_over
+from home_agent.kubelet.streams import dial, offered_protocols, relay
 from home_agent.kubelet.usage import Usage
 from home_agent.kubelet.websocket import bridge, is_websocket, ports_of, remote_protocols
 from shared.forge.kubelet import (
@@ -53,6 +53,7 @@ from shared.forge.kubelet import (
 )
 from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
 from spdy3 import upgrade
+from spdy3.aiohttp_upgrade import claim, switch_protocols
 
 log = logging.getLogger(__name__)
 
@@ -254,6 +255,7 @@ class KubeletApi:
         websocket = is_websocket(request)
         if not websocket and not upgrade.is_spdy_upgrade(request.headers.items()):
             return _text(400, "Upgrade request required")
+        claim(request)  # what the caller sends while the remote is dialled is the session's
         ports: list[int] = []
         if websocket and target.action == "portForward":
             try:
@@ -278,10 +280,9 @@ class KubeletApi:
             return await bridge(request, target.action, remote, ports)
         log.debug("kubelet API: %s %s/%s relayed to %s (%s)", target.action, target.namespace,
                   target.pod, twin.remote_namespace, answer.header(upgrade.HEADER_PROTOCOL_VERSION))
-        reader, writer = take_over(request)
         response = web.StreamResponse(status=101, headers=upgrade.response_headers(
             answer.header(upgrade.HEADER_PROTOCOL_VERSION)))
-        await response.prepare(request)
+        reader, writer = await switch_protocols(request, response)
         caller = spdy3.Connection(reader, writer, server=True)
         await relay(caller, remote, lambda: self.agent.health.ready is False, HEALTH_POLL)
         return response

@@ -30,48 +30,6 @@ DRAIN_TIMEOUT = 10.0
 """Seconds the streams still in flight get to flush once either side closed."""
 
 
-class _Feed:
-    """The parser aiohttp hands an upgraded connection's bytes to (as its WebSocket reader)."""
-
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        self.reader = reader
-
-    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
-        self.reader.feed_data(data)
-        return False, b""
-
-    def feed_eof(self) -> None:
-        self.reader.feed_eof()
-
-
-class _UpgradedWriter:
-    def __init__(self, request: web.Request) -> None:
-        self.request = request
-        assert request.transport is not None
-        self.transport = request.transport
-
-    def write(self, data: bytes) -> None:
-        self.transport.write(data)
-
-    async def drain(self) -> None:
-        protocol = self.request.protocol
-        if self.transport.is_closing():
-            raise ConnectionResetError("the caller's connection is closed")
-        await protocol._drain_helper()
-
-    def close(self) -> None:
-        self.transport.close()
-
-
-def take_over(request: web.Request) -> tuple[asyncio.StreamReader, _UpgradedWriter]:
-    """From now on the request's connection is ours: its bytes go to the returned reader (to be
-    called before the 101 goes out, so that nothing reaches aiohttp's HTTP parser)."""
-    reader = asyncio.StreamReader(limit=2 ** 20)
-    request.protocol.keep_alive(False)
-    request.protocol.set_parser(_Feed(reader))  # type: ignore[arg-type]
-    return reader, _UpgradedWriter(request)
-
-
 def offered_protocols(request: web.Request) -> list[str]:
     return [token.strip() for value in request.headers.getall(upgrade.HEADER_PROTOCOL_VERSION,
                                                               [])
