@@ -104,6 +104,17 @@ def test_objects_whose_owner_never_existed_are_collected(home, namespace) -> Non
              timeout=60)
 
 
+def test_a_reference_naming_another_object_than_its_uids_dangles(home, namespace) -> None:
+    """The collector looks an owner up by kind and name and compares uids."""
+    owner = home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
+    home.core.create_namespaced_config_map(
+        namespace, owned_by("misnamed", "not-the-owner", owner.metadata.uid))
+    wait_for(lambda: not exists(lambda: home.core.read_namespaced_config_map("misnamed",
+                                                                             namespace)),
+             timeout=60)
+    assert exists(lambda: home.core.read_namespaced_config_map("owner", namespace))
+
+
 def test_a_reference_to_an_absent_owner_is_dropped_when_a_live_owner_remains(home,
                                                                             namespace) -> None:
     owner = home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "live"}})
