@@ -31,6 +31,8 @@ from kubesim.store import ADDED, DELETED, Event, Ident, Stored
 ORPHAN = "orphan"
 FOREGROUND = "foregroundDeletion"
 WORKERS = 4  # kube-controller-manager's --concurrent-gc-syncs is 20
+# DefaultIgnoredResources: Events are neither collected nor wait for as dependents
+IGNORED = frozenset({("", "events"), ("events.k8s.io", "events")})
 
 Reference = dict[str, Any]
 
@@ -80,10 +82,12 @@ class GarbageCollector(Controller):
 
     # ------------------------------------------------------------------------ graph builder
     def _observe(self, event: Event) -> None:
+        if event.key in IGNORED:
+            return
         obj = event.new.obj
         uid = obj["metadata"].get("uid", "")
         if event.type == DELETED:
-            for ident in self.api.store.dependents(uid):
+            for ident in self._dependents(uid):
                 self.attempt_to_delete.add(ident)
             for reference in _references(obj):
                 owner = self._located(reference.get("uid", ""))
@@ -102,9 +106,12 @@ class GarbageCollector(Controller):
         if starts_waiting(old, obj, ORPHAN):
             self.attempt_to_orphan.add(ident)
         elif starts_waiting(old, obj, FOREGROUND):
-            for dependent in self.api.store.dependents(uid):
+            for dependent in self._dependents(uid):
                 self.attempt_to_delete.add(dependent)
             self.attempt_to_delete.add(ident)
+
+    def _dependents(self, uid: str) -> list[Ident]:
+        return [ident for ident in self.api.store.dependents(uid) if ident[0] not in IGNORED]
 
     def _add_owner(self, uid: str) -> None:
         located = self.api.store.locate_uid(uid)
@@ -162,7 +169,7 @@ class GarbageCollector(Controller):
                 await self._drop_references(kind, item, {r.get("uid") for r, _ in gone})
             return
         waiting = any(owner is not None for _, owner in gone)
-        if waiting and self.api.store.dependents(item.obj["metadata"].get("uid", "")):
+        if waiting and self._dependents(item.obj["metadata"].get("uid", "")):
             policy = "Foreground"  # its waiting owner waits for its dependents too
         elif has_finalizer(item.obj, ORPHAN):
             policy = "Orphan"
@@ -176,7 +183,7 @@ class GarbageCollector(Controller):
 
     async def _process_deleting_dependents(self, kind: ResourceKind, owner: Stored) -> None:
         uid = owner.obj["metadata"].get("uid", "")
-        blocking = [ident for ident in self.api.store.dependents(uid)
+        blocking = [ident for ident in self._dependents(uid)
                     if (dependent := self.api.store.get(*ident)) is not None
                     and any(r.get("uid") == uid and blocks(r) for r in _references(dependent.obj))]
         if not blocking:
@@ -196,7 +203,7 @@ class GarbageCollector(Controller):
         if not (being_deleted(owner.obj) and has_finalizer(owner.obj, ORPHAN)):
             return
         uid = owner.obj["metadata"].get("uid", "")
-        for dependent_ident in self.api.store.dependents(uid):
+        for dependent_ident in self._dependents(uid):
             dependent = self._current(dependent_ident)
             if dependent is not None:
                 await self._drop_references(*dependent, {uid})

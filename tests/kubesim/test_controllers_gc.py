@@ -126,6 +126,22 @@ def test_a_reference_to_an_absent_owner_is_dropped_when_a_live_owner_remains(hom
         "shared", namespace).metadata.owner_references] == ["live"], timeout=60)
 
 
+def test_events_are_not_collected(home, namespace) -> None:
+    """Events are among the collector's ignored resources: they outlive their owners."""
+    owner = home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
+    home.core.create_namespaced_config_map(namespace, owned_configmap("dependent", owner))
+    reference = owned_configmap("e", owner)["metadata"]["ownerReferences"]
+    home.core.create_namespaced_event(namespace, {
+        "metadata": {"name": "e", "ownerReferences": reference},
+        "involvedObject": {"kind": "ConfigMap", "namespace": namespace, "name": "owner"},
+        "reason": "Tested", "message": "m", "type": "Normal"})
+    home.core.delete_namespaced_config_map("owner", namespace)
+    wait_for(lambda: not exists(lambda: home.core.read_namespaced_config_map("dependent",
+                                                                             namespace)),
+             timeout=60)
+    assert exists(lambda: home.core.read_namespaced_event("e", namespace))
+
+
 @pytest.mark.kubesim_only
 def test_controllers_can_be_switched_off_per_cluster(tmp_path: Path) -> None:
     from kubesim.cluster import Cluster, ClusterThread
