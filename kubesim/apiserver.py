@@ -973,7 +973,8 @@ def list_object(kind: ResourceKind, result: ListResult) -> Obj:
     }
 
 
-GC_FINALIZERS = ("orphan", "foregroundDeletion")
+# metav1.FinalizerOrphanDependents / FinalizerDeleteDependents: left by a delete for the collector
+ORPHAN_FINALIZER, FOREGROUND_FINALIZER = "orphan", "foregroundDeletion"
 
 
 def deletion_finalizers(finalizers: list[str], options: Obj, *, namespace: bool) -> list[str]:
@@ -982,14 +983,14 @@ def deletion_finalizers(finalizers: list[str], options: Obj, *, namespace: bool)
     Background; without either option the object keeps the ones it has (every kind kubesim
     serves defaults to background). The generic store's deletionFinalizersForGarbageCollection;
     namespace storage (`namespace`) reads orphanDependents false as Foreground."""
-    orphan, foreground = "orphan" in finalizers, "foregroundDeletion" in finalizers
+    orphan, foreground = ORPHAN_FINALIZER in finalizers, FOREGROUND_FINALIZER in finalizers
     orphan_dependents, policy = options.get("orphanDependents"), options.get("propagationPolicy")
     if orphan_dependents is not None:
         orphan, foreground = bool(orphan_dependents), namespace and not orphan_dependents
     elif policy is not None:
         orphan, foreground = policy == "Orphan", policy == "Foreground"
-    wanted = [f for f in finalizers if f not in GC_FINALIZERS]
-    wanted += ["orphan"] * orphan + ["foregroundDeletion"] * foreground
+    wanted = [f for f in finalizers if f not in (ORPHAN_FINALIZER, FOREGROUND_FINALIZER)]
+    wanted += [ORPHAN_FINALIZER] * orphan + [FOREGROUND_FINALIZER] * foreground
     return finalizers if set(wanted) == set(finalizers) else wanted
 
 

@@ -23,15 +23,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from kubesim.apiserver import FOREGROUND_FINALIZER as FOREGROUND
+from kubesim.apiserver import ORPHAN_FINALIZER as ORPHAN
 from kubesim.apiserver import ApiServer, copy_json
 from kubesim.controllers.base import Controller, WorkQueue, run_together
 from kubesim.kinds import ResourceKind
 from kubesim.store import ADDED, DELETED, Event, Ident, Stored
 
-ORPHAN = "orphan"
-FOREGROUND = "foregroundDeletion"
 WORKERS = 4  # kube-controller-manager's --concurrent-gc-syncs is 20
-# DefaultIgnoredResources: Events are neither collected nor wait for as dependents
+# DefaultIgnoredResources: Events are neither collected nor waited for
 IGNORED = frozenset({("", "events"), ("events.k8s.io", "events")})
 
 Reference = dict[str, Any]
