@@ -19,6 +19,7 @@ Decisions recorded here:
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict
@@ -70,6 +71,13 @@ def reflection_config(
         labels_not_reflected=frozenset(labels),
         annotations_not_reflected=frozenset(annotations),
     )
+
+
+def rfc3339(moment: datetime) -> str:
+    """A timestamp as Kubernetes writes them (seconds, UTC)."""
+    if moment.tzinfo is None:
+        raise ValueError(f"timestamps must be timezone-aware, got naive {moment.isoformat()}")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def without_keys(mapping: Mapping[str, str] | None, keys: Collection[str]) -> dict[str, str]:

@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
+from shared.api.resource_offer import ResourceOffer
+from shared.api.virtual_node import VirtualNode
+from shared.forge.common import rfc3339
 from shared.wellknown import (
     ARCH_LABEL,
     HOSTNAME_LABEL,
@@ -31,6 +34,7 @@ from shared.wellknown import (
 MANAGED_ANNOTATION = "offloading.liqo.io/managed-node-fields"
 """JSON {"labels": [...], "taints": [...]}: the label and taint keys the agent owns on the node."""
 
+READY = "Ready"
 READY_REASON = "RemoteClusterReady"
 UNREACHABLE_REASON = "RemoteClusterUnreachable"
 PENDING_REASON = "RemoteClusterNotChecked"
@@ -43,6 +47,13 @@ class Health:
 
     ready: bool | None
     message: str
+
+
+def readiness(health: Health) -> tuple[str, str]:
+    """The status and reason of the Ready condition, the Node's and the VirtualNode's alike."""
+    if health.ready is None:
+        return "Unknown", PENDING_REASON
+    return ("True", READY_REASON) if health.ready else ("False", UNREACHABLE_REASON)
 
 
 def node_labels(node_name: str, remote_cluster_id: str, offer_labels: Mapping[str, str],
@@ -60,6 +71,23 @@ def node_labels(node_name: str, remote_cluster_id: str, offer_labels: Mapping[st
     if platform and platform.get("architecture"):
         labels[ARCH_LABEL] = platform["architecture"]
     return labels
+
+
+def offer_platform(offer: ResourceOffer | None) -> dict[str, str]:
+    """What the offer says about the remote nodes (the consumer may not read them itself):
+    `architecture` and `kubeletVersion`, each once the offer tells it."""
+    if offer is None:
+        return {}
+    return {key: value for key, value in (("architecture", offer.spec.architecture),
+                                          ("kubeletVersion", offer.spec.kubelet_version))
+            if value}
+
+
+def virtual_node_labels(node_name: str, remote_cluster_id: str, offer: ResourceOffer | None,
+                        virtual_node: VirtualNode | None) -> dict[str, str]:
+    """The virtual node's labels as they should be (what clusterSelectors are matched against)."""
+    return node_labels(node_name, remote_cluster_id, offer.spec.labels if offer else {},
+                       virtual_node.spec.labels if virtual_node else {}, offer_platform(offer))
 
 
 def node_taints(extra_taints: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -129,21 +157,15 @@ def _taint_set(taints: Sequence[Mapping[str, Any]]) -> set[tuple[Any, Any, Any]]
     return {(t.get("key"), t.get("value"), t.get("effect")) for t in taints}
 
 
-def _timestamp(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _conditions(health: Health, remote_cluster_id: str) -> list[dict[str, str]]:
+    status, reason = readiness(health)
     if health.ready is None:
-        ready = {"type": "Ready", "status": "Unknown", "reason": PENDING_REASON,
-                 "message": f"remote cluster {remote_cluster_id} not checked yet"}
+        message = f"remote cluster {remote_cluster_id} not checked yet"
     elif health.ready:
-        ready = {"type": "Ready", "status": "True", "reason": READY_REASON,
-                 "message": f"remote cluster {remote_cluster_id} is reachable"}
+        message = f"remote cluster {remote_cluster_id} is reachable"
     else:
-        ready = {"type": "Ready", "status": "False", "reason": UNREACHABLE_REASON,
-                 "message": f"remote cluster {remote_cluster_id} is unreachable: "
-                            f"{health.message}"}
+        message = f"remote cluster {remote_cluster_id} is unreachable: {health.message}"
+    ready = {"type": READY, "status": status, "reason": reason, "message": message}
     pressure = [{"type": kind, "status": "False", "reason": "RemoteClusterHasNo" + kind,
                  "message": f"no {kind} reported by remote cluster {remote_cluster_id}"}
                 for kind in PRESSURE_CONDITIONS]
@@ -178,6 +200,56 @@ def node_status(capacity: Mapping[str, str], health: Health, remote_cluster_id: 
     }
 
 
+@dataclass(frozen=True)
+class DesiredNode:
+    """The virtual Node as it should be: `status` without timestamps (see `node_status_patch`)."""
+
+    name: str
+    labels: dict[str, str]
+    taints: list[dict[str, Any]]
+    status: dict[str, Any]
+
+
+def desired_node(node_name: str, remote_cluster_id: str, offer: ResourceOffer | None,
+                 virtual_node: VirtualNode | None, health: Health, node_ip: str,
+                 kubelet_port: int) -> DesiredNode:
+    """The virtual Node from the offer and the VirtualNode: its capacity is the VirtualNode's
+    `resources` when set, else what the offer announces."""
+    capacity: dict[str, str] = {}
+    if virtual_node is not None and virtual_node.spec.resources is not None:
+        capacity = dict(virtual_node.spec.resources)
+    elif offer is not None:
+        capacity = dict(offer.spec.resources)
+    extra_taints = [t.to_wire() for t in virtual_node.spec.taints] if virtual_node else []
+    return DesiredNode(
+        name=node_name,
+        labels=virtual_node_labels(node_name, remote_cluster_id, offer, virtual_node),
+        taints=node_taints(extra_taints),
+        status=node_status(capacity, health, remote_cluster_id, node_ip, node_name,
+                           kubelet_port, offer_platform(offer)))
+
+
+def status_as_known(desired: Mapping[str, Any], current: Mapping[str, Any], health: Health,
+                    offer_known: bool) -> dict[str, Any]:
+    """`desired` but for what the agent cannot tell yet, which stays as the node's `current`
+    status says it: its Ready condition before the first health check (a restarted agent must
+    not write Unknown for an unchanged remote), its capacity, allocatable and nodeInfo while the
+    remote side is not listed (e.g. unreachable since a restart: only readiness is ours to
+    tell)."""
+    status = dict(desired)
+    if health.ready is None:
+        existing = next((c for c in current.get("conditions") or [] if c.get("type") == READY),
+                        None)
+        if existing is not None:
+            status["conditions"] = [existing if c["type"] == READY else c
+                                    for c in desired["conditions"]]
+    if not offer_known:
+        status.update(capacity=current.get("capacity") or {},
+                      allocatable=current.get("allocatable") or {},
+                      nodeInfo=current.get("nodeInfo") or desired["nodeInfo"])
+    return status
+
+
 def _comparable(condition: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(condition.get(k) for k in ("type", "status", "reason", "message"))
 
@@ -196,7 +268,7 @@ def node_status_patch(current_status: Mapping[str, Any], desired: Mapping[str, A
             conditions.append(dict(existing))
             continue
         changed = True
-        stamp = _timestamp(now)
+        stamp = rfc3339(now)
         transition = (existing.get("lastTransitionTime") if existing is not None
                       and existing.get("status") == condition["status"] else stamp)
         conditions.append({**condition, "lastHeartbeatTime": stamp,

@@ -1,5 +1,5 @@
-"""The agent's pure pieces: node desired state, the work queue, mirror relists, the offloading
-phase, the webhook's AdmissionReview answer."""
+"""The agent's small pieces: the work queue, mirror relists, the webhook's AdmissionReview
+answer. (Its pure rules are tested beside them, in tests/shared/forge.)"""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import asyncio
 import base64
 import json
 import threading
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import jsonpatch
@@ -15,72 +14,6 @@ import msgpack
 
 from annex.mirror import Mirror
 from annex.workqueue import KeyQueue
-from home_agent.offloading import phase_of
-from shared.forge.node import (
-    Health,
-    new_node,
-    node_labels,
-    node_metadata_patch,
-    node_status,
-    node_status_patch,
-    node_taints,
-)
-
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-def _node(labels: dict[str, str], extra_taints: list[dict[str, Any]]) -> dict[str, Any]:
-    status = node_status({}, Health(True, ""), "r", "1.2.3.4", "liqo-r", 10250)
-    node = new_node("liqo-r", labels, node_taints(extra_taints), status)
-    node["metadata"]["resourceVersion"] = "7"
-    return node
-
-
-def test_an_unchanged_node_needs_no_patch() -> None:
-    labels = node_labels("liqo-r", "r", {"region": "eu"}, {})
-    assert node_metadata_patch(_node(labels, []), labels, node_taints([])) is None
-
-
-def test_a_label_the_offer_dropped_is_removed_but_foreign_labels_and_taints_stay() -> None:
-    before = node_labels("liqo-r", "r", {"region": "eu"}, {})
-    node = _node(before, [])
-    node["metadata"]["labels"]["user"] = "kept"
-    node["spec"]["taints"].append({"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"})
-    after = node_labels("liqo-r", "r", {}, {})
-    patch = node_metadata_patch(node, after, node_taints([]))
-    assert patch is not None
-    assert patch["metadata"]["labels"] == {"region": None}  # "user" is not touched
-    assert patch["metadata"]["resourceVersion"] == "7"
-    assert "spec" not in patch  # the lifecycle taint is not ours: untouched
-
-
-def test_a_removed_virtual_node_taint_goes_and_the_lifecycle_taint_stays() -> None:
-    labels = node_labels("liqo-r", "r", {}, {})
-    node = _node(labels, [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
-    node["spec"]["taints"].append({"key": "node.kubernetes.io/unreachable",
-                                   "effect": "NoSchedule"})
-    patch = node_metadata_patch(node, labels, node_taints([]))
-    assert patch is not None
-    keys = [t["key"] for t in patch["spec"]["taints"]]
-    assert keys == ["virtual-node.liqo.io/not-allowed", "node.kubernetes.io/unreachable"]
-
-
-def test_node_status_is_written_only_when_it_changes_and_keeps_transition_times() -> None:
-    ready = node_status({"cpu": "2"}, Health(True, ""), "r", "1.2.3.4", "liqo-r", 10250)
-    first = node_status_patch({}, ready, NOW)
-    assert first is not None
-    assert node_status_patch(first, ready, NOW + timedelta(minutes=5)) is None
-    grown = node_status({"cpu": "4"}, Health(True, ""), "r", "1.2.3.4", "liqo-r", 10250)
-    second = node_status_patch(first, grown, NOW + timedelta(minutes=5))
-    assert second is not None
-    assert second["conditions"] == first["conditions"]  # capacity changed, readiness did not
-    down = node_status({"cpu": "4"}, Health(False, "refused"), "r", "1.2.3.4", "liqo-r", 10250)
-    third = node_status_patch(second, down, NOW + timedelta(minutes=6))
-    assert third is not None
-    [condition] = [c for c in third["conditions"] if c["type"] == "Ready"]
-    assert (condition["status"], condition["reason"]) == ("False", "RemoteClusterUnreachable")
-    assert "remote cluster r" in condition["message"]
-    assert condition["lastTransitionTime"] == "2026-01-01T00:06:00Z"
 
 
 def test_the_work_queue_never_runs_a_key_twice_at_once_and_reruns_it_after() -> None:
@@ -187,18 +120,6 @@ def test_a_relist_forgets_what_was_deleted_while_nobody_watched() -> None:
     mirror.apply("INDEXED", {"metadata": {"namespace": "ns", "name": "kept"}})
     assert mirror.finish_relist() == [("ns", "gone")]
     assert mirror.keys() == [("ns", "kept")]
-
-
-def test_the_offloading_phase_over_clusters() -> None:
-    ready = [{"type": "Ready", "status": "True", "reason": "Accepted"}]
-    pending = [{"type": "Ready", "status": "False", "reason": "Pending"}]
-    failed = [{"type": "Ready", "status": "False", "reason": "CreationLoopBackOff"}]
-    assert phase_of({}, False) == "NoClusterSelected"
-    assert phase_of({"a": ready, "b": ready}, False) == "Ready"
-    assert phase_of({"a": ready, "b": pending}, False) == "InProgress"
-    assert phase_of({"a": ready, "b": failed}, False) == "SomeFailed"
-    assert phase_of({"a": failed}, False) == "AllFailed"
-    assert phase_of({"a": ready}, True) == "Terminating"
 
 
 def test_the_webhook_answers_with_a_json_patch_only_for_offloaded_namespaces() -> None:

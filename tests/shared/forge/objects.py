@@ -1,5 +1,6 @@
-"""Generators of valid-looking Kubernetes objects for the reflection forges' properties
-(tests/shared/forge/test_{common,service,endpointslice,event}.py)."""
+"""What the forge tests share: generators of valid-looking Kubernetes objects (for the reflection
+forges' properties, tests/shared/forge/test_{common,service,endpointslice,event}.py) and the API
+server's JSON merge patch (to check that what a forge says to write converges)."""
 
 from __future__ import annotations
 
@@ -231,3 +232,17 @@ def configs_skipping(obj: Mapping[str, Any]) -> st.SearchStrategy[ReflectionConf
         labels_not_reflected=st.frozensets(st.sampled_from(label_keys)),
         annotations_not_reflected=st.frozensets(st.sampled_from(annotation_keys)),
     )
+
+
+def merge_patched(target: Any, patch: Any) -> Any:
+    """`target` with the JSON merge patch `patch` applied (RFC 7386), as the API server does:
+    objects merge, a null removes the key, anything else replaces."""
+    if not isinstance(patch, dict):
+        return patch
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patched(result.get(key), value)
+    return result

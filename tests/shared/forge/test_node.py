@@ -1,0 +1,109 @@
+"""shared.forge.node: the virtual Node's labels, taints and status, written only when they change
+and never over what others own on it. (The desired node itself is golden cases, node/.)"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from shared.forge.node import (
+    Health,
+    new_node,
+    node_labels,
+    node_metadata_patch,
+    node_status,
+    node_status_patch,
+    node_taints,
+    status_as_known,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _node(labels: dict[str, str], extra_taints: list[dict[str, Any]]) -> dict[str, Any]:
+    status = node_status({}, Health(True, ""), "r", "1.2.3.4", "liqo-r", 10250)
+    node = new_node("liqo-r", labels, node_taints(extra_taints), status)
+    node["metadata"]["resourceVersion"] = "7"
+    return node
+
+
+def test_an_unchanged_node_needs_no_patch() -> None:
+    labels = node_labels("liqo-r", "r", {"region": "eu"}, {})
+    assert node_metadata_patch(_node(labels, []), labels, node_taints([])) is None
+
+
+def test_a_label_the_offer_dropped_is_removed_but_foreign_labels_and_taints_stay() -> None:
+    before = node_labels("liqo-r", "r", {"region": "eu"}, {})
+    node = _node(before, [])
+    node["metadata"]["labels"]["user"] = "kept"
+    node["spec"]["taints"].append({"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"})
+    after = node_labels("liqo-r", "r", {}, {})
+    patch = node_metadata_patch(node, after, node_taints([]))
+    assert patch is not None
+    assert patch["metadata"]["labels"] == {"region": None}  # "user" is not touched
+    assert patch["metadata"]["resourceVersion"] == "7"
+    assert "spec" not in patch  # the lifecycle taint is not ours: untouched
+
+
+def test_a_removed_virtual_node_taint_goes_and_the_lifecycle_taint_stays() -> None:
+    labels = node_labels("liqo-r", "r", {}, {})
+    node = _node(labels, [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}])
+    node["spec"]["taints"].append({"key": "node.kubernetes.io/unreachable",
+                                   "effect": "NoSchedule"})
+    patch = node_metadata_patch(node, labels, node_taints([]))
+    assert patch is not None
+    keys = [t["key"] for t in patch["spec"]["taints"]]
+    assert keys == ["virtual-node.liqo.io/not-allowed", "node.kubernetes.io/unreachable"]
+
+
+def test_node_status_is_written_only_when_it_changes_and_keeps_transition_times() -> None:
+    ready = node_status({"cpu": "2"}, Health(True, ""), "r", "1.2.3.4", "liqo-r", 10250)
+    first = node_status_patch({}, ready, NOW)
+    assert first is not None
+    assert node_status_patch(first, ready, NOW + timedelta(minutes=5)) is None
+    grown = node_status({"cpu": "4"}, Health(True, ""), "r", "1.2.3.4", "liqo-r", 10250)
+    second = node_status_patch(first, grown, NOW + timedelta(minutes=5))
+    assert second is not None
+    assert second["conditions"] == first["conditions"]  # capacity changed, readiness did not
+    down = node_status({"cpu": "4"}, Health(False, "refused"), "r", "1.2.3.4", "liqo-r", 10250)
+    third = node_status_patch(second, down, NOW + timedelta(minutes=6))
+    assert third is not None
+    [condition] = [c for c in third["conditions"] if c["type"] == "Ready"]
+    assert (condition["status"], condition["reason"]) == ("False", "RemoteClusterUnreachable")
+    assert "remote cluster r" in condition["message"]
+    assert condition["lastTransitionTime"] == "2026-01-01T00:06:00Z"
+
+
+def _written(status: dict[str, Any]) -> dict[str, Any]:
+    written = node_status_patch({}, status, NOW)
+    assert written is not None
+    return written
+
+
+PLATFORM = {"architecture": "arm64", "kubeletVersion": "v1.30.2"}
+
+
+@pytest.mark.parametrize("offer_known", [True, False])
+def test_a_restarted_agent_writes_nothing_over_a_node_that_says_it_all(offer_known: bool) -> None:
+    """Not checked yet, and perhaps the remote side not listed yet either: what the agent cannot
+    tell stays as the node says it."""
+    node = _written(node_status({"cpu": "2"}, Health(True, ""), "r", "1.2.3.4", "liqo-r", 10250,
+                                PLATFORM))
+    capacity, platform = ({"cpu": "2"}, PLATFORM) if offer_known else ({}, None)
+    desired = node_status(capacity, Health(None, ""), "r", "1.2.3.4", "liqo-r", 10250, platform)
+    known = status_as_known(desired, node, Health(None, ""), offer_known)
+    assert node_status_patch(node, known, NOW + timedelta(minutes=1)) is None
+
+
+def test_an_unreachable_remote_is_told_before_the_offer_is_listed() -> None:
+    node = _written(node_status({"cpu": "2"}, Health(True, ""), "r", "1.2.3.4", "liqo-r", 10250,
+                                PLATFORM))
+    desired = node_status({}, Health(False, "refused"), "r", "1.2.3.4", "liqo-r", 10250)
+    known = status_as_known(desired, node, Health(False, "refused"), offer_known=False)
+    written = node_status_patch(node, known, NOW + timedelta(minutes=1))
+    assert written is not None
+    assert (written["capacity"], written["nodeInfo"]) == (node["capacity"], node["nodeInfo"])
+    [ready] = [c for c in written["conditions"] if c["type"] == "Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "RemoteClusterUnreachable")
