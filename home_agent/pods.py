@@ -32,13 +32,14 @@ from shared.forge.common import reflection_config
 from shared.forge.pod import (
     PodForgeConfig,
     StatusForgeConfig,
-    local_pod_status,
+    merged_status,
     offloading_backoff_status,
     remote_creation_failed_condition,
     remote_pod_refused_condition,
     remote_pod_spec,
     shadow_pod,
-    updated_remote_pod_spec,
+    shadow_pod_patch,
+    status_from_shadow,
     with_condition,
 )
 from shared.ownership import is_owned
@@ -49,10 +50,6 @@ from shared.wellknown import (
 )
 
 log = logging.getLogger(__name__)
-
-# Status fields a previous state (OffloadingBackOff) may have set and the remote status lacks.
-_TRANSIENT_STATUS_FIELDS = ("reason", "message")
-
 
 class PodOffloader:
     def __init__(self, agent: Agent) -> None:
@@ -206,52 +203,25 @@ class PodOffloader:
         return RETRY
 
     async def _update(self, pod: dict[str, Any], shadow: dict[str, Any]) -> None:
-        if (shadow.get("metadata") or {}).get("deletionTimestamp"):
-            return
-        config = self.forge_config()
-        desired = shadow_pod(pod, shadow["metadata"]["namespace"], config)
-        patch: dict[str, Any] = {}
-        new_spec = updated_remote_pod_spec((shadow.get("spec") or {}).get("pod") or {}, pod,
-                                           config)
-        if new_spec is not None:
-            patch["spec"] = {"pod": new_spec}
-        metadata_patch: dict[str, Any] = {}
-        for field in ("labels", "annotations"):
-            current = shadow["metadata"].get(field) or {}
-            wanted = desired["metadata"].get(field) or {}
-            if current != wanted:
-                change: dict[str, Any] = {k: v for k, v in wanted.items() if current.get(k) != v}
-                change.update({k: None for k in current if k not in wanted})
-                metadata_patch[field] = change
-        if metadata_patch:
-            patch["metadata"] = metadata_patch
-        if patch:
-            patch.setdefault("metadata", {})["resourceVersion"] = (
-                shadow["metadata"]["resourceVersion"])
+        patch = shadow_pod_patch(shadow, pod, self.forge_config())
+        if patch is not None:
+            metadata = shadow["metadata"]
             await self.agent.remote.patch(
-                custom_path(SHADOWPOD, shadow["metadata"]["namespace"],
-                            shadow["metadata"]["name"]), patch)
+                custom_path(SHADOWPOD, metadata["namespace"], metadata["name"]), patch)
 
     # --- status -----------------------------------------------------------------------------
 
     async def _status_back(self, pod: dict[str, Any], shadow: dict[str, Any]) -> None:
-        status = shadow.get("status") or {}
-        remote_status = status.get("podStatus")
-        refused = remote_pod_refused_condition(status)
-        if not remote_status and refused is None:
+        shadow_status = shadow.get("status") or {}
+        wanted = status_from_shadow(pod.get("status") or {}, shadow_status,
+                                    self.status_config())
+        if wanted is None:
             return
-        if remote_status:
-            local = local_pod_status(remote_status, status.get("carriedRestarts") or {},
-                                     self.status_config())
-            for field in _TRANSIENT_STATUS_FIELDS:
-                local.setdefault(field, None)
-        else:
-            local = dict(pod.get("status") or {})
+        refused = remote_pod_refused_condition(shadow_status)
         if refused is not None:
-            local = with_condition(local, refused)
             # once per distinct message, not once per status echo
             await self.events.record(pod, REMOTE_CREATION_FAILED_CONDITION, refused["message"])
-        await self._write_status(pod, local)
+        await self._write_status(pod, wanted)
 
     async def _back_off(self, pod: dict[str, Any]) -> None:
         await self._write_status(pod, offloading_backoff_status(pod, datetime.now(UTC)))
@@ -260,9 +230,8 @@ class PodOffloader:
         """Replace the pod's status with `wanted` merged over it (None removes a field); no
         write when nothing differs. The resourceVersion guards against a concurrent writer."""
         current = pod.get("status") or {}
-        merged = {**current, **wanted}
-        merged = {k: v for k, v in merged.items() if v is not None}
-        if merged == current:
+        merged = merged_status(current, wanted)
+        if merged is None:
             return
         log.debug("pod %s/%s status: %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
                   {k: (current.get(k), v) for k, v in merged.items() if current.get(k) != v})

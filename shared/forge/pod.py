@@ -35,14 +35,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from shared.api.offloading_patch import OffloadingPatch
 from shared.api.shadowpod import SHADOWPOD
-from shared.forge.common import ReflectionConfig, copied, remote_metadata, without_keys
+from shared.forge.common import ReflectionConfig, copied, remote_metadata, rfc3339, without_keys
 from shared.forge.configmap import remote_configmap_name
 from shared.forge.namespace import shortened
 from shared.forge.offloading_strategy import is_node_health_toleration
@@ -458,16 +458,11 @@ def _active_deadline_update(current: Any, desired: Any) -> Any:
     return current
 
 
-def updated_remote_pod_spec(
-    current_remote_spec: Mapping[str, Any], local_pod: Mapping[str, Any], config: PodForgeConfig
+def _accepted_changes(
+    current_remote_spec: Mapping[str, Any], desired: Mapping[str, Any]
 ) -> dict[str, Any] | None:
-    """The remote spec with the home pod's changes a running pod accepts (container images,
-    activeDeadlineSeconds lowered or set, tolerations added), or None when nothing changes.
-
-    Other differences are not writable on a pod (the apiserver would refuse the update) and are
-    left alone: a new pod picks them up.
-    """
-    desired = remote_pod_spec(local_pod, config).spec
+    """`current_remote_spec` with the changes of the forged spec `desired` that a running pod
+    accepts, or None when there are none."""
     updated = copied(dict(current_remote_spec))
     for key in ("containers", "initContainers"):
         # A pod's containers cannot be added or removed, so they pair up by position.
@@ -486,30 +481,49 @@ def updated_remote_pod_spec(
     return None if updated == current_remote_spec else updated
 
 
-def updated_shadow_pod(
-    current: Mapping[str, Any],
-    local_pod: Mapping[str, Any],
-    remote_namespace: str,
-    config: PodForgeConfig,
+def updated_remote_pod_spec(
+    current_remote_spec: Mapping[str, Any], local_pod: Mapping[str, Any], config: PodForgeConfig
 ) -> dict[str, Any] | None:
-    """The ShadowPod body to write over `current` for the home pod's label, annotation and
-    mutable-field changes (keeping `current`'s resourceVersion and status), or None when there
-    is nothing to write."""
-    desired_metadata = shadow_pod(local_pod, remote_namespace, config)["metadata"]
-    metadata = copied(dict(current.get("metadata") or {}))
-    changed = False
-    for key in ("labels", "annotations"):
-        if (metadata.get(key) or {}) != (desired_metadata.get(key) or {}):
-            metadata[key] = copied(desired_metadata.get(key) or {})
-            changed = True
-    current_spec = (current.get("spec") or {}).get("pod") or {}
-    spec = updated_remote_pod_spec(current_spec, local_pod, config)
-    if spec is None and not changed:
+    """The remote spec with the home pod's changes a running pod accepts (container images,
+    activeDeadlineSeconds lowered or set, tolerations added), or None when nothing changes.
+
+    Other differences are not writable on a pod (the apiserver would refuse the update) and are
+    left alone: a new pod picks them up.
+    """
+    return _accepted_changes(current_remote_spec, remote_pod_spec(local_pod, config).spec)
+
+
+def _map_patch(current: Mapping[str, str], wanted: Mapping[str, str]) -> dict[str, Any]:
+    """The merge patch turning the labels (or annotations) `current` into `wanted`."""
+    patch: dict[str, Any] = {k: v for k, v in wanted.items() if current.get(k) != v}
+    patch.update({k: None for k in current if k not in wanted})
+    return patch
+
+
+def shadow_pod_patch(
+    current: Mapping[str, Any], local_pod: Mapping[str, Any], config: PodForgeConfig
+) -> dict[str, Any] | None:
+    """The merge patch bringing the ShadowPod `current` to the home pod: the labels and
+    annotations `shadow_pod` gives it (keys it no longer gives removed) and the spec changes a
+    running pod accepts (`updated_remote_pod_spec`), guarded by `current`'s resourceVersion.
+    None when there is nothing to write, or while the ShadowPod is being deleted."""
+    metadata = current.get("metadata") or {}
+    if metadata.get("deletionTimestamp"):
         return None
-    body = copied(dict(current))
-    body["metadata"] = metadata
-    body["spec"] = {**body.get("spec", {}), "pod": spec if spec is not None else current_spec}
-    return body
+    desired = shadow_pod(local_pod, str(metadata.get("namespace", "")), config)
+    patch: dict[str, Any] = {}
+    spec = _accepted_changes((current.get("spec") or {}).get("pod") or {},
+                             desired["spec"]["pod"])
+    if spec is not None:
+        patch["spec"] = {"pod": spec}
+    for key in ("labels", "annotations"):
+        change = _map_patch(metadata.get(key) or {}, desired["metadata"].get(key) or {})
+        if change:
+            patch.setdefault("metadata", {})[key] = change
+    if not patch:
+        return None
+    patch.setdefault("metadata", {})["resourceVersion"] = metadata.get("resourceVersion")
+    return patch
 
 
 # --- remote to home: the status ----------------------------------------------------------------
@@ -573,12 +587,6 @@ def local_pod_status(
     return status
 
 
-def _rfc3339(now: datetime) -> str:
-    if now.tzinfo is None:
-        raise ValueError(f"timestamps must be timezone-aware, got naive {now.isoformat()}")
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime) -> dict[str, Any]:
     """The status of a pod bound to the virtual node from a namespace that is not offloaded:
     Pending with reason OffloadingBackOff (seed 004), its true conditions turned false with the
@@ -593,7 +601,7 @@ def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime) -> di
     for condition in status.get("conditions") or []:
         if condition.get("status") == "True":
             condition.update(
-                status="False", reason=OFFLOADING_BACKOFF_REASON, lastTransitionTime=_rfc3339(now)
+                status="False", reason=OFFLOADING_BACKOFF_REASON, lastTransitionTime=rfc3339(now)
             )
     for container in status.get("containerStatuses") or []:
         container["ready"] = False
@@ -608,7 +616,7 @@ def remote_creation_failed_condition(reason: str, message: str, now: datetime) -
         "status": "True",
         "reason": reason,
         "message": message,
-        "lastTransitionTime": _rfc3339(now),
+        "lastTransitionTime": rfc3339(now),
     }
 
 
@@ -645,3 +653,37 @@ def with_condition(status: Mapping[str, Any], condition: Mapping[str, Any]) -> d
         conditions.append(new)
     updated["conditions"] = conditions
     return updated
+
+
+_TRANSIENT_STATUS_FIELDS = ("reason", "message")
+"""Status fields a previous state (OffloadingBackOff) may have set and the remote status lacks."""
+
+
+def status_from_shadow(
+    local_status: Mapping[str, Any], shadow_status: Mapping[str, Any], config: StatusForgeConfig
+) -> dict[str, Any] | None:
+    """The home pod's status as its ShadowPod's status tells it (over `local_status`, see
+    `merged_status`): the remote pod's status (`local_pod_status`; the reason and message a
+    back-off left cleared), and a remote pod the remote API server refuses as the
+    RemoteCreationFailed condition (`remote_pod_refused_condition`). None while it tells
+    neither."""
+    remote_status = shadow_status.get("podStatus")
+    refused = remote_pod_refused_condition(shadow_status)
+    if not remote_status and refused is None:
+        return None
+    if remote_status:
+        status = local_pod_status(remote_status, shadow_status.get("carriedRestarts") or {},
+                                  config)
+        for key in _TRANSIENT_STATUS_FIELDS:
+            status.setdefault(key, None)
+    else:
+        status = copied(dict(local_status))
+    return status if refused is None else with_condition(status, refused)
+
+
+def merged_status(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The pod status `wanted` merged over `current` (a None value removes the field), or None
+    when that is `current`: nothing to write."""
+    merged = {k: v for k, v in {**current, **wanted}.items() if v is not None}
+    return None if merged == current else merged
+

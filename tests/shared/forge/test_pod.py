@@ -17,8 +17,8 @@ from shared.forge.pod import (
     remote_pod_spec,
     service_account_token_secret_name,
     shadow_pod,
+    shadow_pod_patch,
     updated_remote_pod_spec,
-    updated_shadow_pod,
 )
 from shared.wellknown import (
     ANTI_AFFINITY_LABELS_ANNOTATION,
@@ -27,6 +27,7 @@ from shared.wellknown import (
     ORIGIN_CLUSTER_LABEL,
     VIRTUAL_NODE_TAINT_KEY,
 )
+from tests.shared.forge.objects import merge_patched
 
 # Generating whole pods dominates the run time (about 5 ms each): 1500 keeps each test quick.
 EXAMPLES = settings(max_examples=2000, deadline=None, database=None)
@@ -297,7 +298,26 @@ def test_an_unchanged_pod_needs_no_remote_write(
     spec = remote_pod_spec(pod, config).spec
     assert updated_remote_pod_spec(spec, pod, config) is None
     written = shadow_pod(pod, "shop-home", config)
-    assert updated_shadow_pod(written, pod, "shop-home", config) is None
+    assert shadow_pod_patch(written, pod, config) is None
+
+
+@EXAMPLES
+@given(pods, pods, configs)
+def test_one_shadow_pod_patch_brings_the_shadow_pod_to_the_home_pod(
+    before: dict[str, Any], after: dict[str, Any], config: PodForgeConfig
+) -> None:
+    shadow = shadow_pod(before, "shop-home", config)
+    shadow["metadata"]["resourceVersion"] = "7"
+    unchanged = copy.deepcopy(shadow)
+    patch = shadow_pod_patch(shadow, after, config)
+    assert shadow == unchanged, "the patch is computed without touching its input"
+    if patch is None:
+        return
+    assert patch["metadata"]["resourceVersion"] == "7"  # a concurrent writer is not overwritten
+    written = merge_patched(shadow, patch)
+    assert written["metadata"].get("labels") == shadow_pod(after, "shop-home", config)[
+        "metadata"].get("labels")
+    assert shadow_pod_patch(written, after, config) is None
 
 
 @EXAMPLES
