@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 # kube-apiserver sends an AdmissionReview holding the object and, for updates, the old object:
@@ -14,3 +16,16 @@ def admission_application() -> web.Application:
     """An aiohttp application that accepts AdmissionReviews of any object the API server
     stores."""
     return web.Application(client_max_size=ADMISSION_REVIEW_MAX_BYTES)
+
+
+async def admission_request(request: web.Request) -> dict[str, Any]:
+    """The `request` of the AdmissionReview posted to a webhook; 400 for anything else (the
+    API server never sends that: a client that does is told, and nothing is decided)."""
+    try:
+        review = await request.json()
+    except ValueError:
+        review = None
+    asked = review.get("request") if isinstance(review, dict) else None
+    if not isinstance(asked, dict):
+        raise web.HTTPBadRequest(text="expected an AdmissionReview with a request")
+    return asked

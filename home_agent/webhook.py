@@ -6,8 +6,6 @@ request is answered allowed without a patch: this webhook must never block pods.
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import ssl
 from typing import Any
@@ -16,8 +14,9 @@ import jsonpatch
 from aiohttp import web
 from pydantic import ValidationError
 
-from annex.webhooks import admission_application
+from annex.webhooks import admission_application, admission_request
 from home_agent.agent import Agent
+from shared.admission import review_response
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
 from shared.api.virtual_node import VirtualNode
 from shared.forge.offloading_strategy import (
@@ -64,40 +63,34 @@ class VirtualNodes:
         return views
 
 
-def review_response(agent: Agent, review: dict[str, Any],
-                    virtual_nodes: VirtualNodes | None = None) -> dict[str, Any]:
-    request = review.get("request") or {}
-    response: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
+def pod_mutation(agent: Agent, request: dict[str, Any],
+                 virtual_nodes: VirtualNodes | None = None) -> list[dict[str, Any]]:
+    """The JSON patch a pod's admission `request` gets: its namespace's offloading strategy
+    (none when the namespace is not offloaded or the pod is not being created)."""
     pod = request.get("object")
     namespace = request.get("namespace") or ((pod or {}).get("metadata") or {}).get("namespace")
     spec = offloading_spec(agent, str(namespace or ""))
-    if isinstance(pod, dict) and spec is not None and request.get("operation") == "CREATE":
-        strategy = str(spec.get("podOffloadingStrategy") or "LocalAndRemote")
-        selector = spec.get("clusterSelector") or {}
-        views = (virtual_nodes or VirtualNodes(agent)).views()
-        try:
-            mutated = pod_with_offloading_strategy(pod, strategy, selector,
-                                                   not_ready_toleration(selector, views))
-        except ValueError as error:
-            log.warning("namespace %s: %s", namespace, error)
-        else:
-            operations = jsonpatch.make_patch(pod, mutated).patch
-            if operations:
-                response["patchType"] = "JSONPatch"
-                response["patch"] = base64.b64encode(json.dumps(operations).encode()).decode()
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "response": response}
+    if not isinstance(pod, dict) or spec is None or request.get("operation") != "CREATE":
+        return []
+    strategy = str(spec.get("podOffloadingStrategy") or "LocalAndRemote")
+    selector = spec.get("clusterSelector") or {}
+    views = (virtual_nodes or VirtualNodes(agent)).views()
+    try:
+        mutated = pod_with_offloading_strategy(pod, strategy, selector,
+                                               not_ready_toleration(selector, views))
+    except ValueError as error:
+        log.warning("namespace %s: %s", namespace, error)
+        return []
+    return list(jsonpatch.make_patch(pod, mutated).patch)
 
 
 def application(agent: Agent) -> web.Application:
     virtual_nodes = VirtualNodes(agent)
 
     async def mutate(request: web.Request) -> web.Response:
-        try:
-            review = await request.json()
-        except ValueError:
-            return web.json_response({"message": "expected an AdmissionReview"}, status=400)
-        return web.json_response(review_response(agent, review, virtual_nodes))
+        admission = await admission_request(request)
+        return web.json_response(review_response(
+            str(admission.get("uid", "")), patch=pod_mutation(agent, admission, virtual_nodes)))
 
     app = admission_application()
     app.router.add_post(MUTATE_POD_PATH, mutate)

@@ -26,10 +26,12 @@ from aiohttp import web
 
 from annex.kubeapi import ClusterApi, core_path
 from annex.webhooks import admission_application
+from annex.webhooks import admission_request as read_admission_request
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from shared import quota as quota_rules
+from shared.admission import review_response
 from shared.api.quota import LimitsEnforcement
 from shared.forge import enforcement
 from shared.forge.tenancy import origin_problem, pod_policy_problem
@@ -124,18 +126,9 @@ class Admission:
             return decision.allowed, decision.message
 
 
-def review_response(uid: str, allowed: bool, message: str) -> dict[str, Any]:
-    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
-    if not allowed:
-        response["status"] = {"code": 403, "reason": "Forbidden", "message": message}
-    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-            "response": response}
-
-
 def webhook_app(admission: Admission, metrics: Metrics) -> web.Application:
     async def validate(request: web.Request) -> web.Response:
-        review = await request.json()
-        admission_request = review.get("request") or {}
+        admission_request = await read_admission_request(request)
         try:
             allowed, message = await admission.review(admission_request)
         except Exception as error:  # noqa: BLE001 - answer rather than drop the connection
@@ -145,8 +138,8 @@ def webhook_app(admission: Admission, metrics: Metrics) -> web.Application:
         if not allowed:
             log.info("denied %s %s/%s: %s", admission_request.get("operation"),
                      admission_request.get("namespace"), admission_request.get("name"), message)
-        return web.json_response(review_response(admission_request.get("uid", ""), allowed,
-                                                 message))
+        return web.json_response(review_response(str(admission_request.get("uid", "")),
+                                                 denied=None if allowed else message))
 
     app = admission_application()
     app.router.add_post(WEBHOOK_PATH, validate)
