@@ -123,7 +123,8 @@ def test_a_relist_forgets_what_was_deleted_while_nobody_watched() -> None:
 
 
 def test_the_webhook_answers_with_a_json_patch_only_for_offloaded_namespaces() -> None:
-    from home_agent.webhook import review_response
+    from home_agent.webhook import pod_mutation
+    from shared.admission import review_response
 
     class FakeAgent:
         def __init__(self) -> None:
@@ -137,8 +138,8 @@ def test_the_webhook_answers_with_a_json_patch_only_for_offloaded_namespaces() -
     pod = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
     def review(namespace: str) -> dict[str, Any]:
-        return review_response(agent, {"request": {"uid": "u1", "operation": "CREATE",
-                                                   "namespace": namespace, "object": pod}})
+        request = {"uid": "u1", "operation": "CREATE", "namespace": namespace, "object": pod}
+        return review_response("u1", patch=pod_mutation(agent, request))
 
     answer = review("shop")["response"]
     assert answer["uid"] == "u1" and answer["allowed"] is True
