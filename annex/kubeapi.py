@@ -40,6 +40,7 @@ T = TypeVar("T")
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REQUEST_TIMEOUT = 30.0
 """Seconds a request may take in all (client-go's rest.Config Timeout; kopf uses 60)."""

@@ -11,7 +11,15 @@ import logging
 from typing import Any
 
 from annex.controller import Controller
-from annex.kubeapi import ApiError, ClusterApi, core_path, custom_path, group_path, retrying
+from annex.kubeapi import (
+    JSON_PATCH,
+    ApiError,
+    ClusterApi,
+    core_path,
+    custom_path,
+    group_path,
+    retrying,
+)
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
@@ -21,7 +29,6 @@ from shared.ownership import is_owned
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TWIN_NAMESPACES_FINALIZER
 
 log = logging.getLogger(__name__)
-JSON_PATCH = "application/json-patch+json"
 
 
 class TwinNamespaceLabels:

@@ -5,28 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from decimal import Decimal
-from typing import Any
 
 from annex.kubeapi import ApiError, ClusterApi, custom_path
 from annex.mirror import Mirror
 from remote_enforcer.ledger import UsageLedger
 from shared.api.quota import QUOTA
-from shared.quantity import QuantityFormat, format_quantity, parse
+from shared.quota import used_for
 
 log = logging.getLogger(__name__)
-
-
-def used_for(quota_spec: dict[str, Any], usage: dict[str, Decimal]) -> dict[str, str]:
-    """The usage of the resources the quota limits, each in the style of its limit."""
-    used = {}
-    for resource, limit in (quota_spec.get("resources") or {}).items():
-        try:
-            style = parse(limit).format
-        except ValueError:
-            style = QuantityFormat.DECIMAL_SI
-        used[resource] = format_quantity(usage.get(resource, Decimal(0)), style)
-    return used
 
 
 async def write_quota_status(api: ClusterApi, ledger: UsageLedger, quotas: Mirror,

@@ -21,6 +21,7 @@ from typing import Any
 from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
 from annex.kubeapi import (
+    JSON_PATCH,
     RETRIED_STATUSES,
     STRATEGIC_MERGE_PATCH,
     ApiError,
@@ -38,7 +39,6 @@ from shared.wellknown import FAILED_REFLECTION_REASON, REMOTE_ENFORCER_COMPONENT
 
 log = logging.getLogger(__name__)
 
-JSON_PATCH = "application/json-patch+json"
 POLICY_REFUSED_REASON = "PodPolicy"
 REFUSED = Result(retry=True, outcome="refused")
 """The pod was not made (the provider's policy, or the API server refused it): recorded on the

@@ -202,3 +202,15 @@ def admit(
     except ValueError as error:
         return QuotaDecision(False, f"invalid resource quantity: {error}", requested)
     return QuotaDecision(allowed=not problems, message="; ".join(problems), requested=requested)
+
+
+def used_for(quota_spec: Mapping[str, Any], usage: Mapping[str, Decimal]) -> dict[str, str]:
+    """The usage of the resources the quota limits, each in the style of its limit."""
+    used = {}
+    for resource, limit in (quota_spec.get("resources") or {}).items():
+        try:
+            style = parse(limit).format
+        except ValueError:
+            style = QuantityFormat.DECIMAL_SI
+        used[resource] = format_quantity(usage.get(resource, Decimal(0)), style)
+    return used

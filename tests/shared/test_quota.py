@@ -185,3 +185,13 @@ def test_binary_quantities_keep_their_suffix_style(mantissa: int, suffix: str) -
     assert parse_quantity(text) == quantity.value
     if quantity.value >= 1024 and quantity.value < 2**63 - 1:
         assert text.endswith("i")
+
+
+def test_quota_usage_is_written_in_the_style_of_each_limit() -> None:
+    from decimal import Decimal
+
+    from shared.quota import used_for
+
+    spec = {"resources": {"cpu": "4", "memory": "8Gi", "pods": "10", "odd": "not-a-quantity"}}
+    usage = {"cpu": Decimal("1.5"), "memory": Decimal(512 * 1024 * 1024)}
+    assert used_for(spec, usage) == {"cpu": "1500m", "memory": "512Mi", "pods": "0", "odd": "0"}
