@@ -8,9 +8,9 @@ from importlib import import_module
 
 from home_agent.agent import Agent
 from home_agent.config import REFLECTED_KINDS
-from home_agent.reflection.events import event_reflector_for
+from home_agent.reflection.event import event_reflector_for
 from home_agent.reflection.reflector import CompanionFactory, KindRules, Reflection
-from home_agent.reflection.tokens import token_reflector_for
+from home_agent.reflection.token import token_reflector_for
 
 
 def rules_of(flag: str) -> KindRules:
@@ -24,8 +24,8 @@ def rules_of(flag: str) -> KindRules:
 
 KINDS: list[KindRules] = [rules_of(flag) for flag in REFLECTED_KINDS]
 COMPANIONS: list[CompanionFactory] = [
-    event_reflector_for,  # remote Events back home (`home_agent.reflection.events`)
-    token_reflector_for,  # the pods' service-account tokens (`home_agent.reflection.tokens`)
+    event_reflector_for,  # remote Events back home (`home_agent.reflection.event`)
+    token_reflector_for,  # the pods' service-account tokens (`home_agent.reflection.token`)
 ]
 
 

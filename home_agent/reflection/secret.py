@@ -1,6 +1,6 @@
 """Secrets, home → twin namespace (forge: `shared.forge.secret`): verbatim, except
 service-account-token Secrets, which are never copied. The pods' token Secrets in the twin
-namespaces are the token reflector's (`home_agent.reflection.tokens`) and are left alone."""
+namespaces are the token reflector's (`home_agent.reflection.token`) and are left alone."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from home_agent.config import AgentConfig, parse_config
 from home_agent.operators import home_watch, list_query
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
-from home_agent.reflection.events import EVENTS, EventReflector, event_reflector_for
+from home_agent.reflection.event import EVENTS, EventReflector, event_reflector_for
 from home_agent.reflection.ingress import INGRESS_RULES
 from home_agent.reflection.reflector import KindRules, Reflection
 from home_agent.reflection.service import SERVICE_RULES

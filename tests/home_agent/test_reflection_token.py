@@ -20,7 +20,7 @@ from home_agent.config import parse_config
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
-from home_agent.reflection.tokens import SECRETS, TokenReflector
+from home_agent.reflection.token import SECRETS, TokenReflector
 from shared.forge.pod import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
