@@ -80,6 +80,14 @@ def rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_rfc3339(text: str) -> datetime:
+    """An RFC 3339 timestamp as the API server writes them (ValueError when it is not one)."""
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        raise ValueError(f"timestamp without a time zone: {text!r}")
+    return parsed
+
+
 def without_keys(mapping: Mapping[str, str] | None, keys: Collection[str]) -> dict[str, str]:
     """A copy of `mapping` (labels or annotations) without `keys`: the one skip-list filter."""
     return {key: value for key, value in (mapping or {}).items() if key not in keys}

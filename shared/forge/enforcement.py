@@ -9,11 +9,11 @@ completed pods were recreated after an operator restart or a ShadowPod update).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from shared.api.shadowpod import SHADOWPOD
-from shared.forge.common import copied
+from shared.forge.common import copied, rfc3339
 from shared.wellknown import POD_CREATED_CONDITION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -212,7 +212,7 @@ def creation_failed_status(shadowpod: Mapping[str, Any], reason: str, message: s
     previous = next((c for c in status.get("conditions") or []
                      if c.get("type") == POD_CREATED_CONDITION), None)
     since = (previous.get("lastTransitionTime") if previous and previous.get("status") == "False"
-             else now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+             else rfc3339(now))
     condition = {"type": POD_CREATED_CONDITION, "status": "False",
                  "reason": reason or "CreationFailed", "message": message,
                  "lastTransitionTime": since}

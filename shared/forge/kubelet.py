@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from shared.forge.common import parse_rfc3339, rfc3339
+
 METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update",
                 "PATCH": "patch", "DELETE": "delete"}
 """kubelet's server.go: the request method as an API verb."""
@@ -151,13 +153,10 @@ class ContainerUsage:
 def pod_metrics_usage(pod_metrics: Mapping[str, Any]) -> tuple[float, dict[str, tuple[int, int]]]:
     """(sample time in Unix seconds, container -> (nanocores, working set bytes)) of one
     metrics.k8s.io PodMetrics."""
-    from datetime import datetime
-
     from shared.quantity import parse_quantity
 
-    stamp = str(pod_metrics.get("timestamp") or "")
     try:
-        sampled = datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        sampled = parse_rfc3339(str(pod_metrics.get("timestamp") or "")).timestamp()
     except ValueError:
         sampled = 0.0
     usage = {}
@@ -175,7 +174,7 @@ def pod_metrics_usage(pod_metrics: Mapping[str, Any]) -> tuple[float, dict[str, 
 def _rfc3339(seconds: float) -> str:
     from datetime import UTC, datetime
 
-    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return rfc3339(datetime.fromtimestamp(seconds, UTC))
 
 
 def _cpu(nano_cores: int, cpu_seconds: float, at: float) -> dict[str, Any]:

@@ -20,9 +20,10 @@ import base64
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
+from shared.forge.common import parse_rfc3339, rfc3339
 from shared.forge.namespace import shortened
 from shared.forge.pod import ProjectedToken, service_account_name, service_account_token_secret_name
 from shared.ownership import ownership_labels
@@ -43,16 +44,6 @@ MAX_TOKEN_AGE = timedelta(hours=24)
 LABEL_VALUE_MAX_LENGTH = 63
 
 
-def _timestamp(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_timestamp(text: str) -> datetime:
-    """An RFC 3339 timestamp as the API server writes them (ValueError when it is not one)."""
-    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if parsed.tzinfo is None:
-        raise ValueError(f"timestamp without a time zone: {text!r}")
-    return parsed
 
 
 def token_request(local_pod: Mapping[str, Any], token: ProjectedToken) -> dict[str, Any]:
@@ -94,7 +85,7 @@ def issued_token(key: str, answer: Mapping[str, Any], requested_seconds: int) ->
     if not token or not expiration:
         raise ValueError("the TokenRequest answer has no status.token or expirationTimestamp")
     seconds = (answer.get("spec") or {}).get("expirationSeconds") or requested_seconds
-    return IssuedToken(key=key, token=str(token), expires=parse_timestamp(str(expiration)),
+    return IssuedToken(key=key, token=str(token), expires=parse_rfc3339(str(expiration)),
                        lifetime=timedelta(seconds=int(seconds)))
 
 
@@ -128,8 +119,8 @@ def token_secret(
             "annotations": {
                 TOKEN_SECRET_POD_ANNOTATION: pod_name,
                 TOKEN_SECRET_POD_UID_ANNOTATION: str(metadata.get("uid", "")),
-                TOKEN_SECRET_EXPIRATION_ANNOTATION: _timestamp(min(t.expires for t in tokens)),
-                TOKEN_SECRET_REFRESH_ANNOTATION: _timestamp(
+                TOKEN_SECRET_EXPIRATION_ANNOTATION: rfc3339(min(t.expires for t in tokens)),
+                TOKEN_SECRET_REFRESH_ANNOTATION: rfc3339(
                     min(t.refresh_due(refresh_fraction) for t in tokens)),
             },
         },
@@ -175,7 +166,7 @@ def refresh_time(secret: Mapping[str, Any]) -> datetime | None:
     a form we cannot read: then it is refreshed now)."""
     annotations = (secret.get("metadata") or {}).get("annotations") or {}
     try:
-        return parse_timestamp(str(annotations[TOKEN_SECRET_REFRESH_ANNOTATION]))
+        return parse_rfc3339(str(annotations[TOKEN_SECRET_REFRESH_ANNOTATION]))
     except (KeyError, ValueError):
         return None
 
