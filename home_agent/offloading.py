@@ -115,7 +115,7 @@ async def reconcile_offloading(agent: Agent, namespace: str) -> None:
         await recorder.record(obj, INVALID_NAMESPACE_NAME_REASON, plan.invalid_name)
     if plan.status is not None:
         metadata = obj["metadata"]
-        await agent.home.patch(
+        obj = await agent.home.patch(  # its new resourceVersion guards the finalizer's removal
             custom_path(NAMESPACE_OFFLOADING, metadata["namespace"], metadata["name"], "status"),
             {"status": plan.status})
     if not plan.finalizer:

@@ -108,3 +108,26 @@ def test_an_invalid_selected_name_is_reported_and_nothing_is_requested(
     assert condition["reason"] == "InvalidNamespaceName"
     assert "Not_Valid" in condition["message"]
     assert namespace not in desired_mapping(remote, agent)
+
+
+def test_a_namespace_no_longer_selected_is_released_once_its_twin_is_gone(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
+    """A NamespaceOffloading whose selector stops naming this cluster keeps its finalizer
+    until the enforcer reports the twin gone, then says NoClusterSelected."""
+    from tests.home_agent.play import custom
+
+    agent = start_agent()
+    offload_namespace(home, namespace)
+    accept_mapping(remote, agent, namespace)
+    wait_for(lambda: status(home, namespace).get("offloadingPhase") == "Ready", timeout=30)
+    custom(home).patch_namespaced_custom_object(
+        "offloading.liqo.io", "v1beta1", namespace, "namespaceoffloadings", "offloading",
+        {"spec": {"clusterSelector": {"nodeSelectorTerms": [{"matchExpressions": [{
+            "key": "liqo.io/remote-cluster-id", "operator": "In",
+            "values": ["some-other-cluster"]}]}]}}})
+    wait_for(lambda: namespace not in desired_mapping(remote, agent), timeout=30,
+             message="mapping entry removed")
+    set_current_mapping(remote, agent, namespace, None)
+    wait_for(lambda: not namespace_offloading(home, namespace)["metadata"].get("finalizers"),
+             timeout=30, message="finalizer removed once the twin is gone")
+    assert status(home, namespace).get("offloadingPhase") == "NoClusterSelected"

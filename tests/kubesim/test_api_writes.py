@@ -221,3 +221,20 @@ def test_a_created_replicaset_reports_zero_replicas_in_its_status(home, namespac
                  "template": {"metadata": {"labels": {"app": "rs"}},
                               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
     assert created.status.replicas == 0
+
+
+def test_a_patch_carrying_a_stale_resource_version_is_409_conflict(home, namespace) -> None:
+    """A resourceVersion in a patch is a precondition (what guards a finalizer's removal
+    decided from an older copy)."""
+    path = ns_path(namespace, "configmaps", "a")
+    created = call(home, "POST", ns_path(namespace, "configmaps"), {"metadata": {"name": "a"}})[1]
+    stale = created["metadata"]["resourceVersion"]
+    call(home, "PATCH", path, {"data": {"v": "1"}}, content_type=MERGE)
+    status, body = call(home, "PATCH", path, {"metadata": {"resourceVersion": stale},
+                                              "data": {"v": "2"}}, content_type=MERGE)
+    assert (status, body["reason"]) == (409, "Conflict")
+    current = call(home, "GET", path)[1]
+    version = current["metadata"]["resourceVersion"]
+    status, body = call(home, "PATCH", path, {"metadata": {"resourceVersion": version},
+                                              "data": {"v": "2"}}, content_type=MERGE)
+    assert status == 200 and body["data"] == {"v": "2"}
