@@ -24,9 +24,9 @@ from home_agent.heartbeat import health_loop, lease_loop
 from home_agent.kubelet.server import KubeletServer
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
-from home_agent.offloading import reconcile_offloading
+from home_agent.namespace_offloading import reconcile_offloading
 from home_agent.operators import NodePodsWatch, OperatorThread, home_watch
-from home_agent.pods import PodOffloader
+from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import reflection_for
 from home_agent.reflection.reflector import Reflection
 from home_agent.remote_watch import RemoteWatches

@@ -195,7 +195,7 @@ def reconcile_pass_cost(clusters: dict[str, SimCluster], agent: AgentProcess,
     reconciled once on one loop; the agent's configuration parsed from its own flags."""
     from home_agent.agent import Agent
     from home_agent.config import parse_config
-    from home_agent.pods import PodOffloader
+    from home_agent.pod import PodOffloader
 
     home, remote = clusters["home"], clusters["remote"]
     config = parse_config(["--remote-kubeconfig", str(remote.kubeconfig),
