@@ -95,13 +95,17 @@ class Mirror:
     def finish_relist(self) -> list[Key]:
         """The new listing is complete: forget (and return) what it did not show — objects
         deleted while no watch was running never get a DELETED event."""
+        return list(self.end_relist())
+
+    def end_relist(self) -> dict[Key, dict[str, Any]]:
+        """`finish_relist`, with the last state kept of each object forgotten."""
         with self._lock:
             seen, self._seen = self._seen or set(), None
-            stale = [key for key in self._objects if key not in seen]
+            stale = {key: data for key, data in self._objects.items() if key not in seen}
             for key in stale:
                 del self._objects[key]
             self.version += 1
-            return stale
+        return {key: self._decoded(data) for key, data in stale.items()}
 
     def get(self, key: Key) -> dict[str, Any] | None:
         with self._lock:

@@ -1,5 +1,5 @@
 """The agent's shared state: configuration, both clusters' clients, the watched objects of both
-sides and the work queue; routes every watch event to the keys it affects.
+sides and the work queue (what feeds them is declared in `home_agent.watches`).
 
 Reconciles are level-triggered: a key names what to converge (the virtual node, one namespace's
 offloading, one pod), and its reconcile recomputes the desired state from both mirrors.
@@ -10,13 +10,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
+from annex.informers import Informers
 from annex.kubeapi import ClusterApi
-from annex.mirror import Mirror, key_of
+from annex.mirror import Mirror
 from annex.workqueue import KeyQueue
 from home_agent.config import AgentConfig
 from shared.api.namespace_map import MappingPhase, NamespaceMap
@@ -28,6 +29,9 @@ from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+HOME, REMOTE = "home", "remote"
+"""The sides of the informer registry."""
 
 NODE_KEY: tuple[str] = ("node",)
 TWINS_KEY: tuple[str] = ("twins",)
@@ -42,18 +46,30 @@ def pod_key(namespace: str, name: str) -> tuple[str, str, str]:
     return ("pod", namespace, name)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Mirrors:
+    """The agent's own mirrors, held by its informer registry (`home_agent.watches` declares
+    what feeds them)."""
+
     # home
-    pods: Mirror = field(default_factory=Mirror)
+    pods: Mirror
     """Only the pods bound to this agent's virtual node."""
-    nodes: Mirror = field(default_factory=Mirror)
-    virtual_nodes: Mirror = field(default_factory=Mirror)
-    offloadings: Mirror = field(default_factory=Mirror)
+    nodes: Mirror
+    virtual_nodes: Mirror
+    offloadings: Mirror
     # remote
-    shadow_pods: Mirror = field(default_factory=Mirror)
-    namespace_maps: Mirror = field(default_factory=Mirror)
-    offers: Mirror = field(default_factory=Mirror)
+    shadow_pods: Mirror
+    namespace_maps: Mirror
+    offers: Mirror
+
+    @classmethod
+    def of(cls, informers: Informers) -> Mirrors:
+        return cls(pods=informers.mirror(HOME, "pods"), nodes=informers.mirror(HOME, "nodes"),
+                   virtual_nodes=informers.mirror(HOME, "virtualnodes"),
+                   offloadings=informers.mirror(HOME, "namespaceoffloadings"),
+                   shadow_pods=informers.mirror(REMOTE, "shadowpods"),
+                   namespace_maps=informers.mirror(REMOTE, "namespacemaps"),
+                   offers=informers.mirror(REMOTE, "resourceoffers"))
 
 
 class Agent:
@@ -62,7 +78,9 @@ class Agent:
         self.home = home
         self.remote = remote
         self.queue = KeyQueue()
-        self.mirrors = Mirrors()
+        self.informers = Informers()
+        """Every watched resource's mirror and routes (`home_agent.watches`)."""
+        self.mirrors = Mirrors.of(self.informers)
         self.health = Health(ready=None, message="")
         self.home_synced = threading.Event()
         self.tenant_synced = threading.Event()
@@ -182,78 +200,8 @@ class Agent:
         node = self.mirrors.nodes.get(("", self.node_name()))
         return dict(((node or {}).get("metadata") or {}).get("labels") or {})
 
-    # --- routing watch events to keys -------------------------------------------------------
-
     def enqueue(self, key: Hashable) -> None:
         self.queue.add(key)
-
-    def _enqueue_namespace(self, namespace: str) -> None:
-        self.enqueue(offloading_key(namespace))
-        for pod_namespace, name in self.mirrors.pods.keys():
-            if pod_namespace == namespace:
-                self.enqueue(pod_key(pod_namespace, name))
-        remote_namespace = self.mapped_remote_namespace(namespace)
-        for shadow_namespace, name in self.mirrors.shadow_pods.keys():
-            if shadow_namespace == remote_namespace:
-                self.enqueue(pod_key(namespace, name))
-
-    def _enqueue_everything(self) -> None:
-        self.enqueue(NODE_KEY)
-        for namespace, _ in self.mirrors.offloadings.keys():
-            self.enqueue(offloading_key(namespace))
-        for namespace, name in self.mirrors.pods.keys():
-            self.enqueue(pod_key(namespace, name))
-
-    def on_home_event(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
-        if plural == "pods":  # the watch selects the pods bound to the virtual node
-            namespace, name = self.mirrors.pods.apply(event_type, obj)
-            self.enqueue(pod_key(namespace, name))
-        elif plural == "nodes":
-            log.debug("node event %s %s", event_type, key_of(obj))
-            self.mirrors.nodes.apply(event_type, obj)
-            if key_of(obj)[1] == self.node_name():
-                self.enqueue(NODE_KEY)
-        elif plural == "virtualnodes":
-            self.mirrors.virtual_nodes.apply(event_type, obj)
-            if (obj.get("spec") or {}).get("clusterId") == self.config.remote_cluster_id:
-                self._enqueue_everything()
-        elif plural == "namespaceoffloadings":
-            namespace, _ = self.mirrors.offloadings.apply(event_type, obj)
-            self._enqueue_namespace(namespace)
-
-    def on_shadow_pods_relisted(self, stale: list[tuple[str, str]]) -> None:
-        """ShadowPods gone while no watch ran: their pods are looked at again."""
-        for namespace, name in stale:
-            home_namespace = self.home_namespace_of(namespace)
-            if home_namespace is not None:
-                self.enqueue(pod_key(home_namespace, name))
-
-    def on_remote_event(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
-        namespace, name = key_of(obj)
-        if plural == "shadowpods":
-            self.mirrors.shadow_pods.apply(event_type, obj)
-            home_namespace = self.home_namespace_of(namespace)
-            if home_namespace is not None:
-                self.enqueue(pod_key(home_namespace, name))
-        elif namespace != self.tenant_namespace:
-            return
-        elif plural == "resourceoffers":
-            # Only the node reads the offer (capacity, labels); the provider republishes it as
-            # its usage changes, which must not requeue every pod.
-            self.mirrors.offers.apply(event_type, obj)
-            self.enqueue(NODE_KEY)
-        elif plural == "namespacemaps" and name == self.namespace_map_name:
-            before = self.namespace_map()
-            self.mirrors.namespace_maps.apply(event_type, obj)
-            after = self.namespace_map()
-            touched = set()
-            for namespace_map in (before, after):
-                if namespace_map is not None:
-                    touched |= set(namespace_map.spec.desired_mapping)
-                    touched |= set(namespace_map.status.current_mapping)
-            for home_namespace in touched:
-                self._enqueue_namespace(home_namespace)
-            self.enqueue(TWINS_KEY)
 
     def set_health(self, health: Health) -> None:
         if health.ready != self.health.ready or (

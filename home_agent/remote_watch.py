@@ -4,17 +4,20 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
 from typing import Any, Protocol
 
 from annex.kubeapi import error_message
-from home_agent.agent import TWINS_KEY, Agent
+from home_agent.agent import REMOTE, TWINS_KEY, Agent
 from home_agent.namespace_offloading import ensure_namespace_map
 from home_agent.operators import EventSink, OperatorThread, Watched, tenant_watch, twins_watch
 
 log = logging.getLogger(__name__)
+
+SHADOW_PODS = "shadowpods"
 
 TWINS_SYNC_GRACE = 10.0
 """Seconds without a new object after which a twins watch not yet listed counts as listed."""
@@ -34,7 +37,7 @@ class RemoteWatches:
     def __init__(self, agent: Agent, sink: EventSink | None = None,
                  reflected: tuple[Watched, ...] = (), relisted: Relisted | None = None) -> None:
         self.agent = agent
-        self._sink = sink or agent.on_remote_event
+        self._sink = sink or functools.partial(agent.informers.dispatch, REMOTE)
         self._reflected = reflected
         """Kinds resource reflection adds to the twins watch."""
         self._relisted = relisted
@@ -84,7 +87,7 @@ class RemoteWatches:
             previous.stop()  # outside the lock: its sync callback may be waiting for it
         with self._lock:
             self.twin_namespaces = namespaces
-            agent.mirrors.shadow_pods.start_relist()
+            agent.informers.start_relist(REMOTE, [SHADOW_PODS])
             if self._relisted is not None:
                 self._relisted.start_relist()
             if not namespaces:
@@ -138,7 +141,7 @@ class RemoteWatches:
             self.twins.start()
 
     def _finish_relist(self) -> None:
-        self.agent.on_shadow_pods_relisted(self.agent.mirrors.shadow_pods.finish_relist())
+        self.agent.informers.finish_relist(REMOTE, [SHADOW_PODS])
         if self._relisted is not None:
             self._relisted.finish_relist()
 

@@ -16,7 +16,7 @@ from typing import Any
 from annex.controller import Controller, Result
 from annex.kube import load_connection
 from annex.kubeapi import ClusterApi
-from home_agent.agent import Agent
+from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
 from home_agent.config import AgentConfig
 from home_agent.credentials import RemoteCredentials
@@ -32,6 +32,7 @@ from home_agent.reflection.reflector import Reflection
 from home_agent.remote_watch import RemoteWatches
 from home_agent.synced_cache import SyncedPods
 from home_agent.virtual_node import reconcile_node
+from home_agent.watches import declare_agent
 from home_agent.webhook import serve as serve_webhook
 
 log = logging.getLogger(__name__)
@@ -156,10 +157,12 @@ def run(config: AgentConfig) -> int:
     reflection = reflection_for(agent)
     credentials = RemoteCredentials(agent)
 
+    declare_agent(agent)
+
     def on_home_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
         # The agent's mirrors first (it ignores the kinds it does not watch): reflection reads
         # them too (the token reflector the pods, every reflector the VirtualNode).
-        agent.on_home_event(plural, event_type, obj)
+        agent.informers.dispatch(HOME, plural, event_type, obj)
         reflection.home_sink(plural, event_type, obj)
         reflection.after_agent_event(plural)
         if plural == "virtualnodes" and home_listed.is_set():
@@ -168,7 +171,7 @@ def run(config: AgentConfig) -> int:
 
     def on_remote_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
         if not reflection.remote_sink(plural, event_type, obj):
-            agent.on_remote_event(plural, event_type, obj)
+            agent.informers.dispatch(REMOTE, plural, event_type, obj)
             reflection.after_agent_event(plural)
 
     def pods_synced() -> None:

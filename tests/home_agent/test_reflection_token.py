@@ -128,7 +128,7 @@ def _pod(uid: str = "uid-web", audience: str | None = None, **spec: Any) -> dict
 
 def _see(reflector: TokenReflector, event_type: str, pod: dict[str, Any]) -> None:
     """A pod event as the runner delivers it: into the agent's mirror, then to the reflector."""
-    reflector.agent.on_home_event("pods", event_type, pod)
+    reflector.agent.mirrors.pods.apply(event_type, pod)
     reflector.on_home_pod(event_type, pod)
 
 

@@ -13,6 +13,7 @@ from home_agent import remote_watch
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.remote_watch import RemoteWatches
+from home_agent.watches import declare_agent
 from tests.helpers import wait_for
 
 GRACE = 1.0
@@ -39,6 +40,7 @@ def watches(monkeypatch: pytest.MonkeyPatch) -> RemoteWatches:
     monkeypatch.setattr(remote_watch, "OperatorThread", WatchNeverListed)
     connection: Any = type("Remote", (), {"connection": None, "live": None})()
     agent = Agent(AgentConfig("home", "remote", "remote.kubeconfig"), connection, connection)
+    declare_agent(agent)
     agent.mirrors.namespace_maps.apply(None, {
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"web": "web-home"}},

@@ -1,0 +1,142 @@
+"""The informer registry: where each watch event goes, declared rather than hand-wired (after
+controller-runtime's `Watches(source, EnqueueRequestsFromMapFunc)` and Liqo's Keyers).
+
+Per watched resource and side ("home", "remote"; any names a component uses) there is exactly
+one `Mirror` and an ordered list of routes. `dispatch` applies an event to the mirror first, so
+every route reads the mirrors as they are after it, then calls each route in the order declared:
+- a keyer maps the change to the keys it affects, for one queue (a `Controller`, a `KeyQueue`);
+- a callback does what is not key mapping (a resync, following a name).
+A relist's stale objects (what the new listing no longer shows) go through the same routes as
+DELETED events, carrying their last seen state: nobody routes a relist by hand.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from annex.mirror import Key, Mirror, key_of
+
+
+@dataclass(frozen=True)
+class Change:
+    """One event as its routes see it."""
+
+    event_type: str | None
+    obj: dict[str, Any]
+    """As the watch sent it; for a relist's DELETED, the last state the mirror kept."""
+    key: Key
+    before: dict[str, Any] | None = None
+    """What the mirror held before the event; only for routes declared `compares=True`
+    (reading it costs a decode per event)."""
+
+    @property
+    def deleted(self) -> bool:
+        return self.event_type == "DELETED"
+
+
+class Queue(Protocol):
+    def add(self, key: Any) -> None: ...
+
+
+Keyer = Callable[[Change], Iterable[Hashable]]
+Callback = Callable[[Change], None]
+Keep = Callable[[dict[str, Any]], dict[str, Any] | None]
+"""What the mirror keeps of an object (a summary, trimmed metadata); None: nothing (the object
+is dropped from the mirror, and the routes still see the event)."""
+
+
+def _whole(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
+
+
+@dataclass
+class Informer:
+    mirror: Mirror = field(default_factory=Mirror)
+    keep: Keep = _whole
+    routes: list[Callback] = field(default_factory=list)
+    compares: bool = False
+    """Whether a route reads `Change.before`."""
+    watched: bool = False
+    """Declared with `Informers.watch` (a mirror asked for by a reader only is not)."""
+
+
+class Informers:
+    def __init__(self) -> None:
+        self._informers: dict[tuple[str, str], Informer] = {}
+        self._lock = threading.Lock()
+
+    def _informer(self, side: str, resource: str) -> Informer:
+        with self._lock:
+            return self._informers.setdefault((side, resource), Informer())
+
+    # --- declaring --------------------------------------------------------------------------
+
+    def mirror(self, side: str, resource: str) -> Mirror:
+        """The one mirror of `resource` on `side` (empty while the resource is not watched)."""
+        return self._informer(side, resource).mirror
+
+    def watch(self, side: str, resource: str, keep: Keep | None = None) -> Mirror:
+        """Declare `resource` watched on `side`, its mirror keeping `keep(obj)`."""
+        informer = self._informer(side, resource)
+        informer.watched = True
+        if keep is not None:
+            informer.keep = keep
+        return informer.mirror
+
+    def keys(self, side: str, resource: str, keyer: Keyer, queue: Queue, *,
+             compares: bool = False) -> None:
+        """Route each change of `resource` to `queue`, as the keys `keyer` maps it to."""
+        def enqueue(change: Change) -> None:
+            for key in keyer(change):
+                queue.add(key)
+
+        self.on(side, resource, enqueue, compares=compares)
+
+    def on(self, side: str, resource: str, callback: Callback, *,
+           compares: bool = False) -> None:
+        """A route that is not key mapping: `callback(change)`, in declaration order."""
+        informer = self._informer(side, resource)
+        informer.routes.append(callback)
+        informer.compares = informer.compares or compares
+
+    def resources(self, side: str) -> tuple[str, ...]:
+        """The resources declared watched on `side`, in declaration order."""
+        with self._lock:
+            return tuple(resource for (each, resource), informer in self._informers.items()
+                         if each == side and informer.watched)
+
+    # --- events -----------------------------------------------------------------------------
+
+    def dispatch(self, side: str, resource: str, event_type: str | None,
+                 obj: dict[str, Any]) -> None:
+        """A watch event: into the mirror, then through every route. Resources not declared
+        watched are ignored."""
+        informer = self._informers.get((side, resource))
+        if informer is None or not informer.watched:
+            return
+        key = key_of(obj)
+        before = informer.mirror.get(key) if informer.compares else None
+        kept = None if event_type == "DELETED" else informer.keep(obj)
+        informer.mirror.apply(event_type if kept is not None else "DELETED",
+                              kept if kept is not None else obj)
+        self._route(informer, Change(event_type, obj, key, before))
+
+    @staticmethod
+    def _route(informer: Informer, change: Change) -> None:
+        for route in informer.routes:
+            route(change)
+
+    def start_relist(self, side: str, resources: Iterable[str]) -> None:
+        """New watches of `resources` are about to list everything again."""
+        for resource in resources:
+            self.mirror(side, resource).start_relist()
+
+    def finish_relist(self, side: str, resources: Iterable[str]) -> None:
+        """The new listings are complete: what they did not show is routed as DELETED."""
+        for resource in resources:
+            informer = self._informer(side, resource)
+            for key, last in informer.mirror.end_relist().items():
+                self._route(informer, Change("DELETED", last, key, last))

@@ -1,0 +1,97 @@
+"""The informer registry: one mirror per resource and side, applied before any route; keyers
+feed queues in declaration order; relists route their stale objects as DELETED events."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+from annex.informers import Change, Informers
+
+
+class Recorded:
+    def __init__(self) -> None:
+        self.keys: list[Any] = []
+
+    def add(self, key: Any) -> None:
+        self.keys.append(key)
+
+
+def _obj(name: str, namespace: str = "ns", **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name}, "spec": spec}
+
+
+def test_the_mirror_takes_the_event_before_any_route_and_keyers_feed_their_queue() -> None:
+    informers = Informers()
+    mirror = informers.watch("home", "pods")
+    queue = Recorded()
+    seen: list[dict[str, Any] | None] = []
+
+    def keyer(change: Change) -> Iterable[Hashable]:
+        seen.append(mirror.get(change.key))
+        return [("pod", *change.key)]
+
+    informers.keys("home", "pods", keyer, queue)
+    informers.dispatch("home", "pods", "ADDED", _obj("web"))
+    informers.dispatch("home", "pods", "DELETED", _obj("web"))
+    assert queue.keys == [("pod", "ns", "web")] * 2
+    assert seen == [_obj("web"), None]
+    assert informers.mirror("home", "pods") is mirror  # one mirror per resource and side
+    assert informers.mirror("remote", "pods") is not mirror
+
+
+def test_routes_run_in_declaration_order_and_a_comparing_route_sees_the_previous_state() -> None:
+    informers = Informers()
+    informers.watch("remote", "maps")
+    order: list[str] = []
+    befores: list[Any] = []
+    informers.on("remote", "maps", lambda change: order.append("first"))
+    informers.on("remote", "maps", lambda change: (order.append("second"),
+                                                   befores.append(change.before)),
+                 compares=True)
+    informers.dispatch("remote", "maps", "ADDED", _obj("m", size=1))
+    informers.dispatch("remote", "maps", "MODIFIED", _obj("m", size=2))
+    assert order == ["first", "second"] * 2
+    assert befores == [None, _obj("m", size=1)]
+
+
+def test_what_the_mirror_keeps_is_declared_and_none_keeps_nothing() -> None:
+    informers = Informers()
+    mirror = informers.watch("remote", "secrets",
+                             keep=lambda obj: obj if obj["spec"].get("ours") else None)
+    queue = Recorded()
+    informers.keys("remote", "secrets", lambda change: [change.key], queue)
+    informers.dispatch("remote", "secrets", "ADDED", _obj("a", ours=True))
+    informers.dispatch("remote", "secrets", "ADDED", _obj("b"))
+    assert mirror.keys() == [("ns", "a")]
+    assert queue.keys == [("ns", "a"), ("ns", "b")]  # routes see every event
+
+
+def test_events_of_undeclared_resources_are_ignored() -> None:
+    informers = Informers()
+    informers.mirror("home", "services")  # read by someone, not watched
+    informers.dispatch("home", "services", "ADDED", _obj("s"))
+    informers.dispatch("home", "nodes", "ADDED", _obj("n"))
+    assert informers.mirror("home", "services").keys() == []
+    assert informers.resources("home") == ()
+
+
+def test_a_relist_routes_what_it_no_longer_shows_as_deleted_with_its_last_state() -> None:
+    informers = Informers()
+    informers.watch("remote", "shadowpods")
+    informers.watch("remote", "maps")
+    changes: list[Change] = []
+    informers.on("remote", "shadowpods", changes.append)
+    informers.dispatch("remote", "shadowpods", "ADDED", _obj("kept"))
+    informers.dispatch("remote", "shadowpods", "ADDED", _obj("gone", phase="Running"))
+    informers.dispatch("remote", "maps", "ADDED", _obj("m"))
+    changes.clear()
+    informers.start_relist("remote", ["shadowpods"])
+    informers.dispatch("remote", "shadowpods", "ADDED", _obj("kept"))
+    informers.finish_relist("remote", ["shadowpods"])
+    assert [(c.event_type, c.key) for c in changes] == [("ADDED", ("ns", "kept")),
+                                                       ("DELETED", ("ns", "gone"))]
+    assert changes[-1].obj == _obj("gone", phase="Running")
+    assert informers.mirror("remote", "shadowpods").keys() == [("ns", "kept")]
+    assert informers.mirror("remote", "maps").keys() == [("ns", "m")]  # not relisted
+    assert informers.resources("remote") == ("shadowpods", "maps")
