@@ -8,7 +8,7 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Protocol
+from typing import Any
 
 from annex.kubeapi import error_message
 from home_agent.agent import REMOTE, TWINS_KEY, Agent
@@ -25,22 +25,15 @@ TWINS_SYNC_LIMIT = 120.0
 """Seconds after which it counts as listed even while new objects keep coming."""
 
 
-class Relisted(Protocol):
-    """Mirrors of the twins watch besides the ShadowPods' (resource reflection's)."""
-
-    def start_relist(self) -> None: ...
-
-    def finish_relist(self) -> None: ...
-
-
 class RemoteWatches:
     def __init__(self, agent: Agent, sink: EventSink | None = None,
-                 reflected: tuple[Watched, ...] = (), relisted: Relisted | None = None) -> None:
+                 reflected: tuple[Watched, ...] = ()) -> None:
         self.agent = agent
         self._sink = sink or functools.partial(agent.informers.dispatch, REMOTE)
         self._reflected = reflected
         """Kinds resource reflection adds to the twins watch."""
-        self._relisted = relisted
+        self._relisted = [SHADOW_PODS, *(plural for _, _, plural in reflected)]
+        """The twins watch's resources: their mirrors are relisted with it."""
         self._generation: object | None = None
         self.tenant: OperatorThread | None = None
         self.twins: OperatorThread | None = None
@@ -87,9 +80,7 @@ class RemoteWatches:
             previous.stop()  # outside the lock: its sync callback may be waiting for it
         with self._lock:
             self.twin_namespaces = namespaces
-            agent.informers.start_relist(REMOTE, [SHADOW_PODS])
-            if self._relisted is not None:
-                self._relisted.start_relist()
+            agent.informers.start_relist(REMOTE, self._relisted)
             if not namespaces:
                 self._finish_relist()
                 agent.twins_synced.set()
@@ -141,9 +132,7 @@ class RemoteWatches:
             self.twins.start()
 
     def _finish_relist(self) -> None:
-        self.agent.informers.finish_relist(REMOTE, [SHADOW_PODS])
-        if self._relisted is not None:
-            self._relisted.finish_relist()
+        self.agent.informers.finish_relist(REMOTE, self._relisted)
 
     def alive(self) -> bool:
         with self._lock:

@@ -16,7 +16,7 @@ from typing import Any
 from annex.controller import Controller, Result
 from annex.kube import load_connection
 from annex.kubeapi import ClusterApi
-from home_agent.agent import HOME, REMOTE, Agent
+from home_agent.agent import HOME, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
 from home_agent.config import AgentConfig
 from home_agent.credentials import RemoteCredentials
@@ -32,7 +32,7 @@ from home_agent.reflection.reflector import Reflection
 from home_agent.remote_watch import RemoteWatches
 from home_agent.synced_cache import SyncedPods
 from home_agent.virtual_node import reconcile_node
-from home_agent.watches import declare_agent
+from home_agent.watches import declare_agent, declare_reflection, declare_virtual_node_followers
 from home_agent.webhook import serve as serve_webhook
 
 log = logging.getLogger(__name__)
@@ -158,40 +158,31 @@ def run(config: AgentConfig) -> int:
     credentials = RemoteCredentials(agent)
 
     declare_agent(agent)
+    declare_reflection(agent, reflection)
+    home_listed = threading.Event()
 
-    def on_home_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
-        # The agent's mirrors first (it ignores the kinds it does not watch): reflection reads
-        # them too (the token reflector the pods, every reflector the VirtualNode).
-        agent.informers.dispatch(HOME, plural, event_type, obj)
-        reflection.home_sink(plural, event_type, obj)
-        reflection.after_agent_event(plural)
-        if plural == "virtualnodes" and home_listed.is_set():
-            node_pods.follow(agent.node_name())
-            credentials.virtual_node_changed()
+    def follow_virtual_node() -> None:
+        node_pods.follow(agent.node_name())
+        credentials.virtual_node_changed()
 
-    def on_remote_event(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
-        if not reflection.remote_sink(plural, event_type, obj):
-            agent.informers.dispatch(REMOTE, plural, event_type, obj)
-            reflection.after_agent_event(plural)
+    declare_virtual_node_followers(agent, home_listed, follow_virtual_node)
+    on_home_event = functools.partial(agent.informers.dispatch, HOME)
 
     def pods_synced() -> None:
         log.info("home cluster listed")
         agent.home_synced.set()
 
-    home_listed = threading.Event()
-
     def home_synced() -> None:
         # The VirtualNodes are listed: the virtual node's name is known, its pods can be.
         home_listed.set()
-        node_pods.follow(agent.node_name())
-        credentials.virtual_node_changed()
+        follow_virtual_node()
 
     node_pods = NodePodsWatch(home.connection, on_home_event, pods_synced,
                               agent.mirrors.pods.values)
     home_operator = OperatorThread(
         home.connection, home_watch(reflection.resources(), reflection.home_label_selectors()),
         on_home_event, home_synced)
-    watches = RemoteWatches(agent, on_remote_event, reflection.resources(), reflection)
+    watches = RemoteWatches(agent, reflected=reflection.resources())
     stop = threading.Event()
 
     def request_stop(*_: Any) -> None:

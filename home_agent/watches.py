@@ -4,13 +4,17 @@ controller. The registry applies an event to the mirror before any route, so a k
 every mirror as it is after the event.
 
 The agent's own keys (`agent.queue`): the node, the twins watch, one namespace's offloading,
-one pod.
+one pod. Then resource reflection's: each kind's reflector, the companions (remote Events home,
+the pods' tokens), the resyncs.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Hashable, Iterator
+import threading
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
 
 from annex.informers import Change
 from home_agent.agent import (
@@ -22,7 +26,13 @@ from home_agent.agent import (
     offloading_key,
     pod_key,
 )
+from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
+from home_agent.reflection.event import EVENTS, EventReflector
+from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.service import SERVICES
+from home_agent.reflection.token import SECRETS, TokenReflector
 from shared.api.namespace_map import NamespaceMap
+from shared.forge.event import home_copy_summary, remote_event_kept
 
 log = logging.getLogger(__name__)
 
@@ -108,3 +118,78 @@ def declare_agent(agent: Agent) -> None:
     informers.keys(REMOTE, "resourceoffers", lambda change: offer_keys(agent, change), queue)
     informers.keys(REMOTE, "namespacemaps", lambda change: namespace_map_keys(agent, change),
                    queue, compares=True)
+
+
+# --- resource reflection ---------------------------------------------------------------------
+
+
+def declare_reflector(agent: Agent, reflector: Reflector) -> None:
+    """One kind's: both sides' mirrors, each event to its home key."""
+    informers, plural = agent.informers, reflector.rules.plural
+    informers.watch(HOME, plural)
+    informers.watch(REMOTE, plural, keep=reflector.kept_remote)
+    informers.keys(HOME, plural, reflector.home_keys, reflector.controller)
+    informers.keys(REMOTE, plural, reflector.remote_keys, reflector.controller)
+
+
+def declare_reflection(agent: Agent, reflection: Reflection) -> None:
+    """Every enabled kind's reflector, then the companions (they read the kinds' mirrors), then
+    the resyncs: a VirtualNode (the skip lists) or the NamespaceMap (which namespaces are
+    extended) changes every key's outcome."""
+    informers = agent.informers
+    for reflector in reflection.reflectors.values():
+        declare_reflector(agent, reflector)
+    slices = reflection.reflectors.get(ENDPOINTSLICES[2])
+    if isinstance(slices, EndpointSliceReflector) and SERVICES[2] in reflection.reflectors:
+        informers.keys(HOME, SERVICES[2], slices.service_keys, slices.controller,
+                       compares=True)
+    events = reflection.companion(EventReflector)
+    if events is not None:
+        informers.watch(HOME, EVENTS[2], keep=home_copy_summary)
+        informers.watch(REMOTE, EVENTS[2], keep=remote_event_kept)
+        informers.keys(HOME, EVENTS[2], events.home_keys, events.controller)
+        informers.keys(REMOTE, EVENTS[2], events.remote_keys, events.controller)
+        # The objects Events are about: the pods bound to the virtual node, the kinds' copies.
+        informers.keys(HOME, "pods", functools.partial(events.home_object_keys, "Pod"),
+                       events.controller)
+        for plural, reflector in reflection.reflectors.items():
+            kind = reflector.rules.kind
+            informers.keys(HOME, plural, functools.partial(events.home_object_keys, kind),
+                           events.controller)
+            informers.keys(REMOTE, plural, functools.partial(events.remote_object_keys, kind),
+                           events.controller)
+    tokens = reflection.companion(TokenReflector)
+    if tokens is not None:
+        declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS[2]))
+    informers.on(HOME, "virtualnodes", lambda _: reflection.resync())
+    informers.on(REMOTE, "namespacemaps", lambda _: reflection.resync())
+
+
+def declare_virtual_node_followers(agent: Agent, listed: threading.Event,
+                                   follow: Callable[[], None]) -> None:
+    """Once VirtualNodes are `listed`, each VirtualNode change may rename the virtual node (its
+    pods watch follows) or move the remote credentials' Secret: `follow()`, after the resync."""
+    def on_change(_: Change) -> None:
+        if listed.is_set():
+            follow()
+
+    agent.informers.on(HOME, "virtualnodes", on_change)
+
+
+def declare_token_reflector(agent: Agent, tokens: TokenReflector,
+                            secrets: Reflector | None) -> None:
+    """The pods' tokens: the pods bound to the virtual node, and one mirror of the remote
+    Secrets, shared with the Secret reflector (`secrets`, when it runs)."""
+    kept_secret = secrets.kept_remote if secrets is not None else None
+
+    def kept(secret: dict[str, Any]) -> dict[str, Any] | None:
+        # The token Secrets as the token reflector reads them, the rest as the Secret reflector
+        # does (not at all without it).
+        summary = tokens.kept_remote(secret)
+        if summary is not None or kept_secret is None:
+            return summary
+        return kept_secret(secret)
+
+    agent.informers.watch(REMOTE, SECRETS[2], keep=kept)
+    agent.informers.keys(HOME, "pods", tokens.pod_keys, tokens.controller)
+    agent.informers.keys(REMOTE, SECRETS[2], tokens.secret_keys, tokens.controller)

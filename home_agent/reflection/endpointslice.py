@@ -12,19 +12,20 @@ Policy (seed 004): a slice follows its Service — reflected when the Service is
 Service policy (`--service-reflection-type`) — unless the slice is annotated itself. A slice whose
 Service is not known (no service-name label, or Service reflection disabled so Services are not
 watched) is judged by itself under `--endpointslice-reflection-type`. Since the decision depends
-on the Service, a Service event whose decision changes requeues its slices.
+on the Service, a Service event whose decision changes requeues its slices (`service_keys`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from annex.events import EventRecorder
+from annex.informers import Change
 from annex.kubeapi import group_path
-from annex.mirror import Key, Mirror, key_of
-from home_agent.agent import Agent
+from annex.mirror import Key
+from home_agent.agent import HOME, Agent
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICES
 from shared.forge.endpointslice import (
@@ -44,13 +45,6 @@ ENDPOINTSLICES = ("discovery.k8s.io", "v1", "endpointslices")
 SERVICE_FLAG = "service"
 
 
-def _service_stub(service: Mapping[str, Any]) -> dict[str, Any]:
-    """What the slices' decision reads of a Service: its identity and annotations."""
-    metadata = service.get("metadata") or {}
-    return {"metadata": {key: metadata[key] for key in ("namespace", "name", "annotations")
-                         if key in metadata}}
-
-
 class EndpointSliceReflector(Reflector):
     def __init__(self, agent: Agent, rules: KindRules, workers: int, policy: ReflectionType,
                  events: EventRecorder) -> None:
@@ -60,43 +54,39 @@ class EndpointSliceReflector(Reflector):
             config.reflection_types.get(SERVICE_FLAG, ReflectionType.DENY_LIST))
         self.remap = (CidrRemap(config.home_pod_cidr, config.remapped_home_pod_cidr)
                       if config.home_pod_cidr and config.remapped_home_pod_cidr else None)
-        self.services = Mirror()
+        self.services = agent.informers.mirror(HOME, SERVICES[2])
+        """The Service reflector's home mirror (empty when Services are not reflected)."""
         self._lock = threading.Lock()
         self._slices_of: dict[Key, set[str]] = {}
         """(namespace, Service name) → the names of its home slices."""
         self._service_of: dict[Key, Key] = {}
 
-    # --- watch events -----------------------------------------------------------------------
+    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
-    def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        key = key_of(obj)
-        service = endpointslice_service_name(obj)
+    def home_keys(self, change: Change) -> Iterable[Key]:
+        """The slice, indexed by its Service."""
+        key = change.key
+        service = None if change.deleted else endpointslice_service_name(change.obj)
         with self._lock:
             old = self._service_of.pop(key, None)
             if old is not None:
                 self._slices_of.get(old, set()).discard(key[1])
-            if event_type != "DELETED" and service is not None:
+            if service is not None:
                 owner = (key[0], service)
                 self._service_of[key] = owner
                 self._slices_of.setdefault(owner, set()).add(key[1])
-        super().on_home_event(event_type, obj)
+        return (key,)
 
-    def on_related_home_event(self, plural: str, event_type: str | None,
-                              obj: dict[str, Any]) -> None:
-        if plural != SERVICES[2]:
-            return
-        key = key_of(obj)
-        before = self._service_decision(key)
-        self.services.apply(event_type, _service_stub(obj))
-        if self._service_decision(key) == before:
-            return  # the slices' outcome does not depend on anything else of the Service
+    def service_keys(self, change: Change) -> Iterable[Key]:
+        """A Service's slices, when its change changes their decision (nothing else of the
+        Service is read); reads `change.before`."""
+        if self._service_decision(change.before) == self._service_decision(
+                self.services.get(change.key)):
+            return ()
         with self._lock:
-            names = list(self._slices_of.get(key, ()))
-        for name in names:
-            self.controller.add((key[0], name))
+            return [(change.key[0], name) for name in self._slices_of.get(change.key, ())]
 
-    def _service_decision(self, key: Key) -> bool | None:
-        service = self.services.get(key)
+    def _service_decision(self, service: Mapping[str, Any] | None) -> bool | None:
         return None if service is None else should_reflect(service, self.service_policy)
 
     # --- reconcile --------------------------------------------------------------------------

@@ -28,26 +28,25 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from annex.controller import DONE, Controller, Result
+from annex.informers import Change
 from annex.kubeapi import core_path, error_message, status_of
-from annex.mirror import Key, Mirror, key_of
+from annex.mirror import Key, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
-from home_agent.agent import Agent
+from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.operators import Watched
 from home_agent.reflection.reflector import Reflector, current_reflection_config, synced
 from shared.forge.common import updated_remote
 from shared.forge.event import (
     event_needs_update,
-    home_copy_summary,
     home_event,
     home_event_name,
     involved_kind,
     is_reflectable_event,
     object_reference,
-    remote_event_kept,
 )
 from shared.ownership import is_owned, ownership_labels
 
@@ -78,9 +77,9 @@ class EventReflector:
         self.agent = agent
         self.reflectors = reflectors
         """The kinds' reflectors: their mirrors tell which remote objects are our copies."""
-        self.remote = Mirror()
+        self.remote = agent.informers.mirror(REMOTE, EVENTS[2])
         """Events of the accepted twin namespaces, as `remote_event_kept`."""
-        self.home = Mirror()
+        self.home = agent.informers.mirror(HOME, EVENTS[2])
         """Our copies at home, each as its `home_copy_summary`."""
         self.controller: Controller[Key] = Controller(
             self.name, self.reconcile, workers=workers, ready=lambda _: synced(agent))
@@ -91,8 +90,6 @@ class EventReflector:
         """What remote Events are about → their home copy keys."""
         self._topic: dict[Key, About] = {}
         """Home copy key → what its remote Event is about (the reverse of `_about`)."""
-        self._home_pods: dict[Key, dict[str, Any]] = {}
-        """Home pods bound to our virtual node, as object references."""
 
     # --- as a companion of the kinds' reflection (`reflector.Companion`) ---------------------
     def resources(self) -> tuple[Watched, ...]:
@@ -102,24 +99,7 @@ class EventReflector:
         """At home only our copies are watched (every Event would be a flood)."""
         return {EVENTS: self.label_selector()}
 
-    def on_home(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        if plural == EVENTS[2]:
-            self.on_home_event(event_type, obj)
-            return True
-        self.on_object_changed("home", plural, event_type, obj)
-        return False
-
-    def on_remote(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        if plural == EVENTS[2]:
-            self.on_remote_event(event_type, obj)
-            return True
-        self.on_object_changed("remote", plural, event_type, obj)
-        return False
-
-    def start_relist(self) -> None:
-        self.remote.start_relist()
-
-    # --- watch events -----------------------------------------------------------------------
+    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
     def _home_key(self, remote_key: Key) -> Key | None:
         home_namespace = self.agent.home_namespace_of(remote_key[0])
@@ -153,24 +133,14 @@ class EventReflector:
             self._about.setdefault(topic, set()).add(home_key)
         return home_key
 
-    def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
+    def remote_keys(self, change: Change) -> Iterable[Key]:
+        """A remote Event's home copy, indexed by what the Event is about."""
         with self._lock:
-            remote_key = self.remote.apply(event_type, remote_event_kept(obj))
-            home_key = self._index(remote_key, None if event_type == "DELETED" else obj)
-        if home_key is not None:
-            self.controller.add(home_key)
+            home_key = self._index(change.key, None if change.deleted else change.obj)
+        return () if home_key is None else (home_key,)
 
-    def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        self.controller.add(self.home.apply(event_type, home_copy_summary(obj)))
-
-    def finish_relist(self) -> None:
-        """The twins watch listed everything again: Events it did not show are gone."""
-        with self._lock:
-            stale = self.remote.finish_relist()
-            home_keys = [self._index(key, None) for key in stale]
-        for home_key in home_keys:
-            if home_key is not None:
-                self.controller.add(home_key)
+    def home_keys(self, change: Change) -> Iterable[Key]:
+        return (change.key,)
 
     def resync(self) -> None:
         """The namespace mapping or the skip lists changed: index and look at everything."""
@@ -184,41 +154,27 @@ class EventReflector:
         for key in keys:
             self.controller.add(key)
 
-    def on_object_changed(self, side: str, plural: str, event_type: str | None,
-                          obj: dict[str, Any]) -> None:
-        """A home or remote object changed (after its own handler took it): its Events may
-        now come home (or their copies be attached to a new home object)."""
-        namespace, name = key_of(obj)
-        if side == "home" and plural == "pods":
-            self._track_home_pod(event_type, obj)
-            self._wake(self.agent.mapped_remote_namespace(namespace), "Pod", name)
-            return
-        reflector = self.reflectors.get(plural)
-        if reflector is None:
-            return
-        if side == "home":
-            remote_namespace = self.agent.mapped_remote_namespace(namespace)
+    def home_object_keys(self, kind: str, change: Change) -> Iterable[Key]:
+        """A home object of `kind` changed: its Events may now come home (or their copies be
+        attached to a new home object)."""
+        namespace, name = change.key
+        reflector = self._reflector(kind)
+        if reflector is not None:
             name = reflector.rules.remote_name(name)
-        else:
-            remote_namespace = namespace
-        self._wake(remote_namespace, reflector.rules.kind, name)
+        return self._about_keys(self.agent.mapped_remote_namespace(namespace), kind, name)
 
-    def _track_home_pod(self, event_type: str | None, pod: dict[str, Any]) -> None:
-        key = key_of(pod)
-        with self._lock:  # the watch selects the pods bound to the virtual node
-            if event_type == "DELETED":
-                self._home_pods.pop(key, None)
-            else:
-                self._home_pods[key] = object_reference({**pod, "apiVersion": "v1",
-                                                         "kind": "Pod"})
+    def remote_object_keys(self, kind: str, change: Change) -> Iterable[Key]:
+        """Our remote copy of a `kind` object changed: its Events may now come home."""
+        return self._about_keys(change.key[0], kind, change.key[1])
 
-    def _wake(self, remote_namespace: str | None, kind: str, name: str) -> None:
+    def _reflector(self, kind: str) -> Reflector | None:
+        return next((r for r in self.reflectors.values() if r.rules.kind == kind), None)
+
+    def _about_keys(self, remote_namespace: str | None, kind: str, name: str) -> list[Key]:
         if remote_namespace is None:
-            return
+            return []
         with self._lock:
-            keys = list(self._about.get((remote_namespace, kind, name), ()))
-        for key in keys:
-            self.controller.add(key)
+            return list(self._about.get((remote_namespace, kind, name), ()))
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -243,9 +199,10 @@ class EventReflector:
         if (involved.get("namespace") or remote_namespace) != remote_namespace:
             return None
         api_version, _ = involved_kind(remote_event)
-        if (api_version, kind) == ("v1", "Pod"):
-            with self._lock:
-                return self._home_pods.get((home_namespace, name))
+        if (api_version, kind) == ("v1", "Pod"):  # bound to our virtual node
+            pod = self.agent.mirrors.pods.get((home_namespace, name))
+            return None if pod is None else object_reference(
+                {**pod, "apiVersion": "v1", "kind": "Pod"})
         reflector = next((r for r in self.reflectors.values() if r.rules.kind == kind
                           and api_version_of(r.rules.resource) == api_version), None)
         if reflector is None:

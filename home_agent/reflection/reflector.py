@@ -1,7 +1,8 @@
 """The generic reflector: home objects of one kind, in extended namespaces → their copies in
 the twin namespaces (DESIGN.md section 5).
 
-Per kind: a home mirror and a remote mirror (fed by the watches on both sides) and a
+Per kind: a home mirror and a remote mirror (the agent's informers', fed by the watches on both
+sides) and a
 `Controller` of home keys (namespace, name) with its own workers, so a slow or failing kind never
 holds back another, and a failing object never holds back another (its key backs off alone; the
 failure is reported as a FailedReflection Event on its home object).
@@ -23,16 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from annex.controller import Controller
 from annex.events import EventRecorder
+from annex.informers import Change
 from annex.kubeapi import error_message
-from annex.mirror import Key, Mirror, key_of
+from annex.mirror import Key, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
-from home_agent.agent import Agent
+from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.operators import Watched
 from shared.forge.common import (
     ReflectionConfig,
@@ -116,48 +118,42 @@ class Reflector:
         self.rules = rules
         self.policy = policy
         self.events = events
-        self.home = Mirror()
-        self.remote = Mirror()
+        self.home = agent.informers.mirror(HOME, rules.plural)
+        self.remote = agent.informers.mirror(REMOTE, rules.plural)
         self.controller: Controller[Key] = Controller(
             rules.plural, self.reconcile, workers=workers, ready=lambda _: synced(agent),
             on_error=self._report_failure)
 
-    # --- watch events -----------------------------------------------------------------------
+    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
-    def on_home_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        self.controller.add(self.home.apply(event_type, obj))
+    def home_keys(self, change: Change) -> Iterable[Key]:
+        return (change.key,)
 
-    def on_remote_event(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        # What is not ours is only ever left alone, which its metadata decides: the rest is not
-        # kept (the twin namespaces hold a token Secret per pod, the token reflector's).
-        kept = obj if self._owned(obj) else {"metadata": {
-            key: value for key, value in (obj.get("metadata") or {}).items()
-            if key in FOREIGN_METADATA}}
-        self._enqueue_remote(*self.remote.apply(event_type, kept))
+    def kept_remote(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """What the remote mirror keeps: what is not ours is only ever left alone, which its
+        metadata decides; the rest is not kept (the twin namespaces hold a token Secret per pod,
+        the token reflector's)."""
+        if self._owned(obj):
+            return obj
+        return {"metadata": {key: value for key, value in (obj.get("metadata") or {}).items()
+                             if key in FOREIGN_METADATA}}
 
-    def _enqueue_remote(self, namespace: str, name: str) -> None:
+    def remote_keys(self, change: Change) -> Iterable[Key]:
+        return self._home_keys(*change.key)
+
+    def _home_keys(self, namespace: str, name: str) -> tuple[Key, ...]:
         home_namespace = self.agent.home_namespace_of(namespace)
-        if home_namespace is not None:
-            self.controller.add((home_namespace, self.rules.local_name(name)))
-
-    def finish_relist(self) -> None:
-        """The twins watch listed everything again: copies it did not show are gone (deleted
-        while no watch ran, or their namespace is no longer watched); look at their keys."""
-        for namespace, name in self.remote.finish_relist():
-            self._enqueue_remote(namespace, name)
+        if home_namespace is None:
+            return ()
+        return ((home_namespace, self.rules.local_name(name)),)
 
     def resync(self) -> None:
         """Look at every known object again (namespace mappings or skip lists changed)."""
         for key in self.home.keys():
             self.controller.add(key)
-        for namespace, name in self.remote.keys():
-            self._enqueue_remote(namespace, name)
-
-    def on_related_home_event(self, plural: str, event_type: str | None,
-                              obj: dict[str, Any]) -> None:
-        """Every home watch event, of any kind, after its own handler took it: a kind whose
-        decisions depend on other objects (an EndpointSlice on its Service) requeues its
-        dependents here. Nothing by default."""
+        for remote_key in self.remote.keys():
+            for key in self._home_keys(*remote_key):
+                self.controller.add(key)
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -245,8 +241,8 @@ class Reflector:
 
 
 class Companion(Protocol):
-    """A reflector that is not one kind's (remote Events home, the pods' tokens): it sees every
-    watch event after the kinds' reflectors and shares their life cycle."""
+    """A reflector that is not one kind's (remote Events home, the pods' tokens): its routes
+    come after the kinds' reflectors' (`home_agent.watches`), and it shares their life cycle."""
 
     controller: Controller[Key]
     """Its reconciles, named as metrics call the companion."""
@@ -257,17 +253,7 @@ class Companion(Protocol):
     def home_label_selectors(self) -> dict[Watched, str]:
         """Home watches it narrows (e.g. only our Event copies)."""
 
-    def on_home(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        """Every home watch event; True when the event is its own and nobody else's."""
-
-    def on_remote(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        """Every remote watch event; True when the event is its own and nobody else's."""
-
     def resync(self) -> None: ...
-
-    def start_relist(self) -> None: ...
-
-    def finish_relist(self) -> None: ...
 
 
 CompanionFactory = Callable[[Agent, Mapping[str, Reflector]], "Companion | None"]
@@ -277,7 +263,7 @@ C = TypeVar("C")
 
 
 class Reflection:
-    """Every enabled kind's reflector and companion, and the routing of watch events to them."""
+    """Every enabled kind's reflector and companion (their routes: `home_agent.watches`)."""
 
     def __init__(self, agent: Agent, kinds: list[KindRules],
                  companions: Sequence[CompanionFactory] = ()) -> None:
@@ -321,52 +307,13 @@ class Reflection:
         """Keys waiting, delayed or being reconciled, per kind (plural) and companion."""
         return {controller.name: len(controller) for controller in self.controllers()}
 
-    def home_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        """Take a home watch event if it is reflection's; True when taken."""
-        reflector = self.reflectors.get(plural)
-        if reflector is not None:
-            reflector.on_home_event(event_type, obj)
-        for each in self.reflectors.values():
-            each.on_related_home_event(plural, event_type, obj)
-        taken = reflector is not None
-        for companion in self.companions:
-            taken = companion.on_home(plural, event_type, obj) or taken
-        return taken
-
-    def remote_sink(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        """Take a remote watch event if it is reflection's; True when taken."""
-        reflector = self.reflectors.get(plural)
-        if reflector is not None:
-            reflector.on_remote_event(event_type, obj)
-        taken = reflector is not None
-        for companion in self.companions:
-            taken = companion.on_remote(plural, event_type, obj) or taken
-        return taken
-
-    def after_agent_event(self, plural: str) -> None:
-        """Call once the agent has applied an event of its own: a VirtualNode (the skip lists)
-        or the NamespaceMap (which namespaces are extended) changes every key's outcome."""
-        if plural in ("virtualnodes", "namespacemaps"):
-            self.resync()
-
     def resync(self) -> None:
+        """A VirtualNode (the skip lists) or the NamespaceMap (which namespaces are extended)
+        changed: every key's outcome may have."""
         for reflector in self.reflectors.values():
             reflector.resync()
         for companion in self.companions:
             companion.resync()
-
-    def start_relist(self) -> None:
-        """The twins watch is replaced (see `RemoteWatches.follow_twins`)."""
-        for reflector in self.reflectors.values():
-            reflector.remote.start_relist()
-        for companion in self.companions:
-            companion.start_relist()
-
-    def finish_relist(self) -> None:
-        for reflector in self.reflectors.values():
-            reflector.finish_relist()
-        for companion in self.companions:
-            companion.finish_relist()
 
     async def run(self) -> None:
         """Every controller's workers, until `stop`."""

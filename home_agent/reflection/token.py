@@ -5,9 +5,8 @@ projects service-account tokens, the Secret its remote copy reads them from
 a TokenRequest bound to the home pod, refreshed before it expires, and deleted with the pod.
 
 Tokens are per pod, so this is not a `Reflector` of a kind: it reads the agent's mirror of the
-home pods bound to the virtual node (one copy of each pod: the runner applies a pod event there
-before this reflector is told), has its own mirror of the token Secrets in the twin namespaces
-(from the twins watch) and its own `Controller` of pod keys
+home pods bound to the virtual node and the mirror of the twin namespaces' Secrets (the agent's
+informers', shared with the Secret reflector), and has its own `Controller` of pod keys
 (`--serviceaccount-reflection-workers`), so a failing pod holds back neither another pod nor
 another kind.
 
@@ -32,17 +31,18 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
+from annex.informers import Change
 from annex.kubeapi import core_path, error_message
-from annex.mirror import Key, Mirror, key_of
+from annex.mirror import Key, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
-from home_agent.agent import Agent
+from home_agent.agent import REMOTE, Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.operators import Watched
 from home_agent.reflection.reflector import Reflector, synced
@@ -102,9 +102,9 @@ class TokenReflector:
         """Whether the Secret reflector runs too (and so watches every home Secret)."""
         self.pods = agent.mirrors.pods
         """Home pods bound to this agent's virtual node: the agent's mirror."""
-        self.remote = Mirror()
-        """Token Secrets (Liqo's labels) in the twin namespaces, whoever wrote them, as their
-        `token_secret_summary`."""
+        self.remote = agent.informers.mirror(REMOTE, SECRETS[2])
+        """The Secrets of the twin namespaces (shared with the Secret reflector); token Secrets
+        (Liqo's labels), whoever wrote them, as their `token_secret_summary` (`kept_remote`)."""
         self.controller: Controller[Key] = Controller(
             self.name, self.reconcile, workers=workers, ready=lambda _: synced(agent),
             on_error=self._report_failure)
@@ -125,40 +125,35 @@ class TokenReflector:
         which the home cluster never has."""
         return {} if self.secrets_reflected else {SECRETS: TOKEN_SECRET_POD_LABEL}
 
-    def on_home(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        if plural == PODS:  # the agent's too
-            self.on_home_pod(event_type, obj)
-        return False
+    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
-    def on_remote(self, plural: str, event_type: str | None, obj: dict[str, Any]) -> bool:
-        if plural == SECRETS[2]:  # the Secret reflector's too
-            self.on_remote_secret(event_type, obj)
-        return False
+    @staticmethod
+    def kept_remote(secret: dict[str, Any]) -> dict[str, Any] | None:
+        """What the remote mirror keeps of a token Secret; None for any other Secret."""
+        return token_secret_summary(secret) if is_token_secret(secret) else None
 
-    # --- watch events -----------------------------------------------------------------------
+    def pod_keys(self, change: Change) -> Iterable[Key]:
+        return (change.key,)
 
-    def on_home_pod(self, event_type: str | None, obj: dict[str, Any]) -> None:
-        """After the agent's mirror took the event."""
-        self.controller.add(key_of(obj))
-
-    def on_remote_secret(self, event_type: str | None, obj: dict[str, Any]) -> None:
+    def secret_keys(self, change: Change) -> Iterable[Key]:
+        """A token Secret's pod."""
         # A deletion a relist shows carries only the key: the pod comes from `_pod_of`.
-        if event_type != "DELETED" and not is_token_secret(obj):
-            return
-        key = self.remote.apply(event_type, token_secret_summary(obj))
+        if not change.deleted and not is_token_secret(change.obj):
+            return ()
         with self._lock:
-            if event_type == "DELETED":
-                pod_name = self._pod_of.pop(key, None)
+            if change.deleted:
+                pod_name = self._pod_of.pop(change.key, None)
             else:
-                pod_name = token_secret_pod_name(obj)
+                pod_name = token_secret_pod_name(change.obj)
                 if pod_name is not None:
-                    self._pod_of[key] = pod_name
-        self._enqueue_pod(key[0], pod_name)
+                    self._pod_of[change.key] = pod_name
+        return self._pod_keys(change.key[0], pod_name)
 
-    def _enqueue_pod(self, remote_namespace: str, pod_name: str | None) -> None:
+    def _pod_keys(self, remote_namespace: str, pod_name: str | None) -> tuple[Key, ...]:
         home_namespace = self.agent.home_namespace_of(remote_namespace)
-        if pod_name is not None and home_namespace is not None:
-            self.controller.add((home_namespace, pod_name))
+        if pod_name is None or home_namespace is None:
+            return ()
+        return ((home_namespace, pod_name),)
 
     def resync(self) -> None:
         """Look at every known pod and Secret again (namespace mappings changed)."""
@@ -167,17 +162,8 @@ class TokenReflector:
         with self._lock:
             secrets = list(self._pod_of.items())
         for (remote_namespace, _), pod_name in secrets:
-            self._enqueue_pod(remote_namespace, pod_name)
-
-    def start_relist(self) -> None:
-        self.remote.start_relist()
-
-    def finish_relist(self) -> None:
-        """Secrets the new listing did not show are gone: their pods are looked at again."""
-        for secret_key in self.remote.finish_relist():
-            with self._lock:
-                pod_name = self._pod_of.pop(secret_key, None)
-            self._enqueue_pod(secret_key[0], pod_name)
+            for key in self._pod_keys(remote_namespace, pod_name):
+                self.controller.add(key)
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -228,7 +214,8 @@ class TokenReflector:
         written = await self._write(pod, secret_key, current, desired)
         if written is None:
             return DONE
-        self.on_remote_secret("MODIFIED", written)  # the mirror must not lag our own write
+        # The mirror must not lag our own write.
+        self.agent.informers.dispatch(REMOTE, SECRETS[2], "MODIFIED", written)
         return self._look_again_at(key, refresh_time(desired), now)
 
     def _stale(self, secret_key: Key, current: Mapping[str, Any] | None,

@@ -12,6 +12,8 @@ import pytest
 
 from annex.events import EventRecorder
 from annex.kubeapi import ApiError
+from home_agent.agent import HOME as HOME_SIDE
+from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.operators import CONFIGMAPS
@@ -19,6 +21,7 @@ from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
+from home_agent.watches import declare_agent, declare_reflection, declare_reflector
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import DESTINATION_CLUSTER_LABEL, HOME_AGENT_COMPONENT, ORIGIN_CLUSTER_LABEL
 
@@ -100,7 +103,20 @@ def listed(agent: Agent) -> Agent:
 
 def _reflector(agent: Agent, policy: ReflectionType = ReflectionType.DENY_LIST,
                rules: Any = CONFIGMAP_RULES) -> Reflector:
-    return Reflector(agent, rules, 1, policy, EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
+    """A reflector, its routes declared (as the runner does)."""
+    reflector = Reflector(agent, rules, 1, policy,
+                          EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
+    declare_reflector(agent, reflector)
+    return reflector
+
+
+def _home(reflector: Reflector, event_type: str, obj: dict[str, Any]) -> None:
+    """A home watch event of the reflector's kind."""
+    reflector.agent.informers.dispatch(HOME_SIDE, reflector.rules.plural, event_type, obj)
+
+
+def _remote(reflector: Reflector, event_type: str, obj: dict[str, Any]) -> None:
+    reflector.agent.informers.dispatch(REMOTE_SIDE, reflector.rules.plural, event_type, obj)
 
 
 def _configmap(name: str = "settings", namespace: str = "app", **metadata: Any) -> dict[str, Any]:
@@ -121,14 +137,14 @@ def _reconcile(reflector: Reflector, name: str = "settings", namespace: str = "a
 def _observe_remote(reflector: Reflector, remote: FakeApi) -> None:
     """The remote watch catches up with what the fake server holds."""
     for obj in remote.objects.values():
-        reflector.on_remote_event("ADDED", {**obj, "metadata": {**obj["metadata"],
+        _remote(reflector, "ADDED", {**obj, "metadata": {**obj["metadata"],
                                                                 "resourceVersion": "9"}})
 
 
 def test_a_home_object_in_an_extended_namespace_is_created_remotely_with_our_labels() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap())
+    _home(reflector, "ADDED", _configmap())
     _reconcile(reflector)
     copy_ = remote.objects[_remote_path()]
     assert copy_["data"] == {"mode": "blue"}
@@ -139,7 +155,7 @@ def test_a_home_object_in_an_extended_namespace_is_created_remotely_with_our_lab
 def test_an_unchanged_copy_is_not_written_again() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap())
+    _home(reflector, "ADDED", _configmap())
     _reconcile(reflector)
     _observe_remote(reflector, remote)
     remote.calls.clear()
@@ -150,7 +166,7 @@ def test_an_unchanged_copy_is_not_written_again() -> None:
 def test_remote_drift_is_overwritten_keeping_the_remote_resource_version() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap())
+    _home(reflector, "ADDED", _configmap())
     _reconcile(reflector)
     remote.objects[_remote_path()]["data"] = {"mode": "hacked"}
     _observe_remote(reflector, remote)
@@ -162,10 +178,10 @@ def test_remote_drift_is_overwritten_keeping_the_remote_resource_version() -> No
 def test_an_immutable_copy_whose_content_changed_is_recreated() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", {**_configmap(), "immutable": True})
+    _home(reflector, "ADDED", {**_configmap(), "immutable": True})
     _reconcile(reflector)
     _observe_remote(reflector, remote)
-    reflector.on_home_event("MODIFIED", {**_configmap(), "immutable": True,
+    _home(reflector, "MODIFIED", {**_configmap(), "immutable": True,
                                          "data": {"mode": "green"}})
     remote.calls.clear()
     _reconcile(reflector)
@@ -177,10 +193,10 @@ def test_an_immutable_copy_whose_content_changed_is_recreated() -> None:
 def test_the_copy_is_deleted_when_the_home_object_goes() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap())
+    _home(reflector, "ADDED", _configmap())
     _reconcile(reflector)
     _observe_remote(reflector, remote)
-    reflector.on_home_event("DELETED", _configmap())
+    _home(reflector, "DELETED", _configmap())
     _reconcile(reflector)
     assert _remote_path() not in remote.objects
 
@@ -196,7 +212,7 @@ def test_the_policy_and_the_annotations_decide(policy: ReflectionType,
                                                reflected: bool) -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent, policy)
-    reflector.on_home_event("ADDED", _configmap(annotations=annotations))
+    _home(reflector, "ADDED", _configmap(annotations=annotations))
     _reconcile(reflector)
     assert (_remote_path() in remote.objects) is reflected
 
@@ -204,10 +220,10 @@ def test_the_policy_and_the_annotations_decide(policy: ReflectionType,
 def test_a_copy_whose_home_object_turned_skipped_is_deleted() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap())
+    _home(reflector, "ADDED", _configmap())
     _reconcile(reflector)
     _observe_remote(reflector, remote)
-    reflector.on_home_event("MODIFIED", _configmap(
+    _home(reflector, "MODIFIED", _configmap(
         annotations={"liqo.io/skip-reflection": "true"}))
     _reconcile(reflector)
     assert _remote_path() not in remote.objects
@@ -219,13 +235,13 @@ def test_a_foreign_remote_object_is_never_touched_and_the_home_object_gets_an_ev
     foreign = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"owner": "someone"},
                "metadata": {"name": "settings", "namespace": TWIN}}
     remote.objects[_remote_path()] = foreign
-    reflector.on_home_event("ADDED", _configmap())
+    _home(reflector, "ADDED", _configmap())
     _reconcile(reflector)  # the remote watch has not shown it yet: the create finds it
     _observe_remote(reflector, remote)
     kept = reflector.remote.get((TWIN, "settings"))
     assert kept is not None and set(kept) == {"metadata"}  # its content is never kept
     _reconcile(reflector)
-    reflector.on_home_event("DELETED", _configmap())
+    _home(reflector, "DELETED", _configmap())
     _reconcile(reflector)
     assert remote.objects[_remote_path()]["data"] == {"owner": "someone"}
     assert [c for c in remote.writes() if c[0] != "create"] == []
@@ -235,7 +251,7 @@ def test_a_foreign_remote_object_is_never_touched_and_the_home_object_gets_an_ev
 def test_nothing_is_reflected_into_a_namespace_whose_mapping_is_not_accepted() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap(namespace="elsewhere"))
+    _home(reflector, "ADDED", _configmap(namespace="elsewhere"))
     _reconcile(reflector, namespace="elsewhere")
     assert remote.calls == []
 
@@ -243,11 +259,11 @@ def test_nothing_is_reflected_into_a_namespace_whose_mapping_is_not_accepted() -
 def test_the_home_root_ca_is_reflected_under_another_name() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap("kube-root-ca.crt"))
+    _home(reflector, "ADDED", _configmap("kube-root-ca.crt"))
     _reconcile(reflector, "kube-root-ca.crt")
     assert set(remote.objects) == {_remote_path("kube-root-ca.crt.annex")}
     # The remote cluster's own root CA maps back to the home one's key, and is not ours.
-    reflector.on_remote_event("ADDED", {"metadata": {"name": "kube-root-ca.crt",
+    _remote(reflector, "ADDED", {"metadata": {"name": "kube-root-ca.crt",
                                                      "namespace": TWIN}})
     assert reflector.controller.queue.get() == ("app", "kube-root-ca.crt")
 
@@ -255,7 +271,7 @@ def test_the_home_root_ca_is_reflected_under_another_name() -> None:
 def test_service_account_token_secrets_are_not_reflected() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent, rules=SECRET_RULES)
-    reflector.on_home_event("ADDED", {"metadata": {"name": "token", "namespace": "app"},
+    _home(reflector, "ADDED", {"metadata": {"name": "token", "namespace": "app"},
                                       "type": "kubernetes.io/service-account-token"})
     _reconcile(reflector, "token")
     assert remote.calls == []
@@ -264,7 +280,7 @@ def test_service_account_token_secrets_are_not_reflected() -> None:
 def test_the_virtual_nodes_skip_lists_apply_without_a_restart() -> None:
     agent, remote, _ = _agent(labels_not_reflected=("flag-skipped",))
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap(labels={"flag-skipped": "x", "team": "a"}))
+    _home(reflector, "ADDED", _configmap(labels={"flag-skipped": "x", "team": "a"}))
     _reconcile(reflector)
     assert "flag-skipped" not in remote.objects[_remote_path()]["metadata"]["labels"]
     assert remote.objects[_remote_path()]["metadata"]["labels"]["team"] == "a"
@@ -282,8 +298,8 @@ def test_a_failing_object_does_not_block_the_others_and_is_reported_on_it() -> N
     agent, remote, home = _agent()
     reflector = _reflector(listed(agent))
     remote.failing.add(_remote_path("broken"))
-    reflector.on_home_event("ADDED", _configmap("broken"))
-    reflector.on_home_event("ADDED", _configmap("fine"))
+    _home(reflector, "ADDED", _configmap("broken"))
+    _home(reflector, "ADDED", _configmap("fine"))
 
     async def run_until_fine_is_reflected() -> None:
         workers = asyncio.create_task(reflector.controller.run())
@@ -314,14 +330,13 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
 
 def test_a_copy_deleted_while_no_twins_watch_ran_is_created_again_after_the_relist() -> None:
     agent, remote, _ = _agent()
-    reflection = Reflection(agent, [CONFIGMAP_RULES])
-    reflection.reflectors["configmaps"] = reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap())
+    reflector = _reflector(agent)
+    _home(reflector, "ADDED", _configmap())
     _reconcile(reflector)
     _observe_remote(reflector, remote)
     del remote.objects[_remote_path()]  # no DELETED event: the watch was being replaced
-    reflection.start_relist()
-    reflection.finish_relist()  # the new listing did not show it
+    agent.informers.start_relist(REMOTE_SIDE, ["configmaps"])
+    agent.informers.finish_relist(REMOTE_SIDE, ["configmaps"])  # the listing did not show it
     _reconcile(reflector)
     assert _remote_path() in remote.objects
 
@@ -329,7 +344,7 @@ def test_a_copy_deleted_while_no_twins_watch_ran_is_created_again_after_the_reli
 def test_a_copy_is_kept_while_the_home_api_server_still_has_the_object() -> None:
     agent, remote, home = _agent()
     reflector = _reflector(agent)
-    reflector.on_home_event("ADDED", _configmap())
+    _home(reflector, "ADDED", _configmap())
     _reconcile(reflector)
     _observe_remote(reflector, remote)
     home.objects["/api/v1/namespaces/app/configmaps/settings"] = _configmap()
@@ -339,19 +354,20 @@ def test_a_copy_is_kept_while_the_home_api_server_still_has_the_object() -> None
 
 
 def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> None:
-    agent, remote, _ = _agent()
+    agent, remote, _ = _agent(reflection_workers={"configmap": 1})
     reflection = Reflection(agent, [CONFIGMAP_RULES])
-    reflection.reflectors["configmaps"] = reflector = _reflector(agent)
-    reflection.home_sink("configmaps", "ADDED", _configmap(namespace="later"))
+    declare_agent(agent)
+    declare_reflection(agent, reflection)
+    reflector = reflection.reflectors["configmaps"]
+    _home(reflector, "ADDED", _configmap(namespace="later"))
     assert reflector.controller.queue.get() == ("later", "settings")
     _reconcile(reflector, namespace="later")
     reflector.controller.queue.done(("later", "settings"))
     assert remote.calls == []
-    agent.mirrors.namespace_maps.apply("MODIFIED", {
+    agent.informers.dispatch(REMOTE_SIDE, "namespacemaps", "MODIFIED", {
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"later": TWIN}},
         "status": {"currentMapping": {"later": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
-    reflection.after_agent_event("namespacemaps")
     assert reflector.controller.queue.get() == ("later", "settings")
     _reconcile(reflector, namespace="later")
     assert _remote_path() in remote.objects
@@ -363,9 +379,10 @@ def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() ->
 
     agent, _, _ = _agent(reflection_workers={"configmap": 1, "event": 1})
     reflection = Reflection(agent, KINDS, COMPANIONS)
+    declare_reflection(agent, reflection)
     metrics = Metrics(reflection.queued)
-    reflection.home_sink("configmaps", "ADDED", {"metadata": {"namespace": "app",
-                                                             "name": "settings"}})
+    agent.informers.dispatch(HOME_SIDE, "configmaps", "ADDED", {
+        "metadata": {"namespace": "app", "name": "settings"}})
     text = metrics.exposition(agent)
     assert 'annex_home_agent_reflection_queued_keys{part="configmaps"} 1' in text
     assert 'annex_home_agent_reflection_queued_keys{part="events"} 0' in text

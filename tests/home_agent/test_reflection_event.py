@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from home_agent.agent import HOME as HOME_SIDE
+from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.operators import home_watch, list_query
@@ -21,6 +23,7 @@ from home_agent.reflection.event import EVENTS, EventReflector, event_reflector_
 from home_agent.reflection.ingress import INGRESS_RULES
 from home_agent.reflection.reflector import KindRules, Reflection
 from home_agent.reflection.service import SERVICE_RULES
+from home_agent.watches import declare_agent, declare_reflection
 from shared.forge.event import home_event_name
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
@@ -51,7 +54,21 @@ def _setup(kinds: list[KindRules] | None = None) -> tuple[Reflection, FakeApi]:
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"app": TWIN}},
         "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
-    return Reflection(agent, kinds, [event_reflector_for]), home
+    declare_agent(agent)
+    reflection = Reflection(agent, kinds, [event_reflector_for])
+    declare_reflection(agent, reflection)
+    return reflection, home
+
+
+def _see_home(reflection: Reflection, plural: str, event: str | None,
+              obj: dict[str, Any]) -> None:
+    """A home watch event, through the agent's informers."""
+    reflection.agent.informers.dispatch(HOME_SIDE, plural, event, obj)
+
+
+def _see_remote(reflection: Reflection, plural: str, event: str | None,
+                obj: dict[str, Any]) -> None:
+    reflection.agent.informers.dispatch(REMOTE_SIDE, plural, event, obj)
 
 
 def _home_pod(name: str = "web") -> dict[str, Any]:
@@ -97,15 +114,15 @@ def _observe_home(reflection: Reflection, home: FakeApi) -> None:
     """The home watch (of our copies) catches up with what the fake server holds."""
     for path, obj in home.objects.items():
         if "/events/" in path:
-            reflection.home_sink("events", "ADDED", {
+            _see_home(reflection, "events", "ADDED", {
                 **obj, "metadata": {**obj["metadata"], "uid": "copy-uid",
                                     "resourceVersion": "7"}})
 
 
 def test_a_remote_pod_event_is_copied_onto_the_home_pod() -> None:
     reflection, home = _setup()
-    reflection.home_sink("pods", "ADDED", _home_pod())
-    reflection.remote_sink("events", "ADDED", _remote_event(POD))
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
     _reconcile_all(reflection)
     copy = home.objects[_home_path()]
     assert copy["metadata"]["namespace"] == "app"
@@ -119,15 +136,15 @@ def test_a_remote_pod_event_is_copied_onto_the_home_pod() -> None:
 
 def test_an_unchanged_copy_is_not_written_and_a_count_change_is() -> None:
     reflection, home = _setup()
-    reflection.home_sink("pods", "ADDED", _home_pod())
-    reflection.remote_sink("events", "ADDED", _remote_event(POD))
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
     _reconcile_all(reflection)
     _observe_home(reflection, home)
     home.calls.clear()
     _reconcile_all(reflection)
     assert home.writes() == []
 
-    reflection.remote_sink("events", "MODIFIED", _remote_event(POD, count=4))
+    _see_remote(reflection, "events", "MODIFIED", _remote_event(POD, count=4))
     _reconcile_all(reflection)
     assert home.writes() == [("replace", _home_path())]
     assert home.objects[_home_path()]["count"] == 4
@@ -136,16 +153,16 @@ def test_an_unchanged_copy_is_not_written_and_a_count_change_is() -> None:
 
 def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remotely() -> None:
     reflection, home = _setup()
-    reflection.home_sink("pods", "ADDED", _home_pod())
-    reflection.remote_sink("events", "ADDED", _remote_event(POD))
-    reflection.remote_sink("events", "ADDED", _remote_event(POD, name="web.gone"))
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD, name="web.gone"))
     _reconcile_all(reflection)
 
     restarted, _ = _setup()
     restarted.agent.home = home  # type: ignore[assignment]
-    restarted.home_sink("pods", None, _home_pod())
+    _see_home(restarted, "pods", None, _home_pod())
     _observe_home(restarted, home)  # the home listing: both copies
-    restarted.remote_sink("events", None, _remote_event(POD))  # the remote one: one is gone
+    _see_remote(restarted, "events", None, _remote_event(POD))  # the remote one: one is gone
     home.calls.clear()
     _reconcile_all(restarted)
     assert home.writes() == [("delete", _home_path("web.gone"))]
@@ -154,14 +171,14 @@ def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remo
 
 def test_the_copy_goes_with_the_remote_event_also_when_only_the_relist_tells() -> None:
     reflection, home = _setup()
-    reflection.home_sink("pods", "ADDED", _home_pod())
-    reflection.remote_sink("events", "ADDED", _remote_event(POD))
-    reflection.remote_sink("events", "ADDED", _remote_event(POD, name="web.second"))
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD, name="web.second"))
     _reconcile_all(reflection)
     _observe_home(reflection, home)
-    reflection.remote_sink("events", "DELETED", _remote_event(POD))
-    reflection.start_relist()
-    reflection.finish_relist()  # the new listing did not show web.second either
+    _see_remote(reflection, "events", "DELETED", _remote_event(POD))
+    reflection.agent.informers.start_relist(REMOTE_SIDE, ["events"])
+    reflection.agent.informers.finish_relist(REMOTE_SIDE, ["events"])  # nor web.second
     _reconcile_all(reflection)
     assert [p for p in home.objects if "/events/" in p] == []
 
@@ -177,20 +194,20 @@ def test_the_copy_goes_with_the_remote_event_also_when_only_the_relist_tells() -
 ], ids=lambda about: f"{about['kind']}-{about['name']}")
 def test_events_about_objects_we_did_not_reflect_stay_remote(about: dict[str, Any]) -> None:
     reflection, home = _setup()
-    reflection.home_sink("pods", "ADDED", _home_pod())
+    _see_home(reflection, "pods", "ADDED", _home_pod())
     # somebody-elses runs on a real node: the watch of the virtual node's pods never shows it
     for name in ("foreign", "kube-root-ca.crt"):
-        reflection.home_sink("configmaps", "ADDED", _configmap(name))
-        reflection.remote_sink("configmaps", "ADDED", _configmap(name, TWIN))  # not ours
-    reflection.remote_sink("events", "ADDED", _remote_event(about, name="x.1"))
+        _see_home(reflection, "configmaps", "ADDED", _configmap(name))
+        _see_remote(reflection, "configmaps", "ADDED", _configmap(name, TWIN))  # not ours
+    _see_remote(reflection, "events", "ADDED", _remote_event(about, name="x.1"))
     _reconcile_all(reflection)
     assert home.writes() == []
 
 
 def test_an_event_that_is_itself_a_reflected_copy_is_never_reflected_again() -> None:
     reflection, home = _setup()
-    reflection.home_sink("pods", "ADDED", _home_pod())
-    reflection.remote_sink("events", "ADDED", _remote_event(
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(
         POD, labels={"offloading.liqo.io/origin": "elsewhere",
                      "offloading.liqo.io/destination": "here"}))
     _reconcile_all(reflection)
@@ -205,10 +222,10 @@ def _configmap(name: str, namespace: str = "app", **labels: str) -> dict[str, An
 
 def test_events_about_the_renamed_root_ca_copy_show_on_the_home_kube_root_ca() -> None:
     reflection, home = _setup()
-    reflection.home_sink("configmaps", "ADDED", _configmap("kube-root-ca.crt"))
-    reflection.remote_sink("configmaps", "ADDED", _configmap("kube-root-ca.crt.annex", TWIN,
+    _see_home(reflection, "configmaps", "ADDED", _configmap("kube-root-ca.crt"))
+    _see_remote(reflection, "configmaps", "ADDED", _configmap("kube-root-ca.crt.annex", TWIN,
                                                              **OURS))
-    reflection.remote_sink("events", "ADDED", _remote_event(
+    _see_remote(reflection, "events", "ADDED", _remote_event(
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "kube-root-ca.crt.annex",
          "uid": f"{TWIN}-kube-root-ca.crt.annex"}, name="ca.1"))
     _reconcile_all(reflection)
@@ -228,9 +245,9 @@ def test_events_about_our_copies_of_other_kinds_show_on_their_home_objects(
                              "labels": labels}}
 
     reflection, home = _setup([rules])
-    reflection.home_sink(rules.plural, "ADDED", web("app"))
-    reflection.remote_sink(rules.plural, "ADDED", web(TWIN, **OURS))
-    reflection.remote_sink("events", "ADDED", _remote_event(
+    _see_home(reflection, rules.plural, "ADDED", web("app"))
+    _see_remote(reflection, rules.plural, "ADDED", web(TWIN, **OURS))
+    _see_remote(reflection, "events", "ADDED", _remote_event(
         {"apiVersion": api_version, "kind": rules.kind, "name": "web", "uid": f"{TWIN}-web"},
         name="web.1"))
     _reconcile_all(reflection)
@@ -241,9 +258,9 @@ def test_events_about_our_copies_of_other_kinds_show_on_their_home_objects(
 
 def test_an_event_about_an_earlier_object_of_the_same_name_stays_remote() -> None:
     reflection, home = _setup()
-    reflection.home_sink("configmaps", "ADDED", _configmap("settings"))
-    reflection.remote_sink("configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
-    reflection.remote_sink("events", "ADDED", _remote_event(
+    _see_home(reflection, "configmaps", "ADDED", _configmap("settings"))
+    _see_remote(reflection, "configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
+    _see_remote(reflection, "events", "ADDED", _remote_event(
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings", "uid": "older"}))
     _reconcile_all(reflection)
     assert home.writes() == []
@@ -251,21 +268,21 @@ def test_an_event_about_an_earlier_object_of_the_same_name_stays_remote() -> Non
 
 def test_an_event_that_came_before_its_object_is_reflected_when_the_object_shows_up() -> None:
     reflection, home = _setup()
-    reflection.home_sink("configmaps", "ADDED", _configmap("settings"))
+    _see_home(reflection, "configmaps", "ADDED", _configmap("settings"))
     about = {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings",
              "uid": f"{TWIN}-settings"}
-    reflection.remote_sink("events", "ADDED", _remote_event(about, name="settings.1"))
+    _see_remote(reflection, "events", "ADDED", _remote_event(about, name="settings.1"))
     _reconcile_all(reflection)
     assert home.writes() == []  # the copy's watch event has not come yet
-    reflection.remote_sink("configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
+    _see_remote(reflection, "configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
     _reconcile_all(reflection)
     assert home.writes() == [("create", _home_path("settings.1"))]
 
 
 def test_events_in_namespaces_that_are_not_extended_stay_remote() -> None:
     reflection, home = _setup()
-    reflection.home_sink("pods", "ADDED", _home_pod())
-    reflection.remote_sink("events", "ADDED", {
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", {
         **_remote_event(POD), "metadata": {"name": "web.1", "namespace": "other-twin"}})
     _reconcile_all(reflection)
     assert home.writes() == []
@@ -286,8 +303,8 @@ def test_a_copy_the_home_api_server_refuses_is_not_retried() -> None:
     listed(reflection.agent)
     events = reflection.companion(EventReflector)
     assert events is not None
-    reflection.home_sink("pods", "ADDED", _home_pod())
-    reflection.remote_sink("events", "ADDED", _remote_event(POD))
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
 
     async def process_queued() -> None:
         while events.controller.queue.pending():
@@ -306,7 +323,9 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
 
     def reflection(*extra: str) -> Reflection:
         agent = Agent(parse_config([*flags, *extra]), FakeApi(), FakeApi())  # type: ignore[arg-type]
-        return Reflection(agent, [CONFIGMAP_RULES], [event_reflector_for])
+        made = Reflection(agent, [CONFIGMAP_RULES], [event_reflector_for])
+        declare_reflection(agent, made)
+        return made
 
     enabled = reflection()
     events = enabled.companion(EventReflector)
@@ -319,7 +338,7 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     disabled = reflection("--event-reflection-workers", "0")
     assert disabled.companion(EventReflector) is None
     assert EVENTS not in disabled.resources()
-    assert not disabled.home_sink("events", "ADDED", {"metadata": {"name": "x"}})
+    assert "events" not in disabled.agent.informers.resources(HOME_SIDE)  # nor routed
 
 
 # --- the agent process ----------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Service, EndpointSlice and Ingress reflection, one reconcile at a time, against the recording
-fake of the remote API of the generic reflector's tests (watches played by feeding the sinks).
+fake of the remote API of the generic reflector's tests (watches played through the informers).
 The end-to-end behaviour with real processes is in tests/e2e/test_reflection_network.py."""
 
 from __future__ import annotations
@@ -9,10 +9,13 @@ import copy
 from collections.abc import Hashable
 from typing import Any
 
+from home_agent.agent import HOME as HOME_SIDE
+from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.watches import declare_reflection
 from shared.wellknown import ENDPOINTSLICE_MANAGED_BY_LABEL, SERVICE_NAME_LABEL
 from tests.home_agent.test_reflection import HOME, OURS, REMOTE, TWIN, FakeApi, FakeHome
 
@@ -36,12 +39,18 @@ def _reflection(**config: Any) -> tuple[Reflection, FakeApi]:
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"app": TWIN}},
         "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
-    return Reflection(agent, KINDS), remote
+    reflection = Reflection(agent, KINDS)
+    declare_reflection(agent, reflection)
+    return reflection, remote
 
 
 def _home(reflection: Reflection, plural: str, obj: dict[str, Any],
           event: str = "ADDED") -> None:
-    assert reflection.home_sink(plural, event, copy.deepcopy(obj))
+    reflection.agent.informers.dispatch(HOME_SIDE, plural, event, copy.deepcopy(obj))
+
+
+def _remote(reflection: Reflection, plural: str, event: str, obj: dict[str, Any]) -> None:
+    reflection.agent.informers.dispatch(REMOTE_SIDE, plural, event, obj)
 
 
 def _reconcile(reflection: Reflection, plural: str, name: str = "web") -> None:
@@ -57,7 +66,7 @@ def _observe_remote(reflection: Reflection, remote: FakeApi, path: str,
     for field, value in server_fills.items():
         stored[field] = {**stored.get(field, {}), **value}
     plural = path.split("/")[-2]
-    reflection.remote_sink(plural, "ADDED", copy.deepcopy(stored))
+    _remote(reflection, plural, "ADDED", copy.deepcopy(stored))
     return stored
 
 
@@ -242,7 +251,7 @@ def test_the_remote_controllers_own_slices_are_never_touched() -> None:
            "metadata": {"name": "web-zz9", "namespace": TWIN,
                         "labels": {SERVICE_NAME_LABEL: "web"}},
            "addressType": "IPv4", "endpoints": []}
-    reflection.remote_sink("endpointslices", "ADDED", own)
+    _remote(reflection, "endpointslices", "ADDED", own)
     _reconcile(reflection, "endpointslices", "web-zz9")
     assert remote.calls == []
 
@@ -289,7 +298,7 @@ def test_a_foreign_remote_ingress_is_left_alone_and_reported_on_the_home_ingress
     foreign = {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
                "metadata": {"name": "web", "namespace": TWIN}, "spec": {"rules": []}}
     remote.objects[INGRESS_PATH] = copy.deepcopy(foreign)
-    reflection.remote_sink("ingresses", "ADDED", foreign)
+    _remote(reflection, "ingresses", "ADDED", foreign)
     _home(reflection, "ingresses", {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
                                     "metadata": {"name": "web", "namespace": "app", "uid": "u"},
                                     "spec": {"rules": [{"host": "web.example"}]}})

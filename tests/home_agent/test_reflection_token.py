@@ -15,12 +15,15 @@ from kubernetes.client.exceptions import ApiException
 
 from annex.controller import Result
 from annex.events import EventRecorder
+from home_agent.agent import HOME as HOME_SIDE
+from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import parse_config
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.reflection.token import SECRETS, TokenReflector
+from home_agent.watches import declare_agent, declare_reflection, declare_token_reflector
 from shared.forge.pod import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
@@ -108,7 +111,11 @@ def _agent(**config: Any) -> tuple[Agent, FakeRemote, FakeHome]:
 
 
 def _reflector(agent: Agent) -> TokenReflector:
-    return TokenReflector(agent, 1, EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
+    """A token reflector, its routes declared (as the runner does)."""
+    reflector = TokenReflector(agent, 1, EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
+    declare_agent(agent)
+    declare_token_reflector(agent, reflector, None)
+    return reflector
 
 
 def _pod(uid: str = "uid-web", audience: str | None = None, **spec: Any) -> dict[str, Any]:
@@ -127,9 +134,13 @@ def _pod(uid: str = "uid-web", audience: str | None = None, **spec: Any) -> dict
 
 
 def _see(reflector: TokenReflector, event_type: str, pod: dict[str, Any]) -> None:
-    """A pod event as the runner delivers it: into the agent's mirror, then to the reflector."""
-    reflector.agent.mirrors.pods.apply(event_type, pod)
-    reflector.on_home_pod(event_type, pod)
+    """A home pod event, through the agent's informers."""
+    reflector.agent.informers.dispatch(HOME_SIDE, "pods", event_type, pod)
+
+
+def _see_secret(reflector: TokenReflector, event_type: str, secret: dict[str, Any]) -> None:
+    """A remote Secret event, through the agent's informers."""
+    reflector.agent.informers.dispatch(REMOTE_SIDE, "secrets", event_type, secret)
 
 
 def _reflected_once() -> tuple[TokenReflector, FakeRemote, FakeHome]:
@@ -149,7 +160,7 @@ def _reconcile(reflector: TokenReflector) -> Result:
 def _observe(reflector: TokenReflector, remote: FakeRemote) -> None:
     """The remote watch catches up with what the fake server holds."""
     for obj in remote.objects.values():
-        reflector.on_remote_secret("MODIFIED", obj)
+        _see_secret(reflector, "MODIFIED", obj)
 
 
 def _decoded(secret: dict[str, Any]) -> dict[str, str]:
@@ -260,7 +271,7 @@ def test_a_secret_deleted_remotely_is_written_again() -> None:
     _see(reflector, "ADDED", _pod())
     _reconcile(reflector)
     deleted = remote.objects.pop(SECRET_PATH)
-    reflector.on_remote_secret("DELETED", deleted)
+    _see_secret(reflector, "DELETED", deleted)
     _reconcile(reflector)
     assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
 
@@ -271,7 +282,7 @@ def test_a_secret_a_relist_no_longer_shows_is_written_again() -> None:
     queue.done(queue.get())  # nothing left queued
     remote.objects.pop(SECRET_PATH)
     # The agent's list+watch reports it with its key only (no labels to say it is a token's).
-    reflector.on_remote_secret("DELETED", {"metadata": {"namespace": TWIN,
+    _see_secret(reflector, "DELETED", {"metadata": {"namespace": TWIN,
                                                         "name": "web-token"}})
     assert reflector.remote.keys() == []
     assert queue.pending()
@@ -304,7 +315,7 @@ def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> Non
     home.pods.clear()
     _reconcile(reflector)
     assert SECRET_PATH not in remote.objects
-    reflector.on_remote_secret("DELETED", last_seen)  # the watch tells
+    _see_secret(reflector, "DELETED", last_seen)  # the watch tells
     _reconcile(reflector)
     kept = (reflector._written, reflector._wake_ups, reflector._pod_of)  # noqa: SLF001
     assert kept == ({}, {}, {})  # nothing is remembered of a pod that is gone
@@ -382,7 +393,7 @@ def test_the_secret_reflector_leaves_token_secrets_alone() -> None:
     _reconcile(tokens)
     secrets = Reflector(agent, SECRET_RULES, 1, ReflectionType.DENY_LIST,
                         EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
-    secrets.on_remote_event("ADDED", remote.objects[SECRET_PATH])
+    _see_secret(tokens, "ADDED", remote.objects[SECRET_PATH])
     remote.calls.clear()
     asyncio.run(secrets.reconcile(("app", "web-token")))  # no home Secret of that name
     assert remote.calls == []
@@ -393,20 +404,27 @@ def _reflection(*flags: str) -> Reflection:
                            "--remote-cluster-id", REMOTE, *flags])
     agent, _, _ = _agent()
     agent.config = config
-    return Reflection(agent, KINDS, COMPANIONS)
+    reflection = Reflection(agent, KINDS, COMPANIONS)
+    declare_agent(agent)
+    declare_reflection(agent, reflection)
+    return reflection
 
 
 def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -> None:
     reflection = _reflection()
     tokens = reflection.companion(TokenReflector)
     assert tokens is not None
-    assert reflection.home_sink("pods", "ADDED", _pod()) is False  # the agent's too
+    informers = reflection.agent.informers
+    informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod())
     assert tokens.pods is reflection.agent.mirrors.pods  # one copy of each pod
     assert tokens.controller.queue.get() == ("app", "web")
+    assert reflection.agent.queue.get() == ("pod", "app", "web")  # the agent's too
     secret = {"metadata": {"name": "web-token", "namespace": TWIN, "labels": {
         **OURS, TOKEN_SECRET_POD_LABEL: "web", TOKEN_SECRET_SERVICE_ACCOUNT_LABEL: "robot"}}}
-    assert reflection.remote_sink("secrets", "ADDED", secret) is True  # the Secret reflector's
+    informers.dispatch(REMOTE_SIDE, "secrets", "ADDED", secret)
     assert tokens.remote.keys() == [(TWIN, "web-token")]
+    assert tokens.remote is reflection.reflectors["secrets"].remote  # one mirror of them
+    assert reflection.reflectors["secrets"].controller.queue.get() == ("app", "web-token")
     assert reflection.home_label_selectors().get(SECRETS) is None
 
 
@@ -419,7 +437,8 @@ def test_without_the_secret_reflector_the_home_secrets_watch_selects_only_token_
 def test_zero_workers_disable_token_reflection() -> None:
     reflection = _reflection("--serviceaccount-reflection-workers", "0")
     assert reflection.companion(TokenReflector) is None
-    assert reflection.home_sink("pods", "ADDED", _pod()) is False
+    reflection.agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod())
+    assert len(reflection.agent.queue) == 1  # the agent's pod key only
 
 
 # --- the agent as a process -------------------------------------------------------------------
