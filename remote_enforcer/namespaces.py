@@ -1,9 +1,9 @@
 """NamespaceMap → twin namespaces: created and labelled for the consumer (ownership, and the
 Pod Security level of its pod policy, kept in step when its Quota changes), with a Role and
 RoleBinding for its identity; names that exist and are not ours → CreationLoopBackOff; entries
-removed from the map → their namespaces deleted. The enforcer's finalizer on each map keeps a
-deleted map until its twin namespaces are deleted, even when it was deleted while the enforcer
-was not running."""
+removed from the map → their namespaces deleted, and all of them when the map is deleted. kopf's
+handlers in operator.py run these (its finalizer keeps a deleted map until its twins are
+deleted, even when it was deleted while the enforcer was not running; it retries what failed)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from annex.kubeapi import (
     core_path,
     custom_path,
     group_path,
-    retrying,
 )
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
@@ -26,7 +25,7 @@ from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
 from shared.forge import tenancy
 from shared.forge.tenancy import RBAC_GROUP
 from shared.ownership import is_owned
-from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TWIN_NAMESPACES_FINALIZER
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +65,8 @@ class TwinNamespaceLabels:
 
 
 class NamespaceMapper:
+    """What kopf's NamespaceMap handlers do: converge a map, release a deleted one's twins."""
+
     def __init__(self, api: ClusterApi, cluster_id: str, consumers: Consumers) -> None:
         self.api = api
         self.cluster_id = cluster_id
@@ -118,30 +119,18 @@ class NamespaceMapper:
             await self.api.delete_if_exists(core_path("namespaces", name=remote))
             log.info("deleted twin namespace %s of consumer %s", remote, consumer)
 
-    async def reconcile(self, namespace_map: dict[str, Any]) -> None:
-        # kopf does not retry event handlers: this is the map's only retry (a finalizer write
-        # that met a newer version, 409, runs again from a fresh read).
-        meta = namespace_map["metadata"]
-        await retrying(lambda: self._reconcile(meta["namespace"], meta["name"]))
-
-    async def _reconcile(self, namespace: str, name: str) -> None:
+    async def converge(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """Make the twin namespaces the map wants, delete those it no longer wants, record
+        status.currentMapping; the mapping recorded, or None when the map is not in a tenant
+        namespace. Read afresh: the status kopf's event carries may predate our last write."""
         namespace_map = await self.api.find(custom_path(NAMESPACE_MAP, namespace, name))
-        if namespace_map is None:
-            return
-        meta = namespace_map["metadata"]
-        found = await self._consumer(meta["namespace"])
+        if namespace_map is None or namespace_map["metadata"].get("deletionTimestamp"):
+            return {}  # gone, or going: the delete handler releases its twins
+        found = await self._consumer(namespace)
         if found is None:
-            log.warning("NamespaceMap %s/%s is not in a tenant namespace (no %s label): ignored",
-                        meta["namespace"], meta["name"], REMOTE_CLUSTER_ID_LABEL)
-            return
+            return None
         tenant, consumer = found
-        deleting = bool(meta.get("deletionTimestamp"))
-        finalizers = list(meta.get("finalizers") or [])
-        if not deleting and TWIN_NAMESPACES_FINALIZER not in finalizers:
-            # Before any twin exists: a map deleted from now on waits for us to delete them.
-            await self._set_finalizers(meta, [*finalizers, TWIN_NAMESPACES_FINALIZER])
-        desired = {} if deleting else dict((namespace_map.get("spec") or {}).get(
-            "desiredMapping") or {})
+        desired = dict((namespace_map.get("spec") or {}).get("desiredMapping") or {})
         current = dict((namespace_map.get("status") or {}).get("currentMapping") or {})
         mapping: dict[str, Any] = {}
         subject = tenancy.consumer_subject(tenant)
@@ -149,21 +138,20 @@ class NamespaceMapper:
             mapping[home] = await self._ensure_twin(consumer, remote, subject)
         for remote in tenancy.retired_twins(desired, current):
             await self._delete_twin(consumer, remote)
-        if deleting:
-            if TWIN_NAMESPACES_FINALIZER in finalizers:
-                await self._set_finalizers(
-                    meta, [f for f in finalizers if f != TWIN_NAMESPACES_FINALIZER])
-            return
         if mapping != current:
             await self.api.patch(
-                custom_path(NAMESPACE_MAP, meta["namespace"], meta["name"], "status"),
+                custom_path(NAMESPACE_MAP, namespace, name, "status"),
                 [{"op": "add", "path": "/status",
                   "value": {**(namespace_map.get("status") or {}), "currentMapping": mapping}}],
                 JSON_PATCH)
+        return mapping
 
-    async def _set_finalizers(self, meta: dict[str, Any], finalizers: list[str]) -> None:
-        """Replace the map's finalizers; the resourceVersion makes a concurrent change a 409
-        (retried from a fresh read) rather than a lost finalizer."""
-        await self.api.patch(
-            custom_path(NAMESPACE_MAP, meta["namespace"], meta["name"]),
-            {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}})
+    async def release(self, namespace: str, name: str) -> None:
+        """Delete the twin namespaces a deleted map recorded (never one it could not make)."""
+        namespace_map = await self.api.find(custom_path(NAMESPACE_MAP, namespace, name))
+        found = await self._consumer(namespace)
+        if namespace_map is None or found is None:
+            return
+        current = dict((namespace_map.get("status") or {}).get("currentMapping") or {})
+        for remote in tenancy.retired_twins({}, current):
+            await self._delete_twin(found[1], remote)

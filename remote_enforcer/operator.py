@@ -1,7 +1,8 @@
 """Wiring: the enforcer's own list+watches of pods, ShadowPods, namespaces, nodes and Quotas
 feeding thin handlers that hand each object to the component that owns its rule; their
 controllers (annex.controller), run until the operator stops; kopf (in standalone, clusterwide
-mode with its own registry) for NamespaceMaps; the webhook and the health server."""
+mode with its own registry) for NamespaceMaps, with kopf's conventions (resume/create/update
+and delete handlers, its finalizer, its retries); the webhook and the health server."""
 
 from __future__ import annotations
 
@@ -30,25 +31,53 @@ from remote_enforcer.settings import Settings
 from remote_enforcer.shadowpods import ShadowPodEnforcer, shadowpod_path
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.quota import QUOTA
-from shared.wellknown import ORIGIN_CLUSTER_LABEL, TENANT_NAMESPACE_LABEL
+from shared.forge import tenancy
+from shared.wellknown import (
+    ORIGIN_CLUSTER_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    TENANT_NAMESPACE_LABEL,
+    TWIN_NAMESPACES_FINALIZER,
+)
 
 log = logging.getLogger(__name__)
 
 
+# kopf's own records on each NamespaceMap (handler progress, the last handled spec, the finalizer
+# it manages) are annotations of ours: status.currentMapping is the enforcer's to write, and the
+# agent writes only spec. The finalizer keeps the name earlier versions put on maps they made.
+ANNOTATIONS_PREFIX = "enforcer.annex.io"
+# A failed API call (a conflict, throttling, the server away) is tried again this soon, for as
+# long as it fails (kopf's default retries: unbounded).
+API_RETRY_SECONDS = 2.0
+
+
 def build_registry(login: kopf.ConnectionInfo,
-                   namespaces: NamespaceMapper) -> kopf.OperatorRegistry:
+                   namespace_maps: NamespaceMapper) -> kopf.OperatorRegistry:
+    """kopf serves NamespaceMaps only: converge on resume, create and spec change (retried
+    until every twin serves its consumer), release the twins on delete."""
     registry = kopf.OperatorRegistry()
+    resource = (NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural)
 
     @kopf.on.login(registry=registry)
     def _login(**_: Any) -> kopf.ConnectionInfo:
         return login
 
-    @kopf.on.event(NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural,
-                   registry=registry)
-    async def _namespace_map(event: kopf.RawEvent, body: kopf.Body, **_: Any) -> None:
-        # A deletion is handled while the map is held by our finalizer (its deletionTimestamp).
-        if event.get("type") != "DELETED":
-            await namespaces.reconcile(dict(body))
+    @kopf.on.resume(*resource, registry=registry, backoff=API_RETRY_SECONDS)
+    @kopf.on.create(*resource, registry=registry, backoff=API_RETRY_SECONDS)
+    @kopf.on.update(*resource, field="spec", registry=registry, backoff=API_RETRY_SECONDS)
+    async def converge(namespace: str | None, name: str, **_: Any) -> None:
+        namespace = str(namespace)  # NamespaceMaps are namespaced
+        mapping = await namespace_maps.converge(namespace, name)
+        if mapping is None:
+            raise kopf.PermanentError(f"not in a tenant namespace (no {REMOTE_CLUSTER_ID_LABEL} "
+                                      f"label on namespace {namespace}): ignored")
+        if (retry := tenancy.unsettled(mapping)) is not None:
+            delay, why = retry
+            raise kopf.TemporaryError(why, delay=delay)
+
+    @kopf.on.delete(*resource, registry=registry, backoff=API_RETRY_SECONDS)
+    async def release(namespace: str | None, name: str, **_: Any) -> None:
+        await namespace_maps.release(str(namespace), name)
 
     return registry
 
@@ -106,6 +135,11 @@ def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
     configured.posting.level = logging.WARNING
     configured.watching.server_timeout = 300
     configured.networking.request_timeout = 30
+    configured.persistence.finalizer = TWIN_NAMESPACES_FINALIZER
+    configured.persistence.progress_storage = kopf.AnnotationsProgressStorage(
+        prefix=ANNOTATIONS_PREFIX)
+    configured.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=ANNOTATIONS_PREFIX)
     return configured
 
 

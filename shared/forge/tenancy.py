@@ -1,8 +1,9 @@
 """A consumer's twin namespaces on the provider (DESIGN.md sections 6 and 7): the namespace the
 enforcer makes for each entry of a NamespaceMap, the Role and RoleBinding that let the
-consumer's identity work in it, what the map's status says of each entry, which twins an
-edited map no longer wants, and which ShadowPods the consumer may put there (admission checks
-them, and the enforcer again before it makes a pod).
+consumer's identity work in it, what the map's status says of each entry and when an entry
+not Accepted is tried again, which twins an edited map no longer wants, and which ShadowPods
+the consumer may put there (admission checks them, and the enforcer again before it makes a
+pod).
 
 The objects of the consumer's tenant namespace (made by the chart or `annexctl peer`) are
 `shared.tenancy`'s.
@@ -121,6 +122,26 @@ def unusable_twin(existing: Mapping[str, Any] | None, remote: str, consumer: str
     if existing["metadata"].get("deletionTimestamp"):
         return mapping_entry(remote, MappingPhase.TERMINATING)
     return None
+
+
+# How soon a NamespaceMap whose entries are not all Accepted is converged again: a twin of ours
+# being deleted is gone within seconds; a name somebody else holds may stay taken for long.
+TERMINATING_RETRY_SECONDS = 2.0
+TAKEN_RETRY_SECONDS = 30.0
+
+
+def unsettled(mapping: Mapping[str, Mapping[str, Any]]) -> tuple[float, str] | None:
+    """When to converge a NamespaceMap again, and why, if `mapping` (its status.currentMapping
+    as just written) has entries not Accepted; None when every twin serves its consumer."""
+    waiting = {home: entry for home, entry in sorted(mapping.items())
+               if entry.get("phase") != MappingPhase.ACCEPTED.value}
+    if not waiting:
+        return None
+    delay = min(TERMINATING_RETRY_SECONDS if entry.get("phase") == MappingPhase.TERMINATING.value
+                else TAKEN_RETRY_SECONDS for entry in waiting.values())
+    return delay, "; ".join(f"{home} → {entry.get('remoteNamespace')}: {entry.get('phase')}"
+                            + (f" ({entry['message']})" if entry.get("message") else "")
+                            for home, entry in waiting.items())
 
 
 def retired_twins(desired: Mapping[str, str], current: Mapping[str, Mapping[str, Any]]

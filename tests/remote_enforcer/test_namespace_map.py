@@ -21,6 +21,7 @@ from tests.remote_enforcer.conftest import (
     Enforcer,
     ShadowPods,
     make_tenant_namespace,
+    make_twin_namespace,
     new_name,
     shadowpod,
 )
@@ -142,6 +143,32 @@ def test_a_name_that_exists_and_is_not_ours_is_creation_loop_back_off(
         "team": "db", "kubernetes.io/metadata.name": foreign}
 
 
+def test_a_twin_name_held_by_a_terminating_namespace_is_taken_once_it_is_gone(
+        remote: Any, maps: Maps) -> None:
+    """The map is converged again on the enforcer's own (kopf's retries, unbounded), not on
+    the next change to the map: nothing touches it while the old namespace goes."""
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    twin = make_twin_namespace(remote, consumer)  # ours, from an earlier map
+    hold = {"metadata": {"name": "held", "finalizers": ["annex.test/hold"]}}
+    remote.core.create_namespaced_config_map(twin, hold)
+    remote.core.delete_namespace(twin)
+    name = maps.create(tenant, {"app": twin})
+    wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Terminating"},
+             message="the terminating twin was not reported")
+    generation = maps.get(tenant, name)["metadata"]["generation"]
+
+    remote.core.patch_namespaced_config_map("held", twin, {"metadata": {"finalizers": None}})
+    wait_for(lambda: namespace_or_none(remote, twin) is None
+             or namespace_or_none(remote, twin).metadata.deletion_timestamp is None,
+             timeout=30, message="the old twin namespace was not removed")
+
+    wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"}, timeout=30,
+             message="the mapping was not tried again")
+    assert namespace_or_none(remote, twin).metadata.deletion_timestamp is None
+    assert maps.get(tenant, name)["metadata"]["generation"] == generation
+
+
 def test_removed_entries_have_their_namespace_deleted(remote: Any, maps: Maps) -> None:
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
@@ -168,7 +195,14 @@ def test_deleting_the_map_deletes_its_twin_namespaces(remote: Any, maps: Maps) -
     twin = new_name("twin")
     name = maps.create(tenant, {"app": twin})
     wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
-    assert TWIN_NAMESPACES_FINALIZER in maps.get(tenant, name)["metadata"]["finalizers"]
+    # kopf keeps its records (the spec it last handled) in annotations of the enforcer's,
+    # never in the status
+    held = wait_for(lambda: (found := maps.get(tenant, name)) and "enforcer.annex.io/last-"
+                    "handled-configuration" in found["metadata"].get("annotations", {}) and found)
+    assert TWIN_NAMESPACES_FINALIZER in held["metadata"]["finalizers"]
+    assert set(held["status"]) == {"currentMapping"}
+    assert all(key.startswith("enforcer.annex.io/")
+               for key in held["metadata"].get("annotations") or {})
 
     maps.delete(tenant, name)
 

@@ -1,6 +1,7 @@
 """shared.forge.tenancy: the twin namespace, Role and RoleBinding the enforcer makes for a
-consumer, what a NamespaceMap's status says of each entry, and which twins an edited map no
-longer wants, and which ShadowPods a consumer may put in its twin namespaces."""
+consumer, what a NamespaceMap's status says of each entry and when one not Accepted is tried
+again, which twins an edited map no longer wants, and which ShadowPods a consumer may put in
+its twin namespaces."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from shared.forge.tenancy import (
     twin_namespace,
     twin_role,
     twin_role_binding,
+    unsettled,
     unusable_twin,
 )
 
@@ -158,6 +160,25 @@ def accepted(remote: str) -> dict[str, Any]:
 def test_twins_the_map_no_longer_wants_are_retired_but_never_somebody_else_s(
         desired: dict[str, str], current: dict[str, Any], retired: list[str]) -> None:
     assert retired_twins(desired, current) == retired
+
+
+TAKEN = {"remoteNamespace": "taken", "phase": "CreationLoopBackOff", "message": "not ours"}
+TERMINATING = {"remoteNamespace": "old", "phase": "Terminating"}
+
+
+@pytest.mark.parametrize(("mapping", "retry"), [
+    ({}, None),
+    ({"shop": accepted("shop-home")}, None),
+    ({"shop": accepted("shop-home"), "db": TAKEN},
+     (30.0, "db → taken: CreationLoopBackOff (not ours)")),
+    ({"web": TERMINATING}, (2.0, "web → old: Terminating")),
+    # the soonest wins: the terminating twin is gone within seconds
+    ({"db": TAKEN, "web": TERMINATING},
+     (2.0, "db → taken: CreationLoopBackOff (not ours); web → old: Terminating")),
+])
+def test_a_map_with_entries_not_accepted_is_tried_again_soonest_for_a_terminating_twin(
+        mapping: dict[str, Any], retry: tuple[float, str] | None) -> None:
+    assert unsettled(mapping) == retry
 
 
 @pytest.mark.parametrize(("labels", "namespace_consumer", "problem"), [
