@@ -38,7 +38,7 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods/status"], "verbs": ["patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas"], "verbs": READ_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas/status"], "verbs": ["patch"]},
-    # patch: the enforcer's finalizer (metadata only)
+    # patch: metadata only, kopf's finalizer and its enforcer.annex.io/ annotations
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps"],
      "verbs": [*READ_VERBS, "patch"]},
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps/status"],

@@ -230,3 +230,30 @@ def test_a_map_deleted_while_the_enforcer_is_down_takes_its_twin_namespaces_on_r
 
     wait_for(lambda: deleted(remote, twin), message="twin namespace leaked")
     wait_for(lambda: maps.get(tenant, name) is None, message="the map was not released")
+
+
+def test_a_map_finalized_by_the_previous_version_is_released_after_an_upgrade(
+        remote: Any, maps: Maps, enforcer: Enforcer) -> None:
+    """Earlier versions put the same finalizer on their maps and kept no kopf records: a map
+    of theirs, deleted before the new version starts, still takes its twin namespaces."""
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    enforcer.kill()
+    try:
+        twin = make_twin_namespace(remote, consumer)
+        name = new_name("map")
+        maps.api.create_namespaced_custom_object(
+            NAMESPACE_MAP.group, NAMESPACE_MAP.version, tenant, NAMESPACE_MAP.plural,
+            {"apiVersion": NAMESPACE_MAP.api_version, "kind": NAMESPACE_MAP.kind,
+             "metadata": {"name": name, "finalizers": [TWIN_NAMESPACES_FINALIZER]},
+             "spec": {"desiredMapping": {"app": twin}}})
+        maps.api.patch_namespaced_custom_object_status(
+            NAMESPACE_MAP.group, NAMESPACE_MAP.version, tenant, NAMESPACE_MAP.plural, name,
+            {"status": {"currentMapping": {"app": {"remoteNamespace": twin,
+                                                   "phase": "Accepted"}}}})
+        maps.delete(tenant, name)
+    finally:
+        enforcer.start()
+
+    wait_for(lambda: deleted(remote, twin), message="twin namespace leaked")
+    wait_for(lambda: maps.get(tenant, name) is None, message="the map was not released")
