@@ -17,7 +17,7 @@ from tests.conftest import ClusterHandle
 from tests.e2e.conftest import Peer
 from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded
 from tests.helpers import wait_for
-from tests.home_agent.test_reflection_events import (
+from tests.home_agent.test_reflection_event import (
     TEST_COMPONENT,
     home_events,
     write_remote_event,
@@ -84,7 +84,7 @@ def test_events_about_a_reflected_configmap_come_home_and_others_stay_remote(
     write_remote_event(remote, twin, {"apiVersion": "v1", "kind": "Pod", "name": "settings",
                                       "uid": str(uuid.uuid4())}, "AboutUnknownPod")
     # Written last: once it is home, the agent has had the others in hand (the exact selection
-    # rules, one reconcile at a time, are tests/home_agent/test_reflection_events.py's).
+    # rules, one reconcile at a time, are tests/home_agent/test_reflection_event.py's).
     write_remote_event(remote, twin, reference(remote_settings, "v1", "ConfigMap"), "Witness")
 
     on_home_settings = wait_for(
