@@ -14,9 +14,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from annex.events import EventRecorder
-from annex.kubeapi import core_path, custom_path, is_not_found, status_of
+from annex.kubeapi import core_path, custom_path, is_not_found
 from home_agent.agent import Agent
-from shared.api.namespace_map import NAMESPACE_MAP, NamespaceMap
+from home_agent.namespace_map import ensure_namespace_map
+from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
 from shared.forge.namespace_offloading import (
     INVALID_NAMESPACE_NAME_REASON,
@@ -24,30 +25,9 @@ from shared.forge.namespace_offloading import (
     offloading_plan,
 )
 from shared.forge.node import virtual_node_labels
-from shared.ownership import ownership_labels
 from shared.wellknown import HOME_AGENT_COMPONENT, SCHEDULING_ENABLED_LABEL
 
 log = logging.getLogger(__name__)
-
-
-async def ensure_namespace_map(agent: Agent, mapping: dict[str, str] | None = None) -> bool:
-    """Create this consumer's NamespaceMap (True) unless it exists (False). Read first: a
-    restarted agent finds it, and a create refused with 409 would still be a write."""
-    path = custom_path(NAMESPACE_MAP, agent.tenant_namespace)
-    if await agent.remote.find(custom_path(NAMESPACE_MAP, agent.tenant_namespace,
-                                           agent.namespace_map_name)) is not None:
-        return False
-    body = NamespaceMap(metadata={
-        "name": agent.namespace_map_name, "namespace": agent.tenant_namespace,
-        "labels": ownership_labels(agent.config.home_cluster_id, agent.config.remote_cluster_id)})
-    body.spec.desired_mapping = dict(mapping or {})
-    try:
-        await agent.remote.create(path, body.to_wire())
-    except Exception as error:
-        if status_of(error) != 409:
-            raise
-        return False
-    return True
 
 
 async def _set_mapping(agent: Agent, namespace: str, remote_name: str | None) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from annex.kubeapi import error_message
 from home_agent.agent import REMOTE, TWINS_KEY, Agent
-from home_agent.namespace_offloading import ensure_namespace_map
+from home_agent.namespace_map import ensure_namespace_map
 from home_agent.operators import EventSink, OperatorThread, Watched, tenant_watch, twins_watch
 
 log = logging.getLogger(__name__)
