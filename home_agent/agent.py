@@ -15,6 +15,7 @@ from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 
+from annex.events import EventRecorder
 from annex.informers import Informers
 from annex.kubeapi import ClusterApi
 from annex.mirror import Mirror
@@ -24,7 +25,7 @@ from shared.api.namespace_map import MappingPhase, NamespaceMap
 from shared.api.resource_offer import ResourceOffer
 from shared.api.virtual_node import VirtualNode
 from shared.forge.node import Health
-from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
+from shared.wellknown import HOME_AGENT_COMPONENT, VIRTUAL_NODE_NAME_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ class Agent:
         self.informers = Informers()
         """Every watched resource's mirror and routes (`home_agent.watches`)."""
         self.mirrors = Mirrors.of(self.informers)
+        self.events = EventRecorder(home, HOME_AGENT_COMPONENT, config.home_cluster_id)
+        """The agent's one recorder at home: one bounded correlation of what it posted."""
         self.health = Health(ready=None, message="")
         self.home_synced = threading.Event()
         self.tenant_synced = threading.Event()

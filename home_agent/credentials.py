@@ -29,14 +29,12 @@ from typing import Any
 import orjson
 import yaml
 
-from annex.events import EventRecorder
 from annex.kube import connection_from_kubeconfig
 from annex.kubeapi import ApiError, core_path, error_message
 from annex.listwatch import list_and_watch
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from shared.api.virtual_node import VirtualNode
-from shared.wellknown import HOME_AGENT_COMPONENT
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +154,7 @@ class RemoteCredentials:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.live = agent.remote.live
-        self.events = EventRecorder(agent.home, HOME_AGENT_COMPONENT, agent.config.home_cluster_id)
+        self.events = agent.events
         self.followed: SecretRef | None = None
         self._secret: dict[str, Any] | None = None
         """The followed Secret as last seen."""

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from annex.events import EventRecorder
 from annex.kubeapi import core_path, custom_path, is_not_found
 from home_agent.agent import Agent
 from home_agent.namespace_map import ensure_namespace_map
@@ -25,7 +24,7 @@ from shared.forge.namespace_offloading import (
     offloading_plan,
 )
 from shared.forge.node import virtual_node_labels
-from shared.wellknown import HOME_AGENT_COMPONENT, SCHEDULING_ENABLED_LABEL
+from shared.wellknown import SCHEDULING_ENABLED_LABEL
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +90,7 @@ async def reconcile_offloading(agent: Agent, namespace: str) -> None:
         return
     if plan.invalid_name is not None:
         log.warning("namespace %s cannot be offloaded: %s", namespace, plan.invalid_name)
-        recorder = EventRecorder(agent.home, HOME_AGENT_COMPONENT, config.home_cluster_id)
-        await recorder.record(obj, INVALID_NAMESPACE_NAME_REASON, plan.invalid_name)
+        await agent.events.record(obj, INVALID_NAMESPACE_NAME_REASON, plan.invalid_name)
     if plan.status is not None:
         metadata = obj["metadata"]
         obj = await agent.home.patch(  # its new resourceVersion guards the finalizer's removal

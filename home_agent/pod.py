@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 from annex.controller import DONE, RETRY, Result
-from annex.events import EventRecorder
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import Agent
@@ -45,7 +44,6 @@ from shared.forge.pod import (
 from shared.ownership import is_owned
 from shared.wellknown import (
     FAILED_REFLECTION_REASON,
-    HOME_AGENT_COMPONENT,
     REMOTE_CREATION_FAILED_CONDITION,
 )
 
@@ -54,7 +52,7 @@ log = logging.getLogger(__name__)
 class PodOffloader:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
-        self.events = EventRecorder(agent.home, HOME_AGENT_COMPONENT, agent.config.home_cluster_id)
+        self.events = agent.events
         self._own_writes: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
         """Home pod key → (the resourceVersion our last status write replaced, the pod the
         server answered), until the mirror shows a version other than the replaced one. A

@@ -45,7 +45,7 @@ from shared.forge.common import (
 )
 from shared.ownership import is_owned
 from shared.reflection_policy import ReflectionType, should_reflect
-from shared.wellknown import FAILED_REFLECTION_REASON, HOME_AGENT_COMPONENT
+from shared.wellknown import FAILED_REFLECTION_REASON
 
 log = logging.getLogger(__name__)
 
@@ -276,8 +276,7 @@ class Reflection:
                 policy = ReflectionType(config.reflection_types.get(
                     rules.flag, ReflectionType.DENY_LIST))
                 make = rules.reflector or Reflector
-                self.reflectors[rules.plural] = make(agent, rules, workers, policy, EventRecorder(
-                    agent.home, HOME_AGENT_COMPONENT, config.home_cluster_id))
+                self.reflectors[rules.plural] = make(agent, rules, workers, policy, agent.events)
         made = (factory(agent, self.reflectors) for factory in companions)
         self.companions: list[Companion] = [c for c in made if c is not None]
 

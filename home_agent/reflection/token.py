@@ -65,7 +65,6 @@ from shared.forge.token import (
 from shared.ownership import is_owned
 from shared.wellknown import (
     FAILED_REFLECTION_REASON,
-    HOME_AGENT_COMPONENT,
     TOKEN_SECRET_POD_LABEL,
 )
 
@@ -311,5 +310,4 @@ def token_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> To
     workers = agent.config.reflection_workers.get(TOKEN_REFLECTION, 0)
     if workers <= 0:
         return None
-    events = EventRecorder(agent.home, HOME_AGENT_COMPONENT, agent.config.home_cluster_id)
-    return TokenReflector(agent, workers, events, secrets_reflected=SECRETS[2] in reflectors)
+    return TokenReflector(agent, workers, agent.events, secrets_reflected=SECRETS[2] in reflectors)
