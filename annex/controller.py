@@ -49,9 +49,6 @@ class Result:
 DONE = Result()
 RETRY = Result(retry=True, outcome="retry")
 
-OnError = Callable[[Hashable, Exception], Awaitable[None]]
-
-
 def _always(_: Hashable) -> bool:
     return True
 

@@ -127,11 +127,6 @@ class LiveConnection:
         with self._lock:
             self._subscribers.append(weakref.WeakMethod(callback))
 
-    def unsubscribe(self, callback: Callable[[], None]) -> None:
-        with self._lock:
-            self._subscribers = [ref for ref in self._subscribers
-                                 if ref() is not None and ref() != callback]
-
     def replace(self, connection: Connection) -> bool:
         """Use `connection` from now on; False (nothing done) when it is the current one."""
         with self._lock:

@@ -29,9 +29,6 @@ class ReflectionType(StrEnum):
     ALLOW_LIST = "AllowList"
 
 
-DEFAULT_REFLECTION_TYPE = ReflectionType.DENY_LIST
-
-
 def annotation_is_set(obj: Mapping[str, Any], key: str) -> bool:
     """True when `obj` carries annotation `key` with a value other than "false"."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
