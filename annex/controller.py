@@ -53,9 +53,14 @@ def _always(_: Hashable) -> bool:
     return True
 
 
+def _one_gate(_: Hashable) -> None:
+    return None
+
+
 class Controller(Generic[K]):
     def __init__(self, name: str, reconcile: Callable[[K], Awaitable[Result | None]], *,
                  workers: int, ready: Callable[[K], bool] = _always,
+                 gate: Callable[[K], Hashable] = _one_gate,
                  on_error: Callable[[K, Exception], Awaitable[None]] | None = None,
                  observe: Callable[[K, str], None] | None = None,
                  queue: KeyQueue | None = None) -> None:
@@ -66,11 +71,14 @@ class Controller(Generic[K]):
         self.workers = workers
         self._reconcile = reconcile
         self._ready = ready
+        self._gate = gate
+        """Keys of one gate are ready together: `ready` is asked once per gate and look, not
+        once per parked key (tens of thousands wait during a restart's listings)."""
         self._on_error = on_error
         self._observe = observe
         self._lock = threading.Lock()
         self._outcomes: Counter[str] = Counter()
-        self._parked: set[K] = set()
+        self._parked: dict[Hashable, set[K]] = {}
 
     # --- what event handlers call (any thread) ---------------------------------------------
 
@@ -113,8 +121,8 @@ class Controller(Generic[K]):
     async def process(self, key: K) -> None:
         """Reconcile one key taken from the queue, and tell the queue how it went."""
         if not self._ready(key):
-            with self._lock:
-                self._parked.add(key)  # stays in process: `done` when released
+            with self._lock:  # stays in process: `done` when released
+                self._parked.setdefault(self._gate(key), set()).add(key)
             return
         try:
             result = await self._reconcile(key) or DONE
@@ -151,8 +159,9 @@ class Controller(Generic[K]):
     def release_parked(self) -> None:
         """Put the parked keys whose mirrors are listed now back in line."""
         with self._lock:
-            ready = {key for key in self._parked if self._ready(key)}
-            self._parked -= ready
+            gates = [gate for gate, keys in self._parked.items()
+                     if self._ready(next(iter(keys)))]
+            ready = [key for gate in gates for key in self._parked.pop(gate)]
         for key in ready:
             self.queue.add(key)  # marked dirty while in process: `done` requeues it
             self.queue.done(key)

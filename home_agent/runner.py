@@ -91,7 +91,7 @@ def agent_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPo
     """The agent's own keys (`agent.queue`), counted per key kind too."""
     return Controller(
         "agent", functools.partial(reconcile, agent, PodOffloader(agent), watches, synced_pods),
-        workers=agent.config.workers, ready=functools.partial(mirrors_listed, agent),
+        workers=agent.config.workers, ready=functools.partial(mirrors_listed, agent), gate=_kind,
         observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome), queue=agent.queue)
 
 

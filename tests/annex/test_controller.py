@@ -131,7 +131,7 @@ async def test_a_key_is_held_until_it_is_ready_and_not_reconciled_meanwhile() ->
     task = await running(controller)
     controller.add("a")
     controller.add("b")
-    await until(lambda: len(controller._parked) == 2)
+    await until(lambda: sum(map(len, controller._parked.values())) == 2)
     controller.add("a")  # an event while parked: still one key, still in process
     assert attempts == [] and len(controller) == 2
     ready = True
@@ -184,3 +184,36 @@ async def test_metric_families_name_each_controller() -> None:
         in lines
     assert 'annex_test_controller_queued_keys{controller="pods"} 0' in lines
     await stopped(controller, task)
+
+
+async def test_keys_of_one_gate_are_released_together_asking_ready_once_per_gate() -> None:
+    listed: set[str] = set()
+    asked: list[str] = []
+    attempts: list[tuple[str, int]] = []
+
+    def ready(key: tuple[str, int]) -> bool:
+        asked.append(key[0])
+        return key[0] in listed
+
+    async def reconcile(key: tuple[str, int]) -> None:
+        attempts.append(key)
+
+    controller: Controller[tuple[str, int]] = Controller(
+        "t", reconcile, workers=2, ready=ready, gate=lambda key: key[0])
+    task = asyncio.create_task(controller.run())
+    for number in range(100):
+        controller.add(("pod", number))
+        controller.add(("node", number))
+    await until(lambda: sum(map(len, controller._parked.values())) == 200)
+    asked.clear()
+    controller.release_parked()
+    assert sorted(asked) == ["node", "pod"]  # once per gate, not once per key
+    listed.add("node")
+    controller.release_parked()
+    await until(lambda: len(attempts) == 100)
+    assert {kind for kind, _ in attempts} == {"node"}
+    listed.add("pod")
+    await until(lambda: len(attempts) == 200 and len(controller) == 0)
+    controller.stop()
+    async with asyncio.timeout(5):
+        await task
