@@ -4,9 +4,11 @@ of keys and `workers` coroutines that take them and call `reconcile(key) -> Resu
 What every controller gets from it, so that no reconcile spells it again:
 - a key is never reconciled twice at once, and a key added while it runs runs once more
   afterwards (events coalesce) — the queue's rules;
-- the sync gate: a key taken before `ready(key)` holds (its mirrors are not listed yet) is parked,
-  still counted as in process, and goes back in line once it holds; nothing is decided on a
-  half-filled mirror, and parked keys do not cycle through the workers;
+- the sync gates: nothing is decided on a half-filled mirror. While `synced()` does not hold
+  (the controller's mirrors are not listed) its workers take no key: keys wait in the queue
+  untouched. A key taken before `ready(key)` holds (the mirrors that key's kind reads) is
+  parked by `gate(key)`, still counted as in process, and goes back in line once its gate
+  opens; parked keys do not cycle through the workers;
 - one way to say what happened (`Result`): done, look again at a planned time, or retry after
   the key's exponential backoff; an exception is a retry too, logged with the key, and handed
   to `on_error` (which reports it on the object: an Event) before the backoff;
@@ -59,7 +61,8 @@ def _one_gate(_: Hashable) -> None:
 
 class Controller(Generic[K]):
     def __init__(self, name: str, reconcile: Callable[[K], Awaitable[Result | None]], *,
-                 workers: int, ready: Callable[[K], bool] = _always,
+                 workers: int, synced: Callable[[], bool] | None = None,
+                 ready: Callable[[K], bool] = _always,
                  gate: Callable[[K], Hashable] = _one_gate,
                  on_error: Callable[[K, Exception], Awaitable[None]] | None = None,
                  observe: Callable[[K, str], None] | None = None,
@@ -70,6 +73,9 @@ class Controller(Generic[K]):
         self.queue = queue if queue is not None else KeyQueue()
         self.workers = workers
         self._reconcile = reconcile
+        self._synced = synced
+        """The controller's mirrors are listed: until then no key is taken (they wait in the
+        queue untouched)."""
         self._ready = ready
         self._gate = gate
         """Keys of one gate are ready together: `ready` is asked once per gate and look, not
@@ -112,11 +118,22 @@ class Controller(Generic[K]):
         self.queue.shutdown()
 
     async def _worker(self) -> None:
-        while True:
+        while await self._until_synced():  # before taking: keys wait in the queue untouched
             key = await self.queue.get_async()
             if key is None:
                 return
+            if not await self._until_synced():  # a relist began while it waited for a key
+                self.queue.done(key)
+                return
             await self.process(key)  # type: ignore[arg-type]
+
+    async def _until_synced(self) -> bool:
+        """Wait for `synced()`; False once the controller stops."""
+        while self._synced is not None and not self._synced():
+            if self.queue.is_shut_down():
+                return False
+            await asyncio.sleep(SYNC_WAIT)
+        return not self.queue.is_shut_down()
 
     async def process(self, key: K) -> None:
         """Reconcile one key taken from the queue, and tell the queue how it went."""

@@ -40,7 +40,7 @@ class TwinNamespaceLabels:
         self.consumers = consumers
         self.controller: Controller[str] = Controller(
             "twin-namespace-labels", self._reconcile, workers=workers,
-            ready=lambda _: consumers.listed.is_set())
+            synced=consumers.listed.is_set)
 
     def on_namespace(self, event_type: str, namespace: dict[str, Any]) -> None:
         if event_type != "DELETED" and self.consumers.twin_consumer(namespace) is not None:

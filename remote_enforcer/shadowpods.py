@@ -78,7 +78,7 @@ class ShadowPodEnforcer:
         filling (a pod not listed yet is not a pod to create)."""
         self.controller: Controller[Key] = Controller(
             "shadowpods", self._reconcile, workers=workers,
-            ready=lambda _: self.listed.is_set())
+            synced=self.listed.is_set)
 
     def on_pod_event(self, event_type: str, pod: dict[str, Any]) -> None:
         key = self.pods.apply(event_type, pod)

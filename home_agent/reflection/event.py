@@ -82,7 +82,7 @@ class EventReflector:
         self.home = agent.informers.mirror(HOME, EVENTS[2])
         """Our copies at home, each as its `home_copy_summary`."""
         self.controller: Controller[Key] = Controller(
-            self.name, self.reconcile, workers=workers, ready=lambda _: synced(agent))
+            self.name, self.reconcile, workers=workers, synced=lambda: synced(agent))
         self._lock = threading.Lock()
         self._sources: dict[Key, Key] = {}
         """Home copy key → the remote Event's key."""

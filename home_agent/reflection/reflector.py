@@ -121,7 +121,7 @@ class Reflector:
         self.home = agent.informers.mirror(HOME, rules.plural)
         self.remote = agent.informers.mirror(REMOTE, rules.plural)
         self.controller: Controller[Key] = Controller(
-            rules.plural, self.reconcile, workers=workers, ready=lambda _: synced(agent),
+            rules.plural, self.reconcile, workers=workers, synced=lambda: synced(agent),
             on_error=self._report_failure)
 
     # --- keyers (declared in `home_agent.watches`) ------------------------------------------

@@ -105,7 +105,7 @@ class TokenReflector:
         """The Secrets of the twin namespaces (shared with the Secret reflector); token Secrets
         (Liqo's labels), whoever wrote them, as their `token_secret_summary` (`kept_remote`)."""
         self.controller: Controller[Key] = Controller(
-            self.name, self.reconcile, workers=workers, ready=lambda _: synced(agent),
+            self.name, self.reconcile, workers=workers, synced=lambda: synced(agent),
             on_error=self._report_failure)
         self._lock = threading.Lock()
         self._pod_of: dict[Key, str] = {}

@@ -217,3 +217,26 @@ async def test_keys_of_one_gate_are_released_together_asking_ready_once_per_gate
     controller.stop()
     async with asyncio.timeout(5):
         await task
+
+
+async def test_no_key_is_taken_until_the_controller_is_synced() -> None:
+    synced = False
+    asked: list[bool] = []
+    attempts: list[str] = []
+
+    def is_synced() -> bool:
+        asked.append(synced)
+        return synced
+
+    async def reconcile(key: str) -> None:
+        attempts.append(key)
+
+    controller = Controller("t", reconcile, workers=2, synced=is_synced)
+    for key in ("a", "b", "c"):
+        controller.add(key)
+    task = await running(controller)
+    await until(lambda: len(asked) >= 4)  # each worker looked twice, keys already queued
+    assert attempts == [] and controller.queue.pending()  # untouched, still in the queue
+    synced = True
+    await until(lambda: sorted(attempts) == ["a", "b", "c"] and len(controller) == 0)
+    await stopped(controller, task)
