@@ -86,13 +86,32 @@ def offer_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
         yield NODE_KEY
 
 
+def mapping_change(agent: Agent, change: Change) -> tuple[NamespaceMap | None, ...]:
+    """This agent's NamespaceMap before and after `change`, when its mapping (desired or
+    current) changed; () for another consumer's map, or a write that left the mapping as it
+    was (the enforcer's kopf records, labels): nothing anyone reads changed."""
+    if change.key != (agent.tenant_namespace, agent.namespace_map_name):
+        return ()
+    before = NamespaceMap.model_validate(change.before) if change.before else None
+    after = agent.namespace_map()
+    if _mapping(before) == _mapping(after):
+        return ()
+    return before, after
+
+
+def _mapping(namespace_map: NamespaceMap | None) -> tuple[Any, Any] | None:
+    if namespace_map is None:
+        return None
+    return namespace_map.spec.desired_mapping, namespace_map.status.current_mapping
+
+
 def namespace_map_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     """The namespaces the mapping touched, before or after, and the twins watch."""
-    if change.key != (agent.tenant_namespace, agent.namespace_map_name):
+    maps = mapping_change(agent, change)
+    if not maps:
         return
     touched: set[str] = set()
-    before = NamespaceMap.model_validate(change.before) if change.before else None
-    for namespace_map in (before, agent.namespace_map()):
+    for namespace_map in maps:
         if namespace_map is not None:
             touched |= set(namespace_map.spec.desired_mapping)
             touched |= set(namespace_map.status.current_mapping)
@@ -162,7 +181,9 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
     if tokens is not None:
         declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS[2]))
     informers.on(HOME, "virtualnodes", lambda _: reflection.resync())
-    informers.on(REMOTE, "namespacemaps", lambda _: reflection.resync())
+    informers.on(REMOTE, "namespacemaps",
+                 lambda change: reflection.resync() if mapping_change(agent, change) else None,
+                 compares=True)
 
 
 def declare_virtual_node_followers(agent: Agent, listed: threading.Event,

@@ -373,6 +373,29 @@ def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> Non
     assert _remote_path() in remote.objects
 
 
+def test_a_namespace_map_write_that_leaves_the_mapping_as_it_was_requeues_nothing() -> None:
+    """The enforcer's kopf records (annotations) and label edits change no mapping: no
+    namespace, pod or reflected object is looked at again, where a mapping change still
+    requeues them (the test above)."""
+    agent, _, _ = _agent(reflection_workers={"configmap": 1})
+    reflection = Reflection(agent, [CONFIGMAP_RULES])
+    declare_agent(agent)
+    declare_reflection(agent, reflection)
+    reflector = reflection.reflectors["configmaps"]
+    current = agent.mirrors.namespace_maps.values()[0]
+    _home(reflector, "ADDED", _configmap())
+    assert reflector.controller.queue.get() == ("app", "settings")
+    reflector.controller.queue.done(("app", "settings"))
+    annotated = copy.deepcopy(current)
+    annotated["metadata"]["annotations"] = {"enforcer.annex.io/last-handled-configuration": "{}"}
+    agent.informers.dispatch(REMOTE_SIDE, "namespacemaps", "MODIFIED", annotated)
+    assert len(agent.queue) == 0 and len(reflector.controller) == 0
+    remapped = copy.deepcopy(annotated)
+    remapped["status"]["currentMapping"]["app"]["phase"] = "CreationLoopBackOff"
+    agent.informers.dispatch(REMOTE_SIDE, "namespacemaps", "MODIFIED", remapped)
+    assert len(agent.queue) > 0 and len(reflector.controller) == 1
+
+
 def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() -> None:
     from home_agent.metrics import Metrics
     from home_agent.reflection.kinds import COMPANIONS
