@@ -51,6 +51,7 @@ class Result:
 DONE = Result()
 RETRY = Result(retry=True, outcome="retry")
 
+
 def _always(_: Hashable) -> bool:
     return True
 
@@ -106,13 +107,16 @@ class Controller(Generic[K]):
     # --- the workers -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """The workers and the parking lot, until `stop`."""
-        parking = asyncio.create_task(self._release_parked())
+        """The workers and, when keys can be parked (`ready` given), the parking lot, until
+        `stop`."""
+        parking = (asyncio.create_task(self._release_parked()) if self._ready is not _always
+                   else None)
         try:
             await asyncio.gather(*(self._worker() for _ in range(self.workers)))
         finally:
-            parking.cancel()
-            await asyncio.gather(parking, return_exceptions=True)
+            if parking is not None:
+                parking.cancel()
+                await asyncio.gather(parking, return_exceptions=True)
 
     def stop(self) -> None:
         self.queue.shutdown()
