@@ -62,10 +62,6 @@ class CidrRemap:
         # type(parsed) keeps the family: ip_address(1) would read a small IPv6 value as IPv4.
         return str(type(parsed)(remapped))
 
-    def inverse(self) -> CidrRemap:
-        """The remap that undoes this one (target back onto source)."""
-        return CidrRemap(source=self.target, target=self.source)
-
 
 def remap_address(address: str, remap: CidrRemap | None) -> str:
     """`address` through `remap`; unchanged when there is no remapping configured."""

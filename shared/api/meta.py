@@ -74,10 +74,5 @@ class Condition(ApiModel):
     message: str | None = None
 
 
-def condition_of(conditions: list[Condition], condition_type: str) -> Condition | None:
-    """The condition of `condition_type` in `conditions`, if any."""
-    return next((c for c in conditions if c.type == condition_type), None)
-
-
 class LocalObjectReference(ApiModel):
     name: str = Field(min_length=1)

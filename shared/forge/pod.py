@@ -481,18 +481,6 @@ def _accepted_changes(
     return None if updated == current_remote_spec else updated
 
 
-def updated_remote_pod_spec(
-    current_remote_spec: Mapping[str, Any], local_pod: Mapping[str, Any], config: PodForgeConfig
-) -> dict[str, Any] | None:
-    """The remote spec with the home pod's changes a running pod accepts (container images,
-    activeDeadlineSeconds lowered or set, tolerations added), or None when nothing changes.
-
-    Other differences are not writable on a pod (the apiserver would refuse the update) and are
-    left alone: a new pod picks them up.
-    """
-    return _accepted_changes(current_remote_spec, remote_pod_spec(local_pod, config).spec)
-
-
 def _map_patch(current: Mapping[str, str], wanted: Mapping[str, str]) -> dict[str, Any]:
     """The merge patch turning the labels (or annotations) `current` into `wanted`."""
     patch: dict[str, Any] = {k: v for k, v in wanted.items() if current.get(k) != v}
@@ -505,7 +493,9 @@ def shadow_pod_patch(
 ) -> dict[str, Any] | None:
     """The merge patch bringing the ShadowPod `current` to the home pod: the labels and
     annotations `shadow_pod` gives it (keys it no longer gives removed) and the spec changes a
-    running pod accepts (`updated_remote_pod_spec`), guarded by `current`'s resourceVersion.
+    running pod accepts (container images, activeDeadlineSeconds lowered or set, tolerations
+    added: the API server refuses other changes to a pod, which a new pod picks up), guarded by
+    `current`'s resourceVersion.
     None when there is nothing to write, or while the ShadowPod is being deleted."""
     metadata = current.get("metadata") or {}
     if metadata.get("deletionTimestamp"):

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from shared.api.meta import Condition, ConditionStatus, ObjectMeta, condition_of
+from shared.api.meta import ConditionStatus, ObjectMeta
 from shared.api.namespace_map import MappingPhase, NamespaceMap
 from shared.api.namespace_offloading import (
     NAMESPACE_OFFLOADING_NAME,
@@ -202,13 +202,6 @@ def test_the_virtual_node_is_named_after_the_remote_cluster_unless_named_explici
     assert VirtualNodeSpec(cluster_id="remote-1").effective_node_name() == "liqo-remote-1"
     named = VirtualNodeSpec(cluster_id="remote-1", node_name="edge")
     assert named.effective_node_name() == "edge"
-
-
-def test_a_condition_is_found_by_type() -> None:
-    ready = Condition(type="Ready", status=ConditionStatus.TRUE, reason="RemoteReachable")
-    conditions = [Condition(type="Other", status=ConditionStatus.FALSE), ready]
-    assert condition_of(conditions, "Ready") is ready
-    assert condition_of(conditions, "Missing") is None
 
 
 def test_namespace_offloading_conditions_are_kept_per_remote_cluster() -> None:

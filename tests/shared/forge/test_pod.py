@@ -18,7 +18,6 @@ from shared.forge.pod import (
     service_account_token_secret_name,
     shadow_pod,
     shadow_pod_patch,
-    updated_remote_pod_spec,
 )
 from shared.wellknown import (
     ANTI_AFFINITY_LABELS_ANNOTATION,
@@ -295,8 +294,6 @@ def test_service_account_token_and_apiserver_env(
 def test_an_unchanged_pod_needs_no_remote_write(
     pod: dict[str, Any], config: PodForgeConfig
 ) -> None:
-    spec = remote_pod_spec(pod, config).spec
-    assert updated_remote_pod_spec(spec, pod, config) is None
     written = shadow_pod(pod, "shop-home", config)
     assert shadow_pod_patch(written, pod, config) is None
 
@@ -325,16 +322,16 @@ def test_one_shadow_pod_patch_brings_the_shadow_pod_to_the_home_pod(
 def test_image_changes_reach_the_remote_pod(
     pod: dict[str, Any], config: PodForgeConfig, image: str
 ) -> None:
-    current = remote_pod_spec(pod, config).spec
+    current = shadow_pod(pod, "shop-home", config)
     changed = copy.deepcopy(pod)
     for container in changed["spec"]["containers"]:
         container["image"] = image
-    updated = updated_remote_pod_spec(current, changed, config)
-    if all(c["image"] == image for c in current["containers"]):
-        assert updated is None
+    patch = shadow_pod_patch(current, changed, config)
+    if all(c["image"] == image for c in current["spec"]["pod"]["containers"]):
+        assert patch is None or "spec" not in patch
     else:
-        assert updated is not None
-        assert all(c["image"] == image for c in updated["containers"])
+        assert patch is not None
+        assert all(c["image"] == image for c in patch["spec"]["pod"]["containers"])
 
 
 @EXAMPLES
