@@ -108,23 +108,6 @@ def total_usage(pods_requests: Iterable[Mapping[str, Decimal]]) -> dict[str, Dec
     return total
 
 
-_BYTE_RESOURCES = ("memory", "ephemeral-storage", "storage")
-
-
-def format_resources(usage: Mapping[str, Decimal]) -> dict[str, str]:
-    """`usage` as a ResourceList for the API (e.g. Quota.status.used): byte amounts with binary
-    suffixes (`1536Mi`), everything else with decimal ones (`1500m`), canonical either way."""
-    return {
-        name: format_quantity(
-            value,
-            QuantityFormat.BINARY_SI
-            if name in _BYTE_RESOURCES or name.startswith("hugepages-")
-            else QuantityFormat.DECIMAL_SI,
-        )
-        for name, value in sorted(usage.items())
-    }
-
-
 def _all_containers(pod_spec: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     return [("container", c) for c in pod_spec.get("containers") or []] + [
         ("initContainer", c) for c in pod_spec.get("initContainers") or []

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from shared.api.quota import LimitsEnforcement
 from shared.quantity import QuantityFormat, format_quantity, parse, parse_quantity
-from shared.quota import admit, format_resources, pod_requests, total_usage
+from shared.quota import admit, pod_requests, total_usage, used_for
 
 EXAMPLES = settings(max_examples=3000, deadline=None, database=None)
 # Generating whole pods costs more per example.
@@ -102,8 +102,9 @@ def test_a_consumer_admitted_pod_by_pod_never_exceeds_its_quota(
 def test_admitted_usage_is_written_back_in_canonical_units() -> None:
     pods = [_spec([(250, 512), (1250, 1024)], []), _spec([(500, 512)], [])]
     usage = total_usage(admit(LimitsEnforcement.NONE, False, {}, {}, pod).requested for pod in pods)
-    assert format_resources(usage) == {"cpu": "2", "memory": "2Gi", "pods": "2"}
-    assert format_resources({"cpu": Decimal("0.1")}) == {"cpu": "100m"}
+    limits = {"resources": {"cpu": "4", "memory": "8Gi", "pods": "10"}}
+    assert used_for(limits, usage) == {"cpu": "2", "memory": "2Gi", "pods": "2"}
+    assert used_for({"resources": {"cpu": "1"}}, {"cpu": Decimal("0.1")}) == {"cpu": "100m"}
 
 
 def test_the_shortfall_message_names_resource_and_figures() -> None:
@@ -188,10 +189,6 @@ def test_binary_quantities_keep_their_suffix_style(mantissa: int, suffix: str) -
 
 
 def test_quota_usage_is_written_in_the_style_of_each_limit() -> None:
-    from decimal import Decimal
-
-    from shared.quota import used_for
-
     spec = {"resources": {"cpu": "4", "memory": "8Gi", "pods": "10", "odd": "not-a-quantity"}}
     usage = {"cpu": Decimal("1.5"), "memory": Decimal(512 * 1024 * 1024)}
     assert used_for(spec, usage) == {"cpu": "1500m", "memory": "512Mi", "pods": "0", "odd": "0"}
