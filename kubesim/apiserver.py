@@ -879,7 +879,7 @@ class ApiServer:
             stream.backlog = [(ERROR, Stored.of(error.to_status(), 0))]
             return stream
         stream.watcher = watcher = self.store.watch(kind.storage_key, namespace, matches)
-        watcher.since = since
+        watcher.since = stream.start_rv = since
         for event in history:
             translated = watcher.translate(event)
             if translated is not None:

@@ -28,7 +28,8 @@ def bookmark(kind: ResourceKind, rv: int, initial_events_end: bool = False) -> S
 class WatchStream:
     """One open watch: the backlog (initial state or history), then live events, bookmarks
     (every `bookmark_interval` and 2 s before the timeout, as the watch cache does), until the
-    timeout or `close()`."""
+    timeout or `close()`. As a cacheWatcher, it sends no bookmark at or below the version the
+    watch started from (`start_rv`): a watch of a resource nothing changed since gets none."""
 
     def __init__(self, store: Store, kind: ResourceKind, deadline: float | None,
                  allow_bookmarks: bool, bookmark_interval: Callable[[], float]) -> None:
@@ -38,6 +39,7 @@ class WatchStream:
         self.deadline = deadline
         self.allow_bookmarks = allow_bookmarks
         self.backlog: list[tuple[str, Stored]] = []
+        self.start_rv = store.resource_version
         self.watcher: Watcher | None = None
         # kinds served as a view of another kind's storage convert what they yield
         self.present: Callable[[Stored], Stored] | None = None
@@ -104,7 +106,8 @@ class WatchStream:
                     item = await asyncio.wait_for(watcher.queue.get(), max(wake - now, 0))
             except TimeoutError:
                 if bookmark_at is not None and loop.time() >= bookmark_at:
-                    yield BOOKMARK, bookmark(self.kind, self.store.resource_version)
+                    if self.store.resource_version > self.start_rv:
+                        yield BOOKMARK, bookmark(self.kind, self.store.resource_version)
                     periodic = loop.time() + self.bookmark_interval()
                     if self.deadline is not None and self.deadline - 2 <= loop.time():
                         sent_final = True

@@ -70,10 +70,19 @@ def test_a_compacted_resource_version_is_an_expired_error_event(home, namespace)
     assert status["message"].startswith("too old resource version: ")
 
 
+def changed_since(cluster, namespace: str) -> str:
+    """A version of the namespace's ConfigMaps with one write after it. kube-apiserver sends a
+    watch bookmarks only once its watch cache has seen an event of that resource newer than
+    the version the watch started from: a watch of a resource nothing writes gets none."""
+    start = call(cluster, "GET", cms(namespace))[1]["metadata"]["resourceVersion"]
+    call(cluster, "POST", cms(namespace), {"metadata": {"generateName": "w-"}})
+    return start
+
+
 def test_bookmarks_come_when_allowed_at_least_before_the_timeout(home, namespace) -> None:
     events = list(stream(home, cms(namespace), {
         "allowWatchBookmarks": "true", "timeoutSeconds": "3",
-        "resourceVersion": call(home, "GET", cms(namespace))[1]["metadata"]["resourceVersion"]}))
+        "resourceVersion": changed_since(home, namespace)}))
     bookmarks = [e for e in events if e["type"] == "BOOKMARK"]
     assert bookmarks
     assert bookmarks[0]["object"]["kind"] == "ConfigMap"
@@ -89,8 +98,9 @@ def test_no_bookmarks_unless_asked(home, namespace) -> None:
 def test_bookmarks_repeat_periodically(home, namespace) -> None:
     home.sim.api.bookmark_interval = 0.3
     try:
-        events = list(stream(home, cms(namespace), {"allowWatchBookmarks": "true",
-                                                    "timeoutSeconds": "3"}))
+        events = list(stream(home, cms(namespace), {
+            "allowWatchBookmarks": "true", "timeoutSeconds": "3",
+            "resourceVersion": changed_since(home, namespace)}))
     finally:
         home.sim.api.bookmark_interval = 60.0
     assert len([e for e in events if e["type"] == "BOOKMARK"]) >= 3

@@ -304,3 +304,24 @@ async def test_an_unconditional_update_is_retried_and_a_pinned_one_conflicts(
     with pytest.raises(StatusError) as raised:
         await slow
     assert raised.value.code == 409
+
+
+async def test_a_watch_gets_bookmarks_only_once_something_changed_after_its_start(
+        api: ApiServer) -> None:
+    """cacheWatcher.process sends nothing at or below the version the watch started from, so
+    a watch of a store nothing writes gets no bookmark, and one after a write does."""
+    configmaps = kind(api, "configmaps")
+    await api.create(kind(api, "namespaces"), "", {"metadata": {"name": "quiet"}})
+    api.bookmark_interval = 0.05
+
+    async def bookmarks(seconds: float) -> list[str]:
+        stream = api.open_watch(configmaps, "quiet", allow_bookmarks=True,
+                                timeout_seconds=seconds)
+        return [stored.obj["metadata"]["resourceVersion"] async for event, stored in stream
+                if event == "BOOKMARK"]
+
+    assert await bookmarks(2.3) == []
+    start = api.store.resource_version
+    after_write, _ = await asyncio.gather(bookmarks(2.3), api.create(
+        configmaps, "quiet", {"metadata": {"name": "a"}}))
+    assert after_write and all(int(version) > start for version in after_write)
