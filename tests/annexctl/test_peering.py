@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +26,7 @@ from tests.annexctl.conftest import Annexctl, minted_kubeconfig, peer_flags
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.agentproc import unique_id
+from tests.kubesim.version import at_least
 
 
 @dataclass
@@ -107,7 +107,7 @@ def test_peer_creates_an_identity_confined_to_its_tenant_namespace(
     # A renewed token. Before tokens carried a `jti` claim, two TokenRequests in the same
     # second could give the same token, and the Secret was then unchanged.
     renewed = actions.pop(("home", "Secret"))
-    if _tokens_are_unique(remote.api_client):  # the provider mints it
+    if at_least(remote, JTI_SINCE):  # the provider mints it
         assert renewed == "configured"
     else:
         assert renewed in ("configured", "unchanged")
@@ -117,16 +117,6 @@ def test_peer_creates_an_identity_confined_to_its_tenant_namespace(
 JTI_SINCE = (1, 30)
 """The release whose service-account tokens carry a unique `jti` claim by default (the
 ServiceAccountTokenJTI feature: alpha in 1.29, on by default from 1.30)."""
-
-
-def _tokens_are_unique(api: client.ApiClient) -> bool:
-    """Whether the server says it is a release whose tokens are never issued twice (an
-    unreadable version counts as older)."""
-    info = client.VersionApi(api).get_code()
-    major, minor = (re.match(r"\d*", str(part or "")) for part in (info.major, info.minor))
-    if not (major and major.group() and minor and minor.group()):
-        return False
-    return (int(major.group()), int(minor.group())) >= JTI_SINCE
 
 
 def test_unpeer_removes_the_identity_and_the_home_secret(

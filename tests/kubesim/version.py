@@ -43,3 +43,8 @@ def server_release(cluster: Any) -> tuple[tuple[int, int], str]:
 
 def release_text(release: tuple[int, int]) -> str:
     return f"v{release[0]}.{release[1]}"
+
+
+def at_least(cluster: Any, release: tuple[int, int]) -> bool:
+    """Whether the cluster is that release or newer (for an assertion whose wording changed)."""
+    return server_release(cluster)[0] >= release
