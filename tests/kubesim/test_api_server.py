@@ -11,6 +11,7 @@ from kubernetes import client, watch
 from kubernetes.client.rest import ApiException
 
 from tests.kubesim.rest import call
+from tests.kubesim.version import parse_release
 
 
 def test_the_kubeconfig_reaches_the_server_over_https_with_its_ca_and_token(home) -> None:
@@ -46,6 +47,8 @@ def test_health_endpoints_answer_ok(home, path: str) -> None:
 
 def test_version_names_the_release(home) -> None:
     info = client.VersionApi(home.api_client).get_code()
+    if home.sim is None and parse_release(info.git_version) is None:
+        pytest.skip(f"a development build's /version names no release ({info.git_version})")
     assert info.major == "1" and info.git_version.startswith("v1.")
 
 
