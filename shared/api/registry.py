@@ -2,6 +2,7 @@
 
 from typing import Final
 
+from shared.api.foreign_cluster import ForeignCluster
 from shared.api.namespace_map import NamespaceMap
 from shared.api.namespace_offloading import NamespaceOffloading
 from shared.api.quota import Quota
@@ -17,6 +18,7 @@ RESOURCE_MODELS: Final[tuple[type[CustomResource], ...]] = (
     ResourceOffer,
     Quota,
     VirtualNode,
+    ForeignCluster,
 )
 
 MODELS_BY_KIND: Final[dict[str, type[CustomResource]]] = {

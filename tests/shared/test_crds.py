@@ -69,11 +69,21 @@ def test_one_crd_per_kind_named_after_group_and_plural() -> None:
         )
         assert names.get("shortNames", []) == list(definition.short_names)
         assert names["categories"] == ["liqo"]
-        assert crd["spec"]["scope"] == "Namespaced"
+        assert crd["spec"]["scope"] == definition.scope.value
         (version,) = crd["spec"]["versions"]
         assert version["name"] == definition.version
         assert version["served"] and version["storage"]
         assert version["subresources"] == {"status": {}}
+
+
+def test_kubectl_get_foreignclusters_shows_id_address_source_offer_phase_and_age() -> None:
+    crd = committed_crds()["discovery.liqo.io_foreignclusters.yaml"]
+    assert crd["spec"]["scope"] == "Cluster"
+    (version,) = crd["spec"]["versions"]
+    columns = {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
+    assert columns == {"Cluster": ".spec.clusterId", "API": ".spec.apiServerUrl",
+                       "Source": ".status.discovery.source", "Offer": ".status.offer.summary",
+                       "Phase": ".status.phase", "Age": ".metadata.creationTimestamp"}
 
 
 def test_kubectl_get_shadowpods_shows_phase_remote_node_and_age() -> None:

@@ -31,7 +31,9 @@ EXPECTED_NAMES = {
     "ResourceOffer": ("sharing.liqo.io/v1alpha1", "resourceoffers", ("ro",)),
     "Quota": ("offloading.liqo.io/v1beta1", "quotas", ()),
     "VirtualNode": ("offloading.liqo.io/v1beta1", "virtualnodes", ("vn",)),
+    "ForeignCluster": ("discovery.liqo.io/v1alpha1", "foreignclusters", ("fc",)),
 }
+CLUSTER_SCOPED = {"ForeignCluster"}  # one per provider, named after its id, as in Liqo
 
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED_NAMES))
@@ -42,11 +44,12 @@ def test_each_kind_is_registered_with_the_names_of_the_design(kind: str) -> None
     assert definition.plural == plural
     assert definition.singular == kind.lower()
     assert definition.short_names == short_names
-    assert definition.scope is Scope.NAMESPACED
+    assert definition.scope is (
+        Scope.CLUSTER if kind in CLUSTER_SCOPED else Scope.NAMESPACED)
     assert definition.categories == ("liqo",)
 
 
-def test_the_registry_lists_exactly_the_six_kinds() -> None:
+def test_the_registry_lists_exactly_the_kinds_of_the_design() -> None:
     assert {model.definition.kind for model in RESOURCE_MODELS} == set(EXPECTED_NAMES)
 
 
