@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
@@ -83,11 +82,10 @@ class Controller(Generic[K]):
         once per parked key (tens of thousands wait during a restart's listings)."""
         self._on_error = on_error
         self._observe = observe
-        self._lock = threading.Lock()
         self._outcomes: Counter[str] = Counter()
         self._parked: dict[Hashable, set[K]] = {}
 
-    # --- what event handlers call (any thread) ---------------------------------------------
+    # --- what event handlers call (on the controller's loop) -------------------------------
 
     def add(self, key: K) -> None:
         self.queue.add(key)
@@ -101,8 +99,7 @@ class Controller(Generic[K]):
         return len(self.queue)
 
     def outcomes(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._outcomes)
+        return dict(self._outcomes)
 
     # --- the workers -----------------------------------------------------------------------
 
@@ -123,7 +120,7 @@ class Controller(Generic[K]):
 
     async def _worker(self) -> None:
         while await self._until_synced():  # before taking: keys wait in the queue untouched
-            key = await self.queue.get_async()
+            key = await self.queue.get()
             if key is None:
                 return
             if not await self._until_synced():  # a relist began while it waited for a key
@@ -142,8 +139,8 @@ class Controller(Generic[K]):
     async def process(self, key: K) -> None:
         """Reconcile one key taken from the queue, and tell the queue how it went."""
         if not self._ready(key):
-            with self._lock:  # stays in process: `done` when released
-                self._parked.setdefault(self._gate(key), set()).add(key)
+            # It stays in process: `done` when released.
+            self._parked.setdefault(self._gate(key), set()).add(key)
             return
         try:
             result = await self._reconcile(key) or DONE
@@ -172,17 +169,14 @@ class Controller(Generic[K]):
         self.queue.done(key)
 
     def _count(self, key: K, outcome: str) -> None:
-        with self._lock:
-            self._outcomes[outcome] += 1
+        self._outcomes[outcome] += 1
         if self._observe is not None:
             self._observe(key, outcome)
 
     def release_parked(self) -> None:
         """Put the parked keys whose mirrors are listed now back in line."""
-        with self._lock:
-            gates = [gate for gate, keys in self._parked.items()
-                     if self._ready(next(iter(keys)))]
-            ready = [key for gate in gates for key in self._parked.pop(gate)]
+        gates = [gate for gate, keys in self._parked.items() if self._ready(next(iter(keys)))]
+        ready = [key for gate in gates for key in self._parked.pop(gate)]
         for key in ready:
             self.queue.add(key)  # marked dirty while in process: `done` requeues it
             self.queue.done(key)

@@ -2,17 +2,20 @@
 controller-runtime's `Watches(source, EnqueueRequestsFromMapFunc)` and Liqo's Keyers).
 
 Per watched resource and side ("home", "remote"; any names a component uses) there is exactly
-one `Mirror` and an ordered list of routes. `dispatch` applies an event to the mirror first, so
-every route reads the mirrors as they are after it, then calls each route in the order declared:
+one `Mirror`, the watch that fills it (its name, its label selector) and an ordered list of
+routes; a component builds its watches from these declarations (`watched`). `dispatch` applies
+an event to the mirror first, so every route reads the mirrors as they are after it, then calls
+each route in the order declared:
 - a keyer maps the change to the keys it affects, for one queue (a `Controller`, a `KeyQueue`);
 - a callback does what is not key mapping (a resync, following a name).
 A relist's stale objects (what the new listing no longer shows) go through the same routes as
 DELETED events, carrying their last seen state: nobody routes a relist by hand.
+
+Declared before the watches start, then used from the component's event loop only.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -41,6 +44,9 @@ class Queue(Protocol):
     def add(self, key: Any) -> None: ...
 
 
+Resource = tuple[str, str, str]
+"""(group, version, plural); group "" for the core API."""
+
 Keyer = Callable[[Change], Iterable[Hashable]]
 Callback = Callable[[Change], None]
 Keep = Callable[[dict[str, Any]], dict[str, Any] | None]
@@ -59,18 +65,19 @@ class Informer:
     routes: list[Callback] = field(default_factory=list)
     compares: bool = False
     """Whether a route reads `Change.before`."""
-    watched: bool = False
+    resource: Resource | None = None
     """Declared with `Informers.watch` (a mirror asked for by a reader only is not)."""
+    by: str = ""
+    """The watch that fills the mirror (a component may run several, each its own scope)."""
+    label_selector: str = ""
 
 
 class Informers:
     def __init__(self) -> None:
         self._informers: dict[tuple[str, str], Informer] = {}
-        self._lock = threading.Lock()
 
     def _informer(self, side: str, resource: str) -> Informer:
-        with self._lock:
-            return self._informers.setdefault((side, resource), Informer())
+        return self._informers.setdefault((side, resource), Informer())
 
     # --- declaring --------------------------------------------------------------------------
 
@@ -78,10 +85,13 @@ class Informers:
         """The one mirror of `resource` on `side` (empty while the resource is not watched)."""
         return self._informer(side, resource).mirror
 
-    def watch(self, side: str, resource: str, keep: Keep | None = None) -> Mirror:
-        """Declare `resource` watched on `side`, its mirror keeping `keep(obj)`."""
-        informer = self._informer(side, resource)
-        informer.watched = True
+    def watch(self, side: str, resource: Resource, keep: Keep | None = None, *, by: str,
+              label_selector: str = "") -> Mirror:
+        """Declare `resource` watched on `side` by the watch named `by` (narrowed by
+        `label_selector`), its mirror keeping `keep(obj)`. Mirrors, keyers and callbacks name
+        the resource by its plural."""
+        informer = self._informer(side, resource[2])
+        informer.resource, informer.by, informer.label_selector = resource, by, label_selector
         if keep is not None:
             informer.keep = keep
         return informer.mirror
@@ -102,11 +112,12 @@ class Informers:
         informer.routes.append(callback)
         informer.compares = informer.compares or compares
 
-    def resources(self, side: str) -> tuple[str, ...]:
-        """The resources declared watched on `side`, in declaration order."""
-        with self._lock:
-            return tuple(resource for (each, resource), informer in self._informers.items()
-                         if each == side and informer.watched)
+    def watched(self, side: str, by: str) -> dict[Resource, str]:
+        """What the watch `by` on `side` must list and watch: each resource declared for it, in
+        declaration order, with its label selector ("" for everything)."""
+        return {informer.resource: informer.label_selector
+                for (each, _), informer in self._informers.items()
+                if each == side and informer.resource is not None and informer.by == by}
 
     # --- events -----------------------------------------------------------------------------
 
@@ -115,7 +126,7 @@ class Informers:
         """A watch event: into the mirror, then through every route. Resources not declared
         watched are ignored."""
         informer = self._informers.get((side, resource))
-        if informer is None or not informer.watched:
+        if informer is None or informer.resource is None:
             return
         key = key_of(obj)
         before = informer.mirror.get(key) if informer.compares else None

@@ -158,7 +158,6 @@ class RemoteCredentials:
         self.followed: SecretRef | None = None
         self._secret: dict[str, Any] | None = None
         """The followed Secret as last seen."""
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
         self._reconsider = asyncio.Event()
         self._renew_now = False
@@ -166,15 +165,12 @@ class RemoteCredentials:
         """Set once VirtualNodes are listed: the Secret is chosen from them."""
         self._tasks: set[asyncio.Task[None]] = set()
 
-    # Called from the home watch's thread once VirtualNodes are listed, and on each change.
     def virtual_node_changed(self) -> None:
+        """VirtualNodes are listed, or one changed (the home watch's route, on the loop)."""
         self._listed = True
-        loop = self._loop
-        if loop is not None:
-            loop.call_soon_threadsafe(self._reconsider.set)
+        self._reconsider.set()
 
     async def run(self) -> None:
-        self._loop = asyncio.get_running_loop()
         renewer = asyncio.create_task(self._renew_loop())
         watch: asyncio.Task[None] | None = None
         try:

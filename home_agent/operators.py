@@ -1,4 +1,4 @@
-"""The agent's watches, each on its own thread with its own event loop and client:
+"""The agent's watches, each a task on the agent's event loop with its own client:
 
 - home: nodes, VirtualNodes, NamespaceOffloadings (and the reflected kinds), cluster-wide;
 - home pods: only those bound to the virtual node (`NodePodsWatch` follows its name);
@@ -8,37 +8,30 @@
   watched cluster-wide. This watch is replaced when the set of twin namespaces changes.
 
 They only read: never a write to a watched object (no finalizers, no annotations), which
-matters for user pods and the virtual Node. They feed the agent's mirrors and queue; the
-reconcile workers do the writing.
+matters for user pods and the virtual Node. They feed the agent's mirrors and queues (the
+informer registry); the reconcile workers do the writing.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from annex.informers import Informers, Resource
 from annex.kube import Connection, LiveConnection
 from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
-from shared.api.namespace_map import NAMESPACE_MAP
-from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.resource import ResourceDefinition
-from shared.api.resource_offer import RESOURCE_OFFER
-from shared.api.shadowpod import SHADOWPOD
-from shared.api.virtual_node import VIRTUAL_NODE
-from shared.ownership import ownership_labels
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[str, str | None, dict[str, Any]], None]
 """(plural, event type, object) → None; called on the operator's thread."""
 
-Watched = tuple[str, str, str]
-"""(group, version, plural); group "" for the core API."""
+Watched = Resource
 
 
 def watched(definition: ResourceDefinition) -> Watched:
@@ -46,6 +39,16 @@ def watched(definition: ResourceDefinition) -> Watched:
 
 
 CONFIGMAPS: Watched = ("", "v1", "configmaps")
+PODS: Watched = ("", "v1", "pods")
+
+# The agent's watches, by name: what each lists is declared in the informer registry
+# (`home_agent.watches`, `Informers.watch(..., by=...)`).
+HOME_WATCH = "home"
+"""Cluster-wide: a namespace may become extended at any time."""
+NODE_PODS_WATCH = "home-pods"
+"""The pods bound to the virtual node (`NodePodsWatch`)."""
+TENANT_WATCH = "remote-tenant"
+TWINS_WATCH = "remote-twins"
 
 
 @dataclass(frozen=True)
@@ -58,42 +61,20 @@ class WatchSpec:
     field_selectors: dict[Watched, str] = field(default_factory=dict)
 
 
-PODS: Watched = ("", "v1", "pods")
-
-
-def home_watch(reflected: tuple[Watched, ...] = (),
-               label_selectors: Mapping[Watched, str] | None = None) -> WatchSpec:
-    """`reflected`: the kinds resource reflection copies (cluster-wide: a namespace may become
-    extended at any time); `label_selectors` narrow some of them (e.g. only our Event copies).
-    Pods are not here: see `node_pods_watch`."""
-    return WatchSpec(
-        "home",
-        (("", "v1", "nodes"), watched(VIRTUAL_NODE), watched(NAMESPACE_OFFLOADING), *reflected),
-        label_selectors=dict(label_selectors or {}))
+def declared_watch(informers: Informers, side: str, name: str,
+                   namespaces: Collection[str] | None = None) -> WatchSpec:
+    """The watch `name` on `side` as the registry declares it, in `namespaces`."""
+    selected = informers.watched(side, name)
+    return WatchSpec(name, tuple(selected), namespaces,
+                     label_selectors={r: s for r, s in selected.items() if s})
 
 
 def node_pods_watch(node_name: str) -> WatchSpec:
     """The home pods bound to the virtual node, as a kubelet watches its own: every other pod of
-    the cluster (most of them, on a busy cluster) never reaches the agent."""
-    return WatchSpec("home-pods", (PODS,), field_selectors={PODS: f"spec.nodeName={node_name}"})
-
-
-def tenant_watch(tenant_namespace: str) -> WatchSpec:
-    return WatchSpec(
-        "remote-tenant", (watched(NAMESPACE_MAP), watched(RESOURCE_OFFER)),
-        namespaces=(tenant_namespace,))
-
-
-def twins_watch(namespaces: Collection[str], home_cluster_id: str,
-                remote_cluster_id: str, reflected: tuple[Watched, ...] = ()) -> WatchSpec:
-    """Only our own ShadowPods; `reflected` kinds are watched whole (not only ours: a foreign
-    object in the way must be seen)."""
-    labels = ownership_labels(home_cluster_id, remote_cluster_id)
-    return WatchSpec(
-        "remote-twins", (watched(SHADOWPOD), *reflected),
-        namespaces=tuple(sorted(namespaces)),
-        label_selectors={watched(SHADOWPOD): ",".join(f"{k}={v}"
-                                                     for k, v in sorted(labels.items()))})
+    the cluster (most of them, on a busy cluster) never reaches the agent. Declared by hand:
+    its field selector follows the node's name."""
+    return WatchSpec(NODE_PODS_WATCH, (PODS,),
+                     field_selectors={PODS: f"spec.nodeName={node_name}"})
 
 
 KEY_ONLY = ("namespace", "name")
@@ -108,10 +89,12 @@ def list_query(spec: WatchSpec, resource: Watched) -> dict[str, str]:
     return {name: selector for name, selector in query.items() if selector}
 
 
-class OperatorThread:
-    """Mirrors a WatchSpec's resources into the sink from a thread of its own (its own loop and
-    client): one `list_and_watch` per resource and namespace. `on_synced` is called once every
-    initial list is in the sink: nothing is decided from a cache still filling (Liqo #2748).
+class Watch:
+    """Mirrors a WatchSpec's resources into the sink (one `list_and_watch` per resource and
+    namespace), as one task on the agent's event loop with a client of its own. `on_synced` is
+    called once every initial list is in the sink: nothing is decided from a cache still filling
+    (Liqo #2748). Started, stopped and fed on the loop's thread: once `stop` returns, the sink
+    hears nothing more from it.
 
     kopf did this before, at a cost that grew with the square of the objects listed (every
     indexed object toggles a set all other objects' workers wait on): minutes for 2,000 pods.
@@ -124,28 +107,14 @@ class OperatorThread:
         self._connection = connection
         self._sink = sink
         self._on_synced = on_synced
-        self._stop = threading.Event()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stopped: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
         self.failed: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name=f"watch-{spec.name}",
-                                        daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._main())
-        except BaseException as error:  # noqa: BLE001 - reported to the main thread
-            self.failed = error
-            log.exception("watch %s stopped", self.name)
+        self._task = asyncio.get_running_loop().create_task(self._main(),
+                                                            name=f"watch-{self.name}")
 
     async def _main(self) -> None:
-        self._stopped = asyncio.Event()
-        self._loop = asyncio.get_running_loop()
-        if self._stop.is_set():
-            return
         api = ClusterApi(self._connection, throttle_reads=False)
         scopes = [(resource, namespace) for resource in self.spec.resources
                   for namespace in (self.spec.namespaces
@@ -160,19 +129,16 @@ class OperatorThread:
 
         if not scopes:
             self._on_synced()
-        tasks = [asyncio.create_task(self._reflect(api, resource, namespace, listed))
-                 for resource, namespace in scopes]
-        stopped = asyncio.create_task(self._stopped.wait())
         try:
-            done, _ = await asyncio.wait([stopped, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.gather(*(self._reflect(api, resource, namespace, listed)
+                                   for resource, namespace in scopes))
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # a sink that raised: reported by `is_alive`
+            self.failed = error
+            log.exception("watch %s stopped", self.name)
         finally:
-            for task in [stopped, *tasks]:
-                task.cancel()
-            await asyncio.gather(stopped, *tasks, return_exceptions=True)
             await api.close()
-        for task in done:
-            if task is not stopped and not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
 
     async def _reflect(self, api: ClusterApi, resource: Watched, namespace: str,
                        listed: Callable[[], None]) -> None:
@@ -184,26 +150,19 @@ class OperatorThread:
             name=self.name)
 
     def is_alive(self) -> bool:
-        return self._thread.is_alive()
+        return self._task is not None and not self._task.done()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        loop, stopped = self._loop, self._stopped
-        if loop is not None and stopped is not None:
-            try:
-                loop.call_soon_threadsafe(stopped.set)
-            except RuntimeError:  # the loop has closed already
-                pass
-        self._thread.join(timeout)
-
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
 
 
 class NodePodsWatch:
     """The `node_pods_watch` of the virtual node's current name. The name can come from the
     VirtualNode, so `follow` is called once the home watch has listed VirtualNodes and again on
-    each VirtualNode event, always from the home watch's thread; a new name replaces the watch,
-    and the pods of the old name leave the sink as DELETED, as pods leaving a field selector's
-    selection do. `pods` returns what the sink holds from this watch."""
+    each VirtualNode event; a new name replaces the watch, and the pods of the old name leave
+    the sink as DELETED, as pods leaving a field selector's selection do. `pods` returns what
+    the sink holds from this watch."""
 
     def __init__(self, connection: Connection, sink: EventSink, on_synced: Callable[[], None],
                  pods: Callable[[], list[dict[str, Any]]]) -> None:
@@ -211,34 +170,26 @@ class NodePodsWatch:
         self._sink = sink
         self._on_synced = on_synced
         self._pods = pods
-        self._lock = threading.Lock()
         self.node_name: str | None = None
-        self._operator: OperatorThread | None = None
+        self._watch: Watch | None = None
 
     def follow(self, node_name: str) -> None:
         if node_name == self.node_name:
             return
-        with self._lock:
-            previous, self._operator = self._operator, None
-        if previous is not None:
+        if self._watch is not None:
             log.info("virtual node renamed %s → %s: watching its pods", self.node_name,
                      node_name)
-            previous.stop()
+            self._watch.stop()
             for pod in self._pods():
                 self._sink(PODS[2], "DELETED", pod)
         self.node_name = node_name
-        operator = OperatorThread(self._connection, node_pods_watch(node_name), self._sink,
-                                  self._on_synced)
-        with self._lock:
-            self._operator = operator
-        operator.start()
+        self._watch = Watch(self._connection, node_pods_watch(node_name), self._sink,
+                            self._on_synced)
+        self._watch.start()
 
     def is_alive(self) -> bool:
-        with self._lock:
-            return self._operator is None or self._operator.is_alive()
+        return self._watch is None or self._watch.is_alive()
 
     def stop(self) -> None:
-        with self._lock:
-            operator = self._operator
-        if operator is not None:
-            operator.stop()
+        if self._watch is not None:
+            self._watch.stop()

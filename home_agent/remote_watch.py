@@ -6,18 +6,21 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import threading
 import time
 from typing import Any
 
 from annex.kubeapi import error_message
 from home_agent.agent import REMOTE, TWINS_KEY, Agent
 from home_agent.namespace_map import ensure_namespace_map
-from home_agent.operators import EventSink, OperatorThread, Watched, tenant_watch, twins_watch
+from home_agent.operators import (
+    TENANT_WATCH,
+    TWINS_WATCH,
+    EventSink,
+    Watch,
+    declared_watch,
+)
 
 log = logging.getLogger(__name__)
-
-SHADOW_PODS = "shadowpods"
 
 TWINS_SYNC_GRACE = 10.0
 """Seconds without a new object after which a twins watch not yet listed counts as listed."""
@@ -26,19 +29,13 @@ TWINS_SYNC_LIMIT = 120.0
 
 
 class RemoteWatches:
-    def __init__(self, agent: Agent, sink: EventSink | None = None,
-                 reflected: tuple[Watched, ...] = ()) -> None:
+    def __init__(self, agent: Agent, sink: EventSink | None = None) -> None:
+        """The two watches list what the registry declares for them (`home_agent.watches`)."""
         self.agent = agent
         self._sink = sink or functools.partial(agent.informers.dispatch, REMOTE)
-        self._reflected = reflected
-        """Kinds resource reflection adds to the twins watch."""
-        self._relisted = [SHADOW_PODS, *(plural for _, _, plural in reflected)]
-        """The twins watch's resources: their mirrors are relisted with it."""
-        self._generation: object | None = None
-        self.tenant: OperatorThread | None = None
-        self.twins: OperatorThread | None = None
+        self.tenant: Watch | None = None
+        self.twins: Watch | None = None
         self.twin_namespaces: frozenset[str] = frozenset()
-        self._lock = threading.Lock()
 
     async def start(self) -> None:
         """Create the NamespaceMap (retrying while the remote is unreachable), then watch."""
@@ -59,87 +56,82 @@ class RemoteWatches:
             agent.tenant_synced.set()
             agent.enqueue(TWINS_KEY)
 
-        self.tenant = OperatorThread(
+        self.tenant = Watch(
             agent.remote.live,
-            tenant_watch(agent.tenant_namespace),
+            declared_watch(agent.informers, REMOTE, TENANT_WATCH, (agent.tenant_namespace,)),
             self._sink, tenant_synced)
         self.tenant.start()
 
     def follow_twins(self) -> None:
-        """Watch ShadowPods in exactly the accepted twin namespaces (blocking: run it off the
-        loop). A changed set replaces the twins operator; the new one relists."""
+        """Watch ShadowPods in exactly the accepted twin namespaces (on the agent's loop). A
+        changed set replaces the twins watch; the new one relists."""
         agent = self.agent
         namespaces = agent.accepted_twin_namespaces()
-        with self._lock:
-            if namespaces == self.twin_namespaces and (
-                    agent.twins_synced.is_set() or self.twins is not None):
-                return  # listed, or still listing exactly these: never restart a listing
-            agent.twins_synced.clear()
-            previous, self.twins, self._generation = self.twins, None, None
-        if previous is not None:
-            previous.stop()  # outside the lock: its sync callback may be waiting for it
-        with self._lock:
-            self.twin_namespaces = namespaces
-            agent.informers.start_relist(REMOTE, self._relisted)
-            if not namespaces:
-                self._finish_relist()
-                agent.twins_synced.set()
+        if namespaces == self.twin_namespaces and (
+                agent.twins_synced.is_set() or self.twins is not None):
+            return  # listed, or still listing exactly these: never restart a listing
+        agent.twins_synced.clear()
+        if self.twins is not None:
+            self.twins.stop()
+        self.twins, self.twin_namespaces = None, namespaces
+        agent.informers.start_relist(REMOTE, self._relisted())
+        if not namespaces:
+            self._finish_relist()
+            agent.twins_synced.set()
+            return
+        watch: Watch | None = None
+
+        def synced() -> None:
+            if self.twins is not watch or agent.twins_synced.is_set():
                 return
+            self._finish_relist()
+            agent.twins_synced.set()
+            log.info("ShadowPods listed")
 
-            generation = object()
-            self._generation = generation
+        # A listing that never completes (e.g. in a twin namespace being deleted) is taken as
+        # complete once a grace period brings no new object. One still bringing objects is not
+        # cut short: thousands of ShadowPods and reflected copies take longer than the grace
+        # period, and deciding then made the agent act on half-filled mirrors (a create
+        # answered 409 per ShadowPod not yet listed, token Secrets written again). Deciding
+        # early stays safe for ShadowPods: one is only ever deleted after a live read, and a
+        # create that finds one answers 409.
+        # Progress is counted, not remembered: a set of the keys listed stayed for good.
+        progress = [0]
 
-            def synced() -> None:
-                with self._lock:
-                    if self._generation is not generation or agent.twins_synced.is_set():
-                        return
-                    self._finish_relist()
-                    agent.twins_synced.set()
-                log.info("ShadowPods listed")
+        def sink(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
+            progress[0] += 1
+            self._sink(plural, event_type, obj)
 
-            # A listing that never completes (e.g. in a twin namespace being deleted) is taken
-            # as complete once a grace period brings no new object. One still bringing objects
-            # is not cut short: thousands of ShadowPods and reflected copies take longer than
-            # the grace period, and deciding then made the agent act on half-filled mirrors (a
-            # create answered 409 per ShadowPod not yet listed, token Secrets written again).
-            # Deciding early stays safe for ShadowPods: one is only ever deleted after a live
-            # read, and a create that finds one answers 409.
-            # Progress is counted, not remembered: a set of the keys listed stayed for good.
-            progress = [0]
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
 
-            def sink(plural: str, event_type: str | None, obj: dict[str, Any]) -> None:
-                progress[0] += 1
-                self._sink(plural, event_type, obj)
+        def grace(seen: int) -> None:
+            if self.twins is not watch:
+                return  # replaced
+            if progress[0] == seen or time.monotonic() - started >= TWINS_SYNC_LIMIT:
+                synced()
+            elif not agent.twins_synced.is_set():
+                loop.call_later(TWINS_SYNC_GRACE, grace, progress[0])
 
-            started = time.monotonic()
+        log.info("watching ShadowPods in %s", ", ".join(sorted(namespaces)))
+        watch = self.twins = Watch(
+            agent.remote.live,
+            declared_watch(agent.informers, REMOTE, TWINS_WATCH, tuple(sorted(namespaces))),
+            sink, synced)
+        grace(-1)
+        watch.start()
 
-            def grace(seen: int) -> None:
-                if (agent.twins_synced.is_set() or progress[0] == seen
-                        or time.monotonic() - started >= TWINS_SYNC_LIMIT):
-                    synced()
-                    return
-                timer = threading.Timer(TWINS_SYNC_GRACE, grace, (progress[0],))
-                timer.daemon = True
-                timer.start()
-
-            grace(-1)
-            log.info("watching ShadowPods in %s", ", ".join(sorted(namespaces)))
-            self.twins = OperatorThread(
-                agent.remote.live,
-                twins_watch(namespaces, agent.config.home_cluster_id,
-                            agent.config.remote_cluster_id, self._reflected),
-                sink, synced)
-            self.twins.start()
+    def _relisted(self) -> list[str]:
+        """The twins watch's resources: their mirrors are relisted with it."""
+        return [plural for _, _, plural in self.agent.informers.watched(REMOTE, TWINS_WATCH)]
 
     def _finish_relist(self) -> None:
-        self.agent.informers.finish_relist(REMOTE, self._relisted)
+        self.agent.informers.finish_relist(REMOTE, self._relisted())
 
     def alive(self) -> bool:
-        with self._lock:
-            return all(o is None or o.is_alive() for o in (self.tenant, self.twins))
+        return all(watch is None or watch.is_alive() for watch in (self.tenant, self.twins))
 
     def stop(self) -> None:
-        with self._lock:
-            for operator in (self.tenant, self.twins):
-                if operator is not None:
-                    operator.stop()
+        for watch in (self.tenant, self.twins):
+            if watch is not None:
+                watch.stop()

@@ -11,6 +11,7 @@ import signal
 import threading
 from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from annex.controller import Controller, Result
@@ -25,7 +26,7 @@ from home_agent.kubelet.server import KubeletServer
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.namespace_offloading import reconcile_offloading
-from home_agent.operators import NodePodsWatch, OperatorThread, home_watch
+from home_agent.operators import HOME_WATCH, NodePodsWatch, Watch, declared_watch
 from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import reflection_for
 from home_agent.reflection.reflector import Reflection
@@ -63,7 +64,7 @@ async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
         case ("node",):
             await reconcile_node(agent)
         case ("twins",):
-            await asyncio.get_running_loop().run_in_executor(None, watches.follow_twins)
+            watches.follow_twins()
         case ("offloading", namespace):
             await reconcile_offloading(agent, namespace)
         case ("pod", namespace, name):
@@ -95,11 +96,31 @@ def agent_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPo
         observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome), queue=agent.queue)
 
 
-async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflection,
-                     credentials: RemoteCredentials, stop: threading.Event) -> None:
+@dataclass
+class HomeWatches:
+    """The home watches: cluster-wide (`HOME_WATCH`) and the virtual node's pods, which follow
+    its name once the VirtualNodes are listed."""
+
+    home: Watch
+    node_pods: NodePodsWatch
+
+    def alive(self) -> bool:
+        return self.home.is_alive() and self.node_pods.is_alive()
+
+    def stop(self) -> None:
+        self.home.stop()
+        self.node_pods.stop()
+
+
+async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
+                     reflection: Reflection, credentials: RemoteCredentials,
+                     stop: threading.Event) -> None:
+    """Everything but the kubelet API, on this thread's loop, until `stop`; returns early when
+    a watch died (the agent exits: mirrors nobody fills any more decide nothing)."""
     loop = asyncio.get_running_loop()
-    # For the few blocking calls (waiting for the stop, replacing the twins watch, DNS).
+    # For the few blocking calls (waiting for the stop, DNS).
     loop.set_default_executor(ThreadPoolExecutor(max_workers=8))
+    home.home.start()
     metrics = Metrics(reflection.queued)
     synced_pods = None
     if agent.config.redis_url:
@@ -118,7 +139,12 @@ async def controller(agent: Agent, watches: RemoteWatches, reflection: Reflectio
     tasks.append(asyncio.create_task(health_loop(agent)))
     agent.enqueue(("node",))
     servers = [await serve_webhook(agent), await serve_metrics(agent, metrics)]
-    await loop.run_in_executor(None, stop.wait)
+    while not await loop.run_in_executor(None, stop.wait, 1.0):
+        if not (home.alive() and watches.alive()):
+            log.error("a watch stopped: exiting")
+            break
+    home.stop()
+    watches.stop()
     for server in servers:
         if server is not None:
             await server.cleanup()
@@ -162,7 +188,7 @@ def run(config: AgentConfig) -> int:
     home_listed = threading.Event()
 
     def follow_virtual_node() -> None:
-        node_pods.follow(agent.node_name())
+        home_watches.node_pods.follow(agent.node_name())
         credentials.virtual_node_changed()
 
     declare_virtual_node_followers(agent, home_listed, follow_virtual_node)
@@ -177,12 +203,10 @@ def run(config: AgentConfig) -> int:
         home_listed.set()
         follow_virtual_node()
 
-    node_pods = NodePodsWatch(home.connection, on_home_event, pods_synced,
-                              agent.mirrors.pods.values)
-    home_operator = OperatorThread(
-        home.connection, home_watch(reflection.resources(), reflection.home_label_selectors()),
-        on_home_event, home_synced)
-    watches = RemoteWatches(agent, reflected=reflection.resources())
+    home_watches = HomeWatches(
+        Watch(home.connection, declared_watch(agent.informers, HOME, HOME_WATCH), on_home_event,
+              home_synced),
+        NodePodsWatch(home.connection, on_home_event, pods_synced, agent.mirrors.pods.values))
     stop = threading.Event()
 
     def request_stop(*_: Any) -> None:
@@ -191,24 +215,20 @@ def run(config: AgentConfig) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     controller_thread = threading.Thread(
-        target=lambda: asyncio.run(controller(agent, watches, reflection, credentials, stop)),
+        target=lambda: asyncio.run(controller(agent, home_watches, RemoteWatches(agent),
+                                              reflection, credentials, stop)),
         name="controller",
         daemon=True)
-    home_operator.start()
     controller_thread.start()
     kubelet.start(agent)
     log.info("home agent %s → %s started (node %s)", config.home_cluster_id,
              config.remote_cluster_id, agent.node_name())
     exit_code = 0
     while not stop.wait(1.0):
-        if not (home_operator.is_alive() and node_pods.is_alive() and watches.alive()
-                and controller_thread.is_alive() and kubelet.alive()):
+        if not (controller_thread.is_alive() and kubelet.alive()):
             log.error("a component stopped: exiting")
             exit_code = 1
             stop.set()
-    home_operator.stop()  # first: it may start a pods watch
-    node_pods.stop()
-    watches.stop()
     controller_thread.join(10)
     kubelet.stop()
     return exit_code

@@ -1,7 +1,7 @@
-"""Where every watch event goes, declared in one place (the agent's informer registry,
-`annex.informers`): per resource and side, which mirror holds it and which keyers feed which
-controller. The registry applies an event to the mirror before any route, so a keyer reads
-every mirror as it is after the event.
+"""What the agent watches and where every watch event goes, declared in one place (the
+agent's informer registry, `annex.informers`): per resource and side, which watch lists it,
+which mirror holds it and which keyers feed which controller. The registry applies an event to
+the mirror before any route, so a keyer reads every mirror as it is after the event.
 
 The agent's own keys (`agent.queue`): the node, the twins watch, one namespace's offloading,
 one pod. Then resource reflection's: each kind's reflector, the companions (remote Events home,
@@ -26,15 +26,30 @@ from home_agent.agent import (
     offloading_key,
     pod_key,
 )
+from home_agent.operators import (
+    HOME_WATCH,
+    NODE_PODS_WATCH,
+    PODS,
+    TENANT_WATCH,
+    TWINS_WATCH,
+    watched,
+)
 from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
 from home_agent.reflection.event import EVENTS, EventReflector
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.service import SERVICES
 from home_agent.reflection.token import SECRETS, TokenReflector
-from shared.api.namespace_map import NamespaceMap
+from shared.api.namespace_map import NAMESPACE_MAP, NamespaceMap
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
+from shared.api.resource_offer import RESOURCE_OFFER
+from shared.api.shadowpod import SHADOWPOD
+from shared.api.virtual_node import VIRTUAL_NODE
 from shared.forge.event import home_copy_summary, remote_event_kept
+from shared.ownership import ownership_selector
 
 log = logging.getLogger(__name__)
+
+NODES = ("", "v1", "nodes")
 
 
 # --- the agent's keyers ----------------------------------------------------------------------
@@ -123,10 +138,15 @@ def namespace_map_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
 def declare_agent(agent: Agent) -> None:
     """The agent's own resources, mirrors (`agent.mirrors`) and keys."""
     informers, queue = agent.informers, agent.queue
-    for side, resource in ((HOME, "pods"), (HOME, "nodes"), (HOME, "virtualnodes"),
-                           (HOME, "namespaceoffloadings"), (REMOTE, "shadowpods"),
-                           (REMOTE, "resourceoffers"), (REMOTE, "namespacemaps")):
-        informers.watch(side, resource)
+    config = agent.config
+    informers.watch(HOME, PODS, by=NODE_PODS_WATCH)
+    for resource in (NODES, watched(VIRTUAL_NODE), watched(NAMESPACE_OFFLOADING)):
+        informers.watch(HOME, resource, by=HOME_WATCH)
+    # Only our own ShadowPods; the tenant namespace's map and offer are this consumer's.
+    informers.watch(REMOTE, watched(SHADOWPOD), by=TWINS_WATCH, label_selector=ownership_selector(
+        config.home_cluster_id, config.remote_cluster_id))
+    for resource in (watched(RESOURCE_OFFER), watched(NAMESPACE_MAP)):
+        informers.watch(REMOTE, resource, by=TENANT_WATCH)
     # The watch selects the pods bound to the virtual node.
     informers.keys(HOME, "pods", lambda change: [pod_key(*change.key)], queue)
     informers.keys(HOME, "nodes", lambda change: node_keys(agent, change), queue)
@@ -143,10 +163,12 @@ def declare_agent(agent: Agent) -> None:
 
 
 def declare_reflector(agent: Agent, reflector: Reflector) -> None:
-    """One kind's: both sides' mirrors, each event to its home key."""
-    informers, plural = agent.informers, reflector.rules.plural
-    informers.watch(HOME, plural)
-    informers.watch(REMOTE, plural, keep=reflector.kept_remote)
+    """One kind's: both sides' mirrors (every object at home, a namespace may become extended
+    at any time; remotely every object of the twin namespaces, not only ours: a foreign object
+    in the way must be seen), each event to its home key."""
+    informers, resource, plural = agent.informers, reflector.rules.resource, reflector.rules.plural
+    informers.watch(HOME, resource, by=HOME_WATCH)
+    informers.watch(REMOTE, resource, keep=reflector.kept_remote, by=TWINS_WATCH)
     informers.keys(HOME, plural, reflector.home_keys, reflector.controller)
     informers.keys(REMOTE, plural, reflector.remote_keys, reflector.controller)
 
@@ -164,8 +186,12 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
                        compares=True)
     events = reflection.companion(EventReflector)
     if events is not None:
-        informers.watch(HOME, EVENTS[2], keep=home_copy_summary)
-        informers.watch(REMOTE, EVENTS[2], keep=remote_event_kept)
+        # At home only our copies (every Event would be a flood).
+        config = agent.config
+        informers.watch(HOME, EVENTS, keep=home_copy_summary, by=HOME_WATCH,
+                        label_selector=ownership_selector(config.home_cluster_id,
+                                                          config.remote_cluster_id))
+        informers.watch(REMOTE, EVENTS, keep=remote_event_kept, by=TWINS_WATCH)
         informers.keys(HOME, EVENTS[2], events.home_keys, events.controller)
         informers.keys(REMOTE, EVENTS[2], events.remote_keys, events.controller)
         # The objects Events are about: the pods bound to the virtual node, the kinds' copies.
@@ -211,6 +237,6 @@ def declare_token_reflector(agent: Agent, tokens: TokenReflector,
             return summary
         return kept_secret(secret)
 
-    agent.informers.watch(REMOTE, SECRETS[2], keep=kept)
+    agent.informers.watch(REMOTE, SECRETS, keep=kept, by=TWINS_WATCH)
     agent.informers.keys(HOME, "pods", tokens.pod_keys, tokens.controller)
     agent.informers.keys(REMOTE, SECRETS[2], tokens.secret_keys, tokens.controller)

@@ -17,6 +17,12 @@ def ownership_labels(origin_cluster_id: str, destination_cluster_id: str) -> dic
     }
 
 
+def ownership_selector(origin_cluster_id: str, destination_cluster_id: str) -> str:
+    """A label selector for exactly the objects `ownership_labels` marks."""
+    labels = ownership_labels(origin_cluster_id, destination_cluster_id)
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
 def is_owned(obj: Mapping[str, Any], origin_cluster_id: str, destination_cluster_id: str) -> bool:
     """True when `obj` (a Kubernetes object as a dict) is ours to modify or delete."""
     labels = (obj.get("metadata") or {}).get("labels") or {}

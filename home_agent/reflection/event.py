@@ -48,7 +48,7 @@ from shared.forge.event import (
     is_reflectable_event,
     object_reference,
 )
-from shared.ownership import is_owned, ownership_labels
+from shared.ownership import is_owned
 
 log = logging.getLogger(__name__)
 
@@ -90,14 +90,6 @@ class EventReflector:
         """What remote Events are about → their home copy keys."""
         self._topic: dict[Key, About] = {}
         """Home copy key → what its remote Event is about (the reverse of `_about`)."""
-
-    # --- as a companion of the kinds' reflection (`reflector.Companion`) ---------------------
-    def resources(self) -> tuple[Watched, ...]:
-        return (EVENTS,)
-
-    def home_label_selectors(self) -> dict[Watched, str]:
-        """At home only our copies are watched (every Event would be a flood)."""
-        return {EVENTS: self.label_selector()}
 
     # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
@@ -181,12 +173,6 @@ class EventReflector:
     def _owned(self, obj: Mapping[str, Any]) -> bool:
         config = self.agent.config
         return is_owned(obj, config.home_cluster_id, config.remote_cluster_id)
-
-    def label_selector(self) -> str:
-        """Our copies at home: the ownership pair of this peering."""
-        config = self.agent.config
-        labels = ownership_labels(config.home_cluster_id, config.remote_cluster_id)
-        return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
     def home_reference(self, home_namespace: str, remote_event: Mapping[str, Any]
                        ) -> dict[str, Any] | None:

@@ -247,12 +247,6 @@ class Companion(Protocol):
     controller: Controller[Key]
     """Its reconciles, named as metrics call the companion."""
 
-    def resources(self) -> tuple[Watched, ...]:
-        """What both sides' watches must add for it."""
-
-    def home_label_selectors(self) -> dict[Watched, str]:
-        """Home watches it narrows (e.g. only our Event copies)."""
-
     def resync(self) -> None: ...
 
 
@@ -283,19 +277,6 @@ class Reflection:
     def companion(self, kind: type[C]) -> C | None:
         """The running companion of that class, if it is enabled."""
         return next((c for c in self.companions if isinstance(c, kind)), None)
-
-    def resources(self) -> tuple[Watched, ...]:
-        """What both sides' watches must add (each once)."""
-        resources = [r.rules.resource for r in self.reflectors.values()]
-        for companion in self.companions:
-            resources.extend(companion.resources())
-        return tuple(dict.fromkeys(resources))
-
-    def home_label_selectors(self) -> dict[Watched, str]:
-        selectors: dict[Watched, str] = {}
-        for companion in self.companions:
-            selectors.update(companion.home_label_selectors())
-        return selectors
 
     def controllers(self) -> list[Controller[Key]]:
         """One per kind (named as its plural) and per companion."""

@@ -63,10 +63,7 @@ from shared.forge.token import (
     token_secret_summary,
 )
 from shared.ownership import is_owned
-from shared.wellknown import (
-    FAILED_REFLECTION_REASON,
-    TOKEN_SECRET_POD_LABEL,
-)
+from shared.wellknown import FAILED_REFLECTION_REASON
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +90,9 @@ class _WakeUp:
 class TokenReflector:
     name = "serviceaccount-tokens"
 
-    def __init__(self, agent: Agent, workers: int, events: EventRecorder, *,
-                 secrets_reflected: bool = True) -> None:
+    def __init__(self, agent: Agent, workers: int, events: EventRecorder) -> None:
         self.agent = agent
         self.events = events
-        self.secrets_reflected = secrets_reflected
-        """Whether the Secret reflector runs too (and so watches every home Secret)."""
         self.pods = agent.mirrors.pods
         """Home pods bound to this agent's virtual node: the agent's mirror."""
         self.remote = agent.informers.mirror(REMOTE, SECRETS[2])
@@ -113,16 +107,6 @@ class TokenReflector:
         self._written: dict[Key, str] = {}
         """Remote Secret key → digest of what we last wrote there."""
         self._wake_ups: dict[Key, _WakeUp] = {}
-
-    # --- as a companion of the kinds' reflection (`reflector.Companion`) ---------------------
-    def resources(self) -> tuple[Watched, ...]:
-        return (SECRETS,)
-
-    def home_label_selectors(self) -> dict[Watched, str]:
-        """The remote Secrets it needs are watched at home too (one list of resources serves
-        both sides): without the Secret reflector, that home watch selects only token Secrets,
-        which the home cluster never has."""
-        return {} if self.secrets_reflected else {SECRETS: TOKEN_SECRET_POD_LABEL}
 
     # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
@@ -310,4 +294,4 @@ def token_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> To
     workers = agent.config.reflection_workers.get(TOKEN_REFLECTION, 0)
     if workers <= 0:
         return None
-    return TokenReflector(agent, workers, agent.events, secrets_reflected=SECRETS[2] in reflectors)
+    return TokenReflector(agent, workers, agent.events)

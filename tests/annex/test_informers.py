@@ -23,7 +23,7 @@ def _obj(name: str, namespace: str = "ns", **spec: Any) -> dict[str, Any]:
 
 def test_the_mirror_takes_the_event_before_any_route_and_keyers_feed_their_queue() -> None:
     informers = Informers()
-    mirror = informers.watch("home", "pods")
+    mirror = informers.watch("home", ("", "v1", "pods"), by="pods")
     queue = Recorded()
     seen: list[dict[str, Any] | None] = []
 
@@ -42,7 +42,7 @@ def test_the_mirror_takes_the_event_before_any_route_and_keyers_feed_their_queue
 
 def test_routes_run_in_declaration_order_and_a_comparing_route_sees_the_previous_state() -> None:
     informers = Informers()
-    informers.watch("remote", "maps")
+    informers.watch("remote", ("annex.io", "v1", "maps"), by="tenant")
     order: list[str] = []
     befores: list[Any] = []
     informers.on("remote", "maps", lambda change: order.append("first"))
@@ -57,7 +57,7 @@ def test_routes_run_in_declaration_order_and_a_comparing_route_sees_the_previous
 
 def test_what_the_mirror_keeps_is_declared_and_none_keeps_nothing() -> None:
     informers = Informers()
-    mirror = informers.watch("remote", "secrets",
+    mirror = informers.watch("remote", ("", "v1", "secrets"), by="twins",
                              keep=lambda obj: obj if obj["spec"].get("ours") else None)
     queue = Recorded()
     informers.keys("remote", "secrets", lambda change: [change.key], queue)
@@ -73,13 +73,26 @@ def test_events_of_undeclared_resources_are_ignored() -> None:
     informers.dispatch("home", "services", "ADDED", _obj("s"))
     informers.dispatch("home", "nodes", "ADDED", _obj("n"))
     assert informers.mirror("home", "services").keys() == []
-    assert informers.resources("home") == ()
+    assert informers.watched("home", "") == {}
+
+
+def test_each_watch_lists_what_is_declared_for_it_with_its_selector() -> None:
+    informers = Informers()
+    pods, maps, copies = ("", "v1", "pods"), ("annex.io", "v1", "maps"), ("", "v1", "events")
+    informers.watch("home", pods, by="node")
+    informers.watch("home", copies, by="cluster", label_selector="origin=home")
+    informers.watch("home", maps, by="cluster")
+    informers.watch("remote", copies, by="twins")
+    assert informers.watched("home", "cluster") == {copies: "origin=home", maps: ""}
+    assert list(informers.watched("home", "cluster")) == [copies, maps]  # declaration order
+    assert informers.watched("home", "node") == {pods: ""}
+    assert informers.watched("remote", "twins") == {copies: ""}
 
 
 def test_a_relist_routes_what_it_no_longer_shows_as_deleted_with_its_last_state() -> None:
     informers = Informers()
-    informers.watch("remote", "shadowpods")
-    informers.watch("remote", "maps")
+    informers.watch("remote", ("annex.io", "v1", "shadowpods"), by="twins")
+    informers.watch("remote", ("annex.io", "v1", "maps"), by="tenant")
     changes: list[Change] = []
     informers.on("remote", "shadowpods", changes.append)
     informers.dispatch("remote", "shadowpods", "ADDED", _obj("kept"))
@@ -94,4 +107,3 @@ def test_a_relist_routes_what_it_no_longer_shows_as_deleted_with_its_last_state(
     assert changes[-1].obj == _obj("gone", phase="Running")
     assert informers.mirror("remote", "shadowpods").keys() == [("ns", "kept")]
     assert informers.mirror("remote", "maps").keys() == [("ns", "m")]  # not relisted
-    assert informers.resources("remote") == ("shadowpods", "maps")

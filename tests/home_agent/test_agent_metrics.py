@@ -26,7 +26,7 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
 
     async def process_queued() -> None:
         while agent.queue.pending():
-            await controller.process(agent.queue.get())
+            await controller.process(agent.queue.take())
 
     asyncio.run(process_queued())
     text = metrics.exposition(agent).splitlines()

@@ -5,10 +5,11 @@ leave as DELETED. Against the `home` cluster: kubesim, or a real one."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import pytest
 
@@ -17,6 +18,8 @@ from annex.mirror import Mirror
 from home_agent.operators import NodePodsWatch, list_query, node_pods_watch
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
+
+T = TypeVar("T")
 
 
 def test_the_pod_watch_selects_the_node_by_field() -> None:
@@ -43,13 +46,33 @@ class Seen:
         return {name for _, name in self.mirror.keys()}
 
 
+class OnLoop:
+    """The agent's event loop, on a thread of its own: the watch is driven there, as the
+    agent's VirtualNode route drives it."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def call(self, function: Callable[[], T]) -> T:
+        async def on_loop() -> T:
+            return function()
+        return asyncio.run_coroutine_threadsafe(on_loop(), self.loop).result(timeout=10)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
 @pytest.fixture
-def seen_pods(home: ClusterHandle) -> Iterator[tuple[Seen, NodePodsWatch]]:
-    seen = Seen()
+def seen_pods(home: ClusterHandle) -> Iterator[tuple[Seen, NodePodsWatch, OnLoop]]:
+    seen, on_loop = Seen(), OnLoop()
     watch = NodePodsWatch(load_connection(str(home.kubeconfig)), seen.sink, seen.synced.set,
                           seen.mirror.values)
-    yield seen, watch
-    watch.stop()
+    yield seen, watch, on_loop
+    on_loop.call(watch.stop)
+    on_loop.close()
 
 
 def _pod(home: ClusterHandle, namespace: str, name: str, node: str | None) -> None:
@@ -62,11 +85,12 @@ def _pod(home: ClusterHandle, namespace: str, name: str, node: str | None) -> No
 
 
 def test_only_pods_bound_to_the_node_arrive_and_a_new_name_moves_the_watch(
-        home: ClusterHandle, namespace: str, seen_pods: tuple[Seen, NodePodsWatch]) -> None:
-    seen, watch = seen_pods
+        home: ClusterHandle, namespace: str,
+        seen_pods: tuple[Seen, NodePodsWatch, OnLoop]) -> None:
+    seen, watch, on_loop = seen_pods
     first, second = (f"virtual-{uuid.uuid4().hex[:8]}" for _ in range(2))
     _pod(home, namespace, "on-first", first)
-    watch.follow(first)
+    on_loop.call(lambda: watch.follow(first))
     wait_for(seen.synced.is_set, message="the node's pods listed")
     assert seen.names() == {"on-first"}
     _pod(home, namespace, "on-second", second)
@@ -75,9 +99,9 @@ def test_only_pods_bound_to_the_node_arrive_and_a_new_name_moves_the_watch(
     wait_for(lambda: "on-first-too" in seen.names(), message="a new pod of the node watched")
     assert seen.names() == {"on-first", "on-first-too"}
 
-    watch.follow(first)  # the same name: the watch stays
-    watch.follow(second)
+    on_loop.call(lambda: watch.follow(first))  # the same name: the watch stays
+    on_loop.call(lambda: watch.follow(second))
     wait_for(lambda: seen.names() == {"on-second"},
              message="the old name's pods left, the new name's listed")
     assert sorted(seen.deleted) == ["on-first", "on-first-too"]
-    assert watch.node_name == second and watch.is_alive()
+    assert watch.node_name == second and on_loop.call(watch.is_alive)

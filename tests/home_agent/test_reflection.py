@@ -16,7 +16,7 @@ from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
-from home_agent.operators import CONFIGMAPS
+from home_agent.operators import CONFIGMAPS, HOME_WATCH, TWINS_WATCH
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
@@ -265,7 +265,7 @@ def test_the_home_root_ca_is_reflected_under_another_name() -> None:
     # The remote cluster's own root CA maps back to the home one's key, and is not ours.
     _remote(reflector, "ADDED", {"metadata": {"name": "kube-root-ca.crt",
                                                      "namespace": TWIN}})
-    assert reflector.controller.queue.get() == ("app", "kube-root-ca.crt")
+    assert reflector.controller.queue.take() == ("app", "kube-root-ca.crt")
 
 
 def test_service_account_token_secrets_are_not_reflected() -> None:
@@ -322,9 +322,11 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
                            "--configmap-reflection-type", "AllowList"])
     agent = Agent(config, FakeHome(), FakeApi())  # type: ignore[arg-type]
     reflection = Reflection(agent, KINDS)
+    declare_reflection(agent, reflection)
     assert "secrets" not in reflection.reflectors  # not even watched
-    assert ("", "v1", "secrets") not in reflection.resources()
-    assert CONFIGMAPS in reflection.resources()
+    for side, watch in ((HOME_SIDE, HOME_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
+        assert ("", "v1", "secrets") not in agent.informers.watched(side, watch)
+        assert CONFIGMAPS in agent.informers.watched(side, watch)
     assert reflection.reflectors["configmaps"].policy is ReflectionType.ALLOW_LIST
 
 
@@ -360,7 +362,7 @@ def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> Non
     declare_reflection(agent, reflection)
     reflector = reflection.reflectors["configmaps"]
     _home(reflector, "ADDED", _configmap(namespace="later"))
-    assert reflector.controller.queue.get() == ("later", "settings")
+    assert reflector.controller.queue.take() == ("later", "settings")
     _reconcile(reflector, namespace="later")
     reflector.controller.queue.done(("later", "settings"))
     assert remote.calls == []
@@ -368,7 +370,7 @@ def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> Non
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"later": TWIN}},
         "status": {"currentMapping": {"later": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
-    assert reflector.controller.queue.get() == ("later", "settings")
+    assert reflector.controller.queue.take() == ("later", "settings")
     _reconcile(reflector, namespace="later")
     assert _remote_path() in remote.objects
 
@@ -384,7 +386,7 @@ def test_a_namespace_map_write_that_leaves_the_mapping_as_it_was_requeues_nothin
     reflector = reflection.reflectors["configmaps"]
     current = agent.mirrors.namespace_maps.values()[0]
     _home(reflector, "ADDED", _configmap())
-    assert reflector.controller.queue.get() == ("app", "settings")
+    assert reflector.controller.queue.take() == ("app", "settings")
     reflector.controller.queue.done(("app", "settings"))
     annotated = copy.deepcopy(current)
     annotated["metadata"]["annotations"] = {"enforcer.annex.io/last-handled-configuration": "{}"}

@@ -16,7 +16,7 @@ from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
-from home_agent.operators import home_watch, list_query
+from home_agent.operators import HOME_WATCH, TWINS_WATCH, declared_watch, list_query
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
 from home_agent.reflection.event import EVENTS, EventReflector, event_reflector_for
@@ -102,7 +102,7 @@ def _reconcile_all(reflection: Reflection) -> None:
 
     async def drain() -> None:
         while events.controller.queue.pending():
-            key = events.controller.queue.get()
+            key = events.controller.queue.take()
             assert isinstance(key, tuple)
             await events.reconcile(key)
             events.controller.queue.done(key)
@@ -308,7 +308,7 @@ def test_a_copy_the_home_api_server_refuses_is_not_retried() -> None:
 
     async def process_queued() -> None:
         while events.controller.queue.pending():
-            key = events.controller.queue.get()
+            key = events.controller.queue.take()
             assert isinstance(key, tuple)
             await events.controller.process(key)
 
@@ -330,15 +330,16 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     enabled = reflection()
     events = enabled.companion(EventReflector)
     assert events is not None and events.controller.workers == 3
-    assert EVENTS in enabled.resources()
-    watch = home_watch(enabled.resources(), enabled.home_label_selectors())
-    assert list_query(watch, EVENTS) == {"labelSelector": (
+    home_watch = declared_watch(enabled.agent.informers, HOME_SIDE, HOME_WATCH)
+    assert list_query(home_watch, EVENTS) == {"labelSelector": (  # only our copies at home
         f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}")}
+    twins_watch = declared_watch(enabled.agent.informers, REMOTE_SIDE, TWINS_WATCH)
+    assert EVENTS in twins_watch.resources and list_query(twins_watch, EVENTS) == {}
 
     disabled = reflection("--event-reflection-workers", "0")
     assert disabled.companion(EventReflector) is None
-    assert EVENTS not in disabled.resources()
-    assert "events" not in disabled.agent.informers.resources(HOME_SIDE)  # nor routed
+    for side, watch in ((HOME_SIDE, HOME_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
+        assert EVENTS not in disabled.agent.informers.watched(side, watch)  # nor routed
 
 
 # --- the agent process ----------------------------------------------------------------------

@@ -75,7 +75,7 @@ def _queued(reflector: Reflector) -> list[Hashable]:
     end = ("", "end of queue")
     reflector.controller.queue.add(end)
     keys = []
-    while (key := reflector.controller.queue.get()) != end:
+    while (key := reflector.controller.queue.take()) != end:
         keys.append(key)
         reflector.controller.queue.done(key)
     reflector.controller.queue.done(end)

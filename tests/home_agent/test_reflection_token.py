@@ -19,6 +19,7 @@ from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import parse_config
+from home_agent.operators import HOME_WATCH, TWINS_WATCH
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
@@ -279,7 +280,7 @@ def test_a_secret_deleted_remotely_is_written_again() -> None:
 def test_a_secret_a_relist_no_longer_shows_is_written_again() -> None:
     reflector, remote, _ = _reflected_once()
     queue = reflector.controller.queue
-    queue.done(queue.get())  # nothing left queued
+    queue.done(queue.take())  # nothing left queued
     remote.objects.pop(SECRET_PATH)
     # The agent's list+watch reports it with its key only (no labels to say it is a token's).
     _see_secret(reflector, "DELETED", {"metadata": {"namespace": TWIN,
@@ -417,21 +418,21 @@ def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -
     informers = reflection.agent.informers
     informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod())
     assert tokens.pods is reflection.agent.mirrors.pods  # one copy of each pod
-    assert tokens.controller.queue.get() == ("app", "web")
-    assert reflection.agent.queue.get() == ("pod", "app", "web")  # the agent's too
+    assert tokens.controller.queue.take() == ("app", "web")
+    assert reflection.agent.queue.take() == ("pod", "app", "web")  # the agent's too
     secret = {"metadata": {"name": "web-token", "namespace": TWIN, "labels": {
         **OURS, TOKEN_SECRET_POD_LABEL: "web", TOKEN_SECRET_SERVICE_ACCOUNT_LABEL: "robot"}}}
     informers.dispatch(REMOTE_SIDE, "secrets", "ADDED", secret)
     assert tokens.remote.keys() == [(TWIN, "web-token")]
     assert tokens.remote is reflection.reflectors["secrets"].remote  # one mirror of them
-    assert reflection.reflectors["secrets"].controller.queue.get() == ("app", "web-token")
-    assert reflection.home_label_selectors().get(SECRETS) is None
+    assert reflection.reflectors["secrets"].controller.queue.take() == ("app", "web-token")
+    assert informers.watched(HOME_SIDE, HOME_WATCH)[SECRETS] == ""  # every home Secret
 
 
-def test_without_the_secret_reflector_the_home_secrets_watch_selects_only_token_secrets() -> None:
-    reflection = _reflection("--secret-reflection-workers", "0")
-    assert SECRETS in reflection.resources()  # the remote token Secrets
-    assert reflection.home_label_selectors()[SECRETS] == TOKEN_SECRET_POD_LABEL
+def test_without_the_secret_reflector_only_the_remote_secrets_are_watched() -> None:
+    informers = _reflection("--secret-reflection-workers", "0").agent.informers
+    assert SECRETS in informers.watched(REMOTE_SIDE, TWINS_WATCH)  # the remote token Secrets
+    assert SECRETS not in informers.watched(HOME_SIDE, HOME_WATCH)
 
 
 def test_zero_workers_disable_token_reflection() -> None:

@@ -27,7 +27,7 @@ def controller(state: Agent) -> Controller[Hashable]:
 
 def take(state: Agent) -> Any:
     assert state.queue.pending()
-    return state.queue.get()
+    return state.queue.take()
 
 
 def park(controller: Controller[Hashable], key: Hashable) -> None:

@@ -4,7 +4,9 @@ half-filled mirrors), one that never completes does not hold the agent forever."
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +16,6 @@ from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.remote_watch import RemoteWatches
 from home_agent.watches import declare_agent
-from tests.helpers import wait_for
 
 GRACE = 1.0
 
@@ -37,7 +38,7 @@ class WatchNeverListed:
 @pytest.fixture
 def watches(monkeypatch: pytest.MonkeyPatch) -> RemoteWatches:
     monkeypatch.setattr(remote_watch, "TWINS_SYNC_GRACE", GRACE)
-    monkeypatch.setattr(remote_watch, "OperatorThread", WatchNeverListed)
+    monkeypatch.setattr(remote_watch, "Watch", WatchNeverListed)
     connection: Any = type("Remote", (), {"connection": None, "live": None})()
     agent = Agent(AgentConfig("home", "remote", "remote.kubeconfig"), connection, connection)
     declare_agent(agent)
@@ -54,23 +55,37 @@ def shadow_pod(name: str) -> dict[str, Any]:
     return {"metadata": {"namespace": "web-home", "name": name}}
 
 
+async def until(predicate: Callable[[], bool], timeout: float, message: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, message
+        await asyncio.sleep(GRACE / 50)
+
+
 def test_a_listing_still_bringing_objects_is_not_cut_short(watches: RemoteWatches) -> None:
-    watches.follow_twins()
-    (watch,) = WatchNeverListed.started
-    deadline = time.monotonic() + 3 * GRACE
-    index = 0
-    while time.monotonic() < deadline:
-        watch.sink("shadowpods", "ADDED", shadow_pod(f"p{index}"))
-        index += 1
-        assert not watches.agent.twins_synced.is_set()
-        time.sleep(GRACE / 20)  # the pace of a listing, not a wait
-    wait_for(watches.agent.twins_synced.is_set, timeout=10 * GRACE,
-             message="listed once no new object came for the grace period")
-    assert len(watches.agent.mirrors.shadow_pods.keys()) == index
+    async def scenario() -> int:
+        watches.follow_twins()
+        (watch,) = WatchNeverListed.started
+        deadline = time.monotonic() + 3 * GRACE
+        index = 0
+        while time.monotonic() < deadline:
+            watch.sink("shadowpods", "ADDED", shadow_pod(f"p{index}"))
+            index += 1
+            assert not watches.agent.twins_synced.is_set()
+            await asyncio.sleep(GRACE / 20)  # the pace of a listing, not a wait
+        await until(watches.agent.twins_synced.is_set, 10 * GRACE,
+                    "listed once no new object came for the grace period")
+        return index
+
+    listed = asyncio.run(scenario())
+    assert len(watches.agent.mirrors.shadow_pods.keys()) == listed
 
 
 def test_a_listing_that_brings_nothing_counts_as_listed_after_the_grace_period(
         watches: RemoteWatches) -> None:
-    watches.follow_twins()
-    wait_for(watches.agent.twins_synced.is_set, timeout=10 * GRACE,
-             message="listed after the grace period")
+    async def scenario() -> None:
+        watches.follow_twins()
+        await until(watches.agent.twins_synced.is_set, 10 * GRACE,
+                    "listed after the grace period")
+
+    asyncio.run(scenario())

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import threading
 from typing import Any
 
 import jsonpatch
@@ -18,32 +17,33 @@ from annex.workqueue import KeyQueue
 
 def test_the_work_queue_never_runs_a_key_twice_at_once_and_reruns_it_after() -> None:
     queue = KeyQueue(base_delay=0.01)
-    queue.add("a")
-    queue.add("a")
-    assert queue.get() == "a"
-    queue.add("a")  # changed while being processed
-    got: list[Any] = []
-    thread = threading.Thread(target=lambda: got.append(queue.get()))
-    thread.start()
-    thread.join(0.05)
-    assert got == []  # not handed out while processing
-    queue.done("a")
-    thread.join(5)
-    assert got == ["a"]
-    queue.done("a")
-    assert queue.retry("b") == 0.01
-    assert queue.retry("b") == 0.02
-    assert queue.get() == "b"
-    queue.shutdown()
-    assert queue.get() is None
+
+    async def scenario() -> None:
+        queue.add("a")
+        queue.add("a")
+        assert queue.take() == "a" and queue.take() is None  # queued once
+        queue.add("a")  # changed while being processed
+        waiting = asyncio.create_task(queue.get())
+        await asyncio.sleep(0.01)
+        assert not waiting.done()  # not handed out while processing
+        queue.done("a")
+        assert await asyncio.wait_for(waiting, 5) == "a"
+        queue.done("a")
+        assert queue.retry("b") == 0.01
+        assert queue.retry("b") == 0.02
+        assert await asyncio.wait_for(queue.get(), 5) == "b"  # once its backoff is over
+        queue.shutdown()
+        assert await queue.get() is None
+
+    asyncio.run(scenario())
 
 
-def test_coroutines_take_keys_added_from_other_threads_each_once() -> None:
+def test_workers_take_each_key_once_and_wake_for_a_delayed_one() -> None:
     queue = KeyQueue(base_delay=0.01)
     taken: list[Any] = []
 
     async def worker() -> None:
-        while (key := await queue.get_async()) is not None:
+        while (key := await queue.get()) is not None:
             taken.append(key)
             await asyncio.sleep(0)
             queue.done(key)
@@ -51,9 +51,10 @@ def test_coroutines_take_keys_added_from_other_threads_each_once() -> None:
     async def scenario() -> None:
         workers = [asyncio.create_task(worker()) for _ in range(4)]
         await asyncio.sleep(0.01)  # all of them waiting, nothing queued
-        feeder = threading.Thread(target=lambda: [queue.add(i) for i in range(500)])
-        feeder.start()
-        await asyncio.get_running_loop().run_in_executor(None, feeder.join)
+        for i in range(500):
+            queue.add(i)
+            if i % 50 == 0:
+                await asyncio.sleep(0)
         queue.retry("late")  # a delayed key: due after the waiters went to sleep
         await asyncio.wait_for(_until(lambda: len(taken) == 501), 10)
         queue.shutdown()  # wakes every waiter
@@ -67,9 +68,9 @@ def test_a_waiter_cancelled_after_its_wake_up_passes_the_key_on() -> None:
     queue = KeyQueue()
 
     async def scenario() -> Any:
-        leaving = asyncio.create_task(queue.get_async())
+        leaving = asyncio.create_task(queue.get())
         await asyncio.sleep(0.01)
-        staying = asyncio.create_task(queue.get_async())
+        staying = asyncio.create_task(queue.get())
         await asyncio.sleep(0.01)
         queue.add("a")  # wakes the first waiter...
         leaving.cancel()  # ...which leaves without taking it
