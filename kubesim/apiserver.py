@@ -25,6 +25,7 @@ from kubesim.errors import FieldCause, GoLiteral, StatusError
 from kubesim.kinds import KindRegistry, ResourceKind, unsupported_field_label_message
 from kubesim.store import ADDED, Filter, Store, Stored, storage_order
 from kubesim.strategies import (
+    DEFAULT_CLASS_ANNOTATION,
     ConfigMapStrategy,
     CustomResourceDefinitionStrategy,
     CustomResourceStrategy,
@@ -33,6 +34,8 @@ from kubesim.strategies import (
     EventStrategy,
     NamespaceStrategy,
     NodeStrategy,
+    PersistentVolumeClaimStrategy,
+    PersistentVolumeStrategy,
     PodStrategy,
     RbacStrategy,
     ResourceQuotaStrategy,
@@ -40,8 +43,8 @@ from kubesim.strategies import (
     ServiceAccountStrategy,
     ServiceIPAllocator,
     ServiceStrategy,
+    StorageClassStrategy,
     Strategy,
-    VolumeStrategy,
     service_node_ports,
 )
 from kubesim.watch import BOOKMARK, ERROR, WatchStream, bookmark
@@ -57,6 +60,7 @@ ANY_CUSTOM_RESOURCE = ("*", "*")  # the storage key subresources of all custom r
 SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                  "generation", "namespace", "resourceVersion")
 NAMESPACE_KEY = ("", "namespaces")
+STORAGE_CLASS_KEY = ("storage.k8s.io", "storageclasses")
 UNSUPPORTED_FIELD_LABEL = "field label not supported: "  # how kubesim.selectors refuses a label
 CONTINUE_EXPIRED = (
     "The provided continue parameter is too old to display a consistent list result. You can "
@@ -230,8 +234,10 @@ class ApiServer:
             NAMESPACE_KEY: NamespaceStrategy,
             ("", "pods"): PodStrategy,
             ("", "nodes"): NodeStrategy,
-            ("", "persistentvolumes"): VolumeStrategy,
-            ("", "persistentvolumeclaims"): VolumeStrategy,
+            ("", "persistentvolumes"): PersistentVolumeStrategy,
+            ("", "persistentvolumeclaims"): lambda k: PersistentVolumeClaimStrategy(
+                k, self._storage_class, self._default_storage_class),
+            ("storage.k8s.io", "storageclasses"): StorageClassStrategy,
             ("", "serviceaccounts"): ServiceAccountStrategy,
             ("", "resourcequotas"): ResourceQuotaStrategy,
             ("", "configmaps"): ConfigMapStrategy,
@@ -242,6 +248,7 @@ class ApiServer:
             CRD_KEY: CustomResourceDefinitionStrategy,
             ("apps", "deployments"): DeploymentStrategy,
             ("apps", "replicasets"): DeploymentStrategy,
+            ("apps", "statefulsets"): DeploymentStrategy,
             ("discovery.k8s.io", "endpointslices"): EndpointSliceStrategy,
             ("certificates.k8s.io", "certificatesigningrequests"):
                 CertificateSigningRequestStrategy,
@@ -249,6 +256,21 @@ class ApiServer:
         if kind.group == "rbac.authorization.k8s.io":
             return RbacStrategy(kind)
         return by_resource.get(kind.storage_key, Strategy)(kind)
+
+    def _storage_class(self, name: str) -> Obj | None:
+        stored = self.store.get(STORAGE_CLASS_KEY, "", name)
+        return stored.obj if stored is not None else None
+
+    def _default_storage_class(self) -> str | None:
+        """DefaultStorageClass: the newest class annotated as the default, if any."""
+        defaults = [s.obj for s in self.store.iterate(STORAGE_CLASS_KEY)
+                    if (s.obj["metadata"].get("annotations") or {}).get(
+                        DEFAULT_CLASS_ANNOTATION) == "true"]
+        if not defaults:
+            return None
+        newest = max(defaults, key=lambda c: (c["metadata"].get("creationTimestamp") or "",
+                                              c["metadata"]["name"]))
+        return str(newest["metadata"]["name"])
 
     def _node_ports_in_use(self, namespace: str, name: str) -> set[int]:
         """The node ports stored Services other than namespace/name hold (what the real

@@ -28,7 +28,8 @@ from kubesim.errors import FieldCause
 from kubesim.kinds import ResourceKind
 from kubesim.store import Stored
 
-SCALED_RESOURCES = (("apps", "v1", "deployments"), ("apps", "v1", "replicasets"))
+SCALED_RESOURCES = (("apps", "v1", "deployments"), ("apps", "v1", "replicasets"),
+                    ("apps", "v1", "statefulsets"))
 # conflicts retried when the client's Scale carries no resourceVersion (GuaranteedUpdate)
 MAX_RETRIES = 5
 GO_JSON_TYPES = {str: "string", bool: "bool", list: "array", dict: "object"}

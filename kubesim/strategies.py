@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubesim import names
-from kubesim.errors import FieldCause, StatusError, invalid
+from kubesim.errors import FieldCause, StatusError, forbidden, invalid
 from kubesim.kinds import ResourceKind
 
 Obj = dict[str, Any]
@@ -29,7 +29,7 @@ def spec_view(obj: Obj) -> Any:
 # Built-in kinds whose PrepareForCreate sets metadata.generation = 1 (and whose PrepareForUpdate
 # bumps it): the others (ConfigMap, Namespace, Service, Node, ...) carry no generation at all.
 GENERATION_KINDS = frozenset({
-    ("", "pods"), ("apps", "deployments"), ("apps", "replicasets"),
+    ("", "pods"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"),
     ("networking.k8s.io", "ingresses"), ("discovery.k8s.io", "endpointslices"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
@@ -475,13 +475,205 @@ class NodeStrategy(Strategy):
         obj.setdefault("spec", {})
 
 
-class VolumeStrategy(Strategy):
-    """PersistentVolumes and claims start Pending."""
+StorageClassLookup = Callable[[str], "dict[str, Any] | None"]
+PVC_PROTECTION_FINALIZER = "kubernetes.io/pvc-protection"
+PV_PROTECTION_FINALIZER = "kubernetes.io/pv-protection"
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+# the PersistentVolume source types (exactly one per volume); CSI and local are what the
+# simulated provisioners write, the others what static volumes use
+PV_SOURCES = (
+    "awsElasticBlockStore", "azureDisk", "azureFile", "cephfs", "cinder", "csi", "fc",
+    "flexVolume", "flocker", "gcePersistentDisk", "glusterfs", "hostPath", "iscsi", "local",
+    "nfs", "photonPersistentDisk", "portworxVolume", "quobyte", "rbd", "scaleIO", "storageos",
+    "vsphereVolume",
+)
+PVC_IMMUTABLE_MESSAGE = ("spec is immutable after creation except resources.requests and "
+                         "volumeAttributesClassName for bound claims")
+RESIZE_FORBIDDEN_MESSAGE = ("only dynamically provisioned pvc can be resized and the "
+                            "storageclass that provisions the pvc must support resize")
+ACCESS_MODES = ("ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany", "ReadWriteOncePod")
 
-    return_deleted_object = True  # both storages set ReturnDeletedObject
+
+def _access_mode_errors(path: str, modes: Any) -> list[FieldCause]:
+    if not modes:
+        return [FieldCause(path, "Required value", "at least 1 access mode is required")]
+    return [FieldCause(path, "Unsupported value", "supported values: " + ", ".join(
+        names.go_quote(m) for m in ACCESS_MODES), mode)
+        for mode in modes if mode not in ACCESS_MODES]
+
+
+def _storage_quantity(value: Any) -> Any:
+    from kubesim.controllers.quantity import parse_quantity  # pure; avoids an import cycle
+
+    try:
+        return parse_quantity(value)
+    except (ValueError, TypeError):
+        return None
+
+
+class PersistentVolumeStrategy(Strategy):
+    """persistentvolumeStrategy: cluster-scoped, Pending at creation (the PV controller makes it
+    Available), a status subresource, the pv-protection finalizer (the
+    StorageObjectInUseProtection admission plugin's), ValidatePersistentVolume(Update)."""
+
+    return_deleted_object = True
+
+    def default(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+        spec.setdefault("volumeMode", "Filesystem")
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"phase": "Pending"}
+        finalizers = obj["metadata"].setdefault("finalizers", [])
+        if PV_PROTECTION_FINALIZER not in finalizers:
+            finalizers.append(PV_PROTECTION_FINALIZER)
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        spec = obj.get("spec") or {}
+        errors = _access_mode_errors("spec.accessModes", spec.get("accessModes"))
+        storage = (spec.get("capacity") or {}).get("storage")
+        if storage is None:
+            errors.append(FieldCause("spec.capacity", "Required value", ""))
+        elif _storage_quantity(storage) is None:
+            errors.append(FieldCause("spec.capacity.storage", "Invalid value",
+                                     "must be a valid quantity", storage))
+        sources = [key for key in PV_SOURCES if spec.get(key) is not None]
+        if not sources:
+            errors.append(FieldCause("spec", "Required value", "must specify a volume type"))
+        elif len(sources) > 1:
+            errors.append(FieldCause(f"spec.{sources[1]}", "Forbidden",
+                                     "may not specify more than 1 volume type"))
+        return errors
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        errors = self.validate(new)
+        new_spec, old_spec = new.get("spec") or {}, old.get("spec") or {}
+        if {k: new_spec.get(k) for k in PV_SOURCES} != {k: old_spec.get(k) for k in PV_SOURCES}:
+            errors.append(FieldCause("spec.persistentvolumesource", "Forbidden",
+                                     "spec.persistentvolumesource is immutable after creation"))
+        if new_spec.get("volumeMode") != old_spec.get("volumeMode"):
+            errors.append(FieldCause("spec.volumeMode", "Invalid value", "field is immutable",
+                                     new_spec.get("volumeMode")))
+        if old_spec.get("nodeAffinity") is not None and (
+                new_spec.get("nodeAffinity") != old_spec["nodeAffinity"]):
+            errors.append(FieldCause("nodeAffinity", "Invalid value", "field is immutable",
+                                     new_spec.get("nodeAffinity")))
+        return errors
+
+
+class PersistentVolumeClaimStrategy(Strategy):
+    """persistentvolumeclaimStrategy with the admission plugins that act on claims: the default
+    storage class (DefaultStorageClass) and the pvc-protection finalizer
+    (StorageObjectInUseProtection) at creation, and PersistentVolumeClaimResize's refusal of an
+    expansion the claim's class does not allow."""
+
+    return_deleted_object = True
+
+    def __init__(self, kind: ResourceKind, storage_class: StorageClassLookup,
+                 default_class: Callable[[], str | None]) -> None:
+        super().__init__(kind)
+        self.storage_class = storage_class
+        self.default_class = default_class
+
+    def default(self, obj: Obj) -> None:
+        obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        obj["status"] = {"phase": "Pending"}
+        spec = obj["spec"]
+        if spec.get("storageClassName") is None:  # "" asks for no class at all
+            default = self.default_class()
+            if default is not None:
+                spec["storageClassName"] = default
+        finalizers = obj["metadata"].setdefault("finalizers", [])
+        if PVC_PROTECTION_FINALIZER not in finalizers:
+            finalizers.append(PVC_PROTECTION_FINALIZER)
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        spec = obj.get("spec") or {}
+        errors = _access_mode_errors("spec.accessModes", spec.get("accessModes"))
+        storage = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+        if storage is None:
+            errors.append(FieldCause("spec.resources[storage]", "Required value", ""))
+        elif _storage_quantity(storage) is None or _storage_quantity(storage) <= 0:
+            errors.append(FieldCause("spec.resources[storage]", "Invalid value",
+                                     "must be greater than zero", storage))
+        return errors
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        errors = self.validate(new)
+        new_spec = dict(new.get("spec") or {})
+        old_spec = dict(old.get("spec") or {})
+        if not old_spec.get("volumeName"):  # the PV controller sets volumeName once
+            old_spec["volumeName"] = new_spec.get("volumeName")
+            if old_spec["volumeName"] is None:
+                old_spec.pop("volumeName")
+        bound = (new.get("status") or {}).get("phase") == "Bound"
+        old_size = _requested_storage(old_spec)
+        new_size = _requested_storage(new_spec)
+        if bound:
+            new_spec["resources"] = old_spec.get("resources")
+            if new_spec["resources"] is None:
+                new_spec.pop("resources")
+        if new_spec != old_spec:
+            errors.append(FieldCause("spec", "Forbidden", PVC_IMMUTABLE_MESSAGE))
+        elif old_size is not None and new_size is not None:
+            if new_size < old_size:
+                errors.append(FieldCause("spec.resources.requests.storage", "Forbidden",
+                                         "field can not be less than previous value"))
+            elif new_size > old_size and not errors:
+                self._admit_resize(new)
+        return errors
+
+    def _admit_resize(self, claim: Obj) -> None:
+        """PersistentVolumeClaimResize: only a class with allowVolumeExpansion expands."""
+        name = str((claim.get("spec") or {}).get("storageClassName") or "")
+        storage_class = self.storage_class(name) if name else None
+        if not (storage_class or {}).get("allowVolumeExpansion"):
+            raise forbidden(self.kind.group_resource, claim["metadata"].get("name", ""),
+                            RESIZE_FORBIDDEN_MESSAGE)
+
+
+def _requested_storage(spec: Obj) -> Any:
+    value = ((spec.get("resources") or {}).get("requests") or {}).get("storage")
+    return None if value is None else _storage_quantity(value)
+
+
+class StorageClassStrategy(Strategy):
+    """storageClassStrategy: defaults (reclaimPolicy Delete, volumeBindingMode Immediate), a
+    provisioner required, provisioner and parameters fixed, and the modes immutable."""
+
+    return_deleted_object = True
+
+    def default(self, obj: Obj) -> None:
+        obj.setdefault("reclaimPolicy", "Delete")
+        obj.setdefault("volumeBindingMode", "Immediate")
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        errors: list[FieldCause] = []
+        if not obj.get("provisioner"):
+            errors.append(FieldCause("provisioner", "Required value", ""))
+        if obj.get("reclaimPolicy") not in ("Delete", "Retain"):
+            errors.append(FieldCause("reclaimPolicy", "Unsupported value",
+                                     'supported values: "Delete", "Retain"',
+                                     obj.get("reclaimPolicy")))
+        if obj.get("volumeBindingMode") not in ("Immediate", "WaitForFirstConsumer"):
+            errors.append(FieldCause("volumeBindingMode", "Unsupported value",
+                                     'supported values: "Immediate", "WaitForFirstConsumer"',
+                                     obj.get("volumeBindingMode")))
+        return errors
+
+    def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        errors = self.validate(new)
+        for key in ("parameters", "provisioner"):
+            if new.get(key) != old.get(key):
+                errors.append(FieldCause(key, "Forbidden", f"updates to {key} are forbidden."))
+        for key in ("reclaimPolicy", "volumeBindingMode"):
+            if new.get(key) != old.get(key):
+                errors.append(FieldCause(key, "Invalid value", "field is immutable",
+                                         new.get(key)))
+        return errors
 
 
 # Length limits of pkg/apis/core/validation/events.go.
@@ -600,8 +792,9 @@ class DeploymentStrategy(Strategy):
 
     def prepare_for_create(self, obj: Obj) -> None:
         # the reset typed status still encodes its fields without omitempty: ReplicaSetStatus'
-        # `replicas` (clients such as the official python one require it)
-        obj["status"] = {"replicas": 0} if obj.get("kind") == "ReplicaSet" else {}
+        # and StatefulSetStatus' `replicas` (clients such as the official python one require it)
+        obj["status"] = {"replicas": 0} if obj.get("kind") in ("ReplicaSet", "StatefulSet") \
+            else {}
 
 
 def _default_workload(obj: Obj) -> None:
@@ -612,6 +805,19 @@ def _default_workload(obj: Obj) -> None:
             "maxUnavailable": "25%", "maxSurge": "25%"}})
         spec.setdefault("revisionHistoryLimit", 10)
         spec.setdefault("progressDeadlineSeconds", 600)
+    if obj.get("kind") == "StatefulSet":
+        spec.setdefault("podManagementPolicy", "OrderedReady")
+        spec.setdefault("updateStrategy", {"type": "RollingUpdate",
+                                           "rollingUpdate": {"partition": 0}})
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("persistentVolumeClaimRetentionPolicy", {
+            "whenDeleted": "Retain", "whenScaled": "Retain"})
+        for claim in spec.get("volumeClaimTemplates") or []:
+            if isinstance(claim, dict):
+                claim.setdefault("apiVersion", "v1")
+                claim.setdefault("kind", "PersistentVolumeClaim")
+                claim.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+                claim.setdefault("status", {"phase": "Pending"})
     template_spec = (spec.get("template") or {}).get("spec")
     if isinstance(template_spec, dict):
         _default_pod_spec(template_spec)

@@ -23,8 +23,11 @@ from kubesim.controllers.kubelet import Kubelet, KubeletConfig
 from kubesim.controllers.namespace import NamespaceController
 from kubesim.controllers.namespacedefaults import DefaultServiceAccount, RootCaPublisher
 from kubesim.controllers.nodelifecycle import NodeLifecycle
+from kubesim.controllers.persistentvolume import PersistentVolumeBinder, ProtectionController
+from kubesim.controllers.provisioner import StorageProvisioner
 from kubesim.controllers.replicaset import ReplicaSetController
 from kubesim.controllers.scheduler import Scheduler
+from kubesim.controllers.statefulset import StatefulSetController
 from kubesim.controllers.tainteviction import TaintEviction
 
 log = logging.getLogger("kubesim.controllers")
@@ -42,6 +45,12 @@ ALL_CONTROLLERS = (
     "serviceaccount",
     "deployment",
     "replicaset",
+    "statefulset",
+    "persistentvolume-binder",
+    "pvc-protection",
+    "pv-protection",
+    # not kube-controller-manager's: the storage add-on's provisioners (kind's local-path)
+    "storage-provisioner",
 )
 
 
@@ -113,6 +122,11 @@ class ControllerManager:
             "garbage-collector": lambda: GarbageCollector(api),
             "deployment": lambda: DeploymentController(api),
             "replicaset": lambda: ReplicaSetController(api),
+            "statefulset": lambda: StatefulSetController(api),
+            "persistentvolume-binder": lambda: PersistentVolumeBinder(api),
+            "pvc-protection": lambda: ProtectionController(api, "pvc-protection"),
+            "pv-protection": lambda: ProtectionController(api, "pv-protection"),
+            "storage-provisioner": lambda: StorageProvisioner(api),
         }
         for name in self.names:
             if name in factories:

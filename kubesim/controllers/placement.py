@@ -9,7 +9,7 @@ PostFilter message (every simulated pod has priority 0, so preemption never find
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -94,6 +94,12 @@ def _term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     )
 
 
+def node_selector_matches(selector: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """A NodeSelector (a volume's required node affinity, a pod's required node affinity): its
+    terms are ORed."""
+    return any(_term_matches(term, node) for term in selector.get("nodeSelectorTerms") or [])
+
+
 def matches_node_affinity(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """nodeSelector (all pairs) AND required node affinity (terms ORed)."""
     spec = pod.get("spec", {})
@@ -106,9 +112,7 @@ def matches_node_affinity(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bo
             "requiredDuringSchedulingIgnoredDuringExecution"
         )
     )
-    if required is None:
-        return True
-    return any(_term_matches(term, node) for term in required.get("nodeSelectorTerms") or [])
+    return required is None or node_selector_matches(required, node)
 
 
 def pod_requests(pod: Mapping[str, Any]) -> dict[str, Decimal]:
@@ -215,6 +219,12 @@ def _histogram(num_nodes: int, counts: Counter[str]) -> str:
     return f"0/{num_nodes} nodes are available: {', '.join(parts)}."
 
 
+def rejected_by_pre_filter(num_nodes: int, why: str) -> str:
+    """The message when a PreFilter plugin turned the pod away before any node was tried."""
+    return (f"0/{num_nodes} nodes are available: {why}. preemption: 0/{num_nodes} nodes are "
+            f"available: {num_nodes} {PREEMPTION_NOT_HELPFUL}.")
+
+
 def unschedulable_message(verdicts: Sequence[NodeVerdict]) -> str:
     """The PodScheduled=False message, e.g. `0/3 nodes are available: 1 node(s) had untolerated
     taint {k: v}, 2 Insufficient cpu. preemption: 0/3 nodes are available: 1 Preemption is not
@@ -236,14 +246,20 @@ def choose_node(
     pod: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
     info_by_node: Mapping[str, NodeInfo],
+    volume_filter: Callable[[Mapping[str, Any]], str | None] = lambda _node: None,
 ) -> tuple[str | None, str]:
-    """(node name, "") for the feasible node with the fewest pods, or (None, message)."""
+    """(node name, "") for the feasible node with the fewest pods, or (None, message).
+
+    `volume_filter` is the VolumeBinding plugin's Filter (after the resource fit), giving the
+    reason a node cannot take the pod's volumes."""
     feasible: list[tuple[int, str]] = []
     verdicts: list[NodeVerdict] = []
     for node in nodes:
         name = node["metadata"]["name"]
         info = info_by_node.get(name) or NodeInfo()
         verdict = filter_node(pod, node, info)
+        if verdict is None and (reason := volume_filter(node)) is not None:
+            verdict = NodeVerdict((reason,), resolvable_by_preemption=False)
         if verdict is None:
             feasible.append((info.pods, name))
         else:

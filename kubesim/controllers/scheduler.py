@@ -12,7 +12,7 @@ import asyncio
 from decimal import Decimal
 from typing import Any
 
-from kubesim.apiserver import ApiServer, now_timestamp
+from kubesim.apiserver import ApiServer, copy_json, now_timestamp
 from kubesim.controllers.base import (
     Controller,
     WorkQueue,
@@ -21,7 +21,15 @@ from kubesim.controllers.base import (
     watch_forever,
 )
 from kubesim.controllers.events import record_event
-from kubesim.controllers.placement import NodeInfo, choose_node, occupies_node, pod_requests
+from kubesim.controllers.persistentvolume import SELECTED_NODE, pod_claim_names
+from kubesim.controllers.placement import (
+    NodeInfo,
+    choose_node,
+    occupies_node,
+    pod_requests,
+    rejected_by_pre_filter,
+)
+from kubesim.controllers.volumebinding import PodVolumes, filter_volumes, pre_filter
 from kubesim.errors import StatusError
 from kubesim.store import Stored
 
@@ -55,6 +63,11 @@ class Scheduler(Controller):
         self.bound: dict[str, dict[PodKey, dict[str, Decimal]]] = {}
         self.usage: dict[str, NodeInfo] = {}
         self.unschedulable: set[PodKey] = set()
+        # pods assumed on a node while their WaitForFirstConsumer claims get volumes there
+        self.waiting: dict[PodKey, str] = {}
+        self.claims_kind = kind_of(api, "", "v1", "persistentvolumeclaims")
+        self.volumes_kind = kind_of(api, "", "v1", "persistentvolumes")
+        self.classes_kind = kind_of(api, "storage.k8s.io", "v1", "storageclasses")
         self.queue = WorkQueue(self._schedule, self.name)
 
     # ---------------------------------------------------------------- cache from the watches
@@ -86,12 +99,37 @@ class Scheduler(Controller):
         freed = self._forget(key)
         if event_type != "DELETED" and occupies_node(pod):
             self._occupy(pod["spec"]["nodeName"], key, pod)
+            self.waiting.pop(key, None)
+        elif event_type != "DELETED" and key in self.waiting:
+            self._occupy(self.waiting[key], key, pod)
         if event_type == "DELETED":
             self.unschedulable.discard(key)
+            self.waiting.pop(key, None)
         elif _wants_scheduling(pod) and key not in self.unschedulable:
             self.queue.add(key)
         if freed and not occupies_node(pod):
             self._retry_unschedulable()
+
+    def _on_claim(self, event_type: str, stored: Stored) -> None:
+        """A claim changed: the pods waiting on it or turned away for it are looked at again."""
+        for key in [*self.waiting, *self.unschedulable]:
+            if key[0] != stored.namespace:
+                continue
+            pod = self.api.store.get(self.pods_kind.storage_key, *key)
+            if pod is not None and stored.name in pod_claim_names(pod.obj):
+                self.unschedulable.discard(key)
+                self.queue.add(key)
+
+    def _get(self, kind_key: tuple[str, str], namespace: str, name: str) -> dict[str, Any] | None:
+        stored = self.api.store.get(kind_key, namespace, name)
+        return stored.obj if stored is not None else None
+
+    def _pod_volumes(self, pod: dict[str, Any]) -> tuple[PodVolumes | None, str]:
+        namespace = pod["metadata"].get("namespace", "")
+        return pre_filter(
+            pod, lambda name: self._get(self.claims_kind.storage_key, namespace, name),
+            lambda name: self._get(self.volumes_kind.storage_key, "", name),
+            lambda name: self._get(self.classes_kind.storage_key, "", name))
 
     def _retry_unschedulable(self) -> None:
         for key in list(self.unschedulable):
@@ -104,12 +142,52 @@ class Scheduler(Controller):
         if stored is None or not _wants_scheduling(stored.obj):
             return
         pod = stored.obj
+        waiting_on = self.waiting.get(key)
+        volumes, why = self._pod_volumes(pod)
+        if waiting_on is not None:
+            if volumes is not None and not volumes.to_bind:
+                await self._bind(key, pod, waiting_on)
+                return
+            if volumes is not None and all(
+                    (c["metadata"].get("annotations") or {}).get(SELECTED_NODE) == waiting_on
+                    for c in volumes.to_bind):
+                return  # PreBind still waiting for the volumes
+            del self.waiting[key]  # given up on that node: schedule afresh
+            self._forget(key)
         nodes = [self.nodes[name] for name in sorted(self.nodes)]
-        chosen, message = choose_node(pod, nodes, self.usage)
+        if volumes is None:
+            self.unschedulable.add(key)
+            await self._mark_unschedulable(pod, rejected_by_pre_filter(len(nodes), why))
+            return
+        available = [v.obj for v in self.api.store.iterate(self.volumes_kind.storage_key)
+                     if (v.obj.get("status") or {}).get("phase") == "Available"] \
+            if volumes.to_bind else []
+        chosen, message = choose_node(
+            pod, nodes, self.usage,
+            lambda node: filter_volumes(volumes, dict(node), available))
         if chosen is None:
             self.unschedulable.add(key)
             await self._mark_unschedulable(pod, message)
             return
+        if volumes.to_bind:
+            self._forget(key)
+            self._occupy(chosen, key, pod)
+            self.waiting[key] = chosen
+            for claim in volumes.to_bind:
+                await self._select_node(claim, chosen)
+            return
+        await self._bind(key, pod, chosen)
+
+    async def _select_node(self, claim: dict[str, Any], node: str) -> None:
+        """PreBind: the claim is to get its volume on `node`."""
+        if (claim["metadata"].get("annotations") or {}).get(SELECTED_NODE) == node:
+            return
+        new = copy_json(claim)
+        new["metadata"].setdefault("annotations", {})[SELECTED_NODE] = node
+        await self.api.update(self.claims_kind, claim["metadata"]["namespace"],
+                              claim["metadata"]["name"], new)
+
+    async def _bind(self, key: PodKey, pod: dict[str, Any], chosen: str) -> None:
         namespace, name = key
         binding = {"apiVersion": "v1", "kind": "Binding",
                    "metadata": {"name": name, "namespace": namespace},
@@ -121,6 +199,7 @@ class Scheduler(Controller):
             if error.code in (404, 409):
                 return  # gone, or bound by someone else meanwhile
             raise
+        self.waiting.pop(key, None)
         self._forget(key)  # assumed on the chosen node until its watch event says so
         self._occupy(chosen, key, pod)
         await record_event(self.api, pod, "Normal", "Scheduled",
@@ -155,4 +234,5 @@ class Scheduler(Controller):
     async def _schedule_once_nodes_are_known(self, nodes_synced: asyncio.Event) -> None:
         await nodes_synced.wait()  # else the first pods would find no node at all
         await run_together(watch_forever(self.api, self.pods_kind, self._on_pod),
+                           watch_forever(self.api, self.claims_kind, self._on_claim),
                            self.queue.run())
