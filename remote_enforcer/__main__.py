@@ -7,15 +7,21 @@ import sys
 
 from annex import eventloop
 from annex.logs import configure_logging
+from remote_enforcer.announce import announced
 from remote_enforcer.operator import run
-from remote_enforcer.settings import parse
+from remote_enforcer.settings import Settings, parse
+
+
+async def serve(settings: Settings) -> None:
+    async with announced(settings):
+        await run(settings)
 
 
 def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     configure_logging(settings.log_format, settings.log_level)
     eventloop.install()
-    asyncio.run(run(settings))
+    asyncio.run(serve(settings))
     return 0
 
 

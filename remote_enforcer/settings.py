@@ -37,6 +37,9 @@ class Settings:
     log_level: str = "INFO"
     qps: float = 200.0
     burst: int = 400
+    announce_mdns: bool = False
+    announce_api_server: str | None = None
+    mdns_interfaces: tuple[str, ...] = ()
 
 
 def _resources(text: str) -> tuple[tuple[str, str], ...]:
@@ -95,6 +98,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--qps", type=float, default=200.0,
                    help="client-side write rate (0: unthrottled); pods and status writes")
     p.add_argument("--burst", type=int, default=400)
+    p.add_argument("--announce-mdns", action="store_true",
+                   help="announce this cluster on the LAN with mDNS (_annex._tcp.local.); "
+                        "discovery grants nothing: consumers still need the admin's consent")
+    p.add_argument("--announce-api-server", metavar="URL",
+                   help="the API server URL consumers reach, put in the announcement")
+    p.add_argument("--mdns-interfaces", type=_names, default=(),
+                   help="addresses of the interfaces to announce on (default: all)")
     return p
 
 
@@ -106,6 +116,8 @@ def parse(argv: list[str] | None = None) -> Settings:
         parser().error("--workers must be at least 1")
     if args.offer_mode == "fixed" and not args.offer_resources:
         parser().error("--offer-mode fixed needs --offer-resources")
+    if args.announce_mdns and not args.announce_api_server:
+        parser().error("--announce-mdns needs --announce-api-server")
     values = vars(args)
     values["webhook_hosts"] = tuple(args.webhook_hosts or ("localhost", "127.0.0.1"))
     return Settings(**values)

@@ -1,0 +1,80 @@
+"""Wiring: the home cluster's list+watches (ForeignClusters cluster-wide; the consumer
+kubeconfig Secrets and VirtualNodes of the controller's namespace) feeding the informer
+registry, the discovery sources that are enabled, the ForeignCluster controller (annex's one
+runtime: the same keys, sync gates, retries and metrics as the agent's and the enforcer's
+controllers), and the health server. A VirtualNode controller (the agents' Deployments) adds its
+own Controller and routes to the same registry and client."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from annex.controller import metric_families
+from annex.informers import Informers
+from annex.kube import load_connection
+from annex.kubeapi import REQUESTS, ClusterApi, group_path
+from annex.listwatch import list_and_watch
+from annex.probes import exposition, serve_probes
+from home_controller.dns import DnsBrowser
+from home_controller.foreign_clusters import HOME, ForeignClusters
+from home_controller.mdns import MdnsBrowser
+from home_controller.settings import Settings
+from home_controller.sightings import Sightings
+
+log = logging.getLogger(__name__)
+
+
+def _watches(api: ClusterApi, informers: Informers, namespace: str,
+             clusters: ForeignClusters) -> list[asyncio.Task[Any]]:
+    tasks: list[asyncio.Task[Any]] = []
+    for by, scope in (("cluster", ""), ("namespace", namespace)):
+        for (group, version, plural), selector in informers.watched(HOME, by).items():
+            def sink(event_type: str, obj: dict[str, Any], plural: str = plural) -> None:
+                informers.dispatch(HOME, plural, event_type, obj)
+
+            def listed(plural: str = plural) -> None:
+                clusters.on_listed(plural)
+
+            tasks.append(asyncio.create_task(list_and_watch(
+                api, group_path(group, version, plural, scope), sink,
+                query={"labelSelector": selector} if selector else None, on_listed=listed,
+                name=plural), name=f"watch-{plural}"))
+    return tasks
+
+
+async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
+    api = ClusterApi(load_connection(settings.kubeconfig), throttle_reads=False)
+    informers = Informers()
+    clusters: ForeignClusters
+    sightings = Sightings(lambda cluster_id: clusters.controller.add(cluster_id))
+    clusters = ForeignClusters(api, informers, sightings, settings.namespace, settings.workers)
+    sources: list[MdnsBrowser | DnsBrowser] = []
+    if settings.discover_mdns:
+        sources.append(MdnsBrowser(sightings, settings.mdns_interfaces,
+                                   settings.mdns_settle_seconds))
+    if settings.discover_dns_domains:
+        sources.append(DnsBrowser(sightings, settings.discover_dns_domains,
+                                  settings.dns_servers, settings.dns_interval_seconds))
+    tasks = [asyncio.create_task(clusters.controller.run(), name="controller"),
+             *(asyncio.create_task(source.run(), name=type(source).__name__)
+               for source in sources),
+             *_watches(api, informers, settings.namespace, clusters)]
+    health = await serve_probes(
+        settings.health_address, settings.health_port, ready=clusters.synced,
+        not_ready="listing and discovering",
+        scrape=lambda: exposition([*metric_families("annex_home_controller", [clusters.controller]),
+                                   *REQUESTS.families()]))
+    log.info("home controller: namespace %s, discovery %s", settings.namespace,
+             ", ".join(type(s).__name__ for s in sources) or "off")
+    try:
+        await (stop.wait() if stop is not None else asyncio.Event().wait())
+    finally:
+        clusters.controller.stop()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await clusters.offers.close()
+        await health.cleanup()
+        await api.close()

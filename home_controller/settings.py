@@ -1,0 +1,67 @@
+"""The home controller's command line, parsed into one frozen `Settings`."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Settings:
+    kubeconfig: str | None = None
+    namespace: str = "annex-system"
+    discover_mdns: bool = False
+    mdns_interfaces: tuple[str, ...] = ()
+    mdns_settle_seconds: float = 3.0
+    discover_dns_domains: tuple[str, ...] = ()
+    dns_servers: tuple[str, ...] = ()
+    dns_interval_seconds: float = 60.0
+    workers: int = 2
+    health_address: str = "0.0.0.0"
+    health_port: int = 8080
+    log_format: Literal["text", "json"] = "text"
+    log_level: str = "INFO"
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(filter(None, (part.strip() for part in text.split(","))))
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m home_controller",
+        description="annex home controller: discovered providers as ForeignClusters, accepted "
+                    "ones as VirtualNodes")
+    p.add_argument("--kubeconfig", help="home kubeconfig (default: in-cluster config)")
+    p.add_argument("--namespace", default="annex-system",
+                   help="where the consumer kubeconfig Secrets and the VirtualNodes are (the "
+                        "home chart's namespace)")
+    p.add_argument("--discover-mdns", action="store_true",
+                   help="browse the LAN for providers announced with mDNS (_annex._tcp.local.)")
+    p.add_argument("--mdns-interfaces", type=_names, default=(),
+                   help="addresses of the interfaces to browse on (default: all)")
+    p.add_argument("--mdns-settle-seconds", type=float, default=3.0,
+                   help="how long the first mDNS browse runs before a discovered cluster that "
+                        "was not seen again counts as gone")
+    p.add_argument("--discover-dns-domains", type=_names, default=(),
+                   help="domains whose DNS-SD records (_annex._tcp.<domain> PTR, SRV, TXT) "
+                        "announce providers, e.g. example.org,example.net")
+    p.add_argument("--dns-servers", type=_names, default=(),
+                   help="DNS servers to ask, host or host:port (default: the system's)")
+    p.add_argument("--dns-interval-seconds", type=float, default=60.0,
+                   help="how often the DNS records are looked up again")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--health-address", default="0.0.0.0")
+    p.add_argument("--health-port", type=int, default=8080,
+                   help="/healthz, /readyz and /metrics (0: pick a free port)")
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-level", default="INFO")
+    return p
+
+
+def parse(argv: list[str] | None = None) -> Settings:
+    args = parser().parse_args(argv)
+    if args.workers < 1:
+        parser().error("--workers must be at least 1")
+    return Settings(**vars(args))
