@@ -7,7 +7,9 @@ deleted, even when it was deleted while the enforcer was not running; it retries
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections import defaultdict
 from typing import Any
 
 from annex.controller import Controller
@@ -71,6 +73,11 @@ class NamespaceMapper:
         self.api = api
         self.cluster_id = cluster_id
         self.consumers = consumers
+        self._converging: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
+        """Per map: kopf's change handlers and its timer run apart."""
+
+    def twin_exists(self, name: str) -> bool:
+        return self.consumers.namespaces.get(("", name)) is not None
 
     async def _apply(self, collection: str, obj: dict[str, Any]) -> None:
         """Create, or bring back to `obj` when it differs (roles and bindings are wholly ours)."""
@@ -123,6 +130,10 @@ class NamespaceMapper:
         """Make the twin namespaces the map wants, delete those it no longer wants, record
         status.currentMapping; the mapping recorded, or None when the map is not in a tenant
         namespace. Read afresh: the status kopf's event carries may predate our last write."""
+        async with self._converging[(namespace, name)]:
+            return await self._converge(namespace, name)
+
+    async def _converge(self, namespace: str, name: str) -> dict[str, Any] | None:
         namespace_map = await self.api.find(custom_path(NAMESPACE_MAP, namespace, name))
         if namespace_map is None or namespace_map["metadata"].get("deletionTimestamp"):
             return {}  # gone, or going: the delete handler releases its twins
@@ -148,6 +159,7 @@ class NamespaceMapper:
 
     async def release(self, namespace: str, name: str) -> None:
         """Delete the twin namespaces a deleted map recorded (never one it could not make)."""
+        self._converging.pop((namespace, name), None)
         namespace_map = await self.api.find(custom_path(NAMESPACE_MAP, namespace, name))
         found = await self._consumer(namespace)
         if namespace_map is None or found is None:

@@ -53,8 +53,9 @@ API_RETRY_SECONDS = 2.0
 
 def build_registry(login: kopf.ConnectionInfo,
                    namespace_maps: NamespaceMapper) -> kopf.OperatorRegistry:
-    """kopf serves NamespaceMaps only: converge on resume, create and spec change (retried
-    until every twin serves its consumer), release the twins on delete."""
+    """kopf serves NamespaceMaps only: converge on resume, create and spec change (again soon
+    while a twin of ours is being deleted), look again every RESYNC_SECONDS (a name somebody
+    else holds, a twin deleted behind the enforcer's back), release the twins on delete."""
     registry = kopf.OperatorRegistry()
     resource = (NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural)
 
@@ -71,9 +72,17 @@ def build_registry(login: kopf.ConnectionInfo,
         if mapping is None:
             raise kopf.PermanentError(f"not in a tenant namespace (no {REMOTE_CLUSTER_ID_LABEL} "
                                       f"label on namespace {namespace}): ignored")
-        if (retry := tenancy.unsettled(mapping)) is not None:
-            delay, why = retry
-            raise kopf.TemporaryError(why, delay=delay)
+        if (terminating := tenancy.terminating_twins(mapping)) is not None:
+            raise kopf.TemporaryError(terminating, delay=tenancy.TERMINATING_RETRY_SECONDS)
+
+    # Quietly: a name that stays taken is in the map's status, not in an Event every 30 s.
+    @kopf.timer(*resource, registry=registry, interval=tenancy.RESYNC_SECONDS,
+                initial_delay=tenancy.RESYNC_SECONDS)
+    async def resync(namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status,
+                     **_: Any) -> None:
+        if tenancy.needs_resync(spec.get("desiredMapping") or {},
+                                status.get("currentMapping") or {}, namespace_maps.twin_exists):
+            await namespace_maps.converge(str(namespace), name)
 
     @kopf.on.delete(*resource, registry=registry, backoff=API_RETRY_SECONDS)
     async def release(namespace: str | None, name: str, **_: Any) -> None:

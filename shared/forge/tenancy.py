@@ -11,7 +11,7 @@ The objects of the consumer's tenant namespace (made by the chart or `annexctl p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from shared.api.namespace_map import MappingPhase
@@ -124,24 +124,32 @@ def unusable_twin(existing: Mapping[str, Any] | None, remote: str, consumer: str
     return None
 
 
-# How soon a NamespaceMap whose entries are not all Accepted is converged again: a twin of ours
-# being deleted is gone within seconds; a name somebody else holds may stay taken for long.
+# A twin of ours being deleted is gone within seconds: its map is converged again this soon.
 TERMINATING_RETRY_SECONDS = 2.0
-TAKEN_RETRY_SECONDS = 30.0
+# Every map is looked at this often: a name somebody else holds (it may stay taken for long) is
+# tried again, and a twin namespace deleted behind the enforcer's back is made again.
+RESYNC_SECONDS = 30.0
 
 
-def unsettled(mapping: Mapping[str, Mapping[str, Any]]) -> tuple[float, str] | None:
-    """When to converge a NamespaceMap again, and why, if `mapping` (its status.currentMapping
-    as just written) has entries not Accepted; None when every twin serves its consumer."""
-    waiting = {home: entry for home, entry in sorted(mapping.items())
-               if entry.get("phase") != MappingPhase.ACCEPTED.value}
-    if not waiting:
-        return None
-    delay = min(TERMINATING_RETRY_SECONDS if entry.get("phase") == MappingPhase.TERMINATING.value
-                else TAKEN_RETRY_SECONDS for entry in waiting.values())
-    return delay, "; ".join(f"{home} → {entry.get('remoteNamespace')}: {entry.get('phase')}"
-                            + (f" ({entry['message']})" if entry.get("message") else "")
-                            for home, entry in waiting.items())
+def terminating_twins(mapping: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The entries of `mapping` (a NamespaceMap's status.currentMapping as just written) waiting
+    for a twin of ours to be deleted, to converge again soon; None when there are none."""
+    waiting = [f"{home} → {entry.get('remoteNamespace')}: Terminating"
+               for home, entry in sorted(mapping.items())
+               if entry.get("phase") == MappingPhase.TERMINATING.value]
+    return "; ".join(waiting) or None
+
+
+def needs_resync(desired: Mapping[str, str], current: Mapping[str, Mapping[str, Any]],
+                 twin_exists: Callable[[str], bool]) -> bool:
+    """Whether the periodic resync must converge a map: an entry not recorded or not Accepted
+    (a name somebody else holds), or an Accepted twin namespace that no longer exists. A map
+    that is as it should be costs no API request."""
+    if set(desired) != set(current):
+        return True
+    return any(entry.get("phase") != MappingPhase.ACCEPTED.value
+               or not twin_exists(str(entry.get("remoteNamespace")))
+               for entry in current.values())
 
 
 def retired_twins(desired: Mapping[str, str], current: Mapping[str, Mapping[str, Any]]

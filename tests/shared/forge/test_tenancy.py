@@ -14,16 +14,17 @@ from shared.api.quota import PodPolicy, PodSecurityLevel
 from shared.forge.tenancy import (
     consumer_subject,
     mapping_entry,
+    needs_resync,
     origin_problem,
     pod_policy_problem,
     pod_security_labels_patch,
     rbac_patch,
     retired_twins,
     role_ref_changed,
+    terminating_twins,
     twin_namespace,
     twin_role,
     twin_role_binding,
-    unsettled,
     unusable_twin,
 )
 
@@ -166,19 +167,34 @@ TAKEN = {"remoteNamespace": "taken", "phase": "CreationLoopBackOff", "message": 
 TERMINATING = {"remoteNamespace": "old", "phase": "Terminating"}
 
 
-@pytest.mark.parametrize(("mapping", "retry"), [
+@pytest.mark.parametrize(("mapping", "terminating"), [
     ({}, None),
     ({"shop": accepted("shop-home")}, None),
-    ({"shop": accepted("shop-home"), "db": TAKEN},
-     (30.0, "db → taken: CreationLoopBackOff (not ours)")),
-    ({"web": TERMINATING}, (2.0, "web → old: Terminating")),
-    # the soonest wins: the terminating twin is gone within seconds
-    ({"db": TAKEN, "web": TERMINATING},
-     (2.0, "db → taken: CreationLoopBackOff (not ours); web → old: Terminating")),
+    ({"shop": accepted("shop-home"), "db": TAKEN}, None),  # the resync's, not a retry's
+    ({"web": TERMINATING}, "web → old: Terminating"),
+    ({"db": TAKEN, "web": TERMINATING, "api": TERMINATING | {"remoteNamespace": "older"}},
+     "api → older: Terminating; web → old: Terminating"),
 ])
-def test_a_map_with_entries_not_accepted_is_tried_again_soonest_for_a_terminating_twin(
-        mapping: dict[str, Any], retry: tuple[float, str] | None) -> None:
-    assert unsettled(mapping) == retry
+def test_a_map_is_converged_again_soon_only_while_a_twin_of_ours_is_being_deleted(
+        mapping: dict[str, Any], terminating: str | None) -> None:
+    assert terminating_twins(mapping) == terminating
+
+
+@pytest.mark.parametrize(("desired", "current", "existing", "resync"), [
+    ({}, {}, set(), False),
+    ({"shop": "shop-home"}, {"shop": accepted("shop-home")}, {"shop-home"}, False),
+    # a twin namespace deleted behind the enforcer's back
+    ({"shop": "shop-home"}, {"shop": accepted("shop-home")}, set(), True),
+    # a name somebody else holds is tried again
+    ({"db": "taken"}, {"db": TAKEN}, {"taken"}, True),
+    # an entry not converged yet (the change handlers' work, and the resync's if they failed)
+    ({"shop": "shop-home", "db": "db-home"}, {"shop": accepted("shop-home")}, {"shop-home"},
+     True),
+])
+def test_the_periodic_resync_converges_only_a_map_that_is_not_as_it_should_be(
+        desired: dict[str, str], current: dict[str, Any], existing: set[str],
+        resync: bool) -> None:
+    assert needs_resync(desired, current, existing.__contains__) is resync
 
 
 @pytest.mark.parametrize(("labels", "namespace_consumer", "problem"), [
