@@ -9,7 +9,8 @@ EventRecorder does (tools/record, events_cache.go), in memory bounded by LRU cac
 - an object gets at most 25 Events in a burst, then one every 5 minutes (its long tail of
   repeats costs the API server little);
 - what was posted is remembered in caches of `cache_size` entries each, least recently used
-  dropped first: memory does not grow with the number of objects ever reported. A forgotten
+  dropped first (cachetools' LRUCache): memory does not grow with the number of objects ever
+  reported. A forgotten
   Event is posted afresh when it comes again.
 An Event is best effort: a failure to post it is a log line, never the caller's failure.
 """
@@ -17,14 +18,14 @@ An Event is best effort: a failure to post it is a log line, never the caller's 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any
+
+from cachetools import LRUCache
 
 from annex.kubeapi import ClusterApi, core_path, error_message, is_not_found
 
@@ -41,33 +42,6 @@ AGGREGATE_INTERVAL = 600.0
 AGGREGATE_PREFIX = "(combined from similar events): "
 MESSAGE_LIMIT = 1024
 """Characters of a message kept (an Event note's limit)."""
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class LruCache(Generic[K, V]):
-    """At most `size` entries; adding one more drops the least recently used."""
-
-    def __init__(self, size: int) -> None:
-        self._size = max(1, size)
-        self._entries: OrderedDict[K, V] = OrderedDict()
-
-    def get(self, key: K) -> V | None:
-        value = self._entries.get(key)
-        if value is not None:
-            self._entries.move_to_end(key)
-        return value
-
-    def put(self, key: K, value: V) -> None:
-        self._entries[key] = value
-        self._entries.move_to_end(key)
-        while len(self._entries) > self._size:
-            self._entries.popitem(last=False)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
 
 @dataclass
 class _Posted:
@@ -117,31 +91,27 @@ class EventCorrelator:
     def __init__(self, cache_size: int = CACHE_SIZE,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
-        self._posted: LruCache[tuple[Any, ...], _Posted] = LruCache(cache_size)
-        self._messages: LruCache[tuple[Any, ...], _Messages] = LruCache(cache_size)
-        self._budgets: LruCache[tuple[Any, ...], _Budget] = LruCache(cache_size)
-        self._lock = threading.Lock()
+        self._posted: LRUCache[tuple[Any, ...], _Posted] = LRUCache(cache_size)
+        self._messages: LRUCache[tuple[Any, ...], _Messages] = LRUCache(cache_size)
+        self._budgets: LRUCache[tuple[Any, ...], _Budget] = LRUCache(cache_size)
 
     def entries(self) -> int:
         """Entries held in all caches (at most three times the cache size)."""
-        with self._lock:
-            return len(self._posted) + len(self._messages) + len(self._budgets)
+        return len(self._posted) + len(self._messages) + len(self._budgets)
 
     def correlate(self, event: dict[str, Any]) -> Correlated | None:
         """How to write `event` (a new core/v1 Event, count 1); None when the object has spent
         its budget."""
         now = self._clock()
-        with self._lock:
-            event, key = self._aggregate(event, now)
-            correlated = self._observe(event, key)
-            return correlated if self._within_budget(_object_key(event), now) else None
+        event, key = self._aggregate(event, now)
+        correlated = self._observe(event, key)
+        return correlated if self._within_budget(_object_key(event), now) else None
 
     def written(self, key: tuple[Any, ...], event: Mapping[str, Any]) -> None:
         """The API server's answer to a write: its name and count are what a repeat updates."""
         metadata = event.get("metadata") or {}
-        with self._lock:
-            self._posted.put(key, _Posted(str(metadata.get("name")), int(event.get("count") or 1),
-                                          str(event.get("firstTimestamp"))))
+        self._posted[key] = _Posted(str(metadata.get("name")), int(event.get("count") or 1),
+                                    str(event.get("firstTimestamp")))
 
     def _aggregate(self, event: dict[str, Any],
                    now: float) -> tuple[dict[str, Any], tuple[Any, ...]]:
@@ -152,7 +122,7 @@ class EventCorrelator:
             record = _Messages(now)
         record.messages.add(str(event.get("message")))
         record.last = now
-        self._messages.put(group, record)
+        self._messages[group] = record
         if len(record.messages) < AGGREGATE_MAX_MESSAGES:
             return event, (*group, event.get("message"))
         record.messages.pop()  # the set never grows past the threshold
@@ -162,13 +132,13 @@ class EventCorrelator:
     def _observe(self, event: dict[str, Any], key: tuple[Any, ...]) -> Correlated:
         last = self._posted.get(key)
         if last is None:
-            self._posted.put(key, _Posted(event["metadata"]["name"], 1,
-                                          str(event.get("firstTimestamp"))))
+            self._posted[key] = _Posted(event["metadata"]["name"], 1,
+                                        str(event.get("firstTimestamp")))
             return Correlated(key, event, None)
         count = last.count + 1
         repeat = {**event, "metadata": {**event["metadata"], "name": last.name},
                   "firstTimestamp": last.first_timestamp, "count": count}
-        self._posted.put(key, _Posted(last.name, count, last.first_timestamp))
+        self._posted[key] = _Posted(last.name, count, last.first_timestamp)
         patch = {"count": count, "lastTimestamp": event.get("lastTimestamp"),
                  "message": event.get("message")}
         return Correlated(key, repeat, patch)
@@ -181,7 +151,7 @@ class EventCorrelator:
         allowed = budget.tokens >= 1
         if allowed:
             budget.tokens -= 1
-        self._budgets.put(key, budget)
+        self._budgets[key] = budget
         return allowed
 
 
