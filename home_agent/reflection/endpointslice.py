@@ -17,7 +17,6 @@ on the Service, a Service event whose decision changes requeues its slices (`ser
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -56,7 +55,6 @@ class EndpointSliceReflector(Reflector):
                       if config.home_pod_cidr and config.remapped_home_pod_cidr else None)
         self.services = agent.informers.mirror(HOME, SERVICES[2])
         """The Service reflector's home mirror (empty when Services are not reflected)."""
-        self._lock = threading.Lock()
         self._slices_of: dict[Key, set[str]] = {}
         """(namespace, Service name) → the names of its home slices."""
         self._service_of: dict[Key, Key] = {}
@@ -67,14 +65,13 @@ class EndpointSliceReflector(Reflector):
         """The slice, indexed by its Service."""
         key = change.key
         service = None if change.deleted else endpointslice_service_name(change.obj)
-        with self._lock:
-            old = self._service_of.pop(key, None)
-            if old is not None:
-                self._slices_of.get(old, set()).discard(key[1])
-            if service is not None:
-                owner = (key[0], service)
-                self._service_of[key] = owner
-                self._slices_of.setdefault(owner, set()).add(key[1])
+        old = self._service_of.pop(key, None)
+        if old is not None:
+            self._slices_of.get(old, set()).discard(key[1])
+        if service is not None:
+            owner = (key[0], service)
+            self._service_of[key] = owner
+            self._slices_of.setdefault(owner, set()).add(key[1])
         return (key,)
 
     def service_keys(self, change: Change) -> Iterable[Key]:
@@ -83,8 +80,7 @@ class EndpointSliceReflector(Reflector):
         if self._service_decision(change.before) == self._service_decision(
                 self.services.get(change.key)):
             return ()
-        with self._lock:
-            return [(change.key[0], name) for name in self._slices_of.get(change.key, ())]
+        return [(change.key[0], name) for name in self._slices_of.get(change.key, ())]
 
     def _service_decision(self, service: Mapping[str, Any] | None) -> bool | None:
         return None if service is None else should_reflect(service, self.service_policy)

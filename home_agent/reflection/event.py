@@ -27,7 +27,6 @@ looks at them again.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -83,7 +82,6 @@ class EventReflector:
         """Our copies at home, each as its `home_copy_summary`."""
         self.controller: Controller[Key] = Controller(
             self.name, self.reconcile, workers=workers, synced=lambda: synced(agent))
-        self._lock = threading.Lock()
         self._sources: dict[Key, Key] = {}
         """Home copy key → the remote Event's key."""
         self._about: dict[About, set[Key]] = {}
@@ -127,8 +125,7 @@ class EventReflector:
 
     def remote_keys(self, change: Change) -> Iterable[Key]:
         """A remote Event's home copy, indexed by what the Event is about."""
-        with self._lock:
-            home_key = self._index(change.key, None if change.deleted else change.obj)
+        home_key = self._index(change.key, None if change.deleted else change.obj)
         return () if home_key is None else (home_key,)
 
     def home_keys(self, change: Change) -> Iterable[Key]:
@@ -136,13 +133,12 @@ class EventReflector:
 
     def resync(self) -> None:
         """The namespace mapping or the skip lists changed: index and look at everything."""
-        with self._lock:
-            self._sources.clear()
-            self._about.clear()
-            self._topic.clear()
-            for remote_key in self.remote.keys():
-                self._index(remote_key, self.remote.get(remote_key))
-            keys = set(self._sources) | set(self.home.keys())
+        self._sources.clear()
+        self._about.clear()
+        self._topic.clear()
+        for remote_key in self.remote.keys():
+            self._index(remote_key, self.remote.get(remote_key))
+        keys = set(self._sources) | set(self.home.keys())
         for key in keys:
             self.controller.add(key)
 
@@ -165,8 +161,7 @@ class EventReflector:
     def _about_keys(self, remote_namespace: str | None, kind: str, name: str) -> list[Key]:
         if remote_namespace is None:
             return []
-        with self._lock:
-            return list(self._about.get((remote_namespace, kind, name), ()))
+        return list(self._about.get((remote_namespace, kind, name), ()))
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -217,8 +212,7 @@ class EventReflector:
 
     async def _converge(self, key: Key) -> None:
         home_namespace, _ = key
-        with self._lock:
-            remote_key = self._sources.get(key)
+        remote_key = self._sources.get(key)
         remote_event = self.remote.get(remote_key) if remote_key is not None else None
         current = self.home.get(key)
         remote_namespace = self.agent.accepted_remote_namespace(home_namespace)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -101,7 +100,6 @@ class TokenReflector:
         self.controller: Controller[Key] = Controller(
             self.name, self.reconcile, workers=workers, synced=lambda: synced(agent),
             on_error=self._report_failure)
-        self._lock = threading.Lock()
         self._pod_of: dict[Key, str] = {}
         """Remote Secret key → the home pod it was written for, while the Secret exists."""
         self._written: dict[Key, str] = {}
@@ -123,13 +121,12 @@ class TokenReflector:
         # A deletion a relist shows carries only the key: the pod comes from `_pod_of`.
         if not change.deleted and not is_token_secret(change.obj):
             return ()
-        with self._lock:
-            if change.deleted:
-                pod_name = self._pod_of.pop(change.key, None)
-            else:
-                pod_name = token_secret_pod_name(change.obj)
-                if pod_name is not None:
-                    self._pod_of[change.key] = pod_name
+        if change.deleted:
+            pod_name = self._pod_of.pop(change.key, None)
+        else:
+            pod_name = token_secret_pod_name(change.obj)
+            if pod_name is not None:
+                self._pod_of[change.key] = pod_name
         return self._pod_keys(change.key[0], pod_name)
 
     def _pod_keys(self, remote_namespace: str, pod_name: str | None) -> tuple[Key, ...]:
@@ -142,8 +139,7 @@ class TokenReflector:
         """Look at every known pod and Secret again (namespace mappings changed)."""
         for key in self.pods.keys():
             self.controller.add(key)
-        with self._lock:
-            secrets = list(self._pod_of.items())
+        secrets = list(self._pod_of.items())
         for (remote_namespace, _), pod_name in secrets:
             for key in self._pod_keys(remote_namespace, pod_name):
                 self.controller.add(key)
@@ -205,8 +201,7 @@ class TokenReflector:
                pod: Mapping[str, Any], tokens: list[ProjectedToken], now: datetime) -> str | None:
         if current is None:
             return "no token Secret"
-        with self._lock:
-            written = self._written.get(secret_key)
+        written = self._written.get(secret_key)
         if written is not None and written != _content_digest(current):
             return "the token Secret was changed remotely"
         return stale_reason(current, pod, [token.key for token in tokens], now)
@@ -216,13 +211,12 @@ class TokenReflector:
         come with every pod status change; each must not add a timer)."""
         if refresh is None:
             return DONE
-        with self._lock:
-            previous = self._wake_ups.get(key)
-            if previous is not None and previous.refresh == refresh and (
-                    time.monotonic() < previous.deadline):
-                return DONE
-            delay = max(0.0, (refresh - now).total_seconds())
-            self._wake_ups[key] = _WakeUp(refresh, time.monotonic() + delay)
+        previous = self._wake_ups.get(key)
+        if previous is not None and previous.refresh == refresh and (
+                time.monotonic() < previous.deadline):
+            return DONE
+        delay = max(0.0, (refresh - now).total_seconds())
+        self._wake_ups[key] = _WakeUp(refresh, time.monotonic() + delay)
         return Result(requeue_after=delay)
 
     async def _request(self, pod: Mapping[str, Any], token: ProjectedToken) -> dict[str, Any]:
@@ -256,8 +250,7 @@ class TokenReflector:
                 "resourceVersion": (current.get("metadata") or {}).get("resourceVersion")}}
             written = await replace_or_create(remote, path, body,
                                               lambda: remote.create(collection, desired))
-        with self._lock:
-            self._written[secret_key] = _content_digest(token_secret_summary(desired))
+        self._written[secret_key] = _content_digest(token_secret_summary(desired))
         return written if isinstance(written, dict) else desired
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
@@ -266,9 +259,8 @@ class TokenReflector:
 
     def _forget(self, key: Key, secret_key: Key) -> None:
         """The pod and its Secret are gone: nothing of them is kept."""
-        with self._lock:
-            self._written.pop(secret_key, None)
-            self._wake_ups.pop(key, None)
+        self._written.pop(secret_key, None)
+        self._wake_ups.pop(key, None)
 
     async def _refuse(self, pod: Mapping[str, Any], secret_key: Key) -> None:
         message = (f"remote Secret {secret_key[0]}/{secret_key[1]} exists and was not created by "
