@@ -187,6 +187,29 @@ def admit(
     return QuotaDecision(allowed=not problems, message="; ".join(problems), requested=requested)
 
 
+def admit_claim(
+    cordoned: bool,
+    limits: Mapping[str, QuantityLike],
+    used: Mapping[str, QuantityLike],
+    claim_usage: Mapping[str, QuantityLike],
+) -> QuotaDecision:
+    """Whether a consumer may create a claim using `claim_usage` (`requests.storage`,
+    `persistentvolumeclaims`). Storage limits hold whatever the limits enforcement mode (it is
+    about pods' cpu and memory requests): a quota that lists `requests.storage` caps it."""
+    try:
+        requested = {name: _amount(value) for name, value in claim_usage.items()}
+    except ValueError as error:
+        return QuotaDecision(allowed=False, message=f"invalid resource quantity: {error}")
+    if cordoned:
+        return QuotaDecision(False, "the consumer is cordoned: no new claims are admitted",
+                             requested)
+    try:
+        problems = _shortfalls(limits, used, requested)
+    except ValueError as error:
+        return QuotaDecision(False, f"invalid resource quantity: {error}", requested)
+    return QuotaDecision(allowed=not problems, message="; ".join(problems), requested=requested)
+
+
 def used_for(quota_spec: Mapping[str, Any], usage: Mapping[str, Decimal]) -> dict[str, str]:
     """The usage of the resources the quota limits, each in the style of its limit."""
     used = {}

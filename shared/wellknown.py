@@ -67,6 +67,30 @@ TOKEN_SECRET_EXPIRATION_ANNOTATION: Final = "offloading.liqo.io/service-account-
 TOKEN_SECRET_REFRESH_ANNOTATION: Final = "offloading.liqo.io/service-account-refresh"
 TOKEN_SECRET_NAMESPACE_KEY: Final = "namespace"
 
+# --- the storage fabric (seed 004, "Persistent storage") ----------------------------------------
+# The home cluster's virtual storage class (its default name; the chart may name it otherwise)
+# and the provisioner it names: the agent of the virtual node a claim's first consumer is
+# scheduled on provisions it (the remote claim, then the home volume pinned to that node).
+VIRTUAL_STORAGE_CLASS: Final = "liqo"
+VIRTUAL_STORAGE_PROVISIONER: Final = "offloading.liqo.io/virtual-storage"
+# The CSI driver name in the home volumes' source (no kubelet ever mounts them: their pods run
+# remotely; a volume must name one source, and a CSI driver name may hold no slash).
+VIRTUAL_STORAGE_DRIVER: Final = "virtual-storage.offloading.liqo.io"
+# On a home volume: the remote volume it stands for, "<remote cluster id>/<remote volume name>".
+REMOTE_VOLUME_ANNOTATION: Final = "offloading.liqo.io/remote-volume"
+# On a home claim of the virtual class: the provider's storage class wanted for it (one the
+# offer lists); without it, the offer's default class.
+REMOTE_STORAGE_CLASS_ANNOTATION: Final = "offloading.liqo.io/remote-storage-class"
+# Kubernetes' own storage keys (the scheduler, the PV controller, external provisioners).
+SELECTED_NODE_ANNOTATION: Final = "volume.kubernetes.io/selected-node"
+STORAGE_PROVISIONER_ANNOTATION: Final = "volume.kubernetes.io/storage-provisioner"
+BETA_STORAGE_PROVISIONER_ANNOTATION: Final = "volume.beta.kubernetes.io/storage-provisioner"
+PROVISIONED_BY_ANNOTATION: Final = "pv.kubernetes.io/provisioned-by"
+PVC_PROTECTION_FINALIZER: Final = "kubernetes.io/pvc-protection"
+# The Quota resource names of storage (ResourceQuota's spelling).
+REQUESTS_STORAGE: Final = "requests.storage"
+PERSISTENT_VOLUME_CLAIMS: Final = "persistentvolumeclaims"
+
 # --- pod offloading ---------------------------------------------------------------------------
 OFFLOADING_BACKOFF_REASON: Final = "OffloadingBackOff"
 REMOTE_CREATION_FAILED_CONDITION: Final = "RemoteCreationFailed"

@@ -164,6 +164,8 @@ _REMOTE_DEFAULTED_PATHS: dict[str, tuple[str, ...]] = {
     # The DefaultIngressClass admission plugin sets the class we cleared.
     "Ingress": ("spec.ingressClassName",),
     "EndpointSlice": ("ports[].protocol",),
+    # DefaultStorageClass sets the class when the offer names none; the PV controller binds.
+    "PersistentVolumeClaim": ("spec.storageClassName", "spec.volumeMode", "spec.volumeName"),
 }
 
 

@@ -1,0 +1,128 @@
+"""PersistentVolumeClaim, home → remote: the storage fabric's first half (seed 004, "Persistent
+storage").
+
+A home claim of the virtual storage class is the agent's to provision once the scheduler has
+picked its virtual node for the claim's first consumer (`volume.kubernetes.io/selected-node`),
+as any external provisioner's claims are its own once the PV controller names it
+(`volume.kubernetes.io/storage-provisioner`). It is then reflected "verbatim" to the twin
+namespace, with these changes:
+- the storage class is the provider's: the one the claim's `REMOTE_STORAGE_CLASS_ANNOTATION`
+  names, else the offer's default class, else the first offered one; when the offer names none,
+  no class at all (the provider's default class takes it);
+- what ties the claim to the home cluster's storage goes: `volumeName`, `selector` (it selects
+  home volumes' labels), `dataSource`/`dataSourceRef` (home snapshots and claims), and the
+  annotations Kubernetes' storage controllers write (binding, provisioner, selected node);
+- only `resources.requests` ever changes afterwards (expansion), as the remote API server
+  allows for a bound claim: the class chosen at creation stays (`current_class`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from shared.api.resource_offer import ClassOffer
+from shared.forge.common import ReflectionConfig, copied, remote_metadata
+from shared.wellknown import (
+    REMOTE_STORAGE_CLASS_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+    STORAGE_PROVISIONER_ANNOTATION,
+)
+
+# Annotations Kubernetes' storage controllers and the scheduler write: about the home volume,
+# never the remote one's business.
+STORAGE_CONTROLLER_ANNOTATIONS = frozenset({
+    SELECTED_NODE_ANNOTATION,
+    STORAGE_PROVISIONER_ANNOTATION,
+    "volume.beta.kubernetes.io/storage-provisioner",
+    "volume.beta.kubernetes.io/storage-class",
+    "pv.kubernetes.io/bind-completed",
+    "pv.kubernetes.io/bound-by-controller",
+    "volume.kubernetes.io/storage-resizer",
+    REMOTE_STORAGE_CLASS_ANNOTATION,
+})
+_REFLECTED_SPEC = ("accessModes", "resources", "volumeMode", "volumeAttributesClassName")
+
+
+def storage_class_of(claim: Mapping[str, Any]) -> str:
+    return str((claim.get("spec") or {}).get("storageClassName") or "")
+
+
+def requested_storage(claim: Mapping[str, Any]) -> str | None:
+    requests = ((claim.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    value = requests.get("storage")
+    return None if value is None else str(value)
+
+
+def awaits_virtual_volume(claim: Mapping[str, Any], provisioner: str, node_name: str) -> bool:
+    """True for a home claim whose volume this virtual node is to provide: handed to the
+    virtual provisioner, its first consumer scheduled on `node_name`, not bound, not going."""
+    meta = claim.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    return (annotations.get(STORAGE_PROVISIONER_ANNOTATION) == provisioner
+            and annotations.get(SELECTED_NODE_ANNOTATION) == node_name
+            and not (claim.get("spec") or {}).get("volumeName")
+            and not meta.get("deletionTimestamp"))
+
+
+def remote_storage_class(claim: Mapping[str, Any], offered: Sequence[ClassOffer]) -> str | None:
+    """The provider's class for the claim: the one it asks for by annotation, else the offer's
+    default, else the first offered; None (the provider's own default) when none is offered.
+    A class the offer does not list is the provider's admission to refuse."""
+    wanted = ((claim.get("metadata") or {}).get("annotations") or {}).get(
+        REMOTE_STORAGE_CLASS_ANNOTATION)
+    if wanted:
+        return str(wanted)
+    default = next((c.name for c in offered if c.default), None)
+    if default is not None:
+        return default
+    return offered[0].name if offered else None
+
+
+def remote_claim(
+    local: Mapping[str, Any],
+    remote_namespace: str,
+    config: ReflectionConfig,
+    storage_class: str | None,
+) -> dict[str, Any]:
+    """The desired remote copy of the home claim `local`, of the provider's `storage_class`
+    (None: the provider's default class)."""
+    spec = local.get("spec") or {}
+    remote_spec: dict[str, Any] = {key: copied(spec[key]) for key in _REFLECTED_SPEC
+                                   if spec.get(key) is not None}
+    if storage_class is not None:
+        remote_spec["storageClassName"] = storage_class
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": remote_metadata(local, remote_namespace, config,
+                                    skipped_annotations=STORAGE_CONTROLLER_ANNOTATIONS),
+        "spec": remote_spec,
+    }
+
+
+def current_class(remote: Mapping[str, Any] | None) -> str | None:
+    """The class an existing remote claim was created with (a claim's class never changes)."""
+    if remote is None:
+        return None
+    return storage_class_of(remote) or None
+
+
+def is_bound(claim: Mapping[str, Any]) -> bool:
+    return ((claim.get("status") or {}).get("phase") == "Bound"
+            and bool((claim.get("spec") or {}).get("volumeName")))
+
+
+def capacity_of(claim: Mapping[str, Any]) -> str | None:
+    value = ((claim.get("status") or {}).get("capacity") or {}).get("storage")
+    return None if value is None else str(value)
+
+
+def claim_usage(claim: Mapping[str, Any]) -> dict[str, str]:
+    """What a claim counts against a Quota: its requested storage and one claim (ResourceQuota's
+    `requests.storage` and `persistentvolumeclaims`)."""
+    usage = {"persistentvolumeclaims": "1"}
+    size = requested_storage(claim)
+    if size is not None:
+        usage["requests.storage"] = size
+    return usage

@@ -1,0 +1,105 @@
+"""shared.forge.persistentvolumeclaim: which home claims the virtual node provisions, the
+provider's class for them, and the remote copy (nothing of the home cluster's storage)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.api.resource_offer import ClassOffer
+from shared.forge.common import needs_update, reflection_config
+from shared.forge.persistentvolumeclaim import (
+    awaits_virtual_volume,
+    claim_usage,
+    remote_claim,
+    remote_storage_class,
+)
+from shared.quota import admit_claim
+from shared.wellknown import (
+    REMOTE_STORAGE_CLASS_ANNOTATION,
+    SELECTED_NODE_ANNOTATION,
+    STORAGE_PROVISIONER_ANNOTATION,
+    VIRTUAL_STORAGE_PROVISIONER,
+)
+from tests.shared.forge.objects import HOME, REMOTE, REMOTE_NS
+
+NODE = "liqo-remote"
+
+
+def home_claim(**annotations: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data-db-0", "namespace": "shop", "uid": "u-1",
+                     "resourceVersion": "7", "labels": {"app": "db"},
+                     "finalizers": ["kubernetes.io/pvc-protection"],
+                     "annotations": {STORAGE_PROVISIONER_ANNOTATION: VIRTUAL_STORAGE_PROVISIONER,
+                                     SELECTED_NODE_ANNOTATION: NODE,
+                                     "pv.kubernetes.io/bind-completed": "yes",
+                                     "team": "data", **annotations}},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "liqo",
+                 "volumeMode": "Filesystem", "resources": {"requests": {"storage": "1Gi"}},
+                 "selector": {"matchLabels": {"disk": "fast"}},
+                 "dataSource": {"kind": "VolumeSnapshot", "name": "snap"}},
+        "status": {"phase": "Pending"},
+    }
+
+
+def test_the_virtual_node_provisions_only_its_own_unbound_claims() -> None:
+    claim = home_claim()
+    assert awaits_virtual_volume(claim, VIRTUAL_STORAGE_PROVISIONER, NODE)
+    assert not awaits_virtual_volume(claim, VIRTUAL_STORAGE_PROVISIONER, "liqo-other")
+    assert not awaits_virtual_volume(claim, "rancher.io/local-path", NODE)
+    bound = {**claim, "spec": {**claim["spec"], "volumeName": "pvc-u-1"}}
+    assert not awaits_virtual_volume(bound, VIRTUAL_STORAGE_PROVISIONER, NODE)
+    going = {**claim, "metadata": {**claim["metadata"],
+                                   "deletionTimestamp": "2026-01-01T00:00:00Z"}}
+    assert not awaits_virtual_volume(going, VIRTUAL_STORAGE_PROVISIONER, NODE)
+
+
+def test_the_provider_class_is_the_asked_then_the_default_then_the_first_offered() -> None:
+    offered = [ClassOffer(name="fast"), ClassOffer(name="standard", default=True)]
+    assert remote_storage_class(home_claim(), offered) == "standard"
+    assert remote_storage_class(home_claim(), offered[:1]) == "fast"
+    assert remote_storage_class(home_claim(), []) is None
+    asked = home_claim(**{REMOTE_STORAGE_CLASS_ANNOTATION: "gold"})
+    assert remote_storage_class(asked, offered) == "gold"  # the provider's to refuse
+
+
+def test_the_remote_claim_carries_nothing_of_the_home_storage() -> None:
+    config = reflection_config(HOME, REMOTE)
+    remote = remote_claim(home_claim(), REMOTE_NS, config, "standard")
+    assert remote["metadata"]["namespace"] == REMOTE_NS
+    assert remote["metadata"]["name"] == "data-db-0"
+    assert remote["metadata"]["annotations"] == {"team": "data"}
+    assert remote["metadata"]["labels"]["app"] == "db"
+    for bookkeeping in ("uid", "resourceVersion", "finalizers"):
+        assert bookkeeping not in remote["metadata"]
+    assert remote["spec"] == {"accessModes": ["ReadWriteOnce"], "storageClassName": "standard",
+                              "volumeMode": "Filesystem",
+                              "resources": {"requests": {"storage": "1Gi"}}}
+    assert "status" not in remote
+    default_class = remote_claim(home_claim(), REMOTE_NS, config, None)
+    assert "storageClassName" not in default_class["spec"]
+
+
+def test_what_the_remote_server_fills_in_is_no_drift_but_a_resize_is() -> None:
+    config = reflection_config(HOME, REMOTE)
+    desired = remote_claim(home_claim(), REMOTE_NS, config, None)
+    current = {**desired, "spec": {**desired["spec"], "storageClassName": "standard",
+                                   "volumeName": "pvc-9"},
+               "status": {"phase": "Bound"}}
+    assert not needs_update(current, desired)
+    bigger = home_claim()
+    bigger["spec"]["resources"] = {"requests": {"storage": "2Gi"}}
+    assert needs_update(current, remote_claim(bigger, REMOTE_NS, config, None))
+
+
+def test_storage_quota_refuses_a_claim_beyond_the_limit_whatever_the_mode() -> None:
+    limits = {"requests.storage": "10Gi"}
+    assert admit_claim(False, limits, {"requests.storage": "8Gi"},
+                       claim_usage(home_claim())).allowed
+    refused = admit_claim(False, limits, {"requests.storage": "9.5Gi"},
+                          claim_usage(home_claim()))
+    assert not refused.allowed
+    assert refused.message.startswith("quota exceeded for requests.storage")
+    assert not admit_claim(True, {}, {}, claim_usage(home_claim())).allowed
+    assert admit_claim(False, {"cpu": "1"}, {}, claim_usage(home_claim())).allowed
