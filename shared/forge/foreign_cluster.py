@@ -160,10 +160,14 @@ def status(foreign: ForeignCluster, sightings: Sequence[Sighting], *, credential
         "conditions": _accepted_condition(foreign, credentials, virtual_node, now),
     }
     current = foreign.status.to_wire()
-    wanted = {key: value for key, value in desired.items() if value not in (None, [])}
-    if {key: current.get(key) for key in desired} == {key: wanted.get(key) for key in desired}:
+    if _present(current, desired) == _present(desired, desired):
         return None
-    return {key: desired.get(key) for key in desired}
+    return desired
+
+
+def _present(status: Mapping[str, Any], keys: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of `keys` that `status` sets (the wire omits an empty list or a null)."""
+    return {key: status[key] for key in keys if status.get(key) not in (None, [])}
 
 
 def virtual_node(foreign: ForeignCluster, namespace: str, secret_name: str) -> dict[str, Any]:

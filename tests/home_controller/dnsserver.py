@@ -41,7 +41,7 @@ class DnsServer:
         records = self.zone.get(name)
         if records is None:
             response.set_rcode(dns.rcode.NXDOMAIN)
-        elif rdtype in records:
+        elif records.get(rdtype):
             response.answer.append(dns.rrset.from_text_list(
                 question.name, 60, "IN", rdtype, records[rdtype]))
         return response.to_wire()

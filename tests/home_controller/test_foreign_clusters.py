@@ -1,0 +1,150 @@
+"""The home controller on a cluster: providers discovered (DNS-SD in a DNS server the test runs,
+mDNS on loopback) become ForeignClusters in phase Discovered; an announcement that goes takes
+along the ForeignCluster nobody acted on; accepting waits for the provider's consent (its
+consumer kubeconfig Secret); with both, the VirtualNode is created; the offer shows on the
+ForeignCluster, down to "none" when it shrinks to zero."""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+import yaml
+from kubernetes.client.rest import ApiException
+
+from shared.api.foreign_cluster import FOREIGN_CLUSTER
+from shared.api.resource_offer import RESOURCE_OFFER
+from shared.api.virtual_node import VIRTUAL_NODE
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
+from tests.conftest import ClusterHandle
+from tests.helpers import wait_for
+from tests.home_controller.conftest import mdns_announcement
+from tests.home_controller.dnsserver import dns_server, publish, withdraw
+
+DOMAIN = "providers.test"
+
+
+def foreign_cluster(home: ClusterHandle, name: str) -> dict[str, Any] | None:
+    resource = home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
+                                          kind=FOREIGN_CLUSTER.kind)
+    try:
+        return dict(resource.get(name=name).to_dict())
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def status_of(home: ClusterHandle, name: str) -> dict[str, Any]:
+    return (foreign_cluster(home, name) or {}).get("status") or {}
+
+
+def consumer_secret(remote: ClusterHandle, namespace: str, tenant: str,
+                    cluster_id: str) -> dict[str, Any]:
+    """A consumer kubeconfig Secret as consent leaves it at home: the provider's server, a
+    context naming the tenant namespace."""
+    kubeconfig = yaml.safe_load(remote.kubeconfig.read_text())
+    for context in kubeconfig["contexts"]:
+        context["context"]["namespace"] = tenant
+    return {"metadata": {"name": f"{cluster_id}-kubeconfig", "namespace": namespace,
+                         "labels": {REMOTE_CLUSTER_ID_LABEL: cluster_id}},
+            "data": {"kubeconfig": base64.b64encode(yaml.safe_dump(kubeconfig).encode()
+                                                    ).decode()}}
+
+
+def offer(remote: ClusterHandle, tenant: str, provider: str, resources: dict[str, str]) -> None:
+    body = {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
+            "metadata": {"name": "offer", "namespace": tenant},
+            "spec": {"clusterId": provider, "consumerClusterId": "home",
+                     "resources": resources}}
+    offers = remote.dynamic.resources.get(api_version=RESOURCE_OFFER.api_version,
+                                          kind=RESOURCE_OFFER.kind)
+    try:
+        offers.create(body=body, namespace=tenant)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        offers.patch(body={"spec": {"resources": resources}}, name="offer", namespace=tenant,
+                     content_type="application/merge-patch+json")
+
+
+def test_dns_discovery_consent_acceptance_and_the_offer(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_controller: Any,
+        ) -> None:
+    accepted, ignored = (f"{p}-{uuid.uuid4().hex[:8]}" for p in ("wan", "other"))
+    fcs = home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
+                                     kind=FOREIGN_CLUSTER.kind)
+    with dns_server() as server:
+        publish(server.zone, DOMAIN, accepted, accepted, f"https://{accepted}.test:6443")
+        publish(server.zone, DOMAIN, ignored, ignored, f"https://{ignored}.test:6443")
+        start_controller("--namespace", namespace, "--discover-dns-domains", DOMAIN,
+                         "--dns-servers", server.address, "--dns-interval-seconds", "0.2")
+
+        for cluster_id in (accepted, ignored):
+            found = wait_for(lambda c=cluster_id: foreign_cluster(home, c), timeout=30)
+            assert found["spec"] == {"clusterId": cluster_id, "accepted": False,
+                                     "apiServerUrl": f"https://{cluster_id}.test:6443"}
+            wait_for(lambda c=cluster_id: status_of(home, c).get("phase") == "Discovered")
+            discovery = status_of(home, cluster_id)["discovery"]
+            assert (discovery["source"], discovery["instance"], discovery["announced"]) == (
+                "DNS", f"{cluster_id}._annex._tcp.{DOMAIN}.", True)
+
+        # Nobody acted on it: it goes with its records.
+        withdraw(server.zone, DOMAIN, ignored)
+        wait_for(lambda: foreign_cluster(home, ignored) is None, timeout=15)
+
+        # Accepted, but no consent: nothing is granted, no VirtualNode.
+        fcs.patch(body={"spec": {"accepted": True}}, name=accepted,
+                  content_type="application/merge-patch+json")
+        wait_for(lambda: [c["reason"] for c in status_of(home, accepted).get("conditions", [])]
+                 == ["WaitingForConsent"])
+        assert status_of(home, accepted)["phase"] == "Discovered"
+
+        # The provider consents (its consumer Secret arrives) and offers something.
+        tenant = f"annex-tenant-{uuid.uuid4().hex[:8]}"
+        remote.core.create_namespace({"metadata": {"name": tenant}})
+        offer(remote, tenant, accepted, {"cpu": "4", "memory": "8Gi", "pods": "110"})
+        home.core.create_namespaced_secret(namespace, consumer_secret(
+            remote, namespace, tenant, accepted))
+        wait_for(lambda: status_of(home, accepted).get("phase") == "Peered", timeout=15)
+        vns = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
+                                         kind=VIRTUAL_NODE.kind)
+        vn = vns.get(name=accepted, namespace=namespace).to_dict()
+        assert vn["spec"]["clusterId"] == accepted
+        assert vn["spec"]["kubeconfigSecretRef"] == {"name": f"{accepted}-kubeconfig"}
+        assert status_of(home, accepted)["virtualNode"] == f"{namespace}/{accepted}"
+        wait_for(lambda: (status_of(home, accepted).get("offer") or {}).get("summary")
+                 == "cpu=4 memory=8Gi pods=110", timeout=15)
+
+        # Converged: further lookups showing the same records write nothing.
+        version = foreign_cluster(home, accepted)["metadata"]["resourceVersion"]
+        asked = len(server.queries)
+        wait_for(lambda: len(server.queries) >= asked + 9)  # three more rounds (PTR, SRV, TXT)
+        assert foreign_cluster(home, accepted)["metadata"]["resourceVersion"] == version
+
+        # The announcement goes: a peered cluster stays, marked as no longer announced.
+        withdraw(server.zone, DOMAIN, accepted)
+        wait_for(lambda: status_of(home, accepted)["discovery"]["announced"] is False)
+        assert status_of(home, accepted)["phase"] == "Peered"
+
+        # The offer shrinks to nothing.
+        offer(remote, tenant, accepted, {"cpu": "0", "memory": "0", "pods": "0"})
+        wait_for(lambda: status_of(home, accepted)["offer"]["summary"] == "none", timeout=15)
+    fcs.delete(name=accepted)
+    remote.core.delete_namespace(tenant)
+
+
+def test_an_mdns_announcement_becomes_a_discovered_foreign_cluster_and_goes_with_it(
+        home: ClusterHandle, namespace: str, start_controller: Any) -> None:
+    cluster_id = f"lan-{uuid.uuid4().hex[:8]}"
+    start_controller("--namespace", namespace, "--discover-mdns",
+                     "--mdns-interfaces", "127.0.0.1", "--mdns-settle-seconds", "1")
+    with mdns_announcement(cluster_id, "https://127.0.0.1:6443"):
+        wait_for(lambda: status_of(home, cluster_id).get("phase") == "Discovered", timeout=30)
+        found = foreign_cluster(home, cluster_id)
+        assert found is not None
+        assert found["spec"]["apiServerUrl"] == "https://127.0.0.1:6443"
+        assert found["status"]["discovery"]["source"] == "mDNS"
+        assert found["metadata"]["labels"] == {"discovery.liqo.io/discovered-by": "mDNS"}
+    wait_for(lambda: foreign_cluster(home, cluster_id) is None, timeout=15)

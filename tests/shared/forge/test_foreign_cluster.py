@@ -1,0 +1,90 @@
+"""shared.forge.foreign_cluster: the phase, the status written only on change, what goes with
+its announcement, the VirtualNode of an accepted provider, the offer summary."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from shared.api.foreign_cluster import DiscoverySource, ForeignCluster, PeeringPhase
+from shared.dnssd import Announcement
+from shared.forge import foreign_cluster as rules
+
+SINCE = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+NOW = datetime(2026, 1, 2, 4, 0, 0, tzinfo=UTC)
+SEEN = rules.Sighting(DiscoverySource.MDNS, "p1._annex._tcp.local.",
+                      Announcement("p1", "https://10.0.0.1:6443"), SINCE)
+
+
+def foreign(**changes: Any) -> ForeignCluster:
+    obj = rules.discovered(SEEN)
+    obj.update(changes)
+    return ForeignCluster.model_validate(obj)
+
+
+def with_status(fc: ForeignCluster, status: dict[str, Any] | None) -> ForeignCluster:
+    return ForeignCluster.model_validate({**fc.to_wire(), "status": status or {}})
+
+
+def test_a_discovered_cluster_is_named_after_its_id_and_not_accepted() -> None:
+    fc = foreign()
+    assert fc.metadata.name == "p1" and fc.spec.cluster_id == "p1"
+    assert fc.spec.api_server_url == "https://10.0.0.1:6443" and fc.spec.accepted is False
+    assert fc.metadata.labels == {rules.DISCOVERED_BY_LABEL: "mDNS"}
+
+
+def test_the_phase_moves_only_with_consent_and_a_virtual_node() -> None:
+    assert rules.phase(False, None) is PeeringPhase.DISCOVERED
+    assert rules.phase(True, None) is PeeringPhase.AUTHENTICATED
+    assert rules.phase(True, "ns/p1") is PeeringPhase.PEERED
+
+
+def test_the_status_is_written_once_and_a_refresh_writes_nothing() -> None:
+    fc = foreign()
+    status = rules.status(fc, [SEEN], credentials=False, virtual_node=None, offer=None, now=NOW)
+    assert status == {"phase": "Discovered", "virtualNode": None, "offer": None,
+                      "conditions": [], "discovery": {
+                          "source": "mDNS", "instance": "p1._annex._tcp.local.",
+                          "announced": True, "lastSeen": "2026-01-02T03:04:05Z"}}
+    written = with_status(fc, status)
+    assert rules.status(written, [SEEN], credentials=False, virtual_node=None, offer=None,
+                        now=NOW) is None
+
+
+def test_a_cluster_nobody_acted_on_goes_with_its_announcement_any_other_stays() -> None:
+    fc = with_status(foreign(), {"phase": "Discovered"})
+    assert rules.forgotten(fc, []) and not rules.forgotten(fc, [SEEN])
+    accepted = with_status(foreign(spec={"clusterId": "p1", "accepted": True}),
+                           {"phase": "Discovered"})
+    assert not rules.forgotten(accepted, [])
+    assert not rules.forgotten(with_status(foreign(), {"phase": "Authenticated"}), [])
+    by_hand = foreign(metadata={"name": "p1"})
+    assert not rules.forgotten(by_hand, [])
+    gone = rules.status(with_status(fc, rules.status(fc, [SEEN], credentials=True,
+                                                     virtual_node=None, offer=None, now=NOW)),
+                        [], credentials=True, virtual_node=None, offer=None, now=NOW)
+    assert gone is not None and gone["discovery"]["announced"] is False
+
+
+def test_accepting_waits_for_consent_then_names_the_virtual_node() -> None:
+    fc = foreign(spec={"clusterId": "p1", "accepted": True})
+    waiting = rules.status(fc, [SEEN], credentials=False, virtual_node=None, offer=None,
+                           now=NOW)
+    assert waiting is not None and waiting["phase"] == "Discovered"
+    assert [c["reason"] for c in waiting["conditions"]] == ["WaitingForConsent"]
+    peered = rules.status(fc, [SEEN], credentials=True, virtual_node="annex-system/p1",
+                          offer=None, now=NOW)
+    assert peered is not None and peered["phase"] == "Peered"
+    assert peered["conditions"][0]["status"] == "True"
+    assert rules.virtual_node(fc, "annex-system", "p1-kubeconfig")["spec"] == {
+        "clusterId": "p1", "kubeconfigSecretRef": {"name": "p1-kubeconfig"}}
+
+
+def test_the_offer_summary() -> None:
+    assert rules.offer_summary(None) is None
+    assert rules.offer_summary({"cpu": "4", "memory": "8Gi", "pods": "110", "x": "1"}) == {
+        "resources": {"cpu": "4", "memory": "8Gi", "pods": "110", "x": "1"},
+        "summary": "cpu=4 memory=8Gi pods=110"}
+    assert rules.offer_summary({})["summary"] == "none"  # type: ignore[index]
+    assert rules.offer_summary({"cpu": "0", "memory": "8Gi"})["summary"] == "none"  # type: ignore[index]
+    assert rules.offer_is_empty({"pods": "0"}) and not rules.offer_is_empty({"cpu": "500m"})
