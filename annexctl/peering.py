@@ -25,6 +25,7 @@ from kubernetes import client
 from annexctl.clusters import CliError, Cluster
 from annexctl.kubeconfigs import token_kubeconfig
 from annexctl.output import Report, Table
+from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.quota import LimitsEnforcement, PodPolicy
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.tenancy import consumer_identity, consumer_quota, consumer_user_name
@@ -67,12 +68,18 @@ def _object_row(manifest: dict[str, Any], action: str, where: str) -> list[str]:
     return [where, manifest["kind"], name, action]
 
 
-def _mint_token(provider: Cluster, namespace: str, seconds: int) -> tuple[str, str]:
+def mint_token(provider: Cluster, namespace: str, seconds: int,
+               bound_to: dict[str, str] | None = None) -> tuple[str, str]:
+    """A token for the consumer's ServiceAccount (bound to an object of the tenant namespace,
+    e.g. a Secret, when `bound_to` names one: it dies with it); (token, expiration)."""
     core = client.CoreV1Api(provider.api_client)
     with provider.talking(f"requesting a token for {namespace}/{CONSUMER_SERVICE_ACCOUNT}"):
         answer = core.create_namespaced_service_account_token(
             CONSUMER_SERVICE_ACCOUNT, namespace, client.AuthenticationV1TokenRequest(
-                spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=seconds)))
+                spec=client.V1TokenRequestSpec(
+                    audiences=[], expiration_seconds=seconds,
+                    bound_object_ref=None if bound_to is None else client.V1BoundObjectReference(
+                        api_version="v1", **bound_to))))
     status = answer.status
     if status is None or not status.token:
         raise CliError(f"{provider.where}: the TokenRequest for {namespace}/"
@@ -80,7 +87,9 @@ def _mint_token(provider: Cluster, namespace: str, seconds: int) -> tuple[str, s
     return str(status.token), str(status.expiration_timestamp)
 
 
-def peer(home: Cluster, provider: Cluster, request: PeerRequest) -> Report:
+def consumer_on_provider(provider: Cluster, request: PeerRequest) -> tuple[str, list[list[str]]]:
+    """The consumer's tenant namespace, confined identity and Quota on the provider (left as
+    they are when the chart or an admin made them): (tenant namespace, rows)."""
     labels = {MANAGED_BY_LABEL: MANAGED_BY}
     provider_objects = [
         *consumer_identity(request.home_cluster_id, request.tenant_namespace, labels),
@@ -102,23 +111,39 @@ def peer(home: Cluster, provider: Cluster, request: PeerRequest) -> Report:
                 for m in provider_objects]
     else:
         rows = [_object_row(m, provider.ensure(m), "provider") for m in provider_objects]
+    return tenant, rows
 
-    token, expires = _mint_token(provider, tenant, request.token_expiration_seconds)
-    kubeconfig = token_kubeconfig(provider.configuration, token, tenant,
-                                  cluster_name=request.remote_cluster_id,
-                                  user_name=f"{request.home_cluster_id}-consumer",
-                                  server=request.server)
+
+def accepted_foreign_cluster(remote_cluster_id: str, server: str | None) -> dict[str, Any]:
+    """The provider as the home controller knows it, accepted: once the consumer Secret is at
+    home too, the controller creates its VirtualNode."""
+    return {"apiVersion": FOREIGN_CLUSTER.api_version, "kind": FOREIGN_CLUSTER.kind,
+            "metadata": {"name": remote_cluster_id},
+            "spec": {"clusterId": remote_cluster_id, "apiServerUrl": server, "accepted": True}}
+
+
+def install_at_home(home: Cluster, request: PeerRequest, kubeconfig: dict[str, Any]
+                    ) -> tuple[str, list[list[str]]]:
+    """The consumer kubeconfig as the Secret the home agent mounts, and the provider's
+    ForeignCluster accepted: (Secret name, rows)."""
     secret_name = request.secret_name or kubeconfig_secret_name(request.remote_cluster_id)
     home_objects = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": request.namespace}},
         {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
          "metadata": {"name": secret_name, "namespace": request.namespace,
-                      "labels": {**labels, REMOTE_CLUSTER_ID_LABEL: request.remote_cluster_id}},
+                      "labels": {MANAGED_BY_LABEL: MANAGED_BY,
+                                 REMOTE_CLUSTER_ID_LABEL: request.remote_cluster_id}},
          "data": {KUBECONFIG_KEY: base64.b64encode(
              yaml.safe_dump(kubeconfig).encode()).decode()}},
+        accepted_foreign_cluster(request.remote_cluster_id,
+                                 kubeconfig["clusters"][0]["cluster"]["server"]),
     ]
-    rows += [_object_row(m, home.ensure(m), "home") for m in home_objects]
+    return secret_name, [_object_row(m, home.ensure(m), "home") for m in home_objects]
 
+
+def peered(request: PeerRequest, tenant: str, kubeconfig: dict[str, Any], expires: str,
+           secret_name: str, rows: list[list[str]]) -> Report:
+    """What peer and a redeemed peering token report."""
     data = {
         "homeClusterId": request.home_cluster_id,
         "remoteClusterId": request.remote_cluster_id,
@@ -133,7 +158,8 @@ def peer(home: Cluster, provider: Cluster, request: PeerRequest) -> Report:
     notes = [
         f"Peered: {request.home_cluster_id} consumes {request.remote_cluster_id} as "
         f"{consumer_user_name(tenant)} (token valid until {expires}).",
-        "Run one agent for it with the home-agent chart, e.g.:",
+        f"ForeignCluster {request.remote_cluster_id} is accepted: the home controller creates "
+        "its VirtualNode. Without the controller, run one agent with the home-agent chart, e.g.:",
         f"  helm upgrade --install annex charts/home-agent -n {request.namespace} "
         f"--set clusterId={request.home_cluster_id} "
         f"--set 'remotes[0].clusterId={request.remote_cluster_id}' "
@@ -142,6 +168,17 @@ def peer(home: Cluster, provider: Cluster, request: PeerRequest) -> Report:
            else f" --set 'remotes[0].tenantNamespace={tenant}'"),
     ]
     return Report(data, [Table("Objects", ["CLUSTER", "KIND", "NAME", "ACTION"], rows)], notes)
+
+
+def peer(home: Cluster, provider: Cluster, request: PeerRequest) -> Report:
+    tenant, rows = consumer_on_provider(provider, request)
+    token, expires = mint_token(provider, tenant, request.token_expiration_seconds)
+    kubeconfig = token_kubeconfig(provider.configuration, token, tenant,
+                                  cluster_name=request.remote_cluster_id,
+                                  user_name=f"{request.home_cluster_id}-consumer",
+                                  server=request.server)
+    secret_name, home_rows = install_at_home(home, request, kubeconfig)
+    return peered(request, tenant, kubeconfig, expires, secret_name, rows + home_rows)
 
 
 def _owned_by_annexctl(obj: dict[str, Any] | None) -> bool:
@@ -195,6 +232,15 @@ def unpeer(home: Cluster, provider: Cluster, home_cluster_id: str, remote_cluste
             notes.append(f"provider: namespace {tenant} still terminating after {timeout:g}s "
                          "(is the remote enforcer running? it releases the NamespaceMaps)")
 
+    try:
+        foreign = home.get(FOREIGN_CLUSTER.api_version, FOREIGN_CLUSTER.kind, remote_cluster_id)
+    except CliError:
+        foreign = None  # an older home chart: no ForeignClusters
+    if foreign is not None and (foreign.get("spec") or {}).get("accepted"):
+        # No longer accepted: the home controller creates no VirtualNode for it again.
+        rows.append(["home", FOREIGN_CLUSTER.kind, remote_cluster_id, home.ensure(
+            {**accepted_foreign_cluster(remote_cluster_id, foreign["spec"].get("apiServerUrl")),
+             "spec": {**foreign["spec"], "accepted": False}})])
     try:
         virtual_nodes = [vn for vn in home.list(VIRTUAL_NODE.api_version, VIRTUAL_NODE.kind)
                          if (vn.get("spec") or {}).get("clusterId") == remote_cluster_id]
