@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from annexctl import explain, offload, peering, status
+from annexctl import discover, explain, offload, peer_token, peering, status
 from annexctl.clusters import CliError, Cluster, connect
 from annexctl.output import FORMATS, Report, emit
 from shared.api.namespace_offloading import NamespaceMappingStrategy, PodOffloadingStrategy
@@ -38,16 +38,53 @@ def _provider(args: argparse.Namespace) -> Cluster:
     return connect("provider", args.remote_kubeconfig, args.remote_context)
 
 
-def _peer(args: argparse.Namespace) -> Report:
-    request = peering.PeerRequest(
-        home_cluster_id=args.cluster_id, remote_cluster_id=args.remote_cluster_id,
-        tenant_namespace=args.tenant_namespace, namespace=args.namespace,
-        secret_name=args.secret_name, server=args.remote_server,
+def _consumer_request(args: argparse.Namespace, home_cluster_id: str,
+                      remote_cluster_id: str) -> peering.PeerRequest:
+    return peering.PeerRequest(
+        home_cluster_id=home_cluster_id, remote_cluster_id=remote_cluster_id,
+        tenant_namespace=args.tenant_namespace,
+        namespace=getattr(args, "namespace", "annex-system"),
+        secret_name=getattr(args, "secret_name", None), server=args.remote_server,
         token_expiration_seconds=args.token_expiration_seconds,
         limits_enforcement=args.limits_enforcement, quota_resources=args.quota or {},
         pod_policy=PodPolicy(pod_security=args.pod_security,
                              allow_host_ports=args.allow_host_ports))
-    return peering.peer(_home(args), _provider(args), request)
+
+
+def _peer(args: argparse.Namespace) -> Report:
+    if args.token:
+        if args.remote_kubeconfig or args.from_discovered:
+            raise CliError("--token brings the provider's consent: no --remote-kubeconfig or "
+                           "--from-discovered with it", 2)
+        return peer_token.redeem(_home(args), args.token, args.namespace, args.secret_name,
+                                 args.token_expiration_seconds)
+    if not args.remote_kubeconfig:
+        raise CliError("the provider's consent is needed: --remote-kubeconfig (its admin's), "
+                       "or --token (a token its admin generated)", 2)
+    if not args.cluster_id:
+        raise CliError("--cluster-id (this home cluster's id) is required", 2)
+    home = _home(args)
+    remote_cluster_id = args.remote_cluster_id
+    if args.from_discovered:
+        # Discovery tells who and where; the consent still comes from the provider's admin.
+        found = discover.discovered(home, args.from_discovered)
+        remote_cluster_id = found.spec.cluster_id
+        if args.remote_server is None:
+            args.remote_server = found.spec.api_server_url
+    if not remote_cluster_id:
+        raise CliError("--remote-cluster-id (or --from-discovered) is required", 2)
+    request = _consumer_request(args, args.cluster_id, remote_cluster_id)
+    return peering.peer(home, _provider(args), request)
+
+
+def _generate_peer_token(args: argparse.Namespace) -> Report:
+    provider = connect("provider", args.kubeconfig, args.context)
+    request = _consumer_request(args, args.consumer_cluster_id, args.cluster_id)
+    return peer_token.generate(provider, args.cluster_id, request, args.ttl_seconds)
+
+
+def _discover(args: argparse.Namespace) -> Report:
+    return discover.discover(_home(args))
 
 
 def _unpeer(args: argparse.Namespace) -> Report:
@@ -80,22 +117,23 @@ def _explain_pod(args: argparse.Namespace) -> Report:
     return explain.explain_pod(_home(args), namespace, name)
 
 
-def _cluster_options(parser: argparse.ArgumentParser, remote: bool) -> None:
+def _cluster_options(parser: argparse.ArgumentParser, remote: bool,
+                     remote_required: bool = True) -> None:
     group = parser.add_argument_group("home cluster")
     group.add_argument("--kubeconfig", help="home kubeconfig (default $KUBECONFIG, "
                        "~/.kube/config)")
     group.add_argument("--context", help="home kubeconfig context (default: current)")
     if remote:
         group = parser.add_argument_group("provider (remote) cluster")
-        group.add_argument("--remote-kubeconfig", required=True,
+        group.add_argument("--remote-kubeconfig", required=remote_required,
                            help="a kubeconfig with rights to create the consumer identity")
         group.add_argument("--remote-context", help="provider kubeconfig context")
 
 
-def _peering_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--cluster-id", required=True,
+def _peering_options(parser: argparse.ArgumentParser, required: bool = True) -> None:
+    parser.add_argument("--cluster-id", required=required,
                         help="this (home, consumer) cluster's id: the home chart's clusterId")
-    parser.add_argument("--remote-cluster-id", required=True,
+    parser.add_argument("--remote-cluster-id", required=required,
                         help="the provider's id: the remote-enforcer chart's clusterId")
     parser.add_argument("--tenant-namespace",
                         help="the consumer's namespace on the provider "
@@ -105,6 +143,30 @@ def _peering_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--secret-name",
                         help="home Secret for the kubeconfig (default <remote-cluster-id>-"
                              "kubeconfig)")
+
+
+def _consumer_options(parser: argparse.ArgumentParser) -> None:
+    """What the provider grants the consumer (peer, generate-peer-token)."""
+    parser.add_argument("--remote-server",
+                        help="the provider API server URL as the home agent reaches it "
+                             "(default: the one in the provider's kubeconfig)")
+    parser.add_argument("--token-expiration-seconds", type=int,
+                        default=peering.DEFAULT_TOKEN_EXPIRATION_SECONDS,
+                        help="lifetime of the consumer's token (default a day; at least 600; "
+                             "the home agent renews it before it expires, and running peer "
+                             "again does too; the API server may shorten it)")
+    parser.add_argument("--limits-enforcement", type=LimitsEnforcement,
+                        choices=list(LimitsEnforcement), default=LimitsEnforcement.NONE,
+                        help="the consumer Quota's enforcement (default None)")
+    parser.add_argument("--quota", type=_key_values, metavar="cpu=4,memory=8Gi,pods=110",
+                        help="the consumer Quota's resources")
+    parser.add_argument("--pod-security", type=PodSecurityLevel,
+                        choices=list(PodSecurityLevel), default=PodSecurityLevel.BASELINE,
+                        help="the Pod Security Standards level the consumer's pods must meet "
+                             "on the provider (default baseline)")
+    parser.add_argument("--allow-host-ports", action="store_true",
+                        help="let the consumer's pods use host ports (with --pod-security "
+                             "privileged only)")
 
 
 def _output_option(parser: argparse.ArgumentParser, help_text: str) -> None:
@@ -119,30 +181,36 @@ def build_parser() -> argparse.ArgumentParser:
     peer = commands.add_parser(
         "peer", help="create the consumer identity on the provider and install its kubeconfig "
         "at home")
-    _cluster_options(peer, remote=True)
-    _peering_options(peer)
-    peer.add_argument("--remote-server",
-                      help="the provider API server URL as the home agent reaches it (default: "
-                           "the one in --remote-kubeconfig)")
-    peer.add_argument("--token-expiration-seconds", type=int,
-                      default=peering.DEFAULT_TOKEN_EXPIRATION_SECONDS,
-                      help="lifetime of the consumer's token (default a day; at least 600; "
-                           "the home agent renews it before it expires, and running peer again "
-                           "does too; the API server may shorten it)")
-    peer.add_argument("--limits-enforcement", type=LimitsEnforcement,
-                      choices=list(LimitsEnforcement), default=LimitsEnforcement.NONE,
-                      help="the consumer Quota's enforcement (default None)")
-    peer.add_argument("--quota", type=_key_values, metavar="cpu=4,memory=8Gi,pods=110",
-                      help="the consumer Quota's resources")
-    peer.add_argument("--pod-security", type=PodSecurityLevel, choices=list(PodSecurityLevel),
-                      default=PodSecurityLevel.BASELINE,
-                      help="the Pod Security Standards level the consumer's pods must meet on "
-                           "the provider (default baseline)")
-    peer.add_argument("--allow-host-ports", action="store_true",
-                      help="let the consumer's pods use host ports (with --pod-security "
-                           "privileged only)")
+    _cluster_options(peer, remote=True, remote_required=False)
+    _peering_options(peer, required=False)
+    peer.add_argument("--token", help="redeem a peering token the provider's admin generated "
+                      "(annexctl generate-peer-token): no provider kubeconfig or ids needed")
+    peer.add_argument("--from-discovered", metavar="FOREIGNCLUSTER",
+                      help="peer with a discovered provider: its cluster id and API address "
+                           "from its ForeignCluster (--remote-kubeconfig still gives consent)")
+    _consumer_options(peer)
     _output_option(peer, "output format")
     peer.set_defaults(run=_peer)
+
+    generate = commands.add_parser(
+        "generate-peer-token", help="on the provider: a token a consumer redeems with "
+        "`annexctl peer --token` (its admin's consent, as liqoctl generate-peer-command)")
+    group = generate.add_argument_group("provider cluster (the one this runs against)")
+    group.add_argument("--kubeconfig", help="the provider's kubeconfig, with rights to create "
+                       "the consumer identity (default $KUBECONFIG, ~/.kube/config)")
+    group.add_argument("--context", help="kubeconfig context (default: current)")
+    generate.add_argument("--cluster-id", required=True,
+                          help="this (provider) cluster's id: the remote-enforcer's clusterId")
+    generate.add_argument("--consumer-cluster-id", required=True,
+                          help="the consumer's (home) cluster id")
+    generate.add_argument("--tenant-namespace", help="the consumer's namespace here "
+                          "(default annex-tenant-<consumer-cluster-id>)")
+    generate.add_argument("--ttl-seconds", type=int, default=peer_token.DEFAULT_TTL_SECONDS,
+                          help="how long the token may be redeemed (default an hour; at "
+                               "least 600)")
+    _consumer_options(generate)
+    _output_option(generate, "output format")
+    generate.set_defaults(run=_generate_peer_token)
 
     unpeer = commands.add_parser("unpeer", help="remove what peer created, on both clusters")
     _cluster_options(unpeer, remote=True)
@@ -151,6 +219,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds to wait for the tenant namespace to go (0: do not wait)")
     _output_option(unpeer, "output format")
     unpeer.set_defaults(run=_unpeer)
+
+    found = commands.add_parser("discover", help="the providers this home cluster knows of "
+                                "(ForeignClusters): address, source, offer, peering phase")
+    _cluster_options(found, remote=False)
+    _output_option(found, "output format")
+    found.set_defaults(run=_discover)
 
     for verb, run, help_text in (
             ("offload", _offload, "extend a namespace to the remote clusters"),

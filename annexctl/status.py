@@ -1,5 +1,7 @@
 """`annexctl status`: the home cluster's view of its peerings, read with the home kubeconfig.
 
+- foreign clusters: the providers it knows of, how they were found, their offer and how far
+  peering went (Discovered, Authenticated, Peered), as `annexctl discover` shows them;
 - virtual nodes (VirtualNode, its Node's readiness and capacity, the last health check);
 - offers: each VirtualNode's kubeconfig Secret is the consumer identity, which may read its
   ResourceOffer on the provider (an unreachable provider is shown as such, not an error);
@@ -14,7 +16,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from annexctl.clusters import CliError, Cluster
+from annexctl import discover
+from annexctl.clusters import EXIT_NOT_INSTALLED, CliError, Cluster
 from annexctl.consumer import provider_of
 from annexctl.output import Report, Table
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
@@ -160,10 +163,17 @@ def status(home: Cluster, events: int = 10, offers: bool = True) -> Report:
     offloadings = _offloadings(home)
     pods = _pods(home, [vn["node"] for vn in nodes])
     warnings = _warnings(home, events)
-    data = {"virtualNodes": nodes, "offers": offer_entries,
+    try:
+        foreign = discover.foreign_clusters(home)
+    except CliError as error:
+        if error.exit_code != EXIT_NOT_INSTALLED:
+            raise
+        foreign = []  # a home chart from before ForeignClusters
+    data = {"foreignClusters": foreign, "virtualNodes": nodes, "offers": offer_entries,
             "namespaceOffloadings": offloadings, "pods": pods, "warnings": warnings}
 
     tables = [
+        discover.table(foreign),
         Table("Virtual nodes", ["CLUSTER", "VIRTUALNODE", "NODE", "READY", "LAST CHECK", "CPU",
                                 "MEMORY", "PODS"],
               [[vn["clusterId"], f"{vn['namespace']}/{vn['name']}", vn["node"],

@@ -1,0 +1,124 @@
+"""Peering by token, as liqoctl's generate-peer-command: the provider's admin generates a token
+(`annexctl generate-peer-token`, run against the provider), hands it over out of band, and the
+consumer redeems it (`annexctl peer --token ...`, run against home). The admin's consent is the
+token; discovery plays no part in it.
+
+Generating creates what `annexctl peer` creates on the provider (the tenant namespace, the
+confined identity, its Quota: `peering.consumer_on_provider`), plus a Secret in the tenant
+namespace the token is bound to, and mints a short-lived token for the consumer identity bound
+to that Secret. Redeeming uses it once to request the consumer's own day-long token (the
+identity may request tokens for itself, as its agent does to renew them), then installs that
+at home exactly as `annexctl peer` does (`peering.install_at_home`): the peering token itself is
+never stored. It stops working when it expires (an hour by default) or when the admin deletes
+its Secret (`kubectl delete secret -n <tenant> -l annex.io/peering-token`), whichever is first.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import secrets
+from dataclasses import replace
+from typing import Any
+
+from annexctl.clusters import CliError, Cluster, connect
+from annexctl.kubeconfigs import token_kubeconfig
+from annexctl.output import Report, Table
+from annexctl.peering import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    PeerRequest,
+    consumer_on_provider,
+    install_at_home,
+    mint_token,
+    peered,
+)
+
+TOKEN_PREFIX = "annex-peer-v1."
+PEERING_TOKEN_LABEL = "annex.io/peering-token"
+DEFAULT_TTL_SECONDS = 3600
+MIN_TTL_SECONDS = 600  # the API server's shortest TokenRequest
+
+
+def encode(payload: dict[str, Any]) -> str:
+    text = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(text).decode().rstrip("=")
+
+
+def decode(token: str) -> dict[str, Any]:
+    """The token's payload; CliError (usage) when it is not one annexctl generated."""
+    token = token.strip()
+    if not token.startswith(TOKEN_PREFIX):
+        raise CliError("not an annex peering token (it starts with "
+                       f"{TOKEN_PREFIX!r}; `annexctl generate-peer-token` makes them)", 2)
+    body = token[len(TOKEN_PREFIX):]
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+    except (binascii.Error, ValueError):
+        raise CliError("the peering token is damaged (copied in part?)", 2) from None
+    fields = ("providerClusterId", "consumerClusterId", "tenantNamespace", "kubeconfig")
+    if not isinstance(payload, dict) or any(not payload.get(f) for f in fields):
+        raise CliError("the peering token is damaged (copied in part?)", 2)
+    return payload
+
+
+def generate(provider: Cluster, provider_cluster_id: str, request: PeerRequest,
+             ttl_seconds: int = DEFAULT_TTL_SECONDS) -> Report:
+    """On the provider: the consumer's objects, a Secret to bind the token to, and the token."""
+    if ttl_seconds < MIN_TTL_SECONDS:
+        raise CliError(f"--ttl-seconds must be at least {MIN_TTL_SECONDS}", 2)
+    tenant, rows = consumer_on_provider(provider, request)
+    anchor: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": f"annex-peering-{secrets.token_hex(4)}", "namespace": tenant,
+                           "labels": {MANAGED_BY_LABEL: MANAGED_BY, PEERING_TOKEN_LABEL: "true"}}}
+    rows.append(["provider", "Secret", f"{tenant}/{anchor['metadata']['name']}",
+                 provider.ensure(anchor)])
+    created = provider.get("v1", "Secret", anchor["metadata"]["name"], tenant) or {}
+    token, expires = mint_token(provider, tenant, ttl_seconds, bound_to={
+        "kind": "Secret", "name": anchor["metadata"]["name"],
+        "uid": str(created.get("metadata", {}).get("uid") or "")})
+    kubeconfig = token_kubeconfig(provider.configuration, token, tenant,
+                                  cluster_name=provider_cluster_id,
+                                  user_name=f"{request.home_cluster_id}-consumer",
+                                  server=request.server)
+    peering_token = encode({"providerClusterId": provider_cluster_id,
+                            "consumerClusterId": request.home_cluster_id,
+                            "tenantNamespace": tenant, "kubeconfig": kubeconfig})
+    command = f"annexctl peer --token {peering_token}"
+    data = {"providerClusterId": provider_cluster_id,
+            "consumerClusterId": request.home_cluster_id, "tenantNamespace": tenant,
+            "expirationTimestamp": expires, "token": peering_token, "command": command,
+            "objects": [dict(zip(("cluster", "kind", "name", "action"), row, strict=True))
+                        for row in rows]}
+    notes = [f"Peering token for consumer {request.home_cluster_id}, valid until {expires} "
+             f"(revoke it: kubectl delete secret -n {tenant} {anchor['metadata']['name']}).",
+             "On the consumer (home) cluster, run:", f"  {command}"]
+    return Report(data, [Table("Objects", ["CLUSTER", "KIND", "NAME", "ACTION"], rows)], notes)
+
+
+def redeem(home: Cluster, token: str, namespace: str = "annex-system",
+           secret_name: str | None = None,
+           token_expiration_seconds: int | None = None) -> Report:
+    """At home: exchange the peering token for the consumer's own token, install it."""
+    payload = decode(token)
+    request = PeerRequest(home_cluster_id=payload["consumerClusterId"],
+                          remote_cluster_id=payload["providerClusterId"],
+                          namespace=namespace, secret_name=secret_name)
+    if token_expiration_seconds is not None:
+        request = replace(request, token_expiration_seconds=token_expiration_seconds)
+    tenant = payload["tenantNamespace"]
+    provider = connect(f"provider {request.remote_cluster_id}", None,
+                       contents=payload["kubeconfig"])
+    try:
+        own, expires = mint_token(provider, tenant, request.token_expiration_seconds)
+        kubeconfig = token_kubeconfig(provider.configuration, own, tenant,
+                                      cluster_name=request.remote_cluster_id,
+                                      user_name=f"{request.home_cluster_id}-consumer",
+                                      server=payload["kubeconfig"]["clusters"][0]["cluster"][
+                                          "server"])
+    finally:
+        provider.close()
+    secret, rows = install_at_home(home, request, kubeconfig)
+    return peered(request, tenant, kubeconfig, expires, secret,
+                  [["provider", "TokenRequest", f"{tenant}/consumer", "redeemed"], *rows])
