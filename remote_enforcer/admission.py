@@ -17,7 +17,7 @@ import logging
 import ssl
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -27,6 +27,8 @@ from aiohttp import web
 from annex.kubeapi import ClusterApi, core_path
 from annex.webhooks import admission_application
 from annex.webhooks import admission_request as read_admission_request
+from remote_enforcer.claim_admission import WEBHOOK_PATH as CLAIMS_WEBHOOK_PATH
+from remote_enforcer.claim_admission import ClaimAdmission
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
@@ -126,29 +128,39 @@ class Admission:
             return decision.allowed, decision.message
 
 
-def webhook_app(admission: Admission, metrics: Metrics) -> web.Application:
-    async def validate(request: web.Request) -> web.Response:
-        admission_request = await read_admission_request(request)
-        try:
-            allowed, message = await admission.review(admission_request)
-        except Exception as error:  # noqa: BLE001 - answer rather than drop the connection
-            log.exception("admission failed")
-            allowed, message = False, f"the enforcer could not decide: {error}"
-        metrics.count("admissions_total", f'result="{"allowed" if allowed else "denied"}"')
-        if not allowed:
-            log.info("denied %s %s/%s: %s", admission_request.get("operation"),
-                     admission_request.get("namespace"), admission_request.get("name"), message)
-        return web.json_response(review_response(str(admission_request.get("uid", "")),
-                                                 denied=None if allowed else message))
+Reviewer = Callable[[Mapping[str, Any]], Awaitable[tuple[bool, str]]]
+
+
+def webhook_app(admission: Admission, metrics: Metrics,
+                claims: ClaimAdmission | None = None) -> web.Application:
+    def route(review: Reviewer) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def validate(request: web.Request) -> web.Response:
+            admission_request = await read_admission_request(request)
+            try:
+                allowed, message = await review(admission_request)
+            except Exception as error:  # noqa: BLE001 - answer rather than drop the connection
+                log.exception("admission failed")
+                allowed, message = False, f"the enforcer could not decide: {error}"
+            metrics.count("admissions_total", f'result="{"allowed" if allowed else "denied"}"')
+            if not allowed:
+                log.info("denied %s %s/%s: %s", admission_request.get("operation"),
+                         admission_request.get("namespace"), admission_request.get("name"),
+                         message)
+            return web.json_response(review_response(str(admission_request.get("uid", "")),
+                                                     denied=None if allowed else message))
+        return validate
 
     app = admission_application()
-    app.router.add_post(WEBHOOK_PATH, validate)
+    app.router.add_post(WEBHOOK_PATH, route(admission.review))
+    if claims is not None:
+        app.router.add_post(CLAIMS_WEBHOOK_PATH, route(claims.review))
     return app
 
 
 async def start_webhook(admission: Admission, metrics: Metrics, address: str, port: int,
-                        ssl_context: ssl.SSLContext) -> web.AppRunner:
-    runner = web.AppRunner(webhook_app(admission, metrics), access_log=None)
+                        ssl_context: ssl.SSLContext,
+                        claims: ClaimAdmission | None = None) -> web.AppRunner:
+    runner = web.AppRunner(webhook_app(admission, metrics, claims), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, address, port, ssl_context=ssl_context).start()
     return runner

@@ -21,6 +21,7 @@ from annex.listwatch import Sink, list_and_watch
 from annex.probes import serve_probes
 from remote_enforcer.admission import Admission, start_webhook
 from remote_enforcer.certs import reload_on_change, server_context
+from remote_enforcer.claim_admission import ClaimAdmission
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
@@ -208,8 +209,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             asyncio.create_task(when_listed(("quotas", "shadowpods"), lambda: write_quota_status(
                 api, ledger, consumers.quotas, settings.offer_debounce_seconds)),
                 name="quota-status")]
-        webhook = await start_webhook(admission, metrics, settings.webhook_address,
-                                      settings.webhook_port, ssl_context)
+        webhook = await start_webhook(
+            admission, metrics, settings.webhook_address, settings.webhook_port, ssl_context,
+            ClaimAdmission(api, consumers, settings.storage_classes))
         health = await serve_probes(settings.health_address, settings.health_port,
                                     ready=ready.is_set, not_ready="starting",
                                     scrape=metrics.exposition)

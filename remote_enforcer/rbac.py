@@ -23,7 +23,8 @@ KUBELET_API_RULES: list[dict[str, Any]] = [
 # What the consumer's identity may do in each twin namespace (DESIGN.md section 6).
 TWIN_NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods"], "verbs": ALL_VERBS},
-    {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": ALL_VERBS},
+    {"apiGroups": [""], "resources": ["configmaps", "secrets", "services",
+                                      "persistentvolumeclaims"], "verbs": ALL_VERBS},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ALL_VERBS},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ALL_VERBS},
     {"apiGroups": [""], "resources": ["events", "pods"], "verbs": READ_VERBS},
@@ -51,7 +52,9 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": READ_VERBS},
     {"apiGroups": [""], "resources": ["pods"],
      "verbs": ["get", "list", "watch", "create", "patch"]},
-    {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": ALL_VERBS},
+    # persistentvolumeclaims: granted to consumers, listed for the storage quota
+    {"apiGroups": [""], "resources": ["configmaps", "secrets", "services",
+                                      "persistentvolumeclaims"], "verbs": ALL_VERBS},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create",
                                                            "patch"]},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ALL_VERBS},

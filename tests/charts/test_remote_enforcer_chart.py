@@ -83,9 +83,13 @@ def test_the_deployment_runs_the_enforcer_with_flags_it_accepts() -> None:
 
 def test_the_webhook_sees_shadowpod_creations_and_updates() -> None:
     manifests = render(CHART, MINIMAL)
-    [webhook] = only(manifests, "ValidatingWebhookConfiguration")["webhooks"]
+    webhook, claims = only(manifests, "ValidatingWebhookConfiguration")["webhooks"]
     assert webhook["rules"][0]["resources"] == ["shadowpods"]
     assert sorted(webhook["rules"][0]["operations"]) == ["CREATE", "UPDATE"]
+    # reflected claims: offered classes, storage quota, deletion by their consumer only
+    assert claims["rules"][0]["resources"] == ["persistentvolumeclaims"]
+    assert sorted(claims["rules"][0]["operations"]) == ["CREATE", "DELETE", "UPDATE"]
+    assert claims["clientConfig"]["service"]["path"] == "/validate/persistentvolumeclaims"
     assert only(manifests, "Secret")  # the certificate, when cert-manager does not issue it
 
 

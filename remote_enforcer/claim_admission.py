@@ -1,0 +1,155 @@
+"""The validating webhook for reflected PersistentVolumeClaims (the storage fabric, seed 004).
+
+In a consumer's twin namespaces:
+- a claim must carry the consumer's origin label (as ShadowPods do: shared.forge.tenancy);
+- its storage class must be one the offer lists (`--storage-classes`); an offer that lists none
+  leaves the provider's classes unrestricted (the DefaultStorageClass admission plugin has
+  already put in the default one when the claim names none);
+- the consumer's Quota caps `requests.storage` and `persistentvolumeclaims` (shared.quota.
+  admit_claim) at creation and at expansion, against the claims of its twin namespaces (listed
+  per admission: claims are few and made rarely) plus the admitted ones not yet listed;
+- a reflected claim is deleted only by its consumer, or with its twin namespace (unoffloading):
+  the data behind it cannot be recreated as a ShadowPod's pod can, so nothing on
+  the provider removes it while home is away, a cut included.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from annex.kubeapi import ClusterApi, core_path
+from remote_enforcer.consumers import Consumers
+from shared import quota as quota_rules
+from shared.forge.persistentvolumeclaim import claim_usage, storage_class_of
+from shared.forge.tenancy import consumer_subject, origin_problem
+from shared.ownership import ownership_selector
+from shared.quantity import parse_quantity
+from shared.wellknown import (
+    ORIGIN_CLUSTER_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    TENANT_NAMESPACE_LABEL,
+)
+
+WEBHOOK_PATH = "/validate/persistentvolumeclaims"
+RESERVATION_SECONDS = 30.0
+
+
+def consumer_username(tenant_namespace: Mapping[str, Any]) -> str:
+    """The user name the API server gives the consumer identity its tenant namespace names."""
+    subject = consumer_subject(tenant_namespace)
+    if subject["kind"] == "User":
+        return str(subject["name"])
+    return f"system:serviceaccount:{subject['namespace']}:{subject['name']}"
+
+
+def class_problem(claim: Mapping[str, Any], offered: Sequence[str]) -> str | None:
+    name = storage_class_of(claim)
+    if not offered or name in offered:
+        return None
+    return (f'storage class "{name}" is not offered to this consumer (offered: '
+            f'{", ".join(offered)})')
+
+
+def _terminating(namespace: Mapping[str, Any]) -> bool:
+    return bool((namespace.get("metadata") or {}).get("deletionTimestamp")) or (
+        namespace.get("status") or {}).get("phase") == "Terminating"
+
+
+class ClaimAdmission:
+    def __init__(self, api: ClusterApi, consumers: Consumers,
+                 storage_classes: Sequence[str]) -> None:
+        self.api = api
+        self.consumers = consumers
+        self.storage_classes = tuple(storage_classes)
+        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # consumer -> (namespace, name) -> (usage, expiry): admitted, maybe not listed yet
+        self._reserved: defaultdict[str, dict[tuple[str, str], tuple[dict[str, Decimal],
+                                                                     float]]] = defaultdict(dict)
+
+    async def review(self, request: Mapping[str, Any]) -> tuple[bool, str]:
+        operation = request.get("operation")
+        namespace = str(request.get("namespace") or "")
+        await self.consumers.listed.wait()
+        namespace_obj = self.consumers.namespaces.get(("", namespace))
+        if namespace_obj is None:
+            namespace_obj = await self.api.find(core_path("namespaces", name=namespace))
+        consumer = self.consumers.twin_consumer(namespace_obj)
+        if consumer is None:
+            return True, ""  # not a twin namespace: the provider's own claims
+        if operation == "DELETE":
+            if not _terminating(namespace_obj or {}):  # the cache may lag the deletion
+                namespace_obj = await self.api.find(core_path("namespaces", name=namespace))
+            return self._deletion(request, consumer, namespace_obj or {})
+        obj = request.get("object") or {}
+        problem = origin_problem((obj.get("metadata") or {}).get("labels") or {}, namespace,
+                                 consumer)
+        if problem is None and operation == "CREATE":
+            problem = class_problem(obj, self.storage_classes)
+        if problem is not None:
+            return False, problem
+        old = request.get("oldObject") if operation == "UPDATE" else None
+        return await self._within_quota(consumer, namespace, obj, old,
+                                        bool(request.get("dryRun")))
+
+    def _deletion(self, request: Mapping[str, Any], consumer: str,
+                  namespace: Mapping[str, Any]) -> tuple[bool, str]:
+        old = request.get("oldObject") or {}
+        if ((old.get("metadata") or {}).get("labels") or {}).get(ORIGIN_CLUSTER_LABEL) is None:
+            return True, ""
+        if _terminating(namespace):
+            return True, ""  # the twin namespace goes (unoffloaded): its content with it
+        user = str((request.get("userInfo") or {}).get("username") or "")
+        if user in {consumer_username(t) for t in self._tenant_namespaces(consumer)}:
+            return True, ""
+        return False, (f"this claim holds the data of consumer {consumer}: only the consumer "
+                       f"deletes it (or the deletion of its namespace)")
+
+    def _tenant_namespaces(self, consumer: str) -> list[dict[str, Any]]:
+        return [ns for ns in self.consumers.namespaces.values()
+                if ((ns.get("metadata") or {}).get("labels") or {}).get(TENANT_NAMESPACE_LABEL)
+                == "true" and ns["metadata"]["labels"].get(REMOTE_CLUSTER_ID_LABEL) == consumer]
+
+    async def _used(self, consumer: str, skip: tuple[str, str]) -> dict[str, Decimal]:
+        claims = await self.api.list(core_path("persistentvolumeclaims"),
+                                     ownership_selector(consumer, self.consumers.cluster_id))
+        listed = {(c["metadata"].get("namespace", ""), c["metadata"]["name"]) for c in claims}
+        reserved = self._reserved[consumer]
+        now = time.monotonic()
+        for key in [k for k, (_, expiry) in reserved.items() if k in listed or expiry < now]:
+            del reserved[key]
+        usages: list[dict[str, Decimal]] = []
+        for claim in claims:
+            key = (claim["metadata"].get("namespace", ""), claim["metadata"]["name"])
+            if key == skip or claim["metadata"].get("deletionTimestamp"):
+                continue
+            try:
+                usages.append({k: parse_quantity(v) for k, v in claim_usage(claim).items()})
+            except ValueError:
+                continue
+        usages += [usage for key, (usage, _) in reserved.items() if key != skip]
+        return quota_rules.total_usage(usages)
+
+    async def _within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
+                            old: Mapping[str, Any] | None, dry_run: bool) -> tuple[bool, str]:
+        quota = self.consumers.quota(consumer)
+        if quota is None:
+            return True, ""
+        spec = quota.get("spec") or {}
+        limits = spec.get("resources") or {}
+        usage = claim_usage(obj)
+        if old is not None and usage == claim_usage(old):
+            return True, ""  # no new storage asked: metadata, status, binding
+        key = (namespace, str((obj.get("metadata") or {}).get("name") or ""))
+        async with self._locks[consumer]:
+            used = await self._used(consumer, skip=key)
+            cordoned = bool(spec.get("cordoned")) and old is None
+            decision = quota_rules.admit_claim(cordoned, limits, used, usage)
+            if decision.allowed and not dry_run and old is None:
+                self._reserved[consumer][key] = (decision.requested,
+                                                 time.monotonic() + RESERVATION_SECONDS)
+            return decision.allowed, decision.message
