@@ -1,0 +1,135 @@
+"""Peering that starts from the provider's consent or from discovery, end to end with the home
+controller as a process: a peering token generated on the provider and redeemed at home (its
+own token never stored; revoked with its Secret), `peer --from-discovered` for a provider found
+in DNS, and `discover`/`status` showing the phases. Accepting creates the VirtualNode."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client.exceptions import ApiException
+
+from annexctl.peer_token import PEERING_TOKEN_LABEL, TOKEN_PREFIX
+from shared.api.foreign_cluster import FOREIGN_CLUSTER
+from shared.api.virtual_node import VIRTUAL_NODE
+from tests.annexctl.conftest import Annexctl, home_flags
+from tests.conftest import ClusterHandle
+from tests.helpers import wait_for
+from tests.home_agent.agentproc import unique_id
+from tests.home_controller.conftest import start_controller  # noqa: F401 - a fixture
+from tests.home_controller.dnsserver import dns_server, publish
+
+
+@pytest.fixture
+def ids(home: ClusterHandle, remote: ClusterHandle, crds: None) -> Iterator[dict[str, str]]:
+    made = {"home": unique_id("home"), "provider": unique_id("provider"),
+            "namespace": unique_id("annexctl")}
+    yield made
+    for cluster, name in ((home, made["namespace"]),
+                          (remote, f"annex-tenant-{made['home']}")):
+        try:
+            cluster.core.delete_namespace(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+    fcs = home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
+                                     kind=FOREIGN_CLUSTER.kind)
+    try:
+        fcs.delete(name=made["provider"])
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def phase(annexctl: Annexctl, home: ClusterHandle, name: str) -> str | None:
+    run = annexctl("discover", *home_flags(home), "-o", "json")
+    assert run.code == 0, run.err
+    return next((fc["phase"] for fc in run.json()["foreignClusters"] if fc["name"] == name),
+                None)
+
+
+def secret_kubeconfig(home: ClusterHandle, namespace: str, name: str) -> dict[str, Any]:
+    data = home.core.read_namespaced_secret(name, namespace).data["kubeconfig"]
+    return dict(yaml.safe_load(base64.b64decode(data)))
+
+
+def test_a_peering_token_generated_on_the_provider_and_redeemed_at_home(
+        home: ClusterHandle, remote: ClusterHandle, ids: dict[str, str], annexctl: Annexctl,
+        start_controller: Any) -> None:  # noqa: F811 - the fixture
+    start_controller("--namespace", ids["namespace"])
+    generated = annexctl("generate-peer-token", "--kubeconfig", str(remote.kubeconfig),
+                         "--cluster-id", ids["provider"], "--consumer-cluster-id", ids["home"],
+                         "-o", "json")
+    assert generated.code == 0, generated.err
+    token = generated.json()["token"]
+    assert token.startswith(TOKEN_PREFIX)
+    assert generated.json()["command"] == f"annexctl peer --token {token}"
+    tenant = f"annex-tenant-{ids['home']}"
+    (anchor,) = remote.core.list_namespaced_secret(
+        tenant, label_selector=PEERING_TOKEN_LABEL).items
+
+    redeemed = annexctl("peer", "--token", token, *home_flags(home), "-n", ids["namespace"],
+                        "-o", "json")
+    assert redeemed.code == 0, redeemed.err
+    assert redeemed.json()["remoteClusterId"] == ids["provider"]
+    assert redeemed.json()["tenantNamespace"] == tenant
+    # The consumer's own token is installed, not the peering token's.
+    kubeconfig = secret_kubeconfig(home, ids["namespace"], f"{ids['provider']}-kubeconfig")
+    assert kubeconfig["users"][0]["user"]["token"] not in base64.urlsafe_b64decode(
+        token[len(TOKEN_PREFIX):] + "==").decode()
+
+    # Accepted with consent: the home controller creates the VirtualNode.
+    wait_for(lambda: phase(annexctl, home, ids["provider"]) == "Peered", timeout=30)
+    vns = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
+                                     kind=VIRTUAL_NODE.kind)
+    vn = vns.get(name=ids["provider"], namespace=ids["namespace"]).to_dict()
+    assert vn["spec"]["kubeconfigSecretRef"] == {"name": f"{ids['provider']}-kubeconfig"}
+    status = annexctl("status", *home_flags(home), "--no-offers", "-o", "json")
+    assert status.code == 0, status.err
+    assert {fc["name"]: fc["phase"] for fc in status.json()["foreignClusters"]}[
+        ids["provider"]] == "Peered"
+    table = annexctl("discover", *home_flags(home))
+    assert ids["provider"] in table.out and "Peered" in table.out
+
+    # The admin revokes the token (its Secret): it cannot be redeemed again.
+    remote.core.delete_namespaced_secret(anchor.metadata.name, tenant)
+    again = annexctl("peer", "--token", token, *home_flags(home), "-n", ids["namespace"])
+    assert again.code == 1 and again.err.startswith("error: ") and again.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("token", ["nonsense", f"{TOKEN_PREFIX}not-base64!", f"{TOKEN_PREFIX}e30"])
+def test_a_damaged_token_is_a_usage_error(home: ClusterHandle, annexctl: Annexctl,
+                                         token: str) -> None:
+    run = annexctl("peer", "--token", token, *home_flags(home))
+    assert run.code == 2 and run.err.startswith("error: ") and "token" in run.err
+
+
+def test_peer_needs_the_providers_consent(home: ClusterHandle, annexctl: Annexctl) -> None:
+    run = annexctl("peer", *home_flags(home), "--cluster-id", "h", "--remote-cluster-id", "p")
+    assert run.code == 2 and "consent" in run.err
+
+
+def test_peer_from_a_provider_discovered_in_dns(
+        home: ClusterHandle, remote: ClusterHandle, ids: dict[str, str], annexctl: Annexctl,
+        start_controller: Any) -> None:  # noqa: F811 - the fixture
+    server_url = yaml.safe_load(remote.kubeconfig.read_text())["clusters"][0]["cluster"][
+        "server"]
+    with dns_server() as server:
+        publish(server.zone, "annex.test", ids["provider"], ids["provider"], server_url)
+        start_controller("--namespace", ids["namespace"], "--discover-dns-domains", "annex.test",
+                         "--dns-servers", server.address, "--dns-interval-seconds", "0.5")
+        wait_for(lambda: phase(annexctl, home, ids["provider"]) == "Discovered", timeout=30)
+        listed = annexctl("discover", *home_flags(home))
+        assert "DNS" in listed.out and "--from-discovered" in listed.out
+
+        run = annexctl("peer", "--from-discovered", ids["provider"], *home_flags(home),
+                       "--remote-kubeconfig", str(remote.kubeconfig),
+                       "--cluster-id", ids["home"], "-n", ids["namespace"], "-o", "json")
+        assert run.code == 0, run.err
+        assert run.json()["remoteClusterId"] == ids["provider"]
+        assert run.json()["server"] == server_url  # the announced address
+        wait_for(lambda: phase(annexctl, home, ids["provider"]) == "Peered", timeout=30)
