@@ -84,6 +84,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import bench_trace  # noqa: E402
+
 from annex.kube import ClientLimits, load_connection  # noqa: E402
 from annex.kubeapi import (  # noqa: E402
     STRATEGIC_MERGE_PATCH,
@@ -616,6 +618,8 @@ class Bench:
     twin: str = ""
     bare_requests: RequestMetrics = field(default_factory=RequestMetrics)
     """The bare client's requests (the driver's are not counted)."""
+    created: dict[str, float] = field(default_factory=dict)
+    """Latency pods: when each was created (bound), by name."""
     background: list[asyncio.Task[None]] = field(default_factory=list)
 
     def api(self, cluster: str, user: str) -> ClusterApi:
@@ -857,8 +861,12 @@ class Bench:
         if self.remote_pod_cidr:
             flags += ["--remote-pod-cidr", self.remote_pod_cidr,
                       "--remapped-pod-cidr", "100.64.0.0/16"]
+        # --trace: the agent as bench_trace runs it (its requests, events, reconciles, stalls)
+        module = ([str(ROOT / "scripts" / "bench_trace.py"),
+                   str(self.directory / "trace-agent.jsonl"), "home_agent"] if self.args.trace
+                  else ["-m", "home_agent"])
         self.agent = Component("agent", [
-            "-m", "home_agent",
+            *module,
             "--home-kubeconfig", self.kubeconfigs["home"],
             "--remote-kubeconfig", self.kubeconfigs["remote"],
             "--cluster-id", self.names.home_id, "--remote-cluster-id", self.names.remote_id,
@@ -1047,8 +1055,35 @@ class Bench:
 
     async def latency(self) -> None:
         await until(self.agent_converged, 120, "the agent converged", interval=0.5)
+        started = time.monotonic()
         self.results["latency"] = {label: await self.measure_latency(label, f"lat-{label}")
                                    for label in ("agent", "bare")}
+        if self.args.trace:
+            self.results["latency"]["trace"] = self.latency_trace(started, time.monotonic())
+
+    def latency_trace(self, start: float, end: float) -> dict[str, Any]:
+        """--trace: where each latency pod's time went, step by step, on the agent's path (its
+        trace) and the bare client's (the benchmark's own), and the agent's event-loop stalls
+        meanwhile."""
+        t, names = self.timeline, self.names
+        times: dict[str, dict[str, float]] = {}
+        for name, created in self.created.items():
+            namespace, twin = ((names.namespace, self.twin) if name.startswith("lat-agent-")
+                               else (names.bare_namespace, names.bare_twin))
+            found = {"created": created,
+                     "shadowpod": t.seen.get(("remote-shadowpods", twin, name)),
+                     "remote_running": t.running.get(("remote-pods", twin, name)),
+                     "shadowpod_running": t.running.get(("remote-shadowpods", twin, name)),
+                     "home_running": t.running.get(("home-pods", namespace, name))}
+            times[name] = {k: v for k, v in found.items() if v is not None}
+        agent = bench_trace.read(self.directory / "trace-agent.jsonl")
+        steps = bench_trace.breakdown(
+            agent, bench_trace.read(self.directory / "trace-bench.jsonl"),
+            {"namespace": names.namespace, "twin": self.twin,
+             "bare_namespace": names.bare_namespace, "bare_twin": names.bare_twin}, times)
+        return {**{path: {step: percentiles(values) for step, values in found.items()}
+                   for path, found in steps.items()},
+                "agent_loop_stalls": bench_trace.stalls(agent, start, end)}
 
     async def measure_latency(self, label: str, prefix: str) -> dict[str, Any]:
         """--latency-pods pods named PREFIX-i created one at a time on the agent's or the bare
@@ -1062,9 +1097,10 @@ class Bench:
         bare_tasks = []
         for name in names:
             pod = await self.home.create(core_path("pods", namespace), self.pod(name, node))
-            created[name] = time.monotonic()
+            created[name] = self.created[name] = time.monotonic()
             if label == "bare":
-                bare_tasks.append(asyncio.create_task(self.bare_offload([pod], 1)))
+                bare_tasks.append(asyncio.create_task(self.bare_offload(
+                    [pod], self.args.bare_lanes)))
             await asyncio.sleep(interval)
         await until(self.timeline.all_of(self.timeline.running, "home-pods", namespace,
                                          names), 120, f"{prefix} latency pods Running at home")
@@ -1259,6 +1295,9 @@ class Bench:
             "enforcer": self.enforcer.figures()}
 
     async def close(self) -> None:
+        for task in self.background:  # (cleanup cancelled them already on given clusters)
+            task.cancel()
+        await asyncio.gather(*self.background, return_exceptions=True)
         for api in self.apis.values():
             await api.close()
 
@@ -1359,6 +1398,16 @@ def table(results: dict[str, Any]) -> str:
         if agent_p50 is not None and bare_p50 is not None:
             rows.append(("latency added by the agent over the bare client",
                          f"p50 {agent_p50 - bare_p50:.1f} ms (target ≤ 30 ms)"))
+        trace = results["latency"].get("trace")
+        for label in ("agent", "bare") if trace else ():
+            for step, p in trace[label].items():
+                rows.append((f"  {label} {step}", f"p50 {p.get('p50_ms')} ms, p90 "
+                             f"{p.get('p90_ms')} ms"))
+        if trace:
+            stalled = trace["agent_loop_stalls"]
+            rows.append(("  agent event loop stalls (> 2 ms)",
+                         f"{stalled['count']}, {stalled['seconds']} s in all, longest "
+                         f"{stalled['longest_ms']} ms"))
     if "offloading" in results:
         found = results["offloading"]
         for label in ("bare", "agent"):
@@ -1457,6 +1506,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kubesim-latency", default="0,0", metavar="WRITE_MS,WATCH_MS",
                         help="kubesim's writes wait WRITE_MS (a real server's etcd commit) and "
                              "its watch events WATCH_MS, e.g. 5,1 (kubesim/faults.py)")
+    parser.add_argument("--trace", action="store_true",
+                        help="run the agent traced (scripts/bench_trace.py), trace the "
+                             "benchmark's own client too: the latency scenario then reports "
+                             "where each path's time goes, step by step")
     parser.add_argument("--json", default="bench-offloading.json", help="results file")
     parser.add_argument("--serve-kubesim", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--cluster", choices=("home", "remote"), help=argparse.SUPPRESS)
@@ -1480,6 +1533,8 @@ async def run(args: argparse.Namespace, directory: Path, served: dict[str, Any],
     assert task is not None
     # SIGTERM unwinds as Ctrl-C does (asyncio.run cancels on SIGINT): the cleanup below runs.
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    if args.trace:  # the bare client's requests and the watches' events, as the agent's
+        bench_trace.install((directory / "trace-bench.jsonl").open("a", buffering=1))
     try:
         await bench.check_capacity()
         try:

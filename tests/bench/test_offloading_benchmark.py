@@ -44,7 +44,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         [sys.executable, "scripts/bench_offloading.py", "--pods", str(PODS), "--configmaps", "20",
          "--latency-pods", str(LATENCY_PODS), "--idle-seconds", "2",
          "--stream-logs", str(STREAM_LOGS), "--stream-execs", str(STREAM_EXECS),
-         "--stream-pods", "2", "--json", str(output)],
+         "--stream-pods", "2", "--trace", "--json", str(output)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     found: dict[str, Any] = json.loads(output.read_text())
@@ -101,3 +101,18 @@ def test_the_latency_is_measured_with_and_without_streams_through_the_home_api_s
     assert isinstance(streams["added_p50_change_percent"], float)
     assert streams["agent"]["rss_mib"] > 0
     assert streams["agent_before"]["rss_mib"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_a_traced_run_says_where_each_paths_latency_goes(report: dict[str, Any]) -> None:
+    trace = report["latency"]["trace"]
+    # The agent's steps, each from its own trace: its watch, its queue, its work, the request.
+    # The agent's steps, each from its own trace (its watch, its queue, its work, the
+    # request), in both directions, and the bare client's from the benchmark's.
+    for path, steps in (("agent", 10), ("bare", 6)):
+        assert len(trace[path]) == steps
+        assert [step[0] for step in trace[path]] == sorted(step[0] for step in trace[path])
+        assert all(found.get("p50_ms") is not None for found in trace[path].values()), path
+    assert trace["agent"]["1 API: ShadowPod POST"]["p50_ms"] > 0
+    assert trace["bare"]["1 API: ShadowPod POST"]["p50_ms"] > 0
+    assert trace["agent_loop_stalls"]["count"] >= 0
