@@ -4,8 +4,10 @@ storage").
 Once the remote claim is bound, the virtual node's agent provisions the home claim as an
 external provisioner does: a volume named `pvc-<home claim uid>`, pre-bound to the claim
 (claimRef with its uid), which the home PV controller then binds. It stands for the remote
-volume:
-- capacity, access modes and volume mode follow the remote volume;
+volume, read through the remote claim (the consumer identity may read its claims, not the
+provider's cluster-scoped volumes):
+- capacity and access modes are the remote claim's status (the remote volume's), the volume
+  mode its spec's;
 - a required node affinity pins it to the virtual node (`kubernetes.io/hostname`), so every
   later pod mounting the claim is scheduled there and offloaded to the same cluster;
 - its source is a CSI volume of annex's virtual driver naming the remote volume: no kubelet ever
@@ -45,22 +47,23 @@ def virtual_node_affinity(node_name: str) -> dict[str, Any]:
 
 
 def home_volume(
-    remote_volume: Mapping[str, Any],
+    remote_claim: Mapping[str, Any],
     home_claim: Mapping[str, Any],
     node_name: str,
     remote_cluster_id: str,
     provisioner: str,
 ) -> dict[str, Any]:
-    """The home volume standing for `remote_volume`, pre-bound to `home_claim`, pinned to the
-    virtual node `node_name`."""
-    remote_spec = remote_volume.get("spec") or {}
+    """The home volume standing for the volume the bound `remote_claim` holds, pre-bound to
+    `home_claim`, pinned to the virtual node `node_name`."""
+    remote_spec = remote_claim.get("spec") or {}
+    remote_status = remote_claim.get("status") or {}
     claim_meta = home_claim.get("metadata") or {}
     claim_spec = home_claim.get("spec") or {}
-    remote_name = str((remote_volume.get("metadata") or {}).get("name") or "")
-    reference = remote_volume_reference(remote_cluster_id, remote_name)
+    reference = remote_volume_reference(remote_cluster_id,
+                                        str(remote_spec.get("volumeName") or ""))
     spec: dict[str, Any] = {
-        "capacity": {"storage": str((remote_spec.get("capacity") or {}).get("storage", "0"))},
-        "accessModes": copied(list(remote_spec.get("accessModes") or
+        "capacity": {"storage": str((remote_status.get("capacity") or {}).get("storage", "0"))},
+        "accessModes": copied(list(remote_status.get("accessModes") or
                                    claim_spec.get("accessModes") or [])),
         "volumeMode": remote_spec.get("volumeMode") or "Filesystem",
         "persistentVolumeReclaimPolicy": "Delete",
@@ -104,9 +107,9 @@ def pinned_node(volume: Mapping[str, Any]) -> str | None:
 
 
 def expanded_capacity(home_volume_obj: Mapping[str, Any],
-                      remote_volume: Mapping[str, Any]) -> str | None:
-    """The remote volume's capacity when it differs from the home volume's (an expansion done
+                      remote_claim: Mapping[str, Any]) -> str | None:
+    """The remote claim's capacity when it differs from the home volume's (an expansion done
     remotely, to show at home); None when they agree."""
-    remote = ((remote_volume.get("spec") or {}).get("capacity") or {}).get("storage")
+    remote = ((remote_claim.get("status") or {}).get("capacity") or {}).get("storage")
     home = ((home_volume_obj.get("spec") or {}).get("capacity") or {}).get("storage")
     return None if remote is None or str(remote) == str(home) else str(remote)

@@ -1,5 +1,5 @@
 """shared.forge.persistentvolume: the home volume standing for a remote one, pinned to the
-virtual node and pre-bound to the home claim."""
+virtual node and pre-bound to the home claim, read from the bound remote claim."""
 
 from __future__ import annotations
 
@@ -11,17 +11,19 @@ from shared.forge.persistentvolume import (
 )
 from shared.wellknown import REMOTE_VOLUME_ANNOTATION, VIRTUAL_STORAGE_PROVISIONER
 
+REMOTE_CLAIM = {
+    "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+    "metadata": {"name": "data-db-0", "namespace": "shop-home", "uid": "r-9"},
+    "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "standard",
+             "volumeMode": "Block", "volumeName": "pvc-remote-9",
+             "resources": {"requests": {"storage": "1Gi"}}},
+    "status": {"phase": "Bound", "capacity": {"storage": "2Gi"},
+               "accessModes": ["ReadWriteOnce"]},
+}
 REMOTE_VOLUME = {
-    "apiVersion": "v1", "kind": "PersistentVolume",
-    "metadata": {"name": "pvc-remote-9", "uid": "r-9",
-                 "annotations": {"pv.kubernetes.io/provisioned-by": "rancher.io/local-path"}},
-    "spec": {"capacity": {"storage": "2Gi"}, "accessModes": ["ReadWriteOnce"],
-             "volumeMode": "Block", "persistentVolumeReclaimPolicy": "Retain",
-             "hostPath": {"path": "/var/x"}, "storageClassName": "standard",
-             "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                 {"key": "kubernetes.io/hostname", "operator": "In",
-                  "values": ["remote-worker"]}]}]}}},
-    "status": {"phase": "Bound"},
+    "metadata": {"name": "pvc-remote-9"},
+    "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["remote-worker"]}]}]}}},
 }
 HOME_CLAIM = {
     "apiVersion": "v1", "kind": "PersistentVolumeClaim",
@@ -32,7 +34,7 @@ HOME_CLAIM = {
 
 
 def test_the_home_volume_follows_the_remote_one_and_pins_the_virtual_node() -> None:
-    volume = home_volume(REMOTE_VOLUME, HOME_CLAIM, "liqo-remote", "remote-id",
+    volume = home_volume(REMOTE_CLAIM, HOME_CLAIM, "liqo-remote", "remote-id",
                          VIRTUAL_STORAGE_PROVISIONER)
     spec = volume["spec"]
     assert volume["metadata"]["name"] == "pvc-u-1"
@@ -44,19 +46,19 @@ def test_the_home_volume_follows_the_remote_one_and_pins_the_virtual_node() -> N
     assert spec["claimRef"] == {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                 "namespace": "shop", "name": "data-db-0", "uid": "u-1"}
     assert pinned_node(volume) == "liqo-remote"
-    assert "hostPath" not in spec  # nothing of the remote node's storage
     assert spec["csi"]["volumeHandle"] == "remote-id/pvc-remote-9"
     assert volume["metadata"]["annotations"][REMOTE_VOLUME_ANNOTATION] == \
         "remote-id/pvc-remote-9"
     assert is_virtual_volume(volume, VIRTUAL_STORAGE_PROVISIONER)
     assert not is_virtual_volume(REMOTE_VOLUME, VIRTUAL_STORAGE_PROVISIONER)
+    assert "hostPath" not in spec
 
 
 def test_a_remote_expansion_shows_at_home() -> None:
-    volume = home_volume(REMOTE_VOLUME, HOME_CLAIM, "liqo-remote", "remote-id",
+    volume = home_volume(REMOTE_CLAIM, HOME_CLAIM, "liqo-remote", "remote-id",
                          VIRTUAL_STORAGE_PROVISIONER)
-    assert expanded_capacity(volume, REMOTE_VOLUME) is None
-    grown = {**REMOTE_VOLUME, "spec": {**REMOTE_VOLUME["spec"], "capacity": {"storage": "5Gi"}}}
+    assert expanded_capacity(volume, REMOTE_CLAIM) is None
+    grown = {**REMOTE_CLAIM, "status": {**REMOTE_CLAIM["status"], "capacity": {"storage": "5Gi"}}}
     assert expanded_capacity(volume, grown) == "5Gi"
 
 
