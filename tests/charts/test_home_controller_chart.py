@@ -1,0 +1,106 @@
+"""charts/home-agent's home controller: off by default; on, a Deployment whose flags the
+controller accepts, locked down with its probes, and roles holding exactly home_controller/rbac
+.py's rules; discovery off unless asked, mDNS on the host network."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from annex_demo.charts import of_kind
+from home_controller.rbac import CLUSTER_RULES, NAMESPACE_RULES
+from home_controller.settings import parse
+from tests.charts.helm import (
+    NAMESPACE,
+    lint_problems,
+    normalized_rules,
+    only,
+    render,
+    schema_error,
+    validation_errors,
+)
+from tests.charts.test_home_agent_chart import CHART, MINIMAL
+
+ENABLED = {**MINIMAL, "controller": {"enabled": True}}
+DISCOVERING = {**MINIMAL, "controller": {"enabled": True, "discovery": {
+    "mdns": {"enabled": True, "interfaces": ["192.168.1.10"]},
+    "dns": {"domains": ["providers.example.org", "example.net"], "servers": ["10.0.0.53:53"],
+            "intervalSeconds": 30}}}}
+
+
+def controller_objects(values: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in render(CHART, values) if m["metadata"]["name"].endswith("-controller")]
+
+
+def deployment_args(values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    pod = only(controller_objects(values), "Deployment")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["command"] == ["python", "-m", "home_controller"]
+    return pod, container["args"]
+
+
+def test_the_controller_is_off_by_default() -> None:
+    assert controller_objects(MINIMAL) == []
+
+
+@pytest.mark.parametrize("values", [ENABLED, DISCOVERING], ids=["enabled", "discovering"])
+def test_its_manifests_are_valid_and_lint_clean(values: dict[str, Any]) -> None:
+    problems = {f"{m['kind']}/{m['metadata']['name']}": validation_errors(m)
+                for m in controller_objects(values)}
+    assert {name: errors for name, errors in problems.items() if errors} == {}
+    assert lint_problems(CHART, values) == []
+    assert schema_error(CHART, values) is None
+
+
+def test_discovery_is_off_unless_asked_and_the_flags_parse() -> None:
+    pod, args = deployment_args(ENABLED)
+    settings = parse(args)
+    assert settings.namespace == NAMESPACE
+    assert not settings.discover_mdns and settings.discover_dns_domains == ()
+    assert "hostNetwork" not in pod
+
+
+def test_the_discovery_values_reach_the_flags_and_mdns_uses_the_host_network() -> None:
+    pod, args = deployment_args(DISCOVERING)
+    settings = parse(args)
+    assert settings.discover_mdns and settings.mdns_interfaces == ("192.168.1.10",)
+    assert settings.discover_dns_domains == ("providers.example.org", "example.net")
+    assert settings.dns_servers == ("10.0.0.53:53",) and settings.dns_interval_seconds == 30
+    assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
+
+
+def test_it_runs_locked_down_with_its_probes() -> None:
+    pod, _ = deployment_args(ENABLED)
+    [container] = pod["containers"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert container["resources"]["limits"]
+
+
+def test_its_roles_hold_exactly_what_the_controller_uses() -> None:
+    objects = controller_objects(ENABLED)
+    account = only(objects, "ServiceAccount")["metadata"]["name"]
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
+    for role_kind, binding_kind, rules in (("ClusterRole", "ClusterRoleBinding", CLUSTER_RULES),
+                                           ("Role", "RoleBinding", NAMESPACE_RULES)):
+        role, binding = only(objects, role_kind), only(objects, binding_kind)
+        assert normalized_rules(role["rules"]) == normalized_rules(rules)
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == subject
+    assert of_kind(objects, "Role")[0]["metadata"]["namespace"] == NAMESPACE
+
+
+@pytest.mark.parametrize(("controller", "complaint"), [
+    ({"enabled": "yes"}, "/controller/enabled"),
+    ({"discovery": {"dns": {"domains": ["not a domain"]}}}, "/controller/discovery/dns"),
+    ({"discovery": {"dns": {"intervalSeconds": 0}}}, "/controller/discovery/dns"),
+    ({"discovery": {"bonjour": {}}}, "/controller/discovery"),
+])
+def test_the_schema_refuses_bad_controller_values(controller: dict[str, Any],
+                                                  complaint: str) -> None:
+    error = schema_error(CHART, {**MINIMAL, "controller": controller})
+    assert error is not None and complaint in error
