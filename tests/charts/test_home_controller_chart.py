@@ -70,6 +70,13 @@ def test_the_discovery_values_reach_the_flags_and_mdns_uses_the_host_network() -
     assert pod["hostNetwork"] is True and pod["dnsPolicy"] == "ClusterFirstWithHostNet"
 
 
+def test_the_agents_webhook_service_does_not_select_it() -> None:
+    pod_labels = only(controller_objects(ENABLED), "Deployment")["spec"]["template"][
+        "metadata"]["labels"]
+    selector = only(render(CHART, ENABLED), "Service")["spec"]["selector"]
+    assert not selector.items() <= pod_labels.items()
+
+
 def test_it_runs_locked_down_with_its_probes() -> None:
     pod, _ = deployment_args(ENABLED)
     [container] = pod["containers"]
