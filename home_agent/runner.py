@@ -4,6 +4,7 @@ controller thread of their own, until a signal (or a dead operator) stops everyt
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -12,7 +13,6 @@ import threading
 from collections.abc import Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from annex.controller import Controller, Result
 from annex.kube import load_connection
@@ -114,12 +114,15 @@ class HomeWatches:
 
 async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
                      reflection: Reflection, credentials: RemoteCredentials,
-                     stop: threading.Event) -> None:
-    """Everything but the kubelet API, on this thread's loop, until `stop`; returns early when
-    a watch died (the agent exits: mirrors nobody fills any more decide nothing)."""
+                     kubelet: KubeletServer) -> int:
+    """Everything but the kubelet API on this loop (the kubelet API on a thread and loop of its
+    own: a stream never waits for a burst of reconciles), until SIGTERM or SIGINT (0), or until
+    a watch or the kubelet API died (1: mirrors nobody fills any more decide nothing)."""
     loop = asyncio.get_running_loop()
-    # For the few blocking calls (waiting for the stop, DNS).
-    loop.set_default_executor(ThreadPoolExecutor(max_workers=8))
+    loop.set_default_executor(ThreadPoolExecutor(max_workers=8))  # DNS lookups
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     home.home.start()
     metrics = Metrics(reflection.queued)
     synced_pods = None
@@ -139,12 +142,20 @@ async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
     tasks.append(asyncio.create_task(health_loop(agent)))
     agent.enqueue(("node",))
     servers = [await serve_webhook(agent), await serve_metrics(agent, metrics)]
-    while not await loop.run_in_executor(None, stop.wait, 1.0):
-        if not (home.alive() and watches.alive()):
-            log.error("a watch stopped: exiting")
+    kubelet.start(agent)
+    log.info("home agent %s → %s started (node %s)", agent.config.home_cluster_id,
+             agent.config.remote_cluster_id, agent.node_name())
+    exit_code = 0
+    while not stop.is_set():
+        if not (home.alive() and watches.alive() and kubelet.alive()):
+            log.error("a component stopped: exiting")
+            exit_code = 1
             break
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)
     home.stop()
     watches.stop()
+    await loop.run_in_executor(None, kubelet.stop)
     for server in servers:
         if server is not None:
             await server.cleanup()
@@ -155,6 +166,7 @@ async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
     await asyncio.gather(*tasks, return_exceptions=True)
     await agent.home.close()  # the clients' sessions live on this loop
     await agent.remote.close()
+    return exit_code
 
 
 async def _configured(config: AgentConfig, home: ClusterApi) -> AgentConfig:
@@ -207,28 +219,5 @@ def run(config: AgentConfig) -> int:
         Watch(home.connection, declared_watch(agent.informers, HOME, HOME_WATCH), on_home_event,
               home_synced),
         NodePodsWatch(home.connection, on_home_event, pods_synced, agent.mirrors.pods.values))
-    stop = threading.Event()
-
-    def request_stop(*_: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
-    controller_thread = threading.Thread(
-        target=lambda: asyncio.run(controller(agent, home_watches, RemoteWatches(agent),
-                                              reflection, credentials, stop)),
-        name="controller",
-        daemon=True)
-    controller_thread.start()
-    kubelet.start(agent)
-    log.info("home agent %s → %s started (node %s)", config.home_cluster_id,
-             config.remote_cluster_id, agent.node_name())
-    exit_code = 0
-    while not stop.wait(1.0):
-        if not (controller_thread.is_alive() and kubelet.alive()):
-            log.error("a component stopped: exiting")
-            exit_code = 1
-            stop.set()
-    controller_thread.join(10)
-    kubelet.stop()
-    return exit_code
+    return asyncio.run(controller(agent, home_watches, RemoteWatches(agent), reflection,
+                                  credentials, kubelet))
