@@ -7,20 +7,22 @@ external provisioner does: a volume named `pvc-<home claim uid>`, pre-bound to t
 volume, read through the remote claim (the consumer identity may read its claims, not the
 provider's cluster-scoped volumes):
 - capacity and access modes are the remote claim's status (the remote volume's), the volume
-  mode its spec's;
+  mode its spec's; a remote claim still Pending (a WaitForFirstConsumer class waits for the
+  offloaded pod, which waits for this volume) stands for what it requests, until it binds;
 - a required node affinity pins it to the virtual node (`kubernetes.io/hostname`), so every
   later pod mounting the claim is scheduled there and offloaded to the same cluster;
-- its source is a CSI volume of annex's virtual driver naming the remote volume: no kubelet ever
-  mounts it (its pods run remotely), but a volume must name a source;
+- its source is a CSI volume of annex's virtual driver naming the remote claim (its volume may
+  not exist yet): no kubelet ever mounts it (its pods run remotely), but a volume must name a
+  source;
 - reclaim policy Delete, as the virtual class says: the home claim's deletion releases it, the
   agent deletes it and the remote claim (the remote reclaim policy decides the data);
 - `pv.kubernetes.io/provisioned-by` names the virtual provisioner, and
-  `REMOTE_VOLUME_ANNOTATION` the remote volume ("<remote cluster id>/<volume>").
+  `REMOTE_VOLUME_ANNOTATION` the remote claim ("<remote cluster id>/<namespace>/<name>").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shared.forge.common import copied
@@ -36,8 +38,8 @@ def home_volume_name(home_claim: Mapping[str, Any]) -> str:
     return f"pvc-{(home_claim.get('metadata') or {}).get('uid', '')}"
 
 
-def remote_volume_reference(remote_cluster_id: str, remote_volume_name: str) -> str:
-    return f"{remote_cluster_id}/{remote_volume_name}"
+def remote_volume_reference(remote_cluster_id: str, remote_claim: str) -> str:
+    return f"{remote_cluster_id}/{remote_claim}"
 
 
 def virtual_node_affinity(node_name: str) -> dict[str, Any]:
@@ -59,10 +61,13 @@ def home_volume(
     remote_status = remote_claim.get("status") or {}
     claim_meta = home_claim.get("metadata") or {}
     claim_spec = home_claim.get("spec") or {}
-    reference = remote_volume_reference(remote_cluster_id,
-                                        str(remote_spec.get("volumeName") or ""))
+    remote_meta = remote_claim.get("metadata") or {}
+    reference = remote_volume_reference(
+        remote_cluster_id, f"{remote_meta.get('namespace', '')}/{remote_meta.get('name', '')}")
+    requested = ((remote_spec.get("resources") or {}).get("requests") or {}).get("storage", "0")
     spec: dict[str, Any] = {
-        "capacity": {"storage": str((remote_status.get("capacity") or {}).get("storage", "0"))},
+        "capacity": {"storage": str((remote_status.get("capacity") or {}).get(
+            "storage", requested))},
         "accessModes": copied(list(remote_status.get("accessModes") or
                                    claim_spec.get("accessModes") or [])),
         "volumeMode": remote_spec.get("volumeMode") or "Filesystem",
@@ -113,3 +118,42 @@ def expanded_capacity(home_volume_obj: Mapping[str, Any],
     remote = ((remote_claim.get("status") or {}).get("capacity") or {}).get("storage")
     home = ((home_volume_obj.get("spec") or {}).get("capacity") or {}).get("storage")
     return None if remote is None or str(remote) == str(home) else str(remote)
+
+
+def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
+    """The claims a pod mounts: its persistentVolumeClaim volumes', and its generic ephemeral
+    volumes' (named `<pod>-<volume>` by the ephemeral volume controller)."""
+    pod_name = (pod.get("metadata") or {}).get("name", "")
+    names: list[str] = []
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+        if claim:
+            names.append(str(claim))
+        elif volume.get("ephemeral") is not None:
+            names.append(f"{pod_name}-{volume.get('name', '')}")
+    return names
+
+
+def home_data_problem(
+    pod: Mapping[str, Any],
+    claim: Callable[[str], Mapping[str, Any] | None],
+    volume: Callable[[str], Mapping[str, Any] | None],
+    provisioner: str,
+    node_name: str,
+) -> str | None:
+    """Why a pod bound to the virtual node `node_name` cannot be offloaded for its volumes: it
+    mounts a claim bound to a volume that is not one of this virtual node's (its data is on
+    the home cluster). None when every bound claim is the virtual node's (or unbound)."""
+    for name in pod_claim_names(pod):
+        found = claim(name)
+        volume_name = str(((found or {}).get("spec") or {}).get("volumeName") or "")
+        if not volume_name:
+            continue
+        bound = volume(volume_name)
+        if bound is not None and is_virtual_volume(bound, provisioner) and (
+                pinned_node(bound) == node_name):
+            continue
+        return (f'persistentvolumeclaim "{name}" is bound to the home volume "{volume_name}": '
+                f"its data stays on the home cluster, so a pod mounting it is not offloaded "
+                f"(claims of the virtual storage class get their volume in the remote cluster)")
+    return None

@@ -577,13 +577,15 @@ def local_pod_status(
     return status
 
 
-def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime) -> dict[str, Any]:
-    """The status of a pod bound to the virtual node from a namespace that is not offloaded:
-    Pending with reason OffloadingBackOff (seed 004), its true conditions turned false with the
-    same reason, no container ready (Liqo's LocalRejectedPodStatus)."""
+def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime,
+                              message: str | None = None) -> dict[str, Any]:
+    """The status of a pod bound to the virtual node that is held back: Pending with reason
+    OffloadingBackOff (seed 004) and `message` (by default: its namespace is not offloaded),
+    its true conditions turned false with the same reason, no container ready (Liqo's
+    LocalRejectedPodStatus)."""
     metadata = local_pod.get("metadata") or {}
     status = copied(dict(local_pod.get("status") or {}))
-    message = (
+    message = message or (
         f"namespace {metadata.get('namespace', '')!r} is not offloaded to this virtual node's "
         f"cluster: create a NamespaceOffloading there, or keep the pod off virtual nodes"
     )

@@ -3,8 +3,11 @@ virtual node and pre-bound to the home claim, read from the bound remote claim."
 
 from __future__ import annotations
 
+from typing import Any
+
 from shared.forge.persistentvolume import (
     expanded_capacity,
+    home_data_problem,
     home_volume,
     is_virtual_volume,
     pinned_node,
@@ -46,12 +49,21 @@ def test_the_home_volume_follows_the_remote_one_and_pins_the_virtual_node() -> N
     assert spec["claimRef"] == {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                                 "namespace": "shop", "name": "data-db-0", "uid": "u-1"}
     assert pinned_node(volume) == "liqo-remote"
-    assert spec["csi"]["volumeHandle"] == "remote-id/pvc-remote-9"
+    assert spec["csi"]["volumeHandle"] == "remote-id/shop-home/data-db-0"
     assert volume["metadata"]["annotations"][REMOTE_VOLUME_ANNOTATION] == \
-        "remote-id/pvc-remote-9"
+        "remote-id/shop-home/data-db-0"
     assert is_virtual_volume(volume, VIRTUAL_STORAGE_PROVISIONER)
     assert not is_virtual_volume(REMOTE_VOLUME, VIRTUAL_STORAGE_PROVISIONER)
     assert "hostPath" not in spec
+
+
+def test_a_pending_remote_claim_stands_for_what_it_requests() -> None:
+    pending = {**REMOTE_CLAIM, "status": {"phase": "Pending"}}
+    volume = home_volume(pending, HOME_CLAIM, "liqo-remote", "remote-id",
+                         VIRTUAL_STORAGE_PROVISIONER)
+    assert volume["spec"]["capacity"] == {"storage": "1Gi"}
+    assert volume["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert expanded_capacity(volume, pending) is None
 
 
 def test_a_remote_expansion_shows_at_home() -> None:
@@ -65,3 +77,25 @@ def test_a_remote_expansion_shows_at_home() -> None:
 def test_pinned_node_reads_only_a_single_hostname() -> None:
     assert pinned_node(REMOTE_VOLUME) == "remote-worker"
     assert pinned_node({"spec": {}}) is None
+
+
+def test_a_pod_mounting_a_home_volume_is_held_back() -> None:
+    ours = home_volume(REMOTE_CLAIM, HOME_CLAIM, "liqo-remote", "remote-id",
+                       VIRTUAL_STORAGE_PROVISIONER)
+    claims = {"data-db-0": {"spec": {"volumeName": "pvc-u-1"}},
+              "cache": {"spec": {"volumeName": "local-7"}},
+              "fresh": {"spec": {}}}
+    volumes = {"pvc-u-1": ours}
+
+    def pod(*names: str) -> dict[str, Any]:
+        return {"metadata": {"name": "db-0"}, "spec": {"volumes": [
+            {"name": n, "persistentVolumeClaim": {"claimName": n}} for n in names]}}
+
+    def problem(mounted: dict[str, Any], node: str = "liqo-remote") -> str | None:
+        return home_data_problem(mounted, claims.get, volumes.get,
+                                 VIRTUAL_STORAGE_PROVISIONER, node)
+
+    assert problem(pod("data-db-0", "fresh")) is None
+    held = problem(pod("data-db-0", "cache"))
+    assert held is not None and '"cache"' in held and '"local-7"' in held
+    assert problem(pod("data-db-0"), node="liqo-other") is not None  # another node's volume
