@@ -23,6 +23,7 @@ import asyncio
 import logging
 import ssl
 import threading
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
@@ -131,15 +132,26 @@ def request_verb(method: str, path: str, watch: bool = False) -> tuple[str, str,
     return verb, group, resource
 
 
+DURATION_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+"""client-go's buckets for rest_client_request_duration_seconds (component-base restclient)."""
+
+
 class RequestMetrics:
     """Requests a process made, thread-safe. Exported as client-go's
     `rest_client_requests_total{code,host,method}` (what every Kubernetes component exports)
     and `annex_rest_client_requests_by_resource_total{code,group,host,resource,verb}`, which
-    tells what the requests did. `code` is the HTTP status, `<error>` when no answer came."""
+    tells what the requests did. `code` is the HTTP status, `<error>` when no answer came.
+    And how long they took, as client-go's `rest_client_request_duration_seconds{host,verb}`
+    (`verb` the HTTP method; from before the client-side rate limiter to the answer read;
+    watches not timed), as client-go times them: the API server's share of a component's
+    latency, told apart from the component's own."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[tuple[str, str, str, str, str, str]] = Counter()
+        self._durations: dict[tuple[str, str], list[float]] = {}
+        """(host, method) → requests per bucket (the last: above every bucket), then the sum
+        of their seconds."""
 
     def count(self, server: str, method: str, path: str, code: str, watch: bool = False) -> None:
         verb, group, resource = request_verb(method, path, watch)
@@ -147,14 +159,26 @@ class RequestMetrics:
         with self._lock:
             self._counts[key] += 1
 
+    def observe(self, server: str, method: str, seconds: float) -> None:
+        """A request of `method` to `server` took `seconds`."""
+        bucket = next((i for i, bound in enumerate(DURATION_BUCKETS) if seconds <= bound),
+                      len(DURATION_BUCKETS))
+        with self._lock:
+            found = self._durations.setdefault((urlsplit(server).netloc, method),
+                                               [0.0] * (len(DURATION_BUCKETS) + 2))
+            found[bucket] += 1
+            found[-1] += seconds
+
     def snapshot(self) -> Counter[tuple[str, str, str, str, str, str]]:
         """(code, host, method, verb, group, resource) → requests so far."""
         with self._lock:
             return Counter(self._counts)
 
     def families(self) -> list[str]:
-        """The two counters' exposition lines."""
+        """The two counters' and the histogram's exposition lines."""
         counts = self.snapshot()
+        with self._lock:
+            durations = {key: list(found) for key, found in sorted(self._durations.items())}
         by_method: Counter[str] = Counter()
         by_resource: Counter[str] = Counter()
         for (code, host, method, verb, group, resource), n in counts.items():
@@ -168,7 +192,21 @@ class RequestMetrics:
             *metric_family("annex_rest_client_requests_by_resource_total", "counter",
                            "Number of HTTP requests, partitioned by status code, host, "
                            "Kubernetes verb, API group and resource[/subresource].",
-                           sorted(by_resource.items()))]
+                           sorted(by_resource.items())),
+            *metric_family("rest_client_request_duration_seconds", "histogram",
+                           "Request latency in seconds. Broken down by verb, and host.", []),
+            *(line for (host, method), found in durations.items()
+              for line in _histogram("rest_client_request_duration_seconds",
+                                     f'host="{host}",verb="{method}"', found))]
+
+
+def _histogram(name: str, labels: str, found: list[float]) -> list[str]:
+    """One histogram series' lines: cumulative buckets, +Inf, sum and count."""
+    lines, total = [], 0
+    for bound, requests in zip((*DURATION_BUCKETS, "+Inf"), found[:-1], strict=True):
+        total += int(requests)
+        lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {total}')
+    return [*lines, f"{name}_sum{{{labels}}} {found[-1]}", f"{name}_count{{{labels}}} {total}"]
 
 
 REQUESTS = RequestMetrics()
@@ -277,6 +315,7 @@ class ClusterApi:
                       timeout: float | None = None) -> Any:
         """The decoded JSON answer (None when empty); ApiError for any non-2xx answer."""
         session = self._open()
+        started = time.monotonic()  # the client-side throttling included, as client-go times
         if method != "GET" or self._throttle_reads:
             await self._limiter.acquire()
         headers = {"Content-Type": content_type} if body is not None else None
@@ -293,6 +332,7 @@ class ClusterApi:
                     raise ApiError(response.status, _status_body(data))
         finally:
             self.metrics.count(url, method, path, code)
+            self.metrics.observe(url, method, time.monotonic() - started)
         if not data:
             return None
         try:

@@ -169,6 +169,12 @@ def test_every_request_is_counted_by_code_host_method_and_by_verb_and_resource(
     # ... and what the requests did.
     assert ('annex_rest_client_requests_by_resource_total{code="201",group="",'
             f'host="{host}",resource="configmaps",verb="create"}} 1') in lines
+    # How long they took, as client-go's histogram (watches are not timed).
+    assert "# TYPE rest_client_request_duration_seconds histogram" in lines
+    assert f'rest_client_request_duration_seconds_count{{host="{host}",verb="GET"}} 2' in lines
+    assert (f'rest_client_request_duration_seconds_bucket{{host="{host}",verb="GET",le="+Inf"}} 2'
+            in lines)
+    assert f'rest_client_request_duration_seconds_count{{host="{host}",verb="POST"}} 1' in lines
 
 
 def test_a_request_without_an_answer_is_counted_as_an_error() -> None:
