@@ -7,7 +7,9 @@ VirtualNode serving it), what discovery sees now (`Sightings`) and the provider'
   discovery marked as no longer announced;
 - consent (the Secret) moves it to Authenticated; accepted (`spec.accepted`) with consent, the
   controller creates its VirtualNode (Peered), which the agent then serves;
-- the status says the phase, the discovery source and the offer, written only when it changes.
+- the status says the phase, the discovery source and the offer, written only when it changes;
+- the virtual node is cordoned while its provider offers nothing, uncordoned when it offers
+  again (only a cordon of ours is lifted).
 
 The offer is read as the consumer identity (the Secret's kubeconfig), one watch of the tenant
 namespace's ResourceOffer per consented provider (`OfferWatches`).
@@ -24,14 +26,14 @@ import yaml
 
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Informers
-from annex.kubeapi import ClusterApi, custom_path
+from annex.kubeapi import ClusterApi, core_path, custom_path
 from annex.writes import create_or_refuse
 from home_controller.offers import OfferWatches
 from home_controller.sightings import Sightings
 from shared.api.foreign_cluster import FOREIGN_CLUSTER, ForeignCluster
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.forge import foreign_cluster as rules
-from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,7 @@ KUBECONFIG_KEY = "kubeconfig"
 FOREIGN_CLUSTERS = (FOREIGN_CLUSTER.group, FOREIGN_CLUSTER.version, FOREIGN_CLUSTER.plural)
 SECRETS = ("", "v1", "secrets")
 VIRTUAL_NODES = (VIRTUAL_NODE.group, VIRTUAL_NODE.version, VIRTUAL_NODE.plural)
+NODES = ("", "v1", "nodes")
 
 
 def _cluster_id_of_spec(change: Change) -> list[str]:
@@ -78,14 +81,18 @@ class ForeignClusters:
         self.secrets = informers.watch(HOME, SECRETS, by="namespace",
                                        label_selector=REMOTE_CLUSTER_ID_LABEL)
         self.virtual_nodes = informers.watch(HOME, VIRTUAL_NODES, by="namespace")
+        self.nodes = informers.watch(HOME, NODES, by="cluster",
+                                     label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}")
         informers.keys(HOME, FOREIGN_CLUSTER.plural, _cluster_id_of_spec, self.controller)
         informers.keys(HOME, "secrets", _cluster_id_of_label, self.controller)
         informers.keys(HOME, VIRTUAL_NODE.plural, _cluster_id_of_spec, self.controller)
+        informers.keys(HOME, "nodes", _cluster_id_of_label, self.controller)
 
     def synced(self) -> bool:
         """Nothing is decided on half-listed mirrors, nor on a discovery source's first look
         still under way (an announcement not seen yet is no announcement gone)."""
-        return self.listed >= {FOREIGN_CLUSTER.plural, "secrets", VIRTUAL_NODE.plural} and (
+        return self.listed >= {FOREIGN_CLUSTER.plural, "secrets", VIRTUAL_NODE.plural,
+                               "nodes"} and (
             self.sightings.settled())
 
     def on_listed(self, resource: str) -> None:
@@ -112,6 +119,11 @@ class ForeignClusters:
                       if (obj.get("spec") or {}).get("clusterId") == cluster_id), None)
         return None if found is None else (
             f"{found['metadata']['namespace']}/{found['metadata']['name']}")
+
+    def _node(self, cluster_id: str) -> dict[str, Any] | None:
+        return next((obj for obj in self.nodes.values()
+                     if (obj["metadata"].get("labels") or {}).get(
+                         REMOTE_CLUSTER_ID_LABEL) == cluster_id), None)
 
     # --- the reconcile -------------------------------------------------------------------------
 
@@ -154,9 +166,15 @@ class ForeignClusters:
                      wanted["metadata"]["namespace"], cluster_id)
             virtual_node = f"{wanted['metadata']['namespace']}/{cluster_id}"
 
+        offer = self.offers.resources(cluster_id)
+        node = self._node(cluster_id) if virtual_node is not None else None
+        if node is not None and (cordon := rules.cordon_patch(node, offer)) is not None:
+            await self.api.patch(core_path("nodes", name=node["metadata"]["name"]), cordon)
+            log.info("virtual node %s %s: %s offers %s", node["metadata"]["name"],
+                     "cordoned" if cordon["spec"]["unschedulable"] else "uncordoned",
+                     cluster_id, rules.offer_summary(offer))
         status = rules.status(foreign, sightings, credentials=secret is not None,
-                              virtual_node=virtual_node, offer=self.offers.resources(cluster_id),
-                              now=datetime.now(UTC))
+                              virtual_node=virtual_node, offer=offer, now=datetime.now(UTC))
         if status is not None:
             await self.api.patch(custom_path(FOREIGN_CLUSTER, name=name, subresource="status"),
                                  {"status": status})

@@ -16,6 +16,8 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [DISCOVERY_GROUP], "resources": ["foreignclusters"],
      "verbs": [*READ_VERBS, "create", "patch", "delete"]},
     {"apiGroups": [DISCOVERY_GROUP], "resources": ["foreignclusters/status"], "verbs": ["patch"]},
+    # Virtual nodes: cordoned while their provider offers nothing.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ_VERBS, "patch"]},
 ]
 
 NAMESPACE_RULES: list[dict[str, Any]] = [

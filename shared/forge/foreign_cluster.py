@@ -30,6 +30,9 @@ DISCOVERED_BY_LABEL = "discovery.liqo.io/discovered-by"
 """On a ForeignCluster discovery created: the source (mDNS, DNS). One made by hand has none and
 is never deleted by the controller."""
 OFFER_SUMMARY_RESOURCES = ("cpu", "memory", "pods")
+CORDONED_FOR_EMPTY_OFFER = "discovery.liqo.io/cordoned-for-empty-offer"
+"""On a virtual node the home controller cordoned because its provider offers nothing: only
+such a cordon is lifted when the offer comes back (a user's cordon stays)."""
 
 
 @dataclass(frozen=True)
@@ -178,3 +181,24 @@ def virtual_node(foreign: ForeignCluster, namespace: str, secret_name: str) -> d
             "metadata": {"name": cluster_id, "namespace": namespace,
                          "labels": {REMOTE_CLUSTER_ID_LABEL: cluster_id}},
             "spec": {"clusterId": cluster_id, "kubeconfigSecretRef": {"name": secret_name}}}
+
+
+def cordon_patch(node: Mapping[str, Any], offer: Mapping[str, str] | None
+                 ) -> dict[str, Any] | None:
+    """The virtual node follows its provider's offer: cordoned when it offers nothing (no new
+    pod is scheduled there; the running ones stay), uncordoned when it offers again if the
+    cordon was for that. None: nothing to change (or the offer is not known yet)."""
+    if offer is None:
+        return None
+    metadata = node.get("metadata") or {}
+    ours = CORDONED_FOR_EMPTY_OFFER in (metadata.get("annotations") or {})
+    cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+    if offer_is_empty(offer):
+        if cordoned:
+            return None  # ours already, or a user's: theirs to lift
+        return {"metadata": {"annotations": {CORDONED_FOR_EMPTY_OFFER: "true"}},
+                "spec": {"unschedulable": True}}
+    if ours:
+        return {"metadata": {"annotations": {CORDONED_FOR_EMPTY_OFFER: None}},
+                "spec": {"unschedulable": None}}
+    return None

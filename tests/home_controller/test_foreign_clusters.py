@@ -2,7 +2,8 @@
 mDNS on loopback) become ForeignClusters in phase Discovered; an announcement that goes takes
 along the ForeignCluster nobody acted on; accepting waits for the provider's consent (its
 consumer kubeconfig Secret); with both, the VirtualNode is created; the offer shows on the
-ForeignCluster, down to "none" when it shrinks to zero."""
+ForeignCluster, down to "none" when it shrinks to zero, and the virtual node is cordoned
+meanwhile."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from kubernetes.client.rest import ApiException
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.virtual_node import VIRTUAL_NODE
-from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_controller.conftest import mdns_announcement
@@ -128,10 +129,19 @@ def test_dns_discovery_consent_acceptance_and_the_offer(
         wait_for(lambda: status_of(home, accepted)["discovery"]["announced"] is False)
         assert status_of(home, accepted)["phase"] == "Peered"
 
-        # The offer shrinks to nothing.
+        # The offer shrinks to nothing: the virtual node (the agent's; the test plays it) is
+        # cordoned, and uncordoned when the provider offers again.
+        node = f"liqo-{accepted}"
+        home.core.create_node({"metadata": {"name": node, "labels": {
+            TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: accepted}}})
         offer(remote, tenant, accepted, {"cpu": "0", "memory": "0", "pods": "0"})
         wait_for(lambda: status_of(home, accepted)["offer"]["summary"] == "none", timeout=15)
+        wait_for(lambda: home.core.read_node(node).spec.unschedulable is True)
+        offer(remote, tenant, accepted, {"cpu": "2", "memory": "4Gi", "pods": "10"})
+        wait_for(lambda: not home.core.read_node(node).spec.unschedulable, timeout=15)
+        assert not (home.core.read_node(node).metadata.annotations or {})
     fcs.delete(name=accepted)
+    home.core.delete_node(node)
     remote.core.delete_namespace(tenant)
 
 

@@ -88,3 +88,21 @@ def test_the_offer_summary() -> None:
     assert rules.offer_summary({})["summary"] == "none"  # type: ignore[index]
     assert rules.offer_summary({"cpu": "0", "memory": "8Gi"})["summary"] == "none"  # type: ignore[index]
     assert rules.offer_is_empty({"pods": "0"}) and not rules.offer_is_empty({"cpu": "500m"})
+
+
+def test_the_virtual_node_is_cordoned_while_the_offer_is_empty_and_only_our_cordon_lifted() -> None:
+    node: dict[str, Any] = {"metadata": {"name": "liqo-p1"}, "spec": {}}
+    assert rules.cordon_patch(node, None) is None  # the offer is not known yet
+    assert rules.cordon_patch(node, {"cpu": "4", "pods": "10"}) is None
+    cordon = rules.cordon_patch(node, {"cpu": "0", "pods": "10"})
+    assert cordon == {"metadata": {"annotations": {rules.CORDONED_FOR_EMPTY_OFFER: "true"}},
+                      "spec": {"unschedulable": True}}
+    ours = {"metadata": {"annotations": {rules.CORDONED_FOR_EMPTY_OFFER: "true"}},
+            "spec": {"unschedulable": True}}
+    assert rules.cordon_patch(ours, {}) is None
+    assert rules.cordon_patch(ours, {"cpu": "1", "memory": "1Gi", "pods": "1"}) == {
+        "metadata": {"annotations": {rules.CORDONED_FOR_EMPTY_OFFER: None}},
+        "spec": {"unschedulable": None}}
+    users = {"metadata": {}, "spec": {"unschedulable": True}}
+    assert rules.cordon_patch(users, {}) is None
+    assert rules.cordon_patch(users, {"cpu": "1"}) is None
