@@ -52,10 +52,10 @@ ANNOTATIONS_PREFIX = "enforcer.annex.io"
 API_RETRY_SECONDS = 2.0
 
 
-def build_registry(login: kopf.ConnectionInfo,
-                   namespace_maps: NamespaceMapper) -> kopf.OperatorRegistry:
+def build_registry(login: kopf.ConnectionInfo, namespace_maps: NamespaceMapper,
+                   resync_seconds: float) -> kopf.OperatorRegistry:
     """kopf serves NamespaceMaps only: converge on resume, create and spec change (again soon
-    while a twin of ours is being deleted), look again every RESYNC_SECONDS (a name somebody
+    while a twin of ours is being deleted), look again every `resync_seconds` (a name somebody
     else holds, a twin deleted behind the enforcer's back), release the twins on delete."""
     registry = kopf.OperatorRegistry()
     resource = (NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural)
@@ -77,8 +77,8 @@ def build_registry(login: kopf.ConnectionInfo,
             raise kopf.TemporaryError(terminating, delay=tenancy.TERMINATING_RETRY_SECONDS)
 
     # Quietly: a name that stays taken is in the map's status, not in an Event every 30 s.
-    @kopf.timer(*resource, registry=registry, interval=tenancy.RESYNC_SECONDS,
-                initial_delay=tenancy.RESYNC_SECONDS)
+    @kopf.timer(*resource, registry=registry, interval=resync_seconds,
+                initial_delay=resync_seconds)
     async def resync(namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status,
                      **_: Any) -> None:
         if tenancy.needs_resync(spec.get("desiredMapping") or {},
@@ -173,7 +173,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         watches = Watches(ShadowPodEnforcer(api, metrics, consumers, settings.workers),
                           OfferPublisher(api, settings), ledger, consumers,
                           TwinNamespaceLabels(api, consumers, settings.workers))
-        registry = build_registry(login, NamespaceMapper(api, settings.cluster_id, consumers))
+        registry = build_registry(login, NamespaceMapper(api, settings.cluster_id, consumers),
+                                  settings.namespace_map_resync_seconds)
         metrics.gauges["shadowpods_counted"] = (
             "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
         controllers: list[Controller[Any]] = [watches.shadowpods.controller,

@@ -24,6 +24,7 @@ class Settings:
     health_port: int = 8080
     workers: int = 32
     worker_idle_seconds: float = 1.0
+    namespace_map_resync_seconds: float = 30.0
     offer_mode: Literal["fixed", "share"] = "share"
     offer_percent: Decimal = Decimal(50)
     offer_resources: tuple[tuple[str, str], ...] = ()
@@ -82,6 +83,9 @@ def parser() -> argparse.ArgumentParser:
                         "request, so this also bounds the connections to the API server")
     p.add_argument("--worker-idle-seconds", type=float, default=1.0,
                    help="how long an idle NamespaceMap keeps its kopf worker")
+    p.add_argument("--namespace-map-resync-seconds", type=float, default=30.0,
+                   help="how often every NamespaceMap is looked at again: a twin name somebody "
+                        "else holds, a twin namespace deleted behind the enforcer's back")
     p.add_argument("--offer-mode", choices=("fixed", "share"), default="share")
     p.add_argument("--offer-percent", type=Decimal, default=Decimal(50))
     p.add_argument("--offer-resources", type=_resources, default=(),

@@ -126,9 +126,6 @@ def unusable_twin(existing: Mapping[str, Any] | None, remote: str, consumer: str
 
 # A twin of ours being deleted is gone within seconds: its map is converged again this soon.
 TERMINATING_RETRY_SECONDS = 2.0
-# Every map is looked at this often: a name somebody else holds (it may stay taken for long) is
-# tried again, and a twin namespace deleted behind the enforcer's back is made again.
-RESYNC_SECONDS = 30.0
 
 
 def terminating_twins(mapping: Mapping[str, Mapping[str, Any]]) -> str | None:

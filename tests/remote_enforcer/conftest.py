@@ -143,7 +143,8 @@ def running_enforcer(remote: Any, kubeconfig: Path, directory: Path,
     """An enforcer process whose webhook the remote cluster calls, stopped afterwards."""
     install_crds(remote)
     process = Enforcer(kubeconfig, directory,
-                       ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
+                       ["--offer-debounce-seconds", "0.1", "--namespace-map-resync-seconds", "1",
+                        "--region", "eu-west",
                         "--provider", "annex-test", *(extra_args or [])])
     process.start()
     registrations = client.AdmissionregistrationV1Api(remote.api_client)

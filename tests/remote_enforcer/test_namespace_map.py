@@ -14,7 +14,11 @@ from kubernetes.client.rest import ApiException
 
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.ownership import ownership_labels
-from shared.wellknown import CONSUMER_SERVICE_ACCOUNT, TWIN_NAMESPACES_FINALIZER
+from shared.wellknown import (
+    CONSUMER_SERVICE_ACCOUNT,
+    TWIN_NAMESPACE_ROLE,
+    TWIN_NAMESPACES_FINALIZER,
+)
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     PROVIDER_ID,
@@ -141,6 +145,45 @@ def test_a_name_that_exists_and_is_not_ours_is_creation_loop_back_off(
                                 f"annex for consumer {consumer!r}")
     assert remote.core.read_namespace(foreign).metadata.labels == {
         "team": "db", "kubernetes.io/metadata.name": foreign}
+
+
+def test_a_held_name_is_taken_once_freed_and_waiting_for_it_posts_no_warnings(
+        remote: Any, maps: Maps) -> None:
+    """The map's status says CreationLoopBackOff; the enforcer looks again on its own (every
+    --namespace-map-resync-seconds, 1 s here) without an Event or an error each time."""
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    foreign = new_name("foreign")
+    remote.core.create_namespace({"metadata": {"name": foreign}})
+    name = maps.create(tenant, {"app": foreign})
+    wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "CreationLoopBackOff"})
+    generation = maps.get(tenant, name)["metadata"]["generation"]
+
+    remote.core.delete_namespace(foreign)
+    wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"}, timeout=30,
+             message="the freed name was not taken")
+    assert maps.get(tenant, name)["metadata"]["generation"] == generation  # nobody touched it
+    warnings = [event.message for event in remote.core.list_namespaced_event(tenant).items
+                if event.involved_object.name == name and event.type != "Normal"]
+    assert warnings == []
+
+
+def test_a_twin_namespace_deleted_behind_the_enforcers_back_is_made_again(
+        remote: Any, maps: Maps) -> None:
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    twin = new_name("twin")
+    name = maps.create(tenant, {"app": twin})
+    wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
+    first = remote.core.read_namespace(twin).metadata.uid
+
+    remote.core.delete_namespace(twin)
+    wait_for(lambda: (ns := namespace_or_none(remote, twin)) is not None
+             and ns.metadata.uid != first and ns.metadata.deletion_timestamp is None,
+             timeout=30, message="the twin namespace was not made again")
+    rbac = client.RbacAuthorizationV1Api(remote.api_client)
+    wait_for(lambda: rbac.read_namespaced_role(TWIN_NAMESPACE_ROLE, twin),
+             message="the consumer's Role was not made again")
 
 
 def test_a_twin_name_held_by_a_terminating_namespace_is_taken_once_it_is_gone(
