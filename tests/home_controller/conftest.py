@@ -3,17 +3,12 @@ its log printed when a test fails."""
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from remote_enforcer.announce import announced
-from remote_enforcer.settings import Settings as EnforcerSettings
 from tests.conftest import ClusterHandle
 from tests.home_agent import conftest as agent_fixtures
 from tests.home_agent.agentproc import Process
@@ -47,34 +42,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
-
-
-@contextmanager
-def mdns_announcement(cluster_id: str, api: str) -> Iterator[None]:
-    """The enforcer's announcer, on the loopback interface, in a thread with its own loop (the
-    test's own calls block), withdrawn (goodbye packets) on exit."""
-    settings = EnforcerSettings(cluster_id=cluster_id, announce_mdns=True,
-                                announce_api_server=api, mdns_interfaces=("127.0.0.1",))
-    loop = asyncio.new_event_loop()
-    up, down = threading.Event(), asyncio.Event()
-    failure: list[BaseException] = []
-
-    async def announce() -> None:
-        try:
-            async with announced(settings):
-                up.set()
-                await down.wait()
-        except BaseException as error:
-            failure.append(error)
-            up.set()
-
-    thread = threading.Thread(target=loop.run_until_complete, args=(announce(),), daemon=True)
-    thread.start()
-    try:
-        assert up.wait(30), "the announcement did not start"
-        assert not failure, failure
-        yield
-    finally:
-        loop.call_soon_threadsafe(down.set)
-        thread.join(30)
-        loop.close()

@@ -1,14 +1,15 @@
-"""The home controller on a cluster: providers discovered (DNS-SD in a DNS server the test runs,
-mDNS on loopback) become ForeignClusters in phase Discovered; an announcement that goes takes
-along the ForeignCluster nobody acted on; accepting waits for the provider's consent (its
-consumer kubeconfig Secret); with both, the VirtualNode is created; the offer shows on the
-ForeignCluster, down to "none" when it shrinks to zero, and the virtual node is cordoned
-meanwhile."""
+"""The home controller on a cluster: providers discovered (DNS-SD in a DNS server the test
+runs, an enforcer process announcing with mDNS on loopback) become ForeignClusters in phase
+Discovered; an announcement that goes takes along the ForeignCluster nobody acted on; accepting
+waits for the provider's consent (its consumer kubeconfig Secret); with both, the VirtualNode is
+created; the offer shows on the ForeignCluster, down to "none" when it shrinks to zero, and the
+virtual node is cordoned meanwhile."""
 
 from __future__ import annotations
 
 import base64
 import uuid
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -20,8 +21,8 @@ from shared.api.virtual_node import VIRTUAL_NODE
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
-from tests.home_controller.conftest import mdns_announcement
 from tests.home_controller.dnsserver import dns_server, publish, withdraw
+from tests.remote_enforcer.conftest import Enforcer
 
 DOMAIN = "providers.test"
 
@@ -145,16 +146,24 @@ def test_dns_discovery_consent_acceptance_and_the_offer(
     remote.core.delete_namespace(tenant)
 
 
-def test_an_mdns_announcement_becomes_a_discovered_foreign_cluster_and_goes_with_it(
-        home: ClusterHandle, namespace: str, start_controller: Any) -> None:
+def test_an_enforcer_announcing_on_mdns_becomes_a_discovered_foreign_cluster_until_it_stops(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, start_controller: Any,
+        tmp_path: Path) -> None:
     cluster_id = f"lan-{uuid.uuid4().hex[:8]}"
     start_controller("--namespace", namespace, "--discover-mdns",
                      "--mdns-interfaces", "127.0.0.1", "--mdns-settle-seconds", "1")
-    with mdns_announcement(cluster_id, "https://127.0.0.1:6443"):
+    enforcer = Enforcer(remote.kubeconfig, tmp_path, [
+        "--cluster-id", cluster_id, "--announce-mdns", "--announce-api-server",
+        "https://127.0.0.1:6443", "--mdns-interfaces", "127.0.0.1"])
+    enforcer.start()
+    try:
         wait_for(lambda: status_of(home, cluster_id).get("phase") == "Discovered", timeout=30)
         found = foreign_cluster(home, cluster_id)
         assert found is not None
         assert found["spec"]["apiServerUrl"] == "https://127.0.0.1:6443"
         assert found["status"]["discovery"]["source"] == "mDNS"
         assert found["metadata"]["labels"] == {"discovery.liqo.io/discovered-by": "mDNS"}
+    finally:
+        enforcer.stop()  # SIGTERM: the enforcer withdraws its announcement on the way out
+        print(enforcer.log_path.read_text()[-3000:])
     wait_for(lambda: foreign_cluster(home, cluster_id) is None, timeout=15)
