@@ -79,7 +79,9 @@ class Discovery(ApiModel):
     """The DNS-SD service instance that announced the cluster (mDNS or DNS)."""
     announced: bool = True
     """False once the announcement went away (an mDNS goodbye, the DNS records removed)."""
-    last_seen: AwareDatetime | None = None
+    announced_since: AwareDatetime | None = None
+    """When the current announcement was first seen (kept across a controller's restart: a
+    refreshed announcement writes nothing)."""
 
 
 class OfferSummary(ApiModel):

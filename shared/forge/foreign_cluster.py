@@ -111,11 +111,15 @@ def _is_zero(quantity: str) -> bool:
 
 def _discovery(foreign: ForeignCluster, sightings: Sequence[Sighting]
                ) -> dict[str, Any] | None:
+    known = foreign.status.discovery
     if sightings:
         first = sightings[0]
+        since = first.since
+        if (known is not None and known.announced and known.announced_since is not None
+                and (known.source, known.instance) == (first.source, first.instance)):
+            since = min(since, known.announced_since)  # seen before this controller started
         return {"source": first.source.value, "instance": first.instance, "announced": True,
-                "lastSeen": rfc3339(first.since)}
-    known = foreign.status.discovery
+                "announcedSince": rfc3339(since)}
     if known is None:
         source = (foreign.metadata.labels or {}).get(DISCOVERED_BY_LABEL)
         return {"source": DiscoverySource.MANUAL.value} if source is None else None

@@ -167,3 +167,31 @@ def test_an_enforcer_announcing_on_mdns_becomes_a_discovered_foreign_cluster_unt
         enforcer.stop()  # SIGTERM: the enforcer withdraws its announcement on the way out
         print(enforcer.log_path.read_text()[-3000:])
     wait_for(lambda: foreign_cluster(home, cluster_id) is None, timeout=15)
+
+
+def test_a_restarted_controller_keeps_what_is_still_announced_and_drops_what_went_meanwhile(
+        home: ClusterHandle, namespace: str, start_controller: Any) -> None:
+    kept, gone = (f"{p}-{uuid.uuid4().hex[:8]}" for p in ("kept", "gone"))
+    with dns_server() as server:
+        for cluster_id in (kept, gone):
+            publish(server.zone, DOMAIN, cluster_id, cluster_id, f"https://{cluster_id}:6443")
+        flags = ["--namespace", namespace, "--discover-dns-domains", DOMAIN,
+                 "--dns-servers", server.address, "--dns-interval-seconds", "0.2"]
+        first = start_controller(*flags)
+        for cluster_id in (kept, gone):
+            wait_for(lambda c=cluster_id: status_of(home, c).get("phase") == "Discovered",
+                     timeout=30)
+        first.stop()
+        version = foreign_cluster(home, kept)["metadata"]["resourceVersion"]  # type: ignore[index]
+        withdraw(server.zone, DOMAIN, gone)  # while no controller looks
+
+        start_controller(*flags)
+        wait_for(lambda: foreign_cluster(home, gone) is None, timeout=30)
+        asked = len(server.queries)
+        wait_for(lambda: len(server.queries) >= asked + 6)  # two more rounds
+        # Still announced: neither deleted while the new controller took its first look, nor
+        # written again.
+        assert foreign_cluster(home, kept)["metadata"]["resourceVersion"] == version  # type: ignore[index]
+    fcs = home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
+                                     kind=FOREIGN_CLUSTER.kind)
+    fcs.delete(name=kept)

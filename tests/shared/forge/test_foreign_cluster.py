@@ -45,9 +45,13 @@ def test_the_status_is_written_once_and_a_refresh_writes_nothing() -> None:
     assert status == {"phase": "Discovered", "virtualNode": None, "offer": None,
                       "conditions": [], "discovery": {
                           "source": "mDNS", "instance": "p1._annex._tcp.local.",
-                          "announced": True, "lastSeen": "2026-01-02T03:04:05Z"}}
+                          "announced": True, "announcedSince": "2026-01-02T03:04:05Z"}}
     written = with_status(fc, status)
     assert rules.status(written, [SEEN], credentials=False, virtual_node=None, offer=None,
+                        now=NOW) is None
+    # A restarted controller sees the same announcement afresh: still nothing to write.
+    again = rules.Sighting(SEEN.source, SEEN.instance, SEEN.announcement, NOW)
+    assert rules.status(written, [again], credentials=False, virtual_node=None, offer=None,
                         now=NOW) is None
 
 
