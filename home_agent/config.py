@@ -92,7 +92,8 @@ def _bool(text: str) -> bool:
     raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
 
 
-REFLECTED_KINDS = ("configmap", "secret", "service", "endpointslice", "ingress")
+REFLECTED_KINDS = ("configmap", "secret", "service", "endpointslice", "ingress",
+                   "persistentvolumeclaim")
 """The kinds reflected home → remote, each with `--<kind>-reflection-workers` and
 `--<kind>-reflection-type` flags and its module `home_agent.reflection.<kind>`."""
 DEFAULT_REFLECTION_WORKERS = 3

@@ -13,7 +13,10 @@ One reconcile per home pod key (namespace, name), from both mirrors:
   blocks its owner's deletion); once the ShadowPod is gone, release the home pod (grace 0);
 - home pod gone → delete the ShadowPod, but only after the home API server confirms the pod is
   gone: a cache that has not finished listing must never cost a running remote pod (Liqo #2748);
-- namespace not extended → Pending with reason OffloadingBackOff.
+- namespace not extended → Pending with reason OffloadingBackOff;
+- a claim it mounts bound to a home volume (not one the virtual node provisioned: its data stays
+  home) → not offloaded: Pending with reason OffloadingBackOff and an Event saying which claim,
+  looked at again with backoff.
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from typing import Any
 from annex.controller import DONE, RETRY, Result
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from annex.writes import confirmed_gone, delete_owned
-from home_agent.agent import Agent
+from home_agent.agent import HOME, Agent
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.common import reflection_config
+from shared.forge.persistentvolume import home_data_problem
 from shared.forge.pod import (
     PodForgeConfig,
     StatusForgeConfig,
@@ -44,7 +48,9 @@ from shared.forge.pod import (
 from shared.ownership import is_owned
 from shared.wellknown import (
     FAILED_REFLECTION_REASON,
+    OFFLOADING_BACKOFF_REASON,
     REMOTE_CREATION_FAILED_CONDITION,
+    VIRTUAL_STORAGE_PROVISIONER,
 )
 
 log = logging.getLogger(__name__)
@@ -116,6 +122,10 @@ class PodOffloader:
             await self._back_off(pod)
             return DONE
         if shadow is None:
+            if (problem := self._home_data_problem(pod)) is not None:
+                await self._back_off(pod, problem)
+                await self.events.record(pod, OFFLOADING_BACKOFF_REASON, problem)
+                return RETRY  # looked at again with backoff: the claim may be rebound
             return await self._create(pod, accepted)
         await self._update(pod, shadow)
         await self._status_back(pod, shadow)
@@ -221,8 +231,17 @@ class PodOffloader:
             await self.events.record(pod, REMOTE_CREATION_FAILED_CONDITION, refused["message"])
         await self._write_status(pod, wanted)
 
-    async def _back_off(self, pod: dict[str, Any]) -> None:
-        await self._write_status(pod, offloading_backoff_status(pod, datetime.now(UTC)))
+    async def _back_off(self, pod: dict[str, Any], message: str | None = None) -> None:
+        await self._write_status(pod, offloading_backoff_status(pod, datetime.now(UTC), message))
+
+    def _home_data_problem(self, pod: dict[str, Any]) -> str | None:
+        """A claim the pod mounts is bound to a home volume (not this virtual node's)."""
+        informers, namespace = self.agent.informers, pod["metadata"]["namespace"]
+        claims = informers.mirror(HOME, "persistentvolumeclaims")
+        volumes = informers.mirror(HOME, "persistentvolumes")  # the virtual node's only
+        return home_data_problem(pod, lambda name: claims.get((namespace, name)),
+                                 lambda name: volumes.get(("", name)),
+                                 VIRTUAL_STORAGE_PROVISIONER, self.agent.node_name())
 
     async def _write_status(self, pod: dict[str, Any], wanted: dict[str, Any]) -> None:
         """Replace the pod's status with `wanted` merged over it (None removes a field); no

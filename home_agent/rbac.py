@@ -25,6 +25,12 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": READ_VERBS},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ_VERBS},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": READ_VERBS},
+    # The storage fabric: the claims of the virtual storage class provisioned (their status:
+    # a resize), the home volumes standing for their remote copies.
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": READ_VERBS},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"], "verbs": ["patch"]},
+    {"apiGroups": [""], "resources": ["persistentvolumes"],
+     "verbs": [*READ_VERBS, "create", "patch", "delete"]},
     # Token reflection: home tokens bound to offloaded pods, for their remote token Secrets.
     {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes"], "verbs": READ_VERBS},

@@ -36,6 +36,11 @@ from home_agent.operators import (
 )
 from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
 from home_agent.reflection.event import EVENTS, EventReflector
+from home_agent.reflection.persistentvolumeclaim import (
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    PersistentVolumeClaimReflector,
+)
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.service import SERVICES
 from home_agent.reflection.token import SECRETS, TokenReflector
@@ -203,6 +208,11 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
                            events.controller)
             informers.keys(REMOTE, plural, functools.partial(events.remote_object_keys, kind),
                            events.controller)
+    claims = reflection.reflectors.get(PERSISTENTVOLUMECLAIMS[2])
+    if isinstance(claims, PersistentVolumeClaimReflector):
+        # The storage fabric: the home volumes the agent provisions, each to its claim's key.
+        informers.watch(HOME, PERSISTENTVOLUMES, keep=claims.kept_volume, by=HOME_WATCH)
+        informers.keys(HOME, PERSISTENTVOLUMES[2], claims.volume_keys, claims.controller)
     tokens = reflection.companion(TokenReflector)
     if tokens is not None:
         declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS[2]))

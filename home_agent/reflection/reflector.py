@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from annex.controller import Controller
+from annex.controller import Controller, Result
 from annex.events import EventRecorder
 from annex.informers import Change
 from annex.kubeapi import error_message
@@ -178,11 +178,12 @@ class Reflector:
         assert self.rules.forge is not None, f"{self.rules.kind}: no forge"
         return self.rules.forge(local, remote_namespace, self.config())
 
-    async def reconcile(self, key: Key) -> None:
+    async def reconcile(self, key: Key) -> Result | None:
+        """Converge one home key; a kind may ask to be retried (`Result`)."""
         namespace, name = key
         remote_namespace = self.agent.accepted_remote_namespace(namespace)
         if remote_namespace is None:
-            return
+            return None
         local = self.home.get(key)
         remote_name = self.rules.remote_name(name)
         current = self.remote.get((remote_namespace, remote_name))
@@ -190,14 +191,14 @@ class Reflector:
         if current is not None and not self._owned(current):
             if wanted and local is not None:
                 await self._refuse(local, remote_namespace, remote_name)
-            return
+            return None
         if not wanted or local is None:
             # A mirror that missed the home object must never cost a copy a remote pod may be
             # using (as for ShadowPods, Liqo #2748): the home API server confirms it is gone.
             if current is not None and (local is not None or await confirmed_gone(
                     self.agent.home, self.rules.path(*key))):
                 await self._delete(current)
-            return
+            return None
         desired = self.desired(local, remote_namespace)
         if current is None:
             await self._create(local, desired)
@@ -208,6 +209,7 @@ class Reflector:
             await replace_or_create(
                 self.agent.remote, self.rules.path(remote_namespace, remote_name),
                 updated_remote(current, desired), lambda: self._create(local, desired))
+        return None
 
     async def _create(self, local: Mapping[str, Any], desired: dict[str, Any]) -> None:
         namespace, name = key_of(desired)

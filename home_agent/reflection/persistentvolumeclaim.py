@@ -1,0 +1,234 @@
+"""PersistentVolumeClaims, home → twin namespace, and their volumes back home: the storage
+fabric (seed 004, "Persistent storage"; forges: `shared.forge.persistentvolumeclaim` and
+`shared.forge.persistentvolume`).
+
+The agent is the dynamic provisioner of the virtual storage class for its virtual node, as an
+external provisioner is for its class: a home claim is its own once the PV controller has handed
+it to the virtual provisioner (`volume.kubernetes.io/storage-provisioner`) and the scheduler has
+picked this virtual node for its first consumer (`volume.kubernetes.io/selected-node`). Then:
+- the claim is reflected to the twin namespace with the provider's storage class (Provisioning
+  Event); a refusal (a class not offered, the storage quota) is a ProvisioningFailed Warning on
+  the home claim, retried with backoff;
+- once the remote claim exists (bound, or waiting for its first consumer: the offloaded pod,
+  which waits for this volume), the home volume pinned to the virtual node is created, pre-bound
+  to the home claim (ProvisioningSucceeded); the home PV controller binds them and the scheduler
+  binds the pod to the virtual node;
+- a resize of the home claim (a class with allowVolumeExpansion) is propagated; the remote
+  claim's grown capacity comes back to the home volume and the home claim's status
+  (VolumeResizeSuccessful), as an external resizer writes them;
+- the remote claim is deleted only once the home claim is gone (confirmed by the home API
+  server); its home volume, Released by the PV controller, is deleted with it (reclaim Delete);
+  the remote reclaim policy decides the data;
+- the remote claim's Events come home through the Event reflector.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from annex.controller import RETRY, Result
+from annex.informers import Change
+from annex.kubeapi import ApiError, core_path, error_message
+from annex.mirror import Key, Mirror
+from annex.writes import confirmed_gone, replace_or_create
+from home_agent.agent import HOME
+from home_agent.reflection.reflector import KindRules, Reflector
+from shared.forge.common import needs_update, updated_remote
+from shared.forge.persistentvolume import (
+    expanded_capacity,
+    home_volume,
+    home_volume_name,
+    is_virtual_volume,
+    pinned_node,
+)
+from shared.forge.persistentvolumeclaim import (
+    awaits_virtual_volume,
+    current_class,
+    remote_claim,
+    remote_storage_class,
+)
+from shared.wellknown import (
+    SELECTED_NODE_ANNOTATION,
+    STORAGE_PROVISIONER_ANNOTATION,
+    VIRTUAL_STORAGE_PROVISIONER,
+)
+
+PERSISTENTVOLUMECLAIMS = ("", "v1", "persistentvolumeclaims")
+PERSISTENTVOLUMES = ("", "v1", "persistentvolumes")
+REFUSALS = (403, 422)  # the provider's admission (class, quota) or validation
+
+
+def _claim_path(namespace: str, name: str) -> str:
+    return core_path("persistentvolumeclaims", namespace, name)
+
+
+def _volume_path(name: str) -> str:
+    return core_path("persistentvolumes", name=name)
+
+
+class PersistentVolumeClaimReflector(Reflector):
+    @property
+    def volumes(self) -> Mirror:
+        """The home volumes of the virtual provisioner (the mirror keeps no other)."""
+        return self.agent.informers.mirror(HOME, PERSISTENTVOLUMES[2])
+
+    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
+
+    @staticmethod
+    def kept_volume(volume: dict[str, Any]) -> dict[str, Any] | None:
+        return volume if is_virtual_volume(volume, VIRTUAL_STORAGE_PROVISIONER) else None
+
+    def volume_keys(self, change: Change) -> Iterable[Key]:
+        """A home volume of ours: its claim's key."""
+        ref = (change.obj.get("spec") or {}).get("claimRef") or {}
+        if ref.get("name") and is_virtual_volume(change.obj, VIRTUAL_STORAGE_PROVISIONER):
+            return ((str(ref.get("namespace") or ""), str(ref["name"])),)
+        return ()
+
+    # --- which claims ------------------------------------------------------------------------
+
+    def _ours(self, claim: Mapping[str, Any]) -> bool:
+        """Handed to the virtual provisioner for this virtual node (bound since, or not)."""
+        annotations = (claim.get("metadata") or {}).get("annotations") or {}
+        return (annotations.get(STORAGE_PROVISIONER_ANNOTATION) == VIRTUAL_STORAGE_PROVISIONER
+                and annotations.get(SELECTED_NODE_ANNOTATION) == self.agent.node_name())
+
+    def wanted(self, local: Mapping[str, Any] | None) -> bool:
+        # A terminating claim keeps its remote copy: pods may still use it on both sides.
+        return local is not None and self._ours(local) and self.decide(local)
+
+    def _with_kind(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        return {**claim, "apiVersion": "v1", "kind": "PersistentVolumeClaim"}
+
+    async def _event(self, claim: Mapping[str, Any], reason: str, message: str,
+                     event_type: str = "Normal") -> None:
+        await self.events.record(self._with_kind(claim), reason, message, event_type)
+
+    # --- reconcile ---------------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> Result | None:
+        namespace, name = key
+        local = self.home.get(key)
+        await self._delete_released_volumes(key)
+        remote_namespace = self.agent.accepted_remote_namespace(namespace)
+        if remote_namespace is None:
+            return None
+        current = self.remote.get((remote_namespace, name))
+        if current is not None and not self._owned(current):
+            if local is not None and self.wanted(local):
+                await self._refuse(local, remote_namespace, name)
+            return None
+        if local is None:
+            if current is not None and await confirmed_gone(self.agent.home, _claim_path(*key)):
+                await self._delete(current)
+            return None
+        if not self.wanted(local):
+            return None  # not the virtual node's: never a reason to delete a remote claim
+        offer = self.agent.offer()
+        storage_class = current_class(current) if current is not None else remote_storage_class(
+            local, offer.spec.storage_classes if offer is not None else [])
+        desired = remote_claim(local, remote_namespace, self.config(), storage_class)
+        if current is None:
+            if not awaits_virtual_volume(local, VIRTUAL_STORAGE_PROVISIONER,
+                                         self.agent.node_name()):
+                return None  # bound to a home volume whose remote claim is gone: left alone
+            return await self._provision(local, desired)
+        if needs_update(current, desired):
+            try:
+                await replace_or_create(
+                    self.agent.remote, _claim_path(remote_namespace, name),
+                    updated_remote(current, desired), lambda: self._create(local, desired))
+            except ApiError as error:
+                if error.status not in REFUSALS:
+                    raise
+                await self._event(local, "VolumeResizeFailed", error_message(error), "Warning")
+                return RETRY
+        await self._provide_home_volume(local, current)
+        return None
+
+    async def _provision(self, local: Mapping[str, Any],
+                         desired: dict[str, Any]) -> Result | None:
+        meta = local.get("metadata") or {}
+        await self._event(local, "Provisioning",
+                          f'External provisioner is provisioning volume for claim '
+                          f'"{meta.get("namespace")}/{meta.get("name")}"')
+        try:
+            await self._create(local, desired)
+        except ApiError as error:
+            if error.status not in REFUSALS:
+                raise
+            storage_class = (local.get("spec") or {}).get("storageClassName")
+            await self._event(local, "ProvisioningFailed",
+                              f'failed to provision volume with StorageClass "{storage_class}": '
+                              f"{error_message(error)}", "Warning")
+            return RETRY
+        return None  # the remote claim's watch event brings the key back
+
+    async def _provide_home_volume(self, local: Mapping[str, Any],
+                                   remote: Mapping[str, Any]) -> None:
+        phase = (remote.get("status") or {}).get("phase")
+        remote_meta = remote.get("metadata") or {}
+        if phase == "Lost":
+            await self._event(local, "ClaimLost",
+                              f"the remote claim {remote_meta.get('namespace')}/"
+                              f"{remote_meta.get('name')} has lost its volume", "Warning")
+            return
+        name = home_volume_name(local)
+        existing = self.volumes.get(("", name))
+        if existing is None:
+            if (local.get("spec") or {}).get("volumeName"):
+                return  # bound already (to this volume, since gone: the PV controller says Lost)
+            volume = home_volume(remote, local, self.agent.node_name(),
+                                 self.agent.config.remote_cluster_id,
+                                 VIRTUAL_STORAGE_PROVISIONER)
+            try:
+                await self.agent.home.create(_volume_path(""), volume)
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+                return
+            await self._event(local, "ProvisioningSucceeded",
+                              f"Successfully provisioned volume {name} (remote claim "
+                              f"{remote_meta.get('namespace')}/{remote_meta.get('name')})")
+            return
+        if phase == "Bound" and (grown := expanded_capacity(existing, remote)) is not None:
+            await self._expand(local, existing, grown)
+
+    async def _expand(self, local: Mapping[str, Any], volume: Mapping[str, Any],
+                      capacity: str) -> None:
+        """What an external resizer writes: the volume's capacity, then the claim's."""
+        await self.agent.home.patch(_volume_path(volume["metadata"]["name"]),
+                                    {"spec": {"capacity": {"storage": capacity}}})
+        meta = local.get("metadata") or {}
+        if (local.get("status") or {}).get("phase") == "Bound":
+            await self.agent.home.patch(
+                core_path("persistentvolumeclaims", meta.get("namespace", ""), meta["name"],
+                          "status"),
+                {"status": {"capacity": {"storage": capacity}}})
+            await self._event(local, "VolumeResizeSuccessful",
+                              f"resize volume {volume['metadata']['name']} to {capacity} "
+                              f"succeeded")
+
+    async def _delete_released_volumes(self, key: Key) -> None:
+        """The home volumes of this claim key the PV controller released (their claim is gone):
+        deleted, as their reclaim policy (Delete) says."""
+        for volume in list(self.volumes.values()):
+            ref = (volume.get("spec") or {}).get("claimRef") or {}
+            if ((ref.get("namespace"), ref.get("name")) != key
+                    or pinned_node(volume) != self.agent.node_name()
+                    or (volume.get("status") or {}).get("phase") != "Released"
+                    or volume["metadata"].get("deletionTimestamp")):
+                continue
+            try:
+                await self.agent.home.delete(_volume_path(volume["metadata"]["name"]),
+                                             {"preconditions": {
+                                                 "uid": volume["metadata"].get("uid")}})
+            except ApiError as error:
+                if error.status not in (404, 409):
+                    raise
+
+
+PERSISTENTVOLUMECLAIM_RULES = KindRules(
+    kind="PersistentVolumeClaim", resource=PERSISTENTVOLUMECLAIMS, path=_claim_path,
+    reflector=PersistentVolumeClaimReflector)

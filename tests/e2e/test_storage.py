@@ -1,0 +1,272 @@
+"""End to end: the storage fabric (seed 004, "Persistent storage"). A StatefulSet with
+volumeClaimTemplates of the virtual storage class in an offloaded namespace: its claims get
+their volumes in the remote cluster and home volumes pinned to the virtual node; a deleted pod
+comes back to the same volume; scaling down and deleting the claims cleans both sides. Refusals:
+storage over the consumer's quota, a class the provider does not offer, a claim already bound
+to a home volume.
+
+The same tests run on real clusters: the virtual storage class is the home-agent chart's, the
+offered class the remote cluster's default one (E2E_REMOTE_STORAGE_CLASS to choose another)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from remote_enforcer.claim_admission import WEBHOOK_PATH as CLAIMS_WEBHOOK_PATH
+from shared.api.quota import QUOTA
+from shared.wellknown import (
+    ORIGIN_CLUSTER_LABEL,
+    REMOTE_STORAGE_CLASS_ANNOTATION,
+    VIRTUAL_STORAGE_PROVISIONER,
+)
+from tests.charts.helm import ROOT, render
+from tests.conftest import ClusterHandle
+from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded
+from tests.helpers import wait_for
+from tests.home_agent.conftest import RunningAgent
+from tests.remote_enforcer.conftest import Enforcer, webhook_configuration
+
+STORAGE_WEBHOOK_NAME = "storage.enforcer.annex.e2e"
+APP = {"app": "db"}
+
+
+def remote_storage_class(remote: ClusterHandle) -> str:
+    """The class the provider offers: E2E_REMOTE_STORAGE_CLASS, else its default one."""
+    if os.environ.get("E2E_REMOTE_STORAGE_CLASS"):
+        return os.environ["E2E_REMOTE_STORAGE_CLASS"]
+    for storage_class in client.StorageV1Api(remote.api_client).list_storage_class().items:
+        if (storage_class.metadata.annotations or {}).get(
+                "storageclass.kubernetes.io/is-default-class") == "true":
+            return str(storage_class.metadata.name)
+    pytest.skip("the remote cluster has no default storage class to offer")
+
+
+@pytest.fixture(scope="module")
+def enforcer(remote: ClusterHandle, crds: None,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
+    """The enforcer offering the remote cluster's class, its webhook called for ShadowPods and
+    for the claims of twin namespaces (as the remote-enforcer chart registers them)."""
+    offered = remote_storage_class(remote)
+    process = Enforcer(remote.kubeconfig, tmp_path_factory.mktemp("enforcer"),
+                       ["--offer-debounce-seconds", "0.1", "--storage-classes", offered])
+    process.start()
+    configuration = webhook_configuration(process)
+    configuration["metadata"]["name"] = STORAGE_WEBHOOK_NAME
+    [shadowpods] = configuration["webhooks"]
+    shadowpods["name"] = f"shadowpods.{STORAGE_WEBHOOK_NAME}"
+    claims = {**shadowpods, "name": f"claims.{STORAGE_WEBHOOK_NAME}",
+              "clientConfig": {**shadowpods["clientConfig"], "url": process.url.rsplit(
+                  "/validate/", 1)[0] + CLAIMS_WEBHOOK_PATH},
+              "namespaceSelector": {"matchExpressions": [
+                  {"key": ORIGIN_CLUSTER_LABEL, "operator": "Exists"}]},
+              "rules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                         "operations": ["CREATE", "UPDATE", "DELETE"],
+                         "resources": ["persistentvolumeclaims"], "scope": "Namespaced"}]}
+    configuration["webhooks"].append(claims)
+    registrations = client.AdmissionregistrationV1Api(remote.api_client)
+    registrations.create_validating_webhook_configuration(configuration)
+    try:
+        yield process
+    finally:
+        registrations.delete_validating_webhook_configuration(STORAGE_WEBHOOK_NAME)
+        process.stop()
+
+
+@pytest.fixture(scope="module")
+def virtual_class(home: ClusterHandle) -> str:
+    """The home-agent chart's virtual storage class, installed at home."""
+    [manifest] = [m for m in render(ROOT / "charts" / "home-agent", {"clusterId": "e2e"},
+                                    release="annex", namespace="annex-e2e-agents")
+                  if m["kind"] == "StorageClass"]
+    assert manifest["provisioner"] == VIRTUAL_STORAGE_PROVISIONER
+    try:
+        client.StorageV1Api(home.api_client).create_storage_class(manifest)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    return str(manifest["metadata"]["name"])
+
+
+def claim_template(storage_class: str, size: str = "1Gi") -> dict[str, Any]:
+    return {"metadata": {"name": "data"}, "spec": {
+        "accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
+        "resources": {"requests": {"storage": size}}}}
+
+
+def stateful_set(replicas: int, storage_class: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "db"},
+        "spec": {"replicas": replicas, "serviceName": "db",
+                 "selector": {"matchLabels": APP},
+                 "template": {"metadata": {"labels": APP}, "spec": {
+                     "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "db", "image": "busybox:1.36",
+                                     "command": ["sleep", "3600"],
+                                     "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                     **REMOTE_STRATEGY}},
+                 "volumeClaimTemplates": [claim_template(storage_class)]}}
+
+
+def claims(handle: ClusterHandle, namespace: str) -> dict[str, Any]:
+    return {c.metadata.name: c for c in handle.core.list_namespaced_persistent_volume_claim(
+        namespace).items}
+
+
+def home_volumes_of(home: ClusterHandle, namespace: str) -> dict[str, Any]:
+    """The home volumes bound to claims of `namespace`, by claim name."""
+    return {v.spec.claim_ref.name: v for v in home.core.list_persistent_volume().items
+            if v.spec.claim_ref is not None and v.spec.claim_ref.namespace == namespace}
+
+
+def events_on(home: ClusterHandle, namespace: str, name: str) -> dict[str, str]:
+    return {e.reason: e.message for e in home.core.list_namespaced_event(
+        namespace, field_selector=f"involvedObject.name={name}").items}
+
+
+def pinned_to(volume: Any) -> list[str]:
+    [term] = volume.spec.node_affinity.required.node_selector_terms
+    [expression] = term.match_expressions
+    assert expression.key == "kubernetes.io/hostname" and expression.operator == "In"
+    return list(expression.values)
+
+
+def running_remotely(remote: ClusterHandle, twin: str, names: set[str]) -> bool:
+    pods = {p.metadata.name: p for p in remote.core.list_namespaced_pod(twin).items}
+    return set(pods) == names and all(p.status.phase == "Running" for p in pods.values())
+
+
+def test_a_stateful_set_runs_remotely_on_remote_volumes_pinned_at_home(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
+        virtual_class: str) -> None:
+    twin = offloaded(home, namespace)
+    apps = client.AppsV1Api(home.api_client)
+    apps.create_namespaced_stateful_set(namespace, stateful_set(3, virtual_class))
+    names = {"data-db-0", "data-db-1", "data-db-2"}
+    wait_for(lambda: apps.read_namespaced_stateful_set("db", namespace).status.ready_replicas
+             == 3, timeout=180, message="the 3 replicas ready at home")
+    wait_for(lambda: running_remotely(remote, twin, {"db-0", "db-1", "db-2"}), timeout=60,
+             message="the 3 pods running remotely")
+    home_claims = claims(home, namespace)
+    remote_claims = wait_for(lambda: (c := claims(remote, twin)) and set(c) == names and all(
+        r.status.phase == "Bound" for r in c.values()) and c, timeout=60,
+        message="3 bound remote claims")
+    assert set(home_claims) == names
+    volumes = home_volumes_of(home, namespace)
+    assert set(volumes) == names
+    for name in names:
+        assert home_claims[name].status.phase == "Bound"
+        assert home_claims[name].spec.volume_name == volumes[name].metadata.name
+        assert pinned_to(volumes[name]) == [peered.node_name]
+        assert volumes[name].spec.capacity["storage"] == remote_claims[name].status.capacity[
+            "storage"]
+        assert remote_claims[name].spec.storage_class_name == remote_storage_class(remote)
+    for pod in home.core.list_namespaced_pod(namespace).items:
+        assert pod.spec.node_name == peered.node_name
+
+    # a deleted pod comes back on the same virtual node, to the same volume
+    remote_uid = remote_claims["data-db-1"].metadata.uid
+    old = home.core.read_namespaced_pod("db-1", namespace).metadata.uid
+    home.core.delete_namespaced_pod("db-1", namespace)
+    back = wait_for(lambda: (p := home.core.read_namespaced_pod("db-1", namespace))
+                    .metadata.uid != old and p.status.phase == "Running" and p, timeout=120,
+                    message="db-1 back and running")
+    assert back.spec.node_name == peered.node_name
+    assert claims(home, namespace)["data-db-1"].spec.volume_name == \
+        volumes["data-db-1"].metadata.name
+    assert claims(remote, twin)["data-db-1"].metadata.uid == remote_uid
+    wait_for(lambda: running_remotely(remote, twin, {"db-0", "db-1", "db-2"}), timeout=60)
+
+    # scaling down and deleting the claims cleans up both sides
+    apps.patch_namespaced_stateful_set("db", namespace, {"spec": {"replicas": 1}})
+    wait_for(lambda: running_remotely(remote, twin, {"db-0"}), timeout=120,
+             message="only db-0 left remotely")
+    for name in ("data-db-1", "data-db-2"):
+        home.core.delete_namespaced_persistent_volume_claim(name, namespace)
+    wait_for(lambda: set(claims(remote, twin)) == {"data-db-0"}, timeout=60,
+             message="the remote claims of the deleted ones gone")
+    wait_for(lambda: set(home_volumes_of(home, namespace)) == {"data-db-0"}, timeout=60,
+             message="their home volumes gone")
+    assert set(claims(home, namespace)) == {"data-db-0"}
+
+
+def pod_mounting(name: str, claim: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {
+        "terminationGracePeriodSeconds": 1,
+        "containers": [{"name": "app", "image": "busybox:1.36", "command": ["sleep", "3600"],
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+        "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}],
+        **REMOTE_STRATEGY}}
+
+
+def set_storage_quota(remote: ClusterHandle, consumer: str, storage: str) -> None:
+    client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
+        QUOTA.group, QUOTA.version, f"annex-tenant-{consumer}", QUOTA.plural,
+        {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+         "metadata": {"name": "storage"},
+         "spec": {"consumerClusterId": consumer, "resources": {"requests.storage": storage}}})
+
+
+def test_storage_beyond_the_quota_is_refused_on_the_home_claim(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
+        virtual_class: str) -> None:
+    set_storage_quota(remote, peered.home_id, "1Gi")
+    offloaded(home, namespace)
+    home.core.create_namespaced_persistent_volume_claim(namespace, claim_template(
+        virtual_class, "2Gi"))
+    home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
+    failed = wait_for(lambda: events_on(home, namespace, "data").get("ProvisioningFailed"),
+                      timeout=60, message="ProvisioningFailed on the home claim")
+    assert "quota exceeded for requests.storage" in failed
+    assert claims(home, namespace)["data"].status.phase == "Pending"
+
+
+def test_a_class_the_provider_does_not_offer_is_refused_on_the_home_claim(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
+        virtual_class: str) -> None:
+    offloaded(home, namespace)
+    body = claim_template(virtual_class)
+    body["metadata"]["annotations"] = {REMOTE_STORAGE_CLASS_ANNOTATION: "not-offered"}
+    home.core.create_namespaced_persistent_volume_claim(namespace, body)
+    home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
+    failed = wait_for(lambda: events_on(home, namespace, "data").get("ProvisioningFailed"),
+                      timeout=60, message="ProvisioningFailed on the home claim")
+    assert 'storage class "not-offered" is not offered' in failed
+
+
+def test_a_pod_mounting_a_claim_bound_at_home_is_held_back(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
+        tmp_path: Path) -> None:
+    twin = offloaded(home, namespace)
+    volume = f"home-{uuid.uuid4().hex[:8]}"
+    home.core.create_persistent_volume({
+        "metadata": {"name": volume},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "",
+                 "nfs": {"server": "192.0.2.1", "path": "/exports/data"},
+                 "claimRef": {"namespace": namespace, "name": "data"}}})
+    try:
+        home.core.create_namespaced_persistent_volume_claim(namespace, {
+            **claim_template(""), "spec": {**claim_template("")["spec"], "volumeName": volume}})
+        home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
+        held = wait_for(lambda: events_on(home, namespace, "app").get("OffloadingBackOff"),
+                        timeout=60, message="OffloadingBackOff on the pod")
+        assert '"data"' in held and "home volume" in held
+        pod = home.core.read_namespaced_pod("app", namespace)
+        assert pod.status.reason == "OffloadingBackOff"
+        assert pod.status.phase == "Pending"
+        assert remote.core.list_namespaced_pod(twin).items == []
+    finally:
+        home.core.delete_namespaced_pod("app", namespace, grace_period_seconds=0)
+        try:
+            home.core.delete_persistent_volume(volume)
+        except ApiException as error:
+            if error.status != 404:
+                raise
