@@ -142,7 +142,10 @@ class ForeignClusters:
                 self.offers.stop(cluster_id)
                 return DONE
         name = str(foreign.metadata.name)
-        if rules.forgotten(foreign, sightings):
+        source = foreign.status.discovery.source if foreign.status.discovery else (
+            rules.discovered_by(foreign))
+        looking = source is None or self.sightings.looking(source)
+        if looking and rules.forgotten(foreign, sightings):
             log.info("%s is announced no more: its ForeignCluster goes", cluster_id)
             await self.api.delete_if_exists(custom_path(FOREIGN_CLUSTER, name=name))
             self.offers.stop(cluster_id)
@@ -174,7 +177,8 @@ class ForeignClusters:
                      "cordoned" if cordon["spec"]["unschedulable"] else "uncordoned",
                      cluster_id, rules.offer_summary(offer))
         status = rules.status(foreign, sightings, credentials=secret is not None,
-                              virtual_node=virtual_node, offer=offer, now=datetime.now(UTC))
+                              virtual_node=virtual_node, offer=offer, now=datetime.now(UTC),
+                              looking=looking)
         if status is not None:
             await self.api.patch(custom_path(FOREIGN_CLUSTER, name=name, subresource="status"),
                                  {"status": status})

@@ -57,8 +57,15 @@ class MdnsBrowser:
         """Browse until cancelled. The first look is taken as complete after `settle_seconds`
         (an mDNS browse never ends: announcers answer the first queries within a second or two,
         RFC 6762 section 6)."""
-        zeroconf = (AsyncZeroconf(interfaces=list(self.interfaces), ip_version=IPVersion.V4Only)
-                    if self.interfaces else AsyncZeroconf(ip_version=IPVersion.V4Only))
+        try:
+            zeroconf = (AsyncZeroconf(interfaces=list(self.interfaces),
+                                      ip_version=IPVersion.V4Only)
+                        if self.interfaces else AsyncZeroconf(ip_version=IPVersion.V4Only))
+        except OSError as error:
+            # The rest of the controller works on: consent, acceptance, DNS discovery.
+            log.error("mDNS: cannot browse (%s): mDNS discovery is off", error)
+            self.sightings.fail(DiscoverySource.MDNS)
+            return
         browser = AsyncServiceBrowser(zeroconf.zeroconf, dnssd.MDNS_SERVICE_TYPE,
                                       handlers=[self._changed])
         try:

@@ -17,18 +17,32 @@ class Sightings:
     def __init__(self, on_change: Callable[[str], None]) -> None:
         self._seen: dict[tuple[DiscoverySource, str], Sighting] = {}
         self._on_change = on_change
+        self._looking: set[DiscoverySource] = set()
         self._pending: set[DiscoverySource] = set()
         """Enabled sources that have not finished their first look: until they have, a cluster
         they do not show may only not be seen yet."""
 
     def expect(self, source: DiscoverySource) -> None:
+        """`source` is enabled: its first look is awaited."""
         self._pending.add(source)
+        self._looking.add(source)
 
     def settle(self, source: DiscoverySource) -> None:
         self._pending.discard(source)
 
+    def fail(self, source: DiscoverySource) -> None:
+        """`source` cannot look (no multicast, no such interface): what it found before is
+        neither here nor gone."""
+        self._pending.discard(source)
+        self._looking.discard(source)
+
     def settled(self) -> bool:
         return not self._pending
+
+    def looking(self, source: DiscoverySource) -> bool:
+        """Whether the absence of an announcement from `source` means it is gone (a source
+        that is off, or failed, says nothing)."""
+        return source in self._looking
 
     def put(self, source: DiscoverySource, instance: str, announcement: Announcement) -> None:
         before = self._seen.get((source, instance))

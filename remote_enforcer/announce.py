@@ -51,15 +51,26 @@ async def announced(settings: Settings) -> AsyncIterator[None]:
     if not settings.announce_api_server:
         raise ValueError("--announce-mdns needs --announce-api-server")
     interfaces = list(settings.mdns_interfaces) or None
-    zeroconf = (AsyncZeroconf(interfaces=interfaces, ip_version=IPVersion.V4Only)
-                if interfaces else AsyncZeroconf(ip_version=IPVersion.V4Only))
     info = service_info(settings.cluster_id, settings.announce_api_server)
+    zeroconf: AsyncZeroconf | None = None
     try:
+        zeroconf = (AsyncZeroconf(interfaces=interfaces, ip_version=IPVersion.V4Only)
+                    if interfaces else AsyncZeroconf(ip_version=IPVersion.V4Only))
         # Each call returns once the request is queued; the awaitable it returns ends once
         # the probes and announcements (or the goodbyes) are sent.
         await (await zeroconf.async_register_service(info))
-        log.info("announcing %s on mDNS as %s (API %s)", settings.cluster_id, info.name,
-                 settings.announce_api_server)
+    except Exception as error:  # noqa: BLE001 - an announcement is a convenience
+        # No such interface, no multicast, the name held by another responder: the enforcer
+        # serves its consumers all the same.
+        log.error("cannot announce %s on mDNS (%s: %s): not announced", info.name,
+                  type(error).__name__, error)
+        if zeroconf is not None:
+            await zeroconf.async_close()
+        yield
+        return
+    log.info("announcing %s on mDNS as %s (API %s)", settings.cluster_id, info.name,
+             settings.announce_api_server)
+    try:
         yield
     finally:
         try:

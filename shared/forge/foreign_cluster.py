@@ -68,10 +68,20 @@ def discovered_spec_patch(foreign: ForeignCluster, sightings: Sequence[Sighting]
     return None if foreign.spec.api_server_url == url else {"spec": {"apiServerUrl": url}}
 
 
+def discovered_by(foreign: ForeignCluster) -> DiscoverySource | None:
+    """The source whose announcement made the ForeignCluster (None: made by hand)."""
+    source = (foreign.metadata.labels or {}).get(DISCOVERED_BY_LABEL)
+    try:
+        return DiscoverySource(source) if source else None
+    except ValueError:
+        return None
+
+
 def forgotten(foreign: ForeignCluster, sightings: Sequence[Sighting]) -> bool:
     """Whether the ForeignCluster goes with its announcement: made by discovery, announced no
     more, and nothing happened since (no consent, not accepted, no VirtualNode). A cluster the
-    user acted on stays, its discovery marked as no longer announced."""
+    user acted on stays, its discovery marked as no longer announced. Only ask while the
+    source that found it is looking: an absence from a source that is off says nothing."""
     return (not sightings and DISCOVERED_BY_LABEL in (foreign.metadata.labels or {})
             and not foreign.spec.accepted
             and foreign.status.phase in (None, PeeringPhase.DISCOVERED))
@@ -109,7 +119,7 @@ def _is_zero(quantity: str) -> bool:
         return False  # not a quantity: the API server would not have taken it
 
 
-def _discovery(foreign: ForeignCluster, sightings: Sequence[Sighting]
+def _discovery(foreign: ForeignCluster, sightings: Sequence[Sighting], looking: bool
                ) -> dict[str, Any] | None:
     known = foreign.status.discovery
     if sightings:
@@ -123,7 +133,7 @@ def _discovery(foreign: ForeignCluster, sightings: Sequence[Sighting]
     if known is None:
         source = (foreign.metadata.labels or {}).get(DISCOVERED_BY_LABEL)
         return {"source": DiscoverySource.MANUAL.value} if source is None else None
-    if known.source is DiscoverySource.MANUAL:
+    if known.source is DiscoverySource.MANUAL or not looking:
         return known.to_wire()
     return {**known.to_wire(), "announced": False}
 
@@ -154,13 +164,14 @@ def _accepted_condition(foreign: ForeignCluster, credentials: bool, virtual_node
 
 
 def status(foreign: ForeignCluster, sightings: Sequence[Sighting], *, credentials: bool,
-           virtual_node: str | None, offer: Mapping[str, str] | None, now: datetime
-           ) -> dict[str, Any] | None:
+           virtual_node: str | None, offer: Mapping[str, str] | None, now: datetime,
+           looking: bool = True) -> dict[str, Any] | None:
     """The status to write, or None when the current one says it already (nothing is written
-    while nothing changes: a refreshed announcement is no change)."""
+    while nothing changes: a refreshed announcement is no change). `looking`: whether the
+    source of its last announcement is looking now (if not, what it said stays as it was)."""
     desired: dict[str, Any] = {
         "phase": phase(credentials, virtual_node).value,
-        "discovery": _discovery(foreign, sightings),
+        "discovery": _discovery(foreign, sightings, looking),
         "virtualNode": virtual_node,
         "offer": offer_summary(offer) if offer is not None else (
             foreign.status.offer.to_wire() if foreign.status.offer else None),

@@ -118,3 +118,24 @@ async def test_records_naming_no_cluster_or_no_usable_address_are_ignored(txt: l
         sightings, _ = recorder()
         await DnsBrowser(sightings, ("bad.test",), (server.address,)).look()
         assert list(sightings.clusters()) == []
+
+
+async def test_an_announcement_that_cannot_be_made_leaves_the_enforcer_running(
+        caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings(cluster_id="nowhere", announce_mdns=True,
+                        announce_api_server="https://127.0.0.1:6443",
+                        mdns_interfaces=("203.0.113.77",))  # no such interface here
+    entered = False
+    async with announced(settings):
+        entered = True
+    assert entered
+    assert any("cannot announce" in record.message and record.levelname == "ERROR"
+               for record in caplog.records)
+
+
+async def test_a_browser_that_cannot_browse_says_so_and_stops_no_one() -> None:
+    sightings, _ = recorder()
+    browser = MdnsBrowser(sightings, ("203.0.113.77",))  # no such interface here
+    assert not sightings.settled() and sightings.looking(DiscoverySource.MDNS)
+    await asyncio.wait_for(browser.run(), timeout=30)
+    assert sightings.settled() and not sightings.looking(DiscoverySource.MDNS)

@@ -170,7 +170,8 @@ def test_an_enforcer_announcing_on_mdns_becomes_a_discovered_foreign_cluster_unt
 
 
 def test_a_restarted_controller_keeps_what_is_still_announced_and_drops_what_went_meanwhile(
-        home: ClusterHandle, namespace: str, start_controller: Any) -> None:
+        home: ClusterHandle, remote: ClusterHandle, namespace: str,
+        start_controller: Any) -> None:
     kept, gone = (f"{p}-{uuid.uuid4().hex[:8]}" for p in ("kept", "gone"))
     with dns_server() as server:
         for cluster_id in (kept, gone):
@@ -185,13 +186,21 @@ def test_a_restarted_controller_keeps_what_is_still_announced_and_drops_what_wen
         version = foreign_cluster(home, kept)["metadata"]["resourceVersion"]  # type: ignore[index]
         withdraw(server.zone, DOMAIN, gone)  # while no controller looks
 
-        start_controller(*flags)
+        second = start_controller(*flags)
         wait_for(lambda: foreign_cluster(home, gone) is None, timeout=30)
         asked = len(server.queries)
         wait_for(lambda: len(server.queries) >= asked + 6)  # two more rounds
         # Still announced: neither deleted while the new controller took its first look, nor
         # written again.
         assert foreign_cluster(home, kept)["metadata"]["resourceVersion"] == version  # type: ignore[index]
+
+    # Restarted with DNS discovery off: an absence it does not look for says nothing. The
+    # cluster is kept as it was, and the controller serves it (consent moves its phase).
+    second.stop()
+    start_controller("--namespace", namespace)
+    home.core.create_namespaced_secret(namespace, consumer_secret(remote, namespace, "t", kept))
+    wait_for(lambda: status_of(home, kept).get("phase") == "Authenticated", timeout=30)
+    assert status_of(home, kept)["discovery"]["announced"] is True
     fcs = home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
                                      kind=FOREIGN_CLUSTER.kind)
     fcs.delete(name=kept)

@@ -110,3 +110,14 @@ def test_the_virtual_node_is_cordoned_while_the_offer_is_empty_and_only_our_cord
     users = {"metadata": {}, "spec": {"unschedulable": True}}
     assert rules.cordon_patch(users, {}) is None
     assert rules.cordon_patch(users, {"cpu": "1"}) is None
+
+
+def test_an_absence_from_a_source_that_is_not_looking_changes_nothing() -> None:
+    fc = foreign()
+    written = with_status(fc, rules.status(fc, [SEEN], credentials=False, virtual_node=None,
+                                           offer=None, now=NOW))
+    assert rules.discovered_by(written) is DiscoverySource.MDNS
+    assert rules.status(written, [], credentials=False, virtual_node=None, offer=None,
+                        now=NOW, looking=False) is None
+    gone = rules.status(written, [], credentials=False, virtual_node=None, offer=None, now=NOW)
+    assert gone is not None and gone["discovery"]["announced"] is False
