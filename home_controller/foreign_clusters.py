@@ -24,10 +24,10 @@ from typing import Any
 
 import yaml
 
-from annex.controller import DONE, Controller, Result
+from annex.controller import DONE, RETRY, Controller, Result
 from annex.informers import Change, Informers
 from annex.kubeapi import ClusterApi, core_path, custom_path
-from annex.writes import create_or_refuse
+from annex.writes import Foreign, create_or_refuse
 from home_controller.offers import OfferWatches
 from home_controller.sightings import Sightings
 from shared.api.foreign_cluster import FOREIGN_CLUSTER, ForeignCluster
@@ -157,17 +157,25 @@ class ForeignClusters:
         kubeconfig = kubeconfig_of(secret) if secret is not None else None
         self.offers.follow(cluster_id, kubeconfig)
         virtual_node = self._virtual_node(cluster_id)
+        refused = None
         if foreign.spec.accepted and secret is not None and virtual_node is None:
             wanted = rules.virtual_node(foreign, secret["metadata"]["namespace"],
                                         secret["metadata"]["name"])
-            await create_or_refuse(
-                self.api, custom_path(VIRTUAL_NODE, wanted["metadata"]["namespace"]),
-                custom_path(VIRTUAL_NODE, wanted["metadata"]["namespace"], cluster_id), wanted,
-                owned=lambda existing: (existing.get("spec") or {}).get(
-                    "clusterId") == cluster_id)
-            log.info("%s accepted: VirtualNode %s/%s created", cluster_id,
-                     wanted["metadata"]["namespace"], cluster_id)
-            virtual_node = f"{wanted['metadata']['namespace']}/{cluster_id}"
+            where = f"{wanted['metadata']['namespace']}/{cluster_id}"
+            try:
+                await create_or_refuse(
+                    self.api, custom_path(VIRTUAL_NODE, wanted["metadata"]["namespace"]),
+                    custom_path(VIRTUAL_NODE, wanted["metadata"]["namespace"], cluster_id),
+                    wanted, owned=lambda existing: (existing.get("spec") or {}).get(
+                        "clusterId") == cluster_id)
+            except Foreign as error:
+                refused = (f"VirtualNode {where} exists for cluster "
+                           f"{(error.existing.get('spec') or {}).get('clusterId')}: rename or "
+                           "delete it")
+                log.warning("%s accepted: %s", cluster_id, refused)
+            else:
+                log.info("%s accepted: VirtualNode %s created", cluster_id, where)
+                virtual_node = where
 
         offer = self.offers.resources(cluster_id)
         node = self._node(cluster_id) if virtual_node is not None else None
@@ -178,8 +186,8 @@ class ForeignClusters:
                      cluster_id, rules.offer_summary(offer))
         status = rules.status(foreign, sightings, credentials=secret is not None,
                               virtual_node=virtual_node, offer=offer, now=datetime.now(UTC),
-                              looking=looking)
+                              looking=looking, refused=refused)
         if status is not None:
             await self.api.patch(custom_path(FOREIGN_CLUSTER, name=name, subresource="status"),
                                  {"status": status})
-        return DONE
+        return DONE if refused is None else RETRY  # the name may be freed

@@ -77,8 +77,9 @@ class Discovery(ApiModel):
     source: DiscoverySource
     instance: str | None = None
     """The DNS-SD service instance that announced the cluster (mDNS or DNS)."""
-    announced: bool = True
-    """False once the announcement went away (an mDNS goodbye, the DNS records removed)."""
+    announced: bool | None = None
+    """False once the announcement went away (an mDNS goodbye, the DNS records removed); unset
+    for a cluster added by hand."""
     announced_since: AwareDatetime | None = None
     """When the current announcement was first seen (kept across a controller's restart: a
     refreshed announcement writes nothing)."""

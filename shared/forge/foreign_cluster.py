@@ -139,10 +139,12 @@ def _discovery(foreign: ForeignCluster, sightings: Sequence[Sighting], looking: 
 
 
 def _accepted_condition(foreign: ForeignCluster, credentials: bool, virtual_node: str | None,
-                        now: datetime) -> list[dict[str, Any]]:
+                        now: datetime, refused: str | None) -> list[dict[str, Any]]:
     if not foreign.spec.accepted:
         return []
-    if virtual_node is not None:
+    if refused is not None:
+        status, reason, message = "False", "VirtualNodeNameTaken", refused
+    elif virtual_node is not None:
         status, reason, message = ("True", "VirtualNodeCreated",
                                    f"VirtualNode {virtual_node} serves the cluster")
     elif credentials:
@@ -165,17 +167,18 @@ def _accepted_condition(foreign: ForeignCluster, credentials: bool, virtual_node
 
 def status(foreign: ForeignCluster, sightings: Sequence[Sighting], *, credentials: bool,
            virtual_node: str | None, offer: Mapping[str, str] | None, now: datetime,
-           looking: bool = True) -> dict[str, Any] | None:
+           looking: bool = True, refused: str | None = None) -> dict[str, Any] | None:
     """The status to write, or None when the current one says it already (nothing is written
     while nothing changes: a refreshed announcement is no change). `looking`: whether the
-    source of its last announcement is looking now (if not, what it said stays as it was)."""
+    source of its last announcement is looking now (if not, what it said stays as it was);
+    `refused`: why its VirtualNode cannot be created (the name is another cluster's)."""
     desired: dict[str, Any] = {
         "phase": phase(credentials, virtual_node).value,
         "discovery": _discovery(foreign, sightings, looking),
         "virtualNode": virtual_node,
         "offer": offer_summary(offer) if offer is not None else (
             foreign.status.offer.to_wire() if foreign.status.offer else None),
-        "conditions": _accepted_condition(foreign, credentials, virtual_node, now),
+        "conditions": _accepted_condition(foreign, credentials, virtual_node, now, refused),
     }
     current = foreign.status.to_wire()
     if _present(current, desired) == _present(desired, desired):

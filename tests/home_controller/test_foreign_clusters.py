@@ -204,3 +204,30 @@ def test_a_restarted_controller_keeps_what_is_still_announced_and_drops_what_wen
     fcs = home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
                                      kind=FOREIGN_CLUSTER.kind)
     fcs.delete(name=kept)
+
+
+def test_an_accepted_cluster_whose_virtual_node_name_is_taken_says_so(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str,
+        start_controller: Any) -> None:
+    cluster_id = f"taken-{uuid.uuid4().hex[:8]}"
+    vns = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
+                                     kind=VIRTUAL_NODE.kind)
+    vns.create(namespace=namespace, body={
+        "apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+        "metadata": {"name": cluster_id, "namespace": namespace},
+        "spec": {"clusterId": "someone-else"}})
+    fcs = home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
+                                     kind=FOREIGN_CLUSTER.kind)
+    fcs.create(body={"apiVersion": FOREIGN_CLUSTER.api_version, "kind": FOREIGN_CLUSTER.kind,
+                     "metadata": {"name": cluster_id},
+                     "spec": {"clusterId": cluster_id, "accepted": True}})
+    home.core.create_namespaced_secret(namespace, consumer_secret(remote, namespace, "t",
+                                                                  cluster_id))
+    start_controller("--namespace", namespace)
+    wait_for(lambda: [c["reason"] for c in status_of(home, cluster_id).get("conditions", [])]
+             == ["VirtualNodeNameTaken"], timeout=30)
+    assert status_of(home, cluster_id)["phase"] == "Authenticated"
+    assert status_of(home, cluster_id)["discovery"] == {"source": "Manual"}
+    # The other cluster's VirtualNode is left as it was.
+    assert vns.get(name=cluster_id, namespace=namespace).spec.clusterId == "someone-else"
+    fcs.delete(name=cluster_id)

@@ -121,3 +121,13 @@ def test_an_absence_from_a_source_that_is_not_looking_changes_nothing() -> None:
                         now=NOW, looking=False) is None
     gone = rules.status(written, [], credentials=False, virtual_node=None, offer=None, now=NOW)
     assert gone is not None and gone["discovery"]["announced"] is False
+
+
+def test_a_virtual_node_name_held_by_another_cluster_is_said_on_the_condition() -> None:
+    fc = foreign(spec={"clusterId": "p1", "accepted": True})
+    refused = rules.status(fc, [SEEN], credentials=True, virtual_node=None, offer=None, now=NOW,
+                           refused="VirtualNode annex-system/p1 exists for cluster other")
+    assert refused is not None and refused["phase"] == "Authenticated"
+    (condition,) = refused["conditions"]
+    assert (condition["status"], condition["reason"]) == ("False", "VirtualNodeNameTaken")
+    assert "other" in condition["message"]
