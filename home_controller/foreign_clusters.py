@@ -3,6 +3,7 @@ cluster holds (its ForeignCluster, the consumer kubeconfig Secret consent put th
 VirtualNode serving it), what discovery sees now (`Sightings`) and the provider's offer.
 
 - announced and unknown: a ForeignCluster in phase Discovered (discovery grants nothing);
+  consented or served and unknown (the chart's remotes): a ForeignCluster all the same;
 - announced no more: one discovery made, that nobody acted on, goes; any other is kept, its
   discovery marked as no longer announced;
 - consent (the Secret) moves it to Authenticated; accepted (`spec.accepted`) with consent, the
@@ -65,6 +66,14 @@ def kubeconfig_of(secret: dict[str, Any]) -> dict[str, Any] | None:
     except (yaml.YAMLError, ValueError):
         return None
     return kubeconfig if isinstance(kubeconfig, dict) else None
+
+
+def _server_of(secret: dict[str, Any] | None) -> str | None:
+    """The provider's API server as the consumer kubeconfig names it."""
+    kubeconfig = kubeconfig_of(secret) if secret is not None else None
+    clusters = (kubeconfig or {}).get("clusters") or []
+    server = ((clusters[0] if clusters else {}).get("cluster") or {}).get("server")
+    return str(server) if server else None
 
 
 class ForeignClusters:
@@ -131,16 +140,23 @@ class ForeignClusters:
         sightings = self.sightings.of(cluster_id)
         foreign = self._foreign_cluster(cluster_id)
         if foreign is None:
+            secret = self._secret(cluster_id)
             if sightings:
-                created, _ = await create_or_refuse(
-                    self.api, custom_path(FOREIGN_CLUSTER),
-                    custom_path(FOREIGN_CLUSTER, name=cluster_id),
-                    rules.discovered(sightings[0]), owned=lambda _: True)
+                wanted = rules.discovered(sightings[0])
                 log.info("discovered %s (%s)", cluster_id, sightings[0].source.value)
-                foreign = ForeignCluster.model_validate(created)
+            elif secret is not None or self._virtual_node(cluster_id) is not None:
+                # Known without discovery (the chart's remotes, a peering of before): shown
+                # all the same, as it is (accepted if a VirtualNode serves it).
+                wanted = rules.known(cluster_id, _server_of(secret),
+                                     accepted=self._virtual_node(cluster_id) is not None)
+                log.info("%s is peered: its ForeignCluster is made", cluster_id)
             else:
                 self.offers.stop(cluster_id)
                 return DONE
+            created, _ = await create_or_refuse(
+                self.api, custom_path(FOREIGN_CLUSTER),
+                custom_path(FOREIGN_CLUSTER, name=cluster_id), wanted, owned=lambda _: True)
+            foreign = ForeignCluster.model_validate(created)
         name = str(foreign.metadata.name)
         source = foreign.status.discovery.source if foreign.status.discovery else (
             rules.discovered_by(foreign))

@@ -58,6 +58,16 @@ def discovered(sighting: Sighting) -> dict[str, Any]:
                      "apiServerUrl": announcement.api_server_url}}
 
 
+def known(cluster_id: str, api_server_url: str | None, accepted: bool) -> dict[str, Any]:
+    """A ForeignCluster for a provider the home cluster knew without discovery (its consumer
+    Secret or its VirtualNode came first): made by hand, as far as discovery is concerned."""
+    spec: dict[str, Any] = {"clusterId": cluster_id, "accepted": accepted}
+    if api_server_url:
+        spec["apiServerUrl"] = api_server_url
+    return {"apiVersion": FOREIGN_CLUSTER.api_version, "kind": FOREIGN_CLUSTER.kind,
+            "metadata": {"name": cluster_id}, "spec": spec}
+
+
 def discovered_spec_patch(foreign: ForeignCluster, sightings: Sequence[Sighting]
                           ) -> dict[str, Any] | None:
     """A discovered ForeignCluster follows its announcement's API address (the provider moved

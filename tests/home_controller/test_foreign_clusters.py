@@ -231,3 +231,33 @@ def test_an_accepted_cluster_whose_virtual_node_name_is_taken_says_so(
     # The other cluster's VirtualNode is left as it was.
     assert vns.get(name=cluster_id, namespace=namespace).spec.clusterId == "someone-else"
     fcs.delete(name=cluster_id)
+    vns.delete(name=cluster_id, namespace=namespace)
+    wait_for(lambda: foreign_cluster(home, "someone-else") is not None)
+    fcs.delete(name="someone-else")
+
+
+def test_a_provider_peered_without_discovery_is_shown_as_a_foreign_cluster(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str,
+        start_controller: Any) -> None:
+    """What the chart's `remotes` make (a consumer Secret and a VirtualNode) is a provider the
+    home cluster knows: its ForeignCluster appears, Peered, accepted, added by hand."""
+    cluster_id = f"charted-{uuid.uuid4().hex[:8]}"
+    secret = consumer_secret(remote, namespace, "t", cluster_id)
+    home.core.create_namespaced_secret(namespace, secret)
+    vns = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
+                                     kind=VIRTUAL_NODE.kind)
+    vns.create(namespace=namespace, body={
+        "apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+        "metadata": {"name": cluster_id, "namespace": namespace},
+        "spec": {"clusterId": cluster_id,
+                 "kubeconfigSecretRef": {"name": secret["metadata"]["name"]}}})
+    start_controller("--namespace", namespace)
+    wait_for(lambda: status_of(home, cluster_id).get("phase") == "Peered", timeout=30)
+    found = foreign_cluster(home, cluster_id)
+    assert found is not None and found["spec"]["accepted"] is True
+    assert found["spec"]["apiServerUrl"] == yaml.safe_load(remote.kubeconfig.read_text())[
+        "clusters"][0]["cluster"]["server"]
+    assert found["status"]["discovery"] == {"source": "Manual"}
+    assert found["status"]["virtualNode"] == f"{namespace}/{cluster_id}"
+    home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
+                               kind=FOREIGN_CLUSTER.kind).delete(name=cluster_id)

@@ -131,3 +131,11 @@ def test_a_virtual_node_name_held_by_another_cluster_is_said_on_the_condition() 
     (condition,) = refused["conditions"]
     assert (condition["status"], condition["reason"]) == ("False", "VirtualNodeNameTaken")
     assert "other" in condition["message"]
+
+
+def test_a_provider_known_without_discovery() -> None:
+    fc = ForeignCluster.model_validate(rules.known("p2", "https://p2:6443", accepted=True))
+    assert (fc.metadata.name, fc.spec.api_server_url, fc.spec.accepted) == (
+        "p2", "https://p2:6443", True)
+    assert rules.discovered_by(fc) is None and not rules.forgotten(fc, [])
+    assert "apiServerUrl" not in rules.known("p3", None, accepted=False)["spec"]
