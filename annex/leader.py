@@ -1,0 +1,256 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, for components run as active/passive
+replicas: only the leader writes, a standby keeps its watches and mirrors warm and takes over
+when the leader is gone.
+
+It follows client-go's tools/leaderelection (the Lease lock), on this package's asyncio client
+rather than with the `kubernetes` package's `kubernetes.leaderelection`, which is blocking
+(threads and `time.sleep`, its own urllib3 client outside the components' rate limiter, request
+metrics and live credentials), measures the lease on the wall clock, bounds no renewal by the
+renew deadline and never releases the lease on stop.
+
+client-go's rules, kept here:
+- Every retry period a candidate reads the Lease and notes when its record last changed, on its
+  own monotonic clock: no replica trusts another's clock (renewTime is informative only). The
+  holder counts as alive until a lease duration has passed since its record last changed.
+- A Lease that is absent, free (no holder) or expired is taken by a create or by an update
+  conditional on the resourceVersion read (optimistic concurrency): of two candidates racing,
+  one succeeds and the other is refused with 409 Conflict.
+- The leader renews every retry period; when no renewal succeeds for a renew deadline, it
+  stops leading. A renew deadline plus a retry period shorter than the lease duration means the
+  leader has stopped before any standby may take over.
+- On stop the leader releases the Lease (holder emptied): a standby takes it at its next try
+  instead of waiting for it to expire.
+One difference, on the safe side: a leader that reads another holder in the Lease stops at once
+(client-go keeps retrying until its renew deadline).
+
+A lost leadership is not won back in the same process: `run` returns, and the component stops
+writing and exits (client-go's callers exit too), to start again as a standby.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import socket
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from annex.kubeapi import ApiError, ClusterApi, error_message, group_path, status_of
+
+log = logging.getLogger(__name__)
+
+JITTER_FACTOR = 1.2
+"""A candidate retries after a retry period plus up to this factor of it (client-go's)."""
+RECORD = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime",
+          "leaseTransitions")
+"""The Lease's spec fields that make the election record."""
+
+
+@dataclass(frozen=True)
+class ElectionTimings:
+    """client-go's LeaderElectionConfig durations, in seconds, with its defaults."""
+
+    lease_duration: float = 15.0
+    """How long a standby waits after the record last changed before it takes the Lease."""
+    renew_deadline: float = 10.0
+    """How long the leader keeps trying to renew before it stops leading."""
+    retry_period: float = 2.0
+    """Between two tries (a standby's reads, the leader's renewals)."""
+
+    def __post_init__(self) -> None:
+        if min(self.lease_duration, self.renew_deadline, self.retry_period) <= 0:
+            raise ValueError("lease duration, renew deadline and retry period must be positive")
+        if self.lease_duration <= self.renew_deadline:
+            raise ValueError("the lease duration must be greater than the renew deadline")
+        if self.renew_deadline <= JITTER_FACTOR * self.retry_period:
+            raise ValueError(f"the renew deadline must be greater than {JITTER_FACTOR} retry "
+                             "periods")
+
+
+def candidate_identity(hostname: str | None = None) -> str:
+    """The pod's name (its hostname) and a random suffix, as client-go components make theirs:
+    a pod restarted under the same name is a new candidate, never the old holder."""
+    return f"{hostname or socket.gethostname()}_{uuid.uuid4()}"
+
+
+def micro_time(now: datetime) -> str:
+    """A MicroTime as the API server writes it."""
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def election_record(lease: dict[str, Any]) -> dict[str, Any]:
+    spec = lease.get("spec") or {}
+    return {field: spec.get(field) for field in RECORD}
+
+
+class LeaderElector:
+    """One candidate for the Lease `namespace`/`name`, on the event loop of `api`'s first use
+    (give it a client of its own: the leader's renewals must not queue behind a burst of
+    reconciles in a shared client-side rate limiter)."""
+
+    def __init__(self, api: ClusterApi, namespace: str, name: str, identity: str,
+                 timings: ElectionTimings | None = None, *,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.name = name
+        self.identity = identity
+        self.timings = timings or ElectionTimings()
+        self._clock = clock
+        self._wall_clock = wall_clock
+        self._collection = group_path("coordination.k8s.io", "v1", "leases", namespace)
+        self._path = group_path("coordination.k8s.io", "v1", "leases", namespace, name)
+        self._lease: dict[str, Any] | None = None
+        """The Lease as last read or written (its resourceVersion makes the next write
+        conditional)."""
+        self._observed: dict[str, Any] = {}
+        self._observed_at = 0.0
+        """When `_observed` last changed, on this candidate's clock."""
+        self.leading = False
+        """Between winning the Lease and losing (or releasing) it."""
+        self.elected = asyncio.Event()
+        """Set once this candidate leads (never cleared: a lost leadership ends the process)."""
+
+    @property
+    def holder(self) -> str:
+        """The holder last observed ("" for none)."""
+        return str(self._observed.get("holderIdentity") or "")
+
+    def describe(self) -> str:
+        return f"Lease {self.namespace}/{self.name}"
+
+    # --- one try -------------------------------------------------------------------------------
+
+    def _observe(self, lease: dict[str, Any], now: float) -> None:
+        self._lease = lease
+        record = election_record(lease)
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+
+    async def try_acquire_or_renew(self) -> bool:
+        """Take or renew the Lease once: True when this candidate holds it afterwards."""
+        now = self._clock()
+        stamp = micro_time(self._wall_clock())
+        record = {"holderIdentity": self.identity,
+                  "leaseDurationSeconds": max(1, int(self.timings.lease_duration)),
+                  "acquireTime": stamp, "renewTime": stamp}
+        try:
+            lease = await self.api.find(self._path)
+            if lease is None:
+                created = await self.api.create(self._collection, {
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "spec": {**record, "leaseTransitions": 0}})
+                self._observe(created, now)
+                return True
+            self._observe(lease, now)
+            holder = self.holder
+            if holder and holder != self.identity and (
+                    now < self._observed_at + self.timings.lease_duration):
+                return False  # held, and renewed within a lease duration as seen from here
+            if holder == self.identity:
+                record.update(acquireTime=self._observed.get("acquireTime") or stamp,
+                              leaseTransitions=self._observed.get("leaseTransitions") or 0)
+            else:
+                record["leaseTransitions"] = int(self._observed.get("leaseTransitions") or 0) + 1
+            # A replace carries the resourceVersion read: a concurrent write makes it a 409.
+            updated = await self.api.replace(self._path, {
+                **lease, "spec": {**(lease.get("spec") or {}), **record}})
+            self._observe(updated, self._clock())
+            return True
+        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+            if status_of(error) == 409:
+                log.debug("%s: another candidate wrote first", self.describe())
+            else:
+                log.warning("%s: cannot read or write it: %s", self.describe(),
+                            error_message(error))
+            return False
+
+    # --- the loops -----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Acquire the Lease, then renew it until leadership is lost, and return then. Cancel
+        it to stop (then `release`)."""
+        await self._acquire()
+        self.leading = True
+        self.elected.set()
+        log.info("%s acquired: %s leads", self.describe(), self.identity)
+        try:
+            await self._renew()
+        finally:
+            self.leading = False
+
+    async def _acquire(self) -> None:
+        log.info("%s: %s waits to lead", self.describe(), self.identity)
+        reported = None
+        while not await self.try_acquire_or_renew():
+            if self.holder != reported:
+                reported = self.holder
+                log.info("%s is held by %s", self.describe(), reported or "nobody")
+            period = self.timings.retry_period
+            await asyncio.sleep(period + random.random() * JITTER_FACTOR * period)
+
+    async def _renew(self) -> None:
+        """Renew every retry period; return once no renewal succeeded for a renew deadline,
+        or another holder is seen."""
+        timings = self.timings
+        while True:
+            deadline = self._clock() + timings.renew_deadline
+            while True:
+                try:
+                    renewed = await asyncio.wait_for(self.try_acquire_or_renew(),
+                                                     max(0.0, deadline - self._clock()))
+                except TimeoutError:
+                    renewed = False
+                if renewed:
+                    break
+                if self.holder not in ("", self.identity):
+                    log.error("%s was taken by %s: stopped leading", self.describe(),
+                              self.holder)
+                    return
+                if self._clock() >= deadline:
+                    log.error("%s not renewed for %.1fs: stopped leading", self.describe(),
+                              timings.renew_deadline)
+                    return
+                await asyncio.sleep(min(timings.retry_period, deadline - self._clock()))
+            await asyncio.sleep(timings.retry_period)
+
+    async def release(self) -> bool:
+        """Give the Lease up if this candidate holds it (holder emptied, as client-go does),
+        so that a standby takes it at its next try. False when it could not be written."""
+        self.leading = False
+        try:
+            await asyncio.wait_for(self._release(), self.timings.renew_deadline)
+        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+            log.warning("%s not released: %s", self.describe(), error_message(error))
+            return False
+        return True
+
+    async def _release(self) -> None:
+        lease = self._lease
+        for _ in range(2):
+            if lease is None or election_record(lease)["holderIdentity"] != self.identity:
+                return
+            stamp = micro_time(self._wall_clock())
+            spec = {**(lease.get("spec") or {}), "holderIdentity": "",
+                    "leaseDurationSeconds": 1, "acquireTime": stamp, "renewTime": stamp}
+            try:
+                released = await self.api.replace(self._path, {**lease, "spec": spec})
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+                # A renewal cancelled in flight may have landed: read what it wrote.
+                lease = await self.api.find(self._path)
+                continue
+            self._observe(released, self._clock())
+            log.info("%s released", self.describe())
+            return
+        raise ApiError(409, {"message": "the Lease kept changing"})

@@ -1,0 +1,289 @@
+"""annex.leader against an API server (kubesim, or a real one): one Lease, two candidates.
+
+The tries use a clock of the test's own where a lease must expire (a candidate measures expiry
+on its own clock, from when it saw the record change), and the loops run on short real timings
+where leadership has to move by itself."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from annex.kube import load_connection
+from annex.kubeapi import ApiError, ClusterApi, group_path
+from annex.leader import ElectionTimings, LeaderElector, candidate_identity
+from tests.conftest import ClusterHandle
+
+LEASE = "agent-lease"
+FAST = ElectionTimings(lease_duration=2.0, renew_deadline=1.0, retry_period=0.2)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def api(home: ClusterHandle) -> AsyncIterator[ClusterApi]:
+    client = ClusterApi(load_connection(str(home.kubeconfig)))
+    yield client
+    await client.close()
+
+
+@pytest.fixture
+def candidate(api: ClusterApi, namespace: str) -> Callable[..., LeaderElector]:
+    def make(name: str, timings: ElectionTimings | None = None, client: Any = None,
+             clock: Callable[[], float] | None = None) -> LeaderElector:
+        return LeaderElector(client or api, namespace, LEASE, candidate_identity(name),
+                             timings, clock=clock or time.monotonic)
+    return make
+
+
+async def lease_of(api: ClusterApi, namespace: str) -> dict[str, Any]:
+    lease: dict[str, Any] = await api.get(
+        group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE))
+    return lease
+
+
+async def until(predicate: Callable[[], bool], timeout: float, message: str) -> None:
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.02)
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout}s: {message}") from None
+
+
+async def test_the_first_candidate_creates_the_lease_and_renews_it(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    first = candidate("agent-a")
+    assert await first.try_acquire_or_renew()
+    spec = (await lease_of(api, namespace))["spec"]
+    assert spec["holderIdentity"] == first.identity
+    assert spec["leaseDurationSeconds"] == 15  # client-go's default
+    assert spec["leaseTransitions"] == 0
+    assert await first.try_acquire_or_renew()
+    renewed = (await lease_of(api, namespace))["spec"]
+    assert renewed["holderIdentity"] == first.identity
+    assert renewed["renewTime"] > spec["renewTime"]
+    assert (renewed["acquireTime"], renewed["leaseTransitions"]) == (spec["acquireTime"], 0)
+
+
+async def test_a_second_candidate_waits_then_takes_over_once_the_lease_expired(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    leader = candidate("agent-a")
+    clock = Clock()
+    standby = candidate("agent-b", clock=clock)
+    assert await leader.try_acquire_or_renew()
+    assert not await standby.try_acquire_or_renew()
+    assert standby.holder == leader.identity
+    clock.now += 14.9  # less than a lease duration since it saw the record change
+    assert not await standby.try_acquire_or_renew()
+    clock.now += 0.2  # the leader did not renew for a lease duration, as seen by the standby
+    assert await standby.try_acquire_or_renew()
+    spec = (await lease_of(api, namespace))["spec"]
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == (standby.identity, 1)
+    assert not await leader.try_acquire_or_renew()  # the old leader finds it taken
+    assert leader.holder == standby.identity
+
+
+async def test_a_renewal_keeps_the_lease_away_from_a_standby_whatever_the_clocks(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    """Expiry is measured from when the standby saw the record change, not from the leader's
+    renewTime: a renewal seen resets it."""
+    leader = candidate("agent-a")
+    clock = Clock()
+    standby = candidate("agent-b", clock=clock)
+    assert await leader.try_acquire_or_renew()
+    assert not await standby.try_acquire_or_renew()
+    clock.now += 10
+    assert await leader.try_acquire_or_renew()
+    assert not await standby.try_acquire_or_renew()  # changed: observed now
+    clock.now += 10
+    assert not await standby.try_acquire_or_renew()  # 10 s since the renewal it saw
+
+
+async def test_a_released_lease_is_taken_at_once(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    leader, standby = candidate("agent-a"), candidate("agent-b")
+    assert await leader.try_acquire_or_renew()
+    assert not await standby.try_acquire_or_renew()
+    assert await leader.release()
+    assert (await lease_of(api, namespace))["spec"].get("holderIdentity") in (None, "")
+    assert await standby.try_acquire_or_renew()  # no lease duration to wait
+    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == standby.identity
+    assert await leader.release()  # not the holder any more: writes nothing
+    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == standby.identity
+
+
+class PausedBeforeWriting:
+    """A client that holds each replace until `go` is set: the Lease read, not yet written."""
+
+    def __init__(self, api: ClusterApi) -> None:
+        self.api = api
+        self.waiting = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def find(self, path: str) -> Any:
+        return await self.api.find(path)
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        return await self.api.create(path, body)
+
+    async def replace(self, path: str, body: dict[str, Any]) -> Any:
+        self.waiting.set()
+        await self.go.wait()
+        return await self.api.replace(path, body)
+
+
+async def test_of_two_candidates_racing_for_a_free_lease_the_later_write_loses(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    previous = candidate("agent-old")
+    assert await previous.try_acquire_or_renew()
+    assert await previous.release()
+    paused = PausedBeforeWriting(api)
+    slow, fast = candidate("agent-slow", client=paused), candidate("agent-fast")
+    slow_try = asyncio.create_task(slow.try_acquire_or_renew())
+    await asyncio.wait_for(paused.waiting.wait(), 10)  # it read the free Lease
+    assert await fast.try_acquire_or_renew()
+    paused.go.set()
+    assert not await slow_try  # its update carried the resourceVersion it read: 409
+    spec = (await lease_of(api, namespace))["spec"]
+    assert spec["holderIdentity"] == fast.identity
+    assert not await slow.try_acquire_or_renew()  # and now it sees a live holder
+    assert slow.holder == fast.identity
+
+
+async def test_a_conflicting_update_is_refused_by_the_api_server(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    """What the elector relies on: a Lease update with an old resourceVersion is a 409."""
+    assert await candidate("agent-a").try_acquire_or_renew()
+    path = group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE)
+    stale = await lease_of(api, namespace)
+    await api.replace(path, {**stale, "spec": {**stale["spec"], "holderIdentity": "someone"}})
+    with pytest.raises(ApiError) as refused:
+        await api.replace(path, {**stale, "spec": {**stale["spec"], "holderIdentity": "other"}})
+    assert refused.value.status == 409
+    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == "someone"
+
+
+async def test_run_leads_until_cancelled_and_a_release_hands_over_within_a_retry_period(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    leader, standby = candidate("agent-a", FAST), candidate("agent-b", FAST)
+    leading = asyncio.create_task(leader.run())
+    await asyncio.wait_for(leader.elected.wait(), 10)
+    waiting = asyncio.create_task(standby.run())
+    await until(lambda: standby.holder == leader.identity, 10, "the standby sees the leader")
+    renewed = (await lease_of(api, namespace))["spec"]["renewTime"]
+
+    async def renewed_since() -> bool:
+        return str((await lease_of(api, namespace))["spec"]["renewTime"]) > str(renewed)
+    for _ in range(100):  # the leader renews every retry period
+        if await renewed_since():
+            break
+        await asyncio.sleep(FAST.retry_period / 2)
+    assert await renewed_since()
+    assert leader.leading and not standby.leading and not standby.elected.is_set()
+
+    leading.cancel()
+    await asyncio.gather(leading, return_exceptions=True)
+    assert await leader.release()
+    await asyncio.wait_for(standby.elected.wait(), FAST.retry_period * (2 + 1.2) + 5)
+    assert standby.leading
+    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == standby.identity
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert await standby.release()
+
+
+async def test_a_dead_leader_is_replaced_after_the_lease_duration(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    """A leader that stops renewing without releasing (killed): the standby waits the lease
+    duration from the last renewal it saw, then takes over."""
+    leader, standby = candidate("agent-a", FAST), candidate("agent-b", FAST)
+    leading = asyncio.create_task(leader.run())
+    await asyncio.wait_for(leader.elected.wait(), 10)
+    waiting = asyncio.create_task(standby.run())
+    await until(lambda: standby.holder == leader.identity, 10, "the standby sees the leader")
+    leading.cancel()  # no release: as a SIGKILL leaves it
+    await asyncio.gather(leading, return_exceptions=True)
+    killed = asyncio.get_running_loop().time()
+    await asyncio.wait_for(standby.elected.wait(),
+                           FAST.lease_duration + FAST.retry_period * (2 + 1.2) + 5)
+    assert asyncio.get_running_loop().time() - killed >= FAST.lease_duration - 2 * FAST.retry_period
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    await standby.release()
+
+
+async def test_a_leader_that_sees_another_holder_stops_at_once(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    leader = candidate("agent-a", FAST)
+    leading = asyncio.create_task(leader.run())
+    await asyncio.wait_for(leader.elected.wait(), 10)
+    while True:  # until the usurper's write lands between two renewals
+        lease = await lease_of(api, namespace)
+        try:
+            await api.replace(group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE),
+                              {**lease, "spec": {**lease["spec"], "holderIdentity": "usurper"}})
+            break
+        except ApiError as error:
+            assert error.status == 409
+    await asyncio.wait_for(leading, FAST.retry_period * 2 + 5)  # returns: leadership lost
+    assert not leader.leading
+    assert await leader.release()  # not ours: left as it is
+    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == "usurper"
+
+
+class Unreachable:
+    """The API server stops answering (every request fails) once `cut` is set."""
+
+    def __init__(self, api: ClusterApi) -> None:
+        self.api = api
+        self.cut = False
+
+    async def _check(self) -> None:
+        if self.cut:
+            raise TimeoutError("cut")
+
+    async def find(self, path: str) -> Any:
+        await self._check()
+        return await self.api.find(path)
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        await self._check()
+        return await self.api.create(path, body)
+
+    async def replace(self, path: str, body: dict[str, Any]) -> Any:
+        await self._check()
+        return await self.api.replace(path, body)
+
+
+async def test_a_leader_that_cannot_renew_stops_within_its_renew_deadline(
+        api: ClusterApi, candidate: Callable[..., LeaderElector]) -> None:
+    unreachable = Unreachable(api)
+    leader = candidate("agent-a", FAST, client=unreachable)
+    leading = asyncio.create_task(leader.run())
+    await asyncio.wait_for(leader.elected.wait(), 10)
+    unreachable.cut = True
+    loop = asyncio.get_running_loop()
+    cut_at = loop.time()
+    await asyncio.wait_for(leading, FAST.renew_deadline + FAST.retry_period + 5)
+    assert not leader.leading
+    print(f"stopped leading {loop.time() - cut_at:.2f}s after the cut (a standby may take "
+          f"over {FAST.lease_duration}s after the last renewal it saw)")
+
+
+def test_timings_are_checked_as_client_go_checks_them() -> None:
+    ElectionTimings()  # 15 s, 10 s, 2 s
+    for lease, renew, retry in ((10, 10, 2), (15, 2, 2), (15, 10, 0)):
+        with pytest.raises(ValueError):
+            ElectionTimings(lease, renew, retry)
