@@ -8,6 +8,8 @@ virtual node is cordoned meanwhile."""
 from __future__ import annotations
 
 import base64
+import shutil
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from tests.home_controller.dnsserver import dns_server, publish, withdraw
 from tests.remote_enforcer.conftest import Enforcer
 
 DOMAIN = "providers.test"
+KUBECTL = shutil.which("kubectl")
 
 
 def foreign_cluster(home: ClusterHandle, name: str) -> dict[str, Any] | None:
@@ -118,6 +121,16 @@ def test_dns_discovery_consent_acceptance_and_the_offer(
         assert status_of(home, accepted)["virtualNode"] == f"{namespace}/{accepted}"
         wait_for(lambda: (status_of(home, accepted).get("offer") or {}).get("summary")
                  == "cpu=4 memory=8Gi pods=110", timeout=15)
+
+        if KUBECTL is not None:  # `kubectl get fc` shows what the printer columns promise
+            table = subprocess.run(
+                [KUBECTL, "--kubeconfig", str(home.kubeconfig), "get", "fc", accepted],
+                capture_output=True, text=True, check=True, timeout=60).stdout.splitlines()
+            assert table[0].split() == ["NAME", "CLUSTER", "API", "SOURCE", "OFFER", "PHASE",
+                                        "AGE"]
+            assert table[1].split()[:8] == [
+                accepted, accepted, f"https://{accepted}.test:6443", "DNS", "cpu=4",
+                "memory=8Gi", "pods=110", "Peered"]
 
         # Converged: further lookups showing the same records write nothing.
         version = foreign_cluster(home, accepted)["metadata"]["resourceVersion"]
