@@ -4,13 +4,14 @@ consumer redeems it (`annexctl peer --token ...`, run against home). The admin's
 token; discovery plays no part in it.
 
 Generating creates what `annexctl peer` creates on the provider (the tenant namespace, the
-confined identity, its Quota: `peering.consumer_on_provider`), plus a Secret in the tenant
-namespace the token is bound to, and mints a short-lived token for the consumer identity bound
-to that Secret. Redeeming uses it once to request the consumer's own day-long token (the
-identity may request tokens for itself, as its agent does to renew them), then installs that
-at home exactly as `annexctl peer` does (`peering.install_at_home`): the peering token itself is
-never stored. It stops working when it expires (an hour by default) or when the admin deletes
-its Secret (`kubectl delete secret -n <tenant> -l annex.io/peering-token`), whichever is first.
+confined identity, its Quota: `peering.consumer_on_provider`), plus the Secret
+`annex-peering-token` in the tenant namespace and a Role letting the consumer delete that one
+Secret, and mints a short-lived token for the consumer identity bound to the Secret (a bound
+token dies with its object). Redeeming uses it to request the consumer's own day-long token
+(the identity may request tokens for itself, as its agent does to renew them), installs that at
+home exactly as `annexctl peer` does (`peering.install_at_home`), then deletes the Secret: the
+peering token works once. It also stops working when it expires (an hour by default), when the
+admin deletes the Secret, or when the admin generates a newer one for the same consumer.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import secrets
 from dataclasses import replace
 from typing import Any
 
@@ -34,9 +34,13 @@ from annexctl.peering import (
     mint_token,
     peered,
 )
+from shared.wellknown import CONSUMER_SERVICE_ACCOUNT
 
 TOKEN_PREFIX = "annex-peer-v1."
 PEERING_TOKEN_LABEL = "annex.io/peering-token"
+PEERING_SECRET = "annex-peering-token"
+"""The tenant namespace's Secret the peering token is bound to: one token per consumer at a
+time."""
 DEFAULT_TTL_SECONDS = 3600
 MIN_TTL_SECONDS = 600  # the API server's shortest TokenRequest
 
@@ -63,20 +67,46 @@ def decode(token: str) -> dict[str, Any]:
     return payload
 
 
+def _anchor(tenant: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": PEERING_SECRET, "namespace": tenant,
+                         "labels": {MANAGED_BY_LABEL: MANAGED_BY, PEERING_TOKEN_LABEL: "true"}}}
+
+
+def _redeemer_rights(tenant: str) -> list[dict[str, Any]]:
+    """A Role and RoleBinding letting the consumer delete the token's Secret, and nothing else:
+    redeeming spends the token."""
+    metadata = {"name": PEERING_SECRET, "namespace": tenant,
+                "labels": {MANAGED_BY_LABEL: MANAGED_BY}}
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
+         "rules": [{"apiGroups": [""], "resources": ["secrets"],
+                    "resourceNames": [PEERING_SECRET], "verbs": ["delete"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": metadata,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": PEERING_SECRET},
+         "subjects": [{"kind": "ServiceAccount", "name": CONSUMER_SERVICE_ACCOUNT,
+                       "namespace": tenant}]},
+    ]
+
+
 def generate(provider: Cluster, provider_cluster_id: str, request: PeerRequest,
              ttl_seconds: int = DEFAULT_TTL_SECONDS) -> Report:
-    """On the provider: the consumer's objects, a Secret to bind the token to, and the token."""
+    """On the provider: the consumer's objects, the Secret the token is bound to (made anew:
+    an earlier token for this consumer stops working), and the token."""
     if ttl_seconds < MIN_TTL_SECONDS:
         raise CliError(f"--ttl-seconds must be at least {MIN_TTL_SECONDS}", 2)
     tenant, rows = consumer_on_provider(provider, request)
-    anchor: dict[str, Any] = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-              "metadata": {"name": f"annex-peering-{secrets.token_hex(4)}", "namespace": tenant,
-                           "labels": {MANAGED_BY_LABEL: MANAGED_BY, PEERING_TOKEN_LABEL: "true"}}}
-    rows.append(["provider", "Secret", f"{tenant}/{anchor['metadata']['name']}",
-                 provider.ensure(anchor)])
-    created = provider.get("v1", "Secret", anchor["metadata"]["name"], tenant) or {}
+    rows += [["provider", m["kind"], f"{tenant}/{PEERING_SECRET}", provider.ensure(m)]
+             for m in _redeemer_rights(tenant)]
+    replaced = provider.delete("v1", "Secret", PEERING_SECRET, tenant)
+    provider.ensure(_anchor(tenant))
+    rows.append(["provider", "Secret", f"{tenant}/{PEERING_SECRET}",
+                 "replaced" if replaced else "created"])
+    created = provider.get("v1", "Secret", PEERING_SECRET, tenant) or {}
     token, expires = mint_token(provider, tenant, ttl_seconds, bound_to={
-        "kind": "Secret", "name": anchor["metadata"]["name"],
+        "kind": "Secret", "name": PEERING_SECRET,
         "uid": str(created.get("metadata", {}).get("uid") or "")})
     kubeconfig = token_kubeconfig(provider.configuration, token, tenant,
                                   cluster_name=provider_cluster_id,
@@ -91,8 +121,8 @@ def generate(provider: Cluster, provider_cluster_id: str, request: PeerRequest,
             "expirationTimestamp": expires, "token": peering_token, "command": command,
             "objects": [dict(zip(("cluster", "kind", "name", "action"), row, strict=True))
                         for row in rows]}
-    notes = [f"Peering token for consumer {request.home_cluster_id}, valid until {expires} "
-             f"(revoke it: kubectl delete secret -n {tenant} {anchor['metadata']['name']}).",
+    notes = [f"Peering token for consumer {request.home_cluster_id}: it works once, until "
+             f"{expires} (revoke it: kubectl delete secret -n {tenant} {PEERING_SECRET}).",
              "On the consumer (home) cluster, run:", f"  {command}"]
     return Report(data, [Table("Objects", ["CLUSTER", "KIND", "NAME", "ACTION"], rows)], notes)
 
@@ -100,7 +130,8 @@ def generate(provider: Cluster, provider_cluster_id: str, request: PeerRequest,
 def redeem(home: Cluster, token: str, namespace: str = "annex-system",
            secret_name: str | None = None,
            token_expiration_seconds: int | None = None) -> Report:
-    """At home: exchange the peering token for the consumer's own token, install it."""
+    """At home: exchange the peering token for the consumer's own token, install it, and spend
+    the peering token."""
     payload = decode(token)
     request = PeerRequest(home_cluster_id=payload["consumerClusterId"],
                           remote_cluster_id=payload["providerClusterId"],
@@ -117,8 +148,12 @@ def redeem(home: Cluster, token: str, namespace: str = "annex-system",
                                       user_name=f"{request.home_cluster_id}-consumer",
                                       server=payload["kubeconfig"]["clusters"][0]["cluster"][
                                           "server"])
+        secret, rows = install_at_home(home, request, kubeconfig)
+        # Spent: its Secret goes, and the token bound to it with it.
+        provider.delete("v1", "Secret", PEERING_SECRET, tenant)
     finally:
         provider.close()
-    secret, rows = install_at_home(home, request, kubeconfig)
     return peered(request, tenant, kubeconfig, expires, secret,
-                  [["provider", "TokenRequest", f"{tenant}/consumer", "redeemed"], *rows])
+                  [["provider", "TokenRequest", f"{tenant}/{CONSUMER_SERVICE_ACCOUNT}",
+                    "redeemed"], *rows,
+                   ["provider", "Secret", f"{tenant}/{PEERING_SECRET}", "deleted (spent)"]])

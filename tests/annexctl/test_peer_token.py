@@ -1,7 +1,8 @@
 """Peering that starts from the provider's consent or from discovery, end to end with the home
-controller as a process: a peering token generated on the provider and redeemed at home (its
-own token never stored; revoked with its Secret), `peer --from-discovered` for a provider found
-in DNS, and `discover`/`status` showing the phases. Accepting creates the VirtualNode."""
+controller as a process: a peering token generated on the provider and redeemed at home once
+(never stored itself; revoked with its Secret or by a newer token), `peer --from-discovered`
+for a provider found in DNS, and `discover`/`status` showing the phases. Accepting creates the
+VirtualNode."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
-from annexctl.peer_token import PEERING_TOKEN_LABEL, TOKEN_PREFIX
+from annexctl.peer_token import PEERING_SECRET, PEERING_TOKEN_LABEL, TOKEN_PREFIX
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.virtual_node import VIRTUAL_NODE
 from tests.annexctl.conftest import Annexctl, home_flags
@@ -69,8 +70,8 @@ def test_a_peering_token_generated_on_the_provider_and_redeemed_at_home(
     assert token.startswith(TOKEN_PREFIX)
     assert generated.json()["command"] == f"annexctl peer --token {token}"
     tenant = f"annex-tenant-{ids['home']}"
-    (anchor,) = remote.core.list_namespaced_secret(
-        tenant, label_selector=PEERING_TOKEN_LABEL).items
+    assert remote.core.read_namespaced_secret(PEERING_SECRET, tenant).metadata.labels[
+        PEERING_TOKEN_LABEL] == "true"
 
     redeemed = annexctl("peer", "--token", token, *home_flags(home), "-n", ids["namespace"],
                         "-o", "json")
@@ -95,10 +96,27 @@ def test_a_peering_token_generated_on_the_provider_and_redeemed_at_home(
     table = annexctl("discover", *home_flags(home))
     assert ids["provider"] in table.out and "Peered" in table.out
 
-    # The admin revokes the token (its Secret): it cannot be redeemed again.
-    remote.core.delete_namespaced_secret(anchor.metadata.name, tenant)
+    # It works once: redeeming spent it (its Secret is gone, the token bound to it too).
+    assert not remote.core.list_namespaced_secret(
+        tenant, label_selector=PEERING_TOKEN_LABEL).items
     again = annexctl("peer", "--token", token, *home_flags(home), "-n", ids["namespace"])
     assert again.code == 1 and again.err.startswith("error: ") and again.err.count("\n") == 1
+
+
+def test_a_peering_token_is_revoked_by_its_secret_or_a_newer_token(
+        home: ClusterHandle, remote: ClusterHandle, ids: dict[str, str],
+        annexctl: Annexctl) -> None:
+    flags = ["--kubeconfig", str(remote.kubeconfig), "--cluster-id", ids["provider"],
+             "--consumer-cluster-id", ids["home"], "-o", "json"]
+    tenant = f"annex-tenant-{ids['home']}"
+    older = annexctl("generate-peer-token", *flags).json()["token"]
+    newer = annexctl("generate-peer-token", *flags).json()["token"]
+    redeem = ("peer", *home_flags(home), "-n", ids["namespace"], "--token")
+    assert annexctl(*redeem, older).code == 1  # a newer one replaced it
+    remote.core.delete_namespaced_secret(PEERING_SECRET, tenant)  # the admin revokes it
+    assert annexctl(*redeem, newer).code == 1
+    again = annexctl("generate-peer-token", *flags).json()["token"]
+    assert annexctl(*redeem, again).code == 0
 
 
 @pytest.mark.parametrize("token", ["nonsense", f"{TOKEN_PREFIX}not-base64!", f"{TOKEN_PREFIX}e30"])
