@@ -9,9 +9,20 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from annex.kube import ClientLimits
+from annex.leader import ElectionTimings
 from shared.tenancy import tenant_namespace_name
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """The Lease the agent's replicas elect their leader with (`annex.leader`)."""
+
+    namespace: str
+    name: str
+    timings: ElectionTimings = field(default_factory=ElectionTimings)
 
 
 @dataclass(frozen=True)
@@ -76,6 +87,9 @@ class AgentConfig:
     """Per reflected kind (its flag prefix, e.g. "configmap"): workers; 0 disables the kind."""
     reflection_types: Mapping[str, str] = field(default_factory=dict)
     """Per reflected kind: DenyList (the default) or AllowList."""
+    leader_election: LeaderElection | None = None
+    """Active/passive replicas: only the Lease's holder writes. None: this agent is the only
+    one and writes from the start."""
 
     @property
     def effective_tenant_namespace(self) -> str:
@@ -119,6 +133,15 @@ def _secret_ref(text: str) -> tuple[str, str]:
     if not namespace or not name or "/" in name:
         raise argparse.ArgumentTypeError(f"expected NAMESPACE/NAME, got {text!r}")
     return namespace, name
+
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+"""The namespace of the pod the agent runs in (where its election Lease is by default)."""
+
+
+def default_lease_name(remote_cluster_id: str) -> str:
+    """One Lease per agent identity: the home cluster has one agent per remote cluster."""
+    return f"annex-home-agent-{remote_cluster_id}"
 
 
 def _keys(text: str) -> tuple[str, ...]:
@@ -221,7 +244,40 @@ def build_parser() -> argparse.ArgumentParser:
     add("--token-refresh-fraction", type=_fraction, default=0.8,
         help="refresh a reflected service-account token once this fraction of its lifetime has "
              "passed (the kubelet's 0.8; a small value makes tests see refreshes quickly)")
+    add("--leader-elect", type=_bool, nargs="?", const=True, default=False,
+        help="run as one of several replicas: only the holder of a coordination.k8s.io Lease "
+             "writes, the others keep their watches warm and take over when it is gone "
+             "(client-go's leader election)")
+    add("--leader-elect-lease-duration", type=float, default=ElectionTimings.lease_duration,
+        help="seconds a standby waits after the Lease last changed before taking it over")
+    add("--leader-elect-renew-deadline", type=float, default=ElectionTimings.renew_deadline,
+        help="seconds the leader keeps trying to renew the Lease before it stops leading "
+             "(and exits, to restart as a standby)")
+    add("--leader-elect-retry-period", type=float, default=ElectionTimings.retry_period,
+        help="seconds between two tries to acquire or renew the Lease")
+    add("--leader-elect-resource-name", default=None,
+        help="the election Lease (default annex-home-agent-<remote-cluster-id>)")
+    add("--leader-elect-resource-namespace", default=None,
+        help="the election Lease's namespace (default: the namespace of the agent's pod)")
     return parser
+
+
+def _leader_election(parser: argparse.ArgumentParser,
+                     args: argparse.Namespace) -> LeaderElection | None:
+    if not args.leader_elect:
+        return None
+    namespace = args.leader_elect_resource_namespace
+    if namespace is None and SERVICE_ACCOUNT_NAMESPACE.exists():
+        namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    if not namespace:
+        parser.error("--leader-elect needs --leader-elect-resource-namespace outside a pod")
+    try:
+        timings = ElectionTimings(args.leader_elect_lease_duration,
+                                  args.leader_elect_renew_deadline, args.leader_elect_retry_period)
+    except ValueError as error:
+        parser.error(f"--leader-elect: {error}")
+    return LeaderElection(namespace, args.leader_elect_resource_name or default_lease_name(
+        args.remote_cluster_id), timings)
 
 
 def parse_config(argv: list[str] | None = None) -> AgentConfig:
@@ -285,4 +341,5 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
                                          TOKEN_REFLECTION)},
         reflection_types={kind: getattr(args, f"{kind}_reflection_type")
                           for kind in REFLECTED_KINDS},
+        leader_election=_leader_election(build_parser(), args),
     )

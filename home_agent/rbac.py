@@ -51,6 +51,14 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
 ]
 
 
+LEADER_ELECTION_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+     "verbs": ["get", "create", "update"]},
+]
+"""What the replicas of an agent do to their election Lease (annex/leader.py): a Role in the
+chart's namespace (RBAC cannot confine create to a name)."""
+
+
 def kubeconfig_secret_rules(secret_name: str) -> list[dict[str, Any]]:
     """What the agent may do to its remote kubeconfig Secret beyond reading it: write a renewed
     token back (home_agent/credentials.py). A Role in the chart's namespace, for that Secret

@@ -48,7 +48,7 @@ NOT_POD_INPUTS = frozenset({
     "health_check_interval", "health_check_timeout", "failure_threshold", "home_limits",
     "remote_limits", "workers", "redis_url", "metrics_address", "webhook_address",
     "webhook_cert", "webhook_key", "log_format", "log_level", "reflection_workers",
-    "reflection_types", "token_refresh_fraction"})
+    "reflection_types", "token_refresh_fraction", "leader_election"})
 """Flags a pod reconcile never reads. Any other flag (a new one included) is in the
 fingerprint: changing it means every pod is reconciled again."""
 

@@ -10,10 +10,10 @@ import pytest
 
 from annex_demo.charts import of_kind
 from home_agent.config import parse_config
-from home_agent.rbac import HOME_AGENT_RULES, kubeconfig_secret_rules
+from home_agent.rbac import HOME_AGENT_RULES, LEADER_ELECTION_RULES, kubeconfig_secret_rules
 from home_agent.webhook import MUTATE_POD_PATH
 from shared.wellknown import SCHEDULING_ENABLED_LABEL
-from tests.charts.helm import ROOT, ChartCase, only, render, schema_error
+from tests.charts.helm import NAMESPACE, ROOT, ChartCase, only, render, schema_error
 
 CHART = ROOT / "charts" / "home-agent"
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
@@ -58,6 +58,9 @@ CASE = ChartCase(name="home-agent", chart=CHART, minimal=MINIMAL, full=FULL,
     ({**MINIMAL, "reflection": {"ingress": {"workers": -1}}}, "/reflection/ingress/workers"),
     ({**MINIMAL, "reflection": {"skip": {"labels": ["a,b"]}}}, "/reflection/skip/labels/0"),
     ({**MINIMAL, "homePodCidr": "everything"}, "/homePodCidr"),
+    ({**MINIMAL, "replicas": 0}, "/replicas"),
+    ({**MINIMAL, "leaderElection": {"leaseDurationSeconds": 0}},
+     "/leaderElection/leaseDurationSeconds"),
     ({**MINIMAL, "redisUrl": "cache:6379"}, "/redisUrl"),
     ({**MINIMAL, "tokenRefreshFraction": 0}, "/tokenRefreshFraction"),
     ({**MINIMAL, "tokenRefreshFraction": 1.5}, "/tokenRefreshFraction"),
@@ -92,6 +95,51 @@ def test_one_agent_per_remote_with_flags_the_agent_accepts() -> None:
     two = parse_config(deployments["provider-2"]["spec"]["template"]["spec"]["containers"][0][
         "args"])
     assert (two.tenant_namespace, two.node_name) == ("tenant-home-1", "big-provider")
+
+
+def test_each_agent_runs_two_replicas_electing_a_leader_with_a_disruption_budget() -> None:
+    manifests = render(CHART, {**FULL, "leaderElection": {
+        "leaseDurationSeconds": 20, "renewDeadlineSeconds": 12, "retryPeriodSeconds": 3}})
+    budgets = {b["metadata"]["labels"]["liqo.io/remote-cluster-id"]: b
+               for b in of_kind(manifests, "PodDisruptionBudget")}
+    for deployment in of_kind(manifests, "Deployment"):
+        remote = deployment["metadata"]["labels"]["liqo.io/remote-cluster-id"]
+        spec = deployment["spec"]
+        assert spec["replicas"] == 2
+        assert "strategy" not in spec  # rolling: a new replica is warm before an old one goes
+        [container] = spec["template"]["spec"]["containers"]
+        election = parse_config(container["args"]).leader_election
+        assert election is not None
+        assert (election.namespace, election.name) == (NAMESPACE, f"annex-home-agent-{remote}")
+        timings = election.timings
+        assert (timings.lease_duration, timings.renew_deadline, timings.retry_period) == (
+            20, 12, 3)
+        budget = budgets[remote]
+        assert budget["spec"]["minAvailable"] == 1
+        assert budget["spec"]["selector"]["matchLabels"] == spec["selector"]["matchLabels"]
+        anti = spec["template"]["spec"]["affinity"]["podAntiAffinity"]
+        [term] = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+        assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == (
+            spec["selector"]["matchLabels"])
+    assert set(budgets) == {"provider-1", "provider-2"}
+
+
+def test_a_single_replica_gets_no_disruption_budget_that_would_block_every_drain() -> None:
+    manifests = render(CHART, {**FULL, "replicas": 1})
+    assert of_kind(manifests, "PodDisruptionBudget") == []
+    assert {d["spec"]["replicas"] for d in of_kind(manifests, "Deployment")} == {1}
+
+
+def test_the_agents_may_hold_their_election_leases_in_the_release_namespace() -> None:
+    manifests = render(CHART, MINIMAL)
+    role = only(manifests, "Role", "annex-home-agent-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == LEADER_ELECTION_RULES
+    binding = only(manifests, "RoleBinding", "annex-home-agent-leader-election")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "namespace": NAMESPACE,
+                                    "name": only(manifests, "ServiceAccount")["metadata"][
+                                        "name"]}]
 
 
 def test_each_remote_gets_a_virtual_node_and_its_kubeconfig_secret() -> None:
