@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 from kubernetes import client
 
-from annexctl.clusters import CliError, Cluster
+from annexctl.clusters import EXIT_NOT_INSTALLED, CliError, Cluster
 from annexctl.kubeconfigs import token_kubeconfig
 from annexctl.output import Report, Table
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
@@ -135,10 +135,20 @@ def install_at_home(home: Cluster, request: PeerRequest, kubeconfig: dict[str, A
                                  REMOTE_CLUSTER_ID_LABEL: request.remote_cluster_id}},
          "data": {KUBECONFIG_KEY: base64.b64encode(
              yaml.safe_dump(kubeconfig).encode()).decode()}},
-        accepted_foreign_cluster(request.remote_cluster_id,
-                                 kubeconfig["clusters"][0]["cluster"]["server"]),
     ]
-    return secret_name, [_object_row(m, home.ensure(m), "home") for m in home_objects]
+    rows = [_object_row(m, home.ensure(m), "home") for m in home_objects]
+    foreign = accepted_foreign_cluster(request.remote_cluster_id,
+                                       kubeconfig["clusters"][0]["cluster"]["server"])
+    try:
+        rows.append(_object_row(foreign, home.ensure(foreign), "home"))
+    except CliError as error:
+        if error.exit_code != EXIT_NOT_INSTALLED:
+            raise
+        # A home chart upgraded from before ForeignClusters (helm installs CRDs only on a
+        # first install): peering works without, as it did.
+        rows.append(_object_row(foreign, "skipped (no ForeignCluster CRD: kubectl apply -f "
+                                         "crds/)", "home"))
+    return secret_name, rows
 
 
 def peered(request: PeerRequest, tenant: str, kubeconfig: dict[str, Any], expires: str,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -151,3 +152,27 @@ def test_peer_from_a_provider_discovered_in_dns(
         assert run.json()["remoteClusterId"] == ids["provider"]
         assert run.json()["server"] == server_url  # the announced address
         wait_for(lambda: phase(annexctl, home, ids["provider"]) == "Peered", timeout=30)
+
+
+@pytest.mark.kubesim_only
+def test_peer_works_on_a_home_cluster_without_the_foreign_cluster_crd(
+        remote: ClusterHandle, ids: dict[str, str], annexctl: Annexctl,
+        tmp_path: Path) -> None:
+    """A home chart upgraded from before ForeignClusters has no such CRD (helm installs CRDs
+    on a first install only): peering works as it did, the ForeignCluster skipped."""
+    from kubesim.cluster import Cluster, ClusterThread
+
+    bare = Cluster("bare")
+    thread = ClusterThread([bare], tmp_path)
+    thread.start()
+    try:
+        run = annexctl("peer", "--kubeconfig", str(tmp_path / "bare.kubeconfig"),
+                       "--remote-kubeconfig", str(remote.kubeconfig), "--cluster-id", ids["home"],
+                       "--remote-cluster-id", ids["provider"], "-n", ids["namespace"],
+                       "-o", "json")
+    finally:
+        thread.stop()
+    assert run.code == 0, run.err
+    actions = {(o["cluster"], o["kind"]): o["action"] for o in run.json()["objects"]}
+    assert actions[("home", "Secret")] == "created"
+    assert actions[("home", "ForeignCluster")].startswith("skipped")
