@@ -1,6 +1,7 @@
 # One image for both components. The charts run it with
 #   command: ["python", "-m", "remote_enforcer"]   (charts/remote-enforcer)
 #   command: ["python", "-m", "home_agent"]        (charts/home-agent)
+#   command: ["python", "-m", "home_controller"]   (charts/home-agent, controller.enabled)
 # as user 65532 on a read-only root filesystem with /tmp as an emptyDir.
 #
 #   docker build -t ghcr.io/annex/kube-annex:0.1.0 .     # tag = the charts' appVersion
@@ -12,6 +13,7 @@ COPY pyproject.toml README.md ./
 COPY shared shared
 COPY annex annex
 COPY home_agent home_agent
+COPY home_controller home_controller
 COPY remote_enforcer remote_enforcer
 # the SPDY/3.1 library the agent's kubelet API speaks
 COPY spdy3 spdy3
