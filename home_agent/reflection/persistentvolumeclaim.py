@@ -128,7 +128,7 @@ class PersistentVolumeClaimReflector(Reflector):
         offer = self.agent.offer()
         storage_class = current_class(current) if current is not None else remote_storage_class(
             local, offer.spec.storage_classes if offer is not None else [])
-        desired = remote_claim(local, remote_namespace, self.config(), storage_class)
+        desired = remote_claim(local, remote_namespace, self.config(), storage_class, current)
         if current is None:
             if not awaits_virtual_volume(local, VIRTUAL_STORAGE_PROVISIONER,
                                          self.agent.node_name()):

@@ -11,7 +11,9 @@ namespace, with these changes:
   no class at all (the provider's default class takes it);
 - what ties the claim to the home cluster's storage goes: `volumeName`, `selector` (it selects
   home volumes' labels), `dataSource`/`dataSourceRef` (home snapshots and claims), and the
-  annotations Kubernetes' storage controllers write (binding, provisioner, selected node);
+  annotations Kubernetes' storage controllers write (binding, provisioner, selected node); the
+  remote ones' on the remote copy stay (theirs: rewriting them would fight the remote
+  controllers);
 - only `resources.requests` ever changes afterwards (expansion), as the remote API server
   allows for a bound claim: the class chosen at creation stays (`current_class`).
 """
@@ -29,18 +31,15 @@ from shared.wellknown import (
     STORAGE_PROVISIONER_ANNOTATION,
 )
 
-# Annotations Kubernetes' storage controllers and the scheduler write: about the home volume,
-# never the remote one's business.
-STORAGE_CONTROLLER_ANNOTATIONS = frozenset({
-    SELECTED_NODE_ANNOTATION,
-    STORAGE_PROVISIONER_ANNOTATION,
-    "volume.beta.kubernetes.io/storage-provisioner",
-    "volume.beta.kubernetes.io/storage-class",
-    "pv.kubernetes.io/bind-completed",
-    "pv.kubernetes.io/bound-by-controller",
-    "volume.kubernetes.io/storage-resizer",
-    REMOTE_STORAGE_CLASS_ANNOTATION,
-})
+
+def is_storage_controller_annotation(key: str) -> bool:
+    return key.startswith(STORAGE_CONTROLLER_PREFIXES)
+
+# Annotations Kubernetes' storage controllers and the scheduler write (binding, provisioner,
+# selected node, resizer): on the home claim they are about home storage, never reflected; on
+# the remote claim they are the remote controllers', kept as they are.
+STORAGE_CONTROLLER_PREFIXES = ("pv.kubernetes.io/", "volume.kubernetes.io/",
+                               "volume.beta.kubernetes.io/")
 _REFLECTED_SPEC = ("accessModes", "resources", "volumeMode", "volumeAttributesClassName")
 
 
@@ -84,21 +83,27 @@ def remote_claim(
     remote_namespace: str,
     config: ReflectionConfig,
     storage_class: str | None,
+    current: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The desired remote copy of the home claim `local`, of the provider's `storage_class`
-    (None: the provider's default class)."""
+    (None: the provider's default class); what the remote storage controllers wrote on the
+    `current` copy stays."""
     spec = local.get("spec") or {}
     remote_spec: dict[str, Any] = {key: copied(spec[key]) for key in _REFLECTED_SPEC
                                    if spec.get(key) is not None}
     if storage_class is not None:
         remote_spec["storageClassName"] = storage_class
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": remote_metadata(local, remote_namespace, config,
-                                    skipped_annotations=STORAGE_CONTROLLER_ANNOTATIONS),
-        "spec": remote_spec,
-    }
+    metadata = remote_metadata(local, remote_namespace, config,
+                               skipped_annotations=(REMOTE_STORAGE_CLASS_ANNOTATION,))
+    annotations = {key: value for key, value in (metadata.pop("annotations", None) or {}).items()
+                   if not is_storage_controller_annotation(key)}
+    annotations.update({key: value for key, value in (
+        (current or {}).get("metadata") or {}).get("annotations", {}).items()
+        if is_storage_controller_annotation(key)})
+    if annotations:
+        metadata["annotations"] = annotations
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata,
+            "spec": remote_spec}
 
 
 def current_class(remote: Mapping[str, Any] | None) -> str | None:

@@ -35,6 +35,7 @@ from tests.home_agent.conftest import RunningAgent
 from tests.remote_enforcer.conftest import Enforcer, webhook_configuration
 
 STORAGE_WEBHOOK_NAME = "storage.enforcer.annex.e2e"
+EXPANDABLE = "annex-e2e-expandable"
 APP = {"app": "db"}
 
 
@@ -49,14 +50,36 @@ def remote_storage_class(remote: ClusterHandle) -> str:
     pytest.skip("the remote cluster has no default storage class to offer")
 
 
+def expandable_class(remote: ClusterHandle) -> str | None:
+    """A remote class that expands volumes: E2E_REMOTE_EXPANDABLE_CLASS, or on kubesim one of
+    its simulated CSI driver; None when there is none to offer."""
+    if os.environ.get("E2E_REMOTE_EXPANDABLE_CLASS"):
+        return os.environ["E2E_REMOTE_EXPANDABLE_CLASS"]
+    if remote.sim is None:
+        return None
+    try:
+        client.StorageV1Api(remote.api_client).create_storage_class({
+            "metadata": {"name": EXPANDABLE}, "provisioner": "csi.kubesim.io",
+            "allowVolumeExpansion": True})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    return EXPANDABLE
+
+
 @pytest.fixture(scope="module")
 def enforcer(remote: ClusterHandle, crds: None,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
-    """The enforcer offering the remote cluster's class, its webhook called for ShadowPods and
+    """The enforcer offering the remote cluster's class (its default one: first, the offer's
+    default) and an expandable one when there is one, its webhook called for ShadowPods and
     for the claims of twin namespaces (as the remote-enforcer chart registers them)."""
-    offered = remote_storage_class(remote)
+    offered = [remote_storage_class(remote)]
+    expandable = expandable_class(remote)
+    if expandable is not None and expandable not in offered:
+        offered.append(expandable)
     process = Enforcer(remote.kubeconfig, tmp_path_factory.mktemp("enforcer"),
-                       ["--offer-debounce-seconds", "0.1", "--storage-classes", offered])
+                       ["--offer-debounce-seconds", "0.1", "--storage-classes",
+                        ",".join(offered)])
     process.start()
     configuration = webhook_configuration(process)
     configuration["metadata"]["name"] = STORAGE_WEBHOOK_NAME
@@ -170,6 +193,11 @@ def test_a_stateful_set_runs_remotely_on_remote_volumes_pinned_at_home(
         assert remote_claims[name].spec.storage_class_name == remote_storage_class(remote)
     for pod in home.core.list_namespaced_pod(namespace).items:
         assert pod.spec.node_name == peered.node_name
+    # the remote claims' Events show on the home claims (the remote provisioner's)
+    wait_for(lambda: any((e.source.component or "").endswith("(remote)")
+                         for e in home.core.list_namespaced_event(
+                             namespace, field_selector="involvedObject.name=data-db-0").items),
+             timeout=60, message="a remote Event about data-db-0 at home")
 
     # a deleted pod comes back on the same virtual node, to the same volume
     remote_uid = remote_claims["data-db-1"].metadata.uid
@@ -270,3 +298,28 @@ def test_a_pod_mounting_a_claim_bound_at_home_is_held_back(
         except ApiException as error:
             if error.status != 404:
                 raise
+
+
+def test_resizing_the_home_claim_resizes_the_remote_one(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
+        virtual_class: str) -> None:
+    expandable = expandable_class(remote)
+    if expandable is None:
+        pytest.skip("no remote class that expands volumes (E2E_REMOTE_EXPANDABLE_CLASS)")
+    twin = offloaded(home, namespace)
+    body = claim_template(virtual_class)
+    body["metadata"]["annotations"] = {REMOTE_STORAGE_CLASS_ANNOTATION: expandable}
+    home.core.create_namespaced_persistent_volume_claim(namespace, body)
+    home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
+    wait_for(lambda: claims(remote, twin).get("data") is not None
+             and claims(remote, twin)["data"].status.phase == "Bound"
+             and claims(home, namespace)["data"].status.phase == "Bound", timeout=60,
+             message="the claim bound on both sides")
+    home.core.patch_namespaced_persistent_volume_claim("data", namespace, {
+        "spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+    wait_for(lambda: claims(remote, twin)["data"].status.capacity["storage"] == "2Gi",
+             timeout=60, message="the remote claim expanded")
+    wait_for(lambda: claims(home, namespace)["data"].status.capacity["storage"] == "2Gi",
+             timeout=60, message="the home claim's capacity follows")
+    assert home_volumes_of(home, namespace)["data"].spec.capacity["storage"] == "2Gi"
+    assert "VolumeResizeSuccessful" in events_on(home, namespace, "data")

@@ -83,14 +83,22 @@ def test_the_remote_claim_carries_nothing_of_the_home_storage() -> None:
 
 def test_what_the_remote_server_fills_in_is_no_drift_but_a_resize_is() -> None:
     config = reflection_config(HOME, REMOTE)
-    desired = remote_claim(home_claim(), REMOTE_NS, config, None)
-    current = {**desired, "spec": {**desired["spec"], "storageClassName": "standard",
-                                   "volumeName": "pvc-9"},
+    first = remote_claim(home_claim(), REMOTE_NS, config, None)
+    remote_marks = {SELECTED_NODE_ANNOTATION: "remote-worker",
+                    STORAGE_PROVISIONER_ANNOTATION: "rancher.io/local-path",
+                    "pv.kubernetes.io/bind-completed": "yes"}
+    current = {**first,
+               "metadata": {**first["metadata"],
+                            "annotations": {**first["metadata"]["annotations"],
+                                            **remote_marks}},
+               "spec": {**first["spec"], "storageClassName": "standard", "volumeName": "pvc-9"},
                "status": {"phase": "Bound"}}
+    desired = remote_claim(home_claim(), REMOTE_NS, config, None, current)
+    assert desired["metadata"]["annotations"] == {"team": "data", **remote_marks}
     assert not needs_update(current, desired)
     bigger = home_claim()
     bigger["spec"]["resources"] = {"requests": {"storage": "2Gi"}}
-    assert needs_update(current, remote_claim(bigger, REMOTE_NS, config, None))
+    assert needs_update(current, remote_claim(bigger, REMOTE_NS, config, None, current))
 
 
 def test_storage_quota_refuses_a_claim_beyond_the_limit_whatever_the_mode() -> None:
