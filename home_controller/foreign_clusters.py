@@ -78,9 +78,8 @@ def _server_of(secret: dict[str, Any] | None) -> str | None:
 
 class ForeignClusters:
     def __init__(self, api: ClusterApi, informers: Informers, sightings: Sightings,
-                 namespace: str, workers: int = 2) -> None:
+                 workers: int = 2) -> None:
         self.api = api
-        self.namespace = namespace
         self.sightings = sightings
         self.controller: Controller[str] = Controller(
             "foreignclusters", self.reconcile, workers=workers, synced=self.synced)
@@ -100,9 +99,8 @@ class ForeignClusters:
     def synced(self) -> bool:
         """Nothing is decided on half-listed mirrors, nor on a discovery source's first look
         still under way (an announcement not seen yet is no announcement gone)."""
-        return self.listed >= {FOREIGN_CLUSTER.plural, "secrets", VIRTUAL_NODE.plural,
-                               "nodes"} and (
-            self.sightings.settled())
+        listed = self.listed >= {FOREIGN_CLUSTER.plural, "secrets", VIRTUAL_NODE.plural, "nodes"}
+        return listed and self.sightings.settled()
 
     def on_listed(self, resource: str) -> None:
         self.listed.add(resource)

@@ -49,7 +49,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     informers = Informers()
     clusters: ForeignClusters
     sightings = Sightings(lambda cluster_id: clusters.controller.add(cluster_id))
-    clusters = ForeignClusters(api, informers, sightings, settings.namespace, settings.workers)
+    clusters = ForeignClusters(api, informers, sightings, settings.workers)
     sources: list[MdnsBrowser | DnsBrowser] = []
     if settings.discover_mdns:
         sources.append(MdnsBrowser(sightings, settings.mdns_interfaces,
