@@ -29,6 +29,7 @@ from shared.wellknown import (
 )
 from tests.charts.helm import ROOT, render
 from tests.conftest import ClusterHandle
+from tests.e2e.conftest import consumer_user
 from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded
 from tests.helpers import wait_for
 from tests.home_agent.conftest import RunningAgent
@@ -323,3 +324,38 @@ def test_resizing_the_home_claim_resizes_the_remote_one(
              timeout=60, message="the home claim's capacity follows")
     assert home_volumes_of(home, namespace)["data"].spec.capacity["storage"] == "2Gi"
     assert "VolumeResizeSuccessful" in events_on(home, namespace, "data")
+
+
+@pytest.mark.kubesim_only  # fault injection is kubesim's
+def test_a_cut_loses_no_volume(home: ClusterHandle, remote: ClusterHandle,
+                               peered: RunningAgent, namespace: str,
+                               virtual_class: str) -> None:
+    """The agent cut off the remote API server while the set changes on both sides: nothing
+    deletes a remote claim, and everything converges afterwards on the same volumes."""
+    twin = offloaded(home, namespace)
+    apps = client.AppsV1Api(home.api_client)
+    apps.create_namespaced_stateful_set(namespace, stateful_set(2, virtual_class))
+    wait_for(lambda: apps.read_namespaced_stateful_set("db", namespace).status.ready_replicas
+             == 2, timeout=180, message="the 2 replicas ready at home")
+    before = {name: c.metadata.uid for name, c in claims(remote, twin).items()}
+    assert set(before) == {"data-db-0", "data-db-1"}
+    remote.sim.faults.refuse(user=consumer_user(peered.home_id))
+    try:
+        home.core.delete_namespaced_pod("db-1", namespace)
+        apps.patch_namespaced_stateful_set("db", namespace, {"spec": {"replicas": 3}})
+        remote.core.delete_namespaced_pod("db-0", twin)  # the enforcer recreates it
+        wait_for(lambda: "db-0" in {p.metadata.name for p in remote.core.list_namespaced_pod(
+            twin).items if p.metadata.deletion_timestamp is None}, timeout=60,
+            message="db-0 recreated remotely during the cut")
+        assert {n: c.metadata.uid for n, c in claims(remote, twin).items()} == before
+    finally:
+        remote.sim.faults.restore()
+    wait_for(lambda: apps.read_namespaced_stateful_set("db", namespace).status.ready_replicas
+             == 3, timeout=180, message="the 3 replicas ready at home after the cut")
+    wait_for(lambda: running_remotely(remote, twin, {"db-0", "db-1", "db-2"}), timeout=60)
+    after = {name: c.metadata.uid for name, c in claims(remote, twin).items()}
+    assert set(after) == {"data-db-0", "data-db-1", "data-db-2"}
+    assert {name: after[name] for name in before} == before  # the same volumes
+    volumes = home_volumes_of(home, namespace)
+    assert set(volumes) == set(after)
+    assert all(pinned_to(v) == [peered.node_name] for v in volumes.values())
