@@ -46,6 +46,11 @@ Scenarios (in this order; each leaves its objects for the next):
   address on its route (E2E_AGENT_ADDRESS overrides it) and is verified with the home cluster
   CA (kube-root-ca.crt). A stream that ends early fails the run; all are closed at its end.
 
+- storage (by name only: --scenarios storage): --storage-pods claims of the virtual storage class
+  (installed at home as the home-agent chart does) and one pod each, scheduled by the home
+  scheduler onto the virtual node: seconds from the first claim created to all home claims Bound
+  and to all home pods Running, and the agent's CPU seconds per claim.
+
 Agent and enforcer: peak RSS (VmHWM) and CPU seconds per scenario from /proc. The agent runs with
 `--workers` and unthrottled clients (qps 0, as the bare client) unless --agent-flag says
 otherwise; extra flags are appended to its command line (e.g. --agent-flag=--redis-url=...).
@@ -117,6 +122,8 @@ from shared.wellknown import (  # noqa: E402
     REMOTE_CLUSTER_ID_LABEL,
     TENANT_NAMESPACE_LABEL,
     VIRTUAL_NODE_TAINT_KEY,
+    VIRTUAL_STORAGE_CLASS,
+    VIRTUAL_STORAGE_PROVISIONER,
 )
 from spdy3 import channels, upgrade  # noqa: E402
 
@@ -226,6 +233,8 @@ def remote_pods_needed(args: argparse.Namespace) -> int:
                   + (args.pods if "offloading" in scenarios else 0))
     if "streams" in scenarios:  # its pods and two latency measurements on the agent's path
         needed += args.stream_pods + 2 * args.latency_pods
+    if "storage" in scenarios:
+        needed += args.storage_pods
     return needed
 
 
@@ -1294,6 +1303,76 @@ class Bench:
             "requests": requests, "agent": self.agent.figures(),
             "enforcer": self.enforcer.figures()}
 
+    async def storage(self) -> None:
+        """The storage fabric: claims of the virtual class, each mounted by a pod the home
+        scheduler places on the virtual node (WaitForFirstConsumer), to all Bound and Running."""
+        assert self.agent is not None
+        count, namespace = self.args.storage_pods, self.names.namespace
+        try:
+            await self.home.create(group_path("storage.k8s.io", "v1", "storageclasses"), {
+                "metadata": {"name": VIRTUAL_STORAGE_CLASS},
+                "provisioner": VIRTUAL_STORAGE_PROVISIONER, "reclaimPolicy": "Delete",
+                "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": True})
+        except ApiError as error:
+            if error.status != 409:
+                raise
+        names = [f"storage-{i}" for i in range(count)]
+        pinned = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [self.node]}]}]}}}
+
+        def pod(name: str) -> dict[str, Any]:
+            body = self.pod(name, self.node)
+            del body["spec"]["nodeName"]  # the scheduler picks the node (and the volume's)
+            body["spec"]["affinity"] = pinned
+            body["spec"]["volumes"] = [{"name": "data",
+                                        "persistentVolumeClaim": {"claimName": name}}]
+            return body
+
+        async def one(name: str) -> None:
+            await self.home.create(core_path("persistentvolumeclaims", namespace), {
+                "metadata": {"name": name}, "spec": {
+                    "accessModes": ["ReadWriteOnce"], "storageClassName": VIRTUAL_STORAGE_CLASS,
+                    "resources": {"requests": {"storage": "1Gi"}}}})
+            await self.home.create(core_path("pods", namespace), pod(name))
+
+        before, agent_cpu = self.counts(), cpu_seconds(self.agent.pid)
+        started = time.monotonic()
+        await gather_limited((functools.partial(one, name) for name in names), 32)
+        bound_at: list[float] = []
+
+        def all_bound() -> bool:
+            return bool(bound_at)
+
+        async def poll_bound() -> None:
+            while True:
+                listed = await self.home.list(core_path("persistentvolumeclaims", namespace))
+                if sum(1 for c in listed if c["metadata"]["name"].startswith("storage-")
+                       and (c.get("status") or {}).get("phase") == "Bound") >= count:
+                    bound_at.append(time.monotonic())
+                    return
+                await asyncio.sleep(0.5)
+
+        poller = asyncio.create_task(poll_bound())
+        try:
+            await until(all_bound, self.phase_timeout(), f"{count} claims Bound at home",
+                        interval=0.2)
+        finally:
+            poller.cancel()
+        running = await until(self.timeline.all_of(self.timeline.running, "home-pods",
+                                                   namespace, names), self.phase_timeout(),
+                              f"{count} storage pods Running at home", interval=0.2)
+        await until(self.agent_converged, 120 + count / 10, "the agent converged",
+                    interval=0.5)
+        cpu = cpu_seconds(self.agent.pid) - agent_cpu
+        self.results["storage"] = {
+            "claims": count, "bound_seconds": round(bound_at[0] - started, 2),
+            "running_seconds": round(running - started, 2),
+            "agent_cpu_seconds": round(cpu, 2),
+            "agent_cpu_ms_per_claim": round(1000 * cpu / count, 1),
+            "requests": self.requests_between(before, self.counts(), "agent"),
+            "agent": self.agent.figures()}
+
     async def close(self) -> None:
         for task in self.background:  # (cleanup cancelled them already on given clusters)
             task.cancel()
@@ -1437,6 +1516,12 @@ def table(results: dict[str, Any]) -> str:
                          f"{r['per_second']}/s; requests/object "
                          f"{per_pod(r['requests'], r['configmaps'])}"))
         rows.append(("configmaps ratio agent/bare", str(found["ratio"])))
+    if "storage" in results:
+        r = results["storage"]
+        rows.append(("storage", f"{r['claims']} claims Bound in {r['bound_seconds']} s, their "
+                     f"pods Running in {r['running_seconds']} s; agent CPU "
+                     f"{r['agent_cpu_ms_per_claim']} ms/claim; requests/claim "
+                     f"{per_pod(r['requests'], r['claims'])}"))
     if "restart" in results:
         r = results["restart"]
         rows.append(("restart convergence", f"{r['converged_seconds']} s (target ≤ 30 s), "
@@ -1485,6 +1570,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-rate", type=float, default=20.0,
                         help="pods created a second in the latency scenario")
     parser.add_argument("--idle-seconds", type=float, default=60.0)
+    parser.add_argument("--storage-pods", type=int, default=100,
+                        help="claims (and one pod each) of the storage scenario")
     parser.add_argument("--stream-logs", type=int, default=100,
                         help="followed logs (kubectl logs -f) open in the streams scenario")
     parser.add_argument("--stream-execs", type=int, default=20,
