@@ -29,16 +29,18 @@ def exposition(lines: Iterable[str]) -> str:
 
 
 async def serve_probes(host: str, port: int, *, ready: Callable[[], bool], not_ready: str,
-                       scrape: Callable[[], str]) -> web.AppRunner:
+                       scrape: Callable[[], str],
+                       ready_text: Callable[[], str] = lambda: "ok") -> web.AppRunner:
     """Serve the probes and /metrics on host:port until the returned runner is cleaned up.
-    /readyz answers 503 with the `not_ready` text while `ready()` is false."""
+    /readyz answers 503 with the `not_ready` text while `ready()` is false, else 200 with
+    `ready_text()`."""
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
         if ready():
-            return web.Response(text="ok")
+            return web.Response(text=ready_text())
         return web.Response(text=not_ready, status=503)
 
     async def metrics(_: web.Request) -> web.Response:

@@ -171,7 +171,8 @@ class RemoteCredentials:
         self._reconsider.set()
 
     async def run(self) -> None:
-        renewer = asyncio.create_task(self._renew_loop())
+        """Follow the Secret (every replica: a standby's watches need the current credentials
+        too). The renewal, which writes, is `renew_loop`, run by the leader only."""
         watch: asyncio.Task[None] | None = None
         try:
             if not self._listed:
@@ -189,11 +190,9 @@ class RemoteCredentials:
                         watch = asyncio.create_task(self._follow(wanted))
                 await self._reconsider.wait()
         finally:
-            for task in (renewer, watch):
-                if task is not None:
-                    task.cancel()
-            await asyncio.gather(*(t for t in (renewer, watch) if t is not None),
-                                 return_exceptions=True)
+            if watch is not None:
+                watch.cancel()
+                await asyncio.gather(watch, return_exceptions=True)
 
     async def _follow(self, ref: SecretRef) -> None:
         namespace, name = ref
@@ -242,7 +241,7 @@ class RemoteCredentials:
         self._tasks.add(task)  # kept until done: the loop holds tasks weakly
         task.add_done_callback(self._tasks.discard)
 
-    async def _renew_loop(self) -> None:
+    async def renew_loop(self) -> None:
         delay = 1.0
         while True:
             token = service_account_token(self.live.current.token)

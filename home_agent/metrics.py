@@ -1,5 +1,8 @@
 """/healthz, /readyz and Prometheus /metrics on the metrics address (plain HTTP, for probes and
-scraping). Ready means the home side is listed: the pod webhook answers from it."""
+scraping). Ready means the home side is listed: the pod webhook answers from it, on a standby
+replica as on the leader. So a standby is ready too (its /readyz says it is a standby): the
+webhook Service sends to both, and a PodDisruptionBudget of minAvailable 1 counts both, so a
+node drain may evict the leader (which hands over) instead of being blocked by it."""
 
 from __future__ import annotations
 
@@ -34,6 +37,14 @@ class Metrics:
         self.controllers: Sequence[Controller[Any]] = ()
         """Whose outcomes and queued keys are shown per controller (set once they are made:
         the agent's counts its outcomes here per key kind)."""
+        self.leading: Callable[[], bool] = lambda: True
+        self.leader: Callable[[], str] = lambda: ""
+        """With leader election: whether this replica leads, and who does ("" unknown)."""
+
+    def role(self) -> str:
+        if self.leading():
+            return "leader"
+        return f"standby (leader: {self.leader() or 'none yet'})"
 
     def reconciled(self, kind: str, result: str) -> None:
         with self._lock:
@@ -58,6 +69,9 @@ class Metrics:
                            "1 once both clusters' watches have listed everything.",
                            [("", 1 if agent.home_synced.is_set() and agent.remote_synced()
                              else 0)]),
+            *metric_family("annex_home_agent_leader", "gauge",
+                           "1 while this replica leads (writes); 0 on a standby.",
+                           [("", 1 if self.leading() else 0)]),
             *metric_family("annex_home_agent_queued_keys", "gauge",
                            "Keys waiting, delayed or being reconciled (0: converged).",
                            [("", len(agent.queue))]),
@@ -79,6 +93,7 @@ async def serve(agent: Agent, metrics: Metrics) -> web.AppRunner | None:
     host, _, port = address.rpartition(":")
     runner = await serve_probes(host or "0.0.0.0", int(port), ready=agent.home_synced.is_set,
                                 not_ready="home cluster not listed yet",
-                                scrape=lambda: metrics.exposition(agent))
+                                scrape=lambda: metrics.exposition(agent),
+                                ready_text=lambda: f"ok: {metrics.role()}")
     log.info("metrics and probes on http://%s", address)
     return runner

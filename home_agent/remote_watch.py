@@ -1,5 +1,6 @@
 """The remote watches' lifecycle: the tenant watch once this consumer's NamespaceMap exists
-(the agent creates it first), and a twins watch kept on the accepted twin namespaces."""
+(the agent creates it first; a standby replica, which writes nothing, watches at once), and a
+twins watch kept on the accepted twin namespaces."""
 
 from __future__ import annotations
 
@@ -37,18 +38,11 @@ class RemoteWatches:
         self.twins: Watch | None = None
         self.twin_namespaces: frozenset[str] = frozenset()
 
-    async def start(self) -> None:
-        """Create the NamespaceMap (retrying while the remote is unreachable), then watch."""
-        delay = 0.5
-        while True:
-            try:
-                await ensure_namespace_map(self.agent)
-                break
-            except Exception as error:  # noqa: BLE001 - retried until the remote answers
-                log.warning("cannot reach the remote tenant namespace (retry in %.1fs): %s",
-                            delay, error_message(error))
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 30.0)
+    async def start(self, create_namespace_map: bool = True) -> None:
+        """Create the NamespaceMap, then watch. A standby (`create_namespace_map` false) writes
+        nothing: it watches at once, and the leader creates the map once elected."""
+        if create_namespace_map:
+            await self.create_namespace_map()
         agent = self.agent
 
         def tenant_synced() -> None:
@@ -61,6 +55,20 @@ class RemoteWatches:
             declared_watch(agent.informers, REMOTE, TENANT_WATCH, (agent.tenant_namespace,)),
             self._sink, tenant_synced)
         self.tenant.start()
+
+    async def create_namespace_map(self) -> None:
+        """Create this consumer's NamespaceMap unless it exists, retrying while the remote is
+        unreachable."""
+        delay = 0.5
+        while True:
+            try:
+                await ensure_namespace_map(self.agent)
+                return
+            except Exception as error:  # noqa: BLE001 - retried until the remote answers
+                log.warning("cannot reach the remote tenant namespace (retry in %.1fs): %s",
+                            delay, error_message(error))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     def follow_twins(self) -> None:
         """Watch ShadowPods in exactly the accepted twin namespaces (on the agent's loop). A

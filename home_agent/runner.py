@@ -10,13 +10,14 @@ import functools
 import logging
 import signal
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from annex.controller import Controller, Result
 from annex.kube import load_connection
 from annex.kubeapi import ClusterApi
+from annex.leader import LeaderElector, candidate_identity
 from home_agent.agent import HOME, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
 from home_agent.config import AgentConfig
@@ -87,13 +88,27 @@ async def reconcile_pod(agent: Agent, pods: PodOffloader, synced_pods: SyncedPod
     return result
 
 
+def may_reconcile(agent: Agent, leading: Callable[[], bool], key: Hashable) -> bool:
+    """`mirrors_listed`, and for every key but the twins' (which only moves a watch) that
+    this replica leads: a standby's keys wait parked, and go in line once it leads."""
+    if _kind(key) != "twins" and not leading():
+        return False
+    return mirrors_listed(agent, key)
+
+
+def _always() -> bool:
+    return True
+
+
 def agent_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPods | None,
-                     metrics: Metrics) -> Controller[Hashable]:
+                     metrics: Metrics, leading: Callable[[], bool] = _always,
+                     ) -> Controller[Hashable]:
     """The agent's own keys (`agent.queue`), counted per key kind too."""
     return Controller(
         "agent", functools.partial(reconcile, agent, PodOffloader(agent), watches, synced_pods),
-        workers=agent.config.workers, ready=functools.partial(mirrors_listed, agent), gate=_kind,
-        observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome), queue=agent.queue)
+        workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
+        gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
+        queue=agent.queue)
 
 
 @dataclass
@@ -112,12 +127,30 @@ class HomeWatches:
         self.node_pods.stop()
 
 
+def leader_elector(config: AgentConfig) -> LeaderElector | None:
+    """The agent's candidacy for its Lease, with a home client of its own: the renewals never
+    wait behind a burst of reconciles in the client-side rate limiter."""
+    election = config.leader_election
+    if election is None:
+        return None
+    api = ClusterApi(load_connection(config.home_kubeconfig, limits=config.home_limits))
+    return LeaderElector(api, election.namespace, election.name, candidate_identity(),
+                         election.timings)
+
+
 async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
                      reflection: Reflection, credentials: RemoteCredentials,
-                     kubelet: KubeletServer) -> int:
+                     kubelet: KubeletServer, elector: LeaderElector | None = None) -> int:
     """Everything but the kubelet API on this loop (the kubelet API on a thread and loop of its
-    own: a stream never waits for a burst of reconciles), until SIGTERM or SIGINT (0), or until
-    a watch or the kubelet API died (1: mirrors nobody fills any more decide nothing)."""
+    own: a stream never waits for a burst of reconciles), until SIGTERM or SIGINT (0), until a
+    watch or the kubelet API died (1: mirrors nobody fills any more decide nothing), or until
+    this replica lost its leadership (1: it stops writing at once, and exits to start again as
+    a standby).
+
+    With an `elector`, every replica watches, fills its mirrors, serves the webhook, the kubelet
+    API and its probes, and follows the remote credentials; only the leader writes: the
+    agent's keys but the twins' wait parked on a standby, and the reflection workers, the node
+    Lease and the credentials renewal start once it leads."""
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(max_workers=8))  # DNS lookups
     stop = asyncio.Event()
@@ -130,16 +163,39 @@ async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
         synced_pods = SyncedPods(agent.config.redis_url, agent.config.home_cluster_id,
                                  agent.config.remote_cluster_id)
         await synced_pods.load()
-    agent_keys = agent_controller(agent, watches, synced_pods, metrics)
+    leading = _always if elector is None else (lambda: elector.leading)
+    agent_keys = agent_controller(agent, watches, synced_pods, metrics, leading)
     metrics.controllers = [agent_keys, *reflection.controllers()]
-    tasks = [asyncio.create_task(agent_keys.run())]
+    # What writes, stopped first: the agent's keys (on a standby the twins' only), and the
+    # leader's own tasks.
+    writers = [asyncio.create_task(agent_keys.run())]
+
+    def lead() -> None:
+        writers.append(asyncio.create_task(reflection.run()))
+        writers.append(asyncio.create_task(lease_loop(agent)))
+        writers.append(asyncio.create_task(credentials.renew_loop()))
+        if elector is not None:
+            writers.append(asyncio.create_task(watches.create_namespace_map()))
+
+    tasks = []
     if synced_pods is not None:
         tasks.append(asyncio.create_task(synced_pods.run()))
-    tasks.append(asyncio.create_task(watches.start()))
+    tasks.append(asyncio.create_task(watches.start(create_namespace_map=elector is None)))
     tasks.append(asyncio.create_task(credentials.run()))
-    tasks.append(asyncio.create_task(reflection.run()))
-    tasks.append(asyncio.create_task(lease_loop(agent)))
     tasks.append(asyncio.create_task(health_loop(agent)))
+    election: asyncio.Task[None] | None = None
+    if elector is None:
+        lead()
+    else:
+        metrics.leading, metrics.leader = leading, lambda: elector.holder
+        election = asyncio.create_task(elector.run())
+        election.add_done_callback(lambda _: stop.set())  # returns only once leadership is lost
+
+        async def lead_once_elected() -> None:
+            await elector.elected.wait()
+            lead()
+
+        writers.insert(0, asyncio.create_task(lead_once_elected()))
     agent.enqueue(("node",))
     servers = [await serve_webhook(agent), await serve_metrics(agent, metrics)]
     kubelet.start(agent)
@@ -153,20 +209,35 @@ async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
             break
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 1.0)
+    if election is not None and election.done():
+        failure = None if election.cancelled() else election.exception()
+        log.error("%s: stopping every write and exiting (restarted, this replica is a "
+                  "standby)", f"the election failed: {failure}" if failure else
+                  "leadership lost")
+        exit_code = 1
+    agent_keys.stop()
+    reflection.stop()
+    await _cancelled(writers)
+    if elector is not None and election is not None:
+        await _cancelled([election])
+        await elector.release()  # nothing writes any more: the standby may take over now
+        await elector.api.close()
     home.stop()
     watches.stop()
     await loop.run_in_executor(None, kubelet.stop)
     for server in servers:
         if server is not None:
             await server.cleanup()
-    agent_keys.stop()
-    reflection.stop()
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await _cancelled(tasks)
     await agent.home.close()  # the clients' sessions live on this loop
     await agent.remote.close()
     return exit_code
+
+
+async def _cancelled(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _configured(config: AgentConfig, home: ClusterApi) -> AgentConfig:
@@ -220,4 +291,4 @@ def run(config: AgentConfig) -> int:
               home_synced),
         NodePodsWatch(home.connection, on_home_event, pods_synced, agent.mirrors.pods.values))
     return asyncio.run(controller(agent, home_watches, RemoteWatches(agent), reflection,
-                                  credentials, kubelet))
+                                  credentials, kubelet, leader_elector(config)))

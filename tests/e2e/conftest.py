@@ -108,7 +108,7 @@ def _kubeconfig_with_token(handle: ClusterHandle, token: str, path: Path) -> Pat
 
 def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
     """The agent's home identity exactly as the home-agent chart grants it (its ServiceAccount,
-    ClusterRole and binding, rendered from the chart), as a kubeconfig with a token."""
+    ClusterRole, Role and bindings, rendered from the chart), as a kubeconfig with a token."""
     from kubernetes import utils
 
     from tests.charts.helm import ROOT, render
@@ -122,7 +122,9 @@ def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
         if error.status != 409:
             raise
     for manifest in manifests:
-        if manifest["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding"):
+        # The Role: the replicas' election Lease (the only Role the chart has without remotes).
+        if manifest["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
+                                "RoleBinding"):
             try:
                 utils.create_from_dict(home.api_client, manifest)
             except utils.FailToCreateError as error:

@@ -9,7 +9,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from annex.controller import Controller
-from home_agent.agent import NODE_KEY, Agent, pod_key
+from home_agent.agent import NODE_KEY, TWINS_KEY, Agent, pod_key
 from home_agent.config import AgentConfig
 from home_agent.metrics import Metrics
 from home_agent.runner import agent_controller
@@ -81,3 +81,26 @@ def test_each_key_waits_only_for_the_listings_it_needs() -> None:
     parked.release_parked()
     assert take(state) == NODE_KEY  # the node needs the home side only
     assert not state.queue.pending()
+
+
+def test_a_standby_parks_every_key_that_writes_until_it_leads() -> None:
+    """Active/passive replicas: a standby's keys wait parked, its mirrors listed, until it
+    leads; only the twins key (it moves the ShadowPod watch, and writes nothing) is taken."""
+    state = agent()
+    leading = False
+    no_watches: Any = None
+    standby = agent_controller(state, no_watches, None, Metrics(), lambda: leading)
+    for synced in (state.home_synced, state.tenant_synced, state.twins_synced):
+        synced.set()
+    for key in (NODE_KEY, pod_key("ns", "web"), TWINS_KEY):
+        state.enqueue(key)
+    park(standby, take(state))
+    park(standby, take(state))
+    assert take(state) == TWINS_KEY  # not parked: the watch follows on a standby too
+    state.queue.done(TWINS_KEY)
+    standby.release_parked()
+    assert not state.queue.pending() and len(state.queue) == 2
+
+    leading = True
+    standby.release_parked()
+    assert {take(state), take(state)} == {NODE_KEY, pod_key("ns", "web")}
