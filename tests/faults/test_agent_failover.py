@@ -4,14 +4,15 @@ processes for one remote elect a leader on their Lease with the chart's duration
 pod creations: the standby takes the Lease within about a lease duration, rewrites the virtual
 node's address to its own (where the API server reaches the kubelet API), and converges. The
 watch history, recorded from before the burst, shows every pod offloaded exactly once: no
-ShadowPod nor remote pod created twice, none ever deleted.
+ShadowPod nor remote pod created twice, none ever deleted. A leader stopped with SIGTERM (a
+rolling update, a drain) releases the Lease: the standby leads at its next try.
 
 The burst is FAULT_BURST pods, at most 200 (the issue's scale):
 
     FAULT_BURST=200 python -m pytest tests/faults/test_agent_failover.py -q -s
 
-prints the failover time (from the SIGKILL to the standby holding the Lease) and the time to
-converge (docs/benchmarks.md, "Agent failover").
+prints the failover time (from the SIGKILL to the standby holding the Lease), the time to
+converge and the graceful hand-over time (docs/benchmarks.md, "Agent failover").
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import socket
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from typing import Any
 
 from kubernetes import client
 
-from annex.leader import ElectionTimings
+from annex.leader import JITTER_FACTOR, ElectionTimings
 from home_agent.config import default_lease_name
 from tests.conftest import ClusterHandle
 from tests.faults import fleet
@@ -92,63 +94,99 @@ def node_endpoint(home: ClusterHandle, node_name: str) -> tuple[list[str], int]:
             int(status["daemonEndpoints"]["kubeletEndpoint"]["Port"]))
 
 
-def test_the_standby_takes_over_a_killed_leader_without_duplicating_or_deleting_anything(
-        home: ClusterHandle, remote: ClusterHandle, system: Any, tmp_path: Any) -> None:
-    leader_metrics, standby_metrics = free_port(), free_port()
+@dataclass
+class Replicas:
+    """Two agent processes for one remote: `running.agent.process` leads, `standby` waits."""
+
+    running: System
+    lease: str
+    leader_identity: str
+    standby: Process
+    standby_metrics: int
+    standby_kubelet_port: int
+
+    def readyz(self) -> tuple[int, str]:
+        return get(f"http://127.0.0.1:{self.standby_metrics}/readyz")
+
+    def new_holder(self, home: ClusterHandle, timeout: float) -> str:
+        return str(wait_for(
+            lambda: (found := lease_holder(home, self.lease)) not in (
+                "", self.leader_identity) and found,
+            timeout=timeout, interval=0.05, message="the standby takes the Lease"))
+
+    def hand_over(self) -> None:
+        """The old leader is gone: the standby is the agent the system stops (after its
+        withdrawal)."""
+        self.running.agent.process.stop()  # closes its log
+        self.running.agent.process = self.standby
+
+
+def replicas(system: Any, home: ClusterHandle, tmp_path: Any) -> Replicas:
+    """A system whose agent leads, and a second replica of it, warm and standing by."""
+    leader_metrics, standby_metrics, kubelet_port = free_port(), free_port(), free_port()
     running = system(
         "--leader-elect", "--leader-elect-resource-namespace", LEASE_NAMESPACE,
         "--metrics-address", f"127.0.0.1:{leader_metrics}")
     assert isinstance(running, System)
     lease = default_lease_name(running.agent.remote_id)
-    leader = running.agent.process
-    old_holder = wait_for(lambda: lease_holder(home, lease), timeout=60,
-                          message="the first replica leads")
+    leader_identity = wait_for(lambda: lease_holder(home, lease), timeout=60,
+                               message="the first replica leads")
     wait_for(lambda: get(f"http://127.0.0.1:{leader_metrics}/readyz") == (200, "ok: leader"),
              timeout=60, message="the leader says it leads")
-
-    arguments = [str(a) for a in leader.popen.args[1:]]  # type: ignore[index]
-    for flag, value in (("--agent-ip", STANDBY_IP), ("--kubelet-port", str(free_port())),
+    arguments = [str(a) for a in running.agent.process.popen.args[1:]]  # type: ignore[index]
+    for flag, value in (("--agent-ip", STANDBY_IP), ("--kubelet-port", str(kubelet_port)),
                         ("--metrics-address", f"127.0.0.1:{standby_metrics}")):
         arguments = with_flag(arguments, flag, value)
-    standby = Process(arguments, tmp_path / "agent-standby.log")
+    pair = Replicas(running, lease, leader_identity,
+                    Process(arguments, tmp_path / "agent-standby.log"), standby_metrics,
+                    kubelet_port)
     try:
-        wait_for(lambda: get(f"http://127.0.0.1:{standby_metrics}/readyz")[0] == 200,
-                 timeout=60, message="the standby is warm (ready)")
-        status = get(f"http://127.0.0.1:{standby_metrics}/readyz")
-        assert status == (200, f"ok: standby (leader: {old_holder})"), status
+        wait_for(lambda: pair.readyz()[0] == 200, timeout=60,
+                 message="the standby is warm (ready)")
+        assert pair.readyz() == (200, f"ok: standby (leader: {leader_identity})")
+    except BaseException:
+        stop_standby(pair)
+        raise
+    return pair
 
+
+def stop_standby(pair: Replicas) -> None:
+    """Before a hand-over the standby is the test's to stop (with its log shown)."""
+    pair.standby.stop()
+    print(f"--- standby log ---\n{pair.standby.output()[-20000:]}")
+
+
+def test_the_standby_takes_over_a_killed_leader_without_duplicating_or_deleting_anything(
+        home: ClusterHandle, remote: ClusterHandle, system: Any, tmp_path: Any) -> None:
+    pair = replicas(system, home, tmp_path)
+    running = pair.running
+    try:
         names = fleet.pod_names("pod", BURST)
         plan = fleet.burst_plan(random.Random(17), names, 0)
         killed_at: list[float] = []
 
         def meanwhile(index: int) -> None:
             if index == len(plan) // 2:
-                assert writes(standby_metrics) == 0, "a standby writes nothing"
-                leader.kill()
+                assert writes(pair.standby_metrics) == 0, "a standby writes nothing"
+                running.agent.process.kill()
                 killed_at.append(time.monotonic())
 
         fleet.run_burst(home, running, plan, meanwhile)
-        new_holder = wait_for(
-            lambda: (holder := lease_holder(home, lease)) not in ("", old_holder) and holder,
-            timeout=TIMINGS.lease_duration + 3 * TIMINGS.retry_period + 30,
-            interval=0.05, message="the standby takes the Lease")
+        pair.new_holder(home, TIMINGS.lease_duration + 3 * TIMINGS.retry_period + 30)
         failover = time.monotonic() - killed_at[0]
     except BaseException:
-        standby.stop()
-        print(f"--- standby log ---\n{standby.output()[-20000:]}")
+        stop_standby(pair)
         raise
-    leader.stop()  # closes its log
-    running.agent.process = standby  # stopped with the system, after its withdrawal
+    pair.hand_over()
 
-    wait_for(lambda: get(f"http://127.0.0.1:{standby_metrics}/readyz") == (200, "ok: leader"),
-             timeout=30, message="the new leader says it leads")
+    wait_for(lambda: pair.readyz() == (200, "ok: leader"), timeout=30,
+             message="the new leader says it leads")
     fleet.wait_converged(home, remote, running.namespace, running.twin, set(names),
                          "every pod offloaded once after the failover")
     converged = time.monotonic() - killed_at[0]
-    assert new_holder != old_holder
-    port = int(arguments[arguments.index("--kubelet-port") + 1])
-    wait_for(lambda: node_endpoint(home, running.agent.node_name) == ([STANDBY_IP], port),
-             timeout=30, message=f"the node's address is the new leader's ({STANDBY_IP}:{port}), "
+    endpoint = ([STANDBY_IP], pair.standby_kubelet_port)
+    wait_for(lambda: node_endpoint(home, running.agent.node_name) == endpoint,
+             timeout=30, message=f"the node's address is the new leader's ({endpoint}), "
                                  f"not {node_endpoint(home, running.agent.node_name)}")
 
     history = running.history
@@ -161,3 +199,27 @@ def test_the_standby_takes_over_a_killed_leader_without_duplicating_or_deleting_
     print(f"\nagent failover, {BURST} pods, lease {TIMINGS.lease_duration:g} s / renew "
           f"{TIMINGS.renew_deadline:g} s / retry {TIMINGS.retry_period:g} s: the standby led "
           f"{failover:.1f} s after the SIGKILL, every pod converged {converged:.1f} s after it")
+
+
+def test_a_stopped_leader_releases_the_lease_and_the_standby_leads_at_its_next_try(
+        home: ClusterHandle, remote: ClusterHandle, system: Any, tmp_path: Any) -> None:
+    """A rolling update or a drain: SIGTERM stops the leader's writes, then releases the
+    Lease, so the standby need not wait for it to expire."""
+    pair = replicas(system, home, tmp_path)
+    running = pair.running
+    try:
+        stopped_at = time.monotonic()
+        assert running.agent.process.stop() == 0
+        released = time.monotonic() - stopped_at
+        pair.new_holder(home, TIMINGS.retry_period * (1 + JITTER_FACTOR) + 10)
+        handover = time.monotonic() - stopped_at
+    except BaseException:
+        stop_standby(pair)
+        raise
+    pair.hand_over()
+    names = fleet.pod_names("after", 10)
+    fleet.create_pods(home, running.namespace, names, running.agent.node_name)
+    fleet.wait_converged(home, remote, running.namespace, running.twin, set(names),
+                         "the new leader offloads")
+    print(f"\ngraceful hand-over: the leader stopped in {released:.1f} s, the standby led "
+          f"{handover:.1f} s after the SIGTERM (retry period {TIMINGS.retry_period:g} s)")
