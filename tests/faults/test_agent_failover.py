@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import socket
 import time
 import urllib.error
@@ -65,15 +66,33 @@ def get(url: str) -> tuple[int, str]:
         return error.code, error.read().decode()
 
 
-def writes(metrics_port: int) -> int:
-    """Create/update/patch/delete requests the process sent to either cluster so far."""
+TAKEOVER_WRITES = frozenset({"leases", "nodes/status"})
+"""What a new leader writes however converged everything is: its election Lease and the node's
+heartbeat Lease, and the node's address (now its own)."""
+
+
+def writes(metrics_port: int, but: frozenset[str] = frozenset()) -> dict[str, int]:
+    """Create/update/patch/delete requests the process sent to either cluster so far, by
+    `verb resource`, but for the resources `but` names."""
     _, text = get(f"http://127.0.0.1:{metrics_port}/metrics")
-    total = 0
+    found: dict[str, int] = {}
     for line in text.splitlines():
-        if line.startswith("annex_rest_client_requests_by_resource_total{") and any(
-                f'verb="{verb}"' in line for verb in WRITES):
-            total += int(float(line.rsplit(" ", 1)[1]))
-    return total
+        if not line.startswith("annex_rest_client_requests_by_resource_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}", 1)[0]))
+        if labels["verb"] in WRITES and labels["resource"] not in but:
+            key = f"{labels['verb']} {labels['resource']}"
+            found[key] = found.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return found
+
+
+def converged(metrics_port: int) -> bool:
+    """No key of the agent's or of reflection waits (a standby's wait parked)."""
+    _, text = get(f"http://127.0.0.1:{metrics_port}/metrics")
+    queued = [line for line in text.splitlines()
+              if line.startswith(("annex_home_agent_queued_keys",
+                                  "annex_home_agent_reflection_queued_keys"))]
+    return bool(queued) and all(line.rsplit(" ", 1)[1] in ("0", "0.0") for line in queued)
 
 
 def raw(response: Any) -> dict[str, Any]:
@@ -167,7 +186,7 @@ def test_the_standby_takes_over_a_killed_leader_without_duplicating_or_deleting_
 
         def meanwhile(index: int) -> None:
             if index == len(plan) // 2:
-                assert writes(pair.standby_metrics) == 0, "a standby writes nothing"
+                assert writes(pair.standby_metrics) == {}, "a standby writes nothing"
                 running.agent.process.kill()
                 killed_at.append(time.monotonic())
 
@@ -204,10 +223,15 @@ def test_the_standby_takes_over_a_killed_leader_without_duplicating_or_deleting_
 def test_a_stopped_leader_releases_the_lease_and_the_standby_leads_at_its_next_try(
         home: ClusterHandle, remote: ClusterHandle, system: Any, tmp_path: Any) -> None:
     """A rolling update or a drain: SIGTERM stops the leader's writes, then releases the
-    Lease, so the standby need not wait for it to expire."""
+    Lease, so the standby need not wait for it to expire. Taking over converged pods, the new
+    leader writes only what its own address changes: the node's, and each pod's hostIP."""
     pair = replicas(system, home, tmp_path)
     running = pair.running
     try:
+        before = fleet.pod_names("before", 20)
+        fleet.create_pods(home, running.namespace, before, running.agent.node_name)
+        fleet.wait_converged(home, remote, running.namespace, running.twin, set(before),
+                             "the first leader offloads")
         stopped_at = time.monotonic()
         assert running.agent.process.stop() == 0
         released = time.monotonic() - stopped_at
@@ -217,9 +241,21 @@ def test_a_stopped_leader_releases_the_lease_and_the_standby_leads_at_its_next_t
         stop_standby(pair)
         raise
     pair.hand_over()
-    names = fleet.pod_names("after", 10)
-    fleet.create_pods(home, running.namespace, names, running.agent.node_name)
-    fleet.wait_converged(home, remote, running.namespace, running.twin, set(names),
+    wait_for(lambda: converged(pair.standby_metrics), timeout=60,
+             message="the new leader has reconciled every key it held")
+    endpoint = ([STANDBY_IP], pair.standby_kubelet_port)
+    wait_for(lambda: node_endpoint(home, running.agent.node_name) == endpoint, timeout=30,
+             message="the node's address is the new leader's")
+    # A pod's hostIP is its node's address, now the new leader's: one status write per pod,
+    # as a kubelet whose node address changed would make; nothing else.
+    assert writes(pair.standby_metrics, but=TAKEOVER_WRITES) == {
+        "update pods/status": len(before)}
+    assert {pod["status"]["hostIP"] for pod in fleet.home_pods(home, running.namespace)
+            .values()} == {STANDBY_IP}
+
+    after = fleet.pod_names("after", 10)
+    fleet.create_pods(home, running.namespace, after, running.agent.node_name)
+    fleet.wait_converged(home, remote, running.namespace, running.twin, {*before, *after},
                          "the new leader offloads")
     print(f"\ngraceful hand-over: the leader stopped in {released:.1f} s, the standby led "
           f"{handover:.1f} s after the SIGTERM (retry period {TIMINGS.retry_period:g} s)")
