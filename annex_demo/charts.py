@@ -2,9 +2,9 @@
 and applied to a cluster object by object.
 
 The demo runs the components as local processes rather than as pods, so it applies every
-rendered manifest except the ones that only exist to run a pod (Deployment, its Service and its
-TLS Secret), points the webhook configurations at the local processes, and reads the command
-line the Deployment would run.
+rendered manifest except the ones that only exist to run a pod (Deployment, its Service, its
+disruption budget and its TLS Secret), points the webhook configurations at the local
+processes, and reads the command line the Deployment would run.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 CHARTS = REPOSITORY / "charts"
 RELEASE = "annex"
 RELEASE_NAMESPACE = "annex-system"
-# Kinds that only exist to run the component as a pod: the demo runs it as a process instead.
-POD_ONLY_KINDS = frozenset({"Deployment", "Service"})
+# Kinds that only exist to run the component as a pod (the PodDisruptionBudget guards its pods):
+# the demo runs it as a process instead.
+POD_ONLY_KINDS = frozenset({"Deployment", "Service", "PodDisruptionBudget"})
 WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"})
 
 
