@@ -40,6 +40,9 @@ def watched(definition: ResourceDefinition) -> Watched:
 
 CONFIGMAPS: Watched = ("", "v1", "configmaps")
 PODS: Watched = ("", "v1", "pods")
+# the storage fabric's: the claims reflected, the home volumes the agent provisions
+PERSISTENTVOLUMECLAIMS: Watched = ("", "v1", "persistentvolumeclaims")
+PERSISTENTVOLUMES: Watched = ("", "v1", "persistentvolumes")
 
 # The agent's watches, by name: what each lists is declared in the informer registry
 # (`home_agent.watches`, `Informers.watch(..., by=...)`).

@@ -29,9 +29,10 @@ from annex.controller import DONE, RETRY, Result
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import HOME, Agent
+from home_agent.operators import HOME_WATCH, PERSISTENTVOLUMECLAIMS
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.common import reflection_config
-from shared.forge.persistentvolume import home_data_problem
+from shared.forge.persistentvolume import home_data_problem, unbound_claims
 from shared.forge.pod import (
     PodForgeConfig,
     StatusForgeConfig,
@@ -122,6 +123,8 @@ class PodOffloader:
             await self._back_off(pod)
             return DONE
         if shadow is None:
+            if self._claims_behind(pod):
+                return RETRY  # the claims' cache lags the pod: judged once it has them
             if (problem := self._home_data_problem(pod)) is not None:
                 await self._back_off(pod, problem)
                 await self.events.record(pod, OFFLOADING_BACKOFF_REASON, problem)
@@ -234,10 +237,19 @@ class PodOffloader:
     async def _back_off(self, pod: dict[str, Any], message: str | None = None) -> None:
         await self._write_status(pod, offloading_backoff_status(pod, datetime.now(UTC), message))
 
+    def _claims_behind(self, pod: dict[str, Any]) -> bool:
+        """A claim the bound pod mounts is not known bound yet (the claims are watched only
+        while claims are reflected)."""
+        if PERSISTENTVOLUMECLAIMS not in self.agent.informers.watched(HOME, HOME_WATCH):
+            return False
+        claims = self.agent.informers.mirror(HOME, PERSISTENTVOLUMECLAIMS[2])
+        namespace = pod["metadata"]["namespace"]
+        return bool(unbound_claims(pod, lambda name: claims.get((namespace, name))))
+
     def _home_data_problem(self, pod: dict[str, Any]) -> str | None:
         """A claim the pod mounts is bound to a home volume (not this virtual node's)."""
         informers, namespace = self.agent.informers, pod["metadata"]["namespace"]
-        claims = informers.mirror(HOME, "persistentvolumeclaims")
+        claims = informers.mirror(HOME, PERSISTENTVOLUMECLAIMS[2])
         volumes = informers.mirror(HOME, "persistentvolumes")  # the virtual node's only
         return home_data_problem(pod, lambda name: claims.get((namespace, name)),
                                  lambda name: volumes.get(("", name)),

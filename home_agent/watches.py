@@ -29,6 +29,8 @@ from home_agent.agent import (
 from home_agent.operators import (
     HOME_WATCH,
     NODE_PODS_WATCH,
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
     PODS,
     TENANT_WATCH,
     TWINS_WATCH,
@@ -36,11 +38,7 @@ from home_agent.operators import (
 )
 from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
 from home_agent.reflection.event import EVENTS, EventReflector
-from home_agent.reflection.persistentvolumeclaim import (
-    PERSISTENTVOLUMECLAIMS,
-    PERSISTENTVOLUMES,
-    PersistentVolumeClaimReflector,
-)
+from home_agent.reflection.persistentvolumeclaim import PersistentVolumeClaimReflector
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.service import SERVICES
 from home_agent.reflection.token import SECRETS, TokenReflector

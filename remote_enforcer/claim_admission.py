@@ -6,8 +6,8 @@ In a consumer's twin namespaces:
   leaves the provider's classes unrestricted (the DefaultStorageClass admission plugin has
   already put in the default one when the claim names none);
 - the consumer's Quota caps `requests.storage` and `persistentvolumeclaims` (shared.quota.
-  admit_claim) at creation and at expansion, against the claims of its twin namespaces (listed
-  per admission: claims are few and made rarely) plus the admitted ones not yet listed;
+  admit_claim) at creation and at expansion, against what its claims take (the usage ledger,
+  from the enforcer's watch of claims) plus the admitted ones not yet seen there;
 - a reflected claim is deleted only by its consumer, or with its twin namespace (unoffloading):
   the data behind it cannot be recreated as a ShadowPod's pod can, so nothing on
   the provider removes it while home is away, a cut included.
@@ -24,11 +24,10 @@ from typing import Any
 
 from annex.kubeapi import ClusterApi, core_path
 from remote_enforcer.consumers import Consumers
+from remote_enforcer.ledger import UsageLedger
 from shared import quota as quota_rules
 from shared.forge.persistentvolumeclaim import claim_usage, storage_class_of
 from shared.forge.tenancy import consumer_subject, origin_problem
-from shared.ownership import ownership_selector
-from shared.quantity import parse_quantity
 from shared.wellknown import (
     ORIGIN_CLUSTER_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
@@ -61,10 +60,11 @@ def _terminating(namespace: Mapping[str, Any]) -> bool:
 
 
 class ClaimAdmission:
-    def __init__(self, api: ClusterApi, consumers: Consumers,
+    def __init__(self, api: ClusterApi, consumers: Consumers, ledger: UsageLedger,
                  storage_classes: Sequence[str]) -> None:
         self.api = api
         self.consumers = consumers
+        self.ledger = ledger
         self.storage_classes = tuple(storage_classes)
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # consumer -> (namespace, name) -> (usage, expiry): admitted, maybe not listed yet
@@ -114,25 +114,18 @@ class ClaimAdmission:
                 if ((ns.get("metadata") or {}).get("labels") or {}).get(TENANT_NAMESPACE_LABEL)
                 == "true" and ns["metadata"]["labels"].get(REMOTE_CLUSTER_ID_LABEL) == consumer]
 
-    async def _used(self, consumer: str, skip: tuple[str, str]) -> dict[str, Decimal]:
-        claims = await self.api.list(core_path("persistentvolumeclaims"),
-                                     ownership_selector(consumer, self.consumers.cluster_id))
-        listed = {(c["metadata"].get("namespace", ""), c["metadata"]["name"]) for c in claims}
+    def _used(self, consumer: str, key: tuple[str, str]) -> dict[str, Decimal]:
+        """The consumer's usage without the claim `key`'s own, with the claims admitted and
+        not yet seen by the ledger."""
         reserved = self._reserved[consumer]
         now = time.monotonic()
-        for key in [k for k, (_, expiry) in reserved.items() if k in listed or expiry < now]:
-            del reserved[key]
-        usages: list[dict[str, Decimal]] = []
-        for claim in claims:
-            key = (claim["metadata"].get("namespace", ""), claim["metadata"]["name"])
-            if key == skip or claim["metadata"].get("deletionTimestamp"):
-                continue
-            try:
-                usages.append({k: parse_quantity(v) for k, v in claim_usage(claim).items()})
-            except ValueError:
-                continue
-        usages += [usage for key, (usage, _) in reserved.items() if key != skip]
-        return quota_rules.total_usage(usages)
+        for seen in [k for k, (_, expiry) in reserved.items()
+                     if expiry < now or self.ledger.claim(k)]:
+            del reserved[seen]
+        own = {name: -amount for name, amount in self.ledger.claim(key).items()}
+        return quota_rules.total_usage([self.ledger.usage(consumer), own,
+                                        *(usage for k, (usage, _) in reserved.items()
+                                          if k != key)])
 
     async def _within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
                             old: Mapping[str, Any] | None, dry_run: bool) -> tuple[bool, str]:
@@ -145,8 +138,9 @@ class ClaimAdmission:
         if old is not None and usage == claim_usage(old):
             return True, ""  # no new storage asked: metadata, status, binding
         key = (namespace, str((obj.get("metadata") or {}).get("name") or ""))
+        await self.ledger.claims_synced.wait()
         async with self._locks[consumer]:
-            used = await self._used(consumer, skip=key)
+            used = self._used(consumer, key)
             cordoned = bool(spec.get("cordoned")) and old is None
             decision = quota_rules.admit_claim(cordoned, limits, used, usage)
             if decision.allowed and not dry_run and old is None:

@@ -1,6 +1,8 @@
 """What each consumer's ShadowPods use, kept current by the ShadowPod list+watch (`apply` is
 one of its sinks; `synced` is set once it listed), so that an admission costs no list of the
-consumer's ShadowPods (O(1) instead of O(pods)).
+consumer's ShadowPods (O(1) instead of O(pods)); and what its reflected claims take
+(`requests.storage`, `persistentvolumeclaims`), from the claims' list+watch (`apply_claim`;
+`claims_synced`).
 
 The webhook reads `usage(consumer)` plus its own reservations for admitted creates not yet
 observed; `observed()` tells it when a reservation has turned into a ledger entry.
@@ -16,6 +18,8 @@ from typing import Any
 
 from shared import quota as quota_rules
 from shared.forge import enforcement
+from shared.forge.persistentvolumeclaim import claim_usage
+from shared.quantity import parse_quantity
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
 Key = tuple[str, str]
@@ -29,8 +33,10 @@ def _add(total: dict[str, Decimal], amounts: dict[str, Decimal], sign: int) -> N
 class UsageLedger:
     def __init__(self) -> None:
         self._entries: dict[Key, tuple[str, dict[str, Decimal]]] = {}
+        self._claims: dict[Key, tuple[str, dict[str, Decimal]]] = {}
         self._totals: defaultdict[str, dict[str, Decimal]] = defaultdict(dict)
         self.synced = asyncio.Event()
+        self.claims_synced = asyncio.Event()
         self.changed = asyncio.Event()  # set on every change of some consumer's usage
         # Called with (consumer, key, uid) for every stored state of a ShadowPod seen.
         self.on_observed: Callable[[str, Key, str], None] = lambda consumer, key, uid: None
@@ -41,11 +47,34 @@ class UsageLedger:
     def usage(self, consumer: str) -> dict[str, Decimal]:
         return dict(self._totals[consumer])
 
-    def _forget(self, key: Key) -> None:
-        previous = self._entries.pop(key, None)
+    def claim(self, key: Key) -> dict[str, Decimal]:
+        """What the claim `key` counts now (nothing when it is not counted)."""
+        entry = self._claims.get(key)
+        return dict(entry[1]) if entry is not None else {}
+
+    def _forget(self, key: Key, entries: dict[Key, tuple[str, dict[str, Decimal]]] | None = None
+                ) -> None:
+        previous = (self._entries if entries is None else entries).pop(key, None)
         if previous is not None:
             _add(self._totals[previous[0]], previous[1], -1)
             self.changed.set()
+
+    def apply_claim(self, event_type: str, claim: dict[str, Any]) -> None:
+        """A reflected claim (its origin label names the consumer) counts until it is being
+        deleted."""
+        meta = claim.get("metadata") or {}
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        consumer = (meta.get("labels") or {}).get(ORIGIN_CLUSTER_LABEL)
+        self._forget(key, self._claims)
+        if event_type == "DELETED" or not consumer or meta.get("deletionTimestamp"):
+            return
+        try:
+            usage = {name: parse_quantity(value) for name, value in claim_usage(claim).items()}
+        except ValueError:
+            return
+        self._claims[key] = (consumer, usage)
+        _add(self._totals[consumer], usage, +1)
+        self.changed.set()
 
     def apply(self, event_type: str, shadowpod: dict[str, Any]) -> None:
         meta = shadowpod.get("metadata") or {}

@@ -123,6 +123,9 @@ class Watches:
         self.consumers.quotas.apply(event_type, quota)
         self.twins.on_quota(event_type, quota)
 
+    def on_claim(self, event_type: str, claim: dict[str, Any]) -> None:
+        self.ledger.apply_claim(event_type, claim)
+
     def tasks(self, api: ClusterApi, listed: Callable[[str], Callable[[], None]]
               ) -> list[asyncio.Task[None]]:
         feeds: list[tuple[str, str, Sink]] = [
@@ -131,6 +134,8 @@ class Watches:
             ("namespaces", core_path("namespaces"), self.on_namespace),
             ("nodes", core_path("nodes"), self.offers.on_node),
             ("quotas", custom_path(QUOTA), self.on_quota),
+            # the reflected claims (the origin label): their storage counts against quotas
+            ("persistentvolumeclaims", core_path("persistentvolumeclaims"), self.on_claim),
         ]
         return [asyncio.create_task(list_and_watch(api, path, sink, on_listed=listed(name),
                                                    name=name), name=f"watch-{name}")
@@ -203,6 +208,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         background += [
             asyncio.create_task(when_listed(("namespaces", "quotas"), consumers.listed)),
             asyncio.create_task(when_listed(("shadowpods",), ledger.synced)),
+            asyncio.create_task(when_listed(("persistentvolumeclaims",),
+                                            ledger.claims_synced)),
             asyncio.create_task(when_listed(("pods", "shadowpods"), watches.shadowpods.listed)),
             # No offer from a half-listed picture (it would under-count what runs).
             asyncio.create_task(when_listed(("pods", "nodes", "namespaces"),
@@ -212,7 +219,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 name="quota-status")]
         webhook = await start_webhook(
             admission, metrics, settings.webhook_address, settings.webhook_port, ssl_context,
-            ClaimAdmission(api, consumers, settings.storage_classes))
+            ClaimAdmission(api, consumers, ledger, settings.storage_classes))
         health = await serve_probes(settings.health_address, settings.health_port,
                                     ready=ready.is_set, not_ready="starting",
                                     scrape=metrics.exposition)

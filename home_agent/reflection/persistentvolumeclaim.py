@@ -33,6 +33,7 @@ from annex.kubeapi import ApiError, core_path, error_message
 from annex.mirror import Key, Mirror
 from annex.writes import confirmed_gone, replace_or_create
 from home_agent.agent import HOME
+from home_agent.operators import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
 from home_agent.reflection.reflector import KindRules, Reflector
 from shared.forge.common import needs_update, updated_remote
 from shared.forge.persistentvolume import (
@@ -54,8 +55,6 @@ from shared.wellknown import (
     VIRTUAL_STORAGE_PROVISIONER,
 )
 
-PERSISTENTVOLUMECLAIMS = ("", "v1", "persistentvolumeclaims")
-PERSISTENTVOLUMES = ("", "v1", "persistentvolumes")
 REFUSALS = (403, 422)  # the provider's admission (class, quota) or validation
 
 

@@ -134,6 +134,14 @@ def pod_claim_names(pod: Mapping[str, Any]) -> list[str]:
     return names
 
 
+def unbound_claims(pod: Mapping[str, Any],
+                   claim: Callable[[str], Mapping[str, Any] | None]) -> list[str]:
+    """The claims a pod mounts that are not (yet) known bound. The scheduler binds a pod only
+    once its claims are bound: for a bound pod, these are a cache behind the API server."""
+    return [name for name in pod_claim_names(pod)
+            if not (((claim(name) or {}).get("spec") or {}).get("volumeName"))]
+
+
 def home_data_problem(
     pod: Mapping[str, Any],
     claim: Callable[[str], Mapping[str, Any] | None],
@@ -143,7 +151,8 @@ def home_data_problem(
 ) -> str | None:
     """Why a pod bound to the virtual node `node_name` cannot be offloaded for its volumes: it
     mounts a claim bound to a volume that is not one of this virtual node's (its data is on
-    the home cluster). None when every bound claim is the virtual node's (or unbound)."""
+    the home cluster). None when every bound claim is the virtual node's (unbound ones are not
+    judged: `unbound_claims`)."""
     for name in pod_claim_names(pod):
         found = claim(name)
         volume_name = str(((found or {}).get("spec") or {}).get("volumeName") or "")

@@ -73,7 +73,8 @@ def denial(action: Any) -> str:
     return message[len(DENIED):]
 
 
-def set_storage_quota(remote: Any, consumer: str, storage: str) -> None:
+def set_storage_quota(remote: Any, consumer: str, storage: str) -> str:
+    """The consumer's Quota (in a namespace of its own); returns that namespace."""
     namespace = new_name("quotas")
     remote.core.create_namespace({"metadata": {"name": namespace}})
     client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
@@ -81,6 +82,13 @@ def set_storage_quota(remote: Any, consumer: str, storage: str) -> None:
         {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
          "metadata": {"name": f"quota-{consumer}"},
          "spec": {"consumerClusterId": consumer, "resources": {"requests.storage": storage}}})
+    return namespace
+
+
+def used_storage(remote: Any, namespace: str, consumer: str) -> Any:
+    quota = client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
+        QUOTA.group, QUOTA.version, namespace, QUOTA.plural, f"quota-{consumer}")
+    return ((quota.get("status") or {}).get("used") or {}).get("requests.storage")
 
 
 def test_a_class_the_offer_does_not_list_is_refused(remote: Any, claims_enforcer: Path) -> None:
@@ -93,11 +101,11 @@ def test_a_class_the_offer_does_not_list_is_refused(remote: Any, claims_enforcer
                                                                       storage_class="fast"))
 
 
-def test_storage_beyond_the_quota_is_refused_at_creation_and_expansion(
+def test_storage_beyond_the_quota_is_refused_and_its_use_shown(
         remote: Any, claims_enforcer: Path) -> None:
     consumer = new_name("consumer")
     twin = make_twin_namespace(remote, consumer)
-    set_storage_quota(remote, consumer, "3Gi")
+    quotas = set_storage_quota(remote, consumer, "3Gi")
 
     def create(name: str, size: str) -> Any:
         return remote.core.create_namespaced_persistent_volume_claim(
@@ -110,6 +118,8 @@ def test_storage_beyond_the_quota_is_refused_at_creation_and_expansion(
     assert message.startswith("quota exceeded for requests.storage: requested 2Gi, used 2Gi "
                               "of 3Gi"), message
     create("b", "1Gi")
+    # what the consumer's claims take shows in the Quota's status
+    wait_for(lambda: used_storage(remote, quotas, consumer) == "3Gi", timeout=30)
 
 
 def _refused(action: Any) -> bool:
