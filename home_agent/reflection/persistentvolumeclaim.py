@@ -28,11 +28,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from annex.controller import RETRY, Result
+from annex.events import EventRecorder
 from annex.informers import Change
 from annex.kubeapi import ApiError, core_path, error_message
 from annex.mirror import Key, Mirror
 from annex.writes import confirmed_gone, replace_or_create
-from home_agent.agent import HOME
+from home_agent.agent import HOME, Agent
 from home_agent.operators import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
 from home_agent.reflection.reflector import KindRules, Reflector
 from shared.forge.common import needs_update, updated_remote
@@ -49,6 +50,7 @@ from shared.forge.persistentvolumeclaim import (
     remote_claim,
     remote_storage_class,
 )
+from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
     SELECTED_NODE_ANNOTATION,
     STORAGE_PROVISIONER_ANNOTATION,
@@ -67,6 +69,12 @@ def _volume_path(name: str) -> str:
 
 
 class PersistentVolumeClaimReflector(Reflector):
+    def __init__(self, agent: Agent, rules: KindRules, workers: int, policy: ReflectionType,
+                 events: EventRecorder) -> None:
+        super().__init__(agent, rules, workers, policy, events)
+        self._volumes_of: dict[Key, set[str]] = {}
+        """Claim key → the names of the home volumes of ours whose claimRef names it."""
+
     @property
     def volumes(self) -> Mirror:
         """The home volumes of the virtual provisioner (the mirror keeps no other)."""
@@ -79,11 +87,19 @@ class PersistentVolumeClaimReflector(Reflector):
         return volume if is_virtual_volume(volume, VIRTUAL_STORAGE_PROVISIONER) else None
 
     def volume_keys(self, change: Change) -> Iterable[Key]:
-        """A home volume of ours: its claim's key."""
+        """A home volume of ours: its claim's key (indexed by it)."""
         ref = (change.obj.get("spec") or {}).get("claimRef") or {}
-        if ref.get("name") and is_virtual_volume(change.obj, VIRTUAL_STORAGE_PROVISIONER):
-            return ((str(ref.get("namespace") or ""), str(ref["name"])),)
-        return ()
+        if not ref.get("name") or not is_virtual_volume(change.obj, VIRTUAL_STORAGE_PROVISIONER):
+            return ()
+        key = (str(ref.get("namespace") or ""), str(ref["name"]))
+        names = self._volumes_of.setdefault(key, set())
+        if change.deleted:
+            names.discard(change.key[1])
+            if not names:
+                del self._volumes_of[key]
+        else:
+            names.add(change.key[1])
+        return (key,)
 
     # --- which claims ------------------------------------------------------------------------
 
@@ -212,10 +228,9 @@ class PersistentVolumeClaimReflector(Reflector):
     async def _delete_released_volumes(self, key: Key) -> None:
         """The home volumes of this claim key the PV controller released (their claim is gone):
         deleted, as their reclaim policy (Delete) says."""
-        for volume in list(self.volumes.values()):
-            ref = (volume.get("spec") or {}).get("claimRef") or {}
-            if ((ref.get("namespace"), ref.get("name")) != key
-                    or pinned_node(volume) != self.agent.node_name()
+        for name in list(self._volumes_of.get(key, ())):
+            volume = self.volumes.get(("", name))
+            if (volume is None or pinned_node(volume) != self.agent.node_name()
                     or (volume.get("status") or {}).get("phase") != "Released"
                     or volume["metadata"].get("deletionTimestamp")):
                 continue
