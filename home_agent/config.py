@@ -38,6 +38,9 @@ class AgentConfig:
     home_kubeconfig: str | None = None
     """None means in-cluster configuration (the agent runs in a home pod)."""
     node_name: str | None = None
+    home_storage_class: str | None = None
+    """The real home class giving their volumes to claims of the virtual class whose first
+    consumer runs on a physical home node; None: such claims are not provisioned."""
     """Overrides `liqo-<remote cluster id>`; the VirtualNode's spec.nodeName wins over both."""
     tenant_namespace: str | None = None
     lease_renew_interval: float = 10.0
@@ -167,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--cluster-id", required=True, help="the home cluster's id")
     add("--remote-cluster-id", required=True, help="the remote cluster's id")
     add("--node-name", default=None, help="virtual node name (default liqo-<remote-cluster-id>)")
+    add("--home-storage-class", default=None,
+        help="the home storage class that provisions claims of the virtual class whose first "
+             "consumer runs on a physical home node (default: none, they stay Pending)")
     add("--tenant-namespace", default=None,
         help="remote namespace of this consumer (default annex-tenant-<cluster-id>)")
     add("--lease-renew-interval", type=float, default=10.0, help="seconds between Lease renewals")
@@ -303,6 +309,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         remote_token_refresh_fraction=args.remote_token_refresh_fraction,
         home_kubeconfig=args.home_kubeconfig,
         node_name=args.node_name,
+        home_storage_class=args.home_storage_class,
         tenant_namespace=args.tenant_namespace,
         lease_renew_interval=args.lease_renew_interval,
         lease_duration_seconds=args.lease_duration,

@@ -26,8 +26,10 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ_VERBS},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": READ_VERBS},
     # The storage fabric: the claims of the virtual storage class provisioned (their status:
-    # a resize), the home volumes standing for their remote copies.
-    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": READ_VERBS},
+    # a resize; create: the real claim of a local consumer), the home volumes standing for
+    # their remote copies.
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+     "verbs": [*READ_VERBS, "create"]},
     {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["persistentvolumes"],
      "verbs": [*READ_VERBS, "create", "patch", "delete"]},

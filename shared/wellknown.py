@@ -78,6 +78,11 @@ VIRTUAL_STORAGE_PROVISIONER: Final = "offloading.liqo.io/virtual-storage"
 VIRTUAL_STORAGE_DRIVER: Final = "virtual-storage.offloading.liqo.io"
 # On a home volume: the remote volume it stands for, "<remote cluster id>/<remote volume name>".
 REMOTE_VOLUME_ANNOTATION: Final = "offloading.liqo.io/remote-volume"
+# A claim of the virtual class whose first consumer runs on a physical home node gets its volume
+# from a real home class: a "real" claim beside it (this label names the virtual claim), whose
+# volume the virtual claim's volume copies (this annotation names it).
+REAL_CLAIM_LABEL: Final = "offloading.liqo.io/real-storage-for"
+REAL_VOLUME_ANNOTATION: Final = "offloading.liqo.io/real-volume"
 # On a home claim of the virtual class: the provider's storage class wanted for it (one the
 # offer lists); without it, the offer's default class.
 REMOTE_STORAGE_CLASS_ANNOTATION: Final = "offloading.liqo.io/remote-storage-class"

@@ -20,6 +20,12 @@ picked this virtual node for its first consumer (`volume.kubernetes.io/selected-
   server); its home volume, Released by the PV controller, is deleted with it (reclaim Delete);
   the remote reclaim policy decides the data;
 - the remote claim's Events come home through the Event reflector.
+
+A claim of the class whose first consumer is scheduled on a physical home node is provisioned at
+home, as Liqo does, when `--home-storage-class` names a real home class: a real claim of that
+class beside it (`real-<uid>`, owned by it, placed on that node), and once it is bound, a volume
+of the virtual claim copying the real volume (its source and node affinity). One agent does it:
+the one whose virtual node has the first name.
 """
 
 from __future__ import annotations
@@ -41,12 +47,17 @@ from shared.forge.persistentvolume import (
     expanded_capacity,
     home_volume,
     home_volume_name,
+    is_local_volume,
     is_virtual_volume,
+    local_volume,
     pinned_node,
 )
 from shared.forge.persistentvolumeclaim import (
     awaits_virtual_volume,
     current_class,
+    real_claim,
+    real_claim_name,
+    real_claim_of,
     remote_claim,
     remote_storage_class,
 )
@@ -54,10 +65,16 @@ from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
     SELECTED_NODE_ANNOTATION,
     STORAGE_PROVISIONER_ANNOTATION,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
     VIRTUAL_STORAGE_PROVISIONER,
 )
 
 REFUSALS = (403, 422)  # the provider's admission (class, quota) or validation
+
+
+def _is_virtual(node: Mapping[str, Any]) -> bool:
+    return ((node.get("metadata") or {}).get("labels") or {}).get(TYPE_LABEL) == TYPE_VIRTUAL_NODE
 
 
 def _claim_path(namespace: str, name: str) -> str:
@@ -85,6 +102,13 @@ class PersistentVolumeClaimReflector(Reflector):
     @staticmethod
     def kept_volume(volume: dict[str, Any]) -> dict[str, Any] | None:
         return volume if is_virtual_volume(volume, VIRTUAL_STORAGE_PROVISIONER) else None
+
+    def home_keys(self, change: Change) -> Iterable[Key]:
+        """The claim; a real claim's virtual claim too."""
+        served = real_claim_of(change.obj)
+        if served is None:
+            return (change.key,)
+        return (change.key, (change.key[0], served))
 
     def volume_keys(self, change: Change) -> Iterable[Key]:
         """A home volume of ours: its claim's key (indexed by it)."""
@@ -126,6 +150,9 @@ class PersistentVolumeClaimReflector(Reflector):
         namespace, name = key
         local = self.home.get(key)
         await self._delete_released_volumes(key)
+        if local is not None and (node := self._physical_node(local)) is not None:
+            await self._provision_locally(local, node)
+            return None
         remote_namespace = self.agent.accepted_remote_namespace(namespace)
         if remote_namespace is None:
             return None
@@ -161,6 +188,63 @@ class PersistentVolumeClaimReflector(Reflector):
                 return RETRY
         await self._provide_home_volume(local, current)
         return None
+
+    def _physical_node(self, claim: Mapping[str, Any]) -> str | None:
+        """The physical home node a claim handed to the virtual provisioner was scheduled
+        for, when this agent is the one to provision it locally (a home class is configured,
+        and of the virtual nodes it has the first name: one agent acts, the others leave it)."""
+        annotations = (claim.get("metadata") or {}).get("annotations") or {}
+        node_name = annotations.get(SELECTED_NODE_ANNOTATION)
+        if (annotations.get(STORAGE_PROVISIONER_ANNOTATION) != VIRTUAL_STORAGE_PROVISIONER
+                or not node_name or self.agent.config.home_storage_class is None):
+            return None
+        nodes = self.agent.informers.mirror(HOME, "nodes")
+        node = nodes.get(("", str(node_name)))
+        if node is None or _is_virtual(node):
+            return None
+        virtual = sorted(str(obj["metadata"]["name"]) for obj in nodes.values()
+                         if _is_virtual(obj))
+        if virtual and virtual[0] != self.agent.node_name():
+            return None
+        return str(node_name)
+
+    async def _provision_locally(self, claim: Mapping[str, Any], node: str) -> None:
+        """As Liqo's storage provisioner: a real claim of the home class on that node, then a
+        volume of the virtual claim copying the real one's."""
+        meta = claim.get("metadata") or {}
+        if (claim.get("spec") or {}).get("volumeName") or meta.get("deletionTimestamp"):
+            return
+        if self.volumes.get(("", home_volume_name(claim))) is not None:
+            return  # made already: the PV controller binds it
+        namespace = str(meta.get("namespace", ""))
+        storage_class = str(self.agent.config.home_storage_class)
+        real = self.home.get((namespace, real_claim_name(claim)))
+        if real is None:
+            await self._event(claim, "Provisioning",
+                              f'External provisioner is provisioning volume for claim '
+                              f'"{namespace}/{meta.get("name")}" (home class '
+                              f'"{storage_class}", node {node})')
+            try:
+                await self.agent.home.create(_claim_path(namespace, ""),
+                                             real_claim(claim, storage_class, node))
+            except ApiError as error:
+                if error.status != 409:
+                    raise
+            return  # the real claim's events bring the key back
+        real_volume_name = (real.get("spec") or {}).get("volumeName")
+        if not real_volume_name or (real.get("status") or {}).get("phase") != "Bound":
+            return
+        real_volume = await self.agent.home.get(_volume_path(str(real_volume_name)))
+        try:
+            await self.agent.home.create(_volume_path(""), local_volume(
+                real_volume, claim, VIRTUAL_STORAGE_PROVISIONER))
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            return
+        await self._event(claim, "ProvisioningSucceeded",
+                          f"Successfully provisioned volume {home_volume_name(claim)} (the home "
+                          f"volume {real_volume_name} of claim {real_claim_name(claim)})")
 
     async def _provision(self, local: Mapping[str, Any],
                          desired: dict[str, Any]) -> Result | None:
@@ -230,7 +314,8 @@ class PersistentVolumeClaimReflector(Reflector):
         deleted, as their reclaim policy (Delete) says."""
         for name in list(self._volumes_of.get(key, ())):
             volume = self.volumes.get(("", name))
-            if (volume is None or pinned_node(volume) != self.agent.node_name()
+            if (volume is None or (pinned_node(volume) != self.agent.node_name()
+                                   and not is_local_volume(volume))
                     or (volume.get("status") or {}).get("phase") != "Released"
                     or volume["metadata"].get("deletionTimestamp")):
                 continue

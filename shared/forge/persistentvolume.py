@@ -29,6 +29,7 @@ from shared.forge.common import copied
 from shared.wellknown import (
     HOSTNAME_LABEL,
     PROVISIONED_BY_ANNOTATION,
+    REAL_VOLUME_ANNOTATION,
     REMOTE_VOLUME_ANNOTATION,
     VIRTUAL_STORAGE_DRIVER,
 )
@@ -166,3 +167,29 @@ def home_data_problem(
                 f"its data stays on the home cluster, so a pod mounting it is not offloaded "
                 f"(claims of the virtual storage class get their volume in the remote cluster)")
     return None
+
+
+def local_volume(real_volume: Mapping[str, Any], home_claim: Mapping[str, Any],
+                 provisioner: str) -> dict[str, Any]:
+    """The volume of a claim of the virtual class provisioned by a real home class: the real
+    volume's source, capacity, modes and node affinity (the data is there), pre-bound to the
+    virtual claim; the real claim's reclaim policy decides the data, so this one only goes."""
+    real_meta = real_volume.get("metadata") or {}
+    spec = {key: copied(value) for key, value in (real_volume.get("spec") or {}).items()
+            if key not in ("claimRef", "storageClassName", "persistentVolumeReclaimPolicy")}
+    claim_meta = home_claim.get("metadata") or {}
+    spec.update({
+        "persistentVolumeReclaimPolicy": "Delete",
+        "storageClassName": (home_claim.get("spec") or {}).get("storageClassName") or "",
+        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "namespace": claim_meta.get("namespace", ""),
+                     "name": claim_meta.get("name", ""), "uid": claim_meta.get("uid", "")}})
+    return {"apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": home_volume_name(home_claim),
+                         "annotations": {PROVISIONED_BY_ANNOTATION: provisioner,
+                                         REAL_VOLUME_ANNOTATION: str(real_meta.get("name", ""))}},
+            "spec": spec}
+
+
+def is_local_volume(volume: Mapping[str, Any]) -> bool:
+    return REAL_VOLUME_ANNOTATION in ((volume.get("metadata") or {}).get("annotations") or {})

@@ -26,6 +26,7 @@ from typing import Any
 from shared.api.resource_offer import ClassOffer
 from shared.forge.common import ReflectionConfig, copied, remote_metadata
 from shared.wellknown import (
+    REAL_CLAIM_LABEL,
     REMOTE_STORAGE_CLASS_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
     STORAGE_PROVISIONER_ANNOTATION,
@@ -131,3 +132,33 @@ def claim_usage(claim: Mapping[str, Any]) -> dict[str, str]:
     if size is not None:
         usage["requests.storage"] = size
     return usage
+
+
+def real_claim_name(claim: Mapping[str, Any]) -> str:
+    return f"real-{(claim.get('metadata') or {}).get('uid', '')}"
+
+
+def real_claim(claim: Mapping[str, Any], storage_class: str, node_name: str) -> dict[str, Any]:
+    """For a claim of the virtual class whose first consumer runs on the physical home node
+    `node_name`: the claim of the real home `storage_class` that gets the volume (as Liqo's
+    storage provisioner does), beside it, owned by it (it goes with it), already placed on that
+    node for a WaitForFirstConsumer class."""
+    meta, spec = claim.get("metadata") or {}, claim.get("spec") or {}
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": real_claim_name(claim), "namespace": meta.get("namespace", ""),
+            "labels": {REAL_CLAIM_LABEL: meta.get("name", "")},
+            "annotations": {SELECTED_NODE_ANNOTATION: node_name},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                 "name": meta.get("name", ""), "uid": meta.get("uid", ""),
+                                 "controller": True, "blockOwnerDeletion": True}]},
+        "spec": {**{key: copied(spec[key]) for key in _REFLECTED_SPEC
+                    if spec.get(key) is not None}, "storageClassName": storage_class},
+    }
+
+
+def real_claim_of(claim: Mapping[str, Any]) -> str | None:
+    """The virtual claim a real claim serves (its label), None for any other claim."""
+    value = ((claim.get("metadata") or {}).get("labels") or {}).get(REAL_CLAIM_LABEL)
+    return None if value is None else str(value)

@@ -359,3 +359,50 @@ def test_a_cut_loses_no_volume(home: ClusterHandle, remote: ClusterHandle,
     volumes = home_volumes_of(home, namespace)
     assert set(volumes) == set(after)
     assert all(pinned_to(v) == [peered.node_name] for v in volumes.values())
+
+
+def home_default_class(home: ClusterHandle) -> str | None:
+    for storage_class in client.StorageV1Api(home.api_client).list_storage_class().items:
+        if (storage_class.metadata.annotations or {}).get(
+                "storageclass.kubernetes.io/is-default-class") == "true":
+            return str(storage_class.metadata.name)
+    return None
+
+
+def test_a_local_consumer_gets_its_volume_from_the_home_class(
+        home: ClusterHandle, peer: Any, namespace: str, virtual_class: str) -> None:
+    """A claim of the virtual class whose first pod runs on a physical home node: a real claim
+    of the home class (--home-storage-class) beside it, and a volume copying the real one."""
+    home_class = home_default_class(home)
+    if home_class is None:
+        pytest.skip("the home cluster has no default storage class")
+    peer("--home-storage-class", home_class)
+    home.core.create_namespaced_persistent_volume_claim(namespace, claim_template(virtual_class))
+    local = pod_mounting("app", "data")
+    local["spec"].pop("tolerations")
+    local["spec"]["affinity"] = {"nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+            "matchExpressions": [{"key": "liqo.io/type", "operator": "NotIn",
+                                  "values": ["virtual-node"]}]}]}}}
+    home.core.create_namespaced_pod(namespace, local)
+    pod = wait_for(lambda: (p := home.core.read_namespaced_pod("app", namespace))
+                   .status.phase == "Running" and p, timeout=120, message="the pod running")
+    found = claims(home, namespace)
+    virtual = found["data"]
+    real = found[f"real-{virtual.metadata.uid}"]
+    assert virtual.status.phase == real.status.phase == "Bound"
+    assert real.spec.storage_class_name == home_class
+    volume = home.core.read_persistent_volume(virtual.spec.volume_name)
+    assert volume.metadata.annotations["offloading.liqo.io/real-volume"] == \
+        real.spec.volume_name
+    real_volume = home.core.read_persistent_volume(real.spec.volume_name)
+    if real_volume.spec.node_affinity is not None:  # a node-local volume: the same node
+        assert volume.spec.node_affinity == real_volume.spec.node_affinity
+        assert pinned_to(volume) == [pod.spec.node_name]
+    home.core.delete_namespaced_pod("app", namespace, grace_period_seconds=0)
+    home.core.delete_namespaced_persistent_volume_claim("data", namespace)
+
+    def gone() -> bool:
+        names = {v.metadata.name for v in home.core.list_persistent_volume().items}
+        return not claims(home, namespace) and volume.metadata.name not in names
+    wait_for(gone, timeout=90, message="both claims and the virtual claim's volume gone")

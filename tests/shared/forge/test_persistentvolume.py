@@ -9,7 +9,9 @@ from shared.forge.persistentvolume import (
     expanded_capacity,
     home_data_problem,
     home_volume,
+    is_local_volume,
     is_virtual_volume,
+    local_volume,
     pinned_node,
     unbound_claims,
 )
@@ -103,3 +105,18 @@ def test_a_pod_mounting_a_home_volume_is_held_back() -> None:
     # a claim not (yet) known bound is not judged: the cache is behind the scheduler
     assert unbound_claims(pod("data-db-0", "fresh", "unknown"), claims.get) == [
         "fresh", "unknown"]
+
+
+def test_a_local_volume_copies_the_real_one_for_the_virtual_claim() -> None:
+    real = {"metadata": {"name": "pvc-real"}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+        "hostPath": {"path": "/var/x"}, "storageClassName": "standard",
+        "persistentVolumeReclaimPolicy": "Delete", "claimRef": {"name": "real-u-1"},
+        "nodeAffinity": REMOTE_VOLUME["spec"]["nodeAffinity"]}}
+    volume = local_volume(real, HOME_CLAIM, VIRTUAL_STORAGE_PROVISIONER)
+    assert volume["metadata"]["name"] == "pvc-u-1"
+    assert is_local_volume(volume) and is_virtual_volume(volume, VIRTUAL_STORAGE_PROVISIONER)
+    assert volume["spec"]["hostPath"] == {"path": "/var/x"}
+    assert volume["spec"]["storageClassName"] == "liqo"
+    assert volume["spec"]["claimRef"]["uid"] == "u-1"
+    assert pinned_node(volume) == "remote-worker"

@@ -10,6 +10,8 @@ from shared.forge.common import needs_update, reflection_config
 from shared.forge.persistentvolumeclaim import (
     awaits_virtual_volume,
     claim_usage,
+    real_claim,
+    real_claim_of,
     remote_claim,
     remote_storage_class,
 )
@@ -111,3 +113,18 @@ def test_storage_quota_refuses_a_claim_beyond_the_limit_whatever_the_mode() -> N
     assert refused.message.startswith("quota exceeded for requests.storage")
     assert not admit_claim(True, {}, {}, claim_usage(home_claim())).allowed
     assert admit_claim(False, {"cpu": "1"}, {}, claim_usage(home_claim())).allowed
+
+
+def test_a_local_consumers_real_claim_is_owned_by_the_virtual_one_and_placed() -> None:
+    claim = home_claim()
+    real = real_claim(claim, "standard", "home-worker-1")
+    assert real["metadata"]["name"] == "real-u-1"
+    assert real["metadata"]["namespace"] == "shop"
+    assert real["metadata"]["annotations"] == {SELECTED_NODE_ANNOTATION: "home-worker-1"}
+    [owner] = real["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == (
+        "PersistentVolumeClaim", "data-db-0", "u-1")
+    assert real["spec"]["storageClassName"] == "standard"
+    assert real["spec"]["resources"] == {"requests": {"storage": "1Gi"}}
+    assert real_claim_of(real) == "data-db-0"
+    assert real_claim_of(claim) is None
