@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -27,12 +27,9 @@ class Metrics:
     controller's counts, and the requests the agent's clients made (both clusters: the `host`
     label tells them apart)."""
 
-    def __init__(self, reflection_queued: Callable[[], Mapping[str, int]] | None = None,
-                 requests: RequestMetrics = REQUESTS) -> None:
+    def __init__(self, requests: RequestMetrics = REQUESTS) -> None:
         self._lock = threading.Lock()
         self._reconciles: Counter[tuple[str, str]] = Counter()
-        self._reflection_queued = reflection_queued
-        """Keys waiting per reflection part (`Reflection.queued`)."""
         self._requests = requests
         self.controllers: Sequence[Controller[Any]] = ()
         """Whose outcomes and queued keys are shown per controller (set once they are made:
@@ -72,15 +69,6 @@ class Metrics:
             *metric_family("annex_home_agent_leader", "gauge",
                            "1 while this replica leads (writes); 0 on a standby.",
                            [("", 1 if self.leading() else 0)]),
-            *metric_family("annex_home_agent_queued_keys", "gauge",
-                           "Keys waiting, delayed or being reconciled (0: converged).",
-                           [("", len(agent.queue))]),
-            *metric_family("annex_home_agent_reflection_queued_keys", "gauge",
-                           "Reflection keys waiting, delayed or being reconciled, per kind or "
-                           "companion (0 everywhere: reflection converged).",
-                           [(f'part="{part}"', count) for part, count in sorted(
-                               (self._reflection_queued() if self._reflection_queued else {})
-                               .items())]),
             *metric_families("annex_home_agent", self.controllers),
             *self._requests.families(),
         ])

@@ -157,7 +157,7 @@ async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     home.home.start()
-    metrics = Metrics(reflection.queued)
+    metrics = Metrics()
     synced_pods = None
     if agent.config.redis_url:
         synced_pods = SyncedPods(agent.config.redis_url, agent.config.home_cluster_id,

@@ -954,11 +954,9 @@ class Bench:
     def agent_converged(self) -> bool:
         assert self.agent is not None
         samples = self.agent_metrics() if self.agent.running() else {}
-        reflection = [value for name, value in samples.items()
-                      if name.startswith("annex_home_agent_reflection_queued_keys{")]
-        return (samples.get("annex_home_agent_synced") == 1
-                and samples.get("annex_home_agent_queued_keys") == 0
-                and not any(reflection))
+        queued = [value for name, value in samples.items()
+                  if name.startswith("annex_home_agent_controller_queued_keys{")]
+        return samples.get("annex_home_agent_synced") == 1 and bool(queued) and not any(queued)
 
     # --- workloads ---
 

@@ -71,6 +71,9 @@ class Restart:
     writes: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
+AGENT_QUEUED = 'annex_home_agent_controller_queued_keys{controller="agent"}'
+
+
 def pod_body(name: str, node_name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": NAMESPACE, "labels": {"app": "bench"}},
@@ -149,7 +152,7 @@ def measure_restart(clusters: dict[str, SimCluster], agent: AgentProcess, pods: 
     while True:
         samples = agent.metrics()
         converged = (samples.get("annex_home_agent_synced") == 1
-                     and samples.get("annex_home_agent_queued_keys") == 0
+                     and samples.get(AGENT_QUEUED) == 0
                      and samples.get("annex_home_agent_pods") == pods
                      and samples.get("annex_home_agent_shadow_pods") == pods)
         if converged:

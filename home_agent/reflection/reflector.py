@@ -285,10 +285,6 @@ class Reflection:
         return [*(r.controller for r in self.reflectors.values()),
                 *(c.controller for c in self.companions)]
 
-    def queued(self) -> dict[str, int]:
-        """Keys waiting, delayed or being reconciled, per kind (plural) and companion."""
-        return {controller.name: len(controller) for controller in self.controllers()}
-
     def resync(self) -> None:
         """A VirtualNode (the skip lists) or the NamespaceMap (which namespaces are extended)
         changed: every key's outcome may have."""

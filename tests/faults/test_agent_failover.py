@@ -90,8 +90,7 @@ def converged(metrics_port: int) -> bool:
     """No key of the agent's or of reflection waits (a standby's wait parked)."""
     _, text = get(f"http://127.0.0.1:{metrics_port}/metrics")
     queued = [line for line in text.splitlines()
-              if line.startswith(("annex_home_agent_queued_keys",
-                                  "annex_home_agent_reflection_queued_keys"))]
+              if line.startswith("annex_home_agent_controller_queued_keys")]
     return bool(queued) and all(line.rsplit(" ", 1)[1] in ("0", "0.0") for line in queued)
 
 

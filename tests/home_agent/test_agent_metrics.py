@@ -18,7 +18,7 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
     agent, _, _ = _agent(reflection_workers={"configmap": 1, "event": 1})
     listed(agent)
     reflection = Reflection(agent, KINDS, COMPANIONS)
-    metrics = Metrics(reflection.queued)
+    metrics = Metrics()
     no_watches: Any = None
     controller = agent_controller(agent, no_watches, None, metrics)
     metrics.controllers = [controller, *reflection.controllers()]
@@ -31,7 +31,6 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
     asyncio.run(process_queued())
     text = metrics.exposition(agent).splitlines()
     assert 'annex_home_agent_reconciles_total{kind="pod",result="success"} 1' in text
-    assert 'annex_home_agent_queued_keys 0' in text
     assert ('annex_home_agent_controller_reconciles_total{controller="agent",result="success"} 1'
             in text)
     for name in ("agent", "configmaps", "events"):

@@ -405,11 +405,10 @@ def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() ->
     agent, _, _ = _agent(reflection_workers={"configmap": 1, "event": 1})
     reflection = Reflection(agent, KINDS, COMPANIONS)
     declare_reflection(agent, reflection)
-    metrics = Metrics(reflection.queued)
+    metrics = Metrics()
+    metrics.controllers = reflection.controllers()
     agent.informers.dispatch(HOME_SIDE, "configmaps", "ADDED", {
         "metadata": {"namespace": "app", "name": "settings"}})
     text = metrics.exposition(agent)
-    assert 'annex_home_agent_reflection_queued_keys{part="configmaps"} 1' in text
-    assert 'annex_home_agent_reflection_queued_keys{part="events"} 0' in text
-    # a benchmark or an operator reads "converged" as every part at 0
-    assert sum(reflection.queued().values()) == 1
+    assert 'annex_home_agent_controller_queued_keys{controller="configmaps"} 1' in text
+    assert 'annex_home_agent_controller_queued_keys{controller="events"} 0' in text
