@@ -66,11 +66,6 @@ def announcement_from(properties: Mapping[str, str],
     return Announcement(cluster_id, api)
 
 
-def txt_strings(properties: Mapping[str, str]) -> list[str]:
-    """The character-strings of a TXT record (one key=value each), in a stable order."""
-    return [f"{key}={value}" for key, value in properties.items()]
-
-
 def properties_from_strings(strings: list[bytes]) -> dict[str, str]:
     """A TXT record's character-strings back into key=value pairs (RFC 6763 section 6.3: a
     key without "=" is a boolean present; the first occurrence of a key wins)."""
