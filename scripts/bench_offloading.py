@@ -5,7 +5,7 @@ writes the same work needs, on the same servers, in the same run.
     python scripts/bench_offloading.py [--pods 1000] [--configmaps N] [--latency-pods 200]
         [--idle-seconds 60] [--workers 10] [--bare-lanes 16] [--agent-flag=--remote-qps=500 ...]
         [--enforcer-flag=... ...] [--json bench-offloading.json] [--scenarios a,b,...]
-        [--stream-logs 100] [--stream-execs 20] [--stream-pods 10]
+        [--stream-logs 100] [--stream-execs 20] [--stream-pods 10] [--trace] [--profile]
 
 Clusters: two kubesim clusters, each in a child process of its own as two control planes are
 (`--serve-kubesim`, not for direct use); or the two clusters E2E_HOME_KUBECONFIG and
@@ -51,7 +51,10 @@ Scenarios (in this order; each leaves its objects for the next):
   scheduler onto the virtual node: seconds from the first claim created to all home claims Bound
   and to all home pods Running, and the agent's CPU seconds per claim.
 
-Agent and enforcer: peak RSS (VmHWM) and CPU seconds per scenario from /proc. The agent runs with
+Agent and enforcer: peak RSS (VmHWM) and CPU seconds per scenario from /proc; the agent's CPU per
+pod is all its CPU in the offloading phase (from its start, listings included) over --pods.
+--profile samples the agent with py-spy in that phase (scripts/bench_profile.py) and reports the
+functions that took its CPU. The agent runs with
 `--workers` and unthrottled clients (qps 0, as the bare client) unless --agent-flag says
 otherwise; extra flags are appended to its command line (e.g. --agent-flag=--redis-url=...).
 """
@@ -90,6 +93,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import bench_trace  # noqa: E402
+from bench_profile import Profiler  # noqa: E402
 
 from annex.kube import ClientLimits, load_connection  # noqa: E402
 from annex.kubeapi import (  # noqa: E402
@@ -1185,8 +1189,12 @@ class Bench:
             server_cpu = self.kubesim_cpu()
             script_cpu = time.process_time()
             started = time.monotonic()
+            profiler = None
             if label == "agent":
                 self.agent.start()
+                if self.args.profile:
+                    profiler = Profiler(self.agent.pid,
+                                        self.directory / "agent-offloading.pyspy.txt")
             else:
                 await self.bare_offload(pods, self.args.bare_lanes)
             done = await until(self.timeline.all_of(self.timeline.running, "home-pods",
@@ -1229,6 +1237,11 @@ class Bench:
                 result["agent_start_to_first_shadowpod_s"] = round(first - self.agent.spawned, 2)
                 result["converged_seconds"] = round(converged - first, 2)
                 result["agent"] = self.agent.figures()
+                # All its CPU since it started (listing both clusters included) over the pods.
+                result["agent_cpu_ms_per_pod"] = round(
+                    1000 * result["agent"]["cpu_seconds"] / count, 2)
+                if profiler is not None:
+                    result["agent_profile"] = profiler.stop()
             results[label] = result
         results["ratio"] = round(results["agent"]["pods_per_second"]
                                  / results["bare"]["pods_per_second"], 2)
@@ -1505,7 +1518,16 @@ def table(results: dict[str, Any]) -> str:
         rows.append(("offloading ratio agent/bare", f"{found['ratio']} (target ≥ 0.5)"))
         agent = found["agent"]["agent"]
         rows.append(("agent after offloading", f"RSS {agent['rss_mib']} MiB (peak "
-                     f"{agent['peak_rss_mib']}), CPU {agent['cpu_seconds']} s"))
+                     f"{agent['peak_rss_mib']}), CPU {agent['cpu_seconds']} s = "
+                     f"{found['agent'].get('agent_cpu_ms_per_pod')} ms/pod"))
+        profile = found["agent"].get("agent_profile")
+        if profile and "error" in profile:
+            rows.append(("  agent profile", profile["error"]))
+        elif profile:
+            rows.append(("  agent profile", f"{profile['samples']} samples: {profile['file']}"))
+            for what in ("own", "total"):
+                for frame, percent in profile[what]:
+                    rows.append((f"  {what} {percent:5.1f} %", frame))
     if "configmaps" in results:
         found = results["configmaps"]
         for label in ("bare", "agent"):
@@ -1595,6 +1617,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="run the agent traced (scripts/bench_trace.py), trace the "
                              "benchmark's own client too: the latency scenario then reports "
                              "where each path's time goes, step by step")
+    parser.add_argument("--profile", action="store_true",
+                        help="sample the agent with py-spy during the offloading phase (its "
+                             "stacks in the run directory) and report the functions that "
+                             "took its CPU")
     parser.add_argument("--json", default="bench-offloading.json", help="results file")
     parser.add_argument("--serve-kubesim", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--cluster", choices=("home", "remote"), help=argparse.SUPPRESS)
