@@ -13,9 +13,13 @@ picked this virtual node for its first consumer (`volume.kubernetes.io/selected-
   which waits for this volume), the home volume pinned to the virtual node is created, pre-bound
   to the home claim (ProvisioningSucceeded); the home PV controller binds them and the scheduler
   binds the pod to the virtual node;
-- a resize of the home claim (a class with allowVolumeExpansion) is propagated; the remote
-  claim's grown capacity comes back to the home volume and the home claim's status
-  (VolumeResizeSuccessful), as an external resizer writes them;
+- a resize of the home claim (a class with allowVolumeExpansion) is propagated, and the agent
+  writes what an external resizer writes: the remote claim's grown capacity on the home volume,
+  then on the home claim's status (VolumeResizeSuccessful), the remote claim's resize
+  conditions (Resizing, FileSystemResizePending...) on the home claim while it has them, and a
+  refused expansion (the provider's quota) as a VolumeResizeFailed Warning with the
+  ControllerResizeError condition; the PV controller's fields (phase, access modes, the
+  capacity at binding) are never written;
 - the remote claim is deleted only once the home claim is gone (confirmed by the home API
   server); its home volume, Released by the PV controller, is deleted with it (reclaim Delete);
   the remote reclaim policy decides the data;
@@ -31,13 +35,14 @@ the one whose virtual node has the first name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from annex.controller import RETRY, Result
 from annex.events import EventRecorder
 from annex.informers import Change
 from annex.kubeapi import ApiError, core_path, error_message
-from annex.mirror import Key, Mirror
+from annex.mirror import Key, Mirror, key_of
 from annex.writes import confirmed_gone, replace_or_create
 from home_agent.agent import HOME, Agent
 from home_agent.operators import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
@@ -54,13 +59,18 @@ from shared.forge.persistentvolume import (
 )
 from shared.forge.persistentvolumeclaim import (
     awaits_virtual_volume,
+    capacity_of,
     current_class,
+    is_bound,
     real_claim,
     real_claim_name,
     real_claim_of,
     remote_claim,
     remote_storage_class,
+    requested_storage,
+    resize_status,
 )
+from shared.quantity import parse_quantity
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
     SELECTED_NODE_ANNOTATION,
@@ -83,6 +93,11 @@ def _claim_path(namespace: str, name: str) -> str:
 
 def _volume_path(name: str) -> str:
     return core_path("persistentvolumes", name=name)
+
+
+def _expands(local: Mapping[str, Any], remote: Mapping[str, Any]) -> bool:
+    """The home claim asks for another size than its remote claim has."""
+    return requested_storage(local) != requested_storage(remote)
 
 
 class PersistentVolumeClaimReflector(Reflector):
@@ -176,17 +191,33 @@ class PersistentVolumeClaimReflector(Reflector):
                                          self.agent.node_name()):
                 return None  # bound to a home volume whose remote claim is gone: left alone
             return await self._provision(local, desired)
-        if needs_update(current, desired):
-            try:
-                await replace_or_create(
-                    self.agent.remote, _claim_path(remote_namespace, name),
-                    updated_remote(current, desired), lambda: self._create(local, desired))
-            except ApiError as error:
-                if error.status not in REFUSALS:
-                    raise
+        refusal = await self._update(local, current, desired) if needs_update(
+            current, desired) else None
+        await self._provide_home_volume(local, current,
+                                        refusal if _expands(local, current) else None)
+        return None if refusal is None else RETRY
+
+    async def _update(self, local: Mapping[str, Any], current: Mapping[str, Any],
+                      desired: dict[str, Any]) -> str | None:
+        """Write the remote claim (an expansion, labels...) and return the provider's refusal
+        (its quota, a class that does not expand), if any. A refused expansion shows on the
+        home claim as an external resizer shows a failed one: a VolumeResizeFailed Warning here,
+        the ControllerResizeError condition (`resize_status`); anything else refused is a
+        FailedReflection."""
+        namespace, name = key_of(desired)
+        try:
+            await replace_or_create(
+                self.agent.remote, _claim_path(namespace, name),
+                updated_remote(current, desired), lambda: self._create(local, desired))
+        except ApiError as error:
+            if error.status not in REFUSALS:
+                raise
+            if _expands(local, current):
                 await self._event(local, "VolumeResizeFailed", error_message(error), "Warning")
-                return RETRY
-        await self._provide_home_volume(local, current)
+            else:
+                await self._report(local, f"the provider refused the update of its claim "
+                                          f"{namespace}/{name}: {error_message(error)}")
+            return error_message(error)
         return None
 
     def _physical_node(self, claim: Mapping[str, Any]) -> str | None:
@@ -264,8 +295,8 @@ class PersistentVolumeClaimReflector(Reflector):
             return RETRY
         return None  # the remote claim's watch event brings the key back
 
-    async def _provide_home_volume(self, local: Mapping[str, Any],
-                                   remote: Mapping[str, Any]) -> None:
+    async def _provide_home_volume(self, local: Mapping[str, Any], remote: Mapping[str, Any],
+                                   refusal: str | None) -> None:
         phase = (remote.get("status") or {}).get("phase")
         remote_meta = remote.get("metadata") or {}
         if phase == "Lost":
@@ -291,22 +322,36 @@ class PersistentVolumeClaimReflector(Reflector):
                               f"Successfully provisioned volume {name} (remote claim "
                               f"{remote_meta.get('namespace')}/{remote_meta.get('name')})")
             return
-        if phase == "Bound" and (grown := expanded_capacity(existing, remote)) is not None:
-            await self._expand(local, existing, grown)
+        await self._show_resize(local, existing, remote, refusal)
 
-    async def _expand(self, local: Mapping[str, Any], volume: Mapping[str, Any],
-                      capacity: str) -> None:
-        """What an external resizer writes: the volume's capacity, then the claim's."""
-        await self.agent.home.patch(_volume_path(volume["metadata"]["name"]),
-                                    {"spec": {"capacity": {"storage": capacity}}})
+    async def _show_resize(self, local: Mapping[str, Any], volume: Mapping[str, Any],
+                           remote: Mapping[str, Any], refusal: str | None) -> None:
+        """What an external resizer writes: the volume's capacity once the remote claim has
+        grown, then the claim's status (its capacity, the resize conditions: `resize_status`);
+        what the PV controller writes (phase, access modes, the capacity at binding) is left
+        to it."""
+        volume_name = volume["metadata"]["name"]
+        if is_bound(remote) and (grown := expanded_capacity(volume, remote)) is not None:
+            await self.agent.home.patch(_volume_path(volume_name),
+                                        {"spec": {"capacity": {"storage": grown}}})
+        status = resize_status(local, remote, refusal, datetime.now(UTC))
+        if status is None:
+            return
         meta = local.get("metadata") or {}
-        if (local.get("status") or {}).get("phase") == "Bound":
+        try:  # pinned to the claim read: another writer's status is never overwritten
             await self.agent.home.patch(
-                core_path("persistentvolumeclaims", meta.get("namespace", ""), meta["name"],
-                          "status"),
-                {"status": {"capacity": {"storage": capacity}}})
+                _claim_path(meta.get("namespace", ""), meta["name"]) + "/status",
+                {"metadata": {"resourceVersion": meta.get("resourceVersion")},
+                 "status": status})
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            return  # the claim changed meanwhile: its watch event brings the key back
+        old = capacity_of(local)
+        if "capacity" in status and (old is None or parse_quantity(
+                requested_storage(local) or "0") > parse_quantity(old)):
             await self._event(local, "VolumeResizeSuccessful",
-                              f"resize volume {volume['metadata']['name']} to {capacity} "
+                              f"resize volume {volume_name} to {status['capacity']['storage']} "
                               f"succeeded")
 
     async def _delete_released_volumes(self, key: Key) -> None:

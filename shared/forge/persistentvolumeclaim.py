@@ -21,10 +21,11 @@ namespace, with these changes:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from shared.api.resource_offer import ClassOffer
-from shared.forge.common import ReflectionConfig, copied, remote_metadata
+from shared.forge.common import ReflectionConfig, copied, remote_metadata, rfc3339
 from shared.wellknown import (
     REAL_CLAIM_LABEL,
     REMOTE_STORAGE_CLASS_ANNOTATION,
@@ -162,3 +163,49 @@ def real_claim_of(claim: Mapping[str, Any]) -> str | None:
     """The virtual claim a real claim serves (its label), None for any other claim."""
     value = ((claim.get("metadata") or {}).get("labels") or {}).get(REAL_CLAIM_LABEL)
     return None if value is None else str(value)
+
+
+RESIZE_CONDITION_TYPES = ("Resizing", "FileSystemResizePending", "ControllerResizeError",
+                          "NodeResizeError")
+"""The claim conditions a volume's resizers own (external-resizer: Resizing, then
+FileSystemResizePending when the node must grow the file system, ControllerResizeError on a
+failed expansion; the kubelet: NodeResizeError); any other condition is somebody else's."""
+REFUSED_RESIZE_CONDITION = "ControllerResizeError"
+
+
+def resize_status(home: Mapping[str, Any], remote: Mapping[str, Any], refusal: str | None,
+                  now: datetime) -> dict[str, Any] | None:
+    """The status fields the virtual class's resizer writes on the bound `home` claim, as an
+    external-resizer does on its claims (a merge patch of the status), or None when it shows
+    them already:
+    - `capacity`: the `remote` claim's, once it is bound and has grown (the home volume's is
+      written first: `shared.forge.persistentvolume.expanded_capacity`);
+    - the resize conditions (`RESIZE_CONDITION_TYPES`) the remote claim has, as it has them
+      (Resizing while the provider's resizer works, FileSystemResizePending until its kubelet
+      grows the file system...), gone when they go there;
+    - ControllerResizeError with the provider's `refusal` of the expansion (its quota...), kept
+      (with its lastTransitionTime) while the refusal lasts.
+    Every other status field is the PV controller's (phase, accessModes, the capacity written
+    at binding: nothing is written before the claim is bound) and other conditions stay."""
+    status = home.get("status") or {}
+    if status.get("phase") != "Bound":
+        return None
+    current = [dict(c) for c in status.get("conditions") or []]
+    resizing = {str(c.get("type")): copied(dict(c))
+                for c in (remote.get("status") or {}).get("conditions") or []
+                if c.get("type") in RESIZE_CONDITION_TYPES}
+    if refusal is not None:
+        previous = next((c for c in current if c.get("type") == REFUSED_RESIZE_CONDITION
+                         and c.get("status") == "True"), None)
+        resizing[REFUSED_RESIZE_CONDITION] = {
+            "type": REFUSED_RESIZE_CONDITION, "status": "True", "message": refusal,
+            "lastTransitionTime": (previous or {}).get("lastTransitionTime") or rfc3339(now)}
+    conditions = [c for c in current if c.get("type") not in RESIZE_CONDITION_TYPES] + [
+        resizing[kind] for kind in RESIZE_CONDITION_TYPES if kind in resizing]
+    patch: dict[str, Any] = {}
+    if conditions != current:
+        patch["conditions"] = conditions
+    grown = capacity_of(remote) if is_bound(remote) else None
+    if grown is not None and grown != capacity_of(home):
+        patch["capacity"] = {"storage": grown}
+    return patch or None

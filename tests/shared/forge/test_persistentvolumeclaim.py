@@ -3,6 +3,7 @@ provider's class for them, and the remote copy (nothing of the home cluster's st
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from shared.api.resource_offer import ClassOffer
@@ -14,6 +15,7 @@ from shared.forge.persistentvolumeclaim import (
     real_claim_of,
     remote_claim,
     remote_storage_class,
+    resize_status,
 )
 from shared.quota import admit_claim
 from shared.wellknown import (
@@ -128,3 +130,61 @@ def test_a_local_consumers_real_claim_is_owned_by_the_virtual_one_and_placed() -
     assert real["spec"]["resources"] == {"requests": {"storage": "1Gi"}}
     assert real_claim_of(real) == "data-db-0"
     assert real_claim_of(claim) is None
+
+
+NOW = datetime(2026, 11, 24, 19, 0, tzinfo=UTC)
+LATER = datetime(2026, 11, 24, 19, 5, tzinfo=UTC)
+
+
+def bound_claim(capacity: str, *conditions: dict[str, Any]) -> dict[str, Any]:
+    claim = home_claim()
+    claim["spec"]["resources"] = {"requests": {"storage": "2Gi"}}
+    claim["spec"]["volumeName"] = "pvc-u-1"
+    claim["status"] = {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
+                       "capacity": {"storage": capacity}, "conditions": list(conditions)}
+    return claim
+
+
+RESIZING = {"type": "Resizing", "status": "True", "lastTransitionTime": "2026-11-24T18:59:00Z"}
+FS_PENDING = {"type": "FileSystemResizePending", "status": "True",
+              "lastTransitionTime": "2026-11-24T18:59:30Z",
+              "message": "Waiting for user to (re-)start a pod to finish file system resize of "
+                         "volume on node."}
+SOMEBODY_ELSES = {"type": "ModifyingVolume", "status": "True"}
+
+
+def test_the_home_claim_shows_the_remote_resize_as_an_external_resizer_writes_it() -> None:
+    home = bound_claim("1Gi", SOMEBODY_ELSES)
+    resizing = bound_claim("1Gi", RESIZING)
+    assert resize_status(home, resizing, None, NOW) == {"conditions": [SOMEBODY_ELSES, RESIZING]}
+    home["status"]["conditions"] = [SOMEBODY_ELSES, RESIZING]
+    assert resize_status(home, resizing, None, NOW) is None  # shown already
+    pending = bound_claim("1Gi", FS_PENDING)  # the provider's kubelet grows the file system
+    assert resize_status(home, pending, None, NOW) == {"conditions": [SOMEBODY_ELSES,
+                                                                      FS_PENDING]}
+    home["status"]["conditions"] = [SOMEBODY_ELSES, FS_PENDING]
+    done = bound_claim("2Gi")
+    assert resize_status(home, done, None, NOW) == {"conditions": [SOMEBODY_ELSES],
+                                                    "capacity": {"storage": "2Gi"}}
+    home["status"].update(conditions=[SOMEBODY_ELSES], capacity={"storage": "2Gi"})
+    assert resize_status(home, done, None, NOW) is None
+
+
+def test_a_refused_expansion_is_a_controller_resize_error_while_it_lasts() -> None:
+    home = bound_claim("1Gi")
+    remote = bound_claim("1Gi")
+    refusal = 'quota exceeded for requests.storage: requested 1Gi, used 1Gi, limited 1Gi'
+    patch = resize_status(home, remote, refusal, NOW)
+    assert patch == {"conditions": [{"type": "ControllerResizeError", "status": "True",
+                                     "message": refusal,
+                                     "lastTransitionTime": "2026-11-24T19:00:00Z"}]}
+    home["status"]["conditions"] = patch["conditions"]
+    assert resize_status(home, remote, refusal, LATER) is None  # refused again: as it was
+    assert resize_status(home, remote, None, LATER) == {"conditions": []}  # accepted since
+
+
+def test_nothing_is_written_on_a_claim_the_pv_controller_has_not_bound() -> None:
+    pending = home_claim()
+    assert resize_status(pending, bound_claim("2Gi", RESIZING), "refused", NOW) is None
+    unbound_remote = {**bound_claim("5Gi"), "status": {"phase": "Pending"}}
+    assert resize_status(bound_claim("1Gi"), unbound_remote, None, NOW) is None
