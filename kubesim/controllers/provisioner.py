@@ -6,7 +6,10 @@ names it; a WaitForFirstConsumer claim also needs `volume.kubernetes.io/selected
 records Provisioning, creates the volume `pvc-<claim uid>` pre-bound to the claim and records
 ProvisioningSucceeded (or ProvisioningFailed, when the class's simulated capacity is exhausted);
 it deletes the volumes it made once Released with reclaim policy Delete; the CSI one expands a
-bound claim whose class allows it (Resizing, then VolumeResizeSuccessful).
+bound claim whose class allows it as external-resizer does (the Resizing condition and Event,
+the volume's capacity, then the claim's and VolumeResizeSuccessful; or, for a class asking for
+node expansion, FileSystemResizePending until a running pod mounts the claim, when the node's
+part, simulated here, finishes it: FileSystemResizeSuccessful).
 
 On first start the add-on installs kind's default class, `standard` (rancher.io/local-path,
 WaitForFirstConsumer), as kind's storage manifest does.
@@ -18,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from kubesim.apiserver import ApiServer, copy_json
+from kubesim.apiserver import ApiServer, copy_json, now_timestamp
 from kubesim.controllers.base import Controller, WorkQueue, kind_of, run_together, watch_forever
 from kubesim.controllers.events import record_event
 from kubesim.controllers.persistentvolume import (
@@ -26,6 +29,7 @@ from kubesim.controllers.persistentvolume import (
     SELECTED_NODE,
     STORAGE_PROVISIONER,
     claim_key,
+    pod_claim_names,
     requested_storage,
 )
 from kubesim.controllers.quantity import parse_quantity
@@ -39,7 +43,20 @@ SIMULATED_CSI = "csi.kubesim.io"
 # a class parameter bounding what the simulated backend can hold for the class (bytes or a
 # quantity): past it, provisioning fails as a full backend's would
 CAPACITY_PARAMETER = "kubesim.io/capacity"
+# a class parameter ("true"): the simulated CSI driver grows the file system on the node
+# (ControllerExpandVolume's node_expansion_required), once a running pod mounts the claim
+NODE_EXPANSION_PARAMETER = "kubesim.io/node-expansion"
+RESIZE_CONDITIONS = ("Resizing", "FileSystemResizePending")
+CONTROLLER_RESIZE_IN_PROGRESS = "ControllerResizeInProgress"
+NODE_RESIZE_PENDING = "NodeResizePending"
+FS_RESIZE_PENDING_MESSAGE = ("Waiting for user to (re-)start a pod to finish file system resize "
+                             "of volume on node.")
 HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
+def _resize_condition(kind: str, message: str = "") -> Obj:
+    return {"type": kind, "status": "True", "lastTransitionTime": now_timestamp(),
+            **({"message": message} if message else {})}
 
 
 @dataclass(frozen=True)
@@ -105,6 +122,7 @@ class StorageProvisioner(Controller):
         self.claims_kind = kind_of(api, "", "v1", "persistentvolumeclaims")
         self.volumes_kind = kind_of(api, "", "v1", "persistentvolumes")
         self.classes_kind = kind_of(api, "storage.k8s.io", "v1", "storageclasses")
+        self.pods_kind = kind_of(api, "", "v1", "pods")
         self.claims = WorkQueue(self._sync_claim, f"{self.name}-claims", workers=2)
         self.volumes = WorkQueue(self._sync_volume, f"{self.name}-volumes")
 
@@ -119,6 +137,11 @@ class StorageProvisioner(Controller):
     def _on_volume(self, event_type: str, stored: Stored) -> None:
         if event_type != "DELETED":
             self.volumes.add(stored.name)
+
+    def _on_pod(self, event_type: str, stored: Stored) -> None:
+        """A pod's claims: one waiting for its file system to grow may now be mounted."""
+        for name in pod_claim_names(stored.obj):
+            self.claims.add((stored.namespace, name))
 
     def _used(self, class_name: str) -> Decimal:
         return sum((parse_quantity(((v.obj.get("spec") or {}).get("capacity") or {}).get(
@@ -172,10 +195,14 @@ class StorageProvisioner(Controller):
                            component=backend.name)
 
     async def _expand(self, backend: Backend, storage_class: Obj, claim: Obj) -> None:
-        """external-resizer: a bound claim asking for more than its capacity grows."""
-        wanted = requested_storage(claim)
-        capacity = ((claim.get("status") or {}).get("capacity") or {}).get("storage")
-        if capacity is None or wanted <= parse_quantity(capacity):
+        """external-resizer: a bound claim asking for more than its capacity grows — Resizing
+        (the condition, allocatedResources, allocatedResourceStatuses ControllerResizeInProgress),
+        the volume's capacity, then done (capacity, resize conditions gone) or, for a class whose
+        driver grows the file system on the node (`NODE_EXPANSION_PARAMETER`),
+        FileSystemResizePending until the node does (`_expand_on_node`)."""
+        status = claim.get("status") or {}
+        capacity = (status.get("capacity") or {}).get("storage")
+        if capacity is None or requested_storage(claim) <= parse_quantity(capacity):
             return
         if not backend.expandable or not storage_class.get("allowVolumeExpansion"):
             return
@@ -184,19 +211,71 @@ class StorageProvisioner(Controller):
         if stored is None:
             return
         size = ((claim.get("spec") or {}).get("resources") or {}).get("requests", {})["storage"]
+        if (status.get("allocatedResourceStatuses") or {}).get("storage") == NODE_RESIZE_PENDING:
+            if parse_quantity(stored.obj["spec"]["capacity"]["storage"]) >= parse_quantity(size):
+                await self._expand_on_node(claim, stored.obj)
+                return
+        component = "external-resizer " + backend.name
+        claim = await self._resize_status(
+            claim, [_resize_condition("Resizing")], CONTROLLER_RESIZE_IN_PROGRESS,
+            allocatedResources={"storage": size})
         await record_event(self.api, claim, "Normal", "Resizing",
                            f"External resizer is resizing volume {volume_name}",
-                           component="external-resizer " + backend.name)
+                           component=component)
         volume = copy_json(stored.obj)
         volume["spec"]["capacity"]["storage"] = size
         await self.api.update(self.volumes_kind, "", volume_name, volume)
-        new = copy_json(claim)
-        new["status"]["capacity"] = {**new["status"].get("capacity", {}), "storage": size}
-        new["status"]["allocatedResources"] = {"storage": size}
-        await self.api.update(self.claims_kind, *claim_key(claim), new, subresource="status")
+        if (storage_class.get("parameters") or {}).get(NODE_EXPANSION_PARAMETER) == "true":
+            await self._resize_status(claim, [_resize_condition(
+                "FileSystemResizePending", FS_RESIZE_PENDING_MESSAGE)], NODE_RESIZE_PENDING)
+            await record_event(self.api, claim, "Normal", "FileSystemResizeRequired",
+                               "Require file system resize of volume on node",
+                               component=component)
+            return
+        await self._resize_status(claim, [], None, capacity={"storage": size})
         await record_event(self.api, claim, "Normal", "VolumeResizeSuccessful",
-                           "Resize volume succeeded",
-                           component="external-resizer " + backend.name)
+                           "Resize volume succeeded", component=component)
+
+    async def _expand_on_node(self, claim: Obj, volume: Obj) -> None:
+        """The kubelet's part (NodeExpandVolume), simulated here: once a running pod mounts the
+        claim, its file system grows to the volume's capacity and the claim shows it."""
+        namespace, name = claim_key(claim)
+        pod = next((p.obj for p in self.api.store.list(self.pods_kind.storage_key, namespace)
+                    if (p.obj.get("spec") or {}).get("nodeName")
+                    and (p.obj.get("status") or {}).get("phase") == "Running"
+                    and name in pod_claim_names(p.obj)), None)
+        if pod is None:
+            return  # "Waiting for user to (re-)start a pod"
+        await self._resize_status(claim, [], None,
+                                  capacity={"storage": volume["spec"]["capacity"]["storage"]})
+        node = pod["spec"]["nodeName"]
+        message = (f'MountVolume.NodeExpandVolume succeeded for volume '
+                   f'"{volume["metadata"]["name"]}" {node}')
+        for regarding in (pod, claim):
+            await record_event(self.api, regarding, "Normal", "FileSystemResizeSuccessful",
+                               message, component="kubelet", host=node)
+
+    async def _resize_status(self, claim: Obj, conditions: list[Obj], resize_status: str | None,
+                             **fields: Obj) -> Obj:
+        """The claim's status with these resize conditions in place of the ones it had, the
+        storage's allocatedResourceStatuses (None: none), and `fields` (util.MergeResizeConditions
+        OfPVC and the resizer's status patches)."""
+        new = copy_json(claim)
+        status = new.setdefault("status", {})
+        status["conditions"] = [c for c in status.get("conditions") or []
+                                if c.get("type") not in RESIZE_CONDITIONS] + conditions
+        statuses = {k: v for k, v in (status.get("allocatedResourceStatuses") or {}).items()
+                    if k != "storage"}
+        if resize_status is not None:
+            statuses["storage"] = resize_status
+        if statuses:
+            status["allocatedResourceStatuses"] = statuses
+        else:
+            status.pop("allocatedResourceStatuses", None)
+        for key, value in fields.items():
+            status[key] = {**(status.get(key) or {}), **value}
+        return await self.api.update(self.claims_kind, *claim_key(claim), new,
+                                     subresource="status")
 
     async def _sync_volume(self, name: str) -> None:
         stored = self.api.store.get(self.volumes_kind.storage_key, "", name)
@@ -227,5 +306,6 @@ class StorageProvisioner(Controller):
         await run_together(
             watch_forever(self.api, self.claims_kind, self._on_claim),
             watch_forever(self.api, self.volumes_kind, self._on_volume),
+            watch_forever(self.api, self.pods_kind, self._on_pod),
             self.claims.run(), self.volumes.run(),
         )

@@ -154,6 +154,8 @@ def test_expansion_only_where_the_class_allows_it(
         "data", namespace)).status.capacity["storage"] == "2Gi" and c, timeout=30)
     assert home.core.read_persistent_volume(grown.spec.volume_name).spec.capacity[
         "storage"] == "2Gi"
+    assert not grown.status.conditions  # Resizing while it lasted
+    assert {"Resizing", "VolumeResizeSuccessful"} <= set(events_of(home, namespace, "data"))
     with pytest.raises(ApiException) as shrink:
         home.core.patch_namespaced_persistent_volume_claim("data", namespace, {
             "spec": {"resources": {"requests": {"storage": "1Gi"}}}})
@@ -163,6 +165,49 @@ def test_expansion_only_where_the_class_allows_it(
             "spec": {"accessModes": ["ReadWriteMany"]}})
     assert change.value.status == 422
     assert "spec is immutable after creation" in change.value.body
+
+
+@pytest.mark.kubesim_only
+def test_a_file_system_grown_on_the_node_waits_for_a_running_pod(
+        home: Any, namespace: str, storage: client.StorageV1Api) -> None:
+    """A driver that grows the file system on the node (external-resizer, then the kubelet):
+    FileSystemResizePending until a running pod mounts the claim."""
+    name = f"csi-node-{uuid.uuid4().hex[:8]}"
+    node_expanding: Any = {
+        "metadata": {"name": name}, "provisioner": CSI, "allowVolumeExpansion": True,
+        "parameters": {"kubesim.io/node-expansion": "true"}}
+    storage.create_storage_class(node_expanding)
+    try:
+        home.core.create_namespaced_persistent_volume_claim(namespace, claim("data", "1Gi",
+                                                                             name))
+        wait_for(lambda: phase(home, namespace, "data") == "Bound", timeout=30)
+        home.core.patch_namespaced_persistent_volume_claim("data", namespace, {
+            "spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+
+        def resize_conditions() -> list[str]:
+            found = home.core.read_namespaced_persistent_volume_claim("data", namespace)
+            return [c.type for c in found.status.conditions or []]
+        wait_for(lambda: resize_conditions() == ["FileSystemResizePending"], timeout=30,
+                 message="the file system's resize pending on the node")
+        pending = home.core.read_namespaced_persistent_volume_claim("data", namespace)
+        assert pending.status.capacity["storage"] == "1Gi"
+        assert pending.status.allocated_resources == {"storage": "2Gi"}
+        assert pending.status.allocated_resource_statuses == {"storage": "NodeResizePending"}
+        assert home.core.read_persistent_volume(pending.spec.volume_name).spec.capacity[
+            "storage"] == "2Gi"
+        assert {"Resizing", "FileSystemResizeRequired"} <= set(events_of(home, namespace,
+                                                                         "data"))
+
+        home.core.create_namespaced_pod(namespace, pod_with_claim("app", "data"))
+        grown = wait_for(lambda: (c := home.core.read_namespaced_persistent_volume_claim(
+            "data", namespace)).status.capacity["storage"] == "2Gi" and c, timeout=60,
+            message="the file system grown once a pod runs")
+        assert not grown.status.conditions
+        assert grown.status.allocated_resource_statuses is None
+        assert "FileSystemResizeSuccessful" in events_of(home, namespace, "data")
+        assert "FileSystemResizeSuccessful" in events_of(home, namespace, "app")
+    finally:
+        storage.delete_storage_class(name)
 
 
 def test_the_default_class_refuses_expansion(home: Any, namespace: str,
