@@ -40,9 +40,8 @@ from shared.forge.pod import (
     offloading_backoff_status,
     remote_creation_failed_condition,
     remote_pod_refused_condition,
-    remote_pod_spec,
-    shadow_pod,
     shadow_pod_patch,
+    shadow_pod_with_warnings,
     status_from_shadow,
     with_condition,
 )
@@ -176,10 +175,9 @@ class PodOffloader:
     # --- creation and updates ---------------------------------------------------------------
 
     async def _create(self, pod: dict[str, Any], remote_namespace: str) -> Result:
-        config = self.forge_config()
-        for warning in remote_pod_spec(pod, config).warnings:
+        body, warnings = shadow_pod_with_warnings(pod, remote_namespace, self.forge_config())
+        for warning in warnings:
             await self.events.record(pod, FAILED_REFLECTION_REASON, warning)
-        body = shadow_pod(pod, remote_namespace, config)
         try:
             await self.agent.remote.create(custom_path(SHADOWPOD, remote_namespace), body)
         except Exception as error:

@@ -372,15 +372,29 @@ def _pod_anti_affinity(
     return {"requiredDuringSchedulingIgnoredDuringExecution": [term]}, warnings
 
 
+def _remote_pod_tolerations(
+    local_spec: Mapping[str, Any], patch: OffloadingPatch | None
+) -> list[dict[str, Any]]:
+    """The remote pod's tolerations: the home pod's (`remote_tolerations`) but the node-health
+    ones, then the offloadingPatch's it lacks.
+
+    Not-ready/unreachable tolerations are about the virtual node (the pod webhook sets them, or
+    DefaultTolerationSeconds): the remote API server gives the remote pod its own defaults."""
+    tolerations = remote_tolerations(
+        t for t in local_spec.get("tolerations") or [] if not is_node_health_toleration(t))
+    # Filtered too: whoever writes the patch, remote pods never tolerate virtual nodes.
+    for toleration in remote_tolerations(patch.tolerations if patch is not None else ()):
+        if toleration not in tolerations:
+            tolerations.append(toleration)
+    return tolerations
+
+
 def _apply_offloading_patch(spec: dict[str, Any], patch: OffloadingPatch | None) -> None:
+    """The patch's scheduling constraints (its tolerations: `_remote_pod_tolerations`)."""
     if patch is None:
         return
     if patch.node_selector:
         spec["nodeSelector"] = dict(patch.node_selector)
-    # Filtered too: whoever writes the patch, remote pods never tolerate virtual nodes.
-    for toleration in remote_tolerations(patch.tolerations):
-        if toleration not in spec["tolerations"]:
-            spec["tolerations"].append(copied(toleration))
     node_affinity = (patch.affinity or {}).get("nodeAffinity")
     if node_affinity:
         spec.setdefault("affinity", {})["nodeAffinity"] = copied(node_affinity)
@@ -399,10 +413,7 @@ def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> For
     spec.update(dict.fromkeys(FORCED_OFF_SPEC_FIELDS, False))
     # The home service account does not exist remotely; its token comes through a Secret.
     spec["automountServiceAccountToken"] = False
-    # Not-ready/unreachable tolerations are about the virtual node (the pod webhook sets them, or
-    # DefaultTolerationSeconds): the remote API server gives the remote pod its own defaults.
-    spec["tolerations"] = remote_tolerations(
-        t for t in local_spec.get("tolerations") or [] if not is_node_health_toleration(t))
+    spec["tolerations"] = _remote_pod_tolerations(local_spec, config.offloading_patch)
 
     token_support = config.enable_apiserver_support
     apiserver_env = (
@@ -440,13 +451,22 @@ def shadow_pod(
 ) -> dict[str, Any]:
     """The ShadowPod asking the remote enforcer for `local_pod`: same name, twin namespace, the
     pod's labels and annotations minus the skip lists, the ownership labels, the remote spec.
-    (The spec's warnings come with `remote_pod_spec`.)"""
+    (The spec's warnings come with `shadow_pod_with_warnings`.)"""
+    return shadow_pod_with_warnings(local_pod, remote_namespace, config)[0]
+
+
+def shadow_pod_with_warnings(
+    local_pod: Mapping[str, Any], remote_namespace: str, config: PodForgeConfig
+) -> tuple[dict[str, Any], list[str]]:
+    """`shadow_pod`, and what could not be honoured in its spec (`remote_pod_spec`'s warnings,
+    for Events on the home pod), from one forge."""
+    forged = remote_pod_spec(local_pod, config)
     return {
         "apiVersion": SHADOWPOD.api_version,
         "kind": SHADOWPOD.kind,
         "metadata": remote_metadata(local_pod, remote_namespace, config.reflection),
-        "spec": {"pod": remote_pod_spec(local_pod, config).spec},
-    }
+        "spec": {"pod": forged.spec},
+    }, forged.warnings
 
 
 def _active_deadline_update(current: Any, desired: Any) -> Any:
@@ -458,26 +478,50 @@ def _active_deadline_update(current: Any, desired: Any) -> Any:
     return current
 
 
+_IMAGED_CONTAINERS = ("containers", "initContainers")
+
+
+def _updatable_spec(local_spec: Mapping[str, Any], config: PodForgeConfig) -> dict[str, Any]:
+    """The fields of `remote_pod_spec` whose changes a running pod accepts, without forging
+    the rest: the containers' names and images (the forge keeps both), activeDeadlineSeconds
+    (copied) and the tolerations."""
+    updatable: dict[str, Any] = {
+        key: [{"name": c.get("name"), "image": c.get("image")} for c in local_spec.get(key) or []]
+        for key in _IMAGED_CONTAINERS
+    }
+    updatable["activeDeadlineSeconds"] = local_spec.get("activeDeadlineSeconds")
+    updatable["tolerations"] = _remote_pod_tolerations(local_spec, config.offloading_patch)
+    return updatable
+
+
 def _accepted_changes(
     current_remote_spec: Mapping[str, Any], desired: Mapping[str, Any]
 ) -> dict[str, Any] | None:
-    """`current_remote_spec` with the changes of the forged spec `desired` that a running pod
-    accepts, or None when there are none."""
-    updated = copied(dict(current_remote_spec))
-    for key in ("containers", "initContainers"):
+    """`current_remote_spec` with the changes of the forged spec `desired` (or its
+    `_updatable_spec`) that a running pod accepts, or None when there are none. Copied only
+    when something changes: this runs at each status change of every offloaded pod."""
+    images: list[tuple[str, int, Any]] = []
+    for key in _IMAGED_CONTAINERS:
         # A pod's containers cannot be added or removed, so they pair up by position.
-        for container, wanted in zip(updated.get(key) or [], desired.get(key) or [], strict=False):
-            if container.get("name") == wanted.get("name") and wanted.get("image") is not None:
-                container["image"] = wanted["image"]
-    deadline = _active_deadline_update(
-        updated.get("activeDeadlineSeconds"), desired.get("activeDeadlineSeconds")
-    )
+        pairs = zip(current_remote_spec.get(key) or [], desired.get(key) or [], strict=False)
+        for index, (container, wanted) in enumerate(pairs):
+            image = wanted.get("image")
+            if (container.get("name") == wanted.get("name") and image is not None
+                    and container.get("image") != image):
+                images.append((key, index, image))
+    current_deadline = current_remote_spec.get("activeDeadlineSeconds")
+    deadline = _active_deadline_update(current_deadline, desired.get("activeDeadlineSeconds"))
+    current_tolerations = list(current_remote_spec.get("tolerations") or [])
+    added = [t for t in desired.get("tolerations") or [] if t not in current_tolerations]
+    if not images and deadline == current_deadline and not added:
+        return None
+    updated = copied(dict(current_remote_spec))
+    for key, index, image in images:
+        updated[key][index]["image"] = image
     if deadline is not None:
         updated["activeDeadlineSeconds"] = deadline
-    current_tolerations = list(updated.get("tolerations") or [])
-    added = [t for t in desired.get("tolerations") or [] if t not in current_tolerations]
     if added:
-        updated["tolerations"] = current_tolerations + added
+        updated["tolerations"] = current_tolerations + copied(added)
     return None if updated == current_remote_spec else updated
 
 
@@ -500,14 +544,17 @@ def shadow_pod_patch(
     metadata = current.get("metadata") or {}
     if metadata.get("deletionTimestamp"):
         return None
-    desired = shadow_pod(local_pod, str(metadata.get("namespace", "")), config)
+    # What `shadow_pod` would give it, but only the parts compared: forging the whole spec at
+    # each status change of every pod was most of the pods' reconciles.
+    desired_metadata = remote_metadata(local_pod, str(metadata.get("namespace", "")),
+                                       config.reflection)
     patch: dict[str, Any] = {}
     spec = _accepted_changes((current.get("spec") or {}).get("pod") or {},
-                             desired["spec"]["pod"])
+                             _updatable_spec(local_pod.get("spec") or {}, config))
     if spec is not None:
         patch["spec"] = {"pod": spec}
     for key in ("labels", "annotations"):
-        change = _map_patch(metadata.get(key) or {}, desired["metadata"].get(key) or {})
+        change = _map_patch(metadata.get(key) or {}, desired_metadata.get(key) or {})
         if change:
             patch.setdefault("metadata", {})[key] = change
     if not patch:

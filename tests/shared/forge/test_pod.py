@@ -318,6 +318,28 @@ def test_one_shadow_pod_patch_brings_the_shadow_pod_to_the_home_pod(
 
 
 @EXAMPLES
+@given(pods, pods, configs)
+def test_the_patched_spec_has_what_the_whole_forge_gives_a_running_pod(
+    before: dict[str, Any], after: dict[str, Any], config: PodForgeConfig
+) -> None:
+    """The patch forges only what it compares: the result is what the whole forged spec of the
+    home pod gives the fields a running pod accepts changes of."""
+    shadow = shadow_pod(before, "shop-home", config)
+    patch = shadow_pod_patch(shadow, after, config)
+    written = merge_patched(shadow, patch) if patch is not None else shadow
+    spec, forged = written["spec"]["pod"], shadow_pod(after, "shop-home", config)["spec"]["pod"]
+    for key in ("containers", "initContainers"):
+        for container, wanted in zip(spec.get(key) or [], forged.get(key) or [], strict=False):
+            if container["name"] == wanted["name"]:
+                assert container["image"] == wanted["image"]
+    assert all(t in spec.get("tolerations", []) for t in forged.get("tolerations", []))
+    deadlines = (spec.get("activeDeadlineSeconds"), forged.get("activeDeadlineSeconds"),
+                 shadow["spec"]["pod"].get("activeDeadlineSeconds"))
+    assert deadlines[0] == (deadlines[2] if deadlines[1] is None or deadlines[2] is not None
+                            and deadlines[1] >= deadlines[2] else deadlines[1])
+
+
+@EXAMPLES
 @given(pods, configs, st.sampled_from(["nginx:1.25", "nginx:1.27", "busybox"]))
 def test_image_changes_reach_the_remote_pod(
     pod: dict[str, Any], config: PodForgeConfig, image: str
