@@ -165,3 +165,15 @@ def test_an_expansion_the_provider_refuses_shows_on_the_home_claim_and_nothing_e
     assert _reconcile(reflector) is None
     assert _status_patches(home) == [{"metadata": {"resourceVersion": "12"},
                                       "status": {"conditions": []}}]
+
+
+def test_another_refused_update_is_a_failed_reflection_not_a_resize_error() -> None:
+    reflector, home, remote = _setup()
+    remote.refused.add(REMOTE_CLAIM_PATH)
+    labelled = _home_claim("1Gi", "1Gi")
+    labelled["metadata"]["labels"] = {"tier": "gold"}
+    _see(reflector, labelled, _remote_claim("1Gi", "1Gi"))
+    assert _reconcile(reflector) is not None
+    assert "FailedReflection" in home.events()
+    assert "VolumeResizeFailed" not in home.events()
+    assert _status_patches(home) == []
