@@ -88,6 +88,10 @@ class EventReflector:
         """What remote Events are about → their home copy keys."""
         self._topic: dict[Key, About] = {}
         """Home copy key → what its remote Event is about (the reverse of `_about`)."""
+        self._written: dict[Key, str] = {}
+        """Home copy key → the resourceVersion of the copy our last write made, until the home
+        watch shows a version of it: that echo is the copy the writing reconcile wanted, and
+        looking at it again would only compare it (a copy, its echo: half the reconciles)."""
 
     # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
@@ -129,6 +133,10 @@ class EventReflector:
         return () if home_key is None else (home_key,)
 
     def home_keys(self, change: Change) -> Iterable[Key]:
+        written = self._written.pop(change.key, None)
+        if (written is not None and not change.deleted
+                and (change.obj.get("metadata") or {}).get("resourceVersion") == written):
+            return ()  # our own write's echo
         return (change.key,)
 
     def resync(self) -> None:
@@ -143,8 +151,12 @@ class EventReflector:
             self.controller.add(key)
 
     def home_object_keys(self, kind: str, change: Change) -> Iterable[Key]:
-        """A home object of `kind` changed: its Events may now come home (or their copies be
-        attached to a new home object)."""
+        """A home object of `kind` came or went: its Events may now come home (or their copies
+        be attached to a new home object). An update changes nothing a copy reads of it (its
+        name and uid: an object entering or leaving a watch's selection is ADDED or DELETED),
+        and a pod's status changes are most of the agent's events."""
+        if change.event_type == "MODIFIED":
+            return []
         namespace, name = change.key
         reflector = self._reflector(kind)
         if reflector is not None:
@@ -242,16 +254,27 @@ class EventReflector:
         except Foreign:
             log.warning("home Event %s/%s exists and is not ours: left alone", namespace, name)
             return
+        if created:
+            self._wrote(existing)
         # Not created: our copy, and the home watch has not shown it yet (e.g. after a restart).
         if not created and event_needs_update(existing, desired):
             await self._replace(existing, desired)
 
     async def _replace(self, current: Mapping[str, Any], desired: dict[str, Any]) -> None:
         """`current`: the copy, or its summary (its metadata is what the write keeps)."""
-        await replace_or_create(  # created anew if it expired meanwhile (the mirror lagged)
+        # Created anew if it expired meanwhile (the mirror lagged).
+        self._wrote(await replace_or_create(
             self.agent.home, core_path("events", *key_of(desired)),
             updated_remote({"metadata": current.get("metadata") or {}}, desired),
-            lambda: self._create(desired))
+            lambda: self._create(desired)))
+
+    def _wrote(self, answer: Any) -> None:
+        """Remember the version of the copy the server answered a write with (`home_keys`)."""
+        if not isinstance(answer, dict):
+            return
+        version = (answer.get("metadata") or {}).get("resourceVersion")
+        if version:
+            self._written[key_of(answer)] = str(version)
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
         await delete_owned(self.agent.home, core_path("events", *key_of(dict(current))),

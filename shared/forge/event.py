@@ -28,9 +28,10 @@ The home copy (as Liqo's event reflector):
 """
 
 import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any
+
+import orjson
 
 from shared.forge.common import ReflectionConfig, compared_form, copied, without_keys
 from shared.ownership import ownership_labels
@@ -169,10 +170,10 @@ def home_copy_summary(home_event: Mapping[str, Any]) -> dict[str, Any]:
     Events): its identity and labels (whose it is), and the digest of what
     `event_needs_update` compares."""
     metadata = home_event.get("metadata") or {}
-    form = json.dumps(compared_form(home_event), sort_keys=True, separators=(",", ":"),
-                      default=str)
+    # One digest per home copy watch event and per reconcile: orjson, several times quicker.
+    form = orjson.dumps(compared_form(home_event), option=orjson.OPT_SORT_KEYS, default=str)
     return {"metadata": {key: metadata[key] for key in _SUMMARY_METADATA if key in metadata},
-            "digest": hashlib.sha256(form.encode()).hexdigest()}
+            "digest": hashlib.sha256(form).hexdigest()}
 
 
 _SUMMARY_METADATA = ("namespace", "name", "uid", "resourceVersion", "labels")
