@@ -154,6 +154,7 @@ class Story:
         t = self.timings
         release = self._install_chart(home, "home-agent", {
             "clusterId": HOME_ID, "logFormat": "text",
+            "controller": {"enabled": False},  # the chart's agent, run here as a process
             "lease": {"renewIntervalSeconds": t.lease_renew_seconds},
             "healthCheck": {"intervalSeconds": t.health_interval_seconds,
                             "timeoutSeconds": t.health_timeout_seconds,

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from annex.kube import ClientLimits
 from annex.leader import ElectionTimings
+from shared.forge.agent import election_lease_name
 from shared.tenancy import tenant_namespace_name
 
 
@@ -144,7 +145,7 @@ SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 
 def default_lease_name(remote_cluster_id: str) -> str:
     """One Lease per agent identity: the home cluster has one agent per remote cluster."""
-    return f"annex-home-agent-{remote_cluster_id}"
+    return election_lease_name(remote_cluster_id)
 
 
 def _keys(text: str) -> tuple[str, ...]:

@@ -76,12 +76,14 @@ async def _label_namespace(agent: Agent, namespace: str, offloaded: bool) -> Non
 async def reconcile_offloading(agent: Agent, namespace: str) -> None:
     obj = agent.mirrors.offloadings.get((namespace, NAMESPACE_OFFLOADING_NAME))
     config = agent.config
+    virtual_node = agent.virtual_node()
     plan = offloading_plan(
         obj, namespace, agent.namespace_map(), node_name=agent.node_name(),
         node_labels=virtual_node_labels(agent.node_name(), config.remote_cluster_id,
-                                        agent.offer(), agent.virtual_node()),
+                                        agent.offer(), virtual_node),
         home_cluster_id=config.home_cluster_id, remote_cluster_id=config.remote_cluster_id,
-        now=datetime.now(UTC))
+        now=datetime.now(UTC), withdrawn=virtual_node is not None
+        and virtual_node.metadata.deletion_timestamp is not None)
     await _label_namespace(agent, namespace, plan.scheduling_enabled)
     if obj is not None and plan.finalizer:
         await _set_finalizer(agent, obj, present=True)  # before the twin is asked for

@@ -33,6 +33,9 @@ async def reconcile_node(agent: Agent) -> None:
     now = datetime.now(UTC)
     current = agent.mirrors.nodes.get(("", name))
     offer_known = agent.tenant_synced.is_set()
+    if current is None and virtual_node is not None and (
+            virtual_node.metadata.deletion_timestamp is not None):
+        return  # drained by the home controller, which deletes the node: not made again
     if current is None and not offer_known:
         agent.queue.add_after(("node",), 1.0)  # a new node waits for the offer
         return

@@ -1,6 +1,7 @@
 """What the home controller does on the home cluster, as RBAC rules (the chart's roles are
 checked against these by tests/charts/test_home_controller_chart.py): ForeignClusters are
-cluster-scoped; the consumer Secrets and the VirtualNodes it creates are in its namespace."""
+cluster-scoped; the consumer Secrets, the VirtualNodes and the agents it makes of them are in its
+namespace."""
 
 from __future__ import annotations
 
@@ -16,14 +17,33 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [DISCOVERY_GROUP], "resources": ["foreignclusters"],
      "verbs": [*READ_VERBS, "create", "patch", "delete"]},
     {"apiGroups": [DISCOVERY_GROUP], "resources": ["foreignclusters/status"], "verbs": ["patch"]},
-    # Virtual nodes: cordoned while their provider offers nothing.
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ_VERBS, "patch"]},
+    # Virtual nodes: cordoned while their provider offers nothing, or drained; deleted with
+    # their VirtualNode.
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ_VERBS, "patch", "delete"]},
+    # A drained virtual node's pods.
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+    # A drain waits for the agent's finalizers on them (the provider's namespaces removed).
+    {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings"], "verbs": ["list"]},
 ]
 
+OWNED_VERBS = [*READ_VERBS, "create", "update", "delete"]
+
 NAMESPACE_RULES: list[dict[str, Any]] = [
-    # The consumer kubeconfig Secrets consent leaves (read as the consumer: the offer).
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": READ_VERBS},
-    # The VirtualNode of an accepted provider.
+    # The consumer kubeconfig Secrets consent leaves (read as the consumer: the offer). patch:
+    # the agent's Role grants it on its kubeconfig Secret, and RBAC lets nobody grant what it
+    # does not hold.
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": [*READ_VERBS, "patch"]},
+    # The VirtualNode of an accepted provider; the finalizer and status of every one.
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes"],
-     "verbs": [*READ_VERBS, "create"]},
+     "verbs": [*READ_VERBS, "create", "patch"]},
+    {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes/status"], "verbs": ["patch"]},
+    # Each VirtualNode's agent (shared/forge/agent.py).
+    {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": OWNED_VERBS},
+    {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": OWNED_VERBS},
+    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+     "verbs": OWNED_VERBS},
+    # A drain waits for the agent's election Lease (and its pods), which goes with it.
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "delete"]},
+    # What the controller says on VirtualNodes.
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
 ]

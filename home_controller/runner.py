@@ -3,15 +3,17 @@ kubeconfig Secrets and VirtualNodes of the controller's namespace) feeding the i
 registry, the discovery sources that are enabled, the ForeignCluster controller (annex's one
 runtime: the same keys, sync gates, retries and metrics as the agent's and the enforcer's
 controllers), and the health server. A VirtualNode controller (the agents' Deployments) adds its
-own Controller and routes to the same registry and client."""
+own Controller and routes to the same registry and client (with `--agent-template`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
-from annex.controller import metric_families
+from annex.controller import Controller, metric_families
+from annex.events import EventRecorder
 from annex.informers import Informers
 from annex.kube import load_connection
 from annex.kubeapi import REQUESTS, ClusterApi, group_path
@@ -22,12 +24,14 @@ from home_controller.foreign_clusters import HOME, ForeignClusters
 from home_controller.mdns import MdnsBrowser
 from home_controller.settings import Settings
 from home_controller.sightings import Sightings
+from home_controller.virtual_nodes import VirtualNodes
+from shared.forge.agent import AgentTemplate
 
 log = logging.getLogger(__name__)
 
 
 def _watches(api: ClusterApi, informers: Informers, namespace: str,
-             clusters: ForeignClusters) -> list[asyncio.Task[Any]]:
+             listers: list[ForeignClusters | VirtualNodes]) -> list[asyncio.Task[Any]]:
     tasks: list[asyncio.Task[Any]] = []
     for by, scope in (("cluster", ""), ("namespace", namespace)):
         for (group, version, plural), selector in informers.watched(HOME, by).items():
@@ -35,7 +39,8 @@ def _watches(api: ClusterApi, informers: Informers, namespace: str,
                 informers.dispatch(HOME, plural, event_type, obj)
 
             def listed(plural: str = plural) -> None:
-                clusters.on_listed(plural)
+                for lister in listers:
+                    lister.on_listed(plural)
 
             tasks.append(asyncio.create_task(list_and_watch(
                 api, group_path(group, version, plural, scope), sink,
@@ -50,6 +55,15 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     clusters: ForeignClusters
     sightings = Sightings(lambda cluster_id: clusters.controller.add(cluster_id))
     clusters = ForeignClusters(api, informers, sightings, settings.workers)
+    controllers: list[Controller[Any]] = [clusters.controller]
+    agents = None
+    if settings.agent_template is not None:
+        template = AgentTemplate.model_validate_json(Path(settings.agent_template).read_text())
+        agents = VirtualNodes(api, informers, template,
+                              EventRecorder(api, "annex-home-controller"),
+                              drain_timeout=settings.drain_timeout_seconds,
+                              workers=settings.workers)
+        controllers.append(agents.controller)
     sources: list[MdnsBrowser | DnsBrowser] = []
     if settings.discover_mdns:
         sources.append(MdnsBrowser(sightings, settings.mdns_interfaces,
@@ -57,21 +71,26 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     if settings.discover_dns_domains:
         sources.append(DnsBrowser(sightings, settings.discover_dns_domains,
                                   settings.dns_servers, settings.dns_interval_seconds))
-    tasks = [asyncio.create_task(clusters.controller.run(), name="controller"),
+    tasks = [*(asyncio.create_task(controller.run(), name=controller.name)
+               for controller in controllers),
              *(asyncio.create_task(source.run(), name=type(source).__name__)
                for source in sources),
-             *_watches(api, informers, settings.namespace, clusters)]
+             *_watches(api, informers, settings.namespace,
+                       [clusters, *([agents] if agents is not None else [])])]
     health = await serve_probes(
-        settings.health_address, settings.health_port, ready=clusters.synced,
+        settings.health_address, settings.health_port,
+        ready=lambda: clusters.synced() and (agents is None or agents.synced()),
         not_ready="listing and discovering",
-        scrape=lambda: exposition([*metric_families("annex_home_controller", [clusters.controller]),
+        scrape=lambda: exposition([*metric_families("annex_home_controller", controllers),
                                    *REQUESTS.families()]))
-    log.info("home controller: namespace %s, discovery %s", settings.namespace,
-             ", ".join(type(s).__name__ for s in sources) or "off")
+    log.info("home controller: namespace %s, discovery %s, agents %s", settings.namespace,
+             ", ".join(type(s).__name__ for s in sources) or "off",
+             "from VirtualNodes" if agents is not None else "made elsewhere")
     try:
         await (stop.wait() if stop is not None else asyncio.Event().wait())
     finally:
-        clusters.controller.stop()
+        for controller in controllers:
+            controller.stop()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

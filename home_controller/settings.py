@@ -11,6 +11,8 @@ from typing import Literal
 class Settings:
     kubeconfig: str | None = None
     namespace: str = "annex-system"
+    agent_template: str | None = None
+    drain_timeout_seconds: float = 300.0
     discover_mdns: bool = False
     mdns_interfaces: tuple[str, ...] = ()
     mdns_settle_seconds: float = 3.0
@@ -37,6 +39,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", default="annex-system",
                    help="where the consumer kubeconfig Secrets and the VirtualNodes are (the "
                         "home chart's namespace)")
+    p.add_argument("--agent-template",
+                   help="the agents' template (the home chart's ConfigMap <release>-agent-template"
+                        "): with it, every VirtualNode of the namespace gets its agent "
+                        "Deployment, owned by it; without it, agents are made elsewhere")
+    p.add_argument("--drain-timeout-seconds", type=float, default=300.0,
+                   help="how long a deleted VirtualNode waits for its pods, its remote objects "
+                        "and its agent to go before the agent is removed all the same")
     p.add_argument("--discover-mdns", action="store_true",
                    help="browse the LAN for providers announced with mDNS (_annex._tcp.local.)")
     p.add_argument("--mdns-interfaces", type=_names, default=(),

@@ -152,6 +152,8 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
           ("status.replicas",), ("all",)),
     _kind("apps", "v1", "statefulsets", "StatefulSet", True, ("sts",), ("status", "scale"), (),
           ("all",)),
+    _kind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",),
+          ("status",)),
     _kind("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",)),
     _kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
           False, ("crd", "crds"), ("status",), (), ("api-extensions",),

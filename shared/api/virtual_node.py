@@ -20,13 +20,30 @@ VIRTUAL_NODE = ResourceDefinition(
     short_names=("vn",),
     printer_columns=(
         PrinterColumn("Cluster", "string", ".spec.clusterId"),
+        PrinterColumn("Phase", "string", ".status.phase"),
         PrinterColumn("Node", "string", ".status.nodeName"),
         PrinterColumn("Ready", "string", '.status.conditions[?(@.type=="Ready")].status'),
+        PrinterColumn("Agents", "string", ".status.agent.ready",
+                      "Agent replicas ready / wanted"),
         AGE_COLUMN,
     ),
 )
 
 READY_CONDITION = "Ready"
+FINALIZER = f"virtualnode-controller.{OFFLOADING_GROUP}/finalizer"
+"""The home controller's: a VirtualNode being deleted waits for its virtual node's drain."""
+
+
+class VirtualNodePhase(StrEnum):
+    """What the home controller is doing with the VirtualNode's agent."""
+
+    CREATING = "Creating"
+    """The agent's objects are made, its replicas not ready yet."""
+    RUNNING = "Running"
+    DRAINING = "Draining"
+    """Deleted: the virtual node is cordoned and drained before the agent goes."""
+    REFUSED = "Refused"
+    """An object the agent needs has a name taken by someone else (an Event says which)."""
 
 
 class TaintEffect(StrEnum):
@@ -55,6 +72,15 @@ class VirtualNodeSpec(ApiModel):
     """Overrides the capacity the ResourceOffer announces."""
     offloading_patch: OffloadingPatch = Field(default={}, validate_default=True)
     kubeconfig_secret_ref: LocalObjectReference | None = None
+    tenant_namespace: str | None = None
+    """The agent's tenant namespace on the provider (default `annex-tenant-<home cluster id>`).
+    This and the CIDRs below are the agent's command line: the home controller rolls the agent
+    when they change."""
+    remote_pod_cidr: str | None = None
+    """The provider's pod CIDR, with `remappedPodCidr`: where it is reachable from home."""
+    remapped_pod_cidr: str | None = None
+    remapped_home_pod_cidr: str | None = None
+    """Where this provider reaches the home pod CIDR (the home chart's homePodCidr)."""
     not_ready_toleration_seconds: int | None = Field(default=None, ge=0)
     """How long pods of offloaded namespaces stay bound to this virtual node while it is
     not-ready or unreachable (the pod webhook's NoExecute tolerations of those taints). Unset:
@@ -65,7 +91,18 @@ class VirtualNodeSpec(ApiModel):
         return self.node_name or f"{VIRTUAL_NODE_NAME_PREFIX}{self.cluster_id}"
 
 
+class AgentStatus(ApiModel):
+    """The agent Deployment as the home controller sees it."""
+
+    deployment: str | None = None
+    ready: str | None = None
+    """Ready replicas / wanted, e.g. "2/2"."""
+
+
 class VirtualNodeStatus(ApiModel):
+    phase: VirtualNodePhase | None = None
+    """Written by the home controller (the agent writes the node, conditions, health check)."""
+    agent: AgentStatus | None = None
     node_name: str | None = None
     conditions: list[Condition] = Field(default=[])
     last_health_check: AwareDatetime | None = None

@@ -125,12 +125,14 @@ class OffloadingPlan:
 def offloading_plan(offloading: Mapping[str, Any] | None, namespace: str,
                     namespace_map: NamespaceMap | None, *, node_name: str,
                     node_labels: Mapping[str, str], home_cluster_id: str,
-                    remote_cluster_id: str, now: datetime) -> OffloadingPlan:
+                    remote_cluster_id: str, now: datetime,
+                    withdrawn: bool = False) -> OffloadingPlan:
     """The plan for `namespace`'s NamespaceOffloading (None: there is none) on the virtual node
     `node_name` with `node_labels` (what its clusterSelector is matched against).
 
     - no NamespaceOffloading: no label, no entry;
-    - being deleted, or not selecting this virtual node: no entry; while the enforcer still
+    - being deleted, not selecting this virtual node, or the virtual node `withdrawn` (its
+      VirtualNode deleted: the home controller drains it): no entry; while the enforcer still
       reports the twin, Ready is False (Terminating) and the finalizer stays; then the finalizer
       goes, and this cluster's conditions too unless the object goes with it;
     - selected: the finalizer, the entry under the mapping strategy's name and Ready as the
@@ -147,7 +149,8 @@ def offloading_plan(offloading: Mapping[str, Any] | None, namespace: str,
     previous = parsed.status.remote_namespaces_conditions.get(remote_cluster_id)
     previous_conditions = [c.to_wire() for c in previous] if previous else None
 
-    if terminating or not node_selector_matches(spec.cluster_selector, node_labels, node_name):
+    if terminating or withdrawn or not node_selector_matches(spec.cluster_selector, node_labels,
+                                                             node_name):
         still_mapped = namespace_map is not None and (
             namespace in namespace_map.status.current_mapping)
         if still_mapped:

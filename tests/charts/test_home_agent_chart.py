@@ -18,8 +18,12 @@ from tests.charts.helm import NAMESPACE, ROOT, ChartCase, only, render, schema_e
 CHART = ROOT / "charts" / "home-agent"
 KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []\n"
 MINIMAL = {"clusterId": "home-1"}
+CHART_AGENTS = {"controller": {"enabled": False}}
+"""Without the home controller the chart renders each remote's agent itself: what most tests
+here check (with it, the controller makes the same objects: tests/shared/forge/test_agent.py)."""
 FULL = {
     "clusterId": "home-1",
+    **CHART_AGENTS,
     "homeApiServer": {"host": "api.home.example", "port": 6443},
     "remotes": [
         {"clusterId": "provider-1", "kubeconfig": KUBECONFIG,
@@ -32,7 +36,7 @@ FULL = {
          "tenantNamespace": "tenant-home-1", "nodeName": "big-provider"},
     ],
 }
-CASE = ChartCase(name="home-agent", chart=CHART, minimal=MINIMAL, full=FULL,
+CASE = ChartCase(name="home-agent", chart=CHART, minimal={**MINIMAL, **CHART_AGENTS}, full=FULL,
                  rules=HOME_AGENT_RULES, probe_port="metrics",
                  webhook_kind="MutatingWebhookConfiguration", webhook_path=MUTATE_POD_PATH)
 
@@ -138,8 +142,8 @@ def test_the_agents_may_hold_their_election_leases_in_the_release_namespace() ->
     binding = only(manifests, "RoleBinding", "annex-home-agent-leader-election")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "namespace": NAMESPACE,
-                                    "name": only(manifests, "ServiceAccount")["metadata"][
-                                        "name"]}]
+                                    "name": only(manifests, "ServiceAccount",
+                                                 "annex-home-agent")["metadata"]["name"]}]
 
 
 def test_each_remote_gets_a_virtual_node_and_its_kubeconfig_secret() -> None:
@@ -199,12 +203,12 @@ REMOTE = {"clusterId": "provider-1", "kubeconfigSecret": "provider-1-kubeconfig"
 
 def test_the_reflection_values_reach_the_agent_flags() -> None:
     """Liqo's Helm values: reflection.<kind>.type / .workers and reflection.skip.*."""
-    defaults = _agent_config({**MINIMAL, "remotes": [REMOTE]})
+    defaults = _agent_config({**MINIMAL, **CHART_AGENTS, "remotes": [REMOTE]})
     assert set(defaults.reflection_workers.values()) == {3}
     assert set(defaults.reflection_types.values()) == {"DenyList"}
     assert (defaults.labels_not_reflected, defaults.annotations_not_reflected) == ((), ())
 
-    config = _agent_config({**MINIMAL, "remotes": [REMOTE], "reflection": {
+    config = _agent_config({**MINIMAL, **CHART_AGENTS, "remotes": [REMOTE], "reflection": {
         "secret": {"type": "AllowList", "workers": 0}, "ingress": {"workers": 7},
         "event": {"workers": 0}, "serviceaccount": {"workers": 5},
         "skip": {"labels": ["cloud.example/zone", "team"],
@@ -219,11 +223,11 @@ def test_the_reflection_values_reach_the_agent_flags() -> None:
 
 
 def test_the_home_pod_cidr_remap_redis_and_token_refresh_reach_the_agent_flags() -> None:
-    defaults = _agent_config({**MINIMAL, "remotes": [REMOTE]})
+    defaults = _agent_config({**MINIMAL, **CHART_AGENTS, "remotes": [REMOTE]})
     assert (defaults.home_pod_cidr, defaults.remapped_home_pod_cidr) == (None, None)
     assert defaults.redis_url is None and defaults.token_refresh_fraction == 0.8
 
-    config = _agent_config({**MINIMAL, "homePodCidr": "10.244.0.0/16",
+    config = _agent_config({**MINIMAL, **CHART_AGENTS, "homePodCidr": "10.244.0.0/16",
                             "redisUrl": "redis://cache.annex-system:6379/0",
                             "tokenRefreshFraction": 0.5,
                             "remotes": [{**REMOTE, "remappedHomePodCidr": "10.80.0.0/16"}]})
@@ -257,5 +261,5 @@ def test_each_remote_may_set_how_long_pods_tolerate_its_virtual_node_being_down(
 def test_the_agent_may_not_read_crds() -> None:
     """It watches no CRDs (no operator framework): a permission it does not use is not granted.
     The e2e tests run the agent with exactly this ClusterRole."""
-    [role] = of_kind(render(CHART, MINIMAL), "ClusterRole")
+    role = only(render(CHART, MINIMAL), "ClusterRole", "annex-home-agent")
     assert not [rule for rule in role["rules"] if "apiextensions.k8s.io" in rule["apiGroups"]]

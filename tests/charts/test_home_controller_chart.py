@@ -1,6 +1,6 @@
-"""charts/home-agent's home controller: off by default; on, a Deployment whose flags the
-controller accepts, locked down with its probes, and roles holding exactly home_controller/rbac
-.py's rules; discovery off unless asked, mDNS on the host network."""
+"""charts/home-agent's home controller: on by default, a Deployment whose flags the controller
+accepts (the agents' template mounted), locked down with its probes, and roles holding exactly
+home_controller/rbac.py's rules; discovery off unless asked, mDNS on the host network."""
 
 from __future__ import annotations
 
@@ -40,8 +40,27 @@ def deployment_args(values: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return pod, container["args"]
 
 
-def test_the_controller_is_off_by_default() -> None:
-    assert controller_objects(MINIMAL) == []
+def test_the_controller_is_on_by_default_and_off_on_request() -> None:
+    assert only(controller_objects(MINIMAL), "Deployment")
+    assert controller_objects({**MINIMAL, "controller": {"enabled": False}}) == []
+
+
+def test_it_makes_the_agents_from_the_template_the_chart_mounts() -> None:
+    manifests = render(CHART, ENABLED)
+    pod, args = deployment_args(ENABLED)
+    settings = parse(args)
+    assert settings.agent_template == "/etc/annex/agent/agent.json"
+    assert settings.drain_timeout_seconds == 300
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "agent-template"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "agent-template"]
+    template = only(manifests, "ConfigMap", volume["configMap"]["name"])
+    assert f"{mount['mountPath']}/{next(iter(template['data']))}" == settings.agent_template
+    # A changed template restarts the controller (it reads it at start).
+    changed = {**ENABLED, "workers": 3}
+    annotation = "checksum/agent-template"
+    assert only(controller_objects(changed), "Deployment")["spec"]["template"]["metadata"][
+        "annotations"][annotation] != only(controller_objects(ENABLED), "Deployment")["spec"][
+        "template"]["metadata"]["annotations"][annotation]
 
 
 @pytest.mark.parametrize("values", [ENABLED, DISCOVERING], ids=["enabled", "discovering"])

@@ -39,3 +39,73 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-kubeconfig" (include "home-agent.remoteName" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The agent's flags that are the release's, not a remote's: the same for every agent, the
+chart's (remotes.yaml) and the controller's (its agent template, home_controller/). */}}
+{{- define "home-agent.agentArgs" -}}
+- --cluster-id={{ .Values.clusterId }}
+- --agent-ip=$(POD_IP)
+- --leader-elect=true
+- --leader-elect-resource-namespace={{ .Release.Namespace }}
+- --leader-elect-lease-duration={{ .Values.leaderElection.leaseDurationSeconds }}
+- --leader-elect-renew-deadline={{ .Values.leaderElection.renewDeadlineSeconds }}
+- --leader-elect-retry-period={{ .Values.leaderElection.retryPeriodSeconds }}
+- --lease-renew-interval={{ .Values.lease.renewIntervalSeconds }}
+- --lease-duration={{ .Values.lease.durationSeconds }}
+- --health-check-interval={{ .Values.healthCheck.intervalSeconds }}
+- --health-check-timeout={{ .Values.healthCheck.timeoutSeconds }}
+- --failure-threshold={{ .Values.healthCheck.failureThreshold }}
+{{- with .Values.homePodCidr }}
+- --home-pod-cidr={{ . }}
+{{- end }}
+{{- with .Values.homeApiServer.host }}
+- --home-apiserver-host={{ . }}
+- --home-apiserver-port={{ $.Values.homeApiServer.port }}
+{{- end }}
+- --enable-apiserver-support={{ .Values.enableApiserverSupport }}
+{{- with .Values.storageClass.homeStorageClass }}
+- --home-storage-class={{ . }}
+{{- end }}
+- --token-refresh-fraction={{ .Values.tokenRefreshFraction }}
+{{- range $kind, $reflection := .Values.reflection }}
+{{- if ne $kind "skip" }}
+{{- if hasKey $reflection "workers" }}
+- --{{ $kind }}-reflection-workers={{ $reflection.workers }}
+{{- end }}
+{{- with $reflection.type }}
+- --{{ $kind }}-reflection-type={{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with .Values.reflection.skip.labels }}
+- --labels-not-reflected={{ join "," . }}
+{{- end }}
+{{- with .Values.reflection.skip.annotations }}
+- --annotations-not-reflected={{ join "," . }}
+{{- end }}
+{{- with .Values.redisUrl }}
+- --redis-url={{ . }}
+{{- end }}
+- --home-qps={{ .Values.client.home.qps }}
+- --home-burst={{ .Values.client.home.burst }}
+- --remote-qps={{ .Values.client.remote.qps }}
+- --remote-burst={{ .Values.client.remote.burst }}
+- --workers={{ .Values.workers }}
+- --metrics-address=0.0.0.0:{{ .Values.metrics.port }}
+- --kubelet-port={{ .Values.kubelet.port }}
+{{- with .Values.kubelet.clientCaFile }}
+- --kubelet-client-ca={{ . }}
+{{- end }}
+{{- if .Values.kubelet.servingCertSecret }}
+- --kubelet-cert=/etc/annex/kubelet/tls.crt
+- --kubelet-key=/etc/annex/kubelet/tls.key
+{{- end }}
+{{- if .Values.kubelet.servingCertFromCsr }}
+- --kubelet-serving-cert-from-csr
+{{- end }}
+- --webhook-address=0.0.0.0:{{ .Values.webhook.port }}
+- --webhook-cert=/etc/annex/webhook/tls.crt
+- --webhook-key=/etc/annex/webhook/tls.key
+- --log-format={{ .Values.logFormat }}
+- --log-level={{ .Values.logLevel }}
+{{- end -}}

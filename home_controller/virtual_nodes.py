@@ -1,0 +1,318 @@
+"""The VirtualNode controller: each VirtualNode of the controller's namespace gets its agent
+(`shared.forge.agent`: the Deployment, its PodDisruptionBudget, the Role and RoleBinding of its
+kubeconfig Secret), owned by the VirtualNode, as Liqo's virtual-node controller makes the
+virtual kubelet's.
+
+- an object missing is created, one of ours that differs from what is forged (its hash
+  annotation) is replaced, an unchanged one is not written; a name taken by an object the
+  VirtualNode does not own is left alone and said in an Event (phase Refused);
+- the status says the phase (Creating, Running, Draining, Refused) and the agent Deployment's
+  ready replicas; the agent writes the rest (node, Ready, last health check);
+- a finalizer holds a deleted VirtualNode until its virtual node is drained: cordoned, its pods
+  deleted (their controllers make them again at home; a pod without one is gone), the agent's
+  remote objects removed (the agent withdraws every offloaded namespace, the enforcer deletes the
+  twins; done when no NamespaceOffloading holds this remote's finalizer any more), then the
+  agent Deployment deleted and waited for (its election Lease released, its pods gone), then
+  the Node and the Lease deleted and the finalizer removed. Each wait is bounded by
+  `drain_timeout` from the deletion and said in an Event on the VirtualNode.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from annex.controller import DONE, RETRY, Controller, Result
+from annex.events import EventRecorder
+from annex.informers import Change, Informers
+from annex.kubeapi import core_path, custom_path, group_path
+from annex.mirror import Key
+from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
+from shared.api.virtual_node import FINALIZER, VIRTUAL_NODE, VirtualNode
+from shared.forge.agent import (
+    AgentTemplate,
+    InvalidVirtualNode,
+    agent_name,
+    agent_objects,
+    agent_phase,
+    election_lease_name,
+    is_owned_by,
+    needs_write,
+    status_patch,
+    with_spec_hash,
+)
+from shared.forge.common import parse_rfc3339
+from shared.forge.namespace_offloading import finalizer_name
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
+
+log = logging.getLogger(__name__)
+
+HOME = "home"
+WAIT_SECONDS = 2.0
+"""Between two looks at a drain that waits (the waits are on other components)."""
+
+
+@dataclass(frozen=True)
+class Owned:
+    """A kind of object the controller makes per VirtualNode."""
+
+    group: str
+    version: str
+    plural: str
+
+    @property
+    def resource(self) -> tuple[str, str, str]:
+        return (self.group, self.version, self.plural)
+
+    def path(self, namespace: str, name: str = "") -> str:
+        return group_path(self.group, self.version, self.plural, namespace, name)
+
+
+OWNED: dict[str, Owned] = {
+    "Role": Owned("rbac.authorization.k8s.io", "v1", "roles"),
+    "RoleBinding": Owned("rbac.authorization.k8s.io", "v1", "rolebindings"),
+    "Deployment": Owned("apps", "v1", "deployments"),
+    "PodDisruptionBudget": Owned("policy", "v1", "poddisruptionbudgets"),
+}
+VIRTUAL_NODES = (VIRTUAL_NODE.group, VIRTUAL_NODE.version, VIRTUAL_NODE.plural)
+NODES = ("", "v1", "nodes")
+LEASES = ("coordination.k8s.io", "v1", "leases")
+
+
+def _owner_key(change: Change) -> list[Key]:
+    metadata = change.obj.get("metadata") or {}
+    return [(str(metadata.get("namespace") or ""), str(reference["name"]))
+            for reference in metadata.get("ownerReferences") or []
+            if reference.get("kind") == VIRTUAL_NODE.kind and reference.get("controller")]
+
+
+class VirtualNodes:
+    def __init__(self, api: Any, informers: Informers, template: AgentTemplate,
+                 events: EventRecorder, *, drain_timeout: float = 300.0,
+                 workers: int = 2) -> None:
+        self.api = api
+        self.template = template
+        self.events = events
+        self.drain_timeout = drain_timeout
+        self.controller: Controller[Key] = Controller(
+            "virtualnodes", self.reconcile, workers=workers, synced=self.synced)
+        self.listed: set[str] = set()
+        self.virtual_nodes = informers.watch(HOME, VIRTUAL_NODES, by="namespace")
+        self.owned = {kind: informers.watch(HOME, owned.resource, by="namespace",
+                                            label_selector=REMOTE_CLUSTER_ID_LABEL)
+                      for kind, owned in OWNED.items()}
+        self.nodes = informers.watch(HOME, NODES, by="cluster",
+                                     label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}")
+        informers.keys(HOME, VIRTUAL_NODE.plural, lambda change: [change.key], self.controller)
+        for owned in OWNED.values():
+            informers.keys(HOME, owned.plural, _owner_key, self.controller)
+
+    def synced(self) -> bool:
+        return self.listed >= {VIRTUAL_NODE.plural, "nodes",
+                               *(owned.plural for owned in OWNED.values())}
+
+    def on_listed(self, resource: str) -> None:
+        self.listed.add(resource)
+
+    # --- the reconcile -------------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> Result:
+        obj = self.virtual_nodes.get(key)
+        if obj is None:
+            return DONE  # the garbage collector takes what it owned
+        try:
+            virtual_node = VirtualNode.model_validate(obj)
+        except ValidationError as error:
+            await self.events.record(obj, "InvalidVirtualNode", str(error))
+            return DONE
+        finalizers = list(virtual_node.metadata.finalizers or [])
+        if virtual_node.metadata.deletion_timestamp is not None:
+            if FINALIZER not in finalizers:
+                return DONE  # not ours (any more) to drain
+            return await self._drain(obj, virtual_node)
+        if FINALIZER not in finalizers:
+            await self._set_finalizers(key, obj, [*finalizers, FINALIZER])
+            return DONE  # the patched object comes back through the watch
+        try:
+            wanted = agent_objects(virtual_node, self.template)
+        except InvalidVirtualNode as error:
+            await self.events.record(obj, "InvalidVirtualNode", str(error))
+            await self._write_status(key, obj, virtual_node, refused=True)
+            return DONE
+        refused = False
+        for desired in wanted:
+            refused = not await self._converge(obj, virtual_node, with_spec_hash(desired)) or (
+                refused)
+        await self._write_status(key, obj, virtual_node, refused=refused)
+        return RETRY if refused else DONE  # a refused name may be freed
+
+    async def _set_finalizers(self, key: Key, obj: Mapping[str, Any],
+                              finalizers: list[str]) -> None:
+        # The resourceVersion guards the write: finalizers another controller added since are
+        # not lost (409: the next look sees them).
+        await self.api.patch(custom_path(VIRTUAL_NODE, key[0], key[1]), {"metadata": {
+            "finalizers": finalizers, "resourceVersion": obj["metadata"]["resourceVersion"]}})
+
+    async def _converge(self, obj: Mapping[str, Any], virtual_node: VirtualNode,
+                        desired: dict[str, Any]) -> bool:
+        """Make `desired` so; False when its name is taken by an object we do not own."""
+        owned = OWNED[desired["kind"]]
+        namespace, name = desired["metadata"]["namespace"], desired["metadata"]["name"]
+        uid = virtual_node.metadata.uid
+        current = self.owned[desired["kind"]].get((namespace, name))
+        try:
+            if current is None:
+                created, made = await create_or_refuse(
+                    self.api, owned.path(namespace), owned.path(namespace, name), desired,
+                    owned=lambda existing: is_owned_by(existing, uid))
+                if made:
+                    log.info("VirtualNode %s: %s %s/%s created", virtual_node.metadata.name,
+                             desired["kind"], namespace, name)
+                    return True
+                current = created
+            elif not is_owned_by(current, uid):
+                raise Foreign(current)
+        except Foreign:
+            await self.events.record(obj, "AgentObjectNameTaken", (
+                f"{desired['kind']} {namespace}/{name} exists and is not this VirtualNode's: "
+                "left alone (delete it, or the release's agents, to let the controller make it)"))
+            return False
+        if needs_write(current, desired):
+            body = {**desired, "metadata": {**desired["metadata"], "resourceVersion":
+                                            current["metadata"]["resourceVersion"]}}
+            await replace_or_create(self.api, owned.path(namespace, name), body,
+                                    lambda: self.api.create(owned.path(namespace), desired))
+            log.info("VirtualNode %s: %s %s/%s updated", virtual_node.metadata.name,
+                     desired["kind"], namespace, name)
+        return True
+
+    def _deployment(self, virtual_node: VirtualNode) -> tuple[str, dict[str, Any] | None]:
+        name = agent_name(self.template, virtual_node.spec.cluster_id)
+        found = self.owned["Deployment"].get((self.template.namespace, name))
+        return name, found if found is not None and is_owned_by(
+            found, virtual_node.metadata.uid) else None
+
+    async def _write_status(self, key: Key, obj: dict[str, Any], virtual_node: VirtualNode,
+                            refused: bool) -> dict[str, Any]:
+        """The VirtualNode as it is once its status says what it should."""
+        name, deployment = self._deployment(virtual_node)
+        patch = status_patch(virtual_node, agent_phase(virtual_node, deployment, refused),
+                             name if deployment is not None else None, deployment)
+        if patch is None:
+            return obj
+        written = await self.api.patch(custom_path(VIRTUAL_NODE, key[0], key[1], "status"),
+                                       patch)
+        return written if isinstance(written, dict) else obj
+
+    # --- the drain -----------------------------------------------------------------------------
+
+    async def _drain(self, obj: dict[str, Any], virtual_node: VirtualNode) -> Result:
+        key = (str(virtual_node.metadata.namespace), str(virtual_node.metadata.name))
+        obj = await self._write_status(key, obj, virtual_node, refused=False)
+        deleted_at = virtual_node.metadata.deletion_timestamp
+        assert deleted_at is not None
+        overdue = (datetime.now(UTC) - (parse_rfc3339(deleted_at) if isinstance(
+            deleted_at, str) else deleted_at)).total_seconds() > self.drain_timeout
+        cluster_id = virtual_node.spec.cluster_id
+        node_name = virtual_node.status.node_name or virtual_node.spec.effective_node_name()
+        node = self._virtual_node_of(node_name, cluster_id)
+
+        waiting = await self._drain_pods(obj, node)
+        if waiting is None:
+            waiting = await self._remote_objects_left(cluster_id)
+        if waiting is None:
+            waiting = await self._agent_left(obj, virtual_node)
+        if waiting is not None and not overdue:
+            await self.events.record(obj, "Draining", f"waiting for {waiting}", "Normal")
+            return Result(requeue_after=WAIT_SECONDS, outcome="waiting")
+        if waiting is not None:
+            await self.events.record(obj, "DrainTimedOut", (
+                f"still waiting for {waiting} {self.drain_timeout:g}s after the deletion: the "
+                "agent goes all the same"))
+            _, deployment = self._deployment(virtual_node)
+            if deployment is not None:
+                await delete_owned(self.api, OWNED["Deployment"].path(
+                    key[0], deployment["metadata"]["name"]), deployment["metadata"]["uid"])
+        if node is not None:
+            await delete_owned(self.api, core_path("nodes", name=node_name),
+                               node["metadata"].get("uid"))
+        await self.api.delete_if_exists(group_path(*LEASES, self.template.namespace,
+                                                   election_lease_name(cluster_id)))
+        finalizers = [f for f in virtual_node.metadata.finalizers or [] if f != FINALIZER]
+        await self._set_finalizers(key, obj, finalizers)
+        await self.events.record(obj, "Drained", f"virtual node {node_name} drained and deleted",
+                                 "Normal")
+        log.info("VirtualNode %s/%s drained: its agent goes", *key)
+        return DONE
+
+    def _virtual_node_of(self, node_name: str, cluster_id: str) -> dict[str, Any] | None:
+        node = self.nodes.get(("", node_name))
+        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
+        return node if labels.get(REMOTE_CLUSTER_ID_LABEL) == cluster_id else None
+
+    async def _drain_pods(self, obj: Mapping[str, Any], node: dict[str, Any] | None
+                          ) -> str | None:
+        """Cordon the node and delete its pods; what is still there, None once none is."""
+        if node is None:
+            return None
+        name = node["metadata"]["name"]
+        if not (node.get("spec") or {}).get("unschedulable"):
+            await self.api.patch(core_path("nodes", name=name), {"spec": {"unschedulable": True}})
+            await self.events.record(obj, "Cordoned", f"virtual node {name} cordoned", "Normal")
+        listed = await self.api.request("GET", core_path("pods"),
+                                        query={"fieldSelector": f"spec.nodeName={name}"})
+        pods = list((listed or {}).get("items") or [])
+        for pod in pods:
+            metadata = pod["metadata"]
+            if metadata.get("deletionTimestamp") is None:
+                await delete_owned(self.api, core_path("pods", metadata["namespace"],
+                                                       metadata["name"]), metadata.get("uid"))
+        return f"{len(pods)} pod(s) on {name} to go" if pods else None
+
+    async def _remote_objects_left(self, cluster_id: str) -> str | None:
+        """The namespaces whose twin on the provider the agent has not seen removed yet."""
+        finalizer = finalizer_name(cluster_id)
+        held = [offloading["metadata"]["namespace"]
+                for offloading in await self.api.list(custom_path(NAMESPACE_OFFLOADING))
+                if finalizer in (offloading["metadata"].get("finalizers") or [])]
+        return (f"the agent to remove the provider's namespaces of {', '.join(sorted(held))}"
+                if held else None)
+
+    async def _agent_left(self, obj: Mapping[str, Any], virtual_node: VirtualNode
+                          ) -> str | None:
+        """Delete the agent Deployment; what remains of the agent, None once it is gone."""
+        key = (str(virtual_node.metadata.namespace), str(virtual_node.metadata.name))
+        name, deployment = self._deployment(virtual_node)
+        if deployment is not None:
+            await delete_owned(self.api, OWNED["Deployment"].path(key[0], name),
+                               deployment["metadata"]["uid"])
+            return f"agent Deployment {name} to go"
+        selector = ",".join(f"{k}={v}" for k, v in {
+            **self.template.selector_labels,
+            REMOTE_CLUSTER_ID_LABEL: virtual_node.spec.cluster_id}.items())
+        pods = await self.api.list(core_path("pods", self.template.namespace), selector)
+        if pods:
+            return f"{len(pods)} agent pod(s) to stop"
+        lease = await self.api.find(group_path(*LEASES, self.template.namespace,
+                                               election_lease_name(virtual_node.spec.cluster_id)))
+        return lease_holder(lease, datetime.now(UTC))
+
+
+def lease_holder(lease: Mapping[str, Any] | None, now: datetime) -> str | None:
+    """What an election Lease still waits for: its holder, unless it released it or stopped
+    renewing it a lease duration ago (a leader killed releases nothing)."""
+    spec = (lease or {}).get("spec") or {}
+    holder = spec.get("holderIdentity")
+    if not holder:
+        return None
+    renewed = spec.get("renewTime")
+    duration = spec.get("leaseDurationSeconds") or 0
+    if renewed and (now - parse_rfc3339(renewed)).total_seconds() > duration:
+        return None
+    return f"the agent leader {holder} to release its Lease"

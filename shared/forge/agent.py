@@ -1,0 +1,279 @@
+"""The agent of one VirtualNode, as the home controller makes it: the objects the home chart's
+`remotes` render for one remote (charts/home-agent/templates/remotes.yaml; a chart test proves
+them equal), each owned by the VirtualNode so that the garbage collector takes them with it.
+
+- the agent Deployment: active/passive replicas electing a leader on a Lease (`--leader-elect`),
+  this remote's flags then the release's (`AgentTemplate.args`, the chart's
+  `home-agent.agentArgs`), the kubeconfig Secret `spec.kubeconfigSecretRef` names mounted;
+- its PodDisruptionBudget (one replica kept through a drain) when it runs more than one;
+- the Role and RoleBinding that let the agent write its renewed token back into that Secret.
+
+Names and labels are the chart's, so a release that moves from the chart's agents to the
+controller's finds the same names (the controller refuses, never takes, one it does not own).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field
+
+from shared.api.base import ApiModel
+from shared.api.virtual_node import AgentStatus, VirtualNode, VirtualNodePhase
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
+
+DEPLOYMENT_API = ("apps/v1", "Deployment")
+BUDGET_API = ("policy/v1", "PodDisruptionBudget")
+ROLE_API = ("rbac.authorization.k8s.io/v1", "Role")
+BINDING_API = ("rbac.authorization.k8s.io/v1", "RoleBinding")
+SPEC_HASH_ANNOTATION = "offloading.liqo.io/agent-spec-hash"
+"""On each object the controller writes: the hash of what it forged, so that an unchanged
+object is never written again whatever the API server defaulted in it."""
+KUBECONFIG_KEY = "kubeconfig"
+REMOTE_KUBECONFIG_DIR = "/etc/annex/remote"
+MAX_NAME = 63
+
+
+class AgentTemplate(ApiModel):
+    """What the home chart gives every agent (its ConfigMap `<release>-agent-template`, read
+    by the home controller's `--agent-template`): the release's part of each agent."""
+
+    name_prefix: str
+    """The release's full name: an agent is `<namePrefix>-<cluster id>`."""
+    namespace: str
+    service_account: str
+    labels: dict[str, str] = Field(default={})
+    selector_labels: dict[str, str] = Field(default={})
+    replicas: int = Field(default=2, ge=1)
+    image: str
+    image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: list[dict[str, Any]] = Field(default=[])
+    pod_annotations: dict[str, str] = Field(default={})
+    args: list[str] = Field(default=[])
+    """The release's flags, after each agent's own."""
+    resources: dict[str, Any] = Field(default={})
+    webhook_port: int = 9443
+    metrics_port: int = 8080
+    kubelet_port: int = 10250
+    webhook_cert_secret: str
+    kubelet_cert_secret: str = ""
+    node_selector: dict[str, str] = Field(default={})
+    tolerations: list[dict[str, Any]] = Field(default=[])
+    affinity: dict[str, Any] = Field(default={})
+
+
+class InvalidVirtualNode(ValueError):
+    """The VirtualNode cannot make an agent (said in an Event on it)."""
+
+
+def _truncated(name: str) -> str:
+    """Helm's `trunc 63 | trimSuffix "-"`."""
+    return name[:MAX_NAME].removesuffix("-")
+
+
+def election_lease_name(cluster_id: str) -> str:
+    """The Lease an agent's replicas elect their leader on (`--leader-elect`): one agent per
+    remote cluster."""
+    return f"annex-home-agent-{cluster_id}"
+
+
+def agent_name(template: AgentTemplate, cluster_id: str) -> str:
+    """The chart's `home-agent.remoteName`."""
+    return _truncated(f"{template.name_prefix}-{cluster_id}")
+
+
+def kubeconfig_role_name(template: AgentTemplate, cluster_id: str) -> str:
+    return f"{agent_name(template, cluster_id)}-kubeconfig"
+
+
+def owner_reference(virtual_node: VirtualNode) -> dict[str, Any]:
+    return {"apiVersion": virtual_node.api_version, "kind": virtual_node.kind,
+            "name": virtual_node.metadata.name, "uid": virtual_node.metadata.uid,
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def _metadata(name: str, template: AgentTemplate, cluster_id: str,
+              virtual_node: VirtualNode) -> dict[str, Any]:
+    return {"name": name, "namespace": template.namespace,
+            "labels": {**template.labels, REMOTE_CLUSTER_ID_LABEL: cluster_id},
+            "ownerReferences": [owner_reference(virtual_node)]}
+
+
+def agent_args(virtual_node: VirtualNode, template: AgentTemplate) -> list[str]:
+    """This remote's flags, then the release's: the chart's order."""
+    spec = virtual_node.spec
+    if (spec.remote_pod_cidr is None) != (spec.remapped_pod_cidr is None):
+        raise InvalidVirtualNode("remotePodCidr and remappedPodCidr go together")
+    if spec.remapped_home_pod_cidr and not any(
+            arg.startswith("--home-pod-cidr=") for arg in template.args):
+        raise InvalidVirtualNode("remappedHomePodCidr needs the home chart's homePodCidr")
+    args = [f"--remote-kubeconfig={REMOTE_KUBECONFIG_DIR}/{KUBECONFIG_KEY}",
+            f"--remote-cluster-id={spec.cluster_id}"]
+    if spec.node_name:
+        args.append(f"--node-name={spec.node_name}")
+    if spec.tenant_namespace:
+        args.append(f"--tenant-namespace={spec.tenant_namespace}")
+    if spec.remote_pod_cidr:
+        args += [f"--remote-pod-cidr={spec.remote_pod_cidr}",
+                 f"--remapped-pod-cidr={spec.remapped_pod_cidr}"]
+    if spec.remapped_home_pod_cidr:
+        args.append(f"--remapped-home-pod-cidr={spec.remapped_home_pod_cidr}")
+    return args + list(template.args)
+
+
+def _selector(template: AgentTemplate, cluster_id: str) -> dict[str, str]:
+    return {**template.selector_labels, REMOTE_CLUSTER_ID_LABEL: cluster_id}
+
+
+def _pod_spec(virtual_node: VirtualNode, template: AgentTemplate, secret: str) -> dict[str, Any]:
+    cluster_id = virtual_node.spec.cluster_id
+    mounts = [{"name": "remote-kubeconfig", "mountPath": REMOTE_KUBECONFIG_DIR, "readOnly": True},
+              {"name": "webhook-tls", "mountPath": "/etc/annex/webhook", "readOnly": True}]
+    volumes: list[dict[str, Any]] = [
+        {"name": "remote-kubeconfig", "secret": {
+            "secretName": secret, "items": [{"key": KUBECONFIG_KEY, "path": KUBECONFIG_KEY}]}},
+        {"name": "webhook-tls", "secret": {"secretName": template.webhook_cert_secret}}]
+    if template.kubelet_cert_secret:
+        mounts.append({"name": "kubelet-tls", "mountPath": "/etc/annex/kubelet",
+                       "readOnly": True})
+        volumes.append({"name": "kubelet-tls",
+                        "secret": {"secretName": template.kubelet_cert_secret}})
+    mounts.append({"name": "tmp", "mountPath": "/tmp"})
+    volumes.append({"name": "tmp", "emptyDir": {}})
+    container = {
+        "name": "agent", "image": template.image, "imagePullPolicy": template.image_pull_policy,
+        "command": ["python", "-m", "home_agent"],
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "args": agent_args(virtual_node, template),
+        "ports": [{"name": "webhook", "containerPort": template.webhook_port, "protocol": "TCP"},
+                  {"name": "metrics", "containerPort": template.metrics_port, "protocol": "TCP"},
+                  {"name": "kubelet", "containerPort": template.kubelet_port, "protocol": "TCP"}],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "metrics"},
+                          "periodSeconds": 10, "failureThreshold": 3},
+        "readinessProbe": {"httpGet": {"path": "/readyz", "port": "metrics"},
+                           "periodSeconds": 5},
+        "resources": template.resources,
+        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                            "capabilities": {"drop": ["ALL"]}},
+        "volumeMounts": mounts,
+    }
+    pod: dict[str, Any] = {"serviceAccountName": template.service_account}
+    if template.image_pull_secrets:
+        pod["imagePullSecrets"] = template.image_pull_secrets
+    pod["securityContext"] = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
+                              "fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}}
+    pod["containers"] = [container]
+    pod["volumes"] = volumes
+    if template.node_selector:
+        pod["nodeSelector"] = template.node_selector
+    if template.tolerations:
+        pod["tolerations"] = template.tolerations
+    # The replicas of one agent on different nodes where possible: a node lost takes one.
+    pod["affinity"] = template.affinity or {"podAntiAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+            "topologyKey": "kubernetes.io/hostname",
+            "labelSelector": {"matchLabels": _selector(template, cluster_id)}}}]}}
+    return pod
+
+
+def kubeconfig_secret(virtual_node: VirtualNode) -> str:
+    reference = virtual_node.spec.kubeconfig_secret_ref
+    if reference is None or not reference.name:
+        raise InvalidVirtualNode("spec.kubeconfigSecretRef names no Secret: the agent has no "
+                                 "credentials for the provider")
+    return reference.name
+
+
+def agent_objects(virtual_node: VirtualNode, template: AgentTemplate) -> list[dict[str, Any]]:
+    """The agent's objects, in the order they are made (RBAC before the pods that use it);
+    `InvalidVirtualNode` when the VirtualNode cannot make one."""
+    cluster_id = virtual_node.spec.cluster_id
+    secret = kubeconfig_secret(virtual_node)
+    name = agent_name(template, cluster_id)
+    role = kubeconfig_role_name(template, cluster_id)
+    template_metadata: dict[str, Any] = {"labels": _selector(template, cluster_id)}
+    if template.pod_annotations:
+        template_metadata["annotations"] = template.pod_annotations
+    objects: list[dict[str, Any]] = [
+        {"apiVersion": ROLE_API[0], "kind": ROLE_API[1],
+         "metadata": _metadata(role, template, cluster_id, virtual_node),
+         "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
+                    "verbs": ["patch"]}]},
+        {"apiVersion": BINDING_API[0], "kind": BINDING_API[1],
+         "metadata": _metadata(role, template, cluster_id, virtual_node),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+         "subjects": [{"kind": "ServiceAccount", "name": template.service_account,
+                       "namespace": template.namespace}]},
+        {"apiVersion": DEPLOYMENT_API[0], "kind": DEPLOYMENT_API[1],
+         "metadata": _metadata(name, template, cluster_id, virtual_node),
+         "spec": {"replicas": template.replicas,
+                  "selector": {"matchLabels": _selector(template, cluster_id)},
+                  "template": {"metadata": template_metadata,
+                               "spec": _pod_spec(virtual_node, template, secret)}}},
+    ]
+    if template.replicas > 1:
+        objects.append(
+            {"apiVersion": BUDGET_API[0], "kind": BUDGET_API[1],
+             "metadata": _metadata(name, template, cluster_id, virtual_node),
+             "spec": {"minAvailable": 1,
+                      "selector": {"matchLabels": _selector(template, cluster_id)}}})
+    return objects
+
+
+def spec_hash(obj: Mapping[str, Any]) -> str:
+    """The hash of a forged object (its SPEC_HASH_ANNOTATION)."""
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def with_spec_hash(obj: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = dict(obj["metadata"])
+    metadata["annotations"] = {**(metadata.get("annotations") or {}),
+                               SPEC_HASH_ANNOTATION: spec_hash(obj)}
+    return {**obj, "metadata": metadata}
+
+
+def is_owned_by(obj: Mapping[str, Any], uid: str | None) -> bool:
+    """Whether the VirtualNode of `uid` controls `obj`."""
+    return any(reference.get("uid") == uid and reference.get("controller")
+               for reference in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def needs_write(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether `current` (ours) is not what `desired` (with its hash) says."""
+    annotations = (current.get("metadata") or {}).get("annotations") or {}
+    wanted: str = desired["metadata"]["annotations"][SPEC_HASH_ANNOTATION]
+    return annotations.get(SPEC_HASH_ANNOTATION) != wanted
+
+
+def deployment_readiness(deployment: Mapping[str, Any] | None) -> str | None:
+    """"ready/wanted" replicas of the agent Deployment, None without one."""
+    if deployment is None:
+        return None
+    status = deployment.get("status") or {}
+    wanted = (deployment.get("spec") or {}).get("replicas", 1)
+    return f"{status.get('readyReplicas') or 0}/{wanted}"
+
+
+def agent_phase(virtual_node: VirtualNode, deployment: Mapping[str, Any] | None,
+                refused: bool) -> VirtualNodePhase:
+    """Draining once deleted; Refused while a name is taken; Running once a replica is
+    ready; Creating before."""
+    if virtual_node.metadata.deletion_timestamp is not None:
+        return VirtualNodePhase.DRAINING
+    if refused:
+        return VirtualNodePhase.REFUSED
+    ready = ((deployment or {}).get("status") or {}).get("readyReplicas") or 0
+    return VirtualNodePhase.RUNNING if ready > 0 else VirtualNodePhase.CREATING
+
+
+def status_patch(virtual_node: VirtualNode, phase: VirtualNodePhase, deployment_name: str | None,
+                 deployment: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The controller's part of the status (the agent writes the rest), None when unchanged."""
+    agent = AgentStatus(deployment=deployment_name, ready=deployment_readiness(deployment))
+    status = virtual_node.status
+    if status.phase == phase and (status.agent or AgentStatus()) == agent:
+        return None
+    return {"status": {"phase": phase.value, "agent": agent.to_wire()}}

@@ -1,0 +1,155 @@
+"""The home controller's VirtualNode controller on a cluster (the controller a real process, its
+agent template the home chart's): a VirtualNode gets its agent's Deployment,
+PodDisruptionBudget, Role and RoleBinding, exactly as forged and owned by it; an unchanged object
+is not written again, a changed VirtualNode rolls the Deployment; a name taken by an object the
+VirtualNode does not own is left alone and said in an Event; a deleted VirtualNode waits for
+its finalizer, which the controller removes once the agent is gone, and the garbage collector
+takes the rest."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+from shared.api.virtual_node import FINALIZER, VIRTUAL_NODE, VirtualNode
+from shared.forge.agent import AgentTemplate, agent_name, agent_objects
+from tests.charts.helm import only, render
+from tests.charts.test_home_agent_chart import CHART
+from tests.conftest import ClusterHandle
+from tests.helpers import wait_for
+from tests.home_agent.agentproc import unique_id
+
+KINDS = {"Role": ("rbac.authorization.k8s.io/v1", "Role"),
+         "RoleBinding": ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+         "Deployment": ("apps/v1", "Deployment"),
+         "PodDisruptionBudget": ("policy/v1", "PodDisruptionBudget")}
+
+
+def agent_template(namespace: str, directory: Path) -> tuple[Path, AgentTemplate]:
+    """The home chart's agent template for a release in `namespace`, as the controller reads
+    it from the ConfigMap the chart mounts."""
+    manifests = render(CHART, {"clusterId": "home"}, namespace=namespace)
+    data = only(manifests, "ConfigMap")["data"]["agent.json"]
+    path = directory / "agent.json"
+    path.write_text(data)
+    return path, AgentTemplate.model_validate(json.loads(data))
+
+
+def read(home: ClusterHandle, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+    api_version, kind_name = KINDS.get(kind, (VIRTUAL_NODE.api_version, kind))
+    resource = home.dynamic.resources.get(api_version=api_version, kind=kind_name)
+    try:
+        return dict(resource.get(name=name, namespace=namespace).to_dict())
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def apply_virtual_node(home: ClusterHandle, namespace: str, cluster_id: str,
+                       **spec: Any) -> dict[str, Any]:
+    home.core.create_namespaced_secret(namespace, {
+        "metadata": {"name": f"{cluster_id}-kubeconfig"},
+        "data": {"kubeconfig": base64.b64encode(b"apiVersion: v1\nkind: Config\n").decode()}})
+    resource = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
+                                          kind=VIRTUAL_NODE.kind)
+    return dict(resource.create(namespace=namespace, body={
+        "apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+        "metadata": {"name": cluster_id},
+        "spec": {"clusterId": cluster_id,
+                 "kubeconfigSecretRef": {"name": f"{cluster_id}-kubeconfig"}, **spec}}).to_dict())
+
+
+def events_on(home: ClusterHandle, namespace: str, name: str) -> list[tuple[str, str]]:
+    return [(e.reason, e.message) for e in home.core.list_namespaced_event(namespace).items
+            if e.involved_object.name == name and e.involved_object.kind == VIRTUAL_NODE.kind]
+
+
+def test_a_virtual_node_gets_its_agent_and_takes_it_along(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    path, template = agent_template(namespace, tmp_path)
+    start_controller("--namespace", namespace, "--agent-template", str(path),
+                     "--drain-timeout-seconds", "60")
+    cluster_id = unique_id("provider")
+    apply_virtual_node(home, namespace, cluster_id)
+    name = agent_name(template, cluster_id)
+
+    vn = wait_for(lambda: (obj := read(home, VIRTUAL_NODE.kind, namespace, cluster_id))
+                  and (obj.get("status") or {}).get("agent") and obj, timeout=30,
+                  message="the VirtualNode's agent reported")
+    assert FINALIZER in vn["metadata"]["finalizers"]
+    assert vn["status"]["phase"] in ("Creating", "Running")
+    assert vn["status"]["agent"]["deployment"] == name
+    for wanted in agent_objects(VirtualNode.model_validate(vn), template):
+        made = wait_for(lambda w=wanted: read(home, w["kind"], namespace, w["metadata"]["name"]),
+                        timeout=30, message=f"{wanted['kind']} made")
+        assert made["metadata"]["ownerReferences"][0]["uid"] == vn["metadata"]["uid"]
+        if wanted["kind"] == "Deployment":
+            container = made["spec"]["template"]["spec"]["containers"][0]
+            forged = wanted["spec"]["template"]["spec"]["containers"][0]
+            assert container["args"] == forged["args"]
+            assert container["volumeMounts"][0]["mountPath"] == "/etc/annex/remote"
+            volume = made["spec"]["template"]["spec"]["volumes"][0]
+            assert volume["secret"]["secretName"] == f"{cluster_id}-kubeconfig"
+        if wanted["kind"] == "Role":
+            assert made["rules"][0]["resourceNames"] == [f"{cluster_id}-kubeconfig"]
+    role_version = read(home, "Role", namespace, f"{name}-kubeconfig")["metadata"][
+        "resourceVersion"]
+
+    # A changed VirtualNode rolls the Deployment; what did not change is not written.
+    resource = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
+                                          kind=VIRTUAL_NODE.kind)
+    resource.patch(name=cluster_id, namespace=namespace, body={"spec": {"nodeName": "elsewhere"}},
+                   content_type="application/merge-patch+json")
+    wait_for(lambda: "--node-name=elsewhere" in read(home, "Deployment", namespace, name)[
+        "spec"]["template"]["spec"]["containers"][0]["args"], timeout=30,
+        message="the Deployment rolled")
+    assert read(home, "Role", namespace, f"{name}-kubeconfig")["metadata"][
+        "resourceVersion"] == role_version
+
+    # Deleted: drained (no node, no pod, no offloaded namespace here), the agent goes, then the
+    # finalizer; the garbage collector takes the rest.
+    resource.delete(name=cluster_id, namespace=namespace)
+    wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
+             message="the VirtualNode gone")
+    for kind, object_name in (("Deployment", name), ("PodDisruptionBudget", name),
+                              ("Role", f"{name}-kubeconfig"),
+                              ("RoleBinding", f"{name}-kubeconfig")):
+        wait_for(lambda k=kind, n=object_name: read(home, k, namespace, n) is None, timeout=30,
+                 message=f"{kind} {object_name} gone")
+    reasons = [reason for reason, _ in events_on(home, namespace, cluster_id)]
+    assert "Drained" in reasons
+
+
+def test_a_name_taken_by_someone_else_is_left_alone_and_said(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    path, template = agent_template(namespace, tmp_path)
+    cluster_id = unique_id("provider")
+    role_name = f"{agent_name(template, cluster_id)}-kubeconfig"
+    rbac = client.RbacAuthorizationV1Api(home.api_client)
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": role_name},
+                                            "rules": [{"apiGroups": [""], "resources": ["pods"],
+                                                       "verbs": ["get"]}]})
+    start_controller("--namespace", namespace, "--agent-template", str(path))
+    apply_virtual_node(home, namespace, cluster_id)
+    wait_for(lambda: (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {}).get(
+        "status", {}).get("phase") == "Refused", timeout=30, message="phase Refused")
+    wait_for(lambda: any(reason == "AgentObjectNameTaken" and role_name in message
+                         for reason, message in events_on(home, namespace, cluster_id)),
+             timeout=30, message="an Event says which name is taken")
+    role = rbac.read_namespaced_role(role_name, namespace)
+    assert role.metadata.owner_references is None and role.rules[0].resources == ["pods"]
+    # The rest of the agent is made all the same.
+    wait_for(lambda: read(home, "Deployment", namespace, agent_name(template, cluster_id)),
+             timeout=30, message="the Deployment made")
+    resource = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
+                                          kind=VIRTUAL_NODE.kind)
+    resource.delete(name=cluster_id, namespace=namespace)
+    wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
+             message="the VirtualNode gone")
+    assert rbac.read_namespaced_role(role_name, namespace).rules[0].resources == ["pods"]

@@ -1,0 +1,125 @@
+"""shared/forge/agent.py: a VirtualNode's agent is the objects the home chart renders for that
+remote without the controller (the chart rendered with helm-python-sdk is the reference), owned
+by the VirtualNode; the controller's hash says when one must be written again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from shared.api.virtual_node import VirtualNode
+from shared.forge.agent import (
+    SPEC_HASH_ANNOTATION,
+    AgentTemplate,
+    InvalidVirtualNode,
+    agent_objects,
+    deployment_readiness,
+    is_owned_by,
+    needs_write,
+    with_spec_hash,
+)
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
+from tests.charts.helm import only, render
+from tests.charts.test_home_agent_chart import CHART, CHART_AGENTS, FULL, KUBECONFIG
+
+UID = "0b3c9a52-5f1e-4c43-9b38-8d5f0b1d2e11"
+AGENT_KINDS = {"Deployment", "PodDisruptionBudget", "Role", "RoleBinding"}
+VARIANTS = {
+    "full": FULL,
+    "one replica, kubelet certificate, scheduling, annotations": {
+        **FULL, "replicas": 1, "podAnnotations": {"prometheus.io/scrape": "true"},
+        "kubelet": {"servingCertSecret": "kubelet-tls"}, "nodeSelector": {"pool": "system"},
+        "tolerations": [{"key": "system", "operator": "Exists"}],
+        "imagePullSecrets": [{"name": "registry"}], "image": {"tag": "1.2.3"}},
+    "home CIDR remapped, own affinity": {
+        **CHART_AGENTS, "clusterId": "home-1", "homePodCidr": "10.244.0.0/16", "redisUrl": "redis://cache:6379/0",
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "zone", "operator": "In", "values": ["a"]}]}]}}},
+        "remotes": [{"clusterId": "provider-3", "kubeconfig": KUBECONFIG,
+                     "remappedHomePodCidr": "10.99.0.0/16", "notReadyTolerationSeconds": 60}]},
+}
+
+
+def template_of(values: dict[str, Any]) -> AgentTemplate:
+    manifests = render(CHART, {**values, "controller": {"enabled": True}})
+    data = only(manifests, "ConfigMap", "annex-home-agent-agent-template")["data"]
+    return AgentTemplate.model_validate(json.loads(data["agent.json"]))
+
+
+def virtual_node(manifest: dict[str, Any]) -> VirtualNode:
+    return VirtualNode.model_validate(
+        {**manifest, "metadata": {**manifest["metadata"], "uid": UID}})
+
+
+def without_owner(obj: dict[str, Any]) -> dict[str, Any]:
+    metadata = {k: v for k, v in obj["metadata"].items() if k != "ownerReferences"}
+    return {**obj, "metadata": metadata}
+
+
+@pytest.mark.parametrize("values", VARIANTS.values(), ids=VARIANTS.keys())
+def test_the_agent_is_what_the_chart_renders_for_that_remote(values: dict[str, Any]) -> None:
+    template = template_of(values)
+    charted = render(CHART, values)
+    with_controller = render(CHART, {**values, "controller": {"enabled": True}})
+    assert not [m for m in with_controller if m["kind"] in AGENT_KINDS
+                and REMOTE_CLUSTER_ID_LABEL in m["metadata"].get("labels", {})]
+    for remote in values["remotes"]:
+        cluster_id = remote["clusterId"]
+        expected = [m for m in charted if m["kind"] in AGENT_KINDS
+                    and m["metadata"].get("labels", {}).get(REMOTE_CLUSTER_ID_LABEL) == cluster_id]
+        assert expected
+        # The VirtualNode the chart renders with the controller is the one it renders without.
+        manifest = only(with_controller, "VirtualNode", cluster_id)
+        assert manifest == only(charted, "VirtualNode", cluster_id)
+        forged = agent_objects(virtual_node(manifest), template)
+        key = lambda m: (m["kind"], m["metadata"]["name"])  # noqa: E731
+        assert sorted(map(without_owner, forged), key=key) == sorted(expected, key=key)
+
+
+def test_each_object_is_owned_by_the_virtual_node() -> None:
+    template = template_of(FULL)
+    node = virtual_node(only(render(CHART, FULL), "VirtualNode", "provider-1"))
+    objects = agent_objects(node, template)
+    assert {m["kind"] for m in objects} == AGENT_KINDS
+    for obj in objects:
+        assert obj["metadata"]["ownerReferences"] == [{
+            "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+            "name": "provider-1", "uid": UID, "controller": True, "blockOwnerDeletion": True}]
+        assert is_owned_by(obj, UID) and not is_owned_by(obj, "another-uid")
+
+
+def test_a_virtual_node_without_credentials_or_with_half_a_cidr_makes_no_agent() -> None:
+    template = template_of(FULL)
+    manifest = only(render(CHART, FULL), "VirtualNode", "provider-1")
+    spec = {k: v for k, v in manifest["spec"].items() if k != "kubeconfigSecretRef"}
+    with pytest.raises(InvalidVirtualNode, match="kubeconfigSecretRef"):
+        agent_objects(virtual_node({**manifest, "spec": spec}), template)
+    half = {**manifest["spec"], "remappedPodCidr": None}
+    with pytest.raises(InvalidVirtualNode, match="go together"):
+        agent_objects(virtual_node({**manifest, "spec": half}), template)
+    remapped = {**manifest["spec"], "remappedHomePodCidr": "10.9.0.0/16"}
+    with pytest.raises(InvalidVirtualNode, match="homePodCidr"):
+        agent_objects(virtual_node({**manifest, "spec": remapped}), template)
+
+
+def test_an_object_is_written_again_only_when_what_was_forged_changed() -> None:
+    template = template_of(FULL)
+    node = virtual_node(only(render(CHART, FULL), "VirtualNode", "provider-1"))
+    deployment = with_spec_hash(next(m for m in agent_objects(node, template)
+                                     if m["kind"] == "Deployment"))
+    # What the API server returns carries defaults and status: still unchanged.
+    stored = json.loads(json.dumps(deployment))
+    stored["spec"]["revisionHistoryLimit"] = 10
+    stored["status"] = {"readyReplicas": 1}
+    assert not needs_write(stored, deployment)
+    moved = node.model_copy(update={"spec": node.spec.model_copy(update={"node_name": "other"})})
+    changed = with_spec_hash(next(m for m in agent_objects(moved, template)
+                                  if m["kind"] == "Deployment"))
+    assert changed["metadata"]["annotations"][SPEC_HASH_ANNOTATION] != deployment[
+        "metadata"]["annotations"][SPEC_HASH_ANNOTATION]
+    assert needs_write(stored, changed)
+    assert deployment_readiness(stored) == "1/2"
+    assert deployment_readiness(None) is None
