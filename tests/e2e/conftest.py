@@ -114,7 +114,9 @@ def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
     from tests.charts.helm import ROOT, render
 
     namespace = "annex-e2e-agents"
-    manifests = render(ROOT / "charts" / "home-agent", {"clusterId": "e2e"},
+    # Without the home controller: the agent's identity only (the controller's is its own).
+    manifests = render(ROOT / "charts" / "home-agent",
+                       {"clusterId": "e2e", "controller": {"enabled": False}},
                        release="annex", namespace=namespace)
     try:
         home.core.create_namespace({"metadata": {"name": namespace}})
