@@ -43,6 +43,7 @@ from shared.forge.agent import (
     agent_phase,
     election_lease_name,
     is_owned_by,
+    lease_holder,
     needs_write,
     status_patch,
     with_spec_hash,
@@ -303,16 +304,3 @@ class VirtualNodes:
                                                election_lease_name(virtual_node.spec.cluster_id)))
         return lease_holder(lease, datetime.now(UTC))
 
-
-def lease_holder(lease: Mapping[str, Any] | None, now: datetime) -> str | None:
-    """What an election Lease still waits for: its holder, unless it released it or stopped
-    renewing it a lease duration ago (a leader killed releases nothing)."""
-    spec = (lease or {}).get("spec") or {}
-    holder = spec.get("holderIdentity")
-    if not holder:
-        return None
-    renewed = spec.get("renewTime")
-    duration = spec.get("leaseDurationSeconds") or 0
-    if renewed and (now - parse_rfc3339(renewed)).total_seconds() > duration:
-        return None
-    return f"the agent leader {holder} to release its Lease"

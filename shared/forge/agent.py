@@ -17,12 +17,14 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from pydantic import Field
 
 from shared.api.base import ApiModel
 from shared.api.virtual_node import AgentStatus, VirtualNode, VirtualNodePhase
+from shared.forge.common import parse_rfc3339
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 
 DEPLOYMENT_API = ("apps/v1", "Deployment")
@@ -277,3 +279,17 @@ def status_patch(virtual_node: VirtualNode, phase: VirtualNodePhase, deployment_
     if status.phase == phase and (status.agent or AgentStatus()) == agent:
         return None
     return {"status": {"phase": phase.value, "agent": agent.to_wire()}}
+
+
+def lease_holder(lease: Mapping[str, Any] | None, now: datetime) -> str | None:
+    """What an election Lease still waits for: its holder, unless it released it or stopped
+    renewing it a lease duration ago (a leader killed releases nothing)."""
+    spec = (lease or {}).get("spec") or {}
+    holder = spec.get("holderIdentity")
+    if not holder:
+        return None
+    renewed = spec.get("renewTime")
+    duration = spec.get("leaseDurationSeconds") or 0
+    if renewed and (now - parse_rfc3339(renewed)).total_seconds() > duration:
+        return None
+    return f"the agent leader {holder} to release its Lease"

@@ -5,6 +5,7 @@ by the VirtualNode; the controller's hash says when one must be written again.""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from shared.forge.agent import (
     agent_objects,
     deployment_readiness,
     is_owned_by,
+    lease_holder,
     needs_write,
     with_spec_hash,
 )
@@ -123,3 +125,13 @@ def test_an_object_is_written_again_only_when_what_was_forged_changed() -> None:
     assert needs_write(stored, changed)
     assert deployment_readiness(stored) == "1/2"
     assert deployment_readiness(None) is None
+
+
+def test_an_election_lease_holds_a_drain_until_released_or_expired() -> None:
+    now = datetime(2026, 11, 24, 19, 0, tzinfo=UTC)
+    held = {"spec": {"holderIdentity": "agent-0_1", "leaseDurationSeconds": 15,
+                     "renewTime": "2026-11-24T18:59:50.000000Z"}}
+    assert lease_holder(held, now) == "the agent leader agent-0_1 to release its Lease"
+    assert lease_holder({"spec": {**held["spec"], "holderIdentity": ""}}, now) is None
+    assert lease_holder(held, now + timedelta(seconds=6)) is None  # a leader killed
+    assert lease_holder(None, now) is None

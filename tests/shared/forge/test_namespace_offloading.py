@@ -104,3 +104,19 @@ def test_a_written_plan_asks_for_nothing_more(offloading: dict[str, Any],
     assert again.invalid_name is None  # reported once
     assert (again.scheduling_enabled, again.remote_namespace, again.finalizer) == (
         plan.scheduling_enabled, plan.remote_namespace, plan.finalizer)
+
+
+@EXAMPLES
+@given(offloadings(), namespace_maps)
+def test_a_withdrawn_virtual_node_asks_for_no_twin_and_holds_until_it_is_gone(
+        offloading: dict[str, Any], namespace_map: NamespaceMap | None) -> None:
+    """Its VirtualNode deleted, the agent withdraws every namespace (the home controller's drain
+    waits on the finalizer): no entry; the finalizer stays while the enforcer still reports the
+    twin, and is never added."""
+    plan = offloading_plan(offloading, "shop", namespace_map, node_name="liqo-remote",
+                           node_labels=NODE_LABELS, home_cluster_id="home",
+                           remote_cluster_id=REMOTE, now=NOW, withdrawn=True)
+    assert plan.remote_namespace is None
+    still_mapped = namespace_map is not None and "shop" in namespace_map.status.current_mapping
+    held = finalizer_name(REMOTE) in (offloading["metadata"].get("finalizers") or [])
+    assert plan.finalizer == (still_mapped and held)
