@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from annex.controller import DONE, RETRY, Controller, Result
 from annex.events import EventRecorder
 from annex.informers import Change, Informers
-from annex.kubeapi import core_path, custom_path, group_path
+from annex.kubeapi import ClusterApi, core_path, custom_path, group_path
 from annex.mirror import Key
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
@@ -94,7 +94,7 @@ def _owner_key(change: Change) -> list[Key]:
 
 
 class VirtualNodes:
-    def __init__(self, api: Any, informers: Informers, template: AgentTemplate,
+    def __init__(self, api: ClusterApi, informers: Informers, template: AgentTemplate,
                  events: EventRecorder, *, drain_timeout: float = 300.0,
                  workers: int = 2) -> None:
         self.api = api
