@@ -59,6 +59,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     agents = None
     if settings.agent_template is not None:
         template = AgentTemplate.model_validate_json(Path(settings.agent_template).read_text())
+        if template.namespace != settings.namespace:
+            # An owner reference never crosses namespaces: the agents live with their VirtualNode.
+            raise SystemExit(f"--agent-template makes agents in namespace {template.namespace}, "
+                             f"not in --namespace {settings.namespace}")
         agents = VirtualNodes(api, informers, template,
                               EventRecorder(api, "annex-home-controller"),
                               drain_timeout=settings.drain_timeout_seconds,

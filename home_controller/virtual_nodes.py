@@ -48,7 +48,6 @@ from shared.forge.agent import (
     status_patch,
     with_spec_hash,
 )
-from shared.forge.common import parse_rfc3339
 from shared.forge.namespace_offloading import finalizer_name
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 
@@ -218,8 +217,7 @@ class VirtualNodes:
         obj = await self._write_status(key, obj, virtual_node, refused=False)
         deleted_at = virtual_node.metadata.deletion_timestamp
         assert deleted_at is not None
-        overdue = (datetime.now(UTC) - (parse_rfc3339(deleted_at) if isinstance(
-            deleted_at, str) else deleted_at)).total_seconds() > self.drain_timeout
+        overdue = (datetime.now(UTC) - deleted_at).total_seconds() > self.drain_timeout
         cluster_id = virtual_node.spec.cluster_id
         node_name = virtual_node.status.node_name or virtual_node.spec.effective_node_name()
         node = self._virtual_node_of(node_name, cluster_id)
