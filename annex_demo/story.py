@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client, config
 
@@ -26,6 +26,7 @@ from annex_demo.components import (
 )
 from annex_demo.narrator import Narrator
 from kubesim.cluster import Cluster, ClusterThread
+from shared.api.virtual_node import VIRTUAL_NODE as VIRTUAL_NODE_KIND
 from shared.ipremap import CidrRemap
 from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
 
@@ -137,14 +138,15 @@ class Story:
         self.say.ok("CRDs, the enforcer's ServiceAccount and ClusterRole, the tenant namespace "
                     f"{TENANT_NAMESPACE} with the consumer identity, its Role and Quota")
         self._run_component(
-            "remote enforcer", remote, release, stack, "kubeconfig",
+            "remote enforcer", remote, release, self._deployment(release.manifests), stack,
+            "kubeconfig",
             webhook_address="127.0.0.1", webhook_port=str(release.webhook_port),
             health_address="127.0.0.1", health_port=str(release.probe_port))
         self.say.ok(f"ShadowPod admission webhook registered ({release.webhook_url})")
 
     def peer(self, home: DemoCluster, remote: DemoCluster, stack: contextlib.ExitStack) -> None:
-        self.say.step("Peer: the consumer's kubeconfig goes into the home-agent chart; start the "
-                      "agent")
+        self.say.step("Peer: the consumer's kubeconfig and a VirtualNode from the home-agent "
+                      "chart; the home controller spawns the agent")
         consumer = service_account_kubeconfig(remote.kubeconfig, remote.api, TENANT_NAMESPACE,
                                               CONSUMER_ACCOUNT, self.workdir / "consumer.tmp")
         kubeconfig_text = consumer.read_text()
@@ -154,7 +156,7 @@ class Story:
         t = self.timings
         release = self._install_chart(home, "home-agent", {
             "clusterId": HOME_ID, "logFormat": "text",
-            "controller": {"enabled": False},  # the chart's agent, run here as a process
+            "replicas": 1,  # the demo runs the agent as one process
             "lease": {"renewIntervalSeconds": t.lease_renew_seconds},
             "healthCheck": {"intervalSeconds": t.health_interval_seconds,
                             "timeoutSeconds": t.health_timeout_seconds,
@@ -162,8 +164,23 @@ class Story:
             "remotes": [{"clusterId": REMOTE_ID, "kubeconfig": kubeconfig_text,
                          "remotePodCidr": POD_CIDR, "remappedPodCidr": REMAPPED_POD_CIDR}]})
         secret = self._virtual_node_secret(release.manifests)
-        self.say.ok(f"CRDs, the agent's ServiceAccount and ClusterRole, Secret {secret} with the "
-                    f"consumer kubeconfig, VirtualNode {REMOTE_ID}")
+        self.say.ok(f"CRDs, the ServiceAccounts and roles of the agent and the home controller, "
+                    f"Secret {secret} with the consumer kubeconfig, VirtualNode {REMOTE_ID}, the "
+                    "agents' template")
+        (template,) = charts.of_kind(release.manifests, "ConfigMap")
+        template_path = self.workdir / "agent-template.json"
+        template_path.write_text(template["data"]["agent.json"])
+        self._run_component(
+            "home controller", home, release, self._deployment(release.manifests), stack,
+            "kubeconfig", agent_template=str(template_path), health_address="127.0.0.1",
+            health_port=str(release.probe_port))
+        agent = self.say.wait(f"the home controller spawned VirtualNode {REMOTE_ID}'s agent",
+                              lambda: self._spawned_agent(home), self.timings.wait_seconds)
+        deployment = cast(dict[str, Any], home.api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
+            client.AppsV1Api(home.api).read_namespaced_deployment(agent,
+                                                                  charts.RELEASE_NAMESPACE)))
+        self.say.ok(f"Deployment {agent} with its kubeconfig Role and RoleBinding, owned by "
+                    f"VirtualNode {REMOTE_ID}; its command line runs here as a process")
         remote_kubeconfig = self.workdir / "agent-remote.kubeconfig"
         self._mount_secret(home, secret, remote_kubeconfig)
         # The kubelet API on any free port (a real kubelet may hold 10250 here), trusting the
@@ -171,10 +188,11 @@ class Story:
         home_ca = self.workdir / "home-ca.crt"
         assert home.sim.tls is not None
         home_ca.write_bytes(home.sim.tls.ca_pem)
+        agent_port = free_port()
         self._run_component(
-            "home agent", home, release, stack, "home_kubeconfig",
-            remote_kubeconfig=str(remote_kubeconfig), agent_ip="127.0.0.1",
-            metrics_address=f"127.0.0.1:{release.probe_port}",
+            "home agent", home, release, deployment, stack, "home_kubeconfig",
+            probe_port=agent_port, remote_kubeconfig=str(remote_kubeconfig),
+            agent_ip="127.0.0.1", metrics_address=f"127.0.0.1:{agent_port}",
             webhook_address=f"127.0.0.1:{release.webhook_port}",
             kubelet_address="127.0.0.1", kubelet_port="0", kubelet_client_ca=str(home_ca))
         self.say.ok(f"pod webhook registered ({release.webhook_url})")
@@ -290,24 +308,31 @@ class Story:
                        free_port())
 
     def _run_component(self, name: str, cluster: DemoCluster, release: Release,
-                       stack: contextlib.ExitStack, kubeconfig_flag: str,
+                       deployment: dict[str, Any], stack: contextlib.ExitStack,
+                       kubeconfig_flag: str, probe_port: int | None = None,
                        **flags: str) -> None:
-        """The chart Deployment's command line, run locally as the chart's ServiceAccount with
-        local addresses and files; then its webhook configurations, pointed at it."""
-        account = self._release_service_account(release.manifests)
+        """The Deployment's command line, run locally as its ServiceAccount with local
+        addresses and files; then the release's webhook configurations, pointed at it, when it
+        serves them (it takes the webhook flags)."""
+        pod = deployment["spec"]["template"]["spec"]
+        account = pod["serviceAccountName"]
         kubeconfig = service_account_kubeconfig(cluster.kubeconfig, cluster.api,
                                                 charts.RELEASE_NAMESPACE, account,
                                                 self.workdir / f"{account}.kubeconfig")
-        command = charts.container_command(release.manifests,
-                                           self._deployment_name(release.manifests))
+        container = pod["containers"][0]
+        command = [*container["command"], *container.get("args", [])]
+        serves_webhooks = any(arg.startswith("--webhook-cert=") for arg in command)
+        if serves_webhooks:
+            flags = {**flags, "webhook_cert": str(release.certificate.cert),
+                     "webhook_key": str(release.certificate.key)}
         command = command[:3] + charts.with_flags(
-            command[3:], **{kubeconfig_flag: str(kubeconfig)},
-            webhook_cert=str(release.certificate.cert), webhook_key=str(release.certificate.key),
-            log_format="text", **flags)
-        self._start(name, command, f"http://127.0.0.1:{release.probe_port}/readyz", stack)
-        charts.apply(cluster.api, [charts.pointed_at(w, release.webhook_url,
-                                                     release.certificate.ca_bundle)
-                                   for w in release.webhooks])
+            command[3:], **{kubeconfig_flag: str(kubeconfig)}, log_format="text", **flags)
+        port = probe_port if probe_port is not None else release.probe_port
+        self._start(name, command, f"http://127.0.0.1:{port}/readyz", stack)
+        if serves_webhooks:
+            charts.apply(cluster.api, [charts.pointed_at(w, release.webhook_url,
+                                                         release.certificate.ca_bundle)
+                                       for w in release.webhooks])
 
     def _start(self, name: str, command: list[str], ready_url: str,
                stack: contextlib.ExitStack) -> ComponentProcess:
@@ -331,15 +356,21 @@ class Story:
         path.chmod(0o600)
 
     @staticmethod
-    def _release_service_account(manifests: list[dict[str, Any]]) -> str:
-        return str(next(m for m in charts.of_kind(manifests, "ServiceAccount")
-                        if m["metadata"].get("namespace") == charts.RELEASE_NAMESPACE)
-                   ["metadata"]["name"])
+    def _deployment(manifests: list[dict[str, Any]]) -> dict[str, Any]:
+        """The release's one Deployment (the enforcer's; the home controller's)."""
+        (deployment,) = charts.of_kind(manifests, "Deployment")
+        return deployment
 
     @staticmethod
-    def _deployment_name(manifests: list[dict[str, Any]]) -> str:
-        (deployment,) = charts.of_kind(manifests, "Deployment")
-        return str(deployment["metadata"]["name"])
+    def _spawned_agent(home: DemoCluster) -> tuple[bool, str]:
+        """The agent Deployment the home controller made for the VirtualNode, by name."""
+        virtual_node = cast(dict[str, Any], client.CustomObjectsApi(
+            home.api).get_namespaced_custom_object(
+            VIRTUAL_NODE_KIND.group, VIRTUAL_NODE_KIND.version, charts.RELEASE_NAMESPACE,
+            VIRTUAL_NODE_KIND.plural, REMOTE_ID))
+        agent = (virtual_node.get("status") or {}).get("agent") or {}
+        phase = (virtual_node.get("status") or {}).get("phase") or "?"
+        return bool(agent.get("deployment")), agent.get("deployment") or f"phase {phase}"
 
     @staticmethod
     def _virtual_node_secret(manifests: list[dict[str, Any]]) -> str:
