@@ -1,6 +1,7 @@
 """Regenerates docs/configuration.md from the real configuration: the components' argument
-parsers (home_agent/config.py, remote_enforcer/settings.py) and the charts' values.yaml (defaults
-and their comments) with values.schema.json (types, allowed values, required keys).
+parsers (home_agent/config.py, home_controller/settings.py, remote_enforcer/settings.py) and
+the charts' values.yaml (defaults and their comments) with values.schema.json (types, allowed
+values, required keys).
 
     python scripts/generate_config_reference.py
 
@@ -25,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from home_agent.config import build_parser as home_agent_parser  # noqa: E402
+from home_controller.settings import parser as home_controller_parser  # noqa: E402
 from remote_enforcer.settings import parser as remote_enforcer_parser  # noqa: E402
 
 OUTPUT = ROOT / "docs" / "configuration.md"
@@ -227,6 +229,7 @@ def chart_section(chart: str) -> str:
 def reference() -> str:
     sections = [HEADER,
                 flags_section("Home agent flags", home_agent_parser()),
+                flags_section("Home controller flags", home_controller_parser()),
                 flags_section("Remote enforcer flags", remote_enforcer_parser()),
                 *(chart_section(chart) for chart in CHARTS)]
     return "\n".join(sections)

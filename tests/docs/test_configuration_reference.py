@@ -31,12 +31,13 @@ def test_the_committed_reference_is_what_the_generator_writes() -> None:
     assert committed == generator().reference(), f"docs/configuration.md is {REGENERATE}"
 
 
-def test_every_flag_of_both_components_is_documented() -> None:
+def test_every_flag_of_the_components_is_documented() -> None:
     from home_agent.config import build_parser
+    from home_controller.settings import parser as home_controller_parser
     from remote_enforcer.settings import parser
 
     reference = generator().reference()
-    for component in (build_parser(), parser()):
+    for component in (build_parser(), home_controller_parser(), parser()):
         for action in component._actions:
             for option in action.option_strings:
                 if option not in ("-h", "--help"):
