@@ -38,7 +38,9 @@ FULL = {
 }
 CASE = ChartCase(name="home-agent", chart=CHART, minimal={**MINIMAL, **CHART_AGENTS}, full=FULL,
                  rules=HOME_AGENT_RULES, probe_port="metrics",
-                 webhook_kind="MutatingWebhookConfiguration", webhook_path=MUTATE_POD_PATH)
+                 webhook_kind="MutatingWebhookConfiguration", webhook_path=MUTATE_POD_PATH,
+                 renderings={"remotes with the controller": {**FULL, "controller": {
+                     "enabled": True}}})
 
 
 @pytest.mark.parametrize(("values", "complaint"), [

@@ -10,16 +10,19 @@ from typing import Any
 
 import pytest
 
-from shared.api.virtual_node import VirtualNode
+from shared.api.virtual_node import AgentStatus, VirtualNode, VirtualNodePhase
 from shared.forge.agent import (
     SPEC_HASH_ANNOTATION,
     AgentTemplate,
     InvalidVirtualNode,
+    agent_name,
     agent_objects,
+    agent_phase,
     deployment_readiness,
     is_owned_by,
     lease_holder,
     needs_write,
+    status_patch,
     with_spec_hash,
 )
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
@@ -135,3 +138,25 @@ def test_an_election_lease_holds_a_drain_until_released_or_expired() -> None:
     assert lease_holder({"spec": {**held["spec"], "holderIdentity": ""}}, now) is None
     assert lease_holder(held, now + timedelta(seconds=6)) is None  # a leader killed
     assert lease_holder(None, now) is None
+
+
+def test_the_phase_and_the_agent_readiness_are_written_when_they_change() -> None:
+    template = template_of(FULL)
+    node = virtual_node(only(render(CHART, FULL), "VirtualNode", "provider-1"))
+    deployment = {"spec": {"replicas": 2}, "status": {"readyReplicas": 0}}
+    assert agent_phase(node, None, refused=False) is VirtualNodePhase.CREATING
+    assert agent_phase(node, deployment, refused=True) is VirtualNodePhase.REFUSED
+    name = agent_name(template, "provider-1")
+    patch = status_patch(node, VirtualNodePhase.CREATING, name, deployment)
+    assert patch == {"status": {"phase": "Creating",
+                                "agent": {"deployment": name, "ready": "0/2"}}}
+    written = node.model_copy(update={"status": node.status.model_copy(update={
+        "phase": VirtualNodePhase.CREATING, "agent": AgentStatus(deployment=name, ready="0/2")})})
+    assert status_patch(written, VirtualNodePhase.CREATING, name, deployment) is None
+    ready = {**deployment, "status": {"readyReplicas": 1}}
+    assert agent_phase(written, ready, refused=False) is VirtualNodePhase.RUNNING
+    assert status_patch(written, VirtualNodePhase.RUNNING, name, ready) == {
+        "status": {"phase": "Running", "agent": {"deployment": name, "ready": "1/2"}}}
+    deleted = written.model_copy(update={"metadata": written.metadata.model_copy(update={
+        "deletion_timestamp": datetime(2026, 11, 24, 19, 0, tzinfo=UTC)})})
+    assert agent_phase(deleted, ready, refused=False) is VirtualNodePhase.DRAINING
