@@ -37,6 +37,7 @@ from tests.remote_enforcer.conftest import Enforcer, webhook_configuration
 
 STORAGE_WEBHOOK_NAME = "storage.enforcer.annex.e2e"
 EXPANDABLE = "annex-e2e-expandable"
+SMALL = "annex-e2e-small"
 APP = {"app": "db"}
 
 
@@ -51,33 +52,47 @@ def remote_storage_class(remote: ClusterHandle) -> str:
     pytest.skip("the remote cluster has no default storage class to offer")
 
 
+def simulated_class(remote: ClusterHandle, name: str, **fields: Any) -> str:
+    """A class of kubesim's simulated CSI driver (made once per cluster)."""
+    try:
+        client.StorageV1Api(remote.api_client).create_storage_class({
+            "metadata": {"name": name}, "provisioner": "csi.kubesim.io", **fields})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+    return name
+
+
 def expandable_class(remote: ClusterHandle) -> str | None:
     """A remote class that expands volumes: E2E_REMOTE_EXPANDABLE_CLASS, or on kubesim one of
-    its simulated CSI driver; None when there is none to offer."""
+    its simulated CSI driver, which grows the file system on the node (as most drivers do);
+    None when there is none to offer."""
     if os.environ.get("E2E_REMOTE_EXPANDABLE_CLASS"):
         return os.environ["E2E_REMOTE_EXPANDABLE_CLASS"]
     if remote.sim is None:
         return None
-    try:
-        client.StorageV1Api(remote.api_client).create_storage_class({
-            "metadata": {"name": EXPANDABLE}, "provisioner": "csi.kubesim.io",
-            "allowVolumeExpansion": True})
-    except ApiException as error:
-        if error.status != 409:
-            raise
-    return EXPANDABLE
+    return simulated_class(remote, EXPANDABLE, allowVolumeExpansion=True,
+                           parameters={"kubesim.io/node-expansion": "true"})
+
+
+def small_class(remote: ClusterHandle) -> str | None:
+    """On kubesim, a remote class whose backend holds 1Gi in all (provisioning past it fails)."""
+    if remote.sim is None:
+        return None
+    return simulated_class(remote, SMALL, parameters={"kubesim.io/capacity": "1Gi"})
 
 
 @pytest.fixture(scope="module")
 def enforcer(remote: ClusterHandle, crds: None,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
     """The enforcer offering the remote cluster's class (its default one: first, the offer's
-    default) and an expandable one when there is one, its webhook called for ShadowPods and
-    for the claims of twin namespaces (as the remote-enforcer chart registers them)."""
+    default), an expandable one when there is one and on kubesim a small one, its webhook
+    called for ShadowPods and for the claims of twin namespaces (as the remote-enforcer chart
+    registers them)."""
     offered = [remote_storage_class(remote)]
-    expandable = expandable_class(remote)
-    if expandable is not None and expandable not in offered:
-        offered.append(expandable)
+    for extra in (expandable_class(remote), small_class(remote)):
+        if extra is not None and extra not in offered:
+            offered.append(extra)
     process = Enforcer(remote.kubeconfig, tmp_path_factory.mktemp("enforcer"),
                        ["--offer-debounce-seconds", "0.1", "--storage-classes",
                         ",".join(offered)])
@@ -301,6 +316,26 @@ def test_a_pod_mounting_a_claim_bound_at_home_is_held_back(
                 raise
 
 
+def conditions_of(claim: Any) -> dict[str, str]:
+    """A claim's conditions: their messages by type."""
+    return {c.type: c.message or "" for c in claim.status.conditions or []}
+
+
+def claim_in_use_remotely(home: ClusterHandle, remote: ClusterHandle, namespace: str,
+                          twin: str, virtual_class: str, remote_class: str) -> None:
+    """The claim `data` of the virtual class, asking the provider for `remote_class`, bound on
+    both sides, mounted by the pod `app` running remotely."""
+    body = claim_template(virtual_class)
+    body["metadata"]["annotations"] = {REMOTE_STORAGE_CLASS_ANNOTATION: remote_class}
+    home.core.create_namespaced_persistent_volume_claim(namespace, body)
+    home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
+    wait_for(lambda: claims(remote, twin).get("data") is not None
+             and claims(remote, twin)["data"].status.phase == "Bound"
+             and claims(home, namespace)["data"].status.phase == "Bound"
+             and running_remotely(remote, twin, {"app"}), timeout=90,
+             message="the claim bound on both sides, its pod running remotely")
+
+
 def test_resizing_the_home_claim_resizes_the_remote_one(
         home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
         virtual_class: str) -> None:
@@ -308,14 +343,7 @@ def test_resizing_the_home_claim_resizes_the_remote_one(
     if expandable is None:
         pytest.skip("no remote class that expands volumes (E2E_REMOTE_EXPANDABLE_CLASS)")
     twin = offloaded(home, namespace)
-    body = claim_template(virtual_class)
-    body["metadata"]["annotations"] = {REMOTE_STORAGE_CLASS_ANNOTATION: expandable}
-    home.core.create_namespaced_persistent_volume_claim(namespace, body)
-    home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
-    wait_for(lambda: claims(remote, twin).get("data") is not None
-             and claims(remote, twin)["data"].status.phase == "Bound"
-             and claims(home, namespace)["data"].status.phase == "Bound", timeout=60,
-             message="the claim bound on both sides")
+    claim_in_use_remotely(home, remote, namespace, twin, virtual_class, expandable)
     home.core.patch_namespaced_persistent_volume_claim("data", namespace, {
         "spec": {"resources": {"requests": {"storage": "2Gi"}}}})
     wait_for(lambda: claims(remote, twin)["data"].status.capacity["storage"] == "2Gi",
@@ -324,6 +352,100 @@ def test_resizing_the_home_claim_resizes_the_remote_one(
              timeout=60, message="the home claim's capacity follows")
     assert home_volumes_of(home, namespace)["data"].spec.capacity["storage"] == "2Gi"
     assert "VolumeResizeSuccessful" in events_on(home, namespace, "data")
+
+
+def test_an_expansion_beyond_the_quota_is_refused_on_the_home_claim_and_nothing_breaks(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
+        virtual_class: str) -> None:
+    """The provider's quota refuses the expansion: the home claim shows it as a resizer shows
+    a failed one (VolumeResizeFailed, ControllerResizeError), keeps its volume and its pod;
+    once the quota allows it, the expansion goes through."""
+    expandable = expandable_class(remote)
+    if expandable is None:
+        pytest.skip("no remote class that expands volumes (E2E_REMOTE_EXPANDABLE_CLASS)")
+    set_storage_quota(remote, peered.home_id, "1Gi")
+    twin = offloaded(home, namespace)
+    claim_in_use_remotely(home, remote, namespace, twin, virtual_class, expandable)
+    home.core.patch_namespaced_persistent_volume_claim("data", namespace, {
+        "spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+    failed = wait_for(lambda: events_on(home, namespace, "data").get("VolumeResizeFailed"),
+                      timeout=60, message="VolumeResizeFailed on the home claim")
+    assert "quota exceeded for requests.storage" in failed
+    refused = wait_for(lambda: conditions_of(claims(home, namespace)["data"]).get(
+        "ControllerResizeError"), timeout=60, message="ControllerResizeError on the home claim")
+    assert "quota exceeded for requests.storage" in refused
+    held = claims(home, namespace)["data"]
+    assert held.status.phase == "Bound" and held.status.capacity["storage"] == "1Gi"
+    assert claims(remote, twin)["data"].spec.resources.requests["storage"] == "1Gi"
+    assert running_remotely(remote, twin, {"app"})
+    assert home.core.read_namespaced_pod("app", namespace).status.phase == "Running"
+
+    client.CustomObjectsApi(remote.api_client).patch_namespaced_custom_object(
+        QUOTA.group, QUOTA.version, f"annex-tenant-{peered.home_id}", QUOTA.plural, "storage",
+        {"spec": {"resources": {"requests.storage": "2Gi"}}})
+    wait_for(lambda: (c := claims(home, namespace)["data"]).status.capacity["storage"] == "2Gi"
+             and "ControllerResizeError" not in conditions_of(c), timeout=120,
+             message="the expansion through once the quota allows it, the refusal gone")
+
+
+def test_a_file_system_resize_pending_remotely_shows_at_home_until_a_pod_mounts_the_claim(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
+        virtual_class: str) -> None:
+    """A claim expanded while no pod mounts it: the provider's resizer leaves the file system
+    to grow on the node (FileSystemResizePending, if its driver does so: kubesim's does); the
+    home claim shows it, and its grown capacity once a pod mounts it again."""
+    expandable = expandable_class(remote)
+    if expandable is None:
+        pytest.skip("no remote class that expands volumes (E2E_REMOTE_EXPANDABLE_CLASS)")
+    twin = offloaded(home, namespace)
+    claim_in_use_remotely(home, remote, namespace, twin, virtual_class, expandable)
+    home.core.delete_namespaced_pod("app", namespace, grace_period_seconds=0)
+    wait_for(lambda: not remote.core.list_namespaced_pod(twin).items
+             and not home.core.list_namespaced_pod(namespace).items, timeout=60,
+             message="the pod gone on both sides")
+    home.core.patch_namespaced_persistent_volume_claim("data", namespace, {
+        "spec": {"resources": {"requests": {"storage": "2Gi"}}}})
+
+    def remote_resize() -> str | None:
+        found = claims(remote, twin)["data"]
+        if "FileSystemResizePending" in conditions_of(found):
+            return "pending"
+        return "done" if found.status.capacity["storage"] == "2Gi" else None
+    if wait_for(remote_resize, timeout=60, message="the remote claim resized") == "pending":
+        pending = wait_for(lambda: conditions_of(claims(home, namespace)["data"]).get(
+            "FileSystemResizePending"), timeout=60,
+            message="FileSystemResizePending on the home claim")
+        assert pending == conditions_of(claims(remote, twin)["data"])["FileSystemResizePending"]
+        assert claims(home, namespace)["data"].status.capacity["storage"] == "1Gi"
+    home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
+    wait_for(lambda: (c := claims(home, namespace)["data"]).status.capacity["storage"] == "2Gi"
+             and not conditions_of(c), timeout=120,
+             message="the home claim grown, its resize conditions gone")
+    assert home_volumes_of(home, namespace)["data"].spec.capacity["storage"] == "2Gi"
+    assert "VolumeResizeSuccessful" in events_on(home, namespace, "data")
+
+
+@pytest.mark.kubesim_only  # a full backend is kubesim's to simulate
+def test_the_remote_provisioners_failure_shows_on_the_home_claim(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
+        virtual_class: str) -> None:
+    small = small_class(remote)
+    assert small is not None
+    twin = offloaded(home, namespace)
+    body = claim_template(virtual_class, "2Gi")
+    body["metadata"]["annotations"] = {REMOTE_STORAGE_CLASS_ANNOTATION: small}
+    home.core.create_namespaced_persistent_volume_claim(namespace, body)
+    home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
+
+    def remote_failure() -> str | None:
+        return next((e.message for e in home.core.list_namespaced_event(
+            namespace, field_selector="involvedObject.name=data").items
+            if e.reason == "ProvisioningFailed"
+            and (e.source.component or "").endswith("(remote)")), None)
+    failed = wait_for(remote_failure, timeout=60,
+                      message="the remote provisioner's ProvisioningFailed on the home claim")
+    assert "insufficient capacity" in failed
+    assert claims(remote, twin)["data"].status.phase == "Pending"
 
 
 @pytest.mark.kubesim_only  # fault injection is kubesim's
