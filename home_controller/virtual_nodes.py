@@ -149,6 +149,7 @@ class VirtualNodes:
         for desired in wanted:
             refused = not await self._converge(obj, virtual_node, with_spec_hash(desired)) or (
                 refused)
+        await self._delete_unwanted(virtual_node, wanted)
         await self._write_status(key, obj, virtual_node, refused=refused)
         return RETRY if refused else DONE  # a refused name may be freed
 
@@ -191,6 +192,19 @@ class VirtualNodes:
             log.info("VirtualNode %s: %s %s/%s updated", virtual_node.metadata.name,
                      desired["kind"], namespace, name)
         return True
+
+    async def _delete_unwanted(self, virtual_node: VirtualNode,
+                               wanted: list[dict[str, Any]]) -> None:
+        """What the VirtualNode owns and no longer needs (its budget, down to one replica)."""
+        kept = {(obj["kind"], obj["metadata"]["name"]) for obj in wanted}
+        for kind, mirror in self.owned.items():
+            for obj in mirror.values():
+                namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+                if (kind, name) not in kept and is_owned_by(obj, virtual_node.metadata.uid):
+                    await delete_owned(self.api, OWNED[kind].path(namespace, name),
+                                       obj["metadata"].get("uid"))
+                    log.info("VirtualNode %s: %s %s/%s deleted (no longer needed)",
+                             virtual_node.metadata.name, kind, namespace, name)
 
     def _deployment(self, virtual_node: VirtualNode) -> tuple[str, dict[str, Any] | None]:
         name = agent_name(self.template, virtual_node.spec.cluster_id)

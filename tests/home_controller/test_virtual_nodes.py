@@ -153,3 +153,29 @@ def test_a_name_taken_by_someone_else_is_left_alone_and_said(
     wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
              message="the VirtualNode gone")
     assert rbac.read_namespaced_role(role_name, namespace).rules[0].resources == ["pods"]
+
+
+def test_a_changed_template_converges_the_agents_it_made(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    """The chart restarts the controller with the new template (one replica here): the
+    Deployment follows and the budget, needed no more, goes."""
+    path, template = agent_template(namespace, tmp_path)
+    first = start_controller("--namespace", namespace, "--agent-template", str(path))
+    cluster_id = unique_id("provider")
+    apply_virtual_node(home, namespace, cluster_id)
+    name = agent_name(template, cluster_id)
+    wait_for(lambda: read(home, "PodDisruptionBudget", namespace, name), timeout=30,
+             message="the budget made")
+    first.stop()
+    manifests = render(CHART, {"clusterId": "home", "replicas": 1}, namespace=namespace)
+    path.write_text(only(manifests, "ConfigMap")["data"]["agent.json"])
+    start_controller("--namespace", namespace, "--agent-template", str(path))
+    wait_for(lambda: read(home, "Deployment", namespace, name)["spec"]["replicas"] == 1,
+             timeout=30, message="the Deployment down to one replica")
+    wait_for(lambda: read(home, "PodDisruptionBudget", namespace, name) is None, timeout=30,
+             message="the budget deleted")
+    virtual_nodes = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
+                                               kind=VIRTUAL_NODE.kind)
+    virtual_nodes.delete(name=cluster_id, namespace=namespace)
+    wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
+             message="the VirtualNode gone")
