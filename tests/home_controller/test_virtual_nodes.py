@@ -16,13 +16,17 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.virtual_node import FINALIZER, VIRTUAL_NODE, VirtualNode
 from shared.forge.agent import AgentTemplate, agent_name, agent_objects
+from shared.forge.namespace_offloading import finalizer_name
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from tests.charts.helm import only, render
 from tests.charts.test_home_agent_chart import CHART
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.agentproc import unique_id
+from tests.home_agent.play import custom, offload_namespace
 
 KINDS = {"Role": ("rbac.authorization.k8s.io/v1", "Role"),
          "RoleBinding": ("rbac.authorization.k8s.io/v1", "RoleBinding"),
@@ -179,3 +183,49 @@ def test_a_changed_template_converges_the_agents_it_made(
     virtual_nodes.delete(name=cluster_id, namespace=namespace)
     wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
              message="the VirtualNode gone")
+
+
+def test_a_drain_that_waits_says_for_what_and_gives_up_after_its_timeout(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    """No agent runs here: the virtual node (made by the test, as an agent would) is cordoned
+    and its pod deleted (the test confirms the deletion, as the agent would once the remote pod
+    is gone), then the drain waits for the agent's finalizer on an offloaded namespace, says
+    so, and past --drain-timeout-seconds removes the agent, the Node and the finalizer all the
+    same."""
+    path, _ = agent_template(namespace, tmp_path)
+    start_controller("--namespace", namespace, "--agent-template", str(path),
+                     "--drain-timeout-seconds", "8")
+    cluster_id = unique_id("provider")
+    node_name = f"liqo-{cluster_id}"
+    home.core.create_node({"metadata": {"name": node_name, "labels": {
+        TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: cluster_id}}})
+    home.core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "bound"},
+        "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": "nginx"}]}})
+    offload_namespace(home, namespace)
+    d = NAMESPACE_OFFLOADING
+    custom(home).patch_namespaced_custom_object(
+        d.group, d.version, namespace, d.plural, "offloading",
+        {"metadata": {"finalizers": [finalizer_name(cluster_id)]}})
+    apply_virtual_node(home, namespace, cluster_id)
+    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
+             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+
+    virtual_nodes = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
+                                               kind=VIRTUAL_NODE.kind)
+    virtual_nodes.delete(name=cluster_id, namespace=namespace)
+    wait_for(lambda: home.core.read_namespaced_pod("bound", namespace).metadata.deletion_timestamp,
+             timeout=30, message="the pod on the virtual node deleted")
+    home.core.delete_namespaced_pod("bound", namespace, grace_period_seconds=0)
+    wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
+             message="the VirtualNode gone after the timeout")
+    events = events_on(home, namespace, cluster_id)
+    reasons = [reason for reason, _ in events]
+    assert "Cordoned" in reasons and "DrainTimedOut" in reasons and "Drained" in reasons
+    assert any(reason == "Draining" and namespace in message for reason, message in events), (
+        events)
+    assert any(reason == "Draining" and "pod(s)" in message for reason, message in events)
+    wait_for(lambda: not home.core.list_node(field_selector=f"metadata.name={node_name}").items,
+             timeout=30, message="the Node deleted")
+    custom(home).patch_namespaced_custom_object(
+        d.group, d.version, namespace, d.plural, "offloading", {"metadata": {"finalizers": []}})
