@@ -65,6 +65,10 @@ class PodOffloader:
         watch echoes our write some milliseconds after the answer: a remote status arriving
         meanwhile must be written over the answer's version, not the mirror's, which the
         server refuses (409) and the key waits out a backoff."""
+        self._forge_config: tuple[tuple[object, ...], PodForgeConfig] | None = None
+        self._status_config: tuple[object, StatusForgeConfig] | None = None
+        """The configs as built from the (frozen) agent config and the parsed VirtualNode they
+        were built from: every reconcile reads them, and they change with those only."""
 
     def _latest(self, key: tuple[str, str], pod: dict[str, Any] | None) -> dict[str, Any] | None:
         """`pod` from the mirror, or our last write's answer while the mirror lags behind it.
@@ -82,9 +86,12 @@ class PodOffloader:
 
     def forge_config(self) -> PodForgeConfig:
         config = self.agent.config
-        virtual_node = self.agent.virtual_node()
+        virtual_node = self.agent.virtual_node()  # the same object until the VirtualNode changes
+        cached = self._forge_config
+        if cached is not None and cached[0][0] is config and cached[0][1] is virtual_node:
+            return cached[1]
         patch = virtual_node.spec.offloading_patch if virtual_node else None
-        return PodForgeConfig(
+        built = PodForgeConfig(
             reflection=reflection_config(
                 config.home_cluster_id, config.remote_cluster_id,
                 labels_not_reflected=config.labels_not_reflected,
@@ -95,11 +102,18 @@ class PodOffloader:
             enable_apiserver_support=config.enable_apiserver_support,
             offloading_patch=patch,
         )
+        self._forge_config = ((config, virtual_node), built)
+        return built
 
     def status_config(self) -> StatusForgeConfig:
         config = self.agent.config
-        return StatusForgeConfig(node_ip=config.agent_ip, pod_cidr=config.remote_pod_cidr,
-                                 remapped_pod_cidr=config.remapped_pod_cidr)
+        cached = self._status_config
+        if cached is not None and cached[0] is config:
+            return cached[1]
+        built = StatusForgeConfig(node_ip=config.agent_ip, pod_cidr=config.remote_pod_cidr,
+                                  remapped_pod_cidr=config.remapped_pod_cidr)
+        self._status_config = (config, built)
+        return built
 
     async def reconcile(self, namespace: str, name: str) -> Result:
         agent = self.agent
