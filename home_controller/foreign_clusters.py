@@ -127,6 +127,12 @@ class ForeignClusters:
         return None if found is None else (
             f"{found['metadata']['namespace']}/{found['metadata']['name']}")
 
+    def _virtual_node_deleted(self, cluster_id: str) -> bool:
+        """Whether a VirtualNode of the cluster is being deleted (drained)."""
+        return any((obj.get("spec") or {}).get("clusterId") == cluster_id
+                   and obj["metadata"].get("deletionTimestamp")
+                   for obj in self.virtual_nodes.values())
+
     def _node(self, cluster_id: str) -> dict[str, Any] | None:
         return next((obj for obj in self.nodes.values()
                      if (obj["metadata"].get("labels") or {}).get(
@@ -171,6 +177,14 @@ class ForeignClusters:
         kubeconfig = kubeconfig_of(secret) if secret is not None else None
         self.offers.follow(cluster_id, kubeconfig)
         virtual_node = self._virtual_node(cluster_id)
+        if foreign.spec.accepted and self._virtual_node_deleted(cluster_id):
+            # Deleting the VirtualNode withdraws the acceptance: the drained provider is not
+            # made a VirtualNode again (accepting it again does).
+            await self.api.patch(custom_path(FOREIGN_CLUSTER, name=name),
+                                 {"spec": {"accepted": False}})
+            log.info("%s: its VirtualNode is deleted: no longer accepted", cluster_id)
+            foreign = foreign.model_copy(update={
+                "spec": foreign.spec.model_copy(update={"accepted": False})})
         refused = None
         if foreign.spec.accepted and secret is not None and virtual_node is None:
             wanted = rules.virtual_node(foreign, secret["metadata"]["namespace"],

@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.virtual_node import FINALIZER, VIRTUAL_NODE, VirtualNode
 from shared.forge.agent import AgentTemplate, agent_name, agent_objects
@@ -128,6 +129,12 @@ def test_a_virtual_node_gets_its_agent_and_takes_it_along(
                  message=f"{kind} {object_name} gone")
     reasons = [reason for reason, _ in events_on(home, namespace, cluster_id)]
     assert "Drained" in reasons
+    # The ForeignCluster the VirtualNode was shown as is no longer accepted: nothing makes the
+    # drained VirtualNode again.
+    foreign_clusters = home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
+                                                  kind=FOREIGN_CLUSTER.kind)
+    assert foreign_clusters.get(name=cluster_id).spec.accepted is False
+    foreign_clusters.delete(name=cluster_id)
 
 
 def test_a_name_taken_by_someone_else_is_left_alone_and_said(
