@@ -294,8 +294,14 @@ def proc_status(pid: int, key: str) -> float:
 
 
 def cpu_seconds(pid: int) -> float:
+    return sum(user_and_system_seconds(pid))
+
+
+def user_and_system_seconds(pid: int) -> tuple[float, float]:
+    """A process's CPU seconds in user space and in the kernel (its system calls: sockets)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 class Component:
@@ -332,10 +338,12 @@ class Component:
         return self.alive()
 
     def figures(self) -> dict[str, float]:
-        """Peak and current RSS (MiB) and CPU seconds of the running process."""
+        """Peak and current RSS (MiB) and CPU seconds of the running process (and of them, the
+        kernel's)."""
+        user, system = user_and_system_seconds(self.pid)
         return {"peak_rss_mib": round(proc_status(self.pid, "VmHWM"), 1),
                 "rss_mib": round(proc_status(self.pid, "VmRSS"), 1),
-                "cpu_seconds": round(cpu_seconds(self.pid), 2)}
+                "cpu_seconds": round(user + system, 2), "cpu_system_seconds": round(system, 2)}
 
     def stop(self, kill: bool = False) -> None:
         self.stopped = True
@@ -1518,7 +1526,8 @@ def table(results: dict[str, Any]) -> str:
         rows.append(("offloading ratio agent/bare", f"{found['ratio']} (target ≥ 0.5)"))
         agent = found["agent"]["agent"]
         rows.append(("agent after offloading", f"RSS {agent['rss_mib']} MiB (peak "
-                     f"{agent['peak_rss_mib']}), CPU {agent['cpu_seconds']} s = "
+                     f"{agent['peak_rss_mib']}), CPU {agent['cpu_seconds']} s (system "
+                     f"{agent.get('cpu_system_seconds')} s) = "
                      f"{found['agent'].get('agent_cpu_ms_per_pod')} ms/pod"))
         profile = found["agent"].get("agent_profile")
         if profile and "error" in profile:
