@@ -6,6 +6,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -26,6 +28,7 @@ from annex_demo.components import (
 )
 from annex_demo.narrator import Narrator
 from kubesim.cluster import Cluster, ClusterThread
+from kubesim.dns import dns_server, publish
 from shared.api.virtual_node import VIRTUAL_NODE as VIRTUAL_NODE_KIND
 from shared.ipremap import CidrRemap
 from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
@@ -37,6 +40,7 @@ POD_CIDR, REMAPPED_POD_CIDR = "10.0.0.0/16", "10.70.0.0/16"
 VIRTUAL_NODE = f"{VIRTUAL_NODE_NAME_PREFIX}{REMOTE_ID}"
 TENANT_NAMESPACE = f"annex-tenant-{HOME_ID}"  # the remote-enforcer chart's default
 CONSUMER_ACCOUNT = "consumer"  # the identity the remote-enforcer chart creates per consumer
+DISCOVERY_DOMAIN = "demo.annex.test"
 
 
 @dataclass(frozen=True)
@@ -98,7 +102,8 @@ class Story:
     def tell(self, stack: contextlib.ExitStack, keep: bool) -> None:
         home, remote = self.start_clusters(stack)
         self.install_provider(remote, stack)
-        self.peer(home, remote, stack)
+        release = self.discover(home, remote, stack)
+        self.accept(home, remote, release, stack)
         twin = self.offload(home, remote)
         self.cut(home, remote, twin)
         self.restore(home, remote, twin)
@@ -144,15 +149,16 @@ class Story:
             health_address="127.0.0.1", health_port=str(release.probe_port))
         self.say.ok(f"ShadowPod admission webhook registered ({release.webhook_url})")
 
-    def peer(self, home: DemoCluster, remote: DemoCluster, stack: contextlib.ExitStack) -> None:
-        self.say.step("Peer: the consumer's kubeconfig and a VirtualNode from the home-agent "
-                      "chart; the home controller spawns the agent")
-        consumer = service_account_kubeconfig(remote.kubeconfig, remote.api, TENANT_NAMESPACE,
-                                              CONSUMER_ACCOUNT, self.workdir / "consumer.tmp")
-        kubeconfig_text = consumer.read_text()
-        consumer.unlink()  # it lives in the home Secret from now on
-        self.say.ok(f"a token for {service_account_user(TENANT_NAMESPACE, CONSUMER_ACCOUNT)} "
-                    "on remote (what `annexctl peer` does)")
+    def discover(self, home: DemoCluster, remote: DemoCluster,
+                 stack: contextlib.ExitStack) -> Release:
+        self.say.step("Discover the provider: its DNS-SD records, browsed by the home "
+                      "controller the home-agent chart installs")
+        zone = stack.enter_context(dns_server())
+        publish(zone.zone, DISCOVERY_DOMAIN, REMOTE_ID, REMOTE_ID, api=remote.sim.url)
+        self.say.ok(f"DNS server {zone.address} for {DISCOVERY_DOMAIN}: _annex._tcp PTR, SRV "
+                    f"and TXT (cluster-id={REMOTE_ID}, api={remote.sim.url}), what a provider's "
+                    "admin publishes in the organisation's DNS (on a LAN the enforcer can announce "
+                    "itself with mDNS instead)")
         t = self.timings
         release = self._install_chart(home, "home-agent", {
             "clusterId": HOME_ID, "logFormat": "text",
@@ -161,12 +167,11 @@ class Story:
             "healthCheck": {"intervalSeconds": t.health_interval_seconds,
                             "timeoutSeconds": t.health_timeout_seconds,
                             "failureThreshold": t.failure_threshold},
-            "remotes": [{"clusterId": REMOTE_ID, "kubeconfig": kubeconfig_text,
-                         "remotePodCidr": POD_CIDR, "remappedPodCidr": REMAPPED_POD_CIDR}]})
-        secret = self._virtual_node_secret(release.manifests)
-        self.say.ok(f"CRDs, the ServiceAccounts and roles of the agent and the home controller, "
-                    f"Secret {secret} with the consumer kubeconfig, VirtualNode {REMOTE_ID}, the "
-                    "agents' template")
+            "controller": {"discovery": {"dns": {"domains": [DISCOVERY_DOMAIN],
+                                                 "servers": [zone.address],
+                                                 "intervalSeconds": 1}}}})
+        self.say.ok("CRDs, the ServiceAccounts and roles of the agent and the home controller, "
+                    "the agents' template; no remote yet")
         (template,) = charts.of_kind(release.manifests, "ConfigMap")
         template_path = self.workdir / "agent-template.json"
         template_path.write_text(template["data"]["agent.json"])
@@ -174,6 +179,38 @@ class Story:
             "home controller", home, release, self._deployment(release.manifests), stack,
             "kubeconfig", agent_template=str(template_path), health_address="127.0.0.1",
             health_port=str(release.probe_port))
+        self.say.wait(f"ForeignCluster {REMOTE_ID} discovered (it grants nothing yet)",
+                      lambda: self._foreign_cluster_phase(home, "Discovered"),
+                      self.timings.wait_seconds)
+        self.say.table("ForeignClusters at home (annexctl discover)",
+                       views.FOREIGN_CLUSTER_COLUMNS, views.foreign_cluster_rows(home.api))
+        return release
+
+    def accept(self, home: DemoCluster, remote: DemoCluster, release: Release,
+               stack: contextlib.ExitStack) -> None:
+        self.say.step("Accept the advertisement: annexctl peer --from-discovered, with the "
+                      "provider admin's consent; the home controller spawns the agent")
+        command = [sys.executable, "-m", "annexctl", "peer", "--kubeconfig", str(home.kubeconfig),
+                   "--remote-kubeconfig", str(remote.kubeconfig), "--cluster-id", HOME_ID,
+                   "--from-discovered", REMOTE_ID, "--namespace", charts.RELEASE_NAMESPACE]
+        self.say.say(f"`annexctl {' '.join(command[3:])}`")
+        done = subprocess.run(command, capture_output=True, text=True, check=False,
+                              timeout=self.timings.wait_seconds)
+        if done.returncode != 0:
+            raise RuntimeError(f"annexctl peer failed ({done.returncode}): {done.stderr}")
+        self.say.ok(f"a token for {service_account_user(TENANT_NAMESPACE, CONSUMER_ACCOUNT)} "
+                    f"on remote in a home Secret; ForeignCluster {REMOTE_ID} accepted")
+        secret = self.say.wait(
+            f"the home controller created VirtualNode {REMOTE_ID}",
+            lambda: (True, self._virtual_node(home)["spec"]["kubeconfigSecretRef"]["name"]),
+            self.timings.wait_seconds)
+        # Both clusters use one pod CIDR: the agent remaps the remote's (kubectl patch vn).
+        client.CustomObjectsApi(home.api).patch_namespaced_custom_object(
+            VIRTUAL_NODE_KIND.group, VIRTUAL_NODE_KIND.version, charts.RELEASE_NAMESPACE,
+            VIRTUAL_NODE_KIND.plural, REMOTE_ID,
+            {"spec": {"remotePodCidr": POD_CIDR, "remappedPodCidr": REMAPPED_POD_CIDR}})
+        self.say.ok(f"`kubectl patch vn {REMOTE_ID}`: remote pod addresses {POD_CIDR} seen at "
+                    f"home as {REMAPPED_POD_CIDR} (both clusters use the same pod CIDR)")
         agent = self.say.wait(f"the home controller spawned VirtualNode {REMOTE_ID}'s agent",
                               lambda: self._spawned_agent(home), self.timings.wait_seconds)
         deployment = cast(dict[str, Any], home.api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
@@ -199,6 +236,9 @@ class Story:
         self.say.wait(f"virtual node {VIRTUAL_NODE} Ready at home",
                       lambda: self._node_ready(home, "True"), self.timings.wait_seconds)
         self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
+        self.say.wait(f"ForeignCluster {REMOTE_ID} Peered",
+                      lambda: self._foreign_cluster_phase(home, "Peered"),
+                      self.timings.wait_seconds)
 
     def offload(self, home: DemoCluster, remote: DemoCluster) -> str:
         self.say.step(f"Offload namespace {app.NAMESPACE} (podOffloadingStrategy Remote) with a "
@@ -362,20 +402,35 @@ class Story:
         return deployment
 
     @staticmethod
-    def _spawned_agent(home: DemoCluster) -> tuple[bool, str]:
-        """The agent Deployment the home controller made for the VirtualNode, by name."""
-        virtual_node = cast(dict[str, Any], client.CustomObjectsApi(
+    def _virtual_node(home: DemoCluster) -> dict[str, Any]:
+        """The VirtualNode of the remote (404 while there is none)."""
+        return cast(dict[str, Any], client.CustomObjectsApi(
             home.api).get_namespaced_custom_object(
             VIRTUAL_NODE_KIND.group, VIRTUAL_NODE_KIND.version, charts.RELEASE_NAMESPACE,
             VIRTUAL_NODE_KIND.plural, REMOTE_ID))
+
+    @classmethod
+    def _spawned_agent(cls, home: DemoCluster) -> tuple[bool, str]:
+        """The agent Deployment the home controller made for the VirtualNode, by name, once
+        it remaps the remote's pod CIDR."""
+        virtual_node = cls._virtual_node(home)
         agent = (virtual_node.get("status") or {}).get("agent") or {}
-        phase = (virtual_node.get("status") or {}).get("phase") or "?"
-        return bool(agent.get("deployment")), agent.get("deployment") or f"phase {phase}"
+        name = agent.get("deployment")
+        if not name:
+            return False, f"phase {(virtual_node.get('status') or {}).get('phase') or '?'}"
+        deployment = cast(dict[str, Any], home.api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
+            client.AppsV1Api(home.api).read_namespaced_deployment(name,
+                                                                  charts.RELEASE_NAMESPACE)))
+        args = deployment["spec"]["template"]["spec"]["containers"][0].get("args") or []
+        if f"--remapped-pod-cidr={REMAPPED_POD_CIDR}" not in args:
+            return False, f"{name} without the remap yet"
+        return True, name
 
     @staticmethod
-    def _virtual_node_secret(manifests: list[dict[str, Any]]) -> str:
-        (virtual_node,) = charts.of_kind(manifests, "VirtualNode")
-        return str(virtual_node["spec"]["kubeconfigSecretRef"]["name"])
+    def _foreign_cluster_phase(home: DemoCluster, wanted: str) -> tuple[bool, str]:
+        rows = {row[0]: row for row in views.foreign_cluster_rows(home.api)}
+        phase = rows[REMOTE_ID][-1] if REMOTE_ID in rows else "not seen"
+        return phase == wanted, phase
 
 
 @contextlib.contextmanager

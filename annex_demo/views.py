@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from annex_demo.app import APP_LABELS, CONFIGMAP
+from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.ipremap import CidrRemap
 
 POD_COLUMNS = ("NAME", "PHASE", "IP", "NODE")
 NODE_COLUMNS = ("NAME", "READY", "REASON", "CPU", "MEMORY", "PODS")
+FOREIGN_CLUSTER_COLUMNS = ("NAME", "API", "SOURCE", "PHASE")
 
 
 def _plain(core: client.CoreV1Api, answer: object) -> Any:
@@ -68,6 +70,16 @@ def node_rows(core: client.CoreV1Api) -> list[list[str]]:
         rows.append([node["metadata"]["name"], *_ready(node),
                      *(str(allocatable.get(r, "-")) for r in ("cpu", "memory", "pods"))])
     return sorted(rows)
+
+
+def foreign_cluster_rows(api: client.ApiClient) -> list[list[str]]:
+    """The providers the home cluster knows, as `kubectl get foreignclusters` shows them."""
+    found = cast(dict[str, Any], client.CustomObjectsApi(api).list_cluster_custom_object(
+        FOREIGN_CLUSTER.group, FOREIGN_CLUSTER.version, FOREIGN_CLUSTER.plural))
+    return sorted([item["metadata"]["name"], item["spec"].get("apiServerUrl") or "-",
+                   ((item.get("status") or {}).get("discovery") or {}).get("source") or "-",
+                   (item.get("status") or {}).get("phase") or "-"]
+                  for item in found["items"])
 
 
 def configmap_greeting(core: client.CoreV1Api, namespace: str) -> str | None:

@@ -23,7 +23,7 @@ from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.agentproc import unique_id
 from tests.home_controller.conftest import start_controller  # noqa: F401 - a fixture
-from tests.home_controller.dnsserver import dns_server, publish
+from kubesim.dns import dns_server, publish
 
 
 @pytest.fixture

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS = ("Start two simulated clusters", "Install the remote-enforcer chart", "Peer",
-         "Offload namespace demo", "Cut the connection", "Restore the connection", "Done",
+STEPS = ("Start two simulated clusters", "Install the remote-enforcer chart",
+         "Discover the provider", "Accept the advertisement", "Offload namespace demo",
+         "Cut the connection", "Restore the connection", "Done",
          "Clean up")
 
 
@@ -127,7 +128,7 @@ def test_the_demo_tells_the_whole_story_and_leaves_nothing_running() -> None:
     # peered: the virtual node joins the home cluster with the offer's capacity
     assert re.search(r"liqo-remote\s+│ True\s+│ RemoteClusterReady", output), output
     # offloaded: three pods on the virtual node at home, on remote workers remotely
-    offloaded = _index(output, "Step 4")
+    offloaded = _index(output, "Step 5")
     assert re.search(r"converged: 3 replicas offloaded .*3/3 replicas running remotely",
                      output[offloaded:])
     assert "3 Running on liqo-remote" in output[offloaded:]
@@ -138,7 +139,7 @@ def test_the_demo_tells_the_whole_story_and_leaves_nothing_running() -> None:
     assert len(re.findall(r"web-\S+\s+│ Running │ 10\.70\.\d+\.\d+\s+│ liqo-remote",
                           output[home_table:remote_table])) == 3
     assert len(re.findall(r"web-\S+\s+│ Running │ 10\.0\.\d+\.\d+\s+│ remote-worker-\d",
-                          output[remote_table:_index(output, "Step 5")])) == 3
+                          output[remote_table:_index(output, "Step 6")])) == 3
     # the cut: NotReady, the remote pods keep running; then Ready again and converged
     cut = _index(output, "virtual node liqo-remote NotReady", offloaded)
     assert re.search(r"liqo-remote\s+│ False\s+│ RemoteClusterUnreachable", output[cut:])
@@ -155,11 +156,11 @@ def test_the_demo_tells_the_whole_story_and_leaves_nothing_running() -> None:
 
 def test_ctrl_c_halfway_stops_everything() -> None:
     demo = Demo.start()
-    # Once the agent runs (step 3), both components and both clusters are up; the rest of the
+    # Once the agent runs (step 4), both components and both clusters are up; the rest of the
     # story takes about 4 s with --fast.
     demo.read_until("home agent: pid")
     demo.popen.send_signal(signal.SIGINT)
     assert demo.finish() == 130, demo.output
-    assert "Step 7: Done" not in demo.output
+    assert "Step 8: Done" not in demo.output
     assert "stopped home agent" in demo.output and "stopped remote enforcer" in demo.output
     assert_nothing_left(demo.output)

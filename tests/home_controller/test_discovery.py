@@ -19,7 +19,7 @@ from remote_enforcer.announce import announced
 from remote_enforcer.settings import Settings
 from shared.api.foreign_cluster import DiscoverySource
 from shared.dnssd import Announcement
-from tests.home_controller.dnsserver import dns_server, publish, withdraw
+from kubesim.dns import dns_server, publish, withdraw
 
 LOOPBACK = ("127.0.0.1",)
 

@@ -23,7 +23,7 @@ from shared.api.virtual_node import VIRTUAL_NODE
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
-from tests.home_controller.dnsserver import dns_server, publish, withdraw
+from kubesim.dns import dns_server, publish, withdraw
 from tests.remote_enforcer.conftest import Enforcer
 
 DOMAIN = "providers.test"

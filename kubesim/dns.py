@@ -1,6 +1,7 @@
-"""A small authoritative DNS server for tests: UDP on loopback, answering from a zone the test
-edits (name → record type → rdata texts) with messages built by dnspython. NXDOMAIN for a name
-it does not know, an empty NOERROR answer for a known name without the type asked."""
+"""A small authoritative DNS server standing for an organisation's DNS zone (the tests, the
+demo): UDP on loopback, answering from a zone its user edits (name → record type → rdata texts)
+with messages built by dnspython. NXDOMAIN for a name it does not know, an empty NOERROR answer
+for a known name without the type asked."""
 
 from __future__ import annotations
 
