@@ -22,7 +22,7 @@ import binascii
 import copy
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -164,6 +164,9 @@ class RemoteCredentials:
         self._listed = False
         """Set once VirtualNodes are listed: the Secret is chosen from them."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self.leading: Callable[[], bool] = lambda: True
+        """Whether this replica leads: a standby logs what it finds but posts no Event (the
+        leader, which follows the same Secret, does)."""
 
     def virtual_node_changed(self) -> None:
         """VirtualNodes are listed, or one changed (the home watch's route, on the loop)."""
@@ -236,6 +239,8 @@ class RemoteCredentials:
 
     def _report(self, secret: dict[str, Any], reason: str, message: str) -> None:
         log.warning("%s", message)
+        if not self.leading():
+            return
         task = asyncio.get_running_loop().create_task(
             self.events.record({"apiVersion": "v1", "kind": "Secret", **secret}, reason, message))
         self._tasks.add(task)  # kept until done: the loop holds tasks weakly

@@ -164,6 +164,7 @@ async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
                                  agent.config.remote_cluster_id)
         await synced_pods.load()
     leading = _always if elector is None else (lambda: elector.leading)
+    credentials.leading = leading
     agent_keys = agent_controller(agent, watches, synced_pods, metrics, leading)
     metrics.controllers = [agent_keys, *reflection.controllers()]
     # What writes, stopped first: the agent's keys (on a standby the twins' only), and the

@@ -3,6 +3,7 @@ renews one, the kubeconfig a renewed token goes into, and which Secret is follow
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from typing import Any
@@ -97,3 +98,28 @@ def test_the_virtual_nodes_secret_wins_over_the_flag() -> None:
     without_flag = parse_config(["--remote-kubeconfig", "k", "--cluster-id", "h",
                                  "--remote-cluster-id", "r"])
     assert followed_secret(without_flag, None) is None
+
+
+@pytest.mark.parametrize(("leading", "events"), [
+    (True, [("event", "InvalidKubeconfig:remote-kubeconfig")]),
+    (False, []),  # a standby writes nothing: the leader follows the same Secret and reports it
+])
+def test_an_unusable_kubeconfig_is_reported_on_its_secret_by_the_leader_only(
+        leading: bool, events: list[tuple[str, str]]) -> None:
+    from home_agent.credentials import RemoteCredentials
+    from tests.home_agent.test_reflection import _agent
+
+    agent, remote, home = _agent()
+    remote.live = None  # type: ignore[attr-defined]  # an unusable kubeconfig never reaches it
+    credentials = RemoteCredentials(agent)
+    credentials.leading = lambda: leading
+    ref = credentials.followed = ("annex-system", "remote-kubeconfig")
+    secret = {"metadata": {"namespace": ref[0], "name": ref[1], "uid": "u1"},
+              "data": {"kubeconfig": base64.b64encode(b"not: [a kubeconfig").decode()}}
+
+    async def receive() -> None:
+        credentials._on_secret(ref, "MODIFIED", secret)
+        await asyncio.gather(*credentials._tasks)
+
+    asyncio.run(receive())
+    assert home.calls == events
