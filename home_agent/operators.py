@@ -29,7 +29,7 @@ from shared.api.resource import ResourceDefinition
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[str, str | None, dict[str, Any]], None]
-"""(plural, event type, object) → None; called on the operator's thread."""
+"""(plural, event type, object) → None; called on the agent's event loop."""
 
 Watched = Resource
 
