@@ -58,6 +58,9 @@ FLAG = "event"
 REFUSED = (400, 422)
 """The home API server's answers to a copy it will never take (e.g. an invalid remote Event)."""
 
+IN_FLIGHT = ""
+"""`EventReflector._written` of a key whose reconcile runs (no resourceVersion is empty)."""
+
 About = tuple[str, str, str]
 """(remote namespace, involved kind, remote name): the object remote Events are about."""
 
@@ -89,9 +92,11 @@ class EventReflector:
         self._topic: dict[Key, About] = {}
         """Home copy key → what its remote Event is about (the reverse of `_about`)."""
         self._written: dict[Key, str] = {}
-        """Home copy key → the resourceVersion of the copy our last write made, until the home
-        watch shows a version of it: that echo is the copy the writing reconcile wanted, and
-        looking at it again would only compare it (a copy, its echo: half the reconciles)."""
+        """Home copy key → the resourceVersion of the copy a reconcile wrote (IN_FLIGHT while it
+        runs), as long as nothing it read has changed since it started: the home watch's echo
+        of that version is the copy it wanted, and looking at it again would only compare it
+        (a copy and its echo were half the reconciles). Any change of what a copy is made from
+        (`_look_again`) drops the key's entry; the echo, or a reconcile finding it, too."""
 
     # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
@@ -130,10 +135,20 @@ class EventReflector:
     def remote_keys(self, change: Change) -> Iterable[Key]:
         """A remote Event's home copy, indexed by what the Event is about."""
         home_key = self._index(change.key, None if change.deleted else change.obj)
-        return () if home_key is None else (home_key,)
+        return () if home_key is None else self._look_again([home_key])
+
+    def _look_again(self, keys: list[Key]) -> list[Key]:
+        """`keys`, whose copies' sources changed: what their last writes made is no longer
+        known to be wanted."""
+        for key in keys:
+            self._written.pop(key, None)
+        return keys
 
     def home_keys(self, change: Change) -> Iterable[Key]:
-        written = self._written.pop(change.key, None)
+        written = self._written.get(change.key)
+        if written == IN_FLIGHT:
+            return (change.key,)  # the echo came before the answer: the reconcile after tells
+        self._written.pop(change.key, None)
         if (written is not None and not change.deleted
                 and (change.obj.get("metadata") or {}).get("resourceVersion") == written):
             return ()  # our own write's echo
@@ -141,6 +156,7 @@ class EventReflector:
 
     def resync(self) -> None:
         """The namespace mapping or the skip lists changed: index and look at everything."""
+        self._written.clear()
         self._sources.clear()
         self._about.clear()
         self._topic.clear()
@@ -161,11 +177,12 @@ class EventReflector:
         reflector = self._reflector(kind)
         if reflector is not None:
             name = reflector.rules.remote_name(name)
-        return self._about_keys(self.agent.mapped_remote_namespace(namespace), kind, name)
+        return self._look_again(self._about_keys(self.agent.mapped_remote_namespace(namespace),
+                                                 kind, name))
 
     def remote_object_keys(self, kind: str, change: Change) -> Iterable[Key]:
         """Our remote copy of a `kind` object changed: its Events may now come home."""
-        return self._about_keys(change.key[0], kind, change.key[1])
+        return self._look_again(self._about_keys(change.key[0], kind, change.key[1]))
 
     def _reflector(self, kind: str) -> Reflector | None:
         return next((r for r in self.reflectors.values() if r.rules.kind == kind), None)
@@ -211,8 +228,14 @@ class EventReflector:
         return object_reference({**local, "apiVersion": api_version, "kind": kind})
 
     async def reconcile(self, key: Key) -> Result:
+        current = self.home.get(key)
+        written = self._written.pop(key, None)
+        if written is not None and current is not None and (
+                (current.get("metadata") or {}).get("resourceVersion") == written):
+            return DONE  # the copy our last write made, from what is still there
+        self._written[key] = IN_FLIGHT
         try:
-            await self._converge(key)
+            await self._converge(key, current)
         except Exception as error:
             if status_of(error) not in REFUSED:
                 raise
@@ -220,13 +243,15 @@ class EventReflector:
             log.warning("remote Event not reflected home as %s/%s: %s", key[0], key[1],
                         error_message(error))
             return Result(outcome="refused")
+        finally:
+            if self._written.get(key) == IN_FLIGHT:
+                del self._written[key]  # nothing written, or something changed meanwhile
         return DONE
 
-    async def _converge(self, key: Key) -> None:
+    async def _converge(self, key: Key, current: dict[str, Any] | None) -> None:
         home_namespace, _ = key
         remote_key = self._sources.get(key)
         remote_event = self.remote.get(remote_key) if remote_key is not None else None
-        current = self.home.get(key)
         remote_namespace = self.agent.accepted_remote_namespace(home_namespace)
         if remote_namespace is None:
             return  # not (or no longer) extended: copies expire at home like any Event
@@ -269,12 +294,13 @@ class EventReflector:
             lambda: self._create(desired)))
 
     def _wrote(self, answer: Any) -> None:
-        """Remember the version of the copy the server answered a write with (`home_keys`)."""
+        """Remember the version of the copy the server answered a write with, unless what the
+        reconcile read changed meanwhile (`_written`)."""
         if not isinstance(answer, dict):
             return
-        version = (answer.get("metadata") or {}).get("resourceVersion")
-        if version:
-            self._written[key_of(answer)] = str(version)
+        version, key = (answer.get("metadata") or {}).get("resourceVersion"), key_of(answer)
+        if version and self._written.get(key) == IN_FLIGHT:
+            self._written[key] = str(version)
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
         await delete_owned(self.agent.home, core_path("events", *key_of(dict(current))),
