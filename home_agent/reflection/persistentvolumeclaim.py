@@ -61,6 +61,7 @@ from shared.forge.persistentvolumeclaim import (
     awaits_virtual_volume,
     capacity_of,
     current_class,
+    home_claim_status,
     is_bound,
     real_claim,
     real_claim_name,
@@ -68,7 +69,6 @@ from shared.forge.persistentvolumeclaim import (
     remote_claim,
     remote_storage_class,
     requested_storage,
-    resize_status,
 )
 from shared.quantity import parse_quantity
 from shared.reflection_policy import ReflectionType
@@ -202,7 +202,7 @@ class PersistentVolumeClaimReflector(Reflector):
         """Write the remote claim (an expansion, labels...) and return the provider's refusal
         (its quota, a class that does not expand), if any. A refused expansion shows on the
         home claim as an external resizer shows a failed one: a VolumeResizeFailed Warning here,
-        the ControllerResizeError condition (`resize_status`); anything else refused is a
+        the ControllerResizeError condition (`home_claim_status`); anything else refused is a
         FailedReflection."""
         namespace, name = key_of(desired)
         try:
@@ -322,19 +322,19 @@ class PersistentVolumeClaimReflector(Reflector):
                               f"Successfully provisioned volume {name} (remote claim "
                               f"{remote_meta.get('namespace')}/{remote_meta.get('name')})")
             return
-        await self._show_resize(local, existing, remote, refusal)
+        await self._show_status(local, existing, remote, refusal)
 
-    async def _show_resize(self, local: Mapping[str, Any], volume: Mapping[str, Any],
+    async def _show_status(self, local: Mapping[str, Any], volume: Mapping[str, Any],
                            remote: Mapping[str, Any], refusal: str | None) -> None:
         """What an external resizer writes: the volume's capacity once the remote claim has
-        grown, then the claim's status (its capacity, the resize conditions: `resize_status`);
-        what the PV controller writes (phase, access modes, the capacity at binding) is left
-        to it."""
+        grown, then the claim's status (its capacity, the resize conditions, and whether the
+        remote claim is bound yet: `home_claim_status`); what the PV controller writes (phase,
+        access modes, the capacity at binding) is left to it."""
         volume_name = volume["metadata"]["name"]
         if is_bound(remote) and (grown := expanded_capacity(volume, remote)) is not None:
             await self.agent.home.patch(_volume_path(volume_name),
                                         {"spec": {"capacity": {"storage": grown}}})
-        status = resize_status(local, remote, refusal, datetime.now(UTC))
+        status = home_claim_status(local, remote, refusal, datetime.now(UTC))
         if status is None:
             return
         meta = local.get("metadata") or {}

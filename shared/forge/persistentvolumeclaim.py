@@ -171,20 +171,25 @@ RESIZE_CONDITION_TYPES = ("Resizing", "FileSystemResizePending", "ControllerResi
 FileSystemResizePending when the node must grow the file system, ControllerResizeError on a
 failed expansion; the kubelet: NodeResizeError); any other condition is somebody else's."""
 REFUSED_RESIZE_CONDITION = "ControllerResizeError"
+REMOTE_BOUND_CONDITION = "RemoteClaimBound"
+"""The home claim's view of its remote twin: True once the remote claim is bound, else False
+with the remote phase as the reason (the home claim is Bound as soon as its volume exists,
+while the remote one may wait for its first consumer or a provisioner)."""
 
 
-def resize_status(home: Mapping[str, Any], remote: Mapping[str, Any], refusal: str | None,
-                  now: datetime) -> dict[str, Any] | None:
-    """The status fields the virtual class's resizer writes on the bound `home` claim, as an
-    external-resizer does on its claims (a merge patch of the status), or None when it shows
-    them already:
+def home_claim_status(home: Mapping[str, Any], remote: Mapping[str, Any], refusal: str | None,
+                      now: datetime) -> dict[str, Any] | None:
+    """The status fields the virtual class's provisioner and resizer write on the bound `home`
+    claim, as an external-resizer does on its claims (a merge patch of the status), or None when
+    it shows them already:
     - `capacity`: the `remote` claim's, once it is bound and has grown (the home volume's is
       written first: `shared.forge.persistentvolume.expanded_capacity`);
     - the resize conditions (`RESIZE_CONDITION_TYPES`) the remote claim has, as it has them
       (Resizing while the provider's resizer works, FileSystemResizePending until its kubelet
       grows the file system...), gone when they go there;
     - ControllerResizeError with the provider's `refusal` of the expansion (its quota...), kept
-      (with its lastTransitionTime) while the refusal lasts.
+      (with its lastTransitionTime) while the refusal lasts;
+    - RemoteClaimBound: whether the remote claim is bound yet, its phase the reason.
     Every other status field is the PV controller's (phase, accessModes, the capacity written
     at binding: nothing is written before the claim is bound) and other conditions stay."""
     status = home.get("status") or {}
@@ -200,8 +205,10 @@ def resize_status(home: Mapping[str, Any], remote: Mapping[str, Any], refusal: s
         resizing[REFUSED_RESIZE_CONDITION] = {
             "type": REFUSED_RESIZE_CONDITION, "status": "True", "message": refusal,
             "lastTransitionTime": (previous or {}).get("lastTransitionTime") or rfc3339(now)}
-    conditions = [c for c in current if c.get("type") not in RESIZE_CONDITION_TYPES] + [
-        resizing[kind] for kind in RESIZE_CONDITION_TYPES if kind in resizing]
+    ours = (*RESIZE_CONDITION_TYPES, REMOTE_BOUND_CONDITION)
+    conditions = [c for c in current if c.get("type") not in ours] + [
+        resizing[kind] for kind in RESIZE_CONDITION_TYPES if kind in resizing] + [
+        _remote_bound(remote, current, now)]
     patch: dict[str, Any] = {}
     if conditions != current:
         patch["conditions"] = conditions
@@ -209,3 +216,15 @@ def resize_status(home: Mapping[str, Any], remote: Mapping[str, Any], refusal: s
     if grown is not None and grown != capacity_of(home):
         patch["capacity"] = {"storage": grown}
     return patch or None
+
+
+def _remote_bound(remote: Mapping[str, Any], current: Sequence[Mapping[str, Any]],
+                  now: datetime) -> dict[str, Any]:
+    phase = str((remote.get("status") or {}).get("phase") or "Pending")
+    meta = remote.get("metadata") or {}
+    status = "True" if phase == "Bound" else "False"
+    previous = next((c for c in current if c.get("type") == REMOTE_BOUND_CONDITION), {})
+    return {"type": REMOTE_BOUND_CONDITION, "status": status, "reason": phase,
+            "message": f"remote claim {meta.get('namespace')}/{meta.get('name')} is {phase}",
+            "lastTransitionTime": previous.get("lastTransitionTime")
+            if previous.get("status") == status else rfc3339(now)}

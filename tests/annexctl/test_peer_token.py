@@ -16,6 +16,7 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 
 from annexctl.peer_token import PEERING_SECRET, PEERING_TOKEN_LABEL, TOKEN_PREFIX
+from kubesim.dns import dns_server, publish
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.virtual_node import VIRTUAL_NODE
 from tests.annexctl.conftest import Annexctl, home_flags
@@ -23,7 +24,6 @@ from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.agentproc import unique_id
 from tests.home_controller.conftest import start_controller  # noqa: F401 - a fixture
-from kubesim.dns import dns_server, publish
 
 
 @pytest.fixture

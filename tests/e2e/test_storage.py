@@ -209,6 +209,11 @@ def test_a_stateful_set_runs_remotely_on_remote_volumes_pinned_at_home(
         assert remote_claims[name].spec.storage_class_name == remote_storage_class(remote)
     for pod in home.core.list_namespaced_pod(namespace).items:
         assert pod.spec.node_name == peered.node_name
+    # each home claim says its remote claim is bound (the home one was Bound before it was)
+    wait_for(lambda: all(
+        {c.type: c.status for c in claim.status.conditions or []}.get("RemoteClaimBound")
+        == "True" for claim in claims(home, namespace).values()), timeout=60,
+        message="RemoteClaimBound True on the 3 home claims")
     # the remote claims' Events show on the home claims (the remote provisioner's)
     wait_for(lambda: any((e.source.component or "").endswith("(remote)")
                          for e in home.core.list_namespaced_event(
@@ -317,8 +322,10 @@ def test_a_pod_mounting_a_claim_bound_at_home_is_held_back(
 
 
 def conditions_of(claim: Any) -> dict[str, str]:
-    """A claim's conditions: their messages by type."""
-    return {c.type: c.message or "" for c in claim.status.conditions or []}
+    """A claim's resize conditions: their messages by type (RemoteClaimBound, which a home
+    claim always has, left out)."""
+    return {c.type: c.message or "" for c in claim.status.conditions or []
+            if c.type != "RemoteClaimBound"}
 
 
 def claim_in_use_remotely(home: ClusterHandle, remote: ClusterHandle, namespace: str,

@@ -73,8 +73,14 @@ def _setup() -> tuple[Reflector, Cluster, Cluster]:
     return reflection.reflectors["persistentvolumeclaims"], home, remote
 
 
+REMOTE_BOUND = {"type": "RemoteClaimBound", "status": "True", "reason": "Bound",
+                "message": f"remote claim {TWIN}/data is Bound",
+                "lastTransitionTime": "2026-11-24T18:00:00Z"}
+
+
 def _home_claim(request: str, capacity: str, *conditions: dict[str, Any]) -> dict[str, Any]:
-    """The home claim of the virtual class, bound by the home PV controller."""
+    """The home claim of the virtual class, bound by the home PV controller, showing its
+    remote claim bound (and `conditions` before that)."""
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
             "metadata": {"name": "data", "namespace": "app", "uid": "home-uid",
                          "resourceVersion": "12",
@@ -85,7 +91,8 @@ def _home_claim(request: str, capacity: str, *conditions: dict[str, Any]) -> dic
                      "volumeMode": "Filesystem", "volumeName": "pvc-home-uid",
                      "resources": {"requests": {"storage": request}}},
             "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"],
-                       "capacity": {"storage": capacity}, "conditions": list(conditions)}}
+                       "capacity": {"storage": capacity},
+                       "conditions": [*conditions, REMOTE_BOUND]}}
 
 
 def _remote_claim(request: str, capacity: str, *conditions: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +135,7 @@ def test_the_remote_resize_shows_on_the_home_claim_then_its_grown_capacity() -> 
     assert _reconcile(reflector) is None
     assert remote.writes() == []  # the expansion was written before
     assert _status_patches(home) == [{"metadata": {"resourceVersion": "12"},
-                                      "status": {"conditions": [RESIZING]}}]
+                                      "status": {"conditions": [RESIZING, REMOTE_BOUND]}}]
     assert home.events() == {}
     home.patches.clear()
 
@@ -138,7 +145,7 @@ def test_the_remote_resize_shows_on_the_home_claim_then_its_grown_capacity() -> 
     assert volume_path == "/api/v1/persistentvolumes/pvc-home-uid"
     assert volume_patch == {"spec": {"capacity": {"storage": "2Gi"}}}
     assert _status_patches(home) == [{"metadata": {"resourceVersion": "12"},
-                                      "status": {"conditions": [],
+                                      "status": {"conditions": [REMOTE_BOUND],
                                                  "capacity": {"storage": "2Gi"}}}]
     assert "VolumeResizeSuccessful" in home.events()
 
@@ -153,7 +160,8 @@ def test_an_expansion_the_provider_refuses_shows_on_the_home_claim_and_nothing_e
     failed = home.events()["VolumeResizeFailed"]
     assert failed["type"] == "Warning" and "quota exceeded" in failed["message"]
     [patch] = _status_patches(home)
-    [condition] = patch["status"]["conditions"]
+    [condition, remote_bound] = patch["status"]["conditions"]
+    assert remote_bound == REMOTE_BOUND
     assert condition["type"] == "ControllerResizeError" and condition["status"] == "True"
     assert "quota exceeded" in condition["message"]
     assert "capacity" not in patch["status"]  # nor phase: the PV controller's
@@ -164,7 +172,7 @@ def test_an_expansion_the_provider_refuses_shows_on_the_home_claim_and_nothing_e
     _see(reflector, _home_claim("1Gi", "1Gi", condition), _remote_claim("1Gi", "1Gi"))
     assert _reconcile(reflector) is None
     assert _status_patches(home) == [{"metadata": {"resourceVersion": "12"},
-                                      "status": {"conditions": []}}]
+                                      "status": {"conditions": [REMOTE_BOUND]}}]
 
 
 def test_another_refused_update_is_a_failed_reflection_not_a_resize_error() -> None:

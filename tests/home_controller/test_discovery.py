@@ -15,11 +15,11 @@ import pytest
 from home_controller.dns import DnsBrowser
 from home_controller.mdns import MdnsBrowser
 from home_controller.sightings import Sightings
+from kubesim.dns import dns_server, publish, withdraw
 from remote_enforcer.announce import announced
 from remote_enforcer.settings import Settings
 from shared.api.foreign_cluster import DiscoverySource
 from shared.dnssd import Announcement
-from kubesim.dns import dns_server, publish, withdraw
 
 LOOPBACK = ("127.0.0.1",)
 

@@ -17,13 +17,13 @@ from typing import Any
 import yaml
 from kubernetes.client.rest import ApiException
 
+from kubesim.dns import dns_server, publish, withdraw
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
-from kubesim.dns import dns_server, publish, withdraw
 from tests.remote_enforcer.conftest import Enforcer
 
 DOMAIN = "providers.test"

@@ -11,11 +11,11 @@ from shared.forge.common import needs_update, reflection_config
 from shared.forge.persistentvolumeclaim import (
     awaits_virtual_volume,
     claim_usage,
+    home_claim_status,
     real_claim,
     real_claim_of,
     remote_claim,
     remote_storage_class,
-    resize_status,
 )
 from shared.quota import admit_claim
 from shared.wellknown import (
@@ -151,40 +151,61 @@ FS_PENDING = {"type": "FileSystemResizePending", "status": "True",
               "message": "Waiting for user to (re-)start a pod to finish file system resize of "
                          "volume on node."}
 SOMEBODY_ELSES = {"type": "ModifyingVolume", "status": "True"}
+REMOTE_BOUND = {"type": "RemoteClaimBound", "status": "True", "reason": "Bound",
+                "message": "remote claim shop/data-db-0 is Bound",
+                "lastTransitionTime": "2026-11-24T18:58:00Z"}
 
 
 def test_the_home_claim_shows_the_remote_resize_as_an_external_resizer_writes_it() -> None:
-    home = bound_claim("1Gi", SOMEBODY_ELSES)
+    home = bound_claim("1Gi", SOMEBODY_ELSES, REMOTE_BOUND)
     resizing = bound_claim("1Gi", RESIZING)
-    assert resize_status(home, resizing, None, NOW) == {"conditions": [SOMEBODY_ELSES, RESIZING]}
-    home["status"]["conditions"] = [SOMEBODY_ELSES, RESIZING]
-    assert resize_status(home, resizing, None, NOW) is None  # shown already
+    assert home_claim_status(home, resizing, None, NOW) == {
+        "conditions": [SOMEBODY_ELSES, RESIZING, REMOTE_BOUND]}
+    home["status"]["conditions"] = [SOMEBODY_ELSES, RESIZING, REMOTE_BOUND]
+    assert home_claim_status(home, resizing, None, NOW) is None  # shown already
     pending = bound_claim("1Gi", FS_PENDING)  # the provider's kubelet grows the file system
-    assert resize_status(home, pending, None, NOW) == {"conditions": [SOMEBODY_ELSES,
-                                                                      FS_PENDING]}
-    home["status"]["conditions"] = [SOMEBODY_ELSES, FS_PENDING]
+    assert home_claim_status(home, pending, None, NOW) == {
+        "conditions": [SOMEBODY_ELSES, FS_PENDING, REMOTE_BOUND]}
+    home["status"]["conditions"] = [SOMEBODY_ELSES, FS_PENDING, REMOTE_BOUND]
     done = bound_claim("2Gi")
-    assert resize_status(home, done, None, NOW) == {"conditions": [SOMEBODY_ELSES],
-                                                    "capacity": {"storage": "2Gi"}}
-    home["status"].update(conditions=[SOMEBODY_ELSES], capacity={"storage": "2Gi"})
-    assert resize_status(home, done, None, NOW) is None
+    assert home_claim_status(home, done, None, NOW) == {
+        "conditions": [SOMEBODY_ELSES, REMOTE_BOUND], "capacity": {"storage": "2Gi"}}
+    home["status"].update(conditions=[SOMEBODY_ELSES, REMOTE_BOUND], capacity={"storage": "2Gi"})
+    assert home_claim_status(home, done, None, NOW) is None
 
 
 def test_a_refused_expansion_is_a_controller_resize_error_while_it_lasts() -> None:
-    home = bound_claim("1Gi")
+    home = bound_claim("1Gi", REMOTE_BOUND)
     remote = bound_claim("1Gi")
     refusal = 'quota exceeded for requests.storage: requested 1Gi, used 1Gi, limited 1Gi'
-    patch = resize_status(home, remote, refusal, NOW)
+    patch = home_claim_status(home, remote, refusal, NOW)
     assert patch == {"conditions": [{"type": "ControllerResizeError", "status": "True",
                                      "message": refusal,
-                                     "lastTransitionTime": "2026-11-24T19:00:00Z"}]}
+                                     "lastTransitionTime": "2026-11-24T19:00:00Z"},
+                                    REMOTE_BOUND]}
     home["status"]["conditions"] = patch["conditions"]
-    assert resize_status(home, remote, refusal, LATER) is None  # refused again: as it was
-    assert resize_status(home, remote, None, LATER) == {"conditions": []}  # accepted since
+    assert home_claim_status(home, remote, refusal, LATER) is None  # refused again: as it was
+    assert home_claim_status(home, remote, None, LATER) == {"conditions": [REMOTE_BOUND]}
+
+
+def test_the_home_claim_says_whether_its_remote_claim_is_bound_yet() -> None:
+    """The home claim is Bound once its volume exists; the remote one may still wait (for its
+    first consumer, a provisioner): the home claim says so, then that it is bound."""
+    home = bound_claim("1Gi", SOMEBODY_ELSES)
+    waiting = {**bound_claim("1Gi"), "status": {"phase": "Pending"}}
+    pending = {"type": "RemoteClaimBound", "status": "False", "reason": "Pending",
+               "message": "remote claim shop/data-db-0 is Pending",
+               "lastTransitionTime": "2026-11-24T19:00:00Z"}
+    assert home_claim_status(home, waiting, None, NOW) == {"conditions": [SOMEBODY_ELSES, pending]}
+    home["status"]["conditions"] = [SOMEBODY_ELSES, pending]
+    assert home_claim_status(home, waiting, None, LATER) is None  # still pending: as it was
+    assert home_claim_status(home, bound_claim("1Gi"), None, LATER) == {"conditions": [
+        SOMEBODY_ELSES, {**REMOTE_BOUND, "lastTransitionTime": "2026-11-24T19:05:00Z"}]}
 
 
 def test_nothing_is_written_on_a_claim_the_pv_controller_has_not_bound() -> None:
     pending = home_claim()
-    assert resize_status(pending, bound_claim("2Gi", RESIZING), "refused", NOW) is None
+    assert home_claim_status(pending, bound_claim("2Gi", RESIZING), "refused", NOW) is None
     unbound_remote = {**bound_claim("5Gi"), "status": {"phase": "Pending"}}
-    assert resize_status(bound_claim("1Gi"), unbound_remote, None, NOW) is None
+    patch = home_claim_status(bound_claim("1Gi"), unbound_remote, None, NOW)
+    assert patch is not None and "capacity" not in patch  # the remote capacity is not known
