@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import glob
+import json
 import os
 import signal
 import socket
@@ -164,6 +165,17 @@ def enforcer(remote: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     with running_enforcer(remote, remote.kubeconfig,
                           tmp_path_factory.mktemp("enforcer")) as process:
         yield process
+
+
+def denial(webhook: str, action: Any) -> str:
+    """The reason the admission webhook named `webhook` gives for refusing `action` (a 403)."""
+    with pytest.raises(ApiException) as error:
+        action()
+    assert error.value.status == 403, error.value.body
+    message: str = json.loads(error.value.body)["message"]
+    denied = f'admission webhook "{webhook}" denied the request: '
+    assert message.startswith(denied), message
+    return message[len(denied):]
 
 
 def new_name(prefix: str) -> str:

@@ -21,8 +21,9 @@ from tests.remote_enforcer.conftest import (
     settled,
     shadowpod,
 )
-
-DENIED = f'admission webhook "{WEBHOOK_NAME}" denied the request: '
+from tests.remote_enforcer.conftest import (
+    denial as refusal,
+)
 
 
 def container(cpu: str | None = "100m", memory: str | None = "64Mi",
@@ -50,12 +51,7 @@ def set_quota(remote: Any, namespace: str, consumer: str, enforcement: str,
 
 
 def denial(action: Any) -> str:
-    with pytest.raises(ApiException) as error:
-        action()
-    assert error.value.status == 403, error.value.body
-    message: str = json.loads(error.value.body)["message"]
-    assert message.startswith(DENIED), message
-    return message[len(DENIED):]
+    return refusal(WEBHOOK_NAME, action)
 
 
 def test_the_origin_label_is_required(remote: Any, consumer: str,

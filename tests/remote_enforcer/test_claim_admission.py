@@ -3,7 +3,6 @@ storage quota, and reflected claims kept from anyone but their consumer."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,9 +23,11 @@ from tests.remote_enforcer.conftest import (
     new_name,
     running_enforcer,
 )
+from tests.remote_enforcer.conftest import (
+    denial as refusal,
+)
 
 CLAIMS_WEBHOOK = "persistentvolumeclaims.enforcer.annex.test"
-DENIED = f'admission webhook "{CLAIMS_WEBHOOK}" denied the request: '
 
 
 @pytest.fixture(scope="module")
@@ -65,12 +66,7 @@ def claim(name: str, consumer: str, size: str = "1Gi",
 
 
 def denial(action: Any) -> str:
-    with pytest.raises(ApiException) as error:
-        action()
-    assert error.value.status == 403, error.value.body
-    message: str = json.loads(error.value.body)["message"]
-    assert message.startswith(DENIED), message
-    return message[len(DENIED):]
+    return refusal(CLAIMS_WEBHOOK, action)
 
 
 def set_storage_quota(remote: Any, consumer: str, storage: str) -> str:

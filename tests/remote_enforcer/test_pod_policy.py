@@ -4,7 +4,6 @@ node-pinned pods. Each escalation is tried through the consumer's own identity."
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,14 +18,13 @@ from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     WEBHOOK_NAME,
     ShadowPods,
+    denial,
     make_tenant_namespace,
     new_name,
     settled,
     shadowpod,
 )
 from tests.remote_enforcer.test_namespace_map import Maps, consumer_client, phases
-
-DENIED = f'admission webhook "{WEBHOOK_NAME}" denied the request: '
 
 
 @dataclass
@@ -71,12 +69,7 @@ def refusal(tenant: Tenant, pod_spec: dict[str, Any],
             annotations: dict[str, str] | None = None) -> str:
     body = shadowpod(new_name("p"), tenant.consumer, pod_spec)
     body["metadata"]["annotations"].update(annotations or {})
-    with pytest.raises(ApiException) as error:
-        tenant.shadowpods.create(tenant.twin, body)
-    assert error.value.status == 403, error.value.body
-    message: str = json.loads(error.value.body)["message"]
-    assert message.startswith(DENIED), message
-    return message[len(DENIED):]
+    return denial(WEBHOOK_NAME, lambda: tenant.shadowpods.create(tenant.twin, body))
 
 
 def nginx(**container: Any) -> dict[str, Any]:
