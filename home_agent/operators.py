@@ -31,18 +31,15 @@ log = logging.getLogger(__name__)
 EventSink = Callable[[str, str | None, dict[str, Any]], None]
 """(plural, event type, object) → None; called on the agent's event loop."""
 
-Watched = Resource
-
-
-def watched(definition: ResourceDefinition) -> Watched:
+def watched(definition: ResourceDefinition) -> Resource:
     return (definition.group, definition.version, definition.plural)
 
 
-CONFIGMAPS: Watched = ("", "v1", "configmaps")
-PODS: Watched = ("", "v1", "pods")
+CONFIGMAPS: Resource = ("", "v1", "configmaps")
+PODS: Resource = ("", "v1", "pods")
 # the storage fabric's: the claims reflected, the home volumes the agent provisions
-PERSISTENTVOLUMECLAIMS: Watched = ("", "v1", "persistentvolumeclaims")
-PERSISTENTVOLUMES: Watched = ("", "v1", "persistentvolumes")
+PERSISTENTVOLUMECLAIMS: Resource = ("", "v1", "persistentvolumeclaims")
+PERSISTENTVOLUMES: Resource = ("", "v1", "persistentvolumes")
 
 # The agent's watches, by name: what each lists is declared in the informer registry
 # (`home_agent.watches`, `Informers.watch(..., by=...)`).
@@ -57,11 +54,11 @@ TWINS_WATCH = "remote-twins"
 @dataclass(frozen=True)
 class WatchSpec:
     name: str
-    resources: tuple[Watched, ...]
+    resources: tuple[Resource, ...]
     namespaces: Collection[str] | None = None
     """None: cluster-wide."""
-    label_selectors: dict[Watched, str] = field(default_factory=dict)
-    field_selectors: dict[Watched, str] = field(default_factory=dict)
+    label_selectors: dict[Resource, str] = field(default_factory=dict)
+    field_selectors: dict[Resource, str] = field(default_factory=dict)
 
 
 def declared_watch(informers: Informers, side: str, name: str,
@@ -85,7 +82,7 @@ KEY_ONLY = ("namespace", "name")
 and index is by key), and nothing else kept for each of the hundred thousand objects watched."""
 
 
-def list_query(spec: WatchSpec, resource: Watched) -> dict[str, str]:
+def list_query(spec: WatchSpec, resource: Resource) -> dict[str, str]:
     """The query parameters that narrow one resource's list and watch."""
     query = {"labelSelector": spec.label_selectors.get(resource),
              "fieldSelector": spec.field_selectors.get(resource)}
@@ -143,7 +140,7 @@ class Watch:
         finally:
             await api.close()
 
-    async def _reflect(self, api: ClusterApi, resource: Watched, namespace: str,
+    async def _reflect(self, api: ClusterApi, resource: Resource, namespace: str,
                        listed: Callable[[], None]) -> None:
         group, version, plural = resource
         await list_and_watch(

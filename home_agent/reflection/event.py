@@ -31,12 +31,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from annex.controller import DONE, Controller, Result
-from annex.informers import Change
+from annex.informers import Change, Resource
 from annex.kubeapi import core_path, error_message, status_of
 from annex.mirror import Key, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.operators import Watched
 from home_agent.reflection.reflector import Reflector, current_reflection_config, synced
 from shared.forge.common import updated_remote
 from shared.forge.event import (
@@ -51,7 +50,7 @@ from shared.ownership import is_owned
 
 log = logging.getLogger(__name__)
 
-EVENTS: Watched = ("", "v1", "events")
+EVENTS: Resource = ("", "v1", "events")
 FLAG = "event"
 """`--event-reflection-workers`."""
 
@@ -65,7 +64,7 @@ About = tuple[str, str, str]
 """(remote namespace, involved kind, remote name): the object remote Events are about."""
 
 
-def api_version_of(resource: Watched) -> str:
+def api_version_of(resource: Resource) -> str:
     group, version, _ = resource
     return f"{group}/{version}" if group else version
 

@@ -30,12 +30,11 @@ from typing import Any, Protocol, TypeVar
 
 from annex.controller import Controller, Result
 from annex.events import EventRecorder
-from annex.informers import Change
+from annex.informers import Change, Resource
 from annex.kubeapi import error_message
 from annex.mirror import Key, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.operators import Watched
 from shared.forge.common import (
     ReflectionConfig,
     must_recreate,
@@ -79,7 +78,7 @@ class KindRules:
 
     kind: str
     """As in the objects' `kind` ("ConfigMap")."""
-    resource: Watched
+    resource: Resource
     path: Callable[[str, str], str]
     """(namespace, name) → API path; name "" for the collection."""
     forge: Forge | None = None

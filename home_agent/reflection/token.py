@@ -37,13 +37,12 @@ from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
-from annex.informers import Change
+from annex.informers import Change, Resource
 from annex.kubeapi import core_path, error_message
 from annex.mirror import Key, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import REMOTE, Agent
 from home_agent.config import TOKEN_REFLECTION
-from home_agent.operators import Watched
 from home_agent.reflection.reflector import Reflector, synced
 from shared.forge.pod import (
     ProjectedToken,
@@ -66,7 +65,7 @@ from shared.wellknown import FAILED_REFLECTION_REASON
 
 log = logging.getLogger(__name__)
 
-SECRETS: Watched = ("", "v1", "secrets")
+SECRETS: Resource = ("", "v1", "secrets")
 PODS = "pods"
 
 
