@@ -78,6 +78,13 @@ def _content_digest(secret: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
+def _token_inputs(pod: Mapping[str, Any]) -> tuple[object, ...]:
+    """All a reconcile reads of the pod (its key aside): its uid, service account and tokens."""
+    spec = pod.get("spec") or {}
+    return ((pod.get("metadata") or {}).get("uid"), service_account_name(spec),
+            tuple(projected_service_account_tokens(pod)))
+
+
 @dataclass(frozen=True)
 class _WakeUp:
     refresh: datetime
@@ -104,6 +111,15 @@ class TokenReflector:
         self._written: dict[Key, str] = {}
         """Remote Secret key → digest of what we last wrote there."""
         self._wake_ups: dict[Key, _WakeUp] = {}
+        self._settled: dict[Key, tuple[object, ...]] = {}
+        """Pod key → the token inputs (`_token_inputs`) of the pod its last reconcile read (it
+        runs, converged, or failed and is retried), until the Secret changes or a resync: a pod
+        change that leaves them as they were (its status: most pod events) has nothing to do."""
+        self._echoes: dict[Key, str] = {}
+        """Secret key → the resourceVersion our last write's answer carried, until the watch
+        shows that version (our own write's echo, nothing to do) or another."""
+        self._dispatching: Key | None = None
+        """The Secret key a reconcile is putting its own write into the mirror for."""
 
     # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
@@ -113,6 +129,11 @@ class TokenReflector:
         return token_secret_summary(secret) if is_token_secret(secret) else None
 
     def pod_keys(self, change: Change) -> Iterable[Key]:
+        # A relist shows ADDED, and a restart starts with nothing settled: both look again.
+        if change.event_type == "MODIFIED" and (
+                self._settled.get(change.key) == _token_inputs(change.obj)):
+            return ()
+        self._settled.pop(change.key, None)
         return (change.key,)
 
     def secret_keys(self, change: Change) -> Iterable[Key]:
@@ -126,7 +147,16 @@ class TokenReflector:
             pod_name = token_secret_pod_name(change.obj)
             if pod_name is not None:
                 self._pod_of[change.key] = pod_name
-        return self._pod_keys(change.key[0], pod_name)
+        if change.key == self._dispatching:
+            return ()  # the reconcile that wrote it is still running
+        echo = self._echoes.pop(change.key, None)
+        if echo is not None and not change.deleted and (
+                (change.obj.get("metadata") or {}).get("resourceVersion") == echo):
+            return ()  # our own write's echo
+        keys = self._pod_keys(change.key[0], pod_name)
+        for key in keys:
+            self._settled.pop(key, None)
+        return keys
 
     def _pod_keys(self, remote_namespace: str, pod_name: str | None) -> tuple[Key, ...]:
         home_namespace = self.agent.home_namespace_of(remote_namespace)
@@ -136,6 +166,8 @@ class TokenReflector:
 
     def resync(self) -> None:
         """Look at every known pod and Secret again (namespace mappings changed)."""
+        self._settled.clear()
+        self._echoes.clear()
         for key in self.pods.keys():
             self.controller.add(key)
         secrets = list(self._pod_of.items())
@@ -160,8 +192,13 @@ class TokenReflector:
         namespace, name = key
         remote_namespace = self.agent.accepted_remote_namespace(namespace)
         if remote_namespace is None:
+            self._settled.pop(key, None)
             return DONE
         pod = self.pods.get(key)
+        if pod is None:
+            self._settled.pop(key, None)
+        else:
+            self._settled[key] = _token_inputs(pod)
         secret_key = (remote_namespace, service_account_token_secret_name(name))
         current = self.remote.get(secret_key)
         tokens = self.wanted_tokens(pod)
@@ -192,8 +229,17 @@ class TokenReflector:
         written = await self._write(pod, secret_key, current, desired)
         if written is None:
             return DONE
-        # The mirror must not lag our own write.
-        self.agent.informers.dispatch(REMOTE, SECRETS[2], "MODIFIED", written)
+        # The mirror must not lag our own write; the watch's echo of it comes later, unless
+        # it came before the answer.
+        version = (written.get("metadata") or {}).get("resourceVersion")
+        shown = (self.remote.get(secret_key) or {}).get("metadata") or {}
+        self._dispatching = secret_key
+        try:
+            self.agent.informers.dispatch(REMOTE, SECRETS[2], "MODIFIED", written)
+        finally:
+            self._dispatching = None
+        if version and shown.get("resourceVersion") != version:
+            self._echoes[secret_key] = str(version)
         return self._look_again_at(key, refresh_time(desired), now)
 
     def _stale(self, secret_key: Key, current: Mapping[str, Any] | None,
@@ -259,6 +305,7 @@ class TokenReflector:
     def _forget(self, key: Key, secret_key: Key) -> None:
         """The pod and its Secret are gone: nothing of them is kept."""
         self._written.pop(secret_key, None)
+        self._echoes.pop(secret_key, None)
         self._wake_ups.pop(key, None)
 
     async def _refuse(self, pod: Mapping[str, Any], secret_key: Key) -> None:

@@ -472,3 +472,37 @@ def test_a_restarted_agent_reuses_the_fresh_token_secret(
     after = _token_secret(remote, twin, "web")
     assert after.metadata.resource_version == secret.metadata.resource_version
     assert after.data == secret.data
+
+
+def _drained(reflector: TokenReflector) -> None:
+    queue = reflector.controller.queue
+    while (key := queue.take()) is not None:
+        queue.done(key)
+
+
+def test_our_own_write_and_pod_changes_no_token_reads_queue_nothing_anything_else_does() -> None:
+    agent, remote, _ = _agent()
+    reflector = _reflector(agent)
+    queue = reflector.controller.queue
+    _see(reflector, "ADDED", _pod())
+    _drained(reflector)
+    _reconcile(reflector)  # writes the Secret, and into the mirror at once
+    _observe(reflector, remote)  # the watch's echo of that write
+    _see(reflector, "MODIFIED", {**_pod(), "status": {"phase": "Running"}})
+    assert not queue.pending()
+
+    changed = copy.deepcopy(remote.objects[SECRET_PATH])
+    changed["metadata"]["resourceVersion"] = "999"  # somebody else's write
+    _see_secret(reflector, "MODIFIED", changed)
+    assert queue.pending()
+    _drained(reflector)
+    # Since then, the pod's status is looked at again until a reconcile has read the pod.
+    _see(reflector, "MODIFIED", {**_pod(), "status": {"phase": "Succeeded"}})
+    assert queue.pending()
+    _drained(reflector)
+    _reconcile(reflector)
+    _see(reflector, "ADDED", _pod())  # a relist
+    assert queue.pending()
+    _drained(reflector)
+    _see(reflector, "MODIFIED", _pod(audience="vault"))  # a token more
+    assert queue.pending()
