@@ -90,6 +90,9 @@ class Agent:
         self.twins_synced = threading.Event()
         self._derived: dict[str, tuple[int, Any]] = {}
         """What is parsed from a mirror, with the mirror version it was parsed at."""
+        self.echoes: dict[tuple[str, str, str], str] = {}
+        """(side, namespace, name) → the resourceVersion of the agent's own write awaiting its
+        watch echo (`home_agent.pod`: the pods' status, the ShadowPods' creation)."""
 
     def remote_synced(self) -> bool:
         """Both remote watches have listed everything (the twins' for the current set)."""

@@ -36,6 +36,7 @@ from home_agent.operators import (
     TWINS_WATCH,
     watched,
 )
+from home_agent.pod import own_echo
 from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
 from home_agent.reflection.event import EVENTS, EventReflector
 from home_agent.reflection.persistentvolumeclaim import PersistentVolumeClaimReflector
@@ -91,7 +92,14 @@ def virtual_node_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
         yield from every_key(agent)
 
 
+def home_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    if not own_echo(agent, HOME, change):
+        yield pod_key(*change.key)
+
+
 def shadow_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    if own_echo(agent, REMOTE, change):
+        return
     home_namespace = agent.home_namespace_of(change.key[0])
     if home_namespace is not None:
         yield pod_key(home_namespace, change.key[1])
@@ -151,7 +159,7 @@ def declare_agent(agent: Agent) -> None:
     for resource in (watched(RESOURCE_OFFER), watched(NAMESPACE_MAP)):
         informers.watch(REMOTE, resource, by=TENANT_WATCH)
     # The watch selects the pods bound to the virtual node.
-    informers.keys(HOME, "pods", lambda change: [pod_key(*change.key)], queue)
+    informers.keys(HOME, "pods", lambda change: home_pod_keys(agent, change), queue)
     informers.keys(HOME, "nodes", lambda change: node_keys(agent, change), queue)
     informers.keys(HOME, "virtualnodes", lambda change: virtual_node_keys(agent, change), queue)
     informers.keys(HOME, "namespaceoffloadings",

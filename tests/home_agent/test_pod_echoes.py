@@ -1,0 +1,124 @@
+"""The pod offloader's own writes and their watch echoes, one reconcile at a time against
+fakes of both API servers: the echo of a ShadowPod it created or of a status it wrote queues
+nothing (its reconcile would read what the write decided on), anything else does (someone
+else's change, a relist, a write whose answer differs from what was sent)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+from typing import Any
+
+from home_agent.agent import HOME, REMOTE, Agent, pod_key
+from home_agent.pod import PodOffloader
+from home_agent.watches import declare_agent
+from tests.home_agent.test_pod_offloading import running_status
+from tests.home_agent.test_reflection import FakeApi, agent_with
+
+TWIN = "app-home-1"
+KEY = pod_key("app", "web")
+
+
+class StampingApi(FakeApi):
+    """`FakeApi` answering writes with a new resourceVersion, as an API server does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.versions = itertools.count(100)
+        self.answer_differs = False
+
+    def _stamped(self, body: dict[str, Any]) -> dict[str, Any]:
+        stored = copy.deepcopy(body)
+        stored["metadata"]["resourceVersion"] = str(next(self.versions))
+        stored["metadata"].setdefault("uid", "uid-shadow")
+        if self.answer_differs:
+            stored["status"] = {**(stored.get("status") or {}), "message": "defaulted"}
+        return stored
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        return copy.deepcopy(await super().create(path, self._stamped(body)))
+
+    async def replace(self, path: str, body: dict[str, Any]) -> Any:
+        return copy.deepcopy(await super().replace(path, self._stamped(body)))
+
+
+def _offloaded() -> tuple[Agent, PodOffloader, StampingApi, StampingApi]:
+    remote, home = StampingApi(), StampingApi()
+    agent = agent_with(remote, home)
+    declare_agent(agent)
+    return agent, PodOffloader(agent), remote, home
+
+
+def _pod() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "app", "uid": "uid-web",
+                         "resourceVersion": "1"},
+            "spec": {"nodeName": "liqo-remote", "containers": [{"name": "main",
+                                                                "image": "nginx:1"}]}}
+
+
+def _queued(agent: Agent) -> list[Any]:
+    keys = []
+    while (key := agent.queue.take()) is not None:
+        agent.queue.done(key)
+        keys.append(key)
+    return keys
+
+
+def _reconcile(pods: PodOffloader) -> None:
+    asyncio.run(pods.reconcile("app", "web"))
+
+
+def _shadow(remote: StampingApi) -> dict[str, Any]:
+    return next(obj for path, obj in remote.objects.items() if "/shadowpods/" in path)
+
+
+def _pod_written(home: StampingApi) -> dict[str, Any]:
+    return next(obj for path, obj in home.objects.items() if path.endswith("/status"))
+
+
+def test_the_echoes_of_our_shadowpod_creation_and_status_write_queue_nothing() -> None:
+    agent, pods, remote, home = _offloaded()
+    agent.informers.dispatch(HOME, "pods", "ADDED", _pod())
+    assert _queued(agent) == [KEY]
+    _reconcile(pods)  # creates the ShadowPod
+    agent.informers.dispatch(REMOTE, "shadowpods", "ADDED", _shadow(remote))
+    assert _queued(agent) == []
+
+    shadow = {**_shadow(remote), "status": running_status("10.200.0.5")}
+    shadow["metadata"] = {**shadow["metadata"], "resourceVersion": "200"}
+    agent.informers.dispatch(REMOTE, "shadowpods", "MODIFIED", shadow)  # the enforcer's
+    assert _queued(agent) == [KEY]
+    _reconcile(pods)  # writes the pod's status
+    agent.informers.dispatch(HOME, "pods", "MODIFIED", _pod_written(home))
+    assert _queued(agent) == []
+    agent.informers.dispatch(HOME, "pods", "ADDED", _pod_written(home))  # a relist
+    assert _queued(agent) == [KEY]
+
+
+def test_an_echo_that_comes_before_the_answer_or_after_another_change_is_looked_at() -> None:
+    agent, pods, remote, home = _offloaded()
+    agent.informers.dispatch(HOME, "pods", "ADDED", _pod())
+    _queued(agent)
+    create = remote.create
+
+    async def echoing_before_answering(path: str, body: dict[str, Any]) -> Any:
+        answer = await create(path, body)
+        agent.informers.dispatch(REMOTE, "shadowpods", "ADDED", answer)
+        return answer
+
+    remote.create = echoing_before_answering  # type: ignore[method-assign]
+    _reconcile(pods)
+    assert _queued(agent) == [KEY]  # the echo, while the write was in flight
+    agent.informers.dispatch(REMOTE, "shadowpods", "ADDED", _shadow(remote))  # e.g. a relist
+    assert _queued(agent) == [KEY]
+
+    shadow = {**_shadow(remote), "status": running_status("10.200.0.5")}
+    shadow["metadata"] = {**shadow["metadata"], "resourceVersion": "200"}
+    agent.informers.dispatch(REMOTE, "shadowpods", "MODIFIED", shadow)
+    _queued(agent)
+    home.answer_differs = True  # the server stored a status other than the one sent
+    _reconcile(pods)
+    agent.informers.dispatch(HOME, "pods", "MODIFIED", _pod_written(home))
+    assert _queued(agent) == [KEY]
