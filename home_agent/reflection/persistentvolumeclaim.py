@@ -266,16 +266,23 @@ class PersistentVolumeClaimReflector(Reflector):
         if not real_volume_name or (real.get("status") or {}).get("phase") != "Bound":
             return
         real_volume = await self.agent.home.get(_volume_path(str(real_volume_name)))
+        await self._create_volume(
+            claim, local_volume(real_volume, claim, VIRTUAL_STORAGE_PROVISIONER),
+            f"the home volume {real_volume_name} of claim {real_claim_name(claim)}")
+
+    async def _create_volume(self, claim: Mapping[str, Any], volume: dict[str, Any],
+                             source: str) -> None:
+        """Create `claim`'s home volume, backed by `source`, and say so on the claim; one that
+        exists already (409) was made by an earlier reconcile, whose event was posted."""
         try:
-            await self.agent.home.create(_volume_path(""), local_volume(
-                real_volume, claim, VIRTUAL_STORAGE_PROVISIONER))
+            await self.agent.home.create(_volume_path(""), volume)
         except ApiError as error:
             if error.status != 409:
                 raise
             return
         await self._event(claim, "ProvisioningSucceeded",
-                          f"Successfully provisioned volume {home_volume_name(claim)} (the home "
-                          f"volume {real_volume_name} of claim {real_claim_name(claim)})")
+                          f"Successfully provisioned volume {volume['metadata']['name']} "
+                          f"({source})")
 
     async def _provision(self, local: Mapping[str, Any],
                          desired: dict[str, Any]) -> Result | None:
@@ -309,18 +316,11 @@ class PersistentVolumeClaimReflector(Reflector):
         if existing is None:
             if (local.get("spec") or {}).get("volumeName"):
                 return  # bound already (to this volume, since gone: the PV controller says Lost)
-            volume = home_volume(remote, local, self.agent.node_name(),
-                                 self.agent.config.remote_cluster_id,
-                                 VIRTUAL_STORAGE_PROVISIONER)
-            try:
-                await self.agent.home.create(_volume_path(""), volume)
-            except ApiError as error:
-                if error.status != 409:
-                    raise
-                return
-            await self._event(local, "ProvisioningSucceeded",
-                              f"Successfully provisioned volume {name} (remote claim "
-                              f"{remote_meta.get('namespace')}/{remote_meta.get('name')})")
+            await self._create_volume(
+                local, home_volume(remote, local, self.agent.node_name(),
+                                   self.agent.config.remote_cluster_id,
+                                   VIRTUAL_STORAGE_PROVISIONER),
+                f"remote claim {remote_meta.get('namespace')}/{remote_meta.get('name')}")
             return
         await self._show_status(local, existing, remote, refusal)
 
