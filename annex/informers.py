@@ -39,6 +39,12 @@ class Change:
     def deleted(self) -> bool:
         return self.event_type == "DELETED"
 
+    def shows(self, written: str | None) -> bool:
+        """Whether this is the watch's echo of a write of ours whose answer carried the
+        resourceVersion `written` (None or "": no such write is awaited)."""
+        return bool(written) and not self.deleted and (
+            (self.obj.get("metadata") or {}).get("resourceVersion") == written)
+
 
 class Queue(Protocol):
     def add(self, key: Any) -> None: ...

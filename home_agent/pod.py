@@ -67,9 +67,7 @@ def own_echo(agent: Agent, side: str, change: Change) -> bool:
     reconcile nothing to do (`_expect_echo`). Any event of the object forgets the write: one
     during the write (the echo before the answer, or someone else's change) lets no echo be
     skipped, and a relist, a restart or another version is looked at."""
-    written = agent.echoes.pop((side, *change.key), None)
-    return bool(written) and not change.deleted and (
-        (change.obj.get("metadata") or {}).get("resourceVersion") == written)
+    return change.shows(agent.echoes.pop((side, *change.key), None))
 
 
 class PodOffloader:

@@ -148,8 +148,7 @@ class EventReflector:
         if written == IN_FLIGHT:
             return (change.key,)  # the echo came before the answer: the reconcile after tells
         self._written.pop(change.key, None)
-        if (written is not None and not change.deleted
-                and (change.obj.get("metadata") or {}).get("resourceVersion") == written):
+        if change.shows(written):
             return ()  # our own write's echo
         return (change.key,)
 

@@ -149,9 +149,7 @@ class TokenReflector:
                 self._pod_of[change.key] = pod_name
         if change.key == self._dispatching:
             return ()  # the reconcile that wrote it is still running
-        echo = self._echoes.pop(change.key, None)
-        if echo is not None and not change.deleted and (
-                (change.obj.get("metadata") or {}).get("resourceVersion") == echo):
+        if change.shows(self._echoes.pop(change.key, None)):
             return ()  # our own write's echo
         keys = self._pod_keys(change.key[0], pod_name)
         for key in keys:
