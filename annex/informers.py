@@ -16,7 +16,8 @@ Declared before the watches start, then used from the component's event loop onl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+import contextlib
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -39,11 +40,61 @@ class Change:
     def deleted(self) -> bool:
         return self.event_type == "DELETED"
 
-    def shows(self, written: str | None) -> bool:
-        """Whether this is the watch's echo of a write of ours whose answer carried the
-        resourceVersion `written` (None or "": no such write is awaited)."""
-        return bool(written) and not self.deleted and (
-            (self.obj.get("metadata") or {}).get("resourceVersion") == written)
+
+IN_FLIGHT = ""
+"""`Echoes` of a key whose write awaits its answer (no resourceVersion is empty)."""
+
+
+def _version(obj: Any) -> str | None:
+    return (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
+
+
+class Echoes:
+    """The watch echoes of a component's own writes, recognised so that they queue nothing:
+    the reconcile that wrote decided on what its echo shows. A write of a key (`writing`) is in
+    flight until its answer (`answered`), whose resourceVersion is kept until the key's next
+    event: that event is the echo when it shows that version. An event while the write is in
+    flight (the echo overtaking the answer, or another change) is looked at, and the reconcile
+    it queues may find its object `settled`."""
+
+    def __init__(self) -> None:
+        self._versions: dict[Hashable, str] = {}
+
+    @contextlib.contextmanager
+    def writing(self, key: Hashable) -> Iterator[None]:
+        """Around the writes of `key` a reconcile makes."""
+        self._versions[key] = IN_FLIGHT
+        try:
+            yield
+        finally:
+            if self._versions.get(key) == IN_FLIGHT:
+                del self._versions[key]  # nothing answered: no echo to expect
+
+    def answered(self, key: Hashable, answer: Any) -> None:
+        """The server's answer to a write of `key` (its object, or anything else)."""
+        version = _version(answer)
+        if version and self._versions.get(key) == IN_FLIGHT:
+            self._versions[key] = str(version)
+
+    def echo(self, key: Hashable, change: Change) -> bool:
+        """Whether `change` is the echo of our last write of `key` (which it then forgets)."""
+        written = self._versions.get(key)
+        if written == IN_FLIGHT:
+            return False
+        self._versions.pop(key, None)
+        return bool(written) and not change.deleted and _version(change.obj) == written
+
+    def settled(self, key: Hashable, current: dict[str, Any] | None) -> bool:
+        """Whether `current` is what our last write of `key` made (which it then forgets)."""
+        written = self._versions.pop(key, None)
+        return bool(written) and _version(current) == written
+
+    def forget(self, key: Hashable | None = None) -> None:
+        """A write of `key` (None: of every key) is no longer known to be wanted."""
+        if key is None:
+            self._versions.clear()
+        else:
+            self._versions.pop(key, None)
 
 
 class Queue(Protocol):

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, cast
 from pydantic import ValidationError
 
 from annex.events import EventRecorder
-from annex.informers import Informers
+from annex.informers import Echoes, Informers
 from annex.kubeapi import ClusterApi
 from annex.mirror import Mirror
 from annex.workqueue import KeyQueue
@@ -90,9 +90,9 @@ class Agent:
         self.twins_synced = threading.Event()
         self._derived: dict[str, tuple[int, Any]] = {}
         """What is parsed from a mirror, with the mirror version it was parsed at."""
-        self.echoes: dict[tuple[str, str, str], str] = {}
-        """(side, namespace, name) → the resourceVersion of the agent's own write awaiting its
-        watch echo (`home_agent.pod`: the pods' status, the ShadowPods' creation)."""
+        self.echoes = Echoes()
+        """By (side, namespace, name): the pods' status and ShadowPods' creation
+        (`home_agent.pod`)."""
 
     def remote_synced(self) -> bool:
         """Both remote watches have listed everything (the twins' for the current set)."""

@@ -21,9 +21,8 @@ One reconcile per home pod key (namespace, name), from both mirrors:
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -58,16 +57,20 @@ from shared.wellknown import (
 
 log = logging.getLogger(__name__)
 
-IN_FLIGHT = ""
-"""`Agent.echoes` of an object whose write awaits its answer (no resourceVersion is empty)."""
-
-
 def own_echo(agent: Agent, side: str, change: Change) -> bool:
-    """Whether `change` is the watch's echo of the agent's own write, which leaves the pod's
-    reconcile nothing to do (`_expect_echo`). Any event of the object forgets the write: one
-    during the write (the echo before the answer, or someone else's change) lets no echo be
-    skipped, and a relist, a restart or another version is looked at."""
-    return change.shows(agent.echoes.pop((side, *change.key), None))
+    """Whether `change` is the watch's echo of the agent's own write (`_write_echoed`)."""
+    return agent.echoes.echo((side, *change.key), change)
+
+
+def _as_sent(answer: Any, body: dict[str, Any], field: str) -> bool:
+    """Whether the server stored `body` as sent: `field` (no status on a creation), labels
+    and annotations."""
+    if not isinstance(answer, dict):
+        return False
+    got, sent = answer.get("metadata") or {}, body.get("metadata") or {}
+    return answer.get(field) == body.get(field) and all(
+        got.get(each) == sent.get(each) for each in ("labels", "annotations")) and (
+        field == "status" or not answer.get("status"))
 
 
 class PodOffloader:
@@ -209,9 +212,8 @@ class PodOffloader:
             await self.events.record(pod, FAILED_REFLECTION_REASON, warning)
         echo = (REMOTE, remote_namespace, body["metadata"]["name"])
         try:
-            with self._expect_echo(echo) as answered:
-                answered(await self.agent.remote.create(custom_path(SHADOWPOD, remote_namespace),
-                                                        body), body, "spec")
+            await self._write_echoed(echo, self.agent.remote.create(
+                custom_path(SHADOWPOD, remote_namespace), body), body, "spec")
         except Exception as error:
             if getattr(error, "status", None) == 409:
                 # Created already (its watch event brings it into the mirror), or not ours.
@@ -285,32 +287,16 @@ class PodOffloader:
                                  lambda name: volumes.get(("", name)),
                                  VIRTUAL_STORAGE_PROVISIONER, self.agent.node_name())
 
-    @contextlib.contextmanager
-    def _expect_echo(self, echo: tuple[str, str, str]) -> Iterator[
-            Callable[[Any, dict[str, Any], str], None]]:
-        """Around one write, which ends its reconcile, of the object `echo` names: with the
-        server's answer (`answered(answer, body, field)`), its echo is remembered when the
-        object is as written (`field`, the labels and annotations; no status on a creation),
-        and nothing else of it showed meanwhile (`own_echo`): the reconcile of that echo would
+    async def _write_echoed(self, echo: tuple[str, str, str], write: Awaitable[Any],
+                            body: dict[str, Any], field: str) -> Any:
+        """One write, which ends its reconcile, of the object `echo` names: its echo is
+        skipped when the server stored `body` as sent, for the reconcile of that echo would
         read what this one wrote and decided on."""
-        echoes = self.agent.echoes
-        echoes[echo] = IN_FLIGHT
-
-        def answered(answer: Any, body: dict[str, Any], field: str) -> None:
-            if echoes.get(echo) != IN_FLIGHT or not isinstance(answer, dict):
-                return
-            got, sent = answer.get("metadata") or {}, body.get("metadata") or {}
-            version = got.get("resourceVersion")
-            if version and answer.get(field) == body.get(field) and all(
-                    got.get(each) == sent.get(each) for each in ("labels", "annotations")) and (
-                    field == "status" or not answer.get("status")):
-                echoes[echo] = str(version)
-
-        try:
-            yield answered
-        finally:
-            if echoes.get(echo) == IN_FLIGHT:
-                del echoes[echo]
+        with self.agent.echoes.writing(echo):
+            answer = await write
+            if _as_sent(answer, body, field):
+                self.agent.echoes.answered(echo, answer)
+        return answer
 
     async def _write_status(self, pod: dict[str, Any], wanted: dict[str, Any]) -> None:
         """Replace the pod's status with `wanted` merged over it (None removes a field); no
@@ -323,10 +309,10 @@ class PodOffloader:
                   {k: (current.get(k), v) for k, v in merged.items() if current.get(k) != v})
         body = {**pod, "status": merged}
         metadata = pod["metadata"]
-        with self._expect_echo((HOME, metadata["namespace"], metadata["name"])) as answered:
-            written = await self.agent.home.replace(
-                core_path("pods", metadata["namespace"], metadata["name"], "status"), body)
-            answered(written, body, "status")
+        written = await self._write_echoed(
+            (HOME, metadata["namespace"], metadata["name"]), self.agent.home.replace(
+                core_path("pods", metadata["namespace"], metadata["name"], "status"), body),
+            body, "status")
         if isinstance(written, dict) and metadata.get("resourceVersion"):
             self._own_writes[(metadata["namespace"], metadata["name"])] = (
                 metadata["resourceVersion"], written)

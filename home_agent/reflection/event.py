@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from annex.controller import DONE, Controller, Result
-from annex.informers import Change, Resource
+from annex.informers import Change, Echoes, Resource
 from annex.kubeapi import core_path, error_message, status_of
 from annex.mirror import Key, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
@@ -57,8 +57,6 @@ FLAG = "event"
 REFUSED = (400, 422)
 """The home API server's answers to a copy it will never take (e.g. an invalid remote Event)."""
 
-IN_FLIGHT = ""
-"""`EventReflector._written` of a key whose reconcile runs (no resourceVersion is empty)."""
 
 About = tuple[str, str, str]
 """(remote namespace, involved kind, remote name): the object remote Events are about."""
@@ -90,12 +88,10 @@ class EventReflector:
         """What remote Events are about → their home copy keys."""
         self._topic: dict[Key, About] = {}
         """Home copy key → what its remote Event is about (the reverse of `_about`)."""
-        self._written: dict[Key, str] = {}
-        """Home copy key → the resourceVersion of the copy a reconcile wrote (IN_FLIGHT while it
-        runs), as long as nothing it read has changed since it started: the home watch's echo
-        of that version is the copy it wanted, and looking at it again would only compare it
-        (a copy and its echo were half the reconciles). Any change of what a copy is made from
-        (`_look_again`) drops the key's entry; the echo, or a reconcile finding it, too."""
+        self.echoes = Echoes()
+        """By home copy key, as long as nothing the copy is made from has changed since
+        (`_look_again`): looking at the copy our write made would only compare it (a copy and
+        its echo were half the reconciles)."""
 
     # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
@@ -140,21 +136,15 @@ class EventReflector:
         """`keys`, whose copies' sources changed: what their last writes made is no longer
         known to be wanted."""
         for key in keys:
-            self._written.pop(key, None)
+            self.echoes.forget(key)
         return keys
 
     def home_keys(self, change: Change) -> Iterable[Key]:
-        written = self._written.get(change.key)
-        if written == IN_FLIGHT:
-            return (change.key,)  # the echo came before the answer: the reconcile after tells
-        self._written.pop(change.key, None)
-        if change.shows(written):
-            return ()  # our own write's echo
-        return (change.key,)
+        return () if self.echoes.echo(change.key, change) else (change.key,)
 
     def resync(self) -> None:
         """The namespace mapping or the skip lists changed: index and look at everything."""
-        self._written.clear()
+        self.echoes.forget()
         self._sources.clear()
         self._about.clear()
         self._topic.clear()
@@ -227,13 +217,11 @@ class EventReflector:
 
     async def reconcile(self, key: Key) -> Result:
         current = self.home.get(key)
-        written = self._written.pop(key, None)
-        if written is not None and current is not None and (
-                (current.get("metadata") or {}).get("resourceVersion") == written):
+        if self.echoes.settled(key, current):
             return DONE  # the copy our last write made, from what is still there
-        self._written[key] = IN_FLIGHT
         try:
-            await self._converge(key, current)
+            with self.echoes.writing(key):
+                await self._converge(key, current)
         except Exception as error:
             if status_of(error) not in REFUSED:
                 raise
@@ -241,9 +229,6 @@ class EventReflector:
             log.warning("remote Event not reflected home as %s/%s: %s", key[0], key[1],
                         error_message(error))
             return Result(outcome="refused")
-        finally:
-            if self._written.get(key) == IN_FLIGHT:
-                del self._written[key]  # nothing written, or something changed meanwhile
         return DONE
 
     async def _converge(self, key: Key, current: dict[str, Any] | None) -> None:
@@ -278,7 +263,7 @@ class EventReflector:
             log.warning("home Event %s/%s exists and is not ours: left alone", namespace, name)
             return
         if created:
-            self._wrote(existing)
+            self.echoes.answered((namespace, name), existing)
         # Not created: our copy, and the home watch has not shown it yet (e.g. after a restart).
         if not created and event_needs_update(existing, desired):
             await self._replace(existing, desired)
@@ -286,19 +271,11 @@ class EventReflector:
     async def _replace(self, current: Mapping[str, Any], desired: dict[str, Any]) -> None:
         """`current`: the copy, or its summary (its metadata is what the write keeps)."""
         # Created anew if it expired meanwhile (the mirror lagged).
-        self._wrote(await replace_or_create(
-            self.agent.home, core_path("events", *key_of(desired)),
+        key = key_of(desired)
+        self.echoes.answered(key, await replace_or_create(
+            self.agent.home, core_path("events", *key),
             updated_remote({"metadata": current.get("metadata") or {}}, desired),
             lambda: self._create(desired)))
-
-    def _wrote(self, answer: Any) -> None:
-        """Remember the version of the copy the server answered a write with, unless what the
-        reconcile read changed meanwhile (`_written`)."""
-        if not isinstance(answer, dict):
-            return
-        version, key = (answer.get("metadata") or {}).get("resourceVersion"), key_of(answer)
-        if version and self._written.get(key) == IN_FLIGHT:
-            self._written[key] = str(version)
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
         await delete_owned(self.agent.home, core_path("events", *key_of(dict(current))),

@@ -37,7 +37,7 @@ from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
-from annex.informers import Change, Resource
+from annex.informers import Change, Echoes, Resource
 from annex.kubeapi import core_path, error_message
 from annex.mirror import Key, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
@@ -115,9 +115,8 @@ class TokenReflector:
         """Pod key → the token inputs (`_token_inputs`) of the pod its last reconcile read (it
         runs, converged, or failed and is retried), until the Secret changes or a resync: a pod
         change that leaves them as they were (its status: most pod events) has nothing to do."""
-        self._echoes: dict[Key, str] = {}
-        """Secret key → the resourceVersion our last write's answer carried, until the watch
-        shows that version (our own write's echo, nothing to do) or another."""
+        self.echoes = Echoes()
+        """By Secret key."""
         self._dispatching: Key | None = None
         """The Secret key a reconcile is putting its own write into the mirror for."""
 
@@ -149,8 +148,8 @@ class TokenReflector:
                 self._pod_of[change.key] = pod_name
         if change.key == self._dispatching:
             return ()  # the reconcile that wrote it is still running
-        if change.shows(self._echoes.pop(change.key, None)):
-            return ()  # our own write's echo
+        if self.echoes.echo(change.key, change):
+            return ()
         keys = self._pod_keys(change.key[0], pod_name)
         for key in keys:
             self._settled.pop(key, None)
@@ -165,7 +164,7 @@ class TokenReflector:
     def resync(self) -> None:
         """Look at every known pod and Secret again (namespace mappings changed)."""
         self._settled.clear()
-        self._echoes.clear()
+        self.echoes.forget()
         for key in self.pods.keys():
             self.controller.add(key)
         secrets = list(self._pod_of.items())
@@ -224,20 +223,18 @@ class TokenReflector:
         config = self.agent.config
         desired = token_secret(pod, remote_namespace, issued, config.home_cluster_id,
                                config.remote_cluster_id, config.token_refresh_fraction)
-        written = await self._write(pod, secret_key, current, desired)
+        with self.echoes.writing(secret_key):
+            written = await self._write(pod, secret_key, current, desired)
+            self.echoes.answered(secret_key, written)
         if written is None:
             return DONE
         # The mirror must not lag our own write; the watch's echo of it comes later, unless
         # it came before the answer.
-        version = (written.get("metadata") or {}).get("resourceVersion")
-        shown = (self.remote.get(secret_key) or {}).get("metadata") or {}
         self._dispatching = secret_key
         try:
             self.agent.informers.dispatch(REMOTE, SECRETS[2], "MODIFIED", written)
         finally:
             self._dispatching = None
-        if version and shown.get("resourceVersion") != version:
-            self._echoes[secret_key] = str(version)
         return self._look_again_at(key, refresh_time(desired), now)
 
     def _stale(self, secret_key: Key, current: Mapping[str, Any] | None,
@@ -303,7 +300,7 @@ class TokenReflector:
     def _forget(self, key: Key, secret_key: Key) -> None:
         """The pod and its Secret are gone: nothing of them is kept."""
         self._written.pop(secret_key, None)
-        self._echoes.pop(secret_key, None)
+        self.echoes.forget(secret_key)
         self._wake_ups.pop(key, None)
 
     async def _refuse(self, pod: Mapping[str, Any], secret_key: Key) -> None:

@@ -1,12 +1,13 @@
 """The informer registry: one mirror per resource and side, applied before any route; keyers
-feed queues in declaration order; relists route their stale objects as DELETED events."""
+feed queues in declaration order; relists route their stale objects as DELETED events. The
+echoes of our own writes: recognised once, by the version the answer carried."""
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from typing import Any
 
-from annex.informers import Change, Informers
+from annex.informers import Change, Echoes, Informers
 
 
 class Recorded:
@@ -107,3 +108,46 @@ def test_a_relist_routes_what_it_no_longer_shows_as_deleted_with_its_last_state(
     assert changes[-1].obj == _obj("gone", phase="Running")
     assert informers.mirror("remote", "shadowpods").keys() == [("ns", "kept")]
     assert informers.mirror("remote", "maps").keys() == [("ns", "m")]  # not relisted
+
+
+def _at(version: str, event_type: str = "MODIFIED") -> Change:
+    obj = {"metadata": {"namespace": "ns", "name": "a", "resourceVersion": version}}
+    return Change(event_type, obj, ("ns", "a"))
+
+
+def test_the_first_event_showing_the_answered_version_is_the_echo_and_only_once() -> None:
+    echoes = Echoes()
+    with echoes.writing("a"):
+        echoes.answered("a", _at("7").obj)
+    assert echoes.echo("a", _at("7"))
+    assert not echoes.echo("a", _at("7", "ADDED"))  # a relist after the echo looks again
+
+    with echoes.writing("a"):
+        echoes.answered("a", _at("8").obj)
+    assert not echoes.echo("a", _at("9"))  # someone else's change after ours
+    assert not echoes.echo("a", _at("8"))  # forgotten with that event
+
+
+def test_an_event_while_the_write_is_in_flight_is_looked_at_and_its_reconcile_may_settle() -> (
+        None):
+    echoes = Echoes()
+    with echoes.writing("a"):
+        assert not echoes.echo("a", _at("7"))  # the echo overtook the answer
+        echoes.answered("a", _at("7").obj)
+    assert echoes.settled("a", _at("7").obj)  # the reconcile it queued finds our write
+    assert not echoes.settled("a", _at("7").obj)  # once
+
+
+def test_no_answer_a_deletion_or_forgetting_means_no_echo() -> None:
+    echoes = Echoes()
+    with echoes.writing("a"):
+        echoes.answered("a", None)  # e.g. the write failed or answered a Status
+    assert not echoes.echo("a", _at("7"))
+    with echoes.writing("a"):
+        echoes.answered("a", _at("7").obj)
+    assert not echoes.echo("a", _at("7", "DELETED"))
+    for forget in (lambda: echoes.forget("a"), echoes.forget):
+        with echoes.writing("a"):
+            echoes.answered("a", _at("8").obj)
+        forget()
+        assert not echoes.settled("a", _at("8").obj)
