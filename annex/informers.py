@@ -124,6 +124,10 @@ class Informer:
     """Whether a route reads `Change.before`."""
     resource: Resource | None = None
     """Declared with `Informers.watch` (a mirror asked for by a reader only is not)."""
+    answers: dict[Key, tuple[frozenset[str | None], dict[str, Any]]] = field(
+        default_factory=dict)
+    """Key → (the versions our writes replaced, the last one's answer) for `Informers.latest`,
+    until the mirror shows another version."""
     by: str = ""
     """The watch that fills the mirror (a component may run several, each its own scope)."""
     label_selector: str = ""
@@ -188,9 +192,42 @@ class Informers:
         key = key_of(obj)
         before = informer.mirror.get(key) if informer.compares else None
         kept = None if event_type == "DELETED" else informer.keep(obj)
+        if kept is None:
+            informer.answers.pop(key, None)
         informer.mirror.apply(event_type if kept is not None else "DELETED",
                               kept if kept is not None else obj)
         self._route(informer, Change(event_type, obj, key, before))
+
+    def answered(self, side: str, resource: str, replaced: str | None, answer: Any) -> None:
+        """Our write's `answer`, over the version `replaced` (None: a creation), for `latest`
+        to read ahead of its watch echo; no route hears of it before the echo."""
+        informer = self._informers.get((side, resource))
+        if informer is None or not isinstance(answer, dict):
+            return
+        kept, key = informer.keep(answer), key_of(answer)
+        if kept is not None:
+            # Over our own last answer, whose echo has not come: the mirror may still hold
+            # any version the writes replaced.
+            own = informer.answers.get(key)
+            chain = own[0] if own is not None and _version(own[1]) == replaced else frozenset()
+            informer.answers[key] = (chain | {replaced}, kept)
+
+    def latest(self, side: str, resource: str, key: Key) -> dict[str, Any] | None:
+        """The mirror's object, or our last write's answer while the mirror still holds what
+        that write (or our writes before it) replaced: a watch echoes a write some milliseconds
+        after the answer, and a reconcile meanwhile must write over the answer's version, not a
+        replaced one the server refuses (409). Only ever newer than the mirror: what the
+        mirror has seen deleted or changed by anyone else since stays so."""
+        informer = self._informer(side, resource)
+        held = informer.mirror.get(key)
+        own = informer.answers.get(key)
+        if own is None:
+            return held
+        replaced, answer = own
+        if _version(held) in replaced:
+            return answer
+        del informer.answers[key]
+        return held
 
     @staticmethod
     def _route(informer: Informer, change: Change) -> None:

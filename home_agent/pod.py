@@ -77,30 +77,10 @@ class PodOffloader:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.events = agent.events
-        self._own_writes: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
-        """Home pod key → (the resourceVersion our last status write replaced, the pod the
-        server answered), until the mirror shows a version other than the replaced one. A
-        watch echoes our write some milliseconds after the answer: a remote status arriving
-        meanwhile must be written over the answer's version, not the mirror's, which the
-        server refuses (409) and the key waits out a backoff."""
         self._forge_config: tuple[tuple[object, ...], PodForgeConfig] | None = None
         self._status_config: tuple[object, StatusForgeConfig] | None = None
         """The configs as built from the (frozen) agent config and the parsed VirtualNode they
         were built from: every reconcile reads them, and they change with those only."""
-
-    def _latest(self, key: tuple[str, str], pod: dict[str, Any] | None) -> dict[str, Any] | None:
-        """`pod` from the mirror, or our last write's answer while the mirror lags behind it.
-        Only ever newer than the mirror: a pod the mirror no longer has stays gone."""
-        own = self._own_writes.get(key)
-        if own is None:
-            return pod
-        replaced, answer = own
-        metadata = (pod or {}).get("metadata") or {}
-        if pod is not None and metadata.get("resourceVersion") == replaced and (
-                metadata.get("uid") == (answer.get("metadata") or {}).get("uid")):
-            return answer
-        del self._own_writes[key]  # the mirror has our write, or something newer
-        return pod
 
     def forge_config(self) -> PodForgeConfig:
         config = self.agent.config
@@ -135,7 +115,7 @@ class PodOffloader:
 
     async def reconcile(self, namespace: str, name: str) -> Result:
         agent = self.agent
-        pod = self._latest((namespace, name), agent.mirrors.pods.get((namespace, name)))
+        pod = agent.informers.latest(HOME, "pods", (namespace, name))
         remote_namespace = agent.mapped_remote_namespace(namespace)
         shadow = (agent.mirrors.shadow_pods.get((remote_namespace, name))
                   if remote_namespace else None)
@@ -313,6 +293,5 @@ class PodOffloader:
             (HOME, metadata["namespace"], metadata["name"]), self.agent.home.replace(
                 core_path("pods", metadata["namespace"], metadata["name"], "status"), body),
             body, "status")
-        if isinstance(written, dict) and metadata.get("resourceVersion"):
-            self._own_writes[(metadata["namespace"], metadata["name"])] = (
-                metadata["resourceVersion"], written)
+        if metadata.get("resourceVersion"):
+            self.agent.informers.answered(HOME, "pods", metadata["resourceVersion"], written)

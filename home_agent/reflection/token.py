@@ -117,8 +117,6 @@ class TokenReflector:
         change that leaves them as they were (its status: most pod events) has nothing to do."""
         self.echoes = Echoes()
         """By Secret key."""
-        self._dispatching: Key | None = None
-        """The Secret key a reconcile is putting its own write into the mirror for."""
 
     # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
@@ -146,8 +144,6 @@ class TokenReflector:
             pod_name = token_secret_pod_name(change.obj)
             if pod_name is not None:
                 self._pod_of[change.key] = pod_name
-        if change.key == self._dispatching:
-            return ()  # the reconcile that wrote it is still running
         if self.echoes.echo(change.key, change):
             return ()
         keys = self._pod_keys(change.key[0], pod_name)
@@ -197,7 +193,7 @@ class TokenReflector:
         else:
             self._settled[key] = _token_inputs(pod)
         secret_key = (remote_namespace, service_account_token_secret_name(name))
-        current = self.remote.get(secret_key)
+        current = self.agent.informers.latest(REMOTE, SECRETS[2], secret_key)
         tokens = self.wanted_tokens(pod)
         if current is not None and not self._owned(current):
             if tokens and pod is not None:
@@ -228,13 +224,6 @@ class TokenReflector:
             self.echoes.answered(secret_key, written)
         if written is None:
             return DONE
-        # The mirror must not lag our own write; the watch's echo of it comes later, unless
-        # it came before the answer.
-        self._dispatching = secret_key
-        try:
-            self.agent.informers.dispatch(REMOTE, SECRETS[2], "MODIFIED", written)
-        finally:
-            self._dispatching = None
         return self._look_again_at(key, refresh_time(desired), now)
 
     def _stale(self, secret_key: Key, current: Mapping[str, Any] | None,
@@ -290,6 +279,8 @@ class TokenReflector:
                 "resourceVersion": (current.get("metadata") or {}).get("resourceVersion")}}
             written = await replace_or_create(remote, path, body,
                                               lambda: remote.create(collection, desired))
+        self.agent.informers.answered(REMOTE, SECRETS[2], None if current is None else (
+            current.get("metadata") or {}).get("resourceVersion"), written)
         self._written[secret_key] = _content_digest(token_secret_summary(desired))
         return written if isinstance(written, dict) else desired
 

@@ -151,3 +151,28 @@ def test_no_answer_a_deletion_or_forgetting_means_no_echo() -> None:
             echoes.answered("a", _at("8").obj)
         forget()
         assert not echoes.settled("a", _at("8").obj)
+
+
+def _version_of(obj: dict[str, Any] | None) -> str | None:
+    return None if obj is None else obj["metadata"].get("resourceVersion")
+
+
+def test_our_writes_answers_are_read_ahead_of_their_echoes_and_never_over_a_newer_state() -> (
+        None):
+    informers = Informers()
+    informers.watch("home", ("", "v1", "pods"), by="w")
+    at = {version: _at(version).obj for version in "1234"}
+    informers.dispatch("home", "pods", "ADDED", at["1"])
+    informers.answered("home", "pods", "1", at["2"])
+    informers.answered("home", "pods", "2", at["3"])  # over our answer, before any echo
+    assert _version_of(informers.latest("home", "pods", ("ns", "a"))) == "3"
+    informers.dispatch("home", "pods", "MODIFIED", at["2"])  # the first write's echo
+    assert _version_of(informers.latest("home", "pods", ("ns", "a"))) == "3"
+    informers.dispatch("home", "pods", "MODIFIED", at["4"])  # someone else's, after ours
+    assert _version_of(informers.latest("home", "pods", ("ns", "a"))) == "4"
+
+    informers.answered("home", "pods", "4", _at("5").obj)
+    informers.dispatch("home", "pods", "DELETED", at["4"])
+    assert informers.latest("home", "pods", ("ns", "a")) is None  # a deletion seen wins
+    informers.answered("home", "pods", None, _at("6").obj)  # a creation
+    assert _version_of(informers.latest("home", "pods", ("ns", "a"))) == "6"

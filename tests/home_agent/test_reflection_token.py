@@ -258,7 +258,7 @@ def test_a_secret_changed_remotely_is_rewritten() -> None:
     reflector = _reflector(agent)
     _see(reflector, "ADDED", _pod())
     _reconcile(reflector)
-    kept = reflector.remote.get((TWIN, "web-token"))
+    kept = agent.informers.latest(REMOTE_SIDE, SECRETS[2], (TWIN, "web-token"))
     assert kept is not None and kept["data"][TOKEN_KEY].startswith("sha256:")  # no token kept
     remote.objects[SECRET_PATH]["data"][TOKEN_KEY] = base64.b64encode(b"forged").decode()
     _observe(reflector, remote)
