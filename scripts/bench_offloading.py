@@ -1320,7 +1320,11 @@ class Bench:
             "writes_per_minute": scale(non_heartbeat_writes(requests), per_minute),
             "heartbeat_writes_per_minute": scale(heartbeat_writes(requests), per_minute),
             "requests": requests, "agent": self.agent.figures(),
-            "enforcer": self.enforcer.figures()}
+            "enforcer": self.enforcer.figures(),
+            # what the simulated clusters cost, holding everything the run made
+            "kubesim_rss_mib": dict(zip(("home", "remote"), (
+                round(proc_status(pid, "VmRSS"), 1) for pid in self.server_pids),
+                strict=False))}
 
     async def storage(self) -> None:
         """The storage fabric: claims of the virtual class, each mounted by a pod the home
@@ -1565,6 +1569,9 @@ def table(results: dict[str, Any]) -> str:
                      f"pods and N objects), peak {r['agent']['peak_rss_mib']} MiB"))
         rows.append(("enforcer idle", f"RSS {r['enforcer']['rss_mib']} MiB, peak "
                      f"{r['enforcer']['peak_rss_mib']} MiB, CPU {r['enforcer']['cpu_seconds']} s"))
+        if r.get("kubesim_rss_mib"):
+            rows.append(("kubesim RSS", ", ".join(f"{side} {mib} MiB"
+                                                  for side, mib in r["kubesim_rss_mib"].items())))
     if "streams" in results:
         r = results["streams"]
         rows.append(("streams open", f"{r['logs']} followed logs and {r['execs']} exec sessions "
