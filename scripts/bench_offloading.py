@@ -65,6 +65,7 @@ import argparse
 import asyncio
 import base64
 import functools
+import ipaddress
 import json
 import math
 import os
@@ -195,6 +196,12 @@ class Names:
 
 # --- the simulated clusters, in a child process -----------------------------------------------
 
+def remote_pod_cidr(workers: int) -> str:
+    """A /24 for each of `workers` nodes, up to 16,384 (10.128.0.0/10, remapped onto the
+    agent's 100.64.0.0/10)."""
+    return f"10.128.0.0/{min(16, 24 - (workers - 1).bit_length())}"
+
+
 def serve_kubesim(directory: Path, remote_pods: int, only: str,
                   latency: tuple[float, float] = (0.0, 0.0)) -> None:
     """The `only` kubesim cluster (home or remote: each in a process of its own, as two real
@@ -203,9 +210,11 @@ def serve_kubesim(directory: Path, remote_pods: int, only: str,
     from kubesim.cluster import Cluster
     from kubesim.controllers import ControllerSettings
 
-    # kubesim gives each node a /24 of the pod CIDR: at most 254 pods a node.
+    # kubesim gives each node a /24 of the pod CIDR (at most 254 pods a node) while the CIDR
+    # has one for each, smaller slices beyond: past 256 nodes the remote CIDR grows.
     workers = max(1, math.ceil(remote_pods / 250))
-    specs = {"home": (1, "10.10.0.0/16", 110), "remote": (workers, "10.20.0.0/16", 250)}
+    specs = {"home": (1, "10.10.0.0/16", 110),
+             "remote": (workers, remote_pod_cidr(workers), 250)}
     count, cidr, pods = specs[only]
 
     async def main() -> None:
@@ -880,8 +889,9 @@ class Bench:
                  "--kubelet-port", str(self.kubelet_port),
                  "--kubelet-client-ca", str(self.directory / "home-ca.crt")]
         if self.remote_pod_cidr:
+            remapped = ipaddress.ip_network(self.remote_pod_cidr).prefixlen
             flags += ["--remote-pod-cidr", self.remote_pod_cidr,
-                      "--remapped-pod-cidr", "100.64.0.0/16"]
+                      "--remapped-pod-cidr", f"100.64.0.0/{remapped}"]
         # --trace: the agent as bench_trace runs it (its requests, events, reconciles, stalls)
         module = ([str(ROOT / "scripts" / "bench_trace.py"),
                    str(self.directory / "trace-agent.jsonl"), "home_agent"] if self.args.trace
