@@ -57,6 +57,7 @@ from shared.wellknown import (
 
 log = logging.getLogger(__name__)
 
+
 def own_echo(agent: Agent, side: str, change: Change) -> bool:
     """Whether `change` is the watch's echo of the agent's own write (`_write_echoed`)."""
     return agent.echoes.echo((side, *change.key), change)

@@ -57,7 +57,6 @@ FLAG = "event"
 REFUSED = (400, 422)
 """The home API server's answers to a copy it will never take (e.g. an invalid remote Event)."""
 
-
 About = tuple[str, str, str]
 """(remote namespace, involved kind, remote name): the object remote Events are about."""
 
