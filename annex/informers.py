@@ -127,7 +127,7 @@ class Informer:
     answers: dict[Key, tuple[frozenset[str | None], dict[str, Any]]] = field(
         default_factory=dict)
     """Key → (the versions our writes replaced, the last one's answer) for `Informers.latest`,
-    until the mirror shows another version."""
+    until the watch shows another version (thousands of answers are not kept for ever)."""
     by: str = ""
     """The watch that fills the mirror (a component may run several, each its own scope)."""
     label_selector: str = ""
@@ -192,8 +192,9 @@ class Informers:
         key = key_of(obj)
         before = informer.mirror.get(key) if informer.compares else None
         kept = None if event_type == "DELETED" else informer.keep(obj)
-        if kept is None:
-            informer.answers.pop(key, None)
+        own = informer.answers.get(key)
+        if own is not None and (kept is None or _version(obj) not in own[0]):
+            del informer.answers[key]  # the echo, a deletion or anyone else's change
         informer.mirror.apply(event_type if kept is not None else "DELETED",
                               kept if kept is not None else obj)
         self._route(informer, Change(event_type, obj, key, before))

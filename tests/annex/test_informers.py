@@ -170,6 +170,11 @@ def test_our_writes_answers_are_read_ahead_of_their_echoes_and_never_over_a_newe
     assert _version_of(informers.latest("home", "pods", ("ns", "a"))) == "3"
     informers.dispatch("home", "pods", "MODIFIED", at["4"])  # someone else's, after ours
     assert _version_of(informers.latest("home", "pods", ("ns", "a"))) == "4"
+    informers.answered("home", "pods", "4", _at("5").obj)
+    informers.dispatch("home", "pods", "MODIFIED", _at("5").obj)  # its echo
+    informers.dispatch("home", "pods", "MODIFIED", at["4"])
+    assert _version_of(informers.latest("home", "pods", ("ns", "a"))) == "4"  # the mirror's:
+    # the answer was let go with its echo (thousands of answers are not kept for ever)
 
     informers.answered("home", "pods", "4", _at("5").obj)
     informers.dispatch("home", "pods", "DELETED", at["4"])
