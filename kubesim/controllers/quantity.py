@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -26,8 +27,11 @@ _SUFFIXES = {
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)([a-zA-Z]*)$")
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_quantity(value: str | int | float) -> Decimal:
-    """The quantity's value in base units; raises ValueError for malformed input."""
+    """The quantity's value in base units; raises ValueError for malformed input. Kept for the
+    few distinct quantities a cluster has: the scheduler reads every node's allocatable for
+    every pod (400 nodes at N = 50,000 in the offloading benchmark)."""
     if isinstance(value, int | float):
         return Decimal(str(value))
     match = _QUANTITY.match(value.strip())
