@@ -1,11 +1,12 @@
 """List and watch one resource in one scope, as client-go's Reflector does, feeding a sink.
 
-A paged list, then a watch from the list's resourceVersion, continued from the last event's
-version when the server ends it, and a new list when that version expired (410) or the watch
-failed (with backoff). Objects a new list no longer shows are passed on as DELETED, with their
-last known identity and labels (client-go's DeletedFinalStateUnknown). `on_listed` is called
-once, when the first list is in the sink: nothing is decided from a cache still filling (Liqo
-#2748).
+A paged list (one unpaged list when the pages' snapshot was compacted away meanwhile, as
+client-go's pager falls back to), then a watch from the list's resourceVersion, continued from
+the last event's version when the server ends it, and a new list when that version expired
+(410) or the watch failed (with backoff). Objects a new list no longer shows are passed on as
+DELETED, with their last known identity and labels (client-go's DeletedFinalStateUnknown).
+`on_listed` is called once, when the first list is in the sink: nothing is decided from a
+cache still filling (Liqo #2748).
 
 Both components keep their caches with it: the agent's mirrors, the enforcer's pods,
 ShadowPods and quota usage.
@@ -20,7 +21,7 @@ from typing import Any, NoReturn
 
 import msgpack
 
-from annex.kubeapi import ClusterApi, WatchExpired, error_message
+from annex.kubeapi import ClusterApi, WatchExpired, error_message, status_of
 from annex.mirror import Key, key_of
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,17 @@ async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
     listed: set[Key] = set()
     token = ""
     while True:
-        page = await api.request("GET", path, query={
-            **query, "limit": str(LIST_PAGE), **({"continue": token} if token else {})})
+        try:
+            page = await api.request("GET", path, query={
+                **query, "limit": str(LIST_PAGE), **({"continue": token} if token else {})})
+        except Exception as error:
+            if not token or status_of(error) != 410:
+                raise
+            # The continue token expired (compacted while paging a busy cluster): paging again
+            # may never catch up, so one unpaged list, as client-go's pager (FullListIfExpired).
+            log.info("list %s: continue token expired, listing it whole", path)
+            listed.clear()
+            page = await api.request("GET", path, query=query)
         kind = str(page.get("kind") or "").removesuffix("List")
         for obj in page.get("items") or []:
             # List items carry no kind and apiVersion; the watch's objects do.

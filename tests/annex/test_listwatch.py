@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from annex import listwatch
-from annex.kubeapi import WatchExpired
+from annex.kubeapi import ApiError, WatchExpired
 
 
 def configmap(name: str, version: str, **labels: str) -> dict[str, Any]:
@@ -95,3 +95,48 @@ def test_pages_watch_events_and_a_relist_reach_the_sink(
     # enough to find it (and by default to route it); never every annotation
     assert seen[-1][2] == deleted_metadata
     assert seen[0][2]["annotations"]  # listed objects arrive whole, with kind and apiVersion
+
+
+def test_a_continue_token_expired_while_paging_falls_back_to_one_unpaged_list(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """client-go's pager (FullListIfExpired): on a busy cluster the pages' snapshot can be
+    compacted away faster than a list pages through it, and paging again would not finish."""
+    monkeypatch.setattr(listwatch, "LIST_PAGE", 1)
+    server = FakeServer([configmap("a", "1"), configmap("b", "2"), configmap("c", "3")], [])
+    queries: list[dict[str, str]] = []
+    paged = server.request
+
+    async def expiring(method: str, path: str, body: Any = None, *,
+                       query: dict[str, str] | None = None) -> dict[str, Any]:
+        queries.append(dict(query or {}))
+        if (query or {}).get("continue"):
+            raise ApiError(410, {"reason": "Expired", "message": "continue parameter is too old"})
+        if "limit" not in (query or {}):  # the whole list: b is gone meanwhile
+            return {"kind": "ConfigMapList", "apiVersion": "v1",
+                    "items": [configmap("a", "1"), configmap("c", "3")],
+                    "metadata": {"resourceVersion": "20"}}
+        return await paged(method, path, body, query=query)
+
+    server.request = expiring  # type: ignore[method-assign]
+    seen: list[tuple[str, str]] = []
+    version = asyncio.run(listwatch._list(  # noqa: SLF001 - one list, no watch
+        server, "/api/v1/configmaps", {"labelSelector": "app=web"},  # type: ignore[arg-type]
+        lambda event_type, obj: seen.append((event_type, obj["metadata"]["name"])),
+        {("ns", "b"): b""}, ()))
+    assert [query.get("continue") for query in queries] == [None, "1", None]
+    assert queries[-1] == {"labelSelector": "app=web"}  # the same selection, whole
+    assert seen == [("ADDED", "a"), ("ADDED", "a"), ("ADDED", "c"), ("DELETED", "b")]
+    assert version == "20"
+
+
+def test_any_other_list_failure_is_not_papered_over() -> None:
+    server = FakeServer([configmap("a", "1")], [])
+
+    async def forbidden(method: str, path: str, body: Any = None, *,
+                        query: dict[str, str] | None = None) -> dict[str, Any]:
+        raise ApiError(403, {"reason": "Forbidden"})
+
+    server.request = forbidden  # type: ignore[method-assign]
+    with pytest.raises(ApiError):
+        asyncio.run(listwatch._list(  # noqa: SLF001
+            server, "/api/v1/configmaps", {}, lambda *_: None, {}, ()))  # type: ignore[arg-type]
