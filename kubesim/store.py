@@ -7,6 +7,7 @@ objects are read-only: writers always store a new dict.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -133,6 +134,12 @@ def _at_version(stored: Stored, rv: int) -> Stored:
     return Stored.of(obj, rv)
 
 
+COMPACTION_INTERVAL = 300.0
+"""kube-apiserver's --etcd-compaction-interval: each compaction forgets the revisions before
+the one the previous compaction saw, so a list's continue token lives 5 to 10 minutes however
+busy the cluster (the watch history, like the API server's watch cache, is bounded by count)."""
+
+
 class Store:
     def __init__(self, history: int = 20_000) -> None:
         self._objects: dict[StorageKey, dict[tuple[str, str], Stored]] = {}
@@ -142,6 +149,9 @@ class Store:
         self._history: deque[Event] = deque(maxlen=history)
         self._rv = 0
         self._compacted = 0  # history holds every event after this resourceVersion
+        self._etcd_compacted = 0  # continue tokens of older list snapshots are expired
+        self._compaction = (time.monotonic() + COMPACTION_INTERVAL, 0)
+        """When the next compaction runs, and the revision it compacts to."""
         self._watchers: dict[StorageKey, list[Watcher]] = {}
         # in-process observers of every event of every kind (the garbage collector's graph
         # builder sees all resources, custom ones included, as its informers do)
@@ -191,7 +201,11 @@ class Store:
 
     @property
     def compacted_resource_version(self) -> int:
-        return self._compacted
+        """etcd's: list snapshots (continue tokens) older than this are gone."""
+        if time.monotonic() >= self._compaction[0]:
+            self._etcd_compacted = max(self._etcd_compacted, self._compaction[1])
+            self._compaction = (time.monotonic() + COMPACTION_INTERVAL, self._rv)
+        return self._etcd_compacted
 
     def locate_uid(self, uid: str) -> tuple[StorageKey, str, str] | None:
         return self._by_uid.get(uid)
@@ -279,7 +293,7 @@ class Store:
     def compact(self) -> None:
         """Forget all history up to now, like etcd compaction (watches from older RVs get 410)."""
         self._history.clear()
-        self._compacted = self._rv
+        self._compacted = self._etcd_compacted = self._rv
 
     def check_not_compacted(self, rv: int) -> None:
         if rv < self._compacted:
