@@ -134,7 +134,11 @@ from spdy3 import channels, upgrade  # noqa: E402
 
 WRITE_VERBS = frozenset({"create", "update", "patch", "delete", "deletecollection"})
 HEARTBEAT_RESOURCES = frozenset({"leases"})
-TOLERATION = {"key": VIRTUAL_NODE_TAINT_KEY, "operator": "Exists", "effect": "NoExecute"}
+TOLERATIONS = [{"key": key, "operator": "Exists", "effect": "NoExecute"} for key in (
+    VIRTUAL_NODE_TAINT_KEY,
+    # The agent is stopped while a phase's pods are created (minutes at N = 50,000): its node
+    # goes unreachable, and pods tolerating that for the default 300 s would be evicted.
+    "node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")]
 BY_RESOURCE = "annex_rest_client_requests_by_resource_total"
 """The components' request counter the benchmark reads (annex.kubeapi.RequestMetrics)."""
 LEASE_SECONDS = 40
@@ -983,7 +987,7 @@ class Bench:
     # --- workloads ---
 
     def pod(self, name: str, node: str) -> dict[str, Any]:
-        spec: dict[str, Any] = {"nodeName": node, "tolerations": [TOLERATION],
+        spec: dict[str, Any] = {"nodeName": node, "tolerations": TOLERATIONS,
                                 "containers": [{"name": "main", "image": "nginx:1.25"}]}
         if not self.args.service_account_token:
             spec["automountServiceAccountToken"] = False
@@ -1184,7 +1188,7 @@ class Bench:
         """A pod that prints a first line (a followed log shows it has opened), then waits
         (execs run `cat` in it); busybox's programs, which kubesim's runtime has too."""
         return {"metadata": {"name": name, "labels": {"app": "bench-streams"}},
-                "spec": {"nodeName": self.node, "tolerations": [TOLERATION],
+                "spec": {"nodeName": self.node, "tolerations": TOLERATIONS,
                          "automountServiceAccountToken": False,
                          "containers": [{"name": STREAM_CONTAINER, "image": "busybox:1.36",
                                          "command": ["sh", "-c",
