@@ -1752,7 +1752,10 @@ def main() -> None:
         for server in servers:
             server.send_signal(signal.SIGTERM)
         for server in servers:
-            server.wait(30)
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:  # a cluster of many GiB takes long to let go:
+                server.kill()  # what it held is not wanted, the run's results are
     report = {"command": " ".join(sys.argv), "clusters": "kubesim" if servers else "real",
               "machine": {**machine_before, "load_average_after": [
                   round(x, 2) for x in os.getloadavg()]},
