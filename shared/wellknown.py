@@ -44,10 +44,8 @@ PROVIDER_LABEL: Final = "liqo.io/provider"
 
 # --- tenancy on the provider ------------------------------------------------------------------
 TENANT_NAMESPACE_LABEL: Final = "liqo.io/tenant-namespace"
-REMOTE_NAMESPACE_ORIGIN_LABEL: Final = ORIGIN_CLUSTER_LABEL
 
 # --- reflection bookkeeping --------------------------------------------------------------------
-REFLECTION_MANAGED_BY: Final = "annex-reflection"
 ENDPOINTSLICE_MANAGED_BY_LABEL: Final = "endpointslice.kubernetes.io/managed-by"
 ENDPOINTSLICE_MANAGED_BY_VALUE: Final = "endpointslice.reflection.liqo.io"
 SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"
@@ -89,7 +87,6 @@ REMOTE_STORAGE_CLASS_ANNOTATION: Final = "offloading.liqo.io/remote-storage-clas
 # Kubernetes' own storage keys (the scheduler, the PV controller, external provisioners).
 SELECTED_NODE_ANNOTATION: Final = "volume.kubernetes.io/selected-node"
 STORAGE_PROVISIONER_ANNOTATION: Final = "volume.kubernetes.io/storage-provisioner"
-BETA_STORAGE_PROVISIONER_ANNOTATION: Final = "volume.beta.kubernetes.io/storage-provisioner"
 PROVISIONED_BY_ANNOTATION: Final = "pv.kubernetes.io/provisioned-by"
 PVC_PROTECTION_FINALIZER: Final = "kubernetes.io/pvc-protection"
 # The Quota resource names of storage (ResourceQuota's spelling).

@@ -27,8 +27,10 @@ from typing import Any
 from shared.api.resource_offer import ClassOffer
 from shared.forge.common import ReflectionConfig, copied, remote_metadata, rfc3339
 from shared.wellknown import (
+    PERSISTENT_VOLUME_CLAIMS,
     REAL_CLAIM_LABEL,
     REMOTE_STORAGE_CLASS_ANNOTATION,
+    REQUESTS_STORAGE,
     SELECTED_NODE_ANNOTATION,
     STORAGE_PROVISIONER_ANNOTATION,
 )
@@ -128,10 +130,10 @@ def capacity_of(claim: Mapping[str, Any]) -> str | None:
 def claim_usage(claim: Mapping[str, Any]) -> dict[str, str]:
     """What a claim counts against a Quota: its requested storage and one claim (ResourceQuota's
     `requests.storage` and `persistentvolumeclaims`)."""
-    usage = {"persistentvolumeclaims": "1"}
+    usage = {PERSISTENT_VOLUME_CLAIMS: "1"}
     size = requested_storage(claim)
     if size is not None:
-        usage["requests.storage"] = size
+        usage[REQUESTS_STORAGE] = size
     return usage
 
 
