@@ -60,9 +60,10 @@ class Mirror:
         """Changes applied so far: what is derived from the whole mirror can be kept per
         version (read it before reading the mirror)."""
 
-    def apply(self, event_type: str | None, obj: dict[str, Any]) -> Key:
-        """Record a watch event (DELETED removes; any other type stores); returns the key."""
-        key = key_of(obj)
+    def apply(self, event_type: str | None, obj: dict[str, Any], key: Key | None = None) -> Key:
+        """Record a watch event (DELETED removes; any other type stores); returns the key (the
+        caller's `key_of(obj)`, if given: the one tuple the mirror and its readers keep)."""
+        key = key or key_of(obj)
         packed = self._compressed(_packed(obj)) if event_type != "DELETED" else b""
         with self._lock:
             self.version += 1

@@ -204,7 +204,8 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
                                                           config.remote_cluster_id))
         informers.watch(REMOTE, EVENTS, keep=remote_event_kept, by=TWINS_WATCH)
         informers.keys(HOME, EVENTS[2], events.home_keys, events.controller)
-        informers.keys(REMOTE, EVENTS[2], events.remote_keys, events.controller)
+        informers.keys(REMOTE, EVENTS[2], events.remote_keys, events.controller,
+                       compares=True)
         # The objects Events are about: the pods bound to the virtual node, the kinds' copies.
         informers.keys(HOME, "pods", functools.partial(events.home_object_keys, "Pod"),
                        events.controller)

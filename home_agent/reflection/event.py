@@ -45,6 +45,7 @@ from shared.forge.event import (
     involved_kind,
     is_reflectable_event,
     object_reference,
+    remote_event_name,
 )
 from shared.ownership import is_owned
 
@@ -81,12 +82,11 @@ class EventReflector:
         """Our copies at home, each as its `home_copy_summary`."""
         self.controller: Controller[Key] = Controller(
             self.name, self.reconcile, workers=workers, synced=lambda: synced(agent))
-        self._sources: dict[Key, Key] = {}
-        """Home copy key → the remote Event's key."""
         self._about: dict[About, set[Key]] = {}
-        """What remote Events are about → their home copy keys."""
-        self._topic: dict[Key, About] = {}
-        """Home copy key → what its remote Event is about (the reverse of `_about`)."""
+        """What remote Events are about → their keys."""
+        self._shortened: dict[Key, Key] = {}
+        """Home copy key → remote Event key, for the few copies whose names were shortened (the
+        others name their remote Event: `remote_event_name`)."""
         self.echoes = Echoes()
         """By home copy key, as long as nothing the copy is made from has changed since
         (`_look_again`): looking at the copy our write made would only compare it (a copy and
@@ -101,35 +101,46 @@ class EventReflector:
         return (home_namespace,
                 home_event_name(remote_key[1], self.agent.config.remote_cluster_id))
 
+    def _source(self, home_key: Key) -> Key | None:
+        """The key of the remote Event a home copy key stands for."""
+        shortened = self._shortened.get(home_key)
+        if shortened is not None:
+            return shortened
+        remote_namespace = self.agent.mapped_remote_namespace(home_key[0])
+        name = remote_event_name(home_key[1], self.agent.config.remote_cluster_id)
+        return None if remote_namespace is None or name is None else (remote_namespace, name)
+
     @staticmethod
     def _about_of(remote_event: Mapping[str, Any]) -> About:
         namespace, _ = key_of(dict(remote_event))
         involved = remote_event.get("involvedObject") or {}
         return (namespace, str(involved.get("kind") or ""), str(involved.get("name") or ""))
 
-    def _index(self, remote_key: Key, remote_event: Mapping[str, Any] | None) -> Key | None:
-        """Record (or with None, forget) where a remote Event goes; called under the lock."""
-        home_key = self._home_key(remote_key)
-        if home_key is None:
-            return None
-        topic = self._topic.pop(home_key, None)
-        if topic is not None:
-            self._about[topic].discard(home_key)
-            if not self._about[topic]:
-                del self._about[topic]
-        if remote_event is None:
-            if self._sources.get(home_key) == remote_key:
-                del self._sources[home_key]
-        else:
-            self._sources[home_key] = remote_key
-            self._topic[home_key] = topic = self._about_of(remote_event)
-            self._about.setdefault(topic, set()).add(home_key)
-        return home_key
+    def _index(self, remote_key: Key, home_key: Key, remote_event: Mapping[str, Any]) -> None:
+        self._about.setdefault(self._about_of(remote_event), set()).add(remote_key)
+        if remote_event_name(home_key[1], self.agent.config.remote_cluster_id) != remote_key[1]:
+            self._shortened[home_key] = remote_key
+
+    def _unindex(self, remote_key: Key, home_key: Key, remote_event: Mapping[str, Any]) -> None:
+        about = self._about_of(remote_event)
+        keys = self._about.get(about, set())
+        keys.discard(remote_key)
+        if not keys:
+            self._about.pop(about, None)
+        if self._shortened.get(home_key) == remote_key:
+            del self._shortened[home_key]
 
     def remote_keys(self, change: Change) -> Iterable[Key]:
-        """A remote Event's home copy, indexed by what the Event is about."""
-        home_key = self._index(change.key, None if change.deleted else change.obj)
-        return () if home_key is None else self._look_again([home_key])
+        """A remote Event's home copy, indexed by what the Event is about (declared comparing:
+        an update may change that, in the legacy Event API)."""
+        home_key = self._home_key(change.key)
+        if home_key is None:
+            return ()
+        if change.before is not None:
+            self._unindex(change.key, home_key, change.before)
+        if not change.deleted:
+            self._index(change.key, home_key, change.obj)
+        return self._look_again([home_key])
 
     def _look_again(self, keys: list[Key]) -> list[Key]:
         """`keys`, whose copies' sources changed: what their last writes made is no longer
@@ -144,12 +155,14 @@ class EventReflector:
     def resync(self) -> None:
         """The namespace mapping or the skip lists changed: index and look at everything."""
         self.echoes.forget()
-        self._sources.clear()
         self._about.clear()
-        self._topic.clear()
+        self._shortened.clear()
+        keys = set(self.home.keys())
         for remote_key in self.remote.keys():
-            self._index(remote_key, self.remote.get(remote_key))
-        keys = set(self._sources) | set(self.home.keys())
+            home_key, remote_event = self._home_key(remote_key), self.remote.get(remote_key)
+            if home_key is not None and remote_event is not None:
+                self._index(remote_key, home_key, remote_event)
+                keys.add(home_key)
         for key in keys:
             self.controller.add(key)
 
@@ -177,7 +190,8 @@ class EventReflector:
     def _about_keys(self, remote_namespace: str | None, kind: str, name: str) -> list[Key]:
         if remote_namespace is None:
             return []
-        return list(self._about.get((remote_namespace, kind, name), ()))
+        remote_keys = self._about.get((remote_namespace, kind, name), ())
+        return [key for key in map(self._home_key, remote_keys) if key is not None]
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -232,7 +246,7 @@ class EventReflector:
 
     async def _converge(self, key: Key, current: dict[str, Any] | None) -> None:
         home_namespace, _ = key
-        remote_key = self._sources.get(key)
+        remote_key = self._source(key)
         remote_event = self.remote.get(remote_key) if remote_key is not None else None
         remote_namespace = self.agent.accepted_remote_namespace(home_namespace)
         if remote_namespace is None:

@@ -27,6 +27,7 @@ The home copy (as Liqo's event reflector):
   one home Event.
 """
 
+import functools
 import hashlib
 from collections.abc import Mapping
 from typing import Any
@@ -112,16 +113,31 @@ def _reference_fields(reference: Mapping[str, Any]) -> dict[str, Any]:
     return {key: reference[key] for key in fields if reference.get(key) is not None}
 
 
+@functools.lru_cache(maxsize=16)
+def _cluster_suffix(remote_cluster_id: str) -> str:
+    return "." + hashlib.sha256(remote_cluster_id.encode()).hexdigest()[:_DIGEST_LENGTH]
+
+
 def home_event_name(remote_event_name: str, remote_cluster_id: str) -> str:
     """The home Event's name: `<remote name>.<digest of the remote cluster id>`, the remote
     name shortened (with a digest of it) when the result would exceed 253 characters."""
-    suffix = "." + hashlib.sha256(remote_cluster_id.encode()).hexdigest()[:_DIGEST_LENGTH]
+    suffix = _cluster_suffix(remote_cluster_id)
     name = remote_event_name + suffix
     if len(name) <= _MAX_NAME_LENGTH:
         return name
     name_digest = hashlib.sha256(remote_event_name.encode()).hexdigest()[:_DIGEST_LENGTH]
     keep = _MAX_NAME_LENGTH - len(suffix) - len(name_digest) - 1
     return f"{remote_event_name[:keep].rstrip('.-')}-{name_digest}{suffix}"
+
+
+def remote_event_name(home_event_name: str, remote_cluster_id: str) -> str | None:
+    """The remote name `home_event_name` stands for, unless it was shortened (not told apart
+    here: the name of a shortened copy gives the shortened name); None for a name no Event of
+    `remote_cluster_id` gets."""
+    suffix = _cluster_suffix(remote_cluster_id)
+    if not home_event_name.endswith(suffix):
+        return None
+    return home_event_name[:-len(suffix)]
 
 
 def home_event(

@@ -183,6 +183,19 @@ def test_the_copy_goes_with_the_remote_event_also_when_only_the_relist_tells() -
     assert [p for p in home.objects if "/events/" in p] == []
 
 
+def test_an_event_whose_copy_has_a_shortened_name_comes_and_goes_with_its_remote_event() -> None:
+    reflection, home = _setup()
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    long_name = "web." + "7" * 250  # with the cluster's suffix, over a DNS subdomain's 253
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD, name=long_name))
+    _reconcile_all(reflection)
+    assert home.writes() == [("create", _home_path(long_name))]
+    _observe_home(reflection, home)
+    _see_remote(reflection, "events", "DELETED", _remote_event(POD, name=long_name))
+    _reconcile_all(reflection)
+    assert [p for p in home.objects if "/events/" in p] == []
+
+
 @pytest.mark.parametrize("about", [
     {"apiVersion": "offloading.liqo.io/v1beta1", "kind": "ShadowPod", "name": "web"},
     {"apiVersion": "v1", "kind": "Pod", "name": "somebody-elses"},

@@ -13,9 +13,11 @@ from shared.forge.event import (
     event_needs_update,
     home_copy_summary,
     home_event,
+    home_event_name,
     is_reflectable_event,
     object_reference,
     remote_event_kept,
+    remote_event_name,
 )
 from shared.ownership import is_owned
 from tests.shared.forge.objects import EXAMPLES, HOME, REMOTE, configs_skipping, remote_events
@@ -82,3 +84,14 @@ def test_what_is_kept_of_a_remote_event_forges_the_same_home_copy(event: Any,
     assert is_reflectable_event(kept) == is_reflectable_event(event)
     assert "uid" not in kept["metadata"] and "resourceVersion" not in kept["metadata"]
     assert "resourceVersion" not in kept["involvedObject"]
+
+
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789.-", min_size=1, max_size=300))
+def test_a_home_copys_name_tells_its_remote_event_unless_shortened(remote_name: str) -> None:
+    home_name = home_event_name(remote_name, REMOTE)
+    if len(remote_name) <= 253 - len(".01234567"):  # the name and the cluster's suffix fit
+        assert remote_event_name(home_name, REMOTE) == remote_name
+    else:  # shortened: the reflector keeps these few names itself
+        assert remote_event_name(home_name, REMOTE) != remote_name
+    assert remote_event_name(home_name, HOME) is None  # another remote cluster's copy
+    assert remote_event_name(remote_name, REMOTE) is None
