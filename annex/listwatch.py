@@ -22,12 +22,16 @@ from typing import Any, NoReturn
 import msgpack
 
 from annex.kubeapi import ClusterApi, WatchExpired, error_message, status_of
-from annex.mirror import Key, key_of
+from annex.mirror import key_of
 
 log = logging.getLogger(__name__)
 
 Sink = Callable[[str, dict[str, Any]], object]
 """(event type, object): ADDED, MODIFIED or DELETED; what it returns is ignored."""
+Known = dict[str, dict[str, bytes]]
+"""Namespace → name → the `identity` fields beyond the key: what the sink holds from one
+scope (for the deletions a list shows). No key tuples: at 50,000 pods they would double, tens
+of MiB, those of the mirrors the sinks fill."""
 
 IDENTITY = ("namespace", "name", "uid", "resourceVersion", "labels")
 """What a DELETED event made up from a list carries by default: enough to find the object and
@@ -48,9 +52,7 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
     DELETED event made up from a list carries (namespace and name always)."""
     narrowed = dict(query or {})
     kept = tuple(field for field in identity if field not in ("namespace", "name"))
-    known: dict[Key, bytes] = {}
-    """What the sink holds from this scope, with the `identity` fields beyond its key (for
-    deletions a list shows)."""
+    known: Known = {}
     first, delay = True, 0.5
     while True:
         try:
@@ -68,10 +70,11 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
                     event_type = str(event.get("type"))
                     if event_type == "BOOKMARK":
                         continue
+                    namespace, name = key_of(obj)
                     if event_type == "DELETED":
-                        known.pop(key_of(obj), None)
+                        known.get(namespace, {}).pop(name, None)
                     else:
-                        known[key_of(obj)] = _identity(obj, kept)
+                        known.setdefault(namespace, {})[name] = _identity(obj, kept)
                     sink(event_type, obj)
         except WatchExpired:
             log.debug("watch %s %s expired: listing again", name, path)
@@ -85,9 +88,9 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
 
 
 async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
-                known: dict[Key, bytes], kept: tuple[str, ...]) -> str:
+                known: Known, kept: tuple[str, ...]) -> str:
     """List every page into the sink; returns the list's resourceVersion."""
-    listed: set[Key] = set()
+    listed: dict[str, set[str]] = {}
     token = ""
     while True:
         try:
@@ -106,18 +109,20 @@ async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
             # List items carry no kind and apiVersion; the watch's objects do.
             obj.setdefault("kind", kind)
             obj.setdefault("apiVersion", page.get("apiVersion"))
-            key = key_of(obj)
-            listed.add(key)
-            known[key] = _identity(obj, kept)
+            namespace, name = key_of(obj)
+            listed.setdefault(namespace, set()).add(name)
+            known.setdefault(namespace, {})[name] = _identity(obj, kept)
             sink("ADDED", obj)
         metadata = page.get("metadata") or {}
         token = str(metadata.get("continue") or "")
         if not token:
             break
-    for key in [key for key in known if key not in listed]:
-        packed = known.pop(key)
-        sink("DELETED", {"metadata": {"namespace": key[0], "name": key[1],
-                                      **(msgpack.unpackb(packed) if packed else {})}})
+    for namespace, names in known.items():
+        shown = listed.get(namespace, set())
+        for name in [name for name in names if name not in shown]:
+            packed = names.pop(name)
+            sink("DELETED", {"metadata": {"namespace": namespace, "name": name,
+                                          **(msgpack.unpackb(packed) if packed else {})}})
     return str(metadata.get("resourceVersion") or "")
 
 

@@ -122,7 +122,7 @@ def test_a_continue_token_expired_while_paging_falls_back_to_one_unpaged_list(
     version = asyncio.run(listwatch._list(  # noqa: SLF001 - one list, no watch
         server, "/api/v1/configmaps", {"labelSelector": "app=web"},  # type: ignore[arg-type]
         lambda event_type, obj: seen.append((event_type, obj["metadata"]["name"])),
-        {("ns", "b"): b""}, ()))
+        {"ns": {"b": b""}}, ()))
     assert [query.get("continue") for query in queries] == [None, "1", None]
     assert queries[-1] == {"labelSelector": "app=web"}  # the same selection, whole
     assert seen == [("ADDED", "a"), ("ADDED", "a"), ("ADDED", "c"), ("DELETED", "b")]
