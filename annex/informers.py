@@ -196,7 +196,7 @@ class Informers:
         if own is not None and (kept is None or _version(obj) not in own[0]):
             del informer.answers[key]  # the echo, a deletion or anyone else's change
         informer.mirror.apply(event_type if kept is not None else "DELETED",
-                              kept if kept is not None else obj, key)
+                              kept if kept is not None else obj)
         self._route(informer, Change(event_type, obj, key, before))
 
     def answered(self, side: str, resource: str, replaced: str | None, answer: Any) -> None:

@@ -54,26 +54,34 @@ class Mirror:
         self._lock = threading.Lock()
         self._dictionary: bytes | None = None
         """The first object stored, packed; fixed from then on (see the module docstring)."""
-        self._objects: dict[Key, bytes] = {}
+        self._objects: dict[str, dict[str, bytes]] = {}
+        """Namespace → name → the object, packed: no key tuple kept for each object (there are
+        hundreds of thousands at N = 50,000; `keys` makes them for its caller)."""
         self._seen: set[Key] | None = None
         self.version = 0
         """Changes applied so far: what is derived from the whole mirror can be kept per
         version (read it before reading the mirror)."""
 
-    def apply(self, event_type: str | None, obj: dict[str, Any], key: Key | None = None) -> Key:
-        """Record a watch event (DELETED removes; any other type stores); returns the key (the
-        caller's `key_of(obj)`, if given: the one tuple the mirror and its readers keep)."""
-        key = key or key_of(obj)
+    def apply(self, event_type: str | None, obj: dict[str, Any]) -> Key:
+        """Record a watch event (DELETED removes; any other type stores); returns the key."""
+        key = key_of(obj)
         packed = self._compressed(_packed(obj)) if event_type != "DELETED" else b""
         with self._lock:
             self.version += 1
             if event_type == "DELETED":
-                self._objects.pop(key, None)
+                self._remove(key)
             else:
-                self._objects[key] = packed
+                self._objects.setdefault(key[0], {})[key[1]] = packed
                 if self._seen is not None:
                     self._seen.add(key)
         return key
+
+    def _remove(self, key: Key) -> None:
+        names = self._objects.get(key[0])
+        if names is not None:
+            names.pop(key[1], None)
+            if not names:
+                del self._objects[key[0]]
 
     def _compressed(self, packed: bytes) -> bytes:
         if self._dictionary is None:
@@ -102,22 +110,25 @@ class Mirror:
         """`finish_relist`, with the last state kept of each object forgotten."""
         with self._lock:
             seen, self._seen = self._seen or set(), None
-            stale = {key: data for key, data in self._objects.items() if key not in seen}
+            stale = {(namespace, name): data for namespace, names in self._objects.items()
+                     for name, data in names.items() if (namespace, name) not in seen}
             for key in stale:
-                del self._objects[key]
+                self._remove(key)
             self.version += 1
         return {key: self._decoded(data) for key, data in stale.items()}
 
     def get(self, key: Key) -> dict[str, Any] | None:
         with self._lock:
-            found = self._objects.get(key)
+            names = self._objects.get(key[0])
+            found = names.get(key[1]) if names is not None else None
         return self._decoded(found) if found is not None else None
 
     def values(self) -> list[dict[str, Any]]:
         with self._lock:
-            found = list(self._objects.values())
+            found = [data for names in self._objects.values() for data in names.values()]
         return [self._decoded(data) for data in found]
 
     def keys(self) -> list[Key]:
         with self._lock:
-            return list(self._objects)
+            return [(namespace, name) for namespace, names in self._objects.items()
+                    for name in names]

@@ -82,8 +82,9 @@ class EventReflector:
         """Our copies at home, each as its `home_copy_summary`."""
         self.controller: Controller[Key] = Controller(
             self.name, self.reconcile, workers=workers, synced=lambda: synced(agent))
-        self._about: dict[About, set[Key]] = {}
-        """What remote Events are about → their keys."""
+        self._about: dict[About, set[str]] = {}
+        """What remote Events are about → their names (in the namespace of what they are
+        about: names rather than keys, the mirror keeps no key tuples)."""
         self._shortened: dict[Key, Key] = {}
         """Home copy key → remote Event key, for the few copies whose names were shortened (the
         others name their remote Event: `remote_event_name`)."""
@@ -117,15 +118,15 @@ class EventReflector:
         return (namespace, str(involved.get("kind") or ""), str(involved.get("name") or ""))
 
     def _index(self, remote_key: Key, home_key: Key, remote_event: Mapping[str, Any]) -> None:
-        self._about.setdefault(self._about_of(remote_event), set()).add(remote_key)
+        self._about.setdefault(self._about_of(remote_event), set()).add(remote_key[1])
         if remote_event_name(home_key[1], self.agent.config.remote_cluster_id) != remote_key[1]:
             self._shortened[home_key] = remote_key
 
     def _unindex(self, remote_key: Key, home_key: Key, remote_event: Mapping[str, Any]) -> None:
         about = self._about_of(remote_event)
-        keys = self._about.get(about, set())
-        keys.discard(remote_key)
-        if not keys:
+        names = self._about.get(about, set())
+        names.discard(remote_key[1])
+        if not names:
             self._about.pop(about, None)
         if self._shortened.get(home_key) == remote_key:
             del self._shortened[home_key]
@@ -190,8 +191,9 @@ class EventReflector:
     def _about_keys(self, remote_namespace: str | None, kind: str, name: str) -> list[Key]:
         if remote_namespace is None:
             return []
-        remote_keys = self._about.get((remote_namespace, kind, name), ())
-        return [key for key in map(self._home_key, remote_keys) if key is not None]
+        names = self._about.get((remote_namespace, kind, name), ())
+        keys = [self._home_key((remote_namespace, event_name)) for event_name in names]
+        return [key for key in keys if key is not None]
 
     # --- reconcile --------------------------------------------------------------------------
 

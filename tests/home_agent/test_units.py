@@ -108,7 +108,8 @@ def test_a_mirror_gives_back_exactly_what_it_took_and_keeps_similar_objects_smal
         assert mirror.get(("shop", f"web-{index}")) == expected
     assert mirror.get(("", "odd")) == {"metadata": {"namespace": "", "name": "odd"},
                                        "x": [1, 2.5, None]}
-    kept = sum(len(data) for data in mirror._objects.values())  # noqa: SLF001
+    kept = sum(len(data) for names in mirror._objects.values()  # noqa: SLF001
+               for data in names.values())
     encoded = sum(len(msgpack.packb(pod(index))) for index in range(100))
     assert kept < encoded / 4
 
