@@ -1,5 +1,6 @@
-"""Wires the agent together: both operators, the controllers and the liveness tasks on a
-controller thread of their own, until a signal (or a dead operator) stops everything."""
+"""Wires the agent together: its watches, controllers and liveness tasks on one event loop
+(the kubelet API on a thread of its own), until a signal, a dead watch or lost leadership
+stops everything."""
 
 from __future__ import annotations
 
