@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -31,3 +33,18 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, message: str = "
         if time.monotonic() >= deadline:
             raise WaitTimeout(message or f"condition not met within {timeout}s") from last_error
         time.sleep(interval)
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 now: held open together while picked, as ports
+    picked one after another may be the same one twice."""
+    with contextlib.ExitStack() as stack:
+        probes = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
+
+
+def free_port() -> int:
+    [port] = free_ports(1)
+    return port

@@ -4,7 +4,6 @@ optional Redis cache (.ci/run installs Debian's redis-server)."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -12,13 +11,7 @@ from contextlib import contextmanager
 
 import redis
 
-from tests.helpers import wait_for
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.helpers import free_port, wait_for
 
 
 def redis_server_binary() -> str | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import aiohttp
 
 from annex.probes import exposition, metric_family, serve_probes
-from tests.home_agent.webhook import free_port
+from tests.helpers import free_port
 
 
 def test_a_family_has_help_and_type_then_one_line_per_sample() -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -34,7 +33,7 @@ from home_agent.config import default_lease_name
 from tests.conftest import ClusterHandle
 from tests.faults import fleet
 from tests.faults.conftest import FAULT_BURST, System
-from tests.helpers import wait_for
+from tests.helpers import free_ports, wait_for
 from tests.home_agent.agentproc import Process
 
 BURST = min(FAULT_BURST, 200)
@@ -43,11 +42,6 @@ LEASE_NAMESPACE = "annex-e2e-agents"  # tests.e2e.conftest.agent_home_kubeconfig
 STANDBY_IP = "192.0.2.11"  # the leader's is tests.e2e.conftest.peer's, 192.0.2.10
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def with_flag(arguments: list[str], flag: str, value: str) -> list[str]:
@@ -141,7 +135,7 @@ class Replicas:
 
 def replicas(system: Any, home: ClusterHandle, tmp_path: Any) -> Replicas:
     """A system whose agent leads, and a second replica of it, warm and standing by."""
-    leader_metrics, standby_metrics, kubelet_port = free_port(), free_port(), free_port()
+    leader_metrics, standby_metrics, kubelet_port = free_ports(3)
     running = system(
         "--leader-elect", "--leader-elect-resource-namespace", LEASE_NAMESPACE,
         "--metrics-address", f"127.0.0.1:{leader_metrics}")

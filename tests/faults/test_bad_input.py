@@ -30,9 +30,8 @@ from shared.wellknown import ANTI_AFFINITY_LABELS_ANNOTATION, ANTI_AFFINITY_PRES
 from tests.conftest import ClusterHandle
 from tests.faults import fleet
 from tests.faults.conftest import System
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
 from tests.home_agent.play import namespace_offloading, offload_namespace
-from tests.remote_enforcer.conftest import free_port
 
 EXAMPLES = settings(max_examples=12, suppress_health_check=list(HealthCheck), deadline=None)
 OUTCOME = 30  # seconds for the agent to carry an object over or say why not

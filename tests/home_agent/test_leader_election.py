@@ -12,9 +12,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from home_agent.config import default_lease_name, parse_config
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
 from tests.home_agent.test_process import _get
-from tests.home_agent.webhook import free_port
 
 TIMINGS = ("--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "2",
            "--leader-elect-retry-period", "0.5")

@@ -13,11 +13,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import ClusterHandle
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
 from tests.home_agent.play import bound_pod, extend, read_pod, report_shadow_status, shadow_pod
 from tests.home_agent.test_pod_offloading import REMAP_FLAGS, running_status
 from tests.home_agent.test_remote_health import kubeconfig_for_identity
-from tests.home_agent.webhook import free_port
 
 
 def _metrics(port: int) -> str:

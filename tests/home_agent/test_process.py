@@ -15,9 +15,8 @@ import yaml
 
 from annex.kube import load_connection
 from home_agent.config import parse_config
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
 from tests.home_agent.agentproc import REPO
-from tests.home_agent.webhook import free_port
 
 
 def test_flags_have_generous_defaults() -> None:

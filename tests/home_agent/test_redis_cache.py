@@ -14,10 +14,10 @@ from home_agent.agent import Agent
 from home_agent.config import parse_config
 from home_agent.synced_cache import SyncedPods
 from tests.conftest import ClusterHandle
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
 from tests.home_agent.play import bound_pod, extend, read_pod, report_shadow_status, shadow_pod
 from tests.home_agent.test_pod_offloading import running_status
-from tests.redis_server import free_port, redis_server, redis_server_binary
+from tests.redis_server import redis_server, redis_server_binary
 
 pytestmark = pytest.mark.skipif(redis_server_binary() is None,
                                 reason="redis-server is not installed (.ci/run installs it)")

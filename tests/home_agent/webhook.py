@@ -4,18 +4,13 @@ MutatingWebhookConfiguration that points the home API server at it."""
 from __future__ import annotations
 
 import base64
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import trustme
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.helpers import free_port
 
 
 @dataclass

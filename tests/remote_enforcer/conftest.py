@@ -9,7 +9,6 @@ import glob
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import uuid
@@ -28,17 +27,12 @@ from remote_enforcer.admission import WEBHOOK_PATH
 from shared.api.shadowpod import SHADOWPOD
 from shared.ownership import ownership_labels
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL
-from tests.helpers import wait_for
+from tests.helpers import free_ports, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER_ID = "provider-test"
 WEBHOOK_NAME = "shadowpods.enforcer.annex.test"
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Enforcer:
@@ -51,7 +45,7 @@ class Enforcer:
         issued.cert_chain_pems[0].write_to_path(str(self.cert))
         issued.private_key_pem.write_to_path(str(self.key))
         self.ca_bundle = base64.b64encode(authority.cert_pem.bytes()).decode()
-        self.webhook_port, self.health_port = free_port(), free_port()
+        self.webhook_port, self.health_port = free_ports(2)
         self.log_path = directory / "enforcer.log"
         self.args = [sys.executable, "-m", "remote_enforcer", "--kubeconfig", str(kubeconfig),
                      "--cluster-id", PROVIDER_ID, "--webhook-address", "127.0.0.1",
