@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 import msgpack
 
 from annex.kubeapi import ClusterApi, WatchExpired, error_message, status_of
-from annex.mirror import key_of
+from annex.mirror import discard, key_of
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
                         continue
                     namespace, name = key_of(obj)
                     if event_type == "DELETED":
-                        known.get(namespace, {}).pop(name, None)
+                        discard(known, (namespace, name))
                     else:
                         known.setdefault(namespace, {})[name] = _identity(obj, kept)
                     sink(event_type, obj)
@@ -117,12 +117,13 @@ async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
         token = str(metadata.get("continue") or "")
         if not token:
             break
-    for namespace, names in known.items():
-        shown = listed.get(namespace, set())
-        for name in [name for name in names if name not in shown]:
-            packed = names.pop(name)
-            sink("DELETED", {"metadata": {"namespace": namespace, "name": name,
-                                          **(msgpack.unpackb(packed) if packed else {})}})
+    stale = [(namespace, name) for namespace, names in known.items()
+             for name in names if name not in listed.get(namespace, ())]
+    for namespace, name in stale:
+        packed = known[namespace][name]
+        discard(known, (namespace, name))
+        sink("DELETED", {"metadata": {"namespace": namespace, "name": name,
+                                      **(msgpack.unpackb(packed) if packed else {})}})
     return str(metadata.get("resourceVersion") or "")
 
 

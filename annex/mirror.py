@@ -42,6 +42,15 @@ def _unpacked(data: bytes) -> dict[str, Any]:
     return obj
 
 
+def discard(by_namespace: dict[str, dict[str, Any]], key: Key) -> None:
+    """Forget `key` in a namespace → name → value map, and its namespace once empty."""
+    names = by_namespace.get(key[0])
+    if names is not None:
+        names.pop(key[1], None)
+        if not names:
+            del by_namespace[key[0]]
+
+
 _WINDOW = -15
 """Raw deflate (no header and checksum: a few bytes per object), 32 KiB window."""
 _MAX_DICTIONARY = 32 * 1024
@@ -69,19 +78,12 @@ class Mirror:
         with self._lock:
             self.version += 1
             if event_type == "DELETED":
-                self._remove(key)
+                discard(self._objects, key)
             else:
                 self._objects.setdefault(key[0], {})[key[1]] = packed
                 if self._seen is not None:
                     self._seen.add(key)
         return key
-
-    def _remove(self, key: Key) -> None:
-        names = self._objects.get(key[0])
-        if names is not None:
-            names.pop(key[1], None)
-            if not names:
-                del self._objects[key[0]]
 
     def _compressed(self, packed: bytes) -> bytes:
         if self._dictionary is None:
@@ -113,7 +115,7 @@ class Mirror:
             stale = {(namespace, name): data for namespace, names in self._objects.items()
                      for name, data in names.items() if (namespace, name) not in seen}
             for key in stale:
-                self._remove(key)
+                discard(self._objects, key)
             self.version += 1
         return {key: self._decoded(data) for key, data in stale.items()}
 
