@@ -27,9 +27,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ClientLimits:
-    """Client-side throttling, as client-go's rest.Config QPS and Burst."""
+    """Client-side throttling, as client-go's rest.Config QPS and Burst. Off by default (qps
+    0), as in controller-runtime since v0.21 on SIG API Machinery's advice: the API server's
+    Priority and Fairness guards it and slows a client down with 429 and Retry-After, which
+    `annex.kubeapi.ClusterApi` honours. A fixed cap would bound a whole cluster's offloading
+    (a pod is 8 writes of the agent's and 2 of the enforcer's) whatever the server could take."""
 
-    qps: float = 50.0
+    qps: float = 0.0
     burst: int = 100
 
 

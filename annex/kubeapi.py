@@ -44,6 +44,10 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REQUEST_TIMEOUT = 30.0
+MAX_RETRIES = 10
+"""Times a request is sent again when the server answers with Retry-After (client-go's
+default): with client-side throttling off, the API server's Priority and Fairness slows a
+client down this way (429)."""
 """Seconds a request may take in all (client-go's rest.Config Timeout; kopf uses 60)."""
 READ_BUFFER_BYTES = 4 * 1024 * 1024
 """aiohttp reads a line of up to twice its read buffer (64 KiB by default): less than one watch
@@ -54,9 +58,12 @@ event broke the whole collection's watch again at every relist (kubernetes_async
 class ApiError(Exception):
     """A non-2xx answer; `body` is the apiserver's Status object (empty when there was none)."""
 
-    def __init__(self, status: int, body: dict[str, Any] | None = None) -> None:
+    def __init__(self, status: int, body: dict[str, Any] | None = None,
+                 retry_after: float | None = None) -> None:
         self.status = status
         self.body: dict[str, Any] = body or {}
+        self.retry_after = retry_after
+        """Seconds the server asked to wait before trying again (429 or 5xx, Retry-After)."""
         self.reason = str(self.body.get("reason") or "")
         super().__init__(f"{status}: {self.body.get('message') or self.reason or 'no message'}")
 
@@ -313,7 +320,21 @@ class ClusterApi:
     async def request(self, method: str, path: str, body: Any = None, *,
                       content_type: str = JSON, query: dict[str, Any] | None = None,
                       timeout: float | None = None) -> Any:
-        """The decoded JSON answer (None when empty); ApiError for any non-2xx answer."""
+        """The decoded JSON answer (None when empty); ApiError for any non-2xx answer. An
+        answer that asks to be tried again (Retry-After on 429 or 5xx) is, after that long, up
+        to MAX_RETRIES times, as client-go does."""
+        for attempt in range(MAX_RETRIES + 1):
+            try:
+                return await self._send(method, path, body, content_type, query, timeout)
+            except ApiError as error:
+                if error.retry_after is None or attempt == MAX_RETRIES:
+                    raise
+                log.debug("%s %s: %s; again in %.0f s", method, path, error, error.retry_after)
+                await asyncio.sleep(error.retry_after)
+        raise AssertionError("unreachable")
+
+    async def _send(self, method: str, path: str, body: Any, content_type: str,
+                    query: dict[str, Any] | None, timeout: float | None) -> Any:
         session = self._open()
         started = time.monotonic()  # the client-side throttling included, as client-go times
         if method != "GET" or self._throttle_reads:
@@ -329,7 +350,7 @@ class ClusterApi:
                 code = str(response.status)
                 data = await response.read()
                 if not 200 <= response.status < 300:
-                    raise ApiError(response.status, _status_body(data))
+                    raise ApiError(response.status, _status_body(data), _retry_after(response))
         finally:
             self.metrics.count(url, method, path, code)
             self.metrics.observe(url, method, time.monotonic() - started)
@@ -438,6 +459,16 @@ class ClusterApi:
             await self._session.close()
         self._session, self._session_connection, self._loop = None, None, None
         self._streams = set()
+
+
+def _retry_after(response: aiohttp.ClientResponse) -> float | None:
+    """Whole seconds from Retry-After on a 429 or 5xx answer (client-go's checkWait), else None."""
+    if response.status != 429 and response.status < 500:
+        return None
+    try:
+        return float(max(0, int(response.headers.get("Retry-After", ""))))
+    except ValueError:
+        return None
 
 
 def _status_body(data: bytes) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
+from annex.kube import ClientLimits
 from shared.quantity import canonical
 
 
@@ -36,8 +37,8 @@ class Settings:
     ingress_classes: tuple[str, ...] = ()
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
-    qps: float = 200.0
-    burst: int = 400
+    qps: float = ClientLimits.qps
+    burst: int = ClientLimits.burst
     announce_mdns: bool = False
     announce_api_server: str | None = None
     mdns_interfaces: tuple[str, ...] = ()
@@ -99,9 +100,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ingress-classes", type=_names, default=())
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="INFO")
-    p.add_argument("--qps", type=float, default=200.0,
-                   help="client-side write rate (0: unthrottled); pods and status writes")
-    p.add_argument("--burst", type=int, default=400)
+    p.add_argument("--qps", type=float, default=ClientLimits.qps,
+                   help="client-side write rate (0: unthrottled, the API server's Priority and "
+                        "Fairness guards it); pods and status writes")
+    p.add_argument("--burst", type=int, default=ClientLimits.burst)
     p.add_argument("--announce-mdns", action="store_true",
                    help="announce this cluster on the LAN with mDNS (_annex._tcp.local.); "
                         "discovery grants nothing: consumers still need the admin's consent")

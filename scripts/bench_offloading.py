@@ -54,9 +54,9 @@ Scenarios (in this order; each leaves its objects for the next):
 Agent and enforcer: peak RSS (VmHWM) and CPU seconds per scenario from /proc; the agent's CPU per
 pod is all its CPU in the offloading phase (from its start, listings included) over --pods.
 --profile samples the agent with py-spy in that phase (scripts/bench_profile.py) and reports the
-functions that took its CPU. The agent runs with
-`--workers` and unthrottled clients (qps 0, as the bare client) unless --agent-flag says
-otherwise; extra flags are appended to its command line (e.g. --agent-flag=--redis-url=...).
+functions that took its CPU. The agent and the enforcer run with their defaults (unthrottled
+clients, as the bare client), the agent with `--workers`; --agent-flag and --enforcer-flag are
+appended to their command lines (e.g. --agent-flag=--redis-url=..., --enforcer-flag=--qps=200).
 """
 
 from __future__ import annotations
@@ -888,7 +888,7 @@ class Bench:
     def start_agent(self) -> None:
         # An address and a client CA with which the home API server reaches the agent's kubelet
         # API, as it does for `kubectl logs` and `kubectl exec` (the streams scenario).
-        flags = ["--workers", str(self.args.workers), "--home-qps", "0", "--remote-qps", "0",
+        flags = ["--workers", str(self.args.workers),
                  "--agent-ip", agent_address(self.kubeconfigs["home"]),
                  "--kubelet-port", str(self.kubelet_port),
                  "--kubelet-client-ca", str(self.directory / "home-ca.crt")]

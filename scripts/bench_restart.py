@@ -49,7 +49,7 @@ from tests.redis_server import redis_server
 
 THREADS = 16
 NAMESPACE = "bench"
-SETUP_FLAGS = ("--home-qps", "0", "--remote-qps", "0", "--workers", "32")
+SETUP_FLAGS = ("--workers", "32")
 MILESTONES = {
     "started": "home agent",  # runner: "home agent A → B started (node …)"
     "home listed": "home cluster listed",

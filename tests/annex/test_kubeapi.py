@@ -12,9 +12,11 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from annex.kube import ClientLimits, Connection, LiveConnection, RateLimiter, load_connection
 from annex.kubeapi import (
+    MAX_RETRIES,
     STRATEGIC_MERGE_PATCH,
     ApiError,
     ClusterApi,
@@ -356,3 +358,53 @@ def test_replaced_credentials_serve_new_requests_and_watches_resume_with_them(
     assert relists == 0  # continued from the version it had reached: nothing listed again
     assert rewatches >= 1
     assert [name for _, name in seen if name in ("before", "after")] == ["before", "after"]
+
+
+@pytest.mark.parametrize(("answers", "outcome", "sent"), [
+    # The API server's Priority and Fairness: 429 with Retry-After, then served.
+    ([(429, "0"), (429, "0"), (201, None)], 201, 3),
+    ([(503, "0"), (201, None)], 201, 2),
+    # No Retry-After, or not a status it is honoured on: the caller decides.
+    ([(429, None), (201, None)], 429, 1),
+    ([(409, "0"), (201, None)], 409, 1),
+    # Asked too often: the last answer stands.
+    ([(429, "0")] * (MAX_RETRIES + 2), 429, MAX_RETRIES + 1),
+])
+def test_an_answer_with_retry_after_is_tried_again_after_that_long_as_client_go_does(
+        answers: list[tuple[int, str | None]], outcome: int, sent: int) -> None:
+    received: list[bytes] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        received.append(await request.read())
+        status, retry_after = answers[min(len(received), len(answers)) - 1]
+        headers = {"Retry-After": retry_after} if retry_after is not None else {}
+        return web.json_response({"kind": "Status", "code": status}, status=status,
+                                 headers=headers)
+
+    async def main() -> int:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        api = ClusterApi(Connection(server=f"http://127.0.0.1:{port}"))
+        try:
+            await api.create(core_path("configmaps", "default"), _configmap("c"))
+            return 201
+        except ApiError as error:
+            return error.status
+        finally:
+            await api.close()
+            await runner.cleanup()
+
+    assert asyncio.run(main()) == outcome
+    assert len(received) == sent
+    assert len(set(received)) == 1  # the same body every time
+
+
+def test_clients_are_unthrottled_unless_configured_as_controller_runtime_does() -> None:
+    # SIG API Machinery's advice (controller-runtime since v0.21): the API server's Priority
+    # and Fairness guards it; a client-side cap is a flag for whoever wants one.
+    assert ClientLimits().qps == 0
