@@ -137,18 +137,59 @@ def _at_version(stored: Stored, rv: int) -> Stored:
 COMPACTION_INTERVAL = 300.0
 """kube-apiserver's --etcd-compaction-interval: each compaction forgets the revisions before
 the one the previous compaction saw, so a list's continue token lives 5 to 10 minutes however
-busy the cluster (the watch history, like the API server's watch cache, is bounded by count)."""
+busy the cluster (the watch history is the watch cache's: `History`)."""
+
+EVENT_FRESH_SECONDS = 75.0
+HISTORY_LOWER_BOUND = 100
+HISTORY_UPPER_BOUND = 100 * 1024
+"""The watch cache's eventFreshDuration, DefaultLowerBoundCapacity, DefaultUpperBoundCapacity
+(apiserver/pkg/storage/cacher, the same since 1.19)."""
+
+
+class History:
+    """One resource's watch history, as kube-apiserver's watch cache keeps it: a ring whose
+    capacity starts at 100 events, doubles when full while its oldest event is under 75 s old
+    and halves when full while its newest quarter is older than that (resizeCacheLocked),
+    within 100 and 102,400. So a busy resource keeps at least 75 s of events (up to the
+    bound), a quiet one at least its last 100, however busy the other resources are."""
+
+    def __init__(self, lower: int = HISTORY_LOWER_BOUND,
+                 upper: int = HISTORY_UPPER_BOUND) -> None:
+        self.events: deque[tuple[Event, float]] = deque()
+        self.capacity = self.lower = lower
+        self.upper = max(lower, upper)
+        self.oldest_kept = 0
+        """0 until an event is dropped, then the resourceVersion of the oldest one kept."""
+
+    def add(self, event: Event, now: float) -> None:
+        if len(self.events) >= self.capacity:
+            if now - self.events[0][1] < EVENT_FRESH_SECONDS:
+                self.capacity = min(self.capacity * 2, self.upper)
+            elif now - self.events[-max(1, self.capacity // 4)][1] > EVENT_FRESH_SECONDS:
+                self.capacity = max(self.capacity // 2, self.lower)
+        while len(self.events) >= self.capacity:
+            self.events.popleft()
+            self.oldest_kept = self.events[0][0].rv if self.events else event.rv
+        self.events.append((event, now))
+
+    def since(self, rv: int) -> list[Event]:
+        """The events after `rv`; 410 when some of them are gone (getAllEventsSinceLocked)."""
+        if self.oldest_kept and rv < self.oldest_kept - 1:
+            raise expired(f"too old resource version: {rv} ({self.oldest_kept - 1})")
+        return [event for event, _ in self.events if event.rv > rv]
 
 
 class Store:
-    def __init__(self, history: int = 20_000) -> None:
+    def __init__(self, history: tuple[int, int] = (HISTORY_LOWER_BOUND, HISTORY_UPPER_BOUND)
+                 ) -> None:
         self._objects: dict[StorageKey, dict[tuple[str, str], Stored]] = {}
         # Per kind, (namespace, name) in etcd key order: a list page is a range read from its
         # continue key (O(page), as etcd's), not a sort and scan of every object.
         self._ordered: dict[StorageKey, SortedDict] = {}
-        self._history: deque[Event] = deque(maxlen=history)
+        self._history_bounds = history
+        self._histories: dict[StorageKey, History] = {}
         self._rv = 0
-        self._compacted = 0  # history holds every event after this resourceVersion
+        self._compacted = 0  # every history holds every event of its resource after this
         self._etcd_compacted = 0  # continue tokens of older list snapshots are expired
         self._compaction = (time.monotonic() + COMPACTION_INTERVAL, 0)
         """When the next compaction runs, and the revision it compacts to."""
@@ -281,9 +322,10 @@ class Store:
         return Stored.of(obj, self._rv)
 
     def _emit(self, event: Event) -> None:
-        if len(self._history) == self._history.maxlen:
-            self._compacted = self._history[0].rv
-        self._history.append(event)
+        history = self._histories.get(event.key)
+        if history is None:
+            history = self._histories[event.key] = History(*self._history_bounds)
+        history.add(event, time.monotonic())
         for watcher in self._watchers.get(event.key, ()):
             watcher.offer(event)
         for listener in self._listeners:
@@ -292,16 +334,15 @@ class Store:
     # history and watches ------------------------------------------------------------------
     def compact(self) -> None:
         """Forget all history up to now, like etcd compaction (watches from older RVs get 410)."""
-        self._history.clear()
+        self._histories.clear()
         self._compacted = self._etcd_compacted = self._rv
 
-    def check_not_compacted(self, rv: int) -> None:
+    def events_since(self, key: StorageKey, rv: int) -> Iterator[Event]:
+        """The resource's events after `rv` (a watch's backlog); 410 once its history lost any."""
         if rv < self._compacted:
             raise expired(f"too old resource version: {rv} ({self._compacted})")
-
-    def events_since(self, key: StorageKey, rv: int) -> Iterator[Event]:
-        self.check_not_compacted(rv)
-        return (e for e in list(self._history) if e.rv > rv and e.key == key)
+        history = self._histories.get(key)
+        return iter(history.since(rv) if history is not None else ())
 
     def watch(self, key: StorageKey, namespace: str, matches: Filter | None) -> Watcher:
         watcher = Watcher(key, namespace, matches)
