@@ -187,7 +187,14 @@ REMOTE_DEFAULTED: dict[str, frozenset[tuple[str, ...]]] = {
 
 def _absent(value: Any) -> bool:
     # Kubernetes omits empty strings, maps and lists on the wire: they mean "not set".
-    return value is None or value == "" or value == {} or value == []
+    if value is None:
+        return True
+    if type(value) in _JSON_CONTAINERS_AND_STRINGS:  # decoded JSON: one look, not three ==
+        return not value
+    return bool(value == "" or value == {} or value == [])
+
+
+_JSON_CONTAINERS_AND_STRINGS = frozenset({str, dict, list})
 
 
 def _equivalent(
@@ -233,12 +240,23 @@ def compared_form(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _without_absent(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        kept = {key: _without_absent(item) for key, item in value.items()}
-        return {key: item for key, item in kept.items() if not _absent(item)}
+    # type() first: decoded JSON is dicts, lists and scalars, and the Mapping ABC's isinstance
+    # is the slow path (this runs for every field of every compared copy: Event digests).
+    kind = type(value)
+    if kind is dict or (kind not in _JSON_SCALARS and kind is not list
+                        and isinstance(value, Mapping)):
+        kept: dict[Any, Any] = {}
+        for key, item in value.items():
+            item = _without_absent(item)
+            if not _absent(item):
+                kept[key] = item
+        return kept
     if isinstance(value, list):
         return [None if _absent(item) else item for item in map(_without_absent, value)]
     return value
+
+
+_JSON_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def needs_update(current_remote: Mapping[str, Any], desired_remote: Mapping[str, Any]) -> bool:

@@ -5,7 +5,8 @@ themselves are golden cases."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from hypothesis import given
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from shared.api.offloading_patch import OffloadingPatch
 from shared.forge.common import (
     ReflectionConfig,
+    compared_form,
     needs_update,
     reflection_config,
     remote_metadata,
@@ -189,3 +191,33 @@ def test_timestamps_are_written_and_read_as_the_api_server_does() -> None:
         parse_rfc3339("2026-11-24T11:05:07")
     with pytest.raises(ValueError, match="naive"):
         rfc3339(datetime(2026, 11, 24))
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.text(max_size=3), children, max_size=3),
+    max_leaves=12)
+
+
+def _reference_form(value: Any) -> Any:
+    """The rule as stated: empty strings, maps and lists and nulls are not set, in maps
+    dropped, in lists kept as null (their positions mean something)."""
+    def absent(item: Any) -> bool:
+        return item is None or item == "" or item == {} or item == []
+    if isinstance(value, Mapping):
+        kept = {key: _reference_form(item) for key, item in value.items()}
+        return {key: item for key, item in kept.items() if not absent(item)}
+    if isinstance(value, list):
+        return [None if absent(item) else item for item in map(_reference_form, value)]
+    return value
+
+
+@given(content=st.dictionaries(st.text(max_size=3), JSON_VALUES, max_size=4))
+def test_the_compared_form_drops_what_the_wire_omits_and_keeps_zeros_and_false(
+        content: dict[str, Any]) -> None:
+    obj = {"metadata": {"labels": {"a": "", "b": "x"}}, "data": content}
+    form = compared_form(obj)
+    assert form == {"labels": {"b": "x"}, **_reference_form({"data": content})}
+    # Any Mapping, not only a decoded dict, is compared the same way.
+    assert compared_form(MappingProxyType({**obj, "data": MappingProxyType(content)})) == form
