@@ -5,7 +5,7 @@ Quota, then (16 client threads each): creates N bare pods (the baseline: the sam
 writes without annex), creates N ShadowPods (each admitted by the webhook), and waits until the
 enforcer has created all N pods. Prints the rates and their ratio.
 
-    python scripts/bench_remote_enforcer.py [--count 1000] [enforcer flags, e.g. --qps 0]
+    python scripts/bench_remote_enforcer.py [--count 1000] [enforcer flags, e.g. --workers 64]
 """
 
 from __future__ import annotations
