@@ -44,11 +44,11 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REQUEST_TIMEOUT = 30.0
+"""Seconds a request may take in all (client-go's rest.Config Timeout; kopf uses 60)."""
 MAX_RETRIES = 10
 """Times a request is sent again when the server answers with Retry-After (client-go's
 default): with client-side throttling off, the API server's Priority and Fairness slows a
 client down this way (429)."""
-"""Seconds a request may take in all (client-go's rest.Config Timeout; kopf uses 60)."""
 READ_BUFFER_BYTES = 4 * 1024 * 1024
 """aiohttp reads a line of up to twice its read buffer (64 KiB by default): less than one watch
 event of a ConfigMap or Secret may take (1 MiB of data, more once JSON-escaped), and such an
