@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from annex.informers import Informers, Resource
@@ -54,39 +54,30 @@ TWINS_WATCH = "remote-twins"
 @dataclass(frozen=True)
 class WatchSpec:
     name: str
-    resources: tuple[Resource, ...]
+    queries: dict[Resource, dict[str, str]]
+    """Each resource listed, with the query parameters that narrow its list and watch."""
     namespaces: Collection[str] | None = None
     """None: cluster-wide."""
-    label_selectors: dict[Resource, str] = field(default_factory=dict)
-    field_selectors: dict[Resource, str] = field(default_factory=dict)
 
 
 def declared_watch(informers: Informers, side: str, name: str,
                    namespaces: Collection[str] | None = None) -> WatchSpec:
     """The watch `name` on `side` as the registry declares it, in `namespaces`."""
-    selected = informers.watched(side, name)
-    return WatchSpec(name, tuple(selected), namespaces,
-                     label_selectors={r: s for r, s in selected.items() if s})
+    return WatchSpec(name, {resource: {"labelSelector": selector} if selector else {}
+                            for resource, selector in informers.watched(side, name).items()},
+                     namespaces)
 
 
 def node_pods_watch(node_name: str) -> WatchSpec:
     """The home pods bound to the virtual node, as a kubelet watches its own: every other pod of
     the cluster (most of them, on a busy cluster) never reaches the agent. Declared by hand:
     its field selector follows the node's name."""
-    return WatchSpec(NODE_PODS_WATCH, (PODS,),
-                     field_selectors={PODS: f"spec.nodeName={node_name}"})
+    return WatchSpec(NODE_PODS_WATCH, {PODS: {"fieldSelector": f"spec.nodeName={node_name}"}})
 
 
 KEY_ONLY = ("namespace", "name")
 """What the agent's handlers need of an object a relist no longer shows: its key (every mirror
 and index is by key), and nothing else kept for each of the hundred thousand objects watched."""
-
-
-def list_query(spec: WatchSpec, resource: Resource) -> dict[str, str]:
-    """The query parameters that narrow one resource's list and watch."""
-    query = {"labelSelector": spec.label_selectors.get(resource),
-             "fieldSelector": spec.field_selectors.get(resource)}
-    return {name: selector for name, selector in query.items() if selector}
 
 
 class Watch:
@@ -102,21 +93,19 @@ class Watch:
 
     def __init__(self, connection: Connection | LiveConnection, spec: WatchSpec,
                  sink: EventSink, on_synced: Callable[[], None]) -> None:
-        self.name = spec.name
         self.spec = spec
         self._connection = connection
         self._sink = sink
         self._on_synced = on_synced
         self._task: asyncio.Task[None] | None = None
-        self.failed: BaseException | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._main(),
-                                                            name=f"watch-{self.name}")
+                                                            name=f"watch-{self.spec.name}")
 
     async def _main(self) -> None:
         api = ClusterApi(self._connection, throttle_reads=False)
-        scopes = [(resource, namespace) for resource in self.spec.resources
+        scopes = [(resource, namespace) for resource in self.spec.queries
                   for namespace in (self.spec.namespaces
                                     if self.spec.namespaces is not None else ("",))]
         unlisted = len(scopes)
@@ -134,9 +123,8 @@ class Watch:
                                    for resource, namespace in scopes))
         except asyncio.CancelledError:
             raise
-        except Exception as error:  # a sink that raised: reported by `is_alive`
-            self.failed = error
-            log.exception("watch %s stopped", self.name)
+        except Exception:  # a sink that raised: reported by `is_alive`
+            log.exception("watch %s stopped", self.spec.name)
         finally:
             await api.close()
 
@@ -146,8 +134,8 @@ class Watch:
         await list_and_watch(
             api, group_path(group, version, plural, namespace),
             lambda event_type, obj: self._sink(plural, event_type, obj),
-            query=list_query(self.spec, resource), on_listed=listed, identity=KEY_ONLY,
-            name=self.name)
+            query=self.spec.queries[resource], on_listed=listed, identity=KEY_ONLY,
+            name=self.spec.name)
 
     def is_alive(self) -> bool:
         return self._task is not None and not self._task.done()
@@ -157,39 +145,30 @@ class Watch:
             self._task.cancel()
 
 
-class NodePodsWatch:
+class NodePodsWatch(Watch):
     """The `node_pods_watch` of the virtual node's current name. The name can come from the
     VirtualNode, so `follow` is called once the home watch has listed VirtualNodes and again on
-    each VirtualNode event; a new name replaces the watch, and the pods of the old name leave
+    each VirtualNode event; a new name restarts the watch, and the pods of the old name leave
     the sink as DELETED, as pods leaving a field selector's selection do. `pods` returns what
-    the sink holds from this watch."""
+    the sink holds from this watch. Alive until it has a name to follow."""
 
     def __init__(self, connection: Connection, sink: EventSink, on_synced: Callable[[], None],
                  pods: Callable[[], list[dict[str, Any]]]) -> None:
-        self._connection = connection
-        self._sink = sink
-        self._on_synced = on_synced
+        super().__init__(connection, node_pods_watch(""), sink, on_synced)
         self._pods = pods
         self.node_name: str | None = None
-        self._watch: Watch | None = None
 
     def follow(self, node_name: str) -> None:
         if node_name == self.node_name:
             return
-        if self._watch is not None:
+        if self._task is not None:
             log.info("virtual node renamed %s → %s: watching its pods", self.node_name,
                      node_name)
-            self._watch.stop()
+            self.stop()
             for pod in self._pods():
                 self._sink(PODS[2], "DELETED", pod)
-        self.node_name = node_name
-        self._watch = Watch(self._connection, node_pods_watch(node_name), self._sink,
-                            self._on_synced)
-        self._watch.start()
+        self.node_name, self.spec = node_name, node_pods_watch(node_name)
+        self.start()
 
     def is_alive(self) -> bool:
-        return self._watch is None or self._watch.is_alive()
-
-    def stop(self) -> None:
-        if self._watch is not None:
-            self._watch.stop()
+        return self._task is None or super().is_alive()

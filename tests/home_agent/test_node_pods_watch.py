@@ -15,7 +15,7 @@ import pytest
 
 from annex.kube import load_connection
 from annex.mirror import Mirror
-from home_agent.operators import NodePodsWatch, list_query, node_pods_watch
+from home_agent.operators import PODS, NodePodsWatch, node_pods_watch
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 
@@ -23,9 +23,8 @@ T = TypeVar("T")
 
 
 def test_the_pod_watch_selects_the_node_by_field() -> None:
-    spec = node_pods_watch("liqo-remote-1")
-    (pods,) = spec.resources
-    assert list_query(spec, pods) == {"fieldSelector": "spec.nodeName=liqo-remote-1"}
+    assert node_pods_watch("liqo-remote-1").queries == {
+        PODS: {"fieldSelector": "spec.nodeName=liqo-remote-1"}}
 
 
 class Seen:

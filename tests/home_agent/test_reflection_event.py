@@ -16,7 +16,7 @@ from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
-from home_agent.operators import HOME_WATCH, TWINS_WATCH, declared_watch, list_query
+from home_agent.operators import HOME_WATCH, TWINS_WATCH, declared_watch
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
 from home_agent.reflection.event import EVENTS, EventReflector, event_reflector_for
@@ -344,10 +344,10 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     events = enabled.companion(EventReflector)
     assert events is not None and events.controller.workers == 3
     home_watch = declared_watch(enabled.agent.informers, HOME_SIDE, HOME_WATCH)
-    assert list_query(home_watch, EVENTS) == {"labelSelector": (  # only our copies at home
+    assert home_watch.queries[EVENTS] == {"labelSelector": (  # only our copies at home
         f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}")}
     twins_watch = declared_watch(enabled.agent.informers, REMOTE_SIDE, TWINS_WATCH)
-    assert EVENTS in twins_watch.resources and list_query(twins_watch, EVENTS) == {}
+    assert twins_watch.queries[EVENTS] == {}
 
     disabled = reflection("--event-reflection-workers", "0")
     assert disabled.companion(EventReflector) is None
