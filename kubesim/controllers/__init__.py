@@ -24,6 +24,7 @@ from kubesim.controllers.namespace import NamespaceController
 from kubesim.controllers.namespacedefaults import DefaultServiceAccount, RootCaPublisher
 from kubesim.controllers.nodelifecycle import NodeLifecycle
 from kubesim.controllers.persistentvolume import PersistentVolumeBinder, ProtectionController
+from kubesim.controllers.podgc import PodGC
 from kubesim.controllers.provisioner import StorageProvisioner
 from kubesim.controllers.replicaset import ReplicaSetController
 from kubesim.controllers.scheduler import Scheduler
@@ -41,6 +42,7 @@ ALL_CONTROLLERS = (
     "endpointslice",
     "namespace",
     "garbage-collector",
+    "podgc",
     "root-ca-cert-publisher",
     "serviceaccount",
     "deployment",
@@ -73,6 +75,11 @@ class ControllerSettings:
     # the kubelet's CrashLoopBackOff: base doubling up to max (10 s / 300 s on a real kubelet)
     restart_backoff_base: float = 10.0
     restart_backoff_max: float = 300.0
+    # the pod garbage collector's pass period and orphan quarantine (20 s and 40 s in
+    # kube-controller-manager, not flags there) and --terminated-pod-gc-threshold
+    pod_gc_check_period: float = 20.0
+    pod_gc_quarantine: float = 40.0
+    terminated_pod_gc_threshold: int = 12500
 
 
 def parse_controller_names(text: str) -> list[str]:
@@ -120,6 +127,8 @@ class ControllerManager:
             "root-ca-cert-publisher": lambda: RootCaPublisher(api, ca_pem),
             "serviceaccount": lambda: DefaultServiceAccount(api),
             "garbage-collector": lambda: GarbageCollector(api),
+            "podgc": lambda: PodGC(api, settings.pod_gc_check_period, settings.pod_gc_quarantine,
+                                   settings.terminated_pod_gc_threshold),
             "deployment": lambda: DeploymentController(api),
             "replicaset": lambda: ReplicaSetController(api),
             "statefulset": lambda: StatefulSetController(api),

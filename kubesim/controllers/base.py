@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from kubesim.apiserver import ApiServer
+from kubesim.apiserver import ApiServer, now_timestamp
 from kubesim.errors import StatusError
 from kubesim.kinds import ResourceKind
 from kubesim.store import Stored
@@ -144,6 +144,23 @@ def apply_on_loop(loop: asyncio.AbstractEventLoop | None, action: Callable[[], N
         action()
 
     asyncio.run_coroutine_threadsafe(apply(), loop).result(30)
+
+
+def set_pod_condition(status: dict[str, Any], condition: dict[str, str]) -> bool:
+    """apipod.UpdatePodCondition: `condition` set in a pod's `status`, replacing the one of its
+    type; its lastTransitionTime moves only when its status does. Whether anything changed."""
+    conditions = status.setdefault("conditions", [])
+    existing = next((c for c in conditions if c.get("type") == condition["type"]), None)
+    if existing is None:
+        conditions.append({**condition, "lastTransitionTime": now_timestamp()})
+        return True
+    updated = {**existing, **condition}
+    if existing.get("status") != condition.get("status"):
+        updated["lastTransitionTime"] = now_timestamp()
+    if updated == existing:
+        return False
+    conditions[conditions.index(existing)] = updated
+    return True
 
 
 class Controller:

@@ -20,8 +20,15 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kubesim.apiserver import ApiServer, copy_json, now_timestamp
-from kubesim.controllers.base import Controller, WorkQueue, kind_of, run_together, watch_forever
+from kubesim.apiserver import ApiServer, copy_json
+from kubesim.controllers.base import (
+    Controller,
+    WorkQueue,
+    kind_of,
+    run_together,
+    set_pod_condition,
+    watch_forever,
+)
 from kubesim.controllers.events import record_event
 from kubesim.controllers.placement import tolerates
 from kubesim.errors import StatusError
@@ -176,19 +183,12 @@ class TaintEviction(Controller):
 
     async def _add_disruption_condition(self, pod: dict[str, Any]) -> None:
         new = copy_json(pod)
-        conditions = new.setdefault("status", {}).setdefault("conditions", [])
-        condition = {"type": "DisruptionTarget", "status": "True",
-                     "reason": "DeletionByTaintManager",
-                     "message": "Taint manager: deleting due to NoExecute taint"}
-        existing = next((c for c in conditions if c.get("type") == "DisruptionTarget"), None)
-        if existing is not None and all(existing.get(k) == v for k, v in condition.items()):
-            return
-        condition["lastTransitionTime"] = now_timestamp()
-        if existing is not None:
-            conditions.remove(existing)
-        conditions.append(condition)
-        await self.api.update(self.pods_kind, pod["metadata"]["namespace"],
-                              pod["metadata"]["name"], new, subresource="status")
+        if set_pod_condition(new.setdefault("status", {}), {
+                "type": "DisruptionTarget", "status": "True",
+                "reason": "DeletionByTaintManager",
+                "message": "Taint manager: deleting due to NoExecute taint"}):
+            await self.api.update(self.pods_kind, pod["metadata"]["namespace"],
+                                  pod["metadata"]["name"], new, subresource="status")
 
     async def run(self) -> None:
         await run_together(
