@@ -19,6 +19,7 @@ from shared.wellknown import (
     REGION_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
     RESOURCE_OFFER_NAME,
+    TENANT_NAMESPACE_LABEL,
 )
 
 log = logging.getLogger(__name__)
@@ -64,11 +65,13 @@ class OfferPublisher:
         if before != self.pods.get(uid):
             self._dirty.set()
 
-    def on_tenant(self, event_type: str | None, namespace: dict[str, Any]) -> None:
+    def on_namespace(self, event_type: str | None, namespace: dict[str, Any]) -> None:
+        """Tenant namespaces (the tenant label) are offered to their consumer."""
         name = namespace["metadata"]["name"]
-        consumer = (namespace["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL)
-        if event_type == "DELETED" or not consumer or namespace["metadata"].get(
-                "deletionTimestamp"):
+        labels = namespace["metadata"].get("labels") or {}
+        consumer = labels.get(REMOTE_CLUSTER_ID_LABEL)
+        if (event_type == "DELETED" or not consumer or labels.get(TENANT_NAMESPACE_LABEL) != "true"
+                or namespace["metadata"].get("deletionTimestamp")):
             self.tenants.pop(name, None)
             self.published.pop(name, None)
         elif self.tenants.get(name) != consumer:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 import kopf
@@ -34,9 +33,7 @@ from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.quota import QUOTA
 from shared.forge import tenancy
 from shared.wellknown import (
-    ORIGIN_CLUSTER_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
-    TENANT_NAMESPACE_LABEL,
     TWIN_NAMESPACES_FINALIZER,
 )
 
@@ -92,54 +89,12 @@ def build_registry(login: kopf.ConnectionInfo, namespace_maps: NamespaceMapper,
     return registry
 
 
-@dataclass
-class Watches:
-    """What the enforcer's own list+watches feed (kopf's per-object machinery costs far more
-    than these handlers do, at thousands of pods; see docs/benchmarks.md)."""
-
-    shadowpods: ShadowPodEnforcer
-    offers: OfferPublisher
-    ledger: UsageLedger
-    consumers: Consumers
-    twins: TwinNamespaceLabels
-
-    def on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
-        self.offers.on_pod(event_type, pod)
-        if ORIGIN_CLUSTER_LABEL in (pod["metadata"].get("labels") or {}):
-            self.shadowpods.on_pod_event(event_type, pod)
-
-    def on_shadowpod(self, event_type: str, shadowpod: dict[str, Any]) -> None:
-        self.ledger.apply(event_type, shadowpod)
-        self.shadowpods.on_shadowpod_event(event_type, shadowpod)
-
-    def on_namespace(self, event_type: str, namespace: dict[str, Any]) -> None:
-        self.consumers.namespaces.apply(event_type, namespace)
-        self.twins.on_namespace(event_type, namespace)
-        labels = namespace["metadata"].get("labels") or {}
-        tenant = labels.get(TENANT_NAMESPACE_LABEL) == "true"
-        self.offers.on_tenant(event_type if tenant else "DELETED", namespace)
-
-    def on_quota(self, event_type: str, quota: dict[str, Any]) -> None:
-        self.consumers.quotas.apply(event_type, quota)
-        self.twins.on_quota(event_type, quota)
-
-    def on_claim(self, event_type: str, claim: dict[str, Any]) -> None:
-        self.ledger.apply_claim(event_type, claim)
-
-    def tasks(self, api: ClusterApi, listed: Callable[[str], Callable[[], None]]
-              ) -> list[asyncio.Task[None]]:
-        feeds: list[tuple[str, str, Sink]] = [
-            ("pods", core_path("pods"), self.on_pod),
-            ("shadowpods", shadowpod_path(""), self.on_shadowpod),
-            ("namespaces", core_path("namespaces"), self.on_namespace),
-            ("nodes", core_path("nodes"), self.offers.on_node),
-            ("quotas", custom_path(QUOTA), self.on_quota),
-            # the reflected claims (the origin label): their storage counts against quotas
-            ("persistentvolumeclaims", core_path("persistentvolumeclaims"), self.on_claim),
-        ]
-        return [asyncio.create_task(list_and_watch(api, path, sink, on_listed=listed(name),
-                                                   name=name), name=f"watch-{name}")
-                for name, path, sink in feeds]
+def fanned_out(*sinks: Sink) -> Sink:
+    """One watch's events, to each of `sinks` in turn."""
+    def sink(event_type: str, obj: dict[str, Any]) -> None:
+        for each in sinks:
+            each(event_type, obj)
+    return sink
 
 
 def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
@@ -175,25 +130,34 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         ledger = UsageLedger()
         consumers = Consumers(settings.cluster_id)
         admission = Admission(api, ledger, consumers)
-        watches = Watches(ShadowPodEnforcer(api, metrics, consumers, settings.workers),
-                          OfferPublisher(api, settings), ledger, consumers,
-                          TwinNamespaceLabels(api, consumers, settings.workers))
+        shadowpods = ShadowPodEnforcer(api, metrics, consumers, settings.workers)
+        offers = OfferPublisher(api, settings)
+        twins = TwinNamespaceLabels(api, consumers, settings.workers)
         registry = build_registry(login, NamespaceMapper(api, settings.cluster_id, consumers),
                                   settings.namespace_map_resync_seconds)
         metrics.gauges["shadowpods_counted"] = (
             "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
-        controllers: list[Controller[Any]] = [watches.shadowpods.controller,
-                                              watches.twins.controller]
+        controllers: list[Controller[Any]] = [shadowpods.controller, twins.controller]
         metrics.controllers = controllers
         reconciling = [asyncio.create_task(controller.run(), name=f"controller-{controller.name}")
                        for controller in controllers]
-        listed: dict[str, asyncio.Event] = {}
-
-        def on_listed(name: str) -> Callable[[], None]:
-            listed[name] = asyncio.Event()
-            return listed[name].set
-
-        background = watches.tasks(api, on_listed)
+        # What the enforcer's own list+watches feed (kopf's per-object machinery costs far more
+        # than these handlers do, at thousands of pods; see docs/benchmarks.md).
+        feeds: list[tuple[str, str, Sink]] = [
+            ("pods", core_path("pods"), fanned_out(offers.on_pod, shadowpods.on_pod_event)),
+            ("shadowpods", shadowpod_path(""),
+             fanned_out(ledger.apply, shadowpods.on_shadowpod_event)),
+            ("namespaces", core_path("namespaces"), fanned_out(
+                consumers.namespaces.apply, twins.on_namespace, offers.on_namespace)),
+            ("nodes", core_path("nodes"), offers.on_node),
+            ("quotas", custom_path(QUOTA), fanned_out(consumers.quotas.apply, twins.on_quota)),
+            # the reflected claims (the origin label): their storage counts against quotas
+            ("persistentvolumeclaims", core_path("persistentvolumeclaims"), ledger.apply_claim),
+        ]
+        listed = {name: asyncio.Event() for name, _, _ in feeds}
+        background: list[asyncio.Task[None]] = [asyncio.create_task(list_and_watch(
+            api, path, sink, on_listed=listed[name].set, name=name), name=f"watch-{name}")
+            for name, path, sink in feeds]
 
         async def when_listed(names: tuple[str, ...],
                               then: asyncio.Event | Callable[[], Awaitable[None]]) -> None:
@@ -210,10 +174,10 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             asyncio.create_task(when_listed(("shadowpods",), ledger.synced)),
             asyncio.create_task(when_listed(("persistentvolumeclaims",),
                                             ledger.claims_synced)),
-            asyncio.create_task(when_listed(("pods", "shadowpods"), watches.shadowpods.listed)),
+            asyncio.create_task(when_listed(("pods", "shadowpods"), shadowpods.listed)),
             # No offer from a half-listed picture (it would under-count what runs).
             asyncio.create_task(when_listed(("pods", "nodes", "namespaces"),
-                                            watches.offers.run), name="offer"),
+                                            offers.run), name="offer"),
             asyncio.create_task(when_listed(("quotas", "shadowpods"), lambda: write_quota_status(
                 api, ledger, consumers.quotas, settings.offer_debounce_seconds)),
                 name="quota-status")]

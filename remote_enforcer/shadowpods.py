@@ -35,7 +35,11 @@ from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
 from shared.forge.tenancy import origin_problem, pod_policy_problem
-from shared.wellknown import FAILED_REFLECTION_REASON, REMOTE_ENFORCER_COMPONENT
+from shared.wellknown import (
+    FAILED_REFLECTION_REASON,
+    ORIGIN_CLUSTER_LABEL,
+    REMOTE_ENFORCER_COMPONENT,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +85,8 @@ class ShadowPodEnforcer:
             synced=self.listed.is_set)
 
     def on_pod_event(self, event_type: str, pod: dict[str, Any]) -> None:
+        if ORIGIN_CLUSTER_LABEL not in (pod["metadata"].get("labels") or {}):
+            return  # not a ShadowPod's
         key = self.pods.apply(event_type, pod)
         if event_type == "DELETED":
             self._deleted_pods[key] = pod
