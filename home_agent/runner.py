@@ -13,7 +13,6 @@ import signal
 import threading
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from annex.controller import Controller, Result
 from annex.kube import load_connection
@@ -112,22 +111,6 @@ def agent_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPo
         queue=agent.queue)
 
 
-@dataclass
-class HomeWatches:
-    """The home watches: cluster-wide (`HOME_WATCH`) and the virtual node's pods, which follow
-    its name once the VirtualNodes are listed."""
-
-    home: Watch
-    node_pods: NodePodsWatch
-
-    def alive(self) -> bool:
-        return self.home.is_alive() and self.node_pods.is_alive()
-
-    def stop(self) -> None:
-        self.home.stop()
-        self.node_pods.stop()
-
-
 def leader_elector(config: AgentConfig) -> LeaderElector | None:
     """The agent's candidacy for its Lease, with a home client of its own: the renewals never
     wait behind a burst of reconciles in the client-side rate limiter."""
@@ -139,9 +122,10 @@ def leader_elector(config: AgentConfig) -> LeaderElector | None:
                          election.timings)
 
 
-async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
-                     reflection: Reflection, credentials: RemoteCredentials,
-                     kubelet: KubeletServer, elector: LeaderElector | None = None) -> int:
+async def controller(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
+                     watches: RemoteWatches, reflection: Reflection,
+                     credentials: RemoteCredentials, kubelet: KubeletServer,
+                     elector: LeaderElector | None = None) -> int:
     """Everything but the kubelet API on this loop (the kubelet API on a thread and loop of its
     own: a stream never waits for a burst of reconciles), until SIGTERM or SIGINT (0), until a
     watch or the kubelet API died (1: mirrors nobody fills any more decide nothing), or until
@@ -157,7 +141,7 @@ async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    home.home.start()
+    home_watch.start()  # its VirtualNodes listed, `node_pods` follows the virtual node's name
     metrics = Metrics()
     synced_pods = None
     if agent.config.redis_url:
@@ -205,7 +189,8 @@ async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
              agent.config.remote_cluster_id, agent.node_name())
     exit_code = 0
     while not stop.is_set():
-        if not (home.alive() and watches.alive() and kubelet.alive()):
+        if not (home_watch.is_alive() and node_pods.is_alive() and watches.alive()
+                and kubelet.alive()):
             log.error("a component stopped: exiting")
             exit_code = 1
             break
@@ -224,7 +209,8 @@ async def controller(agent: Agent, home: HomeWatches, watches: RemoteWatches,
         await _cancelled([election])
         await elector.release()  # nothing writes any more: the standby may take over now
         await elector.api.close()
-    home.stop()
+    home_watch.stop()
+    node_pods.stop()
     watches.stop()
     await loop.run_in_executor(None, kubelet.stop)
     for server in servers:
@@ -273,7 +259,7 @@ def run(config: AgentConfig) -> int:
     home_listed = threading.Event()
 
     def follow_virtual_node() -> None:
-        home_watches.node_pods.follow(agent.node_name())
+        node_pods.follow(agent.node_name())
         credentials.virtual_node_changed()
 
     declare_virtual_node_followers(agent, home_listed, follow_virtual_node)
@@ -288,9 +274,9 @@ def run(config: AgentConfig) -> int:
         home_listed.set()
         follow_virtual_node()
 
-    home_watches = HomeWatches(
-        Watch(home.connection, declared_watch(agent.informers, HOME, HOME_WATCH), on_home_event,
-              home_synced),
-        NodePodsWatch(home.connection, on_home_event, pods_synced, agent.mirrors.pods.values))
-    return asyncio.run(controller(agent, home_watches, RemoteWatches(agent), reflection,
+    home_watch = Watch(home.connection, declared_watch(agent.informers, HOME, HOME_WATCH),
+                       on_home_event, home_synced)
+    node_pods = NodePodsWatch(home.connection, on_home_event, pods_synced,
+                              agent.mirrors.pods.values)
+    return asyncio.run(controller(agent, home_watch, node_pods, RemoteWatches(agent), reflection,
                                   credentials, kubelet, leader_elector(config)))
