@@ -8,15 +8,12 @@ import logging
 from datetime import UTC, datetime
 
 from annex.kubeapi import error_message, group_path, is_not_found
+from annex.leader import micro_time
 from home_agent.agent import Agent
 from shared.forge.node import Health
 from shared.wellknown import NODE_LEASE_NAMESPACE
 
 log = logging.getLogger(__name__)
-
-
-def _micro_time(now: datetime) -> str:
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _lease_path(name: str = "") -> str:
@@ -30,7 +27,7 @@ async def renew_lease(agent: Agent) -> None:
     if node is None:
         return  # the node reconcile creates the node first; the Lease follows
     spec = {"holderIdentity": name, "leaseDurationSeconds": agent.config.lease_duration_seconds,
-            "renewTime": _micro_time(datetime.now(UTC))}
+            "renewTime": micro_time(datetime.now(UTC))}
     try:
         await agent.home.patch(_lease_path(name), {"spec": spec})
     except Exception as error:

@@ -15,17 +15,15 @@ from typing import Any
 
 from annex.kubeapi import ApiError, ClusterApi, error_message
 from home_agent.agent import Agent
+from shared.forge.common import parse_rfc3339
 from shared.forge.kubelet import ContainerUsage, pod_metrics_usage
 
 log = logging.getLogger(__name__)
 
 
 def _start_time(pod: dict[str, Any]) -> float:
-    from datetime import datetime
-
-    stamp = str((pod.get("status") or {}).get("startTime") or "")
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        return parse_rfc3339(str((pod.get("status") or {}).get("startTime") or "")).timestamp()
     except ValueError:
         return 0.0
 
