@@ -181,26 +181,20 @@ class Agent:
     def mapped_remote_namespace(self, namespace: str) -> str | None:
         """The twin namespace requested for `namespace`, accepted or not (where its
         ShadowPods may be)."""
+        return self._desired_mapping().get(namespace)
+
+    def _desired_mapping(self) -> dict[str, str]:
         namespace_map = self.namespace_map()
-        return namespace_map.spec.desired_mapping.get(namespace) if namespace_map else None
+        return namespace_map.spec.desired_mapping if namespace_map is not None else {}
 
     def accepted_twin_namespaces(self) -> frozenset[str]:
         """The twin namespaces the enforcer accepted: where our ShadowPods live."""
-        namespace_map = self.namespace_map()
-        if namespace_map is None:
-            return frozenset()
-        return frozenset(
-            namespace for home in namespace_map.spec.desired_mapping
-            if (namespace := self.accepted_remote_namespace(home)) is not None)
+        return frozenset(namespace for home in self._desired_mapping()
+                         if (namespace := self.accepted_remote_namespace(home)) is not None)
 
     def home_namespace_of(self, remote_namespace: str) -> str | None:
-        namespace_map = self.namespace_map()
-        if namespace_map is None:
-            return None
-        for home, remote in namespace_map.spec.desired_mapping.items():
-            if remote == remote_namespace:
-                return home
-        return None
+        return next((home for home, remote in self._desired_mapping().items()
+                     if remote == remote_namespace), None)
 
     def node_labels(self) -> dict[str, str]:
         node = self.mirrors.nodes.get(("", self.node_name()))
