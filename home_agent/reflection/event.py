@@ -62,11 +62,6 @@ About = tuple[str, str, str]
 """(remote namespace, involved kind, remote name): the object remote Events are about."""
 
 
-def api_version_of(resource: Resource) -> str:
-    group, version, _ = resource
-    return f"{group}/{version}" if group else version
-
-
 class EventReflector:
     """Remote Events → their home copies. Keys are home copy keys (namespace, name)."""
 
@@ -217,7 +212,7 @@ class EventReflector:
             return None if pod is None else object_reference(
                 {**pod, "apiVersion": "v1", "kind": "Pod"})
         reflector = next((r for r in self.reflectors.values() if r.rules.kind == kind
-                          and api_version_of(r.rules.resource) == api_version), None)
+                          and r.rules.api_version == api_version), None)
         if reflector is None:
             return None
         copy = reflector.remote.get((remote_namespace, name))
