@@ -111,8 +111,7 @@ def group_path(group: str, version: str, plural: str, namespace: str = "", name:
 
 def custom_path(definition: ResourceDefinition, namespace: str = "", name: str = "",
                 subresource: str = "") -> str:
-    return group_path(definition.group, definition.version, definition.plural, namespace, name,
-                      subresource)
+    return group_path(*definition.resource, namespace, name, subresource)
 
 
 def request_verb(method: str, path: str, watch: bool = False) -> tuple[str, str, str]:

@@ -24,16 +24,11 @@ from annex.informers import Informers, Resource
 from annex.kube import Connection, LiveConnection
 from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
-from shared.api.resource import ResourceDefinition
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[str, str | None, dict[str, Any]], None]
 """(plural, event type, object) → None; called on the agent's event loop."""
-
-def watched(definition: ResourceDefinition) -> Resource:
-    return (definition.group, definition.version, definition.plural)
-
 
 CONFIGMAPS: Resource = ("", "v1", "configmaps")
 PODS: Resource = ("", "v1", "pods")

@@ -34,7 +34,6 @@ from home_agent.operators import (
     PODS,
     TENANT_WATCH,
     TWINS_WATCH,
-    watched,
 )
 from home_agent.pod import own_echo
 from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
@@ -151,12 +150,12 @@ def declare_agent(agent: Agent) -> None:
     informers, queue = agent.informers, agent.queue
     config = agent.config
     informers.watch(HOME, PODS, by=NODE_PODS_WATCH)
-    for resource in (NODES, watched(VIRTUAL_NODE), watched(NAMESPACE_OFFLOADING)):
+    for resource in (NODES, VIRTUAL_NODE.resource, NAMESPACE_OFFLOADING.resource):
         informers.watch(HOME, resource, by=HOME_WATCH)
     # Only our own ShadowPods; the tenant namespace's map and offer are this consumer's.
-    informers.watch(REMOTE, watched(SHADOWPOD), by=TWINS_WATCH, label_selector=ownership_selector(
+    informers.watch(REMOTE, SHADOWPOD.resource, by=TWINS_WATCH, label_selector=ownership_selector(
         config.home_cluster_id, config.remote_cluster_id))
-    for resource in (watched(RESOURCE_OFFER), watched(NAMESPACE_MAP)):
+    for resource in (RESOURCE_OFFER.resource, NAMESPACE_MAP.resource):
         informers.watch(REMOTE, resource, by=TENANT_WATCH)
     # The watch selects the pods bound to the virtual node.
     informers.keys(HOME, "pods", lambda change: home_pod_keys(agent, change), queue)

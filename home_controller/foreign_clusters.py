@@ -40,9 +40,9 @@ log = logging.getLogger(__name__)
 
 HOME = "home"
 KUBECONFIG_KEY = "kubeconfig"
-FOREIGN_CLUSTERS = (FOREIGN_CLUSTER.group, FOREIGN_CLUSTER.version, FOREIGN_CLUSTER.plural)
+FOREIGN_CLUSTERS = FOREIGN_CLUSTER.resource
 SECRETS = ("", "v1", "secrets")
-VIRTUAL_NODES = (VIRTUAL_NODE.group, VIRTUAL_NODE.version, VIRTUAL_NODE.plural)
+VIRTUAL_NODES = VIRTUAL_NODE.resource
 NODES = ("", "v1", "nodes")
 
 

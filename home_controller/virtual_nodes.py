@@ -80,7 +80,7 @@ OWNED: dict[str, Owned] = {
     "Deployment": Owned("apps", "v1", "deployments"),
     "PodDisruptionBudget": Owned("policy", "v1", "poddisruptionbudgets"),
 }
-VIRTUAL_NODES = (VIRTUAL_NODE.group, VIRTUAL_NODE.version, VIRTUAL_NODE.plural)
+VIRTUAL_NODES = VIRTUAL_NODE.resource
 NODES = ("", "v1", "nodes")
 LEASES = ("coordination.k8s.io", "v1", "leases")
 

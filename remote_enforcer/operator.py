@@ -55,7 +55,7 @@ def build_registry(login: kopf.ConnectionInfo, namespace_maps: NamespaceMapper,
     while a twin of ours is being deleted), look again every `resync_seconds` (a name somebody
     else holds, a twin deleted behind the enforcer's back), release the twins on delete."""
     registry = kopf.OperatorRegistry()
-    resource = (NAMESPACE_MAP.group, NAMESPACE_MAP.version, NAMESPACE_MAP.plural)
+    resource = NAMESPACE_MAP.resource
 
     @kopf.on.login(registry=registry)
     def _login(**_: Any) -> kopf.ConnectionInfo:

@@ -55,6 +55,11 @@ class ResourceDefinition:
     def crd_name(self) -> str:
         return f"{self.plural}.{self.group}"
 
+    @property
+    def resource(self) -> tuple[str, str, str]:
+        """(group, version, plural): how the clients and informers name what they watch."""
+        return (self.group, self.version, self.plural)
+
 
 class CustomResource(ApiModel):
     """A top-level object of one of annex's kinds: apiVersion, kind, metadata, spec, status.
