@@ -100,9 +100,8 @@ class Watch:
 
     async def _main(self) -> None:
         api = ClusterApi(self._connection, throttle_reads=False)
-        scopes = [(resource, namespace) for resource in self.spec.queries
-                  for namespace in (self.spec.namespaces
-                                    if self.spec.namespaces is not None else ("",))]
+        namespaces = ("",) if self.spec.namespaces is None else self.spec.namespaces
+        scopes = [(resource, each) for resource in self.spec.queries for each in namespaces]
         unlisted = len(scopes)
 
         def listed() -> None:
