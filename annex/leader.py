@@ -206,8 +206,8 @@ class LeaderElector:
             deadline = self._clock() + timings.renew_deadline
             while True:
                 try:
-                    renewed = await asyncio.wait_for(self.try_acquire_or_renew(),
-                                                     max(0.0, deadline - self._clock()))
+                    async with asyncio.timeout(max(0.0, deadline - self._clock())):
+                        renewed = await self.try_acquire_or_renew()
                 except TimeoutError:
                     renewed = False
                 if renewed:
@@ -228,7 +228,8 @@ class LeaderElector:
         so that a standby takes it at its next try. False when it could not be written."""
         self.leading = False
         try:
-            await asyncio.wait_for(self._release(), self.timings.renew_deadline)
+            async with asyncio.timeout(self.timings.renew_deadline):
+                await self._release()
         except (ApiError, aiohttp.ClientError, TimeoutError) as error:
             log.warning("%s not released: %s", self.describe(), error_message(error))
             return False

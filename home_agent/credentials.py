@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextlib
 import copy
 import logging
 import time
@@ -270,10 +271,9 @@ class RemoteCredentials:
     async def _sleep(self, seconds: float | None) -> None:
         """Until `seconds` pass (forever when None) or the credentials change."""
         self._wake.clear()
-        try:
-            await asyncio.wait_for(self._wake.wait(), seconds)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._wake.wait()
 
     async def renew(self, token: ServiceAccountToken) -> None:
         """A new token for the same ServiceAccount, used at once and written to the Secret."""

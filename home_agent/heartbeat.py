@@ -59,10 +59,8 @@ async def health_loop(agent: Agent) -> None:
     config = agent.config
     while True:
         try:
-            await asyncio.wait_for(
-                agent.remote.healthy(config.health_check_timeout),
-                config.health_check_timeout + 1,
-            )
+            async with asyncio.timeout(config.health_check_timeout + 1):
+                await agent.remote.healthy(config.health_check_timeout)
         except Exception as error:  # noqa: BLE001 - any failure is a failed check
             failures += 1
             message = error_message(error) or type(error).__name__

@@ -195,7 +195,8 @@ async def controller(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
             exit_code = 1
             break
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), 1.0)
+            async with asyncio.timeout(1.0):
+                await stop.wait()
     if election is not None and election.done():
         failure = None if election.cancelled() else election.exception()
         log.error("%s: stopping every write and exiting (restarted, this replica is a "

@@ -228,7 +228,8 @@ class KubeletApi:
         unreachable (a cut ends the stream cleanly, as a kubelet's log stream ends)."""
         while True:
             try:
-                chunk = await asyncio.wait_for(upstream.content.readany(), HEALTH_POLL)
+                async with asyncio.timeout(HEALTH_POLL):
+                    chunk = await upstream.content.readany()
             except TimeoutError:
                 if self.agent.health.ready is False:
                     break

@@ -45,9 +45,10 @@ async def dial(connection: KubeConnection, path: str, query: list[tuple[str, str
     tls = ssl_context(connection)
     port = server.port or (443 if server.scheme == "https" else 80)
     host = server.hostname or ""
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(
-        host, port, ssl=tls or None, limit=2 ** 20,
-        server_hostname=(connection.tls_server_name or host) if tls else None), timeout)
+    async with asyncio.timeout(timeout):
+        reader, writer = await asyncio.open_connection(
+            host, port, ssl=tls or None, limit=2 ** 20,
+            server_hostname=(connection.tls_server_name or host) if tls else None)
     try:
         headers = upgrade.upgrade_request_headers(protocols)
         if connection.token:
@@ -56,7 +57,8 @@ async def dial(connection: KubeConnection, path: str, query: list[tuple[str, str
         target = path + (f"?{urlencode(query)}" if query else "")
         writer.write(upgrade.request_bytes("POST", target, server.netloc, headers))
         await writer.drain()
-        response = await asyncio.wait_for(upgrade.read_response(reader), timeout)
+        async with asyncio.timeout(timeout):
+            response = await upgrade.read_response(reader)
     except BaseException:
         writer.close()
         raise

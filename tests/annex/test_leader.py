@@ -204,6 +204,27 @@ async def test_run_leads_until_cancelled_and_a_release_hands_over_within_a_retry
     assert await standby.release()
 
 
+async def test_a_cancel_that_comes_with_a_renewals_answer_still_stops_the_leader(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    """Python 3.11's asyncio.wait_for returns the awaited result when the cancel and the
+    result come in the same loop pass, and the cancel is lost: a leader renewing through it
+    would then renew on for ever after it was told to stop (a SIGTERM that never ends it)."""
+    leader = candidate("agent-a", FAST)
+    leading = asyncio.create_task(leader.run())
+    await asyncio.wait_for(leader.elected.wait(), 10)
+    renew = leader.try_acquire_or_renew
+
+    async def answered_as_cancelled() -> bool:
+        renewed = await renew()
+        leading.cancel()  # the stop comes with the renewal's answer
+        return renewed
+
+    leader.try_acquire_or_renew = answered_as_cancelled  # type: ignore[method-assign]
+    await asyncio.wait_for(asyncio.gather(leading, return_exceptions=True), 10)
+    assert leading.cancelled() and not leader.leading
+    assert await leader.release()
+
+
 async def test_a_dead_leader_is_replaced_after_the_lease_duration(
         api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
     """A leader that stops renewing without releasing (killed): the standby waits the lease
