@@ -27,6 +27,7 @@ plain-HTTP JSON control endpoint (`FaultControl`), for clusters running in anoth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import struct
@@ -224,10 +225,9 @@ class Faults:
 
     async def _delay(self, seconds: float) -> None:
         """Wait `seconds`, or less if everything is restored meanwhile."""
-        try:
-            await asyncio.wait_for(self._healed.wait(), seconds)
-        except TimeoutError:
-            pass
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._healed.wait()
 
     async def _before_watch_write(self, user: str) -> None:
         delay = self._effective(user).watch_latency  # read at each write: changes apply at once

@@ -103,7 +103,8 @@ class WatchStream:
                 if wake is None:
                     item = await watcher.queue.get()
                 else:
-                    item = await asyncio.wait_for(watcher.queue.get(), max(wake - now, 0))
+                    async with asyncio.timeout(max(wake - now, 0)):
+                        item = await watcher.queue.get()
             except TimeoutError:
                 if bookmark_at is not None and loop.time() >= bookmark_at:
                     if self.store.resource_version > self.start_rv:

@@ -393,10 +393,9 @@ class Kubelet(Controller):
                 except StatusError as error:
                     if error.code not in (404, 409):
                         raise
-            try:
-                await asyncio.wait_for(self._wake.wait(), self.config.renew_interval)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.renew_interval):
+                    await self._wake.wait()
             self._wake.clear()
 
     # ------------------------------------------------------------------------------ pods

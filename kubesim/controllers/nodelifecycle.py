@@ -10,6 +10,7 @@ gets the `node.kubernetes.io/not-ready` taints instead; a Ready node has neither
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json, now_timestamp
@@ -143,8 +144,7 @@ class NodeLifecycle(Controller):
         period = max(0.05, min(5.0, self.grace_period / 8))
         while True:
             await self._check()
-            try:
-                await asyncio.wait_for(self._wake.wait(), period)
-            except TimeoutError:
-                pass
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(period):
+                    await self._wake.wait()
             self._wake.clear()
