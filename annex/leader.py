@@ -206,6 +206,8 @@ class LeaderElector:
             deadline = self._clock() + timings.renew_deadline
             while True:
                 try:
+                    # Not asyncio.wait_for: on Python 3.11 it loses a cancel that comes with
+                    # the renewal's answer, and the leader would renew on after its stop.
                     async with asyncio.timeout(max(0.0, deadline - self._clock())):
                         renewed = await self.try_acquire_or_renew()
                 except TimeoutError:
