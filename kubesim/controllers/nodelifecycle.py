@@ -24,7 +24,7 @@ LEASE_NAMESPACE = "kube-node-lease"
 _STATE_TAINTS = (UNREACHABLE, NOT_READY)
 
 
-def _ready_status(node: dict[str, Any]) -> str:
+def ready_status(node: dict[str, Any]) -> str:
     for condition in (node.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Ready":
             return str(condition.get("status", "Unknown"))
@@ -33,7 +33,7 @@ def _ready_status(node: dict[str, Any]) -> str:
 
 def wanted_taints(node: dict[str, Any]) -> list[dict[str, Any]]:
     """The node's taints with the readiness taints made to match its Ready condition."""
-    status = _ready_status(node)
+    status = ready_status(node)
     key = {"True": None, "False": NOT_READY}.get(status, UNREACHABLE)
     current = (node.get("spec") or {}).get("taints") or []
     kept = [t for t in current if t.get("key") not in _STATE_TAINTS]
@@ -123,7 +123,7 @@ class NodeLifecycle(Controller):
             node = stored.obj
             _, seen = self.renewals.get(name, ("", now))
             try:
-                if now - seen > self.grace_period and _ready_status(node) != "Unknown":
+                if now - seen > self.grace_period and ready_status(node) != "Unknown":
                     await self._mark_unknown(node)
                     continue  # the MODIFIED event brings us back for the taints
                 await self._sync_taints(node)

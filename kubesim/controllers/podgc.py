@@ -24,6 +24,7 @@ from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json
 from kubesim.controllers.base import Controller, kind_of, set_pod_condition
+from kubesim.controllers.nodelifecycle import ready_status
 from kubesim.errors import StatusError
 from kubesim.store import Stored
 
@@ -54,10 +55,8 @@ def deletion_order(pod: dict[str, Any]) -> tuple[bool, str, str]:
 
 
 def is_out_of_service(node: dict[str, Any]) -> bool:
-    ready = next((c for c in (node.get("status") or {}).get("conditions") or []
-                  if c.get("type") == "Ready"), None)
     taints = (node.get("spec") or {}).get("taints") or []
-    return ((ready is None or ready.get("status") != "True")
+    return (ready_status(node) != "True"
             and any(t.get("key") == OUT_OF_SERVICE_TAINT for t in taints))
 
 
