@@ -159,18 +159,20 @@ class RequestMetrics:
         """(host, method) → requests per bucket (the last: above every bucket), then the sum
         of their seconds."""
 
-    def count(self, server: str, method: str, path: str, code: str, watch: bool = False) -> None:
+    def count(self, host: str, method: str, path: str, code: str, watch: bool = False) -> None:
+        """A request of `method` to `path` on `host` (the server's host:port) was answered with
+        `code`."""
         verb, group, resource = request_verb(method, path, watch)
-        key = (code, urlsplit(server).netloc, method, verb, group, resource)
+        key = (code, host, method, verb, group, resource)
         with self._lock:
             self._counts[key] += 1
 
-    def observe(self, server: str, method: str, seconds: float) -> None:
-        """A request of `method` to `server` took `seconds`."""
+    def observe(self, host: str, method: str, seconds: float) -> None:
+        """A request of `method` to `host` took `seconds`."""
         bucket = next((i for i, bound in enumerate(DURATION_BUCKETS) if seconds <= bound),
                       len(DURATION_BUCKETS))
         with self._lock:
-            found = self._durations.setdefault((urlsplit(server).netloc, method),
+            found = self._durations.setdefault((host, method),
                                                [0.0] * (len(DURATION_BUCKETS) + 2))
             found[bucket] += 1
             found[-1] += seconds
@@ -251,6 +253,9 @@ class ClusterApi:
         self.metrics = metrics or REQUESTS
         self._session: aiohttp.ClientSession | None = None
         self._session_connection: Connection | None = None
+        self._host = ""
+        """The session's server as host:port, as the request metrics name it."""
+        self._request_timeout = aiohttp.ClientTimeout(total=timeout)
         self._streams: set[aiohttp.ClientResponse] = set()
         """The current session's watch responses, closed when the credentials change."""
         self._retired: set[asyncio.Task[None]] = set()
@@ -309,6 +314,7 @@ class ClusterApi:
             self._session = aiohttp.ClientSession(headers=headers, connector=connector,
                                                   read_bufsize=READ_BUFFER_BYTES)
             self._session_connection = connection
+            self._host = urlsplit(connection.server).netloc
             self._loop = loop
         return self._session
 
@@ -340,19 +346,20 @@ class ClusterApi:
             await self._limiter.acquire()
         headers = {"Content-Type": content_type} if body is not None else None
         url = self._url(path, query)
+        bound = aiohttp.ClientTimeout(total=timeout) if timeout else self._request_timeout
         code = "<error>"
         try:
             async with session.request(
                     method, url, data=None if body is None else orjson.dumps(body),
-                    headers=headers, timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
+                    headers=headers, timeout=bound,
                     server_hostname=self._server_name()) as response:
                 code = str(response.status)
                 data = await response.read()
                 if not 200 <= response.status < 300:
                     raise ApiError(response.status, _status_body(data), _retry_after(response))
         finally:
-            self.metrics.count(url, method, path, code)
-            self.metrics.observe(url, method, time.monotonic() - started)
+            self.metrics.count(self._host, method, path, code)
+            self.metrics.observe(self._host, method, time.monotonic() - started)
         if not data:
             return None
         try:
@@ -418,7 +425,7 @@ class ClusterApi:
                     url, server_hostname=self._server_name(),
                     timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
             ) as response:
-                self.metrics.count(url, "GET", path, str(response.status), watch=True)
+                self.metrics.count(self._host, "GET", path, str(response.status), watch=True)
                 counted = True
                 if response.status == 410:
                     raise WatchExpired()
@@ -444,7 +451,7 @@ class ClusterApi:
                     self._streams.discard(response)
         finally:
             if not counted:
-                self.metrics.count(url, "GET", path, "<error>", watch=True)
+                self.metrics.count(self._host, "GET", path, "<error>", watch=True)
 
     def _server_name(self) -> str | None:
         return (self._session_connection or self.connection).tls_server_name
