@@ -24,6 +24,7 @@ from home_agent.config import AgentConfig
 from shared.api.namespace_map import MappingPhase, NamespaceMap
 from shared.api.resource_offer import ResourceOffer
 from shared.api.virtual_node import VirtualNode
+from shared.forge.common import ReflectionConfig, reflection_config
 from shared.forge.node import Health
 from shared.wellknown import HOME_AGENT_COMPONENT, VIRTUAL_NODE_NAME_PREFIX
 
@@ -125,6 +126,20 @@ class Agent:
         """The VirtualNode resource configuring this agent (the oldest, if several)."""
         return self._parsed("virtual_node", self.mirrors.virtual_nodes,
                             self._parse_virtual_node)
+
+    def reflection_config(self) -> ReflectionConfig:
+        """The skip lists as they are now: the flags merged with the VirtualNode's. Built again
+        only when the VirtualNode changes: every reflection reconcile reads them."""
+        return self._parsed("reflection_config", self.mirrors.virtual_nodes,
+                            self._build_reflection_config)
+
+    def _build_reflection_config(self) -> ReflectionConfig:
+        config, virtual_node = self.config, self.virtual_node()
+        return reflection_config(
+            config.home_cluster_id, config.remote_cluster_id,
+            labels_not_reflected=config.labels_not_reflected,
+            annotations_not_reflected=config.annotations_not_reflected,
+            offloading_patch=virtual_node.spec.offloading_patch if virtual_node else None)
 
     def _parse_virtual_node(self) -> VirtualNode | None:
         candidates = []

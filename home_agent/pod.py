@@ -33,7 +33,6 @@ from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.operators import HOME_WATCH, PERSISTENTVOLUMECLAIMS
 from shared.api.shadowpod import SHADOWPOD
-from shared.forge.common import reflection_config
 from shared.forge.persistentvolume import home_data_problem, unbound_claims
 from shared.forge.pod import (
     PodForgeConfig,
@@ -91,11 +90,7 @@ class PodOffloader:
             return cached[1]
         patch = virtual_node.spec.offloading_patch if virtual_node else None
         built = PodForgeConfig(
-            reflection=reflection_config(
-                config.home_cluster_id, config.remote_cluster_id,
-                labels_not_reflected=config.labels_not_reflected,
-                annotations_not_reflected=config.annotations_not_reflected,
-                offloading_patch=patch),
+            reflection=self.agent.reflection_config(),
             home_apiserver_host=config.home_apiserver_host,
             home_apiserver_port=config.home_apiserver_port,
             enable_apiserver_support=config.enable_apiserver_support,

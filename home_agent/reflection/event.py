@@ -36,7 +36,7 @@ from annex.kubeapi import core_path, error_message, status_of
 from annex.mirror import Key, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.reflection.reflector import Reflector, current_reflection_config, synced
+from home_agent.reflection.reflector import Reflector, synced
 from shared.forge.common import updated_remote
 from shared.forge.event import (
     event_needs_update,
@@ -257,7 +257,7 @@ class EventReflector:
         reference = self.home_reference(home_namespace, remote_event)
         if reference is None:
             return
-        desired = home_event(remote_event, reference, current_reflection_config(self.agent))
+        desired = home_event(remote_event, reference, self.agent.reflection_config())
         if current is None:
             await self._create(desired)
         elif event_needs_update(current, desired):

@@ -39,7 +39,6 @@ from shared.forge.common import (
     ReflectionConfig,
     must_recreate,
     needs_update,
-    reflection_config,
     updated_remote,
 )
 from shared.ownership import is_owned
@@ -53,17 +52,6 @@ FOREIGN_METADATA = frozenset({"namespace", "name", "uid", "resourceVersion", "la
 """What a reflector keeps of a remote object that is not its own."""
 
 Forge = Callable[[Mapping[str, Any], str, ReflectionConfig], dict[str, Any]]
-
-
-def current_reflection_config(agent: Agent) -> ReflectionConfig:
-    """The skip lists as they are now: the flags merged with the VirtualNode's."""
-    config = agent.config
-    virtual_node = agent.virtual_node()
-    return reflection_config(
-        config.home_cluster_id, config.remote_cluster_id,
-        labels_not_reflected=config.labels_not_reflected,
-        annotations_not_reflected=config.annotations_not_reflected,
-        offloading_patch=virtual_node.spec.offloading_patch if virtual_node else None)
 
 
 def synced(agent: Agent) -> bool:
@@ -157,7 +145,7 @@ class Reflector:
     # --- reconcile --------------------------------------------------------------------------
 
     def config(self) -> ReflectionConfig:
-        return current_reflection_config(self.agent)
+        return self.agent.reflection_config()
 
     def _owned(self, obj: Mapping[str, Any]) -> bool:
         config = self.agent.config
