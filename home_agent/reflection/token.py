@@ -27,13 +27,14 @@ A failure is a FailedReflection Event on the home pod, and the key backs off alo
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+import orjson
 
 from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
@@ -75,7 +76,7 @@ def _content_digest(secret: Mapping[str, Any]) -> str:
     metadata = secret.get("metadata") or {}
     content = {"data": secret.get("data") or {}, "labels": metadata.get("labels") or {},
                "annotations": metadata.get("annotations") or {}}
-    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+    return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def _token_inputs(pod: Mapping[str, Any]) -> tuple[object, ...]:
