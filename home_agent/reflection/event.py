@@ -33,7 +33,7 @@ from typing import Any
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Echoes, Resource
 from annex.kubeapi import core_path, error_message, status_of
-from annex.mirror import Key, key_of
+from annex.mirror import Key, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.reflection.reflector import Reflector, synced
@@ -83,6 +83,10 @@ class EventReflector:
         self._shortened: dict[Key, Key] = {}
         """Home copy key → remote Event key, for the few copies whose names were shortened (the
         others name their remote Event: `remote_event_name`)."""
+        self._pod_uids: dict[str, dict[str, str]] = {}
+        """Home namespace → name → uid of the pods bound to the virtual node, which a copy of
+        their Events names: reading it from the pods' mirror decoded the whole pod, four times
+        a pod."""
         self.echoes = Echoes()
         """By home copy key, as long as nothing the copy is made from has changed since
         (`_look_again`): looking at the copy our write made would only compare it (a copy and
@@ -167,6 +171,8 @@ class EventReflector:
         be attached to a new home object). An update changes nothing a copy reads of it (its
         name and uid: an object entering or leaving a watch's selection is ADDED or DELETED),
         and a pod's status changes are most of the agent's events."""
+        if kind == "Pod":
+            self._note_pod_uid(change)
         if change.event_type == "MODIFIED":
             return []
         namespace, name = change.key
@@ -175,6 +181,14 @@ class EventReflector:
             name = reflector.rules.remote_name(name)
         return self._look_again(self._about_keys(self.agent.mapped_remote_namespace(namespace),
                                                  kind, name))
+
+    def _note_pod_uid(self, change: Change) -> None:
+        namespace, name = change.key
+        if change.deleted:
+            discard(self._pod_uids, change.key)
+        else:
+            uid = (change.obj.get("metadata") or {}).get("uid")
+            self._pod_uids.setdefault(namespace, {})[name] = str(uid or "")
 
     def remote_object_keys(self, kind: str, change: Change) -> Iterable[Key]:
         """Our remote copy of a `kind` object changed: its Events may now come home."""
@@ -208,9 +222,10 @@ class EventReflector:
             return None
         api_version, _ = involved_kind(remote_event)
         if (api_version, kind) == ("v1", "Pod"):  # bound to our virtual node
-            pod = self.agent.mirrors.pods.get((home_namespace, name))
-            return None if pod is None else object_reference(
-                {**pod, "apiVersion": "v1", "kind": "Pod"})
+            uid = self._pod_uids.get(home_namespace, {}).get(name)
+            return None if uid is None else object_reference(
+                {"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {"namespace": home_namespace, "name": name, "uid": uid or None}})
         reflector = next((r for r in self.reflectors.values() if r.rules.kind == kind
                           and r.rules.api_version == api_version), None)
         if reflector is None:

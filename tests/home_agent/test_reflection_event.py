@@ -134,6 +134,20 @@ def test_a_remote_pod_event_is_copied_onto_the_home_pod() -> None:
     assert (copy["reason"], copy["count"]) == ("Started", 1)
 
 
+def test_a_copy_names_the_home_pod_of_that_name_as_it_is_now() -> None:
+    reflection, home = _setup()
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_home(reflection, "pods", "DELETED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    _reconcile_all(reflection)
+    assert home.writes() == []  # no home pod of that name: the Event stays remote
+
+    _see_home(reflection, "pods", "ADDED", {**_home_pod(), "metadata": {
+        **_home_pod()["metadata"], "uid": "home-uid-recreated"}})
+    _reconcile_all(reflection)
+    assert home.objects[_home_path()]["involvedObject"]["uid"] == "home-uid-recreated"
+
+
 def test_an_unchanged_copy_is_not_written_and_a_count_change_is() -> None:
     reflection, home = _setup()
     _see_home(reflection, "pods", "ADDED", _home_pod())
