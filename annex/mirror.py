@@ -134,6 +134,11 @@ class Mirror:
             found = [data for names in self._objects.values() for data in names.values()]
         return [self._decoded(data) for data in found]
 
+    def size(self) -> int:
+        """How many objects it holds (without making their keys)."""
+        with self._lock:
+            return sum(len(names) for names in self._objects.values())
+
     def keys(self) -> list[Key]:
         with self._lock:
             return [(namespace, name) for namespace, names in self._objects.items()

@@ -58,10 +58,10 @@ class Metrics:
                            "1 while the remote API server answers.",
                            [("", 1 if agent.health.ready else 0)]),
             *metric_family("annex_home_agent_pods", "gauge", "Pods bound to the virtual node.",
-                           [("", len(agent.mirrors.pods.keys()))]),
+                           [("", agent.mirrors.pods.size())]),
             *metric_family("annex_home_agent_shadow_pods", "gauge",
                            "ShadowPods of this agent on the remote.",
-                           [("", len(agent.mirrors.shadow_pods.keys()))]),
+                           [("", agent.mirrors.shadow_pods.size())]),
             *metric_family("annex_home_agent_synced", "gauge",
                            "1 once both clusters' watches have listed everything.",
                            [("", 1 if agent.home_synced.is_set() and agent.remote_synced()
