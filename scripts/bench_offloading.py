@@ -554,7 +554,8 @@ class Streams:
                                                                 opened, what))
         self.tasks.append(task)
         try:
-            await asyncio.wait_for(asyncio.shield(opened), self.deadline)
+            async with asyncio.timeout(self.deadline):
+                await asyncio.shield(opened)
         except TimeoutError:
             task.cancel()
             raise StreamEnded(f"{what}: no data after {self.deadline:.0f}s") from None
@@ -580,7 +581,8 @@ class Streams:
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.deadline)) as answer:
             if answer.status != 200:
                 raise StreamEnded(f"{answer.status} {(await answer.text())[:300]}")
-            first = await asyncio.wait_for(answer.content.readline(), self.deadline)
+            async with asyncio.timeout(self.deadline):
+                first = await answer.content.readline()
             if first.strip() != STREAM_FIRST_LINE.encode():
                 raise StreamEnded(f"first line {first!r}")
             opened.set_result(None)
@@ -604,7 +606,8 @@ class Streams:
                 started = time.monotonic()
                 await ws.send_bytes(channels.channel_message(channels.CHANNEL_STDIN, line))
                 while not echoed.endswith(line):
-                    message = await asyncio.wait_for(ws.receive(), self.deadline)
+                    async with asyncio.timeout(self.deadline):
+                        message = await ws.receive()
                     if message.type != aiohttp.WSMsgType.BINARY:
                         raise StreamEnded(f"{message.type.name} {message.data!r}")
                     channel, data = channels.parse_channel_message(message.data)
@@ -943,7 +946,8 @@ class Bench:
                 self.remote.delete, core_path("namespaces", name=namespace))))
         for _, what, step in steps:
             try:
-                await asyncio.wait_for(step(), 30)
+                async with asyncio.timeout(30):
+                    await step()
             except ApiError as error:
                 if error.status != 404:
                     print(f"cleanup: {what}: {error}", file=sys.stderr)
@@ -1047,7 +1051,8 @@ class Bench:
                                                          body))),
                 token_secret_of(pod))
             try:
-                remote_pod = await asyncio.wait_for(running, self.phase_timeout())
+                async with asyncio.timeout(self.phase_timeout()):
+                    remote_pod = await running
             except TimeoutError:
                 raise TimeoutError(f"the remote pod {names.bare_twin}/{name} was not Running "
                                    f"after {self.phase_timeout():.0f}s") from None
