@@ -1728,6 +1728,9 @@ def main() -> None:
                       args.kubesim_latency)
         return
     signal.signal(signal.SIGTERM, _interrupted)  # until the run's loop handles it
+    # Ctrl-C interrupts a run (and its cleanup runs) also where SIGINT came ignored: a script's
+    # background job inherits SIG_IGN, and asyncio.run then leaves SIGINT alone.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     directory = Path(tempfile.mkdtemp(prefix="bench-offloading-"))
     names = Names(uuid.uuid4().hex[:6])
     home, remote = os.environ.get("E2E_HOME_KUBECONFIG"), os.environ.get("E2E_REMOTE_KUBECONFIG")
