@@ -54,8 +54,9 @@ def discard(by_namespace: dict[str, dict[str, Any]], key: Key) -> None:
 _WINDOW = -15
 """Raw deflate (no header and checksum: a few bytes per object), 32 KiB window."""
 _MEMORY_LEVEL = 4
-"""zlib's default (8) sets up 256 KiB of state for every object, which glibc gives back to the
-system and faults in again: 25 µs a pod against 3.5 µs. 4 compresses these objects as well."""
+"""zlib's default (8) sets up 256 KiB of state for every object, which glibc may give back to
+the system and fault in again (25 µs a pod against 3.5 µs, in a loop). 4 compresses these
+objects as well."""
 _MAX_DICTIONARY = 32 * 1024
 
 
