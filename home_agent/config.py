@@ -39,10 +39,10 @@ class AgentConfig:
     home_kubeconfig: str | None = None
     """None means in-cluster configuration (the agent runs in a home pod)."""
     node_name: str | None = None
+    """Overrides `liqo-<remote cluster id>`; the VirtualNode's spec.nodeName wins over both."""
     home_storage_class: str | None = None
     """The real home class giving their volumes to claims of the virtual class whose first
     consumer runs on a physical home node; None: such claims are not provisioned."""
-    """Overrides `liqo-<remote cluster id>`; the VirtualNode's spec.nodeName wins over both."""
     tenant_namespace: str | None = None
     lease_renew_interval: float = 10.0
     lease_duration_seconds: int = 40

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import os
+import ssl
 import tempfile
 
 from cryptography import x509
@@ -48,13 +49,14 @@ def self_signed(node_name: str, addresses: list[str]) -> tuple[bytes, bytes]:
                               serialization.NoEncryption()))
 
 
-def write_self_signed(node_name: str, addresses: list[str]) -> tuple[str, str]:
-    """Paths of a fresh self-signed pair in a private temporary directory (the agent's root
-    filesystem is read-only; /tmp is not)."""
-    certificate, key = self_signed(node_name, addresses)
-    directory = tempfile.mkdtemp(prefix="annex-kubelet-")
-    paths = (os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key"))
-    for path, data in zip(paths, (certificate, key), strict=True):
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
-            file.write(data)
-    return paths
+def load_pair(context: ssl.SSLContext, certificate: bytes, key: bytes) -> None:
+    """Install a PEM pair in `context`. `load_cert_chain` reads only files, so the pair passes
+    through a private temporary directory (the agent's root filesystem is read-only; /tmp is
+    not) that is removed at once: the private key is kept in memory only, and restarts leave
+    nothing behind."""
+    with tempfile.TemporaryDirectory(prefix="annex-kubelet-") as directory:
+        paths = (os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key"))
+        for path, data in zip(paths, (certificate, key), strict=True):
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
+                file.write(data)
+        context.load_cert_chain(*paths)

@@ -16,10 +16,8 @@ import asyncio
 import base64
 import datetime
 import logging
-import os
 import random
 import ssl
-import tempfile
 from collections.abc import Callable
 
 from cryptography import x509
@@ -28,7 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from annex.kubeapi import ApiError, ClusterApi
-from home_agent.kubelet.certs import san
+from home_agent.kubelet.certs import load_pair, san
 
 log = logging.getLogger("home_agent.kubelet")
 
@@ -88,7 +86,6 @@ class ServingCertificates:
         self.node_name = node_name
         self.addresses = addresses
         self.expiration_seconds = expiration_seconds
-        self.directory = tempfile.mkdtemp(prefix="annex-kubelet-csr-")
         self.issued = 0  # certificates installed so far
 
     async def run(self) -> None:
@@ -140,13 +137,5 @@ class ServingCertificates:
     def _install(self, pem: bytes, key: bytes) -> x509.Certificate:
         certificate = x509.load_pem_x509_certificate(pem)
         self.issued += 1
-        paths = (os.path.join(self.directory, f"tls-{self.issued}.crt"),
-                 os.path.join(self.directory, f"tls-{self.issued}.key"))
-        for path, data in zip(paths, (pem, key), strict=True):
-            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as file:
-                file.write(data)
-        # new handshakes use the new pair; open connections keep theirs
-        self.context.load_cert_chain(*paths)
-        for path in paths:
-            os.unlink(path)
+        load_pair(self.context, pem, key)  # new handshakes use it; open connections keep theirs
         return certificate

@@ -31,7 +31,7 @@ from annex.kubeapi import ApiError, ClusterApi, error_message, ssl_context
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.kubelet.auth import Caller, Reviews, certificate_caller
-from home_agent.kubelet.certs import write_self_signed
+from home_agent.kubelet.certs import load_pair, self_signed
 from home_agent.kubelet.csr import ServingCertificates
 from home_agent.kubelet.streams import dial, offered_protocols, relay
 from home_agent.kubelet.usage import Usage
@@ -324,10 +324,9 @@ def node_name(config: AgentConfig) -> str:
 def serving_context(config: AgentConfig) -> ssl.SSLContext:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     if config.kubelet_cert and config.kubelet_key:
-        certificate, key = config.kubelet_cert, config.kubelet_key
+        context.load_cert_chain(config.kubelet_cert, config.kubelet_key)
     else:
-        certificate, key = write_self_signed(node_name(config), [config.agent_ip])
-    context.load_cert_chain(certificate, key)
+        load_pair(context, *self_signed(node_name(config), [config.agent_ip]))
     if config.kubelet_client_ca:
         context.verify_mode = ssl.CERT_OPTIONAL  # a bearer token may stand in for it
         context.load_verify_locations(config.kubelet_client_ca)
