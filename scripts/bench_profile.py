@@ -30,7 +30,7 @@ class Profiler:
     def __init__(self, pid: int, output: Path) -> None:
         executable = shutil.which("py-spy")
         if executable is None:
-            raise SystemExit("error: --profile needs py-spy (pip install py-spy)")
+            raise SystemExit('error: --profile needs py-spy: pip install -e ".[bench]"')
         self.output = output
         self.log = output.with_suffix(".log")
         with self.log.open("wb") as log:
