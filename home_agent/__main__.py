@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from annex import eventloop
+from annex import collector, eventloop
 from annex.logs import configure_logging
 from home_agent.config import parse_config
 from home_agent.runner import run
@@ -15,6 +15,7 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
     configure_logging("json" if config.log_format == "json" else "text", config.log_level)
     eventloop.install()
+    collector.tune()
     return run(config)
 
 

@@ -6,7 +6,7 @@ import asyncio
 import signal
 import sys
 
-from annex import eventloop
+from annex import collector, eventloop
 from annex.logs import configure_logging
 from home_controller.runner import run
 from home_controller.settings import Settings, parse
@@ -24,6 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     configure_logging(settings.log_format, settings.log_level)
     eventloop.install()
+    collector.tune()
     asyncio.run(_until_signalled(settings))
     return 0
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from annex import eventloop
+from annex import collector, eventloop
 from annex.logs import configure_logging
 from remote_enforcer.announce import announced
 from remote_enforcer.operator import run
@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     configure_logging(settings.log_format, settings.log_level)
     eventloop.install()
+    collector.tune()
     asyncio.run(serve(settings))
     return 0
 
