@@ -8,7 +8,8 @@ their first list (the controller's sync gate). One reconcile per (namespace, nam
 on annex.controller; events for a key being reconciled make it run once more afterwards.
 Writes made from a cache that may lag are guarded: the ShadowPod status is written only over the
 version it was computed from (a stale cache gets 409 and the newer version's event reconciles
-again), and a pod is created only after a live read of its ShadowPod (see `_create_pod`).
+again), and a pod seen gone is made again only after a live read of its ShadowPod (see
+`_create_pod`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from annex.kubeapi import (
     core_path,
     custom_path,
 )
-from annex.mirror import Key, Mirror
+from annex.mirror import Key, Mirror, key_of
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
@@ -146,7 +147,7 @@ class ShadowPodEnforcer:
                     return DONE
                 shadowpod = {**shadowpod, "status": status}
         if pod is None:
-            return await self._create_pod(key)
+            return await self._create_pod(shadowpod, seen_gone=last_pod is not None)
         if not enforcement.is_controlled_by(pod, shadowpod):
             await self._report_foreign(pod, shadowpod)
             return DONE
@@ -158,16 +159,23 @@ class ShadowPodEnforcer:
             await self.api.patch(pod_path(namespace, name), patch, STRATEGIC_MERGE_PATCH)
         return DONE
 
-    async def _create_pod(self, key: Key) -> Result:
-        # Read live, after the pod was seen gone: the garbage collector removes a pod only after
-        # its ShadowPod is gone, so a ShadowPod that exists now still wants its pod. Decided
-        # from the cache alone, a ShadowPod deleted (and its pod collected) before the cache saw
-        # it would get a new pod, an orphan.
-        namespace, name = key
-        shadowpod = await self.api.find(shadowpod_path(namespace, name))
-        if (shadowpod is None or shadowpod["metadata"].get("deletionTimestamp")
-                or enforcement.is_terminal(shadowpod)):
+    async def _create_pod(self, cached: dict[str, Any], seen_gone: bool) -> Result:
+        """Make the pod of the `cached` ShadowPod. A first pod is made from the cache, as a
+        ReplicaSet makes its pods: had the ShadowPod been deleted before the cache saw it, the
+        pod's controller reference (the ShadowPod's uid) would have it collected. A pod seen
+        gone (`seen_gone`, or the ShadowPod's status reporting one) is made again only after a
+        live read: the garbage collector removes a pod only after its ShadowPod is gone, and
+        the pod's deletion often arrives before the ShadowPod's, so from the cache alone every
+        deleted ShadowPod would get a new pod, an orphan until collected again."""
+        namespace, name = key_of(cached)
+        if enforcement.is_terminal(cached):
             return DONE
+        shadowpod: dict[str, Any] | None = cached
+        if seen_gone or enforcement.had_pod(cached):
+            shadowpod = await self.api.find(shadowpod_path(namespace, name))
+            if (shadowpod is None or shadowpod["metadata"].get("deletionTimestamp")
+                    or enforcement.is_terminal(shadowpod)):
+                return DONE
         refusal = await self._refusal(shadowpod)
         if refusal is not None:
             # Shown at home like an API server's refusal.

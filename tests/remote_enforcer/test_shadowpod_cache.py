@@ -98,13 +98,29 @@ async def running(api: FakeApi, listed: bool = True) -> AsyncIterator[ShadowPodE
         await task
 
 
-def test_a_pod_is_created_only_after_its_shadowpod_is_read_live() -> None:
+def test_a_first_pod_is_made_from_the_cache_without_reading_its_shadowpod() -> None:
     async def scenario() -> None:
         api = FakeApi()
         async with running(api) as enforcer:
-            # The cache still holds a ShadowPod the API server no longer has (its pod
-            # collected).
             enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
+            await settled(enforcer)
+            # Had the ShadowPod gone meanwhile, its uid in the pod's controller reference would
+            # have the garbage collector remove the pod.
+            assert api.calls == [("create", pod_path(NAMESPACE))]
+    run(scenario)
+
+
+def test_a_pod_seen_gone_is_made_again_only_after_its_shadowpod_is_read_live() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        async with running(api) as enforcer:
+            enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
+            enforcer.on_pod_event("ADDED", running_pod(shadowpod("1")))
+            await settled(enforcer)
+            api.calls.clear()
+            # The pod's deletion came first: the cache still holds a ShadowPod the API server
+            # no longer has (its pod collected with it).
+            enforcer.on_pod_event("DELETED", running_pod(shadowpod("1")))
             await settled(enforcer)
             assert ("get", shadowpod_path(NAMESPACE, NAME)) in api.calls
             assert not [call for call in api.calls if call[0] == "create"]
@@ -115,6 +131,17 @@ def test_a_pod_is_created_only_after_its_shadowpod_is_read_live() -> None:
                                                          "v": "2"}}})
             await settled(enforcer)
             assert ("create", pod_path(NAMESPACE)) in api.calls
+    run(scenario)
+
+
+def test_a_shadowpod_whose_status_reports_a_pod_is_read_live_before_its_pod_is_made() -> None:
+    async def scenario() -> None:
+        api = FakeApi()
+        async with running(api) as enforcer:
+            # A restarted enforcer: its listings show a ShadowPod that had a pod, and no pod.
+            enforcer.on_shadowpod_event("ADDED", shadowpod("1", phase="Running"))
+            await settled(enforcer)
+            assert api.calls == [("get", shadowpod_path(NAMESPACE, NAME))]
     run(scenario)
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from kubernetes.client.rest import ApiException
 
+from shared.api.shadowpod import SHADOWPOD
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     ShadowPods,
@@ -107,6 +108,23 @@ def completed(remote: Any, shadowpods: ShadowPods, twin: str) -> tuple[str, Any]
 
 
 @pytest.mark.kubesim_only
+def test_shadowpods_deleted_as_soon_as_made_leave_no_pod_behind(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    # The enforcer makes a first pod from its cache: a ShadowPod deleted before the cache saw
+    # it may get one, which its controller reference has the garbage collector remove.
+    names = [new_name("brief") for _ in range(10)]
+    for name in names:
+        shadowpods.create(twin, shadowpod(name, CONSUMER))
+        shadowpods.api.delete_namespaced_custom_object(
+            SHADOWPOD.group, SHADOWPOD.version, twin, SHADOWPOD.plural, name)
+    marker = new_name("marker")
+    shadowpods.create(twin, shadowpod(marker, CONSUMER))
+    settled(shadowpods, twin, marker)  # the events before the marker's are handled
+
+    wait_for(lambda: all(pod_or_none(remote, twin, name) is None for name in names),
+             message="a pod outlived its ShadowPod")
+
+
 def test_a_completed_pod_is_never_recreated_even_after_a_restart_and_an_update(
         remote: Any, twin: str, shadowpods: ShadowPods, enforcer: Any) -> None:
     name, pod = completed(remote, shadowpods, twin)
