@@ -170,12 +170,13 @@ class ShadowPodEnforcer:
         namespace, name = key_of(cached)
         if enforcement.is_terminal(cached):
             return DONE
-        shadowpod: dict[str, Any] | None = cached
+        shadowpod = cached
         if seen_gone or enforcement.had_pod(cached):
-            shadowpod = await self.api.find(shadowpod_path(namespace, name))
-            if (shadowpod is None or shadowpod["metadata"].get("deletionTimestamp")
-                    or enforcement.is_terminal(shadowpod)):
+            fresh = await self.api.find(shadowpod_path(namespace, name))
+            if (fresh is None or fresh["metadata"].get("deletionTimestamp")
+                    or enforcement.is_terminal(fresh)):
                 return DONE
+            shadowpod = fresh
         refusal = await self._refusal(shadowpod)
         if refusal is not None:
             # Shown at home like an API server's refusal.
