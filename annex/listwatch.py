@@ -9,7 +9,8 @@ DELETED, with their last known identity and labels (client-go's DeletedFinalStat
 cache still filling (Liqo #2748).
 
 Both components keep their caches with it: the agent's mirrors, the enforcer's pods,
-ShadowPods and quota usage.
+ShadowPods and quota usage. `list_objects` is the paged list alone, for what is listed and
+not watched (the agent's Event copies at home).
 """
 
 from __future__ import annotations
@@ -87,10 +88,14 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
             delay = min(delay * 2, 30.0)
 
 
-async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
-                known: Known, kept: tuple[str, ...]) -> str:
-    """List every page into the sink; returns the list's resourceVersion."""
-    listed: dict[str, set[str]] = {}
+async def list_objects(api: ClusterApi, path: str, query: Mapping[str, str],
+                       each: Callable[[dict[str, Any]], object],
+                       restart: Callable[[], object]) -> str:
+    """Every object of the collection at `path` to `each`, a page at a time (kind and
+    apiVersion set: list items carry neither); returns the list's resourceVersion. When the
+    pages' continue token expired (compacted while paging a busy cluster), paging again may
+    never catch up: `restart()`, then one unpaged list, as client-go's pager falls back
+    (FullListIfExpired)."""
     token = ""
     while True:
         try:
@@ -99,24 +104,33 @@ async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
         except Exception as error:
             if not token or status_of(error) != 410:
                 raise
-            # The continue token expired (compacted while paging a busy cluster): paging again
-            # may never catch up, so one unpaged list, as client-go's pager (FullListIfExpired).
             log.info("list %s: continue token expired, listing it whole", path)
-            listed.clear()
-            page = await api.request("GET", path, query=query)
+            restart()
+            page = await api.request("GET", path, query=dict(query))
         kind = str(page.get("kind") or "").removesuffix("List")
         for obj in page.get("items") or []:
-            # List items carry no kind and apiVersion; the watch's objects do.
             obj.setdefault("kind", kind)
             obj.setdefault("apiVersion", page.get("apiVersion"))
-            namespace, name = key_of(obj)
-            listed.setdefault(namespace, set()).add(name)
-            known.setdefault(namespace, {})[name] = _identity(obj, kept)
-            sink("ADDED", obj)
+            each(obj)
         metadata = page.get("metadata") or {}
         token = str(metadata.get("continue") or "")
         if not token:
-            break
+            return str(metadata.get("resourceVersion") or "")
+
+
+async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
+                known: Known, kept: tuple[str, ...]) -> str:
+    """List every page into the sink, and what `known` holds that the list no longer shows
+    as DELETED; returns the list's resourceVersion."""
+    listed: dict[str, set[str]] = {}
+
+    def each(obj: dict[str, Any]) -> None:
+        namespace, name = key_of(obj)
+        listed.setdefault(namespace, set()).add(name)
+        known.setdefault(namespace, {})[name] = _identity(obj, kept)
+        sink("ADDED", obj)
+
+    resource_version = await list_objects(api, path, query, each, listed.clear)
     stale = [(namespace, name) for namespace, names in known.items()
              for name in names if name not in listed.get(namespace, ())]
     for namespace, name in stale:
@@ -124,7 +138,7 @@ async def _list(api: ClusterApi, path: str, query: dict[str, str], sink: Sink,
         discard(known, (namespace, name))
         sink("DELETED", {"metadata": {"namespace": namespace, "name": name,
                                       **(msgpack.unpackb(packed) if packed else {})}})
-    return str(metadata.get("resourceVersion") or "")
+    return resource_version
 
 
 def _identity(obj: dict[str, Any], kept: tuple[str, ...]) -> bytes:

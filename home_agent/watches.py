@@ -47,7 +47,7 @@ from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VIRTUAL_NODE
-from shared.forge.event import home_copy_summary, remote_event_kept
+from shared.forge.event import remote_event_kept
 from shared.ownership import ownership_selector
 
 log = logging.getLogger(__name__)
@@ -196,13 +196,8 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
                        compares=True)
     events = reflection.companion(EventReflector)
     if events is not None:
-        # At home only our copies (every Event would be a flood).
-        config = agent.config
-        informers.watch(HOME, EVENTS, keep=home_copy_summary, by=HOME_WATCH,
-                        label_selector=ownership_selector(config.home_cluster_id,
-                                                          config.remote_cluster_id))
+        # Our copies at home are listed by the reflector, not watched (see its module).
         informers.watch(REMOTE, EVENTS, keep=remote_event_kept, by=TWINS_WATCH)
-        informers.keys(HOME, EVENTS[2], events.home_keys, events.controller)
         informers.keys(REMOTE, EVENTS[2], events.remote_keys, events.controller,
                        compares=True)
         # The objects Events are about: the pods bound to the virtual node, the kinds' copies.

@@ -13,11 +13,17 @@ Which remote Events come home:
   and never an Event that is itself a reflected copy (no loops).
 
 One home copy per remote Event, named deterministically (`home_event_name`): a restart finds
-the copies it made. Our copies at home are watched (a label selector on the ownership pair), so
-the reflector compares without reading and writes nothing while nothing changed; a copy is
-updated when the remote Event changes (count, lastTimestamp, series...) and deleted when the
-remote Event is gone (expired or deleted remotely, also while the agent was down: the relist
-tells). A copy whose home object went is left alone: Events outlive their objects at home too.
+the copies it made. Our copies at home are listed (a label selector on the ownership pair) when
+the reflector starts, which is when its replica starts leading, and are not watched: from then
+on the answers to its own writes are all it needs to know of them, as Kubernetes' own Event
+recorders never watch what they record. A watch would only echo those writes back, four Events
+a pod (and the home API server would send each). So the reflector compares without reading and
+writes nothing while nothing changed; a copy is updated when the remote Event changes (count,
+lastTimestamp, series...) and deleted when the remote Event is gone (expired or deleted
+remotely, also while the agent was down: the relist tells). A copy that expired at home
+meanwhile is created again by its next update; one changed behind the agent's back is read
+again when the write over it conflicts. A copy whose home object went is left alone: Events
+outlive their objects at home too.
 
 The Event may come before what it is about (watch streams of different kinds are not ordered):
 Events are indexed by the object they are about, and a change of that object (home or remote)
@@ -26,20 +32,23 @@ looks at them again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from annex.controller import DONE, Controller, Result
-from annex.informers import Change, Echoes, Resource
+from annex.informers import Change, Resource
 from annex.kubeapi import core_path, error_message, status_of
-from annex.mirror import Key, discard, key_of
+from annex.listwatch import list_objects
+from annex.mirror import Key, Mirror, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
-from home_agent.agent import HOME, REMOTE, Agent
+from home_agent.agent import REMOTE, Agent
 from home_agent.reflection.reflector import Reflector, synced
 from shared.forge.common import updated_remote
 from shared.forge.event import (
     event_needs_update,
+    home_copy_summary,
     home_event,
     home_event_name,
     involved_kind,
@@ -47,7 +56,7 @@ from shared.forge.event import (
     object_reference,
     remote_event_name,
 )
-from shared.ownership import is_owned
+from shared.ownership import is_owned, ownership_selector
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +82,14 @@ class EventReflector:
         """The kinds' reflectors: their mirrors tell which remote objects are our copies."""
         self.remote = agent.informers.mirror(REMOTE, EVENTS[2])
         """Events of the accepted twin namespaces, as `remote_event_kept`."""
-        self.home = agent.informers.mirror(HOME, EVENTS[2])
-        """Our copies at home, each as its `home_copy_summary`."""
+        self.home = Mirror()
+        """Our copies at home, each as its `home_copy_summary`: as listed when the reflector
+        started, then as our writes' answers left them."""
+        self.listed = False
+        """The copies are listed: nothing is compared with a mirror still filling."""
         self.controller: Controller[Key] = Controller(
-            self.name, self.reconcile, workers=workers, synced=lambda: synced(agent))
+            self.name, self.reconcile, workers=workers,
+            synced=lambda: self.listed and synced(agent))
         self._about: dict[About, set[str]] = {}
         """What remote Events are about → their names (in the namespace of what they are
         about: names rather than keys, the mirror keeps no key tuples)."""
@@ -87,10 +100,6 @@ class EventReflector:
         """Home namespace → name → uid of the pods bound to the virtual node, which a copy of
         their Events names: reading it from the pods' mirror decoded the whole pod, four times
         a pod."""
-        self.echoes = Echoes()
-        """By home copy key, as long as nothing the copy is made from has changed since
-        (`_look_again`): looking at the copy our write made would only compare it (a copy and
-        its echo were half the reconciles)."""
 
     # --- keyers (declared in `home_agent.watches`) ------------------------------------------
 
@@ -140,21 +149,10 @@ class EventReflector:
             self._unindex(change.key, home_key, change.before)
         if not change.deleted:
             self._index(change.key, home_key, change.obj)
-        return self._look_again([home_key])
-
-    def _look_again(self, keys: list[Key]) -> list[Key]:
-        """`keys`, whose copies' sources changed: what their last writes made is no longer
-        known to be wanted."""
-        for key in keys:
-            self.echoes.forget(key)
-        return keys
-
-    def home_keys(self, change: Change) -> Iterable[Key]:
-        return () if self.echoes.echo(change.key, change) else (change.key,)
+        return (home_key,)
 
     def resync(self) -> None:
         """The namespace mapping or the skip lists changed: index and look at everything."""
-        self.echoes.forget()
         self._about.clear()
         self._shortened.clear()
         keys = set(self.home.keys())
@@ -179,8 +177,7 @@ class EventReflector:
         reflector = self._reflector(kind)
         if reflector is not None:
             name = reflector.rules.remote_name(name)
-        return self._look_again(self._about_keys(self.agent.mapped_remote_namespace(namespace),
-                                                 kind, name))
+        return self._about_keys(self.agent.mapped_remote_namespace(namespace), kind, name)
 
     def _note_pod_uid(self, change: Change) -> None:
         namespace, name = change.key
@@ -192,7 +189,7 @@ class EventReflector:
 
     def remote_object_keys(self, kind: str, change: Change) -> Iterable[Key]:
         """Our remote copy of a `kind` object changed: its Events may now come home."""
-        return self._look_again(self._about_keys(change.key[0], kind, change.key[1]))
+        return self._about_keys(change.key[0], kind, change.key[1])
 
     def _reflector(self, kind: str) -> Reflector | None:
         return next((r for r in self.reflectors.values() if r.rules.kind == kind), None)
@@ -203,8 +200,6 @@ class EventReflector:
         names = self._about.get((remote_namespace, kind, name), ())
         keys = [self._home_key((remote_namespace, event_name)) for event_name in names]
         return [key for key in keys if key is not None]
-
-    # --- reconcile --------------------------------------------------------------------------
 
     def _owned(self, obj: Mapping[str, Any]) -> bool:
         config = self.agent.config
@@ -240,13 +235,57 @@ class EventReflector:
             return None
         return object_reference({**local, "apiVersion": api_version, "kind": kind})
 
-    async def reconcile(self, key: Key) -> Result:
-        current = self.home.get(key)
-        if self.echoes.settled(key, current):
-            return DONE  # the copy our last write made, from what is still there
+    # --- the copies at home ----------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List the copies, then reconcile until `controller.stop` (keys wait meanwhile)."""
+        listing = asyncio.create_task(self.list_copies())
         try:
-            with self.echoes.writing(key):
-                await self._converge(key, current)
+            await self.controller.run()
+        finally:
+            listing.cancel()
+
+    async def list_copies(self) -> None:
+        """Our copies at home into the mirror, again until it succeeds."""
+        config = self.agent.config
+        query = {"labelSelector": ownership_selector(config.home_cluster_id,
+                                                     config.remote_cluster_id)}
+        delay = 0.5
+        while True:
+            self.home = Mirror()
+            try:
+                await list_objects(self.agent.home, core_path(EVENTS[2]), query,
+                                   lambda copy: self._known(key_of(copy), copy),
+                                   self._forget_all)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - listed again after a backoff
+                log.warning("listing the home Event copies failed (retry in %.1fs): %s", delay,
+                            error_message(error))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
+        log.info("%d home Event copies listed", self.home.size())
+        for key in self.home.keys():  # a copy whose remote Event went meanwhile goes too
+            self.controller.add(key)
+        self.listed = True
+
+    def _forget_all(self) -> None:
+        self.home = Mirror()
+
+    def _known(self, key: Key, copy: Mapping[str, Any] | None) -> None:
+        """What the home API server answered (or showed) of the copy at `key`; None: it is
+        not there, or not ours."""
+        if copy is None:
+            self.home.apply("DELETED", {"metadata": {"namespace": key[0], "name": key[1]}})
+        else:
+            self.home.apply("ADDED", home_copy_summary(copy))
+
+    # --- reconcile --------------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> Result:
+        try:
+            await self._converge(key, self.home.get(key))
         except Exception as error:
             if status_of(error) not in REFUSED:
                 raise
@@ -279,32 +318,46 @@ class EventReflector:
             await self._replace(current, desired)
 
     async def _create(self, desired: dict[str, Any]) -> None:
-        namespace, name = key_of(desired)
+        key = key_of(desired)
         try:
             existing, created = await create_or_refuse(
-                self.agent.home, core_path("events", namespace),
-                core_path("events", namespace, name), desired, self._owned)
+                self.agent.home, core_path("events", key[0]), core_path("events", *key),
+                desired, self._owned)
         except Foreign:
-            log.warning("home Event %s/%s exists and is not ours: left alone", namespace, name)
+            self._known(key, None)
+            log.warning("home Event %s/%s exists and is not ours: left alone", *key)
             return
-        if created:
-            self.echoes.answered((namespace, name), existing)
-        # Not created: our copy, and the home watch has not shown it yet (e.g. after a restart).
+        self._known(key, existing)
+        # Not created: our copy, made since the listing (by a replica that led before).
         if not created and event_needs_update(existing, desired):
             await self._replace(existing, desired)
 
     async def _replace(self, current: Mapping[str, Any], desired: dict[str, Any]) -> None:
         """`current`: the copy, or its summary (its metadata is what the write keeps)."""
-        # Created anew if it expired meanwhile (the mirror lagged).
         key = key_of(desired)
-        self.echoes.answered(key, await replace_or_create(
-            self.agent.home, core_path("events", *key),
-            updated_remote({"metadata": current.get("metadata") or {}}, desired),
-            lambda: self._create(desired)))
+        path = core_path("events", *key)
+        try:
+            # Created anew if it expired at home meanwhile (Events live an hour there).
+            answer = await replace_or_create(
+                self.agent.home, path,
+                updated_remote({"metadata": current.get("metadata") or {}}, desired),
+                lambda: self._create(desired))
+        except Exception as error:
+            if status_of(error) != 409:
+                raise
+            # Changed behind our back: the controller's retry writes over what is there now.
+            fresh = await self.agent.home.find(path)
+            self._known(key, fresh if fresh is not None and self._owned(fresh) else None)
+            raise
+        if answer is not None:  # None: made anew, and known by `_create`
+            self._known(key, answer)
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
-        await delete_owned(self.agent.home, core_path("events", *key_of(dict(current))),
+        key = key_of(dict(current))
+        await delete_owned(self.agent.home, core_path("events", *key),
                            (current.get("metadata") or {}).get("uid"))
+        self._known(key, None)
+
 
 def event_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> EventReflector | None:
     """The Event companion of the kinds' reflection, unless `--event-reflection-workers 0`."""

@@ -238,6 +238,9 @@ class Companion(Protocol):
 
     def resync(self) -> None: ...
 
+    async def run(self) -> None:
+        """Its controller's workers (and what must come before them), until `controller.stop`."""
+
 
 CompanionFactory = Callable[[Agent, Mapping[str, Reflector]], "Companion | None"]
 """(agent, the enabled kinds' reflectors by plural) → a companion, or None when disabled."""
@@ -282,7 +285,8 @@ class Reflection:
 
     async def run(self) -> None:
         """Every controller's workers, until `stop`."""
-        await asyncio.gather(*(controller.run() for controller in self.controllers()))
+        await asyncio.gather(*(r.controller.run() for r in self.reflectors.values()),
+                             *(companion.run() for companion in self.companions))
 
     def stop(self) -> None:
         for controller in self.controllers():

@@ -169,6 +169,9 @@ class TokenReflector:
             for key in self._pod_keys(remote_namespace, pod_name):
                 self.controller.add(key)
 
+    async def run(self) -> None:
+        await self.controller.run()
+
     # --- reconcile --------------------------------------------------------------------------
 
     def _owned(self, obj: Mapping[str, Any]) -> bool:

@@ -6,6 +6,7 @@ real processes is in tests/e2e/test_reflection_events.py."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -44,8 +45,53 @@ TEST_COMPONENT = "test-controller"
 WORKERS = {"configmap": 1, "event": 1}
 
 
-def _setup(kinds: list[KindRules] | None = None) -> tuple[Reflection, FakeApi]:
-    home, remote = FakeApi(), FakeApi()
+class EventHome(FakeApi):
+    """The home API server of the copies: its answers carry a uid and a resourceVersion, a
+    replace over another version conflicts, and the copies can be listed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.revision = 0
+        self.listings: list[dict[str, str]] = []
+
+    def _store(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.revision += 1
+        uid = (self.objects.get(path) or {}).get("metadata", {}).get("uid")
+        self.objects[path] = {**copy.deepcopy(body), "metadata": {
+            **body["metadata"], "uid": uid or f"copy-uid-{self.revision}",
+            "resourceVersion": str(self.revision)}}
+        return copy.deepcopy(self.objects[path])
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        full = f"{path}/{body['metadata']['name']}"
+        self._check("create", full)
+        if full in self.objects:
+            raise _api_error(409)
+        return self._store(full, body)
+
+    async def replace(self, path: str, body: dict[str, Any]) -> Any:
+        self._check("replace", path)
+        if path not in self.objects:
+            raise _api_error(404)
+        if body["metadata"].get("resourceVersion") != (
+                self.objects[path]["metadata"]["resourceVersion"]):
+            raise _api_error(409)
+        return self._store(path, body)
+
+    async def find(self, path: str) -> Any:
+        return copy.deepcopy(self.objects.get(path))
+
+    async def request(self, method: str, path: str, body: Any = None, *,
+                      query: dict[str, str] | None = None, **_: Any) -> Any:
+        assert (method, path) == ("GET", "/api/v1/events")
+        self.listings.append(dict(query or {}))
+        return {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"},
+                "items": [copy.deepcopy(obj) for path, obj in self.objects.items()
+                          if "/events/" in path]}
+
+
+def _setup(kinds: list[KindRules] | None = None) -> tuple[Reflection, EventHome]:
+    home, remote = EventHome(), FakeApi()
     kinds = kinds or [CONFIGMAP_RULES]
     workers = {**WORKERS, **{rules.flag: 1 for rules in kinds}}
     config = AgentConfig(HOME, REMOTE, "unused", reflection_workers=workers)
@@ -110,13 +156,10 @@ def _reconcile_all(reflection: Reflection) -> None:
     asyncio.run(drain())
 
 
-def _observe_home(reflection: Reflection, home: FakeApi) -> None:
-    """The home watch (of our copies) catches up with what the fake server holds."""
-    for path, obj in home.objects.items():
-        if "/events/" in path:
-            _see_home(reflection, "events", "ADDED", {
-                **obj, "metadata": {**obj["metadata"], "uid": "copy-uid",
-                                    "resourceVersion": "7"}})
+def _events(reflection: Reflection) -> EventReflector:
+    events = reflection.companion(EventReflector)
+    assert events is not None
+    return events
 
 
 def test_a_remote_pod_event_is_copied_onto_the_home_pod() -> None:
@@ -153,16 +196,48 @@ def test_an_unchanged_copy_is_not_written_and_a_count_change_is() -> None:
     _see_home(reflection, "pods", "ADDED", _home_pod())
     _see_remote(reflection, "events", "ADDED", _remote_event(POD))
     _reconcile_all(reflection)
-    _observe_home(reflection, home)
     home.calls.clear()
     _reconcile_all(reflection)
     assert home.writes() == []
 
     _see_remote(reflection, "events", "MODIFIED", _remote_event(POD, count=4))
     _reconcile_all(reflection)
+    # Over the version the creation answered: nothing watches the copies.
     assert home.writes() == [("replace", _home_path())]
     assert home.objects[_home_path()]["count"] == 4
-    assert home.objects[_home_path()]["metadata"]["resourceVersion"] == "7"
+    assert home.objects[_home_path()]["metadata"]["resourceVersion"] == "2"
+
+
+def test_a_copy_that_expired_at_home_is_made_again_by_its_next_update() -> None:
+    reflection, home = _setup()
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    _reconcile_all(reflection)
+    del home.objects[_home_path()]  # its hour at home is over
+    home.calls.clear()
+
+    _see_remote(reflection, "events", "MODIFIED", _remote_event(POD, count=2))
+    _reconcile_all(reflection)
+    assert home.writes() == [("replace", _home_path()), ("create", _home_path())]
+    assert home.objects[_home_path()]["count"] == 2
+
+
+def test_a_copy_changed_behind_the_agents_back_is_read_again_and_written_over() -> None:
+    reflection, home = _setup()
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    _reconcile_all(reflection)
+    home.revision += 1
+    home.objects[_home_path()]["message"] = "edited by hand"
+    home.objects[_home_path()]["metadata"]["resourceVersion"] = str(home.revision)
+
+    _see_remote(reflection, "events", "MODIFIED", _remote_event(POD, count=2))
+    key = ("app", home_event_name("web.17a0c3b2d4e5f601", REMOTE))
+    with pytest.raises(Exception, match="409"):  # the controller retries it
+        asyncio.run(_events(reflection).reconcile(key))
+    asyncio.run(_events(reflection).reconcile(key))
+    copied = home.objects[_home_path()]
+    assert (copied["message"], copied["count"]) == ("Started container app", 2)
 
 
 def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remotely() -> None:
@@ -175,7 +250,7 @@ def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remo
     restarted, _ = _setup()
     restarted.agent.home = home  # type: ignore[assignment]
     _see_home(restarted, "pods", None, _home_pod())
-    _observe_home(restarted, home)  # the home listing: both copies
+    asyncio.run(_events(restarted).list_copies())  # both copies
     _see_remote(restarted, "events", None, _remote_event(POD))  # the remote one: one is gone
     home.calls.clear()
     _reconcile_all(restarted)
@@ -189,7 +264,6 @@ def test_the_copy_goes_with_the_remote_event_also_when_only_the_relist_tells() -
     _see_remote(reflection, "events", "ADDED", _remote_event(POD))
     _see_remote(reflection, "events", "ADDED", _remote_event(POD, name="web.second"))
     _reconcile_all(reflection)
-    _observe_home(reflection, home)
     _see_remote(reflection, "events", "DELETED", _remote_event(POD))
     reflection.agent.informers.start_relist(REMOTE_SIDE, ["events"])
     reflection.agent.informers.finish_relist(REMOTE_SIDE, ["events"])  # nor web.second
@@ -204,7 +278,6 @@ def test_an_event_whose_copy_has_a_shortened_name_comes_and_goes_with_its_remote
     _see_remote(reflection, "events", "ADDED", _remote_event(POD, name=long_name))
     _reconcile_all(reflection)
     assert home.writes() == [("create", _home_path(long_name))]
-    _observe_home(reflection, home)
     _see_remote(reflection, "events", "DELETED", _remote_event(POD, name=long_name))
     _reconcile_all(reflection)
     assert [p for p in home.objects if "/events/" in p] == []
@@ -357,9 +430,6 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     enabled = reflection()
     events = enabled.companion(EventReflector)
     assert events is not None and events.controller.workers == 3
-    home_watch = declared_watch(enabled.agent.informers, HOME_SIDE, HOME_WATCH)
-    assert home_watch.queries[EVENTS] == {"labelSelector": (  # only our copies at home
-        f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}")}
     twins_watch = declared_watch(enabled.agent.informers, REMOTE_SIDE, TWINS_WATCH)
     assert twins_watch.queries[EVENTS] == {}
 
@@ -367,6 +437,36 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     assert disabled.companion(EventReflector) is None
     for side, watch in ((HOME_SIDE, HOME_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
         assert EVENTS not in disabled.agent.informers.watched(side, watch)  # nor routed
+
+
+def test_the_copies_at_home_are_listed_when_the_reflector_starts_and_never_watched() -> None:
+    reflection, home = _setup()
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    _reconcile_all(reflection)
+
+    restarted, _ = _setup()  # a new leader: its reflector starts
+    restarted.agent.home = home  # type: ignore[assignment]
+    listed(restarted.agent)
+    events = _events(restarted)
+    _see_home(restarted, "pods", None, _home_pod())
+    _see_remote(restarted, "events", None, _remote_event(POD))  # the key waits for the listing
+    home.calls.clear()
+
+    async def start() -> None:
+        running = asyncio.create_task(events.run())
+        while not (events.listed and len(events.controller) == 0):
+            await asyncio.sleep(0.001)
+        events.controller.stop()
+        await running
+
+    asyncio.run(asyncio.wait_for(start(), 10))
+    assert home.writes() == []  # compared with the listed copy: no create to find it with
+    assert home.listings == [{"labelSelector": (  # only our copies, a page at a time
+        f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}"),
+        "limit": "500"}]
+    home_watch = declared_watch(restarted.agent.informers, HOME_SIDE, HOME_WATCH)
+    assert EVENTS not in home_watch.queries  # no watch echoes our own writes back
 
 
 # --- the agent process ----------------------------------------------------------------------
