@@ -18,10 +18,10 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": [*READ_VERBS, "patch"]},
     # create, patch: Events about home objects (a repeat counted on the Event posted before);
-    # the rest: remote Events reflected home (our copies are watched, updated when the remote
-    # count changes, deleted with the remote Event).
+    # the rest: remote Events reflected home (our copies are listed, not watched, updated when
+    # the remote count changes, deleted with the remote Event).
     {"apiGroups": [""], "resources": ["events"],
-     "verbs": [*READ_VERBS, "create", "update", "patch", "delete"]},
+     "verbs": ["get", "list", "create", "update", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": READ_VERBS},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ_VERBS},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": READ_VERBS},
