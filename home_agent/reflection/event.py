@@ -252,7 +252,7 @@ class EventReflector:
                                                      config.remote_cluster_id)}
         delay = 0.5
         while True:
-            self.home = Mirror()
+            self._forget_all()
             try:
                 await list_objects(self.agent.home, core_path(EVENTS[2]), query,
                                    lambda copy: self._known(key_of(copy), copy),
