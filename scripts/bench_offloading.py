@@ -32,7 +32,9 @@ Scenarios (in this order; each leaves its objects for the next):
   status. Ratio = agent rate / bare rate (DESIGN.md target ≥ 0.5). Each phase ends once
   its work has settled (the agent's reflection drained, the enforcer's ShadowPod statuses
   written: on the bare path these trail the pods), so that the next starts on a quiet system;
-  requests and CPU are counted until then.
+  requests and CPU are counted until then. Between the phases the bare client's pods go, with
+  their ShadowPods, token Secrets, remote pods and Events (bare_removed_seconds), so that the
+  agent's phase starts on clusters holding what the bare client's started on.
 - configmaps: N ConfigMaps likewise (agent stopped, created, agent started; first → last remote
   copy); bare: one create per copy.
 - restart: the agent is killed (SIGKILL) and started again: seconds until it is synced with an
@@ -1212,6 +1214,11 @@ class Bench:
             pods = await self.create_pods(namespace, names,
                                           self.node if label == "agent"
                                           else self.names.bare_node)
+            # What the bare client's path holds at the remote as the phase starts.
+            bare_remote = {kind: await count_objects(self.remote, path) for kind, path in (
+                ("pods", core_path("pods", self.names.bare_twin)),
+                ("shadowpods", custom_path(SHADOWPOD, self.names.bare_twin)),
+                ("secrets", core_path("secrets", self.names.bare_twin)))}
             before, enforcer_cpu = self.counts(), cpu_seconds(self.enforcer.pid)
             server_cpu = self.kubesim_cpu()
             script_cpu = time.process_time()
@@ -1259,7 +1266,8 @@ class Bench:
                     ("home", "remote"), (round(after - before, 2) for before, after in zip(
                         server_cpu, self.kubesim_cpu(), strict=True)), strict=False)),
                 # the script itself (driver, watches, bare client) shares the machine too
-                "script_cpu_seconds": round(time.process_time() - script_cpu, 2)}
+                "script_cpu_seconds": round(time.process_time() - script_cpu, 2),
+                "bare_objects_at_remote_at_start": bare_remote}
             if label == "agent":
                 result["agent_start_to_first_shadowpod_s"] = round(first - self.agent.spawned, 2)
                 result["converged_seconds"] = round(converged - first, 2)
@@ -1270,9 +1278,40 @@ class Bench:
                 if profiler is not None:
                     result["agent_profile"] = profiler.stop()
             results[label] = result
+            if label == "bare":
+                results["bare_removed_seconds"] = await self.remove_bare_pods()
         results["ratio"] = round(results["agent"]["pods_per_second"]
                                  / results["bare"]["pods_per_second"], 2)
         self.results["offloading"] = results
+
+    async def remove_bare_pods(self) -> float:
+        """Remove the bare client's pods and what was made for them at the remote, and wait
+        until they are gone (seconds): the agent's phase then starts on clusters holding what
+        the bare client's started on. Left in place, they made the second phase's servers carry
+        the first phase's objects as well (on kubesim, every pass of Python's collector walks
+        every stored object, and the passes grow with the heap)."""
+        names = self.names
+        started = time.monotonic()
+        timeout = 120 + self.args.pods / 20
+        home_pods = core_path("pods", names.bare_namespace)
+        shadowpods = custom_path(SHADOWPOD, names.bare_twin)
+        remote_pods = core_path("pods", names.bare_twin)
+        # Pods at home at once (no kubelet would confirm their end); the remote pods go with
+        # their ShadowPods (their owner), through the garbage collector and the kubelets.
+        await self.home.request("DELETE", home_pods, {"gracePeriodSeconds": 0},
+                                timeout=timeout)
+        await self.remote.request("DELETE", shadowpods, timeout=timeout)
+        await self.remote.request("DELETE", core_path("secrets", names.bare_twin),
+                                  timeout=timeout)
+        for api, path in ((self.home, home_pods), (self.remote, shadowpods),
+                          (self.remote, remote_pods)):
+            async def empty(api: ClusterApi = api, path: str = path) -> bool:
+                return await count_objects(api, path) == 0
+            await until_async(empty, timeout, f"{path} emptied")
+        # Last, once the kubelets have recorded the pods' ends.
+        await self.remote.request("DELETE", core_path("events", names.bare_twin),
+                                  timeout=timeout)
+        return round(time.monotonic() - started, 2)
 
     async def configmaps(self) -> None:
         count = self.args.configmaps
@@ -1460,6 +1499,13 @@ async def readable(api: ClusterApi, path: str) -> bool:
         return True
     except ApiError:
         return False
+
+
+async def count_objects(api: ClusterApi, path: str) -> int:
+    """How many objects a collection holds, from a list of one (its remainingItemCount)."""
+    listed = await api.request("GET", path, query={"limit": 1}) or {}
+    return len(listed.get("items") or []) + int(
+        (listed.get("metadata") or {}).get("remainingItemCount") or 0)
 
 
 async def until_async(condition: Callable[[], Awaitable[bool]], timeout: float,
