@@ -33,8 +33,9 @@ Scenarios (in this order; each leaves its objects for the next):
   its work has settled (the agent's reflection drained, the enforcer's ShadowPod statuses
   written: on the bare path these trail the pods), so that the next starts on a quiet system;
   requests and CPU are counted until then. Between the phases the bare client's pods go, with
-  their ShadowPods, token Secrets, remote pods and Events (bare_removed_seconds), so that the
-  agent's phase starts on clusters holding what the bare client's started on.
+  their ShadowPods, token Secrets, remote pods and Events (bare_removed_seconds; the latency
+  scenario's bare pods with them), so that the agent's phase does not start on clusters
+  holding the bare client's phase's objects.
 - configmaps: N ConfigMaps likewise (agent stopped, created, agent started; first → last remote
   copy); bare: one create per copy.
 - restart: the agent is killed (SIGKILL) and started again: seconds until it is synced with an
@@ -1285,11 +1286,11 @@ class Bench:
         self.results["offloading"] = results
 
     async def remove_bare_pods(self) -> float:
-        """Remove the bare client's pods and what was made for them at the remote, and wait
-        until they are gone (seconds): the agent's phase then starts on clusters holding what
-        the bare client's started on. Left in place, they made the second phase's servers carry
-        the first phase's objects as well (on kubesim, every pass of Python's collector walks
-        every stored object, and the passes grow with the heap)."""
+        """Remove the bare client's pods (the latency scenario's too) and what was made for
+        them at the remote, and wait until they are gone (seconds). Left in place, they made
+        the agent's phase, which runs second, carry the bare client's phase's objects as well
+        (on kubesim, every pass of Python's collector walks every stored object, and the
+        passes grow with the heap)."""
         names = self.names
         started = time.monotonic()
         timeout = 120 + self.args.pods / 20
