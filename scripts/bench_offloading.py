@@ -1216,10 +1216,8 @@ class Bench:
                                           self.node if label == "agent"
                                           else self.names.bare_node)
             # What the bare client's path holds at the remote as the phase starts.
-            bare_remote = {kind: await count_objects(self.remote, path) for kind, path in (
-                ("pods", core_path("pods", self.names.bare_twin)),
-                ("shadowpods", custom_path(SHADOWPOD, self.names.bare_twin)),
-                ("secrets", core_path("secrets", self.names.bare_twin)))}
+            bare_remote = {kind: await count_objects(self.remote, path)
+                           for kind, path in self.bare_remote_collections().items()}
             before, enforcer_cpu = self.counts(), cpu_seconds(self.enforcer.pid)
             server_cpu = self.kubesim_cpu()
             script_cpu = time.process_time()
@@ -1291,28 +1289,32 @@ class Bench:
         the agent's phase, which runs second, carry the bare client's phase's objects as well
         (on kubesim, every pass of Python's collector walks every stored object, and the
         passes grow with the heap)."""
-        names = self.names
         started = time.monotonic()
         timeout = 120 + self.args.pods / 20
-        home_pods = core_path("pods", names.bare_namespace)
-        shadowpods = custom_path(SHADOWPOD, names.bare_twin)
-        remote_pods = core_path("pods", names.bare_twin)
+        home_pods = core_path("pods", self.names.bare_namespace)
+        remote = self.bare_remote_collections()
         # Pods at home at once (no kubelet would confirm their end); the remote pods go with
         # their ShadowPods (their owner), through the garbage collector and the kubelets.
         await self.home.request("DELETE", home_pods, {"gracePeriodSeconds": 0},
                                 timeout=timeout)
-        await self.remote.request("DELETE", shadowpods, timeout=timeout)
-        await self.remote.request("DELETE", core_path("secrets", names.bare_twin),
-                                  timeout=timeout)
-        for api, path in ((self.home, home_pods), (self.remote, shadowpods),
-                          (self.remote, remote_pods)):
+        await self.remote.request("DELETE", remote["shadowpods"], timeout=timeout)
+        await self.remote.request("DELETE", remote["secrets"], timeout=timeout)
+        for api, path in ((self.home, home_pods), (self.remote, remote["shadowpods"]),
+                          (self.remote, remote["pods"])):
             async def empty(api: ClusterApi = api, path: str = path) -> bool:
                 return await count_objects(api, path) == 0
             await until_async(empty, timeout, f"{path} emptied")
         # Last, once the kubelets have recorded the pods' ends.
-        await self.remote.request("DELETE", core_path("events", names.bare_twin),
+        await self.remote.request("DELETE", core_path("events", self.names.bare_twin),
                                   timeout=timeout)
         return round(time.monotonic() - started, 2)
+
+    def bare_remote_collections(self) -> dict[str, str]:
+        """The remote collections the bare client's path fills: its pods (the enforcer's),
+        ShadowPods and token Secrets."""
+        twin = self.names.bare_twin
+        return {"pods": core_path("pods", twin), "shadowpods": custom_path(SHADOWPOD, twin),
+                "secrets": core_path("secrets", twin)}
 
     async def configmaps(self) -> None:
         count = self.args.configmaps

@@ -69,9 +69,8 @@ def test_the_bare_client_writes_what_the_agent_writes_to_offload_the_same_pods(
 
 @pytest.mark.timeout(300)
 def test_the_agent_phase_starts_without_the_bare_client_pods(report: dict[str, Any]) -> None:
-    """Both phases start on clusters holding the same objects: the bare client's pods and
-    their remote objects go before the agent's phase (only the latency scenario's are there
-    when the bare client's phase starts)."""
+    """The bare client's pods and their remote objects go before the agent's phase, the
+    latency scenario's with them (theirs are all the bare client's phase starts with)."""
     offloading = report["offloading"]
     assert offloading["bare"]["bare_objects_at_remote_at_start"]["pods"] == LATENCY_PODS
     assert offloading["bare"]["bare_objects_at_remote_at_start"]["shadowpods"] == LATENCY_PODS
