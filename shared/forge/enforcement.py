@@ -153,7 +153,7 @@ def shadowpod_status(shadowpod: Mapping[str, Any],
     A recorded terminal phase is final: a later pod state never overwrites it.
     """
     current = dict(shadowpod.get("status") or {})
-    if pod is None or is_terminal(shadowpod):
+    if pod is None or is_terminal(shadowpod) or (not current and _unreported(pod)):
         return None
     pod_status = dict(pod.get("status") or {})
     desired = {
@@ -166,6 +166,18 @@ def shadowpod_status(shadowpod: Mapping[str, Any],
     }
     desired = {k: v for k, v in desired.items() if v is not None}
     return None if desired == current else desired
+
+
+def _unreported(pod: Mapping[str, Any]) -> bool:
+    """The pod as created or just placed: no kubelet has reported it and the scheduler has
+    said nothing but where it goes. That tells the home nothing (its pod is Pending and
+    scheduled already); the status is first written once a kubelet reports the pod or the
+    scheduler says why it cannot place it."""
+    status = pod.get("status") or {}
+    return (status.get("phase") in (None, "Pending") and not status.get("containerStatuses")
+            and not status.get("initContainerStatuses")
+            and all(c.get("type") == "PodScheduled" and c.get("status") == "True"
+                    for c in status.get("conditions") or []))
 
 
 def recreated_status(shadowpod: Mapping[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,26 @@ def test_status_is_written_only_when_it_changes() -> None:
     assert enforcement.shadowpod_status(with_status(**status), pod) is None
 
 
+def test_the_first_status_is_written_once_a_kubelet_or_the_scheduler_has_news() -> None:
+    created = {"spec": {}, "status": {"phase": "Pending", "qosClass": "BestEffort"}}
+    placed = {"spec": {"nodeName": "n1"}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "True"}]}}
+    assert enforcement.shadowpod_status(SHADOWPOD, created) is None
+    assert enforcement.shadowpod_status(SHADOWPOD, placed) is None
+    unschedulable = {"spec": {}, "status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}}
+    status = enforcement.shadowpod_status(SHADOWPOD, unschedulable)
+    assert status is not None and status["podStatus"] == unschedulable["status"]
+    reported = {"spec": {"nodeName": "n1"}, "status": {
+        **placed["status"], "containerStatuses": [
+            {"name": "main", "state": {"waiting": {"reason": "ContainerCreating"}}}]}}
+    assert enforcement.shadowpod_status(SHADOWPOD, reported) == {
+        "phase": "Pending", "nodeName": "n1", "podStatus": reported["status"],
+        "observedGeneration": 2}
+    # Once a status is written, every later state is (a recreated pod replaces the last one).
+    assert enforcement.shadowpod_status(with_status(phase="Running"), created) is not None
+
+
 def test_recreations_are_counted_in_the_status() -> None:
     assert enforcement.recreated_status(with_status(phase="Running", recreations=2))[
         "recreations"] == 3
