@@ -37,6 +37,8 @@ VERSION = {
     "compiler": "gc", "platform": "linux/amd64",
 }
 JSON = "application/json"
+WATCH_BATCH = 500
+"""Watch events one write carries at most."""
 
 
 class ClusterFace(Protocol):
@@ -431,7 +433,8 @@ class Router:
                                         converter.of_watch_object(stored.obj)}) + b"\n")
                 else:
                     batch.append(stored.watch_line(event_type))
-                if not stream.has_pending():  # one write (one TLS record) per burst
+                # one write (one TLS record) a burst, a long one in pieces
+                if not stream.has_pending() or len(batch) >= WATCH_BATCH:
                     if gate is not None:
                         await gate()
                     await response.write(b"".join(batch))

@@ -325,3 +325,29 @@ async def test_a_watch_gets_bookmarks_only_once_something_changed_after_its_star
     after_write, _ = await asyncio.gather(bookmarks(2.3), api.create(
         configmaps, "quiet", {"metadata": {"name": "a"}}))
     assert after_write and all(int(version) > start for version in after_write)
+
+
+async def test_a_watch_behind_catches_up_without_the_loop_turning_for_each_event(
+        api: ApiServer) -> None:
+    """What is queued for a watch goes out at once: kube-apiserver's watchers are a buffer
+    behind at most. Waiting for each queued event (a task and its turns through a loop busy
+    with everything else) put a loaded kubesim's watchers tens of thousands of events behind,
+    and past the watch history."""
+    configmaps = kind(api, "configmaps")
+    await api.create(kind(api, "namespaces"), "", {"metadata": {"name": "busy"}})
+    events = aiter(api.open_watch(configmaps, "busy", timeout_seconds=30))
+    for i in range(200):  # nobody reads meanwhile: all 200 are queued
+        await api.create(configmaps, "busy", {"metadata": {"name": f"c{i}"}})
+    loop, turns, ticking = asyncio.get_running_loop(), 0, True
+
+    def tick() -> None:
+        nonlocal turns
+        if ticking:
+            turns += 1
+            loop.call_soon(tick)
+
+    loop.call_soon(tick)
+    names = [(await anext(events))[1].obj["metadata"]["name"] for _ in range(200)]
+    ticking = False
+    assert names == [f"c{i}" for i in range(200)]
+    assert turns < 5
