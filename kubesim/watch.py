@@ -96,20 +96,15 @@ class WatchStream:
             now = loop.time()
             if self.deadline is not None and now >= self.deadline:
                 return
-            if not watcher.queue.empty():
-                # What is queued goes out at once. Waiting for it (wait_for's task and its hops
-                # through a busy loop) put the watchers of a loaded server tens of thousands of
-                # events behind, where kube-apiserver's are a buffer behind at most.
-                item = watcher.queue.get_nowait()
-                if item is None:
-                    return
-                yield item
-                continue
             bookmark_at = self._next_bookmark(now, periodic, sent_final)
             wake = min(t for t in (bookmark_at, self.deadline) if t is not None) if (
                 bookmark_at is not None or self.deadline is not None) else None
             try:
-                if wake is None:
+                if wake is None or not watcher.queue.empty():
+                    # What is queued goes out at once (a get from a queue holding something
+                    # does not wait). Waiting for it through wait_for (a task and its turns
+                    # through a busy loop) put the watchers of a loaded server tens of
+                    # thousands of events behind, where kube-apiserver's are a buffer behind.
                     item = await watcher.queue.get()
                 else:
                     item = await asyncio.wait_for(watcher.queue.get(), max(wake - now, 0))
