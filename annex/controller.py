@@ -87,8 +87,8 @@ class Controller(Generic[K]):
 
     # --- what event handlers call (on the controller's loop) -------------------------------
 
-    def add(self, key: K) -> None:
-        self.queue.add(key)
+    def add(self, key: K, priority: int = 0) -> None:
+        self.queue.add(key, priority)
 
     def add_after(self, key: K, delay: float) -> None:
         """A planned look at `key` in `delay` seconds (not pending work)."""

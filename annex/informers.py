@@ -98,7 +98,7 @@ class Echoes:
 
 
 class Queue(Protocol):
-    def add(self, key: Any) -> None: ...
+    def add(self, key: Any, priority: int = 0) -> None: ...
 
 
 Resource = tuple[str, str, str]
@@ -158,11 +158,12 @@ class Informers:
         return informer.mirror
 
     def keys(self, side: str, resource: str, keyer: Keyer, queue: Queue, *,
-             compares: bool = False) -> None:
-        """Route each change of `resource` to `queue`, as the keys `keyer` maps it to."""
+             compares: bool = False, priority: int = 0) -> None:
+        """Route each change of `resource` to `queue`, as the keys `keyer` maps it to, at
+        `priority` (`annex.workqueue`)."""
         def enqueue(change: Change) -> None:
             for key in keyer(change):
-                queue.add(key)
+                queue.add(key, priority)
 
         self.on(side, resource, enqueue, compares=compares)
 

@@ -2,6 +2,11 @@
 processed is never processed twice at once (re-added, it runs again afterwards), and a failed
 key comes back after an exponential backoff.
 
+Keys are taken by priority, then in the order they came (controller-runtime's priority queue):
+a key added again with a higher priority moves up, never down. A controller gives work that
+finishes something in flight a higher priority than work that starts something new, so that
+a burst of new keys does not hold back every answer until the burst is through.
+
 Used from one event loop's thread: the watches that add keys and the reconcile workers that
 take them (`get`: no thread parked per worker, no thread hop per key) share a component's loop.
 """
@@ -21,8 +26,13 @@ then (nothing is decided on a half-filled mirror)."""
 
 class KeyQueue:
     def __init__(self, base_delay: float = 0.5, max_delay: float = 30.0) -> None:
-        self._queue: deque[Hashable] = deque()
-        self._dirty: set[Hashable] = set()
+        self._lanes: dict[int, deque[tuple[int, Hashable]]] = {}
+        """Priority -> (ticket, key) in the order added; an entry whose ticket is not the key's
+        in `_dirty` is stale (the key moved up a lane, or was taken) and is skipped."""
+        self._dirty: dict[Hashable, tuple[int, int]] = {}
+        """Key waiting (queued, or in process and to run again) -> (priority, ticket)."""
+        self._queued = 0
+        """Keys in the lanes that can be taken now (stale entries not counted)."""
         self._processing: set[Hashable] = set()
         self._delayed: list[tuple[float, int, Hashable, bool]] = []
         """(due, order, key, planned): planned wake-ups (a token's refresh time) are not
@@ -35,13 +45,18 @@ class KeyQueue:
         self._waiters: deque[asyncio.Future[None]] = deque()
         """`get` callers with nothing to take: one is woken per key that comes."""
 
-    def add(self, key: Hashable) -> None:
-        if key in self._dirty:
+    def add(self, key: Hashable, priority: int = 0) -> None:
+        """Queue `key` once; added again with a higher `priority` it moves up to that lane."""
+        waiting = self._dirty.get(key)
+        if waiting is not None and waiting[0] >= priority:
             return
-        self._dirty.add(key)
+        self._counter += 1
+        self._dirty[key] = (priority, self._counter)
         if key not in self._processing:
-            self._queue.append(key)
-            self._wake_one()
+            self._lanes.setdefault(priority, deque()).append((self._counter, key))
+            if waiting is None:
+                self._queued += 1
+                self._wake_one()
 
     def _wake_one(self) -> None:
         while self._waiters:
@@ -73,7 +88,7 @@ class KeyQueue:
 
     def pending(self) -> bool:
         """True while a key is ready to be taken (delayed keys not counted)."""
-        return bool(self._queue)
+        return self._queued > 0
 
     def timers(self) -> int:
         """Delayed adds not yet due (backoffs and planned looks), each counted: what the queue
@@ -82,7 +97,7 @@ class KeyQueue:
 
     def __len__(self) -> int:
         """Keys waiting, backing off or being processed: 0 once everything is converged."""
-        return len(self._dirty | self._processing) + sum(
+        return len(self._dirty.keys() | self._processing) + sum(
             1 for *_, planned in self._delayed if not planned)
 
     def take(self) -> Hashable | None:
@@ -90,12 +105,19 @@ class KeyQueue:
         now = time.monotonic()
         while self._delayed and self._delayed[0][0] <= now:
             self.add(heapq.heappop(self._delayed)[2])
-        if not self._queue or self._shut:
+        if not self._queued or self._shut:
             return None
-        key = self._queue.popleft()
-        self._dirty.discard(key)
-        self._processing.add(key)
-        return key
+        for priority in sorted(self._lanes, reverse=True):
+            lane = self._lanes[priority]
+            while lane:
+                ticket, key = lane.popleft()
+                if self._dirty.get(key) == (priority, ticket):
+                    del self._dirty[key]
+                    self._queued -= 1
+                    self._processing.add(key)
+                    return key
+            del self._lanes[priority]
+        raise AssertionError("keys counted queued but none found")  # pragma: no cover
 
     async def get(self) -> Hashable | None:
         """The next key to process, waiting for one (None once shut down)."""
@@ -118,8 +140,10 @@ class KeyQueue:
 
     def done(self, key: Hashable) -> None:
         self._processing.discard(key)
-        if key in self._dirty:
-            self._queue.append(key)
+        waiting = self._dirty.get(key)
+        if waiting is not None:
+            self._lanes.setdefault(waiting[0], deque()).append((waiting[1], key))
+            self._queued += 1
             self._wake_one()
 
     def is_shut_down(self) -> bool:

@@ -53,6 +53,11 @@ from shared.ownership import ownership_selector
 log = logging.getLogger(__name__)
 
 NODES = ("", "v1", "nodes")
+SHADOWPOD_NEWS = 1
+"""The priority of a pod's key when its ShadowPod changed (`annex.workqueue`): its status to
+copy home, its deletion to finish. That ends work in flight, so it goes before pods still to
+offload: during a burst of new pods each pod runs at home as soon as it runs remotely, instead
+of every status waiting until the burst is all offloaded."""
 
 
 # --- the agent's keyers ----------------------------------------------------------------------
@@ -163,7 +168,8 @@ def declare_agent(agent: Agent) -> None:
     informers.keys(HOME, "virtualnodes", lambda change: virtual_node_keys(agent, change), queue)
     informers.keys(HOME, "namespaceoffloadings",
                    lambda change: namespace_keys(agent, change.key[0]), queue)
-    informers.keys(REMOTE, "shadowpods", lambda change: shadow_pod_keys(agent, change), queue)
+    informers.keys(REMOTE, "shadowpods", lambda change: shadow_pod_keys(agent, change), queue,
+                   priority=SHADOWPOD_NEWS)
     informers.keys(REMOTE, "resourceoffers", lambda change: offer_keys(agent, change), queue)
     informers.keys(REMOTE, "namespacemaps", lambda change: namespace_map_keys(agent, change),
                    queue, compares=True)

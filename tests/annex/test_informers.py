@@ -14,7 +14,7 @@ class Recorded:
     def __init__(self) -> None:
         self.keys: list[Any] = []
 
-    def add(self, key: Any) -> None:
+    def add(self, key: Any, priority: int = 0) -> None:
         self.keys.append(key)
 
 

@@ -120,3 +120,19 @@ def test_an_echo_that_comes_before_the_answer_or_after_another_change_is_looked_
     _reconcile(pods)
     agent.informers.dispatch(HOME, "pods", "MODIFIED", _pod_written(home))
     assert _queued(agent) == [KEY]
+
+
+def test_a_shadowpods_news_goes_before_pods_still_to_offload() -> None:
+    """A burst of new pods does not hold back the status of a pod already offloaded."""
+    agent, pods, remote, _ = _offloaded()
+    agent.informers.dispatch(HOME, "pods", "ADDED", _pod())
+    _queued(agent)
+    _reconcile(pods)  # creates the ShadowPod
+    for index in range(3):
+        new = _pod()
+        new["metadata"] = {**new["metadata"], "name": f"new-{index}", "uid": f"uid-{index}"}
+        agent.informers.dispatch(HOME, "pods", "ADDED", new)
+    shadow = {**_shadow(remote), "status": running_status("10.200.0.5")}
+    shadow["metadata"] = {**shadow["metadata"], "resourceVersion": "200"}
+    agent.informers.dispatch(REMOTE, "shadowpods", "MODIFIED", shadow)  # the enforcer's
+    assert _queued(agent) == [KEY, *(pod_key("app", f"new-{index}") for index in range(3))]

@@ -79,6 +79,52 @@ def test_a_waiter_cancelled_after_its_wake_up_passes_the_key_on() -> None:
     assert asyncio.run(scenario()) == "a"
 
 
+def _drain(queue: KeyQueue) -> list[Any]:
+    taken = []
+    while (key := queue.take()) is not None:
+        queue.done(key)
+        taken.append(key)
+    return taken
+
+
+def test_keys_are_taken_by_priority_then_in_the_order_they_came() -> None:
+    queue = KeyQueue()
+    for key in ("new-1", "new-2", "new-3"):
+        queue.add(key)
+    queue.add("news-1", priority=1)
+    queue.add("new-4")
+    queue.add("news-2", priority=1)
+    assert len(queue) == 6 and queue.pending()
+    assert _drain(queue) == ["news-1", "news-2", "new-1", "new-2", "new-3", "new-4"]
+    assert len(queue) == 0 and not queue.pending()
+
+
+def test_a_key_added_again_with_a_higher_priority_moves_up_never_down() -> None:
+    queue = KeyQueue()
+    for key in ("a", "b", "c"):
+        queue.add(key)
+    queue.add("c", priority=1)  # moves up, once
+    queue.add("a", priority=-1)  # stays where it is
+    queue.add("c")  # stays up
+    assert len(queue) == 3
+    assert _drain(queue) == ["c", "a", "b"]
+    assert len(queue) == 0 and not queue.pending()  # the stale entry of "c" counts for nothing
+
+
+def test_a_key_in_process_added_with_a_higher_priority_runs_again_from_that_lane() -> None:
+    queue = KeyQueue()
+    queue.add("a")
+    assert queue.take() == "a"
+    queue.add("b")
+    queue.add("a")
+    queue.add("a", priority=1)  # changed again, with news, while being processed
+    assert queue.take() == "b"  # not "a": it is being processed
+    queue.done("b")
+    queue.add("c")
+    queue.done("a")  # back in line, ahead of "c"
+    assert _drain(queue) == ["a", "c"]
+
+
 async def _until(predicate: Any) -> None:
     while not predicate():
         await asyncio.sleep(0.005)
