@@ -2,9 +2,17 @@
 
 It registers its nodes (capacity, Ready, addresses, pod CIDR), renews their Leases in
 kube-node-lease, runs the pods bound to them (pod IP from the node's slice of the cluster's pod
-CIDR, container statuses, Initialized/Ready/ContainersReady/PodScheduled conditions), honours
+CIDR, container statuses, Initialized/Ready/ContainersReady/PodScheduled conditions) once their
+volumes mount, honours
 deletion grace periods (the pod is removed with grace 0 once its containers stopped, at the latest
 after the grace period) and restartPolicy, and serves `pods/log`.
+
+Volumes mount as the kubelet's volume manager mounts them: a Secret or ConfigMap a volume needs
+(plain or projected, not `optional`) that does not exist holds the pod Pending, its containers
+waiting in ContainerCreating, with a FailedMount Event (once per distinct message, where the
+real recorder counts repeats), and the mount is tried again after an exponential backoff of
+0.5 s doubling up to 2m2s (nestedpendingoperations'), never on the Secret's creation: a pod
+made before what it mounts starts late, as on a real node.
 
 Tests drive containers through `fail`, `complete`, `restart`, `set_ready`, `ignore_sigterm` and
 `write_log`, and kubelet death through `pause_heartbeats` / `resume_heartbeats`; all of them may
@@ -70,6 +78,74 @@ class KubeletConfig:
 
     def node_names(self) -> list[str]:
         return [f"{self.node_prefix}-{index}" for index in range(1, self.workers + 1)]
+
+
+MOUNT_RETRY_INITIAL = 0.5
+MOUNT_RETRY_MAX = 122.0
+"""The volume manager's backoff between failed mounts (exponentialbackoff's 500 ms, 2m2s)."""
+
+
+def unmounted_volumes(pod: dict[str, Any],
+                      exists: Callable[[str, str], bool]) -> list[tuple[str, str]]:
+    """(volume, SetUp error) for each volume of `pod` that cannot mount: a Secret or ConfigMap
+    it needs that `exists(kind, name)` does not find ("secret"/"configmap"), unless optional. A
+    projected volume's errors are aggregated, as utilerrors.NewAggregate prints them."""
+    found = []
+    for volume in (pod.get("spec") or {}).get("volumes") or []:
+        sources: list[tuple[str, dict[str, Any]]] = []
+        if "secret" in volume:
+            source = volume["secret"] or {}
+            sources.append(("secret", {**source, "name": source.get("secretName", "")}))
+        if "configMap" in volume:
+            sources.append(("configmap", volume["configMap"] or {}))
+        for projection in (volume.get("projected") or {}).get("sources") or []:
+            if "secret" in projection:
+                sources.append(("secret", projection["secret"] or {}))
+            if "configMap" in projection:
+                sources.append(("configmap", projection["configMap"] or {}))
+        errors_ = [f'{kind} "{source.get("name", "")}" not found' for kind, source in sources
+                   if not source.get("optional") and not exists(kind, source.get("name", ""))]
+        if errors_:
+            found.append((volume.get("name", ""), errors_[0] if len(errors_) == 1
+                          else f"[{', '.join(errors_)}]"))
+    return found
+
+
+def pod_conditions(old_status: dict[str, Any]) -> Callable[..., dict[str, Any]]:
+    """`condition(kind, value, reason="", message="")`: a pod condition as the kubelet writes it,
+    its lastTransitionTime kept from `old_status` while its value holds."""
+    previous = {c.get("type"): c for c in old_status.get("conditions") or []}
+    now = now_timestamp()
+
+    def condition(kind: str, value: bool, reason: str = "", message: str = "") -> dict[str, Any]:
+        status = "True" if value else "False"
+        before = previous.get(kind, {})
+        since = before.get("lastTransitionTime") if before.get("status") == status else now
+        result = {"type": kind, "status": status, "lastProbeTime": None,
+                  "lastTransitionTime": since}
+        if reason:
+            result["reason"] = reason
+        if message:
+            result["message"] = message
+        return result
+
+    return condition
+
+
+@dataclass
+class MountWait:
+    """A pod (`uid`) whose volumes did not mount: when it may try again, what was reported."""
+
+    uid: str
+    delay: float = MOUNT_RETRY_INITIAL
+    due: float = 0.0  # loop time
+    reported: set[str] = field(default_factory=set)
+
+    def failed(self, now: float) -> float:
+        """One more failed mount at `now`: the wait before the next try."""
+        delay, self.delay = self.delay, min(self.delay * 2, MOUNT_RETRY_MAX)
+        self.due = now + delay
+        return delay
 
 
 def go_duration(seconds: float) -> str:
@@ -275,7 +351,10 @@ class Kubelet(Controller):
         self.nodes_kind = kind_of(api, "", "v1", "nodes")
         self.leases_kind = kind_of(api, "coordination.k8s.io", "v1", "leases")
         self.namespaces_kind = kind_of(api, "", "v1", "namespaces")
+        self.volume_kinds = {"secret": kind_of(api, "", "v1", "secrets"),
+                             "configmap": kind_of(api, "", "v1", "configmaps")}
         self.runtimes: dict[PodKey, PodRuntime] = {}
+        self.mounting: dict[PodKey, MountWait] = {}
         self.paused: set[str] = set()
         self._wake = asyncio.Event()  # cuts the wait before the next heartbeat short
         self.queue = WorkQueue(self._reconcile, self.name, workers=4)
@@ -406,6 +485,7 @@ class Kubelet(Controller):
             self.queue.add(key)
 
     def _forget(self, key: PodKey) -> None:
+        self.mounting.pop(key, None)
         runtime = self.runtimes.pop(key, None)
         if runtime is not None:
             self.subnets.release(runtime.node, runtime.ip)
@@ -424,7 +504,8 @@ class Kubelet(Controller):
         return PodRuntime(
             ref=f"{metadata['name']}_{metadata.get('namespace', '')}({metadata['uid']})",
             uid=pod["metadata"]["uid"], node=node, ip=self.subnets.allocate(node),
-            restart_policy=spec.get("restartPolicy") or "Always", started_at=now_timestamp(),
+            restart_policy=spec.get("restartPolicy") or "Always",
+            started_at=(pod.get("status") or {}).get("startTime") or now_timestamp(),
             containers=containers,
             init_containers=[(c["name"], c.get("image", ""))
                              for c in spec.get("initContainers") or []],
@@ -477,6 +558,8 @@ class Kubelet(Controller):
         if runtime is None:
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                 return  # finished before we (re)started: nothing to run
+            if not await self._mounted(key, pod):
+                return
             runtime = self.runtimes[key] = self._start(pod)
             self._run_commands(pod, runtime)
             started = True
@@ -495,6 +578,74 @@ class Kubelet(Controller):
                                ("Pulled", 'Container image "{image}" already present on machine'),
                                ("Created", "Created container {}"),
                                ("Started", "Started container {}"))
+
+    async def _mounted(self, key: PodKey, pod: dict[str, Any]) -> bool:
+        """Whether the pod's volumes mount. While they do not, it waits in ContainerCreating
+        and is tried again after the backoff, not sooner (its events wake nothing); a pod
+        deleted meanwhile has nothing to stop: it is removed."""
+        store, uid = self.api.store, pod["metadata"]["uid"]
+        deleting = bool(pod["metadata"].get("deletionTimestamp"))
+        now = asyncio.get_running_loop().time()
+        wait = self.mounting.get(key)
+        if wait is not None and wait.uid != uid:
+            wait = None  # another pod of that name
+        if wait is not None and not deleting and now < wait.due:
+            return False
+
+        def exists(kind: str, name: str) -> bool:
+            return store.get(self.volume_kinds[kind].storage_key, key[0], name) is not None
+
+        unmounted = unmounted_volumes(pod, exists)
+        if not unmounted:
+            self.mounting.pop(key, None)
+            return True
+        if deleting:
+            options = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
+            with contextlib.suppress(StatusError):
+                await self.api.delete(self.pods_kind, key[0], key[1], options=options)
+            self._forget(key)
+            return False
+        if wait is None:
+            wait = self.mounting[key] = MountWait(uid)
+        self.queue.add_later(key, wait.failed(now))
+        await self._write_creating_status(key, pod)
+        node = pod["spec"]["nodeName"]
+        for volume, error in unmounted:
+            message = f'MountVolume.SetUp failed for volume "{volume}" : {error}'
+            if message not in wait.reported and self.config.record_events:
+                wait.reported.add(message)
+                await record_event(self.api, pod, "Warning", "FailedMount", message,
+                                   component="kubelet", host=node)
+        return False
+
+    async def _write_creating_status(self, key: PodKey, pod: dict[str, Any]) -> None:
+        """Pending, every container waiting in ContainerCreating (no sandbox yet: no pod
+        IP), as the kubelet reports a pod whose volumes do not mount."""
+        old = pod.get("status") or {}
+        node = pod["spec"]["nodeName"]
+        names = [c["name"] for c in pod["spec"].get("containers") or []]
+        condition = pod_conditions(old)
+        unready = f"containers with unready status: [{' '.join(names)}]"
+        status = {
+            **old, "phase": "Pending",
+            "conditions": [
+                condition("PodReadyToStartContainers", False),
+                condition("Initialized", True),
+                condition("Ready", False, "ContainersNotReady", unready),
+                condition("ContainersReady", False, "ContainersNotReady", unready),
+                condition("PodScheduled", True)],
+            "hostIP": self.node_ip(node), "hostIPs": [{"ip": self.node_ip(node)}],
+            "startTime": old.get("startTime") or now_timestamp(),
+            "containerStatuses": [
+                {"name": c["name"], "state": {"waiting": {"reason": "ContainerCreating"}},
+                 "lastState": {}, "ready": False, "restartCount": 0,
+                 "image": c.get("image", ""), "imageID": "", "started": False}
+                for c in pod["spec"].get("containers") or []],
+        }
+        if status != old:
+            new = copy_json(pod)
+            new["status"] = status
+            await self.api.update(self.pods_kind, key[0], key[1], new, subresource="status")
 
     async def _events(self, pod: dict[str, Any], runtime: PodRuntime,
                       *templates: tuple[str, str]) -> None:
@@ -545,18 +696,7 @@ class Kubelet(Controller):
                     runtime.containers]
         all_ready = all(s["ready"] for s in statuses)
         phase = runtime.phase()
-        now = now_timestamp()
-        previous = {c.get("type"): c for c in old.get("conditions") or []}
-
-        def condition(kind: str, value: bool, reason: str = "") -> dict[str, Any]:
-            status = "True" if value else "False"
-            before = previous.get(kind, {})
-            since = before.get("lastTransitionTime") if before.get("status") == status else now
-            result = {"type": kind, "status": status, "lastProbeTime": None,
-                      "lastTransitionTime": since}
-            if reason:
-                result["reason"] = reason
-            return result
+        condition = pod_conditions(old)
 
         not_ready = "PodCompleted" if phase != "Running" else "ContainersNotReady"
         conditions = [
@@ -701,6 +841,11 @@ class Kubelet(Controller):
         if not node:
             raise errors.bad_request(f"pod {request.name} does not have a host assigned")
         runtime = self.runtimes.get(key)
+        if runtime is None and key in self.mounting:
+            container = request.query.get("container") or next(
+                (c["name"] for c in pod["spec"].get("containers") or []), "")
+            raise errors.bad_request(f'container "{container}" in pod "{request.name}" is '
+                                     "waiting to start: ContainerCreating")
         if runtime is None:
             raise errors.internal(f"kubesim: node {node} has no simulated kubelet for logs")
         container = request.query.get("container", "")

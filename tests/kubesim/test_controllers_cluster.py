@@ -101,3 +101,35 @@ def test_scheduler_and_kubelet_record_events_about_the_pod(home, namespace) -> N
         return {event.reason for event in events}
 
     wait_for(lambda: {"Scheduled", "Started"} <= reasons(), timeout=60)
+
+
+def test_a_pod_waits_in_container_creating_until_the_secret_it_mounts_exists(home,
+                                                                             namespace) -> None:
+    """The volume manager: no Secret, no mount, FailedMount; once it exists (and the mount's
+    backoff is over) the pod runs. The projected ConfigMap is optional: never waited for."""
+    volumes = [{"name": "token", "secret": {"secretName": "late"}},
+               {"name": "extra", "projected": {"sources": [
+                   {"configMap": {"name": "absent", "optional": True}}]}}]
+    home.core.create_namespaced_pod(namespace, pod_manifest("mounting", volumes=volumes))
+
+    def creating() -> Any:
+        pod = home.core.read_namespaced_pod("mounting", namespace)
+        statuses = pod.status.container_statuses or []
+        waiting = [s.state.waiting for s in statuses if s.state.waiting is not None]
+        return pod if waiting and waiting[0].reason == "ContainerCreating" else None
+
+    pod = wait_for(creating, timeout=60)
+    assert pod.status.phase == "Pending" and not pod.status.pod_ip
+    assert condition(pod, "Ready").status == "False"
+
+    def failed_mount() -> Any:
+        return [e for e in home.core.list_namespaced_event(namespace).items
+                if e.reason == "FailedMount" and e.involved_object.name == "mounting"]
+
+    [event, *_] = wait_for(failed_mount, timeout=60)
+    assert event.type == "Warning" and event.source.component == "kubelet"
+    assert event.message == 'MountVolume.SetUp failed for volume "token" : secret "late" not found'
+    home.core.create_namespaced_secret(namespace, {"metadata": {"name": "late"},
+                                                   "stringData": {"token": "t"}})
+    pod = wait_for(lambda: running(home, namespace, "mounting"), timeout=150)
+    assert pod.status.start_time

@@ -159,3 +159,23 @@ def test_a_container_that_keeps_failing_goes_into_crash_loop_back_off(tmp_path) 
         assert {(e.type, e.message) for e in events} == {
             ("Warning", f"Back-off restarting failed container app in pod crashy_default({uid})")}
         api_client.close()
+
+
+def test_volumes_that_cannot_mount_are_those_missing_a_required_secret_or_configmap() -> None:
+    from kubesim.controllers.kubelet import unmounted_volumes
+
+    present = {("secret", "here"), ("configmap", "kube-root-ca.crt")}
+    pod = {"spec": {"volumes": [
+        {"name": "ok", "secret": {"secretName": "here"}},
+        {"name": "gone", "secret": {"secretName": "missing"}},
+        {"name": "maybe", "configMap": {"name": "missing", "optional": True}},
+        {"name": "cfg", "configMap": {"name": "settings"}},
+        {"name": "api", "projected": {"sources": [
+            {"serviceAccountToken": {"path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt"}},
+            {"secret": {"name": "one"}}, {"configMap": {"name": "two"}}]}},
+        {"name": "scratch", "emptyDir": {}}]}}
+    assert unmounted_volumes(pod, lambda kind, name: (kind, name) in present) == [
+        ("gone", 'secret "missing" not found'),
+        ("cfg", 'configmap "settings" not found'),
+        ("api", '[secret "one" not found, configmap "two" not found]')]
