@@ -96,6 +96,12 @@ class AgentConfig:
     one and writes from the start."""
 
     @property
+    def reflects_tokens(self) -> bool:
+        """Offloaded pods read their service-account tokens from a Secret this agent writes."""
+        return self.enable_apiserver_support and (
+            self.reflection_workers.get(TOKEN_REFLECTION, 0) > 0)
+
+    @property
     def effective_tenant_namespace(self) -> str:
         """Where the provider keeps this consumer's NamespaceMap and ResourceOffer."""
         return tenant_namespace_name(self.home_cluster_id, self.tenant_namespace)

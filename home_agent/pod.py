@@ -16,7 +16,11 @@ One reconcile per home pod key (namespace, name), from both mirrors:
 - namespace not extended → Pending with reason OffloadingBackOff;
 - a claim it mounts bound to a home volume (not one the virtual node provisioned: its data stays
   home) → not offloaded: Pending with reason OffloadingBackOff and an Event saying which claim,
-  looked at again with backoff.
+  looked at again with backoff;
+- it mounts service-account tokens and their Secret is not made yet (token reflection) → the
+  ShadowPod waits for it, as a kubelet waits for a pod's volumes: a remote pod made first would
+  sit in ContainerCreating with FailedMount warnings and start only at the kubelet's next try
+  (its backoff doubles up to 2 min). The Secret's event brings the pod back (`watches`).
 """
 
 from __future__ import annotations
@@ -39,8 +43,10 @@ from shared.forge.pod import (
     StatusForgeConfig,
     merged_status,
     offloading_backoff_status,
+    projected_service_account_tokens,
     remote_creation_failed_condition,
     remote_pod_refused_condition,
+    service_account_token_secret_name,
     shadow_pod_patch,
     shadow_pod_with_warnings,
     status_from_shadow,
@@ -136,6 +142,8 @@ class PodOffloader:
                 await self._back_off(pod, problem)
                 await self.events.record(pod, OFFLOADING_BACKOFF_REASON, problem)
                 return RETRY  # looked at again with backoff: the claim may be rebound
+            if self._token_behind(pod, accepted):
+                return DONE
             return await self._create(pod, accepted)
         await self._update(pod, shadow)
         await self._status_back(pod, shadow)
@@ -253,6 +261,13 @@ class PodOffloader:
         claims = self.agent.informers.mirror(HOME, PERSISTENTVOLUMECLAIMS[2])
         namespace = pod["metadata"]["namespace"]
         return bool(unbound_claims(pod, lambda name: claims.get((namespace, name))))
+
+    def _token_behind(self, pod: dict[str, Any], remote_namespace: str) -> bool:
+        """The pod mounts service-account tokens whose remote Secret is not made yet."""
+        if not self.agent.config.reflects_tokens or not projected_service_account_tokens(pod):
+            return False
+        secret = (remote_namespace, service_account_token_secret_name(pod["metadata"]["name"]))
+        return self.agent.informers.latest(REMOTE, "secrets", secret) is None
 
     def _home_data_problem(self, pod: dict[str, Any]) -> str | None:
         """A claim the pod mounts is bound to a home volume (not this virtual node's)."""

@@ -48,14 +48,16 @@ from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.forge.event import remote_event_kept
+from shared.forge.token import is_token_secret, token_secret_pod_name
 from shared.ownership import ownership_selector
 
 log = logging.getLogger(__name__)
 
 NODES = ("", "v1", "nodes")
-SHADOWPOD_NEWS = 1
-"""The priority of a pod's key when its ShadowPod changed (`annex.workqueue`): its status to
-copy home, its deletion to finish. That ends work in flight, so it goes before pods still to
+AWAITED = 1
+"""The priority of a pod's key when what it awaits came (`annex.workqueue`): its ShadowPod
+changed (a status to copy home, a deletion to finish) or its token Secret was made (its
+ShadowPod may be created). That finishes work in flight, so it goes before pods still to
 offload: during a burst of new pods each pod runs at home as soon as it runs remotely, instead
 of every status waiting until the burst is all offloaded."""
 
@@ -107,6 +109,18 @@ def shadow_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     home_namespace = agent.home_namespace_of(change.key[0])
     if home_namespace is not None:
         yield pod_key(home_namespace, change.key[1])
+
+
+def token_secret_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    """A token Secret made for a pod not offloaded yet: the pod waits for it (`home_agent.pod`)."""
+    if change.deleted or not is_token_secret(change.obj):
+        return
+    pod_name = token_secret_pod_name(change.obj)
+    home_namespace = agent.home_namespace_of(change.key[0])
+    if pod_name is None or home_namespace is None:
+        return
+    if agent.mirrors.shadow_pods.get((change.key[0], pod_name)) is None:
+        yield pod_key(home_namespace, pod_name)
 
 
 def offer_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
@@ -169,7 +183,7 @@ def declare_agent(agent: Agent) -> None:
     informers.keys(HOME, "namespaceoffloadings",
                    lambda change: namespace_keys(agent, change.key[0]), queue)
     informers.keys(REMOTE, "shadowpods", lambda change: shadow_pod_keys(agent, change), queue,
-                   priority=SHADOWPOD_NEWS)
+                   priority=AWAITED)
     informers.keys(REMOTE, "resourceoffers", lambda change: offer_keys(agent, change), queue)
     informers.keys(REMOTE, "namespacemaps", lambda change: namespace_map_keys(agent, change),
                    queue, compares=True)
@@ -257,3 +271,5 @@ def declare_token_reflector(agent: Agent, tokens: TokenReflector,
     agent.informers.watch(REMOTE, SECRETS, keep=kept, by=TWINS_WATCH)
     agent.informers.keys(HOME, "pods", tokens.pod_keys, tokens.controller)
     agent.informers.keys(REMOTE, SECRETS[2], tokens.secret_keys, tokens.controller)
+    agent.informers.keys(REMOTE, SECRETS[2], lambda change: token_secret_pod_keys(agent, change),
+                         agent.queue, priority=AWAITED)

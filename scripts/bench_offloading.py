@@ -27,9 +27,9 @@ Scenarios (in this order; each leaves its objects for the next):
 - offloading: N pods created while the agent is stopped, then the agent starts; rate = N over
   first ShadowPod → last home pod Running. The bare client (--bare-lanes concurrent requests)
   takes N pods the same way, writing the objects the agent's forge makes for them: create the
-  ShadowPod and, as the pods mount their service-account token, request the token at home and
-  create the token Secret at the remote → wait for the remote pod Running → patch the home pod's
-  status. Ratio = agent rate / bare rate (DESIGN.md target ≥ 0.5). Each phase ends once
+  ShadowPod and, as the pods mount their service-account token, first request the token at
+  home and create the token Secret at the remote → wait for the remote pod Running → patch the
+  home pod's status. Ratio = agent rate / bare rate (DESIGN.md target ≥ 0.5). Each phase ends once
   its work has settled (the agent's reflection drained, the enforcer's ShadowPod statuses
   written: on the bare path these trail the pods), so that the next starts on a quiet system;
   requests and CPU are counted until then. Between the phases the bare client's pods go, with
@@ -1017,10 +1017,10 @@ class Bench:
 
     async def bare_offload(self, pods: list[dict[str, Any]], lanes: int) -> None:
         """The writes offloading these pods needs, made without annex: the objects come from the
-        pure forge functions the agent uses (the same bodies). Per pod: the ShadowPod and, for a
-        pod that mounts its service-account token, a TokenRequest at home and the token Secret
-        at the remote; once the remote pod runs (seen by a watch), the home pod's status.
-        Pipelined as the agent is: at most `lanes` requests at once."""
+        pure forge functions the agent uses (the same bodies). Per pod: for a pod that mounts its
+        service-account token, a TokenRequest at home and the token Secret at the remote, then
+        the ShadowPod (the agent's order too); once the remote pod runs (seen by a watch), the
+        home pod's status. Pipelined as the agent is: at most `lanes` requests at once."""
         bare_remote, bare_home = self.api("remote", "bare"), self.api("home", "bare")
         lane = asyncio.Semaphore(lanes)
         names = self.names
@@ -1049,10 +1049,9 @@ class Bench:
             name = pod["metadata"]["name"]
             running = self.timeline.wait_running("remote-pods", names.bare_twin, name)
             body = shadow_pod(pod, names.bare_twin, config)
-            await asyncio.gather(
-                write(lambda: created(bare_remote.create(custom_path(SHADOWPOD, names.bare_twin),
-                                                         body))),
-                token_secret_of(pod))
+            await token_secret_of(pod)  # first: a pod made before it waits for a mount retry
+            await write(lambda: created(bare_remote.create(custom_path(SHADOWPOD, names.bare_twin),
+                                                           body)))
             try:
                 async with asyncio.timeout(self.phase_timeout()):
                     remote_pod = await running

@@ -17,9 +17,10 @@ from annex.controller import Result
 from annex.events import EventRecorder
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
-from home_agent.agent import Agent
-from home_agent.config import parse_config
+from home_agent.agent import Agent, pod_key
+from home_agent.config import TOKEN_REFLECTION, parse_config
 from home_agent.operators import HOME_WATCH, TWINS_WATCH
+from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
@@ -506,3 +507,33 @@ def test_our_own_write_and_pod_changes_no_token_reads_queue_nothing_anything_els
     _drained(reflector)
     _see(reflector, "MODIFIED", _pod(audience="vault"))  # a token more
     assert queue.pending()
+
+
+def test_a_pods_shadowpod_waits_for_its_token_secret_and_is_made_once_the_secret_is() -> None:
+    """A remote pod made before its token Secret would wait in ContainerCreating for the
+    kubelet's next mount try (FailedMount); the agent makes the ShadowPod once the Secret is
+    there, its event bringing the pod back ahead of pods not looked at yet."""
+    agent, remote, _ = _agent(reflection_workers={TOKEN_REFLECTION: 1})
+    reflector = _reflector(agent)
+    pods = PodOffloader(agent)
+
+    def queued() -> list[Any]:
+        keys = []
+        while (key := agent.queue.take()) is not None:
+            agent.queue.done(key)
+            keys.append(key)
+        return keys
+
+    def shadowpods() -> list[str]:
+        return [path for path in remote.objects if "/shadowpods/" in path]
+
+    _see(reflector, "ADDED", _pod())
+    assert queued() == [pod_key("app", "web")]
+    asyncio.run(pods.reconcile("app", "web"))
+    assert shadowpods() == []  # its token Secret is not made yet
+    _reconcile(reflector)  # writes the token Secret
+    agent.queue.add(pod_key("app", "other"))  # a pod not looked at yet
+    _observe(reflector, remote)  # the Secret's event
+    assert queued() == [pod_key("app", "web"), pod_key("app", "other")]
+    asyncio.run(pods.reconcile("app", "web"))
+    assert shadowpods() == [f"/apis/offloading.liqo.io/v1beta1/namespaces/{TWIN}/shadowpods/web"]
