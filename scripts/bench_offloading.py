@@ -116,6 +116,7 @@ from remote_enforcer.admission import WEBHOOK_PATH  # noqa: E402
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING  # noqa: E402
 from shared.api.shadowpod import SHADOWPOD  # noqa: E402
 from shared.forge.common import reflection_config  # noqa: E402
+from shared.forge.configmap import remote_configmap  # noqa: E402
 from shared.forge.pod import (  # noqa: E402
     PodForgeConfig,
     projected_service_account_tokens,
@@ -125,6 +126,7 @@ from shared.forge.pod import (  # noqa: E402
 from shared.forge.token import issued_token, token_request, token_secret  # noqa: E402
 from shared.ownership import ownership_labels  # noqa: E402
 from shared.wellknown import (  # noqa: E402
+    KUBE_ROOT_CA_CONFIGMAP,
     NODE_LEASE_NAMESPACE,
     ORIGIN_CLUSTER_LABEL,
     REMOTE_CLUSTER_ID_LABEL,
@@ -781,6 +783,17 @@ class Bench:
             "name": names.bare_twin,
             "labels": ownership_labels(names.bare_consumer, names.provider_id)}})
         await self.create_bare_node()
+        # What the agent's ConfigMap reflector writes once a namespace: the home root CA, which
+        # the offloaded pods' token volume mounts (no mount, no start).
+        home_ca: dict[str, Any] = {}
+
+        async def published() -> bool:  # by the root-CA publisher, once the namespace is made
+            home_ca.update(await self.home.find(core_path(
+                "configmaps", names.bare_namespace, KUBE_ROOT_CA_CONFIGMAP)) or {})
+            return bool(home_ca)
+        await until_async(published, 60, "the bare namespace's kube-root-ca.crt")
+        await self.create(self.remote, core_path("configmaps", names.bare_twin), remote_configmap(
+            home_ca, names.bare_twin, reflection_config(names.bare_consumer, names.provider_id)))
         # The cluster CA, which issues the API server's kubelet client certificate (kubeadm's
         # apiserver-kubelet-client): the agent verifies the API server with it.
         root_ca = await self.home.get(core_path("configmaps", "kube-system", "kube-root-ca.crt"))

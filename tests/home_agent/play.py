@@ -102,14 +102,17 @@ def report_shadow_status(remote: ClusterHandle, namespace: str, name: str,
 
 
 def bound_pod(home: ClusterHandle, namespace: str, name: str, node_name: str,
-              image: str = "nginx:1", **metadata: Any) -> dict[str, Any]:
-    """A pod already bound to the virtual node, as the scheduler would leave it."""
+              image: str = "nginx:1", spec: dict[str, Any] | None = None,
+              **metadata: Any) -> dict[str, Any]:
+    """A pod already bound to the virtual node, as the scheduler would leave it (`spec` adds
+    to its spec)."""
     body = {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, **metadata},
             "spec": {"nodeName": node_name,
                      "containers": [{"name": "main", "image": image}],
                      "tolerations": [{"key": "virtual-node.liqo.io/not-allowed",
-                                      "operator": "Exists", "effect": "NoExecute"}]}}
+                                      "operator": "Exists", "effect": "NoExecute"}],
+                     **(spec or {})}}
     home.core.create_namespaced_pod(namespace, body)
     return read_pod(home, namespace, name)
 

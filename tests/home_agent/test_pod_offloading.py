@@ -134,8 +134,11 @@ def test_a_remote_creation_failure_is_shown_on_the_home_pod(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any) -> None:
     agent = start_agent()
     # Accepted, but the twin namespace does not exist: the remote refuses the ShadowPod.
-    extend(home, remote, agent, namespace, create_twin=False)
-    bound_pod(home, namespace, "web", agent.node_name)
+    twin = extend(home, remote, agent, namespace, create_twin=False)
+    # No token: a pod that mounts one waits for its token Secret, which the remote refuses
+    # first (below).
+    bound_pod(home, namespace, "web", agent.node_name,
+              spec={"automountServiceAccountToken": False})
 
     def failure() -> dict[str, Any] | None:
         conditions = (read_pod(home, namespace, "web").get("status") or {}).get("conditions")
@@ -149,6 +152,14 @@ def test_a_remote_creation_failure_is_shown_on_the_home_pod(
                                and e.reason == "RemoteCreationFailed"],
                       timeout=30, message="RemoteCreationFailed Event")
     assert "not found" in events[0].message
+
+    bound_pod(home, namespace, "with-token", agent.node_name)
+    events = wait_for(lambda: [e for e in home.core.list_namespaced_event(namespace).items
+                               if e.involved_object.name == "with-token"
+                               and e.reason == "FailedReflection"],
+                      timeout=30, message="the token Secret's refusal, on the pod")
+    assert "service-account token" in events[0].message and "not found" in events[0].message
+    assert not shadow_pod_exists(remote, twin, "with-token")
 
 
 def test_an_unknown_anti_affinity_preset_is_reported_and_ignored(
