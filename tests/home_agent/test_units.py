@@ -125,6 +125,21 @@ def test_a_key_in_process_added_with_a_higher_priority_runs_again_from_that_lane
     assert _drain(queue) == ["a", "c"]
 
 
+def test_a_key_moved_up_is_not_taken_again_from_its_old_lane_while_in_process() -> None:
+    queue = KeyQueue()
+    queue.add("a")
+    queue.add("a", priority=1)  # its first entry, in lane 0, stays behind
+    assert queue.take() == "a"
+    queue.add("a")  # changed while being processed: waits in lane 0 again
+    queue.add("b")
+    assert queue.take() == "b"  # not "a", whose old entry comes first: it is in process
+    assert queue.take() is None
+    queue.done("b")
+    queue.done("a")
+    assert _drain(queue) == ["a"]
+    assert len(queue) == 0 and queue.take() is None
+
+
 async def _until(predicate: Any) -> None:
     while not predicate():
         await asyncio.sleep(0.005)
