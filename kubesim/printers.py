@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from jsonpath_ng.ext import parse as parse_jsonpath  # type: ignore[import-untyped]
+# typed from jsonpath-ng 1.16 on (py.typed), untyped before: the ignore serves the older releases
+from jsonpath_ng.ext.parser import parse as parse_jsonpath  # type: ignore[import-untyped, unused-ignore]
 
 from kubesim.conversion import EVENT_RENAMES
 from kubesim.kinds import ResourceKind
