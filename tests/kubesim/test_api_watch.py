@@ -70,11 +70,16 @@ def test_a_compacted_resource_version_is_an_expired_error_event(home, namespace)
     assert status["message"].startswith("too old resource version: ")
 
 
+def collection_version(cluster, namespace: str) -> str:
+    """The namespace's ConfigMaps' list version: a watch from it sees every later write."""
+    return call(cluster, "GET", cms(namespace))[1]["metadata"]["resourceVersion"]
+
+
 def changed_since(cluster, namespace: str) -> str:
     """A version of the namespace's ConfigMaps with one write after it. kube-apiserver sends a
     watch bookmarks only once its watch cache has seen an event of that resource newer than
     the version the watch started from: a watch of a resource nothing writes gets none."""
-    start = call(cluster, "GET", cms(namespace))[1]["metadata"]["resourceVersion"]
+    start = collection_version(cluster, namespace)
     call(cluster, "POST", cms(namespace), {"metadata": {"generateName": "w-"}})
     return start
 
@@ -116,7 +121,7 @@ def test_the_legacy_watch_path_streams_the_same_events(home, namespace) -> None:
 def test_live_events_follow_writes(home, namespace) -> None:
     # From the version before the writes: the watch's thread may connect after some of them,
     # and a watch from no version starts with the current state (one ADDED for them all).
-    since = call(home, "GET", cms(namespace))[1]["metadata"]["resourceVersion"]
+    since = collection_version(home, namespace)
     with watching(home, cms(namespace), timeoutSeconds="10", resourceVersion=since) as events:
         wait_for(lambda: call(home, "POST", cms(namespace), {"metadata": {"name": "a"}})[0] == 201)
         call(home, "PATCH", cms(namespace, "a"), {"data": {"k": "v"}}, content_type=MERGE)
@@ -127,7 +132,7 @@ def test_live_events_follow_writes(home, namespace) -> None:
 
 def test_objects_entering_and_leaving_a_selection_are_added_and_deleted(home,
                                                                         namespace) -> None:
-    current = call(home, "GET", cms(namespace))[1]["metadata"]["resourceVersion"]
+    current = collection_version(home, namespace)
     with watching(home, cms(namespace), labelSelector="app=x", resourceVersion=current) \
             as events:
         call(home, "POST", cms(namespace), {"metadata": {"name": "c"}})
