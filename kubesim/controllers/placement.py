@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubesim.controllers.quantity import parse_quantity
 
@@ -242,19 +242,49 @@ def unschedulable_message(verdicts: Sequence[NodeVerdict]) -> str:
     return f"{_histogram(count, reasons)} preemption: {_histogram(count, preemption)}"
 
 
+MIN_FEASIBLE_NODES_TO_FIND = 100
+MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
+
+
+def feasible_nodes_to_find(num_all_nodes: int) -> int:
+    """How many feasible nodes kube-scheduler looks for before it stops filtering
+    (`numFeasibleNodesToFind`, percentageOfNodesToScore unset: adaptive): every node of a
+    cluster under 100, else 50 % less a point for each 125 nodes (at least 5 %), at least 100.
+    402 nodes: 188."""
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
+        return num_all_nodes
+    percentage = max(50 - num_all_nodes // 125, MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND)
+    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+class Placement(NamedTuple):
+    node: str | None
+    """The chosen node, None when none is feasible."""
+    message: str
+    """Why no node was chosen (the Unschedulable message), "" when one was."""
+    processed: int
+    """Nodes filtered: where the next decision starts (kube-scheduler's nextStartNodeIndex)."""
+
+
 def choose_node(
     pod: Mapping[str, Any],
     nodes: Sequence[Mapping[str, Any]],
     info_by_node: Mapping[str, NodeInfo],
     volume_filter: Callable[[Mapping[str, Any]], str | None] = lambda _node: None,
-) -> tuple[str | None, str]:
-    """(node name, "") for the feasible node with the fewest pods, or (None, message).
+    start: int = 0,
+) -> Placement:
+    """The feasible node with the fewest pods, of the first `feasible_nodes_to_find` feasible
+    nodes from `nodes[start]` on (wrapping round), as kube-scheduler's findNodesThatPassFilters
+    stops filtering once it has found that many; or no node, and the message, once every node
+    was filtered out.
 
     `volume_filter` is the VolumeBinding plugin's Filter (after the resource fit), giving the
     reason a node cannot take the pod's volumes."""
+    wanted = feasible_nodes_to_find(len(nodes))
     feasible: list[tuple[int, str]] = []
     verdicts: list[NodeVerdict] = []
-    for node in nodes:
+    for index in range(len(nodes)):
+        node = nodes[(start + index) % len(nodes)]
         name = node["metadata"]["name"]
         info = info_by_node.get(name) or NodeInfo()
         verdict = filter_node(pod, node, info)
@@ -262,8 +292,11 @@ def choose_node(
             verdict = NodeVerdict((reason,), resolvable_by_preemption=False)
         if verdict is None:
             feasible.append((info.pods, name))
+            if len(feasible) == wanted:
+                break
         else:
             verdicts.append(verdict)
+    processed = len(feasible) + len(verdicts)
     if feasible:
-        return min(feasible)[1], ""
-    return None, unschedulable_message(verdicts)
+        return Placement(min(feasible)[1], "", processed)
+    return Placement(None, unschedulable_message(verdicts), processed)

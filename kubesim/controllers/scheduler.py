@@ -59,8 +59,15 @@ class Scheduler(Controller):
         self.pods_kind = kind_of(api, "", "v1", "pods")
         self.nodes_kind = kind_of(api, "", "v1", "nodes")
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.node_order: list[str] = []
+        """The nodes' names, sorted: the order filtering goes round in."""
+        self.next_start_node_index = 0
+        """Where the next pod's filtering starts (kube-scheduler's nextStartNodeIndex): it
+        stops once it has found enough feasible nodes, and the next pod goes on from there."""
         # node -> the requests of each pod occupying it, and their sum
         self.bound: dict[str, dict[PodKey, dict[str, Decimal]]] = {}
+        self.placed: dict[PodKey, str] = {}
+        """Pod -> the node it occupies (one at most)."""
         self.usage: dict[str, NodeInfo] = {}
         self.unschedulable: set[PodKey] = set()
         # pods assumed on a node while their WaitForFirstConsumer claims get volumes there
@@ -73,25 +80,27 @@ class Scheduler(Controller):
     # ---------------------------------------------------------------- cache from the watches
     def _on_node(self, event_type: str, stored: Stored) -> None:
         name = stored.name
+        known = name in self.nodes
         if event_type == "DELETED":
             self.nodes.pop(name, None)
         else:
             self.nodes[name] = stored.obj
+        if known != (name in self.nodes):
+            self.node_order = sorted(self.nodes)
         self._retry_unschedulable()
 
     def _occupy(self, node: str, key: PodKey, pod: dict[str, Any]) -> None:
         requests = pod_requests(pod)
         self.bound.setdefault(node, {})[key] = requests
+        self.placed[key] = node
         self.usage.setdefault(node, NodeInfo()).add(requests)
 
     def _forget(self, key: PodKey) -> bool:
-        freed = False
-        for node, pods in self.bound.items():
-            requests = pods.pop(key, None)
-            if requests is not None:
-                self.usage[node].remove(requests)
-                freed = True
-        return freed
+        node = self.placed.pop(key, None)
+        if node is None:
+            return False
+        self.usage[node].remove(self.bound[node].pop(key))
+        return True
 
     def _on_pod(self, event_type: str, stored: Stored) -> None:
         pod = stored.obj
@@ -154,7 +163,7 @@ class Scheduler(Controller):
                 return  # PreBind still waiting for the volumes
             del self.waiting[key]  # given up on that node: schedule afresh
             self._forget(key)
-        nodes = [self.nodes[name] for name in sorted(self.nodes)]
+        nodes = [self.nodes[name] for name in self.node_order]
         if volumes is None:
             self.unschedulable.add(key)
             await self._mark_unschedulable(pod, rejected_by_pre_filter(len(nodes), why))
@@ -162,9 +171,12 @@ class Scheduler(Controller):
         available = [v.obj for v in self.api.store.iterate(self.volumes_kind.storage_key)
                      if (v.obj.get("status") or {}).get("phase") == "Available"] \
             if volumes.to_bind else []
-        chosen, message = choose_node(
+        chosen, message, processed = choose_node(
             pod, nodes, self.usage,
-            lambda node: filter_volumes(volumes, dict(node), available))
+            lambda node: filter_volumes(volumes, dict(node), available),
+            start=self.next_start_node_index)
+        if nodes:
+            self.next_start_node_index = (self.next_start_node_index + processed) % len(nodes)
         if chosen is None:
             self.unschedulable.add(key)
             await self._mark_unschedulable(pod, message)

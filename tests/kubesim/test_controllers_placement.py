@@ -7,6 +7,7 @@ from typing import Any
 from kubesim.controllers.placement import (
     NodeInfo,
     choose_node,
+    feasible_nodes_to_find,
     filter_node,
     pod_requests,
     tolerates,
@@ -122,7 +123,8 @@ def test_unschedulable_message_has_the_real_schedulers_format() -> None:
         node("c", cpu="1"),
     ]
     bound = {"b": NodeInfo.of([pod({"cpu": "800m"})]), "c": NodeInfo.of([pod({"cpu": "800m"})])}
-    chosen, message = choose_node(pod({"cpu": "500m"}), nodes, bound)
+    chosen, message, processed = choose_node(pod({"cpu": "500m"}), nodes, bound)
+    assert processed == 3
     assert chosen is None
     assert message == (
         "0/3 nodes are available: 1 node(s) had untolerated taint "
@@ -138,8 +140,32 @@ def test_no_nodes_at_all() -> None:
 
 def test_the_least_loaded_feasible_node_is_chosen() -> None:
     nodes = [node("a"), node("b"), node("c", {"x": "y"})]
-    chosen, _ = choose_node(pod(), nodes, {"a": NodeInfo.of([pod()]), "b": NodeInfo()})
+    chosen, _, _ = choose_node(pod(), nodes, {"a": NodeInfo.of([pod()]), "b": NodeInfo()})
     assert chosen == "b"
+
+
+def test_the_nodes_looked_for_are_kube_schedulers_adaptive_share_of_a_large_cluster() -> None:
+    # numFeasibleNodesToFind: all under 100 nodes; then 50 % less a point per 125 nodes, at
+    # least 5 % and at least 100 nodes.
+    assert [feasible_nodes_to_find(n) for n in (3, 99, 100, 250, 402, 1000, 5000, 6000)] == [
+        3, 99, 100, 120, 188, 420, 500, 300]
+
+
+def test_filtering_stops_at_enough_feasible_nodes_and_the_next_pod_goes_on_from_there() -> None:
+    nodes = [node(f"n{i:03}") for i in range(402)]
+    loads = {"n000": NodeInfo.of([pod()])}  # the first node has a pod already
+    first = choose_node(pod(), nodes, loads)
+    assert first == ("n001", "", 188)  # the least loaded of n000-n187, n188 on never filtered
+    # From where the last one stopped, wrapping round past the end.
+    assert choose_node(pod(), nodes, loads, start=376) == ("n001", "", 188)
+    assert choose_node(pod(), nodes, loads, start=188) == ("n188", "", 188)
+
+
+def test_a_pod_that_fits_nowhere_is_filtered_against_every_node() -> None:
+    nodes = [node(f"n{i:03}", cpu="1") for i in range(402)]
+    chosen, message, processed = choose_node(pod({"cpu": "2"}), nodes, {}, start=100)
+    assert (chosen, processed) == (None, 402)
+    assert message.startswith("0/402 nodes are available: 402 Insufficient cpu.")
 
 
 def test_node_info_sums_the_requests_of_the_pods_it_holds() -> None:
