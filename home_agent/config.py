@@ -129,6 +129,10 @@ written by remote components and carry none, so a policy flag would mean nothing
 
 TOKEN_REFLECTION = "serviceaccount"
 """`--serviceaccount-reflection-workers` (Liqo's name): the per-pod token Secrets, no policy."""
+DEFAULT_TOKEN_REFLECTION_WORKERS = 10
+"""As many as the pods' `--workers`: every pod that mounts a token waits for its token Secret
+before its ShadowPod is made, so with fewer the token reflection paces all offloading (3, the
+other kinds' default, held a burst of new pods to the token Secrets' pace: docs/benchmarks.md)."""
 
 
 def _fraction(text: str) -> float:
@@ -250,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
     for kind in REFLECTED_HOME_KINDS:
         add(f"--{kind}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
             help=f"concurrent remote {kind} reflections home (0 disables {kind} reflection)")
-    add(f"--{TOKEN_REFLECTION}-reflection-workers", type=int, default=DEFAULT_REFLECTION_WORKERS,
+    add(f"--{TOKEN_REFLECTION}-reflection-workers", type=int,
+        default=DEFAULT_TOKEN_REFLECTION_WORKERS,
         help="concurrent service-account token reflections (0 disables them, but offloaded "
              "pods still mount their token Secret: turn tokens off with "
              "--enable-apiserver-support=false)")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from annex_demo.charts import of_kind
-from home_agent.config import parse_config
+from home_agent.config import TOKEN_REFLECTION, parse_config
 from home_agent.rbac import HOME_AGENT_RULES, LEADER_ELECTION_RULES, kubeconfig_secret_rules
 from home_agent.webhook import MUTATE_POD_PATH
 from shared.wellknown import SCHEDULING_ENABLED_LABEL
@@ -206,7 +206,9 @@ REMOTE = {"clusterId": "provider-1", "kubeconfigSecret": "provider-1-kubeconfig"
 def test_the_reflection_values_reach_the_agent_flags() -> None:
     """Liqo's Helm values: reflection.<kind>.type / .workers and reflection.skip.*."""
     defaults = _agent_config({**MINIMAL, **CHART_AGENTS, "remotes": [REMOTE]})
-    assert set(defaults.reflection_workers.values()) == {3}
+    # The token reflection as fast as the pods' workers: every such pod waits for its token.
+    assert {kind: workers for kind, workers in defaults.reflection_workers.items()
+            if workers != 3} == {TOKEN_REFLECTION: 10}
     assert set(defaults.reflection_types.values()) == {"DenyList"}
     assert (defaults.labels_not_reflected, defaults.annotations_not_reflected) == ((), ())
 

@@ -537,3 +537,30 @@ def test_a_pods_shadowpod_waits_for_its_token_secret_and_is_made_once_the_secret
     assert queued() == [pod_key("app", "web"), pod_key("app", "other")]
     asyncio.run(pods.reconcile("app", "web"))
     assert shadowpods() == [f"/apis/offloading.liqo.io/v1beta1/namespaces/{TWIN}/shadowpods/web"]
+
+
+def test_a_shadowpods_news_go_before_the_pods_their_token_secrets_unblocked() -> None:
+    """A burst of new pods unblocks a pod at every token Secret made: each of those pods is
+    then to create its ShadowPod. A ShadowPod's news (the status of a pod already running
+    remotely) is taken before them, or every status would wait until the burst is through."""
+    agent, remote, _ = _agent(reflection_workers={TOKEN_REFLECTION: 1})
+    reflector = _reflector(agent)
+
+    def queued() -> list[Any]:
+        keys = []
+        while (key := agent.queue.take()) is not None:
+            agent.queue.done(key)
+            keys.append(key)
+        return keys
+
+    _see(reflector, "ADDED", _pod())
+    assert queued() == [pod_key("app", "web")]
+    _reconcile(reflector)  # writes the token Secret
+    agent.queue.add(pod_key("app", "other"))  # a pod not looked at yet
+    _observe(reflector, remote)  # the Secret's event unblocks web
+    running = {"apiVersion": "offloading.liqo.io/v1beta1", "kind": "ShadowPod",
+               "metadata": {"name": "api", "namespace": TWIN, "uid": "uid-shadow-api",
+                            "resourceVersion": "7"},
+               "status": {"phase": "Running"}}
+    agent.informers.dispatch(REMOTE_SIDE, "shadowpods", "MODIFIED", running)  # the enforcer's
+    assert queued() == [pod_key("app", "api"), pod_key("app", "web"), pod_key("app", "other")]
