@@ -207,12 +207,21 @@ class Informers:
         if informer is None or not isinstance(answer, dict):
             return
         kept, key = informer.keep(answer), key_of(answer)
-        if kept is not None:
-            # Over our own last answer, whose echo has not come: the mirror may still hold
-            # any version the writes replaced.
-            own = informer.answers.get(key)
-            chain = own[0] if own is not None and _version(own[1]) == replaced else frozenset()
-            informer.answers[key] = (chain | {replaced}, kept)
+        if kept is None:
+            return
+        # Over our own last answer, whose echo has not come: the mirror may still hold any
+        # version the writes replaced.
+        own = informer.answers.get(key)
+        chain = own[0] if own is not None and _version(own[1]) == replaced else frozenset()
+        replaced_all = chain | {replaced}
+        if _version(informer.mirror.get(key)) not in replaced_all:
+            # The mirror is past what the write replaced: the echo (or a later change) came
+            # before the answer, which `latest` would drop unread. Kept, it would stay until
+            # the key's next event or look; a busy agent gets echoes first for thousands of
+            # pods whose next look waits behind a long queue.
+            informer.answers.pop(key, None)
+            return
+        informer.answers[key] = (replaced_all, kept)
 
     def latest(self, side: str, resource: str, key: Key) -> dict[str, Any] | None:
         """The mirror's object, or our last write's answer while the mirror still holds what

@@ -181,3 +181,17 @@ def test_our_writes_answers_are_read_ahead_of_their_echoes_and_never_over_a_newe
     assert informers.latest("home", "pods", ("ns", "a")) is None  # a deletion seen wins
     informers.answered("home", "pods", None, _at("6").obj)  # a creation
     assert _version_of(informers.latest("home", "pods", ("ns", "a"))) == "6"
+
+
+def test_an_answer_whose_echo_came_first_is_not_kept() -> None:
+    """Busy, the watch may bring a write's echo before the write's answer. The mirror then
+    holds the answer already: kept, it would only wait for the key's next event or look."""
+    informers = Informers()
+    informers.watch("home", ("", "v1", "pods"), by="w")
+    informers.dispatch("home", "pods", "ADDED", _at("4").obj)
+    informers.dispatch("home", "pods", "MODIFIED", _at("5").obj)  # the echo, ahead
+    informers.answered("home", "pods", "4", _at("5").obj)  # then the answer
+    # A probe: the mirror back at the version the write replaced would make `latest` read a
+    # kept answer ahead of it.
+    informers.dispatch("home", "pods", "MODIFIED", _at("4").obj)
+    assert _version_of(informers.latest("home", "pods", ("ns", "a"))) == "4"
