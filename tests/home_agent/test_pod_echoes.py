@@ -14,7 +14,7 @@ from home_agent.agent import HOME, REMOTE, Agent, pod_key
 from home_agent.pod import PodOffloader
 from home_agent.watches import declare_agent
 from tests.home_agent.test_pod_offloading import running_status
-from tests.home_agent.test_reflection import FakeApi, agent_with
+from tests.home_agent.test_reflection import FakeApi, agent_with, queued_keys
 
 TWIN = "app-home-1"
 KEY = pod_key("app", "web")
@@ -58,14 +58,6 @@ def _pod() -> dict[str, Any]:
                                                                 "image": "nginx:1"}]}}
 
 
-def _queued(agent: Agent) -> list[Any]:
-    keys = []
-    while (key := agent.queue.take()) is not None:
-        agent.queue.done(key)
-        keys.append(key)
-    return keys
-
-
 def _reconcile(pods: PodOffloader) -> None:
     asyncio.run(pods.reconcile("app", "web"))
 
@@ -81,26 +73,26 @@ def _pod_written(home: StampingApi) -> dict[str, Any]:
 def test_the_echoes_of_our_shadowpod_creation_and_status_write_queue_nothing() -> None:
     agent, pods, remote, home = _offloaded()
     agent.informers.dispatch(HOME, "pods", "ADDED", _pod())
-    assert _queued(agent) == [KEY]
+    assert queued_keys(agent) == [KEY]
     _reconcile(pods)  # creates the ShadowPod
     agent.informers.dispatch(REMOTE, "shadowpods", "ADDED", _shadow(remote))
-    assert _queued(agent) == []
+    assert queued_keys(agent) == []
 
     shadow = {**_shadow(remote), "status": running_status("10.200.0.5")}
     shadow["metadata"] = {**shadow["metadata"], "resourceVersion": "200"}
     agent.informers.dispatch(REMOTE, "shadowpods", "MODIFIED", shadow)  # the enforcer's
-    assert _queued(agent) == [KEY]
+    assert queued_keys(agent) == [KEY]
     _reconcile(pods)  # writes the pod's status
     agent.informers.dispatch(HOME, "pods", "MODIFIED", _pod_written(home))
-    assert _queued(agent) == []
+    assert queued_keys(agent) == []
     agent.informers.dispatch(HOME, "pods", "ADDED", _pod_written(home))  # a relist
-    assert _queued(agent) == [KEY]
+    assert queued_keys(agent) == [KEY]
 
 
 def test_an_echo_that_comes_before_the_answer_or_after_another_change_is_looked_at() -> None:
     agent, pods, remote, home = _offloaded()
     agent.informers.dispatch(HOME, "pods", "ADDED", _pod())
-    _queued(agent)
+    queued_keys(agent)
     create = remote.create
 
     async def echoing_before_answering(path: str, body: dict[str, Any]) -> Any:
@@ -110,23 +102,23 @@ def test_an_echo_that_comes_before_the_answer_or_after_another_change_is_looked_
 
     remote.create = echoing_before_answering  # type: ignore[method-assign]
     _reconcile(pods)
-    assert _queued(agent) == [KEY]  # the echo, while the write was in flight
+    assert queued_keys(agent) == [KEY]  # the echo, while the write was in flight
 
     shadow = {**_shadow(remote), "status": running_status("10.200.0.5")}
     shadow["metadata"] = {**shadow["metadata"], "resourceVersion": "200"}
     agent.informers.dispatch(REMOTE, "shadowpods", "MODIFIED", shadow)  # the enforcer's
-    assert _queued(agent) == [KEY]
+    assert queued_keys(agent) == [KEY]
     home.answer_differs = True  # the server stored a status other than the one sent
     _reconcile(pods)
     agent.informers.dispatch(HOME, "pods", "MODIFIED", _pod_written(home))
-    assert _queued(agent) == [KEY]
+    assert queued_keys(agent) == [KEY]
 
 
 def test_a_shadowpods_news_goes_before_pods_still_to_offload() -> None:
     """A burst of new pods does not hold back the status of a pod already offloaded."""
     agent, pods, remote, _ = _offloaded()
     agent.informers.dispatch(HOME, "pods", "ADDED", _pod())
-    _queued(agent)
+    queued_keys(agent)
     _reconcile(pods)  # creates the ShadowPod
     for index in range(3):
         new = _pod()
@@ -135,4 +127,4 @@ def test_a_shadowpods_news_goes_before_pods_still_to_offload() -> None:
     shadow = {**_shadow(remote), "status": running_status("10.200.0.5")}
     shadow["metadata"] = {**shadow["metadata"], "resourceVersion": "200"}
     agent.informers.dispatch(REMOTE, "shadowpods", "MODIFIED", shadow)  # the enforcer's
-    assert _queued(agent) == [KEY, *(pod_key("app", f"new-{index}") for index in range(3))]
+    assert queued_keys(agent) == [KEY, *(pod_key("app", f"new-{index}") for index in range(3))]

@@ -94,6 +94,15 @@ def agent_with(remote: Any, home: Any, **config: Any) -> Agent:
     return agent
 
 
+def queued_keys(agent: Agent) -> list[Any]:
+    """The agent's pod queue taken to the end, in the order its keys come out."""
+    keys = []
+    while (key := agent.queue.take()) is not None:
+        agent.queue.done(key)
+        keys.append(key)
+    return keys
+
+
 def listed(agent: Agent) -> Agent:
     """Both sides' mirrors listed: the controllers reconcile their keys."""
     for synced in (agent.home_synced, agent.tenant_synced, agent.twins_synced):

@@ -41,7 +41,7 @@ from shared.wellknown import (
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.play import bound_pod, extend
-from tests.home_agent.test_reflection import FakeApi, agent_with, listed
+from tests.home_agent.test_reflection import FakeApi, agent_with, listed, queued_keys
 from tests.home_agent.test_reflection import _api_error as _error
 
 HOME, REMOTE = "home-1", "remote-1"
@@ -517,24 +517,17 @@ def test_a_pods_shadowpod_waits_for_its_token_secret_and_is_made_once_the_secret
     reflector = _reflector(agent)
     pods = PodOffloader(agent)
 
-    def queued() -> list[Any]:
-        keys = []
-        while (key := agent.queue.take()) is not None:
-            agent.queue.done(key)
-            keys.append(key)
-        return keys
-
     def shadowpods() -> list[str]:
         return [path for path in remote.objects if "/shadowpods/" in path]
 
     _see(reflector, "ADDED", _pod())
-    assert queued() == [pod_key("app", "web")]
+    assert queued_keys(agent) == [pod_key("app", "web")]
     asyncio.run(pods.reconcile("app", "web"))
     assert shadowpods() == []  # its token Secret is not made yet
     _reconcile(reflector)  # writes the token Secret
     agent.queue.add(pod_key("app", "other"))  # a pod not looked at yet
     _observe(reflector, remote)  # the Secret's event
-    assert queued() == [pod_key("app", "web"), pod_key("app", "other")]
+    assert queued_keys(agent) == [pod_key("app", "web"), pod_key("app", "other")]
     asyncio.run(pods.reconcile("app", "web"))
     assert shadowpods() == [f"/apis/offloading.liqo.io/v1beta1/namespaces/{TWIN}/shadowpods/web"]
 
@@ -546,15 +539,8 @@ def test_a_shadowpods_news_go_before_the_pods_their_token_secrets_unblocked() ->
     agent, remote, _ = _agent(reflection_workers={TOKEN_REFLECTION: 1})
     reflector = _reflector(agent)
 
-    def queued() -> list[Any]:
-        keys = []
-        while (key := agent.queue.take()) is not None:
-            agent.queue.done(key)
-            keys.append(key)
-        return keys
-
     _see(reflector, "ADDED", _pod())
-    assert queued() == [pod_key("app", "web")]
+    assert queued_keys(agent) == [pod_key("app", "web")]
     _reconcile(reflector)  # writes the token Secret
     agent.queue.add(pod_key("app", "other"))  # a pod not looked at yet
     _observe(reflector, remote)  # the Secret's event unblocks web
@@ -563,4 +549,5 @@ def test_a_shadowpods_news_go_before_the_pods_their_token_secrets_unblocked() ->
                             "resourceVersion": "7"},
                "status": {"phase": "Running"}}
     agent.informers.dispatch(REMOTE_SIDE, "shadowpods", "MODIFIED", running)  # the enforcer's
-    assert queued() == [pod_key("app", "api"), pod_key("app", "web"), pod_key("app", "other")]
+    assert queued_keys(agent) == [
+        pod_key("app", "api"), pod_key("app", "web"), pod_key("app", "other")]
