@@ -64,11 +64,10 @@ class Scheduler(Controller):
         self.next_start_node_index = 0
         """Where the next pod's filtering starts (kube-scheduler's nextStartNodeIndex): it
         stops once it has found enough feasible nodes, and the next pod goes on from there."""
-        # node -> the requests of each pod occupying it, and their sum
-        self.bound: dict[str, dict[PodKey, dict[str, Decimal]]] = {}
-        self.placed: dict[PodKey, str] = {}
-        """Pod -> the node it occupies (one at most)."""
+        self.placed: dict[PodKey, tuple[str, dict[str, Decimal]]] = {}
+        """Pod -> the node it occupies (one at most) and its requests there."""
         self.usage: dict[str, NodeInfo] = {}
+        """Node -> the sum of the requests of the pods occupying it."""
         self.unschedulable: set[PodKey] = set()
         # pods assumed on a node while their WaitForFirstConsumer claims get volumes there
         self.waiting: dict[PodKey, str] = {}
@@ -91,15 +90,15 @@ class Scheduler(Controller):
 
     def _occupy(self, node: str, key: PodKey, pod: dict[str, Any]) -> None:
         requests = pod_requests(pod)
-        self.bound.setdefault(node, {})[key] = requests
-        self.placed[key] = node
+        self.placed[key] = (node, requests)
         self.usage.setdefault(node, NodeInfo()).add(requests)
 
     def _forget(self, key: PodKey) -> bool:
-        node = self.placed.pop(key, None)
-        if node is None:
+        placed = self.placed.pop(key, None)
+        if placed is None:
             return False
-        self.usage[node].remove(self.bound[node].pop(key))
+        node, requests = placed
+        self.usage[node].remove(requests)
         return True
 
     def _on_pod(self, event_type: str, stored: Stored) -> None:
