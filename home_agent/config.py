@@ -16,6 +16,9 @@ from annex.leader import ElectionTimings
 from shared.forge.agent import election_lease_name
 from shared.tenancy import tenant_namespace_name
 
+DEFAULT_WORKERS = 10
+"""`--workers`: concurrent reconciles of the pods (and the agent's other keys)."""
+
 
 @dataclass(frozen=True)
 class LeaderElection:
@@ -75,7 +78,7 @@ class AgentConfig:
     24 h after issue), as the kubelet does at 80%."""
     home_limits: ClientLimits = field(default_factory=ClientLimits)
     remote_limits: ClientLimits = field(default_factory=ClientLimits)
-    workers: int = 10
+    workers: int = DEFAULT_WORKERS
     redis_url: str | None = None
     """Optional disposable cache of the pods last found converged (home_agent/synced_cache.py)."""
     metrics_address: str | None = None
@@ -129,7 +132,7 @@ written by remote components and carry none, so a policy flag would mean nothing
 
 TOKEN_REFLECTION = "serviceaccount"
 """`--serviceaccount-reflection-workers` (Liqo's name): the per-pod token Secrets, no policy."""
-DEFAULT_TOKEN_REFLECTION_WORKERS = 10
+DEFAULT_TOKEN_REFLECTION_WORKERS = DEFAULT_WORKERS
 """As many as the pods' `--workers`: every pod that mounts a token waits for its token Secret
 before its ShadowPod is made, so with fewer the token reflection paces all offloading (3, the
 other kinds' default, held a burst of new pods to the token Secrets' pace: docs/benchmarks.md)."""
@@ -231,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--home-burst", type=int, default=ClientLimits.burst)
     add("--remote-qps", type=float, default=ClientLimits.qps)
     add("--remote-burst", type=int, default=ClientLimits.burst)
-    add("--workers", type=int, default=10, help="concurrent reconciles")
+    add("--workers", type=int, default=DEFAULT_WORKERS, help="concurrent reconciles")
     add("--redis-url", default=None,
         help="redis://host:port/db of an optional cache of the pods last found converged, so "
              "that a restart skips unchanged pods (default: none; the clusters stay the truth)")
