@@ -57,9 +57,10 @@ Scenarios (in this order; each leaves its objects for the next):
 Agent and enforcer: peak RSS (VmHWM) and CPU seconds per scenario from /proc; the agent's CPU per
 pod is all its CPU in the offloading phase (from its start, listings included) over --pods.
 --profile samples the agent with py-spy in that phase (scripts/bench_profile.py) and reports the
-functions that took its CPU. The agent and the enforcer run with their defaults (unthrottled
-clients, as the bare client), the agent with `--workers`; --agent-flag and --enforcer-flag are
-appended to their command lines (e.g. --agent-flag=--redis-url=..., --enforcer-flag=--qps=200).
+functions it was in when it ran or could run (a share of that time, not of its CPU time). The
+agent and the enforcer run with their defaults (unthrottled clients, as the bare client), the
+agent with `--workers`; --agent-flag and --enforcer-flag are appended to their command lines
+(e.g. --agent-flag=--redis-url=..., --enforcer-flag=--qps=200).
 """
 
 from __future__ import annotations
@@ -1715,8 +1716,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "where each path's time goes, step by step")
     parser.add_argument("--profile", action="store_true",
                         help="sample the agent with py-spy during the offloading phase (its "
-                             "stacks in the run directory) and report the functions that "
-                             "took its CPU")
+                             "stacks in the run directory) and report the functions it was in "
+                             "when it ran or could run")
     parser.add_argument("--json", default="bench-offloading.json", help="results file")
     parser.add_argument("--serve-kubesim", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--cluster", choices=("home", "remote"), help=argparse.SUPPRESS)

@@ -6,9 +6,12 @@ speedscope or flamegraph.pl), and the functions that took the most samples.
     ...
     summary = profiler.stop()                            # {"samples", "own", "total"}
 
-Samples are taken without pausing the process (`--nonblocking`) and only of threads that run
-(idle threads are left out), so a function's share of the samples is its share of the CPU the
-process used. Frames are aggregated by function (`--function`), named `function (module path)`.
+Samples are taken without pausing the process (`--nonblocking`) and only of threads that can
+run (idle threads are left out). A share of the samples is a share of the time the process ran
+or could have, not of its CPU time: a thread waiting for a CPU, or in a loopback write doing the
+receiving side's TCP work, is sampled where it stands (docs/benchmarks.md, "The agent's CPU,
+measured as CPU", measures with perf instead). Frames are aggregated by function
+(`--function`), named `function (module path)`.
 """
 
 from __future__ import annotations
