@@ -1,4 +1,4 @@
-"""Where a running component spends its CPU: py-spy (on PyPI) sampling the process from outside,
+"""Where a running component spends its time: py-spy (on PyPI) sampling the process from outside,
 its stacks written as collapsed lines (`--format raw`: `frame;frame;... samples`, loadable in
 speedscope or flamegraph.pl), and the functions that took the most samples.
 
