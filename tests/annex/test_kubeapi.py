@@ -179,6 +179,23 @@ def test_every_request_is_counted_by_code_host_method_and_by_verb_and_resource(
     assert f'rest_client_request_duration_seconds_count{{host="{host}",verb="POST"}} 1' in lines
 
 
+def test_a_duration_on_a_bucket_bound_is_counted_in_that_bucket() -> None:
+    metrics = RequestMetrics()
+    for seconds in (0.005, 0.0051, 60.0, 61.0):
+        metrics.observe("h", "GET", seconds)
+    lines = metrics.families()
+
+    def bucket(bound: str) -> str:
+        found = next(line for line in lines
+                     if line.startswith(f'rest_client_request_duration_seconds_bucket{{host="h",'
+                                        f'verb="GET",le="{bound}"}}'))
+        return found.rsplit(" ", 1)[1]
+
+    # Prometheus buckets are "less than or equal to" their bound, cumulative.
+    assert [bucket(b) for b in ("0.005", "0.025", "30.0", "60.0", "+Inf")] == [
+        "1", "2", "2", "3", "4"]
+
+
 def test_a_request_without_an_answer_is_counted_as_an_error() -> None:
     metrics = RequestMetrics()
     with socket.socket() as probe:  # a port nothing listens on
