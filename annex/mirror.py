@@ -130,6 +130,12 @@ class Mirror:
             found = names.get(key[1]) if names is not None else None
         return self._decoded(found) if found is not None else None
 
+    def has(self, key: Key) -> bool:
+        """Whether it holds `key` (without decoding the object)."""
+        with self._lock:
+            names = self._objects.get(key[0])
+            return names is not None and key[1] in names
+
     def values(self) -> list[dict[str, Any]]:
         with self._lock:
             found = [data for names in self._objects.values() for data in names.values()]

@@ -126,7 +126,13 @@ class Reflector:
                              if key in FOREIGN_METADATA}}
 
     def remote_keys(self, change: Change) -> Iterable[Key]:
-        return self._home_keys(*change.key)
+        keys = self._home_keys(*change.key)
+        if self.rules.owned_elsewhere(change.obj) and not any(map(self.home.has, keys)):
+            # Another reflector's (a pod's token Secret, one a pod): it matters here only as a
+            # name a home object of that name would find taken, and that object's own
+            # changes look again.
+            return ()
+        return keys
 
     def _home_keys(self, namespace: str, name: str) -> tuple[Key, ...]:
         home_namespace = self.agent.home_namespace_of(namespace)

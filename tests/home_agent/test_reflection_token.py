@@ -426,7 +426,16 @@ def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -
     informers.dispatch(REMOTE_SIDE, "secrets", "ADDED", secret)
     assert tokens.remote.keys() == [(TWIN, "web-token")]
     assert tokens.remote is reflection.reflectors["secrets"].remote  # one mirror of them
-    assert reflection.reflectors["secrets"].controller.queue.take() == ("app", "web-token")
+    # The Secret reflector has nothing to do with it, unless a home Secret of that name
+    # exists (whose copy the name is taken from).
+    secrets = reflection.reflectors["secrets"].controller.queue
+    assert len(secrets) == 0
+    informers.dispatch(HOME_SIDE, "secrets", "ADDED",
+                       {"metadata": {"name": "web-token", "namespace": "app"}})
+    assert secrets.take() == ("app", "web-token")
+    secrets.done(("app", "web-token"))
+    informers.dispatch(REMOTE_SIDE, "secrets", "MODIFIED", secret)
+    assert secrets.take() == ("app", "web-token")
     assert informers.watched(HOME_SIDE, HOME_WATCH)[SECRETS] == ""  # every home Secret
 
 
