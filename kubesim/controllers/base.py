@@ -36,33 +36,66 @@ async def watch_forever(
     """Call `on_event(type, stored)` for the current state, then for every change, forever.
 
     A broken or expired watch is reopened from the last seen resourceVersion (from scratch
-    after a 410). `synced` is set once the initial state has been delivered.
+    after a 410 or a failure). A listing from scratch reports what it no longer shows as DELETED
+    with its last seen state, once the listing is delivered, as client-go's informers do
+    (`Replace`): a controller's caches never keep an object deleted while it was not watching.
+    `synced` is set once the initial state has been delivered.
     """
     resource_version = ""
+    known: dict[str, dict[str, Stored]] = {}
+    """Namespace → name → the last state delivered (references to the store's objects)."""
     while True:
         try:
             stream = api.open_watch(kind, namespace, resource_version=resource_version,
                                     field_selector=field_selector)
-            initial = len(stream.backlog) if not resource_version else 0
+            listed: dict[str, set[str]] | None = None if resource_version else {}
+            initial = len(stream.backlog) if listed is not None else 0
             seen = 0
-            if initial == 0 and synced is not None:
-                synced.set()
+            if listed is not None and initial == 0:
+                _deliver_unlisted(known, listed, on_event)
+                if synced is not None:
+                    synced.set()
             async for event_type, stored in stream:
                 if event_type == "ERROR":
                     resource_version = ""
                     break
                 if event_type != "BOOKMARK":
+                    metadata = stored.obj.get("metadata") or {}
+                    object_namespace, name = metadata.get("namespace") or "", metadata["name"]
+                    if event_type == "DELETED":
+                        names = known.get(object_namespace)
+                        if names is not None:
+                            names.pop(name, None)
+                    else:
+                        known.setdefault(object_namespace, {})[name] = stored
+                    if listed is not None:
+                        listed.setdefault(object_namespace, set()).add(name)
                     on_event(event_type, stored)
                 resource_version = str(stored.rv) if stored.rv else resource_version
                 seen += 1
-                if seen == initial and synced is not None:
-                    synced.set()
+                if seen == initial and listed is not None:
+                    _deliver_unlisted(known, listed, on_event)
+                    listed = None
+                    if synced is not None:
+                        synced.set()
         except asyncio.CancelledError:
             raise
         except Exception:  # a watch must never die for good: log and reopen
             log.exception("watch on %s failed; reopening", kind.plural)
             await asyncio.sleep(0.5)
             resource_version = ""
+
+
+def _deliver_unlisted(known: dict[str, dict[str, Stored]], listed: dict[str, set[str]],
+                      on_event: EventHandler) -> None:
+    """DELETED for what `known` holds and a complete listing did not show (forgotten then)."""
+    for object_namespace in list(known):
+        names, shown = known[object_namespace], listed.get(object_namespace, set())
+        for name in [name for name in names if name not in shown]:
+            on_event("DELETED", names[name])
+            del names[name]  # after: a handler that fails sees it at the next listing again
+        if not names:
+            del known[object_namespace]
 
 
 class WorkQueue:

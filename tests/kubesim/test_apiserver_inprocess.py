@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kubesim.apiserver import ApiServer, User, copy_json
-from kubesim.controllers.base import Controller
+from kubesim.controllers.base import Controller, watch_forever
 from kubesim.controllers.garbagecollector import GarbageCollector
 from kubesim.controllers.namespace import NamespaceController
 from kubesim.errors import StatusError
@@ -351,3 +351,41 @@ async def test_a_watch_behind_catches_up_without_the_loop_turning_for_each_event
     ticking = False
     assert names == [f"c{i}" for i in range(200)]
     assert turns < 5
+
+
+async def test_a_watch_listed_again_reports_what_went_meanwhile_as_deleted(
+        api: ApiServer) -> None:
+    """As client-go's informers (Replace): a controller whose watch failed and listed again
+    from scratch must not keep an object deleted meanwhile in its caches."""
+    namespaces, configmaps = kind(api, "namespaces"), kind(api, "configmaps")
+    await api.create(namespaces, "", {"metadata": {"name": "n"}})
+    for name in ("kept", "gone", "trigger"):
+        await api.create(configmaps, "n", {"metadata": {"name": name}})
+    seen: list[tuple[str, str]] = []
+    failing = [True]
+
+    def on_event(event_type: str, stored: Any) -> None:
+        name = stored.obj["metadata"]["name"]
+        seen.append((event_type, name))
+        if event_type == "MODIFIED" and name == "trigger" and failing[0]:
+            failing[0] = False  # a handler's bug: the watch lists again after a pause
+            asyncio.ensure_future(api.delete(configmaps, "n", "gone"))
+            raise RuntimeError("handler failed")
+
+    synced = asyncio.Event()
+    task = asyncio.ensure_future(watch_forever(api, configmaps, on_event, synced=synced))
+    try:
+        await asyncio.wait_for(synced.wait(), 10)
+        await api.patch(configmaps, "n", "trigger", {"data": {"a": "b"}},
+                        "application/merge-patch+json")
+
+        async def reported() -> bool:
+            return ("DELETED", "gone") in seen
+
+        await eventually(reported)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    relisted = seen[seen.index(("MODIFIED", "trigger")) + 1:]
+    assert sorted(relisted) == [("ADDED", "kept"), ("ADDED", "trigger"), ("DELETED", "gone")]
+    assert relisted[-1] == ("DELETED", "gone")  # once the listing is delivered
