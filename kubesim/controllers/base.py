@@ -63,9 +63,10 @@ async def watch_forever(
                     metadata = stored.obj.get("metadata") or {}
                     object_namespace, name = metadata.get("namespace") or "", metadata["name"]
                     if event_type == "DELETED":
-                        names = known.get(object_namespace)
-                        if names is not None:
-                            names.pop(name, None)
+                        names = known.get(object_namespace, {})
+                        names.pop(name, None)
+                        if not names:
+                            known.pop(object_namespace, None)
                     else:
                         known.setdefault(object_namespace, {})[name] = stored
                     if listed is not None:
