@@ -362,14 +362,14 @@ async def test_a_watch_listed_again_reports_what_went_meanwhile_as_deleted(
     for name in ("kept", "gone", "trigger"):
         await api.create(configmaps, "n", {"metadata": {"name": name}})
     seen: list[tuple[str, str]] = []
-    failing = [True]
+    deletions: list[asyncio.Future[Any]] = []  # held: the loop keeps only weak references
 
     def on_event(event_type: str, stored: Any) -> None:
         name = stored.obj["metadata"]["name"]
         seen.append((event_type, name))
-        if event_type == "MODIFIED" and name == "trigger" and failing[0]:
-            failing[0] = False  # a handler's bug: the watch lists again after a pause
-            asyncio.ensure_future(api.delete(configmaps, "n", "gone"))
+        if event_type == "MODIFIED" and name == "trigger" and not deletions:
+            # A handler's bug: the watch lists again after a pause, "gone" deleted meanwhile.
+            deletions.append(asyncio.ensure_future(api.delete(configmaps, "n", "gone")))
             raise RuntimeError("handler failed")
 
     synced = asyncio.Event()
