@@ -20,15 +20,18 @@ One reconcile per home pod key (namespace, name), from both mirrors:
 - it mounts service-account tokens and their Secret is not made yet (token reflection) → the
   ShadowPod waits for it, as a kubelet waits for a pod's volumes: a remote pod made first would
   sit in ContainerCreating with FailedMount warnings and start only at the kubelet's next try
-  (its backoff doubles up to 2 min). The Secret's event brings the pod back (`watches`).
+  (its backoff doubles up to 2 min). The Secret's event brings the pod back (`watches`);
+- likewise for the copies of the ConfigMaps and Secrets its volumes mount that the reflectors
+  are about to make (`home_agent.reflection.mounts`), for 30 s at most.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from annex.controller import DONE, RETRY, Result
 from annex.informers import Change
@@ -79,9 +82,22 @@ def _as_sent(answer: Any, body: dict[str, Any], field: str) -> bool:
         field == "status" or not answer.get("status"))
 
 
+class CopyWaits(Protocol):
+    """The wait for the remote copies of what a pod mounts
+    (`home_agent.reflection.mounts.MountedCopies`)."""
+
+    def wait(self, pod: Mapping[str, Any], remote_namespace: str, now: float) -> float | None:
+        """Seconds more to wait; None: nothing to wait for."""
+
+    def forget(self, key: tuple[str, str]) -> None:
+        """The pod waits no more."""
+
+
 class PodOffloader:
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, copies: CopyWaits | None = None) -> None:
         self.agent = agent
+        self.copies = copies
+        """None: the ShadowPod is made without waiting for copies of what the pod mounts."""
         self.events = agent.events
         self._forge_config: tuple[tuple[object, ...], PodForgeConfig] | None = None
         self._status_config: tuple[object, StatusForgeConfig] | None = None
@@ -124,6 +140,9 @@ class PodOffloader:
         if shadow is not None and not is_owned(shadow, agent.config.home_cluster_id,
                                                 agent.config.remote_cluster_id):
             shadow = None  # never ours to touch (the watch selects ours; belt and braces)
+        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            if self.copies is not None:
+                self.copies.forget((namespace, name))
         if pod is None:
             if shadow is not None:
                 await self._delete_orphan(namespace, name, shadow)
@@ -144,6 +163,9 @@ class PodOffloader:
                 return RETRY  # looked at again with backoff: the claim may be rebound
             if self._token_behind(pod, accepted):
                 return DONE
+            if self.copies is not None and (wait := self.copies.wait(
+                    pod, accepted, asyncio.get_running_loop().time())) is not None:
+                return Result(requeue_after=wait)  # or sooner: the copy's event
             return await self._create(pod, accepted)
         await self._update(pod, shadow)
         await self._status_back(pod, shadow)

@@ -28,7 +28,7 @@ from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.namespace_offloading import reconcile_offloading
 from home_agent.operators import HOME_WATCH, NodePodsWatch, Watch, declared_watch
-from home_agent.pod import PodOffloader
+from home_agent.pod import CopyWaits, PodOffloader
 from home_agent.reflection.kinds import reflection_for
 from home_agent.reflection.reflector import Reflection
 from home_agent.remote_watch import RemoteWatches
@@ -102,10 +102,11 @@ def _always() -> bool:
 
 def agent_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPods | None,
                      metrics: Metrics, leading: Callable[[], bool] = _always,
-                     ) -> Controller[Hashable]:
+                     copies: CopyWaits | None = None) -> Controller[Hashable]:
     """The agent's own keys (`agent.queue`), counted per key kind too."""
     return Controller(
-        "agent", functools.partial(reconcile, agent, PodOffloader(agent), watches, synced_pods),
+        "agent", functools.partial(reconcile, agent, PodOffloader(agent, copies), watches,
+                                   synced_pods),
         workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
         queue=agent.queue)
@@ -150,7 +151,8 @@ async def controller(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         await synced_pods.load()
     leading = _always if elector is None else (lambda: elector.leading)
     credentials.leading = leading
-    agent_keys = agent_controller(agent, watches, synced_pods, metrics, leading)
+    agent_keys = agent_controller(agent, watches, synced_pods, metrics, leading,
+                                  reflection.mounts)
     metrics.controllers = [agent_keys, *reflection.controllers()]
     # What writes, stopped first: the agent's keys (on a standby the twins' only), and the
     # leader's own tasks.

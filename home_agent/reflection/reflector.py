@@ -35,6 +35,7 @@ from annex.kubeapi import error_message
 from annex.mirror import Key, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import HOME, REMOTE, Agent
+from home_agent.reflection.mounts import MountedCopies
 from shared.forge.common import (
     ReflectionConfig,
     must_recreate,
@@ -166,6 +167,14 @@ class Reflector:
         """The policy and the reflection annotations."""
         return should_reflect(local, self.policy)
 
+    def copy_pending(self, key: Key, remote_namespace: str) -> bool:
+        """The home object `key` is to be copied into `remote_namespace` (it exists and is
+        wanted) and the remote mirror holds nothing of that name yet. A foreign object of that
+        name counts as there: it is what a remote pod would mount."""
+        if self.remote.has((remote_namespace, self.rules.remote_name(key[1]))):
+            return False
+        return self.wanted(self.home.get(key))
+
     def desired(self, local: Mapping[str, Any], remote_namespace: str) -> dict[str, Any]:
         """The copy `local` should have in `remote_namespace`."""
         assert self.rules.forge is not None, f"{self.rules.kind}: no forge"
@@ -271,6 +280,8 @@ class Reflection:
                 self.reflectors[rules.plural] = make(agent, rules, workers, policy, agent.events)
         made = (factory(agent, self.reflectors) for factory in companions)
         self.companions: list[Companion] = [c for c in made if c is not None]
+        self.mounts = MountedCopies(self.reflectors)
+        """The pods waiting for copies of what they mount (`home_agent.pod`)."""
 
     def companion(self, kind: type[C]) -> C | None:
         """The running companion of that class, if it is enabled."""

@@ -169,6 +169,26 @@ def projected_service_account_tokens(local_pod: Mapping[str, Any]) -> list[Proje
     return tokens
 
 
+def mounted_objects(local_pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(kind, name) of each ConfigMap and Secret the pod's volumes mount, plain or projected,
+    unless `optional`: what a kubelet must find before it starts the pod's containers (one
+    missing holds the pod in ContainerCreating, its mount tried again after a backoff that
+    doubles up to about 2 min). Each once, in the order of the volumes."""
+    found: dict[tuple[str, str], None] = {}
+
+    def add(kind: str, source: Any, field: str) -> None:
+        if isinstance(source, Mapping) and not source.get("optional") and source.get(field):
+            found[(kind, str(source[field]))] = None
+
+    for volume in (local_pod.get("spec") or {}).get("volumes") or []:
+        add("Secret", volume.get("secret"), "secretName")
+        add("ConfigMap", volume.get("configMap"), "name")
+        for source in (volume.get("projected") or {}).get("sources") or []:
+            add("Secret", source.get("secret"), "name")
+            add("ConfigMap", source.get("configMap"), "name")
+    return list(found)
+
+
 # --- home to remote: the spec ------------------------------------------------------------------
 
 

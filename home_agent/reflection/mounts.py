@@ -1,0 +1,100 @@
+"""A pod's ShadowPod waits for the remote copies of the ConfigMaps and Secrets its volumes mount
+(`shared.forge.pod.mounted_objects`), as it waits for its token Secret (`home_agent.pod`): a
+remote pod made first would sit in ContainerCreating with FailedMount warnings (copied home) and
+start only at the kubelet's next mount try, its backoff doubling up to about 2 min. The first
+pod of a namespace just extended races the copy of its `kube-root-ca.crt`; a Deployment's pods
+race the ConfigMap applied with them.
+
+Only a copy the agent is about to make is waited for: its kind is reflected, the home object
+exists and is wanted (`Reflector.copy_pending`). An object missing at home would not mount at
+home either: the remote kubelet waits for it as the home one would. A copy that does not come
+(the remote cluster refuses it: a quota on ConfigMaps, an invalid object; its reflector reports
+that on the home object) is waited for `MOUNT_WAIT` seconds at most: then the pod is offloaded,
+and the remote kubelet's FailedMount warnings tell its user what is missing.
+
+The copy's watch event brings the pods that wait for it back (`pod_keys`, routed by
+`home_agent.watches`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from annex.informers import Change
+from annex.mirror import Key, key_of
+from home_agent.agent import pod_key
+from shared.forge.pod import mounted_objects
+
+if TYPE_CHECKING:
+    from home_agent.reflection.reflector import Reflector
+
+log = logging.getLogger(__name__)
+
+MOUNT_WAIT = 30.0
+"""Seconds a pod's ShadowPod waits for copies that do not come."""
+
+KINDS = frozenset({"ConfigMap", "Secret"})
+
+Copy = tuple[str, str, str]
+"""(plural, remote namespace, remote name)."""
+
+
+class MountedCopies:
+    """The pods waiting for copies, by copy. Used on the agent's one event loop."""
+
+    def __init__(self, reflectors: Mapping[str, Reflector]) -> None:
+        self._reflectors = {r.rules.kind: r for r in reflectors.values() if r.rules.kind in KINDS}
+        self._waiting: dict[Copy, set[Key]] = {}
+        """Each copy → the home pods waiting for it."""
+        self._pods: dict[Key, tuple[float, list[Copy]]] = {}
+        """Each waiting home pod → since when (the loop's clock), and for which copies."""
+
+    @property
+    def plurals(self) -> list[str]:
+        """The remote kinds whose events bring waiting pods back."""
+        return [r.rules.plural for r in self._reflectors.values()]
+
+    def wait(self, pod: Mapping[str, Any], remote_namespace: str, now: float) -> float | None:
+        """How many seconds more the pod's ShadowPod is to wait for copies still to be made
+        in `remote_namespace`; None when there is none, or once it waited `MOUNT_WAIT`."""
+        key = key_of(dict(pod))
+        pending = [copy for kind, name in mounted_objects(pod)
+                   if (copy := self._pending(kind, key[0], name, remote_namespace)) is not None]
+        since = self._pods[key][0] if key in self._pods else now
+        self.forget(key)
+        if not pending:
+            return None
+        if now - since >= MOUNT_WAIT:
+            log.warning("pod %s/%s offloaded without the copies it mounts, not made in %.0f s: "
+                        "%s", key[0], key[1], MOUNT_WAIT,
+                        ", ".join(f"{plural} {name}" for plural, _, name in pending))
+            return None
+        self._pods[key] = (since, pending)
+        for copy in pending:
+            self._waiting.setdefault(copy, set()).add(key)
+        return since + MOUNT_WAIT - now
+
+    def _pending(self, kind: str, namespace: str, name: str, remote_namespace: str
+                 ) -> Copy | None:
+        reflector = self._reflectors.get(kind)
+        if reflector is None or not reflector.copy_pending((namespace, name), remote_namespace):
+            return None
+        return (reflector.rules.plural, remote_namespace, reflector.rules.remote_name(name))
+
+    def forget(self, key: Key) -> None:
+        """The pod waits no more (offloaded, deleted)."""
+        _, copies = self._pods.pop(key, (0.0, []))
+        for copy in copies:
+            keys = self._waiting.get(copy)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._waiting[copy]
+
+    def pod_keys(self, plural: str, change: Change) -> Iterator[Hashable]:
+        """A remote object of `plural` came: the pods that waited for it."""
+        if change.deleted or not self._waiting:
+            return
+        for namespace, name in self._waiting.pop((plural, *change.key), ()):
+            yield pod_key(namespace, name)

@@ -1,0 +1,183 @@
+"""A pod's ShadowPod waits for the remote copies of the ConfigMaps and Secrets it mounts
+(`home_agent.reflection.mounts`), one reconcile at a time against recording fakes (the watches
+are played by feeding the informers)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import pytest
+
+from annex.controller import Result
+from home_agent.agent import HOME as HOME_SIDE
+from home_agent.agent import REMOTE as REMOTE_SIDE
+from home_agent.agent import Agent, pod_key
+from home_agent.config import parse_config
+from home_agent.pod import PodOffloader
+from home_agent.reflection.kinds import KINDS
+from home_agent.reflection.mounts import MOUNT_WAIT
+from home_agent.reflection.reflector import Reflection
+from home_agent.watches import declare_agent, declare_reflection
+from shared.wellknown import (
+    DESTINATION_CLUSTER_LABEL,
+    ORIGIN_CLUSTER_LABEL,
+    SKIP_REFLECTION_ANNOTATION,
+)
+from tests.home_agent.test_reflection import agent_with, listed, queued_keys
+from tests.home_agent.test_reflection_token import FakeHome, FakeRemote
+
+HOME, REMOTE = "home-1", "remote-1"
+OURS = {ORIGIN_CLUSTER_LABEL: HOME, DESTINATION_CLUSTER_LABEL: REMOTE}
+TWIN = "app-home-1"
+NODE = f"liqo-{REMOTE}"
+SHADOW_POD = f"/apis/offloading.liqo.io/v1beta1/namespaces/{TWIN}/shadowpods/web"
+
+
+def _offloading(*flags: str) -> tuple[PodOffloader, Reflection, FakeRemote]:
+    """The agent's pods and its reflection, routes declared as the runner does; the token
+    reflection off (its own wait: tests/home_agent/test_reflection_token.py)."""
+    remote = FakeRemote()
+    agent: Agent = agent_with(remote, FakeHome())
+    agent.config = parse_config(["--remote-kubeconfig", "unused", "--cluster-id", HOME,
+                                 "--remote-cluster-id", REMOTE,
+                                 "--serviceaccount-reflection-workers", "0", *flags])
+    reflection = Reflection(agent, KINDS)
+    declare_agent(agent)
+    declare_reflection(agent, reflection)
+    listed(agent)
+    return PodOffloader(agent, reflection.mounts), reflection, remote
+
+
+def _pod(*volumes: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "app", "uid": "uid-web",
+                         "resourceVersion": "1"},
+            "spec": {"nodeName": NODE, "containers": [{"name": "app", "image": "nginx"}],
+                     "volumes": list(volumes)}}
+
+
+ROOT_CA = {"name": "kube-api-access-x7k2p", "projected": {"sources": [
+    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+    {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+        "fieldPath": "metadata.namespace"}}]}}]}}
+SETTINGS = {"name": "settings", "configMap": {"name": "settings"}}
+TLS = {"name": "tls", "secret": {"secretName": "web-tls"}}
+
+
+def _home(plural: str, name: str, annotations: dict[str, str] | None = None,
+          agent: Agent | None = None) -> dict[str, Any]:
+    obj = {"metadata": {"namespace": "app", "name": name, "annotations": annotations or {}},
+           "data": {"key": "value"}}
+    if agent is not None:
+        agent.informers.dispatch(HOME_SIDE, plural, "ADDED", obj)
+    return obj
+
+
+def _copy(agent: Agent, plural: str, name: str, labels: dict[str, str] | None = None) -> None:
+    """The remote watch shows a copy (ours, unless `labels` say otherwise)."""
+    agent.informers.dispatch(REMOTE_SIDE, plural, "ADDED", {
+        "metadata": {"namespace": TWIN, "name": name, "labels": OURS if labels is None else labels,
+                     "resourceVersion": "7"}, "data": {"key": "value"}})
+
+
+def _reconcile(pods: PodOffloader) -> Result:
+    async def run() -> Result:
+        return await pods.reconcile("app", "web")
+    return asyncio.run(run())
+
+
+def test_a_shadowpod_waits_for_the_copies_its_volumes_mount_and_is_made_once_they_came() -> None:
+    """A remote pod made first would sit in ContainerCreating (FailedMount) until the
+    kubelet's next mount try; each copy's event brings the pod back, ahead of pods not looked
+    at yet."""
+    pods, reflection, remote = _offloading()
+    agent = pods.agent
+    for plural, name in (("configmaps", "kube-root-ca.crt"), ("configmaps", "settings"),
+                         ("secrets", "web-tls")):
+        _home(plural, name, agent=agent)
+    agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod(ROOT_CA, SETTINGS, TLS))
+    assert queued_keys(agent) == [pod_key("app", "web")]
+
+    result = _reconcile(pods)
+    assert SHADOW_POD not in remote.objects
+    assert result.requeue_after is not None and 0 < result.requeue_after <= MOUNT_WAIT
+    _copy(agent, "configmaps", "kube-root-ca.crt.annex")  # the root CA's copy, renamed
+    agent.queue.add(pod_key("app", "other"))  # a pod not looked at yet
+    assert queued_keys(agent) == [pod_key("app", "web"), pod_key("app", "other")]
+    _reconcile(pods)
+    assert SHADOW_POD not in remote.objects  # two copies still to come
+    _copy(agent, "configmaps", "settings")
+    _copy(agent, "secrets", "web-tls")
+    assert queued_keys(agent) == [pod_key("app", "web")]
+    assert _reconcile(pods).requeue_after is None
+    assert SHADOW_POD in remote.objects
+    assert reflection.mounts._pods == {} and reflection.mounts._waiting == {}
+
+
+@pytest.mark.parametrize("case", [
+    "missing at home", "optional", "kind not reflected", "skipped by annotation",
+    "foreign object of that name", "copy already there"])
+def test_a_shadowpod_is_made_at_once_when_no_copy_is_to_come(case: str) -> None:
+    """The wait is only for copies the agent is about to make: what a home kubelet would not
+    find either, what the pod does without, and what the remote already has are not."""
+    flags = ["--configmap-reflection-workers", "0"] if case == "kind not reflected" else []
+    pods, _, remote = _offloading(*flags)
+    agent = pods.agent
+    volume: dict[str, Any] = SETTINGS
+    if case != "missing at home":
+        skip = {SKIP_REFLECTION_ANNOTATION: "true"} if case == "skipped by annotation" else None
+        _home("configmaps", "settings", skip, agent=agent)
+    if case == "optional":
+        volume = {"name": "settings", "configMap": {"name": "settings", "optional": True}}
+    if case == "foreign object of that name":
+        _copy(agent, "configmaps", "settings", labels={})
+    if case == "copy already there":
+        _copy(agent, "configmaps", "settings")
+    agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod(volume))
+    assert _reconcile(pods).requeue_after is None
+    assert SHADOW_POD in remote.objects
+
+
+def test_a_copy_that_does_not_come_is_waited_for_a_while_then_the_pod_is_offloaded(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The remote cluster may refuse the copy (a quota on ConfigMaps); its reflector reports
+    that on the ConfigMap. The pod is offloaded after `MOUNT_WAIT`: the remote kubelet's
+    FailedMount warnings then say what is missing."""
+    pods, reflection, remote = _offloading()
+    agent = pods.agent
+    _home("configmaps", "settings", agent=agent)
+    agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod(SETTINGS))
+    now = [1000.0]
+    monkeypatch.setattr(reflection.mounts, "wait", _at(reflection.mounts.wait, now))
+    first = _reconcile(pods).requeue_after
+    now[0] += 10
+    assert first == MOUNT_WAIT and _reconcile(pods).requeue_after == MOUNT_WAIT - 10
+    assert SHADOW_POD not in remote.objects
+    now[0] += MOUNT_WAIT - 10
+    with caplog.at_level(logging.WARNING):
+        assert _reconcile(pods).requeue_after is None
+    assert SHADOW_POD in remote.objects
+    assert "app/web offloaded without the copies it mounts" in caplog.text
+    assert "configmaps settings" in caplog.text
+    assert reflection.mounts._pods == {} and reflection.mounts._waiting == {}
+
+
+def _at(wait: Any, now: list[float]) -> Any:
+    """`MountedCopies.wait` on a clock the test moves."""
+    return lambda pod, remote_namespace, _: wait(pod, remote_namespace, now[0])
+
+
+def test_a_pod_deleted_while_waiting_is_forgotten_and_its_copy_queues_nothing() -> None:
+    pods, reflection, _ = _offloading()
+    agent = pods.agent
+    _home("configmaps", "settings", agent=agent)
+    agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod(SETTINGS))
+    _reconcile(pods)
+    agent.informers.dispatch(HOME_SIDE, "pods", "DELETED", _pod(SETTINGS))
+    queued_keys(agent)
+    _reconcile(pods)
+    assert reflection.mounts._pods == {} and reflection.mounts._waiting == {}
+    _copy(agent, "configmaps", "settings")
+    assert queued_keys(agent) == []
