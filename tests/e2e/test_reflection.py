@@ -91,6 +91,37 @@ def test_an_offloaded_pod_using_a_configmap_and_a_secret_runs_remotely_with_the_
         assert copy["metadata"]["labels"][ORIGIN] == agent.home_id
 
 
+BACKLOG = 200
+"""ConfigMaps the reflection copies before the one a pod mounts (one worker: in their order)."""
+
+
+def test_a_pod_applied_with_the_configmap_it_mounts_mounts_the_copy_at_the_first_try(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    """The ShadowPod waits for the copy of the ConfigMap its pod mounts, here behind a backlog
+    of copies: a remote pod made first would sit in ContainerCreating with a FailedMount
+    warning until the kubelet's next mount try (its backoff doubling from 0.5 s)."""
+    peer("--configmap-reflection-workers", "1")
+    twin = offloaded(home, namespace)
+    for index in range(BACKLOG):
+        home.core.create_namespaced_config_map(
+            namespace, configmap(f"backlog-{index}", {"index": str(index)}))
+    home.core.create_namespaced_config_map(namespace, configmap("settings", SETTINGS))
+    home.core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "app"},
+        "spec": {"containers": [{
+            "name": "app", "image": "nginx:1.25",
+            "volumeMounts": [{"name": "settings", "mountPath": "/etc/settings"}]}],
+            "volumes": [{"name": "settings", "configMap": {"name": "settings"}}],
+            **REMOTE_STRATEGY}})
+    wait_for(lambda: running_and_ready(remote.api_client.sanitize_for_serialization(
+        remote.core.read_namespaced_pod("app", twin))), timeout=60,
+        message="the remote pod Running and Ready")
+    assert read(remote, "configmap", twin, f"backlog-{BACKLOG - 1}") is not None  # copied first
+    failed_mounts = [event.message for event in remote.core.list_namespaced_event(twin).items
+                     if event.involved_object.name == "app" and event.reason == "FailedMount"]
+    assert failed_mounts == []
+
+
 def test_the_remote_copy_follows_the_home_configmap_and_drift_is_reverted(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
     peer()
