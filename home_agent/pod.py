@@ -21,8 +21,8 @@ One reconcile per home pod key (namespace, name), from both mirrors:
   ShadowPod waits for it, as a kubelet waits for a pod's volumes: a remote pod made first would
   sit in ContainerCreating with FailedMount warnings and start only at the kubelet's next try
   (its backoff doubles up to 2 min). The Secret's event brings the pod back (`watches`);
-- likewise for the copies of the ConfigMaps and Secrets its volumes mount that the reflectors
-  are about to make (`home_agent.reflection.mounts`), for 30 s at most.
+- likewise for the copies of the ConfigMaps and Secrets it needs (volumes, environment) that the
+  reflectors are about to make (`home_agent.reflection.required`), for 30 s at most.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ def _as_sent(answer: Any, body: dict[str, Any], field: str) -> bool:
 
 
 class CopyWaits(Protocol):
-    """The wait for the remote copies of what a pod mounts
-    (`home_agent.reflection.mounts.MountedCopies`)."""
+    """The wait for the remote copies of what a pod needs to start
+    (`home_agent.reflection.required.RequiredCopies`)."""
 
     def wait(self, pod: Mapping[str, Any], remote_namespace: str, now: float) -> float | None:
         """Seconds more to wait; None: nothing to wait for."""
@@ -97,7 +97,7 @@ class PodOffloader:
     def __init__(self, agent: Agent, copies: CopyWaits | None = None) -> None:
         self.agent = agent
         self.copies = copies
-        """None: the ShadowPod is made without waiting for copies of what the pod mounts."""
+        """None: the ShadowPod is made without waiting for copies of what the pod needs."""
         self.events = agent.events
         self._forge_config: tuple[tuple[object, ...], PodForgeConfig] | None = None
         self._status_config: tuple[object, StatusForgeConfig] | None = None

@@ -152,7 +152,7 @@ async def controller(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
     leading = _always if elector is None else (lambda: elector.leading)
     credentials.leading = leading
     agent_keys = agent_controller(agent, watches, synced_pods, metrics, leading,
-                                  reflection.mounts)
+                                  reflection.required)
     metrics.controllers = [agent_keys, *reflection.controllers()]
     # What writes, stopped first: the agent's keys (on a standby the twins' only), and the
     # leader's own tasks.

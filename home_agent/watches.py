@@ -241,9 +241,9 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
     tokens = reflection.companion(TokenReflector)
     if tokens is not None:
         declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS[2]))
-    for plural in reflection.mounts.plurals:
-        # A copy a pod mounts came: its ShadowPod may be made (`home_agent.reflection.mounts`).
-        informers.keys(REMOTE, plural, functools.partial(reflection.mounts.pod_keys, plural),
+    for plural in reflection.required.plurals:
+        # A copy a pod needs came: its ShadowPod may be made (`home_agent.reflection.required`).
+        informers.keys(REMOTE, plural, functools.partial(reflection.required.pod_keys, plural),
                        agent.queue, priority=UNBLOCKED)
     informers.on(HOME, "virtualnodes", lambda _: reflection.resync())
     informers.on(REMOTE, "namespacemaps",

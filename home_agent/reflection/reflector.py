@@ -35,7 +35,7 @@ from annex.kubeapi import error_message
 from annex.mirror import Key, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.reflection.mounts import MountedCopies
+from home_agent.reflection.required import RequiredCopies
 from shared.forge.common import (
     ReflectionConfig,
     must_recreate,
@@ -170,7 +170,7 @@ class Reflector:
     def copy_pending(self, key: Key, remote_namespace: str) -> bool:
         """The home object `key` is to be copied into `remote_namespace` (it exists and is
         wanted) and the remote mirror holds nothing of that name yet. A foreign object of that
-        name counts as there: it is what a remote pod would mount."""
+        name counts as there: it is what a remote pod would use."""
         if self.remote.has((remote_namespace, self.rules.remote_name(key[1]))):
             return False
         return self.wanted(self.home.get(key))
@@ -280,8 +280,8 @@ class Reflection:
                 self.reflectors[rules.plural] = make(agent, rules, workers, policy, agent.events)
         made = (factory(agent, self.reflectors) for factory in companions)
         self.companions: list[Companion] = [c for c in made if c is not None]
-        self.mounts = MountedCopies(self.reflectors)
-        """The pods waiting for copies of what they mount (`home_agent.pod`)."""
+        self.required = RequiredCopies(self.reflectors)
+        """The pods waiting for copies of what they need to start (`home_agent.pod`)."""
 
     def companion(self, kind: type[C]) -> C | None:
         """The running companion of that class, if it is enabled."""

@@ -169,23 +169,34 @@ def projected_service_account_tokens(local_pod: Mapping[str, Any]) -> list[Proje
     return tokens
 
 
-def mounted_objects(local_pod: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(kind, name) of each ConfigMap and Secret the pod's volumes mount, plain or projected,
-    unless `optional`: what a kubelet must find before it starts the pod's containers (one
-    missing holds the pod in ContainerCreating, its mount tried again after a backoff that
-    doubles up to about 2 min). Each once, in the order of the volumes."""
+def required_objects(local_pod: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(kind, name) of each ConfigMap and Secret the pod cannot start without: those its
+    volumes mount (plain or projected) and its containers' environment reads (`valueFrom`,
+    `envFrom`), unless `optional`. A kubelet that does not find one holds the pod: a volume in
+    ContainerCreating (FailedMount, tried again after a backoff doubling from 0.5 s up to about
+    2 min), an environment in CreateContainerConfigError (tried again at the pod's next sync,
+    10 to 15 s later). Each once, volumes first."""
     found: dict[tuple[str, str], None] = {}
 
-    def add(kind: str, source: Any, field: str) -> None:
+    def add(kind: str, source: Any, field: str = "name") -> None:
         if isinstance(source, Mapping) and not source.get("optional") and source.get(field):
             found[(kind, str(source[field]))] = None
 
-    for volume in (local_pod.get("spec") or {}).get("volumes") or []:
+    spec = local_pod.get("spec") or {}
+    for volume in spec.get("volumes") or []:
         add("Secret", volume.get("secret"), "secretName")
-        add("ConfigMap", volume.get("configMap"), "name")
+        add("ConfigMap", volume.get("configMap"))
         for source in (volume.get("projected") or {}).get("sources") or []:
-            add("Secret", source.get("secret"), "name")
-            add("ConfigMap", source.get("configMap"), "name")
+            add("Secret", source.get("secret"))
+            add("ConfigMap", source.get("configMap"))
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        for env in container.get("env") or []:
+            source = env.get("valueFrom") or {}
+            add("ConfigMap", source.get("configMapKeyRef"))
+            add("Secret", source.get("secretKeyRef"))
+        for source in container.get("envFrom") or []:
+            add("ConfigMap", source.get("configMapRef"))
+            add("Secret", source.get("secretRef"))
     return list(found)
 
 

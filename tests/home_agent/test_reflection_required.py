@@ -1,5 +1,5 @@
-"""A pod's ShadowPod waits for the remote copies of the ConfigMaps and Secrets it mounts
-(`home_agent.reflection.mounts`), one reconcile at a time against recording fakes (the watches
+"""A pod's ShadowPod waits for the remote copies of the ConfigMaps and Secrets it needs to start
+(`home_agent.reflection.required`), one reconcile at a time against recording fakes (the watches
 are played by feeding the informers)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from home_agent.agent import Agent, pod_key
 from home_agent.config import parse_config
 from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import KINDS
-from home_agent.reflection.mounts import MOUNT_WAIT
 from home_agent.reflection.reflector import Reflection
+from home_agent.reflection.required import COPY_WAIT
 from home_agent.watches import declare_agent, declare_reflection
 from shared.wellknown import (
     DESTINATION_CLUSTER_LABEL,
@@ -47,14 +47,15 @@ def _offloading(*flags: str) -> tuple[PodOffloader, Reflection, FakeRemote]:
     declare_agent(agent)
     declare_reflection(agent, reflection)
     listed(agent)
-    return PodOffloader(agent, reflection.mounts), reflection, remote
+    return PodOffloader(agent, reflection.required), reflection, remote
 
 
-def _pod(*volumes: dict[str, Any]) -> dict[str, Any]:
+def _pod(*volumes: dict[str, Any], **container: Any) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "web", "namespace": "app", "uid": "uid-web",
                          "resourceVersion": "1"},
-            "spec": {"nodeName": NODE, "containers": [{"name": "app", "image": "nginx"}],
+            "spec": {"nodeName": NODE,
+                     "containers": [{"name": "app", "image": "nginx", **container}],
                      "volumes": list(volumes)}}
 
 
@@ -102,7 +103,7 @@ def test_a_shadowpod_waits_for_the_copies_its_volumes_mount_and_is_made_once_the
 
     result = _reconcile(pods)
     assert SHADOW_POD not in remote.objects
-    assert result.requeue_after is not None and 0 < result.requeue_after <= MOUNT_WAIT
+    assert result.requeue_after is not None and 0 < result.requeue_after <= COPY_WAIT
     _copy(agent, "configmaps", "kube-root-ca.crt.annex")  # the root CA's copy, renamed
     agent.queue.add(pod_key("app", "other"))  # a pod not looked at yet
     assert queued_keys(agent) == [pod_key("app", "web"), pod_key("app", "other")]
@@ -113,7 +114,30 @@ def test_a_shadowpod_waits_for_the_copies_its_volumes_mount_and_is_made_once_the
     assert queued_keys(agent) == [pod_key("app", "web")]
     assert _reconcile(pods).requeue_after is None
     assert SHADOW_POD in remote.objects
-    assert reflection.mounts._pods == {} and reflection.mounts._waiting == {}
+    assert reflection.required._pods == {} and reflection.required._waiting == {}
+
+
+def test_a_shadowpod_waits_for_the_copies_its_environment_reads() -> None:
+    """A remote pod made first would wait in CreateContainerConfigError for the pod's next sync
+    (10 to 15 s on a kubelet)."""
+    pods, _, remote = _offloading()
+    agent = pods.agent
+    _home("configmaps", "settings", agent=agent)
+    _home("secrets", "credentials", agent=agent)
+    agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod(
+        env=[{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings",
+                                                                "key": "mode"}}}],
+        envFrom=[{"secretRef": {"name": "credentials"}}]))
+    queued_keys(agent)
+    assert _reconcile(pods).requeue_after is not None
+    _copy(agent, "configmaps", "settings")
+    assert queued_keys(agent) == [pod_key("app", "web")]
+    assert _reconcile(pods).requeue_after is not None  # the Secret's copy still to come
+    assert SHADOW_POD not in remote.objects
+    _copy(agent, "secrets", "credentials")
+    assert queued_keys(agent) == [pod_key("app", "web")]
+    assert _reconcile(pods).requeue_after is None
+    assert SHADOW_POD in remote.objects
 
 
 @pytest.mark.parametrize("case", [
@@ -143,29 +167,29 @@ def test_a_shadowpod_is_made_at_once_when_no_copy_is_to_come(case: str) -> None:
 def test_a_copy_that_does_not_come_is_waited_for_a_while_then_the_pod_is_offloaded(
         monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     """The remote cluster may refuse the copy (a quota on ConfigMaps); its reflector reports
-    that on the ConfigMap. The pod is offloaded after `MOUNT_WAIT`: the remote kubelet's
+    that on the ConfigMap. The pod is offloaded after `COPY_WAIT`: the remote kubelet's
     FailedMount warnings then say what is missing."""
     pods, reflection, remote = _offloading()
     agent = pods.agent
     _home("configmaps", "settings", agent=agent)
     agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod(SETTINGS))
     now = [1000.0]
-    monkeypatch.setattr(reflection.mounts, "wait", _at(reflection.mounts.wait, now))
+    monkeypatch.setattr(reflection.required, "wait", _at(reflection.required.wait, now))
     first = _reconcile(pods).requeue_after
     now[0] += 10
-    assert first == MOUNT_WAIT and _reconcile(pods).requeue_after == MOUNT_WAIT - 10
+    assert first == COPY_WAIT and _reconcile(pods).requeue_after == COPY_WAIT - 10
     assert SHADOW_POD not in remote.objects
-    now[0] += MOUNT_WAIT - 10
+    now[0] += COPY_WAIT - 10
     with caplog.at_level(logging.WARNING):
         assert _reconcile(pods).requeue_after is None
     assert SHADOW_POD in remote.objects
-    assert "app/web offloaded without the copies it mounts" in caplog.text
+    assert "app/web offloaded without the copies it needs" in caplog.text
     assert "configmaps settings" in caplog.text
-    assert reflection.mounts._pods == {} and reflection.mounts._waiting == {}
+    assert reflection.required._pods == {} and reflection.required._waiting == {}
 
 
 def _at(wait: Any, now: list[float]) -> Any:
-    """`MountedCopies.wait` on a clock the test moves."""
+    """`RequiredCopies.wait` on a clock the test moves."""
     return lambda pod, remote_namespace, _: wait(pod, remote_namespace, now[0])
 
 
@@ -178,6 +202,6 @@ def test_a_pod_deleted_while_waiting_is_forgotten_and_its_copy_queues_nothing() 
     agent.informers.dispatch(HOME_SIDE, "pods", "DELETED", _pod(SETTINGS))
     queued_keys(agent)
     _reconcile(pods)
-    assert reflection.mounts._pods == {} and reflection.mounts._waiting == {}
+    assert reflection.required._pods == {} and reflection.required._waiting == {}
     _copy(agent, "configmaps", "settings")
     assert queued_keys(agent) == []

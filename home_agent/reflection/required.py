@@ -1,16 +1,18 @@
-"""A pod's ShadowPod waits for the remote copies of the ConfigMaps and Secrets its volumes mount
-(`shared.forge.pod.mounted_objects`), as it waits for its token Secret (`home_agent.pod`): a
-remote pod made first would sit in ContainerCreating with FailedMount warnings (copied home) and
-start only at the kubelet's next mount try, its backoff doubling up to about 2 min. The first
-pod of a namespace just extended races the copy of its `kube-root-ca.crt`; a Deployment's pods
-race the ConfigMap applied with them.
+"""A pod's ShadowPod waits for the remote copies of the ConfigMaps and Secrets the pod cannot
+start without, those its volumes mount and its containers' environment reads
+(`shared.forge.pod.required_objects`), as it waits for its token Secret (`home_agent.pod`). A
+remote pod made first would wait for the kubelet's next try: a volume in ContainerCreating with
+FailedMount warnings (copied home), tried again after a backoff doubling up to about 2 min; an
+environment in CreateContainerConfigError, tried again at the pod's next sync 10 to 15 s later.
+The first pod of a namespace just extended races the copy of its `kube-root-ca.crt`; a
+Deployment's pods race the ConfigMap applied with them.
 
 Only a copy the agent is about to make is waited for: its kind is reflected, the home object
-exists and is wanted (`Reflector.copy_pending`). An object missing at home would not mount at
-home either: the remote kubelet waits for it as the home one would. A copy that does not come
-(the remote cluster refuses it: a quota on ConfigMaps, an invalid object; its reflector reports
-that on the home object) is waited for `MOUNT_WAIT` seconds at most: then the pod is offloaded,
-and the remote kubelet's FailedMount warnings tell its user what is missing.
+exists and is wanted (`Reflector.copy_pending`). An object missing at home would be missing for
+a home kubelet too: the remote kubelet waits for it as the home one would. A copy that does not
+come (the remote cluster refuses it: a quota on ConfigMaps, an invalid object; its reflector
+reports that on the home object) is waited for `COPY_WAIT` seconds at most: then the pod is
+offloaded, and the remote kubelet's warnings tell its user what is missing.
 
 The copy's watch event brings the pods that wait for it back (`pod_keys`, routed by
 `home_agent.watches`)."""
@@ -24,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 from annex.informers import Change
 from annex.mirror import Key, key_of
 from home_agent.agent import pod_key
-from shared.forge.pod import mounted_objects
+from shared.forge.pod import required_objects
 
 if TYPE_CHECKING:
     from home_agent.reflection.reflector import Reflector
 
 log = logging.getLogger(__name__)
 
-MOUNT_WAIT = 30.0
+COPY_WAIT = 30.0
 """Seconds a pod's ShadowPod waits for copies that do not come."""
 
 KINDS = frozenset({"ConfigMap", "Secret"})
@@ -40,7 +42,7 @@ Copy = tuple[str, str, str]
 """(plural, remote namespace, remote name)."""
 
 
-class MountedCopies:
+class RequiredCopies:
     """The pods waiting for copies, by copy. Used on the agent's one event loop."""
 
     def __init__(self, reflectors: Mapping[str, Reflector]) -> None:
@@ -57,23 +59,23 @@ class MountedCopies:
 
     def wait(self, pod: Mapping[str, Any], remote_namespace: str, now: float) -> float | None:
         """How many seconds more the pod's ShadowPod is to wait for copies still to be made
-        in `remote_namespace`; None when there is none, or once it waited `MOUNT_WAIT`."""
+        in `remote_namespace`; None when there is none, or once it waited `COPY_WAIT`."""
         key = key_of(dict(pod))
-        pending = [copy for kind, name in mounted_objects(pod)
+        pending = [copy for kind, name in required_objects(pod)
                    if (copy := self._pending(kind, key[0], name, remote_namespace)) is not None]
         since = self._pods[key][0] if key in self._pods else now
         self.forget(key)
         if not pending:
             return None
-        if now - since >= MOUNT_WAIT:
-            log.warning("pod %s/%s offloaded without the copies it mounts, not made in %.0f s: "
-                        "%s", key[0], key[1], MOUNT_WAIT,
+        if now - since >= COPY_WAIT:
+            log.warning("pod %s/%s offloaded without the copies it needs, not made in %.0f s: "
+                        "%s", key[0], key[1], COPY_WAIT,
                         ", ".join(f"{plural} {name}" for plural, _, name in pending))
             return None
         self._pods[key] = (since, pending)
         for copy in pending:
             self._waiting.setdefault(copy, set()).add(key)
-        return since + MOUNT_WAIT - now
+        return since + COPY_WAIT - now
 
     def _pending(self, kind: str, namespace: str, name: str, remote_namespace: str
                  ) -> Copy | None:
