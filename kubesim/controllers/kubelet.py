@@ -12,7 +12,10 @@ Volumes mount as the kubelet's volume manager mounts them: a Secret or ConfigMap
 waiting in ContainerCreating, with a FailedMount Event (once per distinct message, where the
 real recorder counts repeats), and the mount is tried again after an exponential backoff of
 0.5 s doubling up to 2m2s (nestedpendingoperations'), never on the Secret's creation: a pod
-made before what it mounts starts late, as on a real node.
+made before what it mounts starts late, as on a real node. Likewise a container environment
+(`env`, `envFrom`) that reads a ConfigMap or Secret that does not exist, or a key it lacks: the
+containers wait in CreateContainerConfigError with a Failed Event, and the pod is synced again
+after the kubelet's backOffPeriod (10 s, jittered by up to half).
 
 Tests drive containers through `fail`, `complete`, `restart`, `set_ready`, `ignore_sigterm` and
 `write_log`, and kubelet death through `pause_heartbeats` / `resume_heartbeats`; all of them may
@@ -26,6 +29,7 @@ import contextlib
 import hashlib
 import ipaddress
 import itertools
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -85,6 +89,43 @@ MOUNT_RETRY_MAX = 122.0
 """The volume manager's backoff between failed mounts (exponentialbackoff's 500 ms, 2m2s)."""
 
 
+SYNC_BACKOFF = 10.0
+"""The kubelet's backOffPeriod: a pod whose sync failed (CreateContainerConfigError) is synced
+again after it, jittered by up to half (wait.Jitter(backOffPeriod, 0.5))."""
+
+
+def environment_error(pod: dict[str, Any],
+                      get: Callable[[str, str], dict[str, Any] | None]) -> str | None:
+    """The error the kubelet's makeEnvironmentVariables gives the first container (init
+    containers first; in each, `envFrom` before `env`) whose environment reads a ConfigMap or
+    Secret that `get(kind, name)` does not find ("configmap"/"secret"), or a key it lacks,
+    unless optional; None when every environment resolves."""
+    spec = pod.get("spec") or {}
+    namespace = (pod.get("metadata") or {}).get("namespace", "")
+    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        for source in container.get("envFrom") or []:
+            for kind, field_name in (("configmap", "configMapRef"), ("secret", "secretRef")):
+                ref = source.get(field_name)
+                if isinstance(ref, dict) and not ref.get("optional") and get(
+                        kind, ref.get("name", "")) is None:
+                    return f'{kind} "{ref.get("name", "")}" not found'
+        for env in container.get("env") or []:
+            value_from = env.get("valueFrom") or {}
+            for kind, field_name, title in (("configmap", "configMapKeyRef", "ConfigMap"),
+                                            ("secret", "secretKeyRef", "Secret")):
+                ref = value_from.get(field_name)
+                if not isinstance(ref, dict) or ref.get("optional"):
+                    continue
+                name = ref.get("name", "")
+                obj = get(kind, name)
+                if obj is None:
+                    return f'{kind} "{name}" not found'
+                if ref.get("key") not in {**(obj.get("data") or {}),
+                                          **(obj.get("binaryData") or {})}:
+                    return f"couldn't find key {ref.get('key')} in {title} {namespace}/{name}"
+    return None
+
+
 def unmounted_volumes(pod: dict[str, Any],
                       exists: Callable[[str, str], bool]) -> list[tuple[str, str]]:
     """(volume, SetUp error) for each volume of `pod` that cannot mount: a Secret or ConfigMap
@@ -133,17 +174,24 @@ def pod_conditions(old_status: dict[str, Any]) -> Callable[..., dict[str, Any]]:
 
 
 @dataclass
-class MountWait:
-    """A pod (`uid`) whose volumes did not mount: when it may try again, what was reported."""
+class StartWait:
+    """A pod (`uid`) whose volumes did not mount or whose environment did not resolve: when it
+    may try again, what was reported."""
 
     uid: str
     delay: float = MOUNT_RETRY_INITIAL
     due: float = 0.0  # loop time
     reported: set[str] = field(default_factory=set)
 
-    def failed(self, now: float) -> float:
+    def mount_failed(self, now: float) -> float:
         """One more failed mount at `now`: the wait before the next try."""
         delay, self.delay = self.delay, min(self.delay * 2, MOUNT_RETRY_MAX)
+        self.due = now + delay
+        return delay
+
+    def sync_failed(self, now: float) -> float:
+        """A failed sync at `now` (CreateContainerConfigError): the wait before the next."""
+        delay = SYNC_BACKOFF * (1 + 0.5 * random.random())
         self.due = now + delay
         return delay
 
@@ -354,7 +402,7 @@ class Kubelet(Controller):
         self.volume_kinds = {"secret": kind_of(api, "", "v1", "secrets"),
                              "configmap": kind_of(api, "", "v1", "configmaps")}
         self.runtimes: dict[PodKey, PodRuntime] = {}
-        self.mounting: dict[PodKey, MountWait] = {}
+        self.starting: dict[PodKey, StartWait] = {}
         self.paused: set[str] = set()
         self._wake = asyncio.Event()  # cuts the wait before the next heartbeat short
         self.queue = WorkQueue(self._reconcile, self.name, workers=4)
@@ -485,7 +533,7 @@ class Kubelet(Controller):
             self.queue.add(key)
 
     def _forget(self, key: PodKey) -> None:
-        self.mounting.pop(key, None)
+        self.starting.pop(key, None)
         runtime = self.runtimes.pop(key, None)
         if runtime is not None:
             self.subnets.release(runtime.node, runtime.ip)
@@ -558,7 +606,7 @@ class Kubelet(Controller):
         if runtime is None:
             if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
                 return  # finished before we (re)started: nothing to run
-            if not await self._mounted(key, pod):
+            if not await self._may_start(key, pod):
                 return
             runtime = self.runtimes[key] = self._start(pod)
             self._run_commands(pod, runtime)
@@ -579,25 +627,28 @@ class Kubelet(Controller):
                                ("Created", "Created container {}"),
                                ("Started", "Started container {}"))
 
-    async def _mounted(self, key: PodKey, pod: dict[str, Any]) -> bool:
-        """Whether the pod's volumes mount. While they do not, it waits in ContainerCreating
-        and is tried again after the backoff, not sooner (its events wake nothing); a pod
-        deleted meanwhile has nothing to stop: it is removed."""
+    async def _may_start(self, key: PodKey, pod: dict[str, Any]) -> bool:
+        """Whether the pod's volumes mount and its containers' environment resolves. While
+        they do not, it waits (ContainerCreating, CreateContainerConfigError) and is tried
+        again after the backoff, not sooner (its events wake nothing); a pod deleted meanwhile
+        has nothing to stop: it is removed."""
         store, uid = self.api.store, pod["metadata"]["uid"]
         deleting = bool(pod["metadata"].get("deletionTimestamp"))
         now = asyncio.get_running_loop().time()
-        wait = self.mounting.get(key)
+        wait = self.starting.get(key)
         if wait is not None and wait.uid != uid:
             wait = None  # another pod of that name
         if wait is not None and not deleting and now < wait.due:
             return False
 
-        def exists(kind: str, name: str) -> bool:
-            return store.get(self.volume_kinds[kind].storage_key, key[0], name) is not None
+        def get(kind: str, name: str) -> dict[str, Any] | None:
+            stored = store.get(self.volume_kinds[kind].storage_key, key[0], name)
+            return stored.obj if stored is not None else None
 
-        unmounted = unmounted_volumes(pod, exists)
-        if not unmounted:
-            self.mounting.pop(key, None)
+        unmounted = unmounted_volumes(pod, lambda kind, name: get(kind, name) is not None)
+        environment = None if unmounted else environment_error(pod, get)
+        if not unmounted and environment is None:
+            self.starting.pop(key, None)
             return True
         if deleting:
             options = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
@@ -606,21 +657,30 @@ class Kubelet(Controller):
             self._forget(key)
             return False
         if wait is None:
-            wait = self.mounting[key] = MountWait(uid)
-        self.queue.add_later(key, wait.failed(now))
-        await self._write_creating_status(key, pod)
-        node = pod["spec"]["nodeName"]
-        for volume, error in unmounted:
-            message = f'MountVolume.SetUp failed for volume "{volume}" : {error}'
+            wait = self.starting[key] = StartWait(uid)
+        if unmounted:
+            self.queue.add_later(key, wait.mount_failed(now))
+            await self._write_creating_status(key, pod, {"reason": "ContainerCreating"})
+            warnings = [("FailedMount", f'MountVolume.SetUp failed for volume "{volume}" : '
+                                        f'{error}') for volume, error in unmounted]
+        else:
+            assert environment is not None  # the volumes mount, so the environment failed
+            self.queue.add_later(key, wait.sync_failed(now))
+            await self._write_creating_status(
+                key, pod, {"reason": "CreateContainerConfigError", "message": environment})
+            warnings = [("Failed", f"Error: {environment}")]
+        for reason, message in warnings:
             if message not in wait.reported and self.config.record_events:
                 wait.reported.add(message)
-                await record_event(self.api, pod, "Warning", "FailedMount", message,
-                                   component="kubelet", host=node)
+                await record_event(self.api, pod, "Warning", reason, message,
+                                   component="kubelet", host=pod["spec"]["nodeName"])
         return False
 
-    async def _write_creating_status(self, key: PodKey, pod: dict[str, Any]) -> None:
-        """Pending, every container waiting in ContainerCreating (no sandbox yet: no pod
-        IP), as the kubelet reports a pod whose volumes do not mount."""
+    async def _write_creating_status(self, key: PodKey, pod: dict[str, Any],
+                                     waiting: dict[str, str]) -> None:
+        """Pending, every container `waiting` (ContainerCreating, CreateContainerConfigError),
+        no pod IP: as the kubelet reports a pod whose volumes do not mount (no sandbox yet; one
+        whose environment does not resolve has its sandbox and IP on a real node)."""
         old = pod.get("status") or {}
         node = pod["spec"]["nodeName"]
         names = [c["name"] for c in pod["spec"].get("containers") or []]
@@ -637,7 +697,7 @@ class Kubelet(Controller):
             "hostIP": self.node_ip(node), "hostIPs": [{"ip": self.node_ip(node)}],
             "startTime": old.get("startTime") or now_timestamp(),
             "containerStatuses": [
-                {"name": c["name"], "state": {"waiting": {"reason": "ContainerCreating"}},
+                {"name": c["name"], "state": {"waiting": dict(waiting)},
                  "lastState": {}, "ready": False, "restartCount": 0,
                  "image": c.get("image", ""), "imageID": "", "started": False}
                 for c in pod["spec"].get("containers") or []],
@@ -841,11 +901,14 @@ class Kubelet(Controller):
         if not node:
             raise errors.bad_request(f"pod {request.name} does not have a host assigned")
         runtime = self.runtimes.get(key)
-        if runtime is None and key in self.mounting:
+        if runtime is None and key in self.starting:
             container = request.query.get("container") or next(
                 (c["name"] for c in pod["spec"].get("containers") or []), "")
+            reason = next((((s.get("state") or {}).get("waiting") or {}).get("reason")
+                           for s in (pod.get("status") or {}).get("containerStatuses") or []
+                           if s.get("name") == container), None) or "ContainerCreating"
             raise errors.bad_request(f'container "{container}" in pod "{request.name}" is '
-                                     "waiting to start: ContainerCreating")
+                                     f"waiting to start: {reason}")
         if runtime is None:
             raise errors.internal(f"kubesim: node {node} has no simulated kubelet for logs")
         container = request.query.get("container", "")

@@ -95,11 +95,12 @@ BACKLOG = 200
 """ConfigMaps the reflection copies before the one a pod mounts (one worker: in their order)."""
 
 
-def test_a_pod_applied_with_the_configmap_it_mounts_mounts_the_copy_at_the_first_try(
+def test_a_pod_applied_with_the_configmaps_it_needs_starts_at_the_first_try(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
-    """The ShadowPod waits for the copy of the ConfigMap its pod mounts, here behind a backlog
-    of copies: a remote pod made first would sit in ContainerCreating with a FailedMount
-    warning until the kubelet's next mount try (its backoff doubling from 0.5 s)."""
+    """The ShadowPod waits for the copies of the ConfigMaps its pod mounts and reads into its
+    environment, here behind a backlog of copies: a remote pod made first would wait for the
+    kubelet's next try, a volume with a FailedMount warning (its backoff doubling from 0.5 s),
+    an environment with a Failed one (CreateContainerConfigError, 10 to 15 s)."""
     peer("--configmap-reflection-workers", "1")
     twin = offloaded(home, namespace)
     for index in range(BACKLOG):
@@ -107,19 +108,28 @@ def test_a_pod_applied_with_the_configmap_it_mounts_mounts_the_copy_at_the_first
             namespace, configmap(f"backlog-{index}", {"index": str(index)}))
     home.core.create_namespaced_config_map(namespace, configmap("settings", SETTINGS))
     home.core.create_namespaced_pod(namespace, {
-        "metadata": {"name": "app"},
+        "metadata": {"name": "mounts"},
         "spec": {"containers": [{
             "name": "app", "image": "nginx:1.25",
             "volumeMounts": [{"name": "settings", "mountPath": "/etc/settings"}]}],
             "volumes": [{"name": "settings", "configMap": {"name": "settings"}}],
             **REMOTE_STRATEGY}})
-    wait_for(lambda: running_and_ready(remote.api_client.sanitize_for_serialization(
-        remote.core.read_namespaced_pod("app", twin))), timeout=60,
-        message="the remote pod Running and Ready")
+    home.core.create_namespaced_config_map(namespace, configmap("environment", SETTINGS))
+    home.core.create_namespaced_pod(namespace, {
+        "metadata": {"name": "reads"},
+        "spec": {"containers": [{
+            "name": "app", "image": "nginx:1.25",
+            "envFrom": [{"configMapRef": {"name": "environment"}}]}],
+            **REMOTE_STRATEGY}})
+    for name in ("mounts", "reads"):
+        wait_for(lambda name=name: running_and_ready(remote.api_client.sanitize_for_serialization(
+            remote.core.read_namespaced_pod(name, twin))), timeout=60,
+            message=f"the remote pod {name} Running and Ready")
     assert read(remote, "configmap", twin, f"backlog-{BACKLOG - 1}") is not None  # copied first
-    failed_mounts = [event.message for event in remote.core.list_namespaced_event(twin).items
-                     if event.involved_object.name == "app" and event.reason == "FailedMount"]
-    assert failed_mounts == []
+    warnings = [f"{event.involved_object.name} {event.reason}: {event.message}"
+                for event in remote.core.list_namespaced_event(twin).items
+                if event.involved_object.name in ("mounts", "reads") and event.type == "Warning"]
+    assert warnings == []
 
 
 def test_the_remote_copy_follows_the_home_configmap_and_drift_is_reverted(

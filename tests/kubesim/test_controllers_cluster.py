@@ -103,6 +103,38 @@ def test_scheduler_and_kubelet_record_events_about_the_pod(home, namespace) -> N
     wait_for(lambda: {"Scheduled", "Started"} <= reasons(), timeout=60)
 
 
+def test_a_pod_waits_in_create_container_config_error_until_its_environment_resolves(
+        home, namespace) -> None:
+    """A container's environment reads a ConfigMap that does not exist, then one without the
+    key: CreateContainerConfigError with a Failed Event each, the pod synced again after the
+    kubelet's backOffPeriod; once the key is there the pod runs."""
+    env = [{"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "late", "key": "mode"}}},
+           {"name": "MAYBE", "valueFrom": {"secretKeyRef": {"name": "absent", "key": "k",
+                                                            "optional": True}}}]
+    home.core.create_namespaced_pod(namespace, pod_manifest("configured",
+                                                            container={"env": env}))
+
+    def config_error() -> Any:
+        pod = home.core.read_namespaced_pod("configured", namespace)
+        statuses = pod.status.container_statuses or []
+        waiting = [s.state.waiting for s in statuses if s.state.waiting is not None]
+        return waiting[0] if waiting and waiting[0].reason == "CreateContainerConfigError" \
+            else None
+
+    def failed() -> list[str]:
+        return sorted(e.message for e in home.core.list_namespaced_event(namespace).items
+                      if e.reason == "Failed" and e.involved_object.name == "configured")
+
+    assert wait_for(config_error, timeout=60).message == 'configmap "late" not found'
+    wait_for(lambda: failed() == ['Error: configmap "late" not found'], timeout=60)
+    home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "late"},
+                                                       "data": {"other": "x"}})
+    wait_for(lambda: len(failed()) == 2, timeout=60, message="the next sync's error")
+    assert f"Error: couldn't find key mode in ConfigMap {namespace}/late" in failed()
+    home.core.patch_namespaced_config_map("late", namespace, {"data": {"mode": "blue"}})
+    wait_for(lambda: running(home, namespace, "configured"), timeout=60)
+
+
 def test_a_pod_waits_in_container_creating_until_the_secret_it_mounts_exists(home,
                                                                              namespace) -> None:
     """The volume manager: no Secret, no mount, FailedMount; once it exists (and the mount's
