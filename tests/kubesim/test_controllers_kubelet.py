@@ -161,6 +161,38 @@ def test_a_container_that_keeps_failing_goes_into_crash_loop_back_off(tmp_path) 
         api_client.close()
 
 
+def test_an_environment_fails_at_the_first_missing_object_or_key_init_containers_first(
+) -> None:
+    from kubesim.controllers.kubelet import environment_error
+
+    objects: dict[tuple[str, str], dict[str, Any]] = {
+        ("configmap", "settings"): {"data": {"mode": "blue"}},
+        ("secret", "credentials"): {"binaryData": {"password": "cw=="}}}
+
+    def error(*containers: dict[str, Any], init: Any = ()) -> str | None:
+        pod = {"metadata": {"namespace": "app"},
+               "spec": {"initContainers": list(init), "containers": list(containers)}}
+        return environment_error(pod, lambda kind, name: objects.get((kind, name)))
+
+    def key(kind: str, name: str, key: str, **ref: Any) -> dict[str, Any]:
+        return {"name": key.upper(), "valueFrom": {kind: {"name": name, "key": key, **ref}}}
+
+    fine = {"name": "fine", "env": [key("configMapKeyRef", "settings", "mode"),
+                                    key("secretKeyRef", "credentials", "password"),
+                                    key("configMapKeyRef", "absent", "x", optional=True),
+                                    {"name": "PLAIN", "value": "v"}],
+            "envFrom": [{"configMapRef": {"name": "settings"}},
+                        {"secretRef": {"name": "absent", "optional": True}}]}
+    assert error(fine) is None
+    assert error(fine, {"name": "other", "env": [key("configMapKeyRef", "settings", "size")]}
+                 ) == "couldn't find key size in ConfigMap app/settings"
+    assert error({"name": "reads", "env": [key("secretKeyRef", "gone", "k")],
+                  "envFrom": [{"configMapRef": {"name": "missing"}}]}
+                 ) == 'configmap "missing" not found'  # envFrom is read first
+    assert error(fine, init=[{"name": "migrate", "env": [key("secretKeyRef", "db", "k")]}]
+                 ) == 'secret "db" not found'
+
+
 def test_volumes_that_cannot_mount_are_those_missing_a_required_secret_or_configmap() -> None:
     from kubesim.controllers.kubelet import unmounted_volumes
 
