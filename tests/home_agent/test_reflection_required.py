@@ -20,18 +20,18 @@ from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection
 from home_agent.reflection.required import COPY_WAIT
 from home_agent.watches import declare_agent, declare_reflection
-from shared.wellknown import (
-    DESTINATION_CLUSTER_LABEL,
-    ORIGIN_CLUSTER_LABEL,
-    SKIP_REFLECTION_ANNOTATION,
-)
+from shared.wellknown import SKIP_REFLECTION_ANNOTATION
 from tests.home_agent.test_reflection import agent_with, listed, queued_keys
-from tests.home_agent.test_reflection_token import FakeHome, FakeRemote
+from tests.home_agent.test_reflection_token import (
+    HOME,
+    NODE,
+    OURS,
+    REMOTE,
+    TWIN,
+    FakeHome,
+    FakeRemote,
+)
 
-HOME, REMOTE = "home-1", "remote-1"
-OURS = {ORIGIN_CLUSTER_LABEL: HOME, DESTINATION_CLUSTER_LABEL: REMOTE}
-TWIN = "app-home-1"
-NODE = f"liqo-{REMOTE}"
 SHADOW_POD = f"/apis/offloading.liqo.io/v1beta1/namespaces/{TWIN}/shadowpods/web"
 
 
