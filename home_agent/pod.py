@@ -86,7 +86,8 @@ class CopyWaits(Protocol):
     """The wait for the remote copies of what a pod needs to start
     (`home_agent.reflection.required.RequiredCopies`)."""
 
-    def wait(self, pod: Mapping[str, Any], remote_namespace: str, now: float) -> float | None:
+    def wait(self, key: tuple[str, str], pod: Mapping[str, Any], remote_namespace: str,
+             now: float) -> float | None:
         """Seconds more to wait; None: nothing to wait for."""
 
     def forget(self, key: tuple[str, str]) -> None:
@@ -163,8 +164,7 @@ class PodOffloader:
                 return RETRY  # looked at again with backoff: the claim may be rebound
             if self._token_behind(pod, accepted):
                 return DONE
-            if self.copies is not None and (wait := self.copies.wait(
-                    pod, accepted, asyncio.get_running_loop().time())) is not None:
+            if (wait := self._copies_behind((namespace, name), pod, accepted)) is not None:
                 return Result(requeue_after=wait)  # or sooner: the copy's event
             return await self._create(pod, accepted)
         await self._update(pod, shadow)
@@ -290,6 +290,13 @@ class PodOffloader:
             return False
         secret = (remote_namespace, service_account_token_secret_name(pod["metadata"]["name"]))
         return self.agent.informers.latest(REMOTE, "secrets", secret) is None
+
+    def _copies_behind(self, key: tuple[str, str], pod: dict[str, Any],
+                       remote_namespace: str) -> float | None:
+        """Seconds more the ShadowPod is to wait for copies of what the pod needs."""
+        if self.copies is None:
+            return None
+        return self.copies.wait(key, pod, remote_namespace, asyncio.get_running_loop().time())
 
     def _home_data_problem(self, pod: dict[str, Any]) -> str | None:
         """A claim the pod mounts is bound to a home volume (not this virtual node's)."""

@@ -24,7 +24,7 @@ from collections.abc import Hashable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from annex.informers import Change
-from annex.mirror import Key, key_of
+from annex.mirror import Key
 from home_agent.agent import pod_key
 from shared.forge.pod import required_objects
 
@@ -57,10 +57,11 @@ class RequiredCopies:
         """The remote kinds whose events bring waiting pods back."""
         return [r.rules.plural for r in self._reflectors.values()]
 
-    def wait(self, pod: Mapping[str, Any], remote_namespace: str, now: float) -> float | None:
-        """How many seconds more the pod's ShadowPod is to wait for copies still to be made
-        in `remote_namespace`; None when there is none, or once it waited `COPY_WAIT`."""
-        key = key_of(dict(pod))
+    def wait(self, key: Key, pod: Mapping[str, Any], remote_namespace: str, now: float
+             ) -> float | None:
+        """How many seconds more the ShadowPod of `pod` (home key `key`) is to wait for copies
+        still to be made in `remote_namespace`; None when there is none, or once it waited
+        `COPY_WAIT`."""
         pending = [copy for kind, name in required_objects(pod)
                    if (copy := self._pending(kind, key[0], name, remote_namespace)) is not None]
         since = self._pods[key][0] if key in self._pods else now

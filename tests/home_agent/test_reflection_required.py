@@ -190,7 +190,7 @@ def test_a_copy_that_does_not_come_is_waited_for_a_while_then_the_pod_is_offload
 
 def _at(wait: Any, now: list[float]) -> Any:
     """`RequiredCopies.wait` on a clock the test moves."""
-    return lambda pod, remote_namespace, _: wait(pod, remote_namespace, now[0])
+    return lambda key, pod, remote_namespace, _: wait(key, pod, remote_namespace, now[0])
 
 
 def test_a_pod_deleted_while_waiting_is_forgotten_and_its_copy_queues_nothing() -> None:
