@@ -182,6 +182,9 @@ class StartWait:
     delay: float = MOUNT_RETRY_INITIAL
     due: float = 0.0  # loop time
     reported: set[str] = field(default_factory=set)
+    sandbox: tuple[str, str] | None = None
+    """(node, pod IP) once its volumes mounted: the sandbox a real kubelet makes before it
+    resolves the containers' environment; its containers start in it."""
 
     def mount_failed(self, now: float) -> float:
         """One more failed mount at `now`: the wait before the next try."""
@@ -533,14 +536,18 @@ class Kubelet(Controller):
             self.queue.add(key)
 
     def _forget(self, key: PodKey) -> None:
-        self.starting.pop(key, None)
+        self._release_sandbox(self.starting.pop(key, None))
         runtime = self.runtimes.pop(key, None)
         if runtime is not None:
             self.subnets.release(runtime.node, runtime.ip)
             for process in runtime.processes:
                 process.cancel()
 
-    def _start(self, pod: dict[str, Any]) -> PodRuntime:
+    def _release_sandbox(self, wait: StartWait | None) -> None:
+        if wait is not None and wait.sandbox is not None:
+            self.subnets.release(*wait.sandbox)
+
+    def _start(self, pod: dict[str, Any], ip: str | None) -> PodRuntime:
         spec = pod.get("spec", {})
         config = self.config
         containers = {c["name"]: ContainerRuntime(
@@ -551,7 +558,7 @@ class Kubelet(Controller):
         metadata = pod["metadata"]
         return PodRuntime(
             ref=f"{metadata['name']}_{metadata.get('namespace', '')}({metadata['uid']})",
-            uid=pod["metadata"]["uid"], node=node, ip=self.subnets.allocate(node),
+            uid=pod["metadata"]["uid"], node=node, ip=ip or self.subnets.allocate(node),
             restart_policy=spec.get("restartPolicy") or "Always",
             started_at=(pod.get("status") or {}).get("startTime") or now_timestamp(),
             containers=containers,
@@ -608,7 +615,9 @@ class Kubelet(Controller):
                 return  # finished before we (re)started: nothing to run
             if not await self._may_start(key, pod):
                 return
-            runtime = self.runtimes[key] = self._start(pod)
+            waited = self.starting.pop(key, None)
+            sandbox = waited.sandbox if waited is not None else None
+            runtime = self.runtimes[key] = self._start(pod, sandbox[1] if sandbox else None)
             self._run_commands(pod, runtime)
             started = True
         if pod["metadata"].get("deletionTimestamp"):
@@ -637,7 +646,8 @@ class Kubelet(Controller):
         now = asyncio.get_running_loop().time()
         wait = self.starting.get(key)
         if wait is not None and wait.uid != uid:
-            wait = None  # another pod of that name
+            self._release_sandbox(self.starting.pop(key))  # another pod of that name
+            wait = None
         if wait is not None and not deleting and now < wait.due:
             return False
 
@@ -648,8 +658,7 @@ class Kubelet(Controller):
         unmounted = unmounted_volumes(pod, lambda kind, name: get(kind, name) is not None)
         environment = None if unmounted else environment_error(pod, get)
         if not unmounted and environment is None:
-            self.starting.pop(key, None)
-            return True
+            return True  # `_start` takes its sandbox, if it has one
         if deleting:
             options = {"gracePeriodSeconds": 0, "preconditions": {"uid": uid}}
             with contextlib.suppress(StatusError):
@@ -660,14 +669,18 @@ class Kubelet(Controller):
             wait = self.starting[key] = StartWait(uid)
         if unmounted:
             self.queue.add_later(key, wait.mount_failed(now))
-            await self._write_creating_status(key, pod, {"reason": "ContainerCreating"})
+            await self._write_creating_status(key, pod, {"reason": "ContainerCreating"}, None)
             warnings = [("FailedMount", f'MountVolume.SetUp failed for volume "{volume}" : '
                                         f'{error}') for volume, error in unmounted]
         else:
             assert environment is not None  # the volumes mount, so the environment failed
             self.queue.add_later(key, wait.sync_failed(now))
+            if wait.sandbox is None:
+                node = pod["spec"]["nodeName"]
+                wait.sandbox = (node, self.subnets.allocate(node))
             await self._write_creating_status(
-                key, pod, {"reason": "CreateContainerConfigError", "message": environment})
+                key, pod, {"reason": "CreateContainerConfigError", "message": environment},
+                wait.sandbox[1])
             warnings = [("Failed", f"Error: {environment}")]
         for reason, message in warnings:
             if message not in wait.reported and self.config.record_events:
@@ -677,10 +690,10 @@ class Kubelet(Controller):
         return False
 
     async def _write_creating_status(self, key: PodKey, pod: dict[str, Any],
-                                     waiting: dict[str, str]) -> None:
-        """Pending, every container `waiting` (ContainerCreating, CreateContainerConfigError),
-        no pod IP: as the kubelet reports a pod whose volumes do not mount (no sandbox yet; one
-        whose environment does not resolve has its sandbox and IP on a real node)."""
+                                     waiting: dict[str, str], pod_ip: str | None) -> None:
+        """Pending, every container `waiting`: as the kubelet reports a pod whose volumes do
+        not mount (ContainerCreating, no sandbox yet: no pod IP) or whose containers'
+        environment does not resolve (CreateContainerConfigError, in its sandbox: `pod_ip`)."""
         old = pod.get("status") or {}
         node = pod["spec"]["nodeName"]
         names = [c["name"] for c in pod["spec"].get("containers") or []]
@@ -689,12 +702,13 @@ class Kubelet(Controller):
         status = {
             **old, "phase": "Pending",
             "conditions": [
-                condition("PodReadyToStartContainers", False),
+                condition("PodReadyToStartContainers", pod_ip is not None),
                 condition("Initialized", True),
                 condition("Ready", False, "ContainersNotReady", unready),
                 condition("ContainersReady", False, "ContainersNotReady", unready),
                 condition("PodScheduled", True)],
             "hostIP": self.node_ip(node), "hostIPs": [{"ip": self.node_ip(node)}],
+            **({"podIP": pod_ip, "podIPs": [{"ip": pod_ip}]} if pod_ip else {}),
             "startTime": old.get("startTime") or now_timestamp(),
             "containerStatuses": [
                 {"name": c["name"], "state": {"waiting": dict(waiting)},

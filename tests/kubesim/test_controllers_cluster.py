@@ -126,13 +126,18 @@ def test_a_pod_waits_in_create_container_config_error_until_its_environment_reso
                       if e.reason == "Failed" and e.involved_object.name == "configured")
 
     assert wait_for(config_error, timeout=60).message == 'configmap "late" not found'
+    pod = home.core.read_namespaced_pod("configured", namespace)
+    assert pod.status.phase == "Pending" and pod.status.pod_ip  # in its sandbox
+    assert condition(pod, "PodReadyToStartContainers").status == "True"
+    sandbox_ip = pod.status.pod_ip
     wait_for(lambda: failed() == ['Error: configmap "late" not found'], timeout=60)
     home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "late"},
                                                        "data": {"other": "x"}})
     wait_for(lambda: len(failed()) == 2, timeout=60, message="the next sync's error")
     assert f"Error: couldn't find key mode in ConfigMap {namespace}/late" in failed()
     home.core.patch_namespaced_config_map("late", namespace, {"data": {"mode": "blue"}})
-    wait_for(lambda: running(home, namespace, "configured"), timeout=60)
+    pod = wait_for(lambda: running(home, namespace, "configured"), timeout=60)
+    assert pod.status.pod_ip == sandbox_ip  # the containers start in that sandbox
 
 
 def test_a_pod_waits_in_container_creating_until_the_secret_it_mounts_exists(home,
