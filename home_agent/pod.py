@@ -141,10 +141,9 @@ class PodOffloader:
         if shadow is not None and not is_owned(shadow, agent.config.home_cluster_id,
                                                 agent.config.remote_cluster_id):
             shadow = None  # never ours to touch (the watch selects ours; belt and braces)
-        if pod is None or (pod.get("metadata") or {}).get("deletionTimestamp"):
-            if self.copies is not None:
-                self.copies.forget((namespace, name))
         if pod is None:
+            if self.copies is not None:
+                self.copies.forget((namespace, name))  # a terminating pod ends here too
             if shadow is not None:
                 await self._delete_orphan(namespace, name, shadow)
             return DONE
