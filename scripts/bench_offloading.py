@@ -57,7 +57,12 @@ Scenarios (in this order; each leaves its objects for the next):
 Agent and enforcer: peak RSS (VmHWM) and CPU seconds per scenario from /proc; the agent's CPU per
 pod is all its CPU in the offloading phase (from its start, listings included) over --pods.
 --profile samples the agent with py-spy in that phase (scripts/bench_profile.py) and reports the
-functions it was in when it ran or could run (a share of that time, not of its CPU time). The
+functions it was in when it ran or could run (a share of that time, not of its CPU time).
+--agent-instructions runs the agent under valgrind's callgrind and reports the instructions it
+ran in that phase (from its start to convergence) per pod: unlike its CPU seconds, a count that
+does not drift with the machine (the same tree, the same N: within about 1 %), so two trees
+compare in one run each. The agent runs about 30 times slower under it: keep N to a few
+thousand. Its call graph (callgrind_annotate) is left in the run directory. The
 agent and the enforcer run with their defaults (unthrottled clients, as the bare client), the
 agent with `--workers`; --agent-flag and --enforcer-flag are appended to their command lines
 (e.g. --agent-flag=--redis-url=..., --enforcer-flag=--qps=200).
@@ -75,6 +80,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -323,11 +329,38 @@ def user_and_system_seconds(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+def callgrind_wrapper(directory: Path) -> list[str]:
+    """valgrind's callgrind around a process, its counts to DIRECTORY/callgrind.PID[.DUMP]."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("--agent-instructions needs valgrind (Debian's valgrind package)")
+    return ["valgrind", "--tool=callgrind", "--vgdb=yes",
+            f"--callgrind-out-file={directory / 'callgrind.%p'}"]
+
+
+def callgrind_instructions(pid: int, directory: Path) -> int:
+    """The instructions a process under `callgrind_wrapper` has run so far: its counts dumped
+    now (`callgrind_control --dump`, to DIRECTORY/callgrind.PID.N) and their total read."""
+    before = set(directory.glob(f"callgrind.{pid}.*"))
+    subprocess.run(["callgrind_control", "--dump", str(pid)], check=True, timeout=120,
+                   stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        for dump in set(directory.glob(f"callgrind.{pid}.*")) - before:
+            for line in dump.read_text(errors="replace").splitlines():
+                if line.startswith("totals:"):
+                    return int(line.split()[1])
+        time.sleep(0.2)
+    raise TimeoutError(f"no callgrind dump of process {pid} in {directory}")
+
+
 class Component:
     """A component as a child process (log in the run directory), with /proc figures."""
 
-    def __init__(self, name: str, args: list[str], log_path: Path) -> None:
+    def __init__(self, name: str, args: list[str], log_path: Path,
+                 wrapper: list[str] | None = None) -> None:
         self.name, self.args, self.log_path = name, args, log_path
+        self.wrapper = wrapper or []
+        """A command the process runs under (valgrind for --agent-instructions)."""
         self.popen: subprocess.Popen[bytes] | None = None
         self.spawned = 0.0
         self.stopped = False
@@ -336,7 +369,8 @@ class Component:
         self.stopped = False
         with self.log_path.open("ab") as log:
             self.spawned = time.monotonic()
-            self.popen = subprocess.Popen([sys.executable, *self.args], cwd=ROOT, stdout=log,
+            self.popen = subprocess.Popen([*self.wrapper, sys.executable, *self.args],
+                                          cwd=ROOT, stdout=log,
                                           stderr=subprocess.STDOUT,
                                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
@@ -926,7 +960,8 @@ class Bench:
             "--remote-kubeconfig", self.kubeconfigs["remote"],
             "--cluster-id", self.names.home_id, "--remote-cluster-id", self.names.remote_id,
             "--metrics-address", f"127.0.0.1:{self.metrics_port}",
-            *flags, *self.args.agent_flag], self.directory / "agent.log")
+            *flags, *self.args.agent_flag], self.directory / "agent.log",
+            wrapper=callgrind_wrapper(self.directory) if self.args.agent_instructions else None)
         self.agent.start()
 
     async def cleanup(self) -> None:
@@ -1287,6 +1322,9 @@ class Bench:
                 # All its CPU since it started (listing both clusters included) over the pods.
                 result["agent_cpu_ms_per_pod"] = round(
                     1000 * result["agent"]["cpu_seconds"] / count, 2)
+                if self.args.agent_instructions:
+                    result["agent_instructions_per_pod"] = round(
+                        callgrind_instructions(self.agent.pid, self.directory) / count)
                 if profiler is not None:
                     result["agent_profile"] = profiler.stop()
             results[label] = result
@@ -1614,6 +1652,9 @@ def table(results: dict[str, Any]) -> str:
                      f"{agent['peak_rss_mib']}), CPU {agent['cpu_seconds']} s (system "
                      f"{agent.get('cpu_system_seconds')} s) = "
                      f"{found['agent'].get('agent_cpu_ms_per_pod')} ms/pod"))
+        if "agent_instructions_per_pod" in found["agent"]:
+            rows.append(("  agent instructions", f"{found['agent']['agent_instructions_per_pod']:,}"
+                         " a pod (callgrind, from its start to convergence)"))
         profile = found["agent"].get("agent_profile")
         if profile and "error" in profile:
             rows.append(("  agent profile", profile["error"]))
@@ -1718,6 +1759,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="sample the agent with py-spy during the offloading phase (its "
                              "stacks in the run directory) and report the functions it was in "
                              "when it ran or could run")
+    parser.add_argument("--agent-instructions", action="store_true",
+                        help="run the agent under valgrind's callgrind and report the "
+                             "instructions it ran a pod in the offloading phase (a figure that "
+                             "does not drift with the machine; about 30 times slower)")
     parser.add_argument("--json", default="bench-offloading.json", help="results file")
     parser.add_argument("--serve-kubesim", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--cluster", choices=("home", "remote"), help=argparse.SUPPRESS)
