@@ -1,4 +1,4 @@
-"""One asynchronous Kubernetes REST client for both components (aiohttp, plain JSON).
+"""One asynchronous Kubernetes REST client for both components (plain JSON).
 
 Requests carry dicts as they are: a typed client's models would re-serialise what they touch
 (timestamps, unknown fields) and make an unchanged object look changed.
@@ -9,8 +9,9 @@ always; reads when the component asks for it, as client-go throttles every reque
 `ApiError` (carrying the apiserver's Status) for any non-2xx answer. It does not retry: callers
 decide (`retrying` for a handler that must re-read, a work queue's backoff for the agent).
 
-Its aiohttp session is opened lazily on the event loop of the first request and belongs to it:
-a component running several loops builds one client per loop.
+Requests answered at once go through `annex.http1`'s keep-alive connections, watches through an
+aiohttp session (see `annex.http1` for why two). Both are opened lazily on the event loop of the
+first request and belong to it: a component running several loops builds one client per loop.
 
 Every request is counted (`RequestMetrics`, process-wide unless a client is given its own), as
 client-go counts a Kubernetes component's requests: both components export the counts on their
@@ -34,6 +35,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import aiohttp
 import orjson
 
+from annex.http1 import ConnectionPool, Response
 from annex.kube import Connection, LiveConnection, RateLimiter
 from annex.probes import metric_family
 from shared.api.resource import ResourceDefinition
@@ -51,6 +53,10 @@ MAX_RETRIES = 10
 """Times a request is sent again when the server answers with Retry-After (client-go's
 default): with client-side throttling off, the API server's Priority and Fairness slows a
 client down this way (429)."""
+USER_AGENT = "annex (python)"
+_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
+"""What a path keeps as it is (RFC 3986's pchar and "/", and escapes already made), as aiohttp
+(yarl) sent it."""
 READ_BUFFER_BYTES = 4 * 1024 * 1024
 """aiohttp reads a line of up to twice its read buffer (64 KiB by default): less than one watch
 event of a ConfigMap or Secret may take (1 MiB of data, more once JSON-escaped), and such an
@@ -258,10 +264,15 @@ class ClusterApi:
         self._limiter = limiter or RateLimiter(self.live.current.limits)
         self.metrics = metrics or REQUESTS
         self._session: aiohttp.ClientSession | None = None
+        self._pool: ConnectionPool | None = None
+        """The requests' connections, opened and retired with the session."""
+        self._head = b""
+        """The headers every request of the pool carries (host, credentials, what it accepts)."""
+        self._prefix = ""
+        """The server URL's path (a proxy's, e.g. Rancher's /k8s/clusters/ID), before paths."""
         self._session_connection: Connection | None = None
         self._host = ""
         """The session's server as host:port, as the request metrics name it."""
-        self._request_timeout = aiohttp.ClientTimeout(total=timeout)
         self._streams: set[aiohttp.ClientResponse] = set()
         """The current session's watch responses, closed when the credentials change."""
         self._retired: set[asyncio.Task[None]] = set()
@@ -289,6 +300,9 @@ class ClusterApi:
     def _retire(self) -> None:
         """Stop using the session: its watches end now, its other requests may finish."""
         session, self._session = self._session, None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
         streams, self._streams = self._streams, set()
         for response in streams:
             response.close()
@@ -315,12 +329,23 @@ class ClusterApi:
             headers = {"Accept": JSON}
             if connection.token:
                 headers["Authorization"] = f"Bearer {connection.token}"
-            connector = aiohttp.TCPConnector(ssl=ssl_context(connection),
-                                             limit=max(1, connection.limits.burst))
+            tls = ssl_context(connection)
+            connector = aiohttp.TCPConnector(ssl=tls, limit=max(1, connection.limits.burst))
             self._session = aiohttp.ClientSession(headers=headers, connector=connector,
                                                   read_bufsize=READ_BUFFER_BYTES)
+            server = urlsplit(connection.server)
+            self._pool = ConnectionPool(
+                server.hostname or "", server.port or (443 if server.scheme == "https" else 80),
+                tls=tls if isinstance(tls, ssl.SSLContext) else None,
+                server_hostname=connection.tls_server_name or server.hostname,
+                limit=connection.limits.burst)
+            self._head = "".join(
+                f"{name}: {value}\r\n" for name, value in (
+                    ("Host", server.netloc), *headers.items(), ("Accept-Encoding", "gzip"),
+                    ("User-Agent", USER_AGENT))).encode("latin-1")
+            self._prefix = server.path.rstrip("/")
             self._session_connection = connection
-            self._host = urlsplit(connection.server).netloc
+            self._host = server.netloc
             self._loop = loop
         return self._session
 
@@ -346,26 +371,34 @@ class ClusterApi:
 
     async def _send(self, method: str, path: str, body: Any, content_type: str,
                     query: dict[str, Any] | None, timeout: float | None) -> Any:
-        session = self._open()
+        self._open()
+        pool = self._pool
+        assert pool is not None  # opened with the session
         started = time.monotonic()  # the client-side throttling included, as client-go times
         if method != "GET" or self._throttle_reads:
             await self._limiter.acquire()
-        headers = {"Content-Type": content_type} if body is not None else None
-        url = self._url(path, query)
-        bound = aiohttp.ClientTimeout(total=timeout) if timeout else self._request_timeout
+        target = quote(self._prefix + path, safe=_PATH_SAFE) + (
+            f"?{urlencode(query)}" if query else "")
+        if body is None:
+            request = b"%s %s HTTP/1.1\r\n%s\r\n" % (
+                method.encode(), target.encode(), self._head)
+        else:
+            content = orjson.dumps(body)
+            request = b"%s %s HTTP/1.1\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+                method.encode(), target.encode(), self._head, content_type.encode(),
+                len(content), content)
         code = "<error>"
         try:
-            async with session.request(
-                    method, url, data=None if body is None else orjson.dumps(body),
-                    headers=headers, timeout=bound,
-                    server_hostname=self._server_name()) as response:
-                code = str(response.status)
-                data = await response.read()
-                if not 200 <= response.status < 300:
-                    raise ApiError(response.status, _status_body(data), _retry_after(response))
+            async with asyncio.timeout(timeout or self._timeout):
+                response = await pool.request(request, retry_closed=method == "GET")
+            code = str(response.status)
+            if not 200 <= response.status < 300:
+                raise ApiError(response.status, _status_body(response.body),
+                               _retry_after(response))
         finally:
             self.metrics.count(self._host, method, path, code)
             self.metrics.observe(self._host, method, time.monotonic() - started)
+        data = response.body
         if not data:
             return None
         try:
@@ -467,18 +500,20 @@ class ClusterApi:
         for task in list(self._retired):
             task.cancel()  # closes its session
         await asyncio.gather(*self._retired, return_exceptions=True)
+        if self._pool is not None:
+            self._pool.close()
         if self._session is not None:
             await self._session.close()
-        self._session, self._session_connection, self._loop = None, None, None
+        self._session, self._pool, self._session_connection, self._loop = None, None, None, None
         self._streams = set()
 
 
-def _retry_after(response: aiohttp.ClientResponse) -> float | None:
+def _retry_after(response: Response) -> float | None:
     """Whole seconds from Retry-After on a 429 or 5xx answer (client-go's checkWait), else None."""
     if response.status != 429 and response.status < 500:
         return None
     try:
-        return float(max(0, int(response.headers.get("Retry-After", ""))))
+        return float(max(0, int(response.headers.get("retry-after", ""))))
     except ValueError:
         return None
 

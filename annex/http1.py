@@ -1,0 +1,199 @@
+"""HTTP/1.1 requests with keep-alive connections: the API server's answered-at-once requests.
+
+`ClusterApi` sends every request that is not a stream (creates, updates, patches, gets, lists,
+deletes) through a `ConnectionPool`; watches and the kubelet API's streams stay on aiohttp.
+Why not aiohttp for these too: a request costs 511,000 instructions through aiohttp (its
+request and response objects, header multidicts, URL objects, payload and timer objects)
+against 168,000 here, both with TLS and JSON (callgrind, an Event create against kubesim, 8 at
+a time), and the agent makes 8 such requests an offloaded pod: about a quarter of all its CPU
+(docs/benchmarks.md). No other client measured came close (aiosonic, httpx, curl_cffi,
+pyreqwest, blacksheep: the same or more). The parsing is httptools' (llhttp, as Node.js), the
+transport and TLS the event loop's.
+
+What it does, as Go's net/http does for client-go:
+- at most `limit` connections at once (aiohttp's TCPConnector limit); a connection idle for
+  `keepalive` seconds is closed rather than reused (aiohttp's 15 s): well before an API server
+  drops it (kube-apiserver: 90 s), so a request rarely meets a connection closing under it;
+- a GET that finds its reused connection closed before any answer is sent once more on a new
+  one (Go retries such replayable requests); any other request fails (ServerDisconnectedError)
+  and its caller decides, as the server may have applied it;
+- a connection is reused only after a complete answer that allows it (keep-alive, no
+  `Connection: close`); a timeout, a cancellation or a malformed answer closes it;
+- `Accept-Encoding: gzip`, as Go's transport: the API server compresses answers over 128 KiB
+  (lists); they are decompressed here.
+Errors are aiohttp's (`ClientConnectorError` and its TLS kinds, `ServerDisconnectedError`,
+`ClientPayloadError`) and `TimeoutError`, which callers of `ClusterApi` already handle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import ssl
+import time
+import zlib
+from dataclasses import dataclass
+from typing import cast
+
+import aiohttp
+import httptools
+from aiohttp.client_reqrep import ConnectionKey
+
+KEEPALIVE = 15.0
+"""Seconds a connection may wait idle and still be reused (aiohttp's keepalive_timeout)."""
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    headers: dict[str, str]
+    """Names in lower case; a repeated header keeps its last value."""
+    body: bytes
+
+
+class _Exchange(asyncio.Protocol):
+    """One connection: one request at a time, its answer parsed as it arrives."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.answer: asyncio.Future[Response] | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.answered = False
+        """Whether any byte of the current answer came (a GET is retried only if not)."""
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+
+    # asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's TLS transport is no asyncio.Transport subclass, though it is one in all but name
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.answered = True
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as error:
+            self._fail(aiohttp.ClientPayloadError(f"malformed answer: {error}"))
+            self.close()
+
+    def eof_received(self) -> bool:
+        return False  # the transport closes; connection_lost follows
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._fail(aiohttp.ServerDisconnectedError(
+            f"the server closed the connection{f': {exc}' if exc else ''}"))
+
+    # httptools callbacks
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        # httptools gathers a header split over two reads: one call a header
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        body = b"".join(self._body)
+        if self._headers.get("content-encoding") == "gzip":
+            body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
+        response = Response(self.parser.get_status_code(), self._headers, body)
+        self._headers, self._body = {}, []
+        if not self.parser.should_keep_alive():
+            self.close()
+        if self.answer is not None and not self.answer.done():
+            self.answer.set_result(response)
+
+    # use
+
+    def send(self, request: bytes) -> asyncio.Future[Response]:
+        assert self.transport is not None
+        self.answered = False
+        self.answer = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        return self.answer
+
+    def _fail(self, error: Exception) -> None:
+        if self.answer is not None and not self.answer.done():
+            self.answer.set_exception(error)
+
+    def close(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class ConnectionPool:
+    """Keep-alive connections to one server, on one event loop."""
+
+    def __init__(self, host: str, port: int, *, tls: ssl.SSLContext | None,
+                 server_hostname: str | None, limit: int, keepalive: float = KEEPALIVE) -> None:
+        self._host, self._port = host, port
+        self._tls, self._server_hostname = tls, server_hostname
+        self._keepalive = keepalive
+        self._slots = asyncio.Semaphore(max(1, limit))
+        self._idle: collections.deque[_Exchange] = collections.deque()
+        self._closed = False
+
+    async def request(self, request: bytes, *, retry_closed: bool) -> Response:
+        """Send one whole request (`request_bytes`) and return its answer."""
+        async with self._slots:
+            exchange, reused = self._reusable(), True
+            if exchange is None:
+                exchange, reused = await self._connect(), False
+            try:
+                response = await exchange.send(request)
+            except aiohttp.ServerDisconnectedError:
+                exchange.close()
+                if not (reused and retry_closed and not exchange.answered):
+                    raise
+                exchange = await self._connect()  # closed while idle: once more, on a new one
+                try:
+                    response = await exchange.send(request)
+                except BaseException:
+                    exchange.close()
+                    raise
+            except BaseException:  # a timeout, a cancellation: the answer may still come
+                exchange.close()
+                raise
+            if exchange.closed or self._closed:
+                exchange.close()
+            else:
+                exchange.idle_since = time.monotonic()
+                self._idle.append(exchange)
+            return response
+
+    def _reusable(self) -> _Exchange | None:
+        oldest = time.monotonic() - self._keepalive
+        while self._idle:
+            exchange = self._idle.pop()  # the most recently used: the least likely to be closing
+            if not exchange.closed and exchange.idle_since >= oldest:
+                return exchange
+            exchange.close()
+        return None
+
+    async def _connect(self) -> _Exchange:
+        loop = asyncio.get_running_loop()
+        try:
+            _, exchange = await loop.create_connection(
+                _Exchange, self._host, self._port, ssl=self._tls,
+                server_hostname=self._server_hostname if self._tls else None)
+        except OSError as error:  # refused, unreachable, a TLS failure: as aiohttp reports them
+            key = ConnectionKey._make([None] * len(ConnectionKey._fields))._replace(
+                host=self._host, port=self._port, is_ssl=self._tls is not None,
+                ssl=self._tls or False)
+            kind = (aiohttp.ClientConnectorCertificateError
+                    if isinstance(error, ssl.SSLCertVerificationError)
+                    else aiohttp.ClientConnectorSSLError if isinstance(error, ssl.SSLError)
+                    else aiohttp.ClientConnectorError)
+            raise kind(key, error) from error
+        return exchange
+
+    def close(self) -> None:
+        """Close the idle connections now, the others once their answer is in."""
+        self._closed = True
+        while self._idle:
+            self._idle.pop().close()
