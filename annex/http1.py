@@ -113,8 +113,14 @@ class _Exchange(asyncio.Protocol):
         assert self.transport is not None
         self.answered = False
         self.answer = asyncio.get_running_loop().create_future()
-        self.transport.write(request)
+        if self.closed or self.transport.is_closing():  # lost before this request: none comes
+            self._fail(aiohttp.ServerDisconnectedError("the server closed the connection"))
+        else:
+            self.transport.write(request)
         return self.answer
+
+    def usable(self) -> bool:
+        return not self.closed and self.transport is not None and not self.transport.is_closing()
 
     def _fail(self, error: Exception) -> None:
         if self.answer is not None and not self.answer.done():
@@ -159,7 +165,7 @@ class ConnectionPool:
             except BaseException:  # a timeout, a cancellation: the answer may still come
                 exchange.close()
                 raise
-            if exchange.closed or self._closed:
+            if not exchange.usable() or self._closed:
                 exchange.close()
             else:
                 exchange.idle_since = time.monotonic()
@@ -170,7 +176,7 @@ class ConnectionPool:
         oldest = time.monotonic() - self._keepalive
         while self._idle:
             exchange = self._idle.pop()  # the most recently used: the least likely to be closing
-            if not exchange.closed and exchange.idle_since >= oldest:
+            if exchange.usable() and exchange.idle_since >= oldest:
                 return exchange
             exchange.close()
         return None

@@ -54,9 +54,9 @@ MAX_RETRIES = 10
 default): with client-side throttling off, the API server's Priority and Fairness slows a
 client down this way (429)."""
 USER_AGENT = "annex (python)"
-_PATH_SAFE = "/%:@!$&'()*+,;=-._~"
-"""What a path keeps as it is (RFC 3986's pchar and "/", and escapes already made), as aiohttp
-(yarl) sent it."""
+_PATH_SAFE = "/?%:@!$&'()*+,;=-._~"
+"""What a path keeps as it is (RFC 3986's pchar, "/" and "?", and escapes already made), as
+aiohttp (yarl) sent it."""
 READ_BUFFER_BYTES = 4 * 1024 * 1024
 """aiohttp reads a line of up to twice its read buffer (64 KiB by default): less than one watch
 event of a ConfigMap or Secret may take (1 MiB of data, more once JSON-escaped), and such an
