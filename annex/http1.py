@@ -12,8 +12,9 @@ transport and TLS the event loop's.
 
 What it does, as Go's net/http does for client-go:
 - at most `limit` connections at once (aiohttp's TCPConnector limit); a connection idle for
-  `keepalive` seconds is closed rather than reused (aiohttp's 15 s): well before an API server
-  drops it (kube-apiserver: 90 s), so a request rarely meets a connection closing under it;
+  `keepalive` seconds is closed (aiohttp's 15 s), so a burst's connections do not stay open,
+  and well before an API server drops it (kube-apiserver: 90 s), so a request rarely meets a
+  connection closing under it;
 - a GET that finds its reused connection closed before any answer is sent once more on a new
   one (Go retries such replayable requests); any other request fails (ServerDisconnectedError)
   and its caller decides, as the server may have applied it;
@@ -142,6 +143,8 @@ class ConnectionPool:
         self._keepalive = keepalive
         self._slots = asyncio.Semaphore(max(1, limit))
         self._idle: collections.deque[_Exchange] = collections.deque()
+        """Oldest first: requests take the newest, expiry closes from the oldest."""
+        self._expiry: asyncio.TimerHandle | None = None
         self._closed = False
 
     async def request(self, request: bytes, *, retry_closed: bool) -> Response:
@@ -170,7 +173,20 @@ class ConnectionPool:
             else:
                 exchange.idle_since = time.monotonic()
                 self._idle.append(exchange)
+                if self._expiry is None:
+                    self._expiry = asyncio.get_running_loop().call_later(
+                        self._keepalive, self._expire)
             return response
+
+    def _expire(self) -> None:
+        """Close the connections idle for `keepalive` seconds; look again when the next is."""
+        self._expiry = None
+        oldest = time.monotonic() - self._keepalive
+        while self._idle and (self._idle[0].idle_since <= oldest or not self._idle[0].usable()):
+            self._idle.popleft().close()
+        if self._idle:
+            self._expiry = asyncio.get_running_loop().call_later(
+                self._idle[0].idle_since - oldest, self._expire)
 
     def _reusable(self) -> _Exchange | None:
         oldest = time.monotonic() - self._keepalive
@@ -201,5 +217,8 @@ class ConnectionPool:
     def close(self) -> None:
         """Close the idle connections now, the others once their answer is in."""
         self._closed = True
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         while self._idle:
             self._idle.pop().close()

@@ -136,6 +136,20 @@ def test_a_connection_idle_longer_than_keepalive_is_not_reused() -> None:
     assert _run(_always_ok, scenario, keepalive=0.0).connections == 3
 
 
+def test_connections_idle_for_keepalive_are_closed_without_a_request() -> None:
+    async def scenario(pool: ConnectionPool, served: _Server) -> None:
+        await asyncio.gather(*(pool.request(_request(), retry_closed=True) for _ in range(3)))
+        assert served.open_connections == 3
+        while served.open_connections:  # closed by the client, the pool left alone
+            await asyncio.sleep(0.01)
+
+    async def slow(_: _Served) -> bytes:
+        await asyncio.sleep(0.05)
+        return _ok()
+
+    assert _run(slow, scenario, keepalive=0.2).connections == 3
+
+
 def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
     async def scenario(pool: ConnectionPool, served: _Server) -> None:
         await pool.request(_request("POST"), retry_closed=False)
