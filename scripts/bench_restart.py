@@ -34,6 +34,7 @@ from benchkit import (
     ROOT,
     AgentProcess,
     SimCluster,
+    drained,
     items,
     process_cpu_seconds,
     rss_megabytes,
@@ -116,11 +117,11 @@ def set_up(clusters: dict[str, SimCluster], agent: AgentProcess, pods: int,
     twin = extend(home, remote, agent, NAMESPACE)  # type: ignore[arg-type]
     started = time.monotonic()
     with ThreadPoolExecutor(THREADS) as pool:
-        list(pool.map(lambda i: home.core.create_namespaced_config_map(NAMESPACE, {
+        list(pool.map(lambda i: drained(home.core.create_namespaced_config_map(NAMESPACE, {
             "metadata": {"name": f"cm{i}"}, "data": {"key": f"value {i}"}},
-            _preload_content=False), range(configmaps)))
-        list(pool.map(lambda i: home.core.create_namespaced_pod(
-            NAMESPACE, pod_body(f"p{i}", agent.node_name), _preload_content=False),
+            _preload_content=False)), range(configmaps)))
+        list(pool.map(lambda i: drained(home.core.create_namespaced_pod(
+            NAMESPACE, pod_body(f"p{i}", agent.node_name), _preload_content=False)),
             range(pods)))
         wait_for(lambda: agent.metrics().get("annex_home_agent_shadow_pods") == pods,
                  timeout=60 + pods / 10, interval=0.5, message="every ShadowPod created")
