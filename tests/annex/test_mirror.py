@@ -1,10 +1,16 @@
 """The mirror: an object comes back as it was stored (less its managedFields), as a copy of its
-own, and the mirror counts what it holds without making every key."""
+own, and the mirror counts what it holds without making every key. Objects are compressed once
+they have settled: newer changes pushed them out of the hot set."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import orjson
+import pytest
+import zstandard
+
+from annex import mirror as mirror_module
 from annex.mirror import Mirror
 
 
@@ -44,3 +50,80 @@ def test_size_counts_what_the_mirror_holds_across_namespaces() -> None:
     assert mirror.size() == 3 == len(mirror.keys())
     mirror.apply("DELETED", _pod("a", "y"))
     assert mirror.size() == 2
+
+
+_ZstdCompressor = zstandard.ZstdCompressor
+
+
+class _CountingCompressor:
+    """zstd's compressor, counting its compressions, and running `during` (once) in the middle
+    of the next one."""
+
+    compressed: list[bytes] = []
+    during: list[Any] = []
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._compressor = _ZstdCompressor(**kwargs)
+
+    def compress(self, data: bytes) -> bytes:
+        _CountingCompressor.compressed.append(data)
+        while _CountingCompressor.during:
+            _CountingCompressor.during.pop()()
+        return self._compressor.compress(data)
+
+
+@pytest.fixture
+def compressions(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """What the mirrors compress; their hot sets hold three pods."""
+    largest = _pod("a")
+    largest["status"]["phase"] = "Succeeded"
+    monkeypatch.setattr(mirror_module, "HOT_BYTES", 3 * len(mirror_module._packed(largest)))
+    monkeypatch.setattr(zstandard, "ZstdCompressor", _CountingCompressor)
+    _CountingCompressor.compressed, _CountingCompressor.during = [], []
+    return _CountingCompressor.compressed
+
+
+def test_an_object_changing_is_compressed_once_it_has_settled(
+        compressions: list[bytes]) -> None:
+    mirror = Mirror()
+    for phase in ("Pending", "Running", "Running", "Succeeded"):
+        pod = _pod("a")
+        pod["status"]["phase"] = phase
+        mirror.apply("MODIFIED", pod)
+        assert mirror.get(("ns", "a"))["status"]["phase"] == phase  # type: ignore[index]
+    assert compressions == []
+    for name in ("b", "c", "d"):  # newer changes push it out
+        mirror.apply("ADDED", _pod(name))
+    assert [orjson.loads(data)["metadata"]["name"] for data in compressions] == ["a"]
+    assert mirror.get(("ns", "a"))["status"]["phase"] == "Succeeded"  # type: ignore[index]
+    assert mirror.size() == 4
+    assert sorted(pod["metadata"]["name"] for pod in mirror.values()) == list("abcd")
+
+
+def test_a_change_made_while_its_older_state_is_compressed_is_kept(
+        compressions: list[bytes]) -> None:
+    mirror = Mirror()
+    for name in ("a", "b", "c"):
+        mirror.apply("ADDED", _pod(name))
+    newer = _pod("a")
+    newer["status"]["phase"] = "Failed"
+    _CountingCompressor.during.append(lambda: mirror.apply("MODIFIED", newer))
+    mirror.apply("ADDED", _pod("d"))  # pushes the first "a" out, "a" changes meanwhile
+    assert orjson.loads(compressions[0])["status"]["phase"] == "Running"
+    assert mirror.get(("ns", "a"))["status"]["phase"] == "Failed"  # type: ignore[index]
+
+
+def test_objects_deleted_or_not_relisted_leave_the_hot_set(compressions: list[bytes]) -> None:
+    mirror = Mirror()
+    for name in ("a", "b"):
+        mirror.apply("ADDED", _pod(name))
+    mirror.apply("DELETED", _pod("a"))
+    mirror.start_relist()
+    mirror.apply("ADDED", _pod("c"))
+    assert [key for key, _ in mirror.end_relist().items()] == [("ns", "b")]
+    for name in ("d", "e"):  # "c" stays hot: the deleted ones no longer count
+        mirror.apply("ADDED", _pod(name))
+    assert compressions == []
+    mirror.apply("ADDED", _pod("f"))
+    assert [orjson.loads(data)["metadata"]["name"] for data in compressions] == ["c"]
+    assert sorted(key[1] for key in mirror.keys()) == ["c", "d", "e", "f"]
