@@ -351,7 +351,7 @@ class ClusterApi:
 
     def _url(self, path: str, query: dict[str, Any] | None) -> str:
         server = (self._session_connection or self.connection).server.rstrip("/")
-        return server + path + (f"?{urlencode(query)}" if query else "")
+        return with_query(server + path, query)
 
     async def request(self, method: str, path: str, body: Any = None, *,
                       content_type: str = JSON, query: dict[str, Any] | None = None,
@@ -377,8 +377,7 @@ class ClusterApi:
         started = time.monotonic()  # the client-side throttling included, as client-go times
         if method != "GET" or self._throttle_reads:
             await self._limiter.acquire()
-        target = quote(self._prefix + path, safe=_PATH_SAFE) + (
-            f"?{urlencode(query)}" if query else "")
+        target = with_query(quote(self._prefix + path, safe=_PATH_SAFE), query)
         if body is None:
             request = b"%s %s HTTP/1.1\r\n%s\r\n" % (
                 method.encode(), target.encode(), self._head)
@@ -506,6 +505,13 @@ class ClusterApi:
             await self._session.close()
         self._session, self._pool, self._session_connection, self._loop = None, None, None, None
         self._streams = set()
+
+
+def with_query(target: str, query: dict[str, Any] | None) -> str:
+    """`target` with `query` added, after the query it may carry already."""
+    if not query:
+        return target
+    return f"{target}{'&' if '?' in target else '?'}{urlencode(query)}"
 
 
 def _retry_after(response: Response) -> float | None:

@@ -275,6 +275,37 @@ def test_a_watch_yields_events_from_a_resource_version(connection: Connection) -
     assert _run(connection, scenario) == [("ADDED", name), ("DELETED", name)]
 
 
+def test_a_query_adds_to_the_one_a_path_carries(connection: Connection) -> None:
+    label = f"kubeapi-{uuid.uuid4().hex[:8]}"
+    collection = core_path("configmaps", "default")
+    names = [f"{label}-{index}" for index in range(3)]
+
+    async def scenario(api: ClusterApi) -> tuple[list[str], str, list[str]]:
+        for name in names[:2]:
+            await api.create(collection, {**_configmap(name),
+                                          "metadata": {"name": name, "labels": {"l": label}}})
+        try:
+            page = await api.request("GET", f"{collection}?labelSelector=l%3D{label}",
+                                     query={"limit": 1})
+            await api.create(collection, {**_configmap(names[2]),
+                                          "metadata": {"name": names[2], "labels": {"l": label}}})
+            seen: list[str] = []
+            async for event in api.watch(f"{collection}?labelSelector=l%3D{label}",
+                                         page["metadata"]["resourceVersion"],
+                                         query={"fieldSelector": f"metadata.name={names[2]}"}):
+                seen.append(event["object"]["metadata"]["name"])
+                break
+        finally:
+            for name in names:
+                await api.delete_if_exists(core_path("configmaps", "default", name))
+        return ([item["metadata"]["name"] for item in page["items"]],
+                page["metadata"].get("continue", ""), seen)
+
+    items, more, seen = _run(connection, scenario)
+    assert len(items) == 1 and items[0].startswith(label) and more  # selected, and one a page
+    assert seen == [names[2]]
+
+
 @pytest.mark.kubesim_only  # kubesim's certificate names 127.0.0.1 and localhost
 def test_the_tls_server_name_is_the_name_the_certificate_is_checked_against(
         connection: Connection) -> None:
