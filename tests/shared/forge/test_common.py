@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
@@ -16,6 +17,7 @@ from shared.api.offloading_patch import OffloadingPatch
 from shared.forge.common import (
     ReflectionConfig,
     compared_form,
+    copied,
     needs_update,
     reflection_config,
     remote_metadata,
@@ -194,7 +196,7 @@ def test_timestamps_are_written_and_read_as_the_api_server_does() -> None:
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=3),
     lambda children: st.lists(children, max_size=3)
     | st.dictionaries(st.text(max_size=3), children, max_size=3),
     max_leaves=12)
@@ -221,3 +223,32 @@ def test_the_compared_form_drops_what_the_wire_omits_and_keeps_zeros_and_false(
     assert form == {"labels": {"b": "x"}, **_reference_form({"data": content})}
     # Any Mapping, not only a decoded dict, is compared the same way.
     assert compared_form(MappingProxyType({**obj, "data": MappingProxyType(content)})) == form
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20)
+
+
+@given(_json)
+def test_a_copy_equals_its_json_value_and_shares_no_map_or_list_with_it(value: Any) -> None:
+    copy_ = copied(value)
+    assert copy_ == value and type(copy_) is type(value)
+
+    def containers(each: Any) -> list[int]:
+        inner = each.values() if isinstance(each, dict) else each if isinstance(each, list) else ()
+        own = [id(each)] if isinstance(each, (dict, list)) else []
+        return own + [found for item in inner for found in containers(item)]
+
+    assert not set(containers(copy_)) & set(containers(value))
+
+
+def test_what_json_cannot_carry_is_copied_too() -> None:
+    """Keys that are not strings, integers over 64 bits: copied as they are, as deeply."""
+    value = {1: [{"big": 2**70}], "when": [datetime(2024, 1, 2, tzinfo=UTC)]}
+    copy_ = copied(value)
+    assert copy_ == value and copy_[1][0] is not value[1][0]
+    assert copy_["when"][0] is value["when"][0]  # a scalar: shared, as every scalar
