@@ -24,6 +24,7 @@ import asyncio
 import bisect
 import functools
 import logging
+import re
 import ssl
 import threading
 import time
@@ -57,6 +58,8 @@ USER_AGENT = "annex (python)"
 _PATH_SAFE = "/?%:@!$&'()*+,;=-._~"
 """What a path keeps as it is (RFC 3986's pchar, "/" and "?", and escapes already made), as
 aiohttp (yarl) sent it."""
+_PATH_AS_IT_IS = re.compile(r"[A-Za-z0-9._~/-]*").fullmatch
+"""A path that `quote` would leave as it is (the paths `group_path` makes of DNS names)."""
 READ_BUFFER_BYTES = 4 * 1024 * 1024
 """aiohttp reads a line of up to twice its read buffer (64 KiB by default): less than one watch
 event of a ConfigMap or Secret may take (1 MiB of data, more once JSON-escaped), and such an
@@ -103,15 +106,25 @@ def core_path(plural: str, namespace: str = "", name: str = "", subresource: str
     return group_path("", "v1", plural, namespace, name, subresource)
 
 
+_UNRESERVED = re.compile(r"[A-Za-z0-9._~-]*").fullmatch
+"""RFC 3986's unreserved characters: what a path segment carries as it is (every DNS name)."""
+
+
+def _segment(text: str) -> str:
+    """`text` as one path segment: escaped, unless it has nothing to escape (a fifth of
+    `quote`'s time, a few calls a request)."""
+    return text if _UNRESERVED(text) else quote(text, safe="")
+
+
 def group_path(group: str, version: str, plural: str, namespace: str = "", name: str = "",
                subresource: str = "") -> str:
     """The REST path of a collection or object; group "" is the core API."""
     parts = [f"/apis/{group}/{version}" if group else f"/api/{version}"]
     if namespace:
-        parts.append(f"namespaces/{quote(namespace, safe='')}")
+        parts.append(f"namespaces/{_segment(namespace)}")
     parts.append(plural)
     if name:
-        parts.append(quote(name, safe=""))
+        parts.append(_segment(name))
     if subresource:
         parts.append(subresource)
     return "/".join(parts)
@@ -377,7 +390,10 @@ class ClusterApi:
         started = time.monotonic()  # the client-side throttling included, as client-go times
         if method != "GET" or self._throttle_reads:
             await self._limiter.acquire()
-        target = with_query(quote(self._prefix + path, safe=_PATH_SAFE), query)
+        target = self._prefix + path
+        if not _PATH_AS_IT_IS(target):
+            target = quote(target, safe=_PATH_SAFE)
+        target = with_query(target, query)
         if body is None:
             request = b"%s %s HTTP/1.1\r\n%s\r\n" % (
                 method.encode(), target.encode(), self._head)
