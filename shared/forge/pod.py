@@ -32,6 +32,7 @@ what cannot be honoured is returned as a warning for the agent to report as an E
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -126,9 +127,12 @@ def service_account_token_secret_name(pod_name: str) -> str:
     return shortened(f"{pod_name}-token", max_length=253)
 
 
+@functools.lru_cache(maxsize=1024)
 def service_account_token_key(volume_name: str, path: str) -> str:
     """The key, in that Secret, of the token projected into `volume_name` at `path` (Liqo's
-    TokenAPI key: a pod may project several tokens, each with its own audience)."""
+    TokenAPI key: a pod may project several tokens, each with its own audience). Remembered:
+    the pods of a cluster project a few (volume, path) pairs, each looked up several times a
+    pod change."""
     return f"{volume_name}-{hashlib.sha256(path.encode()).hexdigest()[:6]}"
 
 
