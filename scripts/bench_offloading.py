@@ -56,8 +56,9 @@ Scenarios (in this order; each leaves its objects for the next):
 
 Agent and enforcer: peak RSS (VmHWM) and CPU seconds per scenario from /proc; the agent's CPU per
 pod is all its CPU in the offloading phase (from its start, listings included) over --pods.
---profile samples the agent with py-spy in that phase (scripts/bench_profile.py) and reports the
-functions it was in when it ran or could run (a share of that time, not of its CPU time).
+--profile samples the agent with py-spy in that phase and in the restart, from its start to its
+convergence (scripts/bench_profile.py), and reports the functions it was in when it ran or could
+run (a share of that time, not of its CPU time).
 --agent-instructions runs the agent under valgrind's callgrind and reports the instructions it
 ran in that phase (from its start to convergence) per pod: unlike its CPU seconds, a count that
 does not drift with the machine (the same tree, the same N: within about 1 %), so two trees
@@ -1412,14 +1413,19 @@ class Bench:
         self.agent.stop(kill=True)
         before = self.counts()
         self.agent.start()
+        profiler = (Profiler(self.agent.pid, self.directory / "agent-restart.pyspy.txt")
+                    if self.args.profile else None)
         converged = await until(self.agent_converged, 300, "the restarted agent converged",
                                 interval=0.1)
+        profile = profiler.stop() if profiler is not None else None
         await asyncio.sleep(2)  # writes that trail the convergence are counted too
         requests = self.requests_between(before, self.counts(), "agent")
         self.results["restart"] = {
             "converged_seconds": round(converged - self.agent.spawned, 2),
             "writes": non_heartbeat_writes(requests), "requests": requests,
             "agent": self.agent.figures()}
+        if profile is not None:
+            self.results["restart"]["agent_profile"] = profile
 
     async def idle(self) -> None:
         assert self.agent is not None and self.enforcer is not None
@@ -1585,6 +1591,17 @@ def machine() -> dict[str, Any]:
             "python": platform.python_version()}
 
 
+def profile_rows(profile: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """A phase's py-spy summary (`bench_profile.Profiler.stop`) as report rows."""
+    if not profile:
+        return []
+    if "error" in profile:
+        return [("  agent profile", profile["error"])]
+    return [("  agent profile", f"{profile['samples']} samples: {profile['file']}"),
+            *((f"  {what} {percent:5.1f} %", frame)
+              for what in ("own", "total") for frame, percent in profile[what])]
+
+
 def per_pod(requests: dict[str, Any], count: int) -> str:
     if any(not isinstance(v, dict) for v in requests.values()):
         return "n/a"
@@ -1655,14 +1672,7 @@ def table(results: dict[str, Any]) -> str:
         if "agent_instructions_per_pod" in found["agent"]:
             rows.append(("  agent instructions", f"{found['agent']['agent_instructions_per_pod']:,}"
                          " a pod (callgrind, from its start to convergence)"))
-        profile = found["agent"].get("agent_profile")
-        if profile and "error" in profile:
-            rows.append(("  agent profile", profile["error"]))
-        elif profile:
-            rows.append(("  agent profile", f"{profile['samples']} samples: {profile['file']}"))
-            for what in ("own", "total"):
-                for frame, percent in profile[what]:
-                    rows.append((f"  {what} {percent:5.1f} %", frame))
+        rows.extend(profile_rows(found["agent"].get("agent_profile")))
     if "configmaps" in results:
         found = results["configmaps"]
         for label in ("bare", "agent"):
@@ -1683,6 +1693,7 @@ def table(results: dict[str, Any]) -> str:
                      f"non-heartbeat writes {r['writes']} (target 0)"))
         rows.append(("agent after restart", f"RSS {r['agent']['rss_mib']} MiB (peak "
                      f"{r['agent']['peak_rss_mib']}), CPU {r['agent']['cpu_seconds']} s"))
+        rows.extend(profile_rows(r.get("agent_profile")))
     if "idle" in results:
         r = results["idle"]
         rows.append(("idle writes/minute", f"{r['writes_per_minute']} (target 0), heartbeats "
@@ -1756,9 +1767,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "benchmark's own client too: the latency scenario then reports "
                              "where each path's time goes, step by step")
     parser.add_argument("--profile", action="store_true",
-                        help="sample the agent with py-spy during the offloading phase (its "
-                             "stacks in the run directory) and report the functions it was in "
-                             "when it ran or could run")
+                        help="sample the agent with py-spy during the offloading phase and "
+                             "the restart (its stacks in the run directory) and report the "
+                             "functions it was in when it ran or could run")
     parser.add_argument("--agent-instructions", action="store_true",
                         help="run the agent under valgrind's callgrind and report the "
                              "instructions it ran a pod in the offloading phase (a figure that "
