@@ -40,6 +40,9 @@ class KeyQueue:
         self._delayed: list[tuple[float, int, Hashable, bool]] = []
         """(due, order, key, planned): planned wake-ups (a token's refresh time) are not
         pending work, so that `len` reads 0 once everything is converged."""
+        self._unplanned = 0
+        """Delayed adds that are pending work (backoffs, waits): counted as they come and go,
+        so that `len` reads no heap (a metrics scrape asks it of every controller)."""
         self._counter = 0
         self._failures: dict[Hashable, int] = {}
         self._base_delay = base_delay
@@ -73,6 +76,7 @@ class KeyQueue:
         self._counter += 1
         item = (time.monotonic() + delay, self._counter, key, planned)
         heapq.heappush(self._delayed, item)
+        self._unplanned += not planned
         if self._delayed[0] is item:  # due first: a waiter must wait less
             self._wake_one()
 
@@ -98,15 +102,18 @@ class KeyQueue:
         return len(self._delayed)
 
     def __len__(self) -> int:
-        """Keys waiting, backing off or being processed: 0 once everything is converged."""
-        return len(self._dirty.keys() | self._processing) + sum(
-            1 for *_, planned in self._delayed if not planned)
+        """Keys waiting, backing off or being processed: 0 once everything is converged. Counted
+        without a copy of the keys: a restart at N = 50,000 queues 400,000."""
+        in_process_only = sum(1 for key in self._processing if key not in self._dirty)
+        return len(self._dirty) + in_process_only + self._unplanned
 
     def take(self) -> Hashable | None:
         """The next key to process, if one is due now (call `done(key)` afterwards)."""
         now = time.monotonic()
         while self._delayed and self._delayed[0][0] <= now:
-            self.add(heapq.heappop(self._delayed)[2])
+            _, _, key, planned = heapq.heappop(self._delayed)
+            self._unplanned -= not planned
+            self.add(key)
         if not self._queued or self._shut:
             return None
         for priority in sorted(self._lanes, reverse=True):

@@ -10,7 +10,9 @@ from typing import Any
 
 import jsonpatch
 import msgpack
+import pytest
 
+from annex import mirror as mirror_module
 from annex.mirror import Mirror
 from annex.workqueue import KeyQueue
 
@@ -145,7 +147,9 @@ async def _until(predicate: Any) -> None:
         await asyncio.sleep(0.005)
 
 
-def test_a_mirror_gives_back_exactly_what_it_took_and_keeps_similar_objects_small() -> None:
+def test_a_mirror_gives_back_exactly_what_it_took_and_keeps_similar_objects_small(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(mirror_module, "HOT_BYTES", 0)  # every object compressed once settled
     mirror = Mirror()
 
     def pod(index: int) -> dict[str, Any]:
@@ -219,3 +223,22 @@ def test_a_planned_wake_up_is_not_pending_work_but_a_backoff_is() -> None:
     assert len(queue) == 0
     queue.retry(("app", "db"))  # a failure backing off
     assert len(queue) == 1
+
+
+def test_delayed_keys_count_as_work_from_when_they_are_due_until_done() -> None:
+    from annex.workqueue import KeyQueue
+
+    queue = KeyQueue(base_delay=0.0)
+    queue.add_after("planned", 0.0, planned=True)
+    queue.retry("failed")  # due at once
+    queue.add("waiting")
+    assert len(queue) == 2  # the planned look is no work until it comes
+    taken = [queue.take() for _ in range(3)]
+    assert sorted(taken) == ["failed", "planned", "waiting"]  # type: ignore[type-var]
+    assert len(queue) == 3 and queue.timers() == 0  # all three in process
+    queue.add("failed")  # changed while in process: counted once
+    assert len(queue) == 3
+    for key in taken:
+        queue.done(key)
+    assert len(queue) == 1
+    assert _drain(queue) == ["failed"] and len(queue) == 0
