@@ -8,11 +8,12 @@ in 1 µs against 3.5 and decodes in 4 µs against 6.5, and compressed they are t
 
 And compressed (zstd) with the mirror's first object as a raw-content dictionary: objects of
 one kind share most of their keys and many of their values, so a running pod kept in 2.1 KB
-takes about 140 bytes at level 1. zstd rather than deflate with the same dictionary: a compression and
-decompression take 40 % of the instructions (63,000 against 153,000 for such a pod) and the
-result is a quarter smaller (138 bytes against 188), docs/benchmarks.md. At `LEVEL` -1 rather
-than 1: zstd's fast mode leaves literals unencoded (no Huffman table built an object), and a
-restart compresses every object it lists (13.6 % of its samples at N = 10,000 with level 1).
+takes about 140 bytes at level 1. zstd rather than deflate with the same dictionary: a
+compression and decompression take 40 % of the instructions (63,000 against 153,000 for such a
+pod) and the result is a quarter smaller (138 bytes against 188), docs/benchmarks.md. At
+`LEVEL` -1 rather than 1: zstd's fast mode leaves literals unencoded (no Huffman table built an
+object), and a restart compresses every object it lists (13.6 % of its samples at N = 10,000
+with level 1).
 
 The objects changed last are kept uncompressed until newer changes push them out (`HOT_BYTES`
 of them a mirror): a pod changes a dozen times within seconds of its creation and is read
