@@ -404,8 +404,8 @@ class ClusterApi:
                 len(content), content)
         code = "<error>"
         try:
-            async with asyncio.timeout(timeout or self._timeout):
-                response = await pool.request(request, retry_closed=method == "GET")
+            response = await pool.request(request, retry_closed=method == "GET",
+                                          timeout=timeout or self._timeout)
             code = str(response.status)
             if not 200 <= response.status < 300:
                 raise ApiError(response.status, _status_body(response.body),

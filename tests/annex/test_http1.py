@@ -112,7 +112,7 @@ async def _always_ok(_: _Served) -> bytes:
 def test_sequential_requests_share_one_connection() -> None:
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
         for _ in range(5):
-            assert (await pool.request(_request(), retry_closed=True)).status == 200
+            assert (await pool.request(_request(), retry_closed=True, timeout=10)).status == 200
 
     assert _run(_always_ok, scenario).connections == 1
 
@@ -123,7 +123,7 @@ def test_an_answer_with_connection_close_is_the_connections_last() -> None:
 
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
         for _ in range(3):
-            assert (await pool.request(_request(), retry_closed=True)).body == b"{}"
+            assert (await pool.request(_request(), retry_closed=True, timeout=10)).body == b"{}"
 
     assert _run(closing, scenario).connections == 3
 
@@ -131,14 +131,15 @@ def test_an_answer_with_connection_close_is_the_connections_last() -> None:
 def test_a_connection_idle_longer_than_keepalive_is_not_reused() -> None:
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
         for _ in range(3):
-            await pool.request(_request(), retry_closed=True)
+            await pool.request(_request(), retry_closed=True, timeout=10)
 
     assert _run(_always_ok, scenario, keepalive=0.0).connections == 3
 
 
 def test_connections_idle_for_keepalive_are_closed_without_a_request() -> None:
     async def scenario(pool: ConnectionPool, served: _Server) -> None:
-        await asyncio.gather(*(pool.request(_request(), retry_closed=True) for _ in range(3)))
+        await asyncio.gather(*(pool.request(_request(), retry_closed=True, timeout=10)
+                               for _ in range(3)))
         assert served.open_connections == 3
         while served.open_connections:  # closed by the client, the pool left alone
             await asyncio.sleep(0.01)
@@ -152,11 +153,11 @@ def test_connections_idle_for_keepalive_are_closed_without_a_request() -> None:
 
 def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
     async def scenario(pool: ConnectionPool, served: _Server) -> None:
-        await pool.request(_request("POST"), retry_closed=False)
+        await pool.request(_request("POST"), retry_closed=False, timeout=10)
         while served.open_connections:  # the server ends the connection, idle since
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)  # its end reaches the client
-        assert (await pool.request(_request("POST"), retry_closed=False)).status == 200
+        assert (await pool.request(_request("POST"), retry_closed=False, timeout=10)).status == 200
 
     assert _run(_always_ok, scenario, closes_after=frozenset({0})).connections == 2
 
@@ -170,8 +171,8 @@ def _closed_on_second_request(served: _Served) -> Awaitable[bytes | None]:
 
 def test_a_get_whose_reused_connection_closes_before_any_answer_is_sent_once_more() -> None:
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
-        await pool.request(_request(), retry_closed=True)
-        assert (await pool.request(_request(), retry_closed=True)).status == 200
+        await pool.request(_request(), retry_closed=True, timeout=10)
+        assert (await pool.request(_request(), retry_closed=True, timeout=10)).status == 200
 
     served = _run(_closed_on_second_request, scenario)
     assert [r.connection for r in served.requests] == [0, 0, 1]
@@ -179,10 +180,10 @@ def test_a_get_whose_reused_connection_closes_before_any_answer_is_sent_once_mor
 
 def test_any_other_request_whose_connection_closes_fails_and_is_not_sent_again() -> None:
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
-        await pool.request(_request("POST"), retry_closed=False)
+        await pool.request(_request("POST"), retry_closed=False, timeout=10)
         with pytest.raises(aiohttp.ServerDisconnectedError):
-            await pool.request(_request("POST"), retry_closed=False)
-        assert (await pool.request(_request("POST"), retry_closed=False)).status == 200
+            await pool.request(_request("POST"), retry_closed=False, timeout=10)
+        assert (await pool.request(_request("POST"), retry_closed=False, timeout=10)).status == 200
 
     served = _run(_closed_on_second_request, scenario)
     assert [r.connection for r in served.requests] == [0, 0, 1]
@@ -196,12 +197,43 @@ def test_a_timed_out_request_closes_its_connection() -> None:
 
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
         with pytest.raises(TimeoutError):
-            async with asyncio.timeout(0.1):
-                await pool.request(_request(), retry_closed=True)
-        assert (await pool.request(_request(), retry_closed=True)).status == 200
+            await pool.request(_request(), retry_closed=True, timeout=0.1)
+        assert (await pool.request(_request(), retry_closed=True, timeout=10)).status == 200
 
     # the late answer never reaches the next request: it has a connection of its own
     assert _run(slow_first, scenario).connections == 2
+
+
+def test_a_request_cancelled_around_it_closes_its_connection() -> None:
+    async def slow_first(request: _Served) -> bytes:
+        if request.index == 0:
+            await asyncio.sleep(1)
+        return _ok()
+
+    async def scenario(pool: ConnectionPool, _server: _Server) -> None:
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await pool.request(_request(), retry_closed=True, timeout=10)
+        assert (await pool.request(_request(), retry_closed=True, timeout=10)).status == 200
+
+    assert _run(slow_first, scenario).connections == 2
+
+
+def test_the_timeout_counts_the_wait_for_a_free_connection() -> None:
+    async def slow_first(request: _Served) -> bytes:
+        if request.index == 0:
+            await asyncio.sleep(1)
+        return _ok()
+
+    async def scenario(pool: ConnectionPool, _server: _Server) -> None:
+        busy = asyncio.create_task(pool.request(_request(), retry_closed=True, timeout=10))
+        await asyncio.sleep(0)  # it takes the only connection
+        with pytest.raises(TimeoutError):
+            await pool.request(_request(), retry_closed=True, timeout=0.1)
+        assert (await busy).status == 200
+
+    # the second request was never sent: it timed out waiting for the connection
+    assert len(_run(slow_first, scenario, limit=1).requests) == 1
 
 
 def test_a_gzip_answer_is_decompressed() -> None:
@@ -209,7 +241,7 @@ def test_a_gzip_answer_is_decompressed() -> None:
         return _ok(gzip.compress(b'{"items": []}'), "Content-Encoding: gzip")
 
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
-        response = await pool.request(_request(), retry_closed=True)
+        response = await pool.request(_request(), retry_closed=True, timeout=10)
         assert response.body == b'{"items": []}'
         assert response.headers["content-encoding"] == "gzip"
 
@@ -222,7 +254,7 @@ def test_a_chunked_answer_comes_whole() -> None:
                 b"5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n")
 
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
-        response = await pool.request(_request(), retry_closed=True)
+        response = await pool.request(_request(), retry_closed=True, timeout=10)
         assert (response.body, response.headers["retry-after"]) == (b'{"a":1}', "3")
 
     _run(chunked, scenario)
@@ -234,7 +266,8 @@ def test_no_more_than_limit_connections_are_open_at_once() -> None:
         return _ok()
 
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
-        await asyncio.gather(*(pool.request(_request(), retry_closed=True) for _ in range(12)))
+        await asyncio.gather(*(pool.request(_request(), retry_closed=True, timeout=10)
+                               for _ in range(12)))
 
     served = _run(slow, scenario, limit=3)
     assert (served.most_open, len(served.requests)) == (3, 12)
