@@ -9,9 +9,9 @@ always; reads when the component asks for it, as client-go throttles every reque
 `ApiError` (carrying the apiserver's Status) for any non-2xx answer. It does not retry: callers
 decide (`retrying` for a handler that must re-read, a work queue's backoff for the agent).
 
-Requests answered at once go through `annex.http1`'s keep-alive connections, watches through an
-aiohttp session (see `annex.http1` for why two). Both are opened lazily on the event loop of the
-first request and belong to it: a component running several loops builds one client per loop.
+Requests go through `annex.http1`: answered-at-once ones on its keep-alive connections, each
+watch on a connection of its own. They are opened lazily on the event loop of the first request
+and belong to it: a component running several loops builds one client per loop.
 
 Every request is counted (`RequestMetrics`, process-wide unless a client is given its own), as
 client-go counts a Kubernetes component's requests: both components export the counts on their
@@ -36,7 +36,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import aiohttp
 import orjson
 
-from annex.http1 import ConnectionPool, Response
+from annex.http1 import ConnectionPool, Response, Stream
 from annex.kube import Connection, LiveConnection, RateLimiter
 from annex.probes import metric_family
 from shared.api.resource import ResourceDefinition
@@ -60,10 +60,10 @@ _PATH_SAFE = "/?%:@!$&'()*+,;=-._~"
 aiohttp (yarl) sent it."""
 _PATH_AS_IT_IS = re.compile(r"[A-Za-z0-9._~/-]*").fullmatch
 """A path that `quote` would leave as it is (the paths `group_path` makes of DNS names)."""
-READ_BUFFER_BYTES = 4 * 1024 * 1024
-"""aiohttp reads a line of up to twice its read buffer (64 KiB by default): less than one watch
-event of a ConfigMap or Secret may take (1 MiB of data, more once JSON-escaped), and such an
-event broke the whole collection's watch again at every relist (kubernetes_asyncio#137)."""
+_ACCEPT_GZIP = b"Accept-Encoding: gzip\r\n"
+"""What answers at once accept, as Go's transport: the API server compresses those over 128 KiB
+(lists). Not a watch: asked without it, no server compresses the stream, read line by line as
+it comes."""
 
 
 class ApiError(Exception):
@@ -276,19 +276,18 @@ class ClusterApi:
         self._timeout = timeout
         self._limiter = limiter or RateLimiter(self.live.current.limits)
         self.metrics = metrics or REQUESTS
-        self._session: aiohttp.ClientSession | None = None
         self._pool: ConnectionPool | None = None
-        """The requests' connections, opened and retired with the session."""
+        """The connections to the server, with the credentials they were opened with."""
         self._head = b""
-        """The headers every request of the pool carries (host, credentials, what it accepts)."""
+        """The headers every request carries (host, credentials, what it accepts), but
+        Accept-Encoding (`_ACCEPT_GZIP`)."""
         self._prefix = ""
         """The server URL's path (a proxy's, e.g. Rancher's /k8s/clusters/ID), before paths."""
-        self._session_connection: Connection | None = None
+        self._pool_connection: Connection | None = None
         self._host = ""
-        """The session's server as host:port, as the request metrics name it."""
-        self._streams: set[aiohttp.ClientResponse] = set()
-        """The current session's watch responses, closed when the credentials change."""
-        self._retired: set[asyncio.Task[None]] = set()
+        """The pool's server as host:port, as the request metrics name it."""
+        self._streams: set[Stream] = set()
+        """The current pool's watches, closed when the credentials change."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self.live.subscribe(self._credentials_changed)
 
@@ -300,71 +299,59 @@ class ClusterApi:
         """Called on the replacing thread: move over on this client's own loop."""
         loop = self._loop
         if loop is None:
-            return  # no session yet: the first one opens with the new credentials
+            return  # nothing opened yet: the first request opens with the new credentials
         try:
             loop.call_soon_threadsafe(self._follow)
         except RuntimeError:
-            pass  # the loop has closed: so has the session
+            pass  # the loop has closed: so have the connections
 
     def _follow(self) -> None:
-        if self._session is not None and self.live.current is not self._session_connection:
+        if self._pool is not None and self.live.current is not self._pool_connection:
             self._retire()
 
     def _retire(self) -> None:
-        """Stop using the session: its watches end now, its other requests may finish."""
-        session, self._session = self._session, None
+        """Stop using the connections: watches end now, requests in progress may finish."""
         if self._pool is not None:
             self._pool.close()
             self._pool = None
         streams, self._streams = self._streams, set()
-        for response in streams:
-            response.close()
-        if session is not None:
-            task = asyncio.get_running_loop().create_task(self._close_later(session))
-            self._retired.add(task)
-            task.add_done_callback(self._retired.discard)
+        for stream in streams:
+            stream.close()
 
-    async def _close_later(self, session: aiohttp.ClientSession) -> None:
-        try:
-            await asyncio.sleep(self._timeout)
-        finally:
-            await session.close()
-
-    def _open(self) -> aiohttp.ClientSession:
+    def _open(self) -> ConnectionPool:
         loop = asyncio.get_running_loop()
-        if self._session is not None and loop is not self._loop:
+        if self._pool is not None and loop is not self._loop:
             raise RuntimeError("a ClusterApi serves the event loop that first used it; "
                                "build one client per loop")
         connection = self.live.current
-        if self._session is not None and connection is not self._session_connection:
+        if self._pool is not None and connection is not self._pool_connection:
             self._retire()
-        if self._session is None:
-            headers = {"Accept": JSON}
+        if self._pool is None:
+            headers = {"Host": "", "Accept": JSON, "User-Agent": USER_AGENT}
             if connection.token:
                 headers["Authorization"] = f"Bearer {connection.token}"
             tls = ssl_context(connection)
-            connector = aiohttp.TCPConnector(ssl=tls, limit=max(1, connection.limits.burst))
-            self._session = aiohttp.ClientSession(headers=headers, connector=connector,
-                                                  read_bufsize=READ_BUFFER_BYTES)
             server = urlsplit(connection.server)
+            headers["Host"] = server.netloc
             self._pool = ConnectionPool(
                 server.hostname or "", server.port or (443 if server.scheme == "https" else 80),
                 tls=tls if isinstance(tls, ssl.SSLContext) else None,
                 server_hostname=connection.tls_server_name or server.hostname,
                 limit=connection.limits.burst)
-            self._head = "".join(
-                f"{name}: {value}\r\n" for name, value in (
-                    ("Host", server.netloc), *headers.items(), ("Accept-Encoding", "gzip"),
-                    ("User-Agent", USER_AGENT))).encode("latin-1")
+            self._head = "".join(f"{name}: {value}\r\n"
+                                 for name, value in headers.items()).encode("latin-1")
             self._prefix = server.path.rstrip("/")
-            self._session_connection = connection
+            self._pool_connection = connection
             self._host = server.netloc
             self._loop = loop
-        return self._session
+        return self._pool
 
-    def _url(self, path: str, query: dict[str, Any] | None) -> str:
-        server = (self._session_connection or self.connection).server.rstrip("/")
-        return with_query(server + path, query)
+    def _target(self, path: str, query: dict[str, Any] | None) -> bytes:
+        """The request line's target: the server's path prefix, `path` escaped, `query`."""
+        target = self._prefix + path
+        if not _PATH_AS_IT_IS(target):
+            target = quote(target, safe=_PATH_SAFE)
+        return with_query(target, query).encode()
 
     async def request(self, method: str, path: str, body: Any = None, *,
                       content_type: str = JSON, query: dict[str, Any] | None = None,
@@ -384,24 +371,19 @@ class ClusterApi:
 
     async def _send(self, method: str, path: str, body: Any, content_type: str,
                     query: dict[str, Any] | None, timeout: float | None) -> Any:
-        self._open()
-        pool = self._pool
-        assert pool is not None  # opened with the session
+        pool = self._open()
         started = time.monotonic()  # the client-side throttling included, as client-go times
         if method != "GET" or self._throttle_reads:
             await self._limiter.acquire()
-        target = self._prefix + path
-        if not _PATH_AS_IT_IS(target):
-            target = quote(target, safe=_PATH_SAFE)
-        target = with_query(target, query)
+        target = self._target(path, query)
         if body is None:
-            request = b"%s %s HTTP/1.1\r\n%s\r\n" % (
-                method.encode(), target.encode(), self._head)
+            request = b"%s %s HTTP/1.1\r\n%s%s\r\n" % (
+                method.encode(), target, self._head, _ACCEPT_GZIP)
         else:
             content = orjson.dumps(body)
-            request = b"%s %s HTTP/1.1\r\n%sContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s" % (
-                method.encode(), target.encode(), self._head, content_type.encode(),
-                len(content), content)
+            request = (b"%s %s HTTP/1.1\r\n%s%sContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
+                       % (method.encode(), target, self._head, _ACCEPT_GZIP,
+                          content_type.encode(), len(content), content))
         code = "<error>"
         try:
             response = await pool.request(request, retry_closed=method == "GET",
@@ -469,58 +451,46 @@ class ClusterApi:
         """The events of one watch request from `resource_version`, bookmarks included;
         WatchExpired when that version is too old (list again). `query` narrows it
         (labelSelector, fieldSelector)."""
-        session = self._open()
+        pool = self._open()
         query = {**(query or {}), "watch": "true", "resourceVersion": resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
-        url = self._url(path, query)
+        request = b"GET %s HTTP/1.1\r\n%s\r\n" % (self._target(path, query), self._head)
+        read_timeout = timeout_seconds + 30.0  # the server ends it by then
         counted = False  # once answered (client-go counts a watch when its response comes)
+        stream: Stream | None = None
         try:
-            async with session.get(
-                    url, server_hostname=self._server_name(),
-                    timeout=aiohttp.ClientTimeout(total=None, sock_read=timeout_seconds + 30),
-            ) as response:
-                self.metrics.count(self._host, "GET", path, str(response.status), watch=True)
-                counted = True
-                if response.status == 410:
-                    raise WatchExpired()
-                if response.status >= 400:
-                    raise ApiError(response.status, _status_body(await response.read()))
-                self._streams.add(response)
-                try:
-                    async for line in response.content:
-                        if not line.strip():
-                            continue
-                        event = orjson.loads(line)
-                        if event.get("type") == "ERROR":
-                            status = event.get("object") or {}
-                            if status.get("code") == 410:
-                                raise WatchExpired()
-                            raise ApiError(int(status.get("code") or 500), status)
-                        yield event
-                except aiohttp.ClientError:
-                    if session is self._session:
-                        raise
-                    return  # closed for new credentials: ends as a watch the server ends
-                finally:
-                    self._streams.discard(response)
+            stream = await pool.stream(request, timeout=self._timeout)
+            self.metrics.count(self._host, "GET", path, str(stream.status), watch=True)
+            counted = True
+            if stream.status == 410:
+                raise WatchExpired()
+            if stream.status >= 400:
+                raise ApiError(stream.status, _status_body(await stream.body(read_timeout)))
+            if pool is not self._pool:  # retired while it was being opened
+                return
+            self._streams.add(stream)
+            async for lines in stream.lines(read_timeout):
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    event = orjson.loads(line)
+                    if event.get("type") == "ERROR":
+                        status = event.get("object") or {}
+                        if status.get("code") == 410:
+                            raise WatchExpired()
+                        raise ApiError(int(status.get("code") or 500), status)
+                    yield event
         finally:
+            if stream is not None:
+                stream.close()
+                self._streams.discard(stream)
             if not counted:
                 self.metrics.count(self._host, "GET", path, "<error>", watch=True)
 
-    def _server_name(self) -> str | None:
-        return (self._session_connection or self.connection).tls_server_name
-
     async def close(self) -> None:
-        """Close the session (on its loop); the client opens a new one if used again."""
-        for task in list(self._retired):
-            task.cancel()  # closes its session
-        await asyncio.gather(*self._retired, return_exceptions=True)
-        if self._pool is not None:
-            self._pool.close()
-        if self._session is not None:
-            await self._session.close()
-        self._session, self._pool, self._session_connection, self._loop = None, None, None, None
-        self._streams = set()
+        """Close the connections (on their loop); the client opens new ones if used again."""
+        self._retire()
+        self._pool_connection, self._loop = None, None
 
 
 def with_query(target: str, query: dict[str, Any] | None) -> str:

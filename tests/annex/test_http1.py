@@ -271,3 +271,73 @@ def test_no_more_than_limit_connections_are_open_at_once() -> None:
 
     served = _run(slow, scenario, limit=3)
     assert (served.most_open, len(served.requests)) == (3, 12)
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _stream_scenario(parts: list[bytes | float], read_timeout: float = 10,
+                     close_after: int | None = None
+                     ) -> tuple[list[list[bytes]], BaseException | None]:
+    """A stream whose server writes `parts` (a float: a pause of that long) then closes the
+    connection; the batches of lines it gave and how it ended."""
+    batches: list[list[bytes]] = []
+    ended: list[BaseException | None] = [None]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        for part in parts:
+            if isinstance(part, float):
+                await asyncio.sleep(part)
+            else:
+                writer.write(part)
+                await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = ConnectionPool("127.0.0.1", port, tls=None, server_hostname=None, limit=1)
+        stream = await pool.stream(_request(), timeout=10)
+        try:
+            async for batch in stream.lines(read_timeout):
+                batches.append(batch)
+                if close_after is not None and len(batches) == close_after:
+                    stream.close()
+        except (TimeoutError, aiohttp.ClientError) as error:
+            ended[0] = error
+        finally:
+            stream.close()
+            server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+    return batches, ended[0]
+
+
+_STREAM_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def test_a_stream_gives_whole_lines_as_they_come_until_its_answer_ends() -> None:
+    batches, ended = _stream_scenario([
+        _STREAM_HEAD, _chunk(b'{"a": 1}\n{"b"'), 0.05, _chunk(b': 2}\n'), 0.05,
+        _chunk(b'{"c": 3}\n{"d": 4}\n'), b"0\r\n\r\n"])
+    assert (batches, ended) == ([[b'{"a": 1}'], [b'{"b": 2}'], [b'{"c": 3}', b'{"d": 4}']],
+                                None)
+
+
+def test_a_stream_cut_short_fails_after_the_lines_it_had() -> None:
+    batches, ended = _stream_scenario([_STREAM_HEAD, _chunk(b'{"a": 1}\n{"b"')])
+    # the server closes (after the parts) without the last chunk: the stream was cut
+    assert batches == [[b'{"a": 1}']]
+    assert isinstance(ended, aiohttp.ServerDisconnectedError)
+
+
+def test_a_stream_silent_for_its_read_timeout_fails() -> None:
+    batches, ended = _stream_scenario([_STREAM_HEAD, _chunk(b"{}\n"), 5.0], read_timeout=0.2)
+    assert (batches, type(ended)) == ([[b"{}"]], TimeoutError)
+
+
+def test_a_stream_closed_here_just_ends() -> None:
+    batches, ended = _stream_scenario([_STREAM_HEAD, _chunk(b"{}\n"), 5.0], close_after=1)
+    assert (batches, ended) == ([[b"{}"]], None)
