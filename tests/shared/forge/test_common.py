@@ -196,10 +196,13 @@ def test_timestamps_are_written_and_read_as_the_api_server_does() -> None:
 
 
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=3),
-    lambda children: st.lists(children, max_size=3)
-    | st.dictionaries(st.text(max_size=3), children, max_size=3),
-    max_leaves=12)
+    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20)
+"""What a decoded JSON object holds (integers within 64 bits and finite floats, as JSON decoders
+and the API server carry them)."""
 
 
 def _reference_form(value: Any) -> Any:
@@ -225,15 +228,7 @@ def test_the_compared_form_drops_what_the_wire_omits_and_keeps_zeros_and_false(
     assert compared_form(MappingProxyType({**obj, "data": MappingProxyType(content)})) == form
 
 
-_json = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=8), children, max_size=4),
-    max_leaves=20)
-
-
-@given(_json)
+@given(JSON_VALUES)
 def test_a_copy_equals_its_json_value_and_shares_no_map_or_list_with_it(value: Any) -> None:
     copy_ = copied(value)
     assert copy_ == value and type(copy_) is type(value)
