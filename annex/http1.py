@@ -60,47 +60,65 @@ class Response:
     body: bytes
 
 
-class _Exchange(asyncio.Protocol):
-    """One connection: one request at a time, its answer parsed as it arrives."""
+class _Connection(asyncio.Protocol):
+    """A client connection whose answers httptools parses, calling the subclass's callbacks;
+    a malformed answer or the connection's loss is `_broken`."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
-        self.answer: asyncio.Future[Response] | None = None
-        self.closed = False
-        self.idle_since = 0.0
-        self.answered = False
-        """Whether any byte of the current answer came (a GET is retried only if not)."""
         self._headers: dict[str, str] = {}
-        self._body: list[bytes] = []
-
-    # asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's TLS transport is no asyncio.Transport subclass, though it is one in all but name
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        self.answered = True
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as error:
-            self._fail(aiohttp.ClientPayloadError(f"malformed answer: {error}"))
+            self._broken(aiohttp.ClientPayloadError(f"malformed answer: {error}"))
             self.close()
 
     def eof_received(self) -> bool:
         return False  # the transport closes; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self._fail(aiohttp.ServerDisconnectedError(
+        self._broken(aiohttp.ServerDisconnectedError(
             f"the server closed the connection{f': {exc}' if exc else ''}"))
-
-    # httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
         # httptools gathers a header split over two reads: one call a header
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def _broken(self, error: Exception) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class _Exchange(_Connection):
+    """One connection: one request at a time, its answer parsed as it arrives."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer: asyncio.Future[Response] | None = None
+        self.closed = False
+        self.idle_since = 0.0
+        self.answered = False
+        """Whether any byte of the current answer came (a GET is retried only if not)."""
+        self._body: list[bytes] = []
+
+    def data_received(self, data: bytes) -> None:
+        self.answered = True
+        super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        super().connection_lost(exc)
+
+    # httptools callbacks
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -123,7 +141,7 @@ class _Exchange(asyncio.Protocol):
         self.answered = False
         self.answer = asyncio.get_running_loop().create_future()
         if self.closed or self.transport.is_closing():  # lost before this request: none comes
-            self._fail(aiohttp.ServerDisconnectedError("the server closed the connection"))
+            self._broken(aiohttp.ServerDisconnectedError("the server closed the connection"))
         else:
             self.transport.write(request)
         return self.answer
@@ -131,7 +149,7 @@ class _Exchange(asyncio.Protocol):
     def usable(self) -> bool:
         return not self.closed and self.transport is not None and not self.transport.is_closing()
 
-    def _fail(self, error: Exception) -> None:
+    def _broken(self, error: Exception) -> None:
         if self.answer is not None and not self.answer.done():
             self.answer.set_exception(error)
 
@@ -141,48 +159,27 @@ class _Exchange(asyncio.Protocol):
             self.transport.close()
 
 
-class Stream(asyncio.Protocol):
+class Stream(_Connection):
     """A request whose answer comes as a stream of lines on a connection of its own (a watch):
     `lines` gives them as they come, in batches, until the answer ends; `close` ends it from
     this side (then `lines` just ends, as if the server had)."""
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
+        super().__init__()
         self.status = 0
         self.head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._headers: dict[str, str] = {}
         self._partial = b""
         self._lines: list[bytes] = []
         self._waiter: asyncio.Future[None] | None = None
         self._ended = False
-        self._closed_here = False
         self._error: Exception | None = None
 
-    # asyncio.Protocol
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as error:
-            self._end(aiohttp.ClientPayloadError(f"malformed answer: {error}"))
-            self.close()
-
-    def eof_received(self) -> bool:
-        return False
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        # Closed before the answer's end: the server went, or cut the stream short.
-        self._end(None if self._closed_here else aiohttp.ServerDisconnectedError(
-            f"the server closed the connection{f': {exc}' if exc else ''}"))
+    def _broken(self, error: Exception) -> None:
+        # Before the answer's end: the server went, or cut the stream short (after its end, or
+        # once closed here, `_end` keeps how it ended).
+        self._end(error)
 
     # httptools callbacks
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
         self.status = self.parser.get_status_code()
@@ -214,7 +211,7 @@ class Stream(asyncio.Protocol):
                 yield lines
                 continue
             if self._ended:
-                if self._error is not None and not self._closed_here:
+                if self._error is not None:
                     raise self._error
                 return
             waiter = self._waiter = loop.create_future()
@@ -230,7 +227,6 @@ class Stream(asyncio.Protocol):
         return b"\n".join([line async for batch in self.lines(read_timeout) for line in batch])
 
     def close(self) -> None:
-        self._closed_here = True
         self._end(None)
         if self.transport is not None:
             self.transport.close()

@@ -189,42 +189,33 @@ def test_any_other_request_whose_connection_closes_fails_and_is_not_sent_again()
     assert [r.connection for r in served.requests] == [0, 0, 1]
 
 
-def test_a_timed_out_request_closes_its_connection() -> None:
-    async def slow_first(request: _Served) -> bytes:
-        if request.index == 0:
-            await asyncio.sleep(1)
-        return _ok()
+async def _slow_first(request: _Served) -> bytes:
+    if request.index == 0:
+        await asyncio.sleep(1)
+    return _ok()
 
+
+def test_a_timed_out_request_closes_its_connection() -> None:
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
         with pytest.raises(TimeoutError):
             await pool.request(_request(), retry_closed=True, timeout=0.1)
         assert (await pool.request(_request(), retry_closed=True, timeout=10)).status == 200
 
     # the late answer never reaches the next request: it has a connection of its own
-    assert _run(slow_first, scenario).connections == 2
+    assert _run(_slow_first, scenario).connections == 2
 
 
 def test_a_request_cancelled_around_it_closes_its_connection() -> None:
-    async def slow_first(request: _Served) -> bytes:
-        if request.index == 0:
-            await asyncio.sleep(1)
-        return _ok()
-
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.1):
                 await pool.request(_request(), retry_closed=True, timeout=10)
         assert (await pool.request(_request(), retry_closed=True, timeout=10)).status == 200
 
-    assert _run(slow_first, scenario).connections == 2
+    assert _run(_slow_first, scenario).connections == 2
 
 
 def test_the_timeout_counts_the_wait_for_a_free_connection() -> None:
-    async def slow_first(request: _Served) -> bytes:
-        if request.index == 0:
-            await asyncio.sleep(1)
-        return _ok()
-
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
         busy = asyncio.create_task(pool.request(_request(), retry_closed=True, timeout=10))
         await asyncio.sleep(0)  # it takes the only connection
@@ -233,7 +224,7 @@ def test_the_timeout_counts_the_wait_for_a_free_connection() -> None:
         assert (await busy).status == 200
 
     # the second request was never sent: it timed out waiting for the connection
-    assert len(_run(slow_first, scenario, limit=1).requests) == 1
+    assert len(_run(_slow_first, scenario, limit=1).requests) == 1
 
 
 def test_a_gzip_answer_is_decompressed() -> None:
@@ -341,3 +332,8 @@ def test_a_stream_silent_for_its_read_timeout_fails() -> None:
 def test_a_stream_closed_here_just_ends() -> None:
     batches, ended = _stream_scenario([_STREAM_HEAD, _chunk(b"{}\n"), 5.0], close_after=1)
     assert (batches, ended) == ([[b"{}"]], None)
+
+
+def test_a_stream_whose_answer_is_malformed_fails() -> None:
+    batches, ended = _stream_scenario([_STREAM_HEAD, b"not a chunk size\r\n"])
+    assert batches == [] and isinstance(ended, aiohttp.ClientPayloadError)
