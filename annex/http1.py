@@ -168,7 +168,8 @@ class Stream(_Connection):
         super().__init__()
         self.status = 0
         self.head: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._partial = b""
+        self._partial: list[bytes] = []
+        """The pieces of the line begun and not yet ended (an event may span many reads)."""
         self._lines: list[bytes] = []
         self._waiter: asyncio.Future[None] | None = None
         self._ended = False
@@ -187,15 +188,20 @@ class Stream(_Connection):
             self.head.set_result(None)
 
     def on_body(self, body: bytes) -> None:
-        *complete, self._partial = (self._partial + body).split(b"\n")
-        if complete:
+        first, newline, rest = body.partition(b"\n")
+        self._partial.append(first)
+        if newline:
+            *complete, last = rest.split(b"\n")
+            self._lines.append(b"".join(self._partial))
             self._lines.extend(complete)
+            self._partial = [last]
             self._wake()
 
     def on_message_complete(self) -> None:
-        if self._partial:
-            self._lines.append(self._partial)
-            self._partial = b""
+        line = b"".join(self._partial)
+        if line:
+            self._lines.append(line)
+        self._partial = []
         self._end(None)
 
     # use
@@ -234,9 +240,11 @@ class Stream(_Connection):
     def _end(self, error: Exception | None) -> None:
         if not self._ended:
             self._ended, self._error = True, error
-        if not self.head.done():
-            self.head.set_exception(error or aiohttp.ServerDisconnectedError(
-                "the server closed the connection"))
+        if not self.head.done():  # ended before the status came: by the server, or closed here
+            if error is None:
+                self.head.cancel()
+            else:
+                self.head.set_exception(error)
         self._wake()
 
     def _wake(self) -> None:

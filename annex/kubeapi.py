@@ -327,12 +327,11 @@ class ClusterApi:
         if self._pool is not None and connection is not self._pool_connection:
             self._retire()
         if self._pool is None:
-            headers = {"Host": "", "Accept": JSON, "User-Agent": USER_AGENT}
-            if connection.token:
-                headers["Authorization"] = f"Bearer {connection.token}"
             tls = ssl_context(connection)
             server = urlsplit(connection.server)
-            headers["Host"] = server.netloc
+            headers = {"Host": server.netloc, "Accept": JSON, "User-Agent": USER_AGENT}
+            if connection.token:
+                headers["Authorization"] = f"Bearer {connection.token}"
             self._pool = ConnectionPool(
                 server.hostname or "", server.port or (443 if server.scheme == "https" else 80),
                 tls=tls if isinstance(tls, ssl.SSLContext) else None,

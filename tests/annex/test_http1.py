@@ -337,3 +337,11 @@ def test_a_stream_closed_here_just_ends() -> None:
 def test_a_stream_whose_answer_is_malformed_fails() -> None:
     batches, ended = _stream_scenario([_STREAM_HEAD, b"not a chunk size\r\n"])
     assert batches == [] and isinstance(ended, aiohttp.ClientPayloadError)
+
+
+def test_a_line_over_many_reads_comes_whole() -> None:
+    line = b'{"data": "%s"}' % (b"x" * 200_000)
+    pieces = [line[start:start + 1000] for start in range(0, len(line), 1000)]
+    batches, ended = _stream_scenario([_STREAM_HEAD, *map(_chunk, pieces), _chunk(b"\n{}"),
+                                       b"0\r\n\r\n"])
+    assert ([found for batch in batches for found in batch], ended) == ([line, b"{}"], None)
