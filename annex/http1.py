@@ -40,7 +40,7 @@ import time
 import zlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import aiohttp
 import httptools
@@ -265,9 +265,10 @@ async def _answer(exchange: _Exchange, request: bytes, deadline: float) -> Respo
         timer.cancel()
 
 
-def _time_out(answer: asyncio.Future[Response]) -> None:
-    if not answer.done():
-        answer.set_exception(TimeoutError())
+def _time_out(waited: asyncio.Future[Any]) -> None:
+    """A deadline passed: what was waited for (an answer, a stream's next read) fails."""
+    if not waited.done():
+        waited.set_exception(TimeoutError())
 
 
 class ConnectionPool:
