@@ -257,10 +257,11 @@ class VirtualNodes:
                                node["metadata"].get("uid"))
         await self.api.delete_if_exists(group_path(*LEASES, self.template.namespace,
                                                    election_lease_name(cluster_id)))
-        finalizers = [f for f in virtual_node.metadata.finalizers or [] if f != FINALIZER]
-        await self._set_finalizers(key, obj, finalizers)
+        # Recorded before the finalizer goes, so whoever sees the VirtualNode gone finds it.
         await self.events.record(obj, "Drained", f"virtual node {node_name} drained and deleted",
                                  "Normal")
+        finalizers = [f for f in virtual_node.metadata.finalizers or [] if f != FINALIZER]
+        await self._set_finalizers(key, obj, finalizers)
         log.info("VirtualNode %s/%s drained: its agent goes", *key)
         return DONE
 

@@ -200,6 +200,10 @@ def test_the_node_turns_not_ready_while_the_remote_refuses_the_agent(
 
 def test_a_pod_forced_onto_the_node_without_offloading_backs_off(
         home: ClusterHandle, namespace: str, peered: RunningAgent) -> None:
+    # Bound only once the node exists: the pod garbage collector deletes a pod bound to a node
+    # that is missing when its quarantine for that name ends, which on a shared node name may
+    # be an earlier test's (on a real cluster as on kubesim).
+    wait_for(lambda: home.core.read_node(peered.node_name), timeout=30, message="the node")
     # Forced: bound by hand, tolerating the taint (else the NoExecute taint evicts it).
     home.core.create_namespaced_pod(namespace, {
         "metadata": {"name": "stray"},
