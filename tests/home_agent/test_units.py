@@ -11,6 +11,8 @@ from typing import Any
 import jsonpatch
 import msgpack
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from annex import mirror as mirror_module
 from annex.mirror import Mirror
@@ -242,3 +244,36 @@ def test_delayed_keys_count_as_work_from_when_they_are_due_until_done() -> None:
         queue.done(key)
     assert len(queue) == 1
     assert _drain(queue) == ["failed"] and len(queue) == 0
+
+
+class _Unreadable(set):  # type: ignore[type-arg]
+    """The keys in process, which `len` must count without reading them."""
+
+    def __iter__(self) -> Any:
+        raise AssertionError("the keys in process were read")
+
+
+_OPERATIONS = st.lists(st.tuples(st.sampled_from(["add", "take", "done", "retry", "plan"]),
+                                 st.sampled_from("abcd"), st.integers(0, 2)), max_size=60)
+
+
+@given(_OPERATIONS)
+@settings(max_examples=300, deadline=None)
+def test_the_length_counts_each_key_waiting_or_in_process_once_without_reading_them(
+        operations: list[tuple[str, str, int]]) -> None:
+    queue = KeyQueue(base_delay=0.0)
+    queue._processing = _Unreadable()
+    in_process: list[Any] = []
+    for operation, key, priority in operations:
+        if operation == "add":
+            queue.add(key, priority)
+        elif operation == "take" and (taken := queue.take()) is not None:
+            in_process.append(taken)
+        elif operation == "done" and in_process:
+            queue.done(in_process.pop(priority % len(in_process)))
+        elif operation == "retry":
+            queue.retry(key)
+        elif operation == "plan":
+            queue.add_after(key, 3600, planned=True)
+        waiting_or_in_process = set(queue._dirty) | set(in_process)
+        assert len(queue) == len(waiting_or_in_process) + queue._unplanned
