@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 JSON = "application/json"
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+"""What a list asks for to get its objects' metadata only (client-go's metadata client)."""
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
@@ -60,6 +62,7 @@ _PATH_SAFE = "/?%:@!$&'()*+,;=-._~"
 aiohttp (yarl) sent it."""
 _PATH_AS_IT_IS = re.compile(r"[A-Za-z0-9._~/-]*").fullmatch
 """A path that `quote` would leave as it is (the paths `group_path` makes of DNS names)."""
+_ACCEPT_JSON = b"Accept: application/json\r\n"
 _ACCEPT_GZIP = b"Accept-Encoding: gzip\r\n"
 """What answers at once accept, as Go's transport: the API server compresses those over 128 KiB
 (lists). Not a watch: asked without it, no server compresses the stream, read line by line as
@@ -279,7 +282,7 @@ class ClusterApi:
         self._pool: ConnectionPool | None = None
         """The connections to the server, with the credentials they were opened with."""
         self._head = b""
-        """The headers every request carries (host, credentials, what it accepts), but
+        """The headers every request carries (host, credentials), but Accept and
         Accept-Encoding (`_ACCEPT_GZIP`)."""
         self._prefix = ""
         """The server URL's path (a proxy's, e.g. Rancher's /k8s/clusters/ID), before paths."""
@@ -329,7 +332,7 @@ class ClusterApi:
         if self._pool is None:
             tls = ssl_context(connection)
             server = urlsplit(connection.server)
-            headers = {"Host": server.netloc, "Accept": JSON, "User-Agent": USER_AGENT}
+            headers = {"Host": server.netloc, "User-Agent": USER_AGENT}
             if connection.token:
                 headers["Authorization"] = f"Bearer {connection.token}"
             self._pool = ConnectionPool(
@@ -354,13 +357,15 @@ class ClusterApi:
 
     async def request(self, method: str, path: str, body: Any = None, *,
                       content_type: str = JSON, query: dict[str, Any] | None = None,
-                      timeout: float | None = None) -> Any:
-        """The decoded JSON answer (None when empty); ApiError for any non-2xx answer. An
+                      timeout: float | None = None, accept: str = JSON) -> Any:
+        """The decoded JSON answer (None when empty); ApiError for any non-2xx answer. `accept`:
+        the form asked for (`METADATA_LIST`: a list's metadata only). An
         answer that asks to be tried again (Retry-After on 429 or 5xx) is, after that long, up
         to MAX_RETRIES times, as client-go does."""
         for attempt in range(MAX_RETRIES + 1):
             try:
-                return await self._send(method, path, body, content_type, query, timeout)
+                return await self._send(method, path, body, content_type, query, timeout,
+                                        accept)
             except ApiError as error:
                 if error.retry_after is None or attempt == MAX_RETRIES:
                     raise
@@ -369,20 +374,20 @@ class ClusterApi:
         raise AssertionError("unreachable")
 
     async def _send(self, method: str, path: str, body: Any, content_type: str,
-                    query: dict[str, Any] | None, timeout: float | None) -> Any:
+                    query: dict[str, Any] | None, timeout: float | None, accept: str) -> Any:
         pool = self._open()
         started = time.monotonic()  # the client-side throttling included, as client-go times
         if method != "GET" or self._throttle_reads:
             await self._limiter.acquire()
         target = self._target(path, query)
+        head = b"%s %s HTTP/1.1\r\n%sAccept: %s\r\n%s" % (
+            method.encode(), target, self._head, accept.encode(), _ACCEPT_GZIP)
         if body is None:
-            request = b"%s %s HTTP/1.1\r\n%s%s\r\n" % (
-                method.encode(), target, self._head, _ACCEPT_GZIP)
+            request = head + b"\r\n"
         else:
             content = orjson.dumps(body)
-            request = (b"%s %s HTTP/1.1\r\n%s%sContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
-                       % (method.encode(), target, self._head, _ACCEPT_GZIP,
-                          content_type.encode(), len(content), content))
+            request = b"%sContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s" % (
+                head, content_type.encode(), len(content), content)
         code = "<error>"
         try:
             response = await pool.request(request, retry_closed=method == "GET",
@@ -453,7 +458,8 @@ class ClusterApi:
         pool = self._open()
         query = {**(query or {}), "watch": "true", "resourceVersion": resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
-        request = b"GET %s HTTP/1.1\r\n%s\r\n" % (self._target(path, query), self._head)
+        request = b"GET %s HTTP/1.1\r\n%s%s\r\n" % (self._target(path, query), self._head,
+                                                   _ACCEPT_JSON)
         read_timeout = timeout_seconds + 30.0  # the server ends it by then
         counted = False  # once answered (client-go counts a watch when its response comes)
         stream: Stream | None = None

@@ -22,7 +22,7 @@ from typing import Any, NoReturn
 
 import msgpack
 
-from annex.kubeapi import ClusterApi, WatchExpired, error_message, status_of
+from annex.kubeapi import JSON, ClusterApi, WatchExpired, error_message, status_of
 from annex.mirror import discard, key_of
 
 log = logging.getLogger(__name__)
@@ -90,23 +90,24 @@ async def list_and_watch(api: ClusterApi, path: str, sink: Sink, *,
 
 async def list_objects(api: ClusterApi, path: str, query: Mapping[str, str],
                        each: Callable[[dict[str, Any]], object],
-                       restart: Callable[[], object]) -> str:
+                       restart: Callable[[], object], *, accept: str = JSON) -> str:
     """Every object of the collection at `path` to `each`, a page at a time (kind and
-    apiVersion set: list items carry neither); returns the list's resourceVersion. When the
+    apiVersion set: list items carry neither), in the form `accept` asks for
+    (`annex.kubeapi.METADATA_LIST`: metadata only); returns the list's resourceVersion. When the
     pages' continue token expired (compacted while paging a busy cluster), paging again may
     never catch up: `restart()`, then one unpaged list, as client-go's pager falls back
     (FullListIfExpired)."""
     token = ""
     while True:
         try:
-            page = await api.request("GET", path, query={
+            page = await api.request("GET", path, accept=accept, query={
                 **query, "limit": str(LIST_PAGE), **({"continue": token} if token else {})})
         except Exception as error:
             if not token or status_of(error) != 410:
                 raise
             log.info("list %s: continue token expired, listing it whole", path)
             restart()
-            page = await api.request("GET", path, query=dict(query))
+            page = await api.request("GET", path, query=dict(query), accept=accept)
         kind = str(page.get("kind") or "").removesuffix("List")
         for obj in page.get("items") or []:
             obj.setdefault("kind", kind)

@@ -53,6 +53,8 @@ KUBE_ROOT_CA_CONFIGMAP: Final = "kube-root-ca.crt"
 # The remote name of the reflected kube-root-ca.crt: the remote cluster has its own under the
 # original name. Offloaded pods' projected ca.crt sources are pointed at this name.
 ROOT_CA_REMOTE_NAME: Final = "kube-root-ca.crt.annex"
+# On a home copy of a remote Event: the digest of what it says (shared.forge.event).
+COPY_DIGEST_ANNOTATION: Final = "offloading.liqo.io/copy-digest"
 SERVICE_ACCOUNT_TOKEN_SECRET_TYPE: Final = "kubernetes.io/service-account-token"
 # The remote Secret holding an offloaded pod's home service-account tokens (Liqo's keys): the
 # labels mark it as the token reflector's (the Secret reflector leaves it alone); the annotations

@@ -13,8 +13,9 @@ Which remote Events come home:
   and never an Event that is itself a reflected copy (no loops).
 
 One home copy per remote Event, named deterministically (`home_event_name`): a restart finds
-the copies it made. Our copies at home are listed (a label selector on the ownership pair) when
-the reflector starts, which is when its replica starts leading, and are not watched: from then
+the copies it made. Our copies at home are listed (a label selector on the ownership pair, their
+metadata only: each carries the digest of what it says, `shared.forge.event`) when the
+reflector starts, which is when its replica starts leading, and are not watched: from then
 on the answers to its own writes are all it needs to know of them, as Kubernetes' own Event
 recorders never watch what they record. A watch would only echo those writes back, four Events
 a pod (and the home API server would send each). So the reflector compares without reading and
@@ -39,7 +40,7 @@ from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Resource
-from annex.kubeapi import core_path, error_message, status_of
+from annex.kubeapi import METADATA_LIST, core_path, error_message, status_of
 from annex.listwatch import list_objects
 from annex.mirror import Key, Mirror, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
@@ -254,9 +255,10 @@ class EventReflector:
         while True:
             self._forget_all()
             try:
+                # Metadata only: the copies' digests are in their annotations.
                 await list_objects(self.agent.home, core_path(EVENTS[2]), query,
                                    lambda copy: self._known(key_of(copy), copy),
-                                   self._forget_all)
+                                   self._forget_all, accept=METADATA_LIST)
                 break
             except asyncio.CancelledError:
                 raise

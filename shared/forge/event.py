@@ -25,6 +25,14 @@ The home copy (as Liqo's event reflector):
 - its name is the remote Event's name plus a short digest of the remote cluster id: deterministic
   (updates find it) and distinct per remote cluster, so agents for two remotes never fight over
   one home Event.
+- it carries the digest of what it says (`COPY_DIGEST_ANNOTATION`: of its compared form, the
+  annotation left out), as `kubectl apply` keeps what it applied: a restarted agent lists its
+  copies' metadata only (there are as many as remote Events, four a pod) and still knows which
+  need rewriting. A copy read whole is judged by its content (a change by anyone else shows);
+  one listed as metadata by its annotation, and without one (made by an older agent) it is
+  rewritten once. What someone changed in a copy while the agent was down is then written over
+  by the remote Event's next change rather than at once: Events are records, written by their
+  recorders only.
 """
 
 import functools
@@ -36,7 +44,7 @@ import orjson
 
 from shared.forge.common import ReflectionConfig, compared_form, copied, without_keys
 from shared.ownership import ownership_labels
-from shared.wellknown import ORIGIN_CLUSTER_LABEL
+from shared.wellknown import COPY_DIGEST_ANNOTATION, ORIGIN_CLUSTER_LABEL
 
 REMOTE_SOURCE_SUFFIX = " (remote)"
 _MAX_NAME_LENGTH = 253  # a DNS subdomain
@@ -178,18 +186,48 @@ def home_event(
         source["component"] = str(source["component"]) + REMOTE_SOURCE_SUFFIX
     if source:
         event["source"] = source
+    metadata["annotations"] = {**metadata.get("annotations", {}),
+                               COPY_DIGEST_ANNOTATION: _content_digest(event)}
     return event
+
+
+def copy_digest(home_event: Mapping[str, Any]) -> str:
+    """The digest of what the copy says: computed from its content when it was read whole,
+    its `COPY_DIGEST_ANNOTATION` when only its metadata was (PartialObjectMetadata; "" without
+    one, which no desired copy has)."""
+    if home_event.get("kind") == "PartialObjectMetadata":
+        return _annotated_digest(home_event)
+    return _content_digest(home_event)
+
+
+def _annotated_digest(home_event: Mapping[str, Any]) -> str:
+    annotations = (home_event.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(COPY_DIGEST_ANNOTATION) or "")
+
+
+def _content_digest(home_event: Mapping[str, Any]) -> str:
+    """The digest of the copy's compared form, `COPY_DIGEST_ANNOTATION` left out."""
+    form = compared_form(home_event)
+    annotations = form.get("annotations")
+    if annotations and COPY_DIGEST_ANNOTATION in annotations:
+        others = {key: value for key, value in annotations.items()
+                  if key != COPY_DIGEST_ANNOTATION}
+        if others:
+            form["annotations"] = others
+        else:
+            del form["annotations"]  # as a copy that never had any
+    # orjson: one digest per copy forged or read, several times quicker.
+    encoded = orjson.dumps(form, option=orjson.OPT_SORT_KEYS, default=str)
+    return hashlib.sha256(encoded).hexdigest()
 
 
 def home_copy_summary(home_event: Mapping[str, Any]) -> dict[str, Any]:
     """What the agent keeps of each home copy instead of the copy (there are as many as remote
-    Events): its identity and labels (whose it is), and the digest of what
-    `event_needs_update` compares."""
+    Events): its identity and labels (whose it is), and its `copy_digest` (the copy may be its
+    metadata only)."""
     metadata = home_event.get("metadata") or {}
-    # One digest per home copy watch event and per reconcile: orjson, several times quicker.
-    form = orjson.dumps(compared_form(home_event), option=orjson.OPT_SORT_KEYS, default=str)
     return {"metadata": {key: metadata[key] for key in _SUMMARY_METADATA if key in metadata},
-            "digest": hashlib.sha256(form).hexdigest()}
+            "digest": copy_digest(home_event)}
 
 
 _SUMMARY_METADATA = ("namespace", "name", "uid", "resourceVersion", "labels")
@@ -201,5 +239,7 @@ def event_needs_update(current_home_event: Mapping[str, Any], desired: Mapping[s
     `desired`: the remote Event changed (its count, lastTimestamp, message...) or the home copy
     drifted. An Event has no server-defaulted or immutable fields we leave empty, so the
     compared forms' digests decide (`needs_update`'s rule)."""
-    digest = current_home_event.get("digest") or home_copy_summary(current_home_event)["digest"]
-    return bool(digest != home_copy_summary(desired)["digest"])
+    digest = (current_home_event["digest"] if "digest" in current_home_event
+              else copy_digest(current_home_event))
+    # `desired` was forged by `home_event`: its annotation is its content's digest.
+    return bool(digest != (_annotated_digest(desired) or _content_digest(desired)))

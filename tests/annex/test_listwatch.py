@@ -31,7 +31,7 @@ class FakeServer:
         self.relisted = asyncio.Event()
 
     async def request(self, method: str, path: str, body: Any = None, *,
-                      query: dict[str, str] | None = None) -> dict[str, Any]:
+                      query: dict[str, str] | None = None, accept: str = "") -> dict[str, Any]:
         query = query or {}
         start = int(query.get("continue") or 0)
         end = start + int(query["limit"])
@@ -107,7 +107,7 @@ def test_a_continue_token_expired_while_paging_falls_back_to_one_unpaged_list(
     paged = server.request
 
     async def expiring(method: str, path: str, body: Any = None, *,
-                       query: dict[str, str] | None = None) -> dict[str, Any]:
+                       query: dict[str, str] | None = None, accept: str = "") -> dict[str, Any]:
         queries.append(dict(query or {}))
         if (query or {}).get("continue"):
             raise ApiError(410, {"reason": "Expired", "message": "continue parameter is too old"})
@@ -133,7 +133,7 @@ def test_any_other_list_failure_is_not_papered_over() -> None:
     server = FakeServer([configmap("a", "1")], [])
 
     async def forbidden(method: str, path: str, body: Any = None, *,
-                        query: dict[str, str] | None = None) -> dict[str, Any]:
+                        query: dict[str, str] | None = None, accept: str = "") -> dict[str, Any]:
         raise ApiError(403, {"reason": "Forbidden"})
 
     server.request = forbidden  # type: ignore[method-assign]

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from annex.kubeapi import JSON, METADATA_LIST
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
@@ -26,6 +27,7 @@ from home_agent.reflection.reflector import KindRules, Reflection
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.watches import declare_agent, declare_reflection
 from shared.forge.event import home_event_name
+from shared.wellknown import COPY_DIGEST_ANNOTATION
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.play import bound_pod, extend
@@ -82,12 +84,19 @@ class EventHome(FakeApi):
         return copy.deepcopy(self.objects.get(path))
 
     async def request(self, method: str, path: str, body: Any = None, *,
-                      query: dict[str, str] | None = None, **_: Any) -> Any:
+                      query: dict[str, str] | None = None, accept: str = JSON,
+                      **_: Any) -> Any:
+        """A list, as the API server answers it: metadata only when asked so."""
         assert (method, path) == ("GET", "/api/v1/events")
-        self.listings.append(dict(query or {}))
+        self.listings.append({**(query or {}), "accept": accept})
+        copies = [copy.deepcopy(obj) for path, obj in self.objects.items() if "/events/" in path]
+        if accept == METADATA_LIST:
+            return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                    "metadata": {"resourceVersion": "9"},
+                    "items": [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                               "metadata": obj["metadata"]} for obj in copies]}
         return {"kind": "EventList", "apiVersion": "v1", "metadata": {"resourceVersion": "9"},
-                "items": [copy.deepcopy(obj) for path, obj in self.objects.items()
-                          if "/events/" in path]}
+                "items": copies}
 
 
 def _setup(kinds: list[KindRules] | None = None) -> tuple[Reflection, EventHome]:
@@ -256,6 +265,29 @@ def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remo
     _reconcile_all(restarted)
     assert home.writes() == [("delete", _home_path("web.gone"))]
     assert _home_path() in home.objects
+
+
+def test_a_restarted_agent_rewrites_once_the_copies_made_before_they_carried_a_digest() -> None:
+    reflection, home = _setup()
+    _see_home(reflection, "pods", "ADDED", _home_pod())
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    _reconcile_all(reflection)
+    older = home.objects[_home_path()]  # as an agent before the digest annotation made it
+    del older["metadata"]["annotations"][COPY_DIGEST_ANNOTATION]
+
+    def restart() -> list[tuple[str, str]]:
+        restarted, _ = _setup()
+        restarted.agent.home = home  # type: ignore[assignment]
+        _see_home(restarted, "pods", None, _home_pod())
+        asyncio.run(_events(restarted).list_copies())  # metadata only: the digest is missing
+        _see_remote(restarted, "events", None, _remote_event(POD))
+        home.calls.clear()
+        _reconcile_all(restarted)
+        return home.writes()
+
+    assert restart() == [("replace", _home_path())]
+    assert COPY_DIGEST_ANNOTATION in home.objects[_home_path()]["metadata"]["annotations"]
+    assert restart() == []
 
 
 def test_the_copy_goes_with_the_remote_event_also_when_only_the_relist_tells() -> None:
@@ -464,7 +496,7 @@ def test_the_copies_at_home_are_listed_when_the_reflector_starts_and_never_watch
     assert home.writes() == []  # compared with the listed copy: no create to find it with
     assert home.listings == [{"labelSelector": (  # only our copies, a page at a time
         f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}"),
-        "limit": "500"}]
+        "limit": "500", "accept": METADATA_LIST}]  # their metadata only
     home_watch = declared_watch(restarted.agent.informers, HOME_SIDE, HOME_WATCH)
     assert EVENTS not in home_watch.queries  # no watch echoes our own writes back
 

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from shared.forge.common import needs_update
 from shared.forge.event import (
+    copy_digest,
     event_needs_update,
     home_copy_summary,
     home_event,
@@ -20,6 +21,7 @@ from shared.forge.event import (
     remote_event_name,
 )
 from shared.ownership import is_owned
+from shared.wellknown import COPY_DIGEST_ANNOTATION
 from tests.shared.forge.objects import EXAMPLES, HOME, REMOTE, configs_skipping, remote_events
 
 
@@ -44,29 +46,74 @@ def test_home_events_are_ours_and_attached_to_the_home_object(event: Any, config
         event["involvedObject"]["kind"] not in ("Deployment", "ShadowPod"))
 
 
-@EXAMPLES
-@given(remote_events(), configs_skipping({}),
-       st.dictionaries(st.sampled_from(["eventTime", "action", "related", "series", "note"]),
-                       st.sampled_from([None, "", {}, []])))
-def test_a_home_copys_summary_decides_updates_as_the_whole_copy_does(
-        event: Any, config: Any, server_empties: dict[str, Any]) -> None:
-    home_pod = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "web-1", "namespace": "shop", "uid": "home-uid"}}
-    desired = home_event(event, object_reference(home_pod), config)
+HOME_POD = {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web-1", "namespace": "shop", "uid": "home-uid"}}
+
+
+def _stored(desired: dict[str, Any], server_empties: dict[str, Any]) -> dict[str, Any]:
+    """`desired` as the home API server stored it."""
     stored = {**copy.deepcopy(desired), **server_empties}
     stored["metadata"].update(uid="copy-uid", resourceVersion="7",
                               creationTimestamp="2026-11-21T20:00:00Z")
+    return stored
+
+
+def _metadata_only(obj: dict[str, Any]) -> dict[str, Any]:
+    """`obj` as a list of PartialObjectMetadata shows it."""
+    return {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": copy.deepcopy(obj["metadata"])}
+
+
+SERVER_EMPTIES = st.dictionaries(st.sampled_from(["eventTime", "action", "related", "series",
+                                                  "note"]), st.sampled_from([None, "", {}, []]))
+
+
+@EXAMPLES
+@given(remote_events(), configs_skipping({}), SERVER_EMPTIES)
+def test_a_home_copys_summary_decides_updates_as_the_whole_copy_does(
+        event: Any, config: Any, server_empties: dict[str, Any]) -> None:
+    desired = home_event(event, object_reference(HOME_POD), config)
+    stored = _stored(desired, server_empties)
     summary = home_copy_summary(stored)
     assert summary["metadata"] == {key: stored["metadata"][key] for key in (
         "namespace", "name", "uid", "resourceVersion", "labels")}
     assert set(summary) == {"metadata", "digest"}  # nothing of the Event's content
     assert not event_needs_update(summary, desired)
     assert not needs_update(stored, desired)
-    changed = {**desired, "count": (desired.get("count") or 0) + 1}
+    changed = home_event({**event, "count": (event.get("count") or 0) + 1},
+                         object_reference(HOME_POD), config)
     assert event_needs_update(summary, changed) and needs_update(stored, changed)
-    drifted = copy.deepcopy(stored)
+    drifted = copy.deepcopy(stored)  # read whole: its content tells, whatever its digest says
     drifted["metadata"]["labels"]["drift"] = "yes"
     assert event_needs_update(home_copy_summary(drifted), desired)
+
+
+@EXAMPLES
+@given(remote_events(), configs_skipping({}), SERVER_EMPTIES)
+def test_a_copys_metadata_alone_tells_whether_it_needs_rewriting(
+        event: Any, config: Any, server_empties: dict[str, Any]) -> None:
+    desired = home_event(event, object_reference(HOME_POD), config)
+    stored = _stored(desired, server_empties)
+    assert copy_digest(_metadata_only(stored)) == copy_digest(stored)  # its annotation
+    summary = home_copy_summary(_metadata_only(stored))
+    assert summary == home_copy_summary(stored)
+    assert not event_needs_update(summary, desired)
+    changed = home_event({**event, "message": f"{event.get('message')} again"},
+                         object_reference(HOME_POD), config)
+    assert event_needs_update(summary, changed)
+
+
+@EXAMPLES
+@given(remote_events(), configs_skipping({}))
+def test_a_copy_made_before_copies_carried_their_digest(event: Any, config: Any) -> None:
+    desired = home_event(event, object_reference(HOME_POD), config)
+    older = _stored(desired, {})
+    del older["metadata"]["annotations"][COPY_DIGEST_ANNOTATION]
+    if not older["metadata"]["annotations"]:
+        del older["metadata"]["annotations"]
+    # Read whole, its content says it is up to date; listed as metadata, it is rewritten once.
+    assert not event_needs_update(home_copy_summary(older), desired)
+    assert event_needs_update(home_copy_summary(_metadata_only(older)), desired)
 
 
 @EXAMPLES
