@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,7 +43,7 @@ from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Resource
 from annex.kubeapi import METADATA_LIST, core_path, error_message, status_of
 from annex.listwatch import list_objects
-from annex.mirror import Key, Mirror, discard, key_of
+from annex.mirror import Key, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import REMOTE, Agent
 from home_agent.reflection.reflector import Reflector, synced
@@ -83,9 +84,9 @@ class EventReflector:
         """The kinds' reflectors: their mirrors tell which remote objects are our copies."""
         self.remote = agent.informers.mirror(REMOTE, EVENTS[2])
         """Events of the accepted twin namespaces, as `remote_event_kept`."""
-        self.home = Mirror()
-        """Our copies at home, each as its `home_copy_summary`: as listed when the reflector
-        started, then as our writes' answers left them."""
+        self.home = Copies()
+        """Our copies at home: as listed when the reflector started, then as our writes'
+        answers left them."""
         self.listed = False
         """The copies are listed: nothing is compared with a mirror still filling."""
         self.controller: Controller[Key] = Controller(
@@ -273,15 +274,12 @@ class EventReflector:
         self.listed = True
 
     def _forget_all(self) -> None:
-        self.home = Mirror()
+        self.home = Copies()
 
     def _known(self, key: Key, copy: Mapping[str, Any] | None) -> None:
-        """What the home API server answered (or showed) of the copy at `key`; None: it is
-        not there, or not ours."""
-        if copy is None:
-            self.home.apply("DELETED", {"metadata": {"namespace": key[0], "name": key[1]}})
-        else:
-            self.home.apply("ADDED", home_copy_summary(copy))
+        """What the home API server answered (or showed) of the copy at `key`: ours (None: it
+        is not there, or not ours)."""
+        self.home.set(key, None if copy is None else home_copy_summary(copy))
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -305,7 +303,7 @@ class EventReflector:
         if remote_namespace is None:
             return  # not (or no longer) extended: copies expire at home like any Event
         if remote_event is None or remote_key is None:
-            if current is not None and self._owned(current):
+            if current is not None:  # ours: `Copies` holds no other
                 await self._delete(current)
             return
         if remote_key[0] != remote_namespace:
@@ -359,6 +357,50 @@ class EventReflector:
         await delete_owned(self.agent.home, core_path("events", *key),
                            (current.get("metadata") or {}).get("uid"))
         self._known(key, None)
+
+
+class Copies:
+    """Our copies at home, each as its `home_copy_summary`, kept as one string of its uid,
+    resourceVersion and digest (all a write over the copy or its deletion needs): there are as
+    many as remote Events (200,000 at N = 50,000), a Mirror's encoding and compression of each
+    cost a restart more than listing them. Never anyone else's copy. Thread-safe: `resync`
+    reads the keys from another thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._copies: dict[str, dict[str, str]] = {}
+        """Namespace → name → "uid resourceVersion digest"."""
+
+    def set(self, key: Key, summary: Mapping[str, Any] | None) -> None:
+        """`summary` (None: there is no copy at `key`)."""
+        with self._lock:
+            if summary is None:
+                discard(self._copies, key)
+                return
+            metadata = summary["metadata"]
+            self._copies.setdefault(key[0], {})[key[1]] = (
+                f"{metadata.get('uid') or ''} {metadata.get('resourceVersion') or ''} "
+                f"{summary['digest']}")
+
+    def get(self, key: Key) -> dict[str, Any] | None:
+        """The copy's `home_copy_summary`, or None."""
+        with self._lock:
+            packed = self._copies.get(key[0], {}).get(key[1])
+        if packed is None:
+            return None
+        uid, rest = packed.split(" ", 1)
+        version, digest = rest.rsplit(" ", 1)  # a resourceVersion is opaque
+        metadata = {"namespace": key[0], "name": key[1], "uid": uid, "resourceVersion": version}
+        return {"metadata": {k: v for k, v in metadata.items() if v}, "digest": digest}
+
+    def keys(self) -> list[Key]:
+        with self._lock:
+            return [(namespace, name) for namespace, names in self._copies.items()
+                    for name in names]
+
+    def size(self) -> int:
+        with self._lock:
+            return sum(len(names) for names in self._copies.values())
 
 
 def event_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> EventReflector | None:

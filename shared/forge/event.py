@@ -223,14 +223,14 @@ def _content_digest(home_event: Mapping[str, Any]) -> str:
 
 def home_copy_summary(home_event: Mapping[str, Any]) -> dict[str, Any]:
     """What the agent keeps of each home copy instead of the copy (there are as many as remote
-    Events): its identity and labels (whose it is), and its `copy_digest` (the copy may be its
-    metadata only)."""
+    Events, and it keeps only its own): its identity, and its `copy_digest` (the copy may be
+    its metadata only)."""
     metadata = home_event.get("metadata") or {}
     return {"metadata": {key: metadata[key] for key in _SUMMARY_METADATA if key in metadata},
             "digest": copy_digest(home_event)}
 
 
-_SUMMARY_METADATA = ("namespace", "name", "uid", "resourceVersion", "labels")
+_SUMMARY_METADATA = ("namespace", "name", "uid", "resourceVersion")
 
 
 def event_needs_update(current_home_event: Mapping[str, Any], desired: Mapping[str, Any]

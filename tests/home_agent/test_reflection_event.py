@@ -21,7 +21,7 @@ from home_agent.config import AgentConfig, parse_config
 from home_agent.operators import HOME_WATCH, TWINS_WATCH, declared_watch
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
-from home_agent.reflection.event import EVENTS, EventReflector, event_reflector_for
+from home_agent.reflection.event import EVENTS, Copies, EventReflector, event_reflector_for
 from home_agent.reflection.ingress import INGRESS_RULES
 from home_agent.reflection.reflector import KindRules, Reflection
 from home_agent.reflection.service import SERVICE_RULES
@@ -288,6 +288,25 @@ def test_a_restarted_agent_rewrites_once_the_copies_made_before_they_carried_a_d
     assert restart() == [("replace", _home_path())]
     assert COPY_DIGEST_ANNOTATION in home.objects[_home_path()]["metadata"]["annotations"]
     assert restart() == []
+
+
+@pytest.mark.parametrize("metadata", [
+    {"uid": "copy-uid", "resourceVersion": "12"},
+    {"uid": "copy-uid", "resourceVersion": "opaque version"},
+    {},  # not told (a made-up summary)
+])
+def test_the_copies_are_kept_as_their_summaries(metadata: dict[str, str]) -> None:
+    copies = Copies()
+    summary = {"metadata": {"namespace": "app", "name": "web.1", **metadata},
+               "digest": "0f" * 32}
+    copies.set(("app", "web.1"), summary)
+    copies.set(("app", "web.2"), {**summary, "metadata": {
+        **summary["metadata"], "name": "web.2"}})
+    assert copies.get(("app", "web.1")) == summary
+    assert (copies.size(), sorted(copies.keys())) == (2, [("app", "web.1"), ("app", "web.2")])
+    copies.set(("app", "web.1"), None)
+    copies.set(("app", "web.2"), None)
+    assert (copies.get(("app", "web.1")), copies.size(), copies.keys()) == (None, 0, [])
 
 
 def test_the_copy_goes_with_the_remote_event_also_when_only_the_relist_tells() -> None:

@@ -76,7 +76,7 @@ def test_a_home_copys_summary_decides_updates_as_the_whole_copy_does(
     stored = _stored(desired, server_empties)
     summary = home_copy_summary(stored)
     assert summary["metadata"] == {key: stored["metadata"][key] for key in (
-        "namespace", "name", "uid", "resourceVersion", "labels")}
+        "namespace", "name", "uid", "resourceVersion")}
     assert set(summary) == {"metadata", "digest"}  # nothing of the Event's content
     assert not event_needs_update(summary, desired)
     assert not needs_update(stored, desired)
