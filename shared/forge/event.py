@@ -28,11 +28,10 @@ The home copy (as Liqo's event reflector):
 - it carries the digest of what it says (`COPY_DIGEST_ANNOTATION`: of its compared form, the
   annotation left out), as `kubectl apply` keeps what it applied: a restarted agent lists its
   copies' metadata only (there are as many as remote Events, four a pod) and still knows which
-  need rewriting. A copy read whole is judged by its content (a change by anyone else shows);
-  one listed as metadata by its annotation, and without one (made by an older agent) it is
-  rewritten once. What someone changed in a copy while the agent was down is then written over
-  by the remote Event's next change rather than at once: Events are records, written by their
-  recorders only.
+  need rewriting, and the answer to a write is not digested again. A copy without it (made by
+  an older agent) is judged by its content when read whole, and rewritten once when listed.
+  What someone else changes in a copy, the digest left as it was, is written over by the remote
+  Event's next change rather than at once: Events are records, written by their recorders.
 """
 
 import functools
@@ -192,17 +191,11 @@ def home_event(
 
 
 def copy_digest(home_event: Mapping[str, Any]) -> str:
-    """The digest of what the copy says: computed from its content when it was read whole,
-    its `COPY_DIGEST_ANNOTATION` when only its metadata was (PartialObjectMetadata; "" without
-    one, which no desired copy has)."""
-    if home_event.get("kind") == "PartialObjectMetadata":
-        return _annotated_digest(home_event)
-    return _content_digest(home_event)
-
-
-def _annotated_digest(home_event: Mapping[str, Any]) -> str:
+    """The digest of what the copy says: its `COPY_DIGEST_ANNOTATION`, else computed from what
+    it holds (a copy made before copies carried one; listed as metadata only, it holds nothing
+    a desired copy says, and is rewritten)."""
     annotations = (home_event.get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(COPY_DIGEST_ANNOTATION) or "")
+    return str(annotations.get(COPY_DIGEST_ANNOTATION) or "") or _content_digest(home_event)
 
 
 def _content_digest(home_event: Mapping[str, Any]) -> str:
@@ -241,5 +234,4 @@ def event_needs_update(current_home_event: Mapping[str, Any], desired: Mapping[s
     compared forms' digests decide (`needs_update`'s rule)."""
     digest = (current_home_event["digest"] if "digest" in current_home_event
               else copy_digest(current_home_event))
-    # `desired` was forged by `home_event`: its annotation is its content's digest.
-    return bool(digest != (_annotated_digest(desired) or _content_digest(desired)))
+    return bool(digest != copy_digest(desired))

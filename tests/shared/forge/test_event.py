@@ -83,9 +83,11 @@ def test_a_home_copys_summary_decides_updates_as_the_whole_copy_does(
     changed = home_event({**event, "count": (event.get("count") or 0) + 1},
                          object_reference(HOME_POD), config)
     assert event_needs_update(summary, changed) and needs_update(stored, changed)
-    drifted = copy.deepcopy(stored)  # read whole: its content tells, whatever its digest says
-    drifted["metadata"]["labels"]["drift"] = "yes"
-    assert event_needs_update(home_copy_summary(drifted), desired)
+    edited = copy.deepcopy(stored)  # by someone else, our digest left: it tells (docstring)
+    edited["metadata"]["labels"]["edited"] = "yes"
+    assert not event_needs_update(home_copy_summary(edited), desired)
+    del edited["metadata"]["annotations"][COPY_DIGEST_ANNOTATION]  # without it, the content
+    assert event_needs_update(home_copy_summary(edited), desired)
 
 
 @EXAMPLES
@@ -94,7 +96,10 @@ def test_a_copys_metadata_alone_tells_whether_it_needs_rewriting(
         event: Any, config: Any, server_empties: dict[str, Any]) -> None:
     desired = home_event(event, object_reference(HOME_POD), config)
     stored = _stored(desired, server_empties)
-    assert copy_digest(_metadata_only(stored)) == copy_digest(stored)  # its annotation
+    without = copy.deepcopy(stored)
+    del without["metadata"]["annotations"][COPY_DIGEST_ANNOTATION]
+    # The annotation is the digest of the rest, as the server stored it.
+    assert copy_digest(_metadata_only(stored)) == copy_digest(without) == copy_digest(stored)
     summary = home_copy_summary(_metadata_only(stored))
     assert summary == home_copy_summary(stored)
     assert not event_needs_update(summary, desired)
