@@ -39,8 +39,9 @@ Scenarios (in this order; each leaves its objects for the next):
 - configmaps: N ConfigMaps likewise (agent stopped, created, agent started; first → last remote
   copy); bare: one create per copy.
 - restart: the agent is killed (SIGKILL) and started again (--restarts times, the median run
-  reported): seconds until it is synced with an empty work queue (its /metrics), and its writes
-  meanwhile (target: none but heartbeats).
+  reported; with --restart-checkouts taking turns among source trees, each one's median):
+  seconds until it is synced with an empty work queue (its /metrics), and its writes meanwhile
+  (target: none but heartbeats).
 - idle: agent writes per minute with nothing changing (target: heartbeats only).
 - streams: --stream-logs followed logs and --stream-execs exec sessions (`cat`, sent a line a
   second) opened through the home API server, as kubectl opens them, on --stream-pods offloaded
@@ -355,6 +356,12 @@ def callgrind_instructions(pid: int, directory: Path) -> int:
     raise TimeoutError(f"no callgrind dump of process {pid} in {directory}")
 
 
+def _median_run(runs: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median convergence time (the slower of the middle two)."""
+    ordered = sorted(runs, key=lambda run: run["converged_seconds"])
+    return {key: ordered[len(ordered) // 2][key] for key in ("converged_seconds", "agent")}
+
+
 class Component:
     """A component as a child process (log in the run directory), with /proc figures."""
 
@@ -367,12 +374,13 @@ class Component:
         self.spawned = 0.0
         self.stopped = False
 
-    def start(self) -> None:
+    def start(self, checkout: Path = ROOT) -> None:
+        """`checkout`: the source tree it runs from (`python -m` imports from there)."""
         self.stopped = False
         with self.log_path.open("ab") as log:
             self.spawned = time.monotonic()
             self.popen = subprocess.Popen([*self.wrapper, sys.executable, *self.args],
-                                          cwd=ROOT, stdout=log,
+                                          cwd=checkout, stdout=log,
                                           stderr=subprocess.STDOUT,
                                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
@@ -1412,14 +1420,18 @@ class Bench:
     async def restart(self) -> None:
         """--restarts kills and starts the agent that many times: the figures are the median
         run's (a restart at N = 50,000 varied by tens of percent from one run to the next on
-        this machine), each run's beside them; the writes are all the runs'."""
+        this machine), each run's beside them; the writes are all the runs'. With
+        --restart-checkouts the runs take turns among those source trees, and each tree's
+        median is reported: an A/B comparison on the same clusters at the same hour."""
         assert self.agent is not None
+        checkouts = self.args.restart_checkouts or [ROOT]
         runs: list[dict[str, Any]] = []
         before = self.counts()
         profile = None
         for attempt in range(self.args.restarts):
+            checkout = checkouts[attempt % len(checkouts)]
             self.agent.stop(kill=True)
-            self.agent.start()
+            self.agent.start(checkout)
             profiler = (Profiler(self.agent.pid, self.directory / "agent-restart.pyspy.txt")
                         if self.args.profile and attempt == 0 else None)
             converged = await until(self.agent_converged, 300, "the restarted agent converged",
@@ -1428,12 +1440,21 @@ class Bench:
                 profile = profiler.stop()
             await asyncio.sleep(2)  # writes that trail the convergence are counted too
             runs.append({"converged_seconds": round(converged - self.agent.spawned, 2),
-                         "agent": self.agent.figures()})
+                         "agent": self.agent.figures(), "checkout": str(checkout)})
+        if checkouts[-1] != ROOT:  # the scenarios after it run this tree's agent
+            self.agent.stop(kill=True)
+            self.agent.start()
+            await until(self.agent_converged, 300, "the restarted agent converged",
+                        interval=0.1)
         requests = self.requests_between(before, self.counts(), "agent")
-        median = sorted(runs, key=lambda run: run["converged_seconds"])[len(runs) // 2]
         self.results["restart"] = {
-            **median, "writes": non_heartbeat_writes(requests), "requests": requests,
-            "runs": runs}
+            **_median_run(run for run in runs if run["checkout"] == str(checkouts[0])),
+            "writes": non_heartbeat_writes(requests), "requests": requests, "runs": runs}
+        if len(checkouts) > 1:
+            self.results["restart"]["by_checkout"] = {
+                str(checkout): _median_run(run for run in runs
+                                           if run["checkout"] == str(checkout))
+                for checkout in checkouts}
         if profile is not None:
             self.results["restart"]["agent_profile"] = profile
 
@@ -1707,6 +1728,9 @@ def table(results: dict[str, Any]) -> str:
             rows.append(("  each restart", ", ".join(
                 f"{run['converged_seconds']} s (CPU {run['agent']['cpu_seconds']} s)"
                 for run in r["runs"])))
+        for checkout, median in r.get("by_checkout", {}).items():
+            rows.append((f"  median of {checkout}", f"{median['converged_seconds']} s (CPU "
+                         f"{median['agent']['cpu_seconds']} s)"))
         rows.extend(profile_rows(r.get("agent_profile")))
     if "idle" in results:
         r = results["idle"]
@@ -1756,6 +1780,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--restarts", type=int, default=1,
                         help="times the restart scenario kills and starts the agent (its "
                              "figures: the median run's)")
+    parser.add_argument("--restart-checkouts", type=lambda v: [Path(p).absolute() for p in
+                                                               v.split(",")],
+                        default=None, metavar="DIR,DIR",
+                        help="source trees the restarts take turns running the agent from "
+                             "(e.g. a `git worktree` of another commit): each one's median "
+                             "is reported, an A/B comparison at the same hour")
     parser.add_argument("--storage-pods", type=int, default=100,
                         help="claims (and one pod each) of the storage scenario")
     parser.add_argument("--stream-logs", type=int, default=100,
