@@ -41,7 +41,7 @@ from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Resource
-from annex.kubeapi import METADATA_LIST, core_path, error_message, status_of
+from annex.kubeapi import JSON, METADATA_LIST, core_path, error_message, status_of
 from annex.listwatch import list_objects
 from annex.mirror import Key, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
@@ -50,6 +50,7 @@ from home_agent.reflection.reflector import Reflector, synced
 from shared.forge.common import updated_remote
 from shared.forge.event import (
     event_needs_update,
+    has_copy_digest,
     home_copy_summary,
     home_event,
     home_event_name,
@@ -248,19 +249,30 @@ class EventReflector:
             listing.cancel()
 
     async def list_copies(self) -> None:
-        """Our copies at home into the mirror, again until it succeeds."""
+        """Our copies at home into `home`, again until it succeeds. Their metadata only (their
+        digests are in their annotations), unless some carry none (made by an older agent):
+        then once more whole, and those are judged by their content rather than rewritten."""
         config = self.agent.config
         query = {"labelSelector": ownership_selector(config.home_cluster_id,
                                                      config.remote_cluster_id)}
-        delay = 0.5
-        while True:
+        accept, delay = METADATA_LIST, 0.5
+        undigested = 0
+
+        def forget() -> None:
+            nonlocal undigested
             self._forget_all()
+            undigested = 0
+
+        def listed(copy: dict[str, Any]) -> None:
+            nonlocal undigested
+            undigested += not has_copy_digest(copy)
+            self._known(key_of(copy), copy)
+
+        while True:
+            forget()
             try:
-                # Metadata only: the copies' digests are in their annotations.
-                await list_objects(self.agent.home, core_path(EVENTS[2]), query,
-                                   lambda copy: self._known(key_of(copy), copy),
-                                   self._forget_all, accept=METADATA_LIST)
-                break
+                await list_objects(self.agent.home, core_path(EVENTS[2]), query, listed,
+                                   forget, accept=accept)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - listed again after a backoff
@@ -268,6 +280,12 @@ class EventReflector:
                             error_message(error))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
+                continue
+            if accept == JSON or not undigested:
+                break
+            log.info("%d of %d home Event copies carry no digest: listing them whole",
+                     undigested, self.home.size())
+            accept = JSON
         log.info("%d home Event copies listed", self.home.size())
         for key in self.home.keys():  # a copy whose remote Event went meanwhile goes too
             self.controller.add(key)

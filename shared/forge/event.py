@@ -29,7 +29,9 @@ The home copy (as Liqo's event reflector):
   annotation left out), as `kubectl apply` keeps what it applied: a restarted agent lists its
   copies' metadata only (there are as many as remote Events, four a pod) and still knows which
   need rewriting, and the answer to a write is not digested again. A copy without it (made by
-  an older agent) is judged by its content when read whole, and rewritten once when listed.
+  an older agent) is judged by its content: the agent lists the copies whole when it finds any,
+  so an upgrade rewrites nothing (and such copies go within the hour Events live, or get the
+  digest with their next change).
   What someone else changes in a copy, the digest left as it was, is written over by the remote
   Event's next change rather than at once: Events are records, written by their recorders.
 """
@@ -192,10 +194,15 @@ def home_event(
 
 def copy_digest(home_event: Mapping[str, Any]) -> str:
     """The digest of what the copy says: its `COPY_DIGEST_ANNOTATION`, else computed from what
-    it holds (a copy made before copies carried one; listed as metadata only, it holds nothing
-    a desired copy says, and is rewritten)."""
+    it holds (a copy made before copies carried one: read it whole)."""
     annotations = (home_event.get("metadata") or {}).get("annotations") or {}
     return str(annotations.get(COPY_DIGEST_ANNOTATION) or "") or _content_digest(home_event)
+
+
+def has_copy_digest(home_event: Mapping[str, Any]) -> bool:
+    """Whether the copy carries its digest (its metadata alone tells what it says)."""
+    annotations = (home_event.get("metadata") or {}).get("annotations") or {}
+    return bool(annotations.get(COPY_DIGEST_ANNOTATION))
 
 
 def _content_digest(home_event: Mapping[str, Any]) -> str:

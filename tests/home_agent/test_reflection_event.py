@@ -267,27 +267,29 @@ def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remo
     assert _home_path() in home.objects
 
 
-def test_a_restarted_agent_rewrites_once_the_copies_made_before_they_carried_a_digest() -> None:
+def test_copies_made_before_they_carried_a_digest_are_listed_whole_and_not_rewritten() -> None:
     reflection, home = _setup()
     _see_home(reflection, "pods", "ADDED", _home_pod())
     _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    _see_remote(reflection, "events", "ADDED", _remote_event(POD, name="web.2"))
     _reconcile_all(reflection)
     older = home.objects[_home_path()]  # as an agent before the digest annotation made it
     del older["metadata"]["annotations"][COPY_DIGEST_ANNOTATION]
 
-    def restart() -> list[tuple[str, str]]:
-        restarted, _ = _setup()
-        restarted.agent.home = home  # type: ignore[assignment]
-        _see_home(restarted, "pods", None, _home_pod())
-        asyncio.run(_events(restarted).list_copies())  # metadata only: the digest is missing
-        _see_remote(restarted, "events", None, _remote_event(POD))
-        home.calls.clear()
-        _reconcile_all(restarted)
-        return home.writes()
+    restarted, _ = _setup()
+    restarted.agent.home = home  # type: ignore[assignment]
+    _see_home(restarted, "pods", None, _home_pod())
+    asyncio.run(_events(restarted).list_copies())
+    _see_remote(restarted, "events", None, _remote_event(POD))
+    _see_remote(restarted, "events", None, _remote_event(POD, name="web.2"))
+    home.calls.clear()
+    _reconcile_all(restarted)
+    assert home.writes() == []  # the older copy judged by its content: unchanged
+    assert [listing["accept"] for listing in home.listings] == [METADATA_LIST, JSON]
 
-    assert restart() == [("replace", _home_path())]
+    _see_remote(restarted, "events", "MODIFIED", _remote_event(POD, count=2))
+    _reconcile_all(restarted)  # its next change gives it the digest
     assert COPY_DIGEST_ANNOTATION in home.objects[_home_path()]["metadata"]["annotations"]
-    assert restart() == []
 
 
 @pytest.mark.parametrize("metadata", [
