@@ -249,6 +249,20 @@ def test_a_copy_changed_behind_the_agents_back_is_read_again_and_written_over() 
     assert (copied["message"], copied["count"]) == ("Started container app", 2)
 
 
+def _restart(home: EventHome, *remote_events: dict[str, Any]) -> Reflection:
+    """A new agent over `home`'s copies: it lists them, its remote watch shows `remote_events`
+    and it reconciles everything (the calls before it forgotten)."""
+    restarted, _ = _setup()
+    restarted.agent.home = home  # type: ignore[assignment]
+    _see_home(restarted, "pods", None, _home_pod())
+    asyncio.run(_events(restarted).list_copies())
+    for remote_event in remote_events:
+        _see_remote(restarted, "events", None, remote_event)
+    home.calls.clear()
+    _reconcile_all(restarted)
+    return restarted
+
+
 def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remotely() -> None:
     reflection, home = _setup()
     _see_home(reflection, "pods", "ADDED", _home_pod())
@@ -256,13 +270,7 @@ def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remo
     _see_remote(reflection, "events", "ADDED", _remote_event(POD, name="web.gone"))
     _reconcile_all(reflection)
 
-    restarted, _ = _setup()
-    restarted.agent.home = home  # type: ignore[assignment]
-    _see_home(restarted, "pods", None, _home_pod())
-    asyncio.run(_events(restarted).list_copies())  # both copies
-    _see_remote(restarted, "events", None, _remote_event(POD))  # the remote one: one is gone
-    home.calls.clear()
-    _reconcile_all(restarted)
+    _restart(home, _remote_event(POD))  # both copies listed, one remote Event is gone
     assert home.writes() == [("delete", _home_path("web.gone"))]
     assert _home_path() in home.objects
 
@@ -276,14 +284,7 @@ def test_copies_made_before_they_carried_a_digest_are_listed_whole_and_not_rewri
     older = home.objects[_home_path()]  # as an agent before the digest annotation made it
     del older["metadata"]["annotations"][COPY_DIGEST_ANNOTATION]
 
-    restarted, _ = _setup()
-    restarted.agent.home = home  # type: ignore[assignment]
-    _see_home(restarted, "pods", None, _home_pod())
-    asyncio.run(_events(restarted).list_copies())
-    _see_remote(restarted, "events", None, _remote_event(POD))
-    _see_remote(restarted, "events", None, _remote_event(POD, name="web.2"))
-    home.calls.clear()
-    _reconcile_all(restarted)
+    restarted = _restart(home, _remote_event(POD), _remote_event(POD, name="web.2"))
     assert home.writes() == []  # the older copy judged by its content: unchanged
     assert [listing["accept"] for listing in home.listings] == [METADATA_LIST, JSON]
 
