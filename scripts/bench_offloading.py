@@ -39,7 +39,7 @@ Scenarios (in this order; each leaves its objects for the next):
 - configmaps: N ConfigMaps likewise (agent stopped, created, agent started; first → last remote
   copy); bare: one create per copy.
 - restart: the agent is killed (SIGKILL) and started again (--restarts times, the median run
-  reported; with --restart-checkouts taking turns among source trees, each one's median):
+  reported; with --compare-root alternating with another checkout's agent, each one's median):
   seconds until it is synced with an empty work queue (its /metrics), and its writes meanwhile
   (target: none but heartbeats).
 - idle: agent writes per minute with nothing changing (target: heartbeats only).
@@ -1421,10 +1421,11 @@ class Bench:
         """--restarts kills and starts the agent that many times: the figures are the median
         run's (a restart at N = 50,000 varied by tens of percent from one run to the next on
         this machine), each run's beside them; the writes are all the runs'. With
-        --restart-checkouts the runs take turns among those source trees, and each tree's
-        median is reported: an A/B comparison on the same clusters at the same hour."""
+        --compare-root the runs alternate between this tree's agent and another checkout's, and
+        each tree's median is reported: an A/B comparison on the same clusters at the same
+        hour (as scripts/bench_restart.py's, here with the Events and the reflected kinds)."""
         assert self.agent is not None
-        checkouts = self.args.restart_checkouts or [ROOT]
+        checkouts = [ROOT, *([self.args.compare_root] if self.args.compare_root else [])]
         runs: list[dict[str, Any]] = []
         before = self.counts()
         profile = None
@@ -1441,7 +1442,7 @@ class Bench:
             await asyncio.sleep(2)  # writes that trail the convergence are counted too
             runs.append({"converged_seconds": round(converged - self.agent.spawned, 2),
                          "agent": self.agent.figures(), "checkout": str(checkout)})
-        if checkouts[-1] != ROOT:  # the scenarios after it run this tree's agent
+        if runs[-1]["checkout"] != str(ROOT):  # the scenarios after it run this tree's agent
             self.agent.stop(kill=True)
             self.agent.start()
             await until(self.agent_converged, 300, "the restarted agent converged",
@@ -1780,12 +1781,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--restarts", type=int, default=1,
                         help="times the restart scenario kills and starts the agent (its "
                              "figures: the median run's)")
-    parser.add_argument("--restart-checkouts", type=lambda v: [Path(p).absolute() for p in
-                                                               v.split(",")],
-                        default=None, metavar="DIR,DIR",
-                        help="source trees the restarts take turns running the agent from "
-                             "(e.g. a `git worktree` of another commit): each one's median "
-                             "is reported, an A/B comparison at the same hour")
+    parser.add_argument("--compare-root", type=lambda v: Path(v).absolute(), default=None,
+                        metavar="OTHER_CHECKOUT",
+                        help="the restarts alternate between this tree's agent and the one of "
+                             "another checkout (a `git worktree` of another commit), each "
+                             "one's median reported: an A/B comparison at the same hour")
     parser.add_argument("--storage-pods", type=int, default=100,
                         help="claims (and one pod each) of the storage scenario")
     parser.add_argument("--stream-logs", type=int, default=100,
@@ -1825,6 +1825,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--serve-kubesim", metavar="DIR", help=argparse.SUPPRESS)
     parser.add_argument("--cluster", choices=("home", "remote"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.restarts < 1:
+        parser.error("--restarts must be at least 1")
     if args.configmaps is None:
         args.configmaps = args.pods
     write_ms, _, watch_ms = args.kubesim_latency.partition(",")

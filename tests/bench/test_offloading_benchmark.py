@@ -46,7 +46,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         [sys.executable, "scripts/bench_offloading.py", "--pods", str(PODS), "--configmaps", "20",
          "--latency-pods", str(LATENCY_PODS), "--idle-seconds", "2",
          "--stream-logs", str(STREAM_LOGS), "--stream-execs", str(STREAM_EXECS),
-         "--stream-pods", "2", "--restarts", "2", "--restart-checkouts", f"{REPO},{same_tree}",
+         "--stream-pods", "2", "--restarts", "2", "--compare-root", str(same_tree),
          "--trace", "--json", str(output)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
