@@ -195,14 +195,17 @@ def home_event(
 def copy_digest(home_event: Mapping[str, Any]) -> str:
     """The digest of what the copy says: its `COPY_DIGEST_ANNOTATION`, else computed from what
     it holds (a copy made before copies carried one: read it whole)."""
-    annotations = (home_event.get("metadata") or {}).get("annotations") or {}
-    return str(annotations.get(COPY_DIGEST_ANNOTATION) or "") or _content_digest(home_event)
+    return _annotated_digest(home_event) or _content_digest(home_event)
 
 
 def has_copy_digest(home_event: Mapping[str, Any]) -> bool:
     """Whether the copy carries its digest (its metadata alone tells what it says)."""
+    return bool(_annotated_digest(home_event))
+
+
+def _annotated_digest(home_event: Mapping[str, Any]) -> str:
     annotations = (home_event.get("metadata") or {}).get("annotations") or {}
-    return bool(annotations.get(COPY_DIGEST_ANNOTATION))
+    return str(annotations.get(COPY_DIGEST_ANNOTATION) or "")
 
 
 def _content_digest(home_event: Mapping[str, Any]) -> str:
