@@ -187,10 +187,13 @@ def pod_policy_problem(policy: PodPolicy, consumer: str, shadowpod: Mapping[str,
     the version it replaces) is refused only for what it adds: a pod admitted under a looser
     policy may still change its images, labels and status after the provider tightened it (as
     the PodSecurity plugin exempts such updates)."""
-    def problem(version: Mapping[str, Any]) -> str | None:
-        return policy_problem(policy, (version.get("spec") or {}).get("pod") or {},
-                              (version.get("metadata") or {}).get("annotations") or {})
-    found = problem(shadowpod)
-    if found is None or (old is not None and problem(old) == found):
-        return None
-    return f"spec.pod is not allowed for consumer {consumer!r}: {found}"
+    def pod(version: Mapping[str, Any]) -> Mapping[str, Any]:
+        return (version.get("spec") or {}).get("pod") or {}
+
+    def annotations(version: Mapping[str, Any]) -> Mapping[str, str]:
+        return (version.get("metadata") or {}).get("annotations") or {}
+    found = policy_problem(
+        policy, pod(shadowpod), annotations(shadowpod),
+        old_spec=None if old is None else pod(old),
+        old_annotations=None if old is None else annotations(old))
+    return None if found is None else f"spec.pod is not allowed for consumer {consumer!r}: {found}"
