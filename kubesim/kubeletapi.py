@@ -36,6 +36,10 @@ log = logging.getLogger(__name__)
 Network = dict[tuple[str, int], tuple[str, int]]
 # how long the kubelet waits for a client's streams (--streaming-connection-idle-timeout aside)
 STREAM_CREATION_TIMEOUT = 30.0
+KUBELET_STREAM_PARAMS = (("stdin", "input"), ("stdout", "output"), ("stderr", "error"),
+                         ("tty", "tty"))
+"""Each exec/attach stream and the kubelet's query parameter for it (api.ExecStdinParam...):
+not the pods/exec API's names, which kube-apiserver translates (strategy.go streamParams)."""
 WEBSOCKET_EXEC_PROTOCOLS = (upgrade.REMOTECOMMAND_V5, upgrade.REMOTECOMMAND_V4)
 WEBSOCKET_PORTFORWARD_PROTOCOLS = (upgrade.REMOTECOMMAND_V4, upgrade.PORTFORWARD_V1)
 
@@ -208,13 +212,17 @@ class KubeletApi:
                     name: str, container: str) -> web.StreamResponse:
         runtime, target = self._container(node, namespace, name, container)
         query = request.query
-        wanted = {key: _bool(query.get(key)) for key in
-                  ("stdin", "stdout", "stderr", "tty")}
+        # remotecommand.NewOptions (pkg/kubelet/cri/streaming/remotecommand/httpstream.go): the
+        # kubelet's own names, set only by "1", as kube-apiserver's streamParams writes them
+        wanted = {stream: query.get(param) == "1" for stream, param in KUBELET_STREAM_PARAMS}
+        if wanted["tty"]:
+            wanted["stderr"] = False  # a terminal merges stderr into stdout
+        if not (wanted["stdin"] or wanted["stdout"] or wanted["stderr"]):
+            return web.Response(status=400,
+                                text="you must specify at least 1 of stdin, stdout, stderr")
         argv = query.getall("command", []) if verb == "exec" else []
         if verb == "exec" and not argv:
             return web.Response(status=400, text="you must specify at least 1 command")
-        if wanted["tty"]:
-            wanted["stderr"] = False  # a terminal merges stderr into stdout
         streams = await self._accept_streams(request, wanted, remotecommand=True)
         if isinstance(streams, web.StreamResponse):
             return streams
@@ -338,7 +346,9 @@ class KubeletApi:
     async def _port_forward_websocket(self, request: web.Request, runtime: PodRuntime,
                                       declared: set[int]) -> web.StreamResponse:
         try:
-            ports = [int(p) for value in request.query.getall("ports", [])
+            # portforward.NewV4Options: the kubelet reads `port` (api.PortHeader), each value
+            # a comma-separated list, as kube-apiserver's streamParams joins them
+            ports = [int(p) for value in request.query.getall("port", [])
                      for p in value.split(",")]
         except ValueError:
             return web.Response(status=400, text="invalid port")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime
 import socket
 import ssl
 from collections.abc import AsyncIterator, Sequence
@@ -27,6 +28,7 @@ from aiohttp import WSMsgType, web
 from kubesim import errors
 from kubesim.apiserver import ApiServer, User
 from kubesim.errors import StatusError
+from kubesim.kubeletapi import KUBELET_STREAM_PARAMS
 from kubesim.upgraded import message_bytes, pump
 from spdy3 import Connection, channels, upgrade
 from spdy3.aiohttp_upgrade import claim, switch_protocols
@@ -145,15 +147,18 @@ class KubeletProxy:
         query = request.query
         if subresource == "portforward":
             path = f"/portForward/{namespace}/{name}"
-            return await self._forward(request, node, path, _multi(query), streaming=True)
+            return await self._forward(request, node, path, port_forward_params(query),
+                                       streaming=True)
         container = _container(pod, query.get("container", ""))
         path = f"/{ 'containerLogs' if subresource == 'log' else subresource}/{namespace}/" \
                f"{name}/{quote(container)}"
-        params = {k: v for k, v in _multi(query).items() if k != "container"}
         if subresource == "log":
             _check_log_options(query)
-        elif subresource == "exec" and not query.getall("command", []):
-            raise errors.bad_request("you must specify at least 1 command")
+            params = log_params(query)
+        else:
+            if subresource == "exec" and not query.getall("command", []):
+                raise errors.bad_request("you must specify at least 1 command")
+            params = stream_params(subresource, query)
         return await self._forward(request, node, path, params,
                                    streaming=subresource in STREAMING,
                                    log_of=name if subresource == "log" else "")
@@ -285,8 +290,7 @@ class KubeletProxy:
         connection = await self._spdy_to_kubelet(host, port, target, upgrade.REMOTECOMMAND_V4)
         websocket = web.WebSocketResponse(protocols=[upgrade.REMOTECOMMAND_V5])
         await websocket.prepare(request)
-        wanted = {key: (params.get(key) or ["false"])[0] in ("1", "t", "T", "true", "TRUE", "True")
-                  for key in ("stdin", "stdout", "stderr", "tty")}
+        wanted = {stream: params.get(param) == ["1"] for stream, param in KUBELET_STREAM_PARAMS}
         streams: dict[int, Stream] = {}
         try:
             for kind in (channels.ERROR, channels.STDIN, channels.STDOUT, channels.STDERR,
@@ -376,6 +380,75 @@ def _multi(query: Any) -> dict[str, list[str]]:
     for key, value in query.items():
         out.setdefault(key, []).append(value)
     return out
+
+
+# --- what kube-apiserver asks the kubelet (pkg/registry/core/pod/strategy.go LogLocation,
+# streamParams): the options are decoded from the client's query (the pods/* API's names) and
+# encoded again for the kubelet, under the kubelet's names where they differ; url.Values.Encode
+# sorts the keys. Anything else in the client's query goes no further.
+
+
+def _query_bool(query: Any, key: str) -> bool:
+    """runtime.Convert_Slice_string_To_bool: absent, "false" or "0" is false, anything else
+    (even empty) is true."""
+    return key in query and query[key].lower() not in ("false", "0")
+
+
+def _query_int(query: Any, key: str) -> int:
+    try:
+        return int(query[key])
+    except ValueError:
+        raise errors.bad_request(f'strconv.ParseInt: parsing "{query[key]}": invalid '
+                                 "syntax") from None
+
+
+def _encode(params: dict[str, list[str]]) -> dict[str, list[str]]:
+    return dict(sorted(params.items()))
+
+
+def stream_params(subresource: str, query: Any) -> dict[str, list[str]]:
+    """exec and attach: stdin/stdout/stderr/tty become input/output/error/tty ("1"), exec's
+    `command` words follow in order; the container is in the path."""
+    params = {param: ["1"] for stream, param in KUBELET_STREAM_PARAMS
+              if _query_bool(query, stream)}
+    if subresource == "exec" and query.getall("command", []):
+        params["command"] = list(query.getall("command"))
+    return _encode(params)
+
+
+def port_forward_params(query: Any) -> dict[str, list[str]]:
+    """port-forward: the `ports` (repeated or comma-separated) as one `port` list."""
+    try:
+        ports = [int(p) for value in query.getall("ports", []) for p in value.split(",")]
+    except ValueError as error:
+        raise errors.bad_request(f"cannot convert to []int32: {error}") from None
+    return {"port": [",".join(str(p) for p in ports)]} if ports else {}
+
+
+def log_params(query: Any) -> dict[str, list[str]]:
+    """pods/log: the PodLogOptions the kubelet takes, normalized (booleans only when true as
+    "true", sinceTime as RFC 3339 in seconds); insecureSkipTLSVerifyBackend only picks the
+    API server's transport and is not passed on."""
+    params = {key: ["true"] for key in ("follow", "previous", "timestamps")
+              if _query_bool(query, key)}
+    for key in ("sinceSeconds", "tailLines", "limitBytes"):
+        if key in query:
+            params[key] = [str(_query_int(query, key))]
+    if "sinceTime" in query:
+        params["sinceTime"] = [_rfc3339(query["sinceTime"])]
+    return _encode(params)
+
+
+def _rfc3339(text: str) -> str:
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise errors.bad_request(f'parsing time "{text}" as "2006-01-02T15:04:05Z07:00": '
+                                 "cannot parse") from None
+    if when.tzinfo is None:
+        raise errors.bad_request(f'parsing time "{text}" as "2006-01-02T15:04:05Z07:00": '
+                                 "cannot parse")
+    return when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _container(pod: dict[str, Any], container: str) -> str:

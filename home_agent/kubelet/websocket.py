@@ -31,13 +31,15 @@ def is_websocket(request: web.Request) -> bool:
 
 
 def _flag(query: Mapping[str, str], name: str) -> bool:
-    return query.get(name, "").lower() in ("1", "true")
+    """A stream the kubelet is asked for: its own parameter names (input, output, error,
+    tty), set only by "1" (remotecommand.NewOptions)."""
+    return query.get(name) == "1"
 
 
 def ports_of(query: list[tuple[str, str]]) -> list[int]:
-    """The ports a kubelet is given (`port`, repeated; `ports` as the API server takes them);
+    """The ports a kubelet is given (`port`, comma-separated, repeated: portforward.NewV4Options);
     ValueError for anything else."""
-    ports = [int(p) for key, value in query if key in ("port", "ports")
+    ports = [int(p) for key, value in query if key == "port"
              for p in value.split(",") if p]
     if not ports or any(not 0 < p < 65536 for p in ports):
         raise ValueError("invalid or missing ports")
@@ -59,8 +61,8 @@ async def remotecommand(ws: web.WebSocketResponse, remote: spdy3.Connection,
     tty = _flag(query, "tty")
     error = await remote.open_stream({channels.STREAM_TYPE: channels.ERROR})
     opened: dict[str, spdy3.Stream] = {}
-    wanted = [(channels.STDIN, _flag(query, "stdin")), (channels.STDOUT, _flag(query, "stdout")),
-              (channels.STDERR, _flag(query, "stderr") and not tty), (channels.RESIZE, tty)]
+    wanted = [(channels.STDIN, _flag(query, "input")), (channels.STDOUT, _flag(query, "output")),
+              (channels.STDERR, _flag(query, "error") and not tty), (channels.RESIZE, tty)]
     for kind, wanted_kind in wanted:
         if wanted_kind:
             opened[kind] = await remote.open_stream({channels.STREAM_TYPE: kind})

@@ -29,8 +29,11 @@ LOG_OPTIONS = ("follow", "previous", "sinceSeconds", "sinceTime", "timestamps", 
                "limitBytes")
 """The v1.PodLogOptions a kubelet reads from the query (container comes from the path)."""
 
-STREAM_OPTIONS = ("stdin", "stdout", "stderr", "tty")
-"""What exec and attach carry on to the remote API server besides `command`."""
+STREAM_OPTIONS = (("input", "stdin"), ("output", "stdout"), ("error", "stderr"), ("tty", "tty"))
+"""exec's and attach's streams as a kubelet is asked for them (kube-apiserver's streamParams,
+pkg/registry/core/pod/strategy.go: "1" under api.ExecStdinParam...; the kubelet's
+remotecommand.NewOptions reads nothing else) and their names in the remote API server's
+pods/exec and pods/attach, which carry them on besides `command`."""
 
 
 def _is_subpath(path: str, prefix: str) -> bool:
@@ -103,22 +106,29 @@ def remote_pod_path(remote_namespace: str, pod: str, subresource: str) -> str:
 
 
 def remote_log_query(container: str, query: Mapping[str, str]) -> dict[str, str]:
-    """The twin pod's pods/log query: the container and the log options, nothing else."""
+    """The twin pod's pods/log query: the container and the log options, nothing else (a
+    kubelet's `tail` is the older name of tailLines, `all` meaning no limit)."""
     remote = {"container": container}
     remote.update({key: query[key] for key in LOG_OPTIONS if key in query})
+    if query.get("tail"):
+        remote.pop("tailLines", None)
+        if query["tail"] != "all":
+            remote["tailLines"] = query["tail"]
     return remote
 
 
 def remote_stream_query(request: PodRequest,
                         query: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
     """The twin pod's exec/attach/portforward query: the command words (repeated, in order),
-    the stream flags, the container, the ports; other parameters are dropped. A kubelet is
-    given ports as `port` (repeated), the API server takes them as `ports`."""
+    the streams asked for, the container, the ports; other parameters are dropped. A kubelet
+    is given ports as `port` (comma-separated, repeated), the API server takes them as
+    `ports`."""
     if request.action == "portForward":
-        return [("ports", port) for key, value in query if key in ("port", "ports")
+        return [("ports", port) for key, value in query if key == "port"
                 for port in value.split(",") if port]
-    kept = ("command", *STREAM_OPTIONS)
-    remote = [(key, value) for key, value in query if key in kept]
+    asked = {key for key, value in query if value == "1"}
+    remote = [(key, value) for key, value in query if key == "command"]
+    remote += [(option, "true") for param, option in STREAM_OPTIONS if param in asked]
     if request.container:
         remote.append(("container", request.container))
     return remote

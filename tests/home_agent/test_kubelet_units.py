@@ -55,15 +55,30 @@ def test_the_remote_query_carries_only_what_the_subresource_takes() -> None:
     assert remote_log_query("c", {"follow": "true", "tailLines": "3", "container": "other",
                                   "insecureSkipTLSVerifyBackend": "true"}) == {
         "container": "c", "follow": "true", "tailLines": "3"}
+    assert remote_log_query("c", {"tail": "5"}) == {"container": "c", "tailLines": "5"}
+    assert remote_log_query("c", {"tail": "all", "tailLines": "2"}) == {"container": "c"}
+    forward = PodRequest("portForward", "ns", "p")
+    assert remote_stream_query(forward, [("port", "80,8080"), ("port", "9090"),
+                                         ("command", "x"), ("ports", "1")]) == [
+        ("ports", "80"), ("ports", "8080"), ("ports", "9090")]
+
+
+def test_exec_and_attach_read_the_kubelets_parameter_names() -> None:
+    """kube-apiserver asks a kubelet for streams as input, output, error and tty set to "1"
+    (strategy.go streamParams); the twin's pods/exec takes them as stdin, stdout, stderr and
+    tty. The pods/exec names and other values mean nothing to a kubelet."""
+    from shared.forge.kubelet import PodRequest, remote_stream_query
+
     exec_request = PodRequest("exec", "ns", "p", container="c")
     assert remote_stream_query(exec_request, [
-        ("command", "sh"), ("command", "-c"), ("command", "exit 3"), ("stdin", "1"),
-        ("output", "1"), ("container", "other")]) == [
-        ("command", "sh"), ("command", "-c"), ("command", "exit 3"), ("stdin", "1"),
-        ("container", "c")]
-    forward = PodRequest("portForward", "ns", "p")
-    assert remote_stream_query(forward, [("port", "80"), ("port", "8080"), ("command", "x")]) == [
-        ("ports", "80"), ("ports", "8080")]
+        ("command", "sh"), ("command", "-c"), ("command", "exit 3"), ("error", "1"),
+        ("input", "1"), ("output", "1"), ("tty", "1"), ("container", "other")]) == [
+        ("command", "sh"), ("command", "-c"), ("command", "exit 3"), ("stdin", "true"),
+        ("stdout", "true"), ("stderr", "true"), ("tty", "true"), ("container", "c")]
+    attach_request = PodRequest("attach", "ns", "p", container="c")
+    assert remote_stream_query(attach_request, [
+        ("stdin", "true"), ("stdout", "1"), ("output", "true"), ("error", "0"),
+        ("input", "1")]) == [("stdin", "true"), ("container", "c")]
 
 
 def test_a_client_certificate_names_the_user_and_groups() -> None:
