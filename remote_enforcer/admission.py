@@ -109,16 +109,15 @@ class Admission:
 
     async def _admit_within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
                                   dry_run: bool) -> tuple[bool, str]:
-        quota = self.consumers.quota(consumer)
-        if quota is None:
-            return True, ""  # no Quota for this consumer: nothing to enforce
-        spec = quota.get("spec") or {}
+        # No Quota is no exception: the offer limits the consumer (closed by default).
+        spec = (self.consumers.quota(consumer) or {}).get("spec") or {}
+        limits = await self.consumers.limits(consumer)
         await self.ledger.synced.wait()
         async with self._locks[consumer]:
             used = self._used(consumer)
             decision = quota_rules.admit(
                 LimitsEnforcement(spec.get("limitsEnforcement") or "None"),
-                bool(spec.get("cordoned")), spec.get("resources") or {}, used,
+                bool(spec.get("cordoned")), limits, used,
                 (obj.get("spec") or {}).get("pod") or {})
             if decision.allowed and not dry_run:
                 meta = obj.get("metadata") or {}

@@ -129,11 +129,8 @@ class ClaimAdmission:
 
     async def _within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
                             old: Mapping[str, Any] | None, dry_run: bool) -> tuple[bool, str]:
-        quota = self.consumers.quota(consumer)
-        if quota is None:
-            return True, ""
-        spec = quota.get("spec") or {}
-        limits = spec.get("resources") or {}
+        spec = (self.consumers.quota(consumer) or {}).get("spec") or {}
+        limits = await self.consumers.limits(consumer)  # with a Quota or without
         usage = claim_usage(obj)
         if old is not None and usage == claim_usage(old):
             return True, ""  # no new storage asked: metadata, status, binding

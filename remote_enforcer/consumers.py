@@ -5,10 +5,12 @@ creation and twin-namespace labelling all decide from this one view."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from annex.mirror import Mirror
-from shared.api.quota import PodPolicy
+from shared import quota as quota_rules
+from shared.api.quota import NamespacePolicy, PodPolicy
 from shared.ownership import is_owned
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
@@ -20,6 +22,19 @@ class Consumers:
         self.quotas = Mirror()
         self.listed = asyncio.Event()
         """Set once both caches hold their first list: until then a Quota could be missed."""
+        self.offered: Callable[[str], Awaitable[dict[str, str]]] = _nothing_offered
+        """What the provider offers a consumer (the OfferPublisher's `offered`)."""
+
+    async def limits(self, consumer: str) -> dict[str, quota_rules.QuantityLike]:
+        """What the consumer's pods and claims are admitted against: its Quota's resources,
+        and its offer for the rest (never unlimited, with a Quota or without)."""
+        spec = (self.quota(consumer) or {}).get("spec") or {}
+        return quota_rules.limits_for(spec.get("resources"), await self.offered(consumer))
+
+    def namespace_policy(self, consumer: str) -> NamespacePolicy:
+        """The consumer's twin namespace policy: its Quota's, or the default without one."""
+        spec = (self.quota(consumer) or {}).get("spec") or {}
+        return NamespacePolicy.model_validate(spec.get("namespacePolicy") or {})
 
     def quota(self, consumer: str) -> dict[str, Any] | None:
         return next((q for q in self.quotas.values()
@@ -40,3 +55,8 @@ class Consumers:
 
     def twin_namespaces(self, consumer: str) -> list[dict[str, Any]]:
         return [ns for ns in self.namespaces.values() if self.twin_consumer(ns) == consumer]
+
+
+async def _nothing_offered(consumer: str) -> dict[str, str]:
+    del consumer  # no offer publisher: nothing is offered
+    return {}

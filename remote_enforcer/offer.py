@@ -39,6 +39,8 @@ class OfferPublisher:
         self.tenants: dict[str, str] = {}  # tenant namespace -> consumer id
         self.published: dict[str, dict[str, Any]] = {}  # tenant namespace -> offer spec
         self._dirty = asyncio.Event()
+        self.listed = asyncio.Event()
+        """Set once the picture holds the first lists of nodes, pods and namespaces (`run`)."""
 
     # --- the picture, from events -------------------------------------------------------
     def on_node(self, event_type: str | None, node: dict[str, Any]) -> None:
@@ -79,6 +81,16 @@ class OfferPublisher:
             self._dirty.set()
 
     # --- computing and writing ------------------------------------------------------------
+    async def offered(self, consumer: str) -> dict[str, str]:
+        """What the consumer is offered: the offer last written (or read) in its tenant
+        namespace, else the one about to be written (the next run writes it). Admission limits
+        what a Quota does not list by this (shared.quota.limits_for)."""
+        await self.listed.wait()
+        for tenant, tenant_consumer in self.tenants.items():
+            if tenant_consumer == consumer and tenant in self.published:
+                return dict(self.published[tenant].get("resources") or {})
+        return self.resources_for(consumer)
+
     def resources_for(self, consumer: str) -> dict[str, str]:
         if self.settings.offer_mode == "fixed":
             resources = dict(self.settings.offer_resources)
@@ -138,6 +150,7 @@ class OfferPublisher:
 
     async def run(self) -> None:
         """Recompute after changes, at most once per debounce interval."""
+        self.listed.set()
         while True:
             await self._dirty.wait()
             await asyncio.sleep(self.settings.offer_debounce_seconds)

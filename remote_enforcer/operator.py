@@ -132,6 +132,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         admission = Admission(api, ledger, consumers)
         shadowpods = ShadowPodEnforcer(api, metrics, consumers, settings.workers)
         offers = OfferPublisher(api, settings)
+        consumers.offered = offers.offered  # admission limits what a Quota does not list by it
         twins = TwinNamespaceLabels(api, consumers, settings.workers)
         registry = build_registry(login, NamespaceMapper(api, settings.cluster_id, consumers),
                                   settings.namespace_map_resync_seconds)

@@ -5,15 +5,19 @@ its containers' requests, max'd per resource with what its init containers need 
 (plus the sidecars started before them), plus one `pods`. Pod overhead is not counted: the remote
 spec never carries it (it is dropped with the home RuntimeClass).
 
+Limits (`limits_for`): the Quota's `resources`, and for every resource it does not list, what
+the provider offers the consumer (its ResourceOffer); a consumer without a Quota is limited by
+its offer alone. A pod requesting a resource that neither names is refused: nothing of it is
+offered (the virtual node has none of it either).
+
 Enforcement modes (Quota.spec.limitsEnforcement, Liqo's meaning):
-- None: quotas are not enforced; only a cordon stops new pods. (Liqo's webhook still compares
-  the sums in this mode, contrary to its API documentation "the quota is not enforced"; we follow
-  the documentation.)
+- None: requests need not be set; what the pod does request (a container without requests
+  counts as zero) must fit in what the limits have left. Liqo's webhook compares the sums in
+  every mode; so do we.
 - Soft: every container and init container must request cpu and memory, and the pod's usage
-  must fit in what the quota has left.
+  must fit.
 - Hard: as Soft, and in addition each container's requests must equal its limits.
-A cordoned consumer gets no new pods whatever the mode. As with a ResourceQuota, only the
-resources the quota lists are limited; a pod may request others freely.
+A cordoned consumer gets no new pods whatever the mode.
 """
 
 from __future__ import annotations
@@ -138,6 +142,20 @@ def _request_problems(pod_spec: Mapping[str, Any], enforcement: LimitsEnforcemen
     return problems
 
 
+def limits_for(quota_resources: Mapping[str, QuantityLike] | None,
+               offered: Mapping[str, QuantityLike]) -> dict[str, QuantityLike]:
+    """What a consumer's pods are admitted against: its Quota's `resources` (None: it has no
+    Quota), and the offer's amount for every resource the Quota does not list."""
+    return {**offered, **(quota_resources or {})}
+
+
+def _unoffered(limits: Mapping[str, QuantityLike], requested: Mapping[str, Decimal]
+               ) -> list[str]:
+    return [f"{resource} is neither offered to this consumer nor in its quota: requested "
+            f"{format_quantity(requested[resource])}, none available"
+            for resource in sorted(requested.keys() - limits.keys()) if requested[resource] > 0]
+
+
 def _shortfalls(
     limits: Mapping[str, QuantityLike],
     used: Mapping[str, QuantityLike],
@@ -165,8 +183,8 @@ def admit(
     used: Mapping[str, QuantityLike],
     pod_spec: Mapping[str, Any],
 ) -> QuotaDecision:
-    """Whether a consumer with quota `limits`, of which `used` is taken, may start a pod with
-    `pod_spec`. Every reason for a refusal is listed, so one attempt shows them all."""
+    """Whether a consumer with `limits` (`limits_for`), of which `used` is taken, may start a
+    pod with `pod_spec`. Every reason for a refusal is listed, so one attempt shows them all."""
     try:
         requested = pod_requests(pod_spec)
     except ValueError as error:
@@ -178,10 +196,10 @@ def admit(
             requested=requested,
         )
     enforcement = LimitsEnforcement(enforcement)
-    if enforcement is LimitsEnforcement.NONE:
-        return QuotaDecision(allowed=True, requested=requested)
     try:
-        problems = _request_problems(pod_spec, enforcement) + _shortfalls(limits, used, requested)
+        problems = [] if enforcement is LimitsEnforcement.NONE else _request_problems(
+            pod_spec, enforcement)
+        problems += _shortfalls(limits, used, requested) + _unoffered(limits, requested)
     except ValueError as error:
         return QuotaDecision(False, f"invalid resource quantity: {error}", requested)
     return QuotaDecision(allowed=not problems, message="; ".join(problems), requested=requested)
@@ -194,8 +212,10 @@ def admit_claim(
     claim_usage: Mapping[str, QuantityLike],
 ) -> QuotaDecision:
     """Whether a consumer may create a claim using `claim_usage` (`requests.storage`,
-    `persistentvolumeclaims`). Storage limits hold whatever the limits enforcement mode (it is
-    about pods' cpu and memory requests): a quota that lists `requests.storage` caps it."""
+    `persistentvolumeclaims`) within `limits` (`limits_for`). Storage limits hold whatever the
+    limits enforcement mode (it is about pods' cpu and memory requests): a quota that lists
+    `requests.storage` caps it; an offer names no storage amount, so without one in the Quota
+    only the twin namespaces' object counts bound the claims."""
     try:
         requested = {name: _amount(value) for name, value in claim_usage.items()}
     except ValueError as error:

@@ -11,11 +11,14 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from shared.api.quota import QUOTA
-from shared.wellknown import ORIGIN_CLUSTER_LABEL
+from shared.api.resource_offer import RESOURCE_OFFER
+from shared.quantity import format_quantity, parse_quantity
+from shared.wellknown import ORIGIN_CLUSTER_LABEL, RESOURCE_OFFER_NAME
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     WEBHOOK_NAME,
     ShadowPods,
+    make_tenant_namespace,
     make_twin_namespace,
     new_name,
     settled,
@@ -142,19 +145,39 @@ def test_the_quota_status_shows_what_is_used(
              message="quota usage not reported")
 
 
-def test_none_enforcement_does_not_count_usage(
+def test_none_enforcement_still_refuses_requests_beyond_the_limits(
         remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
-    """A quota of one pod, not enforced: a second ShadowPod is admitted and becomes a pod too."""
+    """None only waives stating requests: a pod without any is admitted (it counts as one pod),
+    one whose requests do not fit is refused, as Liqo counts requests in every mode."""
     twin = make_twin_namespace(remote, consumer)
-    set_quota(remote, twin, consumer, "None", {"pods": "1"})
-    names = {new_name("p"), new_name("p")}
-    for name in names:
-        assert shadowpods.create(twin, shadowpod(name, consumer))["metadata"]["name"] == name
-    listed = shadowpods.api.list_namespaced_custom_object(
-        "offloading.liqo.io", "v1beta1", twin, "shadowpods")["items"]
-    assert {item["metadata"]["name"] for item in listed} == names
-    wait_for(lambda: {pod.metadata.name for pod in remote.core.list_namespaced_pod(twin).items}
-             == names, message="the ShadowPods beyond the unenforced quota got no pods")
+    set_quota(remote, twin, consumer, "None", {"cpu": "1", "pods": "2"})
+    shadowpods.create(twin, shadowpod(new_name("p"), consumer, {"containers": [
+        container(cpu=None, memory=None)]}))
+    body = shadowpod(new_name("p"), consumer, {"containers": [container(cpu="1500m")]})
+    assert denial(lambda: shadowpods.create(twin, body)) == (
+        "quota exceeded for cpu: requested 1500m, used 0 of 1, short by 500m")
+
+
+def test_a_consumer_without_a_quota_is_limited_by_its_offer(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    """No Quota is not unlimited: the ResourceOffer published to the consumer is its limit."""
+    tenant = make_tenant_namespace(remote, consumer)
+    twin = make_twin_namespace(remote, consumer)
+    offered = wait_for(lambda: client.CustomObjectsApi(
+        remote.api_client).get_namespaced_custom_object(
+        RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
+        RESOURCE_OFFER_NAME)["spec"]["resources"], message="no offer published")
+    cpu = parse_quantity(offered["cpu"])
+    asked = format_quantity(cpu + 1)
+    body = shadowpod(new_name("p"), consumer, {"containers": [container(cpu=asked)]})
+    assert denial(lambda: shadowpods.create(twin, body)) == (
+        f"quota exceeded for cpu: requested {asked}, used 0 of {offered['cpu']}, short by 1")
+    gpu = shadowpod(new_name("p"), consumer, {"containers": [{
+        "name": "main", "image": "nginx", "resources": {"requests": {"example.com/gpu": "1"}}}]})
+    assert denial(lambda: shadowpods.create(twin, gpu)) == (
+        "example.com/gpu is neither offered to this consumer nor in its quota: requested 1, "
+        "none available")
+    shadowpods.create(twin, shadowpod(new_name("p"), consumer))  # within the offer
 
 
 def test_a_cordoned_consumer_gets_no_new_shadowpods_but_deletes_pass(

@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 
 from shared.api.quota import LimitsEnforcement
 from shared.quantity import QuantityFormat, format_quantity, parse, parse_quantity
-from shared.quota import admit, pod_requests, total_usage, used_for
+from shared.quota import (
+    admit,
+    admit_claim,
+    limits_for,
+    pod_requests,
+    total_usage,
+    used_for,
+)
 
 EXAMPLES = settings(max_examples=3000, deadline=None, database=None)
 # Generating whole pods costs more per example.
@@ -77,7 +84,7 @@ def test_a_consumer_admitted_pod_by_pod_never_exceeds_its_quota(
 ) -> None:
     """Admit pods one at a time as the enforcer does; a pod is admitted exactly when the
     reference model says it fits, and the running total stays within the limits."""
-    limits = {"cpu": f"{limit_millicpu}m", "memory": f"{limit_mi}Mi"}
+    limits = {"cpu": f"{limit_millicpu}m", "memory": f"{limit_mi}Mi", "pods": "100"}
     admitted: list[dict[str, Decimal]] = []
     used_millicpu = used_mi = 0
     for containers in pods:
@@ -109,7 +116,8 @@ def test_admitted_usage_is_written_back_in_canonical_units() -> None:
 
 def test_the_shortfall_message_names_resource_and_figures() -> None:
     spec = _spec([(500, 256)], [])
-    decision = admit(LimitsEnforcement.SOFT, False, {"cpu": "10"}, {"cpu": "9700m"}, spec)
+    decision = admit(LimitsEnforcement.SOFT, False, {"cpu": "10", "memory": "1Gi", "pods": "10"},
+                     {"cpu": "9700m"}, spec)
     assert not decision.allowed
     assert decision.message == (
         "quota exceeded for cpu: requested 500m, used 9700m of 10, short by 200m"
@@ -123,10 +131,60 @@ def test_cordoned_consumers_get_no_pod_in_any_mode(enforcement: LimitsEnforcemen
     assert "cordoned" in decision.message
 
 
-def test_none_enforcement_checks_nothing() -> None:
+def test_none_enforcement_admits_pods_without_requests_as_using_nothing_but_a_pod() -> None:
     spec = _spec([(None, None)], [])
-    decision = admit(LimitsEnforcement.NONE, False, {"cpu": "1"}, {"cpu": "1"}, spec)
-    assert decision.allowed
+    decision = admit(LimitsEnforcement.NONE, False, {"cpu": "1", "pods": "2"},
+                     {"cpu": "1", "pods": "1"}, spec)
+    assert decision.allowed, decision.message
+    assert decision.requested == {"pods": Decimal(1)}
+
+
+def test_none_enforcement_still_refuses_what_does_not_fit() -> None:
+    """Liqo counts requests in every mode: None only waives the need to state them."""
+    decision = admit(LimitsEnforcement.NONE, False, {"cpu": "1", "pods": "10"}, {"cpu": "800m"},
+                     _spec([(500, None)], []))
+    assert not decision.allowed
+    assert decision.message == (
+        "quota exceeded for cpu: requested 500m, used 800m of 1, short by 300m")
+    full = admit(LimitsEnforcement.NONE, False, {"cpu": "10", "pods": "1"}, {"pods": "1"},
+                 _spec([(None, None)], []))
+    assert not full.allowed
+    assert "quota exceeded for pods" in full.message
+
+
+def test_a_resource_neither_offered_nor_in_the_quota_is_refused() -> None:
+    spec = {"containers": [{"name": "gpu", "resources": {"requests": {
+        "nvidia.com/gpu": "1", "example.com/zero": "0"}}}]}
+    decision = admit(LimitsEnforcement.NONE, False, {"cpu": "4", "pods": "10"}, {}, spec)
+    assert not decision.allowed
+    assert decision.message == ("nvidia.com/gpu is neither offered to this consumer nor in its "
+                                "quota: requested 1, none available")
+
+
+def test_the_limits_are_the_quota_and_the_offer_for_what_it_does_not_list() -> None:
+    offered = {"cpu": "2", "memory": "4Gi", "pods": "55"}
+    assert limits_for({"cpu": "1", "requests.storage": "10Gi"}, offered) == {
+        "cpu": "1", "memory": "4Gi", "pods": "55", "requests.storage": "10Gi"}
+    assert limits_for({}, offered) == offered  # an empty Quota: what the offer says
+    assert limits_for(None, offered) == offered  # no Quota at all: the same, never unlimited
+
+
+def test_a_consumer_without_a_quota_is_limited_by_its_offer() -> None:
+    limits = limits_for(None, {"cpu": "2", "memory": "4Gi", "pods": "55"})
+    decision = admit(LimitsEnforcement.NONE, False, limits, {"cpu": "1500m"},
+                     _spec([(1000, 128)], []))
+    assert not decision.allowed
+    assert decision.message == ("quota exceeded for cpu: requested 1, used 1500m of 2, "
+                                "short by 500m")
+
+
+def test_claims_are_limited_by_what_the_limits_name_and_the_offer_names_no_storage() -> None:
+    limits = limits_for(None, {"cpu": "2", "pods": "55"})
+    assert admit_claim(False, limits, {}, {"requests.storage": "1Ti",
+                                           "persistentvolumeclaims": "1"}).allowed
+    capped = limits_for({"requests.storage": "10Gi"}, {"cpu": "2"})
+    assert not admit_claim(False, capped, {"requests.storage": "8Gi"},
+                           {"requests.storage": "4Gi"}).allowed
 
 
 # --- quantities ----------------------------------------------------------------------------------
