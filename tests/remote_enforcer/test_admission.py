@@ -27,6 +27,7 @@ from tests.remote_enforcer.conftest import (
 from tests.remote_enforcer.conftest import (
     denial as refusal,
 )
+from tests.remote_enforcer.test_pod_policy import set_consumer_pod_policy
 
 
 def container(cpu: str | None = "100m", memory: str | None = "64Mi",
@@ -92,10 +93,13 @@ def test_spec_changes_a_pod_does_not_allow_are_refused(
         "containers": [{"name": "main", "image": "nginx:1", "command": ["sh"]}]}}}))
     assert message.startswith("spec.pod: Forbidden: pod updates may not change fields other "
                               "than `spec.containers[*].image`")
-    # allowed: image, activeDeadlineSeconds, added tolerations
-    shadowpods.patch(twin, name, {"spec": {"pod": {
+    # allowed: image, activeDeadlineSeconds, added tolerations (that the pod policy allows)
+    set_consumer_pod_policy(remote, twin, consumer,
+                            allowedTolerations=[{"key": "k", "operator": "Exists"}])
+    wait_for(lambda: shadowpods.patch(twin, name, {"spec": {"pod": {
         "containers": [{"name": "main", "image": "nginx:2"}], "activeDeadlineSeconds": 60,
-        "tolerations": [{"key": "k", "operator": "Exists"}]}}})
+        "tolerations": [{"key": "k", "operator": "Exists"}]}}}),
+        message="the update was not admitted once the policy allowed its toleration")
 
 
 def test_soft_enforcement_requires_cpu_and_memory_requests(

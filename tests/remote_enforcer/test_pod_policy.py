@@ -4,6 +4,7 @@ node-pinned pods. Each escalation is tried through the consumer's own identity."
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,8 +37,9 @@ class Tenant:
     """ShadowPods as the consumer's identity reads and writes them."""
 
 
-@pytest.fixture
-def tenant(remote: Any, enforcer: Any) -> Iterator[Tenant]:
+@contextlib.contextmanager
+def new_tenant(remote: Any) -> Iterator[Tenant]:
+    """A consumer with a tenant namespace and one accepted twin namespace."""
     consumer = new_name("consumer")
     namespace = make_tenant_namespace(remote, consumer)
     maps = Maps(remote)
@@ -49,20 +51,32 @@ def tenant(remote: Any, enforcer: Any) -> Iterator[Tenant]:
     maps.delete(namespace, name)
 
 
-def set_pod_policy(remote: Any, tenant: Tenant, **policy: Any) -> None:
+@pytest.fixture
+def tenant(remote: Any, enforcer: Any) -> Iterator[Tenant]:
+    with new_tenant(remote) as made:
+        yield made
+
+
+def set_consumer_pod_policy(remote: Any, namespace: str, consumer: str, **policy: Any) -> None:
+    """The consumer's Quota (named after it, in `namespace`) with this podPolicy (camelCase
+    fields), created or patched."""
     quotas = client.CustomObjectsApi(remote.api_client)
     body = {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
-            "metadata": {"name": tenant.consumer},
-            "spec": {"consumerClusterId": tenant.consumer, "podPolicy": policy}}
+            "metadata": {"name": consumer},
+            "spec": {"consumerClusterId": consumer, "podPolicy": policy}}
     try:
-        quotas.create_namespaced_custom_object(QUOTA.group, QUOTA.version, tenant.namespace,
+        quotas.create_namespaced_custom_object(QUOTA.group, QUOTA.version, namespace,
                                                QUOTA.plural, body)
     except ApiException as error:
         if error.status != 409:
             raise
-        quotas.patch_namespaced_custom_object(QUOTA.group, QUOTA.version, tenant.namespace,
-                                              QUOTA.plural, tenant.consumer,
+        quotas.patch_namespaced_custom_object(QUOTA.group, QUOTA.version, namespace,
+                                              QUOTA.plural, consumer,
                                               {"spec": {"podPolicy": policy}})
+
+
+def set_pod_policy(remote: Any, tenant: Tenant, **policy: Any) -> None:
+    set_consumer_pod_policy(remote, tenant.namespace, tenant.consumer, **policy)
 
 
 def refusal(tenant: Tenant, pod_spec: dict[str, Any],
@@ -192,3 +206,100 @@ def test_a_pod_the_tightened_policy_forbids_is_not_made_again_and_the_shadowpod_
     assert 'violates PodSecurity "baseline:latest": privileged' in condition["message"]
     assert not [p for p in remote.core.list_namespaced_pod(tenant.twin).items
                 if p.metadata.name == name and not p.metadata.deletion_timestamp]
+
+
+# --- fields beyond the Pod Security Standards: only what the consumer's podPolicy lists ------
+# Names no cluster has (a pod of a real class could preempt or run on a real cluster's nodes):
+# the ShadowPod is admitted once allowed; the pod itself may then be refused by the cluster.
+PRIORITY_CLASS, RUNTIME_CLASS, SCHEDULER = ("annex-e2e-preempting", "annex-e2e-runtime",
+                                             "annex-e2e-scheduler")
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+PLACEMENTS: dict[str, tuple[dict[str, Any], str]] = {
+    "a tolerate-all toleration": (
+        {"tolerations": [{"operator": "Exists"}]},
+        'spec.tolerations[0]: Forbidden: toleration {"operator": "Exists"} (it tolerates every '
+        "taint) is not allowed for this consumer (podPolicy.allowedTolerations: "),
+    "a nodeSelector on the control plane": (
+        {"nodeSelector": {CONTROL_PLANE: ""}},
+        f'spec.nodeSelector[{CONTROL_PLANE}]: Forbidden: node label "{CONTROL_PLANE}" is not '
+        "allowed for this consumer (podPolicy.allowedNodeLabels: "),
+    "a priority class": (
+        {"priorityClassName": PRIORITY_CLASS},
+        f'spec.priorityClassName: Forbidden: priority class "{PRIORITY_CLASS}" is not allowed '
+        "for this consumer (podPolicy.allowedPriorityClasses: none)"),
+    "a runtime class": (
+        {"runtimeClassName": RUNTIME_CLASS},
+        f'spec.runtimeClassName: Forbidden: runtime class "{RUNTIME_CLASS}" is not allowed for '
+        "this consumer (podPolicy.allowedRuntimeClasses: none)"),
+    "a scheduler": (
+        {"schedulerName": SCHEDULER},
+        f'spec.schedulerName: Forbidden: scheduler "{SCHEDULER}" is not allowed for this '
+        'consumer (podPolicy.allowedSchedulerNames: "default-scheduler")'),
+    "an nfs volume": (
+        {"volumes": [{"name": "data", "nfs": {"server": "192.0.2.1", "path": "/exports"}}]},
+        'spec.volumes[0]: Forbidden: volume "data" of type "nfs" is not allowed for this '
+        "consumer (podPolicy.allowedVolumeTypes: "),
+    "an iscsi volume": (
+        {"volumes": [{"name": "disk", "iscsi": {"targetPortal": "192.0.2.2:3260",
+                                                "iqn": "iqn.2001-04.com.example:disk", "lun": 0}}]},
+        'spec.volumes[0]: Forbidden: volume "disk" of type "iscsi" is not allowed for this '
+        "consumer (podPolicy.allowedVolumeTypes: "),
+}
+GRANTING_ALL = {
+    "allowedTolerations": [{"operator": "Exists"}],
+    "allowedNodeLabels": [CONTROL_PLANE],
+    "allowedPriorityClasses": [PRIORITY_CLASS],
+    "allowedRuntimeClasses": [RUNTIME_CLASS],
+    "allowedSchedulerNames": ["default-scheduler", SCHEDULER],
+    "allowedVolumeTypes": ["nfs", "iscsi"],
+}
+
+
+def placement_pod(placement: str) -> dict[str, Any]:
+    return {"containers": [nginx()], **PLACEMENTS[placement][0]}
+
+
+@pytest.fixture(scope="module")
+def default_tenant(remote: Any, enforcer: Any) -> Iterator[Tenant]:
+    """A consumer without a Quota: the closed default policy."""
+    with new_tenant(remote) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def granted_tenant(remote: Any, enforcer: Any) -> Iterator[Tenant]:
+    """A consumer whose Quota's podPolicy lists every field of PLACEMENTS."""
+    with new_tenant(remote) as made:
+        set_pod_policy(remote, made, **GRANTING_ALL)
+        combined = {"containers": [nginx()]}
+        for fields, _ in PLACEMENTS.values():
+            combined.update({k: [*combined.get(k, []), *v] if isinstance(v, list) else v
+                             for k, v in fields.items()})
+
+        def admitted() -> bool:
+            try:
+                made.shadowpods.create(made.twin, shadowpod(new_name("p"), made.consumer,
+                                                            combined))
+            except ApiException as error:
+                if error.status != 403:
+                    raise
+                return False
+            return True
+        wait_for(admitted, message="the enforcer did not apply the granting podPolicy")
+        yield made
+
+
+@pytest.mark.parametrize("placement", sorted(PLACEMENTS))
+def test_pod_fields_the_consumer_s_policy_does_not_list_are_refused_naming_the_rule(
+        default_tenant: Tenant, placement: str) -> None:
+    message = refusal(default_tenant, placement_pod(placement))
+    assert message.startswith(f"spec.pod is not allowed for consumer "
+                              f"{default_tenant.consumer!r}: ")
+    assert PLACEMENTS[placement][1] in message
+
+
+@pytest.mark.parametrize("placement", sorted(PLACEMENTS))
+def test_pod_fields_the_consumer_s_policy_lists_are_admitted(
+        granted_tenant: Tenant, placement: str) -> None:
+    granted_tenant.shadowpods.create(granted_tenant.twin, shadowpod(
+        new_name("p"), granted_tenant.consumer, placement_pod(placement)))

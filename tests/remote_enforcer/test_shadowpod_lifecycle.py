@@ -16,6 +16,7 @@ from tests.remote_enforcer.conftest import (
     settled,
     shadowpod,
 )
+from tests.remote_enforcer.test_pod_policy import set_consumer_pod_policy
 
 CONSUMER = "consumer-lifecycle"
 
@@ -78,11 +79,13 @@ def test_label_annotation_image_and_toleration_changes_reach_the_pod(
     shadowpods.create(twin, shadowpod(name, CONSUMER))
     settled(shadowpods, twin, name)
 
-    shadowpods.patch(twin, name, {
+    gpu = {"key": "gpu", "operator": "Exists"}
+    set_consumer_pod_policy(remote, twin, CONSUMER, allowedTolerations=[gpu])
+    wait_for(lambda: shadowpods.patch(twin, name, {
         "metadata": {"labels": {"app": "demo-2"}, "annotations": {"note": None, "added": "yes"}},
         "spec": {"pod": {"containers": [{"name": "main", "image": "nginx:2"}],
-                         "activeDeadlineSeconds": 3600,
-                         "tolerations": [{"key": "gpu", "operator": "Exists"}]}}})
+                         "activeDeadlineSeconds": 3600, "tolerations": [gpu]}}}),
+        message="the update was not admitted once the policy allowed its toleration")
 
     def updated() -> bool:
         pod = remote.core.read_namespaced_pod(name, twin)
