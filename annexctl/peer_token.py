@@ -5,13 +5,21 @@ token; discovery plays no part in it.
 
 Generating creates what `annexctl peer` creates on the provider (the tenant namespace, the
 confined identity, its Quota: `peering.consumer_on_provider`), plus the Secret
-`annex-peering-token` in the tenant namespace and a Role letting the consumer delete that one
-Secret, and mints a short-lived token for the consumer identity bound to the Secret (a bound
-token dies with its object). Redeeming uses it to request the consumer's own day-long token
-(the identity may request tokens for itself, as its agent does to renew them), installs that at
-home exactly as `annexctl peer` does (`peering.install_at_home`), then deletes the Secret: the
-peering token works once. It also stops working when it expires (an hour by default), when the
-admin deletes the Secret, or when the admin generates a newer one for the same consumer.
+`annex-peering-token` in the tenant namespace and a Role letting the consumer patch and delete
+that one Secret, and mints a short-lived token for the consumer identity bound to the Secret (a
+bound token dies with its object). The token carries the Secret's uid and resourceVersion.
+
+Redeeming first claims the token: a patch of the Secret pinned to that resourceVersion, which
+only one redeemer can win (the API server answers any other 409 Conflict, or 404 once the
+Secret is gone); a lost claim is refused before anything is requested. The winner requests the
+consumer's own day-long token (the identity may request tokens for itself, as its agent does to
+renew them), installs that at home exactly as `annexctl peer` does
+(`peering.install_at_home`), then deletes the Secret (preconditioned on its uid). "Works once"
+rests on the claim, not on the deletion: kube-apiserver keeps a successful token authentication
+for 10 seconds (TokenSuccessCacheTTL, pkg/kubeapiserver/options/authentication.go), so a bound
+token still authenticates that long after its Secret is deleted. The token also stops working
+when it expires (an hour by default), when the admin deletes the Secret, or when the admin
+generates a newer one for the same consumer.
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import binascii
 import json
 from dataclasses import replace
 from typing import Any
+
+from kubernetes import client
 
 from annexctl.clusters import CliError, Cluster, connect
 from annexctl.kubeconfigs import token_kubeconfig
@@ -38,6 +48,9 @@ from shared.wellknown import CONSUMER_SERVICE_ACCOUNT
 
 TOKEN_PREFIX = "annex-peer-v1."
 PEERING_TOKEN_LABEL = "annex.io/peering-token"
+CLAIMED_BY_ANNOTATION = "annex.io/peering-token-claimed-by"
+"""Set on the token's Secret by the redemption that won the claim (the consumer's cluster
+ID)."""
 PEERING_SECRET = "annex-peering-token"
 """The tenant namespace's Secret the peering token is bound to: one token per consumer at a
 time."""
@@ -74,14 +87,14 @@ def _anchor(tenant: str) -> dict[str, Any]:
 
 
 def _redeemer_rights(tenant: str) -> list[dict[str, Any]]:
-    """A Role and RoleBinding letting the consumer delete the token's Secret, and nothing else:
-    redeeming spends the token."""
+    """A Role and RoleBinding letting the consumer patch and delete the token's Secret, and
+    nothing else: redeeming claims, then spends the token."""
     metadata = {"name": PEERING_SECRET, "namespace": tenant,
                 "labels": {MANAGED_BY_LABEL: MANAGED_BY}}
     return [
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
          "rules": [{"apiGroups": [""], "resources": ["secrets"],
-                    "resourceNames": [PEERING_SECRET], "verbs": ["delete"]}]},
+                    "resourceNames": [PEERING_SECRET], "verbs": ["patch", "delete"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
          "metadata": metadata,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
@@ -104,17 +117,18 @@ def generate(provider: Cluster, provider_cluster_id: str, request: PeerRequest,
     provider.ensure(_anchor(tenant))
     rows.append(["provider", "Secret", f"{tenant}/{PEERING_SECRET}",
                  "replaced" if replaced else "created"])
-    created = provider.get("v1", "Secret", PEERING_SECRET, tenant) or {}
+    created = (provider.get("v1", "Secret", PEERING_SECRET, tenant) or {}).get("metadata", {})
     token, expires = mint_token(provider, tenant, ttl_seconds, bound_to={
-        "kind": "Secret", "name": PEERING_SECRET,
-        "uid": str(created.get("metadata", {}).get("uid") or "")})
+        "kind": "Secret", "name": PEERING_SECRET, "uid": str(created.get("uid") or "")})
     kubeconfig = token_kubeconfig(provider.configuration, token, tenant,
                                   cluster_name=provider_cluster_id,
                                   user_name=f"{request.home_cluster_id}-consumer",
                                   server=request.server)
     peering_token = encode({"providerClusterId": provider_cluster_id,
                             "consumerClusterId": request.home_cluster_id,
-                            "tenantNamespace": tenant, "kubeconfig": kubeconfig})
+                            "tenantNamespace": tenant, "kubeconfig": kubeconfig,
+                            "secretUid": str(created.get("uid") or ""),
+                            "secretResourceVersion": str(created.get("resourceVersion") or "")})
     command = f"annexctl peer --token {peering_token}"
     data = {"providerClusterId": provider_cluster_id,
             "consumerClusterId": request.home_cluster_id, "tenantNamespace": tenant,
@@ -139,21 +153,67 @@ def redeem(home: Cluster, token: str, namespace: str = "annex-system",
     if token_expiration_seconds is not None:
         request = replace(request, token_expiration_seconds=token_expiration_seconds)
     tenant = payload["tenantNamespace"]
+    if not payload.get("secretUid") or not payload.get("secretResourceVersion"):
+        raise CliError("the peering token was generated by an older annexctl, which cannot "
+                       "claim it once; generate a new one (annexctl generate-peer-token)", 2)
     provider = connect(f"provider {request.remote_cluster_id}", None,
                        contents=payload["kubeconfig"])
     try:
-        own, expires = mint_token(provider, tenant, request.token_expiration_seconds)
-        kubeconfig = token_kubeconfig(provider.configuration, own, tenant,
-                                      cluster_name=request.remote_cluster_id,
-                                      user_name=f"{request.home_cluster_id}-consumer",
-                                      server=payload["kubeconfig"]["clusters"][0]["cluster"][
-                                          "server"])
-        secret, rows = install_at_home(home, request, kubeconfig)
-        # Spent: its Secret goes, and the token bound to it with it.
-        provider.delete("v1", "Secret", PEERING_SECRET, tenant)
+        claimed = claim(provider, tenant, payload, request.home_cluster_id)
+        try:
+            own, expires = mint_token(provider, tenant, request.token_expiration_seconds)
+            kubeconfig = token_kubeconfig(provider.configuration, own, tenant,
+                                          cluster_name=request.remote_cluster_id,
+                                          user_name=f"{request.home_cluster_id}-consumer",
+                                          server=payload["kubeconfig"]["clusters"][0][
+                                              "cluster"]["server"])
+            secret, rows = install_at_home(home, request, kubeconfig)
+        finally:
+            # Spent, whatever happened once claimed: its Secret goes, and the token bound to
+            # it with it (10 s later at most, once the API server's token cache lets go).
+            spend(provider, tenant, claimed)
     finally:
         provider.close()
     return peered(request, tenant, kubeconfig, expires, secret,
                   [["provider", "TokenRequest", f"{tenant}/{CONSUMER_SERVICE_ACCOUNT}",
                     "redeemed"], *rows,
                    ["provider", "Secret", f"{tenant}/{PEERING_SECRET}", "deleted (spent)"]])
+
+
+SPENT = ("the peering token was already redeemed, revoked or replaced by a newer one (a peering "
+         "token works once): ask the provider's admin for a new one (annexctl "
+         "generate-peer-token)")
+
+
+def claim(provider: Cluster, tenant: str, payload: dict[str, Any], by: str) -> dict[str, Any]:
+    """Win the token or refuse: a merge patch of its Secret pinned to the resourceVersion the
+    token was generated with. The API server applies one such patch; every other redeemer gets
+    409 Conflict (the Secret changed: claimed by another, or made anew by a newer token), 404
+    (spent or revoked) or 401 (the bound token died with its Secret). Returns the claimed
+    Secret's metadata."""
+    core = client.CoreV1Api(provider.api_client)
+    patch = {"metadata": {"resourceVersion": payload["secretResourceVersion"],
+                          "annotations": {CLAIMED_BY_ANNOTATION: by}}}
+    with provider.talking(f"claiming the peering token (Secret {tenant}/{PEERING_SECRET})"):
+        try:
+            secret = core.patch_namespaced_secret(PEERING_SECRET, tenant, patch)
+        except client.ApiException as error:
+            if error.status in (401, 404, 409):
+                raise CliError(f"{provider.where}: {SPENT}") from None
+            raise
+    metadata = secret.metadata
+    if metadata is None or metadata.uid != payload["secretUid"]:
+        raise CliError(f"{provider.where}: {SPENT}")
+    return {"uid": metadata.uid, "resourceVersion": metadata.resource_version}
+
+
+def spend(provider: Cluster, tenant: str, claimed: dict[str, Any]) -> None:
+    """Delete the claimed Secret, and only it (a uid precondition: never a newer token's)."""
+    core = client.CoreV1Api(provider.api_client)
+    with provider.talking(f"spending the peering token (Secret {tenant}/{PEERING_SECRET})"):
+        try:
+            core.delete_namespaced_secret(PEERING_SECRET, tenant, body=client.V1DeleteOptions(
+                preconditions=client.V1Preconditions(uid=claimed["uid"])))
+        except client.ApiException as error:
+            if error.status not in (404, 409):  # already gone, or no longer ours
+                raise

@@ -15,11 +15,12 @@ import pytest
 import yaml
 from kubernetes.client.exceptions import ApiException
 
+from annexctl import peer_token, peering
 from annexctl.peer_token import PEERING_SECRET, PEERING_TOKEN_LABEL, TOKEN_PREFIX
 from kubesim.dns import dns_server, publish
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.virtual_node import VIRTUAL_NODE
-from tests.annexctl.conftest import Annexctl, home_flags
+from tests.annexctl.conftest import Annexctl, Run, home_flags
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.agentproc import unique_id
@@ -118,6 +119,40 @@ def test_a_peering_token_is_revoked_by_its_secret_or_a_newer_token(
     assert annexctl(*redeem, newer).code == 1
     again = annexctl("generate-peer-token", *flags).json()["token"]
     assert annexctl(*redeem, again).code == 0
+
+
+def test_a_peering_token_redeemed_twice_at_once_works_once(
+        home: ClusterHandle, remote: ClusterHandle, ids: dict[str, str], annexctl: Annexctl,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The second redemption comes while the first holds the consumer's token and the token's
+    Secret still exists: what a second redeemer sees during the API server's token cache
+    (10 s) after the Secret is deleted, when the peering token still authenticates. The
+    claim, not the deletion, refuses it."""
+    generated = annexctl("generate-peer-token", "--kubeconfig", str(remote.kubeconfig),
+                         "--cluster-id", ids["provider"], "--consumer-cluster-id", ids["home"],
+                         "-o", "json")
+    assert generated.code == 0, generated.err
+    token = generated.json()["token"]
+    redeem = ("peer", "--token", token, *home_flags(home), "-n", ids["namespace"])
+    install_at_home = peering.install_at_home
+    second: list[Run] = []
+    redeeming: list[bool] = []
+
+    def install_while_another_redeems(*args: Any, **kwargs: Any) -> Any:
+        if not redeeming:
+            redeeming.append(True)
+            second.append(annexctl(*redeem))
+        return install_at_home(*args, **kwargs)
+
+    monkeypatch.setattr(peer_token, "install_at_home", install_while_another_redeems)
+    first = annexctl(*redeem)
+    assert first.code == 0, first.err
+    assert second[0].code == 1
+    assert second[0].err.startswith("error: ") and second[0].err.count("\n") == 1
+    assert "already redeemed" in second[0].err and "works once" in second[0].err
+    tenant = f"annex-tenant-{ids['home']}"
+    assert not remote.core.list_namespaced_secret(
+        tenant, label_selector=PEERING_TOKEN_LABEL).items
 
 
 @pytest.mark.parametrize("token", ["nonsense", f"{TOKEN_PREFIX}not-base64!", f"{TOKEN_PREFIX}e30"])
