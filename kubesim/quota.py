@@ -1,13 +1,19 @@
-"""The ResourceQuota admission plugin, for pods (plugin/pkg/admission/resourcequota with the pod
-evaluator of pkg/quota/v1/evaluator/core): a pod created in a namespace with ResourceQuotas is
-refused (403) when a quota constrains cpu or memory and a container does not say how much, or
-when the pod would take a quota past its hard limits. Evaluated: `pods`, `count/pods`, `cpu`,
-`memory`, `requests.*` and `limits.*` of cpu and memory; other resources of `spec.hard` are
-left alone.
+"""The ResourceQuota admission plugin (plugin/pkg/admission/resourcequota with the evaluators of
+pkg/quota/v1/evaluator/core and the generic object count evaluator): an object created in a
+namespace with ResourceQuotas is refused (403) when it would take a quota past its hard limits.
 
-Usage is counted from the stored pods at admission (what a fully synced quota controller would
-have in `status.used`): pods in a terminal phase and pods whose deletion grace period has passed
-do not count. Not simulated: writing `status` (hard/used), scopes and scope selectors."""
+Pods (the pod evaluator): `pods`, `count/pods`, `cpu`, `memory`, `requests.*` and `limits.*` of
+cpu and memory; a pod is refused too when a quota constrains cpu or memory and a container does
+not say how much. Every other resource (the object count evaluator): `count/<resource>.<group>`
+(`count/<resource>` for the core group), and for the core resources the legacy names
+`configmaps`, `secrets`, `services`, `persistentvolumeclaims`, `replicationcontrollers` and
+`resourcequotas`; Services also `services.loadbalancers` and `services.nodeports` (the service
+evaluator). Other resources of `spec.hard` are left alone.
+
+Usage is counted from the stored objects at admission (what a fully synced quota controller
+would have in `status.used`): pods in a terminal phase and pods whose deletion grace period has
+passed do not count. Not simulated: writing `status` (hard/used), scopes and scope selectors,
+updates (a Service changing type, a claim growing), claims' storage."""
 
 from __future__ import annotations
 
@@ -28,6 +34,10 @@ COMPUTE = ("cpu", "memory")
 REQUIRED_WHEN_CONSTRAINED = ("cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu",
                              "limits.memory")
 EVALUATED = ("pods", "count/pods", *REQUIRED_WHEN_CONSTRAINED)
+# The core resources the object count evaluator also counts under their legacy name
+# (pkg/quota/v1/evaluator/core/registry.go: legacyObjectCountAliases).
+LEGACY_COUNTED = ("configmaps", "secrets", "services", "persistentvolumeclaims",
+                  "replicationcontrollers", "resourcequotas")
 _DECIMAL_SUFFIXES = (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3))
 _BINARY_SUFFIXES = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
 
@@ -117,33 +127,59 @@ def _pretty(values: Mapping[str, Decimal], binary: Mapping[str, bool]) -> str:
                     for name in sorted(values))
 
 
+def object_usage(group: str, plural: str, obj: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What one object of a resource other than pods takes: one `count/<resource>[.<group>]`,
+    one of its legacy name, and for a Service its load balancer and node ports (the service
+    evaluator: a NodePort Service's ports, a LoadBalancer's unless it allocates none)."""
+    usage = {f"count/{plural}.{group}" if group else f"count/{plural}": Decimal(1)}
+    if not group and plural in LEGACY_COUNTED:
+        usage[plural] = Decimal(1)
+    if (group, plural) == ("", "services"):
+        spec = obj.get("spec") or {}
+        kind = spec.get("type") or "ClusterIP"
+        ports = Decimal(len(spec.get("ports") or []))
+        balanced = kind == "LoadBalancer"
+        usage["services.loadbalancers"] = Decimal(1 if balanced else 0)
+        usage["services.nodeports"] = ports if kind == "NodePort" or (
+            balanced and spec.get("allocateLoadBalancerNodePorts") is not False) else Decimal(0)
+    return usage
+
+
+def _matching(group: str, plural: str, name: str) -> bool:
+    """Whether a quota's hard `name` is one the resource's evaluator answers for."""
+    if (group, plural) == ("", "pods"):
+        return name in EVALUATED
+    if (group, plural) == ("", "services") and name in ("services.loadbalancers",
+                                                        "services.nodeports"):
+        return True
+    return name in object_usage(group, plural, {})
+
+
 class ResourceQuotaPlugin:
     def __init__(self, store: Store) -> None:
         self.store = store
 
     def validate(self, request: Any) -> None:
-        if ((request.kind.group, request.kind.plural) != ("", "pods") or request.subresource
-                or request.operation != "CREATE"):
+        if request.subresource or request.operation != "CREATE" or not request.namespace:
             return
+        group, plural = request.kind.group, request.kind.plural
         quotas = self.store.list(QUOTA_KEY, request.namespace)
         if not quotas:
             return
-        pod = request.object or {}
-        requested = pod_usage(pod)
-        now = datetime.now(UTC)
-        used: dict[str, Decimal] = {}
-        for stored in self.store.list(POD_KEY, request.namespace):
-            if counts(stored.obj, now):
-                for name, value in pod_usage(stored.obj).items():
-                    used[name] = used.get(name, Decimal(0)) + value
+        obj = request.object or {}
+        is_pod = (group, plural) == POD_KEY
+        requested = pod_usage(obj) if is_pod else object_usage(group, plural, obj)
+        used: dict[str, Decimal] | None = None  # listed once a quota constrains the resource
         resource = request.kind.group_resource
         for stored in sorted(quotas, key=lambda q: q.name):
             hard_text = {name: str(value) for name, value in
                          ((stored.obj.get("spec") or {}).get("hard") or {}).items()
-                         if name in EVALUATED}
+                         if _matching(group, plural, name)}
             if not hard_text:
                 continue
-            problem = missing_requests(pod, hard_text)
+            if used is None:
+                used = self._used(group, plural, request.namespace)
+            problem = missing_requests(obj, hard_text) if is_pod else None
             if problem is not None:
                 raise errors.forbidden(resource, request.name,
                                        f"failed quota: {stored.name}: {problem}")
@@ -157,3 +193,18 @@ class ResourceQuotaPlugin:
                     f"requested: {_pretty({n: requested[n] for n in exceeded}, binary)}, "
                     f"used: {_pretty({n: used.get(n, Decimal(0)) for n in exceeded}, binary)}, "
                     f"limited: {_pretty({n: hard[n] for n in exceeded}, binary)}"))
+
+    def _used(self, group: str, plural: str, namespace: str) -> dict[str, Decimal]:
+        """What the namespace's stored objects of the resource take."""
+        now = datetime.now(UTC)
+        used: dict[str, Decimal] = {}
+        for stored in self.store.list((group, plural), namespace):
+            if (group, plural) == POD_KEY:
+                if not counts(stored.obj, now):
+                    continue
+                usage = pod_usage(stored.obj)
+            else:
+                usage = object_usage(group, plural, stored.obj)
+            for name, value in usage.items():
+                used[name] = used.get(name, Decimal(0)) + value
+        return used

@@ -15,13 +15,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from shared.api.namespace_map import MappingPhase
-from shared.api.quota import PodPolicy
+from shared.api.namespace_offloading import NamespaceMappingStrategy
+from shared.api.quota import NamespacePolicy, PodPolicy
+from shared.forge.namespace import remote_namespace_name
 from shared.ownership import is_owned, ownership_labels
 from shared.pod_policy import policy_problem, twin_namespace_labels
+from shared.tenancy import TENANT_NAMESPACE_PREFIX
 from shared.wellknown import (
     CONSUMER_IDENTITY_ANNOTATION,
     CONSUMER_SERVICE_ACCOUNT,
     ORIGIN_CLUSTER_LABEL,
+    TENANT_NAMESPACE_LABEL,
     TWIN_NAMESPACE_ROLE,
 )
 
@@ -197,3 +201,104 @@ def pod_policy_problem(policy: PodPolicy, consumer: str, shadowpod: Mapping[str,
         old_spec=None if old is None else pod(old),
         old_annotations=None if old is None else annotations(old))
     return None if found is None else f"spec.pod is not allowed for consumer {consumer!r}: {found}"
+
+
+# --- which twin namespaces a consumer may have (its Quota's namespacePolicy) ---------------
+
+SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+OBJECT_COUNTS_QUOTA = "annex-consumer"
+"""The ResourceQuota the enforcer keeps in each twin namespace (namespacePolicy.objectCounts)."""
+
+
+def name_allowed(name: str, allowed_names: Sequence[str]) -> bool:
+    """Whether `name` is one of `allowed_names`: equal, or starting with what precedes an
+    entry's trailing `*`."""
+    return any(name == allowed or (allowed.endswith("*") and name.startswith(allowed[:-1]))
+               for allowed in allowed_names)
+
+
+def _default_name(home: str, consumer: str) -> str | None:
+    try:
+        return remote_namespace_name(home, NamespaceMappingStrategy.DEFAULT_NAME, consumer)
+    except ValueError:
+        return None
+
+
+def twin_name_problem(home: str, remote: str, consumer: str, policy: NamespacePolicy
+                      ) -> str | None:
+    """Why the consumer may not have `remote` as the twin of its namespace `home`, or None.
+
+    The rule: a twin name ends in `-<consumer id>` (as the DefaultName strategy makes names)
+    or is the shortened DefaultName of its own home namespace, or it matches
+    namespacePolicy.allowedNames; and whatever allowedNames says, it is never a system
+    namespace (`default`, `kube-*`) nor a tenant namespace's name."""
+    if remote in SYSTEM_NAMESPACES or remote.startswith("kube-"):
+        return (f"namespace {remote!r} is a system namespace: it is never a consumer's twin "
+                f"namespace")
+    if remote.startswith(TENANT_NAMESPACE_PREFIX):
+        return (f"namespace {remote!r} has the name of a tenant namespace "
+                f"({TENANT_NAMESPACE_PREFIX}*): it is never a consumer's twin namespace")
+    if (remote.endswith(f"-{consumer}") or remote == _default_name(home, consumer)
+            or name_allowed(remote, policy.allowed_names)):
+        return None
+    allowed = ", ".join(policy.allowed_names) or "none"
+    return (f"namespace {remote!r} does not carry the consumer's cluster id (a twin name ends in "
+            f"'-{consumer}', as the DefaultName mapping strategy makes them) and is not in the "
+            f"consumer's namespacePolicy.allowedNames ({allowed})")
+
+
+def tenant_twin_problem(existing: Mapping[str, Any] | None, remote: str) -> str | None:
+    """Why an existing namespace is a tenant namespace (its label), never a twin, or None."""
+    labels = ((existing or {}).get("metadata") or {}).get("labels") or {}
+    if labels.get(TENANT_NAMESPACE_LABEL) != "true":
+        return None
+    return (f"namespace {remote!r} is a tenant namespace ({TENANT_NAMESPACE_LABEL}): it is never "
+            f"a consumer's twin namespace")
+
+
+def refused_twins(desired: Mapping[str, str], consumer: str, policy: NamespacePolicy,
+                  made: Callable[[str], bool], others: int) -> dict[str, dict[str, Any]]:
+    """The entries of a NamespaceMap's `desiredMapping` not to make, each with its mapping
+    entry (CreationLoopBackOff, the message naming the rule): names `twin_name_problem`
+    refuses, and those beyond namespacePolicy.maxTwinNamespaces. `made(name)`: the consumer
+    has that twin already (made before: it stays, whatever the rules say now, and counts
+    first); `others`: its twins of no entry of this map. Beyond the cap, the entries whose
+    twin is made come first, then the others by home namespace name."""
+    refused: dict[str, dict[str, Any]] = {}
+    candidates = []
+    for home, remote in desired.items():
+        problem = None if made(remote) else twin_name_problem(home, remote, consumer, policy)
+        if problem is not None:
+            refused[home] = mapping_entry(remote, MappingPhase.CREATION_LOOP_BACK_OFF, problem)
+        else:
+            candidates.append(home)
+    candidates.sort(key=lambda home: (not made(desired[home]), home))
+    room = max(policy.max_twin_namespaces - others, 0)
+    for home in candidates[room:]:
+        refused[home] = mapping_entry(desired[home], MappingPhase.CREATION_LOOP_BACK_OFF, (
+            f"consumer {consumer!r} may have at most {policy.max_twin_namespaces} twin "
+            f"namespaces (namespacePolicy.maxTwinNamespaces): {desired[home]!r} would be one "
+            f"more"))
+    return refused
+
+
+def twin_resource_quota(namespace: str, consumer: str, provider: str,
+                        object_counts: Mapping[str, str]) -> dict[str, Any]:
+    """The ResourceQuota bounding what the consumer stores in its twin namespace (the
+    provider's etcd): `hard` = namespacePolicy.objectCounts. The consumer's identity may not
+    change ResourceQuotas."""
+    return {"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": OBJECT_COUNTS_QUOTA, "namespace": namespace,
+                         "labels": ownership_labels(consumer, provider)},
+            "spec": {"hard": dict(object_counts)}}
+
+
+def resource_quota_patch(current: Mapping[str, Any], desired: Mapping[str, Any]
+                         ) -> dict[str, Any] | None:
+    """The merge patch bringing a twin's ResourceQuota's `hard` to `desired`'s (counts the
+    policy no longer names are removed), or None when they match."""
+    have = (current.get("spec") or {}).get("hard") or {}
+    want = desired["spec"]["hard"]
+    if have == want:
+        return None
+    return {"spec": {"hard": {**{name: None for name in have if name not in want}, **want}}}

@@ -96,3 +96,59 @@ def test_a_deleted_quota_is_answered_with_the_object_and_no_longer_limits(home,
     deleted = home.core.delete_namespaced_resource_quota("compute", namespace)
     assert deleted.kind == "ResourceQuota" and deleted.spec.hard == {"pods": "0"}
     created(home, namespace, pod("a"))
+
+
+# --- object counts (the object count evaluator, and the service evaluator) -------------------
+
+
+def configmap(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "data": {"k": "v"}}
+
+
+def test_object_counts_refuse_the_object_one_past_the_hard_limit(home, namespace) -> None:
+    """`count/configmaps` and the legacy `configmaps` count the same objects; the N+1st is
+    refused with kube-apiserver's message, naming what the quota says is used (the
+    namespace's kube-root-ca.crt, which the root CA publisher puts in every namespace, counts
+    too)."""
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    present = len(call(home, "GET", path)[1]["items"])
+    limit = present + 2
+    status, body = call(home, "POST", quotas(namespace), {
+        "metadata": {"name": "objects"}, "spec": {"hard": {"count/configmaps": str(limit)}}})
+    assert status == 201, body
+    for name in ("a", "b"):
+        wait_for(lambda name=name: call(home, "POST", path, configmap(name))[0] in (201, 409),
+                 timeout=30, message=f"configmap {name} admitted")
+
+    def verdict() -> dict[str, Any] | None:
+        status, answer = call(home, "POST", path, configmap("c"))
+        assert status != 201, "admitted"
+        return answer if status == 403 else None
+    answer = wait_for(verdict, timeout=30, message="the third configmap refused")
+    assert answer["message"] == (
+        f'configmaps "c" is forbidden: exceeded quota: objects, requested: count/configmaps=1, '
+        f'used: count/configmaps={limit}, limited: count/configmaps={limit}')
+    status, body = call(home, "POST", quotas(namespace), {
+        "metadata": {"name": "legacy"}, "spec": {"hard": {"secrets": "0"}}})
+    assert status == 201, body
+    answer = wait_for(lambda: (lambda r: r[1] if r[0] == 403 else None)(call(
+        home, "POST", f"/api/v1/namespaces/{namespace}/secrets",
+        {"metadata": {"name": "s"}, "stringData": {"k": "v"}})), timeout=30,
+        message="the secret refused")
+    assert answer["message"] == ('secrets "s" is forbidden: exceeded quota: legacy, requested: '
+                                 'secrets=1, used: secrets=0, limited: secrets=0')
+
+
+def test_grouped_resources_are_counted_as_count_resource_group(home, namespace) -> None:
+    status, body = call(home, "POST", quotas(namespace), {
+        "metadata": {"name": "objects"},
+        "spec": {"hard": {"count/endpointslices.discovery.k8s.io": "0"}}})
+    assert status == 201, body
+    path = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+    slice_ = {"metadata": {"name": "e"}, "addressType": "IPv4", "endpoints": []}
+    answer = wait_for(lambda: (lambda r: r[1] if r[0] == 403 else None)(
+        call(home, "POST", path, slice_)), timeout=30, message="the slice refused")
+    assert answer["message"] == (
+        'endpointslices.discovery.k8s.io "e" is forbidden: exceeded quota: objects, requested: '
+        'count/endpointslices.discovery.k8s.io=1, used: count/endpointslices.discovery.k8s.io=0, '
+        'limited: count/endpointslices.discovery.k8s.io=0')
