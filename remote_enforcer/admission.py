@@ -32,6 +32,8 @@ from remote_enforcer.claim_admission import ClaimAdmission
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
+from remote_enforcer.object_admission import WEBHOOK_PATH as NETWORK_WEBHOOK_PATH
+from remote_enforcer.object_admission import ObjectAdmission
 from shared import quota as quota_rules
 from shared.admission import review_response
 from shared.api.quota import LimitsEnforcement
@@ -131,7 +133,8 @@ Reviewer = Callable[[Mapping[str, Any]], Awaitable[tuple[bool, str]]]
 
 
 def webhook_app(admission: Admission, metrics: Metrics,
-                claims: ClaimAdmission | None = None) -> web.Application:
+                claims: ClaimAdmission | None = None,
+                objects: ObjectAdmission | None = None) -> web.Application:
     def route(review: Reviewer) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def validate(request: web.Request) -> web.Response:
             admission_request = await read_admission_request(request)
@@ -153,13 +156,16 @@ def webhook_app(admission: Admission, metrics: Metrics,
     app.router.add_post(WEBHOOK_PATH, route(admission.review))
     if claims is not None:
         app.router.add_post(CLAIMS_WEBHOOK_PATH, route(claims.review))
+    if objects is not None:
+        app.router.add_post(NETWORK_WEBHOOK_PATH, route(objects.review))
     return app
 
 
 async def start_webhook(admission: Admission, metrics: Metrics, address: str, port: int,
                         ssl_context: ssl.SSLContext,
-                        claims: ClaimAdmission | None = None) -> web.AppRunner:
-    runner = web.AppRunner(webhook_app(admission, metrics, claims), access_log=None)
+                        claims: ClaimAdmission | None = None,
+                        objects: ObjectAdmission | None = None) -> web.AppRunner:
+    runner = web.AppRunner(webhook_app(admission, metrics, claims, objects), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, address, port, ssl_context=ssl_context).start()
     return runner

@@ -2,6 +2,10 @@
 
 In a consumer's twin namespaces:
 - a claim must carry the consumer's origin label (as ShadowPods do: shared.forge.tenancy);
+- it gets a volume provisioned for it: no `volumeName` nor `selector` binding an existing
+  PersistentVolume of the provider (another tenant's released data, a static NFS export), no
+  data source but a claim or a VolumeSnapshot of its own namespace; nor does the consumer
+  identity bind an unbound claim later (the PV controller's binding updates pass);
 - its storage class must be one the offer lists (`--storage-classes`); an offer that lists none
   leaves the provider's classes unrestricted (the DefaultStorageClass admission plugin has
   already put in the default one when the claim names none);
@@ -54,6 +58,41 @@ def class_problem(claim: Mapping[str, Any], offered: Sequence[str]) -> str | Non
             f'{", ".join(offered)})')
 
 
+# What a claim may be filled from: (apiGroup, kind), of the claim's own namespace.
+CLAIM_DATA_SOURCES = frozenset({("", "PersistentVolumeClaim"),
+                                ("snapshot.storage.k8s.io", "VolumeSnapshot")})
+
+
+def volume_choice_problems(claim: Mapping[str, Any], namespace: str) -> list[str]:
+    """What in a new claim would pick a volume or data the provisioner did not make for it."""
+    spec = claim.get("spec") or {}
+    problems = []
+    if spec.get("volumeName"):
+        problems.append("spec.volumeName: Forbidden: a claim of a twin namespace gets a volume "
+                        "provisioned for it, never an existing PersistentVolume of the provider")
+    if spec.get("selector"):
+        problems.append("spec.selector: Forbidden: a claim of a twin namespace does not select "
+                        "existing PersistentVolumes of the provider")
+    for field in ("dataSource", "dataSourceRef"):
+        source = spec.get(field) or {}
+        if not source:
+            continue
+        group, kind = str(source.get("apiGroup") or ""), str(source.get("kind") or "")
+        if (group, kind) not in CLAIM_DATA_SOURCES:
+            problems.append(f'spec.{field}: Forbidden: a claim is made from a '
+                            f'PersistentVolumeClaim or a VolumeSnapshot only, not a {kind} of '
+                            f'group "{group}"')
+        if source.get("namespace") not in (None, "", namespace):
+            problems.append(f"spec.{field}.namespace: Forbidden: a claim is made from its own "
+                            f'namespace\'s data only, not "{source["namespace"]}"\'s')
+    return problems
+
+
+def _binds(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    return not (old.get("spec") or {}).get("volumeName") and bool(
+        (new.get("spec") or {}).get("volumeName"))
+
+
 def _terminating(namespace: Mapping[str, Any]) -> bool:
     return bool((namespace.get("metadata") or {}).get("deletionTimestamp")) or (
         namespace.get("status") or {}).get("phase") == "Terminating"
@@ -74,10 +113,7 @@ class ClaimAdmission:
     async def review(self, request: Mapping[str, Any]) -> tuple[bool, str]:
         operation = request.get("operation")
         namespace = str(request.get("namespace") or "")
-        await self.consumers.listed.wait()
-        namespace_obj = self.consumers.namespaces.get(("", namespace))
-        if namespace_obj is None:
-            namespace_obj = await self.api.find(core_path("namespaces", name=namespace))
+        namespace_obj = await self.consumers.namespace(self.api, namespace)
         consumer = self.consumers.twin_consumer(namespace_obj)
         if consumer is None:
             return True, ""  # not a twin namespace: the provider's own claims
@@ -89,10 +125,15 @@ class ClaimAdmission:
         problem = origin_problem((obj.get("metadata") or {}).get("labels") or {}, namespace,
                                  consumer)
         if problem is None and operation == "CREATE":
-            problem = class_problem(obj, self.storage_classes)
+            problem = "; ".join(volume_choice_problems(obj, namespace)) or class_problem(
+                obj, self.storage_classes)
+        old = request.get("oldObject") if operation == "UPDATE" else None
+        if problem is None and old is not None and _binds(old, obj) and self._by_consumer(
+                request, consumer):
+            problem = ("spec.volumeName: Forbidden: the consumer does not bind a claim to a "
+                       "volume: the provider's PersistentVolume controller does")
         if problem is not None:
             return False, problem
-        old = request.get("oldObject") if operation == "UPDATE" else None
         return await self._within_quota(consumer, namespace, obj, old,
                                         bool(request.get("dryRun")))
 
@@ -103,11 +144,15 @@ class ClaimAdmission:
             return True, ""
         if _terminating(namespace):
             return True, ""  # the twin namespace goes (unoffloaded): its content with it
-        user = str((request.get("userInfo") or {}).get("username") or "")
-        if user in {consumer_username(t) for t in self._tenant_namespaces(consumer)}:
+        if self._by_consumer(request, consumer):
             return True, ""
         return False, (f"this claim holds the data of consumer {consumer}: only the consumer "
                        f"deletes it (or the deletion of its namespace)")
+
+    def _by_consumer(self, request: Mapping[str, Any], consumer: str) -> bool:
+        """Whether the consumer's identity makes the request."""
+        user = str((request.get("userInfo") or {}).get("username") or "")
+        return user in {consumer_username(t) for t in self._tenant_namespaces(consumer)}
 
     def _tenant_namespaces(self, consumer: str) -> list[dict[str, Any]]:
         return [ns for ns in self.consumers.namespaces.values()

@@ -1,6 +1,6 @@
 """What the enforcer knows of its consumers, from its own list+watches of namespaces and Quotas:
-which consumer a twin namespace belongs to, its Quota and its pod policy. Admission, pod
-creation and twin-namespace labelling all decide from this one view."""
+which consumer a twin namespace belongs to, its Quota, its pod policy and its service policy.
+Admission, pod creation and twin-namespace labelling all decide from this one view."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from annex.kubeapi import ClusterApi, core_path
 from annex.mirror import Mirror
 from shared import quota as quota_rules
-from shared.api.quota import NamespacePolicy, PodPolicy
+from shared.api.quota import NamespacePolicy, PodPolicy, ServicePolicy
 from shared.ownership import is_owned
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
@@ -44,6 +45,18 @@ class Consumers:
         """The consumer's policy: its Quota's, or the default (baseline) without a Quota."""
         spec = (self.quota(consumer) or {}).get("spec") or {}
         return PodPolicy.model_validate(spec.get("podPolicy") or {})
+
+    def service_policy(self, consumer: str) -> ServicePolicy:
+        """What the consumer may expose: its Quota's, or the default (closed) without one."""
+        spec = (self.quota(consumer) or {}).get("spec") or {}
+        return ServicePolicy.model_validate(spec.get("servicePolicy") or {})
+
+    async def namespace(self, api: ClusterApi, name: str) -> dict[str, Any] | None:
+        """The namespace `name` from the cache once it holds its first list, read from the API
+        server when the cache does not hold it yet (a twin namespace just made)."""
+        await self.listed.wait()
+        cached = self.namespaces.get(("", name))
+        return cached if cached is not None else await api.find(core_path("namespaces", name=name))
 
     def twin_consumer(self, namespace: dict[str, Any] | None) -> str | None:
         """The consumer whose twin namespace this is (created by this enforcer for it), or None."""

@@ -25,6 +25,7 @@ from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from remote_enforcer.namespaces import NamespaceMapper, TwinNamespaceLabels
+from remote_enforcer.object_admission import ObjectAdmission, PodAddresses
 from remote_enforcer.offer import OfferPublisher
 from remote_enforcer.quota_status import write_quota_status
 from remote_enforcer.settings import Settings
@@ -130,6 +131,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         ledger = UsageLedger()
         consumers = Consumers(settings.cluster_id)
         admission = Admission(api, ledger, consumers)
+        pod_addresses = PodAddresses()  # the twin pods' addresses EndpointSlices may point at
         shadowpods = ShadowPodEnforcer(api, metrics, consumers, settings.workers)
         offers = OfferPublisher(api, settings)
         consumers.offered = offers.offered  # admission limits what a Quota does not list by it
@@ -145,7 +147,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         # What the enforcer's own list+watches feed (kopf's per-object machinery costs far more
         # than these handlers do, at thousands of pods; see docs/benchmarks.md).
         feeds: list[tuple[str, str, Sink]] = [
-            ("pods", core_path("pods"), fanned_out(offers.on_pod, shadowpods.on_pod_event)),
+            ("pods", core_path("pods"), fanned_out(offers.on_pod, shadowpods.on_pod_event,
+                                                   pod_addresses.on_pod)),
             ("shadowpods", shadowpod_path(""),
              fanned_out(ledger.apply, shadowpods.on_shadowpod_event)),
             ("namespaces", core_path("namespaces"), fanned_out(
@@ -173,6 +176,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         background += [
             asyncio.create_task(when_listed(("namespaces", "quotas"), consumers.listed)),
             asyncio.create_task(when_listed(("shadowpods",), ledger.synced)),
+            asyncio.create_task(when_listed(("pods",), pod_addresses.listed)),
             asyncio.create_task(when_listed(("persistentvolumeclaims",),
                                             ledger.claims_synced)),
             asyncio.create_task(when_listed(("pods", "shadowpods"), shadowpods.listed)),
@@ -184,7 +188,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 name="quota-status")]
         webhook = await start_webhook(
             admission, metrics, settings.webhook_address, settings.webhook_port, ssl_context,
-            ClaimAdmission(api, consumers, ledger, settings.storage_classes))
+            ClaimAdmission(api, consumers, ledger, settings.storage_classes),
+            ObjectAdmission(api, consumers, pod_addresses))
         health = await serve_probes(settings.health_address, settings.health_port,
                                     ready=ready.is_set, not_ready="starting",
                                     scrape=metrics.exposition)

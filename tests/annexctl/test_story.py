@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from shared.api.quota import NODE_HEALTH_TOLERATIONS, QUOTA
 from tests.annexctl.conftest import Annexctl, home_flags, minted_kubeconfig, peer_flags
 from tests.conftest import ClusterHandle
 from tests.e2e.test_offloading import REMOTE_STRATEGY
@@ -47,6 +49,19 @@ def agent_namespace(home: ClusterHandle, remote: ClusterHandle) -> Iterator[str]
 BORROWED = {"key": "example.com/borrowed", "operator": "Exists"}
 
 
+def _allow_borrowed_toleration(remote: ClusterHandle, consumer: str) -> None:
+    """The provider lets the consumer's pods carry the offloadingPatch's toleration: the Quota
+    `peer` made lists it in its pod policy (closed by default)."""
+    quotas = client.CustomObjectsApi(remote.api_client)
+    quota = next(q for q in quotas.list_cluster_custom_object(
+        QUOTA.group, QUOTA.version, QUOTA.plural)["items"]
+        if q["spec"]["consumerClusterId"] == consumer)
+    quotas.patch_namespaced_custom_object(
+        QUOTA.group, QUOTA.version, quota["metadata"]["namespace"], QUOTA.plural,
+        quota["metadata"]["name"],
+        {"spec": {"podPolicy": {"allowedTolerations": [*NODE_HEALTH_TOLERATIONS, BORROWED]}}})
+
+
 def _virtual_node(home: ClusterHandle, namespace: str, secret: str) -> None:
     """What the home-agent chart creates per remote."""
     resource = home.dynamic.resources.get(api_version="offloading.liqo.io/v1beta1",
@@ -68,6 +83,7 @@ def test_peer_offload_status_explain_unoffload_unpeer(
     home_id = unique_id("home")
     flags = peer_flags(home, remote, home_id, PROVIDER_ID, agent_namespace)
     assert annexctl("peer", *flags).code == 0
+    _allow_borrowed_toleration(remote, home_id)
     secret = f"{PROVIDER_ID}-kubeconfig"
     _virtual_node(home, agent_namespace, secret)
     agent = start_agent(remote_kubeconfig=minted_kubeconfig(home, agent_namespace, secret,

@@ -13,6 +13,7 @@ from annex_demo.charts import of_kind
 from remote_enforcer.admission import WEBHOOK_PATH
 from remote_enforcer.rbac import ENFORCER_RULES
 from remote_enforcer.settings import parse
+from remote_enforcer.webhooks import registrations
 from shared.wellknown import (
     CONSUMER_IDENTITY_ANNOTATION,
     CONSUMER_SERVICE_ACCOUNT,
@@ -81,15 +82,20 @@ def test_the_deployment_runs_the_enforcer_with_flags_it_accepts() -> None:
     assert str(Path(settings.webhook_cert or "").parent) in mounts
 
 
-def test_the_webhook_sees_shadowpod_creations_and_updates() -> None:
+def test_the_webhooks_are_registered_as_the_enforcer_serves_them() -> None:
+    """ShadowPods everywhere; claims, Services, EndpointSlices and Ingresses of twin namespaces:
+    each path, rule and namespace selector as remote_enforcer.webhooks describes them (what
+    the tests register too)."""
     manifests = render(CHART, MINIMAL)
-    webhook, claims = only(manifests, "ValidatingWebhookConfiguration")["webhooks"]
-    assert webhook["rules"][0]["resources"] == ["shadowpods"]
-    assert sorted(webhook["rules"][0]["operations"]) == ["CREATE", "UPDATE"]
-    # reflected claims: offered classes, storage quota, deletion by their consumer only
-    assert claims["rules"][0]["resources"] == ["persistentvolumeclaims"]
-    assert sorted(claims["rules"][0]["operations"]) == ["CREATE", "DELETE", "UPDATE"]
-    assert claims["clientConfig"]["service"]["path"] == "/validate/persistentvolumeclaims"
+    registered = only(manifests, "ValidatingWebhookConfiguration")["webhooks"]
+    service = registered[0]["clientConfig"]["service"]
+    described = registrations("enforcer.annex.liqo.io", {"service": {
+        "name": service["name"], "namespace": NAMESPACE, "port": 443}})
+    for webhook in registered:
+        del webhook["clientConfig"]["caBundle"]
+    assert registered == described
+    assert [w["rules"][0]["resources"] for w in registered] == [
+        ["shadowpods"], ["persistentvolumeclaims"], ["services"]]
     assert only(manifests, "Secret")  # the certificate, when cert-manager does not issue it
 
 
