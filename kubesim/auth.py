@@ -14,7 +14,7 @@ import hmac
 import json
 import secrets
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -114,6 +114,49 @@ class RbacDecision:
         return f"RBAC: {joined}"
 
 
+def role_reference_rules(ref: Mapping[str, Any], namespace: str,
+                         roles: Mapping[tuple[str, str], Mapping[str, Any]],
+                         cluster_roles: Mapping[str, Mapping[str, Any]]
+                         ) -> tuple[Sequence[Mapping[str, Any]] | None, str]:
+    """GetRoleReferenceRules: the rules a roleRef names (a Role in the binding's `namespace`),
+    or None and the authorizer's wording of the missing role."""
+    name = ref.get("name", "")
+    if ref.get("kind") == "ClusterRole":
+        role = cluster_roles.get(name)
+        missing = f'clusterrole.{RBAC_GROUP} "{name}" not found'
+    else:
+        role = roles.get((namespace, name))
+        missing = f'role.{RBAC_GROUP} "{name}" not found'
+    if role is None:
+        return None, missing
+    return role.get("rules") or (), ""
+
+
+def visit_rules(
+    user: Any, namespace: str,
+    cluster_role_bindings: Iterable[Mapping[str, Any]],
+    role_bindings: Iterable[Mapping[str, Any]],
+    roles: Mapping[tuple[str, str], Mapping[str, Any]],
+    cluster_roles: Mapping[str, Mapping[str, Any]],
+    errors: list[str],
+) -> Iterator[Mapping[str, Any]]:
+    """VisitRulesFor: every rule bound to `user` cluster-wide and in `namespace` (its
+    `role_bindings`); the roles found missing on the way are added to `errors`."""
+    bindings = [(b, "") for b in cluster_role_bindings]
+    if namespace:
+        bindings += [(b, namespace) for b in role_bindings]
+    for binding, binding_namespace in bindings:
+        if not any(subject_matches(s, user, binding_namespace)
+                   for s in binding.get("subjects") or []):
+            continue
+        rules, missing = role_reference_rules(binding["roleRef"], binding_namespace, roles,
+                                              cluster_roles)
+        if rules is None:
+            errors.append(missing)
+            continue
+        yield from rules
+
+
 def evaluate(
     attributes: Any,
     cluster_role_bindings: Iterable[Mapping[str, Any]],
@@ -124,32 +167,23 @@ def evaluate(
     """Does any binding of this user grant the request? `role_bindings` are those of the
     request's namespace; `roles` is keyed by (namespace, name)."""
     decision = RbacDecision(allowed=False)
-
-    def rules_of(ref: Mapping[str, Any], namespace: str) -> Sequence[Mapping[str, Any]]:
-        name = ref.get("name", "")
-        if ref.get("kind") == "ClusterRole":
-            role = cluster_roles.get(name)
-            missing = f'clusterrole.{RBAC_GROUP} "{name}" not found'
-        else:
-            role = roles.get((namespace, name))
-            missing = f'role.{RBAC_GROUP} "{name}" not found'
-        if role is None:
-            decision.errors.append(missing)
-            return ()
-        return role.get("rules") or ()
-
-    bindings = [(b, "") for b in cluster_role_bindings]
-    if attributes.namespace:
-        bindings += [(b, attributes.namespace) for b in role_bindings]
-    for binding, namespace in bindings:
-        if not any(subject_matches(s, attributes.user, namespace)
-                   for s in binding.get("subjects") or []):
-            continue
-        if any(rule_allows(rule, attributes) for rule in rules_of(binding["roleRef"], namespace)):
+    for rule in visit_rules(attributes.user, attributes.namespace, cluster_role_bindings,
+                            role_bindings, roles, cluster_roles, decision.errors):
+        if rule_allows(rule, attributes):
             decision.allowed = True
             decision.errors.clear()
             return decision
     return decision
+
+
+@dataclass(frozen=True)
+class RbacObjects:
+    """The RBAC objects one decision reads: all cluster-scoped ones and one namespace's."""
+
+    cluster_role_bindings: list[dict[str, Any]]
+    role_bindings: list[dict[str, Any]]
+    roles: dict[tuple[str, str], dict[str, Any]]
+    cluster_roles: dict[str, dict[str, Any]]
 
 
 class RbacAuthorizer:
@@ -161,6 +195,14 @@ class RbacAuthorizer:
     def _objects(self, plural: str, namespace: str = "") -> list[dict[str, Any]]:
         return [stored.obj for stored in self._store.list((RBAC_GROUP, plural), namespace)]
 
+    def objects(self, namespace: str) -> RbacObjects:
+        return RbacObjects(
+            self._objects("clusterrolebindings"),
+            self._objects("rolebindings", namespace) if namespace else [],
+            {(namespace, r["metadata"]["name"]): r for r in self._objects("roles", namespace)}
+            if namespace else {},
+            {r["metadata"]["name"]: r for r in self._objects("clusterroles")})
+
     def authorize(self, attributes: Any) -> tuple[bool, str]:
         user = attributes.user
         if MASTERS_GROUP in user.groups:
@@ -169,19 +211,19 @@ class RbacAuthorizer:
             _url_matches({"nonResourceURLs": [p]}, attributes.path) for p in PUBLIC_PATHS
         ):
             return True, ""
-        namespace = attributes.namespace
-        roles = {
-            (namespace, r["metadata"]["name"]): r for r in self._objects("roles", namespace)
-        } if namespace else {}
-        cluster_roles = {r["metadata"]["name"]: r for r in self._objects("clusterroles")}
-        decision = evaluate(
-            attributes,
-            self._objects("clusterrolebindings"),
-            self._objects("rolebindings", namespace) if namespace else [],
-            roles,
-            cluster_roles,
-        )
+        found = self.objects(attributes.namespace)
+        decision = evaluate(attributes, found.cluster_role_bindings, found.role_bindings,
+                            found.roles, found.cluster_roles)
         return decision.allowed, decision.reason
+
+    def rules_for(self, user: Any, namespace: str) -> tuple[list[Mapping[str, Any]], list[str]]:
+        """RulesFor: every rule `user` holds in `namespace` ("": cluster-wide), and the
+        missing roles its bindings name."""
+        found = self.objects(namespace)
+        errors: list[str] = []
+        rules = list(visit_rules(user, namespace, found.cluster_role_bindings,
+                                 found.role_bindings, found.roles, found.cluster_roles, errors))
+        return rules, errors
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,7 +489,11 @@ async def seed_bootstrap_policy(api: ApiServer) -> None:
 def install_auth(cluster: Any) -> None:
     """RBAC as the authorizer, TokenRequest served, service-account tokens accepted."""
     api: ApiServer = cluster.api
-    api.authorizer = RbacAuthorizer(api.store)
+    from kubesim.escalation import install_escalation_check  # it builds on this module
+
+    authorizer = RbacAuthorizer(api.store)
+    api.authorizer = authorizer
+    install_escalation_check(api, authorizer)
     tokens = ServiceAccountTokens(api, TokenSigner(issuer=API_AUDIENCE))
     service_accounts = api.kinds.get("", "v1", "serviceaccounts")
     assert service_accounts is not None

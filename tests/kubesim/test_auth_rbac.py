@@ -1,12 +1,24 @@
-"""RBAC evaluation: rules, bindings, subjects and the real 403 wording."""
+"""RBAC evaluation: rules, bindings, subjects and the real 403 wording; privilege escalation
+through RBAC writes refused as kube-apiserver refuses it (through the API, also on real
+clusters)."""
 
 from __future__ import annotations
 
+import json
+import uuid
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
 from kubesim.apiserver import forbidden_message
 from kubesim.auth import evaluate, rule_allows
+from kubesim.escalation import compact, uncovered
+from tests.helpers import wait_for
+from tests.kubesim.test_auth_tokens import client_with_token
 
 
 def user(name: str, *groups: str) -> SimpleNamespace:
@@ -99,3 +111,120 @@ def test_forbidden_message_wording() -> None:
                                      subresource="status")) == (
         'User "alice" cannot get resource "nodes/status" in API group "" at the cluster scope')
     assert forbidden_message(request(path="/metrics")) == 'User "alice" cannot get path "/metrics"'
+
+
+def test_covers_breaks_rules_down_and_the_missing_parts_are_compacted_by_verb() -> None:
+    held = [{"apiGroups": [""], "resources": ["configmaps", "pods/*"], "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["*/status"], "verbs": ["*"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"],
+             "resourceNames": ["web"]}]
+    wanted = [{"apiGroups": [""], "resources": ["configmaps", "secrets"],
+               "verbs": ["get", "list"]},
+              {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+              {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"],
+               "resourceNames": ["web", "db"]},
+              {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]
+    assert compact(uncovered(held, wanted)) == [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"],
+         "resourceNames": ["db"]},
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get"]}]
+
+
+RBAC = "rbac.authorization.k8s.io"
+
+
+@pytest.fixture
+def writer(home: Any, namespace: str) -> Iterator[client.RbacAuthorizationV1Api]:
+    """A service account that may write roles and bindings in `namespace` and read its
+    ConfigMaps, nothing more (its rights: the Role "writer")."""
+    home.core.create_namespaced_service_account(namespace, {"metadata": {"name": "writer"}})
+    grant(home, namespace, "writer", [
+        {"apiGroups": [RBAC], "resources": ["roles", "rolebindings"],
+         "verbs": ["get", "create", "update"]},
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}])
+    token = home.core.create_namespaced_service_account_token(
+        "writer", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    with client_with_token(home, token) as api_client:
+        yield client.RbacAuthorizationV1Api(api_client)
+
+
+def grant(home: Any, namespace: str, name: str, rules: list[dict[str, Any]]) -> None:
+    """The Role `name` with `rules`, bound to the service account "writer" (by the admin)."""
+    rbac = client.RbacAuthorizationV1Api(home.api_client)
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": name}, "rules": rules})
+    rbac.create_namespaced_role_binding(namespace, {
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": namespace}]})
+
+
+def refusal(write: Callable[[], Any]) -> str:
+    """The message of the 403 `write` gets."""
+    try:
+        write()
+    except ApiException as error:
+        assert error.status == 403, error.body
+        return str(json.loads(error.body)["message"])
+    raise AssertionError("the write was allowed")
+
+
+def held_message(namespace: str, kind: str, name: str, *missing: str) -> str:
+    groups = f'["system:serviceaccounts" "system:serviceaccounts:{namespace}" ' \
+             '"system:authenticated"]'
+    return (f'{kind}.{RBAC} "{name}" is forbidden: user '
+            f'"system:serviceaccount:{namespace}:writer" (groups={groups}) is attempting to '
+            "grant RBAC permissions not currently held:\n" + "\n".join(missing))
+
+
+def binding_to(name: str, kind: str, role: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "roleRef": {"apiGroup": RBAC, "kind": kind, "name": role},
+            "subjects": [{"kind": "User", "name": "somebody"}]}
+
+
+def test_a_role_granting_rules_its_writer_does_not_hold_is_refused(
+        home: Any, namespace: str, writer: client.RbacAuthorizationV1Api) -> None:
+    secrets = {"metadata": {"name": "secrets"}, "rules": [
+        {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get", "list"]}]}
+    assert wait_for(lambda: refusal(lambda: writer.create_namespaced_role(namespace, secrets))
+                    ) == held_message(namespace, "roles", "secrets",
+                                      '{APIGroups:[""], Resources:["secrets"], '
+                                      'Verbs:["get" "list"]}')
+    # the rules it holds, it may grant
+    writer.create_namespaced_role(namespace, {"metadata": {"name": "configmaps"}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]})
+    # with `escalate` on roles, anything
+    grant(home, namespace, "escalate", [
+        {"apiGroups": [RBAC], "resources": ["roles"], "verbs": ["escalate"]}])
+    wait_for(lambda: writer.create_namespaced_role(namespace, secrets),
+             message="escalate lets it grant what it does not hold")
+
+
+def test_a_binding_needs_the_role_s_rules_held_or_bind_on_that_role(
+        home: Any, namespace: str, writer: client.RbacAuthorizationV1Api) -> None:
+    admin = binding_to("admin", "ClusterRole", "cluster-admin")
+    assert wait_for(lambda: refusal(
+        lambda: writer.create_namespaced_role_binding(namespace, admin))) == held_message(
+        namespace, "rolebindings", "admin", '{APIGroups:["*"], Resources:["*"], Verbs:["*"]}',
+        '{NonResourceURLs:["*"], Verbs:["*"]}')
+    # a role whose rules it holds, it may bind
+    rbac = client.RbacAuthorizationV1Api(home.api_client)
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "read"}, "rules": [
+        {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]})
+    writer.create_namespaced_role_binding(namespace, binding_to("read", "Role", "read"))
+    # `bind` on one ClusterRole by name lets it bind that one, and no other
+    other = f"t-{uuid.uuid4().hex[:10]}"
+    rbac.create_cluster_role({"metadata": {"name": other}, "rules": [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]})
+    try:
+        grant(home, namespace, "bind", [{"apiGroups": [RBAC], "resources": ["clusterroles"],
+                                         "verbs": ["bind"], "resourceNames": ["cluster-admin"]}])
+        wait_for(lambda: writer.create_namespaced_role_binding(namespace, admin),
+                 message="bind on cluster-admin lets it bind cluster-admin")
+        assert refusal(lambda: writer.create_namespaced_role_binding(
+            namespace, binding_to("other", "ClusterRole", other))) == held_message(
+            namespace, "rolebindings", "other", '{APIGroups:[""], Resources:["secrets"], '
+            'Verbs:["get"]}')
+    finally:
+        rbac.delete_cluster_role(other)
