@@ -43,8 +43,13 @@ class TwinNamespaceLabels:
         self.controller: Controller[str] = Controller(
             "twin-namespace-labels", self._reconcile, workers=workers,
             synced=consumers.listed.is_set)
+        self._object_counts: dict[str, dict[str, str]] = {}
+        """Per twin namespace: the objectCounts its ResourceQuota was last given (no request
+        for the namespace events that change nothing of it)."""
 
     def on_namespace(self, event_type: str, namespace: dict[str, Any]) -> None:
+        if event_type == "DELETED":
+            self._object_counts.pop(namespace["metadata"]["name"], None)
         if event_type != "DELETED" and self.consumers.twin_consumer(namespace) is not None:
             self.controller.add(namespace["metadata"]["name"])
 
@@ -64,6 +69,30 @@ class TwinNamespaceLabels:
             await self.api.patch(core_path("namespaces", name=name), patch)
             log.info("twin namespace %s: pod security labels set to %s", name,
                      patch["metadata"]["labels"])
+        counts = dict(self.consumers.namespace_policy(consumer).object_counts)
+        if self._object_counts.get(name) != counts and not namespace["metadata"].get(
+                "deletionTimestamp"):
+            await ensure_object_counts(self.api, name, consumer, self.consumers.cluster_id,
+                                       counts)
+            self._object_counts[name] = counts
+
+
+async def ensure_object_counts(api: ClusterApi, namespace: str, consumer: str, provider: str,
+                               counts: dict[str, str]) -> None:
+    """The twin's ResourceQuota (what the consumer may store there): made, or its `hard` brought
+    back to the consumer's namespacePolicy.objectCounts (a changed Quota, an edit by hand)."""
+    desired = tenancy.twin_resource_quota(namespace, consumer, provider, counts)
+    try:
+        await api.create(core_path("resourcequotas", namespace), desired)
+        return
+    except ApiError as error:
+        if error.status != 409:
+            raise
+    path = core_path("resourcequotas", namespace, tenancy.OBJECT_COUNTS_QUOTA)
+    patch = tenancy.resource_quota_patch(await api.find(path) or {}, desired)
+    if patch is not None:
+        await api.patch(path, patch)
+        log.info("twin namespace %s: object counts set to %s", namespace, counts)
 
 
 class NamespaceMapper:
@@ -98,6 +127,9 @@ class NamespaceMapper:
                            subject: dict[str, Any]) -> dict[str, Any]:
         await self.consumers.listed.wait()  # the Pod Security level is the consumer's Quota's
         existing = await self.api.find(core_path("namespaces", name=remote))
+        tenant = tenancy.tenant_twin_problem(existing, remote)
+        if tenant is not None:
+            return tenancy.mapping_entry(remote, MappingPhase.CREATION_LOOP_BACK_OFF, tenant)
         unusable = tenancy.unusable_twin(existing, remote, consumer, self.cluster_id)
         if unusable is not None:
             return unusable
@@ -110,9 +142,20 @@ class NamespaceMapper:
                                              str(error))
         await self._apply(group_path(RBAC_GROUP, "v1", "roles", remote), tenancy.twin_role(
             remote, consumer, self.cluster_id, TWIN_NAMESPACE_RULES))
+        await ensure_object_counts(self.api, remote, consumer, self.cluster_id, dict(
+            self.consumers.namespace_policy(consumer).object_counts))  # before any right
         await self._apply(group_path(RBAC_GROUP, "v1", "rolebindings", remote),
                           tenancy.twin_role_binding(remote, consumer, self.cluster_id, subject))
         return tenancy.mapping_entry(remote, MappingPhase.ACCEPTED)
+
+    async def _refused(self, consumer: str, desired: dict[str, str]
+                       ) -> dict[str, dict[str, Any]]:
+        """The entries of `desired` the consumer's namespace policy refuses (names, the cap),
+        counting its twins of other maps."""
+        await self.consumers.listed.wait()
+        ours = {ns["metadata"]["name"] for ns in self.consumers.twin_namespaces(consumer)}
+        return tenancy.refused_twins(desired, consumer, self.consumers.namespace_policy(consumer),
+                                     ours.__contains__, len(ours - set(desired.values())))
 
     async def _consumer(self, tenant_namespace: str) -> tuple[dict[str, Any], str] | None:
         tenant = await self.api.find(core_path("namespaces", name=tenant_namespace))
@@ -145,8 +188,10 @@ class NamespaceMapper:
         current = dict((namespace_map.get("status") or {}).get("currentMapping") or {})
         mapping: dict[str, Any] = {}
         subject = tenancy.consumer_subject(tenant)
+        refused = await self._refused(consumer, desired)
         for home, remote in sorted(desired.items()):
-            mapping[home] = await self._ensure_twin(consumer, remote, subject)
+            mapping[home] = refused.get(home) or await self._ensure_twin(consumer, remote,
+                                                                         subject)
         for remote in tenancy.retired_twins(desired, current):
             await self._delete_twin(consumer, remote)
         if mapping != current:

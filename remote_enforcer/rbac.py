@@ -57,6 +57,8 @@ ENFORCER_RULES: list[dict[str, Any]] = [
                                       "persistentvolumeclaims"], "verbs": ALL_VERBS},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create",
                                                            "patch"]},
+    # the ResourceQuota of each twin namespace: the consumer's namespacePolicy.objectCounts
+    {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "create", "patch"]},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ALL_VERBS},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ALL_VERBS},
     # a RoleBinding whose roleRef must change is deleted and created again (roleRef is immutable)

@@ -13,6 +13,8 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from shared.api.namespace_map import NAMESPACE_MAP
+from shared.api.quota import QUOTA
+from shared.forge.tenancy import OBJECT_COUNTS_QUOTA
 from shared.ownership import ownership_labels
 from shared.wellknown import (
     CONSUMER_SERVICE_ACCOUNT,
@@ -81,6 +83,12 @@ def maps(remote: Any, enforcer: Any) -> Maps:
     return Maps(remote)
 
 
+def twin_name(prefix: str, consumer: str) -> str:
+    """A twin name the consumer may use by default: it carries its cluster id, as the
+    DefaultName mapping strategy makes names."""
+    return f"{new_name(prefix)}-{consumer}"
+
+
 def phases(current: dict[str, Any]) -> dict[str, str]:
     return {home: entry["phase"] for home, entry in current.items()}
 
@@ -103,7 +111,7 @@ def test_twin_namespaces_are_created_labelled_and_usable_only_by_the_consumer(
         remote: Any, maps: Maps) -> None:
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
-    twin_a, twin_b = new_name("twin-a"), new_name("twin-b")
+    twin_a, twin_b = twin_name("twin-a", consumer), twin_name("twin-b", consumer)
     name = maps.create(tenant, {"app-a": twin_a, "app-b": twin_b})
 
     wait_for(lambda: phases(maps.current(tenant, name)) == {
@@ -135,7 +143,7 @@ def test_a_name_that_exists_and_is_not_ours_is_creation_loop_back_off(
         remote: Any, maps: Maps) -> None:
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
-    foreign = new_name("foreign")
+    foreign = twin_name("foreign", consumer)
     remote.core.create_namespace({"metadata": {"name": foreign, "labels": {"team": "db"}}})
     name = maps.create(tenant, {"app": foreign})
 
@@ -153,7 +161,7 @@ def test_a_held_name_is_taken_once_freed_and_waiting_for_it_posts_no_warnings(
     --namespace-map-resync-seconds, 1 s here) without an Event or an error each time."""
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
-    foreign = new_name("foreign")
+    foreign = twin_name("foreign", consumer)
     remote.core.create_namespace({"metadata": {"name": foreign}})
     name = maps.create(tenant, {"app": foreign})
     wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "CreationLoopBackOff"})
@@ -172,7 +180,7 @@ def test_a_twin_namespace_deleted_behind_the_enforcers_back_is_made_again(
         remote: Any, maps: Maps) -> None:
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
-    twin = new_name("twin")
+    twin = twin_name("twin", consumer)
     name = maps.create(tenant, {"app": twin})
     wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
     first = remote.core.read_namespace(twin).metadata.uid
@@ -182,8 +190,9 @@ def test_a_twin_namespace_deleted_behind_the_enforcers_back_is_made_again(
              and ns.metadata.uid != first and ns.metadata.deletion_timestamp is None,
              timeout=30, message="the twin namespace was not made again")
     rbac = client.RbacAuthorizationV1Api(remote.api_client)
-    wait_for(lambda: rbac.read_namespaced_role(TWIN_NAMESPACE_ROLE, twin),
-             message="the consumer's Role was not made again")
+    binding = wait_for(lambda: rbac.read_namespaced_role_binding(TWIN_NAMESPACE_ROLE, twin),
+                       message="the consumer's RoleBinding was not made again")
+    assert (binding.role_ref.kind, binding.role_ref.name) == ("ClusterRole", TWIN_NAMESPACE_ROLE)
 
 
 def test_a_twin_name_held_by_a_terminating_namespace_is_taken_once_it_is_gone(
@@ -192,7 +201,9 @@ def test_a_twin_name_held_by_a_terminating_namespace_is_taken_once_it_is_gone(
     the next change to the map: nothing touches it while the old namespace goes."""
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
-    twin = make_twin_namespace(remote, consumer)  # ours, from an earlier map
+    twin = twin_name("twin", consumer)  # ours, from an earlier map
+    remote.core.create_namespace({"metadata": {
+        "name": twin, "labels": ownership_labels(consumer, PROVIDER_ID)}})
     hold = {"metadata": {"name": "held", "finalizers": ["annex.test/hold"]}}
     remote.core.create_namespaced_config_map(twin, hold)
     remote.core.delete_namespace(twin)
@@ -215,7 +226,7 @@ def test_a_twin_name_held_by_a_terminating_namespace_is_taken_once_it_is_gone(
 def test_removed_entries_have_their_namespace_deleted(remote: Any, maps: Maps) -> None:
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
-    kept, dropped = new_name("kept"), new_name("dropped")
+    kept, dropped = twin_name("kept", consumer), twin_name("dropped", consumer)
     name = maps.create(tenant, {"kept": kept, "dropped": dropped})
     wait_for(lambda: len(maps.current(tenant, name)) == 2)
 
@@ -235,7 +246,7 @@ def deleted(remote: Any, namespace: str) -> bool:
 def test_deleting_the_map_deletes_its_twin_namespaces(remote: Any, maps: Maps) -> None:
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
-    twin = new_name("twin")
+    twin = twin_name("twin", consumer)
     name = maps.create(tenant, {"app": twin})
     wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
     # kopf keeps its records (the spec it last handled) in annotations of the enforcer's,
@@ -257,7 +268,7 @@ def test_a_map_deleted_while_the_enforcer_is_down_takes_its_twin_namespaces_on_r
         remote: Any, maps: Maps, enforcer: Enforcer) -> None:
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
-    twin = new_name("twin")
+    twin = twin_name("twin", consumer)
     name = maps.create(tenant, {"app": twin})
     wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
 
@@ -300,3 +311,120 @@ def test_a_map_finalized_by_the_previous_version_is_released_after_an_upgrade(
 
     wait_for(lambda: deleted(remote, twin), message="twin namespace leaked")
     wait_for(lambda: maps.get(tenant, name) is None, message="the map was not released")
+
+
+# --- the consumer's namespace policy (its Quota's namespacePolicy) ---------------------------
+
+
+def set_namespace_policy(remote: Any, tenant: str, consumer: str, policy: dict[str, Any]) -> None:
+    """The consumer's Quota, created or changed, with `policy` as its namespacePolicy."""
+    quotas = client.CustomObjectsApi(remote.api_client)
+    body = {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+            "metadata": {"name": consumer},
+            "spec": {"consumerClusterId": consumer, "namespacePolicy": policy}}
+    try:
+        quotas.create_namespaced_custom_object(QUOTA.group, QUOTA.version, tenant, QUOTA.plural,
+                                               body)
+    except ApiException as error:
+        if error.status != 409:
+            raise
+        quotas.patch_namespaced_custom_object(QUOTA.group, QUOTA.version, tenant, QUOTA.plural,
+                                              consumer, {"spec": body["spec"]})
+
+
+def test_twin_names_without_the_consumer_id_system_and_tenant_names_are_refused(
+        remote: Any, maps: Maps) -> None:
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    other_tenant = make_tenant_namespace(remote, new_name("other"))
+    plain, carrying = new_name("plain"), twin_name("apps", consumer)
+    name = maps.create(tenant, {"plain": plain, "system": "kube-system",
+                                "tenant": other_tenant, "apps": carrying})
+
+    current = wait_for(lambda: (found := maps.current(tenant, name)) and len(found) == 4
+                       and found, message="the map was not converged")
+    assert phases(current) == {"plain": "CreationLoopBackOff", "system": "CreationLoopBackOff",
+                               "tenant": "CreationLoopBackOff", "apps": "Accepted"}
+    assert current["plain"]["message"] == (
+        f"namespace {plain!r} does not carry the consumer's cluster id (a twin name ends in "
+        f"'-{consumer}', as the DefaultName mapping strategy makes them) and is not in the "
+        f"consumer's namespacePolicy.allowedNames (none)")
+    assert current["system"]["message"] == (
+        "namespace 'kube-system' is a system namespace: it is never a consumer's twin namespace")
+    assert "does not carry the consumer's cluster id" in current["tenant"]["message"]
+    assert namespace_or_none(remote, plain) is None
+
+    # allowedNames lets the plain name in, never a system or tenant namespace
+    set_namespace_policy(remote, tenant, consumer,
+                         {"allowedNames": ["plain-*", "kube-system", other_tenant]})
+    current = wait_for(lambda: (found := maps.current(tenant, name)) and phases(found) == {
+        "plain": "Accepted", "system": "CreationLoopBackOff", "tenant": "CreationLoopBackOff",
+        "apps": "Accepted"} and found, timeout=30, message="the allowed name was not taken")
+    assert current["tenant"]["message"] == (
+        f"namespace {other_tenant!r} is a tenant namespace (liqo.io/tenant-namespace): it is "
+        f"never a consumer's twin namespace")
+    system_labels = remote.core.read_namespace("kube-system").metadata.labels or {}
+    assert not set(ownership_labels(consumer, PROVIDER_ID)) & set(system_labels)
+
+
+def test_twins_beyond_max_twin_namespaces_are_refused(remote: Any, maps: Maps) -> None:
+    """The default cap is 20: of 21 entries, the one last by home namespace name is refused."""
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    desired = {f"ns{index:02}": f"ns{index:02}-{consumer}" for index in range(21)}
+    name = maps.create(tenant, desired)
+
+    current = wait_for(lambda: (found := maps.current(tenant, name)) and len(found) == 21
+                       and found, timeout=60, message="the map was not converged")
+    assert [home for home, entry in current.items() if entry["phase"] != "Accepted"] == ["ns20"]
+    assert current["ns20"] == {
+        "remoteNamespace": f"ns20-{consumer}", "phase": "CreationLoopBackOff",
+        "message": f"consumer {consumer!r} may have at most 20 twin namespaces "
+                   f"(namespacePolicy.maxTwinNamespaces): 'ns20-{consumer}' would be one more"}
+    assert namespace_or_none(remote, f"ns20-{consumer}") is None
+
+
+def test_each_twin_has_its_object_counts_quota_the_consumer_cannot_exceed_nor_change(
+        remote: Any, maps: Maps) -> None:
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    twin = twin_name("twin", consumer)
+    set_namespace_policy(remote, tenant, consumer, {"objectCounts": {"configmaps": "4"}})
+    name = maps.create(tenant, {"app": twin})
+    wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
+    quota = remote.core.read_namespaced_resource_quota(OBJECT_COUNTS_QUOTA, twin)
+    assert quota.spec.hard == {"configmaps": "4"}
+    assert ownership_labels(consumer, PROVIDER_ID).items() <= quota.metadata.labels.items()
+
+    as_consumer = client.CoreV1Api(consumer_client(remote, tenant))
+    present = len(remote.core.list_namespaced_config_map(twin).items)  # kube-root-ca.crt
+
+    def refusal(index: int) -> str | None:
+        """None while ConfigMaps are admitted (a real quota controller's first sync aside)."""
+        try:
+            as_consumer.create_namespaced_config_map(twin, {"metadata": {"name": f"c{index}"}})
+            return None
+        except ApiException as error:
+            assert error.status == 403, error.body
+            return str(json.loads(error.body)["message"])
+    for index in range(4 - present):
+        assert refusal(index) is None
+    message = wait_for(lambda: refusal(99), timeout=30, message="the fifth ConfigMap admitted")
+    assert message == ('configmaps "c99" is forbidden: exceeded quota: annex-consumer, '
+                       'requested: configmaps=1, used: configmaps=4, limited: configmaps=4')
+
+    for change in (lambda: as_consumer.patch_namespaced_resource_quota(
+            OBJECT_COUNTS_QUOTA, twin, {"spec": {"hard": {"configmaps": "1000"}}}),
+            lambda: as_consumer.delete_namespaced_resource_quota(OBJECT_COUNTS_QUOTA, twin),
+            lambda: as_consumer.create_namespaced_resource_quota(twin, {
+                "metadata": {"name": "mine"}, "spec": {"hard": {"configmaps": "1"}}})):
+        with pytest.raises(ApiException) as forbidden:
+            change()
+        assert forbidden.value.status == 403
+
+    # a changed policy is applied to the twins there are
+    set_namespace_policy(remote, tenant, consumer, {"objectCounts": {"configmaps": "10",
+                                                                     "secrets": "2"}})
+    wait_for(lambda: remote.core.read_namespaced_resource_quota(
+        OBJECT_COUNTS_QUOTA, twin).spec.hard == {"configmaps": "10", "secrets": "2"},
+        timeout=30, message="the twin's ResourceQuota did not follow the Quota")
