@@ -1,5 +1,6 @@
-"""The enforcer as a real process against the `remote` cluster, with its webhook registered
-through a ValidatingWebhookConfiguration (URL + caBundle), and helpers to build tenants."""
+"""The enforcer as a real process against the `remote` cluster, with its webhooks registered
+through a ValidatingWebhookConfiguration (URL + caBundle) as the chart registers them
+(remote_enforcer.webhooks), and helpers to build tenants."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from remote_enforcer.admission import WEBHOOK_PATH
+from remote_enforcer.webhooks import registrations
 from shared.api.shadowpod import SHADOWPOD
 from shared.ownership import ownership_labels
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL
@@ -31,7 +33,8 @@ from tests.helpers import free_ports, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDER_ID = "provider-test"
-WEBHOOK_NAME = "shadowpods.enforcer.annex.test"
+WEBHOOK_DOMAIN = "enforcer.annex.test"
+WEBHOOK_NAME = f"shadowpods.{WEBHOOK_DOMAIN}"
 
 
 
@@ -56,7 +59,12 @@ class Enforcer:
 
     @property
     def url(self) -> str:
-        return f"https://127.0.0.1:{self.webhook_port}{WEBHOOK_PATH}"
+        return f"{self.base_url}{WEBHOOK_PATH}"
+
+    @property
+    def base_url(self) -> str:
+        """The webhook server, without a webhook's path."""
+        return f"https://127.0.0.1:{self.webhook_port}"
 
     def ready(self) -> bool:
         assert self.process is not None
@@ -113,22 +121,16 @@ def install_crds(remote: Any) -> None:
                                                   kind=SHADOWPOD.kind), timeout=10)
 
 
-def webhook_configuration(enforcer: Enforcer) -> dict[str, Any]:
+def webhook_configuration(enforcer: Enforcer, name: str = WEBHOOK_NAME,
+                          domain: str = WEBHOOK_DOMAIN) -> dict[str, Any]:
+    """Every webhook of the enforcer, as the chart registers them, named `<webhook>.<domain>`
+    (`shadowpods.<domain>`, `persistentvolumeclaims.<domain>`, `network.<domain>`)."""
     return {
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": WEBHOOK_NAME},
-        "webhooks": [{
-            "name": WEBHOOK_NAME,
-            "clientConfig": {"url": enforcer.url, "caBundle": enforcer.ca_bundle},
-            "rules": [{"apiGroups": [SHADOWPOD.group], "apiVersions": [SHADOWPOD.version],
-                       "operations": ["CREATE", "UPDATE"], "resources": [SHADOWPOD.plural],
-                       "scope": "Namespaced"}],
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "NoneOnDryRun",
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 10,
-        }],
+        "metadata": {"name": name},
+        "webhooks": registrations(domain, {"url": enforcer.base_url,
+                                           "caBundle": enforcer.ca_bundle}),
     }
 
 
