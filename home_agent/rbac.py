@@ -1,11 +1,21 @@
 """What the agent does on the home cluster, as RBAC rules: the chart's ClusterRole is checked
-against `HOME_AGENT_RULES` by a test, so that a new API call without a new permission fails
-there and not in production."""
+against `home_agent_rules` by a test, so that a new API call without a new permission fails
+there and not in production.
+
+Each agent runs as its own ServiceAccount (one per VirtualNode). What every agent of a release
+shares is bound to the release namespace's ServiceAccounts group: whoever may run a pod there
+may run it as any of its accounts, so a narrower subject would confine nobody; the rights of
+one agent alone (its kubeconfig Secret) are bound to its own account."""
 
 from __future__ import annotations
 
 from typing import Any
 
+# What one agent does to its remote kubeconfig Secret: follow it (a list and watch by
+# `metadata.name`, which RBAC authorizes as that name) and write a renewed token back
+# (home_agent/credentials.py). A Role for that Secret only, bound to that agent's ServiceAccount
+# only; the chart's agents and the home controller's (shared/forge/agent.py) get the same.
+from shared.forge.agent import kubeconfig_secret_rules as kubeconfig_secret_rules
 from shared.wellknown import OFFLOADING_GROUP
 
 READ_VERBS = ["get", "list", "watch"]
@@ -15,14 +25,13 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ_VERBS, "create", "patch"]},
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
-    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "patch"]},
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": [*READ_VERBS, "patch"]},
     # create, patch: Events about home objects (a repeat counted on the Event posted before);
     # the rest: remote Events reflected home (our copies are listed, not watched, updated when
     # the remote count changes, deleted with the remote Event).
     {"apiGroups": [""], "resources": ["events"],
      "verbs": ["get", "list", "create", "update", "patch", "delete"]},
-    {"apiGroups": [""], "resources": ["configmaps", "secrets", "services"], "verbs": READ_VERBS},
+    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": READ_VERBS},
     {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ_VERBS},
     {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": READ_VERBS},
     # The storage fabric: the claims of the virtual storage class provisioned (their status:
@@ -33,8 +42,6 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["persistentvolumes"],
      "verbs": [*READ_VERBS, "create", "patch", "delete"]},
-    # Token reflection: home tokens bound to offloaded pods, for their remote token Secrets.
-    {"apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes"], "verbs": READ_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes/status"], "verbs": ["patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings"],
@@ -53,17 +60,35 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
 ]
 
 
+SECRET_READ_RULE: dict[str, Any] = {
+    "apiGroups": [""], "resources": ["secrets"], "verbs": READ_VERBS}
+"""The Secret reflection: the home Secrets copied to the twin namespaces (a cluster-wide
+watch: a namespace may be offloaded at any time). Without it the agent reads no Secret but its
+kubeconfig's."""
+TOKEN_REQUEST_RULE: dict[str, Any] = {
+    "apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}
+"""Token reflection: home tokens bound to offloaded pods, for their remote token Secrets. Held
+only with API server support and token reflection on."""
+
+
+def home_agent_rules(*, reflects_secrets: bool = True,
+                     reflects_tokens: bool = True) -> list[dict[str, Any]]:
+    """The agents' ClusterRole: `HOME_AGENT_RULES`, with the Secret reads and the token
+    requests only when the release reflects them."""
+    return [*HOME_AGENT_RULES, *([SECRET_READ_RULE] if reflects_secrets else []),
+            *([TOKEN_REQUEST_RULE] if reflects_tokens else [])]
+
+
+NODE_LEASE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "patch"]},
+]
+"""The virtual node's heartbeat Lease (home_agent/heartbeat.py): a Role in kube-node-lease, so
+that no agent may touch the Leases of other namespaces (the controller-manager's and the
+scheduler's leader Leases in kube-system)."""
+
 LEADER_ELECTION_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
      "verbs": ["get", "create", "update"]},
 ]
 """What the replicas of an agent do to their election Lease (annex/leader.py): a Role in the
 chart's namespace (RBAC cannot confine create to a name)."""
-
-
-def kubeconfig_secret_rules(secret_name: str) -> list[dict[str, Any]]:
-    """What the agent may do to its remote kubeconfig Secret beyond reading it: write a renewed
-    token back (home_agent/credentials.py). A Role in the chart's namespace, for that Secret
-    only."""
-    return [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret_name],
-             "verbs": ["patch"]}]

@@ -30,14 +30,15 @@ OWNED_VERBS = [*READ_VERBS, "create", "update", "delete"]
 
 NAMESPACE_RULES: list[dict[str, Any]] = [
     # The consumer kubeconfig Secrets consent leaves (read as the consumer: the offer). patch:
-    # the agent's Role grants it on its kubeconfig Secret, and RBAC lets nobody grant what it
-    # does not hold.
+    # each agent's Role grants it (and the reads) on its kubeconfig Secret, and RBAC lets
+    # nobody grant what it does not hold.
     {"apiGroups": [""], "resources": ["secrets"], "verbs": [*READ_VERBS, "patch"]},
     # The VirtualNode of an accepted provider; the finalizer and status of every one.
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes"],
      "verbs": [*READ_VERBS, "create", "patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes/status"], "verbs": ["patch"]},
-    # Each VirtualNode's agent (shared/forge/agent.py).
+    # Each VirtualNode's agent (shared/forge/agent.py), with its own ServiceAccount.
+    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": OWNED_VERBS},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": OWNED_VERBS},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": OWNED_VERBS},
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],

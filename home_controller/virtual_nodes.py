@@ -1,7 +1,7 @@
 """The VirtualNode controller: each VirtualNode of the controller's namespace gets its agent
-(`shared.forge.agent`: the Deployment, its PodDisruptionBudget, the Role and RoleBinding of its
-kubeconfig Secret), owned by the VirtualNode, as Liqo's virtual-node controller makes the
-virtual kubelet's.
+(`shared.forge.agent`: its ServiceAccount, the Role and RoleBinding of its kubeconfig Secret,
+the Deployment and its PodDisruptionBudget), owned by the VirtualNode, as Liqo's virtual-node
+controller makes the virtual kubelet's.
 
 - an object missing is created, one of ours that differs from what is forged (its hash
   annotation) is replaced, an unchanged one is not written; a name taken by an object the
@@ -75,6 +75,7 @@ class Owned:
 
 
 OWNED: dict[str, Owned] = {
+    "ServiceAccount": Owned("", "v1", "serviceaccounts"),
     "Role": Owned("rbac.authorization.k8s.io", "v1", "roles"),
     "RoleBinding": Owned("rbac.authorization.k8s.io", "v1", "rolebindings"),
     "Deployment": Owned("apps", "v1", "deployments"),

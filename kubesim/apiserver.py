@@ -186,6 +186,22 @@ def copy_json(obj: Any) -> Any:
     return pickle.loads(pickle.dumps(obj, pickle.HIGHEST_PROTOCOL))
 
 
+def _pinned_name(kind: ResourceKind, field_selector: str) -> str:
+    """The name a list or watch is authorized as: the one `metadata.name=` pins, as
+    NewRequestInfo (apiserver/pkg/endpoints/request/requestinfo.go) reads it from the field
+    selector, so that RBAC's resourceNames allow following one object; "" otherwise."""
+    from kubesim import selectors
+
+    if not field_selector:
+        return ""
+    try:
+        parsed = selectors.parse_field_selector(field_selector, kind.field_selectors)
+    except selectors.SelectorError:
+        return ""  # the real server ignores it here; the selection answers 400
+    name = parsed.requires_exact_match("metadata.name") or ""
+    return "" if name in (".", "..") or "/" in name or "%" in name else name
+
+
 class ApiServer:
     def __init__(self, service_cidr: str = "10.96.0.0/12") -> None:
         self.kinds = KindRegistry()
@@ -348,7 +364,7 @@ class ApiServer:
                 continue_token=continue_token, user=user)
             result.items = [view.outbound(s) for s in result.items]
             return result
-        self._authorize(user, "list", kind, namespace, "")
+        self._authorize(user, "list", kind, namespace, _pinned_name(kind, field_selector))
         matches = self.selection(kind, label_selector, field_selector)
         list_rv, after = self.store.resource_version, ""
         if continue_token:
@@ -869,7 +885,7 @@ class ApiServer:
         annotated `k8s.io/initial-events-end`; False starts at the given or latest version."""
         _validate_watch_options(send_initial_events, resource_version_match)
         namespace = namespace if kind.namespaced else ""
-        self._authorize(user, "watch", kind, namespace, "")
+        self._authorize(user, "watch", kind, namespace, _pinned_name(kind, field_selector))
         matches = self.selection(kind, label_selector, field_selector)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_seconds if timeout_seconds else None

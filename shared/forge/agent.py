@@ -6,7 +6,9 @@ them equal), each owned by the VirtualNode so that the garbage collector takes t
   this remote's flags then the release's (`AgentTemplate.args`, the chart's
   `home-agent.agentArgs`), the kubeconfig Secret `spec.kubeconfigSecretRef` names mounted;
 - its PodDisruptionBudget (one replica kept through a drain) when it runs more than one;
-- the Role and RoleBinding that let the agent write its renewed token back into that Secret.
+- its own ServiceAccount, and the Role and RoleBinding that let that account alone follow
+  that Secret and write its renewed token back into it (the rights every agent shares are the
+  chart's, bound to the release namespace's ServiceAccounts).
 
 Names and labels are the chart's, so a release that moves from the chart's agents to the
 controller's finds the same names (the controller refuses, never takes, one it does not own).
@@ -29,6 +31,7 @@ from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 
 DEPLOYMENT_API = ("apps/v1", "Deployment")
 BUDGET_API = ("policy/v1", "PodDisruptionBudget")
+SERVICE_ACCOUNT_API = ("v1", "ServiceAccount")
 ROLE_API = ("rbac.authorization.k8s.io/v1", "Role")
 BINDING_API = ("rbac.authorization.k8s.io/v1", "RoleBinding")
 SPEC_HASH_ANNOTATION = "offloading.liqo.io/agent-spec-hash"
@@ -46,7 +49,6 @@ class AgentTemplate(ApiModel):
     name_prefix: str
     """The release's full name: an agent is `<namePrefix>-<cluster id>`."""
     namespace: str
-    service_account: str
     labels: dict[str, str] = Field(default={})
     selector_labels: dict[str, str] = Field(default={})
     replicas: int = Field(default=2, ge=1)
@@ -130,6 +132,13 @@ def _selector(template: AgentTemplate, cluster_id: str) -> dict[str, str]:
     return {**template.selector_labels, REMOTE_CLUSTER_ID_LABEL: cluster_id}
 
 
+def kubeconfig_secret_rules(secret: str) -> list[dict[str, Any]]:
+    """What one agent does to its kubeconfig Secret (home_agent/rbac.py's, which a chart test
+    holds to this): follow it by name, write its renewed token back."""
+    return [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
+             "verbs": ["get", "list", "watch", "patch"]}]
+
+
 def _pod_spec(virtual_node: VirtualNode, template: AgentTemplate, secret: str) -> dict[str, Any]:
     cluster_id = virtual_node.spec.cluster_id
     mounts = [{"name": "remote-kubeconfig", "mountPath": REMOTE_KUBECONFIG_DIR, "readOnly": True},
@@ -162,7 +171,7 @@ def _pod_spec(virtual_node: VirtualNode, template: AgentTemplate, secret: str) -
                             "capabilities": {"drop": ["ALL"]}},
         "volumeMounts": mounts,
     }
-    pod: dict[str, Any] = {"serviceAccountName": template.service_account}
+    pod: dict[str, Any] = {"serviceAccountName": agent_name(template, cluster_id)}
     if template.image_pull_secrets:
         pod["imagePullSecrets"] = template.image_pull_secrets
     pod["securityContext"] = {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532,
@@ -200,14 +209,15 @@ def agent_objects(virtual_node: VirtualNode, template: AgentTemplate) -> list[di
     if template.pod_annotations:
         template_metadata["annotations"] = template.pod_annotations
     objects: list[dict[str, Any]] = [
+        {"apiVersion": SERVICE_ACCOUNT_API[0], "kind": SERVICE_ACCOUNT_API[1],
+         "metadata": _metadata(name, template, cluster_id, virtual_node)},
         {"apiVersion": ROLE_API[0], "kind": ROLE_API[1],
          "metadata": _metadata(role, template, cluster_id, virtual_node),
-         "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
-                    "verbs": ["patch"]}]},
+         "rules": kubeconfig_secret_rules(secret)},
         {"apiVersion": BINDING_API[0], "kind": BINDING_API[1],
          "metadata": _metadata(role, template, cluster_id, virtual_node),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
-         "subjects": [{"kind": "ServiceAccount", "name": template.service_account,
+         "subjects": [{"kind": "ServiceAccount", "name": name,
                        "namespace": template.namespace}]},
         {"apiVersion": DEPLOYMENT_API[0], "kind": DEPLOYMENT_API[1],
          "metadata": _metadata(name, template, cluster_id, virtual_node),

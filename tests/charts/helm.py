@@ -40,6 +40,8 @@ class ChartCase:
     # More value sets that must render valid manifests, by test id.
     renderings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     external_kinds: Sequence[tuple[str, str]] = ()  # see validation_errors
+    # Whom the ClusterRole is bound to; None: the chart's only ServiceAccount.
+    cluster_role_subject: Mapping[str, Any] | None = None
 
 
 def load(chart_dir: Path) -> helm_python.Chart:

@@ -66,13 +66,13 @@ def test_the_chart_ships_exactly_the_repository_crds(case: ChartCase) -> None:
 @each_chart
 def test_the_cluster_role_holds_exactly_what_the_component_uses(case: ChartCase) -> None:
     manifests = render(case.chart, case.minimal)
-    role = only(manifests, "ClusterRole")
-    assert normalized_rules(role["rules"]) == normalized_rules(case.rules)
     binding = only(manifests, "ClusterRoleBinding")
-    account = only(manifests, "ServiceAccount")
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "namespace": NAMESPACE,
-                                    "name": account["metadata"]["name"]}]
+    role = only(manifests, "ClusterRole", binding["roleRef"]["name"])
+    assert normalized_rules(role["rules"]) == normalized_rules(case.rules)
+    subject = case.cluster_role_subject or {
+        "kind": "ServiceAccount", "namespace": NAMESPACE,
+        "name": only(manifests, "ServiceAccount")["metadata"]["name"]}
+    assert binding["subjects"] == [subject]
 
 
 @each_chart

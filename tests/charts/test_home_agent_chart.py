@@ -10,7 +10,14 @@ import pytest
 
 from annex_demo.charts import of_kind
 from home_agent.config import TOKEN_REFLECTION, parse_config
-from home_agent.rbac import HOME_AGENT_RULES, LEADER_ELECTION_RULES, kubeconfig_secret_rules
+from home_agent.rbac import (
+    LEADER_ELECTION_RULES,
+    NODE_LEASE_RULES,
+    SECRET_READ_RULE,
+    TOKEN_REQUEST_RULE,
+    home_agent_rules,
+    kubeconfig_secret_rules,
+)
 from home_agent.webhook import MUTATE_POD_PATH
 from shared.wellknown import SCHEDULING_ENABLED_LABEL
 from tests.charts.helm import NAMESPACE, ROOT, ChartCase, only, render, schema_error
@@ -36,8 +43,12 @@ FULL = {
          "tenantNamespace": "tenant-home-1", "nodeName": "big-provider"},
     ],
 }
+AGENTS = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+          "name": f"system:serviceaccounts:{NAMESPACE}"}
+"""What every agent of the release shares is bound to the release namespace's accounts."""
 CASE = ChartCase(name="home-agent", chart=CHART, minimal={**MINIMAL, **CHART_AGENTS}, full=FULL,
-                 rules=HOME_AGENT_RULES, probe_port="metrics",
+                 rules=home_agent_rules(), probe_port="metrics",
+                 cluster_role_subject=AGENTS,
                  webhook_kind="MutatingWebhookConfiguration", webhook_path=MUTATE_POD_PATH,
                  renderings={"remotes with the controller": {**FULL, "controller": {
                      "enabled": True}}})
@@ -143,9 +154,45 @@ def test_the_agents_may_hold_their_election_leases_in_the_release_namespace() ->
     assert role["rules"] == LEADER_ELECTION_RULES
     binding = only(manifests, "RoleBinding", "annex-home-agent-leader-election")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "namespace": NAMESPACE,
-                                    "name": only(manifests, "ServiceAccount",
-                                                 "annex-home-agent")["metadata"]["name"]}]
+    assert binding["subjects"] == [AGENTS]
+
+
+def test_the_agents_may_write_leases_in_kube_node_lease_only() -> None:
+    """Their virtual nodes' heartbeats; no cluster-wide Lease rule (kube-system's leader
+    Leases), only the election Lease's Role in the release namespace besides."""
+    manifests = render(CHART, MINIMAL)
+    role = only(manifests, "Role", "annex-home-agent-node-lease")
+    assert role["metadata"]["namespace"] == "kube-node-lease"
+    assert role["rules"] == NODE_LEASE_RULES
+    binding = only(manifests, "RoleBinding", "annex-home-agent-node-lease")
+    assert binding["metadata"]["namespace"] == "kube-node-lease"
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [AGENTS]
+    cluster_role = only(manifests, "ClusterRole", "annex-home-agent")
+    assert not [rule for rule in cluster_role["rules"] if "leases" in rule["resources"]]
+
+
+@pytest.mark.parametrize(("values", "secrets", "tokens"), [
+    ({}, True, True),
+    ({"enableApiserverSupport": False}, True, False),
+    ({"reflection": {"serviceaccount": {"workers": 0}}}, True, False),
+    ({"reflection": {"secret": {"workers": 0}}}, False, True),
+])
+def test_the_agents_read_secrets_and_request_tokens_only_when_they_reflect_them(
+        values: dict[str, Any], secrets: bool, tokens: bool) -> None:
+    role = only(render(CHART, {**MINIMAL, **values}), "ClusterRole", "annex-home-agent")
+    assert (SECRET_READ_RULE in role["rules"]) is secrets
+    assert (TOKEN_REQUEST_RULE in role["rules"]) is tokens
+    assert len(role["rules"]) == len(home_agent_rules(reflects_secrets=secrets,
+                                                      reflects_tokens=tokens))
+
+
+def test_each_agent_runs_as_its_own_service_account() -> None:
+    manifests = render(CHART, FULL)
+    accounts = {a["metadata"]["name"] for a in of_kind(manifests, "ServiceAccount")}
+    used = [d["spec"]["template"]["spec"]["serviceAccountName"]
+            for d in of_kind(manifests, "Deployment")]
+    assert sorted(used) == sorted(accounts) and len(set(used)) == len(FULL["remotes"])
 
 
 def test_each_remote_gets_a_virtual_node_and_its_kubeconfig_secret() -> None:

@@ -114,9 +114,11 @@ def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
     from tests.charts.helm import ROOT, render
 
     namespace = "annex-e2e-agents"
-    # Without the home controller: the agent's identity only (the controller's is its own).
+    # Without the home controller: one agent's identity only (the controller's is its own;
+    # each agent has its own account, the chart's remote's here).
     manifests = render(ROOT / "charts" / "home-agent",
-                       {"clusterId": "e2e", "controller": {"enabled": False}},
+                       {"clusterId": "e2e", "controller": {"enabled": False},
+                        "remotes": [{"clusterId": "e2e", "kubeconfigSecret": "e2e-kubeconfig"}]},
                        release="annex", namespace=namespace)
     try:
         home.core.create_namespace({"metadata": {"name": namespace}})
@@ -124,7 +126,7 @@ def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
         if error.status != 409:
             raise
     for manifest in manifests:
-        # The Role: the replicas' election Lease (the only Role the chart has without remotes).
+        # The Roles: the replicas' election Lease, the heartbeat Leases, the remote's kubeconfig.
         if manifest["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
                                 "RoleBinding"):
             try:

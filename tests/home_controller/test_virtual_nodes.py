@@ -19,7 +19,7 @@ from kubernetes.client.rest import ApiException
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.virtual_node import FINALIZER, VIRTUAL_NODE, VirtualNode
-from shared.forge.agent import AgentTemplate, agent_name, agent_objects
+from shared.forge.agent import SPEC_HASH_ANNOTATION, AgentTemplate, agent_name, agent_objects
 from shared.forge.namespace_offloading import finalizer_name
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from tests.charts.helm import only, render
@@ -29,7 +29,8 @@ from tests.helpers import wait_for
 from tests.home_agent.agentproc import unique_id
 from tests.home_agent.play import custom, offload_namespace
 
-KINDS = {"Role": ("rbac.authorization.k8s.io/v1", "Role"),
+KINDS = {"ServiceAccount": ("v1", "ServiceAccount"),
+         "Role": ("rbac.authorization.k8s.io/v1", "Role"),
          "RoleBinding": ("rbac.authorization.k8s.io/v1", "RoleBinding"),
          "Deployment": ("apps/v1", "Deployment"),
          "PodDisruptionBudget": ("policy/v1", "PodDisruptionBudget")}
@@ -103,6 +104,9 @@ def test_a_virtual_node_gets_its_agent_and_takes_it_along(
             assert volume["secret"]["secretName"] == f"{cluster_id}-kubeconfig"
         if wanted["kind"] == "Role":
             assert made["rules"][0]["resourceNames"] == [f"{cluster_id}-kubeconfig"]
+        if wanted["kind"] == "RoleBinding":
+            assert made["subjects"] == [{"kind": "ServiceAccount", "name": name,
+                                         "namespace": namespace}]
     role_version = read(home, "Role", namespace, f"{name}-kubeconfig")["metadata"][
         "resourceVersion"]
 
@@ -123,7 +127,7 @@ def test_a_virtual_node_gets_its_agent_and_takes_it_along(
     wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
              message="the VirtualNode gone")
     for kind, object_name in (("Deployment", name), ("PodDisruptionBudget", name),
-                              ("Role", f"{name}-kubeconfig"),
+                              ("ServiceAccount", name), ("Role", f"{name}-kubeconfig"),
                               ("RoleBinding", f"{name}-kubeconfig")):
         wait_for(lambda k=kind, n=object_name: read(home, k, namespace, n) is None, timeout=30,
                  message=f"{kind} {object_name} gone")
@@ -164,6 +168,36 @@ def test_a_name_taken_by_someone_else_is_left_alone_and_said(
     wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
              message="the VirtualNode gone")
     assert rbac.read_namespaced_role(role_name, namespace).rules[0].resources == ["pods"]
+
+
+def test_an_agent_of_the_shared_account_moves_to_its_own_by_a_rolling_update(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    """An agent an older release made runs as the release's one account, with no account of
+    its own: the controller makes its account and updates the same Deployment (a rolling
+    update), recreating nothing."""
+    path, template = agent_template(namespace, tmp_path)
+    start_controller("--namespace", namespace, "--agent-template", str(path))
+    cluster_id = unique_id("provider")
+    apply_virtual_node(home, namespace, cluster_id)
+    name = agent_name(template, cluster_id)
+    made = wait_for(lambda: read(home, "Deployment", namespace, name), timeout=30,
+                    message="the Deployment made")
+    apps = client.AppsV1Api(home.api_client)
+    apps.patch_namespaced_deployment(name, namespace, {
+        "metadata": {"annotations": {SPEC_HASH_ANNOTATION: "older-release"}},
+        "spec": {"template": {"spec": {"serviceAccountName": template.name_prefix}}}})
+    home.core.delete_namespaced_service_account(name, namespace)
+
+    def moved() -> dict[str, Any] | None:
+        deployment = read(home, "Deployment", namespace, name)
+        return deployment if deployment and deployment["spec"]["template"]["spec"][
+            "serviceAccountName"] == name else None
+
+    deployment = wait_for(moved, timeout=30, message="the Deployment back on its own account")
+    assert deployment["metadata"]["uid"] == made["metadata"]["uid"]
+    assert deployment["spec"].get("strategy", {}).get("type", "RollingUpdate") == "RollingUpdate"
+    wait_for(lambda: read(home, "ServiceAccount", namespace, name), timeout=30,
+             message="its account made")
 
 
 def test_a_changed_template_converges_the_agents_it_made(

@@ -32,6 +32,13 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-%s" (include "home-agent.fullname" .root) .remote.clusterId | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The subject of the rights every agent of the release shares (clusterrole.yaml). */}}
+{{- define "home-agent.agentsSubject" -}}
+apiGroup: rbac.authorization.k8s.io
+kind: Group
+name: {{ printf "system:serviceaccounts:%s" .Release.Namespace | quote }}
+{{- end -}}
+
 {{- define "home-agent.kubeconfigSecret" -}}
 {{- if .remote.kubeconfigSecret -}}
 {{- .remote.kubeconfigSecret -}}
