@@ -26,12 +26,14 @@ from kubesim.kinds import KindRegistry, ResourceKind, unsupported_field_label_me
 from kubesim.store import ADDED, Filter, Store, Stored, storage_order
 from kubesim.strategies import (
     DEFAULT_CLASS_ANNOTATION,
+    DEFAULT_INGRESS_CLASS_ANNOTATION,
     ConfigMapStrategy,
     CustomResourceDefinitionStrategy,
     CustomResourceStrategy,
     DeploymentStrategy,
     EndpointSliceStrategy,
     EventStrategy,
+    IngressStrategy,
     NamespaceStrategy,
     NodeStrategy,
     PersistentVolumeClaimStrategy,
@@ -61,6 +63,7 @@ SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGrace
                  "generation", "namespace", "resourceVersion")
 NAMESPACE_KEY = ("", "namespaces")
 STORAGE_CLASS_KEY = ("storage.k8s.io", "storageclasses")
+INGRESS_CLASS_KEY = ("networking.k8s.io", "ingressclasses")
 UNSUPPORTED_FIELD_LABEL = "field label not supported: "  # how kubesim.selectors refuses a label
 CONTINUE_EXPIRED = (
     "The provided continue parameter is too old to display a consistent list result. You can "
@@ -254,6 +257,9 @@ class ApiServer:
             ("", "persistentvolumeclaims"): lambda k: PersistentVolumeClaimStrategy(
                 k, self._storage_class, self._default_storage_class),
             ("storage.k8s.io", "storageclasses"): StorageClassStrategy,
+            ("networking.k8s.io", "ingresses"): lambda k: IngressStrategy(
+                k, lambda: self._newest_default(INGRESS_CLASS_KEY,
+                                                DEFAULT_INGRESS_CLASS_ANNOTATION)),
             ("", "serviceaccounts"): ServiceAccountStrategy,
             ("", "resourcequotas"): ResourceQuotaStrategy,
             ("", "configmaps"): ConfigMapStrategy,
@@ -279,9 +285,13 @@ class ApiServer:
 
     def _default_storage_class(self) -> str | None:
         """DefaultStorageClass: the newest class annotated as the default, if any."""
-        defaults = [s.obj for s in self.store.iterate(STORAGE_CLASS_KEY)
-                    if (s.obj["metadata"].get("annotations") or {}).get(
-                        DEFAULT_CLASS_ANNOTATION) == "true"]
+        return self._newest_default(STORAGE_CLASS_KEY, DEFAULT_CLASS_ANNOTATION)
+
+    def _newest_default(self, key: tuple[str, str], annotation: str) -> str | None:
+        """The newest class of `key` annotated as the default, if any (DefaultStorageClass,
+        DefaultIngressClass)."""
+        defaults = [s.obj for s in self.store.iterate(key)
+                    if (s.obj["metadata"].get("annotations") or {}).get(annotation) == "true"]
         if not defaults:
             return None
         newest = max(defaults, key=lambda c: (c["metadata"].get("creationTimestamp") or "",

@@ -146,6 +146,7 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
           create_on_update=True),
     _kind("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", True),
     _kind("networking.k8s.io", "v1", "ingresses", "Ingress", True, ("ing",), ("status",)),
+    _kind("networking.k8s.io", "v1", "ingressclasses", "IngressClass", False),
     _kind("apps", "v1", "deployments", "Deployment", True, ("deploy",), ("status", "scale"), (),
           ("all",)),
     _kind("apps", "v1", "replicasets", "ReplicaSet", True, ("rs",), ("status", "scale"),

@@ -640,6 +640,28 @@ def _requested_storage(spec: Obj) -> Any:
     return None if value is None else _storage_quantity(value)
 
 
+DEFAULT_INGRESS_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
+LEGACY_INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
+
+
+class IngressStrategy(Strategy):
+    """The DefaultIngressClass admission plugin (plugin/pkg/admission/network/
+    defaultingressclass, on by default): an Ingress created naming no class, neither in
+    spec.ingressClassName nor in the legacy annotation, gets the default IngressClass."""
+
+    def __init__(self, kind: ResourceKind, default_class: Callable[[], str | None]) -> None:
+        super().__init__(kind)
+        self.default_class = default_class
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        spec = obj.setdefault("spec", {})
+        annotations = obj["metadata"].get("annotations") or {}
+        if spec.get("ingressClassName") or LEGACY_INGRESS_CLASS_ANNOTATION in annotations:
+            return
+        if (name := self.default_class()) is not None:
+            spec["ingressClassName"] = name
+
+
 class StorageClassStrategy(Strategy):
     """storageClassStrategy: defaults (reclaimPolicy Delete, volumeBindingMode Immediate), a
     provisioner required, provisioner and parameters fixed, and the modes immutable."""
