@@ -157,9 +157,12 @@ def _consumer_options(parser: argparse.ArgumentParser) -> None:
                              "again does too; the API server may shorten it)")
     parser.add_argument("--limits-enforcement", type=LimitsEnforcement,
                         choices=list(LimitsEnforcement), default=LimitsEnforcement.NONE,
-                        help="the consumer Quota's enforcement (default None)")
+                        help="the consumer Quota's enforcement (default None: pods need not "
+                             "state requests; what they request still counts)")
     parser.add_argument("--quota", type=_key_values, metavar="cpu=4,memory=8Gi,pods=110",
-                        help="the consumer Quota's resources")
+                        help="the consumer Quota's resources (default: none listed; what it "
+                             "does not list is limited by what the provider offers the "
+                             "consumer, never unlimited)")
     parser.add_argument("--pod-security", type=PodSecurityLevel,
                         choices=list(PodSecurityLevel), default=PodSecurityLevel.BASELINE,
                         help="the Pod Security Standards level the consumer's pods must meet "

@@ -57,7 +57,7 @@ class PeerRequest:
     server: str | None = None  # the provider's API server as the home agent reaches it
     token_expiration_seconds: int = DEFAULT_TOKEN_EXPIRATION_SECONDS
     limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
-    quota_resources: dict[str, str] = field(default_factory=dict)
+    quota_resources: dict[str, str] = field(default_factory=dict)  # {}: what the offer says
     pod_policy: PodPolicy = field(default_factory=PodPolicy)
 
 

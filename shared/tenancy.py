@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.api.quota import QUOTA, LimitsEnforcement, PodPolicy
+from shared.api.quota import QUOTA, LimitsEnforcement, NamespacePolicy, PodPolicy
 from shared.wellknown import (
     CONSUMER_IDENTITY_ANNOTATION,
     CONSUMER_SERVICE_ACCOUNT,
@@ -128,10 +128,18 @@ def consumer_quota(
     resources: Mapping[str, str] | None = None,
     cordoned: bool = False,
     pod_policy: PodPolicy | None = None,
+    namespace_policy: NamespacePolicy | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The consumer's Quota, named after it, in its tenant namespace; `pod_policy` defaults to
-    the baseline Pod Security level without host ports."""
+    the baseline Pod Security level without host ports. `resources` empty (the default) is not
+    unlimited: every resource the Quota does not list is limited by the consumer's offer."""
+    twins = namespace_policy or NamespacePolicy()
+    # as the chart writes it: objectCounts only when not the defaults
+    namespaces: dict[str, Any] = {"allowedNames": list(twins.allowed_names),
+                                  "maxTwinNamespaces": twins.max_twin_namespaces}
+    if twins.object_counts != NamespacePolicy().object_counts:
+        namespaces["objectCounts"] = dict(twins.object_counts)
     return {
         "apiVersion": QUOTA.api_version,
         "kind": QUOTA.kind,
@@ -146,5 +154,6 @@ def consumer_quota(
             "cordoned": cordoned,
             "resources": dict(resources or {}),
             "podPolicy": (pod_policy or PodPolicy()).model_dump(by_alias=True, mode="json"),
+            "namespacePolicy": namespaces,
         },
     }

@@ -110,6 +110,10 @@ def test_with_cert_manager_the_certificate_is_issued_and_injected() -> None:
         "template"]["spec"]["volumes"][0]["secret"]["secretName"]
 
 
+# objectCounts unwritten: the Quota's defaults
+DEFAULT_NAMESPACE_POLICY = {"allowedNames": [], "maxTwinNamespaces": 20}
+
+
 def test_each_consumer_gets_a_tenant_namespace_a_confined_identity_and_a_quota() -> None:
     manifests = render(CHART, FULL)
     namespaces = {n["metadata"]["name"]: n for n in of_kind(manifests, "Namespace")}
@@ -133,8 +137,10 @@ def test_each_consumer_gets_a_tenant_namespace_a_confined_identity_and_a_quota()
     assert quotas["home-1"] == {"consumerClusterId": "home-1", "limitsEnforcement": "Soft",
                                 "cordoned": False, "resources": {"cpu": "2", "memory": "4Gi"},
                                 "podPolicy": {"podSecurity": "baseline",
-                                              "allowHostPorts": False}}
+                                              "allowHostPorts": False},
+                                "namespacePolicy": DEFAULT_NAMESPACE_POLICY}
     assert quotas["home-2"] == {"consumerClusterId": "home-2", "limitsEnforcement": "Hard",
                                 "cordoned": True, "resources": {"cpu": "4", "memory": "4Gi"},
                                 "podPolicy": {"podSecurity": "restricted",
-                                              "allowHostPorts": False}}
+                                              "allowHostPorts": False},
+                                "namespacePolicy": DEFAULT_NAMESPACE_POLICY}
