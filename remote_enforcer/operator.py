@@ -152,9 +152,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             ("shadowpods", shadowpod_path(""),
              fanned_out(ledger.apply, shadowpods.on_shadowpod_event)),
             ("namespaces", core_path("namespaces"), fanned_out(
-                consumers.namespaces.apply, twins.on_namespace, offers.on_namespace)),
+                consumers.namespaces.apply, twins.on_namespace, offers.on_namespace,
+                shadowpods.on_namespace_event)),
             ("nodes", core_path("nodes"), offers.on_node),
-            ("quotas", custom_path(QUOTA), fanned_out(consumers.quotas.apply, twins.on_quota)),
+            ("quotas", custom_path(QUOTA), fanned_out(consumers.quotas.apply, twins.on_quota,
+                                                        shadowpods.on_quota_event)),
             # the reflected claims (the origin label): their storage counts against quotas
             ("persistentvolumeclaims", core_path("persistentvolumeclaims"), ledger.apply_claim),
         ]

@@ -1,7 +1,10 @@
 """ShadowPod enforcement: each ShadowPod has its pod, recreated at once when deleted, never
 again once terminal; the pod's status is copied into the ShadowPod (written only on change). A
 pod the API server refuses (quota, policy, invalid spec) is recorded in the ShadowPod status
-(condition `PodCreated` False, for the home pod to show) and tried again with backoff.
+(condition `PodCreated` False, for the home pod to show) and tried again with backoff, and at
+once when its namespace or its consumer's Quota changes: a loosened policy reaches the twin
+namespace's Pod Security labels after the consumer may already offload under it, and the API
+server judges a pod by the labels of the moment it is created.
 
 Decisions are taken from the caches the list+watches keep (no read per event), once both hold
 their first list (the controller's sync gate). One reconcile per (namespace, name) at a time,
@@ -78,6 +81,9 @@ class ShadowPodEnforcer:
         # Keys whose status write met a newer version than the cache held: that version's
         # event reconciles them, even if it changed nothing the pod follows.
         self._outdated: set[Key] = set()
+        # Namespace -> keys of ShadowPods whose pod was refused (by the API server or this
+        # enforcer's policy): tried again at once when the namespace or the Quota changes.
+        self._refused: dict[str, set[Key]] = {}
         self.listed = asyncio.Event()
         """Set once both caches hold their first list: nothing is decided from a cache still
         filling (a pod not listed yet is not a pod to create)."""
@@ -99,6 +105,7 @@ class ShadowPodEnforcer:
         if event_type == "DELETED":
             self._followed.pop(uid, None)
             self._outdated.discard(key)
+            self._forget_refusal(key)
             return
         followed = enforcement.followed_fields(shadowpod)
         if self._followed.get(uid) == followed and key not in self._outdated:
@@ -106,6 +113,34 @@ class ShadowPodEnforcer:
         self._outdated.discard(key)
         self._followed[uid] = followed
         self.controller.add(key)
+
+    def on_namespace_event(self, event_type: str, namespace: dict[str, Any]) -> None:
+        """A namespace changed (its Pod Security labels, say): its refused pods are tried again
+        now, whatever their backoff."""
+        if event_type != "DELETED":
+            self._retry_refused(str(namespace["metadata"]["name"]))
+
+    def on_quota_event(self, event_type: str, quota: dict[str, Any]) -> None:
+        """A consumer's Quota changed (its pod policy, its limits): the refused pods of its twin
+        namespaces are tried again now."""
+        del event_type  # a deleted Quota puts its consumer back on the default policy
+        consumer = str((quota.get("spec") or {}).get("consumerClusterId"))
+        for namespace in self.consumers.twin_namespaces(consumer):
+            self._retry_refused(str(namespace["metadata"]["name"]))
+
+    def _retry_refused(self, namespace: str) -> None:
+        for key in self._refused.get(namespace, ()):
+            self.controller.add(key)
+
+    def _note_refusal(self, key: Key) -> None:
+        self._refused.setdefault(key[0], set()).add(key)
+
+    def _forget_refusal(self, key: Key) -> None:
+        keys = self._refused.get(key[0])
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._refused[key[0]]
 
     async def write_status(self, shadowpod: dict[str, Any], status: dict[str, Any]) -> bool:
         """Replace the status of exactly this version of the ShadowPod; False when it has
@@ -133,6 +168,7 @@ class ShadowPodEnforcer:
         return True
 
     async def _reconcile(self, key: Key) -> Result:
+        self._forget_refusal(key)  # refused again, it is noted again
         namespace, name = key
         last_pod = self._deleted_pods.pop(key, None)
         pod = self.pods.get(key)
@@ -181,6 +217,7 @@ class ShadowPodEnforcer:
         if refusal is not None:
             # Shown at home like an API server's refusal.
             log.error("not creating pod %s/%s: %s", namespace, name, refusal)
+            self._note_refusal(key_of(shadowpod))
             await self._record_refusal(shadowpod, POLICY_REFUSED_REASON, refusal)
             return REFUSED
         try:
@@ -199,6 +236,7 @@ class ShadowPodEnforcer:
                 raise
             # Refused (ResourceQuota, Pod Security, RuntimeClass, invalid spec): recorded where
             # the home agent looks.
+            self._note_refusal(key_of(shadowpod))
             await self._record_refusal(shadowpod, str(error.body.get("reason") or ""),
                                        str(error.body.get("message") or error))
             return REFUSED
