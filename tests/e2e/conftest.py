@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubernetes import client
 
+from shared.api.quota import QUOTA
 from tests.conftest import ClusterHandle
 from tests.home_agent import conftest as agent_fixtures
 from tests.home_agent.agentproc import unique_id
@@ -25,7 +26,8 @@ crds = agent_fixtures.crds
 start_agent = agent_fixtures.start_agent
 pytest_runtest_makereport = agent_fixtures.pytest_runtest_makereport
 
-E2E_WEBHOOK_NAME = "shadowpods.enforcer.annex.e2e"
+E2E_WEBHOOK_DOMAIN = "enforcer.annex.e2e"
+E2E_WEBHOOK_NAME = f"shadowpods.{E2E_WEBHOOK_DOMAIN}"
 
 
 @pytest.fixture(scope="module")
@@ -37,14 +39,13 @@ def enforcer(remote: ClusterHandle, crds: None,
 
 @contextlib.contextmanager
 def e2e_enforcer(remote: ClusterHandle, directory: Path) -> Iterator[Enforcer]:
-    """The enforcer process with its webhook registered, stopped afterwards."""
+    """The enforcer process with its webhooks registered (as the chart registers them), stopped
+    afterwards."""
     process = Enforcer(remote.kubeconfig, directory,
                        ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
                         "--provider", "annex-e2e"])
     process.start()
-    configuration = webhook_configuration(process)
-    configuration["metadata"]["name"] = E2E_WEBHOOK_NAME
-    configuration["webhooks"][0]["name"] = E2E_WEBHOOK_NAME
+    configuration = webhook_configuration(process, E2E_WEBHOOK_NAME, E2E_WEBHOOK_DOMAIN)
     registrations = client.AdmissionregistrationV1Api(remote.api_client)
     registrations.create_validating_webhook_configuration(configuration)
     try:
@@ -74,19 +75,23 @@ Peer = Callable[..., RunningAgent]
 @pytest.fixture
 def peer(home: ClusterHandle, remote: ClusterHandle, enforcer: Enforcer, start_agent: Any,
          tmp_path: Path) -> Peer:
-    """peer(*flags): a home agent for the enforcer's cluster, with the permissions the charts give
-    it on both sides (home: the home-agent chart's ClusterRole; remote: the confined consumer
-    identity of the remote-enforcer chart), address remapping when the remote pod CIDR is known,
-    and any extra agent flags."""
-    def start(*extra: str) -> RunningAgent:
+    """peer(*flags, service_policy=None): a home agent for the enforcer's cluster, with the
+    permissions the charts give it on both sides (home: the home-agent chart's ClusterRole;
+    remote: the confined consumer identity of the remote-enforcer chart), address remapping when
+    the remote pod CIDR is known, and any extra agent flags; with `service_policy`, the
+    consumer's Quota opens what it says (the provider admin's choice: closed by default)."""
+    def start(*extra: str, service_policy: dict[str, Any] | None = None) -> RunningAgent:
         flags: list[str] = ["--agent-ip", "192.0.2.10"]
         cidr = remote_pod_cidr(remote)
         if cidr:
             flags += ["--remote-pod-cidr", cidr, "--remapped-pod-cidr", remapped_cidr(cidr)]
         home_id = unique_id("home")
+        remote_kubeconfig = consumer_kubeconfig(remote, home_id, tmp_path)
+        if service_policy is not None:
+            open_service_policy(remote, home_id, service_policy)
         agent: RunningAgent = start_agent(
             *flags, *extra, remote_id=PROVIDER_ID, home_id=home_id,
-            remote_kubeconfig=consumer_kubeconfig(remote, home_id, tmp_path),
+            remote_kubeconfig=remote_kubeconfig,
             home_kubeconfig=agent_home_kubeconfig(home, tmp_path))
         return agent
     return start
@@ -151,6 +156,17 @@ def _consumer_side(home_cluster_id: str) -> tuple[list[dict[str, Any]], str, str
     account = next(m for m in manifests if m["kind"] == "ServiceAccount"
                    and m["metadata"].get("namespace") == tenant)["metadata"]["name"]
     return manifests, tenant, account
+
+
+def open_service_policy(remote: ClusterHandle, home_cluster_id: str,
+                        service_policy: dict[str, Any]) -> None:
+    """The consumer's Quota, in its tenant namespace, with this servicePolicy (camelCase)."""
+    _, tenant, _ = _consumer_side(home_cluster_id)
+    client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
+        QUOTA.group, QUOTA.version, tenant, QUOTA.plural,
+        {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+         "metadata": {"name": home_cluster_id},
+         "spec": {"consumerClusterId": home_cluster_id, "servicePolicy": service_policy}})
 
 
 def consumer_user(home_cluster_id: str) -> str:

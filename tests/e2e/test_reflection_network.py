@@ -4,7 +4,12 @@ the remote enforcer and the home agent as real processes.
 A Service whose pods run both at home and remotely must be served in both clusters: at home the
 standard EndpointSlice controller sees every pod (the offloaded ones through the virtual node);
 remotely its own controller sees the offloaded pods, and the agent adds the home pods' endpoints
-(remapped) in slices of its own, never a second copy of a remote pod."""
+(remapped) in slices of its own, never a second copy of a remote pod.
+
+The provider's enforcer reviews what the consumer exposes (closed by default): these tests open
+the consumer's Quota servicePolicy as a provider admin does (NodePort Services, the CIDRs home
+pods are reached through, the remote default IngressClass and the tests' host); a reflection the
+policy refuses shows at home as a FailedReflection Event naming the rule."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ import random
 from collections import Counter
 from typing import Any
 
+import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -26,6 +32,7 @@ from tests.helpers import wait_for
 from tests.home_agent.play import read_pod
 
 OURS = "endpointslice.reflection.liqo.io"
+DEFAULT_INGRESS_CLASS = "ingressclass.kubernetes.io/is-default-class"
 SKIP = {"liqo.io/skip-reflection": "true"}
 ALLOW = {"liqo.io/allow-reflection": "true"}
 KEPT_HOME = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
@@ -46,12 +53,36 @@ def home_pod_remap(home: ClusterHandle) -> CidrRemap | None:
                                                     strict=False)))
 
 
+def home_endpoint_cidrs(home: ClusterHandle) -> list[str]:
+    """Where the provider reaches home pods: their CIDR and its remapped range when known, else
+    anywhere (what a provider not knowing the consumer's network would have to allow)."""
+    remap = home_pod_remap(home)
+    return [remap.source, remap.target] if remap is not None else ["0.0.0.0/0", "::/0"]
+
+
+def exposing(home: ClusterHandle, **more: Any) -> dict[str, Any]:
+    """The servicePolicy these tests' consumer gets from the provider."""
+    return {"allowedServiceTypes": ["ClusterIP", "NodePort"],
+            "allowedEndpointCIDRs": home_endpoint_cidrs(home), **more}
+
+
+def peer_exposing(peer: Peer, home: ClusterHandle, *flags: str, **more: Any) -> None:
+    peer(*flags, service_policy=exposing(home, **more))
+
+
 def peer_remapping_home(peer: Peer, home: ClusterHandle, *flags: str) -> CidrRemap | None:
     remap = home_pod_remap(home)
     if remap is not None:
         flags = ("--home-pod-cidr", remap.source, "--remapped-home-pod-cidr", remap.target, *flags)
-    peer(*flags)
+    peer_exposing(peer, home, *flags)
     return remap
+
+
+def stray_address(remap: CidrRemap | None) -> str:
+    """An address the consumer may point at that no pod holds (a hand edit's)."""
+    if remap is None:
+        return "192.0.2.99"
+    return str(ipaddress.ip_network(remap.target)[99])
 
 
 def discovery(cluster: ClusterHandle) -> client.DiscoveryV1Api:
@@ -145,7 +176,7 @@ def test_a_service_spread_over_both_clusters_has_every_endpoint_once_on_each_sid
     # Our slice is ours to keep: a hand edit is reverted, the remote controller leaves it be.
     ours = our_slices(remote, twin, "web")[0]
     discovery(remote).patch_namespaced_endpoint_slice(
-        ours["metadata"]["name"], twin, {"endpoints": [{"addresses": ["192.0.2.99"]}]})
+        ours["metadata"]["name"], twin, {"endpoints": [{"addresses": [stray_address(remap)]}]})
     wait_for(lambda: endpoints_by_pod(slices(remote, twin, "web")) == wanted, timeout=30,
              message="the hand-edited slice reverted")
 
@@ -158,7 +189,7 @@ def test_a_service_spread_over_both_clusters_has_every_endpoint_once_on_each_sid
 
 def test_services_and_their_slices_follow_the_reflection_annotations(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
-    peer()
+    peer_exposing(peer, home)
     twin = offloaded(home, namespace)
     create_service(home, namespace, "hidden", SKIP)
     create_service(home, namespace, "shown")
@@ -189,7 +220,7 @@ def test_services_and_their_slices_follow_the_reflection_annotations(
 
 def test_allow_list_services_take_their_slices_along(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
-    peer("--service-reflection-type", "AllowList")
+    peer_exposing(peer, home, "--service-reflection-type", "AllowList")
     twin = offloaded(home, namespace)
     create_service(home, namespace, "plain")
     create_service(home, namespace, "allowed", ALLOW)
@@ -204,7 +235,7 @@ def test_allow_list_services_take_their_slices_along(
 
 def test_service_fields_the_remote_allocates_are_left_to_it(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
-    peer()
+    peer_exposing(peer, home)
     twin = offloaded(home, namespace)
     node_port = random.randint(30000, 32767)
     create_service(home, namespace, "forced", {"liqo.io/force-remote-node-port": "true"},
@@ -238,7 +269,7 @@ def test_a_node_port_taken_remotely_is_left_for_the_remote_to_choose(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
     """The copy goes without its home nodePort, so the remote allocates its own even when the
     home one is taken there (with it, the remote API server would refuse the copy)."""
-    peer()
+    peer_exposing(peer, home)
     twin = offloaded(home, namespace)
     # a remote Service of another namespace holds a port; the home Service asks for that port
     blocker = f"{twin}-blocker"
@@ -259,9 +290,26 @@ def test_a_node_port_taken_remotely_is_left_for_the_remote_to_choose(
         remote.core.delete_namespace(blocker)
 
 
+def remote_default_ingress_class(remote: ClusterHandle) -> str:
+    """The remote cluster's default IngressClass (on kubesim, one made for the tests): the one a
+    reflected Ingress, which names none, gets."""
+    classes = networking(remote).list_ingress_class().items
+    for ingress_class in classes:
+        if (ingress_class.metadata.annotations or {}).get(DEFAULT_INGRESS_CLASS) == "true":
+            return str(ingress_class.metadata.name)
+    if remote.sim is None:
+        pytest.skip("the remote cluster has no default IngressClass for reflected Ingresses")
+    networking(remote).create_ingress_class({
+        "metadata": {"name": "annex-e2e", "annotations": {DEFAULT_INGRESS_CLASS: "true"}},
+        "spec": {"controller": "example.com/ingress"}})
+    return "annex-e2e"
+
+
 def test_an_ingress_is_reflected_without_its_class_and_zero_workers_disable_a_kind(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
-    peer("--service-reflection-workers", "0")
+    peer_exposing(peer, home, "--service-reflection-workers", "0",
+                  allowedIngressClasses=[remote_default_ingress_class(remote)],
+                  allowedIngressHosts=["web.example"])
     twin = offloaded(home, namespace)
     create_service(home, namespace)
     rules = [{"host": "web.example", "http": {"paths": [{
@@ -284,7 +332,8 @@ def test_an_ingress_is_reflected_without_its_class_and_zero_workers_disable_a_ki
     assert copied["spec"]["rules"] == rules
 
     networking(remote).patch_namespaced_ingress("web", twin, {"spec": {"rules": [
-        {"host": "evil.example", "http": rules[0]["http"]}]}})
+        {"host": "web.example", "http": {"paths": [{**rules[0]["http"]["paths"][0],
+                                                     "path": "/admin"}]}}]}})
     wait_for(lambda: (remote_ingress() or {}).get("spec", {}).get("rules") == rules, timeout=30,
              message="the hand-edited Ingress reverted")
     # Services are not reflected at all (not even watched); the Ingress shows the agent is live.
@@ -293,3 +342,23 @@ def test_an_ingress_is_reflected_without_its_class_and_zero_workers_disable_a_ki
     networking(home).delete_namespaced_ingress("web", namespace)
     wait_for(lambda: remote_ingress() is None, timeout=30,
              message="the copy deleted with the home Ingress")
+
+
+def test_a_reflection_the_providers_policy_refuses_shows_at_home_naming_the_rule(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    peer()  # the provider's default policy: ClusterIP Services only
+    twin = offloaded(home, namespace)
+    create_service(home, namespace, "edge", type="LoadBalancer")
+    create_service(home, namespace, "plain")
+
+    def refusal() -> str | None:
+        return next((e.message for e in home.core.list_namespaced_event(
+            namespace, field_selector="involvedObject.name=edge").items
+            if e.reason == "FailedReflection" and e.type == "Warning"), None)
+
+    message = wait_for(refusal, timeout=30, message="a FailedReflection Event on the Service")
+    assert 'spec.type: Forbidden: type "LoadBalancer" is not allowed for this consumer' in message
+    assert "(servicePolicy.allowedServiceTypes: ClusterIP)" in message
+    wait_for(lambda: read_service(remote, twin, "plain"), timeout=30,
+             message="the ClusterIP Service reflected")
+    assert read_service(remote, twin, "edge") is None

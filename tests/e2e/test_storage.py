@@ -20,10 +20,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from remote_enforcer.claim_admission import WEBHOOK_PATH as CLAIMS_WEBHOOK_PATH
 from shared.api.quota import QUOTA
 from shared.wellknown import (
-    ORIGIN_CLUSTER_LABEL,
     REMOTE_STORAGE_CLASS_ANNOTATION,
     VIRTUAL_STORAGE_PROVISIONER,
 )
@@ -86,9 +84,9 @@ def small_class(remote: ClusterHandle) -> str | None:
 def enforcer(remote: ClusterHandle, crds: None,
              tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
     """The enforcer offering the remote cluster's class (its default one: first, the offer's
-    default), an expandable one when there is one and on kubesim a small one, its webhook
-    called for ShadowPods and for the claims of twin namespaces (as the remote-enforcer chart
-    registers them)."""
+    default), an expandable one when there is one and on kubesim a small one, its webhooks
+    registered as the remote-enforcer chart registers them (ShadowPods, and the claims, Services,
+    EndpointSlices and Ingresses of twin namespaces)."""
     offered = [remote_storage_class(remote)]
     for extra in (expandable_class(remote), small_class(remote)):
         if extra is not None and extra not in offered:
@@ -97,19 +95,7 @@ def enforcer(remote: ClusterHandle, crds: None,
                        ["--offer-debounce-seconds", "0.1", "--storage-classes",
                         ",".join(offered)])
     process.start()
-    configuration = webhook_configuration(process)
-    configuration["metadata"]["name"] = STORAGE_WEBHOOK_NAME
-    [shadowpods] = configuration["webhooks"]
-    shadowpods["name"] = f"shadowpods.{STORAGE_WEBHOOK_NAME}"
-    claims = {**shadowpods, "name": f"claims.{STORAGE_WEBHOOK_NAME}",
-              "clientConfig": {**shadowpods["clientConfig"], "url": process.url.rsplit(
-                  "/validate/", 1)[0] + CLAIMS_WEBHOOK_PATH},
-              "namespaceSelector": {"matchExpressions": [
-                  {"key": ORIGIN_CLUSTER_LABEL, "operator": "Exists"}]},
-              "rules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                         "operations": ["CREATE", "UPDATE", "DELETE"],
-                         "resources": ["persistentvolumeclaims"], "scope": "Namespaced"}]}
-    configuration["webhooks"].append(claims)
+    configuration = webhook_configuration(process, STORAGE_WEBHOOK_NAME, STORAGE_WEBHOOK_NAME)
     registrations = client.AdmissionregistrationV1Api(remote.api_client)
     registrations.create_validating_webhook_configuration(configuration)
     try:
