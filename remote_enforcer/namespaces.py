@@ -1,6 +1,7 @@
 """NamespaceMap → twin namespaces: created and labelled for the consumer (ownership, and the
-Pod Security level of its pod policy, kept in step when its Quota changes), with a Role and
-RoleBinding for its identity; names that exist and are not ours → CreationLoopBackOff; entries
+Pod Security level of its pod policy, kept in step when its Quota changes), with a RoleBinding
+of the chart's consumer ClusterRole for its identity (the Role an older enforcer made instead is
+deleted); names that exist and are not ours → CreationLoopBackOff; entries
 removed from the map → their namespaces deleted, and all of them when the map is deleted. kopf's
 handlers in operator.py run these (its finalizer keeps a deleted map until its twins are
 deleted, even when it was deleted while the enforcer was not running; it retries what failed)."""
@@ -22,12 +23,11 @@ from annex.kubeapi import (
     group_path,
 )
 from remote_enforcer.consumers import Consumers
-from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
 from shared.forge import tenancy
 from shared.forge.tenancy import RBAC_GROUP
 from shared.ownership import is_owned
-from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TWIN_NAMESPACE_ROLE
 
 log = logging.getLogger(__name__)
 
@@ -98,10 +98,12 @@ async def ensure_object_counts(api: ClusterApi, namespace: str, consumer: str, p
 class NamespaceMapper:
     """What kopf's NamespaceMap handlers do: converge a map, release a deleted one's twins."""
 
-    def __init__(self, api: ClusterApi, cluster_id: str, consumers: Consumers) -> None:
+    def __init__(self, api: ClusterApi, cluster_id: str, consumers: Consumers,
+                 consumer_cluster_role: str = TWIN_NAMESPACE_ROLE) -> None:
         self.api = api
         self.cluster_id = cluster_id
         self.consumers = consumers
+        self.consumer_cluster_role = consumer_cluster_role
         self._converging: defaultdict[tuple[str, str], asyncio.Lock] = defaultdict(asyncio.Lock)
         """Per map: kopf's change handlers and its timer run apart."""
 
@@ -109,7 +111,8 @@ class NamespaceMapper:
         return self.consumers.namespaces.get(("", name)) is not None
 
     async def _apply(self, collection: str, obj: dict[str, Any]) -> None:
-        """Create, or bring back to `obj` when it differs (roles and bindings are wholly ours)."""
+        """Create the binding `obj`, or bring it back to `obj` when it differs (it is wholly
+        ours): an older enforcer's binding of its Role is made again naming the ClusterRole."""
         path = f"{collection}/{obj['metadata']['name']}"
         try:
             await self.api.create(collection, obj)
@@ -140,13 +143,23 @@ class NamespaceMapper:
             except ApiError as error:
                 return tenancy.mapping_entry(remote, MappingPhase.CREATION_LOOP_BACK_OFF,
                                              str(error))
-        await self._apply(group_path(RBAC_GROUP, "v1", "roles", remote), tenancy.twin_role(
-            remote, consumer, self.cluster_id, TWIN_NAMESPACE_RULES))
         await ensure_object_counts(self.api, remote, consumer, self.cluster_id, dict(
             self.consumers.namespace_policy(consumer).object_counts))  # before any right
         await self._apply(group_path(RBAC_GROUP, "v1", "rolebindings", remote),
-                          tenancy.twin_role_binding(remote, consumer, self.cluster_id, subject))
+                          tenancy.twin_role_binding(remote, consumer, self.cluster_id, subject,
+                                                    self.consumer_cluster_role))
+        await self._delete_legacy_role(consumer, remote)
         return tenancy.mapping_entry(remote, MappingPhase.ACCEPTED)
+
+    async def _delete_legacy_role(self, consumer: str, namespace: str) -> None:
+        """The Role an older enforcer granted the consumer's rights with (ours by its labels),
+        unbound once the binding names the ClusterRole."""
+        path = group_path(RBAC_GROUP, "v1", "roles", namespace, TWIN_NAMESPACE_ROLE)
+        role = await self.api.find(path)
+        if role is not None and is_owned(role, consumer, self.cluster_id):
+            await self.api.delete_if_exists(path)
+            log.info("twin namespace %s: deleted the Role %s an older enforcer made",
+                     namespace, TWIN_NAMESPACE_ROLE)
 
     async def _refused(self, consumer: str, desired: dict[str, str]
                        ) -> dict[str, dict[str, Any]]:

@@ -136,8 +136,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         offers = OfferPublisher(api, settings)
         consumers.offered = offers.offered  # admission limits what a Quota does not list by it
         twins = TwinNamespaceLabels(api, consumers, settings.workers)
-        registry = build_registry(login, NamespaceMapper(api, settings.cluster_id, consumers),
-                                  settings.namespace_map_resync_seconds)
+        mapper = NamespaceMapper(api, settings.cluster_id, consumers,
+                                 settings.consumer_cluster_role)
+        registry = build_registry(login, mapper, settings.namespace_map_resync_seconds)
         metrics.gauges["shadowpods_counted"] = (
             "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
         controllers: list[Controller[Any]] = [shadowpods.controller, twins.controller]

@@ -1,10 +1,12 @@
-"""The permissions the enforcer grants consumers in their twin namespaces, and the permissions
-it needs itself. The chart's ClusterRole is checked against `ENFORCER_RULES` by a test."""
+"""The permissions the consumer's identity holds in its twin namespaces, and the permissions the
+enforcer needs itself. The chart ships both ClusterRoles; a chart test checks them against
+`TWIN_NAMESPACE_RULES` and `enforcer_rules`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from shared.forge.tenancy import RBAC_GROUP
 from shared.wellknown import OFFLOADING_GROUP, SHARING_GROUP, VIRTUALKUBELET_GROUP
 
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]
@@ -20,7 +22,8 @@ KUBELET_API_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["metrics.k8s.io"], "resources": ["pods"], "verbs": ["get", "list"]},
 ]
 
-# What the consumer's identity may do in each twin namespace (DESIGN.md section 6).
+# What the consumer's identity may do in each twin namespace: the chart's consumer ClusterRole,
+# which the enforcer binds there (DESIGN.md section 6).
 TWIN_NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods"], "verbs": ALL_VERBS},
     {"apiGroups": [""], "resources": ["configmaps", "secrets", "services",
@@ -31,11 +34,13 @@ TWIN_NAMESPACE_RULES: list[dict[str, Any]] = [
     *KUBELET_API_RULES,
 ]
 
-# What the enforcer itself does, cluster-wide. Rules for kinds it only grants (ShadowPod writes,
-# ConfigMaps, Secrets, Services, EndpointSlices, Ingresses) are there because RBAC only lets it
-# grant permissions it holds (no `escalate`).
+# What the enforcer itself does. Cluster-wide, because RBAC cannot grant in "the namespaces
+# labelled as twins" and the twins come and go: it watches ShadowPods, pods, namespaces, nodes,
+# Quotas and claims everywhere, makes the pods of ShadowPods and Events in twin namespaces, and
+# RoleBindings there. It holds none of the consumer's rights: it may bind the consumer
+# ClusterRole (and only it) instead of granting rules it holds.
 ENFORCER_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods"], "verbs": ALL_VERBS},
+    {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods"], "verbs": READ_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods/status"], "verbs": ["patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas"], "verbs": READ_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas/status"], "verbs": ["patch"]},
@@ -52,21 +57,27 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["nodes"], "verbs": READ_VERBS},
     {"apiGroups": [""], "resources": ["pods"],
      "verbs": ["get", "list", "watch", "create", "patch"]},
-    # persistentvolumeclaims: granted to consumers, listed for the storage quota
-    {"apiGroups": [""], "resources": ["configmaps", "secrets", "services",
-                                      "persistentvolumeclaims"], "verbs": ALL_VERBS},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch", "create",
-                                                           "patch"]},
+    # the reflected claims' storage counts against the consumer's quota
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": READ_VERBS},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     # the ResourceQuota of each twin namespace: the consumer's namespacePolicy.objectCounts
     {"apiGroups": [""], "resources": ["resourcequotas"], "verbs": ["get", "create", "patch"]},
-    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ALL_VERBS},
-    {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": ALL_VERBS},
-    # a RoleBinding whose roleRef must change is deleted and created again (roleRef is immutable)
-    {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
+    # rolebindings: the consumer's binding in each twin namespace; a binding whose roleRef must
+    # change is deleted and created again (roleRef is immutable). roles: the Role an older
+    # enforcer made there, deleted once the binding names the ClusterRole.
+    {"apiGroups": [RBAC_GROUP], "resources": ["rolebindings"],
      "verbs": ["get", "create", "patch", "delete"]},
+    {"apiGroups": [RBAC_GROUP], "resources": ["roles"], "verbs": ["get", "delete"]},
     # kopf watches CRDs to notice served resources appearing and going (its documented RBAC).
     {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
      "verbs": ["list", "watch"]},
-    # only granted to consumers in their twin namespaces
-    *KUBELET_API_RULES,
 ]
+
+
+def enforcer_rules(consumer_cluster_role: str) -> list[dict[str, Any]]:
+    """The enforcer's ClusterRole: its own rules, and `bind` on the consumer ClusterRole by
+    name (kube-apiserver lets a binding name a role the writer may bind without holding the
+    role's rules: pkg/registry/rbac/rolebinding/policybased)."""
+    return [*ENFORCER_RULES,
+            {"apiGroups": [RBAC_GROUP], "resources": ["clusterroles"], "verbs": ["bind"],
+             "resourceNames": [consumer_cluster_role]}]

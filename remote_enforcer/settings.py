@@ -9,6 +9,7 @@ from typing import Literal
 
 from annex.kube import ClientLimits
 from shared.quantity import canonical
+from shared.wellknown import TWIN_NAMESPACE_ROLE
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class Settings:
     announce_mdns: bool = False
     announce_api_server: str | None = None
     mdns_interfaces: tuple[str, ...] = ()
+    consumer_cluster_role: str = TWIN_NAMESPACE_ROLE
 
 
 def _resources(text: str) -> tuple[tuple[str, str], ...]:
@@ -111,6 +113,9 @@ def parser() -> argparse.ArgumentParser:
                    help="the API server URL consumers reach, put in the announcement")
     p.add_argument("--mdns-interfaces", type=_names, default=(),
                    help="addresses of the interfaces to announce on (default: all)")
+    p.add_argument("--consumer-cluster-role", default=TWIN_NAMESPACE_ROLE,
+                   help="the ClusterRole holding a consumer's rights in its twin namespaces "
+                        "(the chart ships it), which the enforcer binds in each of them")
     return p
 
 

@@ -53,27 +53,16 @@ def twin_namespace(name: str, consumer: str, provider: str, policy: PodPolicy
                                                   **twin_namespace_labels(policy)}}}
 
 
-def twin_role(namespace: str, consumer: str, provider: str,
-              rules: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What the consumer's identity may do in its twin namespace (`rules`: the enforcer's
-    remote_enforcer.rbac.TWIN_NAMESPACE_RULES, which it must hold itself to grant)."""
-    return {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "Role",
-            "metadata": _metadata(namespace, consumer, provider),
-            "rules": [dict(rule) for rule in rules]}
-
-
-def twin_role_binding(namespace: str, consumer: str, provider: str,
-                      subject: Mapping[str, Any]) -> dict[str, Any]:
-    """Binds `twin_role` to the consumer's identity (`consumer_subject`)."""
+def twin_role_binding(namespace: str, consumer: str, provider: str, subject: Mapping[str, Any],
+                      cluster_role: str) -> dict[str, Any]:
+    """Binds the consumer ClusterRole `cluster_role` (the chart's; the enforcer may only bind
+    it, not grant its rules) to the consumer's identity (`consumer_subject`) in its twin
+    namespace."""
     return {"apiVersion": f"{RBAC_GROUP}/v1", "kind": "RoleBinding",
-            "metadata": _metadata(namespace, consumer, provider),
-            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "Role", "name": TWIN_NAMESPACE_ROLE},
+            "metadata": {"name": TWIN_NAMESPACE_ROLE, "namespace": namespace,
+                         "labels": ownership_labels(consumer, provider)},
+            "roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": cluster_role},
             "subjects": [dict(subject)]}
-
-
-def _metadata(namespace: str, consumer: str, provider: str) -> dict[str, Any]:
-    return {"name": TWIN_NAMESPACE_ROLE, "namespace": namespace,
-            "labels": ownership_labels(consumer, provider)}
 
 
 def role_ref_changed(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
@@ -82,12 +71,11 @@ def role_ref_changed(current: Mapping[str, Any], desired: Mapping[str, Any]) -> 
 
 
 def rbac_patch(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The merge patch bringing a Role's rules or a RoleBinding's subjects back to `desired`
-    (they are wholly the enforcer's), or None when they match."""
-    fields = [field for field in ("rules", "subjects") if field in desired]
-    if all(current.get(field) == desired[field] for field in fields):
+    """The merge patch bringing a RoleBinding's subjects back to `desired` (they are wholly the
+    enforcer's), or None when they match."""
+    if current.get("subjects") == desired.get("subjects"):
         return None
-    return {field: desired[field] for field in fields}
+    return {"subjects": desired.get("subjects")}
 
 
 def pod_security_labels_patch(namespace: Mapping[str, Any], policy: PodPolicy

@@ -11,7 +11,7 @@ import pytest
 
 from annex_demo.charts import of_kind
 from remote_enforcer.admission import WEBHOOK_PATH
-from remote_enforcer.rbac import ENFORCER_RULES
+from remote_enforcer.rbac import TWIN_NAMESPACE_RULES, enforcer_rules
 from remote_enforcer.settings import parse
 from remote_enforcer.webhooks import registrations
 from shared.wellknown import (
@@ -20,7 +20,15 @@ from shared.wellknown import (
     REMOTE_CLUSTER_ID_LABEL,
     TENANT_NAMESPACE_LABEL,
 )
-from tests.charts.helm import NAMESPACE, ROOT, ChartCase, only, render, schema_error
+from tests.charts.helm import (
+    NAMESPACE,
+    ROOT,
+    ChartCase,
+    normalized_rules,
+    only,
+    render,
+    schema_error,
+)
 
 CHART = ROOT / "charts" / "remote-enforcer"
 CERT_MANAGER_KINDS = [("cert-manager.io/v1", "Issuer"), ("cert-manager.io/v1", "Certificate")]
@@ -37,8 +45,10 @@ FULL = {
                    "podPolicy": {"podSecurity": "restricted"}}},
     ],
 }
+CONSUMER_CLUSTER_ROLE = "annex-remote-enforcer-consumer"  # of the release "annex"
 CASE = ChartCase(
-    name="remote-enforcer", chart=CHART, minimal=MINIMAL, full=FULL, rules=ENFORCER_RULES,
+    name="remote-enforcer", chart=CHART, minimal=MINIMAL, full=FULL,
+    rules=enforcer_rules(CONSUMER_CLUSTER_ROLE),
     probe_port="health", webhook_kind="ValidatingWebhookConfiguration", webhook_path=WEBHOOK_PATH,
     renderings={"cert-manager": {**FULL, "certManager": {"enabled": True}},
                 "cert-manager-issuer": {**FULL, "certManager": {"enabled": True, "issuerRef": {
@@ -97,6 +107,21 @@ def test_the_webhooks_are_registered_as_the_enforcer_serves_them() -> None:
     assert [w["rules"][0]["resources"] for w in registered] == [
         ["shadowpods"], ["persistentvolumeclaims"], ["services"]]
     assert only(manifests, "Secret")  # the certificate, when cert-manager does not issue it
+
+
+def test_the_enforcer_binds_the_consumer_cluster_role_and_holds_none_of_its_rules() -> None:
+    manifests = render(CHART, MINIMAL)
+    consumer = only(manifests, "ClusterRole", CONSUMER_CLUSTER_ROLE)
+    assert normalized_rules(consumer["rules"]) == normalized_rules(TWIN_NAMESPACE_RULES)
+    [container] = only(manifests, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert parse(container["args"]).consumer_cluster_role == CONSUMER_CLUSTER_ROLE
+    enforcer = only(manifests, "ClusterRole", "annex-remote-enforcer")
+    assert [rule for rule in enforcer["rules"] if "bind" in rule["verbs"]] == [
+        {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
+         "verbs": ["bind"], "resourceNames": [CONSUMER_CLUSTER_ROLE]}]
+    held = {resource for rule in enforcer["rules"] for resource in rule["resources"]}
+    assert not held & {"secrets", "configmaps", "services", "endpointslices", "ingresses",
+                       "pods/exec", "pods/attach", "pods/portforward", "pods/log"}
 
 
 def test_with_cert_manager_the_certificate_is_issued_and_injected() -> None:

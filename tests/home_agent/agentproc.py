@@ -21,10 +21,14 @@ CRD_DIR = REPO / "crds"
 
 
 def install_crds(handle: Any) -> None:
-    """Create annex's CRDs on a cluster (kept if they exist) and wait until they serve."""
+    """Create annex's CRDs on a cluster (kept if they exist) and wait until they serve; and
+    the consumer ClusterRole the remote-enforcer chart ships with them."""
     from kubernetes import client
 
     from tests.helpers import wait_for
+    from tests.remote_enforcer.conftest import install_consumer_cluster_role
+
+    install_consumer_cluster_role(handle)
 
     api = client.ApiextensionsV1Api(handle.api_client)
     for path in sorted(CRD_DIR.glob("*.yaml")):

@@ -25,10 +25,11 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from remote_enforcer.admission import WEBHOOK_PATH
+from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from remote_enforcer.webhooks import registrations
 from shared.api.shadowpod import SHADOWPOD
 from shared.ownership import ownership_labels
-from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL, TWIN_NAMESPACE_ROLE
 from tests.helpers import free_ports, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,6 +122,17 @@ def install_crds(remote: Any) -> None:
                                                   kind=SHADOWPOD.kind), timeout=10)
 
 
+def install_consumer_cluster_role(cluster: Any) -> None:
+    """The consumer ClusterRole the chart ships (kept if it exists), under the name the enforcer
+    binds by default: the tests' enforcers run without the chart."""
+    try:
+        client.RbacAuthorizationV1Api(cluster.api_client).create_cluster_role(
+            {"metadata": {"name": TWIN_NAMESPACE_ROLE}, "rules": TWIN_NAMESPACE_RULES})
+    except ApiException as error:
+        if error.status != 409:
+            raise
+
+
 def webhook_configuration(enforcer: Enforcer, name: str = WEBHOOK_NAME,
                           domain: str = WEBHOOK_DOMAIN) -> dict[str, Any]:
     """Every webhook of the enforcer, as the chart registers them, named `<webhook>.<domain>`
@@ -139,6 +151,7 @@ def running_enforcer(remote: Any, kubeconfig: Path, directory: Path,
                      extra_args: list[str] | None = None) -> Iterator[Enforcer]:
     """An enforcer process whose webhook the remote cluster calls, stopped afterwards."""
     install_crds(remote)
+    install_consumer_cluster_role(remote)
     process = Enforcer(kubeconfig, directory,
                        ["--offer-debounce-seconds", "0.1", "--namespace-map-resync-seconds", "1",
                         "--region", "eu-west",

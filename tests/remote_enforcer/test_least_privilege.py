@@ -1,20 +1,29 @@
-"""The enforcer does its whole job with nothing but the chart's ClusterRole (kubesim RBAC)."""
+"""The enforcer does its whole job with nothing but the chart's ClusterRoles (kubesim RBAC), and
+what the API server lets a stolen enforcer identity and the consumer identity it binds do; an
+older enforcer's twin namespace is rebound to the consumer ClusterRole with nothing recreated."""
 
 from __future__ import annotations
 
 import copy
+import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
 
+from remote_enforcer.settings import parse
+from shared.ownership import ownership_labels
+from shared.wellknown import CONSUMER_SERVICE_ACCOUNT, OFFLOADING_GROUP, TWIN_NAMESPACE_ROLE
 from tests.charts.helm import only, render
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
+    PROVIDER_ID,
     ROOT,
     Enforcer,
     ShadowPods,
@@ -25,45 +34,124 @@ from tests.remote_enforcer.conftest import (
     shadowpod,
 )
 from tests.remote_enforcer.test_admission import denial, set_quota
-from tests.remote_enforcer.test_namespace_map import Maps, namespace_or_none, phases
+from tests.remote_enforcer.test_namespace_map import (
+    Maps,
+    consumer_client,
+    namespace_or_none,
+    phases,
+)
 from tests.remote_enforcer.test_offer import offer
 
 pytestmark = pytest.mark.kubesim_only  # creates cluster-wide RBAC objects
 
+RBAC = "rbac.authorization.k8s.io"
+ESCALATION = "is attempting to grant RBAC permissions not currently held"
 
-def service_account_kubeconfig(remote: Any, directory: Path) -> Path:
-    """A kubeconfig for a service account bound to the chart's ClusterRole."""
+
+@dataclass(frozen=True)
+class Identity:
+    """The enforcer's ServiceAccount, bound to the chart's ClusterRole."""
+
+    namespace: str
+    user: str
+    kubeconfig: Path
+    consumer_cluster_role: str  # what the chart's Deployment tells the enforcer to bind
+
+
+def chart_rights() -> tuple[dict[str, Any], dict[str, Any], str]:
+    """The chart's enforcer ClusterRole, its consumer ClusterRole and the consumer role's name
+    as the Deployment passes it."""
+    manifests = render(ROOT / "charts" / "remote-enforcer", {"clusterId": PROVIDER_ID})
+    enforcer = only(manifests, "ClusterRole", only(manifests, "ClusterRoleBinding")["roleRef"][
+        "name"])
+    [container] = only(manifests, "Deployment")["spec"]["template"]["spec"]["containers"]
+    name = parse(container["args"]).consumer_cluster_role
+    return enforcer, only(manifests, "ClusterRole", name), name
+
+
+def service_account_identity(remote: Any, directory: Path) -> Identity:
+    """A service account bound to the chart's enforcer ClusterRole (the chart's consumer
+    ClusterRole there too), and a kubeconfig for it."""
     namespace = new_name("annex-system")
     remote.core.create_namespace({"metadata": {"name": namespace}})
     remote.core.create_namespaced_service_account(namespace, {"metadata": {"name": "enforcer"}})
-    role = only(render(ROOT / "charts" / "remote-enforcer", {"clusterId": "provider-test"}),
-                "ClusterRole")
+    role, consumer_role, consumer_role_name = chart_rights()
     role["metadata"] = {"name": namespace}
     rbac = client.RbacAuthorizationV1Api(remote.api_client)
     rbac.create_cluster_role(role)
+    try:
+        rbac.create_cluster_role(consumer_role)
+    except ApiException as error:
+        if error.status != 409:
+            raise
     rbac.create_cluster_role_binding({
         "metadata": {"name": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                    "name": namespace},
+        "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": namespace},
         "subjects": [{"kind": "ServiceAccount", "name": "enforcer", "namespace": namespace}]})
     token = remote.core.create_namespaced_service_account_token(
         "enforcer", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
-    config = yaml.safe_load(remote.kubeconfig.read_text())
-    config = copy.deepcopy(config)
+    config = copy.deepcopy(yaml.safe_load(remote.kubeconfig.read_text()))
     config["users"] = [{"name": "enforcer", "user": {"token": token}}]
     for context in config["contexts"]:
         context["context"]["user"] = "enforcer"
     path = directory / "enforcer.kubeconfig"
     path.write_text(yaml.safe_dump(config))
-    return path
+    return Identity(namespace, f"system:serviceaccount:{namespace}:enforcer", path,
+                    consumer_role_name)
 
 
 @pytest.fixture(scope="module")
-def confined(remote: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
-    directory = tmp_path_factory.mktemp("confined")
-    kubeconfig = service_account_kubeconfig(remote, directory)
-    with running_enforcer(remote, kubeconfig, directory) as process:
+def identity(remote: Any, tmp_path_factory: pytest.TempPathFactory) -> Identity:
+    return service_account_identity(remote, tmp_path_factory.mktemp("identity"))
+
+
+@pytest.fixture(scope="module")
+def confined(remote: Any, identity: Identity, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Enforcer]:
+    with running_enforcer(remote, identity.kubeconfig, tmp_path_factory.mktemp("confined"),
+                          ["--consumer-cluster-role", identity.consumer_cluster_role]
+                          ) as process:
         yield process
+
+
+def may(remote: Any, user: str, verb: str, resource: str, namespace: str = "", group: str = "",
+        subresource: str = "", name: str = "") -> bool:
+    """The API server's answer (a SubjectAccessReview) for the service account `user`."""
+    account_namespace = user.split(":")[2]
+    review = client.AuthorizationV1Api(remote.api_client).create_subject_access_review({
+        "spec": {"user": user, "groups": [
+            "system:serviceaccounts", f"system:serviceaccounts:{account_namespace}",
+            "system:authenticated"],
+            "resourceAttributes": {"verb": verb, "group": group, "resource": resource,
+                                   "subresource": subresource, "namespace": namespace,
+                                   "name": name}}})
+    return bool(review.status.allowed)
+
+
+def twin_of(remote: Any, maps: Maps, consumer: str) -> tuple[str, str]:
+    """A tenant namespace of `consumer` and its twin namespace, made by the enforcer."""
+    tenant = make_tenant_namespace(remote, consumer)
+    twin = f"{new_name('app')}-{consumer}"  # carries the consumer's id, as twin names do
+    name = maps.create(tenant, {"app": twin})
+    wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"},
+             message=f"{twin} was not accepted")
+    return tenant, twin
+
+
+def refusal(write: Callable[[], Any]) -> str:
+    try:
+        write()
+    except ApiException as error:
+        assert error.status == 403, error.body
+        return str(json.loads(error.body)["message"])
+    raise AssertionError("the write was allowed")
+
+
+def consumer_binding(role_kind: str, role: str, tenant: str) -> dict[str, Any]:
+    return {"metadata": {"name": TWIN_NAMESPACE_ROLE},
+            "roleRef": {"apiGroup": RBAC, "kind": role_kind, "name": role},
+            "subjects": [{"kind": "ServiceAccount", "name": CONSUMER_SERVICE_ACCOUNT,
+                          "namespace": tenant}]}
 
 
 def test_everything_works_with_only_the_chart_cluster_role(
@@ -71,7 +159,7 @@ def test_everything_works_with_only_the_chart_cluster_role(
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
     maps = Maps(remote)
-    twin = new_name("twin")
+    twin = f"{new_name('twin')}-{consumer}"  # a twin name carries the consumer's id
     name = maps.create(tenant, {"app": twin})
     wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
     wait_for(lambda: offer(remote, tenant), message="no offer")
@@ -92,7 +180,7 @@ def test_everything_works_with_only_the_chart_cluster_role(
     assert denial(lambda: shadowpods.create(twin, shadowpod(new_name("p"), consumer))) == (
         "the consumer is cordoned: no new pods are admitted")
 
-    second = new_name("twin")
+    second = f"{new_name('twin')}-{consumer}"
     maps.drop(tenant, name, "app")
     client.CustomObjectsApi(remote.api_client).patch_namespaced_custom_object(
         "virtualkubelet.liqo.io", "v1beta1", tenant, "namespacemaps", name,
@@ -105,3 +193,107 @@ def test_everything_works_with_only_the_chart_cluster_role(
     # a 403 as a status (not the milliseconds of a timestamp such as "05,403", nor part of a name)
     assert not re.search(r"(?<![\w,])403(?!\w)", log) and "forbidden" not in log.lower(), (
         log[-3000:])
+
+
+def test_a_stolen_enforcer_identity_reads_no_secret_and_binds_only_the_consumer_role(
+        remote: Any, identity: Identity, confined: Enforcer) -> None:
+    _, twin = twin_of(remote, Maps(remote), new_name("consumer"))
+    user, consumer_role = identity.user, identity.consumer_cluster_role
+    for namespace in ("kube-system", twin, ""):
+        assert not may(remote, user, "list", "secrets", namespace)
+    assert not may(remote, user, "get", "secrets", "kube-system", name="any")
+    for namespace in ("kube-system", twin):
+        assert not may(remote, user, "create", "pods", namespace, subresource="exec")
+        assert not may(remote, user, "create", "configmaps", namespace)
+        assert not may(remote, user, "create", "roles", namespace, group=RBAC)
+    assert not may(remote, user, "create", "clusterrolebindings", group=RBAC)
+    assert not may(remote, user, "escalate", "clusterroles", group=RBAC, name=consumer_role)
+    for other in ("cluster-admin", "admin", "edit", identity.namespace):
+        assert not may(remote, user, "bind", "clusterroles", twin, group=RBAC, name=other)
+    assert may(remote, user, "bind", "clusterroles", twin, group=RBAC, name=consumer_role)
+
+    # and the API server holds it to that: the bindings it may not make are refused
+    with config.new_client_from_config(config_file=str(identity.kubeconfig)) as api_client:
+        rbac = client.RbacAuthorizationV1Api(api_client)
+        tenant = identity.namespace
+        for namespace in ("kube-system", twin):
+            assert ESCALATION in refusal(lambda namespace=namespace: (
+                rbac.create_namespaced_role_binding(namespace, consumer_binding(
+                    "ClusterRole", "cluster-admin", tenant), dry_run="All")))
+        rbac.create_namespaced_role_binding(
+            twin, {**consumer_binding("ClusterRole", consumer_role, tenant),
+                   "metadata": {"name": new_name("probe")}}, dry_run="All")
+
+
+def test_the_consumer_identity_works_in_its_twin_namespaces_only(
+        remote: Any, identity: Identity, confined: Enforcer) -> None:
+    maps = Maps(remote)
+    consumer = new_name("consumer")
+    tenant, twin = twin_of(remote, maps, consumer)
+    _, other_twin = twin_of(remote, maps, new_name("other"))
+    user = f"system:serviceaccount:{tenant}:{CONSUMER_SERVICE_ACCOUNT}"
+    elsewhere = (other_twin, "kube-system", "default", identity.namespace)
+    for resource, group in (("shadowpods", OFFLOADING_GROUP), ("configmaps", ""),
+                            ("secrets", ""), ("services", "")):
+        assert may(remote, user, "create", resource, twin, group)
+        for namespace in elsewhere:
+            assert not may(remote, user, "create", resource, namespace, group), namespace
+    for namespace in (*elsewhere, ""):
+        assert not may(remote, user, "list", "secrets", namespace), namespace
+    assert not may(remote, user, "create", "pods", twin)
+    assert not may(remote, user, "create", "rolebindings", twin, group=RBAC)
+    assert not may(remote, user, "create", "resourcequotas", twin)
+    assert not may(remote, user, "bind", "clusterroles", twin, group=RBAC,
+                   name=identity.consumer_cluster_role)
+
+    # as the identity itself: what the reviews said
+    core = client.CoreV1Api(consumer_client(remote, tenant))
+    core.create_namespaced_config_map(twin, {"metadata": {"name": "settings"}})
+    assert "forbidden" in refusal(lambda: core.create_namespaced_config_map(
+        other_twin, {"metadata": {"name": "settings"}}))
+
+
+def test_an_older_enforcer_s_twin_namespace_is_rebound_with_nothing_recreated(
+        remote: Any, identity: Identity, confined: Enforcer) -> None:
+    """An older enforcer gave the consumer a Role of its own rules in each twin namespace and
+    bound it; the new one binds the chart's ClusterRole instead and deletes that Role."""
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    twin = f"{new_name('app')}-{consumer}"
+    labels = ownership_labels(consumer, PROVIDER_ID)
+    remote.core.create_namespace({"metadata": {"name": twin, "labels": labels}})
+    rbac = client.RbacAuthorizationV1Api(remote.api_client)
+    _, consumer_role, _ = chart_rights()
+    rbac.create_namespaced_role(twin, {
+        "metadata": {"name": TWIN_NAMESPACE_ROLE, "labels": labels},
+        "rules": consumer_role["rules"]})
+    rbac.create_namespaced_role_binding(twin, {
+        **consumer_binding("Role", TWIN_NAMESPACE_ROLE, tenant),
+        "metadata": {"name": TWIN_NAMESPACE_ROLE, "labels": labels}})
+    core = client.CoreV1Api(consumer_client(remote, tenant))
+    core.create_namespaced_config_map(twin, {"metadata": {"name": "before"}})
+    shadowpods = ShadowPods(remote.api_client)
+    pod_name = new_name("p")
+    shadowpods.create(twin, shadowpod(pod_name, consumer))
+    settled(shadowpods, twin, pod_name)
+    uids = (remote.core.read_namespace(twin).metadata.uid,
+            shadowpods.get(twin, pod_name)["metadata"]["uid"],
+            remote.core.read_namespaced_pod(pod_name, twin).metadata.uid)
+
+    # the map the older enforcer made it for, converged by the new one (as when it resumes)
+    name = Maps(remote).create(tenant, {"app": twin})
+    wait_for(lambda: phases(Maps(remote).current(tenant, name)) == {"app": "Accepted"})
+    binding = wait_for(lambda: (found := rbac.read_namespaced_role_binding(
+        TWIN_NAMESPACE_ROLE, twin)).role_ref.kind == "ClusterRole" and found,
+        message="the binding was not rebound")
+    assert binding.role_ref.name == identity.consumer_cluster_role
+    wait_for(lambda: not [role for role in rbac.list_namespaced_role(twin).items],
+             message="the older enforcer's Role was not deleted")
+
+    core.create_namespaced_config_map(twin, {"metadata": {"name": "after"}})
+    user = f"system:serviceaccount:{tenant}:{CONSUMER_SERVICE_ACCOUNT}"
+    assert may(remote, user, "create", "shadowpods", twin, OFFLOADING_GROUP)
+    assert uids == (remote.core.read_namespace(twin).metadata.uid,
+                    shadowpods.get(twin, pod_name)["metadata"]["uid"],
+                    remote.core.read_namespaced_pod(pod_name, twin).metadata.uid)
+    assert "forbidden" not in confined.log_path.read_text().lower()

@@ -19,6 +19,11 @@ app.kubernetes.io/name: {{ .Chart.Name }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* The ClusterRole of the consumers' rights in their twin namespaces. */}}
+{{- define "remote-enforcer.consumerClusterRole" -}}
+{{- printf "%s-consumer" (include "remote-enforcer.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- define "remote-enforcer.webhookService" -}}
 {{- printf "%s-webhook" (include "remote-enforcer.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}

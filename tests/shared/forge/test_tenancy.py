@@ -1,4 +1,4 @@
-"""shared.forge.tenancy: the twin namespace, Role and RoleBinding the enforcer makes for a
+"""shared.forge.tenancy: the twin namespace and the RoleBinding the enforcer makes for a
 consumer, what a NamespaceMap's status says of each entry and when one not Accepted is tried
 again, which twins an edited map no longer wants, and which ShadowPods a consumer may put in
 its twin namespaces."""
@@ -23,7 +23,6 @@ from shared.forge.tenancy import (
     role_ref_changed,
     terminating_twins,
     twin_namespace,
-    twin_role,
     twin_role_binding,
     unusable_twin,
 )
@@ -31,7 +30,6 @@ from shared.forge.tenancy import (
 OWNED = {"offloading.liqo.io/origin": "home", "offloading.liqo.io/destination": "provider"}
 BASELINE = {"pod-security.kubernetes.io/enforce": "baseline",
             "pod-security.kubernetes.io/enforce-version": "latest"}
-RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]
 
 
 def tenant(annotations: dict[str, str] | None = None) -> dict[str, Any]:
@@ -64,35 +62,32 @@ def test_a_twin_namespace_is_owned_and_enforces_its_consumer_s_level_from_the_st
             "pod-security.kubernetes.io/enforce-version": "latest"}}}
 
 
-def test_the_role_grants_the_rules_and_the_binding_names_the_consumer() -> None:
+def test_the_binding_names_the_consumer_cluster_role_and_the_consumer() -> None:
     subject = {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}
-    metadata = {"name": "annex-consumer", "namespace": "shop-home", "labels": OWNED}
-    assert twin_role("shop-home", "home", "provider", RULES) == {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
-        "rules": RULES}
-    assert twin_role_binding("shop-home", "home", "provider", subject) == {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata,
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                    "name": "annex-consumer"},
+    assert twin_role_binding("shop-home", "home", "provider", subject, "consumers") == {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "annex-consumer", "namespace": "shop-home", "labels": OWNED},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "consumers"},
         "subjects": [subject]}
 
 
-ROLE = twin_role("shop-home", "home", "provider", RULES)
 BINDING = twin_role_binding("shop-home", "home", "provider",
                             {"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
-                             "name": "alice"})
+                             "name": "alice"}, "consumers")
+OLDER_BINDING = {**BINDING, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                                        "name": "annex-consumer"}}
 
 
 @pytest.mark.parametrize(("current", "desired", "recreate", "patch"), [
-    (ROLE, ROLE, False, None),
-    ({**ROLE, "rules": []}, ROLE, False, {"rules": RULES}),
-    ({**ROLE, "metadata": {"name": "annex-consumer"}}, ROLE, False, None),  # rules only
     (BINDING, BINDING, False, None),
+    ({**BINDING, "metadata": {"name": "annex-consumer"}}, BINDING, False, None),  # subjects only
+    (OLDER_BINDING, BINDING, True, None),  # an older enforcer's, of its Role
     ({**BINDING, "subjects": []}, BINDING, False, {"subjects": BINDING["subjects"]}),
     ({**BINDING, "roleRef": {**BINDING["roleRef"], "name": "other"}}, BINDING, True, None),
     ({}, BINDING, True, {"subjects": BINDING["subjects"]}),  # vanished meanwhile
 ])
-def test_a_role_or_binding_that_differs_is_patched_or_made_again(
+def test_a_binding_that_differs_is_patched_or_made_again(
         current: dict[str, Any], desired: dict[str, Any], recreate: bool,
         patch: dict[str, Any] | None) -> None:
     assert role_ref_changed(current, desired) is recreate
