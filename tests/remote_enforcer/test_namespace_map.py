@@ -190,8 +190,9 @@ def test_a_twin_namespace_deleted_behind_the_enforcers_back_is_made_again(
              and ns.metadata.uid != first and ns.metadata.deletion_timestamp is None,
              timeout=30, message="the twin namespace was not made again")
     rbac = client.RbacAuthorizationV1Api(remote.api_client)
-    wait_for(lambda: rbac.read_namespaced_role(TWIN_NAMESPACE_ROLE, twin),
-             message="the consumer's Role was not made again")
+    binding = wait_for(lambda: rbac.read_namespaced_role_binding(TWIN_NAMESPACE_ROLE, twin),
+                       message="the consumer's RoleBinding was not made again")
+    assert (binding.role_ref.kind, binding.role_ref.name) == ("ClusterRole", TWIN_NAMESPACE_ROLE)
 
 
 def test_a_twin_name_held_by_a_terminating_namespace_is_taken_once_it_is_gone(
