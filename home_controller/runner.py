@@ -24,6 +24,7 @@ from home_controller.foreign_clusters import HOME, ForeignClusters
 from home_controller.mdns import MdnsBrowser
 from home_controller.settings import Settings
 from home_controller.sightings import Sightings
+from home_controller.token_grants import TokenGrants
 from home_controller.virtual_nodes import VirtualNodes
 from shared.forge.agent import AgentTemplate
 
@@ -31,7 +32,8 @@ log = logging.getLogger(__name__)
 
 
 def _watches(api: ClusterApi, informers: Informers, namespace: str,
-             listers: list[ForeignClusters | VirtualNodes]) -> list[asyncio.Task[Any]]:
+             listers: list[ForeignClusters | VirtualNodes | TokenGrants]
+             ) -> list[asyncio.Task[Any]]:
     tasks: list[asyncio.Task[Any]] = []
     for by, scope in (("cluster", ""), ("namespace", namespace)):
         for (group, version, plural), selector in informers.watched(HOME, by).items():
@@ -57,6 +59,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     clusters = ForeignClusters(api, informers, sightings, settings.workers)
     controllers: list[Controller[Any]] = [clusters.controller]
     agents = None
+    grants: list[TokenGrants] = []
     if settings.agent_template is not None:
         template = AgentTemplate.model_validate_json(Path(settings.agent_template).read_text())
         if template.namespace != settings.namespace:
@@ -68,6 +71,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                               drain_timeout=settings.drain_timeout_seconds,
                               workers=settings.workers)
         controllers.append(agents.controller)
+        if template.token_requests_role:
+            grants.append(TokenGrants(api, informers, template, workers=settings.workers))
+            controllers.append(grants[0].controller)
     sources: list[MdnsBrowser | DnsBrowser] = []
     if settings.discover_mdns:
         sources.append(MdnsBrowser(sightings, settings.mdns_interfaces,
@@ -80,10 +86,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
              *(asyncio.create_task(source.run(), name=type(source).__name__)
                for source in sources),
              *_watches(api, informers, settings.namespace,
-                       [clusters, *([agents] if agents is not None else [])])]
+                       [clusters, *([agents] if agents is not None else []), *grants])]
     health = await serve_probes(
         settings.health_address, settings.health_port,
-        ready=lambda: clusters.synced() and (agents is None or agents.synced()),
+        ready=lambda: clusters.synced() and (agents is None or agents.synced()) and all(
+            grant.synced() for grant in grants),
         not_ready="listing and discovering",
         scrape=lambda: exposition([*metric_families("annex_home_controller", controllers),
                                    *REQUESTS.families()]))

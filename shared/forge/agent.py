@@ -67,6 +67,9 @@ class AgentTemplate(ApiModel):
     node_selector: dict[str, str] = Field(default={})
     tolerations: list[dict[str, Any]] = Field(default=[])
     affinity: dict[str, Any] = Field(default={})
+    token_requests_role: str = ""
+    """The ClusterRole of the agents' TokenRequests (token reflection), which the controller
+    binds in each offloaded namespace only; "" when the agents request no tokens."""
 
 
 class InvalidVirtualNode(ValueError):
@@ -233,6 +236,50 @@ def agent_objects(virtual_node: VirtualNode, template: AgentTemplate) -> list[di
              "spec": {"minAvailable": 1,
                       "selector": {"matchLabels": _selector(template, cluster_id)}}})
     return objects
+
+
+TOKEN_GRANT_COMPONENT = "agent-token-requests"
+"""The `app.kubernetes.io/component` of a token grant: what marks one as the controller's."""
+
+
+def token_grant_name(template: AgentTemplate) -> str:
+    return _truncated(f"{template.name_prefix}-token-requests")
+
+
+def token_grant(template: AgentTemplate, namespace: str) -> dict[str, Any]:
+    """The RoleBinding that lets the release's agents request tokens for the ServiceAccounts
+    of `namespace`, an offloaded one (token reflection: the tokens of their offloaded pods),
+    and of no other namespace: kube-system's accounts stay out of their reach. Bound to the
+    release namespace's accounts, as the agents' other shared rights are."""
+    return {"apiVersion": BINDING_API[0], "kind": BINDING_API[1],
+            "metadata": {"name": token_grant_name(template), "namespace": namespace,
+                         "labels": {**template.labels,
+                                    "app.kubernetes.io/component": TOKEN_GRANT_COMPONENT}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": template.token_requests_role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                          "name": f"system:serviceaccounts:{template.namespace}"}]}
+
+
+NEVER_GRANTED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+
+
+def token_grant_refusal(template: AgentTemplate, namespace: str) -> str | None:
+    """Why the agents may not request tokens in `namespace` even offloaded, None when they may:
+    the release's own (the agents' accounts: one agent would act as another) and the
+    cluster's system namespaces (their accounts run the control plane)."""
+    if namespace == template.namespace:
+        return f"{namespace} is the release's namespace: the agents' own accounts are there"
+    if namespace in NEVER_GRANTED_NAMESPACES:
+        return f"{namespace} is a system namespace: its accounts run the control plane"
+    return None
+
+
+def is_token_grant(obj: Mapping[str, Any], template: AgentTemplate) -> bool:
+    """Whether `obj` is a token grant of this release (and so the controller's to delete)."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return labels.get("app.kubernetes.io/component") == TOKEN_GRANT_COMPONENT and all(
+        labels.get(key) == value for key, value in template.selector_labels.items())
 
 
 def spec_hash(obj: Mapping[str, Any]) -> str:

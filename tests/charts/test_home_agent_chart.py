@@ -4,6 +4,7 @@ pass (test_both_charts.py) read this chart's CASE."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -180,11 +181,32 @@ def test_the_agents_may_write_leases_in_kube_node_lease_only() -> None:
 ])
 def test_the_agents_read_secrets_and_request_tokens_only_when_they_reflect_them(
         values: dict[str, Any], secrets: bool, tokens: bool) -> None:
-    role = only(render(CHART, {**MINIMAL, **values}), "ClusterRole", "annex-home-agent")
+    role = only(render(CHART, {**MINIMAL, **CHART_AGENTS, **values}), "ClusterRole",
+                "annex-home-agent")
     assert (SECRET_READ_RULE in role["rules"]) is secrets
     assert (TOKEN_REQUEST_RULE in role["rules"]) is tokens
     assert len(role["rules"]) == len(home_agent_rules(reflects_secrets=secrets,
                                                       reflects_tokens=tokens))
+
+
+def test_with_the_controller_the_agents_request_tokens_only_where_it_binds_the_role() -> None:
+    """Not cluster-wide: the controller binds the token-request role in each offloaded
+    namespace (home_controller/token_grants.py); none at all without API server support."""
+    manifests = render(CHART, MINIMAL)
+    agents = only(manifests, "ClusterRole", "annex-home-agent")
+    assert TOKEN_REQUEST_RULE not in agents["rules"]
+    tokens = only(manifests, "ClusterRole", "annex-home-agent-token-requests")
+    assert tokens["rules"] == [TOKEN_REQUEST_RULE]
+    assert not [b for b in of_kind(manifests, "ClusterRoleBinding")
+                if b["roleRef"]["name"] == tokens["metadata"]["name"]]
+    template = only(manifests, "ConfigMap", "annex-home-agent-agent-template")
+    assert json.loads(template["data"]["agent.json"])["tokenRequestsRole"] == (
+        tokens["metadata"]["name"])
+    off = render(CHART, {**MINIMAL, "enableApiserverSupport": False})
+    assert not [r for r in of_kind(off, "ClusterRole")
+                if TOKEN_REQUEST_RULE in r["rules"]]
+    assert json.loads(only(off, "ConfigMap", "annex-home-agent-agent-template")["data"][
+        "agent.json"])["tokenRequestsRole"] == ""
 
 
 def test_each_agent_runs_as_its_own_service_account() -> None:

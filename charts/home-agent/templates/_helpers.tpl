@@ -32,6 +32,20 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-%s" (include "home-agent.fullname" .root) .remote.clusterId | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* "true" when the agents reflect service-account tokens (API server support and the token
+reflection on): only then may they request tokens. */}}
+{{- define "home-agent.reflectsTokens" -}}
+{{- if and .Values.enableApiserverSupport (ne (int (dig "serviceaccount" "workers" 1 .Values.reflection)) 0) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* The ClusterRole of the agents' token requests, which the home controller binds in the
+offloaded namespaces only. */}}
+{{- define "home-agent.tokenRequestsRole" -}}
+{{- printf "%s-token-requests" (include "home-agent.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{/* The subject of the rights every agent of the release shares (clusterrole.yaml). */}}
 {{- define "home-agent.agentsSubject" -}}
 apiGroup: rbac.authorization.k8s.io

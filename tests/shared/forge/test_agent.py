@@ -20,9 +20,12 @@ from shared.forge.agent import (
     agent_phase,
     deployment_readiness,
     is_owned_by,
+    is_token_grant,
     lease_holder,
     needs_write,
     status_patch,
+    token_grant,
+    token_grant_refusal,
     with_spec_hash,
 )
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
@@ -160,3 +163,18 @@ def test_the_phase_and_the_agent_readiness_are_written_when_they_change() -> Non
     deleted = written.model_copy(update={"metadata": written.metadata.model_copy(update={
         "deletion_timestamp": datetime(2026, 11, 24, 19, 0, tzinfo=UTC)})})
     assert agent_phase(deleted, ready, refused=False) is VirtualNodePhase.DRAINING
+
+
+def test_token_requests_are_never_granted_in_the_release_or_system_namespaces() -> None:
+    template = template_of(VARIANTS["full"])
+    assert template.token_requests_role
+    assert token_grant_refusal(template, "apps") is None
+    for namespace in (template.namespace, "kube-system", "kube-public", "kube-node-lease"):
+        assert token_grant_refusal(template, namespace)
+    grant = token_grant(template, "apps")
+    assert grant["metadata"]["namespace"] == "apps"
+    assert grant["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                "name": template.token_requests_role}
+    assert is_token_grant(grant, template)
+    assert not is_token_grant({**grant, "metadata": {**grant["metadata"], "labels": {}}},
+                              template)

@@ -1,0 +1,251 @@
+"""What a stolen home agent or home controller identity may do on the home API server, asked
+of the API server itself (SubjectAccessReview), with the rights read from the home chart and
+from the objects the controller makes for each agent (shared/forge/agent.py); the controller
+runs with its chart identity, so the grants it makes pass the API server's escalation check.
+
+An agent may write its virtual node's heartbeat Lease and its election Lease, follow and renew
+its own kubeconfig Secret, and request tokens in the namespaces users offloaded; it may not
+request a token for kube-system's accounts, touch kube-system's leader Leases, nor write
+another remote's kubeconfig Secret (nor read it, once the Secret reflection is off). The
+controller may grant the token-request role and nothing else (not cluster-admin), and grants it
+in offloaded namespaces only, never the release's own."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, utils
+
+from shared.api.virtual_node import VirtualNode
+from shared.forge.agent import AgentTemplate, agent_name, agent_objects, token_grant_name
+from tests.charts.helm import ROOT, only, render
+from tests.conftest import ClusterHandle
+from tests.e2e.conftest import _kubeconfig_with_token
+from tests.helpers import wait_for
+from tests.home_agent.agentproc import unique_id
+from tests.home_agent.play import offload_namespace
+
+CHART = ROOT / "charts" / "home-agent"
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+
+
+@dataclass
+class Release:
+    namespace: str
+    template: AgentTemplate
+    controller: str  # the controller's ServiceAccount
+    agents: dict[str, str]  # remote cluster id -> the agent's ServiceAccount
+    secrets: dict[str, str]  # remote cluster id -> its kubeconfig Secret
+
+
+def _create(home: ClusterHandle, manifest: dict[str, Any]) -> None:
+    try:
+        utils.create_from_dict(home.api_client, manifest)
+    except utils.FailToCreateError as error:
+        if any(e.status != 409 for e in error.api_exceptions):
+            raise
+
+
+def _delete(home: ClusterHandle, manifest: dict[str, Any]) -> None:
+    rbac = client.RbacAuthorizationV1Api(home.api_client)
+    name, namespace = manifest["metadata"]["name"], manifest["metadata"].get("namespace")
+    try:
+        if manifest["kind"] == "ClusterRole":
+            rbac.delete_cluster_role(name)
+        elif manifest["kind"] == "ClusterRoleBinding":
+            rbac.delete_cluster_role_binding(name)
+        elif manifest["kind"] == "Role" and namespace == "kube-node-lease":
+            rbac.delete_namespaced_role(name, namespace)
+        elif manifest["kind"] == "RoleBinding" and namespace == "kube-node-lease":
+            rbac.delete_namespaced_role_binding(name, namespace)
+    except client.exceptions.ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def _virtual_node(namespace: str, cluster_id: str) -> VirtualNode:
+    return VirtualNode.model_validate({
+        "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+        "metadata": {"name": cluster_id, "namespace": namespace, "uid": "u-" + cluster_id},
+        "spec": {"clusterId": cluster_id, "kubeconfigSecretRef": {"name": f"{cluster_id}-kc"}}})
+
+
+def install(home: ClusterHandle, namespace: str, values: dict[str, Any]) -> Iterator[Release]:
+    """The chart's RBAC (with the controller) in `namespace`, under a release of its own, and
+    the per-agent objects the controller makes for two remotes (their ServiceAccounts, Roles
+    and RoleBindings, the Deployments left out: no agent runs here)."""
+    release = unique_id("r")
+    manifests = render(CHART, {"clusterId": "home", **values}, release=release,
+                       namespace=namespace)
+    rbac = [m for m in manifests if m["kind"] in RBAC_KINDS]
+    template = AgentTemplate.model_validate(json.loads(
+        only(manifests, "ConfigMap")["data"]["agent.json"]))
+    agents, secrets = {}, {}
+    try:
+        for manifest in rbac:
+            _create(home, manifest)
+        for cluster_id in ("remote-a", "remote-b"):
+            virtual_node = _virtual_node(namespace, cluster_id)
+            for obj in agent_objects(virtual_node, template):
+                if obj["kind"] in RBAC_KINDS:
+                    obj["metadata"].pop("ownerReferences")
+                    _create(home, obj)
+            agents[cluster_id] = agent_name(template, cluster_id)
+            secrets[cluster_id] = f"{cluster_id}-kc"
+            home.core.create_namespaced_secret(namespace, {
+                "metadata": {"name": secrets[cluster_id]},
+                "data": {"kubeconfig": base64.b64encode(b"kind: Config\n").decode()}})
+        controller = only([m for m in rbac if m["metadata"]["name"].endswith("-controller")],
+                          "ServiceAccount")["metadata"]["name"]
+        yield Release(namespace, template, controller, agents, secrets)
+    finally:
+        for manifest in rbac:
+            _delete(home, manifest)
+
+
+@pytest.fixture
+def release(home: ClusterHandle, namespace: str) -> Iterator[Release]:
+    yield from install(home, namespace, {})
+
+
+def may(home: ClusterHandle, release: Release, account: str, verb: str, resource: str, *,
+        namespace: str = "", name: str = "", group: str = "", subresource: str = "") -> bool:
+    """The API server's answer for `account` of the release namespace (with the groups its
+    tokens carry)."""
+    attributes = {"verb": verb, "resource": resource, "group": group, "version": "v1"}
+    for key, value in (("namespace", namespace), ("name", name), ("subresource", subresource)):
+        if value:
+            attributes[key] = value
+    review = client.AuthorizationV1Api(home.api_client).create_subject_access_review({"spec": {
+        "user": f"system:serviceaccount:{release.namespace}:{account}",
+        "groups": ["system:serviceaccounts", f"system:serviceaccounts:{release.namespace}",
+                   "system:authenticated"],
+        "resourceAttributes": attributes}})
+    return bool(review.status.allowed)
+
+
+LEASES = "coordination.k8s.io"
+
+
+def test_a_stolen_agent_identity_keeps_to_its_leases_and_its_own_kubeconfig(
+        home: ClusterHandle, release: Release) -> None:
+    agent, ns = release.agents["remote-a"], release.namespace
+    # Its heartbeat in kube-node-lease and its election Lease at home: yes.
+    assert may(home, release, agent, "patch", "leases", group=LEASES,
+               namespace="kube-node-lease", name="liqo-remote-a")
+    assert may(home, release, agent, "create", "leases", group=LEASES,
+               namespace="kube-node-lease")
+    assert may(home, release, agent, "update", "leases", group=LEASES, namespace=ns,
+               name="annex-home-agent-remote-a")
+    # kube-system's leader Leases (the controller-manager's, the scheduler's): no.
+    for verb in ("patch", "update", "create", "delete"):
+        assert not may(home, release, agent, verb, "leases", group=LEASES,
+                       namespace="kube-system", name="kube-controller-manager")
+    # Its own kubeconfig Secret followed and renewed; the other remote's not written.
+    for verb in ("get", "list", "watch", "patch"):
+        assert may(home, release, agent, verb, "secrets", namespace=ns,
+                   name=release.secrets["remote-a"])
+    for verb in ("patch", "update", "delete"):
+        assert not may(home, release, agent, verb, "secrets", namespace=ns,
+                       name=release.secrets["remote-b"])
+
+
+def test_a_stolen_agent_identity_requests_tokens_only_in_offloaded_namespaces(
+        home: ClusterHandle, release: Release, namespace: str, start_controller: Any,
+        tmp_path: Path) -> None:
+    """The controller (with its chart identity) binds the token-request role in a namespace
+    once it is offloaded, and takes it back with its NamespaceOffloading."""
+    agent = release.agents["remote-a"]
+    offloaded = f"{namespace}-apps"
+    home.core.create_namespace({"metadata": {"name": offloaded}})
+    try:
+        token = home.core.create_namespaced_service_account_token(
+            release.controller, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        template = tmp_path / "agent.json"
+        template.write_text(release.template.model_dump_json(by_alias=True))
+        controller_process = start_controller("--kubeconfig", str(_kubeconfig_with_token(
+            home, token, tmp_path / "controller.kubeconfig")), "--namespace", namespace,
+            "--agent-template", str(template))
+
+        def may_request(where: str) -> bool:
+            return may(home, release, agent, "create", "serviceaccounts", namespace=where,
+                       name="default", subresource="token")
+
+        assert not may_request(offloaded)
+        # The release's own namespace, offloaded, is not granted: there an agent would act as
+        # another agent (and read its kubeconfig).
+        offload_namespace(home, namespace)
+        wait_for(lambda: "its pods get no reflected tokens" in controller_process.output(),
+                 timeout=30, message="the release namespace's grant refused")
+        offload_namespace(home, offloaded)
+        wait_for(lambda: may_request(offloaded), timeout=30,
+                 message="the agent may request the offloaded namespace's tokens")
+        grant = client.RbacAuthorizationV1Api(home.api_client).read_namespaced_role_binding(
+            token_grant_name(release.template), offloaded)
+        assert grant.role_ref.name == release.template.token_requests_role
+        for where in ("kube-system", "default", namespace):
+            assert not may_request(where)
+        # The controller may grant that role, and no other, and requests no token itself.
+        controller = release.controller
+        assert may(home, release, controller, "bind", "clusterroles",
+                   group="rbac.authorization.k8s.io", namespace="kube-system",
+                   name=release.template.token_requests_role)
+        assert not may(home, release, controller, "bind", "clusterroles",
+                       group="rbac.authorization.k8s.io", name="cluster-admin")
+        assert not may(home, release, controller, "escalate", "clusterroles",
+                       group="rbac.authorization.k8s.io", name="cluster-admin")
+        assert not may(home, release, controller, "create", "serviceaccounts",
+                       namespace="kube-system", name="default", subresource="token")
+        assert not may(home, release, controller, "create", "clusterrolebindings",
+                       group="rbac.authorization.k8s.io")
+
+        client.CustomObjectsApi(home.api_client).delete_namespaced_custom_object(
+            "offloading.liqo.io", "v1beta1", offloaded, "namespaceoffloadings", "offloading")
+        wait_for(lambda: not may_request(offloaded), timeout=30,
+                 message="the grant gone with the NamespaceOffloading")
+    finally:
+        home.core.delete_namespace(offloaded)
+
+
+def test_without_api_server_support_no_identity_may_request_a_token(
+        home: ClusterHandle, namespace: str) -> None:
+    for release in install(home, namespace, {"enableApiserverSupport": False}):
+        assert release.template.token_requests_role == ""
+        for account in (*release.agents.values(), release.controller):
+            assert not may(home, release, account, "create", "serviceaccounts",
+                           namespace=namespace, name="default", subresource="token")
+
+
+def test_without_the_secret_reflection_an_agent_reads_its_kubeconfig_secret_and_no_other(
+        home: ClusterHandle, namespace: str, tmp_path: Path) -> None:
+    """It follows its Secret as the agent does: a list and watch pinned by metadata.name."""
+    for release in install(home, namespace, {"reflection": {"secret": {"workers": 0}}}):
+        agent = release.agents["remote-a"]
+        assert not may(home, release, agent, "get", "secrets", namespace=namespace,
+                       name=release.secrets["remote-b"])
+        assert not may(home, release, agent, "list", "secrets", namespace="kube-system")
+        token = home.core.create_namespaced_service_account_token(
+            agent, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        as_agent = client.CoreV1Api(client.ApiClient(_configuration(home, token)))
+        own = as_agent.list_namespaced_secret(
+            namespace, field_selector=f"metadata.name={release.secrets['remote-a']}")
+        assert [s.metadata.name for s in own.items] == [release.secrets["remote-a"]]
+        with pytest.raises(client.exceptions.ApiException) as refused:
+            as_agent.list_namespaced_secret(
+                namespace, field_selector=f"metadata.name={release.secrets['remote-b']}")
+        assert refused.value.status == 403
+
+
+def _configuration(home: ClusterHandle, token: str) -> client.Configuration:
+    configuration = client.Configuration()
+    base = home.api_client.configuration
+    configuration.host, configuration.ssl_ca_cert = base.host, base.ssl_ca_cert
+    configuration.verify_ssl = base.verify_ssl
+    configuration.api_key = {"authorization": f"Bearer {token}"}
+    return configuration
