@@ -7,6 +7,7 @@ import asyncio
 import base64
 import secrets
 import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -68,8 +69,26 @@ class Cluster:
         # kube-apiserver's --kubelet-certificate-authority: verify kubelets' serving
         # certificates against the cluster CA (off by default, as on kube-apiserver)
         self.kubelet_certificate_authority = False
+        # kube-apiserver keeps a successful token authentication for TokenSuccessCacheTTL (10 s
+        # by default, pkg/kubeapiserver/options/authentication.go): a token whose ServiceAccount
+        # or bound object just went still authenticates until then. 0 (off) unless a test sets
+        # it, so that a revocation shows at once where the window is not what a test is about.
+        self.token_success_cache_ttl = 0.0
+        self._token_cache: dict[str, tuple[float, User]] = {}
 
     def authenticate(self, token: str) -> User | None:
+        cached = self._token_cache.get(token) if self.token_success_cache_ttl > 0 else None
+        if cached is not None and cached[0] > time.monotonic():
+            return cached[1]
+        user = self._authenticate(token)
+        if user is not None and self.token_success_cache_ttl > 0:
+            now = time.monotonic()
+            if len(self._token_cache) > 10000:
+                self._token_cache = {k: v for k, v in self._token_cache.items() if v[0] > now}
+            self._token_cache[token] = (now + self.token_success_cache_ttl, user)
+        return user
+
+    def _authenticate(self, token: str) -> User | None:
         user = self.tokens.get(token)
         if user is not None:
             return user

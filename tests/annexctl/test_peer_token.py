@@ -155,6 +155,32 @@ def test_a_peering_token_redeemed_twice_at_once_works_once(
         tenant, label_selector=PEERING_TOKEN_LABEL).items
 
 
+@pytest.fixture
+def token_cache(remote: ClusterHandle) -> Iterator[None]:
+    """kube-apiserver's 10 s cache of successful token authentications, on kubesim too."""
+    if remote.sim is not None:
+        remote.sim.token_success_cache_ttl = 10.0
+    yield
+    if remote.sim is not None:
+        remote.sim.token_success_cache_ttl = 0.0
+
+
+def test_a_peering_token_redeemed_again_while_it_still_authenticates_is_refused(
+        home: ClusterHandle, remote: ClusterHandle, ids: dict[str, str], annexctl: Annexctl,
+        token_cache: None) -> None:
+    """Right after a redemption the token's Secret is gone but the API server still
+    authenticates the token (its cache): the second redemption loses the claim."""
+    generated = annexctl("generate-peer-token", "--kubeconfig", str(remote.kubeconfig),
+                         "--cluster-id", ids["provider"], "--consumer-cluster-id", ids["home"],
+                         "-o", "json")
+    redeem = ("peer", "--token", generated.json()["token"], *home_flags(home),
+              "-n", ids["namespace"])
+    first = annexctl(*redeem)
+    assert first.code == 0, first.err
+    again = annexctl(*redeem)
+    assert again.code == 1 and "already redeemed" in again.err, again.err
+
+
 @pytest.mark.parametrize("token", ["nonsense", f"{TOKEN_PREFIX}not-base64!", f"{TOKEN_PREFIX}e30"])
 def test_a_damaged_token_is_a_usage_error(home: ClusterHandle, annexctl: Annexctl,
                                          token: str) -> None:
