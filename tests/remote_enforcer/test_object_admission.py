@@ -7,6 +7,7 @@ is checked is admission, whatever role the provider binds."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -14,10 +15,14 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from remote_enforcer.consumers import Consumers
+from remote_enforcer.object_admission import ObjectAdmission, PodAddresses
 from shared.api.quota import QUOTA
+from shared.ownership import ownership_labels
 from shared.wellknown import CONSUMER_SERVICE_ACCOUNT
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
+    PROVIDER_ID,
     WEBHOOK_DOMAIN,
     ShadowPods,
     denial,
@@ -218,3 +223,65 @@ def test_the_providers_own_namespaces_are_not_reviewed(remote: Any, tenant: Tena
     own = new_name("own")
     remote.core.create_namespace({"metadata": {"name": own}})
     remote.core.create_namespaced_service(own, service("edge", type="LoadBalancer"))
+
+
+# --- the review itself, from the enforcer's caches (no cluster) --------------------------------
+
+def review_of(objects: ObjectAdmission, operation: str, resource: str, obj: dict[str, Any],
+              old: dict[str, Any] | None = None) -> tuple[bool, str]:
+    return asyncio.run(objects.review({
+        "operation": operation, "namespace": "twin", "resource": {"resource": resource},
+        "object": obj, "oldObject": old}))
+
+
+def cached_admission(late_pod_seconds: float = 0.0) -> ObjectAdmission:
+    """An ObjectAdmission whose caches hold one twin namespace of consumer `home`."""
+    consumers = Consumers(PROVIDER_ID)
+    consumers.namespaces.apply("ADDED", {"metadata": {
+        "name": "twin", "labels": ownership_labels("home", PROVIDER_ID)}})
+    consumers.listed.set()
+    pods = PodAddresses()
+    pods.listed.set()
+    return ObjectAdmission(None, consumers, pods, late_pod_seconds)  # type: ignore[arg-type]
+
+
+def test_an_update_is_refused_only_for_what_it_adds() -> None:
+    objects = cached_admission()
+    stored = service("edge", type="LoadBalancer")  # written before the policy narrowed
+    relabelled = {**stored, "metadata": {"name": "edge", "finalizers": []}}
+    assert review_of(objects, "UPDATE", "services", relabelled, stored) == (True, "")
+    worse = service("edge", type="LoadBalancer", externalIPs=["203.0.113.7"])
+    allowed, message = review_of(objects, "UPDATE", "services", worse, stored)
+    assert not allowed and message.startswith("spec.externalIPs: Forbidden")
+
+
+def pod(name: str, ip: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"namespace": "twin", "name": name}, "spec": spec,
+            "status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}]}}
+
+
+def test_the_pods_addresses_are_their_running_pods_own() -> None:
+    pods = PodAddresses()
+    pods.on_pod("ADDED", pod("web", "10.244.0.5"))
+    pods.on_pod("ADDED", pod("node-agent", "172.18.0.2", hostNetwork=True))  # the node's
+    done = pod("job", "10.244.0.6")
+    done["status"]["phase"] = "Succeeded"  # its address may go to another pod
+    pods.on_pod("ADDED", done)
+    assert pods.of(["twin"]) == {"10.244.0.5"}
+    pods.on_pod("DELETED", {"metadata": {"namespace": "twin", "name": "web"}})
+    assert pods.of(["twin"]) == frozenset()
+
+
+def test_a_slice_written_before_the_watch_saw_its_pods_address_waits_for_it() -> None:
+    objects = cached_admission(late_pod_seconds=5.0)
+
+    async def slice_then_pod() -> tuple[bool, str]:
+        review = asyncio.ensure_future(objects.review({
+            "operation": "CREATE", "namespace": "twin",
+            "resource": {"resource": "endpointslices"},
+            "object": {**slice_body("10.244.0.9"), "metadata": {"namespace": "twin"}}}))
+        await asyncio.sleep(0.05)
+        objects.pods.on_pod("ADDED", pod("late", "10.244.0.9"))
+        return await asyncio.wait_for(review, 1.0)
+
+    assert asyncio.run(slice_then_pod()) == (True, "")
