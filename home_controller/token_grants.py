@@ -7,11 +7,14 @@ agents' accounts) nor the system namespaces, even offloaded (`token_grant_refusa
 
 The controller holds `bind` on that ClusterRole only (not its rights: it requests no token
 itself); a grant it did not make (another release's, a user's RoleBinding of that name) is left
-alone and logged.
+alone and logged. Once the NamespaceOffloadings are listed, the grants found in any namespace
+are looked at again, so that one whose namespace stopped being offloaded while the controller
+was down goes too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from annex.controller import DONE, Controller, Result
@@ -20,6 +23,7 @@ from annex.kubeapi import ClusterApi, group_path
 from annex.writes import Foreign, create_or_refuse, delete_owned
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.forge.agent import (
+    TOKEN_GRANT_COMPONENT,
     AgentTemplate,
     is_token_grant,
     token_grant,
@@ -45,6 +49,7 @@ class TokenGrants:
         self.controller: Controller[str] = Controller(
             "tokengrants", self.reconcile, workers=workers, synced=self.synced)
         self.listed = False
+        self.sweep: asyncio.Task[None] | None = None
         self.offloadings = informers.watch(HOME, NAMESPACE_OFFLOADING.resource, by="cluster")
         informers.keys(HOME, NAMESPACE_OFFLOADING.plural, _namespace_key, self.controller)
 
@@ -52,7 +57,24 @@ class TokenGrants:
         return self.listed
 
     def on_listed(self, resource: str) -> None:
-        self.listed = self.listed or resource == NAMESPACE_OFFLOADING.plural
+        if resource != NAMESPACE_OFFLOADING.plural or self.listed:
+            return
+        self.listed = True
+        self.sweep = asyncio.get_running_loop().create_task(self._sweep(), name="token-grants")
+
+    async def _sweep(self) -> None:
+        """Each namespace holding one of the release's grants, looked at again."""
+        selector = ",".join(f"{key}={value}" for key, value in {
+            **self.template.selector_labels,
+            "app.kubernetes.io/component": TOKEN_GRANT_COMPONENT}.items())
+        try:
+            grants = await self.api.list(group_path(*ROLE_BINDINGS), selector)
+        except Exception as error:
+            log.warning("the token grants could not be listed (one left in a namespace no "
+                        "longer offloaded stays until it is offloaded again): %s", error)
+            return
+        for grant in grants:
+            self.controller.add(str(grant["metadata"]["namespace"]))
 
     def _path(self, namespace: str, name: str = "") -> str:
         return group_path(*ROLE_BINDINGS, namespace, name)

@@ -169,9 +169,10 @@ def test_a_stolen_agent_identity_requests_tokens_only_in_offloaded_namespaces(
             release.controller, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
         template = tmp_path / "agent.json"
         template.write_text(release.template.model_dump_json(by_alias=True))
-        controller_process = start_controller("--kubeconfig", str(_kubeconfig_with_token(
+        flags = ("--kubeconfig", str(_kubeconfig_with_token(
             home, token, tmp_path / "controller.kubeconfig")), "--namespace", namespace,
             "--agent-template", str(template))
+        controller_process = start_controller(*flags)
 
         def may_request(where: str) -> bool:
             return may(home, release, agent, "create", "serviceaccounts", namespace=where,
@@ -205,10 +206,22 @@ def test_a_stolen_agent_identity_requests_tokens_only_in_offloaded_namespaces(
         assert not may(home, release, controller, "create", "clusterrolebindings",
                        group="rbac.authorization.k8s.io")
 
-        client.CustomObjectsApi(home.api_client).delete_namespaced_custom_object(
-            "offloading.liqo.io", "v1beta1", offloaded, "namespaceoffloadings", "offloading")
+        def withdraw() -> None:
+            client.CustomObjectsApi(home.api_client).delete_namespaced_custom_object(
+                "offloading.liqo.io", "v1beta1", offloaded, "namespaceoffloadings",
+                "offloading")
+
+        withdraw()
         wait_for(lambda: not may_request(offloaded), timeout=30,
                  message="the grant gone with the NamespaceOffloading")
+        # Withdrawn while the controller is down: the grant goes once it is back.
+        offload_namespace(home, offloaded)
+        wait_for(lambda: may_request(offloaded), timeout=30, message="granted again")
+        controller_process.stop()
+        withdraw()
+        start_controller(*flags)
+        wait_for(lambda: not may_request(offloaded), timeout=30,
+                 message="the grant left behind found and deleted at start")
     finally:
         home.core.delete_namespace(offloaded)
 
