@@ -103,8 +103,15 @@ class Cluster:
         it at start)."""
         self.kubelet_certificate_authority = verify
         if self.tls is not None and self.tls.ca is not None:
-            self.kubelet_tls = make_kubelet_tls(self.tls.ca, verify)
-            self.kubelet_client.tls = self.kubelet_tls.client_context
+            self._dial_kubelets_with(self.tls.ca)
+
+    def _dial_kubelets_with(self, ca: Any) -> None:
+        """The API server's kubelet client certificate from the cluster CA, verifying kubelets
+        by --kubelet-certificate-authority, and without verifying for
+        insecureSkipTLSVerifyBackend."""
+        self.kubelet_tls = make_kubelet_tls(ca, self.kubelet_certificate_authority)
+        self.kubelet_client.tls = self.kubelet_tls.client_context
+        self.kubelet_client.insecure_tls = make_kubelet_tls(ca, False).client_context
 
     async def start(self, directory: Path | None = None) -> None:
         """Seed the initial objects, serve HTTPS and write DIR/NAME.kubeconfig."""
@@ -116,9 +123,7 @@ class Cluster:
             await hook(self)
         self.tls = make_server_tls()
         assert self.tls.ca is not None
-        self.kubelet_tls = make_kubelet_tls(self.tls.ca,
-                                            self.kubelet_certificate_authority)
-        self.kubelet_client.tls = self.kubelet_tls.client_context
+        self._dial_kubelets_with(self.tls.ca)
         self.csr_signer.ca = self.tls.ca
         for hook in self.serving_hooks:
             await hook(self)

@@ -51,6 +51,9 @@ class KubeletClient:
     the simulated nodes' part of the network ((address, port) -> where it listens)."""
 
     tls: ssl.SSLContext | None = None
+    insecure_tls: ssl.SSLContext | None = None
+    """The same client certificate without verifying the kubelet: pods/log's
+    insecureSkipTLSVerifyBackend (ConnectionInfo.InsecureSkipTLSVerifyTransport)."""
     preferred_address_types: Sequence[str] = DEFAULT_ADDRESS_TYPES
     network: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)
 
@@ -72,8 +75,9 @@ class KubeletClient:
                    .get("Port") or DEFAULT_KUBELET_PORT)
         return host, port
 
-    async def dial(self, host: str, port: int
+    async def dial(self, host: str, port: int, insecure: bool = False
                    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        tls = self.insecure_tls if insecure and self.insecure_tls is not None else self.tls
         target = self.network.get((host, port))
         dial_host, dial_port = target if target is not None else (host, port)
         try:
@@ -84,7 +88,7 @@ class KubeletClient:
             raise StatusError(500, "", f"dial tcp: lookup {host}: no such host", {}) from None
         try:
             return await asyncio.wait_for(asyncio.open_connection(
-                dial_host, dial_port, ssl=self.tls, server_hostname=host), 30)
+                dial_host, dial_port, ssl=tls, server_hostname=host), 30)
         except ssl.SSLCertVerificationError as error:
             # --kubelet-certificate-authority refuses a serving certificate it cannot verify
             raise StatusError(500, "", f"Get \"https://{host}:{port}\": tls: failed to verify "
@@ -161,7 +165,8 @@ class KubeletProxy:
             params = stream_params(subresource, query)
         return await self._forward(request, node, path, params,
                                    streaming=subresource in STREAMING,
-                                   log_of=name if subresource == "log" else "")
+                                   log_of=name if subresource == "log" else "",
+                                   insecure=_query_bool(query, "insecureSkipTLSVerifyBackend"))
 
     # ----------------------------------------------------------------------- plumbing
     def _authorize(self, request: web.Request, verb: str, plural: str, namespace: str,
@@ -182,13 +187,13 @@ class KubeletProxy:
     def _location(self, node: dict[str, Any]) -> tuple[str, int]:
         return self.client.location(node)
 
-    async def _dial(self, host: str, port: int
+    async def _dial(self, host: str, port: int, insecure: bool = False
                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await self.client.dial(host, port)
+        return await self.client.dial(host, port, insecure)
 
     async def _forward(self, request: web.Request, node: dict[str, Any], path: str,
                        params: dict[str, list[str]], streaming: bool = False,
-                       log_of: str = "") -> web.StreamResponse:
+                       log_of: str = "", insecure: bool = False) -> web.StreamResponse:
         host, port = self._location(node)
         target = path + ("?" + urlencode(params, doseq=True) if params else "")
         is_websocket = request.headers.get("Upgrade", "").lower() == "websocket"
@@ -203,7 +208,7 @@ class KubeletProxy:
         if is_upgrade:
             claim(request)  # what the client sends while the kubelet answers is for the kubelet
         try:
-            reader, writer = await self._dial(host, port)
+            reader, writer = await self._dial(host, port, insecure)
         except StatusError as error:
             if is_upgrade:
                 error = StatusError(500, "", f"error dialing backend: {error.message}", {})

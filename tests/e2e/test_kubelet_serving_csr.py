@@ -103,6 +103,10 @@ def test_an_approved_serving_certificate_is_served_verified_and_renewed(
     with pytest.raises(client.ApiException) as refused:
         home.core.read_namespaced_pod_log("web", namespace, container="web")
     assert "x509" in refused.value.body
+    # unless the caller asks it not to verify (insecureSkipTLSVerifyBackend, pods/log only)
+    assert home.core.read_namespaced_pod_log("web", namespace, container="web",
+                                             insecure_skip_tls_verify_backend=True) == (
+        "one\ntwo\nthree\n")
     assert f"kubectl certificate approve {first.metadata.name}" in agent.process.output()
     try:
         approve(home, first)
