@@ -43,7 +43,7 @@ def new_tenant(remote: Any) -> Iterator[Tenant]:
     consumer = new_name("consumer")
     namespace = make_tenant_namespace(remote, consumer)
     maps = Maps(remote)
-    twin = new_name("twin")
+    twin = f"{new_name('twin')}-{consumer}"  # twin names carry the consumer's id
     name = maps.create(namespace, {"app": twin})
     wait_for(lambda: phases(maps.current(namespace, name)) == {"app": "Accepted"},
              message="mapping not accepted")
