@@ -27,8 +27,9 @@ NAMESPACE_NAME_MAX_LENGTH = 63
 
 # What the consumer's identity may do in its tenant namespace: manage its NamespaceMaps, read
 # its ResourceOffer and the Events about them, and renew its own token (a TokenRequest for its
-# own ServiceAccount, no other). Nothing else, anywhere else (the enforcer grants the
-# twin-namespace rights itself, remote_enforcer/rbac.py TWIN_NAMESPACE_RULES).
+# own ServiceAccount, no other). Nothing else, anywhere else (its twin-namespace rights are the
+# chart's consumer ClusterRole, remote_enforcer/rbac.py TWIN_NAMESPACE_RULES, which the enforcer
+# binds in each twin namespace).
 TENANT_NAMESPACE_RULES: tuple[Mapping[str, Any], ...] = (
     {
         "apiGroups": [VIRTUALKUBELET_GROUP],
