@@ -26,7 +26,9 @@ What it does, as Go's net/http does for client-go:
 - `Accept-Encoding: gzip`, as Go's transport: the API server compresses answers over 128 KiB
   (lists); they are decompressed here.
 - a stream has a connection of its own, outside `limit`, never reused; nothing read on it for
-  its read timeout (the watch's own timeout and some) fails it, as aiohttp's `sock_read`.
+  its read timeout (the watch's own timeout and some) fails it, as aiohttp's `sock_read`;
+- through a proxy (`annex.proxies`), every connection is a tunnel that HTTP CONNECT opens, TLS
+  to the server inside it, as Go's transport does for https.
 Errors are aiohttp's (`ClientConnectorError` and its TLS kinds, `ServerDisconnectedError`,
 `ClientPayloadError`) and `TimeoutError`, which callers of `ClusterApi` already handle.
 """
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import socket
 import ssl
 import time
 import zlib
@@ -45,6 +48,8 @@ from typing import Any, TypeVar, cast
 import aiohttp
 import httptools
 from aiohttp.client_reqrep import ConnectionKey
+
+from annex.proxies import Proxy
 
 P = TypeVar("P", bound=asyncio.Protocol)
 
@@ -58,6 +63,11 @@ class Response:
     headers: dict[str, str]
     """Names in lower case; a repeated header keeps its last value."""
     body: bytes
+
+
+class ProxyRefused(ConnectionError):
+    """The proxy did not open a tunnel to the server (an OSError: reported as a connection
+    failure)."""
 
 
 class _Connection(asyncio.Protocol):
@@ -275,8 +285,10 @@ class ConnectionPool:
     """Keep-alive connections to one server, on one event loop."""
 
     def __init__(self, host: str, port: int, *, tls: ssl.SSLContext | None,
-                 server_hostname: str | None, limit: int, keepalive: float = KEEPALIVE) -> None:
+                 server_hostname: str | None, limit: int, keepalive: float = KEEPALIVE,
+                 proxy: Proxy | None = None) -> None:
         self._host, self._port = host, port
+        self._proxy = proxy
         self._tls, self._server_hostname = tls, server_hostname
         self._keepalive = keepalive
         self._slots = asyncio.Semaphore(max(1, limit))
@@ -369,9 +381,15 @@ class ConnectionPool:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout_at(deadline):
-                _, connected = await loop.create_connection(
-                    protocol, self._host, self._port, ssl=self._tls,
-                    server_hostname=self._server_hostname if self._tls else None)
+                hostname = self._server_hostname if self._tls else None
+                if self._proxy is None:
+                    _, connected = await loop.create_connection(
+                        protocol, self._host, self._port, ssl=self._tls,
+                        server_hostname=hostname)
+                else:
+                    _, connected = await loop.create_connection(
+                        protocol, sock=await self._tunnel(self._proxy), ssl=self._tls,
+                        server_hostname=hostname)
         except OSError as error:  # refused, unreachable, a TLS failure: as aiohttp reports them
             key = ConnectionKey._make([None] * len(ConnectionKey._fields))._replace(
                 host=self._host, port=self._port, is_ssl=self._tls is not None,
@@ -382,6 +400,38 @@ class ConnectionPool:
                     else aiohttp.ClientConnectorError)
             raise kind(key, error) from error
         return connected
+
+    async def _tunnel(self, proxy: Proxy) -> socket.socket:
+        """A socket to the server through `proxy`, once it answered CONNECT with 2xx; OSError
+        (ProxyRefused) when it refused."""
+        loop = asyncio.get_running_loop()
+        address = (f"[{self._host}]" if ":" in self._host else self._host) + f":{self._port}"
+        infos = await loop.getaddrinfo(proxy.host, proxy.port, type=socket.SOCK_STREAM)
+        family, kind, protocol, _, where = infos[0]
+        sock = socket.socket(family, kind, protocol)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, where)
+            authorization = (f"Proxy-Authorization: {proxy.authorization}\r\n"
+                             if proxy.authorization else "")
+            await loop.sock_sendall(sock, (f"CONNECT {address} HTTP/1.1\r\nHost: {address}\r\n"
+                                           f"{authorization}\r\n").encode("latin-1"))
+            answer = b""
+            while b"\r\n\r\n" not in answer:  # the proxy says nothing more before we speak
+                data = await loop.sock_recv(sock, 4096)
+                if not data or len(answer) > 65536:
+                    raise ProxyRefused(f"proxy {proxy.host}:{proxy.port} closed the tunnel to "
+                                       f"{address} before answering CONNECT")
+                answer += data
+            status = answer.split(b"\r\n", 1)[0].decode("latin-1")
+            words = status.split(" ")
+            if len(words) < 2 or not words[1].startswith("2"):
+                raise ProxyRefused(f"proxy {proxy.host}:{proxy.port} refused CONNECT "
+                                   f"{address}: {status}")
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
     def close(self) -> None:
         """Close the idle connections now, the others once their answer is in."""

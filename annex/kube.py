@@ -1,9 +1,17 @@
 """Kubernetes clients for both components, built from one kubeconfig (or in-cluster config).
 
-`load_connection` reads the credentials once; `kopf_login` turns them into a kopf
+`load_connection` reads the kubeconfig once; `kopf_login` turns it into a kopf
 `ConnectionInfo`, so the enforcer's operator framework and `annex.kubeapi.ClusterApi` always talk to
 the same server as the same identity. A `LiveConnection` holds credentials that
 are replaced while clients use them (a rotated token): `annex.kubeapi.ClusterApi` follows it.
+
+Tokens that rotate under a running process are read again as client-go reads them: the
+in-cluster service-account token and a kubeconfig's `tokenFile` (`FileToken`: kubelet rewrites a
+projected token at 80 % of its lifetime; read again once a minute, and at once after a 401), and
+an exec plugin's credential (`ExecToken`: run again once its `expirationTimestamp` passes, or
+after a 401). Each process names itself (`name_component`): its User-Agent, in client-go's form,
+and the `fieldManager` of its writes, so that audit logs and managedFields tell the components
+apart.
 
 The Python client has no built-in client-side rate limiting (client-go's QPS/burst), so
 `ClientLimits` carries those numbers and `RateLimiter` enforces them for whoever writes.
@@ -12,6 +20,12 @@ The Python client has no built-in client-side rate limiting (client-go's QPS/bur
 from __future__ import annotations
 
 import asyncio
+import datetime
+import importlib.metadata
+import json
+import logging
+import os
+import platform
 import threading
 import time
 import weakref
@@ -19,7 +33,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import yaml
 from kubernetes import client, config
+from kubernetes.config.exec_provider import ExecProvider
+from kubernetes.config.incluster_config import SERVICE_TOKEN_FILENAME
+from kubernetes.config.kube_config import ConfigNode
+
+from annex.proxies import Proxy, proxy_for
 
 if TYPE_CHECKING:
     import kopf
@@ -37,9 +57,144 @@ class ClientLimits:
     burst: int = 100
 
 
+log = logging.getLogger(__name__)
+
+FILE_TOKEN_MAX_AGE = 60.0
+"""Seconds a token read from a file is used before the file is read again (client-go's
+cachedFileTokenSource: one minute)."""
+EXEC_EXPIRY_SKEW = 10.0
+"""Seconds before its expirationTimestamp an exec plugin's credential is renewed."""
+
+
+class TokenSource:
+    """A bearer token that rotates while the process runs. `current` costs nothing; `stale`
+    says when `read` (file I/O, a plugin run: call it off the event loop) is due. Thread-safe.
+    Sources compare by where they read from: a kubeconfig loaded again gives an equal one."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._reading = threading.Lock()
+        """Held while the token is read: one read at a time."""
+        self._token: str | None = None
+        self._due = 0.0
+        """When (clock) the token must be read again."""
+
+    def current(self) -> str | None:
+        with self._lock:
+            return self._token
+
+    def stale(self) -> bool:
+        with self._lock:
+            return self._token is None or self._clock() >= self._due
+
+    def renew_if_stale(self) -> str | None:
+        """The token, read again first when it is due (one reader at a time; the others get
+        what it read)."""
+        with self._reading:
+            return self._read() if self.stale() else self.current()
+
+    def refresh(self, rejected: str | None) -> str | None:
+        """The token after the API server rejected `rejected` (401): read again, unless
+        another caller did since."""
+        with self._reading:
+            current = self.current()
+            return current if current is not None and current != rejected else self._read()
+
+    def read(self) -> str | None:
+        """Read the token now."""
+        with self._reading:
+            return self._read()
+
+    def _read(self) -> str | None:
+        """A failed read keeps the token there was, as client-go does, and is logged."""
+        try:
+            token, due = self._fetch()
+        except (OSError, ValueError, config.ConfigException) as error:
+            log.warning("reading the bearer token from %s failed (the current one stays in "
+                        "use): %s", self, error)
+            with self._lock:
+                self._due = self._clock() + 1.0  # not at every request
+                return self._token
+        with self._lock:
+            self._token, self._due = token, due
+            return token
+
+    def _fetch(self) -> tuple[str, float]:
+        """(token, when to read again)."""
+        raise NotImplementedError
+
+    def _key(self) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._key() == self._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+
+class FileToken(TokenSource):
+    """A token kept in a file that is rewritten when it rotates (a projected service-account
+    token, a kubeconfig's tokenFile)."""
+
+    def __init__(self, path: str, max_age: float = FILE_TOKEN_MAX_AGE,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock)
+        self.path, self.max_age = path, max_age
+
+    def _fetch(self) -> tuple[str, float]:
+        with open(self.path, encoding="utf-8") as file:
+            token = file.read().strip()
+        if not token:
+            raise ValueError("the file is empty")
+        return token, self._clock() + self.max_age
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.path, self.max_age)
+
+    def __repr__(self) -> str:
+        return f"token file {self.path}"
+
+
+class ExecToken(TokenSource):
+    """A kubeconfig user's exec plugin (`users[].user.exec`), run again when the credential's
+    `status.expirationTimestamp` passes (never, without one) or after a 401."""
+
+    def __init__(self, exec_config: Mapping[str, Any], base_path: str,
+                 cluster: Mapping[str, Any] | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock)
+        self.exec_config, self.base_path = dict(exec_config), base_path
+        self.cluster = dict(cluster or {})
+
+    def _fetch(self) -> tuple[str, float]:
+        plugin = ExecProvider(ConfigNode("exec", self.exec_config),  # type: ignore[no-untyped-call]
+                              self.base_path,
+                              ConfigNode("cluster", self.cluster))  # type: ignore[no-untyped-call]
+        status: dict[str, Any] = plugin.run()  # type: ignore[no-untyped-call]
+        token = status.get("token")
+        if not token:
+            raise ValueError("the exec plugin gave no token (client certificates from exec "
+                             "plugins are not supported)")
+        due = float("inf")
+        if status.get("expirationTimestamp"):
+            expires = datetime.datetime.fromisoformat(
+                str(status["expirationTimestamp"]).replace("Z", "+00:00"))
+            due = expires.timestamp() - EXEC_EXPIRY_SKEW
+        return str(token), due
+
+    def _key(self) -> tuple[Any, ...]:
+        return (json.dumps(self.exec_config, sort_keys=True), self.base_path)
+
+    def __repr__(self) -> str:
+        return f"exec plugin {self.exec_config.get('command')}"
+
+
 @dataclass(frozen=True)
 class Connection:
-    """Where the API server is and how to authenticate: what both clients are built from."""
+    """Where the API server is and how to authenticate: what both clients are built from.
+    `token_source`, when set, gives the token (`token` is the one read when loading)."""
 
     server: str
     ca_path: str | None = None
@@ -49,6 +204,39 @@ class Connection:
     private_key_path: str | None = None
     tls_server_name: str | None = None
     limits: ClientLimits = field(default_factory=ClientLimits)
+    token_source: TokenSource | None = None
+    proxy: Proxy | None = None
+    """The HTTP proxy connections go through (the kubeconfig's proxy-url, else the
+    environment's), or None."""
+
+
+_component = "annex"
+
+
+def name_component(component: str) -> None:
+    """Name this process's component (`annex-home-agent`…): its clients' User-Agent and
+    fieldManager. Call once at start, before any client is built."""
+    global _component  # noqa: PLW0603 - one process, one component
+    _component = component
+
+
+def component_name() -> str:
+    """The component this process runs: the fieldManager of its writes."""
+    return _component
+
+
+def user_agent(component: str | None = None) -> str:
+    """client-go's form: `<component>/<version> (<os>/<arch>) annex/<commit>`; the commit from
+    $ANNEX_GIT_COMMIT (the image build's), else "unknown"."""
+    try:
+        version = importlib.metadata.version("kube-annex")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    machine = platform.machine().lower()
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine or "unknown")
+    commit = os.environ.get("ANNEX_GIT_COMMIT") or "unknown"
+    return (f"{component or _component}/v{version} ({platform.system().lower()}/{arch}) "
+            f"annex/{commit}")
 
 
 def bearer_token(configuration: client.Configuration) -> str | None:
@@ -75,10 +263,34 @@ def load_connection(kubeconfig: str | None = None, *, context: str | None = None
         config.load_kube_config(config_file=kubeconfig, context=context,
                                 client_configuration=configuration,  # type: ignore[no-untyped-call]
                                 persist_config=False)
+        with open(kubeconfig, encoding="utf-8") as file:
+            contents = yaml.safe_load(file) or {}
+        source = _token_source(contents, context, os.path.dirname(os.path.abspath(kubeconfig)))
     else:
         config.load_incluster_config(  # type: ignore[no-untyped-call]
             client_configuration=configuration)
-    return _connection_of(configuration, limits)
+        source = FileToken(SERVICE_TOKEN_FILENAME)
+    return _connection_of(configuration, limits, source)
+
+
+def _token_source(contents: Mapping[str, Any], context: str | None,
+                  base_path: str) -> TokenSource | None:
+    """What gives the token of the kubeconfig context's user, when it rotates: its exec plugin
+    or its tokenFile (a `token` given inline wins over tokenFile, as in client-go)."""
+    def named(kind: str, name: Any) -> dict[str, Any]:
+        for entry in contents.get(kind) or ():
+            if isinstance(entry, Mapping) and entry.get("name") == name:
+                return dict(entry)
+        return {}
+
+    chosen = named("contexts", context or contents.get("current-context")).get("context") or {}
+    user = named("users", chosen.get("user")).get("user") or {}
+    if user.get("exec"):
+        cluster = named("clusters", chosen.get("cluster")).get("cluster") or {}
+        return ExecToken(user["exec"], base_path, cluster)
+    if user.get("tokenFile") and not user.get("token"):
+        return FileToken(os.path.join(base_path, str(user["tokenFile"])))
+    return None
 
 
 def connection_from_kubeconfig(contents: Mapping[str, Any], *,
@@ -91,20 +303,31 @@ def connection_from_kubeconfig(contents: Mapping[str, Any], *,
             dict(contents), client_configuration=configuration, persist_config=False)
     except (config.ConfigException, TypeError, KeyError, AttributeError) as error:
         raise ValueError(f"not a usable kubeconfig: {error}") from None
-    return _connection_of(configuration, limits)
+    return _connection_of(configuration, limits,
+                          _token_source(contents, None, os.getcwd()))
 
 
-def _connection_of(configuration: client.Configuration,
-                   limits: ClientLimits | None) -> Connection:
+def _connection_of(configuration: client.Configuration, limits: ClientLimits | None,
+                   source: TokenSource | None) -> Connection:
+    token = bearer_token(configuration)
+    if source is not None:
+        source.read()  # the token just loaded is the first; this starts the source's clock
+        token = source.current() or token
+    try:
+        proxy = proxy_for(configuration.host, configuration.proxy, os.environ)
+    except ValueError as error:
+        raise ValueError(f"kubeconfig of {configuration.host}: {error}") from None
     return Connection(
         server=configuration.host,
         ca_path=configuration.ssl_ca_cert,
         insecure=not configuration.verify_ssl,
-        token=bearer_token(configuration),
+        token=token,
         certificate_path=configuration.cert_file,
         private_key_path=configuration.key_file,
         tls_server_name=getattr(configuration, "tls_server_name", None),
         limits=limits or ClientLimits(),
+        token_source=source,
+        proxy=proxy,
     )
 
 
@@ -146,18 +369,24 @@ class LiveConnection:
 
 
 def kopf_login(connection: Connection) -> kopf.ConnectionInfo:
-    """The kopf login for the same connection (use it from an `@kopf.on.login` handler). kopf
-    is imported here: the agent does not use it, and importing it costs memory."""
+    """The kopf login for the same connection (return it from an `@kopf.on.login` handler,
+    which kopf calls again when the API server answers 401: the token is read afresh then).
+    kopf is imported here: the agent does not use it, and importing it costs memory."""
     import kopf  # noqa: PLC0415
 
+    token = connection.token
+    if connection.token_source is not None:
+        token = connection.token_source.read() or token
+    proxy = connection.proxy
     return kopf.ConnectionInfo(
         server=connection.server,
         ca_path=connection.ca_path,
         insecure=connection.insecure,
-        token=connection.token,
-        scheme="Bearer" if connection.token else None,
+        token=token,
+        scheme="Bearer" if token else None,
         certificate_path=connection.certificate_path,
         private_key_path=connection.private_key_path,
+        proxy_url=f"http://{proxy.host}:{proxy.port}" if proxy else None,
     )
 
 

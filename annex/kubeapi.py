@@ -7,7 +7,10 @@ Requests carry dicts as they are: a typed client's models would re-serialise wha
 certificate, bearer token, tls-server-name), waits for the client-side rate limiter (writes
 always; reads when the component asks for it, as client-go throttles every request), and raises
 `ApiError` (carrying the apiserver's Status) for any non-2xx answer. It does not retry: callers
-decide (`retrying` for a handler that must re-read, a work queue's backoff for the agent).
+decide (`retrying` for a handler that must re-read, a work queue's backoff for the agent); but
+a request answered 401 while the token source has a newer token is sent once more with it, as
+client-go does. Requests carry the component's User-Agent, and writes its name as fieldManager
+(`annex.kube.name_component`).
 
 Requests go through `annex.http1`: answered-at-once ones on its keep-alive connections, each
 watch on a connection of its own. They are opened lazily on the event loop of the first request
@@ -37,7 +40,7 @@ import aiohttp
 import orjson
 
 from annex.http1 import ConnectionPool, Response, Stream
-from annex.kube import Connection, LiveConnection, RateLimiter
+from annex.kube import Connection, LiveConnection, RateLimiter, component_name, user_agent
 from annex.probes import metric_family
 from shared.api.resource import ResourceDefinition
 
@@ -56,7 +59,8 @@ MAX_RETRIES = 10
 """Times a request is sent again when the server answers with Retry-After (client-go's
 default): with client-side throttling off, the API server's Priority and Fairness slows a
 client down this way (429)."""
-USER_AGENT = "annex (python)"
+WRITES = frozenset({"POST", "PUT", "PATCH"})
+"""The methods whose requests carry a fieldManager (create, update, patch)."""
 _PATH_SAFE = "/?%:@!$&'()*+,;=-._~"
 """What a path keeps as it is (RFC 3986's pchar, "/" and "?", and escapes already made), as
 aiohttp (yarl) sent it."""
@@ -272,18 +276,23 @@ class ClusterApi:
 
     def __init__(self, connection: Connection | LiveConnection, *, throttle_reads: bool = True,
                  timeout: float = REQUEST_TIMEOUT, limiter: RateLimiter | None = None,
-                 metrics: RequestMetrics | None = None) -> None:
+                 metrics: RequestMetrics | None = None, component: str | None = None) -> None:
         self.live = connection if isinstance(connection, LiveConnection) else LiveConnection(
             connection)
         self._throttle_reads = throttle_reads
         self._timeout = timeout
         self._limiter = limiter or RateLimiter(self.live.current.limits)
         self.metrics = metrics or REQUESTS
+        self._component = component or component_name()
+        """The fieldManager of the writes, and the User-Agent's first word."""
         self._pool: ConnectionPool | None = None
         """The connections to the server, with the credentials they were opened with."""
         self._head = b""
-        """The headers every request carries (host, credentials), but Accept and
-        Accept-Encoding (`_ACCEPT_GZIP`)."""
+        """The headers every request carries (host, user agent), but the credentials
+        (`_authorization`), Accept and Accept-Encoding (`_ACCEPT_GZIP`)."""
+        self._token: str | None = None
+        self._authorization = b""
+        """The Authorization header of `_token`."""
         self._prefix = ""
         """The server URL's path (a proxy's, e.g. Rancher's /k8s/clusters/ID), before paths."""
         self._pool_connection: Connection | None = None
@@ -332,21 +341,46 @@ class ClusterApi:
         if self._pool is None:
             tls = ssl_context(connection)
             server = urlsplit(connection.server)
-            headers = {"Host": server.netloc, "User-Agent": USER_AGENT}
-            if connection.token:
-                headers["Authorization"] = f"Bearer {connection.token}"
+            headers = {"Host": server.netloc, "User-Agent": user_agent(self._component)}
             self._pool = ConnectionPool(
                 server.hostname or "", server.port or (443 if server.scheme == "https" else 80),
                 tls=tls if isinstance(tls, ssl.SSLContext) else None,
                 server_hostname=connection.tls_server_name or server.hostname,
-                limit=connection.limits.burst)
+                limit=connection.limits.burst, proxy=connection.proxy)
             self._head = "".join(f"{name}: {value}\r\n"
                                  for name, value in headers.items()).encode("latin-1")
             self._prefix = server.path.rstrip("/")
             self._pool_connection = connection
             self._host = server.netloc
             self._loop = loop
+        source = connection.token_source
+        self._use_token(source.current() if source is not None else connection.token)
         return self._pool
+
+    def _use_token(self, token: str | None) -> None:
+        if token != self._token:
+            self._token = token
+            self._authorization = (b"Authorization: Bearer %s\r\n" % token.encode("latin-1")
+                                   if token else b"")
+
+    async def _renew_token(self) -> None:
+        """Read the token again when its source says it is due (off the loop: a file read, an
+        exec plugin run)."""
+        source = self.live.current.token_source
+        if source is not None and source.stale():
+            await asyncio.to_thread(source.renew_if_stale)
+
+    async def _reauthenticate(self, rejected: str | None) -> bool:
+        """After a 401 for `rejected`: whether the token source now gives another token."""
+        source = self.live.current.token_source
+        if source is None:
+            return False
+        token = await asyncio.to_thread(source.refresh, rejected)
+        if token is None or token == rejected:
+            return False
+        log.info("the API server refused the bearer token (401): using the one %s gives now",
+                 source)
+        return True
 
     def _target(self, path: str, query: dict[str, Any] | None) -> bytes:
         """The request line's target: the server's path prefix, `path` escaped, `query`."""
@@ -361,27 +395,39 @@ class ClusterApi:
         """The decoded JSON answer (None when empty); ApiError for any non-2xx answer. `accept`:
         the form asked for (`METADATA_LIST`: a list's metadata only). An
         answer that asks to be tried again (Retry-After on 429 or 5xx) is, after that long, up
-        to MAX_RETRIES times, as client-go does."""
+        to MAX_RETRIES times, as client-go does; one answered 401 once more if the token source
+        gives a new token."""
+        if method in WRITES and "fieldManager" not in (query or {}):
+            query = {**(query or {}), "fieldManager": self._component}
+        reauthenticated = False
         for attempt in range(MAX_RETRIES + 1):
+            await self._renew_token()
+            pool = self._open()
+            sent = self._token
             try:
-                return await self._send(method, path, body, content_type, query, timeout,
+                return await self._send(pool, method, path, body, content_type, query, timeout,
                                         accept)
             except ApiError as error:
+                if error.status == 401 and not reauthenticated:
+                    reauthenticated = True
+                    if await self._reauthenticate(sent):
+                        continue
                 if error.retry_after is None or attempt == MAX_RETRIES:
                     raise
                 log.debug("%s %s: %s; again in %.0f s", method, path, error, error.retry_after)
                 await asyncio.sleep(error.retry_after)
         raise AssertionError("unreachable")
 
-    async def _send(self, method: str, path: str, body: Any, content_type: str,
-                    query: dict[str, Any] | None, timeout: float | None, accept: str) -> Any:
-        pool = self._open()
+    async def _send(self, pool: ConnectionPool, method: str, path: str, body: Any,
+                    content_type: str, query: dict[str, Any] | None, timeout: float | None,
+                    accept: str) -> Any:
         started = time.monotonic()  # the client-side throttling included, as client-go times
         if method != "GET" or self._throttle_reads:
             await self._limiter.acquire()
         target = self._target(path, query)
-        head = b"%s %s HTTP/1.1\r\n%sAccept: %s\r\n%s" % (
-            method.encode(), target, self._head, accept.encode(), _ACCEPT_GZIP)
+        head = b"%s %s HTTP/1.1\r\n%s%sAccept: %s\r\n%s" % (
+            method.encode(), target, self._head, self._authorization, accept.encode(),
+            _ACCEPT_GZIP)
         if body is None:
             request = head + b"\r\n"
         else:
@@ -455,11 +501,13 @@ class ClusterApi:
         """The events of one watch request from `resource_version`, bookmarks included;
         WatchExpired when that version is too old (list again). `query` narrows it
         (labelSelector, fieldSelector)."""
+        await self._renew_token()
         pool = self._open()
+        sent = self._token
         query = {**(query or {}), "watch": "true", "resourceVersion": resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": str(timeout_seconds)}
-        request = b"GET %s HTTP/1.1\r\n%s%s\r\n" % (self._target(path, query), self._head,
-                                                   _ACCEPT_JSON)
+        request = b"GET %s HTTP/1.1\r\n%s%s%s\r\n" % (
+            self._target(path, query), self._head, self._authorization, _ACCEPT_JSON)
         read_timeout = timeout_seconds + 30.0  # the server ends it by then
         counted = False  # once answered (client-go counts a watch when its response comes)
         stream: Stream | None = None
@@ -470,7 +518,10 @@ class ClusterApi:
             if stream.status == 410:
                 raise WatchExpired()
             if stream.status >= 400:
-                raise ApiError(stream.status, _status_body(await stream.body(read_timeout)))
+                status = _status_body(await stream.body(read_timeout))
+                if stream.status == 401:  # the caller's next watch uses the new token
+                    await self._reauthenticate(sent)
+                raise ApiError(stream.status, status)
             if pool is not self._pool:  # retired while it was being opened
                 return
             self._streams.add(stream)
