@@ -37,7 +37,7 @@ import yaml
 from kubernetes import client, config
 from kubernetes.config.exec_provider import ExecProvider
 from kubernetes.config.incluster_config import SERVICE_TOKEN_FILENAME
-from kubernetes.config.kube_config import ConfigNode
+from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
 
 from annex.proxies import Proxy, proxy_for
 
@@ -260,23 +260,34 @@ def load_connection(kubeconfig: str | None = None, *, context: str | None = None
     """Read a kubeconfig file, or the in-cluster service account when `kubeconfig` is None."""
     configuration = client.Configuration()
     if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig, context=context,
-                                client_configuration=configuration,  # type: ignore[no-untyped-call]
-                                persist_config=False)
         with open(kubeconfig, encoding="utf-8") as file:
             contents = yaml.safe_load(file) or {}
-        source = _token_source(contents, context, os.path.dirname(os.path.abspath(kubeconfig)))
+        base_path = os.path.dirname(os.path.abspath(kubeconfig))
+        KubeConfigLoader(  # type: ignore[no-untyped-call]
+            config_dict=_without_exec(contents), active_context=context,
+            config_base_path=base_path).load_and_set(configuration)
+        user, cluster = _chosen(contents, context)
+        source = _token_source(user, cluster, base_path)
+        proxy_url = cluster.get("proxy-url")
     else:
         config.load_incluster_config(  # type: ignore[no-untyped-call]
             client_configuration=configuration)
-        source = FileToken(SERVICE_TOKEN_FILENAME)
-    return _connection_of(configuration, limits, source)
+        source, proxy_url = FileToken(SERVICE_TOKEN_FILENAME), None
+    return _connection_of(configuration, limits, source, proxy_url)
 
 
-def _token_source(contents: Mapping[str, Any], context: str | None,
-                  base_path: str) -> TokenSource | None:
-    """What gives the token of the kubeconfig context's user, when it rotates: its exec plugin
-    or its tokenFile (a `token` given inline wins over tokenFile, as in client-go)."""
+def _without_exec(contents: Mapping[str, Any]) -> dict[str, Any]:
+    """The kubeconfig without its users' exec plugins, which `ExecToken` runs (once, not
+    also by the kubernetes package's loader)."""
+    users = [{**entry, "user": {key: value for key, value in (entry.get("user") or {}).items()
+                                if key != "exec"}}
+             if isinstance(entry, Mapping) else entry for entry in contents.get("users") or ()]
+    return {**contents, "users": users}
+
+
+def _chosen(contents: Mapping[str, Any], context: str | None) -> tuple[dict[str, Any],
+                                                                   dict[str, Any]]:
+    """The (user, cluster) entries of the kubeconfig's `context` (else its current one)."""
     def named(kind: str, name: Any) -> dict[str, Any]:
         for entry in contents.get(kind) or ():
             if isinstance(entry, Mapping) and entry.get("name") == name:
@@ -284,9 +295,15 @@ def _token_source(contents: Mapping[str, Any], context: str | None,
         return {}
 
     chosen = named("contexts", context or contents.get("current-context")).get("context") or {}
-    user = named("users", chosen.get("user")).get("user") or {}
+    return (dict(named("users", chosen.get("user")).get("user") or {}),
+            dict(named("clusters", chosen.get("cluster")).get("cluster") or {}))
+
+
+def _token_source(user: Mapping[str, Any], cluster: Mapping[str, Any],
+                  base_path: str) -> TokenSource | None:
+    """What gives the token of a kubeconfig user, when it rotates: its exec plugin or its
+    tokenFile (a `token` given inline wins over tokenFile, as in client-go)."""
     if user.get("exec"):
-        cluster = named("clusters", chosen.get("cluster")).get("cluster") or {}
         return ExecToken(user["exec"], base_path, cluster)
     if user.get("tokenFile") and not user.get("token"):
         return FileToken(os.path.join(base_path, str(user["tokenFile"])))
@@ -300,21 +317,24 @@ def connection_from_kubeconfig(contents: Mapping[str, Any], *,
     configuration = client.Configuration()
     try:
         config.load_kube_config_from_dict(  # type: ignore[no-untyped-call]
-            dict(contents), client_configuration=configuration, persist_config=False)
+            _without_exec(contents), client_configuration=configuration, persist_config=False)
     except (config.ConfigException, TypeError, KeyError, AttributeError) as error:
         raise ValueError(f"not a usable kubeconfig: {error}") from None
-    return _connection_of(configuration, limits,
-                          _token_source(contents, None, os.getcwd()))
+    user, cluster = _chosen(contents, None)
+    return _connection_of(configuration, limits, _token_source(user, cluster, os.getcwd()),
+                          cluster.get("proxy-url"))
 
 
 def _connection_of(configuration: client.Configuration, limits: ClientLimits | None,
-                   source: TokenSource | None) -> Connection:
+                   source: TokenSource | None, proxy_url: str | None) -> Connection:
+    """`proxy_url`: the kubeconfig cluster's (the client's own `proxy` may come from the
+    environment, which NO_PROXY and loopback addresses must be checked against)."""
     token = bearer_token(configuration)
     if source is not None:
         source.read()  # the token just loaded is the first; this starts the source's clock
         token = source.current() or token
     try:
-        proxy = proxy_for(configuration.host, configuration.proxy, os.environ)
+        proxy = proxy_for(configuration.host, proxy_url, os.environ)
     except ValueError as error:
         raise ValueError(f"kubeconfig of {configuration.host}: {error}") from None
     return Connection(
@@ -386,7 +406,7 @@ def kopf_login(connection: Connection) -> kopf.ConnectionInfo:
         scheme="Bearer" if token else None,
         certificate_path=connection.certificate_path,
         private_key_path=connection.private_key_path,
-        proxy_url=f"http://{proxy.host}:{proxy.port}" if proxy else None,
+        proxy_url=proxy.url if proxy else None,
     )
 
 
