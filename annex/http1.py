@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import errno
 import socket
 import ssl
 import time
@@ -66,8 +67,8 @@ class Response:
 
 
 class ProxyRefused(ConnectionError):
-    """The proxy did not open a tunnel to the server (an OSError: reported as a connection
-    failure)."""
+    """The proxy did not open a tunnel to the server (an OSError whose strerror says why:
+    reported as a connection failure)."""
 
 
 class _Connection(asyncio.Protocol):
@@ -420,14 +421,15 @@ class ConnectionPool:
             while b"\r\n\r\n" not in answer:  # the proxy says nothing more before we speak
                 data = await loop.sock_recv(sock, 4096)
                 if not data or len(answer) > 65536:
-                    raise ProxyRefused(f"proxy {proxy.host}:{proxy.port} closed the tunnel to "
-                                       f"{address} before answering CONNECT")
+                    raise ProxyRefused(errno.ECONNREFUSED,
+                                       f"proxy {proxy.host}:{proxy.port} closed the tunnel "
+                                       f"to {address} before answering CONNECT")
                 answer += data
             status = answer.split(b"\r\n", 1)[0].decode("latin-1")
             words = status.split(" ")
             if len(words) < 2 or not words[1].startswith("2"):
-                raise ProxyRefused(f"proxy {proxy.host}:{proxy.port} refused CONNECT "
-                                   f"{address}: {status}")
+                raise ProxyRefused(errno.ECONNREFUSED, f"proxy {proxy.host}:{proxy.port} refused "
+                                   f"CONNECT {address}: {status}")
         except BaseException:
             sock.close()
             raise
