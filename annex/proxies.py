@@ -25,6 +25,8 @@ class Proxy:
     host: str
     port: int
     authorization: str | None = None
+    url: str = ""
+    """As configured (for clients that take a URL: kopf's aiohttp)."""
 
 
 def parse_proxy(url: str) -> Proxy:
@@ -39,7 +41,7 @@ def parse_proxy(url: str) -> Proxy:
 
         credentials = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
         authorization = "Basic " + base64.b64encode(credentials.encode()).decode()
-    return Proxy(parts.hostname, parts.port or 80, authorization)
+    return Proxy(parts.hostname, parts.port or 80, authorization, parts.geturl())
 
 
 def proxy_for(server: str, proxy_url: str | None, environ: Mapping[str, str]) -> Proxy | None:

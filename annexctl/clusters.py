@@ -20,6 +20,7 @@ from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 from kubernetes.dynamic.resource import Resource
 
+from annex.kube import user_agent
 from shared.api.resource import ResourceDefinition
 
 # A CLI waits a bounded time on a cluster that does not answer, and does not retry for long.
@@ -249,6 +250,7 @@ def connect(role: str, kubeconfig: str | None, context: str | None = None, *,
         raise CliError(f"{role} kubeconfig {path}: {error}") from None
     configuration.retries = 1
     api_client = client.ApiClient(configuration)
+    api_client.user_agent = user_agent(FIELD_MANAGER)  # client-go's form, as kubectl sends
     # The generated client sets no default timeout: a silent server would hang the CLI.
     api_client.rest_client.pool_manager.connection_pool_kw["timeout"] = urllib3.Timeout(
         connect=CONNECT_TIMEOUT_SECONDS, read=READ_TIMEOUT_SECONDS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 
 from annex import collector, eventloop
+from annex.kube import name_component
 from annex.logs import configure_logging
 from home_agent.config import parse_config
 from home_agent.runner import run
@@ -14,6 +15,7 @@ from home_agent.runner import run
 def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
     configure_logging("json" if config.log_format == "json" else "text", config.log_level)
+    name_component("annex-home-agent")  # its User-Agent and fieldManager
     eventloop.install()
     collector.tune()
     return run(config)

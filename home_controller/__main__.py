@@ -7,6 +7,7 @@ import signal
 import sys
 
 from annex import collector, eventloop
+from annex.kube import name_component
 from annex.logs import configure_logging
 from home_controller.runner import run
 from home_controller.settings import Settings, parse
@@ -23,6 +24,7 @@ async def _until_signalled(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     configure_logging(settings.log_format, settings.log_level)
+    name_component("annex-home-controller")  # its User-Agent and fieldManager
     eventloop.install()
     collector.tune()
     asyncio.run(_until_signalled(settings))

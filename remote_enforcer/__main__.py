@@ -6,6 +6,7 @@ import asyncio
 import sys
 
 from annex import collector, eventloop
+from annex.kube import name_component
 from annex.logs import configure_logging
 from remote_enforcer.announce import announced
 from remote_enforcer.operator import run
@@ -20,6 +21,7 @@ async def serve(settings: Settings) -> None:
 def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     configure_logging(settings.log_format, settings.log_level)
+    name_component("annex-remote-enforcer")  # its User-Agent and fieldManager
     eventloop.install()
     collector.tune()
     asyncio.run(serve(settings))

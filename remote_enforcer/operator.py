@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 
 from annex.controller import Controller
-from annex.kube import ClientLimits, kopf_login, load_connection
+from annex.kube import ClientLimits, Connection, kopf_login, load_connection
 from annex.kubeapi import ClusterApi, core_path, custom_path
 from annex.listwatch import Sink, list_and_watch
 from annex.probes import serve_probes
@@ -50,7 +50,7 @@ ANNOTATIONS_PREFIX = "enforcer.annex.io"
 API_RETRY_SECONDS = 2.0
 
 
-def build_registry(login: kopf.ConnectionInfo, namespace_maps: NamespaceMapper,
+def build_registry(connection: Connection, namespace_maps: NamespaceMapper,
                    resync_seconds: float) -> kopf.OperatorRegistry:
     """kopf serves NamespaceMaps only: converge on resume, create and spec change (again soon
     while a twin of ours is being deleted), look again every `resync_seconds` (a name somebody
@@ -60,7 +60,7 @@ def build_registry(login: kopf.ConnectionInfo, namespace_maps: NamespaceMapper,
 
     @kopf.on.login(registry=registry)
     def _login(**_: Any) -> kopf.ConnectionInfo:
-        return login
+        return kopf_login(connection)  # called again on a 401: a rotated token read afresh
 
     @kopf.on.resume(*resource, registry=registry, backoff=API_RETRY_SECONDS)
     @kopf.on.create(*resource, registry=registry, backoff=API_RETRY_SECONDS)
@@ -120,7 +120,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     limits = ClientLimits(qps=settings.qps, burst=settings.burst)
     connection = load_connection(settings.kubeconfig, limits=limits)
-    login = kopf_login(connection)
     ssl_context = server_context(settings.webhook_cert, settings.webhook_key,
                                  settings.webhook_hosts, settings.webhook_cert_dir)
     ready = asyncio.Event()
@@ -138,7 +137,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         twins = TwinNamespaceLabels(api, consumers, settings.workers)
         mapper = NamespaceMapper(api, settings.cluster_id, consumers,
                                  settings.consumer_cluster_role)
-        registry = build_registry(login, mapper, settings.namespace_map_resync_seconds)
+        registry = build_registry(connection, mapper, settings.namespace_map_resync_seconds)
         metrics.gauges["shadowpods_counted"] = (
             "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
         controllers: list[Controller[Any]] = [shadowpods.controller, twins.controller]
