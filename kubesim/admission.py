@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 import jsonpatch
 
-from kubesim import podsecurity
+from kubesim import cel, podsecurity
 from kubesim.errors import StatusError, forbidden, invalid
 from kubesim.http import VERSION
 from kubesim.quota import ResourceQuotaPlugin
@@ -37,8 +37,12 @@ from kubesim.warning import add_warning
 ADMISSION_GROUP = "admissionregistration.k8s.io"
 MUTATING = "mutatingwebhookconfigurations"
 VALIDATING = "validatingwebhookconfigurations"
-# Webhook configurations are never sent to webhooks (IsExemptAdmissionConfigurationResource).
-_EXEMPT = {(ADMISSION_GROUP, MUTATING), (ADMISSION_GROUP, VALIDATING)}
+POLICIES = "validatingadmissionpolicies"
+POLICY_BINDINGS = "validatingadmissionpolicybindings"
+# Admission configurations are never admitted by webhooks or policies
+# (IsExemptAdmissionConfigurationResource).
+_EXEMPT = {(ADMISSION_GROUP, MUTATING), (ADMISSION_GROUP, VALIDATING),
+           (ADMISSION_GROUP, POLICIES), (ADMISSION_GROUP, POLICY_BINDINGS)}
 _OPTIONS_KINDS = {"CREATE": "CreateOptions", "UPDATE": "UpdateOptions", "DELETE": "DeleteOptions"}
 
 
@@ -87,6 +91,18 @@ def namespace_selector_matches(
     if selector.empty or namespace_labels is None:
         return True
     return selector.matches(namespace_labels)
+
+
+def request_namespace_labels(store: Store, request: Any, obj: Any) -> Mapping[str, str] | None:
+    """What a namespaceSelector matches: a namespace's own labels, a namespaced request's
+    namespace's; None for other cluster-scoped requests."""
+    if request.kind.group == "" and request.kind.plural == "namespaces":
+        source = obj or request.old_object or {}
+        return (source.get("metadata") or {}).get("labels") or {}
+    if not request.namespace:
+        return None
+    stored = store.get(("", "namespaces"), "", request.namespace)
+    return (stored.obj["metadata"].get("labels") or {}) if stored else {}
 
 
 def denial(webhook_name: str, result: Mapping[str, Any] | None) -> StatusError:
@@ -183,20 +199,11 @@ class WebhookAdmission:
                                 key=lambda stored: stored.name)
         return [hook for stored in configurations for hook in stored.obj.get("webhooks") or []]
 
-    def _namespace_labels(self, request: Any, obj: Any) -> Mapping[str, str] | None:
-        if request.kind.group == "" and request.kind.plural == "namespaces":
-            source = obj or request.old_object or {}
-            return (source.get("metadata") or {}).get("labels") or {}
-        if not request.namespace:
-            return None
-        stored = self._store.get(("", "namespaces"), "", request.namespace)
-        return (stored.obj["metadata"].get("labels") or {}) if stored else {}
-
     def _matching(self, plural: str, request: Any, obj: Any) -> list[dict[str, Any]]:
         kind = request.kind
         if (kind.group, kind.plural) in _EXEMPT:
             return []
-        namespace_labels = self._namespace_labels(request, obj)
+        namespace_labels = request_namespace_labels(self._store, request, obj)
         return [
             hook for hook in self._webhooks(plural)
             if any(
@@ -268,6 +275,162 @@ class WebhookAdmission:
         for hook, response in zip(hooks, responses, strict=True):
             if response is not None and not response.get("allowed"):
                 raise denial(hook.get("name", ""), response.get("status"))
+
+
+# ---------------------------------------------------------------------------------------------
+# ValidatingAdmissionPolicy (k8s.io/apiserver/pkg/admission/plugin/policy/validating)
+
+def _policy_rule_matches(rule: Mapping[str, Any], request: Any) -> bool:
+    """A NamedRuleWithOperations: a webhook rule narrowed to resourceNames."""
+    kind = request.kind
+    names = rule.get("resourceNames") or []
+    return rule_matches(rule, request.operation, kind.group, kind.version, kind.plural,
+                        request.subresource, request.namespace) and (
+        not names or request.name in names)
+
+
+def _resources_match(match: Mapping[str, Any], request: Any,
+                     namespace_labels: Mapping[str, str] | None, binding: bool = False) -> bool:
+    """MatchResources (matching.Matches): a resource rule, no exclude rule, both selectors. A
+    binding's matchResources without resourceRules does not constrain resources."""
+    rules = match.get("resourceRules") or []
+    return (
+        ((binding and not rules) or any(_policy_rule_matches(rule, request) for rule in rules))
+        and not any(_policy_rule_matches(rule, request)
+                    for rule in match.get("excludeResourceRules") or [])
+        and namespace_selector_matches(match, namespace_labels)
+        and object_selector_matches(match, request.object, request.old_object)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyDenial:
+    message: str
+    reason: str = ""
+
+
+def policy_denied(policy: str, binding: str, kind: Any, name: str,
+                  denial: PolicyDenial) -> StatusError:
+    """The dispatcher's refusal: admission.NewForbidden's message, the validation's reason
+    (Invalid when it sets none) and the code that reason has (reasonToCode)."""
+    message = (f"ValidatingAdmissionPolicy '{policy}' with binding '{binding}' denied request: "
+               f"{denial.message}")
+    error = forbidden(kind.group_resource, name, message)
+    reason = denial.reason or "Invalid"
+    code = {"Forbidden": 403, "Unauthorized": 401, "RequestEntityTooLarge": 413}.get(reason, 422)
+    details = dict(error.details or {})
+    details["causes"] = [*details.get("causes", []), {"message": message}]
+    return StatusError(code, reason, error.message, details)
+
+
+class PolicyAdmission:
+    """ValidatingAdmissionPolicies and their bindings, evaluated in-process with CEL: variables
+    `object`, `oldObject` (null on CREATE; `object` is null on DELETE), `request`,
+    `namespaceObject`, `variables`; `params` is always null and `authorizer` is not offered
+    (kubesim does not support paramKind: such a policy fails as a configuration error)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def _bound(self) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        policies = {stored.name: stored.obj for stored in
+                    self._store.list((ADMISSION_GROUP, POLICIES))}
+        bindings = sorted(self._store.list((ADMISSION_GROUP, POLICY_BINDINGS)),
+                          key=lambda stored: (stored.obj.get("spec", {}).get("policyName", ""),
+                                              stored.name))
+        return [(policies[name], stored.obj) for stored in bindings
+                if (name := (stored.obj.get("spec") or {}).get("policyName")) in policies]
+
+    def _namespace_object(self, request: Any) -> Any:
+        if not request.namespace or not request.kind.namespaced:
+            return None
+        stored = self._store.get(("", "namespaces"), "", request.namespace)
+        return stored.obj if stored else None
+
+    def _activation(self, request: Any) -> dict[str, Any]:
+        review = admission_review(request, request.object)["request"]
+        for key in ("uid", "object", "oldObject"):
+            review.pop(key, None)
+        return {"object": cel.value(request.object), "oldObject": cel.value(request.old_object),
+                "request": cel.value(review), "params": cel.value(None),
+                "namespaceObject": cel.value(self._namespace_object(request))}
+
+    def validate(self, request: Any) -> None:
+        kind = request.kind
+        if (kind.group, kind.plural) in _EXEMPT or request.operation == "CONNECT":
+            return
+        namespace_labels = request_namespace_labels(self._store, request, request.object)
+        activation: dict[str, Any] | None = None
+        for policy, binding in self._bound():
+            spec, binding_spec = policy.get("spec") or {}, binding.get("spec") or {}
+            if not _resources_match(spec.get("matchConstraints") or {}, request,
+                                    namespace_labels):
+                continue
+            if binding_spec.get("matchResources") and not _resources_match(
+                    binding_spec["matchResources"], request, namespace_labels, binding=True):
+                continue
+            activation = activation or self._activation(request)
+            denial = self._evaluate(spec, activation)
+            if denial is None:
+                continue
+            policy_name = policy["metadata"]["name"]
+            binding_name = binding["metadata"]["name"]
+            actions = binding_spec.get("validationActions") or []
+            if "Warn" in actions:
+                add_warning(f"Validation failed for ValidatingAdmissionPolicy '{policy_name}' "
+                            f"with binding '{binding_name}': {denial.message}")
+            if "Deny" in actions:  # (Audit: kubesim keeps no audit log)
+                raise policy_denied(policy_name, binding_name, kind, request.name, denial)
+
+    def _evaluate(self, spec: Mapping[str, Any], activation: dict[str, Any]
+                  ) -> PolicyDenial | None:
+        """The first failed validation of the policy, None when it admits the request (or
+        does not apply to it, by its matchConditions)."""
+        fail = (spec.get("failurePolicy") or "Fail") == "Fail"
+        if spec.get("paramKind"):
+            return PolicyDenial("failed to configure policy: paramKind is not supported by "
+                                "kubesim") if fail else None
+        values: dict[str, Any] = {}
+        activation = {**activation, "variables": cel.variables(values)}
+        for variable in spec.get("variables") or []:
+            values[variable["name"]] = cel.variable(variable["expression"], activation)
+            activation["variables"] = cel.variables(values)
+        matched_errors: list[str] = []
+        for condition in spec.get("matchConditions") or []:
+            try:
+                if not cel.evaluate_bool(condition["expression"], activation):
+                    return None  # a false condition skips the policy, errors or not
+            except cel.CelError as error:
+                matched_errors.append(f"failed to evaluate matchCondition "
+                                      f"'{condition.get('name', '')}': {error}")
+        if matched_errors:
+            return PolicyDenial(matched_errors[0]) if fail else None
+        for validation in spec.get("validations") or []:
+            expression = validation["expression"]
+            try:
+                if cel.evaluate_bool(expression, activation):
+                    continue
+            except cel.CelError as error:
+                if fail:
+                    return PolicyDenial(f"expression '{expression}' resulted in error: {error}")
+                continue
+            return PolicyDenial(self._message(validation, activation),
+                                str(validation.get("reason") or ""))
+        return None
+
+    @staticmethod
+    def _message(validation: Mapping[str, Any], activation: Mapping[str, Any]) -> str:
+        """messageExpression's string when it yields a non-empty one, else message, else
+        `failed expression: <expression>` (validating/validator.go)."""
+        if validation.get("messageExpression"):
+            try:
+                message = cel.evaluate_string(validation["messageExpression"], activation)
+            except cel.CelError:
+                message = ""
+            if message.strip():
+                return message
+        return str(validation.get("message") or
+                   f"failed expression: {validation['expression'].strip()}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,7 +610,8 @@ class PodSecurityPlugin:
 class AdmissionPlugins:
     """The cluster's admission chain in kube-apiserver's order: the built-in mutating plugins
     (ServiceAccount, DefaultTolerationSeconds), the mutating webhooks, then the validating
-    plugins (PodSecurity) before the validating webhooks, and ResourceQuota last."""
+    plugins (PodSecurity, ValidatingAdmissionPolicy) before the validating webhooks, and
+    ResourceQuota last."""
 
     def __init__(self, store: Store, default_not_ready_toleration_seconds: int = 300,
                  default_unreachable_toleration_seconds: int = 300,
@@ -457,6 +621,7 @@ class AdmissionPlugins:
             default_not_ready_toleration_seconds, default_unreachable_toleration_seconds)
         self.pod_security = PodSecurityPlugin(store, server_minor)
         self.webhooks = WebhookAdmission(store)
+        self.policies = PolicyAdmission(store)
         self.resource_quota = ResourceQuotaPlugin(store)
 
     async def mutate(self, request: Any) -> dict[str, Any] | None:
@@ -468,6 +633,7 @@ class AdmissionPlugins:
 
     async def validate(self, request: Any) -> None:
         self.pod_security.validate(request)
+        self.policies.validate(request)
         await self.webhooks.validate(request)
         self.resource_quota.validate(request)
 

@@ -165,6 +165,13 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
     _kind("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations",
           "ValidatingWebhookConfiguration", False, (), (), (), ("api-extensions",),
           unconditional_update=False),
+    # GA (on by default) since v1.30 (kubesim.admission.PolicyAdmission evaluates them)
+    _kind("admissionregistration.k8s.io", "v1", "validatingadmissionpolicies",
+          "ValidatingAdmissionPolicy", False, (), ("status",), (), ("api-extensions",),
+          unconditional_update=False),
+    _kind("admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings",
+          "ValidatingAdmissionPolicyBinding", False, (), (), (), ("api-extensions",),
+          unconditional_update=False),
     _kind("certificates.k8s.io", "v1", "certificatesigningrequests", "CertificateSigningRequest",
           False, ("csr",), ("status", "approval"), ("spec.signerName",)),
     _kind("rbac.authorization.k8s.io", "v1", "roles", "Role", True,
