@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from shared.api.namespace_map import NAMESPACE_MAP
-from shared.api.quota import QUOTA
+from shared.api.quota import QUOTA, PodPolicy, PodSecurityLevel
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.shadowpod import SHADOWPOD
 from tests.annexctl.conftest import Annexctl, minted_kubeconfig, peer_flags
@@ -220,4 +220,6 @@ def test_peer_sets_the_pod_policy_the_provider_grants(
     assert run.code == 0, run.err
     quota = client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
         QUOTA.group, QUOTA.version, peering.tenant, QUOTA.plural, peering.home_id)
-    assert quota["spec"]["podPolicy"] == {"podSecurity": "restricted", "allowHostPorts": False}
+    # The level asked for, and the closed defaults of everything else.
+    assert quota["spec"]["podPolicy"] == PodPolicy(
+        pod_security=PodSecurityLevel.RESTRICTED).model_dump(by_alias=True, mode="json")
