@@ -46,6 +46,9 @@ pytestmark = pytest.mark.kubesim_only  # creates cluster-wide RBAC objects
 
 RBAC = "rbac.authorization.k8s.io"
 ESCALATION = "is attempting to grant RBAC permissions not currently held"
+# the chart's ServiceAccount, whom its admission policy holds
+ACCOUNT = only(render(ROOT / "charts" / "remote-enforcer", {"clusterId": PROVIDER_ID}),
+               "ServiceAccount")["metadata"]["name"]
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,28 @@ def chart_rights() -> tuple[dict[str, Any], dict[str, Any], str]:
     return enforcer, only(manifests, "ClusterRole", name), name
 
 
+def install_chart_policy(remote: Any, namespace: str) -> str:
+    """The chart's admission policy and its binding for an enforcer released in `namespace`,
+    named after it (as its ClusterRole here); the policy's name."""
+    manifests = render(ROOT / "charts" / "remote-enforcer", {"clusterId": PROVIDER_ID},
+                       namespace=namespace)
+    policy = only(manifests, "ValidatingAdmissionPolicy")
+    binding = only(manifests, "ValidatingAdmissionPolicyBinding")
+    policy["metadata"] = binding["metadata"] = {"name": namespace}
+    binding["spec"]["policyName"] = namespace
+    admission = client.AdmissionregistrationV1Api(remote.api_client)
+    admission.create_validating_admission_policy(policy)
+    admission.create_validating_admission_policy_binding(binding)
+    return namespace
+
+
 def service_account_identity(remote: Any, directory: Path) -> Identity:
     """A service account bound to the chart's enforcer ClusterRole (the chart's consumer
-    ClusterRole there too), and a kubeconfig for it."""
+    ClusterRole there too) and held by its admission policy, and a kubeconfig for it."""
     namespace = new_name("annex-system")
     remote.core.create_namespace({"metadata": {"name": namespace}})
-    remote.core.create_namespaced_service_account(namespace, {"metadata": {"name": "enforcer"}})
+    remote.core.create_namespaced_service_account(namespace, {"metadata": {"name": ACCOUNT}})
+    install_chart_policy(remote, namespace)
     role, consumer_role, consumer_role_name = chart_rights()
     role["metadata"] = {"name": namespace}
     rbac = client.RbacAuthorizationV1Api(remote.api_client)
@@ -87,16 +106,16 @@ def service_account_identity(remote: Any, directory: Path) -> Identity:
     rbac.create_cluster_role_binding({
         "metadata": {"name": namespace},
         "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": namespace},
-        "subjects": [{"kind": "ServiceAccount", "name": "enforcer", "namespace": namespace}]})
+        "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": namespace}]})
     token = remote.core.create_namespaced_service_account_token(
-        "enforcer", namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+        ACCOUNT, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
     config = copy.deepcopy(yaml.safe_load(remote.kubeconfig.read_text()))
     config["users"] = [{"name": "enforcer", "user": {"token": token}}]
     for context in config["contexts"]:
         context["context"]["user"] = "enforcer"
     path = directory / "enforcer.kubeconfig"
     path.write_text(yaml.safe_dump(config))
-    return Identity(namespace, f"system:serviceaccount:{namespace}:enforcer", path,
+    return Identity(namespace, f"system:serviceaccount:{namespace}:{ACCOUNT}", path,
                     consumer_role_name)
 
 
@@ -223,6 +242,56 @@ def test_a_stolen_enforcer_identity_reads_no_secret_and_binds_only_the_consumer_
         rbac.create_namespaced_role_binding(
             twin, {**consumer_binding("ClusterRole", consumer_role, tenant),
                    "metadata": {"name": new_name("probe")}}, dry_run="All")
+
+
+def test_the_chart_s_admission_policy_holds_a_stolen_enforcer_identity_to_the_twins(
+        remote: Any, identity: Identity, confined: Enforcer) -> None:
+    """What RBAC grants cluster-wide (pods, the consumer role's bindings, namespaces) the chart's
+    ValidatingAdmissionPolicy confines to the twin namespaces: no pod as kube-system's accounts,
+    no binding there, no deleting it. Every write is a dry run: nothing happens if one passed."""
+    _, twin = twin_of(remote, Maps(remote), new_name("consumer"))
+    plain = new_name("plain")
+    remote.core.create_namespace({"metadata": {"name": plain}})
+    wait_for(lambda: remote.core.read_namespaced_service_account("default", twin))
+    denied = (f"ValidatingAdmissionPolicy '{identity.namespace}' with binding "
+              f"'{identity.namespace}' denied request: the enforcer ")
+    pod = {"metadata": {"name": "probe"}, "spec": {"containers": [
+        {"name": "main", "image": "nginx:1"}]}}
+    quota = {"metadata": {"name": "probe"}, "spec": {"hard": {"pods": "1"}}}
+    binding = {**consumer_binding("ClusterRole", identity.consumer_cluster_role,
+                                  identity.namespace), "metadata": {"name": new_name("probe")}}
+    with config.new_client_from_config(config_file=str(identity.kubeconfig)) as api_client:
+        core, rbac = client.CoreV1Api(api_client), client.RbacAuthorizationV1Api(api_client)
+        for namespace in ("kube-system", plain):
+            for resource, write in (
+                    ("pods", lambda ns=namespace: core.create_namespaced_pod(
+                        ns, {**pod, "spec": {**pod["spec"], "serviceAccountName": "default"}},
+                        dry_run="All")),
+                    ("rolebindings", lambda ns=namespace: rbac.create_namespaced_role_binding(
+                        ns, binding, dry_run="All")),
+                    ("resourcequotas", lambda ns=namespace: core.create_namespaced_resource_quota(
+                        ns, quota, dry_run="All"))):
+                assert refusal(write).endswith(
+                    f"{denied}writes {resource} only in its twin namespaces, not in {namespace}")
+            assert refusal(lambda ns=namespace: core.delete_namespace(ns, dry_run="All")).endswith(
+                f"{denied}creates, changes and deletes only its twin namespaces, not {namespace}")
+        twin_labels = remote.core.read_namespace(twin).metadata.labels
+        for write in (lambda: core.patch_namespace("kube-system", {"metadata": {
+                          "labels": twin_labels}}, dry_run="All"),
+                      lambda: core.create_namespace({"metadata": {"name": new_name("x")}},
+                                                    dry_run="All"),
+                      lambda: core.patch_namespace(twin, {"metadata": {"labels": {
+                          label: None for label in ownership_labels("a", "b")}}},
+                                                   dry_run="All")):
+            assert f"{denied}creates, changes and deletes only its twin" in refusal(write)
+
+        # and in a twin namespace, all of it is its to do
+        core.create_namespaced_pod(twin, pod, dry_run="All")
+        rbac.create_namespaced_role_binding(twin, binding, dry_run="All")
+        core.create_namespaced_resource_quota(twin, quota, dry_run="All")
+        core.create_namespace({"metadata": {"name": new_name("x"), "labels": twin_labels}},
+                              dry_run="All")
+        core.delete_namespace(twin, dry_run="All")
 
 
 def test_the_consumer_identity_works_in_its_twin_namespaces_only(
