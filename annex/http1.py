@@ -388,9 +388,9 @@ class ConnectionPool:
                         protocol, self._host, self._port, ssl=self._tls,
                         server_hostname=hostname)
                 else:
+                    tunnel = await open_tunnel(self._proxy, self._host, self._port)
                     _, connected = await loop.create_connection(
-                        protocol, sock=await self._tunnel(self._proxy), ssl=self._tls,
-                        server_hostname=hostname)
+                        protocol, sock=tunnel, ssl=self._tls, server_hostname=hostname)
         except OSError as error:  # refused, unreachable, a TLS failure: as aiohttp reports them
             key = ConnectionKey._make([None] * len(ConnectionKey._fields))._replace(
                 host=self._host, port=self._port, is_ssl=self._tls is not None,
@@ -402,39 +402,6 @@ class ConnectionPool:
             raise kind(key, error) from error
         return connected
 
-    async def _tunnel(self, proxy: Proxy) -> socket.socket:
-        """A socket to the server through `proxy`, once it answered CONNECT with 2xx; OSError
-        (ProxyRefused) when it refused."""
-        loop = asyncio.get_running_loop()
-        address = (f"[{self._host}]" if ":" in self._host else self._host) + f":{self._port}"
-        infos = await loop.getaddrinfo(proxy.host, proxy.port, type=socket.SOCK_STREAM)
-        family, kind, protocol, _, where = infos[0]
-        sock = socket.socket(family, kind, protocol)
-        try:
-            sock.setblocking(False)
-            await loop.sock_connect(sock, where)
-            authorization = (f"Proxy-Authorization: {proxy.authorization}\r\n"
-                             if proxy.authorization else "")
-            await loop.sock_sendall(sock, (f"CONNECT {address} HTTP/1.1\r\nHost: {address}\r\n"
-                                           f"{authorization}\r\n").encode("latin-1"))
-            answer = b""
-            while b"\r\n\r\n" not in answer:  # the proxy says nothing more before we speak
-                data = await loop.sock_recv(sock, 4096)
-                if not data or len(answer) > 65536:
-                    raise ProxyRefused(errno.ECONNREFUSED,
-                                       f"proxy {proxy.host}:{proxy.port} closed the tunnel "
-                                       f"to {address} before answering CONNECT")
-                answer += data
-            status = answer.split(b"\r\n", 1)[0].decode("latin-1")
-            words = status.split(" ")
-            if len(words) < 2 or not words[1].startswith("2"):
-                raise ProxyRefused(errno.ECONNREFUSED, f"proxy {proxy.host}:{proxy.port} refused "
-                                   f"CONNECT {address}: {status}")
-        except BaseException:
-            sock.close()
-            raise
-        return sock
-
     def close(self) -> None:
         """Close the idle connections now, the others once their answer is in."""
         self._closed = True
@@ -443,3 +410,37 @@ class ConnectionPool:
             self._expiry = None
         while self._idle:
             self._idle.pop().close()
+
+
+async def open_tunnel(proxy: Proxy, host: str, port: int) -> socket.socket:
+    """A connected socket to `host`:`port` through `proxy`, once it answered CONNECT with 2xx;
+    OSError (ProxyRefused) when it refused."""
+    loop = asyncio.get_running_loop()
+    address = (f"[{host}]" if ":" in host else host) + f":{port}"
+    infos = await loop.getaddrinfo(proxy.host, proxy.port, type=socket.SOCK_STREAM)
+    family, kind, protocol, _, where = infos[0]
+    sock = socket.socket(family, kind, protocol)
+    try:
+        sock.setblocking(False)
+        await loop.sock_connect(sock, where)
+        authorization = (f"Proxy-Authorization: {proxy.authorization}\r\n"
+                         if proxy.authorization else "")
+        await loop.sock_sendall(sock, (f"CONNECT {address} HTTP/1.1\r\nHost: {address}\r\n"
+                                       f"{authorization}\r\n").encode("latin-1"))
+        answer = b""
+        while b"\r\n\r\n" not in answer:  # the proxy says nothing more before we speak
+            data = await loop.sock_recv(sock, 4096)
+            if not data or len(answer) > 65536:
+                raise ProxyRefused(errno.ECONNREFUSED,
+                                   f"proxy {proxy.host}:{proxy.port} closed the tunnel "
+                                   f"to {address} before answering CONNECT")
+            answer += data
+        status = answer.split(b"\r\n", 1)[0].decode("latin-1")
+        words = status.split(" ")
+        if len(words) < 2 or not words[1].startswith("2"):
+            raise ProxyRefused(errno.ECONNREFUSED, f"proxy {proxy.host}:{proxy.port} refused "
+                               f"CONNECT {address}: {status}")
+    except BaseException:
+        sock.close()
+        raise
+    return sock

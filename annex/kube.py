@@ -210,6 +210,13 @@ class Connection:
     environment's), or None."""
 
 
+def current_token(connection: Connection) -> str | None:
+    """The bearer token to send now: the token source's latest (read again by the clients'
+    requests, `annex.kubeapi.ClusterApi`), else the one loaded."""
+    source = connection.token_source
+    return (source.current() if source is not None else None) or connection.token
+
+
 _component = "annex"
 
 

@@ -40,7 +40,14 @@ import aiohttp
 import orjson
 
 from annex.http1 import ConnectionPool, Response, Stream
-from annex.kube import Connection, LiveConnection, RateLimiter, component_name, user_agent
+from annex.kube import (
+    Connection,
+    LiveConnection,
+    RateLimiter,
+    component_name,
+    current_token,
+    user_agent,
+)
 from annex.probes import metric_family
 from shared.api.resource import ResourceDefinition
 
@@ -353,8 +360,7 @@ class ClusterApi:
             self._pool_connection = connection
             self._host = server.netloc
             self._loop = loop
-        source = connection.token_source
-        self._use_token(source.current() if source is not None else connection.token)
+        self._use_token(current_token(connection))
         return self._pool
 
     def _use_token(self, token: str | None) -> None:

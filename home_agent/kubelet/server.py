@@ -26,7 +26,7 @@ import aiohttp
 from aiohttp import web
 
 import spdy3
-from annex.kube import Connection, LiveConnection
+from annex.kube import Connection, LiveConnection, current_token
 from annex.kubeapi import ApiError, ClusterApi, error_message, ssl_context
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig
@@ -77,21 +77,24 @@ class RemoteSession:
         self.live = live
         self._session: aiohttp.ClientSession | None = None
         self._connection: Connection | None = None
+        self._token: str | None = None
 
     def session(self) -> tuple[aiohttp.ClientSession, Connection]:
         connection = self.live.current
-        if self._session is None or connection is not self._connection:
+        token = current_token(connection)  # a rotated one: a new session
+        if self._session is None or connection is not self._connection or token != self._token:
             old = self._session
             if old is not None:
                 # Streams in progress keep the old one until they end; it closes with them.
                 asyncio.get_running_loop().call_later(60, lambda: asyncio.ensure_future(
                     old.close()))
             headers = {}
-            if connection.token:
-                headers["Authorization"] = f"Bearer {connection.token}"
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
             self._session = aiohttp.ClientSession(
-                headers=headers, connector=aiohttp.TCPConnector(ssl=ssl_context(connection)))
-            self._connection = connection
+                headers=headers, connector=aiohttp.TCPConnector(ssl=ssl_context(connection)),
+                proxy=connection.proxy.url if connection.proxy else None)
+            self._connection, self._token = connection, token
         return self._session, connection
 
     async def close(self) -> None:

@@ -20,7 +20,9 @@ from urllib.parse import urlencode, urlsplit
 from aiohttp import web
 
 import spdy3
+from annex.http1 import open_tunnel
 from annex.kube import Connection as KubeConnection
+from annex.kube import current_token
 from annex.kubeapi import ssl_context
 from spdy3 import upgrade
 
@@ -46,13 +48,15 @@ async def dial(connection: KubeConnection, path: str, query: list[tuple[str, str
     port = server.port or (443 if server.scheme == "https" else 80)
     host = server.hostname or ""
     async with asyncio.timeout(timeout):
+        tunnel = await open_tunnel(connection.proxy, host, port) if connection.proxy else None
         reader, writer = await asyncio.open_connection(
-            host, port, ssl=tls or None, limit=2 ** 20,
-            server_hostname=(connection.tls_server_name or host) if tls else None)
+            None if tunnel else host, None if tunnel else port, sock=tunnel, ssl=tls or None,
+            limit=2 ** 20, server_hostname=(connection.tls_server_name or host) if tls else None)
     try:
         headers = upgrade.upgrade_request_headers(protocols)
-        if connection.token:
-            headers.append(("Authorization", f"Bearer {connection.token}"))
+        token = current_token(connection)
+        if token:
+            headers.append(("Authorization", f"Bearer {token}"))
         headers.append(("Content-Length", "0"))
         target = path + (f"?{urlencode(query)}" if query else "")
         writer.write(upgrade.request_bytes("POST", target, server.netloc, headers))
