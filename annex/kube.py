@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 from kubernetes import client, config
+from kubernetes.config import incluster_config
 from kubernetes.config.exec_provider import ExecProvider
-from kubernetes.config.incluster_config import SERVICE_TOKEN_FILENAME
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
 
 from annex.proxies import Proxy, proxy_for
@@ -279,7 +279,7 @@ def load_connection(kubeconfig: str | None = None, *, context: str | None = None
     else:
         config.load_incluster_config(  # type: ignore[no-untyped-call]
             client_configuration=configuration)
-        source, proxy_url = FileToken(SERVICE_TOKEN_FILENAME), None
+        source, proxy_url = FileToken(incluster_config.SERVICE_TOKEN_FILENAME), None
     return _connection_of(configuration, limits, source, proxy_url)
 
 

@@ -5,6 +5,7 @@ again when its credential expires or is refused, as client-go does."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 import sys
@@ -12,12 +13,14 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.config import incluster_config
 
-from annex.kube import Connection, ExecToken, FileToken, load_connection
+from annex.kube import Connection, ExecToken, FileToken, kopf_login, load_connection
 from annex.kubeapi import ApiError, ClusterApi, RequestMetrics, core_path
 
 
@@ -162,6 +165,47 @@ def test_a_token_file_that_cannot_be_read_keeps_the_token_there_was(tmp_path: Pa
     assert source.read() == "first"
     token_file.unlink()
     assert source.read() == "first"
+
+
+def test_the_in_cluster_token_is_read_again_when_kubelet_rotates_it(
+        account: Account, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    contents = yaml.safe_load(account.remote.kubeconfig.read_text())
+    cluster = contents["clusters"][0]["cluster"]
+    authority = tmp_path / "ca.crt"
+    if cluster.get("certificate-authority-data"):
+        authority.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
+    elif cluster.get("certificate-authority"):
+        authority.write_bytes((account.remote.kubeconfig.parent
+                               / cluster["certificate-authority"]).read_bytes())
+    else:
+        pytest.skip("the cluster's kubeconfig names no certificate authority")
+    server = urlsplit(cluster["server"])
+    token_file = tmp_path / "token"
+    first, second = account.token(), account.token()
+    token_file.write_text(first)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", str(server.hostname))
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(server.port or 443))
+    monkeypatch.setattr(incluster_config, "SERVICE_TOKEN_FILENAME", str(token_file))
+    monkeypatch.setattr(incluster_config, "SERVICE_CERT_FILENAME", str(authority))
+
+    connection = load_connection(None)  # as in a pod
+
+    def rotate() -> None:
+        token_file.write_text(second)
+        account.revoke(first)
+
+    assert connection.token_source == FileToken(str(token_file))
+    assert _list_configmaps(connection, account, times=2, between=rotate) == 2
+
+
+def test_the_enforcers_kopf_login_reads_the_rotated_token(account: Account,
+                                                           tmp_path: Path) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text("first")
+    connection = account.connection(token_source=FileToken(str(token_file)))
+    assert kopf_login(connection).token == "first"
+    token_file.write_text("second")  # kopf logs in again after a 401
+    assert kopf_login(connection).token == "second"
 
 
 def _exec_kubeconfig(account: Account, tmp_path: Path, expires: str) -> Path:
