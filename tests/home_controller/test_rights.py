@@ -262,3 +262,57 @@ def _configuration(home: ClusterHandle, token: str) -> client.Configuration:
     configuration.verify_ssl = base.verify_ssl
     configuration.api_key = {"authorization": f"Bearer {token}"}
     return configuration
+
+
+def test_the_chart_s_admission_policy_refuses_a_stolen_controller_token_grants_there(
+        home: ClusterHandle, release: Release) -> None:
+    """RBAC lets the controller bind the token-request role in any namespace; the chart's
+    ValidatingAdmissionPolicy (Kubernetes 1.30+) refuses it the system namespaces and the
+    release's own, as the controller's code does. Dry runs: nothing is granted if one passed."""
+    admission = client.AdmissionregistrationV1Api(home.api_client)
+    try:
+        admission.list_validating_admission_policy()
+    except client.exceptions.ApiException as error:
+        if error.status != 404:
+            raise
+        pytest.skip("the API server serves no ValidatingAdmissionPolicy (before 1.30)")
+    # rendered as the release's: its full name is the release name
+    manifests = render(CHART, {"clusterId": "home"}, release=release.template.name_prefix,
+                       namespace=release.namespace)
+    policy = only(manifests, "ValidatingAdmissionPolicy")
+    binding = only(manifests, "ValidatingAdmissionPolicyBinding")
+    admission.create_validating_admission_policy(policy)
+    admission.create_validating_admission_policy_binding(binding)
+    elsewhere = f"{release.namespace}-apps"
+    home.core.create_namespace({"metadata": {"name": elsewhere}})
+    token = home.core.create_namespaced_service_account_token(
+        release.controller, release.namespace, {"spec": {"expirationSeconds": 3600}}
+    ).status.token
+    rbac = client.RbacAuthorizationV1Api(client.ApiClient(_configuration(home, token)))
+    grant = {"metadata": {"name": "stolen"}, "roleRef": {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+        "name": release.template.token_requests_role}, "subjects": [{
+            "apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+            "name": f"system:serviceaccounts:{release.namespace}"}]}
+    denied = (f"ValidatingAdmissionPolicy '{policy['metadata']['name']}' with binding "
+              f"'{binding['metadata']['name']}' denied request: the agents' token requests "
+              "are never granted in ")
+
+    def refusal(namespace: str) -> str | None:
+        try:
+            rbac.create_namespaced_role_binding(namespace, grant, dry_run="All")
+        except client.exceptions.ApiException as error:
+            assert error.status == 403, error.body
+            return str(json.loads(error.body)["message"])
+        return None
+
+    try:
+        for namespace in ("kube-system", "kube-public", "kube-node-lease", release.namespace):
+            message = wait_for(lambda namespace=namespace: refusal(namespace),
+                               message=f"a grant in {namespace} was not refused")
+            assert f"{denied}{namespace}: " in message, message
+        assert refusal(elsewhere) is None
+    finally:
+        admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
+        admission.delete_validating_admission_policy(policy["metadata"]["name"])
+        home.core.delete_namespace(elsewhere)
