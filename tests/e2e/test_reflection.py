@@ -91,8 +91,10 @@ def test_an_offloaded_pod_using_a_configmap_and_a_secret_runs_remotely_with_the_
         assert copy["metadata"]["labels"][ORIGIN] == agent.home_id
 
 
-BACKLOG = 200
-"""ConfigMaps the reflection copies before the one a pod mounts (one worker: in their order)."""
+BACKLOG = 90
+"""ConfigMaps the reflection copies before the one a pod mounts (one worker: in their order);
+with the two the pods use and kube-root-ca.crt, within the 100 ConfigMaps a twin namespace holds
+by default (the consumer's namespacePolicy.objectCounts)."""
 
 
 def test_a_pod_applied_with_the_configmaps_it_needs_starts_at_the_first_try(
