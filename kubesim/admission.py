@@ -359,9 +359,12 @@ class PolicyAdmission:
         kind = request.kind
         if (kind.group, kind.plural) in _EXEMPT or request.operation == "CONNECT":
             return
+        bound = self._bound()
+        if not bound:
+            return
         namespace_labels = request_namespace_labels(self._store, request, request.object)
         activation: dict[str, Any] | None = None
-        for policy, binding in self._bound():
+        for policy, binding in bound:
             spec, binding_spec = policy.get("spec") or {}, binding.get("spec") or {}
             if not _resources_match(spec.get("matchConstraints") or {}, request,
                                     namespace_labels):
