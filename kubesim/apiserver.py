@@ -47,6 +47,8 @@ from kubesim.strategies import (
     ServiceStrategy,
     StorageClassStrategy,
     Strategy,
+    ValidatingAdmissionPolicyBindingStrategy,
+    ValidatingAdmissionPolicyStrategy,
     service_node_ports,
 )
 from kubesim.watch import BOOKMARK, ERROR, WatchStream, bookmark
@@ -274,6 +276,10 @@ class ApiServer:
             ("discovery.k8s.io", "endpointslices"): EndpointSliceStrategy,
             ("certificates.k8s.io", "certificatesigningrequests"):
                 CertificateSigningRequestStrategy,
+            ("admissionregistration.k8s.io", "validatingadmissionpolicies"):
+                ValidatingAdmissionPolicyStrategy,
+            ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"):
+                ValidatingAdmissionPolicyBindingStrategy,
         }
         if kind.group == "rbac.authorization.k8s.io":
             return RbacStrategy(kind)

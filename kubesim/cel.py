@@ -28,8 +28,18 @@ def _program(expression: str) -> Any:
     environment = celpy.Environment()
     try:
         return environment.program(environment.compile(expression))
-    except CELParseError as error:
-        raise CelError(f"compilation failed: {error}") from error
+    except CELParseError as error:  # worded as cel-go's issues
+        raise CelError(f"compilation failed: ERROR: <input>:{error.line}:{error.column}: "
+                       "Syntax error") from error
+
+
+def compile_error(expression: str) -> str | None:
+    """Why `expression` does not compile, None when it does."""
+    try:
+        _program(expression)
+    except CelError as error:
+        return str(error)
+    return None
 
 
 def value(data: Any) -> Any:

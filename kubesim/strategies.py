@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from kubesim import names
+from kubesim import cel, names
 from kubesim.errors import FieldCause, StatusError, forbidden, invalid
 from kubesim.kinds import ResourceKind
 
@@ -808,6 +808,44 @@ class ResourceQuotaStrategy(Strategy):
 
 class RbacStrategy(Strategy):
     name_errors = staticmethod(names.path_segment_errors)
+
+
+class ValidatingAdmissionPolicyStrategy(Strategy):
+    """ValidateValidatingAdmissionPolicy, as far as a policy that cannot run is refused: its
+    expressions compile (CEL syntax; kubesim does not type-check them)."""
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        spec = obj.get("spec") or {}
+        causes = []
+        for field, keys in (("validations", ("expression", "messageExpression")),
+                            ("matchConditions", ("expression",)),
+                            ("variables", ("expression",))):
+            for index, item in enumerate(spec.get(field) or []):
+                for key in keys:
+                    expression = (item or {}).get(key)
+                    if key == "expression" and not expression:
+                        causes.append(FieldCause(f"spec.{field}[{index}].{key}",
+                                                 "Required value", ""))
+                    elif expression and (problem := cel.compile_error(str(expression))):
+                        causes.append(FieldCause(f"spec.{field}[{index}].{key}",
+                                                 "Invalid value", problem, expression))
+        if not spec.get("validations") and not spec.get("auditAnnotations"):
+            causes.append(FieldCause("spec.validations", "Required value",
+                                     "validations or auditAnnotations must contain at least one "
+                                     "item"))
+        return causes
+
+
+class ValidatingAdmissionPolicyBindingStrategy(Strategy):
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        spec = obj.get("spec") or {}
+        causes = []
+        if not spec.get("policyName"):
+            causes.append(FieldCause("spec.policyName", "Required value", ""))
+        if not spec.get("validationActions"):
+            causes.append(FieldCause("spec.validationActions", "Required value",
+                                     "at least one validation action is required"))
+        return causes
 
 
 class DeploymentStrategy(Strategy):

@@ -18,6 +18,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from tests.helpers import wait_for
+from tests.kubesim import rest
 
 pytestmark = pytest.mark.since("1.30", "ValidatingAdmissionPolicy v1 is served")
 
@@ -184,3 +185,23 @@ def test_an_expression_that_fails_refuses_unless_the_failure_policy_ignores_it(
         status["message"]), status
     home.core.create_namespaced_config_map(namespace, config_map("ignore", {"policy": "ignore"},
                                                                  other="1"))
+
+
+def test_a_policy_whose_expression_does_not_compile_or_a_binding_without_actions_is_invalid(
+        home: Any) -> None:
+    api = client.AdmissionregistrationV1Api(home.api_client)
+    with pytest.raises(ApiException) as refused:
+        api.create_validating_admission_policy({"metadata": {"name": "broken"}, "spec": {
+            "matchConstraints": {"resourceRules": [CONFIGMAPS]},
+            "validations": [{"expression": "object.data =="}]}}, dry_run="All")
+    status = json.loads(refused.value.body)
+    assert (refused.value.status, status["reason"]) == (422, "Invalid")
+    assert [cause["field"] for cause in status["details"]["causes"]] == [
+        "spec.validations[0].expression"]
+    assert "compilation failed" in status["message"]
+    code, status = rest.call(  # (the typed client refuses it before sending)
+        home, "POST", "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+        {"metadata": {"name": "broken"}, "spec": {"policyName": "broken"}},
+        query={"dryRun": "All"})
+    assert code == 422
+    assert "spec.validationActions: Required value" in status["message"]
