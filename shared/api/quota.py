@@ -133,9 +133,11 @@ class ServicePolicy(ApiModel):
 
 
 # Per twin namespace: what a consumer may store in the provider's etcd (a ResourceQuota the
-# enforcer keeps in each twin namespace). Each object may be up to 1.5 MiB.
+# enforcer keeps in each twin namespace). Each object may be up to 1.5 MiB. Secrets: 100 of the
+# consumer's own, and one service-account token Secret for each of the 500 ShadowPods' pods (the
+# agent reflects a pod's token as a Secret of the twin namespace).
 DEFAULT_NAMESPACE_OBJECT_COUNTS: dict[str, str] = {
-    "configmaps": "100", "secrets": "100", "services": "50", "persistentvolumeclaims": "50",
+    "configmaps": "100", "secrets": "600", "services": "50", "persistentvolumeclaims": "50",
     "count/shadowpods.offloading.liqo.io": "500",
     "count/endpointslices.discovery.k8s.io": "100",
     "count/ingresses.networking.k8s.io": "20",
