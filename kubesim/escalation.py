@@ -151,6 +151,11 @@ class EscalationCheck:
         self.inner = inner
         self.authorizer = authorizer
 
+    def __getattr__(self, name: str) -> Any:
+        # The chain's plugins stay reachable as before it was wrapped (their settings stand for
+        # kube-apiserver's flags, e.g. --default-not-ready-toleration-seconds).
+        return getattr(self.inner, name)
+
     async def mutate(self, request: AdmissionRequest) -> dict[str, Any] | None:
         mutated = await self.inner.mutate(request)
         self.confirm(request if mutated is None else dataclasses.replace(request, object=mutated))
