@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from shared.api.quota import QUOTA, LimitsEnforcement, NamespacePolicy, PodPolicy
+from shared.api.base import ApiModel
+from shared.api.quota import QUOTA, LimitsEnforcement, NamespacePolicy, PodPolicy, ServicePolicy
 from shared.wellknown import (
     CONSUMER_IDENTITY_ANNOTATION,
     CONSUMER_SERVICE_ACCOUNT,
@@ -130,17 +131,16 @@ def consumer_quota(
     cordoned: bool = False,
     pod_policy: PodPolicy | None = None,
     namespace_policy: NamespacePolicy | None = None,
+    service_policy: ServicePolicy | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The consumer's Quota, named after it, in its tenant namespace; `pod_policy` defaults to
     the baseline Pod Security level without host ports. `resources` empty (the default) is not
     unlimited: every resource the Quota does not list is limited by the consumer's offer."""
-    twins = namespace_policy or NamespacePolicy()
-    # as the chart writes it: objectCounts only when not the defaults
-    namespaces: dict[str, Any] = {"allowedNames": list(twins.allowed_names),
-                                  "maxTwinNamespaces": twins.max_twin_namespaces}
-    if twins.object_counts != NamespacePolicy().object_counts:
-        namespaces["objectCounts"] = dict(twins.object_counts)
+    # Each policy whole, as the chart writes it from its values: what a provider's admin reads
+    # back is what is enforced.
+    def whole(policy: ApiModel) -> dict[str, Any]:
+        return policy.model_dump(by_alias=True, mode="json")
     return {
         "apiVersion": QUOTA.api_version,
         "kind": QUOTA.kind,
@@ -154,7 +154,8 @@ def consumer_quota(
             "limitsEnforcement": LimitsEnforcement(limits_enforcement).value,
             "cordoned": cordoned,
             "resources": dict(resources or {}),
-            "podPolicy": (pod_policy or PodPolicy()).model_dump(by_alias=True, mode="json"),
-            "namespacePolicy": namespaces,
+            "podPolicy": whole(pod_policy or PodPolicy()),
+            "servicePolicy": whole(service_policy or ServicePolicy()),
+            "namespacePolicy": whole(namespace_policy or NamespacePolicy()),
         },
     }

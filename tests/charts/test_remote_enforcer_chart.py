@@ -14,6 +14,7 @@ from remote_enforcer.admission import WEBHOOK_PATH
 from remote_enforcer.rbac import TWIN_NAMESPACE_RULES, enforcer_rules
 from remote_enforcer.settings import parse
 from remote_enforcer.webhooks import registrations
+from shared.api.quota import QuotaSpec
 from shared.wellknown import (
     CONSUMER_IDENTITY_ANNOTATION,
     CONSUMER_SERVICE_ACCOUNT,
@@ -136,7 +137,11 @@ def test_with_cert_manager_the_certificate_is_issued_and_injected() -> None:
 
 
 # objectCounts unwritten: the Quota's defaults
-DEFAULT_NAMESPACE_POLICY = {"allowedNames": [], "maxTwinNamespaces": 20}
+# The chart's values hold the Quota model's closed defaults, whole.
+DEFAULT_POLICIES = {name: getattr(QuotaSpec(consumer_cluster_id="x"), field).to_wire()
+                    for name, field in (("podPolicy", "pod_policy"),
+                                        ("servicePolicy", "service_policy"),
+                                        ("namespacePolicy", "namespace_policy"))}
 
 
 def test_each_consumer_gets_a_tenant_namespace_a_confined_identity_and_a_quota() -> None:
@@ -161,11 +166,9 @@ def test_each_consumer_gets_a_tenant_namespace_a_confined_identity_and_a_quota()
     quotas = {q["spec"]["consumerClusterId"]: q["spec"] for q in of_kind(manifests, "Quota")}
     assert quotas["home-1"] == {"consumerClusterId": "home-1", "limitsEnforcement": "Soft",
                                 "cordoned": False, "resources": {"cpu": "2", "memory": "4Gi"},
-                                "podPolicy": {"podSecurity": "baseline",
-                                              "allowHostPorts": False},
-                                "namespacePolicy": DEFAULT_NAMESPACE_POLICY}
+                                **DEFAULT_POLICIES}
     assert quotas["home-2"] == {"consumerClusterId": "home-2", "limitsEnforcement": "Hard",
                                 "cordoned": True, "resources": {"cpu": "4", "memory": "4Gi"},
-                                "podPolicy": {"podSecurity": "restricted",
-                                              "allowHostPorts": False},
-                                "namespacePolicy": DEFAULT_NAMESPACE_POLICY}
+                                **DEFAULT_POLICIES, "podPolicy": {
+                                    **DEFAULT_POLICIES["podPolicy"],
+                                    "podSecurity": "restricted"}}
