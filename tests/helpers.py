@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import time
 from collections.abc import Callable
@@ -48,3 +49,14 @@ def free_ports(count: int) -> list[int]:
 def free_port() -> int:
     [port] = free_ports(1)
     return port
+
+
+def refusal(write: Callable[[], object]) -> str:
+    """The message of the 403 Forbidden that `write` (a kubernetes client call) must get."""
+    from kubernetes.client.rest import ApiException
+    try:
+        write()
+    except ApiException as error:
+        assert error.status == 403, error.body
+        return str(json.loads(error.body)["message"])
+    raise AssertionError("the write was allowed")

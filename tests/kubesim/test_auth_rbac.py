@@ -4,20 +4,18 @@ clusters)."""
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.rest import ApiException
 
 from kubesim.apiserver import forbidden_message
 from kubesim.auth import evaluate, rule_allows
 from kubesim.escalation import compact, uncovered
-from tests.helpers import wait_for
+from tests.helpers import refusal, wait_for
 from tests.kubesim.test_auth_tokens import client_with_token
 
 
@@ -158,16 +156,6 @@ def grant(home: Any, namespace: str, name: str, rules: list[dict[str, Any]]) -> 
         "metadata": {"name": name},
         "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": name},
         "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": namespace}]})
-
-
-def refusal(write: Callable[[], Any]) -> str:
-    """The message of the 403 `write` gets."""
-    try:
-        write()
-    except ApiException as error:
-        assert error.status == 403, error.body
-        return str(json.loads(error.body)["message"])
-    raise AssertionError("the write was allowed")
 
 
 def held_message(namespace: str, kind: str, name: str, *missing: str) -> str:

@@ -5,9 +5,8 @@ older enforcer's twin namespace is rebound to the consumer ClusterRole with noth
 from __future__ import annotations
 
 import copy
-import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from remote_enforcer.settings import parse
 from shared.ownership import ownership_labels
 from shared.wellknown import CONSUMER_SERVICE_ACCOUNT, OFFLOADING_GROUP, TWIN_NAMESPACE_ROLE
 from tests.charts.helm import only, render
-from tests.helpers import wait_for
+from tests.helpers import refusal, wait_for
 from tests.remote_enforcer.conftest import (
     PROVIDER_ID,
     ROOT,
@@ -155,15 +154,6 @@ def twin_of(remote: Any, maps: Maps, consumer: str) -> tuple[str, str]:
     wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"},
              message=f"{twin} was not accepted")
     return tenant, twin
-
-
-def refusal(write: Callable[[], Any]) -> str:
-    try:
-        write()
-    except ApiException as error:
-        assert error.status == 403, error.body
-        return str(json.loads(error.body)["message"])
-    raise AssertionError("the write was allowed")
 
 
 def consumer_binding(role_kind: str, role: str, tenant: str) -> dict[str, Any]:
