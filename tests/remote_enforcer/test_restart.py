@@ -6,17 +6,29 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
+
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     ShadowPods,
+    make_tenant_namespace,
     make_twin_namespace,
     new_name,
     settled,
     shadowpod,
 )
+from tests.remote_enforcer.test_admission import set_quota
 
 CONSUMER = "consumer-restart"
 BURST = 30
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quota(remote: Any, enforcer: Any) -> None:
+    """Room for the burst: without a Quota the consumer gets what its offer says (a share of
+    the simulated nodes' pods)."""
+    set_quota(remote, make_tenant_namespace(remote, CONSUMER), CONSUMER, "None",
+              {"pods": "100"})
 
 
 def test_a_kill_mid_burst_leaves_one_pod_per_shadowpod(
