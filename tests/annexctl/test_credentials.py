@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from tests.annexctl.conftest import Annexctl, home_flags, minted_kubeconfig, peer_flags
-from tests.annexctl.test_story import _virtual_node, agent_namespace
+from tests.annexctl.test_story import _virtual_node, agent_namespace, allow_borrowed_toleration
 from tests.conftest import ClusterHandle
 from tests.e2e.test_offloading import REMOTE_STRATEGY
 from tests.helpers import wait_for
@@ -65,6 +65,7 @@ def test_the_agent_follows_its_kubeconfig_secret_without_a_restart(
     home_id = unique_id("home")
     flags = peer_flags(home, remote, home_id, PROVIDER_ID, agent_namespace)
     assert annexctl("peer", *flags).code == 0
+    allow_borrowed_toleration(remote, home_id)  # the virtual node's offloadingPatch has it
     _virtual_node(home, agent_namespace, SECRET)  # names the Secret: the agent follows it
     started_with = minted_kubeconfig(home, agent_namespace, SECRET, tmp_path)
     agent = start_agent(remote_kubeconfig=started_with, remote_id=PROVIDER_ID, home_id=home_id)
@@ -84,6 +85,7 @@ def test_the_agent_follows_its_kubeconfig_secret_without_a_restart(
     tenant = f"annex-tenant-{home_id}"
     remote.core.delete_namespaced_service_account("consumer", tenant)
     assert annexctl("peer", *flags).code == 0
+    allow_borrowed_toleration(remote, home_id)
     revoked = _token(yaml.safe_load(started_with.read_text()))
     assert _token(_kubeconfig(home, agent_namespace)) != revoked
     _runs_remotely(home, namespace, "third")

@@ -49,7 +49,7 @@ def agent_namespace(home: ClusterHandle, remote: ClusterHandle) -> Iterator[str]
 BORROWED = {"key": "example.com/borrowed", "operator": "Exists"}
 
 
-def _allow_borrowed_toleration(remote: ClusterHandle, consumer: str) -> None:
+def allow_borrowed_toleration(remote: ClusterHandle, consumer: str) -> None:
     """The provider lets the consumer's pods carry the offloadingPatch's toleration: the Quota
     `peer` made lists it in its pod policy (closed by default)."""
     quotas = client.CustomObjectsApi(remote.api_client)
@@ -83,7 +83,7 @@ def test_peer_offload_status_explain_unoffload_unpeer(
     home_id = unique_id("home")
     flags = peer_flags(home, remote, home_id, PROVIDER_ID, agent_namespace)
     assert annexctl("peer", *flags).code == 0
-    _allow_borrowed_toleration(remote, home_id)
+    allow_borrowed_toleration(remote, home_id)
     secret = f"{PROVIDER_ID}-kubeconfig"
     _virtual_node(home, agent_namespace, secret)
     agent = start_agent(remote_kubeconfig=minted_kubeconfig(home, agent_namespace, secret,
