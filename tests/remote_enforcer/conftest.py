@@ -27,6 +27,7 @@ from kubernetes.client.rest import ApiException
 from remote_enforcer.admission import WEBHOOK_PATH
 from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from remote_enforcer.webhooks import registrations
+from shared.api.quota import QUOTA
 from shared.api.shadowpod import SHADOWPOD
 from shared.ownership import ownership_labels
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL, TWIN_NAMESPACE_ROLE
@@ -204,6 +205,20 @@ def make_tenant_namespace(remote: Any, consumer: str) -> str:
     remote.core.create_namespace({"metadata": {"name": name, "labels": {
         TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: consumer}}})
     return name
+
+
+def room_for_pods(remote: Any, consumer: str, pods: int = 100) -> str:
+    """A Quota with room for `pods` pods of `consumer`, for tests about something else than
+    quota: without a Quota a consumer gets what its offer says, a share of the free pods of the
+    simulated nodes, which the other tests' pods make smaller. Its tenant namespace, where the
+    Quota is named after the consumer."""
+    tenant = make_tenant_namespace(remote, consumer)
+    client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
+        QUOTA.group, QUOTA.version, tenant, QUOTA.plural,
+        {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+         "metadata": {"name": consumer},
+         "spec": {"consumerClusterId": consumer, "resources": {"pods": str(pods)}}})
+    return tenant
 
 
 def shadowpod(name: str, consumer: str, pod_spec: dict[str, Any] | None = None,

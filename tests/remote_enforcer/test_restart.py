@@ -11,13 +11,12 @@ import pytest
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     ShadowPods,
-    make_tenant_namespace,
     make_twin_namespace,
     new_name,
+    room_for_pods,
     settled,
     shadowpod,
 )
-from tests.remote_enforcer.test_admission import set_quota
 
 CONSUMER = "consumer-restart"
 BURST = 30
@@ -25,10 +24,7 @@ BURST = 30
 
 @pytest.fixture(scope="module", autouse=True)
 def quota(remote: Any, enforcer: Any) -> None:
-    """Room for the burst: without a Quota the consumer gets what its offer says (a share of
-    the simulated nodes' pods)."""
-    set_quota(remote, make_tenant_namespace(remote, CONSUMER), CONSUMER, "None",
-              {"pods": "100"})
+    room_for_pods(remote, CONSUMER)
 
 
 def test_a_kill_mid_burst_leaves_one_pod_per_shadowpod(

@@ -13,6 +13,7 @@ from tests.remote_enforcer.conftest import (
     ShadowPods,
     make_twin_namespace,
     new_name,
+    room_for_pods,
     settled,
     shadowpod,
 )
@@ -28,6 +29,12 @@ def pod_or_none(remote: Any, namespace: str, name: str) -> Any:
         if error.status == 404:
             return None
         raise
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tenant(remote: Any, enforcer: Any) -> str:
+    """The consumer's tenant namespace, with its Quota (room for the module's pods)."""
+    return room_for_pods(remote, CONSUMER)
 
 
 @pytest.fixture
@@ -74,13 +81,13 @@ def test_a_deleted_pod_is_recreated_and_counted(
 
 
 def test_label_annotation_image_and_toleration_changes_reach_the_pod(
-        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+        remote: Any, tenant: str, twin: str, shadowpods: ShadowPods) -> None:
     name = new_name("web")
     shadowpods.create(twin, shadowpod(name, CONSUMER))
     settled(shadowpods, twin, name)
 
     gpu = {"key": "gpu", "operator": "Exists"}
-    set_consumer_pod_policy(remote, twin, CONSUMER, allowedTolerations=[gpu])
+    set_consumer_pod_policy(remote, tenant, CONSUMER, allowedTolerations=[gpu])
     wait_for(lambda: shadowpods.patch(twin, name, {
         "metadata": {"labels": {"app": "demo-2"}, "annotations": {"note": None, "added": "yes"}},
         "spec": {"pod": {"containers": [{"name": "main", "image": "nginx:2"}],
