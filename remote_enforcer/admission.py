@@ -24,7 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
-from annex.kubeapi import ClusterApi, core_path
+from annex.kubeapi import ClusterApi
 from annex.webhooks import admission_application
 from annex.webhooks import admission_request as read_admission_request
 from remote_enforcer.claim_admission import WEBHOOK_PATH as CLAIMS_WEBHOOK_PATH
@@ -74,11 +74,8 @@ class Admission:
             return True, ""
         obj = request.get("object") or {}
         namespace = request.get("namespace") or (obj.get("metadata") or {}).get("namespace", "")
-        await self.consumers.listed.wait()
-        namespace_obj = self.consumers.namespaces.get(("", namespace))
-        if namespace_obj is None:  # just made (a twin namespace), not yet seen by the watch
-            namespace_obj = await self.api.find(core_path("namespaces", name=namespace))
-        consumer = self.consumers.twin_consumer(namespace_obj)
+        consumer = self.consumers.twin_consumer(await self.consumers.namespace(self.api,
+                                                                               namespace))
         problem = origin_problem((obj.get("metadata") or {}).get("labels") or {}, namespace,
                                  consumer)
         old = request.get("oldObject") if operation == "UPDATE" else None

@@ -29,13 +29,17 @@ class Consumers:
     async def limits(self, consumer: str) -> dict[str, quota_rules.QuantityLike]:
         """What the consumer's pods and claims are admitted against: its Quota's resources,
         and its offer for the rest (never unlimited, with a Quota or without)."""
-        spec = (self.quota(consumer) or {}).get("spec") or {}
+        spec = self._spec(consumer)
         return quota_rules.limits_for(spec.get("resources"), await self.offered(consumer))
 
     def namespace_policy(self, consumer: str) -> NamespacePolicy:
         """The consumer's twin namespace policy: its Quota's, or the default without one."""
-        spec = (self.quota(consumer) or {}).get("spec") or {}
+        spec = self._spec(consumer)
         return NamespacePolicy.model_validate(spec.get("namespacePolicy") or {})
+
+    def _spec(self, consumer: str) -> dict[str, Any]:
+        """The consumer's Quota spec; empty without a Quota (the defaults then hold)."""
+        return dict((self.quota(consumer) or {}).get("spec") or {})
 
     def quota(self, consumer: str) -> dict[str, Any] | None:
         return next((q for q in self.quotas.values()
@@ -43,12 +47,12 @@ class Consumers:
 
     def pod_policy(self, consumer: str) -> PodPolicy:
         """The consumer's policy: its Quota's, or the default (baseline) without a Quota."""
-        spec = (self.quota(consumer) or {}).get("spec") or {}
+        spec = self._spec(consumer)
         return PodPolicy.model_validate(spec.get("podPolicy") or {})
 
     def service_policy(self, consumer: str) -> ServicePolicy:
         """What the consumer may expose: its Quota's, or the default (closed) without one."""
-        spec = (self.quota(consumer) or {}).get("spec") or {}
+        spec = self._spec(consumer)
         return ServicePolicy.model_validate(spec.get("servicePolicy") or {})
 
     async def namespace(self, api: ClusterApi, name: str) -> dict[str, Any] | None:
