@@ -5,8 +5,12 @@ Matching follows k8s.io/apiserver/pkg/admission/plugin/webhook/predicates (rules
 namespaceSelector, objectSelector); denials become `admission webhook "x" denied the request: msg`
 with the webhook's status code (400 when it sets none), as webhook/errors.ToStatusErr does; a
 webhook that cannot be called fails the request (failurePolicy Fail, the v1 default) or is
-skipped (Ignore). Mutating webhooks run one after another in name order, each seeing the
-previous one's patch; validating webhooks all see the final object.
+skipped (Ignore). A webhook's matchConditions (CEL over `object`, `oldObject`, `request`; no
+`authorizer`) decide after its rules and selectors: one false skips it, an error fails the
+request under failurePolicy Fail (webhook/matchconditions). Mutating webhooks run one after
+another in name order, each seeing the previous one's patch; validating webhooks all see the
+final object. Subresource creates (serviceaccounts/token) are admitted with the object they
+take (a TokenRequest), as the real server's create handler admits it.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import jsonpatch
 from kubesim import cel, podsecurity
 from kubesim.errors import StatusError, forbidden, invalid
 from kubesim.http import VERSION
+from kubesim.kinds import SUBRESOURCE_KINDS
 from kubesim.quota import ResourceQuotaPlugin
 from kubesim.selectors import label_selector_from_object
 from kubesim.store import Store, Stored
@@ -145,6 +150,10 @@ def admission_review(request: Any, obj: Any) -> dict[str, Any]:
     kind = request.kind
     user = request.user
     group_version_kind = {"group": kind.group, "version": kind.version, "kind": kind.kind}
+    if request.operation == "CREATE" and request.subresource in SUBRESOURCE_KINDS:
+        # the object the subresource takes (a TokenRequest, an Eviction), not its parent
+        group, version, sub_kind = SUBRESOURCE_KINDS[request.subresource]
+        group_version_kind = {"group": group, "version": version, "kind": sub_kind}
     resource = {"group": kind.group, "version": kind.version, "resource": kind.plural}
     body: dict[str, Any] = {
         "uid": str(uuid.uuid4()),
@@ -204,7 +213,7 @@ class WebhookAdmission:
         if (kind.group, kind.plural) in _EXEMPT:
             return []
         namespace_labels = request_namespace_labels(self._store, request, obj)
-        return [
+        selected = [
             hook for hook in self._webhooks(plural)
             if any(
                 rule_matches(rule, request.operation, kind.group, kind.version, kind.plural,
@@ -214,6 +223,10 @@ class WebhookAdmission:
             and namespace_selector_matches(hook, namespace_labels)
             and object_selector_matches(hook, obj, request.old_object)
         ]
+        if not any(hook.get("matchConditions") for hook in selected):
+            return selected
+        activation = cel_activation(request, obj)
+        return [hook for hook in selected if _conditions_match(hook, activation)]
 
     async def _call(self, hook: Mapping[str, Any], request: Any, obj: Any
                     ) -> dict[str, Any] | None:
@@ -275,6 +288,34 @@ class WebhookAdmission:
         for hook, response in zip(hooks, responses, strict=True):
             if response is not None and not response.get("allowed"):
                 raise denial(hook.get("name", ""), response.get("status"))
+
+
+def cel_activation(request: Any, obj: Any, namespace_object: Any = None) -> dict[str, Any]:
+    """The variables admission CEL expressions see: `object`, `oldObject`, `request` (the
+    AdmissionReview's request without uid and objects), `params` (null), `namespaceObject`."""
+    review = admission_review(request, obj)["request"]
+    for key in ("uid", "object", "oldObject"):
+        review.pop(key, None)
+    return {"object": cel.value(obj), "oldObject": cel.value(request.old_object),
+            "request": cel.value(review), "params": cel.value(None),
+            "namespaceObject": cel.value(namespace_object)}
+
+
+def _conditions_match(hook: Mapping[str, Any], activation: Mapping[str, Any]) -> bool:
+    """matchconditions.Matcher.Match: every condition true; a false one skips the webhook even
+    when another failed to evaluate; an error fails the request (failurePolicy Fail) or skips
+    the webhook (Ignore)."""
+    errors: list[str] = []
+    for condition in hook.get("matchConditions") or []:
+        try:
+            if not cel.evaluate_bool(condition["expression"], activation):
+                return False
+        except cel.CelError as error:
+            errors.append(f"failed to evaluate matchCondition "
+                          f"'{condition.get('name', '')}': {error}")
+    if errors and (hook.get("failurePolicy") or "Fail") == "Fail":
+        raise call_failure(hook.get("name", ""), errors[0])
+    return not errors
 
 
 # ---------------------------------------------------------------------------------------------
@@ -348,12 +389,7 @@ class PolicyAdmission:
         return stored.obj if stored else None
 
     def _activation(self, request: Any) -> dict[str, Any]:
-        review = admission_review(request, request.object)["request"]
-        for key in ("uid", "object", "oldObject"):
-            review.pop(key, None)
-        return {"object": cel.value(request.object), "oldObject": cel.value(request.old_object),
-                "request": cel.value(review), "params": cel.value(None),
-                "namespaceObject": cel.value(self._namespace_object(request))}
+        return cel_activation(request, request.object, self._namespace_object(request))
 
     def validate(self, request: Any) -> None:
         kind = request.kind

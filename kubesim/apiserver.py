@@ -545,9 +545,11 @@ class ApiServer:
                 "terminated")
 
     async def _mutate(self, operation: str, kind: ResourceKind, subresource: str, namespace: str,
-                      obj: Obj, old: Obj | None, user: User, dry_run: bool) -> Obj:
+                      obj: Obj, old: Obj | None, user: User, dry_run: bool, *,
+                      name: str = "") -> Obj:
         request = AdmissionRequest(operation, kind, subresource, namespace,
-                                   obj["metadata"].get("name", ""), obj, old, user, dry_run, None)
+                                   name or (obj.get("metadata") or {}).get("name", ""), obj, old,
+                                   user, dry_run, None)
         mutated = await self.admission.mutate(request)
         return obj if mutated is None else mutated
 
@@ -809,6 +811,20 @@ class ApiServer:
             return await self._bind_pod(kind, namespace, name, body, user, dry_run)
         return await self.call_subresource(SubresourceRequest(
             "create", kind, subresource, namespace, name, body, {}, user))
+
+    async def mutate_created_subresource(self, request: SubresourceRequest, obj: Obj) -> Obj:
+        """Mutating admission of a subresource create (`obj`: what it takes, a TokenRequest),
+        as the create handler runs it before the subresource's REST Create."""
+        return await self._mutate("CREATE", request.kind, request.subresource,
+                                  request.namespace, obj, None, request.user, False,
+                                  name=request.name)
+
+    async def validate_created_subresource(self, request: SubresourceRequest, obj: Obj) -> None:
+        """Validating admission of a subresource create: the REST Create's createValidation,
+        called once the object passed its static validation."""
+        await self.admission.validate(AdmissionRequest(
+            "CREATE", request.kind, request.subresource, request.namespace, request.name,
+            copy_json(obj), None, request.user, False, None))
 
     async def call_subresource(self, request: SubresourceRequest) -> Obj | str:
         handler = self._subresource_handler(request.kind, request.subresource)

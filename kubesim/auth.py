@@ -379,6 +379,8 @@ class ServiceAccountTokens:
         """`create serviceaccounts/token`: a TokenRequest answered with status.token."""
         namespace, name = request.namespace, request.name
         body = request.body if isinstance(request.body, dict) else {}
+        body = await self.api.mutate_created_subresource(request, {
+            "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", **body})
         metadata = body.get("metadata") or {}
         for field_name, expected, what in (("name", name, "name"),
                                            ("namespace", namespace, "namespace")):
@@ -397,6 +399,13 @@ class ServiceAccountTokens:
         if causes:
             raise errors.invalid(TOKEN_REQUEST_KIND, "", causes)
         now = self.signer.clock()
+        # token.go: the defaults filled in, then validating admission, before the bound object
+        # is looked up
+        await self.api.validate_created_subresource(request, {
+            **body, "metadata": {**metadata, "name": name, "namespace": namespace,
+                                 "creationTimestamp": _timestamp(now)},
+            "spec": {**spec, "audiences": audiences, "expirationSeconds": seconds},
+            "status": {}})
         private: dict[str, Any] = {"namespace": namespace, "serviceaccount": {
             "name": name, "uid": account["metadata"]["uid"]}}
         bound = spec.get("boundObjectRef")

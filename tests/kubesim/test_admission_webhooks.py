@@ -226,3 +226,46 @@ def test_timeout_fails_the_call_and_dry_run_needs_side_effect_free_webhooks(
         home.core.create_namespaced_config_map(namespace, configmap("late"))
     assert late.value.status == 500
     assert json.loads(late.value.body)["message"].endswith(": context deadline exceeded")
+
+
+def test_token_requests_are_admitted_as_token_requests_and_match_conditions_select_users(
+        home, namespace, webhook_server, registrations) -> None:
+    """A TokenRequest reaches the webhook as itself (kind TokenRequest, subResource token, the
+    ServiceAccount's name, the defaults filled in); matchConditions on the username decide
+    which requests are sent at all."""
+    home.core.create_namespaced_service_account(namespace, {"metadata": {"name": "checked"}})
+
+    def token_hook(name: str, username: str) -> dict[str, Any]:
+        hook = webhook(name, webhook_server.url("validate"), webhook_server.ca_bundle,
+                       namespace, matchConditions=[{"name": "one-user", "expression": (
+                           f"request.userInfo.username == '{username}' && "
+                           "request.subResource == 'token'")}])
+        hook["rules"] = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                          "resources": ["serviceaccounts/token"], "scope": "Namespaced"}]
+        return hook
+
+    request = {"metadata": {"labels": {"deny": "yes"}}, "spec": {"expirationSeconds": 3600}}
+    sent = len(webhook_server.reviews)
+    registrations.validating(token_hook("others.example.com", "someone-else"))
+    # not the user the conditions select: never sent, the deny label never looked at
+    home.core.create_namespaced_service_account_token("checked", namespace, request)
+    assert len(webhook_server.reviews) == sent
+    registrations.validating(token_hook("admin.example.com", "kubernetes-admin"))
+    with pytest.raises(ApiException) as denied:
+        home.core.create_namespaced_service_account_token("checked", namespace, request)
+    assert "objects labelled deny=yes are refused" in json.loads(denied.value.body)["message"]
+    review = webhook_server.reviews[-1]["request"]
+    assert review["kind"] == {"group": "authentication.k8s.io", "version": "v1",
+                              "kind": "TokenRequest"}
+    assert review["resource"] == {"group": "", "version": "v1", "resource": "serviceaccounts"}
+    assert (review["subResource"], review["name"], review["namespace"]) == (
+        "token", "checked", namespace)
+    assert review["object"]["spec"]["audiences"]
+    # a condition that fails to evaluate fails the request (failurePolicy Fail)
+    registrations.validating(webhook(
+        "broken.example.com", webhook_server.url("validate"), webhook_server.ca_bundle,
+        namespace, matchConditions=[{"name": "missing", "expression": "object.nothing.here"}]))
+    with pytest.raises(ApiException) as failed:
+        home.core.create_namespaced_config_map(namespace, configmap("unmatched"))
+    assert "failed to evaluate matchCondition 'missing'" in json.loads(
+        failed.value.body)["message"]
