@@ -12,7 +12,9 @@ What every controller gets from it, so that no reconcile spells it again:
 - one way to say what happened (`Result`): done, look again at a planned time, or retry after
   the key's exponential backoff; an exception is a retry too, logged with the key, and handed
   to `on_error` (which reports it on the object: an Event) before the backoff;
-- per-controller counts of outcomes and of keys in the queue, for /metrics.
+- per-controller counts of outcomes and of keys in the queue, for /metrics;
+- each reconcile's log lines tagged with the controller, the key's object and a reconcile id
+  (`annex.logs.reconciling`), as controller-runtime's logger tags them.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from annex.kubeapi import error_message
+from annex.logs import reconciling
 from annex.probes import metric_family
 from annex.workqueue import SYNC_WAIT, KeyQueue
 
@@ -59,6 +62,20 @@ def _one_gate(_: Hashable) -> None:
     return None
 
 
+def object_of(key: Hashable) -> tuple[str | None, str | None]:
+    """The (namespace, name) a key names, as the runtime's keys are spelled: a name, or a
+    (namespace, name) pair."""
+    if isinstance(key, str):
+        return None, key
+    if isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key):
+        return key[0], key[1]
+    return None, str(key)
+
+
+def _no_cluster(_: Hashable) -> None:
+    return None
+
+
 class Controller(Generic[K]):
     def __init__(self, name: str, reconcile: Callable[[K], Awaitable[Result | None]], *,
                  workers: int, synced: Callable[[], bool] | None = None,
@@ -66,7 +83,9 @@ class Controller(Generic[K]):
                  gate: Callable[[K], Hashable] = _one_gate,
                  on_error: Callable[[K, Exception], Awaitable[None]] | None = None,
                  observe: Callable[[K, str], None] | None = None,
-                 queue: KeyQueue | None = None) -> None:
+                 queue: KeyQueue | None = None,
+                 describe: Callable[[K], tuple[str | None, str | None]] = object_of,
+                 cluster: Callable[[K], str | None] = _no_cluster) -> None:
         if workers < 1:
             raise ValueError(f"controller {name}: workers must be at least 1, not {workers}")
         self.name = name
@@ -82,6 +101,9 @@ class Controller(Generic[K]):
         once per parked key (tens of thousands wait during a restart's listings)."""
         self._on_error = on_error
         self._observe = observe
+        self._describe = describe
+        """A key's (namespace, name), and `cluster` the peer it concerns, for its log lines."""
+        self._cluster = cluster
         self._outcomes: Counter[str] = Counter()
         self._parked: dict[Hashable, set[K]] = {}
 
@@ -142,6 +164,11 @@ class Controller(Generic[K]):
             # It stays in process: `done` when released.
             self._parked.setdefault(self._gate(key), set()).add(key)
             return
+        with reconciling(self.name, *self._describe(key), cluster=self._cluster(key)):
+            await self._process(key)
+        self.queue.done(key)
+
+    async def _process(self, key: K) -> None:
         try:
             result = await self._reconcile(key) or DONE
         except asyncio.CancelledError:
@@ -166,7 +193,6 @@ class Controller(Generic[K]):
                 if result.requeue_after is not None:
                     self.queue.add_after(key, result.requeue_after, planned=True)
             self._count(key, result.outcome)
-        self.queue.done(key)
 
     def _count(self, key: K, outcome: str) -> None:
         self._outcomes[outcome] += 1

@@ -14,7 +14,8 @@ from home_agent.runner import run
 
 def main(argv: list[str] | None = None) -> int:
     config = parse_config(argv)
-    configure_logging("json" if config.log_format == "json" else "text", config.log_level)
+    configure_logging("json" if config.log_format == "json" else "text", config.log_level,
+                      cluster=config.remote_cluster_id)  # the peering this agent serves
     name_component("annex-home-agent")  # its User-Agent and fieldManager
     eventloop.install()
     collector.tune()

@@ -36,12 +36,25 @@ from home_agent.synced_cache import SyncedPods
 from home_agent.virtual_node import reconcile_node
 from home_agent.watches import declare_agent, declare_reflection, declare_virtual_node_followers
 from home_agent.webhook import serve as serve_webhook
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
 
 log = logging.getLogger(__name__)
 
 
 def _kind(key: Hashable) -> str:
     return str(key[0]) if isinstance(key, tuple) else "?"
+
+
+def _object_of(agent: Agent, key: Hashable) -> tuple[str | None, str | None]:
+    """The object an agent key names, for its log lines."""
+    match key:
+        case ("pod", namespace, name):
+            return str(namespace), str(name)
+        case ("offloading", namespace):
+            return str(namespace), NAMESPACE_OFFLOADING_NAME
+        case ("node",):
+            return None, agent.node_name()
+    return None, _kind(key)
 
 
 def mirrors_listed(agent: Agent, key: Hashable) -> bool:
@@ -109,7 +122,7 @@ def agent_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPo
                                    synced_pods),
         workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
-        queue=agent.queue)
+        queue=agent.queue, describe=functools.partial(_object_of, agent))
 
 
 def leader_elector(config: AgentConfig) -> LeaderElector | None:

@@ -82,7 +82,8 @@ class ForeignClusters:
         self.api = api
         self.sightings = sightings
         self.controller: Controller[str] = Controller(
-            "foreignclusters", self.reconcile, workers=workers, synced=self.synced)
+            "foreignclusters", self.reconcile, workers=workers, synced=self.synced,
+            cluster=lambda cluster_id: cluster_id)  # a ForeignCluster is named by its id
         self.offers = OfferWatches(self.controller.add)
         self.listed: set[str] = set()
         self.foreign = informers.watch(HOME, FOREIGN_CLUSTERS, by="cluster")

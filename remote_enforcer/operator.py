@@ -17,6 +17,7 @@ from annex.controller import Controller
 from annex.kube import ClientLimits, Connection, kopf_login, load_connection
 from annex.kubeapi import ClusterApi, core_path, custom_path
 from annex.listwatch import Sink, list_and_watch
+from annex.logs import reconciling
 from annex.probes import serve_probes
 from remote_enforcer.admission import Admission, start_webhook
 from remote_enforcer.certs import reload_on_change, server_context
@@ -25,6 +26,7 @@ from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from remote_enforcer.namespaces import NamespaceMapper, TwinNamespaceLabels
+from remote_enforcer.node_failure import NodeFailures
 from remote_enforcer.object_admission import ObjectAdmission, PodAddresses
 from remote_enforcer.offer import OfferPublisher
 from remote_enforcer.quota_status import write_quota_status
@@ -48,6 +50,9 @@ ANNOTATIONS_PREFIX = "enforcer.annex.io"
 # A failed API call (a conflict, throttling, the server away) is tried again this soon, for as
 # long as it fails (kopf's default retries: unbounded).
 API_RETRY_SECONDS = 2.0
+CONTROLLER = "namespacemaps"
+"""What the kopf handlers' log lines name as their controller (the runtime's are named by
+their Controller)."""
 
 
 def build_registry(connection: Connection, namespace_maps: NamespaceMapper,
@@ -67,7 +72,8 @@ def build_registry(connection: Connection, namespace_maps: NamespaceMapper,
     @kopf.on.update(*resource, field="spec", registry=registry, backoff=API_RETRY_SECONDS)
     async def converge(namespace: str | None, name: str, **_: Any) -> None:
         namespace = str(namespace)  # NamespaceMaps are namespaced
-        mapping = await namespace_maps.converge(namespace, name)
+        with reconciling(CONTROLLER, namespace, name):
+            mapping = await namespace_maps.converge(namespace, name)
         if mapping is None:
             raise kopf.PermanentError(f"not in a tenant namespace (no {REMOTE_CLUSTER_ID_LABEL} "
                                       f"label on namespace {namespace}): ignored")
@@ -81,11 +87,13 @@ def build_registry(connection: Connection, namespace_maps: NamespaceMapper,
                      **_: Any) -> None:
         if tenancy.needs_resync(spec.get("desiredMapping") or {},
                                 status.get("currentMapping") or {}, namespace_maps.twin_exists):
-            await namespace_maps.converge(str(namespace), name)
+            with reconciling(CONTROLLER, namespace, name):
+                await namespace_maps.converge(str(namespace), name)
 
     @kopf.on.delete(*resource, registry=registry, backoff=API_RETRY_SECONDS)
     async def release(namespace: str | None, name: str, **_: Any) -> None:
-        await namespace_maps.release(str(namespace), name)
+        with reconciling(CONTROLLER, namespace, name):
+            await namespace_maps.release(str(namespace), name)
 
     return registry
 
@@ -132,6 +140,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         admission = Admission(api, ledger, consumers)
         pod_addresses = PodAddresses()  # the twin pods' addresses EndpointSlices may point at
         shadowpods = ShadowPodEnforcer(api, metrics, consumers, settings.workers)
+        node_failures = NodeFailures(api, shadowpods.pods, shadowpods.shadowpods,
+                                     shadowpods.events, settings.node_failure_grace_seconds)
         offers = OfferPublisher(api, settings)
         consumers.offered = offers.offered  # admission limits what a Quota does not list by it
         twins = TwinNamespaceLabels(api, consumers, settings.workers)
@@ -140,7 +150,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         registry = build_registry(connection, mapper, settings.namespace_map_resync_seconds)
         metrics.gauges["shadowpods_counted"] = (
             "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
-        controllers: list[Controller[Any]] = [shadowpods.controller, twins.controller]
+        controllers: list[Controller[Any]] = [shadowpods.controller, twins.controller,
+                                              node_failures.controller]
         metrics.controllers = controllers
         reconciling = [asyncio.create_task(controller.run(), name=f"controller-{controller.name}")
                        for controller in controllers]
@@ -148,13 +159,13 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         # than these handlers do, at thousands of pods; see docs/benchmarks.md).
         feeds: list[tuple[str, str, Sink]] = [
             ("pods", core_path("pods"), fanned_out(offers.on_pod, shadowpods.on_pod_event,
-                                                   pod_addresses.on_pod)),
+                                                   pod_addresses.on_pod, node_failures.on_pod)),
             ("shadowpods", shadowpod_path(""),
              fanned_out(ledger.apply, shadowpods.on_shadowpod_event)),
             ("namespaces", core_path("namespaces"), fanned_out(
                 consumers.namespaces.apply, twins.on_namespace, offers.on_namespace,
                 shadowpods.on_namespace_event)),
-            ("nodes", core_path("nodes"), offers.on_node),
+            ("nodes", core_path("nodes"), fanned_out(offers.on_node, node_failures.on_node)),
             ("quotas", custom_path(QUOTA), fanned_out(consumers.quotas.apply, twins.on_quota,
                                                         shadowpods.on_quota_event)),
             # the reflected claims (the origin label): their storage counts against quotas
@@ -182,6 +193,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             asyncio.create_task(when_listed(("persistentvolumeclaims",),
                                             ledger.claims_synced)),
             asyncio.create_task(when_listed(("pods", "shadowpods"), shadowpods.listed)),
+            asyncio.create_task(when_listed(("pods", "shadowpods", "nodes"),
+                                            node_failures.listed)),
             # No offer from a half-listed picture (it would under-count what runs).
             asyncio.create_task(when_listed(("pods", "nodes", "namespaces"),
                                             offers.run), name="offer"),
