@@ -31,6 +31,7 @@ def spec_view(obj: Obj) -> Any:
 GENERATION_KINDS = frozenset({
     ("", "pods"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"),
     ("networking.k8s.io", "ingresses"), ("discovery.k8s.io", "endpointslices"),
+    ("policy", "poddisruptionbudgets"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
     ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
     ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),

@@ -17,6 +17,7 @@ from typing import Any
 from kubesim.apiserver import ApiServer
 from kubesim.controllers.base import Controller
 from kubesim.controllers.deployment import DeploymentController
+from kubesim.controllers.disruption import DisruptionController
 from kubesim.controllers.endpointslice import EndpointSliceController
 from kubesim.controllers.garbagecollector import GarbageCollector
 from kubesim.controllers.kubelet import Kubelet, KubeletConfig
@@ -48,6 +49,7 @@ ALL_CONTROLLERS = (
     "deployment",
     "replicaset",
     "statefulset",
+    "disruption",
     "persistentvolume-binder",
     "pvc-protection",
     "pv-protection",
@@ -132,6 +134,7 @@ class ControllerManager:
             "deployment": lambda: DeploymentController(api),
             "replicaset": lambda: ReplicaSetController(api),
             "statefulset": lambda: StatefulSetController(api),
+            "disruption": lambda: DisruptionController(api),
             "persistentvolume-binder": lambda: PersistentVolumeBinder(api),
             "pvc-protection": lambda: ProtectionController(api, "pvc-protection"),
             "pv-protection": lambda: ProtectionController(api, "pv-protection"),
@@ -179,6 +182,7 @@ def install(cluster: Any) -> None:
     """Wire part 2 into a `kubesim.cluster.Cluster` (called from `Cluster.start`)."""
     from kubesim.admission import AdmissionPlugins
     from kubesim.auth import install_auth
+    from kubesim.eviction import install_eviction
     from kubesim.faults import install_faults
 
     settings = getattr(cluster, "controller_settings", None) or ControllerSettings(
@@ -196,6 +200,7 @@ def install(cluster: Any) -> None:
         cluster.api.store, settings.default_not_ready_toleration_seconds,
         settings.default_unreachable_toleration_seconds)
     install_auth(cluster)
+    install_eviction(cluster.api)
     install_faults(cluster)
 
     async def start(_: Any) -> None:
