@@ -18,7 +18,7 @@ containers wait in CreateContainerConfigError with a Failed Event, and the pod i
 after the kubelet's backOffPeriod (10 s, jittered by up to half).
 
 Tests drive containers through `fail`, `complete`, `restart`, `set_ready`, `ignore_sigterm` and
-`write_log`, and kubelet death through `pause_heartbeats` / `resume_heartbeats`; all of them may
+`write_log`, and kubelet death through `stop_kubelet` / `start_kubelet`; all of them may
 be called from any thread.
 """
 
@@ -601,6 +601,10 @@ class Kubelet(Controller):
     async def _reconcile(self, key: PodKey) -> None:
         stored = self.api.store.get(self.pods_kind.storage_key, *key)
         runtime = self.runtimes.get(key)
+        node = runtime.node if runtime is not None else (
+            (stored.obj.get("spec") or {}).get("nodeName") if stored is not None else None)
+        if node in self.paused:
+            return  # its kubelet is gone: `start_kubelet` syncs the pod again
         if stored is None or (runtime is not None and runtime.uid != stored.obj["metadata"]["uid"]):
             self._forget(key)
             runtime = None
@@ -893,14 +897,24 @@ class Kubelet(Controller):
 
         self._on_loop(action)
 
-    def pause_heartbeats(self, node: str) -> None:
-        """The node's kubelet stops renewing its Lease (as if it died)."""
+    def stop_kubelet(self, node: str) -> None:
+        """The node's kubelet is gone (the machine died, or lost its network): it renews no
+        Lease, posts no status and does nothing for the node's pods, so a pod deleted meanwhile
+        stays Terminating (no kubelet confirms the deletion) and its containers are as they
+        were."""
         self._on_loop(lambda: self.paused.add(node))
 
-    def resume_heartbeats(self, node: str) -> None:
+    def start_kubelet(self, node: str) -> None:
+        """The node's kubelet is back: it posts Ready and syncs every pod of the node (one
+        deleted meanwhile is stopped and removed)."""
         def action() -> None:
             self.paused.discard(node)
             self._wake.set()
+            for key in [key for key, runtime in self.runtimes.items() if runtime.node == node]:
+                self.queue.add(key)
+            for stored in self.api.store.list(self.pods_kind.storage_key):
+                if (stored.obj.get("spec") or {}).get("nodeName") == node:
+                    self.queue.add((stored.namespace, stored.name))
 
         self._on_loop(action)
 

@@ -57,7 +57,7 @@ def taint_keys(core: client.CoreV1Api, node: str) -> set[tuple[str, str]]:
 def test_node_with_a_stale_lease_becomes_unknown_and_unreachable(quick_cluster) -> None:
     sim, core = quick_cluster
     wait_for(lambda: ready_status(core, "quick-1") == "True")
-    sim.controllers.kubelet.pause_heartbeats("quick-1")
+    sim.controllers.kubelet.stop_kubelet("quick-1")
     wait_for(lambda: ready_status(core, "quick-1") == "Unknown")
     wait_for(lambda: taint_keys(core, "quick-1") == {
         ("node.kubernetes.io/unreachable", "NoSchedule"),
@@ -72,7 +72,7 @@ def test_node_with_a_stale_lease_becomes_unknown_and_unreachable(quick_cluster) 
     for index in range(4):
         pod = wait_for(lambda i=index: running_anywhere(core, f"spread-{i}"))
         assert pod.spec.node_name == "quick-2"
-    sim.controllers.kubelet.resume_heartbeats("quick-1")
+    sim.controllers.kubelet.start_kubelet("quick-1")
     wait_for(lambda: ready_status(core, "quick-1") == "True")
     wait_for(lambda: not taint_keys(core, "quick-1"))
 

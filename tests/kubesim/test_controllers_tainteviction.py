@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,16 @@ def evicted(core: client.CoreV1Api, namespace: str, name: str) -> bool:
             return True
         raise
     return pod.metadata.deletion_timestamp is not None
+
+
+def gone(core: client.CoreV1Api, namespace: str, name: str) -> bool:
+    try:
+        core.read_namespaced_pod(name, namespace)
+    except ApiException as error:
+        if error.status == 404:
+            return True
+        raise
+    return False
 
 
 @pytest.fixture
@@ -129,8 +140,9 @@ def test_the_controller_can_be_switched_off() -> None:
 
 @pytest.mark.kubesim_only
 def test_pods_on_an_unreachable_node_go_after_the_default_toleration(tmp_path: Path) -> None:
-    """What annex relies on: a node that stops renewing its Lease loses its pods after the
-    default toleration (300 s on a real cluster; 2 s here), not at once and not never."""
+    """What annex relies on: a node whose kubelet is gone loses its pods after the default
+    toleration (300 s on a real cluster; 2 s here), not at once and not never; they stay
+    Terminating until the kubelet is back."""
     from kubesim.cluster import Cluster, ClusterThread
     from kubesim.controllers import ControllerSettings
 
@@ -147,9 +159,16 @@ def test_pods_on_an_unreachable_node_go_after_the_default_toleration(tmp_path: P
         assert {t.toleration_seconds for t in pod.spec.tolerations} == {2}
         wait_for(lambda: core.read_namespaced_pod("stranded", "default").status.phase
                  == "Running")
-        sim.controllers.kubelet.pause_heartbeats("evicting-1")
+        sim.controllers.kubelet.stop_kubelet("evicting-1")
         wait_for(lambda: any(t.key == "node.kubernetes.io/unreachable" and t.effect == "NoExecute"
                              for t in core.read_node("evicting-1").spec.taints or []))
         assert not evicted(core, "default", "stranded")  # tolerated for 2 s
         wait_for(lambda: evicted(core, "default", "stranded"), timeout=10)
+        # No kubelet confirms the deletion: past its grace period the pod is still Terminating
+        # (what real clusters do until the node comes back or someone force-deletes it).
+        deadline = core.read_namespaced_pod("stranded", "default").metadata.deletion_timestamp
+        wait_for(lambda: datetime.now(UTC) > deadline + timedelta(seconds=1))
+        assert core.read_namespaced_pod("stranded", "default").metadata.deletion_timestamp
+        sim.controllers.kubelet.start_kubelet("evicting-1")
+        wait_for(lambda: gone(core, "default", "stranded"), timeout=10)
         api_client.close()
