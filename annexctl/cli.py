@@ -1,5 +1,7 @@
 """annexctl's command line (liqoctl's names and habits: --kubeconfig/--context for the home
 cluster, --remote-kubeconfig/--remote-context for the provider, `offload namespace NS`).
+--kubeconfig and --context may also come before the command, as kubectl takes them (and as
+`kubectl annex ...`, the kubectl plugin this is installed as too, must pass them).
 
 Every failure ends in one `error: ...` line on stderr and a non-zero exit code (1 failed, 2
 usage, 3 a cluster is unreachable, 4 annex's CRDs are missing), never a traceback.
@@ -13,9 +15,10 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from annexctl import discover, explain, offload, peer_token, peering, status
+from annexctl import completion, discover, explain, offload, peer_token, peering, probe, status
 from annexctl.clusters import CliError, Cluster, connect
 from annexctl.output import FORMATS, Report, emit
+from annexctl.version import client_version, version
 from shared.api.namespace_offloading import NamespaceMappingStrategy, PodOffloadingStrategy
 from shared.api.quota import LimitsEnforcement, PodPolicy, PodSecurityLevel
 
@@ -91,6 +94,21 @@ def _unpeer(args: argparse.Namespace) -> Report:
     return peering.unpeer(_home(args), _provider(args), args.cluster_id, args.remote_cluster_id,
                           tenant_namespace=args.tenant_namespace, namespace=args.namespace,
                           secret_name=args.secret_name, timeout=args.timeout)
+
+
+def _version(args: argparse.Namespace) -> Report:
+    return version(args.kubeconfig, args.context, args.remote_kubeconfig, args.remote_context,
+                   client_only=args.client)
+
+
+def _completion(args: argparse.Namespace) -> Report:
+    sys.stdout.write(completion.script(args.shell, args.prog))  # verbatim, for the shell
+    return Report(None)
+
+
+def _test(args: argparse.Namespace) -> Report:
+    return probe.run(_home(args), args.remote_cluster_id, virtual_node_namespace=args.namespace,
+                     image=args.image, timeout=args.timeout)
 
 
 def _offload(args: argparse.Namespace) -> Report:
@@ -176,9 +194,16 @@ def _output_option(parser: argparse.ArgumentParser, help_text: str) -> None:
     parser.add_argument("-o", "--output", choices=FORMATS, default="table", help=help_text)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "annexctl") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="annexctl", description="Peer clusters, offload namespaces and see what annex does.")
+        prog=prog, description="Peer clusters, offload namespaces and see what annex does.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {client_version()}")
+    # kubectl's global flags, before the command; a command's own --kubeconfig/--context win.
+    parser.add_argument("--kubeconfig", dest="global_kubeconfig", metavar="KUBECONFIG",
+                        help="kubeconfig of the cluster the command runs against (default "
+                             "$KUBECONFIG, ~/.kube/config)")
+    parser.add_argument("--context", dest="global_context", metavar="CONTEXT",
+                        help="its context (default: current)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     peer = commands.add_parser(
@@ -270,6 +295,38 @@ def build_parser() -> argparse.ArgumentParser:
     _output_option(show, "output format")
     show.set_defaults(run=_status)
 
+    test = commands.add_parser(
+        "test", help="check a peering end to end as a user would: offload a probe namespace, "
+        "run a pod, read its logs and exec into it through the virtual node, reflect a "
+        "ConfigMap, clean up")
+    _cluster_options(test, remote=False)
+    test.add_argument("--remote-cluster-id",
+                      help="the peering's provider (default: the only VirtualNode's)")
+    test.add_argument("-n", "--namespace",
+                      help="the VirtualNode's namespace (the home-agent chart's), when several "
+                           "serve the provider")
+    test.add_argument("--image", default=probe.DEFAULT_IMAGE,
+                      help=f"the probe pod's image, with sh, echo and sleep (default "
+                           f"{probe.DEFAULT_IMAGE})")
+    test.add_argument("--timeout", type=float, default=probe.DEFAULT_TIMEOUT_SECONDS,
+                      help="seconds each step may take (default 60)")
+    test.set_defaults(run=_test, output="table")
+
+    show_version = commands.add_parser(
+        "version", help="this CLI's version and the annex components' on the clusters it "
+        "reaches")
+    _cluster_options(show_version, remote=True, remote_required=False)
+    show_version.add_argument("--client", action="store_true",
+                              help="the client version only (no cluster contacted)")
+    _output_option(show_version, "output format")
+    show_version.set_defaults(run=_version)
+
+    complete = commands.add_parser(
+        "completion", help="the shell completion script: "
+        "source <(annexctl completion bash)")
+    complete.add_argument("shell", choices=completion.SHELLS)
+    complete.set_defaults(run=_completion, output="table", prog=prog)
+
     explain_command = commands.add_parser("explain", help="why an object is where it is")
     kinds = explain_command.add_subparsers(dest="kind", required=True, metavar="KIND")
     pod = kinds.add_parser("pod", help="a pod's placement and its remote spec")
@@ -301,8 +358,18 @@ def _library_logs_held() -> Iterator[None]:
             logger.propagate, logger.handlers = propagate, handlers
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _with_global_cluster(args: argparse.Namespace) -> argparse.Namespace:
+    """The flags given before the command fill in the command's own (kubectl's order)."""
+    for name in ("kubeconfig", "context"):
+        if getattr(args, name, None) is None:
+            setattr(args, name, getattr(args, f"global_{name}"))
+    return args
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "annexctl") -> int:
+    parser = build_parser(prog)
+    completion.complete(parser)  # answers the shell and exits, when the shell asks
+    args = _with_global_cluster(parser.parse_args(argv))
     run: Callable[[argparse.Namespace], Report] = args.run
     try:
         with _library_logs_held():
@@ -314,3 +381,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     emit(report, args.output)
     return 0
+
+def kubectl_plugin() -> int:
+    """`kubectl annex ...`: kubectl runs the `kubectl-annex` executable on PATH."""
+    return main(prog="kubectl annex")

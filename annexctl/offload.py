@@ -11,6 +11,7 @@ from typing import Any
 
 from annexctl.clusters import CliError, Cluster
 from annexctl.output import Report, Table
+from annexctl.progress import waiting
 from annexctl.selector import cluster_selector
 from shared.api.meta import ObjectMeta
 from shared.api.namespace_offloading import (
@@ -61,6 +62,11 @@ def _conditions_text(status: dict[str, Any]) -> str:
 def wait_ready(home: Cluster, namespace: str, timeout: float) -> dict[str, Any]:
     """The NamespaceOffloading's status once its phase is Ready; CliError when the agents
     report a failure or `timeout` seconds pass (with what they reported)."""
+    with waiting(f"namespace {namespace}'s offloading to be Ready"):
+        return _wait_ready(home, namespace, timeout)
+
+
+def _wait_ready(home: Cluster, namespace: str, timeout: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
         current = home.get(NAMESPACE_OFFLOADING.api_version, NAMESPACE_OFFLOADING.kind,

@@ -32,6 +32,8 @@ class Report:
     data: Any
     tables: list[Table] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    lead: list[str] = field(default_factory=list)
+    """Lines printed before the tables."""
 
 
 def _console(stream: TextIO) -> Console:
@@ -50,6 +52,8 @@ def emit(report: Report, output: str = "table", stream: TextIO | None = None) ->
                                     sort_keys=False))
         return
     console = _console(stream)
+    for line in report.lead:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     for table in report.tables:
         if not table.rows:
             console.print(f"{table.title}: {table.empty}", markup=False)
