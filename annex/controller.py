@@ -12,7 +12,9 @@ What every controller gets from it, so that no reconcile spells it again:
 - one way to say what happened (`Result`): done, look again at a planned time, or retry after
   the key's exponential backoff; an exception is a retry too, logged with the key, and handed
   to `on_error` (which reports it on the object: an Event) before the backoff;
-- per-controller counts of outcomes and of keys in the queue, for /metrics;
+- per-controller counts of outcomes, results (controller-runtime's) and of keys in the queue,
+  how long reconciles take (`reconcile_time`) and keys are processed (the queue's
+  `work_duration`), for /metrics (`annex.metrics`);
 - each reconcile's log lines tagged with the controller, the key's object and a reconcile id
   (`annex.logs.reconciling`), as controller-runtime's logger tags them.
 """
@@ -21,14 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from annex.kubeapi import error_message
 from annex.logs import reconciling
-from annex.probes import metric_family
+from annex.metrics_histogram import RECONCILE_BUCKETS, Histogram
 from annex.workqueue import SYNC_WAIT, KeyQueue
 
 log = logging.getLogger(__name__)
@@ -105,6 +108,9 @@ class Controller(Generic[K]):
         """A key's (namespace, name), and `cluster` the peer it concerns, for its log lines."""
         self._cluster = cluster
         self._outcomes: Counter[str] = Counter()
+        self._results: Counter[str] = Counter()
+        """controller-runtime's results: success, error, requeue (a retry), requeue_after."""
+        self.reconcile_time = Histogram(RECONCILE_BUCKETS)
         self._parked: dict[Hashable, set[K]] = {}
 
     # --- what event handlers call (on the controller's loop) -------------------------------
@@ -122,6 +128,11 @@ class Controller(Generic[K]):
 
     def outcomes(self) -> dict[str, int]:
         return dict(self._outcomes)
+
+    def results(self) -> dict[str, int]:
+        """Reconciles by controller-runtime's result (success, error, requeue,
+        requeue_after)."""
+        return dict(self._results)
 
     # --- the workers -----------------------------------------------------------------------
 
@@ -164,19 +175,22 @@ class Controller(Generic[K]):
             # It stays in process: `done` when released.
             self._parked.setdefault(self._gate(key), set()).add(key)
             return
+        started = time.monotonic()
         with reconciling(self.name, *self._describe(key), cluster=self._cluster(key)):
-            await self._process(key)
+            await self._process(key, started)
         self.queue.done(key)
+        self.queue.work_duration.observe(time.monotonic() - started)
 
-    async def _process(self, key: K) -> None:
+    async def _process(self, key: K, started: float) -> None:
         try:
             result = await self._reconcile(key) or DONE
         except asyncio.CancelledError:
             self.queue.done(key)
             raise
         except Exception as error:  # noqa: BLE001 - one key's failure stops no other
+            self.reconcile_time.observe(time.monotonic() - started)
             delay = self.queue.retry(key)
-            self._count(key, "error")
+            self._count(key, "error", "error")
             log.warning("%s: reconcile %s failed (retry in %.1fs): %s", self.name, key, delay,
                         error_message(error))
             log.debug("%s: reconcile %s failed", self.name, key, exc_info=True)
@@ -186,16 +200,21 @@ class Controller(Generic[K]):
                 except Exception:  # noqa: BLE001 - reporting must not stop the worker
                     log.exception("%s: reporting the failure of %s failed", self.name, key)
         else:
+            self.reconcile_time.observe(time.monotonic() - started)
             if result.retry:
                 self.queue.retry(key)
+                counted = "requeue"
             else:
                 self.queue.forget(key)
+                counted = "success"
                 if result.requeue_after is not None:
                     self.queue.add_after(key, result.requeue_after, planned=True)
-            self._count(key, result.outcome)
+                    counted = "requeue_after"
+            self._count(key, result.outcome, counted)
 
-    def _count(self, key: K, outcome: str) -> None:
+    def _count(self, key: K, outcome: str, result: str) -> None:
         self._outcomes[outcome] += 1
+        self._results[result] += 1
         if self._observe is not None:
             self._observe(key, outcome)
 
@@ -212,18 +231,3 @@ class Controller(Generic[K]):
             await asyncio.sleep(SYNC_WAIT)
             self.release_parked()
 
-
-def metric_families(prefix: str, controllers: Iterable[Controller[K]]) -> list[str]:
-    """`<prefix>_controller_reconciles_total{controller,result}` and
-    `<prefix>_controller_queued_keys{controller}` for /metrics."""
-    controllers = list(controllers)
-    return [
-        *metric_family(f"{prefix}_controller_reconciles_total", "counter",
-                       "Reconciles by controller and result.",
-                       [(f'controller="{c.name}",result="{outcome}"', count)
-                        for c in controllers for outcome, count in sorted(c.outcomes().items())]),
-        *metric_family(f"{prefix}_controller_queued_keys", "gauge",
-                       "Keys waiting, parked, delayed or being reconciled, by controller "
-                       "(0: converged).",
-                       [(f'controller="{c.name}"', len(c)) for c in controllers]),
-    ]

@@ -17,14 +17,13 @@ watch on a connection of its own. They are opened lazily on the event loop of th
 and belong to it: a component running several loops builds one client per loop.
 
 Every request is counted (`RequestMetrics`, process-wide unless a client is given its own), as
-client-go counts a Kubernetes component's requests: both components export the counts on their
-/metrics.
+client-go counts a Kubernetes component's requests: every component exports the counts on its
+/metrics (`annex.metrics.RequestCollector`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import bisect
 import functools
 import logging
 import re
@@ -48,7 +47,7 @@ from annex.kube import (
     current_token,
     user_agent,
 )
-from annex.probes import metric_family
+from annex.metrics_histogram import Histogram
 from shared.api.resource import ResourceDefinition
 
 log = logging.getLogger(__name__)
@@ -194,10 +193,10 @@ class RequestMetrics:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        """The clients of several event loops (threads) count here."""
         self._counts: Counter[tuple[str, str, str, str, str, str]] = Counter()
-        self._durations: dict[tuple[str, str], list[float]] = {}
-        """(host, method) → requests per bucket (the last: above every bucket), then the sum
-        of their seconds."""
+        self._durations: dict[tuple[str, str], Histogram] = {}
+        """(host, method) → how long its requests took."""
 
     def count(self, host: str, method: str, path: str, code: str, watch: bool = False) -> None:
         """A request of `method` to `path` on `host` (the server's host:port) was answered with
@@ -209,51 +208,21 @@ class RequestMetrics:
 
     def observe(self, host: str, method: str, seconds: float) -> None:
         """A request of `method` to `host` took `seconds`."""
-        bucket = bisect.bisect_left(DURATION_BUCKETS, seconds)  # the first bound >= seconds
         with self._lock:
-            found = self._durations.setdefault((host, method),
-                                               [0.0] * (len(DURATION_BUCKETS) + 2))
-            found[bucket] += 1
-            found[-1] += seconds
+            found = self._durations.get((host, method))
+            if found is None:
+                found = self._durations[(host, method)] = Histogram(DURATION_BUCKETS)
+            found.observe(seconds)
 
     def snapshot(self) -> Counter[tuple[str, str, str, str, str, str]]:
         """(code, host, method, verb, group, resource) → requests so far."""
         with self._lock:
             return Counter(self._counts)
 
-    def families(self) -> list[str]:
-        """The two counters' and the histogram's exposition lines."""
-        counts = self.snapshot()
+    def durations(self) -> list[tuple[tuple[str, str], Histogram]]:
+        """((host, method), its requests' durations), sorted."""
         with self._lock:
-            durations = {key: list(found) for key, found in sorted(self._durations.items())}
-        by_method: Counter[str] = Counter()
-        by_resource: Counter[str] = Counter()
-        for (code, host, method, verb, group, resource), n in counts.items():
-            by_method[f'code="{code}",host="{host}",method="{method}"'] += n
-            by_resource[f'code="{code}",group="{group}",host="{host}",resource="{resource}",'
-                        f'verb="{verb}"'] += n
-        return [
-            *metric_family("rest_client_requests_total", "counter",
-                           "Number of HTTP requests, partitioned by status code, method, and "
-                           "host.", sorted(by_method.items())),
-            *metric_family("annex_rest_client_requests_by_resource_total", "counter",
-                           "Number of HTTP requests, partitioned by status code, host, "
-                           "Kubernetes verb, API group and resource[/subresource].",
-                           sorted(by_resource.items())),
-            *metric_family("rest_client_request_duration_seconds", "histogram",
-                           "Request latency in seconds. Broken down by verb, and host.", []),
-            *(line for (host, method), found in durations.items()
-              for line in _histogram("rest_client_request_duration_seconds",
-                                     f'host="{host}",verb="{method}"', found))]
-
-
-def _histogram(name: str, labels: str, found: list[float]) -> list[str]:
-    """One histogram series' lines: cumulative buckets, +Inf, sum and count."""
-    lines, total = [], 0
-    for bound, requests in zip((*DURATION_BUCKETS, "+Inf"), found[:-1], strict=True):
-        total += int(requests)
-        lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {total}')
-    return [*lines, f"{name}_sum{{{labels}}} {found[-1]}", f"{name}_count{{{labels}}} {total}"]
+            return sorted(self._durations.items())
 
 
 REQUESTS = RequestMetrics()

@@ -124,6 +124,11 @@ class LeaderElector:
         """The holder last observed ("" for none)."""
         return str(self._observed.get("holderIdentity") or "")
 
+    @property
+    def transitions(self) -> int:
+        """The Lease's leaseTransitions last observed: how often leadership changed hands."""
+        return int(self._observed.get("leaseTransitions") or 0)
+
     def describe(self) -> str:
         return f"Lease {self.namespace}/{self.name}"
 

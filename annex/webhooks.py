@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 # kube-apiserver sends an AdmissionReview holding the object and, for updates, the old object:
 # each up to the 3 MiB a request body may be, plus the review's own fields. aiohttp's default
@@ -12,10 +14,11 @@ from aiohttp import web
 ADMISSION_REVIEW_MAX_BYTES = 2 * 3 * 1024 * 1024 + 64 * 1024
 
 
-def admission_application() -> web.Application:
+def admission_application(middlewares: Sequence[Middleware] = ()) -> web.Application:
     """An aiohttp application that accepts AdmissionReviews of any object the API server
-    stores."""
-    return web.Application(client_max_size=ADMISSION_REVIEW_MAX_BYTES)
+    stores (`middlewares`: what counts its requests, `annex.metrics.ServedRequests`)."""
+    return web.Application(client_max_size=ADMISSION_REVIEW_MAX_BYTES,
+                           middlewares=middlewares)
 
 
 async def admission_request(request: web.Request) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from annex.events import EventRecorder
 from annex.informers import Echoes, Informers
 from annex.kubeapi import ClusterApi
+from annex.metrics_histogram import DEFAULT_BUCKETS, Histogram
 from annex.mirror import Mirror
 from annex.workqueue import KeyQueue
 from home_agent.config import AgentConfig
@@ -86,6 +87,8 @@ class Agent:
         self.events = EventRecorder(home, HOME_AGENT_COMPONENT, config.home_cluster_id)
         """The agent's one recorder at home: one bounded correlation of what it posted."""
         self.health = Health(ready=None, message="")
+        self.health_checks = Histogram(DEFAULT_BUCKETS)
+        """How long the remote's health checks took (`home_agent.heartbeat`)."""
         self.home_synced = threading.Event()
         self.tenant_synced = threading.Event()
         self.twins_synced = threading.Event()

@@ -82,6 +82,9 @@ class AgentConfig:
     redis_url: str | None = None
     """Optional disposable cache of the pods last found converged (home_agent/synced_cache.py)."""
     metrics_address: str | None = None
+    metrics_secure: bool = False
+    """/metrics only for callers whose token a TokenReview at home accepts and whom a
+    SubjectAccessReview lets get the non-resource URL /metrics."""
     webhook_address: str | None = None
     """host:port of the pod mutating webhook server; None disables it."""
     webhook_cert: str | None = None
@@ -239,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="redis://host:port/db of an optional cache of the pods last found converged, so "
              "that a restart skips unchanged pods (default: none; the clusters stay the truth)")
     add("--metrics-address", default=None, help="host:port for /metrics (default: off)")
+    add("--metrics-secure", action="store_true",
+        help="serve /metrics only to callers whose bearer token a TokenReview at home accepts "
+             "and who may get the non-resource URL /metrics (a SubjectAccessReview)")
     add("--webhook-address", default=None, help="host:port of the pod webhook (default: off)")
     add("--webhook-cert", default=None, help="PEM certificate of the webhook server")
     add("--webhook-key", default=None, help="PEM private key of the webhook server")
@@ -351,6 +357,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         workers=args.workers,
         redis_url=args.redis_url,
         metrics_address=args.metrics_address,
+        metrics_secure=args.metrics_secure,
         webhook_address=args.webhook_address,
         webhook_cert=args.webhook_cert,
         webhook_key=args.webhook_key,

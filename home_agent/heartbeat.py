@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import UTC, datetime
 
 from annex.kubeapi import error_message, group_path, is_not_found
@@ -58,10 +59,12 @@ async def health_loop(agent: Agent) -> None:
     failures = 0
     config = agent.config
     while True:
+        started = time.monotonic()
         try:
             async with asyncio.timeout(config.health_check_timeout + 1):
                 await agent.remote.healthy(config.health_check_timeout)
         except Exception as error:  # noqa: BLE001 - any failure is a failed check
+            agent.health_checks.observe(time.monotonic() - started)
             failures += 1
             message = error_message(error) or type(error).__name__
             log.info("remote health check failed (%d in a row): %s", failures, message)
@@ -70,6 +73,7 @@ async def health_loop(agent: Agent) -> None:
                     f"{config.failure_threshold} or more consecutive /livez checks failed, "
                     f"last: {message}")[:500]))
         else:
+            agent.health_checks.observe(time.monotonic() - started)
             failures = 0
             agent.set_health(Health(ready=True, message=""))
         await asyncio.sleep(config.health_check_interval)

@@ -2,30 +2,55 @@
 scraping). Ready means the home side is listed: the pod webhook answers from it, on a standby
 replica as on the leader. So a standby is ready too (its /readyz says it is a standby): the
 webhook Service sends to both, and a PodDisruptionBudget of minAvailable 1 counts both, so a
-node drain may evict the leader (which hands over) instead of being blocked by it."""
+node drain may evict the leader (which hands over) instead of being blocked by it.
+
+/metrics (`annex.metrics`): the controller-runtime, workqueue and client-go families of the
+agent's controllers and clients (both clusters: the `host` label tells them apart), the
+election, the pod webhook's and the kubelet API's requests, and the agent's own: the virtual
+node's readiness, the remote health checks' latency, how far behind reflection is."""
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CollectorRegistry
+from prometheus_client.registry import Collector
 
-from annex.controller import Controller, metric_families
+from annex.controller import Controller
 from annex.kubeapi import REQUESTS, RequestMetrics
-from annex.probes import exposition, metric_family, serve_probes
+from annex.leader import LeaderElector
+from annex.metrics import (
+    ControllerCollector,
+    Family,
+    Gauges,
+    Histograms,
+    MetricsAccess,
+    RequestCollector,
+    ServedRequests,
+    leader_collector,
+    metrics_handler,
+    registry,
+    single,
+)
+from annex.probes import serve_probes
+from annex.reviews import Reviews
 from home_agent.agent import Agent
 
 log = logging.getLogger(__name__)
 
+PREFIX = "annex_home_agent"
+COMPONENT = "home-agent"
+
 
 class Metrics:
-    """Reconcile outcomes per key kind, thread-safe (workers count, the server reads), every
-    controller's counts, and the requests the agent's clients made (both clusters: the `host`
-    label tells them apart)."""
+    """Reconcile outcomes per key kind, thread-safe (workers count, the server reads), and what
+    /metrics reads at scrape time (set once it is made)."""
 
     def __init__(self, requests: RequestMetrics = REQUESTS) -> None:
         self._lock = threading.Lock()
@@ -34,9 +59,14 @@ class Metrics:
         self.controllers: Sequence[Controller[Any]] = ()
         """Whose outcomes and queued keys are shown per controller (set once they are made:
         the agent's counts its outcomes here per key kind)."""
+        self.reflection: Sequence[Controller[Any]] = ()
+        """The reflection's controllers, whose lag is shown."""
         self.leading: Callable[[], bool] = lambda: True
         self.leader: Callable[[], str] = lambda: ""
         """With leader election: whether this replica leads, and who does ("" unknown)."""
+        self.elector: LeaderElector | None = None
+        self.served: list[ServedRequests] = []
+        """The requests the pod webhook and the kubelet API answered."""
 
     def role(self) -> str:
         if self.leading():
@@ -47,31 +77,61 @@ class Metrics:
         with self._lock:
             self._reconciles[(kind, result)] += 1
 
-    def exposition(self, agent: Agent) -> str:
+    def _reconciles_by_kind(self) -> list[tuple[list[str], float]]:
         with self._lock:
-            reconciles = [(f'kind="{kind}",result="{result}"', count)
-                          for (kind, result), count in sorted(self._reconciles.items())]
-        return exposition([
-            *metric_family("annex_home_agent_reconciles_total", "counter",
-                           "Reconciles by key kind and result.", reconciles),
-            *metric_family("annex_home_agent_remote_ready", "gauge",
-                           "1 while the remote API server answers.",
-                           [("", 1 if agent.health.ready else 0)]),
-            *metric_family("annex_home_agent_pods", "gauge", "Pods bound to the virtual node.",
-                           [("", agent.mirrors.pods.size())]),
-            *metric_family("annex_home_agent_shadow_pods", "gauge",
-                           "ShadowPods of this agent on the remote.",
-                           [("", agent.mirrors.shadow_pods.size())]),
-            *metric_family("annex_home_agent_synced", "gauge",
-                           "1 once both clusters' watches have listed everything.",
-                           [("", 1 if agent.home_synced.is_set() and agent.remote_synced()
-                             else 0)]),
-            *metric_family("annex_home_agent_leader", "gauge",
-                           "1 while this replica leads (writes); 0 on a standby.",
-                           [("", 1 if self.leading() else 0)]),
-            *metric_families("annex_home_agent", self.controllers),
-            *self._requests.families(),
-        ])
+            return [([kind, result], count)
+                    for (kind, result), count in sorted(self._reconciles.items())]
+
+    def collectors(self, agent: Agent) -> list[Collector]:
+        """Everything /metrics shows but the process' and build's families."""
+        remote = agent.config.remote_cluster_id
+
+        found: list[Collector] = [
+            Gauges([
+                (Family(f"{PREFIX}_reconciles_total", "counter",
+                        "Reconciles by key kind and result.", ("kind", "result")),
+                 self._reconciles_by_kind),
+                (Family(f"{PREFIX}_remote_ready", "gauge",
+                        "1 while the remote API server answers."),
+                 single(lambda: 1.0 if agent.health.ready else 0.0)),
+                (Family("annex_virtual_node_ready", "gauge",
+                        "1 while the virtual node is Ready (its remote answers its health "
+                        "checks).", ("node", "remote_cluster")),
+                 lambda: [([agent.node_name(), remote], 1.0 if agent.health.ready else 0.0)]),
+                (Family(f"{PREFIX}_pods", "gauge", "Pods bound to the virtual node."),
+                 single(lambda: float(agent.mirrors.pods.size()))),
+                (Family(f"{PREFIX}_shadow_pods", "gauge",
+                        "ShadowPods of this agent on the remote."),
+                 single(lambda: float(agent.mirrors.shadow_pods.size()))),
+                (Family(f"{PREFIX}_synced", "gauge",
+                        "1 once both clusters' watches have listed everything."),
+                 single(lambda: 1.0 if agent.home_synced.is_set() and agent.remote_synced()
+                     else 0.0)),
+                (Family(f"{PREFIX}_leader", "gauge",
+                        "1 while this replica leads (writes); 0 on a standby."),
+                 single(lambda: 1.0 if self.leading() else 0.0)),
+                (Family("annex_reflection_lag_seconds", "gauge",
+                        "How long the oldest key in line of each reflection controller has "
+                        "waited (0: nothing waits).", ("controller",)),
+                 lambda: [([c.name], c.queue.longest_wait(time.monotonic()))
+                          for c in self.reflection]),
+            ]),
+            Histograms([(Family("annex_remote_health_check_duration_seconds", "histogram",
+                                "How long the remote API server's /livez took to answer (or "
+                                "fail).", ("remote_cluster",)),
+                         lambda: [([remote], agent.health_checks)])]),
+            ControllerCollector(PREFIX, lambda: self.controllers),
+            RequestCollector(self._requests),
+            *self.served,
+        ]
+        if self.elector is not None:
+            elector = self.elector
+            found.append(leader_collector(lambda: elector.name, self.leading,
+                                          lambda: elector.transitions))
+        return found
+
+    def registry(self, agent: Agent) -> CollectorRegistry:
+        return registry(COMPONENT, self.collectors(agent))
 
 
 async def serve(agent: Agent, metrics: Metrics) -> web.AppRunner | None:
@@ -79,9 +139,11 @@ async def serve(agent: Agent, metrics: Metrics) -> web.AppRunner | None:
     if not address:
         return None
     host, _, port = address.rpartition(":")
+    access = MetricsAccess(Reviews(agent.home)) if agent.config.metrics_secure else None
     runner = await serve_probes(host or "0.0.0.0", int(port), ready=agent.home_synced.is_set,
                                 not_ready="home cluster not listed yet",
-                                scrape=lambda: metrics.exposition(agent),
+                                scrape=metrics_handler(metrics.registry(agent), access),
                                 ready_text=lambda: f"ok: {metrics.role()}")
-    log.info("metrics and probes on http://%s", address)
+    log.info("metrics and probes on http://%s%s", address,
+             " (metrics for callers allowed to get /metrics)" if access else "")
     return runner

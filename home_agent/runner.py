@@ -18,6 +18,7 @@ from annex.controller import Controller, Result
 from annex.kube import load_connection
 from annex.kubeapi import ClusterApi
 from annex.leader import LeaderElector, candidate_identity
+from annex.metrics import ServedRequests
 from home_agent.agent import HOME, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
 from home_agent.config import AgentConfig
@@ -167,6 +168,7 @@ async def controller(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
     agent_keys = agent_controller(agent, watches, synced_pods, metrics, leading,
                                   reflection.required)
     metrics.controllers = [agent_keys, *reflection.controllers()]
+    metrics.reflection = reflection.controllers()
     # What writes, stopped first: the agent's keys (on a standby the twins' only), and the
     # leader's own tasks.
     writers = [asyncio.create_task(agent_keys.run())]
@@ -189,6 +191,7 @@ async def controller(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         lead()
     else:
         metrics.leading, metrics.leader = leading, lambda: elector.holder
+        metrics.elector = elector
         election = asyncio.create_task(elector.run())
         election.add_done_callback(lambda _: stop.set())  # returns only once leadership is lost
 
@@ -198,7 +201,9 @@ async def controller(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
 
         writers.insert(0, asyncio.create_task(lead_once_elected()))
     agent.enqueue(("node",))
-    servers = [await serve_webhook(agent), await serve_metrics(agent, metrics)]
+    webhook_requests = ServedRequests()
+    metrics.served = [webhook_requests, kubelet.requests]
+    servers = [await serve_webhook(agent, webhook_requests), await serve_metrics(agent, metrics)]
     kubelet.start(agent)
     log.info("home agent %s → %s started (node %s)", agent.config.home_cluster_id,
              agent.config.remote_cluster_id, agent.node_name())

@@ -46,9 +46,9 @@ def _version(obj: dict[str, Any] | None) -> str | None:
 NOT_POD_INPUTS = frozenset({
     "remote_kubeconfig", "home_kubeconfig", "lease_renew_interval", "lease_duration_seconds",
     "health_check_interval", "health_check_timeout", "failure_threshold", "home_limits",
-    "remote_limits", "workers", "redis_url", "metrics_address", "webhook_address",
-    "webhook_cert", "webhook_key", "log_format", "log_level", "reflection_workers",
-    "reflection_types", "token_refresh_fraction", "leader_election"})
+    "remote_limits", "workers", "redis_url", "metrics_address", "metrics_secure",
+    "webhook_address", "webhook_cert", "webhook_key", "log_format", "log_level",
+    "reflection_workers", "reflection_types", "token_refresh_fraction", "leader_election"})
 """Flags a pod reconcile never reads. Any other flag (a new one included) is in the
 fingerprint: changing it means every pod is reconciled again."""
 

@@ -14,6 +14,7 @@ import jsonpatch
 from aiohttp import web
 from pydantic import ValidationError
 
+from annex.metrics import ServedRequests
 from annex.webhooks import admission_application, admission_request
 from home_agent.agent import Agent
 from shared.admission import review_response
@@ -84,7 +85,7 @@ def pod_mutation(agent: Agent, request: dict[str, Any],
     return list(jsonpatch.make_patch(pod, mutated).patch)
 
 
-def application(agent: Agent) -> web.Application:
+def application(agent: Agent, served: ServedRequests | None = None) -> web.Application:
     virtual_nodes = VirtualNodes(agent)
 
     async def mutate(request: web.Request) -> web.Response:
@@ -92,19 +93,20 @@ def application(agent: Agent) -> web.Application:
         return web.json_response(review_response(
             str(admission.get("uid", "")), patch=pod_mutation(agent, admission, virtual_nodes)))
 
-    app = admission_application()
+    app = admission_application([served.middleware] if served is not None else [])
     app.router.add_post(MUTATE_POD_PATH, mutate)
     return app
 
 
-async def serve(agent: Agent) -> web.AppRunner | None:
+async def serve(agent: Agent, served: ServedRequests | None = None) -> web.AppRunner | None:
+    """The pod webhook, its requests counted in `served` (/metrics)."""
     config = agent.config
     if not (config.webhook_address and config.webhook_cert and config.webhook_key):
         return None
     host, _, port = config.webhook_address.rpartition(":")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(config.webhook_cert, config.webhook_key)
-    runner = web.AppRunner(application(agent), access_log=None)
+    runner = web.AppRunner(application(agent, served), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host or "0.0.0.0", int(port), ssl_context=context).start()
     log.info("pod webhook serving on https://%s%s", config.webhook_address, MUTATE_POD_PATH)

@@ -12,16 +12,17 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from annex.controller import Controller, metric_families
+from annex.controller import Controller
 from annex.events import EventRecorder
 from annex.informers import Informers
 from annex.kube import load_connection
-from annex.kubeapi import REQUESTS, ClusterApi, group_path
+from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
-from annex.probes import exposition, serve_probes
+from annex.probes import serve_probes
 from home_controller.dns import DnsBrowser
 from home_controller.foreign_clusters import HOME, ForeignClusters
 from home_controller.mdns import MdnsBrowser
+from home_controller.metrics import scrape
 from home_controller.settings import Settings
 from home_controller.sightings import Sightings
 from home_controller.token_grants import TokenGrants
@@ -92,8 +93,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         ready=lambda: clusters.synced() and (agents is None or agents.synced()) and all(
             grant.synced() for grant in grants),
         not_ready="listing and discovering",
-        scrape=lambda: exposition([*metric_families("annex_home_controller", controllers),
-                                   *REQUESTS.families()]))
+        scrape=scrape(controllers, api, settings.metrics_secure))
     log.info("home controller: namespace %s, discovery %s, agents %s", settings.namespace,
              ", ".join(type(s).__name__ for s in sources) or "off",
              "from VirtualNodes" if agents is not None else "made elsewhere")

@@ -22,6 +22,7 @@ class Settings:
     workers: int = 2
     health_address: str = "0.0.0.0"
     health_port: int = 8080
+    metrics_secure: bool = False
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
 
@@ -64,6 +65,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--health-address", default="0.0.0.0")
     p.add_argument("--health-port", type=int, default=8080,
                    help="/healthz, /readyz and /metrics (0: pick a free port)")
+    p.add_argument("--metrics-secure", action="store_true",
+                   help="serve /metrics only to callers whose bearer token a TokenReview accepts "
+                        "and who may get the non-resource URL /metrics (a SubjectAccessReview)")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="INFO")
     return p

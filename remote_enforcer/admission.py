@@ -140,7 +140,7 @@ def webhook_app(admission: Admission, metrics: Metrics,
             except Exception as error:  # noqa: BLE001 - answer rather than drop the connection
                 log.exception("admission failed")
                 allowed, message = False, f"the enforcer could not decide: {error}"
-            metrics.count("admissions_total", f'result="{"allowed" if allowed else "denied"}"')
+            metrics.count("admissions_total", ("allowed" if allowed else "denied",))
             if not allowed:
                 log.info("denied %s %s/%s: %s", admission_request.get("operation"),
                          admission_request.get("namespace"), admission_request.get("name"),
@@ -149,7 +149,7 @@ def webhook_app(admission: Admission, metrics: Metrics,
                                                      denied=None if allowed else message))
         return validate
 
-    app = admission_application()
+    app = admission_application([metrics.webhooks.middleware])
     app.router.add_post(WEBHOOK_PATH, route(admission.review))
     if claims is not None:
         app.router.add_post(CLAIMS_WEBHOOK_PATH, route(claims.review))

@@ -15,10 +15,13 @@ import kopf
 
 from annex.controller import Controller
 from annex.kube import ClientLimits, Connection, kopf_login, load_connection
-from annex.kubeapi import ClusterApi, core_path, custom_path
+from annex.kubeapi import REQUESTS, ClusterApi, core_path, custom_path
 from annex.listwatch import Sink, list_and_watch
 from annex.logs import reconciling
+from annex.metrics import MetricsAccess, metrics_handler
+from annex.metrics_kopf import counted_session
 from annex.probes import serve_probes
+from annex.reviews import Reviews
 from remote_enforcer.admission import Admission, start_webhook
 from remote_enforcer.certs import reload_on_change, server_context
 from remote_enforcer.claim_admission import ClaimAdmission
@@ -64,8 +67,10 @@ def build_registry(connection: Connection, namespace_maps: NamespaceMapper,
     resource = NAMESPACE_MAP.resource
 
     @kopf.on.login(registry=registry)
-    def _login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf_login(connection)  # called again on a 401: a rotated token read afresh
+    async def _login(**_: Any) -> kopf.AiohttpSession:
+        # Called again on a 401: a rotated token read afresh. Its requests are counted with
+        # the enforcer's own (/metrics).
+        return counted_session(kopf_login(connection), REQUESTS)
 
     @kopf.on.resume(*resource, registry=registry, backoff=API_RETRY_SECONDS)
     @kopf.on.create(*resource, registry=registry, backoff=API_RETRY_SECONDS)
@@ -159,6 +164,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         # than these handlers do, at thousands of pods; see docs/benchmarks.md).
         feeds: list[tuple[str, str, Sink]] = [
             ("pods", core_path("pods"), fanned_out(offers.on_pod, shadowpods.on_pod_event,
+                                                   metrics.pods.on_pod,
                                                    pod_addresses.on_pod, node_failures.on_pod)),
             ("shadowpods", shadowpod_path(""),
              fanned_out(ledger.apply, shadowpods.on_shadowpod_event)),
@@ -207,7 +213,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
             ObjectAdmission(api, consumers, pod_addresses))
         health = await serve_probes(settings.health_address, settings.health_port,
                                     ready=ready.is_set, not_ready="starting",
-                                    scrape=metrics.exposition)
+                                    scrape=metrics_handler(metrics.registry(), MetricsAccess(
+                                        Reviews(api)) if settings.metrics_secure else None))
         kopf_ready = asyncio.Event()
         if settings.webhook_cert and settings.webhook_key:
             background.append(asyncio.create_task(reload_on_change(

@@ -24,6 +24,8 @@ class Settings:
     webhook_cert_dir: str | None = None
     health_address: str = "0.0.0.0"
     health_port: int = 8080
+    metrics_secure: bool = False
+    """/metrics only for callers a TokenReview and a SubjectAccessReview (get /metrics) let in."""
     workers: int = 32
     worker_idle_seconds: float = 1.0
     namespace_map_resync_seconds: float = 30.0
@@ -79,7 +81,10 @@ def parser() -> argparse.ArgumentParser:
                    help="where the self-signed certificate and its CA (ca.crt) are written")
     p.add_argument("--health-address", default="0.0.0.0")
     p.add_argument("--health-port", type=int, default=8080,
-                   help="/healthz and /readyz (0: pick a free port)")
+                   help="/healthz, /readyz and /metrics (0: pick a free port)")
+    p.add_argument("--metrics-secure", action="store_true",
+                   help="serve /metrics only to callers whose bearer token a TokenReview accepts "
+                        "and who may get the non-resource URL /metrics (a SubjectAccessReview)")
     p.add_argument("--workers", type=int, default=32,
                    help="reconciles run at once, by each of the ShadowPod and twin namespace "
                         "controllers and by kopf for NamespaceMaps; each holds at most one "

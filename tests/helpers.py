@@ -60,3 +60,17 @@ def refusal(write: Callable[[], object]) -> str:
         assert error.status == 403, error.body
         return str(json.loads(error.body)["message"])
     raise AssertionError("the write was allowed")
+
+
+def metric_samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """A /metrics exposition's samples, parsed by prometheus_client: (name, labels) -> value."""
+    from prometheus_client.parser import text_string_to_metric_families  # noqa: PLC0415
+
+    return {(sample.name, frozenset(sample.labels.items())): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def sample(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, /,
+           **labels: str) -> float | None:
+    """The value of series `name{labels}` among `samples` (None: not exported)."""
+    return samples.get((name, frozenset(labels.items())))

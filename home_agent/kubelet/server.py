@@ -28,6 +28,7 @@ from aiohttp import web
 import spdy3
 from annex.kube import Connection, LiveConnection, current_token
 from annex.kubeapi import ApiError, ClusterApi, error_message, ssl_context
+from annex.metrics import Family, ServedRequests
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.kubelet.auth import Caller, Reviews, certificate_caller
@@ -111,10 +112,31 @@ class Twin:
     remote_namespace: str
 
 
+KUBELET_REQUESTS = (
+    Family("annex_kubelet_request_duration_seconds", "histogram",
+           "How long the virtual node's kubelet API took to answer, by route (a stream: how "
+           "long it stayed open).", ("route",)),
+    Family("annex_kubelet_requests_total", "counter",
+           "Requests to the virtual node's kubelet API, by route and HTTP status.",
+           ("route", "code")),
+    Family("annex_kubelet_requests_in_flight", "gauge",
+           "Requests the kubelet API is answering, by route: on the exec, attach, portForward "
+           "and containerLogs routes, the streams open.", ("route",)),
+)
+
+
+def route_of(request: web.Request) -> str:
+    """The route a request matched (its path pattern: few values, not one per pod)."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else "unmatched"
+
+
 class KubeletApi:
     def __init__(self, agent: Agent, reviews: Reviews, remote: RemoteSession,
-                 client_ca: bool, usage: Usage) -> None:
+                 client_ca: bool, usage: Usage,
+                 served: ServedRequests | None = None) -> None:
         self.agent = agent
+        self.served = served
         self.reviews = reviews
         self.remote = remote
         self.client_ca = client_ca
@@ -292,7 +314,9 @@ class KubeletApi:
         return response
 
     def application(self) -> web.Application:
-        app = web.Application(middlewares=[self.guard])
+        # Counted before the guard: refusals (401, 403) are counted too.
+        app = web.Application(middlewares=[
+            *([self.served.middleware] if self.served is not None else []), self.guard])
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/pods", self.pods)
         app.router.add_get("/pods/", self.pods)
@@ -351,6 +375,8 @@ class KubeletServer:
         self._thread: threading.Thread | None = None
         self._started = threading.Event()
         self.certificates: ServingCertificates | None = None
+        self.requests = ServedRequests(KUBELET_REQUESTS, route_of)
+        """The API's requests, counted on its thread, read by /metrics."""
 
     def start(self, agent: Agent) -> None:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(agent)),
@@ -368,7 +394,7 @@ class KubeletServer:
         remote = RemoteSession(agent.remote.live)
         remote_api = ClusterApi(agent.remote.live, throttle_reads=False)
         api = KubeletApi(agent, Reviews(home), remote, bool(self.config.kubelet_client_ca),
-                         Usage(agent, remote_api))
+                         Usage(agent, remote_api), self.requests)
         runner = web.AppRunner(api.application(), access_log=None, handler_cancellation=True)
         await runner.setup()
         await web.SockSite(runner, self.socket, ssl_context=self.context).start()

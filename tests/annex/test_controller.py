@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable
 
 import pytest
 
-from annex.controller import DONE, RETRY, Controller, Result, metric_families
+from annex.controller import DONE, RETRY, Controller, Result
 from annex.workqueue import KeyQueue
 
 
@@ -169,21 +169,6 @@ def test_workers_must_be_positive() -> None:
 
     with pytest.raises(ValueError, match="workers must be at least 1"):
         Controller("t", reconcile, workers=0)
-
-
-async def test_metric_families_name_each_controller() -> None:
-    async def reconcile(key: str) -> Result:
-        return Result(outcome="unchanged")
-
-    controller = Controller("pods", reconcile, workers=1)
-    task = await running(controller)
-    controller.add("a")
-    await until(lambda: len(controller) == 0 and controller.outcomes())
-    lines = metric_families("annex_test", [controller])
-    assert 'annex_test_controller_reconciles_total{controller="pods",result="unchanged"} 1' \
-        in lines
-    assert 'annex_test_controller_queued_keys{controller="pods"} 0' in lines
-    await stopped(controller, task)
 
 
 async def test_keys_of_one_gate_are_released_together_asking_ready_once_per_gate() -> None:

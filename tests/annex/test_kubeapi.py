@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
 
 from annex.kube import ClientLimits, Connection, LiveConnection, RateLimiter, load_connection
 from annex.kubeapi import (
@@ -31,7 +32,9 @@ from annex.kubeapi import (
     status_of,
 )
 from annex.listwatch import list_and_watch
+from annex.metrics import RequestCollector
 from shared.api.shadowpod import SHADOWPOD
+from tests.helpers import metric_samples, sample
 
 
 def _run(connection: Connection, scenario: Callable[[ClusterApi], Awaitable[Any]],
@@ -164,36 +167,38 @@ def test_every_request_is_counted_by_code_host_method_and_by_verb_and_resource(
         ("404", host, "GET", "get", "", "configmaps"): 1,
         ("200", host, "GET", "watch", "", "configmaps"): 1,
         ("200", host, "DELETE", "delete", "", "configmaps"): 1}
-    lines = metrics.families()
+    found = _scraped(metrics)
     # client-go's family, as every Kubernetes component exports it ...
-    assert f'rest_client_requests_total{{code="200",host="{host}",method="GET"}} 2' in lines
-    assert f'rest_client_requests_total{{code="404",host="{host}",method="GET"}} 1' in lines
+    assert sample(found, "rest_client_requests_total", code="200", host=host, method="GET") == 2
+    assert sample(found, "rest_client_requests_total", code="404", host=host, method="GET") == 1
     # ... and what the requests did.
-    assert ('annex_rest_client_requests_by_resource_total{code="201",group="",'
-            f'host="{host}",resource="configmaps",verb="create"}} 1') in lines
+    assert sample(found, "annex_rest_client_requests_by_resource_total", code="201", group="",
+                  host=host, resource="configmaps", verb="create") == 1
     # How long they took, as client-go's histogram (watches are not timed).
-    assert "# TYPE rest_client_request_duration_seconds histogram" in lines
-    assert f'rest_client_request_duration_seconds_count{{host="{host}",verb="GET"}} 2' in lines
-    assert (f'rest_client_request_duration_seconds_bucket{{host="{host}",verb="GET",le="+Inf"}} 2'
-            in lines)
-    assert f'rest_client_request_duration_seconds_count{{host="{host}",verb="POST"}} 1' in lines
+    assert sample(found, "rest_client_request_duration_seconds_count", host=host, verb="GET") == 2
+    assert sample(found, "rest_client_request_duration_seconds_bucket", host=host, verb="GET",
+                  le="+Inf") == 2
+    assert sample(found, "rest_client_request_duration_seconds_count", host=host, verb="POST") == 1
+
+
+def _scraped(metrics: RequestMetrics) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RequestCollector(metrics))
+    return metric_samples(generate_latest(registry).decode())
 
 
 def test_a_duration_on_a_bucket_bound_is_counted_in_that_bucket() -> None:
     metrics = RequestMetrics()
     for seconds in (0.005, 0.0051, 60.0, 61.0):
         metrics.observe("h", "GET", seconds)
-    lines = metrics.families()
+    found = _scraped(metrics)
 
-    def bucket(bound: str) -> str:
-        found = next(line for line in lines
-                     if line.startswith(f'rest_client_request_duration_seconds_bucket{{host="h",'
-                                        f'verb="GET",le="{bound}"}}'))
-        return found.rsplit(" ", 1)[1]
+    def bucket(bound: str) -> float | None:
+        return sample(found, "rest_client_request_duration_seconds_bucket", host="h", verb="GET",
+                      le=bound)
 
     # Prometheus buckets are "less than or equal to" their bound, cumulative.
-    assert [bucket(b) for b in ("0.005", "0.025", "30.0", "60.0", "+Inf")] == [
-        "1", "2", "2", "3", "4"]
+    assert [bucket(b) for b in ("0.005", "0.025", "30.0", "60.0", "+Inf")] == [1, 2, 2, 3, 4]
 
 
 def test_a_request_without_an_answer_is_counted_as_an_error() -> None:

@@ -1,16 +1,19 @@
 """/metrics counts the agent's reconciles per key kind (what benchmarks read) and per controller
-(`annex.controller.metric_families`), the reflection's controllers included."""
+(`annex.metrics.ControllerCollector`), the reflection's controllers included."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
+from prometheus_client import generate_latest
+
 from home_agent.agent import pod_key
 from home_agent.metrics import Metrics
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection
 from home_agent.runner import agent_controller
+from tests.helpers import metric_samples, sample
 from tests.home_agent.test_reflection import _agent, listed
 
 
@@ -29,9 +32,11 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
             await controller.process(agent.queue.take())
 
     asyncio.run(process_queued())
-    text = metrics.exposition(agent).splitlines()
-    assert 'annex_home_agent_reconciles_total{kind="pod",result="success"} 1' in text
-    assert ('annex_home_agent_controller_reconciles_total{controller="agent",result="success"} 1'
-            in text)
+    found = metric_samples(generate_latest(metrics.registry(agent)).decode())
+    assert sample(found, "annex_home_agent_reconciles_total", kind="pod", result="success") == 1
+    assert sample(found, "annex_home_agent_controller_reconciles_total", controller="agent",
+                  result="success") == 1
+    assert sample(found, "controller_runtime_reconcile_total", controller="agent",
+                  result="success") == 1
     for name in ("agent", "configmaps", "events"):
-        assert f'annex_home_agent_controller_queued_keys{{controller="{name}"}} 0' in text
+        assert sample(found, "annex_home_agent_controller_queued_keys", controller=name) == 0

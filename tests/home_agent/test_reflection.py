@@ -408,8 +408,11 @@ def test_a_namespace_map_write_that_leaves_the_mapping_as_it_was_requeues_nothin
 
 
 def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() -> None:
+    from prometheus_client import generate_latest
+
     from home_agent.metrics import Metrics
     from home_agent.reflection.kinds import COMPANIONS
+    from tests.helpers import metric_samples, sample
 
     agent, _, _ = _agent(reflection_workers={"configmap": 1, "event": 1})
     reflection = Reflection(agent, KINDS, COMPANIONS)
@@ -418,6 +421,6 @@ def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() ->
     metrics.controllers = reflection.controllers()
     agent.informers.dispatch(HOME_SIDE, "configmaps", "ADDED", {
         "metadata": {"namespace": "app", "name": "settings"}})
-    text = metrics.exposition(agent)
-    assert 'annex_home_agent_controller_queued_keys{controller="configmaps"} 1' in text
-    assert 'annex_home_agent_controller_queued_keys{controller="events"} 0' in text
+    found = metric_samples(generate_latest(metrics.registry(agent)).decode())
+    assert sample(found, "annex_home_agent_controller_queued_keys", controller="configmaps") == 1
+    assert sample(found, "annex_home_agent_controller_queued_keys", controller="events") == 0
