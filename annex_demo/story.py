@@ -10,7 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -175,10 +175,14 @@ class Story:
         (template,) = charts.of_kind(release.manifests, "ConfigMap")
         template_path = self.workdir / "agent-template.json"
         template_path.write_text(template["data"]["agent.json"])
+        admission_address = f"127.0.0.1:{free_port()}"
         self._run_component(
             "home controller", home, release, self._deployment(release.manifests), stack,
-            "kubeconfig", agent_template=str(template_path), health_address="127.0.0.1",
-            health_port=str(release.probe_port))
+            "kubeconfig", webhook_url=f"https://{admission_address}",
+            agent_template=str(template_path), health_address="127.0.0.1",
+            health_port=str(release.probe_port), webhook_address=admission_address)
+        self.say.ok(f"the agents' admission webhook registered (https://{admission_address}): "
+                    "each agent confined to its own virtual node")
         self.say.wait(f"ForeignCluster {REMOTE_ID} discovered (it grants nothing yet)",
                       lambda: self._foreign_cluster_phase(home, "Discovered"),
                       self.timings.wait_seconds)
@@ -350,10 +354,11 @@ class Story:
     def _run_component(self, name: str, cluster: DemoCluster, release: Release,
                        deployment: dict[str, Any], stack: contextlib.ExitStack,
                        kubeconfig_flag: str, probe_port: int | None = None,
-                       **flags: str) -> None:
+                       webhook_url: str | None = None, **flags: str) -> None:
         """The Deployment's command line, run locally as its ServiceAccount with local
-        addresses and files; then the release's webhook configurations, pointed at it, when it
-        serves them (it takes the webhook flags)."""
+        addresses and files; then the release's webhook configurations whose Services select
+        its pods, pointed at it (`webhook_url`, else the release's), when it serves them (it
+        takes the webhook flags)."""
         pod = deployment["spec"]["template"]["spec"]
         account = pod["serviceAccountName"]
         kubeconfig = service_account_kubeconfig(cluster.kubeconfig, cluster.api,
@@ -370,9 +375,9 @@ class Story:
         port = probe_port if probe_port is not None else release.probe_port
         self._start(name, command, f"http://127.0.0.1:{port}/readyz", stack)
         if serves_webhooks:
-            charts.apply(cluster.api, [charts.pointed_at(w, release.webhook_url,
+            charts.apply(cluster.api, [charts.pointed_at(w, webhook_url or release.webhook_url,
                                                          release.certificate.ca_bundle)
-                                       for w in release.webhooks])
+                                       for w in _served_by(release, _pod_labels(deployment))])
 
     def _start(self, name: str, command: list[str], ready_url: str,
                stack: contextlib.ExitStack) -> ComponentProcess:
@@ -431,6 +436,20 @@ class Story:
         rows = {row[0]: row for row in views.foreign_cluster_rows(home.api)}
         phase = rows[REMOTE_ID][-1] if REMOTE_ID in rows else "not seen"
         return phase == wanted, phase
+
+
+def _pod_labels(deployment: Mapping[str, Any]) -> dict[str, str]:
+    return dict(deployment["spec"]["template"]["metadata"].get("labels") or {})
+
+
+def _served_by(release: Release, labels: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The release's webhook configurations whose Services select pods labelled `labels`."""
+    selecting = {service["metadata"]["name"] for service in charts.of_kind(
+        release.manifests, "Service")
+        if (service["spec"].get("selector") or {}).items() <= labels.items()}
+    return [configuration for configuration in release.webhooks if all(
+        webhook["clientConfig"]["service"]["name"] in selecting
+        for webhook in configuration["webhooks"])]
 
 
 @contextlib.contextmanager

@@ -20,8 +20,9 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     # Virtual nodes: cordoned while their provider offers nothing, or drained; deleted with
     # their VirtualNode.
     {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ_VERBS, "patch", "delete"]},
-    # A drained virtual node's pods.
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "delete"]},
+    # A drained virtual node's pods; the pod an agent's token request is bound to
+    # (home_controller/agent_admission.py).
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
     # A drain waits for the agent's finalizers on them (the provider's namespaces removed).
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings"], "verbs": ["list"]},
 ]

@@ -19,6 +19,7 @@ from annex.kube import load_connection
 from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
 from annex.probes import serve_probes
+from home_controller.agent_admission import AgentAdmission
 from home_controller.dns import DnsBrowser
 from home_controller.foreign_clusters import HOME, ForeignClusters
 from home_controller.mdns import MdnsBrowser
@@ -27,6 +28,7 @@ from home_controller.settings import Settings
 from home_controller.sightings import Sightings
 from home_controller.token_grants import TokenGrants
 from home_controller.virtual_nodes import VirtualNodes
+from shared.api.virtual_node import VIRTUAL_NODE
 from shared.forge.agent import AgentTemplate
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     clusters = ForeignClusters(api, informers, sightings, settings.workers)
     controllers: list[Controller[Any]] = [clusters.controller]
     agents = None
+    admission = None
     grants: list[TokenGrants] = []
     if settings.agent_template is not None:
         template = AgentTemplate.model_validate_json(Path(settings.agent_template).read_text())
@@ -72,6 +75,11 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                               drain_timeout=settings.drain_timeout_seconds,
                               workers=settings.workers)
         controllers.append(agents.controller)
+        if settings.webhook_address:
+            virtual_nodes, listed = agents.virtual_nodes, agents.listed
+            admission = await AgentAdmission(
+                api, template, virtual_nodes.values, lambda: VIRTUAL_NODE.plural in listed
+            ).serve(settings.webhook_address, settings.webhook_cert, settings.webhook_key)
         if template.token_requests_role:
             grants.append(TokenGrants(api, informers, template, workers=settings.workers))
             controllers.append(grants[0].controller)
@@ -107,4 +115,6 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         await asyncio.gather(*tasks, return_exceptions=True)
         await clusters.offers.close()
         await health.cleanup()
+        if admission is not None:
+            await admission.cleanup()
         await api.close()

@@ -23,6 +23,9 @@ class Settings:
     health_address: str = "0.0.0.0"
     health_port: int = 8080
     metrics_secure: bool = False
+    webhook_address: str = ""
+    webhook_cert: str = ""
+    webhook_key: str = ""
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
 
@@ -68,6 +71,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--metrics-secure", action="store_true",
                    help="serve /metrics only to callers whose bearer token a TokenReview accepts "
                         "and who may get the non-resource URL /metrics (a SubjectAccessReview)")
+    p.add_argument("--webhook-address", default="",
+                   help="host:port of the agents' admission webhook (home_controller/"
+                        "agent_admission.py: each agent confined to its virtual node), with "
+                        "--agent-template; empty: not served")
+    p.add_argument("--webhook-cert", default="", help="its TLS certificate (PEM)")
+    p.add_argument("--webhook-key", default="", help="its TLS key (PEM)")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="INFO")
     return p
@@ -77,4 +86,8 @@ def parse(argv: list[str] | None = None) -> Settings:
     args = parser().parse_args(argv)
     if args.workers < 1:
         parser().error("--workers must be at least 1")
+    if args.webhook_address and not (args.webhook_cert and args.webhook_key
+                                     and args.agent_template):
+        parser().error("--webhook-address needs --webhook-cert, --webhook-key and "
+                       "--agent-template")
     return Settings(**vars(args))

@@ -92,8 +92,40 @@ def test_the_discovery_values_reach_the_flags_and_mdns_uses_the_host_network() -
 def test_the_agents_webhook_service_does_not_select_it() -> None:
     pod_labels = only(controller_objects(ENABLED), "Deployment")["spec"]["template"][
         "metadata"]["labels"]
-    selector = only(render(CHART, ENABLED), "Service")["spec"]["selector"]
+    selector = only(render(CHART, ENABLED), "Service", "annex-home-agent-webhook")["spec"][
+        "selector"]
     assert not selector.items() <= pod_labels.items()
+
+
+def test_it_serves_the_agents_admission_webhook_the_chart_registers() -> None:
+    """The agents' NodeRestriction: served by the controller (its Service selects the
+    controller's pod, with the certificate the configuration trusts), sent only the release
+    namespace's accounts but the controller's, refusing what it cannot check."""
+    manifests = render(CHART, ENABLED)
+    pod, args = deployment_args(ENABLED)
+    settings = parse(args)
+    [configuration] = of_kind(manifests, "ValidatingWebhookConfiguration")
+    [webhook] = configuration["webhooks"]
+    service = webhook["clientConfig"]["service"]
+    assert service["path"] == "/validate-agents" and webhook["failurePolicy"] == "Fail"
+    selector = only(manifests, "Service", service["name"])["spec"]["selector"]
+    template_labels = only(controller_objects(ENABLED), "Deployment")["spec"]["template"][
+        "metadata"]["labels"]
+    assert selector.items() <= template_labels.items()
+    [port] = [p for p in pod["containers"][0]["ports"] if p["name"] == "webhook"]
+    assert settings.webhook_address == f"0.0.0.0:{port['containerPort']}"
+    [mount] = [m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "webhook-tls"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "webhook-tls"]
+    secret = only(manifests, "Secret", volume["secret"]["secretName"])
+    assert settings.webhook_cert == f"{mount['mountPath']}/tls.crt"
+    assert secret["data"]["ca.crt"] == webhook["clientConfig"]["caBundle"]
+    [condition] = webhook["matchConditions"]
+    controller = only(controller_objects(ENABLED), "ServiceAccount")["metadata"]["name"]
+    assert f"'system:serviceaccount:{NAMESPACE}:'" in condition["expression"]
+    assert f"!= 'system:serviceaccount:{NAMESPACE}:{controller}'" in condition["expression"]
+    off = {**MINIMAL, "controller": {"enabled": True, "agentAdmission": {"enabled": False}}}
+    assert of_kind(render(CHART, off), "ValidatingWebhookConfiguration") == []
+    assert parse(deployment_args(off)[1]).webhook_address == ""
 
 
 def test_it_runs_locked_down_with_its_probes() -> None:

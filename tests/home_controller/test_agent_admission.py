@@ -1,0 +1,255 @@
+"""The agents' NodeRestriction (home_controller/agent_admission.py): the home controller serves
+the chart's ValidatingWebhookConfiguration, and agent A, with its real token, may write its own
+virtual node's objects and no other agent's: tokens only for pods bound to its node and running
+as the account asked for, its Node and node Lease, the status and deletion of its pods, its
+VirtualNode's status. An account of the release namespace that is no VirtualNode's agent is
+refused; users are never sent. Allowed writes are dry runs (the webhook sees them all the same),
+so that the objects stay as the fixture made them.
+
+kubesim only: the API server calls the controller's webhook on this machine's loopback, which a
+real cluster's API server cannot reach.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from annex_demo.charts import pointed_at
+from shared.forge.agent import AgentTemplate, agent_name, election_lease_name
+from tests.charts.helm import only, render
+from tests.conftest import ClusterHandle
+from tests.helpers import refusal, wait_for
+from tests.home_agent.agentproc import Process, unique_id
+from tests.home_agent.play import offload_namespace
+from tests.home_agent.webhook import webhook_serving
+from tests.home_controller.test_rights import CHART, RBAC_KINDS, _configuration, _create, _delete
+
+pytestmark = pytest.mark.kubesim_only
+
+VIRTUAL_NODES = ("offloading.liqo.io", "v1beta1", "virtualnodes")
+DENIED = 'admission webhook "agents.home-agent.annex.liqo.io" denied the request: '
+
+
+@dataclass
+class Confined:
+    namespace: str
+    apps: str  # an offloaded namespace (the agents' token grant is bound there)
+    template: AgentTemplate
+    as_a: client.ApiClient  # agent A's real token
+    uids: dict[str, str]  # pod name -> uid
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.as_a)
+
+    def token(self, account: str, bound: dict[str, Any] | None) -> Callable[[], object]:
+        spec: dict[str, Any] = {"expirationSeconds": 3600}
+        if bound is not None:
+            spec["boundObjectRef"] = bound
+        return lambda: self.core.create_namespaced_service_account_token(
+            account, self.apps, {"spec": spec})
+
+    def pod_ref(self, name: str, **changed: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": self.uids[name],
+                **changed}
+
+
+def _pod(name: str, node: str, account: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {
+        "nodeName": node, "serviceAccountName": account,
+        "containers": [{"name": "app", "image": "app:1"}]}}
+
+
+def _unless_gone(call: Callable[..., object], *args: Any) -> None:
+    try:
+        call(*args)
+    except client.exceptions.ApiException as error:
+        if error.status != 404:
+            raise
+
+
+@pytest.fixture(scope="module")
+def confined(home: ClusterHandle, crds: None, tmp_path_factory: pytest.TempPathFactory
+             ) -> Iterator[Confined]:
+    """A release's RBAC, two VirtualNodes (remote-a, remote-b) and their Nodes and node Leases,
+    the controller serving the webhook the chart registers, pods in an offloaded namespace on
+    both nodes."""
+    directory = tmp_path_factory.mktemp("agent-admission")
+    namespace = unique_id("t-agents")
+    apps = f"{namespace}-apps"
+    release = unique_id("r")
+    manifests = render(CHART, {"clusterId": "home"}, release=release, namespace=namespace)
+    rbac = [m for m in manifests if m["kind"] in RBAC_KINDS]
+    template = AgentTemplate.model_validate(json.loads(
+        only(manifests, "ConfigMap")["data"]["agent.json"]))
+    custom = client.CustomObjectsApi(home.api_client)
+    coordination = client.CoordinationV1Api(home.api_client)
+    admission = client.AdmissionregistrationV1Api(home.api_client)
+    nodes = {cluster_id: f"liqo-{cluster_id}" for cluster_id in ("remote-a", "remote-b")}
+    serving = webhook_serving(directory)
+    configuration = pointed_at(only(manifests, "ValidatingWebhookConfiguration"),
+                               f"https://127.0.0.1:{serving.port}", serving.ca_bundle)
+    process = None
+    for name in (namespace, apps):
+        home.core.create_namespace({"metadata": {"name": name}})
+    try:
+        for manifest in rbac:
+            _create(home, manifest)
+        for cluster_id, node in nodes.items():
+            home.core.create_namespaced_secret(namespace, {
+                "metadata": {"name": f"{cluster_id}-kc"},
+                "data": {"kubeconfig": base64.b64encode(b"kind: Config\n").decode()}})
+            custom.create_namespaced_custom_object(*VIRTUAL_NODES[:2], namespace,
+                                                   VIRTUAL_NODES[2], {
+                "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+                "metadata": {"name": cluster_id},
+                "spec": {"clusterId": cluster_id,
+                         "kubeconfigSecretRef": {"name": f"{cluster_id}-kc"}}})
+            home.core.create_node({"metadata": {"name": node, "labels": {
+                "liqo.io/type": "virtual-node"}}})
+            coordination.create_namespaced_lease("kube-node-lease", {
+                "metadata": {"name": node}, "spec": {"holderIdentity": node}})
+        offload_namespace(home, apps)  # the controller grants the agents its tokens
+        for account in ("app", "other"):
+            home.core.create_namespaced_service_account(apps, {"metadata": {"name": account}})
+        uids = {pod["metadata"]["name"]: home.core.create_namespaced_pod(
+            apps, pod).metadata.uid for pod in (
+            _pod("on-a", nodes["remote-a"], "app"), _pod("on-b", nodes["remote-b"], "app"),
+            _pod("other-on-a", nodes["remote-a"], "other"),
+            _pod("doomed-a", nodes["remote-a"], "app"))}
+        template_path = directory / "agent.json"
+        template_path.write_text(template.model_dump_json(by_alias=True))
+        process = Process(["-m", "home_controller", "--kubeconfig", str(home.kubeconfig),
+                           "--namespace", namespace, "--agent-template", str(template_path),
+                           "--health-port", "0", "--log-level", "DEBUG",
+                           "--webhook-address", f"127.0.0.1:{serving.port}",
+                           "--webhook-cert", str(serving.cert), "--webhook-key",
+                           str(serving.key)], directory / "controller.log")
+        agent = agent_name(template, "remote-a")
+        token = wait_for(lambda: home.core.create_namespaced_service_account_token(
+            agent, namespace, {"spec": {"expirationSeconds": 3600}}).status.token, timeout=30,
+            message="the controller made agent A's ServiceAccount")
+        admission.create_validating_webhook_configuration(configuration)
+        confined = Confined(namespace, apps, template,
+                            client.ApiClient(_configuration(home, token)), uids)
+        wait_for(lambda: confined.core.patch_node(nodes["remote-a"], {}, dry_run="All"),
+                 timeout=30, message="the webhook serving, the VirtualNodes listed")
+        wait_for(confined.token("app", confined.pod_ref("on-a")), timeout=30,
+                 message="the offloaded namespace's token grant")
+        yield confined
+    except BaseException:
+        if process is not None:
+            print(f"--- controller\n{process.output()}")
+        raise
+    finally:
+        _unless_gone(admission.delete_validating_webhook_configuration,
+                     configuration["metadata"]["name"])
+        if process is not None:
+            process.stop()
+        for cluster_id, node in nodes.items():
+            _unless_gone(home.core.delete_node, node)
+            _unless_gone(coordination.delete_namespaced_lease, node, "kube-node-lease")
+            # the controller is gone: nothing drains the VirtualNode, its namespace takes it
+            _unless_gone(custom.patch_namespaced_custom_object, *VIRTUAL_NODES[:2], namespace,
+                         VIRTUAL_NODES[2], cluster_id, {"metadata": {"finalizers": None}})
+        for name in (namespace, apps):
+            home.core.delete_namespace(name)
+        for manifest in rbac:
+            _delete(home, manifest)
+
+
+def test_a_token_only_for_a_pod_bound_to_its_node_running_as_the_account(
+        confined: Confined) -> None:
+    issued: Any = confined.token("app", confined.pod_ref("on-a"))()
+    assert issued.status.token
+    for bound, rule in (
+            (confined.pod_ref("on-b"), "requested a token bound to a pod scheduled on a "
+                                       "different node"),
+            (confined.pod_ref("other-on-a"), "requested a token for service account 'app' "
+                                             "bound to pod 'other-on-a', which runs as 'other'"),
+            (None, "requested a token not bound to a pod"),
+            ({"apiVersion": "v1", "kind": "Pod", "name": "on-a"},
+             "requested a token with a pod binding without a uid"),
+            (confined.pod_ref("on-a", uid="0000"), "does not match the UID in record"),
+            ({"apiVersion": "v1", "kind": "Pod", "name": "nowhere", "uid": "1"},
+             "pods 'nowhere' not found")):
+        message = refusal(confined.token("app", bound))
+        assert message.startswith(DENIED) and rule in message, message
+
+
+def test_its_node_and_its_node_lease_only(confined: Confined) -> None:
+    coordination = client.CoordinationV1Api(confined.as_a)
+    patch = {"metadata": {"annotations": {"checked": "yes"}}}
+    confined.core.patch_node("liqo-remote-a", patch, dry_run="All")
+    confined.core.patch_node_status("liqo-remote-a", {"status": {}}, dry_run="All")
+    coordination.patch_namespaced_lease("liqo-remote-a", "kube-node-lease", patch,
+                                        dry_run="All")
+    for write, rule in (
+            (lambda: confined.core.patch_node("liqo-remote-b", patch, dry_run="All"),
+             "agent of node 'liqo-remote-a' is not allowed to modify node 'liqo-remote-b'"),
+            (lambda: confined.core.patch_node_status("liqo-remote-b", {"status": {}},
+                                                     dry_run="All"),
+             "is not allowed to modify node 'liqo-remote-b'"),
+            (lambda: confined.core.create_node({"metadata": {"name": "liqo-elsewhere"}},
+                                               dry_run="All"),
+             "is not allowed to modify node 'liqo-elsewhere'"),
+            (lambda: coordination.patch_namespaced_lease("liqo-remote-b", "kube-node-lease",
+                                                         patch, dry_run="All"),
+             "can only access the node lease with the same name as its node"),
+            (lambda: coordination.create_namespaced_lease(
+                confined.namespace, {"metadata": {"name": election_lease_name("remote-b")}},
+                dry_run="All"),
+             f"can only access its election lease '{election_lease_name('remote-a')}'")):
+        message = refusal(write)
+        assert message.startswith(DENIED) and rule in message, message
+    coordination.create_namespaced_lease(
+        confined.namespace, {"metadata": {"name": election_lease_name("remote-a")}},
+        dry_run="All")
+
+
+def test_the_status_and_deletion_of_its_pods_only(confined: Confined) -> None:
+    own = confined.core.read_namespaced_pod("on-a", confined.apps)
+    confined.core.replace_namespaced_pod_status("on-a", confined.apps, own, dry_run="All")
+    other = confined.core.read_namespaced_pod("on-b", confined.apps)
+    message = refusal(lambda: confined.core.replace_namespaced_pod_status(
+        "on-b", confined.apps, other, dry_run="All"))
+    assert message.startswith(DENIED) and (
+        "can only update pod status for pods with spec.nodeName set to its node") in message
+    message = refusal(lambda: confined.core.delete_namespaced_pod("on-b", confined.apps))
+    assert "can only delete pods with spec.nodeName set to its node" in message, message
+    confined.core.delete_namespaced_pod("doomed-a", confined.apps, grace_period_seconds=0)
+
+
+def test_its_virtual_node_s_status_only(confined: Confined) -> None:
+    custom = client.CustomObjectsApi(confined.as_a)
+
+    def patch_status(name: str) -> object:
+        return custom.patch_namespaced_custom_object_status(
+            *VIRTUAL_NODES[:2], confined.namespace, VIRTUAL_NODES[2], name,
+            {"status": {"nodeName": "liqo-remote-a"}}, dry_run="All")
+
+    patch_status("remote-a")
+    message = refusal(lambda: patch_status("remote-b"))
+    assert message.startswith(DENIED) and (
+        f"can only write VirtualNode {confined.namespace}/remote-a") in message, message
+
+
+def test_an_account_of_the_release_that_is_no_agent_may_act_for_no_node(
+        home: ClusterHandle, confined: Confined) -> None:
+    """RBAC gives the agents' rights to every account of the release namespace; the webhook
+    refuses those that no VirtualNode makes. A user (here the admin) is never sent."""
+    token = home.core.create_namespaced_service_account_token(
+        "default", confined.namespace, {"spec": {"expirationSeconds": 3600}}).status.token
+    stranger = client.CoreV1Api(client.ApiClient(_configuration(home, token)))
+    message = refusal(lambda: stranger.patch_node("liqo-remote-a", {}, dry_run="All"))
+    assert message.startswith(DENIED) and (
+        f"system:serviceaccount:{confined.namespace}:default is the agent of no VirtualNode"
+    ) in message, message
+    home.core.patch_node("liqo-remote-b", {}, dry_run="All")
