@@ -601,10 +601,14 @@ class Kubelet(Controller):
     async def _reconcile(self, key: PodKey) -> None:
         stored = self.api.store.get(self.pods_kind.storage_key, *key)
         runtime = self.runtimes.get(key)
-        node = runtime.node if runtime is not None else (
-            (stored.obj.get("spec") or {}).get("nodeName") if stored is not None else None)
-        if node in self.paused:
-            return  # its kubelet is gone: `start_kubelet` syncs the pod again
+        # A node whose kubelet is gone does nothing for its pods (`start_kubelet` syncs them
+        # again). A pod of the same name on another node is served all the same: one kubelet
+        # object holds every node's runtimes, so the gone node's runtime of that name is dropped.
+        uid = stored.obj["metadata"]["uid"] if stored is not None else None
+        if runtime is not None and runtime.node in self.paused and uid in (None, runtime.uid):
+            return
+        if stored is not None and (stored.obj.get("spec") or {}).get("nodeName") in self.paused:
+            return
         if stored is None or (runtime is not None and runtime.uid != stored.obj["metadata"]["uid"]):
             self._forget(key)
             runtime = None

@@ -53,7 +53,8 @@ def ready_pods(home: Any, namespace: str, tier: str, count: int) -> list[str]:
 
 def deleting(home: Any, namespace: str, name: str) -> bool:
     try:
-        return home.core.read_namespaced_pod(name, namespace).metadata.deletion_timestamp is not None
+        pod = home.core.read_namespaced_pod(name, namespace)
+        return pod.metadata.deletion_timestamp is not None
     except ApiException as error:
         return error.status == 404
 
