@@ -55,8 +55,9 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["namespaces"],
      "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": READ_VERBS},
+    # delete: a ShadowPod's pod left Terminating on a failed node, force-deleted (node_failure)
     {"apiGroups": [""], "resources": ["pods"],
-     "verbs": ["get", "list", "watch", "create", "patch"]},
+     "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     # the reflected claims' storage counts against the consumer's quota
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": READ_VERBS},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},

@@ -46,6 +46,7 @@ class Settings:
     announce_api_server: str | None = None
     mdns_interfaces: tuple[str, ...] = ()
     consumer_cluster_role: str = TWIN_NAMESPACE_ROLE
+    node_failure_grace_seconds: float = 60.0
 
 
 def _resources(text: str) -> tuple[tuple[str, str], ...]:
@@ -121,6 +122,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--consumer-cluster-role", default=TWIN_NAMESPACE_ROLE,
                    help="the ClusterRole holding a consumer's rights in its twin namespaces "
                         "(the chart ships it), which the enforcer binds in each of them")
+    p.add_argument("--node-failure-grace-seconds", type=float, default=60.0,
+                   help="a ShadowPod's pod Terminating on a node NotReady for this long is "
+                        "force-deleted (made again elsewhere), unless it mounts a claim; "
+                        "longer than a kubelet restart, short beside the 300 s the pods "
+                        "tolerate a NotReady node for before they are marked for deletion")
     return p
 
 
@@ -132,6 +138,8 @@ def parse(argv: list[str] | None = None) -> Settings:
         parser().error("--workers must be at least 1")
     if args.offer_mode == "fixed" and not args.offer_resources:
         parser().error("--offer-mode fixed needs --offer-resources")
+    if args.node_failure_grace_seconds < 0:
+        parser().error("--node-failure-grace-seconds must not be negative")
     if args.announce_mdns and not args.announce_api_server:
         parser().error("--announce-mdns needs --announce-api-server")
     values = vars(args)

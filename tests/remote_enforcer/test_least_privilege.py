@@ -265,6 +265,14 @@ def test_the_chart_s_admission_policy_holds_a_stolen_enforcer_identity_to_the_tw
                     f"{denied}writes {resource} only in its twin namespaces, not in {namespace}")
             assert refusal(lambda ns=namespace: core.delete_namespace(ns, dry_run="All")).endswith(
                 f"{denied}creates, changes and deletes only its twin namespaces, not {namespace}")
+        # pods it deletes (its own, stuck on a failed node) only in the twins
+        for namespace in (plain, twin):
+            remote.core.create_namespaced_pod(namespace, pod)
+        assert refusal(lambda: core.delete_namespaced_pod("probe", plain, dry_run="All")).endswith(
+            f"{denied}writes pods only in its twin namespaces, not in {plain}")
+        core.delete_namespaced_pod("probe", twin, dry_run="All")
+        for namespace in (plain, twin):
+            remote.core.delete_namespaced_pod("probe", namespace, grace_period_seconds=0)
         twin_labels = remote.core.read_namespace(twin).metadata.labels
         for write in (lambda: core.patch_namespace("kube-system", {"metadata": {
                           "labels": twin_labels}}, dry_run="All"),
