@@ -110,6 +110,17 @@ class Comment:
 KEY_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_.-]+):(?P<rest>.*)$")
 
 
+def example_ends(lines: list[str], after: int) -> bool:
+    """Whether the comment lines from `after` on end with a blank line or the file: a block
+    followed directly by a key is that key's description."""
+    for line in lines[after:]:
+        if not line.strip():
+            return True
+        if not line.lstrip().startswith("#"):
+            return False
+    return True
+
+
 def value_comments(values_yaml: str) -> dict[str, Comment]:
     """Dotted key → the comment block right above it (no blank line between), its inline
     comment and the commented-out example lines right below it."""
@@ -139,6 +150,8 @@ def value_comments(values_yaml: str) -> dict[str, Comment]:
                     following.lstrip()) < indent:
                 break
             example.append(following.lstrip()[1:])
+        if not example_ends(lines, number + 1 + len(example)):
+            example = []  # the comment block of the next key, not an example of this one
         text = " ".join(part for part in (*above, inline) if part)
         comments[".".join(k for _, k in path)] = Comment(text, "\n".join(example), inline)
         above = []

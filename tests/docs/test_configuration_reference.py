@@ -62,3 +62,19 @@ def test_every_chart_value_is_documented_with_its_default() -> None:
             assert f"| `{key}` |" in reference, f"{chart}: {key} missing"
     assert "| `remotes[].kubeconfigSecret` | string |" in reference
     assert "| `webhook.failurePolicy` | `Ignore` \\| `Fail` | `\"Ignore\"` |" in reference
+
+
+def test_a_comment_block_above_a_nested_key_describes_it_not_the_key_before() -> None:
+    comments = generator().value_comments(
+        "quota:\n"
+        "  cordoned: false\n"
+        "  # What the pods may do.\n"
+        "  podPolicy:\n"
+        "    podSecurity: baseline\n"
+        "consumers: []\n"
+        "#  - clusterId: home-1\n"
+        "\n"
+        "resources: {}\n")
+    assert comments["quota.cordoned"].example == ""
+    assert comments["quota.podPolicy"].text == "What the pods may do."
+    assert comments["consumers"].example == "  - clusterId: home-1"
