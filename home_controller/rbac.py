@@ -23,6 +23,9 @@ CLUSTER_RULES: list[dict[str, Any]] = [
     # A drained virtual node's pods; the pod an agent's token request is bound to
     # (home_controller/agent_admission.py).
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "delete"]},
+    # A drain evicts them (their PodDisruptionBudgets hold); delete: those still there past
+    # the drain timeout.
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
     # A drain waits for the agent's finalizers on them (the provider's namespaces removed).
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings"], "verbs": ["list"]},
 ]
