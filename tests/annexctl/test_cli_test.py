@@ -1,11 +1,12 @@
 """`annexctl test`: a peering checked end to end as a user would (offload a probe namespace, run
 a pod on the virtual node, read its logs and exec into it, find a ConfigMap reflected on the
 provider, clean up), each step printed with its time; a peering that is not ready fails the
-first step, named, with exit code 1. Output without a terminal has no control characters (no
-progress line)."""
+first step, named, with exit code 1. Output without a terminal has no control characters: the
+progress line is drawn on a terminal only."""
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from kubernetes import client
 
 from annexctl.probe import NAMESPACE_PREFIX
+from annexctl.progress import waiting
 from tests.annexctl.conftest import Annexctl, home_flags, minted_kubeconfig, peer_flags
 from tests.annexctl.test_story import _virtual_node, agent_namespace, allow_borrowed_toleration
 from tests.conftest import ClusterHandle
@@ -99,3 +101,19 @@ def test_a_peering_that_is_not_ready_fails_its_first_step_by_name(
     assert other.code == 1
     assert other.err == 'error: step "peering ready" failed: no VirtualNode for cluster ' \
                         'nobody\n'
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_progress_line_is_drawn_on_a_terminal_only() -> None:
+    terminal, pipe = _Terminal(), io.StringIO()
+    for stream in (terminal, pipe):
+        with waiting("the probe pod", stream), waiting("its log", stream):
+            pass  # a wait inside a wait changes the one line
+    assert pipe.getvalue() == ""
+    drawn = terminal.getvalue()
+    assert "waiting for the probe pod..." in drawn
+    assert drawn.endswith("\x1b[2K")  # erased at the end
