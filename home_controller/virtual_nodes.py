@@ -9,12 +9,15 @@ controller makes the virtual kubelet's.
 - the status says the phase (Creating, Running, Draining, Refused) and the agent Deployment's
   ready replicas; the agent writes the rest (node, Ready, last health check);
 - a finalizer holds a deleted VirtualNode until its virtual node is drained: cordoned, its pods
-  deleted (their controllers make them again at home; a pod without one is gone), the agent's
+  evicted through the Eviction API, so their PodDisruptionBudgets hold (their controllers make
+  them again at home; a pod without one is named in an Event, then gone), the agent's
   remote objects removed (the agent withdraws every offloaded namespace, the enforcer deletes the
   twins; done when no NamespaceOffloading holds this remote's finalizer any more), then the
   agent Deployment deleted and waited for (its election Lease released, its pods gone), then
   the Node and the Lease deleted and the finalizer removed. Each wait is bounded by
-  `drain_timeout` from the deletion and said in an Event on the VirtualNode.
+  `drain_timeout` from the deletion and said in an Event on the VirtualNode; past it, pods a
+  budget still holds are deleted (the node goes: the pod garbage collector would delete them
+  with it all the same) and the drain goes on.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pydantic import ValidationError
 from annex.controller import DONE, RETRY, Controller, Result
 from annex.events import EventRecorder
 from annex.informers import Change, Informers
-from annex.kubeapi import ClusterApi, core_path, custom_path, group_path
+from annex.kubeapi import ApiError, ClusterApi, core_path, custom_path, group_path
 from annex.mirror import Key
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
@@ -84,6 +87,15 @@ OWNED: dict[str, Owned] = {
 VIRTUAL_NODES = VIRTUAL_NODE.resource
 NODES = ("", "v1", "nodes")
 LEASES = ("coordination.k8s.io", "v1", "leases")
+
+
+def pod_name(pod: Mapping[str, Any]) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+def has_controller(pod: Mapping[str, Any]) -> bool:
+    return any(reference.get("controller")
+               for reference in pod["metadata"].get("ownerReferences") or [])
 
 
 def _owner_key(change: Change) -> list[Key]:
@@ -237,7 +249,7 @@ class VirtualNodes:
         node_name = virtual_node.status.node_name or virtual_node.spec.effective_node_name()
         node = self._virtual_node_of(node_name, cluster_id)
 
-        waiting = await self._drain_pods(obj, node)
+        waiting = await self._drain_pods(obj, node, overdue)
         if waiting is None:
             waiting = await self._remote_objects_left(cluster_id)
         if waiting is None:
@@ -271,9 +283,14 @@ class VirtualNodes:
         labels = ((node or {}).get("metadata") or {}).get("labels") or {}
         return node if labels.get(REMOTE_CLUSTER_ID_LABEL) == cluster_id else None
 
-    async def _drain_pods(self, obj: Mapping[str, Any], node: dict[str, Any] | None
-                          ) -> str | None:
-        """Cordon the node and delete its pods; what is still there, None once none is."""
+    async def _drain_pods(self, obj: Mapping[str, Any], node: dict[str, Any] | None,
+                          overdue: bool) -> str | None:
+        """Cordon the node and evict its pods, as `kubectl drain` does: through the Eviction
+        API, so their PodDisruptionBudgets hold (a refused eviction is tried again on the next
+        look). Pods without a controller are named in an Event first (nothing makes them
+        again). Past the drain timeout (`overdue`) the pods still there are deleted: the node
+        goes, and the pod garbage collector would delete them with it whatever their budgets.
+        What is still there, None once none is."""
         if node is None:
             return None
         name = node["metadata"]["name"]
@@ -283,12 +300,41 @@ class VirtualNodes:
         listed = await self.api.request("GET", core_path("pods"),
                                         query={"fieldSelector": f"spec.nodeName={name}"})
         pods = list((listed or {}).get("items") or [])
-        for pod in pods:
-            metadata = pod["metadata"]
-            if metadata.get("deletionTimestamp") is None:
-                await delete_owned(self.api, core_path("pods", metadata["namespace"],
-                                                       metadata["name"]), metadata.get("uid"))
-        return f"{len(pods)} pod(s) on {name} to go" if pods else None
+        going = [pod for pod in pods if pod["metadata"].get("deletionTimestamp") is None]
+        if uncontrolled := [pod_name(pod) for pod in going if not has_controller(pod)]:
+            await self.events.record(obj, "UncontrolledPods", (
+                f"pods without a controller, evicted from {name}: nothing makes them again: "
+                f"{', '.join(uncontrolled)}"))
+        held = []
+        for pod in going:
+            path = core_path("pods", pod["metadata"]["namespace"], pod["metadata"]["name"])
+            if overdue:
+                await delete_owned(self.api, path, pod["metadata"].get("uid"))
+            elif (refusal := await self._evict(path, pod)) is not None:
+                held.append(f"{pod_name(pod)} ({refusal})")
+        if not pods:
+            return None
+        waiting = f"{len(pods)} pod(s) on {name} to go"
+        return f"{waiting}; evictions refused: {'; '.join(held)}" if held else waiting
+
+    async def _evict(self, path: str, pod: Mapping[str, Any]) -> str | None:
+        """Evict the pod (this one: its uid as precondition); why the API server refused, None
+        once it is evicted or gone."""
+        metadata = pod["metadata"]
+        try:
+            await self.api.create(f"{path}/eviction", {
+                "apiVersion": "policy/v1", "kind": "Eviction",
+                "metadata": {"name": metadata["name"], "namespace": metadata["namespace"]},
+                "deleteOptions": {"preconditions": {"uid": metadata.get("uid")}}})
+        except ApiError as error:
+            if error.status in (404, 409):  # gone, or another pod of that name
+                return None
+            if error.status != 429:
+                raise
+            causes = (error.body.get("details") or {}).get("causes") or []
+            return "; ".join(str(c.get("message")) for c in causes) or str(
+                error.body.get("message") or error)
+        return None
 
     async def _remote_objects_left(self, cluster_id: str) -> str | None:
         """The namespaces whose twin on the provider the agent has not seen removed yet."""

@@ -270,3 +270,72 @@ def test_a_drain_that_waits_says_for_what_and_gives_up_after_its_timeout(
              timeout=30, message="the Node deleted")
     custom(home).patch_namespaced_custom_object(
         d.group, d.version, namespace, d.plural, "offloading", {"metadata": {"finalizers": []}})
+
+
+def running_pod(home: ClusterHandle, namespace: str, name: str, node_name: str,
+                owner: dict[str, Any] | None = None) -> None:
+    """A pod bound to the virtual node, Running and Ready as its agent reports it."""
+    metadata: dict[str, Any] = {"name": name, "labels": {"app": name}}
+    if owner is not None:
+        metadata["ownerReferences"] = [owner]
+    home.core.create_namespaced_pod(namespace, {"metadata": metadata, "spec": {
+        "nodeName": node_name, "containers": [{"name": "c", "image": "nginx"}]}})
+    home.core.patch_namespaced_pod_status(name, namespace, {"status": {
+        "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+
+
+def terminating(home: ClusterHandle, namespace: str, name: str) -> bool:
+    return home.core.read_namespaced_pod(name, namespace).metadata.deletion_timestamp is not None
+
+
+def test_a_drain_evicts_as_the_disruption_budgets_allow_and_names_the_pods_without_controller(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    """No agent runs here: the virtual node and its pods' Running status are the test's, as an
+    agent would make them. The pod a PodDisruptionBudget guards stays while the budget allows
+    no disruption (the Draining Event says why) and is evicted once it does; the pod without a
+    controller is named in an Event, then evicted."""
+    path, _ = agent_template(namespace, tmp_path)
+    start_controller("--namespace", namespace, "--agent-template", str(path),
+                     "--drain-timeout-seconds", "300")
+    cluster_id = unique_id("provider")
+    node_name = f"liqo-{cluster_id}"
+    home.core.create_node({"metadata": {"name": node_name, "labels": {
+        TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: cluster_id}}})
+    owner = home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "owner"}})
+    running_pod(home, namespace, "guarded", node_name, {
+        "apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner.metadata.uid,
+        "controller": True})
+    running_pod(home, namespace, "loose", node_name)
+    policy = client.PolicyV1Api(home.api_client)
+    policy.create_namespaced_pod_disruption_budget(namespace, {
+        "metadata": {"name": "guarded"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
+    wait_for(lambda: (policy.read_namespaced_pod_disruption_budget("guarded", namespace)
+                      .status.current_healthy == 1), timeout=30, message="the budget computed")
+    apply_virtual_node(home, namespace, cluster_id)
+    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
+             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+
+    home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version, kind=VIRTUAL_NODE.kind
+                               ).delete(name=cluster_id, namespace=namespace)
+    wait_for(lambda: terminating(home, namespace, "loose"), timeout=30,
+             message="the pod without a controller evicted")
+    wait_for(lambda: any(
+        reason == "Draining" and "evictions refused" in message and f"{namespace}/guarded"
+        in message for reason, message in events_on(home, namespace, cluster_id)),
+        timeout=30, message="the refused eviction said")
+    assert not terminating(home, namespace, "guarded")
+    assert any(reason == "UncontrolledPods" and f"{namespace}/loose" in message
+               and "guarded" not in message
+               for reason, message in events_on(home, namespace, cluster_id))
+
+    policy.patch_namespaced_pod_disruption_budget("guarded", namespace,
+                                                  {"spec": {"minAvailable": 0}})
+    wait_for(lambda: terminating(home, namespace, "guarded"), timeout=30,
+             message="evicted once its budget allows it")
+    for name in ("guarded", "loose"):  # the agent's part, once the remote pods are gone
+        home.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
+             message="the VirtualNode drained")
+    assert "DrainTimedOut" not in [reason for reason, _ in events_on(home, namespace,
+                                                                      cluster_id)]
