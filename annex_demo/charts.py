@@ -34,9 +34,29 @@ WEBHOOK_KINDS = frozenset({"MutatingWebhookConfiguration", "ValidatingWebhookCon
 
 def render(chart: str | Path, values: Mapping[str, Any] | None = None, *,
            release: str = RELEASE, namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
-    """Every manifest `helm install` would create for `values` (templates only, no CRDs):
+    """Every manifest `helm install` would create for `values` (templates only, no CRDs, no
+    hooks):
     `chart` is one of the repository's charts by name, or a chart directory. The chart tests
     render through this function too."""
+    return [m for m in _rendered(chart, values, release, namespace) if not _hook_events(m)]
+
+
+def hooks(chart: str | Path, event: str, values: Mapping[str, Any] | None = None, *,
+          release: str = RELEASE, namespace: str = RELEASE_NAMESPACE) -> list[dict[str, Any]]:
+    """The chart's hook manifests for `event` (e.g. "pre-delete"), in the order Helm creates
+    them (by hook weight, then kind and name)."""
+    found = [m for m in _rendered(chart, values, release, namespace) if event in _hook_events(m)]
+    return sorted(found, key=lambda m: (int(m["metadata"]["annotations"].get(
+        "helm.sh/hook-weight", "0")), m["kind"], m["metadata"]["name"]))
+
+
+def _hook_events(manifest: Mapping[str, Any]) -> list[str]:
+    annotations = (manifest.get("metadata") or {}).get("annotations") or {}
+    return [e.strip() for e in annotations.get("helm.sh/hook", "").split(",") if e.strip()]
+
+
+def _rendered(chart: str | Path, values: Mapping[str, Any] | None, release: str,
+              namespace: str) -> list[dict[str, Any]]:
     with helm_python.Chart.load(str(CHARTS / chart)) as loaded:
         rendered = loaded.render(dict(values or {}), name=release, namespace=namespace,
                                  is_install=True)

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from annexctl import completion, discover, explain, offload, peer_token, peering, probe, status
 from annexctl.clusters import CliError, Cluster, connect
 from annexctl.output import FORMATS, Report, emit
+from annexctl.uninstall import DEFAULT_TIMEOUT_SECONDS, uninstall_home, uninstall_provider
 from annexctl.version import client_version, version
 from shared.api.namespace_offloading import NamespaceMappingStrategy, PodOffloadingStrategy
 from shared.api.quota import LimitsEnforcement, PodPolicy, PodSecurityLevel
@@ -94,6 +95,15 @@ def _unpeer(args: argparse.Namespace) -> Report:
     return peering.unpeer(_home(args), _provider(args), args.cluster_id, args.remote_cluster_id,
                           tenant_namespace=args.tenant_namespace, namespace=args.namespace,
                           secret_name=args.secret_name, timeout=args.timeout)
+
+
+def _uninstall(args: argparse.Namespace) -> Report:
+    cluster = connect(args.side, args.kubeconfig, args.context)
+    if args.side == "home":
+        return uninstall_home(cluster, args.namespace, args.release, args.timeout)
+    if not args.cluster_id:
+        raise CliError("--cluster-id (this provider's id) is required with --side provider", 2)
+    return uninstall_provider(cluster, args.cluster_id, args.timeout)
 
 
 def _version(args: argparse.Namespace) -> Report:
@@ -244,9 +254,32 @@ def build_parser(prog: str = "annexctl") -> argparse.ArgumentParser:
     _cluster_options(unpeer, remote=True)
     _peering_options(unpeer)
     unpeer.add_argument("--timeout", type=float, default=60.0,
-                        help="seconds to wait for the tenant namespace to go (0: do not wait)")
+                        help="seconds it may take in all (default 60): the virtual nodes' "
+                             "drain, the offloaded namespaces' withdrawal, the tenant namespace")
     _output_option(unpeer, "output format")
     unpeer.set_defaults(run=_unpeer)
+
+    remove = commands.add_parser(
+        "uninstall", help="before a chart's release goes (its pre-delete hook runs this): "
+        "drain its virtual nodes, withdraw the offloaded namespaces, remove what only annex's "
+        "components would")
+    group = remove.add_argument_group("cluster (the one this runs against)")
+    group.add_argument("--kubeconfig", help="default $KUBECONFIG, ~/.kube/config, or the "
+                       "pod's service account")
+    group.add_argument("--context", help="kubeconfig context (default: current)")
+    remove.add_argument("--side", choices=("home", "provider"), required=True,
+                        help="home: the home-agent chart's release; provider: the "
+                             "remote-enforcer chart's")
+    remove.add_argument("-n", "--namespace", default="annex-system",
+                        help="the release's namespace (default annex-system)")
+    remove.add_argument("--release", default="annex", help="the release's name (default annex)")
+    remove.add_argument("--cluster-id", help="this provider's id (--side provider): twin "
+                        "namespaces are deleted only when labelled as made by it")
+    remove.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS,
+                        help="seconds it may take in all (default 120); half of it is left to "
+                             "the running components")
+    _output_option(remove, "output format")
+    remove.set_defaults(run=_uninstall)
 
     found = commands.add_parser("discover", help="the providers this home cluster knows of "
                                 "(ForeignClusters): address, source, offer, peering phase")
@@ -381,6 +414,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "annexctl") -> int:
         return 130
     emit(report, args.output)
     return 0
+
 
 def kubectl_plugin() -> int:
     """`kubectl annex ...`: kubectl runs the `kubectl-annex` executable on PATH."""

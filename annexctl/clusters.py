@@ -158,6 +158,15 @@ class Cluster:
                            field_manager=FIELD_MANAGER)
         return "configured"
 
+    def patch(self, api_version: str, kind: str, name: str, namespace: str | None,
+              body: dict[str, Any]) -> None:
+        """A JSON merge patch of the object (a resourceVersion in `body` guards it)."""
+        resource = self.resource(api_version, kind)
+        with self.talking(f"updating {kind} {_ref(namespace, name)}"):
+            resource.patch(body=body, name=name, namespace=namespace,
+                           content_type="application/merge-patch+json",
+                           field_manager=FIELD_MANAGER)
+
     def delete(self, api_version: str, kind: str, name: str,
                namespace: str | None = None) -> bool:
         """Delete the object; False when it was not there."""
@@ -231,6 +240,9 @@ def connect(role: str, kubeconfig: str | None, context: str | None = None, *,
     CliError when the file is missing or unusable (no request is made yet: an unreachable
     server shows on first use)."""
     path = kubeconfig or ("<secret>" if contents is not None else default_kubeconfig())
+    if kubeconfig is None and contents is None and not os.path.exists(path) and (
+            os.environ.get("KUBERNETES_SERVICE_HOST")):
+        return _in_cluster(role)
     if contents is None and not os.path.exists(path):
         raise CliError(f"{role} kubeconfig {path}: no such file")
     configuration = client.Configuration()
@@ -248,6 +260,24 @@ def connect(role: str, kubeconfig: str | None, context: str | None = None, *,
     except (ConfigException, yaml.YAMLError, ValueError, TypeError, KeyError,
             AttributeError) as error:
         raise CliError(f"{role} kubeconfig {path}: {error}") from None
+    return _client(role, path, context, configuration)
+
+
+def _in_cluster(role: str) -> Cluster:
+    """In a pod without a kubeconfig (a chart's hook Job): its ServiceAccount, as kubectl
+    does."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration)
+    except ConfigException as error:
+        raise CliError(f"{role}: no kubeconfig and no in-cluster service account: {error}"
+                       ) from None
+    return _client(role, "<in-cluster>", None, configuration)
+
+
+def _client(role: str, path: str, context: str | None,
+            configuration: client.Configuration) -> Cluster:
     configuration.retries = 1
     api_client = client.ApiClient(configuration)
     api_client.user_agent = user_agent(FIELD_MANAGER)  # client-go's form, as kubectl sends

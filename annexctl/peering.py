@@ -8,20 +8,21 @@ written, and the token is renewed. The token lives a day by default; the agent r
 it expires and writes it back into the Secret (home_agent/credentials.py).
 
 A consumer the remote-enforcer chart already declares is left as the chart made it: peer only
-mints the token and installs the Secret. unpeer removes both sides, but only what annexctl
-created: a tenant namespace the chart manages is the chart's to remove.
+mints the token and installs the Secret. unpeer ends the peering on both sides with the cleanup
+`annexctl uninstall` runs (annexctl/uninstall.py), then removes what annexctl created: a tenant
+namespace the chart manages is the chart's to remove.
 """
 
 from __future__ import annotations
 
 import base64
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 from kubernetes import client
 
+from annexctl import uninstall
 from annexctl.clusters import EXIT_NOT_INSTALLED, CliError, Cluster
 from annexctl.kubeconfigs import token_kubeconfig
 from annexctl.output import Report, Table
@@ -196,21 +197,42 @@ def _owned_by_annexctl(obj: dict[str, Any] | None) -> bool:
         MANAGED_BY_LABEL) == MANAGED_BY
 
 
-def _wait_gone(cluster: Cluster, kind: str, name: str, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while cluster.get("v1", kind, name) is not None:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.5)
-    return True
+def _wait_gone(cluster: Cluster, kind: str, name: str, deadline: float) -> bool:
+    return uninstall.wait(lambda: cluster.get("v1", kind, name) is None, deadline)
 
 
 def unpeer(home: Cluster, provider: Cluster, home_cluster_id: str, remote_cluster_id: str,
            tenant_namespace: str | None = None, namespace: str = "annex-system",
            secret_name: str | None = None, timeout: float = 60.0) -> Report:
+    """Undo the peering: at home the provider no longer accepted, its VirtualNodes drained and
+    what their agents leave removed (annexctl/uninstall.py, as the chart's hook does), the
+    Secret annexctl made deleted; on the provider the consumer's offloaded namespaces withdrawn
+    (the same), then its tenant namespace deleted when annexctl made it."""
     tenant = consumer_identity(home_cluster_id, tenant_namespace)[0]["metadata"]["name"]
-    rows: list[list[str]] = []
+    cleanup = uninstall.Cleanup(timeout=timeout)
     notes: list[str] = []
+
+    try:
+        foreign = home.get(FOREIGN_CLUSTER.api_version, FOREIGN_CLUSTER.kind, remote_cluster_id)
+    except CliError:
+        foreign = None  # an older home chart: no ForeignClusters
+    if foreign is not None and (foreign.get("spec") or {}).get("accepted"):
+        # No longer accepted: the home controller creates no VirtualNode for it again.
+        cleanup.done("home", FOREIGN_CLUSTER.kind, remote_cluster_id, home.ensure(
+            {**accepted_foreign_cluster(remote_cluster_id, foreign["spec"].get("apiServerUrl")),
+             "spec": {**foreign["spec"], "accepted": False}}))
+    served: set[str] = set()
+    try:
+        home.resource(VIRTUAL_NODE.api_version, VIRTUAL_NODE.kind)
+    except CliError:
+        pass  # no home chart installed: no VirtualNode to drain
+    else:
+        served = uninstall.drain_virtual_nodes(home, namespace, cleanup, remote_cluster_id)
+        if served:
+            notes.append(f"home: the VirtualNodes of {remote_cluster_id} in {namespace} are "
+                         "drained and deleted: remove them from the home-agent chart's remotes "
+                         "if it declares them")
+    uninstall.remove_agent_leftovers(home, namespace, {remote_cluster_id} | served, cleanup)
 
     secret_name = secret_name or kubeconfig_secret_name(remote_cluster_id)
     secret = home.get("v1", "Secret", secret_name, namespace)
@@ -218,7 +240,7 @@ def unpeer(home: Cluster, provider: Cluster, home_cluster_id: str, remote_cluste
         notes.append(f"home Secret {namespace}/{secret_name} was not created by annexctl: kept")
     elif secret is not None:
         home.delete("v1", "Secret", secret_name, namespace)
-        rows.append(["home", "Secret", f"{namespace}/{secret_name}", "deleted"])
+        cleanup.done("home", "Secret", f"{namespace}/{secret_name}", "deleted")
 
     found = provider.get("v1", "Namespace", tenant)
     labels = (found or {}).get("metadata", {}).get("labels") or {}
@@ -228,42 +250,20 @@ def unpeer(home: Cluster, provider: Cluster, home_cluster_id: str, remote_cluste
             REMOTE_CLUSTER_ID_LABEL) != home_cluster_id:
         raise CliError(f"{provider.where}: namespace {tenant} is not the tenant namespace of "
                        f"consumer {home_cluster_id}: not deleted")
-    elif not _owned_by_annexctl(found):
-        notes.append(f"provider: tenant namespace {tenant} is managed by "
-                     f"{labels.get(MANAGED_BY_LABEL, 'someone else')}: remove the consumer "
-                     "from the remote-enforcer chart's values instead")
     else:
-        # The namespace takes the identity, its Quota, NamespaceMaps and offer along; the
-        # enforcer's finalizer on the NamespaceMaps deletes the twin namespaces first.
-        provider.delete("v1", "Namespace", tenant)
-        gone = timeout <= 0 or _wait_gone(provider, "Namespace", tenant, timeout)
-        rows.append(["provider", "Namespace", tenant, "deleted" if gone else "terminating"])
-        if not gone:
-            notes.append(f"provider: namespace {tenant} still terminating after {timeout:g}s "
-                         "(is the remote enforcer running? it releases the NamespaceMaps)")
-
-    try:
-        foreign = home.get(FOREIGN_CLUSTER.api_version, FOREIGN_CLUSTER.kind, remote_cluster_id)
-    except CliError:
-        foreign = None  # an older home chart: no ForeignClusters
-    if foreign is not None and (foreign.get("spec") or {}).get("accepted"):
-        # No longer accepted: the home controller creates no VirtualNode for it again.
-        rows.append(["home", FOREIGN_CLUSTER.kind, remote_cluster_id, home.ensure(
-            {**accepted_foreign_cluster(remote_cluster_id, foreign["spec"].get("apiServerUrl")),
-             "spec": {**foreign["spec"], "accepted": False}})])
-    try:
-        virtual_nodes = [vn for vn in home.list(VIRTUAL_NODE.api_version, VIRTUAL_NODE.kind)
-                         if (vn.get("spec") or {}).get("clusterId") == remote_cluster_id]
-    except CliError:
-        virtual_nodes = []  # no home chart installed: nothing left to point at
-    for vn in virtual_nodes:
-        notes.append(f"home: VirtualNode {vn['metadata']['namespace']}/{vn['metadata']['name']} "
-                     f"still configures an agent for {remote_cluster_id}: remove it from the "
-                     "home-agent chart's remotes")
-    data = {"homeClusterId": home_cluster_id, "remoteClusterId": remote_cluster_id,
-            "tenantNamespace": tenant,
-            "objects": [dict(zip(("cluster", "kind", "name", "action"), row, strict=True))
-                        for row in rows],
-            "notes": notes}
-    return Report(data, [Table("Objects", ["CLUSTER", "KIND", "NAME", "ACTION"], rows,
-                               empty="nothing to delete")], notes)
+        uninstall.withdraw_consumer(provider, found, remote_cluster_id, cleanup)
+        if not _owned_by_annexctl(found):
+            notes.append(f"provider: tenant namespace {tenant} is managed by "
+                         f"{labels.get(MANAGED_BY_LABEL, 'someone else')}: remove the consumer "
+                         "from the remote-enforcer chart's values instead")
+        else:
+            # The namespace takes the identity, its Quota and offer along.
+            provider.delete("v1", "Namespace", tenant)
+            gone = _wait_gone(provider, "Namespace", tenant, cleanup.deadline)
+            cleanup.done("provider", "Namespace", tenant, "deleted" if gone else "terminating")
+            if not gone:
+                notes.append(f"provider: namespace {tenant} still terminating after "
+                             f"{timeout:g}s")
+    return cleanup.report({"homeClusterId": home_cluster_id,
+                           "remoteClusterId": remote_cluster_id, "tenantNamespace": tenant,
+                           "notes": notes}, notes)

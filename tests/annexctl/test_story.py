@@ -163,4 +163,7 @@ def test_peer_offload_status_explain_unoffload_unpeer(
     run = annexctl("unpeer", *flags)
     assert run.code == 0, run.err
     assert f"annex-tenant-{home_id}" in run.out and "deleted" in run.out
-    assert "still configures an agent" in run.out  # the chart's VirtualNode is left to the chart
+    # Its VirtualNode drained and deleted (the chart's remotes should drop it), the virtual
+    # node the stopped agent left removed.
+    assert "drained and deleted" in run.out
+    assert agent.node_name not in {n.metadata.name for n in home.core.list_node().items}
