@@ -8,7 +8,8 @@ its own kubeconfig Secret, and request tokens in the namespaces users offloaded;
 request a token for kube-system's accounts, touch kube-system's leader Leases, nor write
 another remote's kubeconfig Secret (nor read it, once the Secret reflection is off). The
 controller may grant the token-request role and nothing else (not cluster-admin), and grants it
-in offloaded namespaces only, never the release's own."""
+in offloaded namespaces only, never the release's own. Within these rights the controller's
+admission webhook confines each agent to its own virtual node (test_agent_admission.py)."""
 
 from __future__ import annotations
 
