@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import os
 from collections.abc import Callable, Iterator
@@ -111,20 +112,30 @@ def _kubeconfig_with_token(handle: ClusterHandle, token: str, path: Path) -> Pat
     return path
 
 
+AGENT_HOME_NAMESPACE = "annex-e2e-agents"
+
+
+@functools.cache
+def _agent_home_manifests() -> list[dict[str, Any]]:
+    """The home-agent chart's manifests for the e2e agents' home identity, rendered once a
+    session (a rendering takes about a second; every agent the tests peer needs it)."""
+    from tests.charts.helm import ROOT, render
+
+    # Without the home controller: one agent's identity only (the controller's is its own;
+    # each agent has its own account, the chart's remote's here).
+    return render(ROOT / "charts" / "home-agent",
+                  {"clusterId": "e2e", "controller": {"enabled": False},
+                   "remotes": [{"clusterId": "e2e", "kubeconfigSecret": "e2e-kubeconfig"}]},
+                  release="annex", namespace=AGENT_HOME_NAMESPACE)
+
+
 def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
     """The agent's home identity exactly as the home-agent chart grants it (its ServiceAccount,
     ClusterRole, Role and bindings, rendered from the chart), as a kubeconfig with a token."""
     from kubernetes import utils
 
-    from tests.charts.helm import ROOT, render
-
-    namespace = "annex-e2e-agents"
-    # Without the home controller: one agent's identity only (the controller's is its own;
-    # each agent has its own account, the chart's remote's here).
-    manifests = render(ROOT / "charts" / "home-agent",
-                       {"clusterId": "e2e", "controller": {"enabled": False},
-                        "remotes": [{"clusterId": "e2e", "kubeconfigSecret": "e2e-kubeconfig"}]},
-                       release="annex", namespace=namespace)
+    namespace = AGENT_HOME_NAMESPACE
+    manifests = _agent_home_manifests()
     try:
         home.core.create_namespace({"metadata": {"name": namespace}})
     except client.exceptions.ApiException as error:
@@ -145,9 +156,11 @@ def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
     return _kubeconfig_with_token(home, token, directory / "agent-home.kubeconfig")
 
 
+@functools.lru_cache(maxsize=64)
 def _consumer_side(home_cluster_id: str) -> tuple[list[dict[str, Any]], str, str]:
     """The remote-enforcer chart's manifests for one consumer, its tenant namespace and the name
-    of its confined `consumer` ServiceAccount."""
+    of its confined `consumer` ServiceAccount (rendered once per consumer: a peering, its
+    Quota and its user name all need them)."""
     from tests.charts.helm import ROOT, render
 
     manifests = render(ROOT / "charts" / "remote-enforcer",
