@@ -16,6 +16,10 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.dynamic import DynamicClient
 
+from tests.envtest.plugin import envtest_clusters, envtest_requested
+from tests.envtest.plugin import pytest_addoption as pytest_addoption
+from tests.envtest.plugin import pytest_configure as pytest_configure
+
 # Hypothesis' per-example deadline is a timed assertion: on a loaded 2-core machine it fails
 # correct code at random. Speed is measured by benchmark scripts, never by tests.
 settings.register_profile("annex", deadline=None)
@@ -49,11 +53,16 @@ def _handle(name: str, kubeconfig: Path, sim: Any = None, thread: Any = None) ->
 
 
 @pytest.fixture(scope="session")
-def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ClusterHandle]]:
+def clusters(request: pytest.FixtureRequest,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ClusterHandle]]:
     if ON_REAL_CLUSTERS:
         assert REAL_HOME and REAL_REMOTE
         yield {"home": _handle("home", Path(REAL_HOME)),
                "remote": _handle("remote", Path(REAL_REMOTE))}
+        return
+    if envtest_requested(request.config):  # two real control planes of this session's own
+        with envtest_clusters(tmp_path_factory.mktemp("envtest")) as kubeconfigs:
+            yield {name: _handle(name, path) for name, path in kubeconfigs.items()}
         return
     from kubesim.cluster import Cluster, ClusterThread
 
@@ -95,10 +104,34 @@ def namespace(home: ClusterHandle) -> Iterator[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not ON_REAL_CLUSTERS:
+    if not ON_REAL_CLUSTERS and not envtest_requested(config):
         return
     skip = pytest.mark.skip(reason="kubesim only: needs a hook a real cluster does not offer")
     for item in items:
         if item.get_closest_marker("kubesim_only"):
             item.add_marker(skip)
 
+
+
+SHARED_FIXTURE_PACKAGES = ("tests/faults/",)
+"""Packages whose fixtures are package-scoped (the fault suite's own clusters and enforcer):
+under pytest-xdist one worker runs all of their modules, so they are set up once."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` (the README's test command): each test file runs whole on one worker,
+    so its module fixtures (enforcers, agents) start once, and each package of
+    SHARED_FIXTURE_PACKAGES runs whole on one worker too."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SuiteScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            for package in SHARED_FIXTURE_PACKAGES:
+                if nodeid.startswith(package):
+                    return package
+            return super()._split_scope(nodeid)
+
+    return SuiteScheduling(config, log)

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 README = (ROOT / "README.md").read_text()
 CI = (ROOT / ".ci" / "run").read_text()
-TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest'
+TEST_COMMAND = 'pip install -e ".[test]" && python -m pytest -n 2 --dist loadfile'
 
 
 def requirement_names(requirements: list[str]) -> set[str]:
