@@ -419,3 +419,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "annexctl") -> int:
 def kubectl_plugin() -> int:
     """`kubectl annex ...`: kubectl runs the `kubectl-annex` executable on PATH."""
     return main(prog="kubectl annex")
+
+
+def kubectl_plugin_completion() -> int:
+    """`kubectl annex ...<TAB>`: kubectl asks the `kubectl_complete-annex` executable."""
+    sys.stdout.write(completion.for_kubectl(build_parser("kubectl annex"), sys.argv[1:]))
+    return 0

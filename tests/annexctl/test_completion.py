@@ -1,9 +1,11 @@
 """`annexctl completion bash|zsh|fish`: scripts the shells accept, registering a completion that
-asks annexctl's own parser (commands, then a command's choices)."""
+asks annexctl's own parser (commands, then a command's choices); `kubectl annex` completes
+through kubectl's plugin completion."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sysconfig
 from pathlib import Path
@@ -49,3 +51,23 @@ def test_bash_completes_commands_and_their_choices(annexctl: Annexctl, tmp_path:
     script.write_text(annexctl("completion", "bash").out)
     assert _bash_completes(script, "annexctl vers") == ["version"]
     assert {"bash", "zsh", "fish"} <= set(_bash_completes(script, "annexctl completion "))
+
+
+def test_kubectl_completes_the_plugin_s_arguments() -> None:
+    """kubectl (1.26+) asks `kubectl_complete-annex` what may follow `kubectl annex ...`, and
+    reads Cobra's answer: candidates, then the directive."""
+    kubectl = shutil.which("kubectl")
+    assert kubectl is not None, "kubectl is needed (CI installs it)"
+    environment = {**os.environ, "PATH": f"{SCRIPTS}{os.pathsep}{os.environ['PATH']}"}
+
+    def completes(*words: str) -> list[str]:
+        done = subprocess.run([kubectl, "__complete", "annex", *words], capture_output=True,
+                              text=True, env=environment, timeout=60)
+        assert done.returncode == 0, done.stderr
+        *candidates, directive = done.stdout.splitlines()
+        assert directive == ":4"  # no file names
+        return candidates
+
+    assert completes("vers") == ["version"]
+    assert completes("offload", "namespace", "shop", "--pod-strategy", "") == [
+        "Local", "Remote", "LocalAndRemote"]
