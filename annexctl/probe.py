@@ -39,6 +39,7 @@ from shared.api.namespace_offloading import NamespaceMappingStrategy, PodOffload
 from shared.api.virtual_node import VirtualNode
 from shared.wellknown import (
     HOSTNAME_LABEL,
+    REMOTE_CREATION_FAILED_CONDITION,
     VIRTUAL_NODE_TAINT_EFFECT,
     VIRTUAL_NODE_TAINT_KEY,
     VIRTUAL_NODE_TAINT_VALUE,
@@ -257,12 +258,14 @@ class Probe:
 def _pod_state(pod: dict[str, Any]) -> str:
     """Why a pod is not running yet, as `kubectl get pod` would say it."""
     status = pod.get("status") or {}
-    waiting_reasons = [
-        f"{s['state']['waiting'].get('reason', '')}: {s['state']['waiting'].get('message', '')}"
-        for s in status.get("containerStatuses") or []
-        if (s.get("state") or {}).get("waiting")]
+    waiting_reasons = [": ".join(filter(None, (w.get("reason"), w.get("message"))))
+                       for s in status.get("containerStatuses") or []
+                       if (w := (s.get("state") or {}).get("waiting"))]
+    # What is not so yet, and annex's verdict on the remote pod (true when it failed).
     conditions = [f"{c['type']}={c['status']} ({c.get('reason', '')}: {c.get('message', '')})"
-                  for c in status.get("conditions") or [] if c.get("status") != "True"]
+                  for c in status.get("conditions") or []
+                  if (c.get("status") == "True")
+                  == (c.get("type") == REMOTE_CREATION_FAILED_CONDITION)]
     return "; ".join([f"phase {status.get('phase', 'unknown')}", *waiting_reasons,
                       *conditions])
 

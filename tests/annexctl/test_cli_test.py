@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes import client
 
-from annexctl.probe import NAMESPACE_PREFIX
+from annexctl.probe import NAMESPACE_PREFIX, _pod_state
 from annexctl.progress import waiting
 from tests.annexctl.conftest import Annexctl, home_flags, minted_kubeconfig, peer_flags
 from tests.annexctl.test_story import _virtual_node, agent_namespace, allow_borrowed_toleration
@@ -117,3 +117,15 @@ def test_the_progress_line_is_drawn_on_a_terminal_only() -> None:
     drawn = terminal.getvalue()
     assert "waiting for the probe pod..." in drawn
     assert drawn.endswith("\x1b[2K")  # erased at the end
+
+
+def test_a_pod_that_does_not_run_is_explained_by_what_is_not_so_yet_and_annex_s_verdict() -> None:
+    pending = {"status": {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "True"},
+        {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "message": "x"},
+        {"type": "RemoteCreationFailed", "status": "True", "reason": "Forbidden",
+         "message": "host ports are not allowed"}],
+        "containerStatuses": [{"state": {"waiting": {"reason": "ContainerCreating"}}}]}}
+    assert _pod_state(pending) == (
+        "phase Pending; ContainerCreating; Ready=False (ContainersNotReady: x); "
+        "RemoteCreationFailed=True (Forbidden: host ports are not allowed)")
