@@ -11,7 +11,8 @@ VirtualNode's spec (never its status, which the agent writes). Then:
 - Nodes (and their status): only its own;
 - Leases: in kube-node-lease only the one named after its node; in the release namespace only
   its election Lease;
-- pods: status written and deleted only for pods bound to its node;
+- pods: status written (its labels left as they are) and deleted only for pods bound to its
+  node;
 - serviceaccounts/token: only bound to an existing pod (name and uid) bound to its node and
   running as that ServiceAccount;
 - VirtualNodes' status: only its own VirtualNode's.
@@ -83,6 +84,10 @@ def _name(request: Mapping[str, Any]) -> str:
 
 def _pod_node(pod: Mapping[str, Any] | None) -> str:
     return str(((pod or {}).get("spec") or {}).get("nodeName") or "")
+
+
+def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return ((obj or {}).get("metadata") or {}).get("labels") or {}
 
 
 def bound_pod(request: Mapping[str, Any]) -> str | None:
@@ -158,6 +163,9 @@ def refusal(request: Mapping[str, Any], agent: Agent | None, template: AgentTemp
         if subresource == "status" and bound != agent.node:
             return (f"agent of node {agent.node!r} can only update pod status for pods with "
                     "spec.nodeName set to its node")
+        if subresource == "status" and _labels(request.get("object")) != _labels(
+                request.get("oldObject")):
+            return f"agent of node {agent.node!r} cannot update labels through pod status"
         if not subresource and request.get("operation") == "DELETE" and bound != agent.node:
             return (f"agent of node {agent.node!r} can only delete pods with spec.nodeName set "
                     "to its node")

@@ -222,6 +222,10 @@ def test_the_status_and_deletion_of_its_pods_only(confined: Confined) -> None:
         "on-b", confined.apps, other, dry_run="All"))
     assert message.startswith(DENIED) and (
         "can only update pod status for pods with spec.nodeName set to its node") in message
+    own.metadata.labels = {**(own.metadata.labels or {}), "steered": "here"}
+    message = refusal(lambda: confined.core.replace_namespaced_pod_status(
+        "on-a", confined.apps, own, dry_run="All"))
+    assert "cannot update labels through pod status" in message, message
     message = refusal(lambda: confined.core.delete_namespaced_pod("on-b", confined.apps))
     assert "can only delete pods with spec.nodeName set to its node" in message, message
     confined.core.delete_namespaced_pod("doomed-a", confined.apps, grace_period_seconds=0)
