@@ -96,7 +96,7 @@ def test_every_deployment_runs_locked_down_with_its_probes(case: ChartCase) -> N
 def test_the_webhook_reaches_the_component_with_a_certificate_it_serves(case: ChartCase) -> None:
     manifests = render(case.chart, case.full)
     webhooks = only(manifests, case.webhook_kind)["webhooks"]
-    service = only(manifests, "Service")
+    service = only(manifests, "Service", webhooks[0]["clientConfig"]["service"]["name"])
     assert case.webhook_path in [w["clientConfig"]["service"]["path"] for w in webhooks]
     for webhook in webhooks:  # every webhook of the chart calls the component
         assert webhook["clientConfig"]["service"] == {

@@ -257,7 +257,7 @@ def test_the_pod_webhook_sees_offloaded_pod_creations_with_tls_every_agent_mount
     assert webhook["rules"][0]["operations"] == ["CREATE"]
     assert webhook["namespaceSelector"] == {"matchLabels": {SCHEDULING_ENABLED_LABEL: "true"}}
 
-    secret = only(manifests, "Secret", f"{only(manifests, 'Service')['metadata']['name']}-tls")
+    secret = only(manifests, "Secret", f"{webhook['clientConfig']['service']['name']}-tls")
     for deployment in of_kind(manifests, "Deployment"):
         volumes = deployment["spec"]["template"]["spec"]["volumes"]
         assert {"name": "webhook-tls", "secret": {"secretName": secret["metadata"]["name"]}} in (

@@ -113,6 +113,9 @@ chart's (remotes.yaml) and the controller's (its agent template, home_controller
 - --remote-burst={{ .Values.client.remote.burst }}
 - --workers={{ .Values.workers }}
 - --metrics-address=0.0.0.0:{{ .Values.metrics.port }}
+{{- if .Values.metrics.secure }}
+- --metrics-secure
+{{- end }}
 - --kubelet-port={{ .Values.kubelet.port }}
 {{- with .Values.kubelet.clientCaFile }}
 - --kubelet-client-ca={{ . }}

@@ -1,0 +1,1 @@
+../../home-agent/templates/_metrics.tpl
