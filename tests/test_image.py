@@ -181,3 +181,12 @@ def test_the_labels_name_the_version_and_the_commit_the_components_report() -> N
     # annex.kube.user_agent reads it: the commit the components name themselves with
     assert "ANNEX_GIT_COMMIT=${ANNEX_GIT_COMMIT}" in env
     assert "ANNEX_GIT_COMMIT" in (ROOT / "annex" / "kube.py").read_text()
+
+
+def test_the_build_context_keeps_what_the_dockerfile_copies() -> None:
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text()
+               .splitlines() if line.strip() and not line.startswith("#")}
+    copied = {source for name, args in dockerfile_instructions()
+              if name == "COPY" and not args.startswith("--from")
+              for source in args.split()[:-1]}
+    assert copied and not copied & ignored, f".dockerignore drops {sorted(copied & ignored)}"
