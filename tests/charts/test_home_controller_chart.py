@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from annex_demo.charts import of_kind
+from annex_demo.charts import hooks, of_kind
 from home_controller.rbac import NAMESPACE_RULES, cluster_rules
 from home_controller.settings import parse
 from tests.charts.helm import (
@@ -121,8 +121,10 @@ def test_it_serves_the_agents_admission_webhook_the_chart_registers() -> None:
     assert secret["data"]["ca.crt"] == webhook["clientConfig"]["caBundle"]
     [condition] = webhook["matchConditions"]
     controller = only(controller_objects(ENABLED), "ServiceAccount")["metadata"]["name"]
+    uninstall = only(hooks(CHART, "pre-delete", ENABLED), "ServiceAccount")["metadata"]["name"]
     assert f"'system:serviceaccount:{NAMESPACE}:'" in condition["expression"]
-    assert f"!= 'system:serviceaccount:{NAMESPACE}:{controller}'" in condition["expression"]
+    assert (f"!(request.userInfo.username in ['system:serviceaccount:{NAMESPACE}:{controller}', "
+            f"'system:serviceaccount:{NAMESPACE}:{uninstall}'])") in condition["expression"]
     off = {**MINIMAL, "controller": {"enabled": True, "agentAdmission": {"enabled": False}}}
     assert of_kind(render(CHART, off), "ValidatingWebhookConfiguration") == []
     assert parse(deployment_args(off)[1]).webhook_address == ""
