@@ -66,9 +66,10 @@ def _rendered(chart: str | Path, values: Mapping[str, Any] | None, release: str,
 
 
 def chart_crds(chart: str) -> list[dict[str, Any]]:
-    """The CRDs the chart ships (Helm installs them before the templates)."""
-    with helm_python.Chart.load(str(CHARTS / chart)) as loaded:
-        return [yaml.safe_load(crd["data"]) for crd in loaded.crds]
+    """The CRDs the chart installs (its templates render them, among the other manifests;
+    `apply` creates them first)."""
+    return [yaml.safe_load(path.read_text())
+            for path in sorted((CHARTS / chart / "files" / "crds").glob("*.yaml"))]
 
 
 def of_kind(manifests: Iterable[Mapping[str, Any]], kind: str) -> list[dict[str, Any]]:

@@ -1,4 +1,6 @@
-"""Regenerates crds/*.yaml from the API models in shared/api (run after changing a model).
+"""Regenerates crds/*.yaml from the API models in shared/api (run after changing a model), and
+each chart's copy of the CRDs it installs, charts/<chart>/files/crds/ (shared.api.registry
+CHART_MODELS; its templates/crds.yaml renders them, so that `helm upgrade` upgrades them).
 
     python scripts/generate_crds.py
 
@@ -11,23 +13,34 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from shared.api.registry import RESOURCE_MODELS  # noqa: E402
+from shared.api.registry import CHART_MODELS, RESOURCE_MODELS  # noqa: E402
 from shared.crdgen import rendered_crds  # noqa: E402
 
-CRD_DIR = Path(__file__).resolve().parent.parent / "crds"
+ROOT = Path(__file__).resolve().parent.parent
+CRD_DIR = ROOT / "crds"
+
+
+def chart_crd_dir(chart: str) -> Path:
+    return ROOT / "charts" / chart / "files" / "crds"
+
+
+def write(directory: Path, files: dict[str, str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    where = directory.relative_to(ROOT)
+    for stale in set(p.name for p in directory.glob("*.yaml")) - files.keys():
+        (directory / stale).unlink()
+        print(f"removed {where}/{stale}")
+    for name, text in files.items():
+        path = directory / name
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            print(f"wrote {where}/{name}")
 
 
 def main() -> None:
-    CRD_DIR.mkdir(exist_ok=True)
-    files = rendered_crds(RESOURCE_MODELS)
-    for stale in set(p.name for p in CRD_DIR.glob("*.yaml")) - files.keys():
-        (CRD_DIR / stale).unlink()
-        print(f"removed crds/{stale}")
-    for name, text in files.items():
-        path = CRD_DIR / name
-        if not path.exists() or path.read_text() != text:
-            path.write_text(text)
-            print(f"wrote crds/{name}")
+    write(CRD_DIR, rendered_crds(RESOURCE_MODELS))
+    for chart, models in CHART_MODELS.items():
+        write(chart_crd_dir(chart), rendered_crds(models))
 
 
 if __name__ == "__main__":

@@ -24,3 +24,12 @@ RESOURCE_MODELS: Final[tuple[type[CustomResource], ...]] = (
 MODELS_BY_KIND: Final[dict[str, type[CustomResource]]] = {
     model.definition.kind: model for model in RESOURCE_MODELS
 }
+
+CHART_MODELS: Final[dict[str, tuple[type[CustomResource], ...]]] = {
+    # The kinds each chart installs: what its cluster serves. Disjoint, so that one cluster may
+    # run both charts, each release owning its CRDs (a CRD has one Helm owner).
+    "home-agent": (NamespaceOffloading, VirtualNode, ForeignCluster),
+    "remote-enforcer": (ShadowPod, NamespaceMap, ResourceOffer, Quota),
+}
+"""Chart name -> the custom resource kinds its templates install (charts/<chart>/files/crds/,
+generated with crds/)."""

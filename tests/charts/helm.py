@@ -113,9 +113,11 @@ def validation_errors(manifest: Mapping[str, Any],
 
 
 def chart_crds(chart_dir: Path) -> dict[str, str]:
-    """File name → text of the CRDs shipped in the chart's crds/ directory."""
+    """File name → text of the CRDs the chart's templates install (files/crds/; Helm's crds/
+    directory, installed once and never upgraded, holds none)."""
     with load(chart_dir) as chart:
-        return {Path(crd["name"]).name: crd["data"] for crd in chart.crds}
+        assert not chart.crds, f"{chart_dir}/crds/: Helm never upgrades these"
+    return repository_crds(chart_dir / "files" / "crds")
 
 
 def normalized_rules(rules: Iterable[Mapping[str, Any]]) -> list[tuple[Any, ...]]:

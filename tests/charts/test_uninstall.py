@@ -132,7 +132,11 @@ class Release:
 
 
 def delete_all(cluster: ClusterHandle, manifests: list[dict[str, Any]]) -> None:
+    """Helm's deletion of a release's objects: those it must keep (the CRDs) stay."""
     for manifest in manifests:
+        annotations = manifest["metadata"].get("annotations") or {}
+        if annotations.get("helm.sh/resource-policy") == "keep":
+            continue
         resource = cluster.dynamic.resources.get(api_version=manifest["apiVersion"],
                                                  kind=manifest["kind"])
         try:
