@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 from prometheus_client import generate_latest
@@ -40,3 +41,20 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
                   result="success") == 1
     for name in ("agent", "configmaps", "events"):
         assert sample(found, "annex_home_agent_controller_queued_keys", controller=name) == 0
+
+
+def test_the_election_is_exported_as_client_go_names_it() -> None:
+    agent, _, _ = _agent()
+    metrics = Metrics()
+    leading = False
+    metrics.leading = lambda: leading
+    metrics.elector = SimpleNamespace(name="annex-agent-remote", transitions=3)  # type: ignore[assignment]
+
+    def scraped() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        return metric_samples(generate_latest(metrics.registry(agent)).decode())
+
+    assert sample(scraped(), "leader_election_master_status", name="annex-agent-remote") == 0
+    leading = True
+    found = scraped()
+    assert sample(found, "leader_election_master_status", name="annex-agent-remote") == 1
+    assert sample(found, "annex_leader_election_transitions", name="annex-agent-remote") == 3

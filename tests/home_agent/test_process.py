@@ -15,7 +15,7 @@ import yaml
 
 from annex.kube import load_connection
 from home_agent.config import parse_config
-from tests.helpers import free_port, wait_for
+from tests.helpers import free_port, metric_samples, sample, wait_for
 from tests.home_agent.agentproc import REPO
 
 
@@ -80,6 +80,25 @@ def test_probes_and_metrics_then_a_clean_stop(start_agent: Any, home: Any, remot
     assert re.search(r'annex_rest_client_requests_by_resource_total\{code="20[01]",group="",'
                      rf'host="{re.escape(_host(home))}",resource="nodes(/status)?",'
                      r'verb="(create|patch|update)"\} [1-9]', body), body
+    # What a controller-runtime operator exports, moving when the agent has work: a label
+    # set on its node by someone else is a change the agent reconciles.
+    found = metric_samples(body)
+    assert sample(found, "annex_virtual_node_ready", node=agent.node_name,
+                  remote_cluster=agent.remote_id) is not None
+    assert (sample(found, "annex_remote_health_check_duration_seconds_count",
+                   remote_cluster=agent.remote_id) or 0) >= 1
+    assert sample(found, "workqueue_depth", name="agent") is not None
+    [build] = [dict(labels) for name, labels in found if name == "annex_build_info"]
+    assert build["component"] == "home-agent"
+
+    def reconciled() -> float:
+        return sample(metric_samples(_get(f"http://127.0.0.1:{port}/metrics")[1]),
+                      "controller_runtime_reconcile_total", controller="agent",
+                      result="success") or 0
+
+    before = reconciled()
+    home.core.patch_node(agent.node_name, {"metadata": {"labels": {"example.org/poked": "1"}}})
+    wait_for(lambda: reconciled() > before, timeout=30, message="the node's change reconciled")
     assert agent.process.stop() == 0
     assert '"level": "INFO"' in agent.process.output()
 

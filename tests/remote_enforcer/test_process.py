@@ -9,6 +9,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from annex.kube import load_connection
+from remote_enforcer.admission import WEBHOOK_PATH
+from tests.helpers import metric_samples, sample
 from tests.remote_enforcer.conftest import (
     ROOT,
     ShadowPods,
@@ -70,3 +72,40 @@ def test_probes_and_metrics(remote: Any, enforcer: Any, shadowpods: ShadowPods) 
                      rf'host="{re.escape(host)}",resource="pods",verb="create"\}} [1-9]', text)
     assert re.search(rf'rest_client_requests_total\{{code="201",host="{re.escape(host)}",'
                      r'method="POST"\} [1-9]', text)
+
+
+def test_metrics_follow_controller_runtime_and_count_kopfs_requests(
+        remote: Any, enforcer: Any, shadowpods: ShadowPods) -> None:
+    """What a controller-runtime operator exports, moving as a ShadowPod is admitted and its
+    pod made; the requests kopf makes (its NamespaceMaps' list and watch) counted with the
+    enforcer's own; the pods it runs for the consumer by phase."""
+    def scraped() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        return metric_samples(enforcer.get("/metrics").data.decode())
+
+    before = scraped()
+    twin = make_twin_namespace(remote, CONSUMER)
+    name = new_name("p")
+    shadowpods.create(twin, shadowpod(name, CONSUMER))
+    settled(shadowpods, twin, name)
+    after = scraped()
+
+    def grew(metric: str, /, **labels: str) -> bool:
+        return (sample(after, metric, **labels) or 0) > (sample(before, metric, **labels) or 0)
+
+    assert grew("controller_runtime_reconcile_total", controller="shadowpods", result="success")
+    assert grew("workqueue_adds_total", name="shadowpods")
+    assert grew("controller_runtime_reconcile_time_seconds_count", controller="shadowpods")
+    assert grew("controller_runtime_webhook_latency_seconds_count", webhook=WEBHOOK_PATH)
+    assert grew("controller_runtime_webhook_requests_total", webhook=WEBHOOK_PATH, code="200")
+    for result in ("success", "error", "requeue", "requeue_after"):
+        assert sample(after, "controller_runtime_reconcile_total",
+                      controller="twin-namespace-labels", result=result) is not None
+    assert sample(after, "workqueue_depth", name="twin-namespace-labels") is not None
+    assert sum(value for (metric, labels), value in after.items()
+               if metric == "annex_offloaded_pods" and ("consumer", CONSUMER) in labels) >= 1
+    # kopf's own session: only kopf watches NamespaceMaps.
+    assert any(metric == "annex_rest_client_requests_by_resource_total"
+               and {("resource", "namespacemaps"), ("verb", "watch")} <= labels
+               for metric, labels in after)
+    [build] = [dict(labels) for metric, labels in after if metric == "annex_build_info"]
+    assert build["component"] == "remote-enforcer"
