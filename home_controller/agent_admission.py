@@ -8,7 +8,7 @@ ServiceAccounts other than the controller's (matchConditions on the username, Ku
 an agent when a VirtualNode of the namespace makes it (`agent_name`); its node is that
 VirtualNode's spec (never its status, which the agent writes). Then:
 
-- Nodes (and their status): only its own;
+- Nodes (and their status): only its own, never without the virtual-node taint;
 - Leases: in kube-node-lease only the one named after its node; in the release namespace only
   its election Lease;
 - pods: status written (its labels left as they are) and deleted only for pods bound to its
@@ -38,7 +38,7 @@ from annex.webhooks import admission_application, admission_request
 from shared.admission import review_response
 from shared.api.virtual_node import VirtualNode
 from shared.forge.agent import AgentTemplate, agent_name, election_lease_name
-from shared.wellknown import OFFLOADING_GROUP
+from shared.wellknown import OFFLOADING_GROUP, VIRTUAL_NODE_TAINT_EFFECT, VIRTUAL_NODE_TAINT_KEY
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,14 @@ def _name(request: Mapping[str, Any]) -> str:
 
 def _pod_node(pod: Mapping[str, Any] | None) -> str:
     return str(((pod or {}).get("spec") or {}).get("nodeName") or "")
+
+
+def _has_virtual_node_taint(node: Mapping[str, Any] | None) -> bool:
+    """NodeRestriction keeps a kubelet from changing its taints; an agent keeps at least the
+    one every virtual node carries."""
+    return any(taint.get("key") == VIRTUAL_NODE_TAINT_KEY
+               and taint.get("effect") == VIRTUAL_NODE_TAINT_EFFECT
+               for taint in ((node or {}).get("spec") or {}).get("taints") or [])
 
 
 def _labels(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -145,6 +153,11 @@ def refusal(request: Mapping[str, Any], agent: Agent | None, template: AgentTemp
     if (group, plural) == ("", "nodes"):
         if name != agent.node:
             return f"agent of node {agent.node!r} is not allowed to modify node {name!r}"
+        if not subresource and request.get("operation") in ("CREATE", "UPDATE") and not (
+                _has_virtual_node_taint(request.get("object"))):
+            return (f"agent of node {agent.node!r} may not remove the "
+                    f"{VIRTUAL_NODE_TAINT_KEY}:{VIRTUAL_NODE_TAINT_EFFECT} taint from its node "
+                    "(pods run on a virtual node only when they tolerate it)")
     elif (group, plural) == ("coordination.k8s.io", "leases"):
         if namespace == NODE_LEASE_NAMESPACE:
             if name != agent.node:

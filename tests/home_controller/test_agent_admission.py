@@ -23,6 +23,7 @@ from kubernetes import client
 
 from annex_demo.charts import pointed_at
 from shared.forge.agent import AgentTemplate, agent_name, election_lease_name
+from shared.wellknown import VIRTUAL_NODE_TAINT_EFFECT, VIRTUAL_NODE_TAINT_KEY
 from tests.charts.helm import only, render
 from tests.conftest import ClusterHandle
 from tests.helpers import refusal, wait_for
@@ -35,6 +36,8 @@ pytestmark = pytest.mark.kubesim_only
 
 VIRTUAL_NODES = ("offloading.liqo.io", "v1beta1", "virtualnodes")
 DENIED = 'admission webhook "agents.home-agent.annex.liqo.io" denied the request: '
+VIRTUAL_NODE_TAINT = {"key": VIRTUAL_NODE_TAINT_KEY, "value": "true",
+                      "effect": VIRTUAL_NODE_TAINT_EFFECT}
 
 
 @dataclass
@@ -112,8 +115,8 @@ def confined(home: ClusterHandle, crds: None, tmp_path_factory: pytest.TempPathF
                 "metadata": {"name": cluster_id},
                 "spec": {"clusterId": cluster_id,
                          "kubeconfigSecretRef": {"name": f"{cluster_id}-kc"}}})
-            home.core.create_node({"metadata": {"name": node, "labels": {
-                "liqo.io/type": "virtual-node"}}})
+            home.core.create_node({"metadata": {"name": node}, "spec": {"taints": [
+                VIRTUAL_NODE_TAINT]}})
             coordination.create_namespaced_lease("kube-node-lease", {
                 "metadata": {"name": node}, "spec": {"holderIdentity": node}})
         offload_namespace(home, apps)  # the controller grants the agents its tokens
@@ -200,6 +203,9 @@ def test_its_node_and_its_node_lease_only(confined: Confined) -> None:
             (lambda: confined.core.create_node({"metadata": {"name": "liqo-elsewhere"}},
                                                dry_run="All"),
              "is not allowed to modify node 'liqo-elsewhere'"),
+            (lambda: confined.core.patch_node("liqo-remote-a", {"spec": {"taints": []}},
+                                              dry_run="All"),
+             f"may not remove the {VIRTUAL_NODE_TAINT_KEY}:NoExecute taint from its node"),
             (lambda: coordination.patch_namespaced_lease("liqo-remote-b", "kube-node-lease",
                                                          patch, dry_run="All"),
              "can only access the node lease with the same name as its node"),
