@@ -68,12 +68,14 @@ def unique_id(prefix: str) -> str:
 class Process:
     """A component as a subprocess; its output goes to a log file shown when a test fails."""
 
-    def __init__(self, args: Sequence[str], log_path: Path) -> None:
+    def __init__(self, args: Sequence[str], log_path: Path, cwd: Path = REPO) -> None:
+        """`cwd`: the source tree whose modules `python -m` runs (another commit's, in the
+        upgrade test)."""
         self.log_path = log_path
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.popen = subprocess.Popen([sys.executable, *args], stdout=self._log,
-                                      stderr=subprocess.STDOUT, cwd=REPO, env=env)
+                                      stderr=subprocess.STDOUT, cwd=cwd, env=env)
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
