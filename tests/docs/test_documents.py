@@ -16,7 +16,10 @@ DOCUMENTS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
 # What a chart user reads too: values comments end up in docs/configuration.md.
 READ_BY_USERS = sorted([*DOCUMENTS, *(ROOT / "charts").glob("*/values.yaml"),
                         *(ROOT / "charts").glob("*/Chart.yaml"),
-                        *(ROOT / "charts").glob("*/templates/NOTES.txt")])
+                        *(ROOT / "charts").glob("*/templates/NOTES.txt"),
+                        # what `kubectl explain` shows
+                        *(ROOT / "crds").glob("*.yaml"),
+                        *(ROOT / "charts").glob("*/files/crds/*.yaml")])
 OUTSIDE = re.compile(r"DESIGN\.md|team workspace|\bseed \d{3}\b|\bissue #?\d+\b|\.\./shared/",
                      re.IGNORECASE)
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
