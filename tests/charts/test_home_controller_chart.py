@@ -4,9 +4,11 @@ home_controller/rbac.py's rules; discovery off unless asked, mDNS on the host ne
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from annex_demo.charts import hooks, of_kind
 from home_controller.rbac import NAMESPACE_RULES, cluster_rules
@@ -119,6 +121,11 @@ def test_it_serves_the_agents_admission_webhook_the_chart_registers() -> None:
     secret = only(manifests, "Secret", volume["secret"]["secretName"])
     assert settings.webhook_cert == f"{mount['mountPath']}/tls.crt"
     assert secret["data"]["ca.crt"] == webhook["clientConfig"]["caBundle"]
+    ca = x509.load_pem_x509_certificate(base64.b64decode(webhook["clientConfig"]["caBundle"]))
+    served = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    served.verify_directly_issued_by(ca)
+    assert f"{service['name']}.{NAMESPACE}.svc" in served.extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
     [condition] = webhook["matchConditions"]
     controller = only(controller_objects(ENABLED), "ServiceAccount")["metadata"]["name"]
     uninstall = only(hooks(CHART, "pre-delete", ENABLED), "ServiceAccount")["metadata"]["name"]

@@ -133,3 +133,23 @@ chart's (remotes.yaml) and the controller's (its agent template, home_controller
 - --log-format={{ .Values.logFormat }}
 - --log-level={{ .Values.logLevel }}
 {{- end -}}
+
+{{/* A webhook server's TLS (call with dict "root" $ "service" <Service name> "secret" <Secret
+name>): YAML of caBundle, crt and key, each base64, generated at install for the Service's DNS
+names and reused from the Secret on upgrades, so the caBundle and the pods' cert agree. */}}
+{{- define "home-agent.servingTls" -}}
+{{- $namespace := .root.Release.Namespace -}}
+{{- $existing := lookup "v1" "Secret" $namespace .secret -}}
+{{- if and $existing $existing.data (index $existing.data "ca.crt") -}}
+caBundle: {{ index $existing.data "ca.crt" }}
+crt: {{ index $existing.data "tls.crt" }}
+key: {{ index $existing.data "tls.key" }}
+{{- else -}}
+{{- $ca := genCA (printf "%s-ca" .service) 3650 -}}
+{{- $dns := list .service (printf "%s.%s" .service $namespace) (printf "%s.%s.svc" .service $namespace) (printf "%s.%s.svc.cluster.local" .service $namespace) -}}
+{{- $cert := genSignedCert (printf "%s.%s.svc" .service $namespace) nil $dns 3650 $ca -}}
+caBundle: {{ $ca.Cert | b64enc }}
+crt: {{ $cert.Cert | b64enc }}
+key: {{ $cert.Key | b64enc }}
+{{- end -}}
+{{- end -}}
