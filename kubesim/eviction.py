@@ -52,8 +52,11 @@ class Evictions:
 
     async def serve(self, request: SubresourceRequest) -> dict[str, Any]:
         body = request.body if isinstance(request.body, dict) else {}
+        body = await self.api.mutate_created_subresource(request, {
+            "apiVersion": "policy/v1", "kind": "Eviction", **body})
         if (body.get("metadata") or {}).get("name") != request.name:
             raise errors.bad_request("name in URL does not match name in Eviction object")
+        await self.api.validate_created_subresource(request, body)  # Create's createValidation
         options = dict(body.get("deleteOptions") or {})
         namespace, name = request.namespace, request.name
         stored = self.api.store.get(self.pods_kind.storage_key, namespace, name)

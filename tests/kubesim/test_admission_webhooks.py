@@ -269,3 +269,22 @@ def test_token_requests_are_admitted_as_token_requests_and_match_conditions_sele
         home.core.create_namespaced_config_map(namespace, configmap("unmatched"))
     assert "failed to evaluate matchCondition 'missing'" in json.loads(
         failed.value.body)["message"]
+
+
+def test_evictions_are_admitted_as_evictions(
+        home, namespace, webhook_server, registrations) -> None:
+    hook = webhook("evictions.example.com", webhook_server.url("validate"),
+                   webhook_server.ca_bundle, namespace)
+    hook["rules"] = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                      "resources": ["pods/eviction"], "scope": "Namespaced"}]
+    registrations.validating(hook)
+    home.core.create_namespaced_pod(namespace, {"metadata": {"name": "kept"}, "spec": {
+        "containers": [{"name": "app", "image": "app:1"}]}})
+    with pytest.raises(ApiException) as denied:
+        home.core.create_namespaced_pod_eviction("kept", namespace, {
+            "metadata": {"name": "kept", "labels": {"deny": "yes"}}})
+    assert "objects labelled deny=yes are refused" in json.loads(denied.value.body)["message"]
+    review = webhook_server.reviews[-1]["request"]
+    assert review["kind"] == {"group": "policy", "version": "v1", "kind": "Eviction"}
+    assert (review["subResource"], review["name"]) == ("eviction", "kept")
+    assert home.core.read_namespaced_pod("kept", namespace).metadata.deletion_timestamp is None
