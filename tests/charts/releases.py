@@ -18,6 +18,7 @@ from typing import Any
 import helm_python
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import NotFoundError
 
 from annex_demo import charts
@@ -244,6 +245,29 @@ class Peered:
         for name in ("agent", "controller", "enforcer"):
             if name in self.processes:
                 self.processes[name].stop()
+
+    def uninstall(self, directory: Path) -> dict[str, subprocess.CompletedProcess[str]]:
+        """`helm uninstall` of the home release, then of the provider's, each component
+        stopped once its Deployment is gone; each side's hook run."""
+        hooks = {"home": self.home_release.uninstall(directory,
+                                                     self.agent_stopped_with_its_deployment)}
+        self.processes["controller"].stop()
+        self.processes["agent"].stop()
+        hooks["provider"] = self.provider.uninstall(directory)
+        self.processes["enforcer"].stop()
+        return hooks
+
+    def clean_up(self) -> None:
+        """Every process stopped (the log of one that failed shown), the workload's namespace
+        deleted."""
+        for process in self.processes.values():
+            if process.stop() not in (0, None, -15):
+                print(f"--- {process.log_path.name}\n{process.output()[-20000:]}")
+        try:
+            self.home.core.delete_namespace(self.workload)
+        except ApiException as error:
+            if error.status != 404:
+                raise
 
     def node_ready(self) -> None:
         node = f"liqo-{self.provider_id}"

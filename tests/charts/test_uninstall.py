@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from annexctl.cli import main as annexctl
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
@@ -53,7 +52,7 @@ class Scenario:
     home_release: Release
     provider_release: Release
     hooks: dict[str, subprocess.CompletedProcess[str]]
-    unpeer: tuple[int, str]
+    unpeer: int  # annexctl unpeer's exit code afterwards
 
 
 @pytest.fixture(scope="module")
@@ -63,27 +62,15 @@ def uninstalled(home: ClusterHandle, remote: ClusterHandle,
     peered = peered_with_a_pod(home, remote, directory)
     try:
         assert remote.core.read_namespaced_pod("web", peered.twin)
-        hooks = {"home": peered.home_release.uninstall(
-            directory, peered.agent_stopped_with_its_deployment)}
-        peered.processes["controller"].stop()  # its Deployment is gone
-        peered.processes["agent"].stop()
-        hooks["provider"] = peered.provider.uninstall(directory)
-        peered.processes["enforcer"].stop()
+        hooks = peered.uninstall(directory)
         unpeer = annexctl([
             "unpeer", "--kubeconfig", str(home.kubeconfig), "--remote-kubeconfig",
             str(remote.kubeconfig), "--cluster-id", peered.home_id, "--remote-cluster-id",
             peered.provider_id, "-n", peered.home_release.namespace, "--timeout", "30"])
         yield Scenario(home, remote, peered.home_id, peered.provider_id, peered.workload,
-                       peered.twin, peered.home_release, peered.provider, hooks, (unpeer, ""))
+                       peered.twin, peered.home_release, peered.provider, hooks, unpeer)
     finally:
-        for process in peered.processes.values():
-            if process.stop() not in (0, None, -15):
-                print(f"--- {process.log_path.name}\n{process.output()[-20000:]}")
-        try:
-            home.core.delete_namespace(peered.workload)
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        peered.clean_up()
 
 
 def gone(leftovers: Any) -> list[str]:
@@ -100,7 +87,7 @@ def test_both_hooks_succeed_and_unpeer_finds_nothing_hanging(uninstalled: Scenar
     for side, done in uninstalled.hooks.items():
         assert done.returncode == 0, f"{side} hook: {done.stdout}"
     assert "VirtualNode" in uninstalled.hooks["home"].stdout
-    assert uninstalled.unpeer[0] == 0
+    assert uninstalled.unpeer == 0
 
 
 def test_nothing_annex_made_is_left_at_home(uninstalled: Scenario) -> None:

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from shared.api.shadowpod import SHADOWPOD
 from shared.wellknown import ROOT_CA_REMOTE_NAME
@@ -126,19 +125,9 @@ def upgraded(home: ClusterHandle, remote: ClusterHandle,
                 api_version="apiextensions.k8s.io/v1", kind="CustomResourceDefinition").get(
                 ).to_dict()["items"])}
         yield Upgraded(before, Observed.of(peered), crds)
-        peered.home_release.uninstall(directory, peered.agent_stopped_with_its_deployment)
-        peered.processes["controller"].stop()
-        peered.processes["agent"].stop()
-        peered.provider.uninstall(directory)
+        peered.uninstall(directory)
     finally:
-        for process in peered.processes.values():
-            if process.stop() not in (0, None, -15):
-                print(f"--- {process.log_path.name}\n{process.output()[-20000:]}")
-        try:
-            home.core.delete_namespace(peered.workload)
-        except ApiException as error:
-            if error.status != 404:
-                raise
+        peered.clean_up()
 
 
 def test_no_pod_restarted_or_made_again(upgraded: Upgraded) -> None:
