@@ -5,7 +5,8 @@
 - virtual nodes (VirtualNode, its Node's readiness and capacity, the last health check);
 - offers: each VirtualNode's kubeconfig Secret is the consumer identity, which may read its
   ResourceOffer on the provider (an unreachable provider is shown as such, not an error);
-- extended namespaces (NamespaceOffloadings, per-cluster Ready conditions);
+- extended namespaces (NamespaceOffloadings, per-cluster Ready conditions), and the remote
+  claims whose data keeps a withdrawn namespace's twin on its provider;
 - pods on virtual nodes by phase, and the ones held back (OffloadingBackOff, remote creation
   failures);
 - recent Warning Events annex reported (FailedReflection, RemoteCreationFailed, ...).
@@ -107,6 +108,7 @@ def _offloadings(home: Cluster) -> list[dict[str, Any]]:
             "phase": status.get("offloadingPhase"),
             "remoteNamespaceName": status.get("remoteNamespaceName"),
             "clusters": clusters,
+            "retainedRemoteClaims": status.get("retainedRemoteClaims") or {},
         })
     return result
 
@@ -197,6 +199,11 @@ def status(home: Cluster, events: int = 10, offers: bool = True) -> Report:
                 "; ".join(f"{cluster}: {_condition_text(c)}"
                           for cluster, c in sorted(o["clusters"].items()))]
                for o in offloadings]),
+        Table("Remote claims kept (a withdrawal waits for them)",
+              ["NAMESPACE", "CLUSTER", "CLAIMS"],
+              [[o["namespace"], cluster, ", ".join(claims)] for o in offloadings
+               for cluster, claims in sorted(o["retainedRemoteClaims"].items())],
+              empty="none"),
         Table("Pods on virtual nodes", ["NODE", *(p.upper() for p in PHASES), "HELD BACK"],
               [[p["node"], *(str(p["phases"][ph]) for ph in PHASES),
                 "; ".join(f"{h['pod']} ({h['reason']})" for h in p["heldBack"])]

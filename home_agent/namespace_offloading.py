@@ -3,7 +3,8 @@
 The agent owns one NamespaceMap (named after the home cluster id) in the remote tenant
 namespace and one entry per home namespace it extends to this remote. A finalizer per remote
 cluster on the NamespaceOffloading holds its deletion until the enforcer has removed the twin
-namespace (its entry leaves `status.currentMapping`).
+namespace (its entry leaves `status.currentMapping`); while the twin holds claims and nobody
+asked for their deletion, the withdrawal waits (`shared.forge.namespace_offloading`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from annex.kubeapi import core_path, custom_path, is_not_found
-from home_agent.agent import Agent
+from home_agent.agent import REMOTE, Agent
 from home_agent.namespace_map import ensure_namespace_map
+from home_agent.operators import PERSISTENTVOLUMECLAIMS
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
 from shared.forge.namespace_offloading import (
@@ -73,17 +75,29 @@ async def _label_namespace(agent: Agent, namespace: str, offloaded: bool) -> Non
         SCHEDULING_ENABLED_LABEL: "true" if offloaded else None}}})
 
 
+def remote_claims(agent: Agent, namespace: str) -> list[str]:
+    """The claims the namespace's twin holds on the provider (what its withdrawal would delete
+    with the twin)."""
+    twin = agent.mapped_remote_namespace(namespace)
+    if twin is None:
+        return []
+    claims = agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS[2])
+    return sorted(name for claim_namespace, name in claims.keys() if claim_namespace == twin)
+
+
 async def reconcile_offloading(agent: Agent, namespace: str) -> None:
     obj = agent.mirrors.offloadings.get((namespace, NAMESPACE_OFFLOADING_NAME))
     config = agent.config
     virtual_node = agent.virtual_node()
+    withdrawn = virtual_node is not None and virtual_node.metadata.deletion_timestamp is not None
     plan = offloading_plan(
         obj, namespace, agent.namespace_map(), node_name=agent.node_name(),
         node_labels=virtual_node_labels(agent.node_name(), config.remote_cluster_id,
                                         agent.offer(), virtual_node),
         home_cluster_id=config.home_cluster_id, remote_cluster_id=config.remote_cluster_id,
-        now=datetime.now(UTC), withdrawn=virtual_node is not None
-        and virtual_node.metadata.deletion_timestamp is not None)
+        now=datetime.now(UTC), withdrawn=withdrawn, remote_claims=remote_claims(agent, namespace),
+        delete_remote_claims=withdrawn and virtual_node is not None
+        and virtual_node.spec.delete_remote_claims)
     await _label_namespace(agent, namespace, plan.scheduling_enabled)
     if obj is not None and plan.finalizer:
         await _set_finalizer(agent, obj, present=True)  # before the twin is asked for

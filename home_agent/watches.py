@@ -82,6 +82,13 @@ def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:
             yield pod_key(namespace, name)
 
 
+def twin_offloading_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    """The offloading of the home namespace whose twin the changed object is in."""
+    home_namespace = agent.home_namespace_of(change.key[0])
+    if home_namespace is not None:
+        yield offloading_key(home_namespace)
+
+
 def every_key(agent: Agent) -> Iterator[Hashable]:
     yield NODE_KEY
     for namespace, _ in agent.mirrors.offloadings.keys():
@@ -238,6 +245,9 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
         # The storage fabric: the home volumes the agent provisions, each to its claim's key.
         informers.watch(HOME, PERSISTENTVOLUMES, keep=claims.kept_volume, by=HOME_WATCH)
         informers.keys(HOME, PERSISTENTVOLUMES[2], claims.volume_keys, claims.controller)
+        # A twin's claims hold its namespace's withdrawal (home_agent.namespace_offloading).
+        informers.keys(REMOTE, PERSISTENTVOLUMECLAIMS[2],
+                       lambda change: twin_offloading_keys(agent, change), agent.queue)
     tokens = reflection.companion(TokenReflector)
     if tokens is not None:
         declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS[2]))

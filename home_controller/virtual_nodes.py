@@ -251,7 +251,7 @@ class VirtualNodes:
 
         waiting = await self._drain_pods(obj, node, overdue)
         if waiting is None:
-            waiting = await self._remote_objects_left(cluster_id)
+            waiting = await self._remote_objects_left(obj, cluster_id)
         if waiting is None:
             waiting = await self._agent_left(obj, virtual_node)
         if waiting is not None and not overdue:
@@ -336,14 +336,30 @@ class VirtualNodes:
                 error.body.get("message") or error)
         return None
 
-    async def _remote_objects_left(self, cluster_id: str) -> str | None:
-        """The namespaces whose twin on the provider the agent has not seen removed yet."""
+    async def _remote_objects_left(self, obj: Mapping[str, Any], cluster_id: str) -> str | None:
+        """The namespaces whose twin on the provider the agent has not seen removed yet, and
+        the claims that keep some (the VirtualNode's `status.retainedRemoteClaims`)."""
         finalizer = finalizer_name(cluster_id)
-        held = [offloading["metadata"]["namespace"]
-                for offloading in await self.api.list(custom_path(NAMESPACE_OFFLOADING))
+        held = [offloading for offloading in await self.api.list(custom_path(NAMESPACE_OFFLOADING))
                 if finalizer in (offloading["metadata"].get("finalizers") or [])]
-        return (f"the agent to remove the provider's namespaces of {', '.join(sorted(held))}"
-                if held else None)
+        retained = sorted(
+            f"{offloading['metadata']['namespace']}/{claim}" for offloading in held
+            for claim in ((offloading.get("status") or {}).get("retainedRemoteClaims") or {})
+            .get(cluster_id) or [])
+        if retained != ((obj.get("status") or {}).get("retainedRemoteClaims") or []):
+            metadata = obj["metadata"]
+            await self.api.patch(custom_path(VIRTUAL_NODE, metadata["namespace"],
+                                             metadata["name"], "status"),
+                                 {"status": {"retainedRemoteClaims": retained or None}})
+        if not held:
+            return None
+        namespaces = ", ".join(sorted(o["metadata"]["namespace"] for o in held))
+        waiting = f"the agent to remove the provider's namespaces of {namespaces}"
+        if retained:
+            waiting += (f"; kept for the claims they hold, with their data: {', '.join(retained)}"
+                        " (set spec.deleteRemoteClaims on the VirtualNode or the "
+                        "NamespaceOffloading to delete them)")
+        return waiting
 
     async def _agent_left(self, obj: Mapping[str, Any], virtual_node: VirtualNode
                           ) -> str | None:

@@ -95,6 +95,11 @@ class NamespaceOffloadingSpec(ApiModel):
     pod_offloading_strategy: PodOffloadingStrategy = PodOffloadingStrategy.LOCAL_AND_REMOTE
     cluster_selector: NodeSelector = Field(default={})
     """Which remote clusters (virtual nodes, by label) to extend to; empty means all of them."""
+    delete_remote_claims: bool = False
+    """Whether withdrawing the namespace from a remote cluster (this object deleted, the
+    cluster no longer selected, its VirtualNode deleted) may delete the claims its twin
+    namespace holds there, with their data. False: the withdrawal waits while the twin holds
+    claims, and `status.retainedRemoteClaims` names them."""
 
 
 class NamespaceOffloadingStatus(ApiModel):
@@ -103,6 +108,9 @@ class NamespaceOffloadingStatus(ApiModel):
     remote_namespace_name: str | None = None
     remote_namespaces_conditions: dict[str, list[Condition]] = Field(default={})
     """Per remote cluster id, the conditions of its twin namespace."""
+    retained_remote_claims: dict[str, list[str]] = Field(default={})
+    """Per remote cluster id, the claims a withdrawal keeps there (`spec.deleteRemoteClaims`
+    false): the twin namespace stays until they are deleted or deletion is asked for."""
 
 
 class NamespaceOffloading(CustomResource):

@@ -81,6 +81,11 @@ class VirtualNodeSpec(ApiModel):
     remapped_pod_cidr: str | None = None
     remapped_home_pod_cidr: str | None = None
     """Where this provider reaches the home pod CIDR (the home chart's homePodCidr)."""
+    delete_remote_claims: bool = False
+    """Whether deleting this VirtualNode may delete the claims the twin namespaces of its
+    offloaded namespaces hold on the provider (as each NamespaceOffloading's
+    `spec.deleteRemoteClaims` does for its own). False: the drain waits while they hold claims,
+    and `status.retainedRemoteClaims` names them."""
     not_ready_toleration_seconds: int | None = Field(default=None, ge=0)
     """How long pods of offloaded namespaces stay bound to this virtual node while it is
     not-ready or unreachable (the pod webhook's NoExecute tolerations of those taints). Unset:
@@ -107,6 +112,9 @@ class VirtualNodeStatus(ApiModel):
     conditions: list[Condition] = Field(default=[])
     last_health_check: AwareDatetime | None = None
     observed_generation: int | None = None
+    retained_remote_claims: list[str] = Field(default=[])
+    """While the VirtualNode is deleted: the provider's claims (`<home namespace>/<claim>`) its
+    drain waits for (written by the home controller)."""
 
 
 class VirtualNode(CustomResource):

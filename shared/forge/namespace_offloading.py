@@ -25,6 +25,7 @@ from shared.wellknown import OFFLOADING_GROUP
 
 READY = "Ready"
 INVALID_NAMESPACE_NAME_REASON = "InvalidNamespaceName"
+CLAIMS_RETAINED_REASON = "RemoteClaimsRetained"
 PENDING_REASON = "Pending"
 FAILED_REASONS = frozenset({MappingPhase.CREATION_LOOP_BACK_OFF.value,
                             INVALID_NAMESPACE_NAME_REASON})
@@ -79,16 +80,20 @@ def mapping_condition(namespace_map: NamespaceMap | None, namespace: str,
 
 def status_patch(offloading: Mapping[str, Any], remote_cluster_id: str,
                  conditions: list[dict[str, Any]] | None, remote_name: str | None,
-                 terminating: bool) -> dict[str, Any] | None:
+                 terminating: bool, retained: Sequence[str] = ()) -> dict[str, Any] | None:
     """The status merge patch setting this cluster's conditions (None removes them), the remote
-    name (None leaves it) and the phase over all clusters, or None when the status says them."""
+    name (None leaves it), the claims its withdrawal keeps there (`retained`) and the phase over
+    all clusters, or None when the status says them."""
     status = dict(offloading.get("status") or {})
+    patch: dict[str, Any] = {}
+    kept = sorted(retained) or None
+    if (status.get("retainedRemoteClaims") or {}).get(remote_cluster_id) != kept:
+        patch["retainedRemoteClaims"] = {remote_cluster_id: kept}
     by_cluster = dict(status.get("remoteNamespacesConditions") or {})
     if conditions is None:
         by_cluster.pop(remote_cluster_id, None)
     else:
         by_cluster[remote_cluster_id] = conditions
-    patch: dict[str, Any] = {}
     if status.get("remoteNamespacesConditions", {}).get(remote_cluster_id) != conditions:
         patch["remoteNamespacesConditions"] = {remote_cluster_id: conditions}
     phase = phase_of(by_cluster, terminating).value
@@ -126,7 +131,8 @@ def offloading_plan(offloading: Mapping[str, Any] | None, namespace: str,
                     namespace_map: NamespaceMap | None, *, node_name: str,
                     node_labels: Mapping[str, str], home_cluster_id: str,
                     remote_cluster_id: str, now: datetime,
-                    withdrawn: bool = False) -> OffloadingPlan:
+                    withdrawn: bool = False, remote_claims: Sequence[str] = (),
+                    delete_remote_claims: bool = False) -> OffloadingPlan:
     """The plan for `namespace`'s NamespaceOffloading (None: there is none) on the virtual node
     `node_name` with `node_labels` (what its clusterSelector is matched against).
 
@@ -134,7 +140,11 @@ def offloading_plan(offloading: Mapping[str, Any] | None, namespace: str,
     - being deleted, not selecting this virtual node, or the virtual node `withdrawn` (its
       VirtualNode deleted: the home controller drains it): no entry; while the enforcer still
       reports the twin, Ready is False (Terminating) and the finalizer stays; then the finalizer
-      goes, and this cluster's conditions too unless the object goes with it;
+      goes, and this cluster's conditions too unless the object goes with it; but while the
+      twin holds `remote_claims` (their data) and neither the NamespaceOffloading's
+      `spec.deleteRemoteClaims` nor `delete_remote_claims` (its VirtualNode's) asks for their
+      deletion, the entry and the finalizer stay, Ready is False (RemoteClaimsRetained) and
+      `status.retainedRemoteClaims` names them;
     - selected: the finalizer, the entry under the mapping strategy's name and Ready as the
       enforcer reports the twin; a name the strategy refuses is reported (InvalidNamespaceName)
       and leaves the entry as it is.
@@ -153,6 +163,18 @@ def offloading_plan(offloading: Mapping[str, Any] | None, namespace: str,
                                                              node_name):
         still_mapped = namespace_map is not None and (
             namespace in namespace_map.status.current_mapping)
+        if still_mapped and current_entry is not None and remote_claims and not (
+                spec.delete_remote_claims or delete_remote_claims):
+            names = ", ".join(sorted(remote_claims))
+            conditions = [ready_condition(
+                "False", CLAIMS_RETAINED_REASON,
+                f"the remote namespace {current_entry} is kept: it holds the claims {names} and "
+                "their data (set spec.deleteRemoteClaims to delete them, or delete the claims)",
+                previous_conditions, now)]
+            return OffloadingPlan(
+                scheduling_enabled=not terminating, remote_namespace=current_entry,
+                finalizer=True, status=status_patch(offloading, remote_cluster_id, conditions,
+                                                    None, terminating, remote_claims))
         if still_mapped:
             finalizers = (offloading.get("metadata") or {}).get("finalizers") or []
             conditions = [ready_condition("False", MappingPhase.TERMINATING.value,

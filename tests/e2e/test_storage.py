@@ -20,6 +20,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.quota import QUOTA
 from shared.wellknown import (
     REMOTE_STORAGE_CLASS_ANNOTATION,
@@ -31,7 +32,8 @@ from tests.e2e.conftest import consumer_user
 from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded
 from tests.helpers import wait_for
 from tests.home_agent.conftest import RunningAgent
-from tests.remote_enforcer.conftest import Enforcer, webhook_configuration
+from tests.home_agent.play import custom, namespace_offloading
+from tests.remote_enforcer.conftest import PROVIDER_ID, Enforcer, webhook_configuration
 
 STORAGE_WEBHOOK_NAME = "storage.enforcer.annex.e2e"
 EXPANDABLE = "annex-e2e-expandable"
@@ -521,3 +523,43 @@ def test_a_local_consumer_gets_its_volume_from_the_home_class(
         names = {v.metadata.name for v in home.core.list_persistent_volume().items}
         return not claims(home, namespace) and volume.metadata.name not in names
     wait_for(gone, timeout=90, message="both claims and the virtual claim's volume gone")
+
+
+def test_withdrawing_a_namespace_keeps_its_remote_claims_until_their_deletion_is_asked_for(
+        home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
+        virtual_class: str) -> None:
+    """Deleting the NamespaceOffloading withdraws nothing while the twin holds a claim: the
+    NamespaceOffloading names it; spec.deleteRemoteClaims lets the withdrawal delete it."""
+    twin = offloaded(home, namespace)
+    home.core.create_namespaced_persistent_volume_claim(namespace, claim_template(virtual_class))
+    home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
+    wait_for(lambda: "data" in claims(remote, twin), timeout=60, message="the remote claim")
+    d = NAMESPACE_OFFLOADING
+    custom(home).delete_namespaced_custom_object(d.group, d.version, namespace, d.plural,
+                                                 "offloading")
+
+    # The withdrawal waits: the twin and its claim stay, and the NamespaceOffloading says why.
+    status = wait_for(lambda: (s := namespace_offloading(home, namespace).get("status") or {})
+                      .get("retainedRemoteClaims") and s, timeout=60,
+                      message="the retained claim reported")
+    assert status["retainedRemoteClaims"] == {PROVIDER_ID: ["data"]}
+    [ready] = status["remoteNamespacesConditions"][PROVIDER_ID]
+    assert ready["reason"] == "RemoteClaimsRetained" and "data" in ready["message"]
+    assert "data" in claims(remote, twin)
+    assert remote.core.read_namespace(twin).metadata.deletion_timestamp is None
+
+    # Asked for, the claims go with the twin, and the withdrawal completes.
+    custom(home).patch_namespaced_custom_object(
+        d.group, d.version, namespace, d.plural, "offloading",
+        {"spec": {"deleteRemoteClaims": True}})
+
+    def withdrawn() -> bool:
+        try:
+            namespace_offloading(home, namespace)
+        except ApiException as error:
+            return error.status == 404
+        return False
+
+    wait_for(withdrawn, timeout=60, message="the NamespaceOffloading withdrawn")
+    wait_for(lambda: "data" not in claims(remote, twin), timeout=60,
+             message="the remote claim deleted with the twin")
