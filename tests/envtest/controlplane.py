@@ -27,6 +27,7 @@ SERVICE_CIDR = "10.96.0.0/12"
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: the range's first address
 START_TIMEOUT = 120.0  # two cores shared with other work: an API server can take a minute
 STOP_TIMEOUT = 3.0
+QUOTA_SYNC_PERIOD = "10s"
 
 
 class EnvtestUnavailable(RuntimeError):
@@ -108,7 +109,11 @@ class ControlPlane:
             f"{pki.service_account_key}", f"--cluster-signing-cert-file={pki.ca.cert}",
             f"--cluster-signing-key-file={pki.ca.key}",
             f"--requestheader-client-ca-file={pki.front_proxy_ca.cert}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}"])
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # an object-count quota on a kind refuses creations ("status unknown for quota")
+            # until the quota controller has discovered the kind (every 30 s) and synced the
+            # quota again (every 5 min by default): the tests install CRDs as they start
+            f"--resource-quota-sync-period={QUOTA_SYNC_PERIOD}"])
         self._spawn("kube-scheduler", [
             str(self.binaries.scheduler), f"--kubeconfig={scheduler}",
             f"--authentication-kubeconfig={scheduler}", f"--authorization-kubeconfig={scheduler}",

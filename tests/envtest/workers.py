@@ -116,9 +116,13 @@ class Workers:
 
     def stop(self) -> None:
         async def stop(running: _Running) -> None:
+            processes: list[asyncio.Future[None]] = [
+                p for r in running.kubelet.runtimes.values() for p in r.processes]
             if running.task is not None:
-                running.task.cancel()
-                await asyncio.gather(running.task, return_exceptions=True)
+                processes.append(running.task)
+            for task in processes:  # the containers' main commands too
+                task.cancel()
+            await asyncio.gather(*processes, return_exceptions=True)
             await running.server.stop()
             await running.api.close()
 
