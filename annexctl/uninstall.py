@@ -271,20 +271,22 @@ def withdraw_consumer(provider: Cluster, tenant: dict[str, Any], provider_cluste
         return
     for namespace_map in _maps(provider, namespace):
         mapping = (namespace_map.get("status") or {}).get("currentMapping") or {}
-        twins = [entry.get("remoteNamespace") for entry in mapping.values()]
-        for twin in filter(None, twins):
-            found = provider.get("v1", "Namespace", str(twin))
-            if found is not None and is_owned(found, consumer, provider_cluster_id):
-                if found["metadata"].get("deletionTimestamp") is None:
-                    provider.delete("v1", "Namespace", str(twin))
-                    cleanup.done("provider", "Namespace", str(twin), "deleted (twin)")
+        twins = []
+        for twin in sorted({str(e["remoteNamespace"]) for e in mapping.values()
+                            if e.get("remoteNamespace")}):
+            found = provider.get("v1", "Namespace", twin)
+            if found is None or not is_owned(found, consumer, provider_cluster_id):
+                continue  # gone already, or not this provider's for that consumer
+            twins.append(twin)
+            if found["metadata"].get("deletionTimestamp") is None:
+                provider.delete("v1", "Namespace", twin)
+                cleanup.done("provider", "Namespace", twin, "deleted (twin)")
         if not wait(lambda twins=twins: all(  # type: ignore[misc]
-                provider.get("v1", "Namespace", str(t)) is None
-                for t in filter(None, twins)), cleanup.deadline):
+                provider.get("v1", "Namespace", t) is None for t in twins), cleanup.deadline):
             cleanup.problems.append(
                 f"provider: the twin namespaces of NamespaceMap {_name(namespace_map)} "
-                f"({', '.join(map(str, twins))}) are still terminating after "
-                f"{cleanup.timeout:g}s: its finalizer is kept")
+                f"({', '.join(twins)}) are still terminating after {cleanup.timeout:g}s: its "
+                "finalizer is kept")
             continue
         current = provider.get(NAMESPACE_MAP.api_version, NAMESPACE_MAP.kind,
                                namespace_map["metadata"]["name"], namespace)
