@@ -12,7 +12,7 @@ import importlib.metadata
 import re
 import sys
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from packaging.requirements import Requirement
@@ -31,12 +31,37 @@ def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)[ \t]")
+
+
+def uncommented(line: str) -> str:
+    return line.partition("#")[0].strip()  # an import statement holds no "#" but in a comment
+
+
+def import_statements(source: str) -> Iterator[ast.stmt]:
+    """The import statements of a module, parsed alone (parsing whole modules costs seconds
+    over the repository): each line starting with import/from, with its parenthesised or
+    backslash-continued rest; a prose line that only looks like one does not parse."""
+    lines = source.splitlines()
+    for number, line in enumerate(lines):
+        if not IMPORT_LINE.match(line):
+            continue
+        statement = uncommented(line)
+        rest = iter(lines[number + 1:])
+        while statement.endswith("\\") or statement.count("(") > statement.count(")"):
+            statement = statement.rstrip("\\") + " " + uncommented(next(rest, ")"))
+        try:
+            yield from ast.parse(statement).body
+        except SyntaxError:
+            continue
+
+
 @functools.cache
 def imported_names(package: str) -> frozenset[str]:
     """The modules (and names from them) the package's modules import, dotted in full."""
     names: set[str] = set()
     for path in (ROOT / package).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in import_statements(path.read_text()):
             if isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -134,10 +159,16 @@ def test_the_third_party_modules_the_build_deletes_are_not_imported() -> None:
 
 def test_each_package_declares_what_it_imports_in_the_group_it_is_installed_with() -> None:
     distributions = importlib.metadata.packages_distributions()
+    everything = tuple(PYPROJECT["project"]["optional-dependencies"])
+    scripts = {path.stem for path in (ROOT / "scripts").glob("*.py")}
+    # the tests and scripts run where `pip install -e ".[test]"` (and [bench]) installed
+    groups = {**{package: EXTRAS_OF.get(package, ()) for package in PACKAGES},
+              "tests": everything, "scripts": everything}
     problems = []
-    for package in sorted(PACKAGES):
-        declared = {normalized(r.name) for r in requirements(*EXTRAS_OF.get(package, ()))}
-        third_party = imported_modules(package) - PACKAGES - set(sys.stdlib_module_names)
+    for package, extras in sorted(groups.items()):
+        declared = {normalized(r.name) for r in requirements(*extras)}
+        third_party = (imported_modules(package) - PACKAGES - scripts
+                       - {"tests", "conftest"} - set(sys.stdlib_module_names))
         for module in sorted(third_party):
             names = {normalized(name) for name in distributions.get(module, [])}
             if not names & declared:
