@@ -2,7 +2,7 @@
 #   command: ["python", "-m", "remote_enforcer"]   (charts/remote-enforcer)
 #   command: ["python", "-m", "home_agent"]        (charts/home-agent)
 #   command: ["python", "-m", "home_controller"]   (charts/home-agent, controller.enabled)
-#   command: ["annexctl", ...]                     (the charts' hooks)
+#   command: ["python", "-m", "annexctl"]          (the charts' uninstall hooks)
 # as user 65532 on a read-only root filesystem with /tmp as an emptyDir.
 #
 #   docker build -t ghcr.io/annex/kube-annex:0.1.0 \
