@@ -43,7 +43,8 @@ async def reconcile_node(agent: Agent) -> None:
         first_status = node_status_patch({}, desired.status, now) or desired.status
         try:
             current = await agent.home.create(
-                core_path("nodes"), new_node(name, desired.labels, desired.taints, first_status))
+                core_path("nodes"), new_node(name, desired.labels, desired.taints, first_status,
+                                               desired.annotations))
             log.info("created virtual node %s", name)
         except Exception as error:
             if status_of(error) != 409:
@@ -52,7 +53,8 @@ async def reconcile_node(agent: Agent) -> None:
             log.debug("adopting existing node %s", name)
     assert current is not None
     status = status_as_known(desired.status, current.get("status") or {}, health, offer_known)
-    patch = node_metadata_patch(current, desired.labels, desired.taints) if offer_known else None
+    patch = (node_metadata_patch(current, desired.labels, desired.taints, desired.annotations)
+             if offer_known else None)
     if patch is not None:
         current = await agent.home.patch(core_path("nodes", name=name), patch)
     assert current is not None

@@ -24,6 +24,9 @@ from shared.wellknown import (
 
 log = logging.getLogger(__name__)
 
+_AMOUNTS = ("resources", "maxPodResources")
+"""The offer's quantities: rewritten only when one moved by more than the threshold."""
+
 
 def offer_path(namespace: str, name: str = "") -> str:
     return custom_path(RESOURCE_OFFER, namespace, name)
@@ -91,24 +94,44 @@ class OfferPublisher:
                 return dict(self.published[tenant].get("resources") or {})
         return self.resources_for(consumer)
 
+    def _reservations(self, consumer: str) -> list[tuple[str, dict[str, Decimal]]]:
+        # The consumer's own pods do not shrink its offer: they are already inside it.
+        return [(node, requests) for origin, node, requests in self.pods.values()
+                if origin != consumer]
+
     def resources_for(self, consumer: str) -> dict[str, str]:
+        extended = self.settings.offer_extended_resources
         if self.settings.offer_mode == "fixed":
             resources = dict(self.settings.offer_resources)
             resources.setdefault("pods", str(offer_rules.allocatable_pods(self.nodes.values())))
+            # Listed devices the fixed amounts do not name are lent as the nodes have them.
+            free = offer_rules.free_resources(self.nodes.values(), self._reservations(consumer),
+                                              extended)
+            for name, text in offer_rules.share(free, Decimal(100)).items():
+                if name not in offer_rules.OFFERED_RESOURCES:
+                    resources.setdefault(name, text)
             return resources
-        # The consumer's own pods do not shrink its offer: they are already inside it.
-        reservations = [(node, requests) for origin, node, requests in self.pods.values()
-                        if origin != consumer]
-        free = offer_rules.free_resources(self.nodes.values(), reservations)
+        free = offer_rules.free_resources(self.nodes.values(), self._reservations(consumer),
+                                          extended)
         return offer_rules.share(free, self.settings.offer_percent)
+
+    def max_pod_resources_for(self, consumer: str, offered: dict[str, str]) -> dict[str, str]:
+        # Here the consumer's own pods count: they hold room on the nodes a next pod needs.
+        largest = offer_rules.largest_free(self.nodes.values(),
+                                           [(node, requests) for _, node, requests
+                                            in self.pods.values()],
+                                           self.settings.offer_extended_resources)
+        return offer_rules.max_pod_resources(largest, offered)
 
     def spec_for(self, consumer: str) -> dict[str, Any]:
         labels = {key: value for key, value in ((REGION_LABEL, self.settings.region),
                                                 (PROVIDER_LABEL, self.settings.provider)) if value}
+        resources = self.resources_for(consumer)
         return {
             "clusterId": self.settings.cluster_id,
             "consumerClusterId": consumer,
-            "resources": self.resources_for(consumer),
+            "resources": resources,
+            "maxPodResources": self.max_pod_resources_for(consumer, resources),
             "labels": labels,
             "storageClasses": [{"name": n, "default": i == 0}
                                for i, n in enumerate(self.settings.storage_classes)],
@@ -120,11 +143,12 @@ class OfferPublisher:
     def _worth_writing(self, old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
         if old is None:
             return True
-        if {k: v for k, v in old.items() if k != "resources"} != {
-                k: v for k, v in new.items() if k != "resources"}:
+        if {k: v for k, v in old.items() if k not in _AMOUNTS} != {
+                k: v for k, v in new.items() if k not in _AMOUNTS}:
             return True
-        return offer_rules.differs_enough(old.get("resources") or {}, new["resources"],
-                                          self.settings.offer_threshold_percent)
+        return any(offer_rules.differs_enough(old.get(key) or {}, new[key],
+                                              self.settings.offer_threshold_percent)
+                   for key in _AMOUNTS)
 
     async def publish(self, tenant: str, consumer: str) -> None:
         spec = self.spec_for(consumer)
@@ -167,5 +191,7 @@ def _capacity_view(node: dict[str, Any] | None) -> Any:
     if node is None:
         return None
     info = (node.get("status") or {}).get("nodeInfo") or {}
-    return (offer_rules.node_is_schedulable(node), offer_rules.node_allocatable(node),
+    # Every allocatable quantity: which extended resources are lent is the publisher's choice.
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    return (offer_rules.node_is_schedulable(node), allocatable,
             info.get("architecture"), info.get("kubeletVersion"))

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Literal
 
 from annex.kube import ClientLimits
+from shared.offer import is_lendable_pattern
 from shared.quantity import canonical
 from shared.wellknown import TWIN_NAMESPACE_ROLE
 
@@ -32,6 +33,8 @@ class Settings:
     offer_mode: Literal["fixed", "share"] = "share"
     offer_percent: Decimal = Decimal(50)
     offer_resources: tuple[tuple[str, str], ...] = ()
+    offer_extended_resources: tuple[str, ...] = ()
+    """Extended resources and huge pages the offer lends (`nvidia.com/gpu`, `hugepages-*`)."""
     offer_threshold_percent: Decimal = Decimal(1)
     offer_debounce_seconds: float = 1.0
     region: str | None = None
@@ -67,6 +70,16 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(filter(None, (part.strip() for part in text.split(","))))
 
 
+def _extended_resources(text: str) -> tuple[str, ...]:
+    names = _names(text)
+    for name in names:
+        if not is_lendable_pattern(name):
+            raise argparse.ArgumentTypeError(
+                f"{name!r} is not an extended resource (<domain>/<name> outside kubernetes.io, "
+                f"or <domain>/*) nor huge pages (hugepages-<size>, hugepages-*)")
+    return names
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m remote_enforcer",
                                 description="annex remote enforcer (provider-side operator)")
@@ -99,6 +112,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--offer-percent", type=Decimal, default=Decimal(50))
     p.add_argument("--offer-resources", type=_resources, default=(),
                    help="fixed offer, e.g. cpu=4,memory=8Gi,pods=110")
+    p.add_argument("--offer-extended-resources", type=_extended_resources, default=(),
+                   help="extended resources and huge pages of the nodes to offer besides cpu, "
+                        "memory, pods and ephemeral-storage, e.g. nvidia.com/gpu,hugepages-* "
+                        "(default: none: devices are lent only when named)")
     p.add_argument("--offer-threshold-percent", type=Decimal, default=Decimal(1),
                    help="republish a share offer only when a resource moves by more than this")
     p.add_argument("--offer-debounce-seconds", type=float, default=1.0)

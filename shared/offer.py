@@ -1,13 +1,23 @@
 """What a provider offers a consumer: a fixed amount, or a share of what its schedulable Ready
 nodes have free (allocatable minus the requests of bound, non-terminal pods), as in Liqo's
-resource offer (DESIGN.md section 6). Pure: the enforcer feeds in nodes and pods it watches.
+resource offer. Pure: the enforcer feeds in nodes and pods it watches.
+
+Besides cpu, memory, pods and ephemeral-storage, the nodes' extended resources (`nvidia.com/gpu`,
+any `<domain>/<name>` a device plugin advertises) and huge pages (`hugepages-2Mi`) are offered
+only when the provider lists them (`lent`): a device is the provider's to lend or keep, and a
+provider that never named one lends none. A listed resource no schedulable node has is not
+offered at all, as a node without the device plugin does not list it.
+
+`max_pod_resources` is what one pod can get: per resource, the most one node has free, never
+above the offer. A pod asking more than that is bound to fail remote scheduling however much the
+offer adds up to; the virtual node says so (shared.forge.node).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -27,10 +37,40 @@ def node_is_schedulable(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def node_allocatable(node: Mapping[str, Any]) -> dict[str, Decimal]:
+def is_lendable_extended(name: str) -> bool:
+    """An extended resource (`<domain>/<name>` outside kubernetes.io, as IsExtendedResourceName
+    says) or huge pages: what `--offer-extended-resources` may list."""
+    if name.startswith("hugepages-"):
+        return len(name) > len("hugepages-")
+    domain, slash, rest = name.partition("/")
+    return (bool(slash) and bool(domain) and bool(rest) and "/" not in rest
+            and not name.startswith("requests.")
+            and domain != "kubernetes.io" and not domain.endswith(".kubernetes.io"))
+
+
+def is_lendable_pattern(item: str) -> bool:
+    """A name `is_lendable_extended`, or every one of a domain (`example.com/*`) or every huge
+    page size (`hugepages-*`)."""
+    if not item.endswith("*"):
+        return is_lendable_extended(item)
+    prefix = item[:-1]
+    return prefix == "hugepages-" or (prefix.endswith("/") and is_lendable_extended(prefix + "x"))
+
+
+def lent(name: str, extended: Sequence[str]) -> bool:
+    """Whether `name` is offered: a base resource, or one the provider lists (exactly, or by a
+    prefix ending in `*`: `hugepages-*`)."""
+    if name in OFFERED_RESOURCES:
+        return True
+    return any(name == item or (item.endswith("*") and name.startswith(item[:-1]))
+               for item in extended)
+
+
+def node_allocatable(node: Mapping[str, Any], extended: Sequence[str] = ()
+                     ) -> dict[str, Decimal]:
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     return {name: parse_quantity(value) for name, value in allocatable.items()
-            if name in OFFERED_RESOURCES}
+            if lent(name, extended)}
 
 
 def allocatable_pods(nodes: Iterable[Mapping[str, Any]]) -> Decimal:
@@ -75,36 +115,76 @@ def pod_reservation(pod: Mapping[str, Any]) -> tuple[str, dict[str, Decimal]] | 
         return None
 
 
-def free_resources(nodes: Iterable[Mapping[str, Any]],
-                   reservations: Iterable[tuple[str, Mapping[str, Decimal]]]) -> dict[str, Decimal]:
-    """Per resource, what schedulable nodes have left (never below zero per node)."""
-    schedulable = {(n.get("metadata") or {}).get("name"): node_allocatable(n)
-                   for n in nodes if node_is_schedulable(n)}
-    left = {name: dict(allocatable) for name, allocatable in schedulable.items()}
+def free_per_node(nodes: Iterable[Mapping[str, Any]],
+                  reservations: Iterable[tuple[str, Mapping[str, Decimal]]],
+                  extended: Sequence[str] = ()) -> list[dict[str, Decimal]]:
+    """Per schedulable node, what it has left of each offered resource (never below zero)."""
+    left = {(n.get("metadata") or {}).get("name"): node_allocatable(n, extended)
+            for n in nodes if node_is_schedulable(n)}
     for node, requests in reservations:
         if node in left:
             for resource, amount in requests.items():
                 if resource in left[node]:
                     left[node][resource] -= amount
+    return [{resource: max(amount, Decimal(0)) for resource, amount in per_node.items()}
+            for per_node in left.values()]
+
+
+def free_resources(nodes: Iterable[Mapping[str, Any]],
+                   reservations: Iterable[tuple[str, Mapping[str, Decimal]]],
+                   extended: Sequence[str] = ()) -> dict[str, Decimal]:
+    """Per resource, what schedulable nodes have left: the base resources always (zero without
+    nodes), a listed extended resource only when some node has it."""
     total: dict[str, Decimal] = {resource: Decimal(0) for resource in OFFERED_RESOURCES}
-    for per_node in left.values():
+    for per_node in free_per_node(nodes, reservations, extended):
         for resource, amount in per_node.items():
-            total[resource] += max(amount, Decimal(0))
+            total[resource] = total.get(resource, Decimal(0)) + amount
     return total
 
 
+def largest_free(nodes: Iterable[Mapping[str, Any]],
+                 reservations: Iterable[tuple[str, Mapping[str, Decimal]]],
+                 extended: Sequence[str] = ()) -> dict[str, Decimal]:
+    """Per resource, the most any one schedulable node has left."""
+    largest: dict[str, Decimal] = {}
+    for per_node in free_per_node(nodes, reservations, extended):
+        for resource, amount in per_node.items():
+            largest[resource] = max(largest.get(resource, Decimal(0)), amount)
+    return largest
+
+
+def _is_binary(resource: str) -> bool:
+    return resource in _BINARY or resource.startswith("hugepages-")
+
+
+def _canonical(resource: str, value: Decimal) -> str:
+    """A canonical quantity: whole pods, whole bytes, whole devices (extended resources are
+    integers), cpu to the millicore, rounded down."""
+    if resource == "pods" or _is_binary(resource) or resource not in OFFERED_RESOURCES:
+        value = Decimal(int(value))
+    else:
+        value = value.quantize(Decimal("0.001"), rounding="ROUND_DOWN")
+    style = QuantityFormat.BINARY_SI if _is_binary(resource) else QuantityFormat.DECIMAL_SI
+    return format_quantity(value, style)
+
+
 def share(free: Mapping[str, Decimal], percent: Decimal) -> dict[str, str]:
-    """`percent` of `free`, as canonical quantities (pods rounded down to whole pods)."""
-    offered: dict[str, str] = {}
-    for resource, amount in free.items():
-        value = amount * percent / 100
-        if resource == "pods" or resource in _BINARY:
-            value = Decimal(int(value))
-        else:
-            value = value.quantize(Decimal("0.001"), rounding="ROUND_DOWN")
-        style = QuantityFormat.BINARY_SI if resource in _BINARY else QuantityFormat.DECIMAL_SI
-        offered[resource] = format_quantity(value, style)
-    return offered
+    """`percent` of `free`, as canonical quantities (`_canonical`)."""
+    return {resource: _canonical(resource, amount * percent / 100)
+            for resource, amount in free.items()}
+
+
+def max_pod_resources(largest: Mapping[str, Decimal], offered: Mapping[str, str]
+                      ) -> dict[str, str]:
+    """What one pod can get: per offered resource, the most one node has free (`largest_free`),
+    never more than the offer. `pods` is left out (a pod is one pod)."""
+    result: dict[str, str] = {}
+    for resource, text in offered.items():
+        if resource == "pods":
+            continue
+        result[resource] = _canonical(
+            resource, min(largest.get(resource, Decimal(0)), parse_quantity(text)))
+    return result
 
 
 def differs_enough(published: Mapping[str, str], computed: Mapping[str, str],

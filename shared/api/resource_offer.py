@@ -40,6 +40,14 @@ class ResourceOfferSpec(ApiModel):
     """The provider's cluster id."""
     consumer_cluster_id: str
     resources: ResourceList = Field(default={})
+    """What the consumer may use in all: cpu, memory, pods, ephemeral-storage, and the extended
+    resources and huge pages the provider lends (only those it lists, only where nodes have
+    them)."""
+    max_pod_resources: ResourceList = Field(default={})
+    """What one pod can get: per resource of `resources` (but pods), the most one schedulable
+    node has free, never above `resources`. A pod asking more stays Pending on the provider
+    whatever the total; the virtual node tells it (annotation
+    `offloading.liqo.io/max-pod-resources`)."""
     labels: dict[str, str] = Field(default={})
     """Labels for the consumer's virtual node (region, provider, ...)."""
     storage_classes: list[ClassOffer] = Field(default=[])

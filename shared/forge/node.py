@@ -34,6 +34,13 @@ from shared.wellknown import (
 MANAGED_ANNOTATION = "offloading.liqo.io/managed-node-fields"
 """JSON {"labels": [...], "taints": [...]}: the label and taint keys the agent owns on the node."""
 
+MAX_POD_ANNOTATION = "offloading.liqo.io/max-pod-resources"
+"""JSON {"cpu": "2", "memory": "4Gi", ...}: what one pod can get on the remote cluster (the
+offer's maxPodResources: the most one remote node has free, per resource). The scheduler sees
+only the node's allocatable, the sum of every remote node: a pod within it but above this is
+bound here and stays Pending remotely, and this says so beforehand. An annotation, as Node
+status has no field for it and a Node condition would read as the node's health."""
+
 READY = "Ready"
 READY_REASON = "RemoteClusterReady"
 UNREACHABLE_REASON = "RemoteClusterUnreachable"
@@ -110,22 +117,35 @@ def _managed_record(labels: Mapping[str, str], taints: Sequence[Mapping[str, Any
     return json.dumps({"labels": sorted(labels), "taints": sorted({t["key"] for t in taints})})
 
 
+def max_pod_annotation(offer: ResourceOffer | None) -> dict[str, str | None]:
+    """The MAX_POD_ANNOTATION the offer makes: None (removed) while it tells nothing."""
+    resources = offer.spec.max_pod_resources if offer is not None else {}
+    return {MAX_POD_ANNOTATION: json.dumps(dict(sorted(resources.items()))) if resources
+            else None}
+
+
 def new_node(node_name: str, labels: Mapping[str, str], taints: Sequence[Mapping[str, Any]],
-             status: Mapping[str, Any]) -> dict[str, Any]:
+             status: Mapping[str, Any],
+             annotations: Mapping[str, str | None] | None = None) -> dict[str, Any]:
+    written = {key: value for key, value in (annotations or {}).items() if value is not None}
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": node_name, "labels": dict(labels),
-                     "annotations": {MANAGED_ANNOTATION: _managed_record(labels, taints)}},
+                     "annotations": {**written,
+                                     MANAGED_ANNOTATION: _managed_record(labels, taints)}},
         "spec": {"taints": [dict(t) for t in taints]},
         "status": dict(status),
     }
 
 
 def node_metadata_patch(node: Mapping[str, Any], labels: Mapping[str, str],
-                        taints: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """A merge patch bringing the node's labels and taints to the desired ones (None when they
-    already are). It carries the resourceVersion: taints are a list others edit too."""
+                        taints: Sequence[Mapping[str, Any]],
+                        annotations: Mapping[str, str | None] | None = None
+                        ) -> dict[str, Any] | None:
+    """A merge patch bringing the node's labels, taints and the agent's `annotations` (None:
+    absent) to the desired ones (None when they already are). It carries the resourceVersion:
+    taints are a list others edit too."""
     metadata = node.get("metadata") or {}
     current_labels: dict[str, str] = dict(metadata.get("labels") or {})
     current_taints: list[dict[str, Any]] = list((node.get("spec") or {}).get("taints") or [])
@@ -140,11 +160,16 @@ def node_metadata_patch(node: Mapping[str, Any], labels: Mapping[str, str],
     wanted_taints = [dict(t) for t in taints] + others
     record = _managed_record(labels, taints)
 
+    current_annotations = metadata.get("annotations") or {}
+    annotation_patch = {key: value for key, value in
+                        {**(annotations or {}), MANAGED_ANNOTATION: record}.items()
+                        if current_annotations.get(key) != value}
+
     patch: dict[str, Any] = {}
     if label_patch:
         patch.setdefault("metadata", {})["labels"] = label_patch
-    if (metadata.get("annotations") or {}).get(MANAGED_ANNOTATION) != record:
-        patch.setdefault("metadata", {})["annotations"] = {MANAGED_ANNOTATION: record}
+    if annotation_patch:
+        patch.setdefault("metadata", {})["annotations"] = annotation_patch
     if _taint_set(wanted_taints) != _taint_set(current_taints):
         patch["spec"] = {"taints": wanted_taints}
     if not patch:
@@ -208,6 +233,8 @@ class DesiredNode:
     labels: dict[str, str]
     taints: list[dict[str, Any]]
     status: dict[str, Any]
+    annotations: dict[str, str | None]
+    """The annotations the agent keeps (MAX_POD_ANNOTATION); None: to be absent."""
 
 
 def desired_node(node_name: str, remote_cluster_id: str, offer: ResourceOffer | None,
@@ -225,6 +252,7 @@ def desired_node(node_name: str, remote_cluster_id: str, offer: ResourceOffer | 
         name=node_name,
         labels=virtual_node_labels(node_name, remote_cluster_id, offer, virtual_node),
         taints=node_taints(extra_taints),
+        annotations=max_pod_annotation(offer),
         status=node_status(capacity, health, remote_cluster_id, node_ip, node_name,
                            kubelet_port, offer_platform(offer)))
 
