@@ -20,6 +20,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from annexctl import status as annexctl_status
+from annexctl.clusters import connect
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.quota import QUOTA
 from shared.wellknown import (
@@ -547,6 +549,11 @@ def test_withdrawing_a_namespace_keeps_its_remote_claims_until_their_deletion_is
     assert ready["reason"] == "RemoteClaimsRetained" and "data" in ready["message"]
     assert "data" in claims(remote, twin)
     assert remote.core.read_namespace(twin).metadata.deletion_timestamp is None
+    report = annexctl_status.status(connect("home", str(home.kubeconfig)), offers=False)
+    [extended] = [o for o in report.data["namespaceOffloadings"] if o["namespace"] == namespace]
+    assert extended["retainedRemoteClaims"] == {PROVIDER_ID: ["data"]}
+    [kept] = [t for t in report.tables if t.title.startswith("Remote claims kept")]
+    assert [namespace, PROVIDER_ID, "data"] in kept.rows
 
     # Asked for, the claims go with the twin, and the withdrawal completes.
     custom(home).patch_namespaced_custom_object(
