@@ -286,6 +286,8 @@ def peered_with_a_pod(home: ClusterHandle, remote: ClusterHandle, directory: Pat
         "clusterId": provider_id, "consumers": [{"clusterId": home_id}]}, release,
         unique_id("annex-provider"), source)
     values: dict[str, Any] = {"clusterId": home_id, "replicas": 1, "logFormat": "text",
+                              # its own: the clusters are shared with other tests' releases
+                              "storageClass": {"name": unique_id("liqo")},
                               "lease": {"renewIntervalSeconds": 1},
                               "healthCheck": {"intervalSeconds": 1, "timeoutSeconds": 1,
                                               "failureThreshold": 3}}
