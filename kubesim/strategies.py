@@ -143,7 +143,9 @@ class PodStrategy(Strategy):
     return_deleted_object = True
 
     def default(self, obj: Obj) -> None:
-        _default_pod_spec(obj.setdefault("spec", {}))
+        spec = obj.setdefault("spec", {})
+        _default_pod_spec(spec)
+        _default_requests_from_limits(spec)
 
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj.get("spec") or {})}
@@ -233,6 +235,20 @@ def _qos_class(spec: Obj) -> str:
         for res in ("cpu", "memory")
     )
     return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _default_requests_from_limits(spec: Obj) -> None:
+    """SetDefaults_Pod (pods only, not templates): a resource a container limits but does not
+    request is requested at its limit, so the scheduler counts `limits: {nvidia.com/gpu: 1}`."""
+    for key in ("containers", "initContainers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if not isinstance(resources, dict) or not isinstance(resources.get("limits"), dict):
+                continue
+            requests = resources.setdefault("requests", {})
+            if isinstance(requests, dict):
+                for name, value in resources["limits"].items():
+                    requests.setdefault(name, value)
 
 
 def _default_pod_spec(spec: Obj) -> None:

@@ -8,7 +8,10 @@ spec never carries it (it is dropped with the home RuntimeClass).
 Limits (`limits_for`): the Quota's `resources`, and for every resource it does not list, what
 the provider offers the consumer (its ResourceOffer); a consumer without a Quota is limited by
 its offer alone. A pod requesting a resource that neither names is refused: nothing of it is
-offered (the virtual node has none of it either).
+offered (the virtual node has none of it either). Extended resources (`nvidia.com/gpu`) and huge
+pages count as cpu does: against the Quota's limit for them, else the offer's, which names them
+only when the provider lends them; in Hard mode their requests must equal their limits, as the
+API server requires of extended resources anyway.
 
 Enforcement modes (Quota.spec.limitsEnforcement, Liqo's meaning):
 - None: requests need not be set; what the pod does request (a container without requests
@@ -61,8 +64,13 @@ def _amount(value: QuantityLike) -> Decimal:
 
 
 def _requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
+    """The container's requests as the API server stores them: a resource it only limits is
+    requested at its limit (SetDefaults_Pod), as extended resources usually are
+    (`limits: {nvidia.com/gpu: 1}`); else a ShadowPod naming only limits would run pods whose
+    requests no quota counted."""
     resources = container.get("resources") or {}
-    return {name: _amount(value) for name, value in (resources.get("requests") or {}).items()}
+    merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return {name: _amount(value) for name, value in merged.items()}
 
 
 def _add(total: dict[str, Decimal], extra: Mapping[str, Decimal]) -> dict[str, Decimal]:

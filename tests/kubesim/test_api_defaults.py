@@ -131,3 +131,23 @@ def test_node_ports_are_allocated_kept_refused_and_released(home, namespace) -> 
     assert call(home, "DELETE", services(namespace, "b"))[0] == 200
     status, e = call(home, "POST", services(namespace), node_port_service("e", taken[0]))
     assert (status, e["spec"]["ports"][0].get("nodePort")) == (201, taken[0]), e
+
+
+def test_a_pod_requests_what_it_only_limits_and_a_template_does_not(home, namespace) -> None:
+    """SetDefaults_Pod: the scheduler and quotas count `limits: {nvidia.com/gpu: 1}` as a
+    request; a Deployment's template is left as written."""
+    resources = {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "nvidia.com/gpu": "1"}}
+    status, pod = call(home, "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", {
+        "metadata": {"name": "limited"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}})
+    assert status == 201, pod
+    assert pod["spec"]["containers"][0]["resources"]["requests"] == {
+        "cpu": "100m", "nvidia.com/gpu": "1"}
+    template = {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [
+        {"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    status, deployment = call(home, "POST", f"/apis/apps/v1/namespaces/{namespace}/deployments"
+                              "?dryRun=All", {"metadata": {"name": "d"}, "spec": {
+                                  "selector": {"matchLabels": {"app": "d"}},
+                                  "template": template}})
+    assert status == 201, deployment
+    assert "requests" not in deployment["spec"]["template"]["spec"]["containers"][0]["resources"]

@@ -99,6 +99,26 @@ def test_requests_count_against_allocatable_minus_bound_pods() -> None:
     assert verdict.reasons == ("Insufficient cpu", "Insufficient memory")
 
 
+def test_extended_resources_fit_like_cpu_and_a_node_without_them_has_none() -> None:
+    """NodeResourcesFit's scalar resources: a GPU pod fits only a node with a GPU left, and
+    one requesting more GPUs than any node has is not helped by preemption."""
+    gpu_node = node("gpu")
+    gpu_node["status"]["allocatable"] = {**gpu_node["status"]["allocatable"],
+                                         "nvidia.com/gpu": "1", "hugepages-2Mi": "64Mi"}
+    wants_gpu = pod({"cpu": "100m", "nvidia.com/gpu": "1"})
+    assert filter_node(wants_gpu, gpu_node, NodeInfo()) is None
+    verdict = filter_node(wants_gpu, node("plain"), NodeInfo())
+    assert verdict is not None and verdict.reasons == ("Insufficient nvidia.com/gpu",)
+    taken = filter_node(wants_gpu, gpu_node, NodeInfo.of([wants_gpu]))
+    assert taken is not None and taken.resolvable_by_preemption
+    chosen, message, _ = choose_node(pod({"nvidia.com/gpu": "2", "hugepages-2Mi": "128Mi"}),
+                                     [gpu_node, node("plain")], {})
+    assert chosen is None
+    assert message == ("0/2 nodes are available: 2 Insufficient hugepages-2Mi, 2 Insufficient "
+                       "nvidia.com/gpu. preemption: 0/2 nodes are available: 2 Preemption is "
+                       "not helpful for scheduling.")
+
+
 def test_init_containers_count_by_their_maximum() -> None:
     init = {"name": "i", "image": "i", "resources": {"requests": {"cpu": "2"}}}
     verdict = filter_node(pod({"cpu": "100m"}, initContainers=[init]), node("n", cpu="1"),
