@@ -112,7 +112,9 @@ def unoffload(home: Cluster, namespace: str) -> Report:
         raise CliError(f"{home.where}: namespace {namespace} is not offloaded "
                        f"(no NamespaceOffloading {NAMESPACE_OFFLOADING_NAME!r})")
     notes = [f"Namespace {namespace} unoffloaded: its twin namespaces are deleted and its "
-             "offloaded pods are rescheduled locally by their controllers."]
+             "offloaded pods are rescheduled locally by their controllers. A twin that holds "
+             "claims is kept, with their data, until they are deleted or spec.deleteRemoteClaims "
+             "is set on the NamespaceOffloading (annexctl status lists them)."]
     return Report({"namespace": namespace, "action": "deleted"}, [], notes)
 
 
