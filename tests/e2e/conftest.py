@@ -44,7 +44,8 @@ def e2e_enforcer(remote: ClusterHandle, directory: Path) -> Iterator[Enforcer]:
     afterwards."""
     process = Enforcer(remote.kubeconfig, directory,
                        ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
-                        "--provider", "annex-e2e", "--node-failure-grace-seconds", "1"])
+                        "--provider", "annex-e2e", "--node-failure-grace-seconds", "1",
+                        "--offer-extended-resources", "nvidia.com/gpu"])
     process.start()
     configuration = webhook_configuration(process, E2E_WEBHOOK_NAME, E2E_WEBHOOK_DOMAIN)
     registrations = client.AdmissionregistrationV1Api(remote.api_client)

@@ -1,7 +1,7 @@
 """End to end: a namespace offloaded with strategy Remote, a Deployment's pods scheduled onto the
 virtual node by the home scheduler, run by the remote enforcer, their status back at home; image
 updates and scale down through the Deployment, back-off, quota, the offer, the remote refusing the
-agent, and unoffloading.
+agent, unoffloading, a lent GPU, and a pod no remote node can hold.
 
 The Deployment's pod template carries the toleration and node affinity the Remote strategy adds,
 so that these tests also pass on real clusters where the home API server cannot reach the agent's
@@ -324,3 +324,125 @@ def test_plain_pods_of_a_remote_namespace_are_steered_by_the_webhook(
                  message="Running and Ready at home")
     finally:
         registrations.delete_mutating_webhook_configuration(name)
+
+
+# --- extended resources, and a pod no remote node can hold -----------------------------------
+
+GPU = "nvidia.com/gpu"
+
+
+def _gpu_pod(home: ClusterHandle, namespace: str, name: str, gpus: str,
+             **spec: Any) -> None:
+    """A pod asking for GPUs as users write it: limits only (requests default to them)."""
+    home.core.create_namespaced_pod(namespace, {
+        "metadata": {"name": name},
+        "spec": {"containers": [{"name": "train", "image": "busybox",
+                                 "command": ["sleep", "3600"],
+                                 "resources": {"limits": {GPU: gpus}}}],
+                 **REMOTE_STRATEGY, **spec}})
+
+
+def _max_pod_resources(home: ClusterHandle, node: str) -> dict[str, str]:
+    """The virtual node's MAX_POD_ANNOTATION."""
+    import json
+
+    from shared.forge.node import MAX_POD_ANNOTATION
+
+    annotations = home.core.read_node(node).metadata.annotations or {}
+    return json.loads(annotations.get(MAX_POD_ANNOTATION) or "{}")  # type: ignore[no-any-return]
+
+
+def test_a_lent_gpu_is_offered_runs_a_pod_remotely_and_a_pod_no_node_holds_says_why(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str,
+        peered: RunningAgent) -> None:
+    """The enforcer lends nvidia.com/gpu (not example.com/dongle); one remote node gets 4 GPUs
+    and 4 dongles as a device plugin would advertise them. The offer (half of what is free) and
+    the virtual node carry 2 GPUs and no dongle; a pod limited to 1 GPU runs on the GPU node;
+    a second one is over the Quota's 1 GPU and refused, the refusal naming the GPU. Then a pod
+    no remote node can hold (one agent and enforcer for both: each peering costs a process)."""
+    from shared.api.resource_offer import RESOURCE_OFFER
+    from shared.quantity import parse_quantity
+    from shared.wellknown import RESOURCE_OFFER_NAME
+    from tests.e2e.devices import advertised, schedulable_node
+
+    custom(remote).create_namespaced_custom_object(
+        "offloading.liqo.io", "v1beta1", peered.tenant_namespace, "quotas", {
+            "apiVersion": "offloading.liqo.io/v1beta1", "kind": "Quota",
+            "metadata": {"name": "gpus"},
+            "spec": {"consumerClusterId": peered.home_id,
+                     "resources": {GPU: "1", "cpu": "1000"}}})
+    gpu_node = schedulable_node(remote)
+    with advertised(remote, gpu_node, {GPU: "4", "example.com/dongle": "4"}):
+        def offered() -> dict[str, str] | None:
+            spec = custom(remote).get_namespaced_custom_object(
+                RESOURCE_OFFER.group, RESOURCE_OFFER.version, peered.tenant_namespace,
+                RESOURCE_OFFER.plural, RESOURCE_OFFER_NAME)["spec"]
+            return spec if spec["resources"].get(GPU) == "2" else None
+
+        spec = wait_for(offered, timeout=60, message="2 GPUs in the offer")
+        assert "example.com/dongle" not in spec["resources"]  # not lent
+        assert spec["maxPodResources"][GPU] == "2"
+
+        def node_gpus() -> Any:
+            node = home.core.read_node(peered.node_name)
+            return node if (node.status.allocatable or {}).get(GPU) == "2" else None
+
+        node = wait_for(node_gpus, timeout=60, message="2 GPUs on the virtual node")
+        assert node.status.capacity[GPU] == "2"
+        assert "example.com/dongle" not in node.status.capacity
+        assert wait_for(lambda: _max_pod_resources(home, peered.node_name).get(GPU) == "2",
+                        timeout=60, message="what one pod can get on the virtual node")
+
+        twin = offloaded(home, namespace)
+        _gpu_pod(home, namespace, "one-gpu", "1")
+        wait_for(lambda: home_ready(home, namespace, "one-gpu"), timeout=60,
+                 message="the 1-GPU pod Running at home")
+        remote_pod = remote_pods(remote, twin)["one-gpu"]
+        assert remote_pod.spec.node_name == gpu_node
+        assert remote_pod.spec.containers[0].resources.requests[GPU] == "1"
+
+        _gpu_pod(home, namespace, "second-gpu", "1")
+
+        def refused() -> dict[str, Any] | None:
+            status = read_pod(home, namespace, "second-gpu").get("status") or {}
+            return next((c for c in status.get("conditions") or []
+                         if c.get("type") == "RemoteCreationFailed"
+                         and "quota exceeded for nvidia.com/gpu" in c.get("message", "")), None)
+
+        condition = wait_for(refused, timeout=60, message="the second GPU pod refused")
+        assert "requested 1, used 1 of 1" in condition["message"]
+        for name in ("one-gpu", "second-gpu"):
+            home.core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        wait_for(lambda: "one-gpu" not in remote_pods(remote, twin), timeout=60,
+                 message="the GPU pod gone remotely before its GPUs are")
+
+        # A pod bigger than any remote node. The test clusters have one worker each, whose
+        # offer (half of it) the home scheduler respects; with several nodes, a pod within
+        # their sum but above the largest is bound here by the scheduler. Bound by name, it
+        # takes that place: the Quota lets it in, no remote node can run it.
+        largest = parse_quantity(_max_pod_resources(home, peered.node_name)["cpu"])
+        assert largest < 500  # the virtual node says beforehand that it cannot run here
+        home.core.create_namespaced_pod(namespace, {
+            "metadata": {"name": "too-big"},
+            "spec": {"nodeName": peered.node_name, "tolerations": REMOTE_STRATEGY["tolerations"],
+                     "containers": [{"name": "app", "image": "busybox",
+                                     "resources": {"requests": {"cpu": "500"}}}]}})
+
+        def unschedulable() -> dict[str, Any] | None:
+            status = read_pod(home, namespace, "too-big").get("status") or {}
+            return next((c for c in status.get("conditions") or []
+                         if c.get("type") == "PodScheduled" and c.get("status") == "False"),
+                        None)
+
+        # The remote scheduler's verdict is the home pod's condition, its Event the home pod's
+        # (event reflection): the pod stays Pending, saying why.
+        condition = wait_for(unschedulable, timeout=60, message="PodScheduled False at home")
+        assert condition["reason"] == "Unschedulable"
+        assert "Insufficient cpu" in condition["message"]
+        assert read_pod(home, namespace, "too-big")["status"]["phase"] == "Pending"
+        events = wait_for(lambda: [e for e in home.core.list_namespaced_event(namespace).items
+                                   if e.involved_object.name == "too-big"
+                                   and e.reason == "FailedScheduling"], timeout=60,
+                          message="the remote FailedScheduling Event on the home pod")
+        assert events[0].type == "Warning" and "Insufficient cpu" in events[0].message
+        home.core.delete_namespaced_pod("too-big", namespace, grace_period_seconds=0)
