@@ -11,6 +11,13 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
+POLLING_SHARE = 0.25
+"""At most this share of a wait is spent polling: a costly predicate (a listing of hundreds of
+objects) is asked less often, as the in-process kubesim that answers it also serves the
+components being waited on; a cheap one is asked every `interval`."""
+
+SLOWEST_POLL_INTERVAL = 0.5  # seconds: how late an expensive predicate may see its condition
+
 
 class WaitTimeout(AssertionError):
     pass
@@ -21,19 +28,26 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, message: str = "
     """Poll `predicate` until it returns something truthy (returned) or `timeout` passes.
 
     Exceptions from the predicate count as "not yet"; the last one is chained to the timeout.
+    Between polls it waits `interval`, or longer for a predicate that takes long itself (see
+    POLLING_SHARE), never past the deadline.
     """
     deadline = time.monotonic() + timeout
     last_error: BaseException | None = None
     while True:
+        started = time.monotonic()
         try:
             result = predicate()
             if result:
                 return result
         except Exception as error:  # noqa: BLE001 - "not yet" until the deadline
             last_error = error
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
             raise WaitTimeout(message or f"condition not met within {timeout}s") from last_error
-        time.sleep(interval)
+        cost = now - started
+        pause = max(interval, min(cost * (1 - POLLING_SHARE) / POLLING_SHARE,
+                                  SLOWEST_POLL_INTERVAL))
+        time.sleep(min(pause, deadline - now))
 
 
 def free_ports(count: int) -> list[int]:
