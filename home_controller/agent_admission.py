@@ -37,7 +37,12 @@ from annex.kubeapi import ClusterApi, core_path
 from annex.webhooks import admission_application, admission_request
 from shared.admission import review_response
 from shared.api.virtual_node import VirtualNode
-from shared.forge.agent import AgentTemplate, agent_name, election_lease_name
+from shared.forge.agent import (
+    AgentTemplate,
+    agent_name,
+    agent_name_refusal,
+    election_lease_name,
+)
 from shared.wellknown import OFFLOADING_GROUP, VIRTUAL_NODE_TAINT_EFFECT, VIRTUAL_NODE_TAINT_KEY
 
 log = logging.getLogger(__name__)
@@ -71,6 +76,8 @@ def agent_of(account: str, template: AgentTemplate,
             virtual_node = VirtualNode.model_validate(obj)
         except ValidationError:
             continue  # refused by the VirtualNode controller: it makes no agent
+        if agent_name_refusal(template, virtual_node.spec.cluster_id) is not None:
+            continue  # refused too: its name may be the release's or another agent's
         if agent_name(template, virtual_node.spec.cluster_id) == account:
             return Agent(account, str(virtual_node.metadata.name), virtual_node.spec.cluster_id,
                          virtual_node.spec.effective_node_name())

@@ -92,8 +92,43 @@ def agent_name(template: AgentTemplate, cluster_id: str) -> str:
     return _truncated(f"{template.name_prefix}-{cluster_id}")
 
 
+KUBECONFIG_SUFFIX = "-kubeconfig"
+"""What an agent's name takes for its kubeconfig Role and RoleBinding (and the chart's Secret):
+the one name derived from an agent's."""
+RELEASE_NAME_SUFFIXES = frozenset({
+    "agent-template", "agents", "controller", "controller-metrics", "controller-metrics-auth",
+    "controller-webhook", "controller-webhook-tls", "dashboard", "leader-election", "metrics",
+    "node-lease", "token-grants", "token-requests", "uninstall", "webhook", "webhook-tls"})
+"""What the home chart and controller append to the release's full name for the release's own
+objects (the controller's and the uninstall hook's accounts, the webhooks' Services and
+Secrets, ...): `<full name>-<suffix>` is never an agent's name."""
+
+
+def agent_name_refusal(template: AgentTemplate, cluster_id: str) -> str | None:
+    """Why `cluster_id` may not name an agent, None when it may. A cluster id comes from the
+    provider (discovery, peering): its agent, `<full name>-<cluster id>`, and the names derived
+    from it must never be the release's own objects' (an agent running as the controller's
+    account) nor another agent's. The rule, the chart's `home-agent.clusterIdRefusal` too: a
+    cluster id is none of RELEASE_NAME_SUFFIXES, does not end with KUBECONFIG_SUFFIX, and
+    its agent's name is shorter than 63 characters (never truncated, so no two cluster ids
+    share it, nor a truncated derived name)."""
+    name = f"{template.name_prefix}-{cluster_id}"
+    if cluster_id in RELEASE_NAME_SUFFIXES:
+        return (f"cluster id {cluster_id!r} would name its agent {name}, a name of the "
+                "release's own objects")
+    if cluster_id.endswith(KUBECONFIG_SUFFIX):
+        return (f"cluster id {cluster_id!r} ends with {KUBECONFIG_SUFFIX!r}: its agent {name} "
+                "would bear the name of the kubeconfig Role and Secret of the agent of cluster "
+                f"{cluster_id.removesuffix(KUBECONFIG_SUFFIX)!r}")
+    if len(name) >= MAX_NAME:
+        return (f"cluster id {cluster_id!r} would name its agent {name}, {len(name)} "
+                f"characters: at most {MAX_NAME - 1}, so that no name of it is truncated into "
+                "another agent's")
+    return None
+
+
 def kubeconfig_role_name(template: AgentTemplate, cluster_id: str) -> str:
-    return f"{agent_name(template, cluster_id)}-kubeconfig"
+    return f"{agent_name(template, cluster_id)}{KUBECONFIG_SUFFIX}"
 
 
 def owner_reference(virtual_node: VirtualNode) -> dict[str, Any]:
@@ -205,6 +240,8 @@ def agent_objects(virtual_node: VirtualNode, template: AgentTemplate) -> list[di
     """The agent's objects, in the order they are made (RBAC before the pods that use it);
     `InvalidVirtualNode` when the VirtualNode cannot make one."""
     cluster_id = virtual_node.spec.cluster_id
+    if (refusal := agent_name_refusal(template, cluster_id)) is not None:
+        raise InvalidVirtualNode(refusal)
     secret = kubeconfig_secret(virtual_node)
     name = agent_name(template, cluster_id)
     role = kubeconfig_role_name(template, cluster_id)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from annex_demo.charts import of_kind
+from annex_demo.charts import hooks, of_kind
 from home_agent.config import TOKEN_REFLECTION, parse_config
 from home_agent.rbac import (
     LEADER_ELECTION_RULES,
@@ -20,7 +20,8 @@ from home_agent.rbac import (
     kubeconfig_secret_rules,
 )
 from home_agent.webhook import MUTATE_POD_PATH
-from shared.wellknown import SCHEDULING_ENABLED_LABEL
+from shared.forge.agent import RELEASE_NAME_SUFFIXES, AgentTemplate, agent_name_refusal
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, SCHEDULING_ENABLED_LABEL
 from tests.charts.helm import NAMESPACE, ROOT, ChartCase, only, render, schema_error
 
 CHART = ROOT / "charts" / "home-agent"
@@ -336,3 +337,43 @@ def test_the_agent_may_not_read_crds() -> None:
     The e2e tests run the agent with exactly this ClusterRole."""
     role = only(render(CHART, MINIMAL), "ClusterRole", "annex-home-agent")
     assert not [rule for rule in role["rules"] if "apiextensions.k8s.io" in rule["apiGroups"]]
+
+
+EVERY_OBJECT = {
+    **MINIMAL, "enableApiserverSupport": True,
+    "metrics": {"secure": True, "serviceMonitor": {"enabled": True},
+                "podMonitor": {"enabled": True}, "dashboard": {"enabled": True}},
+    "remotes": [REMOTE]}
+"""Values that render every object of the release's own (with the controller, the default)."""
+
+
+def test_every_name_of_the_release_own_objects_is_one_no_cluster_id_may_take() -> None:
+    """An agent is `<full name>-<cluster id>`: the rule refuses each cluster id that would make
+    it one of the release's own objects (the controller's account, the hook's, ...)."""
+    fullname = "annex-home-agent"
+    manifests = [*render(CHART, EVERY_OBJECT), *hooks(CHART, "pre-delete", EVERY_OBJECT,
+                                                       namespace=NAMESPACE)]
+    template = AgentTemplate.model_validate(json.loads(only(manifests, "ConfigMap", (
+        f"{fullname}-agent-template"))["data"]["agent.json"]))
+    assert template.name_prefix == fullname
+    suffixes = {m["metadata"]["name"].removeprefix(f"{fullname}-") for m in manifests
+                if m["metadata"]["name"].startswith(f"{fullname}-")
+                and REMOTE_CLUSTER_ID_LABEL not in (m["metadata"].get("labels") or {})}
+    assert suffixes == RELEASE_NAME_SUFFIXES
+    assert all(agent_name_refusal(template, suffix) for suffix in suffixes)
+
+
+def test_a_remote_whose_cluster_id_would_name_a_release_object_or_another_agent_is_refused(
+        ) -> None:
+    """Each refused at once, as the home controller refuses such a VirtualNode."""
+    refused = [*sorted(RELEASE_NAME_SUFFIXES), "provider-1-kubeconfig", "p" * 46]
+    with pytest.raises(Exception) as raised:
+        render(CHART, {**MINIMAL, "remotes": [{**REMOTE, "clusterId": cluster_id}
+                                              for cluster_id in [*refused, "provider-2"]]})
+    message = str(raised.value)
+    assert all(f"remotes[].clusterId {cluster_id} " in message for cluster_id in refused)
+    assert "annex-home-agent-controller, a name of the release's own objects" in message
+    assert "of the agent of cluster provider-1" in message and "at most 62" in message
+    assert "provider-2" not in message
+    assert of_kind(render(CHART, {**MINIMAL, "remotes": [{**REMOTE, "clusterId": "p" * 45}]}),
+                   "VirtualNode")

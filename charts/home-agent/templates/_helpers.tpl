@@ -53,6 +53,23 @@ kind: Group
 name: {{ printf "system:serviceaccounts:%s" .Release.Namespace | quote }}
 {{- end -}}
 
+{{/* Why a remote's cluster id may not name an agent, "" when it may (call with dict "root" $
+"remote" .): the rule of shared/forge/agent.py agent_name_refusal, which a chart test holds this
+to. The agent's names must never be the release's own objects' (an agent running as the
+controller's account) nor another agent's. */}}
+{{- define "home-agent.clusterIdRefusal" -}}
+{{- $id := .remote.clusterId -}}
+{{- $name := printf "%s-%s" (include "home-agent.fullname" .root) $id -}}
+{{- $reserved := list "agent-template" "agents" "controller" "controller-metrics" "controller-metrics-auth" "controller-webhook" "controller-webhook-tls" "dashboard" "leader-election" "metrics" "node-lease" "token-grants" "token-requests" "uninstall" "webhook" "webhook-tls" -}}
+{{- if has $id $reserved -}}
+remotes[].clusterId {{ $id }} would name its agent {{ $name }}, a name of the release's own objects
+{{- else if hasSuffix "-kubeconfig" $id -}}
+remotes[].clusterId {{ $id }} ends with -kubeconfig: its agent {{ $name }} would bear the name of the kubeconfig Role and Secret of the agent of cluster {{ trimSuffix "-kubeconfig" $id }}
+{{- else if ge (len $name) 63 -}}
+remotes[].clusterId {{ $id }} would name its agent {{ $name }}, {{ len $name }} characters: at most 62, so that no name of it is truncated into another agent's
+{{- end -}}
+{{- end -}}
+
 {{- define "home-agent.kubeconfigSecret" -}}
 {{- if .remote.kubeconfigSecret -}}
 {{- .remote.kubeconfigSecret -}}

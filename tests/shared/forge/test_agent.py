@@ -12,10 +12,14 @@ import pytest
 
 from shared.api.virtual_node import AgentStatus, VirtualNode, VirtualNodePhase
 from shared.forge.agent import (
+    KUBECONFIG_SUFFIX,
+    MAX_NAME,
+    RELEASE_NAME_SUFFIXES,
     SPEC_HASH_ANNOTATION,
     AgentTemplate,
     InvalidVirtualNode,
     agent_name,
+    agent_name_refusal,
     agent_objects,
     agent_phase,
     deployment_readiness,
@@ -111,6 +115,58 @@ def test_a_virtual_node_without_credentials_or_with_half_a_cidr_makes_no_agent()
     remapped = {**manifest["spec"], "remappedHomePodCidr": "10.9.0.0/16"}
     with pytest.raises(InvalidVirtualNode, match="homePodCidr"):
         agent_objects(virtual_node({**manifest, "spec": remapped}), template)
+
+
+RELEASE_TEMPLATE = AgentTemplate(name_prefix="annex-home-agent", namespace="annex-system",
+                                 image="annex:test", webhook_cert_secret="annex-home-agent-tls")
+
+
+def names_of_agent(cluster_id: str) -> set[str]:
+    """Every name the agent of `cluster_id` gets: its own, its kubeconfig Role's, and the
+    chart's kubeconfig Secret's (truncated as Helm's `trunc 63 | trimSuffix "-"`)."""
+    name = agent_name(RELEASE_TEMPLATE, cluster_id)
+    return {name, f"{name}{KUBECONFIG_SUFFIX}",
+            f"{name}{KUBECONFIG_SUFFIX}"[:MAX_NAME].removesuffix("-")}
+
+
+def test_a_cluster_id_never_names_an_agent_after_the_release_or_another_agent() -> None:
+    """The provider picks its cluster id: the ones the rule lets through make agents whose
+    names are neither the release's own objects' nor another agent's, truncation included."""
+    room = MAX_NAME - len(RELEASE_TEMPLATE.name_prefix) - 2  # the longest cluster id allowed
+    long_id = "p" * room
+    short = long_id[:room - 3]  # its kubeconfig Secret's name, truncated, ends with "-kub"
+    candidates = {*RELEASE_NAME_SUFFIXES, "x", "provider-1", "agent", "controller-x",
+                  *(f"{word}{KUBECONFIG_SUFFIX}" for word in [*RELEASE_NAME_SUFFIXES, "x"]),
+                  long_id, f"{long_id}p", f"{long_id}q", f"{long_id}{KUBECONFIG_SUFFIX}",
+                  short, f"{short}-k", f"{short}-kub"}
+    release = {RELEASE_TEMPLATE.name_prefix,
+               *(f"{RELEASE_TEMPLATE.name_prefix}-{word}" for word in RELEASE_NAME_SUFFIXES)}
+    allowed = sorted(c for c in candidates if agent_name_refusal(RELEASE_TEMPLATE, c) is None)
+    assert {"x", "provider-1", "agent", "controller-x", long_id, short, f"{short}-k"} <= set(
+        allowed)
+    for index, cluster_id in enumerate(allowed):
+        assert not names_of_agent(cluster_id) & release, cluster_id
+        for other in allowed[index + 1:]:
+            assert not names_of_agent(cluster_id) & names_of_agent(other), (cluster_id, other)
+    refused = {c: agent_name_refusal(RELEASE_TEMPLATE, c) for c in candidates}
+    assert "a name of the release's own objects" in str(refused["controller"])
+    assert "'x'" in str(refused[f"x{KUBECONFIG_SUFFIX}"])
+    assert "at most 62" in str(refused[f"{long_id}p"])
+    # Without the rule these collide: the controller's own name, x's kubeconfig Role, one name
+    # for two long cluster ids, and a 63-character agent name that is another's truncated Secret.
+    assert agent_name(RELEASE_TEMPLATE, "controller") in release
+    assert agent_name(RELEASE_TEMPLATE, f"x{KUBECONFIG_SUFFIX}") in names_of_agent("x")
+    assert agent_name(RELEASE_TEMPLATE, f"{long_id}pq") == agent_name(RELEASE_TEMPLATE,
+                                                                      f"{long_id}pr")
+    assert agent_name(RELEASE_TEMPLATE, f"{short}-kub") in names_of_agent(short)
+
+
+def test_a_virtual_node_whose_cluster_id_names_a_release_object_makes_no_agent() -> None:
+    template = template_of(FULL)
+    manifest = only(render(CHART, FULL), "VirtualNode", "provider-1")
+    spec = {**manifest["spec"], "clusterId": "controller"}
+    with pytest.raises(InvalidVirtualNode, match="annex-home-agent-controller, a name of the "):
+        agent_objects(virtual_node({**manifest, "spec": spec}), template)
 
 
 def test_an_object_is_written_again_only_when_what_was_forged_changed() -> None:
