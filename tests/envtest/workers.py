@@ -4,9 +4,10 @@ run against a real API server through `RemoteApi` instead of in kubesim's proces
 
 They register their Nodes (Ready, a heartbeat Lease in kube-node-lease), run the pods the
 scheduler binds to them (Running with pod IPs and container statuses, grace periods honoured,
-Completed pods finished, as kubesim's kubelet does), and serve the kubelet API (containerLogs,
-exec, attach, portForward) on loopback, each node at its own port, which its Node advertises
-as daemonEndpoints: kube-apiserver dials it there with its kubelet client certificate."""
+`sleep` as PID 1 ignoring SIGTERM, Completed pods finished, as kubesim's kubelet does), and
+serve the kubelet API (containerLogs, exec, attach, portForward) on loopback, each node at its
+own port, which its Node advertises as daemonEndpoints: kube-apiserver dials it there with its
+kubelet client certificate."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+from kubesim import shell
 from kubesim.controllers.kubelet import KUBELET_PORT, Kubelet, KubeletConfig, PodRuntime
 from kubesim.kubeletapi import KubeletApi
 from tests.envtest.controlplane import ADDRESS, ControlPlane
@@ -47,6 +49,15 @@ class StandInKubelet(Kubelet):
                                       {"type": "Hostname", "address": node}]
         obj["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.ports[node]}}
         return obj
+
+    def _start(self, pod: dict[str, Any], ip: str | None) -> PodRuntime:
+        runtime = super()._start(pod, ip)
+        # A container's PID 1 has no default signal actions: `sleep`, which sets no handler,
+        # ignores SIGTERM, so its pod goes only when the grace period ends, as on a real node.
+        runtime.ignores_sigterm = any(
+            shell.command_of(container)[:1] == ["sleep"]
+            for container in (pod.get("spec") or {}).get("containers") or [])
+        return runtime
 
     def _pod_status(self, pod: dict[str, Any], runtime: PodRuntime) -> dict[str, Any]:
         status = super()._pod_status(pod, runtime)
