@@ -37,7 +37,8 @@ MINIMAL = {"clusterId": "provider-1"}
 FULL = {
     "clusterId": "provider-1",
     "region": "eu-west", "provider": "acme", "storageClasses": ["fast", "slow"],
-    "offer": {"mode": "fixed", "resources": {"cpu": "8", "memory": "16Gi", "pods": "110"}},
+    "offer": {"mode": "fixed", "resources": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+              "extendedResources": ["nvidia.com/gpu", "hugepages-*"]},
     "defaultQuota": {"limitsEnforcement": "Soft", "resources": {"cpu": "2", "memory": "4Gi"}},
     "consumers": [
         {"clusterId": "home-1"},
@@ -64,6 +65,7 @@ CASE = ChartCase(
     ({**MINIMAL, "offer": {"mode": "fixed"}}, "/offer/resources"),
     ({**MINIMAL, "offer": {"mode": "share", "percent": 150}}, "/offer/percent"),
     ({**MINIMAL, "offer": {"mode": "fixed", "resources": {"cpu": "lots"}}}, "/offer/resources/cpu"),
+    ({**MINIMAL, "offer": {"extendedResources": ["gpu"]}}, "/offer/extendedResources/0"),
     ({**MINIMAL, "consumers": [{"namespace": "x"}]}, "/consumers/0"),
     ({**MINIMAL, "consumers": [{"clusterId": "a", "quotas": {}}]}, "/consumers/0"),
     ({**MINIMAL, "defaultQuota": {"limitsEnforcement": "Strict"}},
@@ -87,6 +89,7 @@ def test_the_deployment_runs_the_enforcer_with_flags_it_accepts() -> None:
     assert settings.kubeconfig is None  # in-cluster
     assert settings.offer_mode == "fixed"
     assert dict(settings.offer_resources) == {"cpu": "8", "memory": "16Gi", "pods": "110"}
+    assert settings.offer_extended_resources == ("nvidia.com/gpu", "hugepages-*")
     assert (settings.region, settings.provider) == ("eu-west", "acme")
     assert settings.storage_classes == ("fast", "slow")
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
