@@ -2,7 +2,8 @@
 agent template the home chart's): a VirtualNode gets its agent's Deployment,
 PodDisruptionBudget, Role and RoleBinding, exactly as forged and owned by it; an unchanged object
 is not written again, a changed VirtualNode rolls the Deployment; a name taken by an object the
-VirtualNode does not own is left alone and said in an Event; a deleted VirtualNode waits for
+VirtualNode does not own is left alone and said in an Event, and a cluster id that would name the
+agent after the release's own objects makes nothing; a deleted VirtualNode waits for
 its finalizer, which the controller removes once the agent is gone, and the garbage collector
 takes the rest."""
 
@@ -152,8 +153,19 @@ def test_a_name_taken_by_someone_else_is_left_alone_and_said(
                                                        "verbs": ["get"]}]})
     start_controller("--namespace", namespace, "--agent-template", str(path))
     apply_virtual_node(home, namespace, cluster_id)
+    # A cluster id comes from the provider: one that would name its agent after the release's
+    # own objects (here the controller's account and Deployment) makes nothing.
+    apply_virtual_node(home, namespace, "controller")
     wait_for(lambda: (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {}).get(
         "status", {}).get("phase") == "Refused", timeout=30, message="phase Refused")
+    wait_for(lambda: (read(home, VIRTUAL_NODE.kind, namespace, "controller") or {}).get(
+        "status", {}).get("phase") == "Refused", timeout=30, message="phase Refused")
+    release_name = agent_name(template, "controller")
+    assert any(reason == "InvalidVirtualNode" and f"{release_name}, a name of the release's own"
+               in message for reason, message in events_on(home, namespace, "controller"))
+    for kind in KINDS:
+        assert read(home, kind, namespace, release_name) is None, kind
+    assert read(home, "Role", namespace, f"{release_name}-kubeconfig") is None
     wait_for(lambda: any(reason == "AgentObjectNameTaken" and role_name in message
                          for reason, message in events_on(home, namespace, cluster_id)),
              timeout=30, message="an Event says which name is taken")
@@ -164,9 +176,11 @@ def test_a_name_taken_by_someone_else_is_left_alone_and_said(
              timeout=30, message="the Deployment made")
     resource = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
                                           kind=VIRTUAL_NODE.kind)
-    resource.delete(name=cluster_id, namespace=namespace)
-    wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
-             message="the VirtualNode gone")
+    for name in (cluster_id, "controller"):
+        resource.delete(name=name, namespace=namespace)
+    wait_for(lambda: all(read(home, VIRTUAL_NODE.kind, namespace, name) is None
+                         for name in (cluster_id, "controller")), timeout=60,
+             message="the VirtualNodes gone")
     assert rbac.read_namespaced_role(role_name, namespace).rules[0].resources == ["pods"]
 
 
