@@ -41,8 +41,11 @@ def previous_version(directory: Path) -> Path:
         return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True,
                               check=True).stdout
 
+    if git("rev-parse", "--is-shallow-repository").strip() == b"true":
+        # A shallow clone holds no earlier version to upgrade from (`git fetch --unshallow`).
+        pytest.skip("the clone is shallow: the previous version is not in its history")
     removed = git("log", "-1", "--format=%H", "--", FIRST_TEMPLATED_CRDS).decode().strip()
-    assert removed, f"no commit touched {FIRST_TEMPLATED_CRDS}: is the clone shallow?"
+    assert removed, f"no commit touched {FIRST_TEMPLATED_CRDS}"
     with tarfile.open(fileobj=io.BytesIO(git("archive", f"{removed}^")), mode="r") as archive:
         archive.extractall(directory, filter="data")
     assert (directory / FIRST_TEMPLATED_CRDS).is_dir()
