@@ -22,6 +22,7 @@ import pytest
 from kubernetes import client
 
 from annex_demo.charts import pointed_at
+from home_controller.agent_admission import agent_of
 from shared.forge.agent import AgentTemplate, agent_name, election_lease_name
 from shared.wellknown import VIRTUAL_NODE_TAINT_EFFECT, VIRTUAL_NODE_TAINT_KEY
 from tests.charts.helm import only, render
@@ -263,3 +264,18 @@ def test_an_account_of_the_release_that_is_no_agent_may_act_for_no_node(
         f"system:serviceaccount:{confined.namespace}:default is the agent of no VirtualNode"
     ) in message, message
     home.core.patch_node("liqo-remote-b", {}, dry_run="All")
+
+
+def test_a_virtual_node_whose_cluster_id_is_refused_makes_no_agent_of_any_account() -> None:
+    """Its truncated agent name is another agent's: that account stays the other's agent."""
+    template = AgentTemplate(name_prefix="annex-home-agent", namespace="annex-system",
+                             image="annex:test", webhook_cert_secret="annex-home-agent-tls")
+    legitimate = "p" * 45  # the longest allowed: its agent's name has 62 characters
+    impostor = f"{legitimate}-x"  # truncated to 63 characters, then its "-" trimmed
+    account = agent_name(template, legitimate)
+    assert agent_name(template, impostor) == account
+    virtual_nodes = [{"apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+                      "metadata": {"name": cluster_id, "namespace": "annex-system"},
+                      "spec": {"clusterId": cluster_id}} for cluster_id in (impostor, legitimate)]
+    agent = agent_of(account, template, virtual_nodes)
+    assert agent is not None and agent.cluster_id == legitimate
