@@ -46,6 +46,16 @@ def ports_of(query: list[tuple[str, str]]) -> list[int]:
     return ports
 
 
+def _payload(message: aiohttp.WSMessage) -> bytes:
+    """A message's bytes: the kubelet reads text messages as bytes too (the Python client
+    sends str data as text)."""
+    if message.type == aiohttp.WSMsgType.BINARY:
+        return bytes(message.data)
+    if message.type == aiohttp.WSMsgType.TEXT:
+        return str(message.data).encode()
+    return b""
+
+
 async def _send(ws: web.WebSocketResponse, channel: int, data: bytes) -> None:
     with contextlib.suppress(ConnectionError, RuntimeError):
         await ws.send_bytes(channels.channel_message(channel, data))
@@ -69,9 +79,9 @@ async def remotecommand(ws: web.WebSocketResponse, remote: spdy3.Connection,
 
     async def incoming() -> None:
         async for message in ws:
-            if message.type != aiohttp.WSMsgType.BINARY or not message.data:
+            if not (raw := _payload(message)):
                 continue
-            channel, data = channels.parse_channel_message(message.data)
+            channel, data = channels.parse_channel_message(raw)
             if channel == channels.CHANNEL_CLOSE and data[:1] == bytes([channels.CHANNEL_STDIN]):
                 if channels.STDIN in opened:
                     await opened[channels.STDIN].close()
@@ -110,9 +120,9 @@ async def portforward(ws: web.WebSocketResponse, remote: spdy3.Connection,
 
     async def incoming() -> None:
         async for message in ws:
-            if message.type != aiohttp.WSMsgType.BINARY or not message.data:
+            if not (raw := _payload(message)):
                 continue
-            channel, payload = channels.parse_channel_message(message.data)
+            channel, payload = channels.parse_channel_message(raw)
             if channel % 2 == 0 and channel // 2 < len(data_streams):
                 await data_streams[channel // 2].write(payload)
 

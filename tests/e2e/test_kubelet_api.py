@@ -350,7 +350,9 @@ async def websocket_exec(port: int, token: str, path: str, query: list[tuple[str
             protocols=[upgrade.REMOTECOMMAND_V5], headers={"Authorization": f"Bearer {token}"},
     ) as ws:
         assert ws.protocol == upgrade.REMOTECOMMAND_V5
-        await ws.send_bytes(channels.channel_message(channels.CHANNEL_STDIN, stdin))
+        # a binary message, then a text one: the Python client sends str data as text
+        await ws.send_bytes(channels.channel_message(channels.CHANNEL_STDIN, stdin[:1]))
+        await ws.send_str(channels.channel_message(channels.CHANNEL_STDIN, stdin[1:]).decode())
         await ws.send_bytes(channels.close_message(channels.CHANNEL_STDIN))
         async for message in ws:
             channel, data = channels.parse_channel_message(message.data)
