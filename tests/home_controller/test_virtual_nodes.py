@@ -353,3 +353,38 @@ def test_a_drain_evicts_as_the_disruption_budgets_allow_and_names_the_pods_witho
              message="the VirtualNode drained")
     assert "DrainTimedOut" not in [reason for reason, _ in events_on(home, namespace,
                                                                       cluster_id)]
+
+
+def test_a_drain_names_the_remote_claims_that_keep_a_namespace_on_the_provider(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    """No agent runs here: the agent's finalizer and the claims it reports kept
+    (status.retainedRemoteClaims) are the test's. The VirtualNode being drained lists them in
+    its status and its Draining Event, and is released once the agent's finalizer goes."""
+    path, _ = agent_template(namespace, tmp_path)
+    start_controller("--namespace", namespace, "--agent-template", str(path),
+                     "--drain-timeout-seconds", "120")
+    cluster_id = unique_id("provider")
+    offload_namespace(home, namespace)
+    d = NAMESPACE_OFFLOADING
+    custom(home).patch_namespaced_custom_object(
+        d.group, d.version, namespace, d.plural, "offloading",
+        {"metadata": {"finalizers": [finalizer_name(cluster_id)]}})
+    custom(home).patch_namespaced_custom_object_status(
+        d.group, d.version, namespace, d.plural, "offloading",
+        {"status": {"retainedRemoteClaims": {cluster_id: ["data-db-0"]}}})
+    apply_virtual_node(home, namespace, cluster_id)
+    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
+             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+
+    home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version, kind=VIRTUAL_NODE.kind
+                               ).delete(name=cluster_id, namespace=namespace)
+    wait_for(lambda: ((read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
+                      .get("status") or {}).get("retainedRemoteClaims")
+             == [f"{namespace}/data-db-0"], timeout=30, message="the kept claim in the status")
+    assert any(reason == "Draining" and f"{namespace}/data-db-0" in message
+               and "deleteRemoteClaims" in message
+               for reason, message in events_on(home, namespace, cluster_id))
+    custom(home).patch_namespaced_custom_object(
+        d.group, d.version, namespace, d.plural, "offloading", {"metadata": {"finalizers": []}})
+    wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
+             message="the VirtualNode drained once the namespace is withdrawn")
