@@ -22,6 +22,7 @@ from shared.api.foreign_cluster import (
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.dnssd import Announcement
 from shared.forge.common import rfc3339
+from shared.offer import is_lendable_extended
 from shared.quantity import parse_quantity
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 
@@ -104,12 +105,14 @@ def phase(credentials: bool, virtual_node: str | None) -> PeeringPhase:
 
 
 def offer_summary(resources: Mapping[str, str] | None) -> dict[str, Any] | None:
-    """The offer column: "cpu=4 memory=8Gi pods=110" ("none" when it offers nothing); None
-    while no offer is known."""
+    """The offer column: "cpu=4 memory=8Gi pods=110", then the devices and huge pages lent
+    ("nvidia.com/gpu=2"); "none" when it offers nothing; None while no offer is known."""
     if resources is None:
         return None
     shown = [f"{name}={resources[name]}" for name in OFFER_SUMMARY_RESOURCES
              if name in resources]
+    shown += [f"{name}={amount}" for name, amount in sorted(resources.items())
+              if is_lendable_extended(name)]
     return {"resources": dict(resources),
             "summary": "none" if offer_is_empty(resources) else " ".join(shown)}
 

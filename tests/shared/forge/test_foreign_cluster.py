@@ -89,6 +89,9 @@ def test_the_offer_summary() -> None:
     assert rules.offer_summary({"cpu": "4", "memory": "8Gi", "pods": "110", "x": "1"}) == {
         "resources": {"cpu": "4", "memory": "8Gi", "pods": "110", "x": "1"},
         "summary": "cpu=4 memory=8Gi pods=110"}
+    assert rules.offer_summary({"cpu": "4", "memory": "8Gi", "pods": "110", "nvidia.com/gpu": "2",
+                                "hugepages-2Mi": "1Gi"})["summary"] == (  # type: ignore[index]
+        "cpu=4 memory=8Gi pods=110 hugepages-2Mi=1Gi nvidia.com/gpu=2")
     assert rules.offer_summary({})["summary"] == "none"  # type: ignore[index]
     assert rules.offer_summary({"cpu": "0", "memory": "8Gi"})["summary"] == "none"  # type: ignore[index]
     assert rules.offer_is_empty({"pods": "0"}) and not rules.offer_is_empty({"cpu": "500m"})
