@@ -12,6 +12,8 @@ them equal), each owned by the VirtualNode so that the garbage collector takes t
 
 Names and labels are the chart's, so a release that moves from the chart's agents to the
 controller's finds the same names (the controller refuses, never takes, one it does not own).
+A cluster id whose agent would bear a name of the release's own objects or another agent's
+makes no agent (`agent_name_refusal`).
 """
 
 from __future__ import annotations
