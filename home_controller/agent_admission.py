@@ -34,6 +34,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from annex.kubeapi import ClusterApi, core_path
+from annex.metrics import ServedRequests
 from annex.webhooks import admission_application, admission_request
 from shared.admission import review_response
 from shared.api.virtual_node import VirtualNode
@@ -204,8 +205,10 @@ class AgentAdmission:
 
     def __init__(self, api: ClusterApi, template: AgentTemplate,
                  virtual_nodes: Callable[[], Iterable[Mapping[str, Any]]],
-                 synced: Callable[[], bool]) -> None:
+                 synced: Callable[[], bool], served: ServedRequests | None = None) -> None:
         self.api = api
+        self.served = served
+        """What counts the webhook's requests (/metrics)."""
         self.template = template
         self.virtual_nodes = virtual_nodes
         self.synced = synced
@@ -239,7 +242,7 @@ class AgentAdmission:
             return web.json_response(review_response(str(admission.get("uid", "")),
                                                      denied=await self.review(admission)))
 
-        app = admission_application()
+        app = admission_application([self.served.middleware] if self.served else [])
         app.router.add_post(VALIDATE_AGENTS_PATH, validate)
         return app
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from annex.controller import Controller
@@ -16,6 +15,7 @@ from annex.metrics import (
     Handler,
     MetricsAccess,
     RequestCollector,
+    ServedRequests,
     metrics_handler,
     registry,
 )
@@ -25,16 +25,15 @@ PREFIX = "annex_home_controller"
 COMPONENT = "home-controller"
 
 
-def collectors(controllers: Sequence[Controller[Any]],
+def collectors(controllers: Sequence[Controller[Any]], served: Sequence[ServedRequests] = (),
                requests: RequestMetrics = REQUESTS) -> list[Collector]:
-    return [ControllerCollector(PREFIX, lambda: controllers), RequestCollector(requests)]
+    """`served`: the agents' admission webhook's requests."""
+    return [ControllerCollector(PREFIX, lambda: controllers), *served,
+            RequestCollector(requests)]
 
 
-def metrics_registry(controllers: Sequence[Controller[Any]]) -> CollectorRegistry:
-    return registry(COMPONENT, collectors(controllers))
-
-
-def scrape(controllers: Sequence[Controller[Any]], api: ClusterApi, secure: bool) -> Handler:
+def scrape(controllers: Sequence[Controller[Any]], api: ClusterApi, secure: bool,
+           served: Sequence[ServedRequests] = ()) -> Handler:
     """The /metrics handler; `secure`: for the callers the home cluster's reviews let in."""
-    return metrics_handler(metrics_registry(controllers),
+    return metrics_handler(registry(COMPONENT, collectors(controllers, served)),
                            MetricsAccess(Reviews(api)) if secure else None)

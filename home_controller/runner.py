@@ -18,6 +18,7 @@ from annex.informers import Informers
 from annex.kube import load_connection
 from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
+from annex.metrics import ServedRequests
 from annex.probes import serve_probes
 from home_controller.agent_admission import AgentAdmission
 from home_controller.dns import DnsBrowser
@@ -63,6 +64,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     controllers: list[Controller[Any]] = [clusters.controller]
     agents = None
     admission = None
+    webhook_requests = ServedRequests()
     grants: list[TokenGrants] = []
     if settings.agent_template is not None:
         template = AgentTemplate.model_validate_json(Path(settings.agent_template).read_text())
@@ -78,7 +80,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         if settings.webhook_address:
             virtual_nodes, listed = agents.virtual_nodes, agents.listed
             admission = await AgentAdmission(
-                api, template, virtual_nodes.values, lambda: VIRTUAL_NODE.plural in listed
+                api, template, virtual_nodes.values, lambda: VIRTUAL_NODE.plural in listed,
+                webhook_requests,
             ).serve(settings.webhook_address, settings.webhook_cert, settings.webhook_key)
         if template.token_requests_role:
             grants.append(TokenGrants(api, informers, template, workers=settings.workers))
@@ -101,7 +104,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         ready=lambda: clusters.synced() and (agents is None or agents.synced()) and all(
             grant.synced() for grant in grants),
         not_ready="listing and discovering",
-        scrape=scrape(controllers, api, settings.metrics_secure))
+        scrape=scrape(controllers, api, settings.metrics_secure, [webhook_requests]))
     log.info("home controller: namespace %s, discovery %s, agents %s", settings.namespace,
              ", ".join(type(s).__name__ for s in sources) or "off",
              "from VirtualNodes" if agents is not None else "made elsewhere")
