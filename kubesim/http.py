@@ -105,7 +105,13 @@ def json_response(body: bytes | dict[str, Any], status: int = 200) -> web.Respon
 
 
 def status_response(error: StatusError) -> web.Response:
-    return json_response(error.to_status(), error.code)
+    """The Status, with Retry-After when a 429 or 5xx asks for a wait (responsewriters'
+    ErrorNegotiated: details.retryAfterSeconds)."""
+    response = json_response(error.to_status(), error.code)
+    seconds = (error.details or {}).get("retryAfterSeconds")
+    if (error.code == 429 or error.code >= 500) and isinstance(seconds, int) and seconds > 0:
+        response.headers["Retry-After"] = str(seconds)
+    return response
 
 
 def _not_found() -> StatusError:
