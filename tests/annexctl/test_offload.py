@@ -39,13 +39,14 @@ def test_offload_writes_the_namespace_offloading_and_unoffload_deletes_it(
         "clusterSelector": {"nodeSelectorTerms": [
             {"matchExpressions": [{"key": "region", "operator": "In", "values": ["eu", "us"]},
                                   {"key": "staging", "operator": "DoesNotExist"}]},
-            {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]}]}}
+            {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]}]},
+        "deleteRemoteClaims": False}
 
     again = annexctl("offload", "namespace", namespace, *home_flags(home))
     assert again.code == 0 and "configured" in again.out
     assert offloading(home, namespace)["spec"] == {
         "podOffloadingStrategy": "LocalAndRemote", "namespaceMappingStrategy": "DefaultName",
-        "clusterSelector": {}}
+        "clusterSelector": {}, "deleteRemoteClaims": False}
 
     run = annexctl("unoffload", "namespace", namespace, *home_flags(home))
     assert run.code == 0, run.err
