@@ -163,10 +163,14 @@ class PodStrategy(Strategy):
             new["metadata"]["ownerReferences"] = owners
 
     def validate(self, obj: Obj) -> list[FieldCause]:
-        containers = (obj.get("spec") or {}).get("containers")
-        if not containers:
+        spec = obj.get("spec") or {}
+        if not spec.get("containers"):
             return [FieldCause("spec.containers", "Required value", "")]
-        return []
+        return [cause for key in ("containers", "initContainers")
+                for index, container in enumerate(spec.get(key) or [])
+                if isinstance(container, dict)
+                for cause in _extended_resource_causes(f"spec.{key}[{index}].resources",
+                                                       container.get("resources") or {})]
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
         errors = self.validate(new)
@@ -235,6 +239,53 @@ def _qos_class(spec: Obj) -> str:
         for res in ("cpu", "memory")
     )
     return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _is_extended_resource(name: str) -> bool:
+    """IsExtendedResourceName: a `<domain>/<name>` outside kubernetes.io, not a quota's
+    `requests.` name."""
+    domain, slash, _ = name.partition("/")
+    return (bool(slash) and not name.startswith("requests.") and domain != "kubernetes.io"
+            and not domain.endswith(".kubernetes.io"))
+
+
+def _extended_resource_causes(path: str, resources: Obj) -> list[FieldCause]:
+    """ValidateResourceRequirements on what cannot be overcommitted (extended resources and
+    huge pages): whole extended resources, a limit for every request, requests equal to it."""
+    # here, not at the top: kubesim.controllers imports the API server, which imports this
+    from kubesim.controllers.quantity import parse_quantity
+
+    requests = resources.get("requests") or {}
+    limits = resources.get("limits") or {}
+    if not isinstance(requests, dict) or not isinstance(limits, dict):
+        return []
+    causes: list[FieldCause] = []
+    for field_name, quantities in (("limits", limits), ("requests", requests)):
+        for name, value in quantities.items():
+            if not _is_extended_resource(name):
+                continue
+            try:
+                whole = parse_quantity(value) == int(parse_quantity(value))
+            except ValueError:
+                continue  # the quantity's own error is reported by its parser
+            if not whole:
+                causes.append(FieldCause(f"{path}.{field_name}[{name}]", "Invalid value",
+                                         "must be an integer", value))
+    for name, value in requests.items():
+        if not (_is_extended_resource(name) or name.startswith("hugepages-")):
+            continue
+        if name not in limits:
+            causes.append(FieldCause(f"{path}.limits", "Required value",
+                                     "Limit must be set for non overcommitable resources"))
+            continue
+        try:
+            equal = parse_quantity(value) == parse_quantity(limits[name])
+        except ValueError:
+            continue
+        if not equal:
+            causes.append(FieldCause(f"{path}.requests", "Invalid value",
+                                     f"must be equal to {name} limit of {limits[name]}", value))
+    return causes
 
 
 def _default_requests_from_limits(spec: Obj) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.helpers import wait_for
 from tests.kubesim.rest import MERGE, STRATEGIC, call
 
 
@@ -137,6 +138,8 @@ def test_a_pod_requests_what_it_only_limits_and_a_template_does_not(home, namesp
     """SetDefaults_Pod: the scheduler and quotas count `limits: {nvidia.com/gpu: 1}` as a
     request; a Deployment's template is left as written."""
     resources = {"requests": {"cpu": "100m"}, "limits": {"cpu": "200m", "nvidia.com/gpu": "1"}}
+    wait_for(lambda: home.core.read_namespaced_service_account("default", namespace),
+             message="the namespace's default ServiceAccount (ServiceAccount admission)")
     status, pod = call(home, "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", {
         "metadata": {"name": "limited"},
         "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}})
@@ -151,3 +154,26 @@ def test_a_pod_requests_what_it_only_limits_and_a_template_does_not(home, namesp
                                   "template": template}})
     assert status == 201, deployment
     assert "requests" not in deployment["spec"]["template"]["spec"]["containers"][0]["resources"]
+
+
+@pytest.mark.parametrize(("resources", "complaint"), [
+    ({"requests": {"nvidia.com/gpu": "1"}},
+     'spec.containers[0].resources.limits: Required value: Limit must be set for non '
+     'overcommitable resources'),
+    ({"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2"}},
+     'spec.containers[0].resources.requests: Invalid value: "1": must be equal to '
+     'nvidia.com/gpu limit'),  # "... limit of 2" since 1.25
+    # (how the value reads varies between versions)
+    ({"limits": {"nvidia.com/gpu": "500m"}},
+     "spec.containers[0].resources.limits[nvidia.com/gpu]: Invalid value: "),
+    ({"limits": {"nvidia.com/gpu": "500m"}}, "must be an integer"),
+])
+def test_extended_resources_are_whole_and_never_overcommitted(home, namespace, resources,
+                                                              complaint) -> None:
+    wait_for(lambda: home.core.read_namespaced_service_account("default", namespace),
+             message="the namespace's default ServiceAccount (ServiceAccount admission)")
+    status, body = call(home, "POST", f"/api/v1/namespaces/{namespace}/pods?dryRun=All", {
+        "metadata": {"name": "gpu"},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}})
+    assert status == 422, body
+    assert complaint in body["message"], body["message"]
