@@ -137,8 +137,17 @@ class Workers:
             await running.server.stop()
             await running.api.close()
 
+        async def cancel_the_rest() -> None:
+            """What the kubelet API still serves (followed logs, attached sessions)."""
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
         if self._thread.is_alive():
             for running in self._running:
                 self._call(stop(running))
+            self._call(cancel_the_rest())
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(10)
+            self.loop.close()
