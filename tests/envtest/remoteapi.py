@@ -125,6 +125,8 @@ class RemoteApi:
         self._context = ssl.create_default_context(cafile=str(ca))
         self._context.load_cert_chain(str(certificate), str(key))
         self._watched = watched
+        self._cached_keys = {kind.storage_key for group, version, plural, _ in watched
+                             if (kind := self.kinds.get(group, version, plural)) is not None}
         self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -231,18 +233,9 @@ class RemoteApi:
         return answer
 
     def _cached(self, kind: ResourceKind, obj: dict[str, Any]) -> dict[str, Any]:
-        if obj.get("kind") == kind.kind and any(
-                kind.storage_key == watched_key for watched_key in self._watched_keys()):
+        if obj.get("kind") == kind.kind and kind.storage_key in self._cached_keys:
             self.store.apply(kind.storage_key, "MODIFIED", obj)
         return obj
-
-    def _watched_keys(self) -> list[StorageKey]:
-        keys = []
-        for group, version, plural, _ in self._watched:
-            kind = self.kinds.get(group, version, plural)
-            if kind is not None:
-                keys.append(kind.storage_key)
-        return keys
 
     async def _request(self, method: str, path: str,
                        body: dict[str, Any] | None = None) -> dict[str, Any]:
