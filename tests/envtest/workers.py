@@ -7,7 +7,7 @@ scheduler binds to them (Running with pod IPs and container statuses, grace peri
 `sleep` as PID 1 ignoring SIGTERM, Completed pods finished, as kubesim's kubelet does), and
 serve the kubelet API (containerLogs, exec, attach, portForward) on loopback, each node at its
 own port, which its Node advertises as daemonEndpoints: kube-apiserver dials it there with its
-kubelet client certificate."""
+kubelet client certificate. kind's storage add-on runs with them (kubesim's provisioner)."""
 
 from __future__ import annotations
 
@@ -19,15 +19,19 @@ from typing import Any
 
 from kubesim import shell
 from kubesim.controllers.kubelet import KUBELET_PORT, Kubelet, KubeletConfig, PodRuntime
+from kubesim.controllers.provisioner import StorageProvisioner
 from kubesim.kubeletapi import KubeletApi
 from tests.envtest.controlplane import ADDRESS, ControlPlane
 from tests.envtest.pki import Pki
 from tests.envtest.remoteapi import RemoteApi
 
-# What the kubelet reads: its pods, its nodes and their Leases, and what pods mount.
+# What the kubelet reads: its pods, its nodes and their Leases, and what pods mount; what the
+# storage add-on reads: claims, volumes, classes.
 WATCHED = (("", "v1", "pods", ""), ("", "v1", "nodes", ""), ("", "v1", "namespaces", ""),
            ("coordination.k8s.io", "v1", "leases", "kube-node-lease"),
-           ("", "v1", "secrets", ""), ("", "v1", "configmaps", ""))
+           ("", "v1", "secrets", ""), ("", "v1", "configmaps", ""),
+           ("", "v1", "persistentvolumeclaims", ""), ("", "v1", "persistentvolumes", ""),
+           ("storage.k8s.io", "v1", "storageclasses", ""))
 HOST_IPS_MINOR = 28  # status.hostIPs exists from Kubernetes 1.28: older servers drop it
 
 
@@ -88,7 +92,7 @@ class _Running:
     api: RemoteApi
     kubelet: StandInKubelet
     server: KubeletApi
-    task: asyncio.Future[None] | None = None
+    task: asyncio.Future[Any] | None = None
 
 
 class Workers:
@@ -119,7 +123,9 @@ class Workers:
         await server.start(lambda node: [node], KUBELET_PORT)
         kubelet.ports = {node: network[(node, KUBELET_PORT)][1] for node in kubelet.node_names}
         running = _Running(api, kubelet, server)
-        running.task = asyncio.ensure_future(kubelet.main())
+        # kind's storage add-on too (its default class `standard`), kubesim's provisioners
+        provisioner = StorageProvisioner(api)  # type: ignore[arg-type]
+        running.task = asyncio.ensure_future(asyncio.gather(kubelet.main(), provisioner.main()))
         return running
 
     def _call(self, coroutine: Any, timeout: float = 60) -> Any:
@@ -127,7 +133,7 @@ class Workers:
 
     def stop(self) -> None:
         async def stop(running: _Running) -> None:
-            processes: list[asyncio.Future[None]] = [
+            processes: list[asyncio.Future[Any]] = [
                 p for r in running.kubelet.runtimes.values() for p in r.processes]
             if running.task is not None:
                 processes.append(running.task)
