@@ -348,7 +348,9 @@ def test_resizing_the_home_claim_resizes_the_remote_one(
     wait_for(lambda: claims(home, namespace)["data"].status.capacity["storage"] == "2Gi",
              timeout=60, message="the home claim's capacity follows")
     assert home_volumes_of(home, namespace)["data"].spec.capacity["storage"] == "2Gi"
-    assert "VolumeResizeSuccessful" in events_on(home, namespace, "data")
+    # the remote resizer's Event is reflected after the claim's status, on its own queue
+    wait_for(lambda: "VolumeResizeSuccessful" in events_on(home, namespace, "data"),
+             timeout=30, message="the VolumeResizeSuccessful Event reflected on the home claim")
 
 
 def test_an_expansion_beyond_the_quota_is_refused_on_the_home_claim_and_nothing_breaks(
@@ -419,7 +421,9 @@ def test_a_file_system_resize_pending_remotely_shows_at_home_until_a_pod_mounts_
              and not conditions_of(c), timeout=120,
              message="the home claim grown, its resize conditions gone")
     assert home_volumes_of(home, namespace)["data"].spec.capacity["storage"] == "2Gi"
-    assert "VolumeResizeSuccessful" in events_on(home, namespace, "data")
+    # the remote resizer's Event is reflected after the claim's status, on its own queue
+    wait_for(lambda: "VolumeResizeSuccessful" in events_on(home, namespace, "data"),
+             timeout=30, message="the VolumeResizeSuccessful Event reflected on the home claim")
 
 
 @pytest.mark.kubesim_only  # a full backend is kubesim's to simulate
