@@ -14,6 +14,7 @@ from kubernetes.client.rest import ApiException
 
 from tests.helpers import wait_for
 from tests.kubesim.test_controllers_cluster import condition, pod_manifest
+from tests.kubesim.test_controllers_podgc import gone
 from tests.kubesim.version import at_least
 
 EVICT_TAINT = {"key": "example.com/evict", "value": "yes", "effect": "NoExecute"}
@@ -28,16 +29,6 @@ def evicted(core: client.CoreV1Api, namespace: str, name: str) -> bool:
             return True
         raise
     return pod.metadata.deletion_timestamp is not None
-
-
-def gone(core: client.CoreV1Api, namespace: str, name: str) -> bool:
-    try:
-        core.read_namespaced_pod(name, namespace)
-    except ApiException as error:
-        if error.status == 404:
-            return True
-        raise
-    return False
 
 
 @pytest.fixture
