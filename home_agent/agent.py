@@ -1,5 +1,5 @@
 """The agent's shared state: configuration, both clusters' clients, the watched objects of both
-sides and the work queue (what feeds them is declared in `home_agent.watches`).
+sides and the work queue (what feeds them is declared in `home_agent.routes`).
 
 Reconciles are level-triggered: a key names what to converge (the virtual node, one namespace's
 offloading, one pod), and its reconcile recomputes the desired state from both mirrors.
@@ -51,7 +51,7 @@ def pod_key(namespace: str, name: str) -> tuple[str, str, str]:
 
 @dataclass(frozen=True)
 class Mirrors:
-    """The agent's own mirrors, held by its informer registry (`home_agent.watches` declares
+    """The agent's own mirrors, held by its informer registry (`home_agent.routes` declares
     what feeds them)."""
 
     # home
@@ -82,7 +82,7 @@ class Agent:
         self.remote = remote
         self.queue = KeyQueue()
         self.informers = Informers()
-        """Every watched resource's mirror and routes (`home_agent.watches`)."""
+        """Every watched resource's mirror and routes (`home_agent.routes`)."""
         self.mirrors = Mirrors.of(self.informers)
         self.events = EventRecorder(home, HOME_AGENT_COMPONENT, config.home_cluster_id)
         """The agent's one recorder at home: one bounded correlation of what it posted."""

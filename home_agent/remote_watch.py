@@ -13,7 +13,7 @@ from typing import Any
 from annex.kubeapi import error_message
 from home_agent.agent import REMOTE, TWINS_KEY, Agent
 from home_agent.namespace_map import ensure_namespace_map
-from home_agent.operators import (
+from home_agent.watches import (
     TENANT_WATCH,
     TWINS_WATCH,
     EventSink,
@@ -31,7 +31,7 @@ TWINS_SYNC_LIMIT = 120.0
 
 class RemoteWatches:
     def __init__(self, agent: Agent, sink: EventSink | None = None) -> None:
-        """The two watches list what the registry declares for them (`home_agent.watches`)."""
+        """The two watches list what the registry declares for them (`home_agent.routes`)."""
         self.agent = agent
         self._sink = sink or functools.partial(agent.informers.dispatch, REMOTE)
         self.tenant: Watch | None = None

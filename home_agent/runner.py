@@ -28,14 +28,14 @@ from home_agent.kubelet.server import KubeletServer
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.namespace_offloading import reconcile_offloading
-from home_agent.operators import HOME_WATCH, NodePodsWatch, Watch, declared_watch
 from home_agent.pod import CopyWaits, PodOffloader
 from home_agent.reflection.kinds import reflection_for
 from home_agent.reflection.reflector import Reflection
 from home_agent.remote_watch import RemoteWatches
+from home_agent.routes import declare_agent, declare_reflection, declare_virtual_node_followers
 from home_agent.synced_cache import SyncedPods
 from home_agent.virtual_node import reconcile_node
-from home_agent.watches import declare_agent, declare_reflection, declare_virtual_node_followers
+from home_agent.watches import HOME_WATCH, NodePodsWatch, Watch, declared_watch
 from home_agent.webhook import serve as serve_webhook
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
 

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from annex.kubeapi import core_path
-from home_agent.operators import CONFIGMAPS
 from home_agent.reflection.reflector import KindRules
+from home_agent.watches import CONFIGMAPS
 from shared.forge.configmap import (
     is_reflectable_configmap,
     local_configmap_name,

@@ -59,7 +59,7 @@ class EndpointSliceReflector(Reflector):
         """(namespace, Service name) → the names of its home slices."""
         self._service_of: dict[Key, Key] = {}
 
-    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
+    # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
     def home_keys(self, change: Change) -> Iterable[Key]:
         """The slice, indexed by its Service."""

@@ -104,7 +104,7 @@ class EventReflector:
         their Events names: reading it from the pods' mirror decoded the whole pod, four times
         a pod."""
 
-    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
+    # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
     def _home_key(self, remote_key: Key) -> Key | None:
         home_namespace = self.agent.home_namespace_of(remote_key[0])

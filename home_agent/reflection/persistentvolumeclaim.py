@@ -45,8 +45,8 @@ from annex.kubeapi import ApiError, core_path, error_message
 from annex.mirror import Key, Mirror, key_of
 from annex.writes import confirmed_gone, replace_or_create
 from home_agent.agent import HOME, Agent
-from home_agent.operators import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
 from home_agent.reflection.reflector import KindRules, Reflector
+from home_agent.watches import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
 from shared.forge.common import needs_update, updated_remote
 from shared.forge.persistentvolume import (
     expanded_capacity,
@@ -112,7 +112,7 @@ class PersistentVolumeClaimReflector(Reflector):
         """The home volumes of the virtual provisioner (the mirror keeps no other)."""
         return self.agent.informers.mirror(HOME, PERSISTENTVOLUMES[2])
 
-    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
+    # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
     @staticmethod
     def kept_volume(volume: dict[str, Any]) -> dict[str, Any] | None:

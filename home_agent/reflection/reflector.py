@@ -112,7 +112,7 @@ class Reflector:
             rules.plural, self.reconcile, workers=workers, synced=lambda: synced(agent),
             on_error=self._report_failure)
 
-    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
+    # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
     def home_keys(self, change: Change) -> Iterable[Key]:
         return (change.key,)
@@ -246,7 +246,7 @@ class Reflector:
 
 class Companion(Protocol):
     """A reflector that is not one kind's (remote Events home, the pods' tokens): its routes
-    come after the kinds' reflectors' (`home_agent.watches`), and it shares their life cycle."""
+    come after the kinds' reflectors' (`home_agent.routes`), and it shares their life cycle."""
 
     controller: Controller[Key]
     """Its reconciles, named as metrics call the companion."""
@@ -264,7 +264,7 @@ C = TypeVar("C")
 
 
 class Reflection:
-    """Every enabled kind's reflector and companion (their routes: `home_agent.watches`)."""
+    """Every enabled kind's reflector and companion (their routes: `home_agent.routes`)."""
 
     def __init__(self, agent: Agent, kinds: list[KindRules],
                  companions: Sequence[CompanionFactory] = ()) -> None:

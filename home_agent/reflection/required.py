@@ -15,7 +15,7 @@ reports that on the home object) is waited for `COPY_WAIT` seconds at most: then
 offloaded, and the remote kubelet's warnings tell its user what is missing.
 
 The copy's watch event brings the pods that wait for it back (`pod_keys`, routed by
-`home_agent.watches`)."""
+`home_agent.routes`)."""
 
 from __future__ import annotations
 

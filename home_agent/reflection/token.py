@@ -119,7 +119,7 @@ class TokenReflector:
         self.echoes = Echoes()
         """By Secret key."""
 
-    # --- keyers (declared in `home_agent.watches`) ------------------------------------------
+    # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
     @staticmethod
     def kept_remote(secret: dict[str, Any]) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ import pytest
 
 from annex.kube import load_connection
 from annex.mirror import Mirror
-from home_agent.operators import PODS, NodePodsWatch, node_pods_watch
+from home_agent.watches import PODS, NodePodsWatch, node_pods_watch
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from home_agent.agent import HOME, REMOTE, Agent, pod_key
 from home_agent.pod import PodOffloader
-from home_agent.watches import declare_agent
+from home_agent.routes import declare_agent
 from tests.home_agent.test_pod_offloading import running_status
 from tests.home_agent.test_reflection import FakeApi, agent_with, queued_keys
 

@@ -16,12 +16,12 @@ from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
-from home_agent.operators import CONFIGMAPS, HOME_WATCH, TWINS_WATCH
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
-from home_agent.watches import declare_agent, declare_reflection, declare_reflector
+from home_agent.routes import declare_agent, declare_reflection, declare_reflector
+from home_agent.watches import CONFIGMAPS, HOME_WATCH, TWINS_WATCH
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import DESTINATION_CLUSTER_LABEL, HOME_AGENT_COMPONENT, ORIGIN_CLUSTER_LABEL
 

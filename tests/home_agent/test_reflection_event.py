@@ -18,14 +18,14 @@ from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
-from home_agent.operators import HOME_WATCH, TWINS_WATCH, declared_watch
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
 from home_agent.reflection.event import EVENTS, Copies, EventReflector, event_reflector_for
 from home_agent.reflection.ingress import INGRESS_RULES
 from home_agent.reflection.reflector import KindRules, Reflection
 from home_agent.reflection.service import SERVICE_RULES
-from home_agent.watches import declare_agent, declare_reflection
+from home_agent.routes import declare_agent, declare_reflection
+from home_agent.watches import HOME_WATCH, TWINS_WATCH, declared_watch
 from shared.forge.event import home_event_name
 from shared.wellknown import COPY_DIGEST_ANNOTATION
 from tests.conftest import ClusterHandle

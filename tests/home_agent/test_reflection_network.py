@@ -15,7 +15,7 @@ from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
-from home_agent.watches import declare_reflection
+from home_agent.routes import declare_reflection
 from shared.wellknown import ENDPOINTSLICE_MANAGED_BY_LABEL, SERVICE_NAME_LABEL
 from tests.home_agent.test_reflection import HOME, OURS, REMOTE, TWIN, FakeApi, FakeHome
 

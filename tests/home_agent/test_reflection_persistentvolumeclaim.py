@@ -15,7 +15,7 @@ from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIM_RULES
 from home_agent.reflection.reflector import Reflection, Reflector
-from home_agent.watches import declare_agent, declare_reflection
+from home_agent.routes import declare_agent, declare_reflection
 from shared.forge.persistentvolume import home_volume
 from shared.wellknown import (
     SELECTED_NODE_ANNOTATION,

@@ -19,7 +19,7 @@ from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection
 from home_agent.reflection.required import COPY_WAIT
-from home_agent.watches import declare_agent, declare_reflection
+from home_agent.routes import declare_agent, declare_reflection
 from shared.wellknown import SKIP_REFLECTION_ANNOTATION
 from tests.home_agent.test_reflection import agent_with, listed, queued_keys
 from tests.home_agent.test_reflection_token import (

@@ -19,13 +19,13 @@ from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent, pod_key
 from home_agent.config import TOKEN_REFLECTION, parse_config
-from home_agent.operators import HOME_WATCH, TWINS_WATCH
 from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.reflection.token import SECRETS, TokenReflector
-from home_agent.watches import declare_agent, declare_reflection, declare_token_reflector
+from home_agent.routes import declare_agent, declare_reflection, declare_token_reflector
+from home_agent.watches import HOME_WATCH, TWINS_WATCH
 from shared.forge.pod import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (

@@ -15,7 +15,7 @@ from home_agent import remote_watch
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.remote_watch import RemoteWatches
-from home_agent.watches import declare_agent
+from home_agent.routes import declare_agent
 
 GRACE = 1.0
 

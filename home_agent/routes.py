@@ -1,0 +1,293 @@
+"""What the agent watches and where every watch event goes, declared in one place (the
+agent's informer registry, `annex.informers`): per resource and side, which watch lists it,
+which mirror holds it and which keyers feed which controller. The registry applies an event to
+the mirror before any route, so a keyer reads every mirror as it is after the event.
+
+The agent's own keys (`agent.queue`): the node, the twins watch, one namespace's offloading,
+one pod. Then resource reflection's: each kind's reflector, the companions (remote Events home,
+the pods' tokens), the resyncs.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
+
+from annex.informers import Change
+from home_agent.agent import (
+    HOME,
+    NODE_KEY,
+    REMOTE,
+    TWINS_KEY,
+    Agent,
+    offloading_key,
+    pod_key,
+)
+from home_agent.pod import own_echo
+from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
+from home_agent.reflection.event import EVENTS, EventReflector
+from home_agent.reflection.persistentvolumeclaim import PersistentVolumeClaimReflector
+from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.service import SERVICES
+from home_agent.reflection.token import SECRETS, TokenReflector
+from home_agent.watches import (
+    HOME_WATCH,
+    NODE_PODS_WATCH,
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    PODS,
+    TENANT_WATCH,
+    TWINS_WATCH,
+)
+from shared.api.namespace_map import NAMESPACE_MAP, NamespaceMap
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
+from shared.api.resource_offer import RESOURCE_OFFER
+from shared.api.shadowpod import SHADOWPOD
+from shared.api.virtual_node import VIRTUAL_NODE
+from shared.forge.event import remote_event_kept
+from shared.forge.token import is_token_secret, token_secret_pod_name
+from shared.ownership import ownership_selector
+
+log = logging.getLogger(__name__)
+
+NODES = ("", "v1", "nodes")
+UNBLOCKED = 1
+"""The priority of a pod's key when its token Secret was made (`annex.workqueue`): its ShadowPod
+may be created. That finishes work started (the token is made), so it goes before pods still to
+look at."""
+REPORTED = 2
+"""The priority of a pod's key when its ShadowPod changed: a status to copy home, a deletion to
+finish. That finishes work in flight, so it goes before everything else: during a burst of new
+pods each pod runs at home as soon as it runs remotely, instead of its status waiting behind the
+creations that the token Secrets unblock (with the token reflection's workers as fast as the
+pods', those are a lane of tens of thousands at N = 50,000)."""
+
+
+# --- the agent's keyers ----------------------------------------------------------------------
+
+
+def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:
+    """Everything that reads a namespace's offloading: the namespace and its pods (home, and
+    those known by their ShadowPod only)."""
+    yield offloading_key(namespace)
+    for pod_namespace, name in agent.mirrors.pods.keys():
+        if pod_namespace == namespace:
+            yield pod_key(pod_namespace, name)
+    remote_namespace = agent.mapped_remote_namespace(namespace)
+    for shadow_namespace, name in agent.mirrors.shadow_pods.keys():
+        if shadow_namespace == remote_namespace:
+            yield pod_key(namespace, name)
+
+
+def twin_offloading_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    """The offloading of the home namespace whose twin the changed object is in."""
+    home_namespace = agent.home_namespace_of(change.key[0])
+    if home_namespace is not None:
+        yield offloading_key(home_namespace)
+
+
+def every_key(agent: Agent) -> Iterator[Hashable]:
+    yield NODE_KEY
+    for namespace, _ in agent.mirrors.offloadings.keys():
+        yield offloading_key(namespace)
+    for namespace, name in agent.mirrors.pods.keys():
+        yield pod_key(namespace, name)
+
+
+def node_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    log.debug("node event %s %s", change.event_type, change.key)
+    if change.key[1] == agent.node_name():
+        yield NODE_KEY
+
+
+def virtual_node_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    """This agent's VirtualNode configures the node, the offloadings and the pods."""
+    if (change.obj.get("spec") or {}).get("clusterId") == agent.config.remote_cluster_id:
+        yield from every_key(agent)
+
+
+def home_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    if not own_echo(agent, HOME, change):
+        yield pod_key(*change.key)
+
+
+def shadow_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    if own_echo(agent, REMOTE, change):
+        return
+    home_namespace = agent.home_namespace_of(change.key[0])
+    if home_namespace is not None:
+        yield pod_key(home_namespace, change.key[1])
+
+
+def token_secret_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    """A token Secret made for a pod not offloaded yet: the pod waits for it (`home_agent.pod`)."""
+    if change.deleted or not is_token_secret(change.obj):
+        return
+    pod_name = token_secret_pod_name(change.obj)
+    home_namespace = agent.home_namespace_of(change.key[0])
+    if pod_name is None or home_namespace is None:
+        return
+    if agent.mirrors.shadow_pods.get((change.key[0], pod_name)) is None:
+        yield pod_key(home_namespace, pod_name)
+
+
+def offer_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    # Only the node reads the offer (capacity, labels); the provider republishes it as its
+    # usage changes, which must not requeue every pod.
+    if change.key[0] == agent.tenant_namespace:
+        yield NODE_KEY
+
+
+def mapping_change(agent: Agent, change: Change) -> tuple[NamespaceMap | None, ...]:
+    """This agent's NamespaceMap before and after `change`, when its mapping (desired or
+    current) changed; () for another consumer's map, or a write that left the mapping as it
+    was (the enforcer's kopf records, labels): nothing anyone reads changed."""
+    if change.key != (agent.tenant_namespace, agent.namespace_map_name):
+        return ()
+    before = NamespaceMap.model_validate(change.before) if change.before else None
+    after = agent.namespace_map()
+    if _mapping(before) == _mapping(after):
+        return ()
+    return before, after
+
+
+def _mapping(namespace_map: NamespaceMap | None) -> tuple[Any, Any] | None:
+    if namespace_map is None:
+        return None
+    return namespace_map.spec.desired_mapping, namespace_map.status.current_mapping
+
+
+def namespace_map_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+    """The namespaces the mapping touched, before or after, and the twins watch."""
+    maps = mapping_change(agent, change)
+    if not maps:
+        return
+    touched: set[str] = set()
+    for namespace_map in maps:
+        if namespace_map is not None:
+            touched |= set(namespace_map.spec.desired_mapping)
+            touched |= set(namespace_map.status.current_mapping)
+    for namespace in touched:
+        yield from namespace_keys(agent, namespace)
+    yield TWINS_KEY
+
+
+def declare_agent(agent: Agent) -> None:
+    """The agent's own resources, mirrors (`agent.mirrors`) and keys."""
+    informers, queue = agent.informers, agent.queue
+    config = agent.config
+    informers.watch(HOME, PODS, by=NODE_PODS_WATCH)
+    for resource in (NODES, VIRTUAL_NODE.resource, NAMESPACE_OFFLOADING.resource):
+        informers.watch(HOME, resource, by=HOME_WATCH)
+    # Only our own ShadowPods; the tenant namespace's map and offer are this consumer's.
+    informers.watch(REMOTE, SHADOWPOD.resource, by=TWINS_WATCH, label_selector=ownership_selector(
+        config.home_cluster_id, config.remote_cluster_id))
+    for resource in (RESOURCE_OFFER.resource, NAMESPACE_MAP.resource):
+        informers.watch(REMOTE, resource, by=TENANT_WATCH)
+    # The watch selects the pods bound to the virtual node.
+    informers.keys(HOME, "pods", lambda change: home_pod_keys(agent, change), queue)
+    informers.keys(HOME, "nodes", lambda change: node_keys(agent, change), queue)
+    informers.keys(HOME, "virtualnodes", lambda change: virtual_node_keys(agent, change), queue)
+    informers.keys(HOME, "namespaceoffloadings",
+                   lambda change: namespace_keys(agent, change.key[0]), queue)
+    informers.keys(REMOTE, "shadowpods", lambda change: shadow_pod_keys(agent, change), queue,
+                   priority=REPORTED)
+    informers.keys(REMOTE, "resourceoffers", lambda change: offer_keys(agent, change), queue)
+    informers.keys(REMOTE, "namespacemaps", lambda change: namespace_map_keys(agent, change),
+                   queue, compares=True)
+
+
+# --- resource reflection ---------------------------------------------------------------------
+
+
+def declare_reflector(agent: Agent, reflector: Reflector) -> None:
+    """One kind's: both sides' mirrors (every object at home, a namespace may become extended
+    at any time; remotely every object of the twin namespaces, not only ours: a foreign object
+    in the way must be seen), each event to its home key."""
+    informers, resource, plural = agent.informers, reflector.rules.resource, reflector.rules.plural
+    informers.watch(HOME, resource, by=HOME_WATCH)
+    informers.watch(REMOTE, resource, keep=reflector.kept_remote, by=TWINS_WATCH)
+    informers.keys(HOME, plural, reflector.home_keys, reflector.controller)
+    informers.keys(REMOTE, plural, reflector.remote_keys, reflector.controller)
+
+
+def declare_reflection(agent: Agent, reflection: Reflection) -> None:
+    """Every enabled kind's reflector, then the companions (they read the kinds' mirrors), then
+    the resyncs: a VirtualNode (the skip lists) or the NamespaceMap (which namespaces are
+    extended) changes every key's outcome."""
+    informers = agent.informers
+    for reflector in reflection.reflectors.values():
+        declare_reflector(agent, reflector)
+    slices = reflection.reflectors.get(ENDPOINTSLICES[2])
+    if isinstance(slices, EndpointSliceReflector) and SERVICES[2] in reflection.reflectors:
+        informers.keys(HOME, SERVICES[2], slices.service_keys, slices.controller,
+                       compares=True)
+    events = reflection.companion(EventReflector)
+    if events is not None:
+        # Our copies at home are listed by the reflector, not watched (see its module).
+        informers.watch(REMOTE, EVENTS, keep=remote_event_kept, by=TWINS_WATCH)
+        informers.keys(REMOTE, EVENTS[2], events.remote_keys, events.controller,
+                       compares=True)
+        # The objects Events are about: the pods bound to the virtual node, the kinds' copies.
+        informers.keys(HOME, "pods", functools.partial(events.home_object_keys, "Pod"),
+                       events.controller)
+        for plural, reflector in reflection.reflectors.items():
+            kind = reflector.rules.kind
+            informers.keys(HOME, plural, functools.partial(events.home_object_keys, kind),
+                           events.controller)
+            informers.keys(REMOTE, plural, functools.partial(events.remote_object_keys, kind),
+                           events.controller)
+    claims = reflection.reflectors.get(PERSISTENTVOLUMECLAIMS[2])
+    if isinstance(claims, PersistentVolumeClaimReflector):
+        # The storage fabric: the home volumes the agent provisions, each to its claim's key.
+        informers.watch(HOME, PERSISTENTVOLUMES, keep=claims.kept_volume, by=HOME_WATCH)
+        informers.keys(HOME, PERSISTENTVOLUMES[2], claims.volume_keys, claims.controller)
+        # A twin's claims hold its namespace's withdrawal (home_agent.namespace_offloading).
+        informers.keys(REMOTE, PERSISTENTVOLUMECLAIMS[2],
+                       lambda change: twin_offloading_keys(agent, change), agent.queue)
+    tokens = reflection.companion(TokenReflector)
+    if tokens is not None:
+        declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS[2]))
+    for plural in reflection.required.plurals:
+        # A copy a pod needs came: its ShadowPod may be made (`home_agent.reflection.required`).
+        informers.keys(REMOTE, plural, functools.partial(reflection.required.pod_keys, plural),
+                       agent.queue, priority=UNBLOCKED)
+    informers.on(HOME, "virtualnodes", lambda _: reflection.resync())
+    informers.on(REMOTE, "namespacemaps",
+                 lambda change: reflection.resync() if mapping_change(agent, change) else None,
+                 compares=True)
+
+
+def declare_virtual_node_followers(agent: Agent, listed: threading.Event,
+                                   follow: Callable[[], None]) -> None:
+    """Once VirtualNodes are `listed`, each VirtualNode change may rename the virtual node (its
+    pods watch follows) or move the remote credentials' Secret: `follow()`, after the resync."""
+    def on_change(_: Change) -> None:
+        if listed.is_set():
+            follow()
+
+    agent.informers.on(HOME, "virtualnodes", on_change)
+
+
+def declare_token_reflector(agent: Agent, tokens: TokenReflector,
+                            secrets: Reflector | None) -> None:
+    """The pods' tokens: the pods bound to the virtual node, and one mirror of the remote
+    Secrets, shared with the Secret reflector (`secrets`, when it runs)."""
+    kept_secret = secrets.kept_remote if secrets is not None else None
+
+    def kept(secret: dict[str, Any]) -> dict[str, Any] | None:
+        # The token Secrets as the token reflector reads them, the rest as the Secret reflector
+        # does (not at all without it).
+        summary = tokens.kept_remote(secret)
+        if summary is not None or kept_secret is None:
+            return summary
+        return kept_secret(secret)
+
+    agent.informers.watch(REMOTE, SECRETS, keep=kept, by=TWINS_WATCH)
+    agent.informers.keys(HOME, "pods", tokens.pod_keys, tokens.controller)
+    agent.informers.keys(REMOTE, SECRETS[2], tokens.secret_keys, tokens.controller)
+    agent.informers.keys(REMOTE, SECRETS[2], lambda change: token_secret_pod_keys(agent, change),
+                         agent.queue, priority=UNBLOCKED)
