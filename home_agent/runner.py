@@ -114,7 +114,7 @@ def _always() -> bool:
     return True
 
 
-def agent_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPods | None,
+def build_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPods | None,
                      metrics: Metrics, leading: Callable[[], bool] = _always,
                      copies: CopyWaits | None = None) -> Controller[Hashable]:
     """The agent's own keys (`agent.queue`), counted per key kind too."""
@@ -137,10 +137,10 @@ def leader_elector(config: AgentConfig) -> LeaderElector | None:
                          election.timings)
 
 
-async def controller(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
-                     watches: RemoteWatches, reflection: Reflection,
-                     credentials: RemoteCredentials, kubelet: KubeletServer,
-                     elector: LeaderElector | None = None) -> int:
+async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
+                    watches: RemoteWatches, reflection: Reflection,
+                    credentials: RemoteCredentials, kubelet: KubeletServer,
+                    elector: LeaderElector | None = None) -> int:
     """Everything but the kubelet API on this loop (the kubelet API on a thread and loop of its
     own: a stream never waits for a burst of reconciles), until SIGTERM or SIGINT (0), until a
     watch or the kubelet API died (1: mirrors nobody fills any more decide nothing), or until
@@ -165,7 +165,7 @@ async def controller(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         await synced_pods.load()
     leading = _always if elector is None else (lambda: elector.leading)
     credentials.leading = leading
-    agent_keys = agent_controller(agent, watches, synced_pods, metrics, leading,
+    agent_keys = build_controller(agent, watches, synced_pods, metrics, leading,
                                   reflection.required)
     metrics.controllers = [agent_keys, *reflection.controllers()]
     metrics.reflection = reflection.controllers()
@@ -299,5 +299,5 @@ def run(config: AgentConfig) -> int:
                        on_home_event, home_synced)
     node_pods = NodePodsWatch(home.connection, on_home_event, pods_synced,
                               agent.mirrors.pods.values)
-    return asyncio.run(controller(agent, home_watch, node_pods, RemoteWatches(agent), reflection,
-                                  credentials, kubelet, leader_elector(config)))
+    return asyncio.run(supervise(agent, home_watch, node_pods, RemoteWatches(agent), reflection,
+                                 credentials, kubelet, leader_elector(config)))

@@ -13,7 +13,7 @@ from home_agent.agent import pod_key
 from home_agent.metrics import Metrics
 from home_agent.reflection.kinds import COMPANIONS, KINDS
 from home_agent.reflection.reflector import Reflection
-from home_agent.runner import agent_controller
+from home_agent.runner import build_controller
 from tests.helpers import metric_samples, sample
 from tests.home_agent.test_reflection import _agent, listed
 
@@ -24,7 +24,7 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
     reflection = Reflection(agent, KINDS, COMPANIONS)
     metrics = Metrics()
     no_watches: Any = None
-    controller = agent_controller(agent, no_watches, None, metrics)
+    controller = build_controller(agent, no_watches, None, metrics)
     metrics.controllers = [controller, *reflection.controllers()]
     agent.enqueue(pod_key("app", "web"))  # no such pod, no ShadowPod: nothing to do
 
