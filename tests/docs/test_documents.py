@@ -1,7 +1,7 @@
 """The documents a newcomer reads stand alone: every relative link leads to a file of the
-repository (and to a heading of it when it names one), the README links every page of docs/,
-and nothing points to documents outside the repository (a design document, issue or seed
-numbers, another checkout's paths)."""
+repository (and to a heading of it when it names one), the README links every page of docs/
+and the decisions index every decision record, and nothing points to documents outside the
+repository (a design document, issue or seed numbers, another checkout's paths)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md"),
+                    *(ROOT / "docs" / "decisions").glob("*.md"),
                     *(ROOT / "charts").glob("*/README.md")])
 # What a chart user reads too: values comments end up in docs/configuration.md.
 READ_BY_USERS = sorted([*DOCUMENTS, *(ROOT / "charts").glob("*/values.yaml"),
@@ -73,6 +74,14 @@ def test_the_readme_links_every_page_of_the_docs() -> None:
     missing = [relative(page) for page in sorted((ROOT / "docs").glob("*.md"))
                if page.resolve() not in linked]
     assert not missing, f"README.md does not link {missing}"
+
+
+def test_the_decisions_index_links_every_record() -> None:
+    index = ROOT / "docs" / "decisions" / "README.md"
+    linked = {(index.parent / target.partition("#")[0]).resolve() for target in links(index)}
+    missing = [relative(record) for record in sorted(index.parent.glob("*.md"))
+               if record != index and record.resolve() not in linked]
+    assert not missing, f"{relative(index)} does not link {missing}"
 
 
 @pytest.mark.parametrize("document", READ_BY_USERS, ids=relative)
