@@ -5,7 +5,7 @@ only find it. With CPython's defaults (a young pass every 700 net container allo
 agent spent 2.6 % of its CPU in them at N = 10,000 (0.87 s, 0.46 s of it in full passes over
 every module, class and schema imported at start). Frozen, those are never scanned again; a
 young pass every 20,000 allocations does the same work in fewer wake-ups: 0.16 s
-(docs/benchmarks.md)."""
+(docs/decisions/0008-garbage-collector-tuned.md)."""
 
 from __future__ import annotations
 

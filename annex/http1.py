@@ -9,7 +9,8 @@ Why not aiohttp for requests: a request costs 511,000 instructions through aioht
 request and response objects, header multidicts, URL objects, payload and timer objects)
 against 168,000 here, both with TLS and JSON (callgrind, an Event create against kubesim, 8 at
 a time), and the agent makes 8 such requests an offloaded pod: about a quarter of all its CPU
-(docs/benchmarks.md). No other client measured came close (aiosonic, httpx, curl_cffi,
+(docs/decisions/0001-own-http1-client.md). No other client measured came close (aiosonic,
+httpx, curl_cffi,
 pyreqwest, blacksheep: the same or more). The parsing is httptools' (llhttp, as Node.js), the
 transport and TLS the event loop's.
 

@@ -10,7 +10,8 @@ And compressed (zstd) with the mirror's first object as a raw-content dictionary
 one kind share most of their keys and many of their values, so a running pod kept in 2.1 KB
 takes about 140 bytes at level 1. zstd rather than deflate with the same dictionary: a
 compression and decompression take 40 % of the instructions (63,000 against 153,000 for such a
-pod) and the result is a quarter smaller (138 bytes against 188), docs/benchmarks.md. At
+pod) and the result is a quarter smaller (138 bytes against 188),
+docs/decisions/0002-compressed-mirrors.md. At
 `LEVEL` -1 rather than 1: zstd's fast mode leaves literals unencoded (no Huffman table built an
 object), and a restart compresses every object it lists (13.6 % of its samples at N = 10,000
 with level 1).
