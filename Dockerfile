@@ -11,7 +11,7 @@
 # The runtime is distroless (Debian 12's Python 3.11, no shell, no pip): the build stage is
 # Debian 12 too, so the virtualenv's interpreter (/usr/bin/python3) is the same one. The
 # third-party packages come from requirements/image.txt, pinned with hashes (regenerate it with
-# the command at its top after changing pyproject.toml's dependencies or the cli extra).
+# the command at its top after changing pyproject.toml's dependencies or the cli or tracing extra).
 #
 # Size: the virtualenv /opt/annex is 191 MB installed (x86_64; measured by running these steps
 # outside docker, `du -sh`), on top of the distroless base. The image itself was not built where

@@ -15,6 +15,7 @@ What every controller gets from it, so that no reconcile spells it again:
 - per-controller counts of outcomes, results (controller-runtime's) and of keys in the queue,
   how long reconciles take (`reconcile_time`) and keys are processed (the queue's
   `work_duration`), for /metrics (`annex.metrics`);
+- with tracing on (`annex.tracing`), a span per reconcile, continuing `traceparent(key)`;
 - each reconcile's log lines tagged with the controller, the key's object and a reconcile id
   (`annex.logs.reconciling`), as controller-runtime's logger tags them.
 """
@@ -29,6 +30,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from annex import tracing
 from annex.kubeapi import error_message
 from annex.logs import reconciling
 from annex.metrics_histogram import RECONCILE_BUCKETS, Histogram
@@ -88,13 +90,16 @@ class Controller(Generic[K]):
                  observe: Callable[[K, str], None] | None = None,
                  queue: KeyQueue | None = None,
                  describe: Callable[[K], tuple[str | None, str | None]] = object_of,
-                 cluster: Callable[[K], str | None] = _no_cluster) -> None:
+                 cluster: Callable[[K], str | None] = _no_cluster,
+                 traceparent: Callable[[K], object] | None = None) -> None:
         if workers < 1:
             raise ValueError(f"controller {name}: workers must be at least 1, not {workers}")
         self.name = name
         self.queue = queue if queue is not None else KeyQueue()
         self.workers = workers
-        self._reconcile = reconcile
+        # Traced or not is decided here, once (`traceparent`: a key's untrusted W3C parent).
+        self._reconcile = tracing.traced_reconcile(name, reconcile, describe, cluster,
+                                                   traceparent)
         self._synced = synced
         """The controller's mirrors are listed: until then no key is taken (they wait in the
         queue untouched)."""

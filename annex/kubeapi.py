@@ -38,6 +38,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import aiohttp
 import orjson
 
+from annex import tracing
 from annex.http1 import ConnectionPool, Response, Stream
 from annex.kube import (
     Connection,
@@ -278,6 +279,9 @@ class ClusterApi:
         """The current pool's watches, closed when the credentials change."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self.live.subscribe(self._credentials_changed)
+        if tracing.enabled():  # decided once: untraced, `request` is the method itself
+            self.request = tracing.traced_request(  # type: ignore[method-assign]
+                self.request, lambda: self._host)
 
     @property
     def connection(self) -> Connection:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from annex import collector, eventloop
+from annex import collector, eventloop, tracing
 from annex.kube import name_component
 from annex.logs import configure_logging
 from home_agent.config import parse_config
@@ -17,6 +17,7 @@ def main(argv: list[str] | None = None) -> int:
     configure_logging("json" if config.log_format == "json" else "text", config.log_level,
                       cluster=config.remote_cluster_id)  # the peering this agent serves
     name_component("annex-home-agent")  # its User-Agent and fieldManager
+    tracing.enable(config.otlp_endpoint, "annex-home-agent")  # before anything is built
     eventloop.install()
     collector.tune()
     return run(config)

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from annex import tracing
 from annex.kube import ClientLimits
 from annex.leader import ElectionTimings
 from shared.forge.agent import election_lease_name
@@ -91,6 +92,7 @@ class AgentConfig:
     webhook_key: str | None = None
     log_format: str = "text"
     log_level: str = "INFO"
+    otlp_endpoint: str = ""
     labels_not_reflected: tuple[str, ...] = ()
     annotations_not_reflected: tuple[str, ...] = ()
     reflection_workers: Mapping[str, int] = field(default_factory=dict)
@@ -250,6 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--webhook-key", default=None, help="PEM private key of the webhook server")
     add("--log-format", choices=("text", "json"), default="text")
     add("--log-level", default="INFO")
+    tracing.add_endpoint_flag(add)
     add("--labels-not-reflected", type=_keys, default=(), help="comma-separated label keys")
     add("--annotations-not-reflected", type=_keys, default=(),
         help="comma-separated annotation keys")
@@ -363,6 +366,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         webhook_key=args.webhook_key,
         log_format=args.log_format,
         log_level=args.log_level,
+        otlp_endpoint=args.otlp_endpoint,
         labels_not_reflected=args.labels_not_reflected,
         annotations_not_reflected=args.annotations_not_reflected,
         reflection_workers={kind: getattr(args, f"{kind}_reflection_workers")

@@ -6,7 +6,7 @@ import asyncio
 import signal
 import sys
 
-from annex import collector, eventloop
+from annex import collector, eventloop, tracing
 from annex.kube import name_component
 from annex.logs import configure_logging
 from home_controller.runner import run
@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     configure_logging(settings.log_format, settings.log_level)
     name_component("annex-home-controller")  # its User-Agent and fieldManager
+    tracing.enable(settings.otlp_endpoint, "annex-home-controller")  # before anything is built
     eventloop.install()
     collector.tune()
     asyncio.run(_until_signalled(settings))

@@ -6,6 +6,8 @@ import argparse
 from dataclasses import dataclass
 from typing import Literal
 
+from annex import tracing
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -28,6 +30,7 @@ class Settings:
     webhook_key: str = ""
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
+    otlp_endpoint: str = ""
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -79,6 +82,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--webhook-key", default="", help="its TLS key (PEM)")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="INFO")
+    tracing.add_endpoint_flag(p.add_argument)
     return p
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from annex import collector, eventloop
+from annex import collector, eventloop, tracing
 from annex.kube import name_component
 from annex.logs import configure_logging
 from remote_enforcer.announce import announced
@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = parse(argv)
     configure_logging(settings.log_format, settings.log_level)
     name_component("annex-remote-enforcer")  # its User-Agent and fieldManager
+    tracing.enable(settings.otlp_endpoint, "annex-remote-enforcer")  # before anything is built
     eventloop.install()
     collector.tune()
     asyncio.run(serve(settings))

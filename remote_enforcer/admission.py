@@ -24,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from annex import tracing
 from annex.kubeapi import ClusterApi
 from annex.webhooks import admission_application
 from annex.webhooks import admission_request as read_admission_request
@@ -132,7 +133,9 @@ Reviewer = Callable[[Mapping[str, Any]], Awaitable[tuple[bool, str]]]
 def webhook_app(admission: Admission, metrics: Metrics,
                 claims: ClaimAdmission | None = None,
                 objects: ObjectAdmission | None = None) -> web.Application:
-    def route(review: Reviewer) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def route(path: str, review: Reviewer) -> Callable[[web.Request], Awaitable[web.Response]]:
+        review = tracing.traced_review(path, review)  # decided once, when the app is built
+
         async def validate(request: web.Request) -> web.Response:
             admission_request = await read_admission_request(request)
             try:
@@ -150,11 +153,11 @@ def webhook_app(admission: Admission, metrics: Metrics,
         return validate
 
     app = admission_application([metrics.webhooks.middleware])
-    app.router.add_post(WEBHOOK_PATH, route(admission.review))
+    app.router.add_post(WEBHOOK_PATH, route(WEBHOOK_PATH, admission.review))
     if claims is not None:
-        app.router.add_post(CLAIMS_WEBHOOK_PATH, route(claims.review))
+        app.router.add_post(CLAIMS_WEBHOOK_PATH, route(CLAIMS_WEBHOOK_PATH, claims.review))
     if objects is not None:
-        app.router.add_post(NETWORK_WEBHOOK_PATH, route(objects.review))
+        app.router.add_post(NETWORK_WEBHOOK_PATH, route(NETWORK_WEBHOOK_PATH, objects.review))
     return app
 
 

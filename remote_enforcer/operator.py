@@ -13,6 +13,7 @@ from typing import Any
 
 import kopf
 
+from annex import tracing
 from annex.controller import Controller
 from annex.kube import ClientLimits, Connection, kopf_login, load_connection
 from annex.kubeapi import REQUESTS, ClusterApi, core_path, custom_path
@@ -77,7 +78,8 @@ def build_registry(connection: Connection, namespace_maps: NamespaceMapper,
     @kopf.on.update(*resource, field="spec", registry=registry, backoff=API_RETRY_SECONDS)
     async def converge(namespace: str | None, name: str, **_: Any) -> None:
         namespace = str(namespace)  # NamespaceMaps are namespaced
-        with reconciling(CONTROLLER, namespace, name):
+        with reconciling(CONTROLLER, namespace, name), \
+                tracing.reconcile_span(CONTROLLER, namespace, name):
             mapping = await namespace_maps.converge(namespace, name)
         if mapping is None:
             raise kopf.PermanentError(f"not in a tenant namespace (no {REMOTE_CLUSTER_ID_LABEL} "
@@ -92,12 +94,14 @@ def build_registry(connection: Connection, namespace_maps: NamespaceMapper,
                      **_: Any) -> None:
         if tenancy.needs_resync(spec.get("desiredMapping") or {},
                                 status.get("currentMapping") or {}, namespace_maps.twin_exists):
-            with reconciling(CONTROLLER, namespace, name):
+            with reconciling(CONTROLLER, namespace, name), \
+                    tracing.reconcile_span(CONTROLLER, namespace, name):
                 await namespace_maps.converge(str(namespace), name)
 
     @kopf.on.delete(*resource, registry=registry, backoff=API_RETRY_SECONDS)
     async def release(namespace: str | None, name: str, **_: Any) -> None:
-        with reconciling(CONTROLLER, namespace, name):
+        with reconciling(CONTROLLER, namespace, name), \
+                tracing.reconcile_span(CONTROLLER, namespace, name):
             await namespace_maps.release(str(namespace), name)
 
     return registry

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
+from annex import tracing
 from annex.kube import ClientLimits
 from shared.offer import is_lendable_pattern
 from shared.quantity import canonical
@@ -43,6 +44,7 @@ class Settings:
     ingress_classes: tuple[str, ...] = ()
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
+    otlp_endpoint: str = ""
     qps: float = ClientLimits.qps
     burst: int = ClientLimits.burst
     announce_mdns: bool = False
@@ -125,6 +127,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ingress-classes", type=_names, default=())
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="INFO")
+    tracing.add_endpoint_flag(p.add_argument)
     p.add_argument("--qps", type=float, default=ClientLimits.qps,
                    help="client-side write rate (0: unthrottled, the API server's Priority and "
                         "Fairness guards it); pods and status writes")

@@ -43,6 +43,7 @@ from shared.wellknown import (
     FAILED_REFLECTION_REASON,
     ORIGIN_CLUSTER_LABEL,
     REMOTE_ENFORCER_COMPONENT,
+    TRACEPARENT_ANNOTATION,
 )
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,15 @@ class ShadowPodEnforcer:
         filling (a pod not listed yet is not a pod to create)."""
         self.controller: Controller[Key] = Controller(
             "shadowpods", self._reconcile, workers=workers,
-            synced=self.listed.is_set)
+            synced=self.listed.is_set, traceparent=self._traceparent)
+
+    def _traceparent(self, key: Key) -> object:
+        """The W3C traceparent the consumer's agent wrote on the ShadowPod: untrusted, only a
+        parent span context once `annex.tracing` has checked its form."""
+        shadowpod = self.shadowpods.get(key)
+        if shadowpod is None:
+            return None
+        return (shadowpod["metadata"].get("annotations") or {}).get(TRACEPARENT_ANNOTATION)
 
     def on_pod_event(self, event_type: str, pod: dict[str, Any]) -> None:
         if ORIGIN_CLUSTER_LABEL not in (pod["metadata"].get("labels") or {}):

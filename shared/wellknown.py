@@ -55,6 +55,9 @@ KUBE_ROOT_CA_CONFIGMAP: Final = "kube-root-ca.crt"
 ROOT_CA_REMOTE_NAME: Final = "kube-root-ca.crt.annex"
 # On a home copy of a remote Event: the digest of what it says (shared.forge.event).
 COPY_DIGEST_ANNOTATION: Final = "offloading.liqo.io/copy-digest"
+# The W3C traceparent of the agent's reconcile that last wrote a ShadowPod (tracing on): the
+# enforcer continues that trace. Not copied to the pod.
+TRACEPARENT_ANNOTATION: Final = "offloading.liqo.io/traceparent"
 SERVICE_ACCOUNT_TOKEN_SECRET_TYPE: Final = "kubernetes.io/service-account-token"
 # The remote Secret holding an offloaded pod's home service-account tokens (Liqo's keys): the
 # labels mark it as the token reflector's (the Secret reflector leaves it alone); the annotations

@@ -1,8 +1,8 @@
 """The container image agrees with the code: the Dockerfile copies every package the components
 and annexctl import and nothing of the simulator or the demo, pyproject.toml declares what each
 package imports in the group its installation gets (the image gets the runtime dependencies and
-the `cli` extra), requirements/image.txt pins all of those with hashes, and the labels carry
-the version and the commit the components report."""
+the `cli` and `tracing` extras), requirements/image.txt pins all of those with hashes, and the
+labels carry the version and the commit the components report."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ PACKAGES = frozenset(path.parent.name for path in ROOT.glob("*/__init__.py")) - 
 # What runs in the image: the components and annexctl (the charts' hooks run it).
 IMAGE_COMMANDS = ("home_agent", "home_controller", "remote_enforcer", "annexctl")
 # The dependency groups whose installation each package needs, beyond the runtime dependencies.
-EXTRAS_OF = {"annexctl": ("cli",), "kubesim": ("sim",), "annex_demo": ("demo",)}
+EXTRAS_OF = {"annex": ("tracing",), "annexctl": ("cli",), "kubesim": ("sim",),
+             "annex_demo": ("demo",)}
 REGENERATE_LOCK = "run the pip-compile command at the top of requirements/image.txt"
 
 
@@ -181,7 +182,7 @@ def test_each_package_declares_what_it_imports_in_the_group_it_is_installed_with
 def test_the_lock_pins_every_dependency_of_the_image_with_hashes() -> None:
     pins = locked()
     assert all(hashes for _, hashes in pins.values()), "every pin needs --hash"
-    for requirement in requirements("cli"):
+    for requirement in requirements("cli", "tracing"):
         name = normalized(requirement.name)
         assert name in pins, f"{requirement} is not in requirements/image.txt: {REGENERATE_LOCK}"
         assert requirement.specifier.contains(pins[name][0], prereleases=True), \

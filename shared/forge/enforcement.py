@@ -14,7 +14,7 @@ from typing import Any
 
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.common import copied, rfc3339
-from shared.wellknown import POD_CREATED_CONDITION
+from shared.wellknown import POD_CREATED_CONDITION, TRACEPARENT_ANNOTATION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -71,7 +71,9 @@ def desired_pod(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
             "name": meta.get("name"),
             "namespace": meta.get("namespace"),
             "labels": dict(meta.get("labels") or {}),
-            "annotations": dict(meta.get("annotations") or {}),
+            # The traceparent is the enforcer's parent span, nothing of the pod's.
+            "annotations": {k: v for k, v in (meta.get("annotations") or {}).items()
+                            if k != TRACEPARENT_ANNOTATION},
             "ownerReferences": [controller_reference(shadowpod)],
         },
         "spec": copied(dict((shadowpod.get("spec") or {}).get("pod") or {})),

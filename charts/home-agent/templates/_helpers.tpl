@@ -149,6 +149,9 @@ chart's (remotes.yaml) and the controller's (its agent template, home_controller
 - --webhook-key=/etc/annex/webhook/tls.key
 - --log-format={{ .Values.logFormat }}
 - --log-level={{ .Values.logLevel }}
+{{- with .Values.tracing.otlpEndpoint }}
+- --otlp-endpoint={{ . }}
+{{- end }}
 {{- end -}}
 
 {{/* A webhook server's TLS (call with dict "root" $ "service" <Service name> "secret" <Secret
