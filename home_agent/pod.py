@@ -20,7 +20,7 @@ One reconcile per home pod key (namespace, name), from both mirrors:
 - it mounts service-account tokens and their Secret is not made yet (token reflection) → the
   ShadowPod waits for it, as a kubelet waits for a pod's volumes: a remote pod made first would
   sit in ContainerCreating with FailedMount warnings and start only at the kubelet's next try
-  (its backoff doubles up to 2 min). The Secret's event brings the pod back (`routes`);
+  (its backoff doubles up to 2 min). The Secret's event brings the pod back (`watches`);
 - likewise for the copies of the ConfigMaps and Secrets it needs (volumes, environment) that the
   reflectors are about to make (`home_agent.reflection.required`), for 30 s at most.
 """
@@ -39,11 +39,12 @@ from annex.informers import Change
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.watches import HOME_WATCH, PERSISTENTVOLUMECLAIMS
+from home_agent.operators import HOME_WATCH, PERSISTENTVOLUMECLAIMS
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.persistentvolume import home_data_problem, unbound_claims
 from shared.forge.pod import (
     PodForgeConfig,
+    StatusField,
     StatusForgeConfig,
     merged_status,
     offloading_backoff_status,
@@ -54,6 +55,7 @@ from shared.forge.pod import (
     shadow_pod_patch,
     shadow_pod_with_warnings,
     status_from_shadow,
+    unkept_status_fields,
     with_condition,
 )
 from shared.ownership import is_owned
@@ -105,6 +107,11 @@ class PodOffloader:
         self._status_config: tuple[object, StatusForgeConfig] | None = None
         """The configs as built from the (frozen) agent config and the parsed VirtualNode they
         were built from: every reconcile reads them, and they change with those only."""
+        self._unkept_status: set[StatusField] = set()
+        """The pod status fields the home API server does not keep, as its answers to status
+        writes show (status.hostIPs before Kubernetes 1.28): the comparison leaves them out,
+        or every reconcile would write them again. Learnt from the first answer, not from
+        the server's version: feature gates decide too."""
 
     def forge_config(self) -> PodForgeConfig:
         config = self.agent.config
@@ -324,7 +331,7 @@ class PodOffloader:
         """Replace the pod's status with `wanted` merged over it (None removes a field); no
         write when nothing differs. The resourceVersion guards against a concurrent writer."""
         current = pod.get("status") or {}
-        merged = merged_status(current, wanted)
+        merged = merged_status(current, wanted, self._unkept_status)
         if merged is None:
             return
         log.debug("pod %s/%s status: %s", pod["metadata"]["namespace"], pod["metadata"]["name"],
@@ -335,5 +342,8 @@ class PodOffloader:
             (HOME, metadata["namespace"], metadata["name"]), self.agent.home.replace(
                 core_path("pods", metadata["namespace"], metadata["name"], "status"), body),
             body, "status")
+        stored = written.get("status") if isinstance(written, dict) else None
+        if isinstance(stored, dict) and stored != merged:
+            self._unkept_status |= unkept_status_fields(merged, stored)
         if metadata.get("resourceVersion"):
             self.agent.informers.answered(HOME, "pods", metadata["resourceVersion"], written)

@@ -759,9 +759,55 @@ def status_from_shadow(
     return status if refused is None else with_condition(status, refused)
 
 
-def merged_status(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any] | None:
+StatusField = tuple[str, ...]
+"""A status field by its keys from the top of the status; "*" stands for every item of a list
+(("containerStatuses", "*", "user"))."""
+
+
+def unkept_status_fields(sent: Mapping[str, Any], stored: Mapping[str, Any]) -> set[StatusField]:
+    """The fields of a status written that the API server's answer (`stored`) lacks: fields its
+    schema does not have or a feature gate turns off, which it drops from every write
+    (status.hostIPs before Kubernetes 1.28, and on 1.28 unless its alpha PodHostIPs gate is
+    on; the container status fields a newer remote kubelet reports). Only fields sent with
+    a value count: an empty one is what the API's omitempty leaves out, not a field the
+    server lacks."""
+    unkept: set[StatusField] = set()
+
+    def walk(sent_value: Any, stored_value: Any, at: StatusField) -> None:
+        if isinstance(sent_value, Mapping) and isinstance(stored_value, Mapping):
+            for key, value in sent_value.items():
+                if key not in stored_value:
+                    if value:
+                        unkept.add((*at, key))
+                else:
+                    walk(value, stored_value[key], (*at, key))
+        elif isinstance(sent_value, list) and isinstance(stored_value, list):
+            for sent_item, stored_item in zip(sent_value, stored_value, strict=False):
+                walk(sent_item, stored_item, (*at, "*"))
+
+    walk(sent, stored, ())
+    return unkept
+
+
+def _without_field(value: Any, path: StatusField) -> Any:
+    head, rest = path[0], path[1:]
+    if head == "*":
+        return [_without_field(item, rest) for item in value] if isinstance(value, list) else value
+    if not isinstance(value, Mapping) or head not in value:
+        return value
+    if not rest:
+        return {key: item for key, item in value.items() if key != head}
+    return {**value, head: _without_field(value[head], rest)}
+
+
+def merged_status(current: Mapping[str, Any], wanted: Mapping[str, Any],
+                  unkept: Iterable[StatusField] = ()) -> dict[str, Any] | None:
     """The pod status `wanted` merged over `current` (a None value removes the field), or None
-    when that is `current`: nothing to write."""
+    when that is `current`: nothing to write. The fields the server does not keep (`unkept`,
+    see `unkept_status_fields`) are left out of `wanted`: `current` never has them, and a
+    status that kept them would differ from it at every comparison."""
+    for path in unkept:
+        wanted = _without_field(wanted, path)
     merged = {k: v for k, v in {**current, **wanted}.items() if v is not None}
     return None if merged == current else merged
 
