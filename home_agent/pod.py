@@ -43,6 +43,7 @@ from home_agent.operators import HOME_WATCH, PERSISTENTVOLUMECLAIMS
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.persistentvolume import home_data_problem, unbound_claims
 from shared.forge.pod import (
+    QUOTA_NOT_COUNTED_REASON,
     PodForgeConfig,
     StatusField,
     StatusForgeConfig,
@@ -53,6 +54,7 @@ from shared.forge.pod import (
     remote_pod_refused_condition,
     service_account_token_secret_name,
     shadow_pod_patch,
+    shadow_pod_refusal,
     shadow_pod_with_warnings,
     status_from_shadow,
     unkept_status_fields,
@@ -232,9 +234,10 @@ class PodOffloader:
             if getattr(error, "status", None) == 409:
                 # Created already (its watch event brings it into the mirror), or not ours.
                 return await self._report_foreign(pod, remote_namespace, body["metadata"]["name"])
-            reason, message = error_reason(error), error_message(error)
-            log.warning("could not create ShadowPod %s/%s: %s", remote_namespace,
-                        body["metadata"]["name"], message)
+            reason, message = shadow_pod_refusal(error_reason(error), error_message(error))
+            log.log(logging.INFO if reason == QUOTA_NOT_COUNTED_REASON else logging.WARNING,
+                    "could not create ShadowPod %s/%s: %s", remote_namespace,
+                    body["metadata"]["name"], message)
             now = datetime.now(UTC)
             status = with_condition(pod.get("status") or {},
                                     remote_creation_failed_condition(reason, message, now))

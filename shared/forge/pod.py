@@ -686,6 +686,27 @@ def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime,
     return status
 
 
+QUOTA_NOT_COUNTED_REASON = "QuotaNotCountedYet"
+_QUOTA_STATUS_UNKNOWN = "status unknown for quota"
+"""kube-apiserver's quota admission refusing an object its quota controller has not counted
+yet (the quota's status lacks the resource)."""
+
+
+def shadow_pod_refusal(reason: str, message: str) -> tuple[str, str]:
+    """The reason and message a refused ShadowPod creation is reported with: the API server's,
+    but a quota whose status does not count ShadowPods yet says so and that it passes. On a
+    fresh install kube-controller-manager's quota controller finds the ShadowPod kind at its
+    next discovery (every 30 s) and counts it in the quota at the quota's next
+    recalculation: a change of a kind the quota counts in that namespace, or the full resync
+    (--resource-quota-sync-period, 5 min by default)."""
+    if _QUOTA_STATUS_UNKNOWN not in message:
+        return reason, message
+    return QUOTA_NOT_COUNTED_REASON, (
+        f"the provider's quota controller has not counted this kind in the namespace's quota "
+        f"yet, which clears by itself (it discovers a newly installed kind within 30 s, then "
+        f"recounts the quota at its next resync); retried with backoff meanwhile: {message}")
+
+
 def remote_creation_failed_condition(reason: str, message: str, now: datetime) -> dict[str, Any]:
     """The home pod condition saying the remote pod could not be created (quota denied, invalid
     spec, ...), so the pod is not left silently Pending."""
