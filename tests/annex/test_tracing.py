@@ -5,14 +5,18 @@ InMemorySpanExporter: no collector)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from annex import tracing
 from annex.controller import Controller
 from annex.kube import Connection, load_connection
 from annex.kubeapi import ClusterApi, core_path
+from remote_enforcer.admission import WEBHOOK_PATH, webhook_app
+from remote_enforcer.metrics import Metrics
 from shared.forge import enforcement
 from shared.forge.pod import PodForgeConfig, shadow_pod_patch
 from shared.wellknown import TRACEPARENT_ANNOTATION
@@ -144,3 +148,28 @@ def test_the_traceparent_is_neither_copied_to_the_pod_nor_removed_by_the_agent()
 def _forge_config() -> PodForgeConfig:
     return PodForgeConfig.model_validate(
         {"reflection": {"home_cluster_id": "home", "remote_cluster_id": "provider"}})
+
+
+class AllowingAdmission:
+    async def review(self, request: Mapping[str, Any]) -> tuple[bool, str]:
+        return True, ""
+
+
+def test_an_admission_review_is_a_span_naming_the_reviewed_object() -> None:
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "1", "operation": "CREATE", "namespace": NAMESPACE, "name": NAME,
+        "kind": {"group": "offloading.liqo.io", "version": "v1beta1", "kind": "ShadowPod"}}}
+
+    async def scenario() -> None:
+        app = webhook_app(AllowingAdmission(), Metrics())  # type: ignore[arg-type]
+        async with TestClient(TestServer(app)) as client:
+            answer = await client.post(WEBHOOK_PATH, json=review)
+            assert (await answer.json())["response"]["allowed"] is True
+
+    with tracing.spans_in_memory() as exporter:
+        asyncio.run(scenario())
+    [span] = _by_name(exporter.get_finished_spans(), f"admit {WEBHOOK_PATH}")
+    assert span.attributes["k8s.namespace.name"] == NAMESPACE
+    assert span.attributes["annex.object.name"] == NAME
+    assert span.attributes["annex.admission.operation"] == "CREATE"
+    assert span.attributes["annex.admission.kind"] == "ShadowPod"
