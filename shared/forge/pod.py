@@ -738,7 +738,9 @@ def remote_pod_refused_condition(shadow_status: Mapping[str, Any]) -> dict[str, 
 
 def with_condition(status: Mapping[str, Any], condition: Mapping[str, Any]) -> dict[str, Any]:
     """`status` with `condition` set in place of any of the same type. An unchanged status keeps
-    its lastTransitionTime, so re-reporting the same failure is not a transition."""
+    its lastTransitionTime, so re-reporting the same failure is not a transition; fields
+    `condition` does not name keep theirs (the API server answers every pod condition with a
+    `lastProbeTime`, null when unset: without it each report would differ from the last)."""
     updated = copied(dict(status))
     conditions = updated.get("conditions") or []
     new = copied(dict(condition))
@@ -746,7 +748,7 @@ def with_condition(status: Mapping[str, Any], condition: Mapping[str, Any]) -> d
         if existing.get("type") == new.get("type"):
             if existing.get("status") == new.get("status"):
                 new["lastTransitionTime"] = existing.get("lastTransitionTime")
-            conditions[index] = new
+            conditions[index] = {**existing, **new}
             break
     else:
         conditions.append(new)

@@ -5,13 +5,16 @@ later comparison, so an unchanged remote status writes nothing."""
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from shared.forge.pod import (
     StatusForgeConfig,
     local_pod_status,
     merged_status,
+    remote_creation_failed_condition,
     unkept_status_fields,
+    with_condition,
 )
 
 CONFIG = StatusForgeConfig(node_ip="10.0.0.9")
@@ -74,3 +77,15 @@ def test_empty_values_the_answer_omits_are_not_taken_for_unkept_fields() -> None
 def test_a_server_that_keeps_everything_teaches_nothing() -> None:
     written = merged_status({}, local_pod_status(_remote_status(), {}, CONFIG)) or {}
     assert unkept_status_fields(written, copy.deepcopy(written)) == set()
+
+
+def test_a_condition_reported_again_over_the_servers_copy_changes_nothing() -> None:
+    """kube-apiserver answers a PodCondition sent without lastProbeTime with it null: the same
+    refusal reported at the next retry is no new status to write."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    first = with_condition({"phase": "Pending"},
+                           remote_creation_failed_condition("Forbidden", "refused", now))
+    stored = {**first, "conditions": [{**c, "lastProbeTime": None} for c in first["conditions"]]}
+    again = with_condition(stored, remote_creation_failed_condition(
+        "Forbidden", "refused", now + timedelta(seconds=30)))
+    assert merged_status(stored, again) is None
