@@ -28,7 +28,7 @@ from annexctl.status import virtual_nodes
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
 from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VirtualNode
-from shared.forge.common import reflection_config
+from shared.forge.metadata import reflection_config
 from shared.forge.pod import PodForgeConfig, remote_pod_spec
 from shared.home_apiserver import SERVICE_NAME_LABEL, advertised_address
 from shared.wellknown import (

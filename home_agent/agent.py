@@ -25,7 +25,7 @@ from home_agent.config import AgentConfig
 from shared.api.namespace_map import MappingPhase, NamespaceMap
 from shared.api.resource_offer import ResourceOffer
 from shared.api.virtual_node import VirtualNode
-from shared.forge.common import ReflectionConfig, reflection_config
+from shared.forge.metadata import ReflectionConfig, reflection_config
 from shared.forge.node import Health
 from shared.wellknown import HOME_AGENT_COMPONENT, VIRTUAL_NODE_NAME_PREFIX
 

@@ -125,8 +125,8 @@ from annex.kubeapi import (  # noqa: E402
 from remote_enforcer.admission import WEBHOOK_PATH  # noqa: E402
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING  # noqa: E402
 from shared.api.shadowpod import SHADOWPOD  # noqa: E402
-from shared.forge.common import reflection_config  # noqa: E402
 from shared.forge.configmap import remote_configmap  # noqa: E402
+from shared.forge.metadata import reflection_config  # noqa: E402
 from shared.forge.pod import (  # noqa: E402
     PodForgeConfig,
     projected_service_account_tokens,

@@ -15,8 +15,8 @@ from typing import Any
 
 from annex.kubeapi import ApiError, ClusterApi, error_message
 from home_agent.agent import Agent
-from shared.forge.common import parse_rfc3339
 from shared.forge.kubelet import ContainerUsage, pod_metrics_usage
+from shared.rfc3339 import parse_rfc3339
 
 log = logging.getLogger(__name__)
 

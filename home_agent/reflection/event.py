@@ -47,7 +47,7 @@ from annex.mirror import Key, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import REMOTE, Agent
 from home_agent.reflection.reflector import Reflector, synced
-from shared.forge.common import updated_remote
+from shared.forge.compare import updated_remote
 from shared.forge.event import (
     event_needs_update,
     has_copy_digest,

@@ -47,7 +47,7 @@ from annex.writes import confirmed_gone, replace_or_create
 from home_agent.agent import HOME, Agent
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.watches import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
-from shared.forge.common import needs_update, updated_remote
+from shared.forge.compare import needs_update, updated_remote
 from shared.forge.persistentvolume import (
     expanded_capacity,
     home_volume,

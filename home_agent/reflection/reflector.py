@@ -36,12 +36,8 @@ from annex.mirror import Key, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.reflection.required import RequiredCopies
-from shared.forge.common import (
-    ReflectionConfig,
-    must_recreate,
-    needs_update,
-    updated_remote,
-)
+from shared.forge.compare import must_recreate, needs_update, updated_remote
+from shared.forge.metadata import ReflectionConfig
 from shared.ownership import is_owned
 from shared.reflection_policy import ReflectionType, should_reflect
 from shared.wellknown import FAILED_REFLECTION_REASON

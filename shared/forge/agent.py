@@ -28,7 +28,7 @@ from pydantic import Field
 
 from shared.api.base import ApiModel
 from shared.api.virtual_node import AgentStatus, VirtualNode, VirtualNodePhase
-from shared.forge.common import parse_rfc3339
+from shared.rfc3339 import parse_rfc3339
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 
 DEPLOYMENT_API = ("apps/v1", "Deployment")

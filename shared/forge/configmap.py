@@ -11,7 +11,8 @@ would collide with the renamed one, so it is not reflected.
 from collections.abc import Mapping
 from typing import Any
 
-from shared.forge.common import ReflectionConfig, copied, remote_metadata
+from shared.forge.json_copy import copied
+from shared.forge.metadata import ReflectionConfig, remote_metadata
 from shared.wellknown import KUBE_ROOT_CA_CONFIGMAP, ROOT_CA_REMOTE_NAME
 
 _CONTENT_FIELDS = ("data", "binaryData", "immutable")

@@ -27,7 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from shared.forge.common import ReflectionConfig, copied, remote_metadata
+from shared.forge.json_copy import copied
+from shared.forge.metadata import ReflectionConfig, remote_metadata
 from shared.ipremap import CidrRemap, remap_address
 from shared.wellknown import (
     ENDPOINTSLICE_MANAGED_BY_LABEL,

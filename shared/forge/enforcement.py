@@ -13,7 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from shared.api.shadowpod import SHADOWPOD
-from shared.forge.common import copied, rfc3339
+from shared.forge.json_copy import copied
+from shared.rfc3339 import rfc3339
 from shared.wellknown import POD_CREATED_CONDITION, TRACEPARENT_ANNOTATION
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})

@@ -43,7 +43,9 @@ from typing import Any
 
 import orjson
 
-from shared.forge.common import ReflectionConfig, compared_form, copied, without_keys
+from shared.forge.compare import compared_form
+from shared.forge.json_copy import copied
+from shared.forge.metadata import ReflectionConfig, without_keys
 from shared.ownership import ownership_labels
 from shared.wellknown import COPY_DIGEST_ANNOTATION, ORIGIN_CLUSTER_LABEL
 

@@ -21,9 +21,9 @@ from shared.api.foreign_cluster import (
 )
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.dnssd import Announcement
-from shared.forge.common import rfc3339
 from shared.offer import is_lendable_extended
 from shared.quantity import parse_quantity
+from shared.rfc3339 import rfc3339
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 
 ACCEPTED_CONDITION = "Accepted"

@@ -8,7 +8,8 @@ class the same way, is dropped too. Status (the home load balancer's address) is
 from collections.abc import Mapping
 from typing import Any
 
-from shared.forge.common import ReflectionConfig, copied, remote_metadata
+from shared.forge.json_copy import copied
+from shared.forge.metadata import ReflectionConfig, remote_metadata
 
 LEGACY_INGRESS_CLASS_ANNOTATION = "kubernetes.io/ingress.class"
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-from shared.forge.common import parse_rfc3339, rfc3339
+from shared.rfc3339 import parse_rfc3339, rfc3339
 
 METHOD_VERBS = {"POST": "create", "GET": "get", "HEAD": "get", "PUT": "update",
                 "PATCH": "patch", "DELETE": "delete"}

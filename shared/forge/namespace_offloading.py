@@ -18,9 +18,9 @@ from typing import Any
 
 from shared.api.namespace_map import MappingPhase, NamespaceMap
 from shared.api.namespace_offloading import NamespaceOffloading, OffloadingPhase
-from shared.forge.common import rfc3339
 from shared.forge.namespace import remote_namespace_name
 from shared.node_selector import node_selector_matches
+from shared.rfc3339 import rfc3339
 from shared.wellknown import OFFLOADING_GROUP
 
 READY = "Ready"

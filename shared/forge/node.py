@@ -18,7 +18,7 @@ from typing import Any
 
 from shared.api.resource_offer import ResourceOffer
 from shared.api.virtual_node import VirtualNode
-from shared.forge.common import rfc3339
+from shared.rfc3339 import rfc3339
 from shared.wellknown import (
     ARCH_LABEL,
     HOSTNAME_LABEL,

@@ -38,7 +38,7 @@ from typing import Any
 
 from shared.api.namespace_offloading import PodOffloadingStrategy
 from shared.api.virtual_node import VirtualNode
-from shared.forge.common import copied
+from shared.forge.json_copy import copied
 from shared.node_selector import node_selector_matches
 from shared.wellknown import (
     TYPE_LABEL,

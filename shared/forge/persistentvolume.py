@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from shared.forge.common import copied
+from shared.forge.json_copy import copied
 from shared.wellknown import (
     HOSTNAME_LABEL,
     PROVISIONED_BY_ANNOTATION,

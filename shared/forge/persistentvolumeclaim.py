@@ -25,7 +25,9 @@ from datetime import datetime
 from typing import Any
 
 from shared.api.resource_offer import ClassOffer
-from shared.forge.common import ReflectionConfig, copied, remote_metadata, rfc3339
+from shared.forge.json_copy import copied
+from shared.forge.metadata import ReflectionConfig, remote_metadata
+from shared.rfc3339 import rfc3339
 from shared.wellknown import (
     PERSISTENT_VOLUME_CLAIMS,
     REAL_CLAIM_LABEL,

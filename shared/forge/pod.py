@@ -43,11 +43,13 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from shared.api.offloading_patch import OffloadingPatch
 from shared.api.shadowpod import SHADOWPOD
-from shared.forge.common import ReflectionConfig, copied, remote_metadata, rfc3339, without_keys
 from shared.forge.configmap import remote_configmap_name
+from shared.forge.json_copy import copied
+from shared.forge.metadata import ReflectionConfig, remote_metadata, without_keys
 from shared.forge.namespace import shortened
 from shared.forge.offloading_strategy import is_node_health_toleration
 from shared.ipremap import CidrRemap, remap_address
+from shared.rfc3339 import rfc3339
 from shared.wellknown import (
     ANTI_AFFINITY_LABELS_ANNOTATION,
     ANTI_AFFINITY_PRESET_ANNOTATION,
@@ -97,7 +99,7 @@ class PodForgeConfig(BaseModel):
     """How pods are translated for one remote cluster.
 
     `reflection` carries the cluster ids and the label/annotation skip lists (global flags merged
-    with the VirtualNode's, see `shared.forge.common.reflection_config`). `home_apiserver_host`
+    with the VirtualNode's, see `shared.forge.metadata.reflection_config`). `home_apiserver_host`
     and `home_apiserver_port` are where offloaded pods reach the home API server; without a host
     the containers keep the remote cluster's KUBERNETES_SERVICE_* variables.
     """

@@ -12,7 +12,8 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from shared.forge.common import ReflectionConfig, copied, remote_metadata
+from shared.forge.json_copy import copied
+from shared.forge.metadata import ReflectionConfig, remote_metadata
 from shared.wellknown import SERVICE_ACCOUNT_TOKEN_SECRET_TYPE
 
 DEFAULT_SECRET_TYPE = "Opaque"

@@ -15,7 +15,8 @@ implementation, as ingressClassName names a home ingress controller). Status is 
 from collections.abc import Mapping
 from typing import Any
 
-from shared.forge.common import ReflectionConfig, copied, remote_metadata
+from shared.forge.json_copy import copied
+from shared.forge.metadata import ReflectionConfig, remote_metadata
 from shared.wellknown import FORCE_REMOTE_NODE_PORT_ANNOTATION
 
 HEADLESS_CLUSTER_IP = "None"
@@ -26,6 +27,16 @@ _CLEARED_SPEC_FIELDS = (
     "ipFamilies",
     "loadBalancerClass",
 )
+
+
+def switches_headless(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """True when one Service is headless and the other not: a Service's clusterIP is
+    immutable, so a copy switching is deleted and created again (`must_recreate`)."""
+    return _is_headless(current) != _is_headless(desired)
+
+
+def _is_headless(service: Mapping[str, Any]) -> bool:
+    return bool((service.get("spec") or {}).get("clusterIP") == HEADLESS_CLUSTER_IP)
 
 
 def is_reflectable_service(service: Mapping[str, Any]) -> bool:

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from shared.forge.common import parse_rfc3339, rfc3339
 from shared.forge.namespace import shortened
 from shared.forge.pod import ProjectedToken, service_account_name, service_account_token_secret_name
 from shared.ownership import ownership_labels
+from shared.rfc3339 import parse_rfc3339, rfc3339
 from shared.wellknown import (
     TOKEN_SECRET_EXPIRATION_ANNOTATION,
     TOKEN_SECRET_NAMESPACE_KEY,

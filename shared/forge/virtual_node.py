@@ -10,8 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from shared.api.virtual_node import READY_CONDITION, VirtualNodeStatus
-from shared.forge.common import rfc3339
 from shared.forge.node import Health, readiness
+from shared.rfc3339 import rfc3339
 
 
 def virtual_node_status(current: VirtualNodeStatus, node_name: str, health: Health,

@@ -8,7 +8,7 @@ from typing import Any
 
 from kubernetes import client
 
-from shared.forge.common import reflection_config
+from shared.forge.metadata import reflection_config
 from shared.forge.pod import PodForgeConfig, remote_pod_spec
 from shared.home_apiserver import advertised_address
 from tests.conftest import ClusterHandle

@@ -9,7 +9,7 @@ import pytest
 
 from shared.api.offloading_patch import OffloadingPatch
 from shared.api.quota import PodPolicy, PodSecurityLevel, Toleration
-from shared.forge.common import ReflectionConfig
+from shared.forge.metadata import ReflectionConfig
 from shared.forge.pod import PodForgeConfig, remote_pod_spec
 from shared.pod_policy import (
     allow_list_violations,

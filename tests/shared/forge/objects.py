@@ -11,8 +11,8 @@ from typing import Any
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from shared.forge.common import ReflectionConfig
 from shared.forge.endpointslice import EndpointDestination
+from shared.forge.metadata import ReflectionConfig
 from shared.ipremap import CidrRemap
 from shared.wellknown import (
     ENDPOINTSLICE_MANAGED_BY_LABEL,

@@ -1,6 +1,6 @@
-"""Properties shared by every reflection forge (shared.forge.common and the configmap, secret,
-service, ingress and endpointslice forges built on it), over generated objects. The rules
-themselves are golden cases."""
+"""Properties shared by every reflection forge (shared.forge.metadata, shared.forge.compare and
+the configmap, secret, service, ingress and endpointslice forges built on them), over generated
+objects. The rules themselves are golden cases."""
 
 from __future__ import annotations
 
@@ -14,18 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.api.offloading_patch import OffloadingPatch
-from shared.forge.common import (
-    ReflectionConfig,
-    compared_form,
-    copied,
-    needs_update,
-    reflection_config,
-    remote_metadata,
-    updated_remote,
-)
+from shared.forge.compare import compared_form, needs_update, updated_remote
 from shared.forge.configmap import remote_configmap
 from shared.forge.endpointslice import EndpointDestination, remote_endpointslice
 from shared.forge.ingress import remote_ingress
+from shared.forge.json_copy import copied
+from shared.forge.metadata import ReflectionConfig, reflection_config, remote_metadata
 from shared.forge.secret import remote_secret
 from shared.forge.service import remote_service
 from shared.ownership import is_owned
@@ -184,7 +178,7 @@ def test_timestamps_are_written_and_read_as_the_api_server_does() -> None:
 
     import pytest
 
-    from shared.forge.common import parse_rfc3339, rfc3339
+    from shared.rfc3339 import parse_rfc3339, rfc3339
 
     moment = datetime(2026, 11, 24, 13, 5, 7, 900000, tzinfo=timezone(timedelta(hours=2)))
     assert rfc3339(moment) == "2026-11-24T11:05:07Z"

@@ -6,12 +6,12 @@ from typing import Any
 
 from hypothesis import given
 
-from shared.forge.common import reflection_config
 from shared.forge.endpointslice import (
     EndpointDestination,
     is_in_destination,
     remote_endpointslice,
 )
+from shared.forge.metadata import reflection_config
 from shared.ipremap import CidrRemap
 from shared.wellknown import ENDPOINTSLICE_MANAGED_BY_LABEL
 from tests.shared.forge.objects import (

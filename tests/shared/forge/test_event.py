@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.forge.common import needs_update
+from shared.forge.compare import needs_update
 from shared.forge.event import (
     copy_digest,
     event_needs_update,

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.api.resource_offer import ClassOffer
-from shared.forge.common import needs_update, reflection_config
+from shared.forge.compare import needs_update
+from shared.forge.metadata import reflection_config
 from shared.forge.persistentvolumeclaim import (
     awaits_virtual_volume,
     claim_usage,

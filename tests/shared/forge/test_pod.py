@@ -6,7 +6,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shared.forge.common import ReflectionConfig
+from shared.forge.metadata import ReflectionConfig
 from shared.forge.pod import (
     ForgedPod,
     PodForgeConfig,

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shared.forge.common import reflection_config
+from shared.forge.metadata import reflection_config
 from shared.forge.service import remote_service
 from shared.wellknown import FORCE_REMOTE_NODE_PORT_ANNOTATION
 from tests.shared.forge.objects import EXAMPLES, HOME, REMOTE, REMOTE_NS, services
