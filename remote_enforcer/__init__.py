@@ -15,6 +15,16 @@ namespace labels reconcile on annex.controller:
                  (rules: shared/forge/tenancy.py)
 - offer.py       one ResourceOffer per tenant namespace (rules: shared/offer.py)
 - rbac.py        the consumer's twin-namespace rules and the enforcer's own ClusterRole rules
+- node_failure.py  pods Terminating on a NotReady node force-deleted, so that their
+                 ShadowPods get new ones
+- claim_admission.py, object_admission.py  the validating webhooks for reflected claims and for
+                 the Services, EndpointSlices and Ingresses of twin namespaces
+- webhooks.py    every webhook's path and the requests it reviews, as the API server calls them
+- certs.py       the webhook's TLS (given files, or a self-signed development CA)
+- consumers.py   which consumer a twin namespace belongs to, from namespaces and Quotas
+- quota_status.py  Quota.status.used, from the ledger
+- announce.py    the provider's mDNS announcement
+- metrics.py, settings.py  /metrics; the command line
 
 Tenancy contract (what the chart creates per consumer, what the enforcer reads):
 - tenant namespace labels `liqo.io/tenant-namespace=true`, `liqo.io/remote-cluster-id=<consumer>`;
