@@ -20,7 +20,7 @@ One reconcile per home pod key (namespace, name), from both mirrors:
 - it mounts service-account tokens and their Secret is not made yet (token reflection) → the
   ShadowPod waits for it, as a kubelet waits for a pod's volumes: a remote pod made first would
   sit in ContainerCreating with FailedMount warnings and start only at the kubelet's next try
-  (its backoff doubles up to 2 min). The Secret's event brings the pod back (`watches`);
+  (its backoff doubles up to 2 min). The Secret's event brings the pod back (`routes`);
 - likewise for the copies of the ConfigMaps and Secrets it needs (volumes, environment) that the
   reflectors are about to make (`home_agent.reflection.required`), for 30 s at most.
 """
@@ -39,7 +39,7 @@ from annex.informers import Change
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.operators import HOME_WATCH, PERSISTENTVOLUMECLAIMS
+from home_agent.watches import HOME_WATCH, PERSISTENTVOLUMECLAIMS
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.persistentvolume import home_data_problem, unbound_claims
 from shared.forge.pod import (
