@@ -38,6 +38,7 @@ from home_agent.virtual_node import reconcile_node
 from home_agent.watches import HOME_WATCH, NodePodsWatch, Watch, declared_watch
 from home_agent.webhook import serve as serve_webhook
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
+from shared.wellknown import TRACEPARENT_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,21 @@ def _object_of(agent: Agent, key: Hashable) -> tuple[str | None, str | None]:
         case ("node",):
             return None, agent.node_name()
     return None, _kind(key)
+
+
+def pod_traceparent(agent: Agent, key: Hashable) -> object:
+    """A pod key's trace: the traceparent on its ShadowPod, which this agent wrote when it made
+    or changed it and the provider's reconcile continued, so that the status brought home joins
+    that trace (home → remote → home). Read from the provider's copy, so untrusted: only a parent
+    once `annex.tracing` has checked its form. Asked only while tracing."""
+    match key:
+        case ("pod", namespace, name):
+            remote_namespace = agent.mapped_remote_namespace(str(namespace))
+            shadow = (agent.mirrors.shadow_pods.get((remote_namespace, str(name)))
+                      if remote_namespace else None)
+            if shadow is not None:
+                return (shadow["metadata"].get("annotations") or {}).get(TRACEPARENT_ANNOTATION)
+    return None
 
 
 def mirrors_listed(agent: Agent, key: Hashable) -> bool:
@@ -123,7 +139,8 @@ def build_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPo
                                    synced_pods),
         workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
-        queue=agent.queue, describe=functools.partial(_object_of, agent))
+        queue=agent.queue, describe=functools.partial(_object_of, agent),
+        traceparent=functools.partial(pod_traceparent, agent))
 
 
 def leader_elector(config: AgentConfig) -> LeaderElector | None:
