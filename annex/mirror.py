@@ -3,7 +3,7 @@ handlers and read by the reconcilers (which run on other threads).
 
 Objects are kept JSON-encoded (orjson): about a seventh of the memory of the decoded dicts, and
 decoding a copy for a reader is several times faster than `copy.deepcopy` — with 10,000 pods on
-both sides both matter (DESIGN.md section 10). orjson rather than msgpack: a running pod encodes
+both sides both matter. orjson rather than msgpack: a running pod encodes
 in 1 µs against 3.5 and decodes in 4 µs against 6.5, and compressed they are the same size.
 
 And compressed (zstd) with the mirror's first object as a raw-content dictionary: objects of

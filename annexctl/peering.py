@@ -1,4 +1,4 @@
-"""`annexctl peer` and `annexctl unpeer` (DESIGN.md section 7).
+"""`annexctl peer` and `annexctl unpeer`.
 
 peer, on the provider: the consumer's tenant namespace, confined identity and Quota (the same
 objects the remote-enforcer chart creates per consumer: shared.tenancy), then a token for that

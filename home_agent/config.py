@@ -1,6 +1,6 @@
 """The agent's configuration: command-line flags, parsed once into a frozen record.
 
-One agent serves one remote cluster (DESIGN.md section 7). Flags give defaults that the
+One agent serves one remote cluster. Flags give defaults that the
 VirtualNode resource overrides live (labels, taints, capacity, offloadingPatch).
 """
 

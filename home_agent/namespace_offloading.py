@@ -1,4 +1,4 @@
-"""NamespaceOffloading → this consumer's NamespaceMap entry → status (DESIGN.md 4).
+"""NamespaceOffloading → this consumer's NamespaceMap entry → status.
 
 The agent owns one NamespaceMap (named after the home cluster id) in the remote tenant
 namespace and one entry per home namespace it extends to this remote. A finalizer per remote

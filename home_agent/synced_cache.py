@@ -1,5 +1,5 @@
 """The optional Redis cache (`--redis-url`) of the pods last found converged, so that a restarted
-agent skips the pods unchanged since (DESIGN.md 8 and 10; docs/benchmarks.md, "Redis").
+agent skips the pods unchanged since (docs/benchmarks.md, "Redis").
 
 Per pod key it keeps, msgpack-encoded in one Redis hash, the state a successful reconcile
 started from: the home pod's and the ShadowPod's resourceVersions, the twin namespace, and a

@@ -4,7 +4,7 @@
 - home pods: only those bound to the virtual node (`NodePodsWatch` follows its name);
 - remote tenant: this consumer's NamespaceMap and ResourceOffer, in the tenant namespace;
 - remote twins: ShadowPods, in the accepted twin namespaces only — the consumer identity's
-  permissions stop at the tenant and twin namespaces (DESIGN.md 7), so nothing remote is
+  permissions stop at the tenant and twin namespaces, so nothing remote is
   watched cluster-wide. This watch is replaced when the set of twin namespaces changes.
 
 They only read: never a write to a watched object (no finalizers, no annotations), which

@@ -1,4 +1,4 @@
-"""Look providers up in ordinary DNS (seed 003, for a WAN): under each configured domain, the
+"""Look providers up in ordinary DNS (for a WAN): under each configured domain, the
 PTR records of `_annex._tcp.<domain>` name the service instances, and each instance's SRV and
 TXT records say which cluster it is and where its API server is (shared/dnssd.py has the
 records a provider's admin publishes). Unicast lookups with dnspython, every `interval`

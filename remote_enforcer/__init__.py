@@ -1,4 +1,4 @@
-"""The provider-side operator: ShadowPods become pods that stay alive (DESIGN.md section 6).
+"""The provider-side operator: ShadowPods become pods that stay alive.
 
 `python -m remote_enforcer --kubeconfig PATH --cluster-id ID` (no --kubeconfig: in-cluster).
 The enforcer's own list+watches (pods, ShadowPods, namespaces, nodes, Quotas) and kopf

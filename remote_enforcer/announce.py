@@ -1,4 +1,4 @@
-"""The provider announces itself on the LAN with mDNS (seed 003): one DNS-SD service instance
+"""The provider announces itself on the LAN with mDNS: one DNS-SD service instance
 named after its cluster id, of type `_annex._tcp.local.`, whose TXT record carries the cluster
 id and the API server consumers reach (shared/dnssd.py). Off unless `--announce-mdns`.
 

@@ -1,4 +1,4 @@
-"""The validating webhook for reflected PersistentVolumeClaims (the storage fabric, seed 004).
+"""The validating webhook for reflected PersistentVolumeClaims (the storage fabric).
 
 In a consumer's twin namespaces:
 - a claim must carry the consumer's origin label (as ShadowPods do: shared.forge.tenancy);

@@ -23,7 +23,7 @@ KUBELET_API_RULES: list[dict[str, Any]] = [
 ]
 
 # What the consumer's identity may do in each twin namespace: the chart's consumer ClusterRole,
-# which the enforcer binds there (DESIGN.md section 6).
+# which the enforcer binds there.
 TWIN_NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods"], "verbs": ALL_VERBS},
     {"apiGroups": [""], "resources": ["configmaps", "secrets", "services",

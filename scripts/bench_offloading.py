@@ -29,7 +29,7 @@ Scenarios (in this order; each leaves its objects for the next):
   takes N pods the same way, writing the objects the agent's forge makes for them: create the
   ShadowPod and, as the pods mount their service-account token, first request the token at
   home and create the token Secret at the remote → wait for the remote pod Running → patch the
-  home pod's status. Ratio = agent rate / bare rate (DESIGN.md target ≥ 0.5). Each phase ends once
+  home pod's status. Ratio = agent rate / bare rate (target ≥ 0.5). Each phase ends once
   its work has settled (the agent's reflection drained, the enforcer's ShadowPod statuses
   written: on the bare path these trail the pods), so that the next starts on a quiet system;
   requests and CPU are counted until then. Between the phases the bare client's pods go, with

@@ -1,4 +1,4 @@
-"""The DNS-SD records a provider is announced with (seed 003; RFC 6763), the same on the LAN
+"""The DNS-SD records a provider is announced with (RFC 6763), the same on the LAN
 (mDNS, `_annex._tcp.local.`) and in ordinary DNS (`_annex._tcp.<domain>.`):
 
     _annex._tcp.<domain>.            PTR  <instance>._annex._tcp.<domain>.

@@ -1,4 +1,4 @@
-"""Prefix-preserving IP remapping between two CIDRs of the same size (DESIGN.md section 4).
+"""Prefix-preserving IP remapping between two CIDRs of the same size.
 
 When the provider's pod CIDR overlaps the consumer's, the consumer sees remote pods through a
 remapped CIDR: the network bits are swapped, the host bits are kept, so the mapping is a bijection

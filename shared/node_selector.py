@@ -2,7 +2,7 @@
 
 Terms are ORed, a term's requirements ANDed, as in k8s.io/component-helpers' nodeaffinity. Two
 choices follow the apiserver/scheduler: a selector with no terms matches every node here (an
-empty clusterSelector means "all clusters", DESIGN.md 3), while a term with no requirements
+empty clusterSelector means "all clusters"), while a term with no requirements
 matches nothing; `matchFields` can only name `metadata.name`.
 """
 

@@ -1,6 +1,6 @@
 """The ownership test: every object annex creates remotely carries the origin/destination pair.
 
-An object without the pair is somebody else's and is never modified or deleted (DESIGN.md 3).
+An object without the pair is somebody else's and is never modified or deleted.
 """
 
 from collections.abc import Mapping

@@ -1,4 +1,4 @@
-"""Quota arithmetic for admitting ShadowPods on the provider (DESIGN.md section 6).
+"""Quota arithmetic for admitting ShadowPods on the provider.
 
 A pod's usage is what the scheduler reserves for it (component-helpers' PodRequests): the sum of
 its containers' requests, max'd per resource with what its init containers need while they run

@@ -1,4 +1,4 @@
-"""Which home objects are reflected: the per-kind policy and the two annotations (seed 004).
+"""Which home objects are reflected: the per-kind policy and the two annotations.
 
 - DenyList (the default): everything, except objects annotated `liqo.io/skip-reflection`.
 - AllowList: nothing, except objects annotated `liqo.io/allow-reflection`.

@@ -1,4 +1,4 @@
-"""The provider-side objects of one consumer (DESIGN.md section 7): its tenant namespace and the
+"""The provider-side objects of one consumer: its tenant namespace and the
 confined identity its home agent authenticates as, and its Quota.
 
 charts/remote-enforcer (templates/consumers.yaml) creates the same objects for each entry of

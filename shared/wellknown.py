@@ -1,6 +1,6 @@
 """Every well-known label, annotation, taint, finalizer and API name annex uses, in one place.
 
-The keys keep Liqo's spelling so that manifests and habits carry over (DESIGN.md section 3).
+The keys keep Liqo's spelling so that manifests and habits carry over.
 """
 
 from typing import Final
@@ -17,7 +17,7 @@ SHARING_VERSION: Final = "v1alpha1"
 ORIGIN_CLUSTER_LABEL: Final = "offloading.liqo.io/origin"
 DESTINATION_CLUSTER_LABEL: Final = "offloading.liqo.io/destination"
 
-# --- user-facing annotations (seed 004) -------------------------------------------------------
+# --- user-facing annotations -------------------------------------------------------
 SKIP_REFLECTION_ANNOTATION: Final = "liqo.io/skip-reflection"
 ALLOW_REFLECTION_ANNOTATION: Final = "liqo.io/allow-reflection"
 ANTI_AFFINITY_PRESET_ANNOTATION: Final = "liqo.io/anti-affinity-preset"
@@ -70,7 +70,7 @@ TOKEN_SECRET_EXPIRATION_ANNOTATION: Final = "offloading.liqo.io/service-account-
 TOKEN_SECRET_REFRESH_ANNOTATION: Final = "offloading.liqo.io/service-account-refresh"
 TOKEN_SECRET_NAMESPACE_KEY: Final = "namespace"
 
-# --- the storage fabric (seed 004, "Persistent storage") ----------------------------------------
+# --- the storage fabric ("Persistent storage") ----------------------------------------
 # The home cluster's virtual storage class (its default name; the chart may name it otherwise)
 # and the provisioner it names: the agent of the virtual node a claim's first consumer is
 # scheduled on provisions it (the remote claim, then the home volume pinned to that node).

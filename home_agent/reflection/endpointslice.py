@@ -8,7 +8,7 @@ agent's virtual node), home pod addresses remapped into where the remote reaches
 controller leaves such slices alone) and the Service's name label (the remote kube-proxy joins
 them to the remote copy of the Service).
 
-Policy (seed 004): a slice follows its Service — reflected when the Service is, under the
+Policy: a slice follows its Service — reflected when the Service is, under the
 Service policy (`--service-reflection-type`) — unless the slice is annotated itself. A slice whose
 Service is not known (no service-name label, or Service reflection disabled so Services are not
 watched) is judged by itself under `--endpointslice-reflection-type`. Since the decision depends

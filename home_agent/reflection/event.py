@@ -1,4 +1,4 @@
-"""Remote Events back home (DESIGN.md section 5, seed 004): the Events of the accepted twin
+"""Remote Events back home: the Events of the accepted twin
 namespaces that are about our copies of home objects, copied into the home namespace and attached
 to the home object (forge: `shared.forge.event`). The only kind that flows remote → home.
 

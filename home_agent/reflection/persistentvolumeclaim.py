@@ -1,5 +1,5 @@
 """PersistentVolumeClaims, home → twin namespace, and their volumes back home: the storage
-fabric (seed 004, "Persistent storage"; forges: `shared.forge.persistentvolumeclaim` and
+fabric (forges: `shared.forge.persistentvolumeclaim` and
 `shared.forge.persistentvolume`).
 
 The agent is the dynamic provisioner of the virtual storage class for its virtual node, as an

@@ -1,5 +1,5 @@
 """The generic reflector: home objects of one kind, in extended namespaces → their copies in
-the twin namespaces (DESIGN.md section 5).
+the twin namespaces.
 
 Per kind: a home mirror and a remote mirror (the agent's informers', fed by the watches on both
 sides) and a

@@ -1,4 +1,4 @@
-"""Service-account tokens, home → twin namespace (DESIGN.md section 5; forge:
+"""Service-account tokens, home → twin namespace (forge:
 `shared.forge.token`): for every pod bound to the virtual node in an extended namespace that
 projects service-account tokens, the Secret its remote copy reads them from
 (`service_account_token_secret_name(pod)`), each token requested from the home API server with

@@ -1,4 +1,4 @@
-"""ForeignCluster: a provider the home cluster knows of (seed 003), discovered (mDNS on the LAN,
+"""ForeignCluster: a provider the home cluster knows of, discovered (mDNS on the LAN,
 DNS-SD records in ordinary DNS) or added by hand, with what it offers and how far peering went.
 
 Cluster-scoped and named after the provider's cluster id, as Liqo's ForeignCluster is. Knowing

@@ -1,5 +1,5 @@
 """`VirtualNode.spec.offloadingPatch`: what every pod offloaded through a virtual node gets added,
-and the label/annotation keys never reflected through it (seed 004)."""
+and the label/annotation keys never reflected through it."""
 
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""VirtualNode: configures the home agent for one remote cluster (applied live, seed 004)."""
+"""VirtualNode: configures the home agent for one remote cluster (applied live)."""
 
 from enum import StrEnum
 from typing import ClassVar

@@ -1,5 +1,5 @@
 """ShadowPod enforcement on the provider: the pod a ShadowPod asks for, the updates a pod allows,
-and the ShadowPod status computed from the pod (DESIGN.md section 6).
+and the ShadowPod status computed from the pod.
 
 The ShadowPod status is the durable record: a terminal phase written there is never replaced,
 and a ShadowPod whose status is terminal never gets a pod again (Liqo issues #1804 and #3096:

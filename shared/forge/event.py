@@ -1,6 +1,6 @@
 """Event, remote → home: remote Events about reflected objects, attached to the home object.
 
-Only Events about the kinds the agent reflects are brought home (seed 004 and DESIGN.md section 5:
+Only Events about the kinds the agent reflects are brought home (
 pods, services, endpointslices, ingresses, configmaps, secrets, PVCs). Unlike Liqo, whose event
 reflector attaches a ShadowPod's Events to the home pod, Events about ShadowPods stay remote: the
 ShadowPod is the agent's own remote bookkeeping, not an object the user has at home, and what

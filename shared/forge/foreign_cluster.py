@@ -1,4 +1,4 @@
-"""The ForeignCluster's rules (seed 003): what discovery makes of an announcement, how far
+"""The ForeignCluster's rules: what discovery makes of an announcement, how far
 peering went (its phase), and the VirtualNode an accepted, consented provider gets.
 
 Discovery never grants anything: the phase only moves past Discovered when the provider's

@@ -1,7 +1,7 @@
 """What every reflected object's metadata is: its name and twin namespace, its labels and
 annotations minus the skip lists, the ownership labels.
 
-The local (home) object is the source of truth (DESIGN.md section 5). Each per-kind forge builds
+The local (home) object is the source of truth. Each per-kind forge builds
 the complete desired remote object from it, starting with `remote_metadata`; the reflectors then
 compare that with what the remote cluster holds (`shared.forge.compare`).
 
@@ -53,7 +53,7 @@ def reflection_config(
     """The config for one peering: the global skip lists (agent flags) merged with the
     VirtualNode's `offloadingPatch.labelsNotReflected` / `annotationsNotReflected`.
 
-    Call it again whenever the VirtualNode changes: the lists apply live (DESIGN.md section 5).
+    Call it again whenever the VirtualNode changes: the lists apply live.
     """
     labels = set(labels_not_reflected)
     annotations = set(annotations_not_reflected)

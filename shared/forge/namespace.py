@@ -1,4 +1,4 @@
-"""The twin namespace's name on the remote cluster (DESIGN.md section 4, namespace extension).
+"""The twin namespace's name on the remote cluster (namespace extension).
 
 - DefaultName: `<namespace>-<home cluster id>`, so that several consumers can extend namespaces
   of the same name into one provider without clashing;

@@ -1,4 +1,4 @@
-"""A NamespaceOffloading as one remote cluster's agent carries it out (DESIGN.md section 4).
+"""A NamespaceOffloading as one remote cluster's agent carries it out.
 
 `offloading_plan` says what the namespace's label, this consumer's NamespaceMap entry, the
 cluster's finalizer and the NamespaceOffloading's status should become; the agent's

@@ -1,4 +1,4 @@
-"""The virtual node's desired state: labels, taints, capacity and conditions (DESIGN.md 4).
+"""The virtual node's desired state: labels, taints, capacity and conditions.
 
 Pure functions of the VirtualNode, the ResourceOffer and the health state; the home agent's
 `virtual_node.py` writes what they compute, and only when it differs from the cluster.

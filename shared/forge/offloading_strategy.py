@@ -1,5 +1,5 @@
 """The pod offloading strategy, applied by the home agent's mutating webhook to pods created in
-extended namespaces (DESIGN.md 4, seed 004):
+extended namespaces:
 
 - Remote: the pod tolerates the virtual-node taint and requires a virtual node the namespace's
   clusterSelector selects (each selector term ANDed with `liqo.io/type In virtual-node`);

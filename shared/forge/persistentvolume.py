@@ -1,5 +1,4 @@
-"""PersistentVolume, remote → home: the storage fabric's second half (seed 004, "Persistent
-storage").
+"""PersistentVolume, remote → home: the storage fabric's second half.
 
 Once the remote claim is bound, the virtual node's agent provisions the home claim as an
 external provisioner does: a volume named `pvc-<home claim uid>`, pre-bound to the claim

@@ -1,5 +1,4 @@
-"""PersistentVolumeClaim, home → remote: the storage fabric's first half (seed 004, "Persistent
-storage").
+"""PersistentVolumeClaim, home → remote: the storage fabric's first half.
 
 A home claim of the virtual storage class is the agent's to provision once the scheduler has
 picked its virtual node for the claim's first consumer (`volume.kubernetes.io/selected-node`),

@@ -1,5 +1,5 @@
 """Pod offloading: the home pod's spec as the remote pod's, and the remote status as the home
-pod's (DESIGN.md section 4; Liqo's pkg/virtualKubelet/forge/pods.go is the model).
+pod's (Liqo's pkg/virtualKubelet/forge/pods.go is the model).
 
 Home to remote, the spec is an allow-list copy. Scheduling fields name home nodes, classes and
 priorities and are dropped; host namespaces are forced off; the virtual-node toleration is
@@ -63,7 +63,7 @@ from shared.wellknown import (
     VIRTUAL_NODE_TAINT_KEY,
 )
 
-# The PodSpec fields copied verbatim (DESIGN.md section 4). Everything else is dropped or forged.
+# The PodSpec fields copied verbatim. Everything else is dropped or forged.
 COPIED_SPEC_FIELDS: tuple[str, ...] = (
     "containers",
     "initContainers",
@@ -668,7 +668,7 @@ def local_pod_status(
 def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime,
                               message: str | None = None) -> dict[str, Any]:
     """The status of a pod bound to the virtual node that is held back: Pending with reason
-    OffloadingBackOff (seed 004) and `message` (by default: its namespace is not offloaded),
+    OffloadingBackOff and `message` (by default: its namespace is not offloaded),
     its true conditions turned false with the same reason, no container ready (Liqo's
     LocalRejectedPodStatus)."""
     metadata = local_pod.get("metadata") or {}

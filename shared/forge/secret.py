@@ -2,7 +2,7 @@
 
 A `kubernetes.io/service-account-token` Secret holds a token of a home ServiceAccount; the remote
 API server would also refuse it (its ServiceAccount does not exist there). Offloaded pods get
-their tokens through the token reflector instead (DESIGN.md section 5).
+their tokens through the token reflector instead.
 
 `stringData` is a write-only convenience that the API server merges into `data` (its keys win);
 we do the same merge, so the desired copy compares equal to what the remote server stores.

@@ -1,4 +1,4 @@
-"""A consumer's twin namespaces on the provider (DESIGN.md sections 6 and 7): the namespace the
+"""A consumer's twin namespaces on the provider: the namespace the
 enforcer makes for each entry of a NamespaceMap, the Role and RoleBinding that let the
 consumer's identity work in it, what the map's status says of each entry and when an entry
 not Accepted is tried again, which twins an edited map no longer wants, and which ShadowPods

@@ -1,4 +1,4 @@
-"""Service-account tokens, home → remote (DESIGN.md section 5): per offloaded pod, one Secret in
+"""Service-account tokens, home → remote: per offloaded pod, one Secret in
 its twin namespace holding a home-cluster token for every token the pod's projected volumes ask
 for (`shared.forge.pod.projected_service_account_tokens`), plus the pod's home namespace (the
 remote pod's projected `namespace` file reads it from there, see `shared.forge.pod`).

@@ -1,7 +1,7 @@
 """The offloading benchmark (scripts/bench_offloading.py, docs/benchmarks.md) runs end to end at a
 small N on simulated clusters of its own and reports every figure issues 8 and 20 ask for. Its bare
 client makes the writes per pod the agent makes, the agent's copies of remote Events apart:
-that is what makes the ratio against it a ratio (DESIGN.md section 10)."""
+that is what makes the ratio against it a ratio."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def test_every_figure_is_reported(report: dict[str, Any]) -> None:
     assert [by_checkout[run["checkout"]]["converged_seconds"] for run in runs] == [
         run["converged_seconds"] for run in runs]
     assert report["restart"]["converged_seconds"] == runs[0]["converged_seconds"]
-    # Unchanged objects are not written again after a restart, nor while idle (DESIGN.md 10).
+    # Unchanged objects are not written again after a restart, nor while idle.
     assert report["restart"]["writes"] == {"home": 0, "remote": 0}
     assert report["idle"]["writes_per_minute"] == {"home": 0, "remote": 0}
 

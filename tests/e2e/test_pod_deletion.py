@@ -1,5 +1,5 @@
 """End to end: deleting an offloaded pod. The remote pod gets its grace period; the home pod is
-released only once the remote pod is gone (DESIGN.md section 4), also when the connection to
+released only once the remote pod is gone, also when the connection to
 the remote cluster is cut meanwhile; the enforcer never makes the pod again.
 
 The remote pod runs `sleep` as PID 1, which ignores SIGTERM: on a real cluster it takes its whole

@@ -1,4 +1,4 @@
-"""End to end: resource reflection of ConfigMaps and Secrets (DESIGN.md section 5, issue 7), with
+"""End to end: resource reflection of ConfigMaps and Secrets, with
 the remote enforcer and the home agent as real processes. The home object is the truth: its copy
 in the twin namespace follows it (edits, drift, deletion); objects the policy keeps home stay
 home; a remote object that is not ours is never touched."""

@@ -1,4 +1,4 @@
-"""End to end: remote Events back home (DESIGN.md section 5, issue 7), with the remote enforcer
+"""End to end: remote Events back home, with the remote enforcer
 and the home agent as real processes. Events in the twin namespace about the offloaded pod or a
 reflected object show on the home object and follow the remote Event; Events about anything the
 agent did not reflect stay remote; `--event-reflection-workers 0` turns it off.

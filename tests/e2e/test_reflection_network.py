@@ -1,4 +1,4 @@
-"""End to end: Service, EndpointSlice and Ingress reflection (DESIGN.md section 5, issue 7), with
+"""End to end: Service, EndpointSlice and Ingress reflection, with
 the remote enforcer and the home agent as real processes.
 
 A Service whose pods run both at home and remotely must be served in both clusters: at home the

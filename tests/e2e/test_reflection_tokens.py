@@ -1,4 +1,4 @@
-"""End to end: service-account token reflection (DESIGN.md section 5, issue 7), with the remote
+"""End to end: service-account token reflection, with the remote
 enforcer and the home agent as real processes. An offloaded pod's remote copy reads its token
 from a Secret in the twin namespace: a home-cluster token bound to the home pod, with the home
 namespace beside it, refreshed before it expires, gone with the pod, and never there with

@@ -1,4 +1,4 @@
-"""End to end: the storage fabric (seed 004, "Persistent storage"). A StatefulSet with
+"""End to end: the storage fabric ("Persistent storage"). A StatefulSet with
 volumeClaimTemplates of the virtual storage class in an offloaded namespace: its claims get
 their volumes in the remote cluster and home volumes pinned to the virtual node; a deleted pod
 comes back to the same volume; scaling down and deleting the claims cleans both sides. Refusals:

@@ -1,4 +1,4 @@
-"""Agent crashes (DESIGN.md 8, issue 8): the agent is SIGKILLed at seeded random moments of a
+"""Agent crashes: the agent is SIGKILLed at seeded random moments of a
 burst of pod creations and deletions and started again each time. Afterwards there is exactly
 one Running remote pod per live home pod and no orphan ShadowPod; the watch history, recorded
 from before the burst, shows that no remote pod (nor ShadowPod) ever began going away before

@@ -1,4 +1,4 @@
-"""Active/passive agent replicas (issue 17; DESIGN.md 8 applied to a failover): two agent
+"""Active/passive agent replicas: two agent
 processes for one remote elect a leader on their Lease with the chart's durations (client-go's
 15/10/2 s). The standby, warm, writes nothing. The leader is SIGKILLed halfway through a burst of
 pod creations: the standby takes the Lease within about a lease duration, rewrites the virtual

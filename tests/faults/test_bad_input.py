@@ -1,4 +1,4 @@
-"""Bad input through the running system (DESIGN.md 8, issue 8): objects a real home API server
+"""Bad input through the running system: objects a real home API server
 accepts but that cannot be carried over as they are, generated with hypothesis and sent to the
 home cluster while the agent and the enforcer run as processes:
 - ConfigMaps just under kube-apiserver's 3 MiB request limit, whose copy grows past it with the

@@ -1,4 +1,4 @@
-"""Home↔remote cut at scale (DESIGN.md 8, issue 8): with 200 offloaded pods running, the agent
+"""Home↔remote cut at scale: with 200 offloaded pods running, the agent
 alone is cut off the remote API server, first refused, then black-holed, for longer than the
 failure threshold. Meanwhile the remote side goes on: its pods keep running, deleted ones are
 recreated by the enforcer, finished ones complete; and home goes on: pods are created and

@@ -1,4 +1,4 @@
-"""A cut longer than the cluster's default toleration (issue 22, item 2). A NotReady virtual node
+"""A cut longer than the cluster's default toleration (item 2). A NotReady virtual node
 is tainted not-ready/unreachable NoExecute, and DefaultTolerationSeconds gives every pod 300 s
 of tolerance: the taint manager used to evict the home pods of a long cut, their ReplicaSet to
 replace them and the agent to delete their remote pods on reconnection. The pod webhook now

@@ -1,4 +1,4 @@
-"""Enforcer crash (DESIGN.md 8, issue 8): the enforcer is SIGKILLed in the middle of a burst of
+"""Enforcer crash: the enforcer is SIGKILLed in the middle of a burst of
 pod creations and deletions and started again a few batches later. ShadowPods keep their pods,
 no pod is created twice and none is lost; pods that had finished (Succeeded or Failed) are
 never started again, even once the pod garbage collector has removed them (Liqo #1804, #3096).

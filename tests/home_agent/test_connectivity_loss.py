@@ -1,4 +1,4 @@
-"""Home↔remote cut (DESIGN.md 8): home changes made during the cut (a new pod, a deletion) and
+"""Home↔remote cut: home changes made during the cut (a new pod, a deletion) and
 remote status changes are applied after reconnection, nothing is duplicated."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An agent restart (kill -9) relists both sides and converges: running remote pods are never
-deleted, and nothing is written for objects that did not change (DESIGN.md 8)."""
+deleted, and nothing is written for objects that did not change."""
 
 from __future__ import annotations
 

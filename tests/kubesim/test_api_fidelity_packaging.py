@@ -1,4 +1,4 @@
-"""Issue 2 §1: the distribution, the three `python -m` entry points, the README's two commands
+"""The distribution, the three `python -m` entry points, the README's two commands
 and what `.ci/run` runs. (No cluster involved: these hold whatever backend the suite targets.)"""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """NamespaceMap → twin namespaces with the consumer's RBAC; foreign names refused; removed
 entries deleted; a deleted map (even while the enforcer was down) takes its twin namespaces,
-held by the enforcer's finalizer until they are deleted (DESIGN.md sections 6 and 7)."""
+held by the enforcer's finalizer until they are deleted."""
 
 from __future__ import annotations
 

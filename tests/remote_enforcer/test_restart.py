@@ -1,5 +1,5 @@
 """An enforcer killed in the middle of a burst and restarted converges without duplicates
-(DESIGN.md section 8: ShadowPods keep their pods; no pod is recreated twice)."""
+(ShadowPods keep their pods; no pod is recreated twice)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ShadowPods become pods that stay alive (DESIGN.md section 6), with the enforcer running."""
+"""ShadowPods become pods that stay alive, with the enforcer running."""
 
 from __future__ import annotations
 

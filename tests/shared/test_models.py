@@ -23,7 +23,7 @@ from shared.api.resource_offer import ResourceOffer
 from shared.api.shadowpod import PodPhase, ShadowPod
 from shared.api.virtual_node import TaintEffect, VirtualNode, VirtualNodeSpec
 
-# DESIGN.md section 3: group/version, plural and short names of every kind.
+# Group/version, plural and short names of every kind.
 EXPECTED_NAMES = {
     "ShadowPod": ("offloading.liqo.io/v1beta1", "shadowpods", ("shp",)),
     "NamespaceOffloading": ("offloading.liqo.io/v1beta1", "namespaceoffloadings", ("nsof",)),
