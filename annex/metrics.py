@@ -35,7 +35,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -85,6 +85,11 @@ class Family:
         if self.kind == "histogram":
             return tuple(f"{self.name}_{suffix}" for suffix in ("bucket", "sum", "count"))
         return (self.name,)
+
+
+V = TypeVar("V")
+Reader = Callable[[], Iterable[tuple[Sequence[str], V]]]
+"""What a family's samples are read with at scrape time: (label values, value)."""
 
 
 def add_histogram(family: Any, labels: list[str], histogram: Histogram) -> None:
@@ -205,13 +210,10 @@ class RequestCollector(Declared):
         yield from (by_method, by_resource, durations)
 
 
-class Gauges(Declared):
-    """A component's own families, each read at scrape time: `read()` gives its samples as
-    (label values, value)."""
+class _ReadAtScrape(Declared, Generic[V]):
+    """Families each read at scrape time: `read()` gives its samples as (label values, V)."""
 
-    def __init__(self, read: Sequence[tuple[Family, Callable[[], Iterable[tuple[Sequence[str],
-                                                                                 float]]]]]
-                 ) -> None:
+    def __init__(self, read: Sequence[tuple[Family, Reader[V]]]) -> None:
         self._read = read
         self.families = tuple(family for family, _ in read)
 
@@ -219,10 +221,22 @@ class Gauges(Declared):
         for family, read in self._read:
             metric = family.new()
             for labels, value in read():
-                if family.kind == "histogram":
-                    raise TypeError(f"{family.name}: use Histograms for histograms")
-                metric.add_metric(list(labels), value)
+                self._add(family, metric, list(labels), value)
             yield metric
+
+    @staticmethod
+    def _add(family: Family, metric: Any, labels: list[str], value: V) -> None:
+        raise NotImplementedError
+
+
+class Gauges(_ReadAtScrape[float]):
+    """A component's own gauges and counters, each read at scrape time."""
+
+    @staticmethod
+    def _add(family: Family, metric: Any, labels: list[str], value: float) -> None:
+        if family.kind == "histogram":
+            raise TypeError(f"{family.name}: use Histograms for histograms")
+        metric.add_metric(labels, value)
 
 
 def single(value: Callable[[], float]) -> Callable[[], list[tuple[list[str], float]]]:
@@ -230,21 +244,12 @@ def single(value: Callable[[], float]) -> Callable[[], list[tuple[list[str], flo
     return lambda: [([], value())]
 
 
-class Histograms(Declared):
-    """Families of `Histogram`s read at scrape time: `read()` gives (label values, histogram)."""
+class Histograms(_ReadAtScrape[Histogram]):
+    """Families of `Histogram`s read at scrape time."""
 
-    def __init__(self, read: Sequence[tuple[Family, Callable[[], Iterable[tuple[Sequence[str],
-                                                                                 Histogram]]]]]
-                 ) -> None:
-        self._read = read
-        self.families = tuple(family for family, _ in read)
-
-    def collect(self) -> Iterator[Metric]:
-        for family, read in self._read:
-            metric = family.new()
-            for labels, histogram in read():
-                add_histogram(metric, list(labels), histogram)
-            yield metric
+    @staticmethod
+    def _add(family: Family, metric: Any, labels: list[str], value: Histogram) -> None:
+        add_histogram(metric, labels, value)
 
 
 LEADER_STATUS = Family("leader_election_master_status", "gauge",
