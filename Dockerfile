@@ -13,7 +13,7 @@
 # third-party packages come from requirements/image.txt, pinned with hashes (regenerate it with
 # the command at its top after changing pyproject.toml's dependencies or the cli or tracing extra).
 #
-# Size: the virtualenv /opt/annex is 191 MB installed (x86_64; measured by running these steps
+# Size: the virtualenv /opt/annex is 203 MB installed (x86_64; measured by running these steps
 # outside docker, `du -sh`), on top of the distroless base. The image itself was not built where
 # this was measured (no docker daemon): `docker image ls` after a build gives its size.
 
