@@ -34,6 +34,7 @@ from annex.mirror import Key, Mirror, key_of
 from annex.writes import delete_owned
 from remote_enforcer.shadowpods import pod_path
 from shared.forge import enforcement
+from shared.rfc3339 import parse_rfc3339
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
 log = logging.getLogger(__name__)
@@ -43,10 +44,11 @@ HELD_REASON = "PodOnFailedNode"
 
 
 def _time(text: object) -> datetime | None:
+    """A timestamp the node carries, None when it has none or it is not RFC 3339."""
     if not isinstance(text, str) or not text:
         return None
     try:
-        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_rfc3339(text)
     except ValueError:
         return None
 

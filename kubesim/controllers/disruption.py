@@ -28,6 +28,7 @@ from kubesim.apiserver import ApiServer, copy_json
 from kubesim.controllers.base import Controller, WorkQueue, kind_of, run_together, watch_forever
 from kubesim.controllers.replicaset import is_ready
 from kubesim.errors import StatusError
+from kubesim.printers import parse_time
 from kubesim.selectors import SelectorError, label_selector_from_object_strict
 from kubesim.store import Stored
 
@@ -36,13 +37,6 @@ BudgetKey = tuple[str, str]
 _SCALED = {("apps", "ReplicaSet"): ("apps", "v1", "replicasets"),
            ("apps", "StatefulSet"): ("apps", "v1", "statefulsets"),
            ("apps", "Deployment"): ("apps", "v1", "deployments")}
-
-
-def _time(text: Any) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00"))
-    except ValueError:
-        return None
 
 
 def _stamp(moment: datetime) -> str:
@@ -91,7 +85,7 @@ def budget_status(pdb: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
     disrupted = {}
     for name, since in (old.get("disruptedPods") or {}).items():
         disrupted_pod = live.get(name)
-        moment = _time(since)
+        moment = parse_time(since)
         if (disrupted_pod is None or disrupted_pod["metadata"].get("deletionTimestamp")
                 or moment is None):
             continue  # deleted (or going): no longer a disruption to wait for
