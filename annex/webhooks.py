@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,3 +33,15 @@ async def admission_request(request: web.Request) -> dict[str, Any]:
     if not isinstance(asked, dict):
         raise web.HTTPBadRequest(text="expected an AdmissionReview with a request")
     return asked
+
+
+async def serve_tls(app: web.Application, address: str, cert: str, key: str) -> web.AppRunner:
+    """`app` served over TLS (`cert`, `key`: the serving pair the API server checks against the
+    webhook's caBundle) on `address` (`host:port`, all interfaces without a host)."""
+    host, _, port = address.rpartition(":")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host or "0.0.0.0", int(port), ssl_context=context).start()
+    return runner

@@ -7,7 +7,6 @@ request is answered allowed without a patch: this webhook must never block pods.
 from __future__ import annotations
 
 import logging
-import ssl
 from typing import Any
 
 import jsonpatch
@@ -15,7 +14,7 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from annex.metrics import ServedRequests
-from annex.webhooks import admission_application, admission_request
+from annex.webhooks import admission_application, admission_request, serve_tls
 from home_agent.agent import Agent
 from shared.admission import review_response
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
@@ -103,11 +102,7 @@ async def serve(agent: Agent, served: ServedRequests | None = None) -> web.AppRu
     config = agent.config
     if not (config.webhook_address and config.webhook_cert and config.webhook_key):
         return None
-    host, _, port = config.webhook_address.rpartition(":")
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(config.webhook_cert, config.webhook_key)
-    runner = web.AppRunner(application(agent, served), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host or "0.0.0.0", int(port), ssl_context=context).start()
+    runner = await serve_tls(application(agent, served), config.webhook_address,
+                             config.webhook_cert, config.webhook_key)
     log.info("pod webhook serving on https://%s%s", config.webhook_address, MUTATE_POD_PATH)
     return runner

@@ -25,7 +25,6 @@ are pure (`refusal`); the handler looks up the pod a token is bound to.
 from __future__ import annotations
 
 import logging
-import ssl
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +34,7 @@ from pydantic import ValidationError
 
 from annex.kubeapi import ClusterApi, core_path
 from annex.metrics import ServedRequests
-from annex.webhooks import admission_application, admission_request
+from annex.webhooks import admission_application, admission_request, serve_tls
 from shared.admission import review_response
 from shared.api.virtual_node import VirtualNode
 from shared.forge.agent import (
@@ -247,12 +246,7 @@ class AgentAdmission:
         return app
 
     async def serve(self, address: str, cert: str, key: str) -> web.AppRunner:
-        host, _, port = address.rpartition(":")
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(cert, key)
-        runner = web.AppRunner(self.application(), access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, host or "0.0.0.0", int(port), ssl_context=context).start()
+        runner = await serve_tls(self.application(), address, cert, key)
         log.info("agent admission webhook serving on https://%s%s", address,
                  VALIDATE_AGENTS_PATH)
         return runner
