@@ -33,7 +33,11 @@ from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.virtual_node import FINALIZER as DRAIN_FINALIZER
 from shared.api.virtual_node import VIRTUAL_NODE
-from shared.forge.agent import TOKEN_GRANT_COMPONENT, election_lease_name
+from shared.forge.agent import (
+    NAMESPACE_GRANT_COMPONENT,
+    RETIRED_GRANT_COMPONENTS,
+    election_lease_name,
+)
 from shared.forge.namespace_offloading import finalizer_name
 from shared.ownership import is_owned
 from shared.wellknown import (
@@ -214,10 +218,12 @@ def remove_agent_leftovers(home: Cluster, namespace: str, cluster_ids: Iterable[
 
 
 def remove_release_grants(home: Cluster, release: str, cleanup: Cleanup) -> None:
-    """The home controller's token grants of `release` (RoleBindings in offloaded namespaces)
-    and the agents' scheduling label on those namespaces."""
+    """The home controller's namespace grants of `release` (RoleBindings in offloaded
+    namespaces, an earlier version's too) and the agents' scheduling label on those
+    namespaces."""
+    components = ",".join(sorted({NAMESPACE_GRANT_COMPONENT, *RETIRED_GRANT_COMPONENTS}))
     for binding in home.list(*ROLE_BINDING, label_selector=(
-            f"{COMPONENT_LABEL}={TOKEN_GRANT_COMPONENT},{INSTANCE_LABEL}={release}")):
+            f"{COMPONENT_LABEL} in ({components}),{INSTANCE_LABEL}={release}")):
         metadata = binding["metadata"]
         if home.delete(*ROLE_BINDING, metadata["name"], metadata["namespace"]):
             cleanup.done("home", "RoleBinding", _name(binding), "deleted")

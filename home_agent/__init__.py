@@ -3,7 +3,8 @@
 - __main__.py, runner.py  the entry point; wiring and supervision of everything on one loop
 - config.py               the command line, parsed once into a frozen record
 - agent.py                the shared state: both clusters' clients, mirrors, the work queue
-- watches.py              the watches (home, home pods, remote tenant, remote twins)
+- watches.py              the watches (home, home pods, home offloaded namespaces, remote
+                          tenant, remote twins)
 - routes.py               where every watch event goes: mirrors, keyers, controllers
 - remote_watch.py         the remote watches' lifecycle
 - pod.py                  pod offloading: a home pod bound to the virtual node ⇄ its ShadowPod

@@ -23,10 +23,13 @@ from annex.mirror import Mirror
 from annex.workqueue import KeyQueue
 from home_agent.config import AgentConfig
 from shared.api.namespace_map import MappingPhase, NamespaceMap
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
 from shared.api.resource_offer import ResourceOffer
 from shared.api.virtual_node import VirtualNode
+from shared.forge.agent import NEVER_GRANTED_NAMESPACES
 from shared.forge.metadata import ReflectionConfig, reflection_config
 from shared.forge.node import Health
+from shared.node_selector import node_selector_matches
 from shared.wellknown import HOME_AGENT_COMPONENT, VIRTUAL_NODE_NAME_PREFIX
 
 log = logging.getLogger(__name__)
@@ -39,6 +42,8 @@ HOME, REMOTE = "home", "remote"
 NODE_KEY: tuple[str] = ("node",)
 TWINS_KEY: tuple[str] = ("twins",)
 """Keeps the ShadowPod watch on the accepted twin namespaces."""
+NAMESPACES_KEY: tuple[str] = ("namespaces",)
+"""Keeps the home watches on the namespaces this agent offloads (`Agent.selected_namespaces`)."""
 
 
 def offloading_key(namespace: str) -> tuple[str, str]:
@@ -75,6 +80,49 @@ class Mirrors:
                    offers=informers.mirror(REMOTE, "resourceoffers"))
 
 
+class OffloadedNamespaces:
+    """The home namespaces whose objects this agent watches (those it offloads), and which of
+    them are listed: nothing of a watched namespace is decided before it is listed (a pod
+    waiting for its copies would find none). A namespace not watched is nobody's to wait for:
+    this agent reflects nothing there."""
+
+    def __init__(self) -> None:
+        self._watched: set[str] = set()
+        self._listed: set[str] = set()
+        self._subscribers: list[Callable[[], None]] = []
+
+    def subscribe(self, changed: Callable[[], None]) -> None:
+        """`changed()` after each change of the namespaces watched."""
+        self._subscribers.append(changed)
+
+    def _changed(self) -> None:
+        for changed in self._subscribers:
+            changed()
+
+    def follow(self, namespace: str) -> None:
+        self._watched.add(namespace)
+        self._changed()
+
+    def listed(self, namespace: str) -> None:
+        if namespace in self._watched:
+            self._listed.add(namespace)
+
+    def forget(self, namespace: str) -> None:
+        self._watched.discard(namespace)
+        self._listed.discard(namespace)
+        self._changed()
+
+    def watched(self, namespace: str) -> bool:
+        return namespace in self._watched
+
+    def namespaces(self) -> frozenset[str]:
+        return frozenset(self._watched)
+
+    def ready(self, namespace: str) -> bool:
+        """Its objects can be decided on: listed, or not watched at all."""
+        return namespace not in self._watched or namespace in self._listed
+
+
 class Agent:
     def __init__(self, config: AgentConfig, home: ClusterApi, remote: ClusterApi) -> None:
         self.config = config
@@ -97,6 +145,8 @@ class Agent:
         self.echoes = Echoes()
         """By (side, namespace, name): the pods' status and ShadowPods' creation
         (`home_agent.pod`)."""
+        self.offloaded = OffloadedNamespaces()
+        """The namespaces whose objects are watched at home (`home_agent.watches`)."""
 
     def remote_synced(self) -> bool:
         """Both remote watches have listed everything (the twins' for the current set)."""
@@ -213,6 +263,24 @@ class Agent:
     def home_namespace_of(self, remote_namespace: str) -> str | None:
         return next((home for home, remote in self._desired_mapping().items()
                      if remote == remote_namespace), None)
+
+    def selected_namespaces(self) -> frozenset[str]:
+        """The home namespaces this agent offloads: those holding a NamespaceOffloading whose
+        clusterSelector selects its virtual node as the Node is labelled (the home controller
+        grants their reads to the agents it selects by the same rule,
+        `shared.forge.agent.serving_accounts`), the system namespaces and the release's own
+        never (nobody grants them)."""
+        node_name, labels = self.node_name(), self.node_labels()
+        never = NEVER_GRANTED_NAMESPACES | (
+            {self.config.leader_election.namespace} if self.config.leader_election else set())
+        selected = set()
+        for namespace, name in self.mirrors.offloadings.keys():
+            obj = self.mirrors.offloadings.get((namespace, name))
+            if (name == NAMESPACE_OFFLOADING_NAME and obj is not None and namespace not in never
+                    and node_selector_matches((obj.get("spec") or {}).get("clusterSelector"),
+                                              labels, node_name)):
+                selected.add(namespace)
+        return frozenset(selected)
 
     def node_labels(self) -> dict[str, str]:
         node = self.mirrors.nodes.get(("", self.node_name()))

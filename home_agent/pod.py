@@ -39,7 +39,7 @@ from annex.informers import Change
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.watches import HOME_WATCH, PERSISTENTVOLUMECLAIMS
+from home_agent.watches import OFFLOADED_WATCH, PERSISTENTVOLUMECLAIMS
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.persistentvolume import home_data_problem, unbound_claims
 from shared.forge.pod import (
@@ -290,7 +290,7 @@ class PodOffloader:
     def _claims_behind(self, pod: dict[str, Any]) -> bool:
         """A claim the bound pod mounts is not known bound yet (the claims are watched only
         while claims are reflected)."""
-        if PERSISTENTVOLUMECLAIMS not in self.agent.informers.watched(HOME, HOME_WATCH):
+        if PERSISTENTVOLUMECLAIMS not in self.agent.informers.watched(HOME, OFFLOADED_WATCH):
             return False
         claims = self.agent.informers.mirror(HOME, PERSISTENTVOLUMECLAIMS[2])
         namespace = pod["metadata"]["namespace"]

@@ -21,29 +21,26 @@ from shared.wellknown import OFFLOADING_GROUP
 READ_VERBS = ["get", "list", "watch"]
 
 HOME_AGENT_RULES: list[dict[str, Any]] = [
+    # The pods bound to the virtual node: watched (a field selector: a kubelet's reads), their
+    # status written and deleted (the home controller's admission webhook holds each agent to
+    # its own node's pods, home_controller/agent_admission.py).
     {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ_VERBS, "delete"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ_VERBS, "create", "patch"]},
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
+    # Offloaded namespaces are labelled for the pod webhook's namespaceSelector (that label
+    # only: the admission webhook).
     {"apiGroups": [""], "resources": ["namespaces"], "verbs": [*READ_VERBS, "patch"]},
-    # create, patch: Events about home objects (a repeat counted on the Event posted before);
-    # the rest: remote Events reflected home (our copies are listed, not watched, updated when
-    # the remote count changes, deleted with the remote Event).
-    {"apiGroups": [""], "resources": ["events"],
-     "verbs": ["get", "list", "create", "update", "patch", "delete"]},
-    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": READ_VERBS},
-    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ_VERBS},
-    {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": READ_VERBS},
-    # The storage fabric: the claims of the virtual storage class provisioned (their status:
-    # a resize; create: the real claim of a local consumer), the home volumes standing for
-    # their remote copies.
-    {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
-     "verbs": [*READ_VERBS, "create"]},
-    {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"], "verbs": ["patch"]},
+    # Events about home objects (a repeat counted on the Event posted before), as a kubelet
+    # posts them; the reflected copies are the offloaded namespaces' (below).
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    # The storage fabric's home volumes, standing for their remote copies (only those of the
+    # virtual provisioner on its own node: the admission webhook).
     {"apiGroups": [""], "resources": ["persistentvolumes"],
      "verbs": [*READ_VERBS, "create", "patch", "delete"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes"], "verbs": READ_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes/status"], "verbs": ["patch"]},
+    # Which namespaces are offloaded; its own finalizer and its cluster's status on each.
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings"],
      "verbs": [*READ_VERBS, "patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings/status"],
@@ -58,26 +55,53 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["certificates.k8s.io"], "resources": ["certificatesigningrequests"],
      "verbs": ["create", "get"]},
 ]
+"""The agents' ClusterRole: what a virtual kubelet needs cluster-wide. No Secret, ConfigMap,
+Service or claim of any namespace: those are read in the offloaded namespaces only."""
 
+OFFLOADED_NAMESPACE_RULES: list[dict[str, Any]] = [
+    # Resource reflection: the home objects copied to the twin namespaces.
+    {"apiGroups": [""], "resources": ["configmaps", "services"], "verbs": READ_VERBS},
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": READ_VERBS},
+    {"apiGroups": ["networking.k8s.io"], "resources": ["ingresses"], "verbs": READ_VERBS},
+    # The storage fabric: the claims of the virtual storage class provisioned (their status:
+    # a resize; create: the real claim of a local consumer).
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims"],
+     "verbs": [*READ_VERBS, "create"]},
+    {"apiGroups": [""], "resources": ["persistentvolumeclaims/status"], "verbs": ["patch"]},
+    # Remote Events reflected home: their copies listed (not watched), updated when the
+    # remote count changes, deleted with the remote Event.
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "update", "delete"]},
+]
+"""What the agents do in an offloaded namespace: the chart's `<release>-offloaded-namespaces`
+ClusterRole, which the home controller binds in each offloaded namespace for the agents whose
+virtual node its NamespaceOffloading selects (home_controller/namespace_grants.py)."""
 
 SECRET_READ_RULE: dict[str, Any] = {
     "apiGroups": [""], "resources": ["secrets"], "verbs": READ_VERBS}
-"""The Secret reflection: the home Secrets copied to the twin namespaces (a cluster-wide
-watch: a namespace may be offloaded at any time). Without it the agent reads no Secret but its
-kubeconfig's."""
+"""The Secret reflection: the home Secrets copied to the twin namespaces. Without it the agent
+reads no Secret but its kubeconfig's."""
 TOKEN_REQUEST_RULE: dict[str, Any] = {
     "apiGroups": [""], "resources": ["serviceaccounts/token"], "verbs": ["create"]}
 """Token reflection: home tokens bound to offloaded pods, for their remote token Secrets. Held
-only with API server support and token reflection on."""
+only with API server support and token reflection on (and the admission webhook: only for pods
+bound to the agent's own node)."""
 
 
-def home_agent_rules(*, reflects_secrets: bool = True,
-                     reflects_tokens: bool = True) -> list[dict[str, Any]]:
-    """The agents' ClusterRole: `HOME_AGENT_RULES`, with the Secret reads and the token
-    requests only when the release reflects them."""
-    return [*HOME_AGENT_RULES, *([SECRET_READ_RULE] if reflects_secrets else []),
+def offloaded_namespace_rules(*, reflects_secrets: bool = True,
+                              reflects_tokens: bool = True) -> list[dict[str, Any]]:
+    """`OFFLOADED_NAMESPACE_RULES`, with the Secret reads and the token requests only when the
+    release reflects them."""
+    return [*OFFLOADED_NAMESPACE_RULES, *([SECRET_READ_RULE] if reflects_secrets else []),
             *([TOKEN_REQUEST_RULE] if reflects_tokens else [])]
 
+
+APISERVER_ADDRESS_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"], "verbs": ["list"]},
+    {"apiGroups": [""], "resources": ["services"], "resourceNames": ["kubernetes"],
+     "verbs": ["get"]},
+]
+"""Where offloaded pods reach the home API server, read once at start with API server support
+(home_agent/apiserver_address.py): a Role in `default`, where the `kubernetes` Service is."""
 
 NODE_LEASE_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "patch"]},

@@ -3,9 +3,9 @@ agent's informer registry, `annex.informers`): per resource and side, which watc
 which mirror holds it and which keyers feed which controller. The registry applies an event to
 the mirror before any route, so a keyer reads every mirror as it is after the event.
 
-The agent's own keys (`agent.queue`): the node, the twins watch, one namespace's offloading,
-one pod. Then resource reflection's: each kind's reflector, the companions (remote Events home,
-the pods' tokens), the resyncs.
+The agent's own keys (`agent.queue`): the node, the twins watch, the home namespaces watched,
+one namespace's offloading, one pod. Then resource reflection's: each kind's reflector, the
+companions (remote Events home, the pods' tokens), the resyncs.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from annex.informers import Change
 from home_agent.agent import (
     HOME,
+    NAMESPACES_KEY,
     NODE_KEY,
     REMOTE,
     TWINS_KEY,
@@ -36,6 +37,7 @@ from home_agent.reflection.token import SECRETS, TokenReflector
 from home_agent.watches import (
     HOME_WATCH,
     NODE_PODS_WATCH,
+    OFFLOADED_WATCH,
     PERSISTENTVOLUMECLAIMS,
     PERSISTENTVOLUMES,
     PODS,
@@ -71,7 +73,8 @@ pods', those are a lane of tens of thousands at N = 50,000)."""
 
 def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:
     """Everything that reads a namespace's offloading: the namespace and its pods (home, and
-    those known by their ShadowPod only)."""
+    those known by their ShadowPod only), and which namespaces are watched."""
+    yield NAMESPACES_KEY
     yield offloading_key(namespace)
     for pod_namespace, name in agent.mirrors.pods.keys():
         if pod_namespace == namespace:
@@ -91,6 +94,7 @@ def twin_offloading_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
 
 def every_key(agent: Agent) -> Iterator[Hashable]:
     yield NODE_KEY
+    yield NAMESPACES_KEY
     for namespace, _ in agent.mirrors.offloadings.keys():
         yield offloading_key(namespace)
     for namespace, name in agent.mirrors.pods.keys():
@@ -101,6 +105,7 @@ def node_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     log.debug("node event %s %s", change.event_type, change.key)
     if change.key[1] == agent.node_name():
         yield NODE_KEY
+        yield NAMESPACES_KEY  # its labels select namespaces
 
 
 def virtual_node_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
@@ -204,11 +209,11 @@ def declare_agent(agent: Agent) -> None:
 
 
 def declare_reflector(agent: Agent, reflector: Reflector) -> None:
-    """One kind's: both sides' mirrors (every object at home, a namespace may become extended
-    at any time; remotely every object of the twin namespaces, not only ours: a foreign object
-    in the way must be seen), each event to its home key."""
+    """One kind's: both sides' mirrors (at home every object of the namespaces offloaded here;
+    remotely every object of the twin namespaces, not only ours: a foreign object in the way
+    must be seen), each event to its home key."""
     informers, resource, plural = agent.informers, reflector.rules.resource, reflector.rules.plural
-    informers.watch(HOME, resource, by=HOME_WATCH)
+    informers.watch(HOME, resource, by=OFFLOADED_WATCH)
     informers.watch(REMOTE, resource, keep=reflector.kept_remote, by=TWINS_WATCH)
     informers.keys(HOME, plural, reflector.home_keys, reflector.controller)
     informers.keys(REMOTE, plural, reflector.remote_keys, reflector.controller)

@@ -35,7 +35,13 @@ from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent, declare_reflection, declare_virtual_node_followers
 from home_agent.synced_cache import SyncedPods
 from home_agent.virtual_node import reconcile_node
-from home_agent.watches import HOME_WATCH, NodePodsWatch, Watch, declared_watch
+from home_agent.watches import (
+    HOME_WATCH,
+    NodePodsWatch,
+    OffloadedNamespaceWatches,
+    Watch,
+    declared_watch,
+)
 from home_agent.webhook import serve as serve_webhook
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
 from shared.wellknown import TRACEPARENT_ANNOTATION
@@ -76,19 +82,25 @@ def pod_traceparent(agent: Agent, key: Hashable) -> object:
 
 def mirrors_listed(agent: Agent, key: Hashable) -> bool:
     """Whether the mirrors `key`'s reconcile reads are listed (the key is parked until then):
-    nothing is decided on a mirror still filling. The node waits for the home listings, the
-    twins for the tenant namespace's, namespaces and pods for both sides' (a missing ShadowPod
-    or NamespaceMap must not read as "gone")."""
+    nothing is decided on a mirror still filling. The node and the namespaces watched wait for
+    the home listings, the twins for the tenant namespace's, namespaces and pods for both
+    sides' (a missing ShadowPod or NamespaceMap must not read as "gone"), a pod also for its
+    namespace's objects (the copies it waits for)."""
     kind = _kind(key)
     if kind == "twins":
         return agent.tenant_synced.is_set()
     if not agent.home_synced.is_set():
         return False
-    return kind == "node" or agent.remote_synced()
+    if kind in ("node", "namespaces"):
+        return True
+    if kind == "pod" and not agent.offloaded.ready(str(key[1])):  # type: ignore[index]
+        return False
+    return agent.remote_synced()
 
 
 async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
-                    synced_pods: SyncedPods | None, key: Hashable) -> Result | None:
+                    offloaded: OffloadedNamespaceWatches, synced_pods: SyncedPods | None,
+                    key: Hashable) -> Result | None:
     """One key, its mirrors listed (`mirrors_listed`)."""
     assert isinstance(key, tuple)
     match key:
@@ -96,6 +108,8 @@ async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
             await reconcile_node(agent)
         case ("twins",):
             watches.follow_twins()
+        case ("namespaces",):
+            offloaded.follow(agent.selected_namespaces())
         case ("offloading", namespace):
             await reconcile_offloading(agent, namespace)
         case ("pod", namespace, name):
@@ -118,10 +132,14 @@ async def reconcile_pod(agent: Agent, pods: PodOffloader, synced_pods: SyncedPod
     return result
 
 
+WATCH_KEYS = frozenset({"twins", "namespaces"})
+"""The keys that only move a watch: a standby keeps its mirrors as the leader's."""
+
+
 def may_reconcile(agent: Agent, leading: Callable[[], bool], key: Hashable) -> bool:
-    """`mirrors_listed`, and for every key but the twins' (which only moves a watch) that
-    this replica leads: a standby's keys wait parked, and go in line once it leads."""
-    if _kind(key) != "twins" and not leading():
+    """`mirrors_listed`, and for every key but those that only move a watch (`WATCH_KEYS`)
+    that this replica leads: a standby's keys wait parked, and go in line once it leads."""
+    if _kind(key) not in WATCH_KEYS and not leading():
         return False
     return mirrors_listed(agent, key)
 
@@ -130,13 +148,14 @@ def _always() -> bool:
     return True
 
 
-def build_controller(agent: Agent, watches: RemoteWatches, synced_pods: SyncedPods | None,
+def build_controller(agent: Agent, watches: RemoteWatches,
+                     offloaded: OffloadedNamespaceWatches, synced_pods: SyncedPods | None,
                      metrics: Metrics, leading: Callable[[], bool] = _always,
                      copies: CopyWaits | None = None) -> Controller[Hashable]:
     """The agent's own keys (`agent.queue`), counted per key kind too."""
     return Controller(
         "agent", functools.partial(reconcile, agent, PodOffloader(agent, copies), watches,
-                                   synced_pods),
+                                   offloaded, synced_pods),
         workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
         queue=agent.queue, describe=functools.partial(_object_of, agent),
@@ -155,7 +174,8 @@ def leader_elector(config: AgentConfig) -> LeaderElector | None:
 
 
 async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
-                    watches: RemoteWatches, reflection: Reflection,
+                    offloaded: OffloadedNamespaceWatches, watches: RemoteWatches,
+                    reflection: Reflection,
                     credentials: RemoteCredentials, kubelet: KubeletServer,
                     elector: LeaderElector | None = None) -> int:
     """Everything but the kubelet API on this loop (the kubelet API on a thread and loop of its
@@ -182,7 +202,7 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         await synced_pods.load()
     leading = _always if elector is None else (lambda: elector.leading)
     credentials.leading = leading
-    agent_keys = build_controller(agent, watches, synced_pods, metrics, leading,
+    agent_keys = build_controller(agent, watches, offloaded, synced_pods, metrics, leading,
                                   reflection.required)
     metrics.controllers = [agent_keys, *reflection.controllers()]
     metrics.reflection = reflection.controllers()
@@ -226,8 +246,8 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
              agent.config.remote_cluster_id, agent.node_name())
     exit_code = 0
     while not stop.is_set():
-        if not (home_watch.is_alive() and node_pods.is_alive() and watches.alive()
-                and kubelet.alive()):
+        if not (home_watch.is_alive() and node_pods.is_alive() and offloaded.is_alive()
+                and watches.alive() and kubelet.alive()):
             log.error("a component stopped: exiting")
             exit_code = 1
             break
@@ -249,6 +269,7 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         await elector.api.close()
     home_watch.stop()
     node_pods.stop()
+    offloaded.stop()
     watches.stop()
     await loop.run_in_executor(None, kubelet.stop)
     for server in servers:
@@ -316,5 +337,7 @@ def run(config: AgentConfig) -> int:
                        on_home_event, home_synced)
     node_pods = NodePodsWatch(home.connection, on_home_event, pods_synced,
                               agent.mirrors.pods.values)
-    return asyncio.run(supervise(agent, home_watch, node_pods, RemoteWatches(agent), reflection,
-                                 credentials, kubelet, leader_elector(config)))
+    offloaded = OffloadedNamespaceWatches(home.connection, agent.informers, HOME, on_home_event,
+                                          agent.offloaded)
+    return asyncio.run(supervise(agent, home_watch, node_pods, offloaded, RemoteWatches(agent),
+                                 reflection, credentials, kubelet, leader_elector(config)))

@@ -1,7 +1,11 @@
 """The agent's watches, each a task on the agent's event loop with its own client:
 
-- home: nodes, VirtualNodes, NamespaceOffloadings (and the reflected kinds), cluster-wide;
+- home: nodes, VirtualNodes, NamespaceOffloadings (and the volumes the agent provisions),
+  cluster-wide;
 - home pods: only those bound to the virtual node (`NodePodsWatch` follows its name);
+- home offloaded namespaces: the reflected kinds, in the namespaces this agent offloads only
+  (`OffloadedNamespaceWatches`, one watch a namespace) — the home controller grants each agent
+  those namespaces' reads and nothing else (`home_controller.namespace_grants`);
 - remote tenant: this consumer's NamespaceMap and ResourceOffer, in the tenant namespace;
 - remote twins: ShadowPods, in the accepted twin namespaces only — the consumer identity's
   permissions stop at the tenant and twin namespaces, so nothing remote is
@@ -15,6 +19,8 @@ informer registry); the reconcile workers do the writing.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -24,6 +30,7 @@ from annex.informers import Informers, Resource
 from annex.kube import Connection, LiveConnection
 from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
+from home_agent.agent import OffloadedNamespaces
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +46,9 @@ PERSISTENTVOLUMES: Resource = ("", "v1", "persistentvolumes")
 # The agent's watches, by name: what each lists is declared in the informer registry
 # (`home_agent.routes`, `Informers.watch(..., by=...)`).
 HOME_WATCH = "home"
-"""Cluster-wide: a namespace may become extended at any time."""
+"""Cluster-wide: what says which namespaces are offloaded, the nodes, the volumes."""
+OFFLOADED_WATCH = "home-offloaded"
+"""The reflected kinds, in each namespace this agent offloads (`OffloadedNamespaceWatches`)."""
 NODE_PODS_WATCH = "home-pods"
 """The pods bound to the virtual node (`NodePodsWatch`)."""
 TENANT_WATCH = "remote-tenant"
@@ -95,8 +104,10 @@ class Watch:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._main(),
-                                                            name=f"watch-{self.spec.name}")
+        # A context of its own: a watch started by a reconcile (the twins', a namespace's)
+        # outlives it, and its log lines must not carry that reconcile's tags.
+        self._task = asyncio.get_running_loop().create_task(
+            self._main(), name=f"watch-{self.spec.name}", context=contextvars.Context())
 
     async def _main(self) -> None:
         api = ClusterApi(self._connection, throttle_reads=False)
@@ -166,3 +177,58 @@ class NodePodsWatch(Watch):
 
     def is_alive(self) -> bool:
         return self._task is None or super().is_alive()
+
+
+class OffloadedNamespaceWatches:
+    """The OFFLOADED_WATCH, one `Watch` a namespace: `follow(namespaces)` starts the watches of
+    the namespaces it gains and stops those of the namespaces it loses, whose objects leave the
+    sink as DELETED (as objects leaving a selection do), without relisting the others. Each
+    namespace counts as listed (`state`) once its watch's first lists are in the sink; until
+    then nothing of it is decided (a pod waiting for copies would see none). A namespace whose
+    reads are not granted yet (the home controller binds them once the NamespaceOffloading
+    selects this agent) is listed again with backoff until they are."""
+
+    def __init__(self, connection: Connection, informers: Informers, side: str,
+                 sink: EventSink, state: OffloadedNamespaces) -> None:
+        self._connection = connection
+        self._informers = informers
+        self._side = side
+        self._sink = sink
+        self.state = state
+        self._watches: dict[str, Watch] = {}
+
+    def _spec(self, namespace: str) -> WatchSpec:
+        return declared_watch(self._informers, self._side, OFFLOADED_WATCH, (namespace,))
+
+    def follow(self, namespaces: Collection[str]) -> None:
+        """Watch exactly `namespaces` (on the agent's loop)."""
+        wanted = frozenset(namespaces)
+        for namespace in sorted(set(self._watches) - wanted):
+            self._watches.pop(namespace).stop()
+            self.state.forget(namespace)
+            for _, _, plural in self._spec(namespace).queries:
+                mirror = self._informers.mirror(self._side, plural)
+                for key in mirror.keys():
+                    if key[0] == namespace and (obj := mirror.get(key)) is not None:
+                        self._sink(plural, "DELETED", obj)
+            log.info("namespace %s no longer offloaded here: its objects are not watched",
+                     namespace)
+        for namespace in sorted(wanted - set(self._watches)):
+            self.state.follow(namespace)
+            watch = self._watches[namespace] = Watch(
+                self._connection, self._spec(namespace), self._sink,
+                functools.partial(self._listed, namespace))
+            watch.start()
+            log.info("namespace %s offloaded here: watching its objects", namespace)
+
+    def _listed(self, namespace: str) -> None:
+        if namespace in self._watches:
+            self.state.listed(namespace)
+            log.info("namespace %s listed", namespace)
+
+    def is_alive(self) -> bool:
+        return all(watch.is_alive() for watch in self._watches.values())
+
+    def stop(self) -> None:
+        for watch in self._watches.values():
+            watch.stop()

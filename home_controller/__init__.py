@@ -8,7 +8,7 @@ into resources (ForeignClusters from discovery and consent) and accepted ones in
 - offers.py               what each consented provider offers (its ResourceOffers)
 - sightings.py            what the discovery sources see now
 - mdns.py, dns.py         discovery on the LAN (mDNS) and in ordinary DNS
-- token_grants.py         the agents' token requests, confined to the offloaded namespaces
+- namespace_grants.py     the agents' rights in the namespaces offloaded to them, and nowhere else
 - agent_admission.py      the agents' NodeRestriction: a validating admission webhook
 - metrics.py              /metrics
 - rbac.py                 what the controller does on the home cluster, as RBAC rules

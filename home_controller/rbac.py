@@ -32,20 +32,18 @@ CLUSTER_RULES: list[dict[str, Any]] = [
 
 
 
-def cluster_rules(token_requests_role: str = "") -> list[dict[str, Any]]:
-    """`CLUSTER_RULES`, and with the agents' token-request ClusterRole (token reflection on)
-    what grants it in the offloaded namespaces (home_controller/token_grants.py): the
-    NamespaceOffloadings watched, a RoleBinding made and deleted in each (listed at start),
-    and `bind` on that role only (RBAC lets nobody grant what it does not hold or may not bind)."""
-    if not token_requests_role:
-        return list(CLUSTER_RULES)
+def cluster_rules(namespace_role: str) -> list[dict[str, Any]]:
+    """`CLUSTER_RULES`, and what grants the agents' offloaded-namespace ClusterRole in each
+    offloaded namespace (home_controller/namespace_grants.py): the NamespaceOffloadings
+    watched, a RoleBinding made, rewritten and deleted in each (watched by their labels), and
+    `bind` on that role only (RBAC lets nobody grant what it does not hold or may not bind)."""
     return [*CLUSTER_RULES,
             {"apiGroups": [OFFLOADING_GROUP], "resources": ["namespaceoffloadings"],
              "verbs": ["watch"]},
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["rolebindings"],
-             "verbs": ["get", "list", "create", "delete"]},
+             "verbs": ["get", "list", "watch", "create", "update", "delete"]},
             {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterroles"],
-             "resourceNames": [token_requests_role], "verbs": ["bind"]}]
+             "resourceNames": [namespace_role], "verbs": ["bind"]}]
 
 
 OWNED_VERBS = [*READ_VERBS, "create", "update", "delete"]

@@ -25,9 +25,9 @@ from home_controller.dns import DnsBrowser
 from home_controller.foreign_clusters import HOME, ForeignClusters
 from home_controller.mdns import MdnsBrowser
 from home_controller.metrics import scrape
+from home_controller.namespace_grants import NamespaceGrants
 from home_controller.settings import Settings
 from home_controller.sightings import Sightings
-from home_controller.token_grants import TokenGrants
 from home_controller.virtual_nodes import VirtualNodes
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.forge.agent import AgentTemplate
@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 def _watches(api: ClusterApi, informers: Informers, namespace: str,
-             listers: list[ForeignClusters | VirtualNodes | TokenGrants]
+             listers: list[ForeignClusters | VirtualNodes | NamespaceGrants]
              ) -> list[asyncio.Task[Any]]:
     tasks: list[asyncio.Task[Any]] = []
     for by, scope in (("cluster", ""), ("namespace", namespace)):
@@ -65,7 +65,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     agents = None
     admission = None
     webhook_requests = ServedRequests()
-    grants: list[TokenGrants] = []
+    grants: list[NamespaceGrants] = []
     if settings.agent_template is not None:
         template = AgentTemplate.model_validate_json(Path(settings.agent_template).read_text())
         if template.namespace != settings.namespace:
@@ -83,8 +83,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
                 api, template, virtual_nodes.values, lambda: VIRTUAL_NODE.plural in listed,
                 webhook_requests,
             ).serve(settings.webhook_address, settings.webhook_cert, settings.webhook_key)
-        if template.token_requests_role:
-            grants.append(TokenGrants(api, informers, template, workers=settings.workers))
+        if template.namespace_role:
+            grants.append(NamespaceGrants(api, informers, template, workers=settings.workers))
             controllers.append(grants[0].controller)
     sources: list[MdnsBrowser | DnsBrowser] = []
     if settings.discover_mdns:

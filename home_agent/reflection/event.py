@@ -14,8 +14,9 @@ Which remote Events come home:
 
 One home copy per remote Event, named deterministically (`home_event_name`): a restart finds
 the copies it made. Our copies at home are listed (a label selector on the ownership pair, their
-metadata only: each carries the digest of what it says, `shared.forge.event`) when the
-reflector starts, which is when its replica starts leading, and are not watched: from then
+metadata only: each carries the digest of what it says, `shared.forge.event`), a namespace at a
+time as this agent starts watching it once its replica leads (the agent may read no other
+namespace's Events), and are not watched: from then
 on the answers to its own writes are all it needs to know of them, as Kubernetes' own Event
 recorders never watch what they record. A watch would only echo those writes back, four Events
 a pod (and the home API server would send each). So the reflector compares without reading and
@@ -46,7 +47,7 @@ from annex.listwatch import list_objects
 from annex.mirror import Key, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import REMOTE, Agent
-from home_agent.reflection.reflector import Reflector, synced
+from home_agent.reflection.reflector import Reflector, namespace_of, synced
 from shared.forge.compare import updated_remote
 from shared.forge.event import (
     event_needs_update,
@@ -86,13 +87,16 @@ class EventReflector:
         self.remote = agent.informers.mirror(REMOTE, EVENTS[2])
         """Events of the accepted twin namespaces, as `remote_event_kept`."""
         self.home = Copies()
-        """Our copies at home: as listed when the reflector started, then as our writes'
-        answers left them."""
-        self.listed = False
-        """The copies are listed: nothing is compared with a mirror still filling."""
+        """Our copies at home: as listed when their namespace's watch started, then as our
+        writes' answers left them."""
+        self.listed: set[str] = set()
+        """The namespaces whose copies are listed: nothing is compared with a mirror still
+        filling."""
+        self._watched_changed = asyncio.Event()
+        agent.offloaded.subscribe(self._watched_changed.set)
         self.controller: Controller[Key] = Controller(
-            self.name, self.reconcile, workers=workers,
-            synced=lambda: self.listed and synced(agent))
+            self.name, self.reconcile, workers=workers, synced=lambda: synced(agent),
+            ready=self._copies_listed, gate=namespace_of)
         self._about: dict[About, set[str]] = {}
         """What remote Events are about → their names (in the namespace of what they are
         about: names rather than keys, the mirror keeps no key tuples)."""
@@ -241,17 +245,44 @@ class EventReflector:
     # --- the copies at home ----------------------------------------------------------------
 
     async def run(self) -> None:
-        """List the copies, then reconcile until `controller.stop` (keys wait meanwhile)."""
-        listing = asyncio.create_task(self.list_copies())
+        """List the copies of each namespace as it starts being watched, and reconcile, until
+        `controller.stop` (a namespace's keys wait for its listing)."""
+        listing = asyncio.create_task(self._follow_namespaces())
         try:
             await self.controller.run()
         finally:
             listing.cancel()
 
-    async def list_copies(self) -> None:
-        """Our copies at home into `home`, again until it succeeds. Their metadata only (their
-        digests are in their annotations), unless some carry none (made by an older agent):
-        then once more whole, and those are judged by their content rather than rewritten."""
+    def _copies_listed(self, key: Key) -> bool:
+        namespace = key[0]
+        return namespace in self.listed or not self.agent.offloaded.watched(namespace)
+
+    async def _follow_namespaces(self) -> None:
+        """The copies of every namespace watched listed (one listing a namespace: one still
+        refused its reads holds back no other), those of the others forgotten."""
+        listings: dict[str, asyncio.Task[None]] = {}
+        try:
+            while True:
+                self._watched_changed.clear()
+                watched = self.agent.offloaded.namespaces()
+                for namespace in sorted(set(listings) - watched):
+                    listings.pop(namespace).cancel()
+                    self.listed.discard(namespace)
+                    self.home.forget(namespace)
+                for namespace in sorted(watched - set(listings)):
+                    listings[namespace] = asyncio.create_task(
+                        self.list_copies(namespace), name=f"event-copies-{namespace}")
+                await self._watched_changed.wait()
+        finally:
+            for task in listings.values():
+                task.cancel()
+            await asyncio.gather(*listings.values(), return_exceptions=True)
+
+    async def list_copies(self, namespace: str) -> None:
+        """Our copies in `namespace` into `home`, again until it succeeds. Their metadata only
+        (their digests are in their annotations), unless some carry none (made by an older
+        agent): then once more whole, and those are judged by their content rather than
+        rewritten."""
         config = self.agent.config
         query = {"labelSelector": ownership_selector(config.home_cluster_id,
                                                      config.remote_cluster_id)}
@@ -260,7 +291,7 @@ class EventReflector:
 
         def forget() -> None:
             nonlocal undigested
-            self._forget_all()
+            self.home.forget(namespace)
             undigested = 0
 
         def listed(copy: dict[str, Any]) -> None:
@@ -271,28 +302,26 @@ class EventReflector:
         while True:
             forget()
             try:
-                await list_objects(self.agent.home, core_path(EVENTS[2]), query, listed,
-                                   forget, accept=accept)
+                await list_objects(self.agent.home, core_path(EVENTS[2], namespace), query,
+                                   listed, forget, accept=accept)
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - listed again after a backoff
-                log.warning("listing the home Event copies failed (retry in %.1fs): %s", delay,
-                            error_message(error))
+                log.warning("listing the home Event copies in %s failed (retry in %.1fs): %s",
+                            namespace, delay, error_message(error))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
                 continue
             if accept == JSON or not undigested:
                 break
-            log.info("%d of %d home Event copies carry no digest: listing them whole",
-                     undigested, self.home.size())
+            log.info("%d home Event copies in %s carry no digest: listing them whole",
+                     undigested, namespace)
             accept = JSON
-        log.info("%d home Event copies listed", self.home.size())
-        for key in self.home.keys():  # a copy whose remote Event went meanwhile goes too
+        copies = [key for key in self.home.keys() if key[0] == namespace]
+        log.info("%d home Event copies listed in %s", len(copies), namespace)
+        for key in copies:  # a copy whose remote Event went meanwhile goes too
             self.controller.add(key)
-        self.listed = True
-
-    def _forget_all(self) -> None:
-        self.home = Copies()
+        self.listed.add(namespace)
 
     def _known(self, key: Key, copy: Mapping[str, Any] | None) -> None:
         """What the home API server answered (or showed) of the copy at `key`: ours (None: it
@@ -318,8 +347,8 @@ class EventReflector:
         remote_key = self._source(key)
         remote_event = self.remote.get(remote_key) if remote_key is not None else None
         remote_namespace = self.agent.accepted_remote_namespace(home_namespace)
-        if remote_namespace is None:
-            return  # not (or no longer) extended: copies expire at home like any Event
+        if remote_namespace is None or not self.agent.offloaded.watched(home_namespace):
+            return  # not (or no longer) extended here: copies expire at home like any Event
         if remote_event is None or remote_key is None:
             if current is not None:  # ours: `Copies` holds no other
                 await self._delete(current)
@@ -415,6 +444,11 @@ class Copies:
         with self._lock:
             return [(namespace, name) for namespace, names in self._copies.items()
                     for name in names]
+
+    def forget(self, namespace: str) -> None:
+        """Nothing known of `namespace`'s copies any more."""
+        with self._lock:
+            self._copies.pop(namespace, None)
 
     def size(self) -> int:
         with self._lock:

@@ -169,7 +169,7 @@ class PersistentVolumeClaimReflector(Reflector):
             await self._provision_locally(local, node)
             return None
         remote_namespace = self.agent.accepted_remote_namespace(namespace)
-        if remote_namespace is None:
+        if remote_namespace is None or not self.agent.offloaded.watched(namespace):
             return None
         current = self.remote.get((remote_namespace, name))
         if current is not None and not self._owned(current):

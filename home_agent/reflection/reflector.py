@@ -8,8 +8,9 @@ holds back another, and a failing object never holds back another (its key backs
 failure is reported as a FailedReflection Event on its home object).
 
 One reconcile converges one home key from both mirrors:
-- namespace not extended (mapping not Accepted) → nothing: copies live in the twin namespace,
-  which goes with the extension;
+- namespace not extended (mapping not Accepted), or not offloaded here (its home objects not
+  watched: their reads are granted to the agents a NamespaceOffloading selects) → nothing:
+  copies live in the twin namespace, which goes with the extension;
 - remote object exists and is not ours (`is_owned`) → never touched; a FailedReflection Warning
   Event on the home object (when it should be reflected);
 - home object gone (confirmed by the home API server), or not reflected (policy, annotations,
@@ -55,6 +56,16 @@ def synced(agent: Agent) -> bool:
     """Both sides listed: nothing is decided on a half-filled mirror (a reflection key is
     parked until then)."""
     return agent.home_synced.is_set() and agent.remote_synced()
+
+
+def namespace_of(key: Key) -> str:
+    return key[0]
+
+
+def namespace_listed(agent: Agent) -> Callable[[Key], bool]:
+    """A home key's readiness: its namespace's home objects are listed (or not watched: then
+    nothing is reflected there). Keys of one namespace are parked and released together."""
+    return lambda key: agent.offloaded.ready(key[0])
 
 
 @dataclass(frozen=True)
@@ -106,7 +117,7 @@ class Reflector:
         self.remote = agent.informers.mirror(REMOTE, rules.plural)
         self.controller: Controller[Key] = Controller(
             rules.plural, self.reconcile, workers=workers, synced=lambda: synced(agent),
-            on_error=self._report_failure)
+            ready=namespace_listed(agent), gate=namespace_of, on_error=self._report_failure)
 
     # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
@@ -180,8 +191,8 @@ class Reflector:
         """Converge one home key; a kind may ask to be retried (`Result`)."""
         namespace, name = key
         remote_namespace = self.agent.accepted_remote_namespace(namespace)
-        if remote_namespace is None:
-            return None
+        if remote_namespace is None or not self.agent.offloaded.watched(namespace):
+            return None  # not offloaded here (any more): the copies go with the twin
         local = self.home.get(key)
         remote_name = self.rules.remote_name(name)
         current = self.remote.get((remote_namespace, remote_name))

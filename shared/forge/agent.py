@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -28,6 +28,7 @@ from pydantic import Field
 
 from shared.api.base import ApiModel
 from shared.api.virtual_node import AgentStatus, VirtualNode, VirtualNodePhase
+from shared.node_selector import node_selector_matches
 from shared.rfc3339 import parse_rfc3339
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 
@@ -69,9 +70,10 @@ class AgentTemplate(ApiModel):
     node_selector: dict[str, str] = Field(default={})
     tolerations: list[dict[str, Any]] = Field(default=[])
     affinity: dict[str, Any] = Field(default={})
-    token_requests_role: str = ""
-    """The ClusterRole of the agents' TokenRequests (token reflection), which the controller
-    binds in each offloaded namespace only; "" when the agents request no tokens."""
+    namespace_role: str = ""
+    """The ClusterRole of what the agents do in an offloaded namespace (read what they reflect,
+    the storage fabric's claims, the reflected Events, the pods' tokens), which the controller
+    binds there for the agents that serve it (`namespace_grant`)."""
 
 
 class InvalidVirtualNode(ValueError):
@@ -98,9 +100,10 @@ KUBECONFIG_SUFFIX = "-kubeconfig"
 """What an agent's name takes for its kubeconfig Role and RoleBinding (and the chart's Secret):
 the one name derived from an agent's."""
 RELEASE_NAME_SUFFIXES = frozenset({
-    "agent-template", "agents", "controller", "controller-metrics", "controller-metrics-auth",
-    "controller-webhook", "controller-webhook-tls", "dashboard", "leader-election", "metrics",
-    "node-lease", "token-grants", "token-requests", "uninstall", "webhook", "webhook-tls"})
+    "agent-template", "agents", "apiserver-address", "controller", "controller-metrics",
+    "controller-metrics-auth", "controller-webhook", "controller-webhook-tls", "dashboard",
+    "leader-election", "metrics", "namespace-grants", "node-lease", "offloaded-namespaces",
+    "uninstall", "webhook", "webhook-tls"})
 """What the home chart and controller append to the release's full name for the release's own
 objects (the controller's and the uninstall hook's accounts, the webhooks' Services and
 Secrets, ...): `<full name>-<suffix>` is never an agent's name."""
@@ -277,36 +280,41 @@ def agent_objects(virtual_node: VirtualNode, template: AgentTemplate) -> list[di
     return objects
 
 
-TOKEN_GRANT_COMPONENT = "agent-token-requests"
-"""The `app.kubernetes.io/component` of a token grant: what marks one as the controller's."""
+NAMESPACE_GRANT_COMPONENT = "agent-namespace-grant"
+"""The `app.kubernetes.io/component` of a namespace grant: what marks one as the controller's."""
+RETIRED_GRANT_COMPONENTS = frozenset({"agent-token-requests"})
+"""Grants an earlier controller made (the token requests alone, bound to every agent): the
+controller deletes them wherever it finds them."""
 
 
-def token_grant_name(template: AgentTemplate) -> str:
-    return _truncated(f"{template.name_prefix}-token-requests")
+def namespace_grant_name(template: AgentTemplate) -> str:
+    return _truncated(f"{template.name_prefix}-agents")
 
 
-def token_grant(template: AgentTemplate, namespace: str) -> dict[str, Any]:
-    """The RoleBinding that lets the release's agents request tokens for the ServiceAccounts
-    of `namespace`, an offloaded one (token reflection: the tokens of their offloaded pods),
-    and of no other namespace: kube-system's accounts stay out of their reach. Bound to the
-    release namespace's accounts, as the agents' other shared rights are."""
+def namespace_grant(template: AgentTemplate, namespace: str,
+                    accounts: Iterable[str]) -> dict[str, Any]:
+    """The RoleBinding that gives the agents whose `accounts` serve `namespace` (an offloaded
+    one) what they do there: read what they reflect, write the storage fabric's claims and the
+    reflected Events, request the offloaded pods' tokens (`AgentTemplate.namespace_role`).
+    They read no other namespace: another remote's kubeconfig Secret, kube-system's Secrets and
+    the namespaces offloaded to other remotes stay out of their reach."""
     return {"apiVersion": BINDING_API[0], "kind": BINDING_API[1],
-            "metadata": {"name": token_grant_name(template), "namespace": namespace,
+            "metadata": {"name": namespace_grant_name(template), "namespace": namespace,
                          "labels": {**template.labels,
-                                    "app.kubernetes.io/component": TOKEN_GRANT_COMPONENT}},
+                                    "app.kubernetes.io/component": NAMESPACE_GRANT_COMPONENT}},
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": template.token_requests_role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
-                          "name": f"system:serviceaccounts:{template.namespace}"}]}
+                        "name": template.namespace_role},
+            "subjects": [{"kind": "ServiceAccount", "name": account,
+                          "namespace": template.namespace} for account in sorted(accounts)]}
 
 
 NEVER_GRANTED_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 
 
-def token_grant_refusal(template: AgentTemplate, namespace: str) -> str | None:
-    """Why the agents may not request tokens in `namespace` even offloaded, None when they may:
-    the release's own (the agents' accounts: one agent would act as another) and the
-    cluster's system namespaces (their accounts run the control plane)."""
+def namespace_grant_refusal(template: AgentTemplate, namespace: str) -> str | None:
+    """Why the agents get no rights in `namespace` even offloaded, None when they may: the
+    release's own (the agents' accounts and kubeconfig Secrets: one agent would act as
+    another) and the cluster's system namespaces (their accounts run the control plane)."""
     if namespace == template.namespace:
         return f"{namespace} is the release's namespace: the agents' own accounts are there"
     if namespace in NEVER_GRANTED_NAMESPACES:
@@ -314,11 +322,33 @@ def token_grant_refusal(template: AgentTemplate, namespace: str) -> str | None:
     return None
 
 
-def is_token_grant(obj: Mapping[str, Any], template: AgentTemplate) -> bool:
-    """Whether `obj` is a token grant of this release (and so the controller's to delete)."""
+def is_namespace_grant(obj: Mapping[str, Any], template: AgentTemplate) -> bool:
+    """Whether `obj` is a namespace grant of this release, current or retired (and so the
+    controller's to rewrite or delete)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    return labels.get("app.kubernetes.io/component") == TOKEN_GRANT_COMPONENT and all(
-        labels.get(key) == value for key, value in template.selector_labels.items())
+    component = labels.get("app.kubernetes.io/component")
+    ours = component == NAMESPACE_GRANT_COMPONENT or component in RETIRED_GRANT_COMPONENTS
+    return ours and all(labels.get(key) == value
+                        for key, value in template.selector_labels.items())
+
+
+def serving_accounts(offloading: Mapping[str, Any], template: AgentTemplate,
+                     virtual_nodes: Iterable[VirtualNode],
+                     node_labels: Mapping[str, Mapping[str, str]]) -> list[str]:
+    """The accounts of the agents a NamespaceOffloading extends its namespace to: those whose
+    virtual node (`node_labels`, by node name: the Nodes as they are) its clusterSelector
+    selects, as each agent decides for itself (`shared.forge.namespace_offloading`). An agent
+    whose Node is not registered yet serves nothing yet."""
+    selector = (offloading.get("spec") or {}).get("clusterSelector")
+    accounts = set()
+    for virtual_node in virtual_nodes:
+        cluster_id = virtual_node.spec.cluster_id
+        node = virtual_node.spec.effective_node_name()
+        if agent_name_refusal(template, cluster_id) is not None or node not in node_labels:
+            continue
+        if node_selector_matches(selector, node_labels[node], node):
+            accounts.add(agent_name(template, cluster_id))
+    return sorted(accounts)
 
 
 def spec_hash(obj: Mapping[str, Any]) -> str:

@@ -42,6 +42,8 @@ class ChartCase:
     external_kinds: Sequence[tuple[str, str]] = ()  # see validation_errors
     # Whom the ClusterRole is bound to; None: the chart's only ServiceAccount.
     cluster_role_subject: Mapping[str, Any] | None = None
+    # The component's ClusterRoleBinding; None: the chart's only one.
+    cluster_role_binding: str | None = None
 
 
 def load(chart_dir: Path) -> helm_python.Chart:

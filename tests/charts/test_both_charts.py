@@ -86,7 +86,7 @@ def test_the_two_charts_install_every_crd_once() -> None:
 @each_chart
 def test_the_cluster_role_holds_exactly_what_the_component_uses(case: ChartCase) -> None:
     manifests = render(case.chart, case.minimal)
-    binding = only(manifests, "ClusterRoleBinding")
+    binding = only(manifests, "ClusterRoleBinding", case.cluster_role_binding)
     role = only(manifests, "ClusterRole", binding["roleRef"]["name"])
     assert normalized_rules(role["rules"]) == normalized_rules(case.rules)
     subject = case.cluster_role_subject or {

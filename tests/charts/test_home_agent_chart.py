@@ -12,12 +12,14 @@ import pytest
 from annex_demo.charts import hooks, of_kind
 from home_agent.config import TOKEN_REFLECTION, parse_config
 from home_agent.rbac import (
+    APISERVER_ADDRESS_RULES,
+    HOME_AGENT_RULES,
     LEADER_ELECTION_RULES,
     NODE_LEASE_RULES,
     SECRET_READ_RULE,
     TOKEN_REQUEST_RULE,
-    home_agent_rules,
     kubeconfig_secret_rules,
+    offloaded_namespace_rules,
 )
 from home_agent.webhook import MUTATE_POD_PATH
 from shared.forge.agent import RELEASE_NAME_SUFFIXES, AgentTemplate, agent_name_refusal
@@ -49,8 +51,8 @@ AGENTS = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
           "name": f"system:serviceaccounts:{NAMESPACE}"}
 """What every agent of the release shares is bound to the release namespace's accounts."""
 CASE = ChartCase(name="home-agent", chart=CHART, minimal={**MINIMAL, **CHART_AGENTS}, full=FULL,
-                 rules=home_agent_rules(), probe_port="metrics",
-                 cluster_role_subject=AGENTS,
+                 rules=HOME_AGENT_RULES, probe_port="metrics",
+                 cluster_role_subject=AGENTS, cluster_role_binding="annex-home-agent",
                  webhook_kind="MutatingWebhookConfiguration", webhook_path=MUTATE_POD_PATH,
                  renderings={"remotes with the controller": {**FULL, "controller": {
                      "enabled": True}}})
@@ -182,32 +184,56 @@ def test_the_agents_may_write_leases_in_kube_node_lease_only() -> None:
 ])
 def test_the_agents_read_secrets_and_request_tokens_only_when_they_reflect_them(
         values: dict[str, Any], secrets: bool, tokens: bool) -> None:
-    role = only(render(CHART, {**MINIMAL, **CHART_AGENTS, **values}), "ClusterRole",
-                "annex-home-agent")
+    role = only(render(CHART, {**MINIMAL, **values}), "ClusterRole",
+                "annex-home-agent-offloaded-namespaces")
     assert (SECRET_READ_RULE in role["rules"]) is secrets
     assert (TOKEN_REQUEST_RULE in role["rules"]) is tokens
-    assert len(role["rules"]) == len(home_agent_rules(reflects_secrets=secrets,
-                                                      reflects_tokens=tokens))
+    assert role["rules"] == offloaded_namespace_rules(reflects_secrets=secrets,
+                                                      reflects_tokens=tokens)
 
 
-def test_with_the_controller_the_agents_request_tokens_only_where_it_binds_the_role() -> None:
-    """Not cluster-wide: the controller binds the token-request role in each offloaded
-    namespace (home_controller/token_grants.py); none at all without API server support."""
+def test_the_agents_read_no_secret_configmap_or_claim_cluster_wide() -> None:
+    """Their ClusterRole is a virtual kubelet's; what they reflect they read in the offloaded
+    namespaces only, where the controller binds the offloaded-namespace role for the agents a
+    NamespaceOffloading selects (home_controller/namespace_grants.py)."""
     manifests = render(CHART, MINIMAL)
     agents = only(manifests, "ClusterRole", "annex-home-agent")
+    assert agents["rules"] == HOME_AGENT_RULES
+    read = {resource for rule in agents["rules"] if "list" in rule["verbs"]
+            for resource in rule["resources"]}
+    assert not read & {"secrets", "configmaps", "services", "endpointslices", "ingresses",
+                       "persistentvolumeclaims", "events"}
     assert TOKEN_REQUEST_RULE not in agents["rules"]
-    tokens = only(manifests, "ClusterRole", "annex-home-agent-token-requests")
-    assert tokens["rules"] == [TOKEN_REQUEST_RULE]
+    role = only(manifests, "ClusterRole", "annex-home-agent-offloaded-namespaces")
     assert not [b for b in of_kind(manifests, "ClusterRoleBinding")
-                if b["roleRef"]["name"] == tokens["metadata"]["name"]]
+                if b["roleRef"]["name"] == role["metadata"]["name"]]
     template = only(manifests, "ConfigMap", "annex-home-agent-agent-template")
-    assert json.loads(template["data"]["agent.json"])["tokenRequestsRole"] == (
-        tokens["metadata"]["name"])
+    assert json.loads(template["data"]["agent.json"])["namespaceRole"] == (
+        role["metadata"]["name"])
+
+
+def test_without_the_controller_the_agents_hold_the_offloaded_namespace_rights_everywhere(
+        ) -> None:
+    """Nobody grants them namespace by namespace then (docs/security.md says to run the
+    controller)."""
+    manifests = render(CHART, {**MINIMAL, **CHART_AGENTS})
+    role = only(manifests, "ClusterRole", "annex-home-agent-offloaded-namespaces")
+    binding = only(manifests, "ClusterRoleBinding", "annex-home-agent-offloaded-namespaces")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [AGENTS]
+
+
+def test_the_agents_read_the_home_api_server_address_in_default_only() -> None:
+    manifests = render(CHART, MINIMAL)
+    role = only(manifests, "Role", "annex-home-agent-apiserver-address")
+    assert role["metadata"]["namespace"] == "default"
+    assert role["rules"] == APISERVER_ADDRESS_RULES
+    binding = only(manifests, "RoleBinding", "annex-home-agent-apiserver-address")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [AGENTS]
     off = render(CHART, {**MINIMAL, "enableApiserverSupport": False})
-    assert not [r for r in of_kind(off, "ClusterRole")
-                if TOKEN_REQUEST_RULE in r["rules"]]
-    assert json.loads(only(off, "ConfigMap", "annex-home-agent-agent-template")["data"][
-        "agent.json"])["tokenRequestsRole"] == ""
+    assert not [r for r in of_kind(off, "Role")
+                if r["metadata"]["name"] == "annex-home-agent-apiserver-address"]
 
 
 def test_each_agent_runs_as_its_own_service_account() -> None:

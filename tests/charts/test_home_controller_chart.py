@@ -153,19 +153,14 @@ def test_its_roles_hold_exactly_what_the_controller_uses() -> None:
     account = only(objects, "ServiceAccount")["metadata"]["name"]
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": NAMESPACE}]
     for role_kind, binding_kind, rules in (
-            ("ClusterRole", "ClusterRoleBinding", cluster_rules("annex-home-agent-token-requests")),
+            ("ClusterRole", "ClusterRoleBinding",
+             cluster_rules("annex-home-agent-offloaded-namespaces")),
             ("Role", "RoleBinding", NAMESPACE_RULES)):
         role, binding = only(objects, role_kind), only(objects, binding_kind)
         assert normalized_rules(role["rules"]) == normalized_rules(rules)
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
         assert binding["subjects"] == subject
     assert of_kind(objects, "Role")[0]["metadata"]["namespace"] == NAMESPACE
-
-
-def test_without_token_reflection_it_may_bind_no_token_role() -> None:
-    objects = controller_objects({**ENABLED, "enableApiserverSupport": False})
-    assert normalized_rules(only(objects, "ClusterRole")["rules"]) == normalized_rules(
-        cluster_rules())
 
 
 @pytest.mark.parametrize(("controller", "complaint"), [

@@ -34,7 +34,7 @@ from tests.e2e.conftest import consumer_user
 from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded
 from tests.helpers import wait_for
 from tests.home_agent.conftest import RunningAgent
-from tests.home_agent.play import custom, namespace_offloading
+from tests.home_agent.play import custom, namespace_offloading, offload_namespace
 from tests.remote_enforcer.conftest import PROVIDER_ID, Enforcer, webhook_configuration
 
 STORAGE_WEBHOOK_NAME = "storage.enforcer.annex.e2e"
@@ -495,11 +495,15 @@ def home_default_class(home: ClusterHandle) -> str | None:
 def test_a_local_consumer_gets_its_volume_from_the_home_class(
         home: ClusterHandle, peer: Any, namespace: str, virtual_class: str) -> None:
     """A claim of the virtual class whose first pod runs on a physical home node: a real claim
-    of the home class (--home-storage-class) beside it, and a volume copying the real one."""
+    of the home class (--home-storage-class) beside it, and a volume copying the real one. (In a
+    namespace offloaded to the agent: it reads the claims of no other.)"""
     home_class = home_default_class(home)
     if home_class is None:
         pytest.skip("the home cluster has no default storage class")
     peer("--home-storage-class", home_class)
+    offload_namespace(home, namespace)  # LocalAndRemote: the pod may stay at home
+    wait_for(lambda: (namespace_offloading(home, namespace).get("status") or {}).get(
+        "offloadingPhase") == "Ready", timeout=60, message="namespace offloaded")
     home.core.create_namespaced_persistent_volume_claim(namespace, claim_template(virtual_class))
     local = pod_mounting("app", "data")
     local["spec"].pop("tolerations")

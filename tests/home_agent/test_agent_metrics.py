@@ -24,7 +24,7 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
     reflection = Reflection(agent, KINDS, COMPANIONS)
     metrics = Metrics()
     no_watches: Any = None
-    controller = build_controller(agent, no_watches, None, metrics)
+    controller = build_controller(agent, no_watches, no_watches, None, metrics)
     metrics.controllers = [controller, *reflection.controllers()]
     agent.enqueue(pod_key("app", "web"))  # no such pod, no ShadowPod: nothing to do
 

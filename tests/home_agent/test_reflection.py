@@ -21,7 +21,7 @@ from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.routes import declare_agent, declare_reflection, declare_reflector
-from home_agent.watches import CONFIGMAPS, HOME_WATCH, TWINS_WATCH
+from home_agent.watches import CONFIGMAPS, OFFLOADED_WATCH, TWINS_WATCH
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import DESTINATION_CLUSTER_LABEL, HOME_AGENT_COMPONENT, ORIGIN_CLUSTER_LABEL
 
@@ -91,6 +91,8 @@ def agent_with(remote: Any, home: Any, **config: Any) -> Agent:
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"app": TWIN}},
         "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
+    agent.offloaded.follow("app")  # its home objects watched and listed
+    agent.offloaded.listed("app")
     return agent
 
 
@@ -333,7 +335,7 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
     reflection = Reflection(agent, KINDS)
     declare_reflection(agent, reflection)
     assert "secrets" not in reflection.reflectors  # not even watched
-    for side, watch in ((HOME_SIDE, HOME_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
+    for side, watch in ((HOME_SIDE, OFFLOADED_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
         assert ("", "v1", "secrets") not in agent.informers.watched(side, watch)
         assert CONFIGMAPS in agent.informers.watched(side, watch)
     assert reflection.reflectors["configmaps"].policy is ReflectionType.ALLOW_LIST
@@ -370,6 +372,8 @@ def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> Non
     declare_agent(agent)
     declare_reflection(agent, reflection)
     reflector = reflection.reflectors["configmaps"]
+    agent.offloaded.follow("later")  # offloaded here: watched before the provider accepts it
+    agent.offloaded.listed("later")
     _home(reflector, "ADDED", _configmap(namespace="later"))
     assert reflector.controller.queue.take() == ("later", "settings")
     _reconcile(reflector, namespace="later")

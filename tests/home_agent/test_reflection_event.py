@@ -17,7 +17,7 @@ from annex.kubeapi import JSON, METADATA_LIST
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
-from home_agent.config import AgentConfig, parse_config
+from home_agent.config import parse_config
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
 from home_agent.reflection.event import EVENTS, Copies, EventReflector, event_reflector_for
@@ -25,7 +25,7 @@ from home_agent.reflection.ingress import INGRESS_RULES
 from home_agent.reflection.reflector import KindRules, Reflection
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.routes import declare_agent, declare_reflection
-from home_agent.watches import HOME_WATCH, TWINS_WATCH, declared_watch
+from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH, declared_watch
 from shared.forge.event import home_event_name
 from shared.wellknown import COPY_DIGEST_ANNOTATION
 from tests.conftest import ClusterHandle
@@ -38,6 +38,7 @@ from tests.home_agent.test_reflection import (
     TWIN,
     FakeApi,
     _api_error,
+    agent_with,
     listed,
 )
 
@@ -86,10 +87,13 @@ class EventHome(FakeApi):
     async def request(self, method: str, path: str, body: Any = None, *,
                       query: dict[str, str] | None = None, accept: str = JSON,
                       **_: Any) -> Any:
-        """A list, as the API server answers it: metadata only when asked so."""
-        assert (method, path) == ("GET", "/api/v1/events")
+        """A list of one namespace's Events (the agent may list no other), as the API server
+        answers it: metadata only when asked so."""
+        assert method == "GET" and path.startswith("/api/v1/namespaces/")
+        assert path.endswith("/events")
         self.listings.append({**(query or {}), "accept": accept})
-        copies = [copy.deepcopy(obj) for path, obj in self.objects.items() if "/events/" in path]
+        copies = [copy.deepcopy(obj) for each, obj in self.objects.items()
+                  if each.startswith(f"{path}/")]
         if accept == METADATA_LIST:
             return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
                     "metadata": {"resourceVersion": "9"},
@@ -103,12 +107,7 @@ def _setup(kinds: list[KindRules] | None = None) -> tuple[Reflection, EventHome]
     home, remote = EventHome(), FakeApi()
     kinds = kinds or [CONFIGMAP_RULES]
     workers = {**WORKERS, **{rules.flag: 1 for rules in kinds}}
-    config = AgentConfig(HOME, REMOTE, "unused", reflection_workers=workers)
-    agent = Agent(config, home, remote)  # type: ignore[arg-type]
-    agent.mirrors.namespace_maps.apply("ADDED", {
-        "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
-        "spec": {"desiredMapping": {"app": TWIN}},
-        "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
+    agent = agent_with(remote, home, reflection_workers=workers)
     declare_agent(agent)
     reflection = Reflection(agent, kinds, [event_reflector_for])
     declare_reflection(agent, reflection)
@@ -255,7 +254,7 @@ def _restart(home: EventHome, *remote_events: dict[str, Any]) -> Reflection:
     restarted, _ = _setup()
     restarted.agent.home = home  # type: ignore[assignment]
     _see_home(restarted, "pods", None, _home_pod())
-    asyncio.run(_events(restarted).list_copies())
+    asyncio.run(_events(restarted).list_copies("app"))
     for remote_event in remote_events:
         _see_remote(restarted, "events", None, remote_event)
     home.calls.clear()
@@ -457,6 +456,7 @@ def test_a_copy_the_home_api_server_refuses_is_not_retried() -> None:
     listed(reflection.agent)
     events = reflection.companion(EventReflector)
     assert events is not None
+    events.listed.add("app")  # its copies listed: none
     _see_home(reflection, "pods", "ADDED", _home_pod())
     _see_remote(reflection, "events", "ADDED", _remote_event(POD))
 
@@ -489,7 +489,7 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
 
     disabled = reflection("--event-reflection-workers", "0")
     assert disabled.companion(EventReflector) is None
-    for side, watch in ((HOME_SIDE, HOME_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
+    for side, watch in ((HOME_SIDE, OFFLOADED_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
         assert EVENTS not in disabled.agent.informers.watched(side, watch)  # nor routed
 
 
@@ -519,7 +519,7 @@ def test_the_copies_at_home_are_listed_when_the_reflector_starts_and_never_watch
     assert home.listings == [{"labelSelector": (  # only our copies, a page at a time
         f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}"),
         "limit": "500", "accept": METADATA_LIST}]  # their metadata only
-    home_watch = declared_watch(restarted.agent.informers, HOME_SIDE, HOME_WATCH)
+    home_watch = declared_watch(restarted.agent.informers, HOME_SIDE, OFFLOADED_WATCH)
     assert EVENTS not in home_watch.queries  # no watch echoes our own writes back
 
 

@@ -12,12 +12,20 @@ from typing import Any
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
-from home_agent.config import AgentConfig, parse_config
+from home_agent.config import parse_config
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.routes import declare_reflection
 from shared.wellknown import ENDPOINTSLICE_MANAGED_BY_LABEL, SERVICE_NAME_LABEL
-from tests.home_agent.test_reflection import HOME, OURS, REMOTE, TWIN, FakeApi, FakeHome
+from tests.home_agent.test_reflection import (
+    HOME,
+    OURS,
+    REMOTE,
+    TWIN,
+    FakeApi,
+    FakeHome,
+    agent_with,
+)
 
 VIRTUAL_NODE = f"liqo-{REMOTE}"
 HOME_POD_CIDR, REMAPPED_HOME_POD_CIDR = "10.0.0.0/16", "100.65.0.0/16"
@@ -33,12 +41,7 @@ def _reflection(**config: Any) -> tuple[Reflection, FakeApi]:
     settings: dict[str, Any] = {
         "home_pod_cidr": HOME_POD_CIDR, "remapped_home_pod_cidr": REMAPPED_HOME_POD_CIDR,
         "reflection_workers": {"service": 1, "endpointslice": 1, "ingress": 1}, **config}
-    agent = Agent(AgentConfig(HOME, REMOTE, "unused", **settings),
-                  FakeHome(), remote)  # type: ignore[arg-type]
-    agent.mirrors.namespace_maps.apply("ADDED", {
-        "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
-        "spec": {"desiredMapping": {"app": TWIN}},
-        "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
+    agent = agent_with(remote, FakeHome(), **settings)
     reflection = Reflection(agent, KINDS)
     declare_reflection(agent, reflection)
     return reflection, remote

@@ -11,8 +11,6 @@ from typing import Any
 
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
-from home_agent.agent import Agent
-from home_agent.config import AgentConfig
 from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIM_RULES
 from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.routes import declare_agent, declare_reflection
@@ -22,7 +20,15 @@ from shared.wellknown import (
     STORAGE_PROVISIONER_ANNOTATION,
     VIRTUAL_STORAGE_PROVISIONER,
 )
-from tests.home_agent.test_reflection import HOME, OURS, REMOTE, TWIN, FakeApi, _api_error, listed
+from tests.home_agent.test_reflection import (
+    OURS,
+    REMOTE,
+    TWIN,
+    FakeApi,
+    _api_error,
+    agent_with,
+    listed,
+)
 
 NODE = f"liqo-{REMOTE}"
 KEY = ("app", "data")
@@ -60,13 +66,8 @@ class Cluster(FakeApi):
 
 def _setup() -> tuple[Reflector, Cluster, Cluster]:
     home, remote = Cluster(), Cluster()
-    config = AgentConfig(HOME, REMOTE, "unused",
-                         reflection_workers={PERSISTENTVOLUMECLAIM_RULES.flag: 1})
-    agent = listed(Agent(config, home, remote))  # type: ignore[arg-type]
-    agent.mirrors.namespace_maps.apply("ADDED", {
-        "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
-        "spec": {"desiredMapping": {"app": TWIN}},
-        "status": {"currentMapping": {"app": {"remoteNamespace": TWIN, "phase": "Accepted"}}}})
+    agent = listed(agent_with(remote, home,
+                              reflection_workers={PERSISTENTVOLUMECLAIM_RULES.flag: 1}))
     declare_agent(agent)
     reflection = Reflection(agent, [PERSISTENTVOLUMECLAIM_RULES])
     declare_reflection(agent, reflection)

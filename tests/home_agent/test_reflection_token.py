@@ -25,7 +25,7 @@ from home_agent.reflection.reflector import Reflection, Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.reflection.token import SECRETS, TokenReflector
 from home_agent.routes import declare_agent, declare_reflection, declare_token_reflector
-from home_agent.watches import HOME_WATCH, TWINS_WATCH
+from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH
 from shared.forge.pod import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
@@ -436,13 +436,13 @@ def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -
     secrets.done(("app", "web-token"))
     informers.dispatch(REMOTE_SIDE, "secrets", "MODIFIED", secret)
     assert secrets.take() == ("app", "web-token")
-    assert informers.watched(HOME_SIDE, HOME_WATCH)[SECRETS] == ""  # every home Secret
+    assert informers.watched(HOME_SIDE, OFFLOADED_WATCH)[SECRETS] == ""  # every Secret offloaded
 
 
 def test_without_the_secret_reflector_only_the_remote_secrets_are_watched() -> None:
     informers = _reflection("--secret-reflection-workers", "0").agent.informers
     assert SECRETS in informers.watched(REMOTE_SIDE, TWINS_WATCH)  # the remote token Secrets
-    assert SECRETS not in informers.watched(HOME_SIDE, HOME_WATCH)
+    assert SECRETS not in informers.watched(HOME_SIDE, OFFLOADED_WATCH)
 
 
 def test_zero_workers_disable_token_reflection() -> None:

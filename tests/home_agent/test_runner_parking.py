@@ -22,7 +22,7 @@ def agent() -> Agent:
 
 def controller(state: Agent) -> Controller[Hashable]:
     no_watches: Any = None
-    return build_controller(state, no_watches, None, Metrics())
+    return build_controller(state, no_watches, no_watches, None, Metrics())
 
 
 def take(state: Agent) -> Any:
@@ -89,7 +89,7 @@ def test_a_standby_parks_every_key_that_writes_until_it_leads() -> None:
     state = agent()
     leading = False
     no_watches: Any = None
-    standby = build_controller(state, no_watches, None, Metrics(), lambda: leading)
+    standby = build_controller(state, no_watches, no_watches, None, Metrics(), lambda: leading)
     for synced in (state.home_synced, state.tenant_synced, state.twins_synced):
         synced.set()
     for key in (NODE_KEY, pod_key("ns", "web"), TWINS_KEY):

@@ -24,7 +24,19 @@ from kubernetes import client
 from annex_demo.charts import pointed_at
 from home_controller.agent_admission import agent_of
 from shared.forge.agent import AgentTemplate, agent_name, election_lease_name
-from shared.wellknown import VIRTUAL_NODE_TAINT_EFFECT, VIRTUAL_NODE_TAINT_KEY
+from shared.forge.namespace_offloading import finalizer_name
+from shared.wellknown import (
+    PROVISIONED_BY_ANNOTATION,
+    REAL_VOLUME_ANNOTATION,
+    REMOTE_CLUSTER_ID_LABEL,
+    SCHEDULING_ENABLED_LABEL,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+    VIRTUAL_NODE_TAINT_EFFECT,
+    VIRTUAL_NODE_TAINT_KEY,
+    VIRTUAL_STORAGE_DRIVER,
+    VIRTUAL_STORAGE_PROVISIONER,
+)
 from tests.charts.helm import only, render
 from tests.conftest import ClusterHandle
 from tests.helpers import refusal, wait_for
@@ -116,11 +128,12 @@ def confined(home: ClusterHandle, crds: None, tmp_path_factory: pytest.TempPathF
                 "metadata": {"name": cluster_id},
                 "spec": {"clusterId": cluster_id,
                          "kubeconfigSecretRef": {"name": f"{cluster_id}-kc"}}})
-            home.core.create_node({"metadata": {"name": node}, "spec": {"taints": [
-                VIRTUAL_NODE_TAINT]}})
+            home.core.create_node({"metadata": {"name": node, "labels": {
+                TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: cluster_id}},
+                "spec": {"taints": [VIRTUAL_NODE_TAINT]}})
             coordination.create_namespaced_lease("kube-node-lease", {
                 "metadata": {"name": node}, "spec": {"holderIdentity": node}})
-        offload_namespace(home, apps)  # the controller grants the agents its tokens
+        offload_namespace(home, apps)  # the controller grants both agents their rights there
         for account in ("app", "other"):
             home.core.create_namespaced_service_account(apps, {"metadata": {"name": account}})
         uids = {pod["metadata"]["name"]: home.core.create_namespaced_pod(
@@ -250,6 +263,100 @@ def test_its_virtual_node_s_status_only(confined: Confined) -> None:
     message = refusal(lambda: patch_status("remote-b"))
     assert message.startswith(DENIED) and (
         f"can only write VirtualNode {confined.namespace}/remote-a") in message, message
+
+
+def test_the_scheduling_label_of_a_namespace_only(confined: Confined) -> None:
+    confined.core.patch_namespace(confined.apps, {"metadata": {"labels": {
+        SCHEDULING_ENABLED_LABEL: "true"}}}, dry_run="All")
+    for patch in ({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}},
+                  {"metadata": {"annotations": {"owner": "agent"}}}):
+        message = refusal(lambda patch=patch: confined.core.patch_namespace(
+            confined.apps, patch, dry_run="All"))
+        assert message.startswith(DENIED) and (
+            f"may change only the {SCHEDULING_ENABLED_LABEL} label of namespace "
+            f"'{confined.apps}'") in message, message
+
+
+def test_its_own_finalizer_and_status_entries_of_a_namespace_offloading(
+        confined: Confined) -> None:
+    custom = client.CustomObjectsApi(confined.as_a)
+    where = ("offloading.liqo.io", "v1beta1", confined.apps, "namespaceoffloadings",
+             "offloading")
+    own, other = finalizer_name("remote-a"), finalizer_name("remote-b")
+    custom.patch_namespaced_custom_object(*where, {"metadata": {"finalizers": [own]}},
+                                          dry_run="All")
+    for patch, rule in (
+            ({"metadata": {"finalizers": [other]}}, f"may change only its own finalizer ({own})"),
+            ({"spec": {"podOffloadingStrategy": "Local"}}, "may change only its own finalizer")):
+        message = refusal(lambda patch=patch: custom.patch_namespaced_custom_object(
+            *where, patch, dry_run="All"))
+        assert message.startswith(DENIED) and rule in message, message
+    condition = [{"type": "Ready", "status": "True", "reason": "Ready", "message": "",
+                  "lastTransitionTime": "2026-12-07T10:00:00Z"}]
+    custom.patch_namespaced_custom_object_status(*where, {"status": {
+        "remoteNamespacesConditions": {"remote-a": condition}}}, dry_run="All")
+    message = refusal(lambda: custom.patch_namespaced_custom_object_status(*where, {"status": {
+        "remoteNamespacesConditions": {"remote-b": condition}}}, dry_run="All"))
+    assert message.startswith(DENIED) and (
+        "may write only its cluster's entries ('remote-a') of status.remoteNamespacesConditions"
+    ) in message, message
+
+
+def _volume(name: str, **spec: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "annotations": {
+        PROVISIONED_BY_ANNOTATION: VIRTUAL_STORAGE_PROVISIONER}}, "spec": {
+        "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+        "persistentVolumeReclaimPolicy": "Delete", "storageClassName": "liqo",
+        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": "apps",
+                     "name": "data", "uid": "claim-uid"}, **spec}}
+
+
+def _pinned(node: str) -> dict[str, Any]:
+    return {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
+
+
+def test_only_the_volumes_it_provisions(home: ClusterHandle, confined: Confined) -> None:
+    """The virtual provisioner's volumes on its own node, and the copies of real volumes bound
+    to the real claims made for them: never a host path or a share of its choosing pre-bound to
+    someone's claim, never another node's volume."""
+    virtual = {"csi": {"driver": VIRTUAL_STORAGE_DRIVER, "volumeHandle": "remote-a/t/data"}}
+    confined.core.create_persistent_volume(
+        _volume("pvc-own", nodeAffinity=_pinned("liqo-remote-a"), **virtual), dry_run="All")
+    real = home.core.create_persistent_volume({
+        "metadata": {"name": f"{confined.namespace}-real"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "hostPath": {"path": "/data/real"}, "storageClassName": "standard",
+                 "persistentVolumeReclaimPolicy": "Delete", "nodeAffinity": _pinned("worker"),
+                 "claimRef": {"namespace": "apps", "name": "real-claim-uid"}}})
+    try:
+        copy = _volume("pvc-copy", hostPath={"path": "/data/real"},
+                       nodeAffinity=_pinned("worker"))
+        copy["metadata"]["annotations"][REAL_VOLUME_ANNOTATION] = real.metadata.name
+        confined.core.create_persistent_volume(copy, dry_run="All")
+        forged = _volume("pvc-forged", hostPath={"path": "/etc"}, nodeAffinity=_pinned("worker"))
+        forged["metadata"]["annotations"][REAL_VOLUME_ANNOTATION] = real.metadata.name
+        stranger = {**_volume("pvc-nfs", nfs={"server": "10.0.0.1", "path": "/"})}
+        stranger["metadata"]["annotations"] = {}
+        for volume, rule in (
+                (_volume("pvc-b", nodeAffinity=_pinned("liqo-remote-b"), **virtual),
+                 "persistentvolume 'pvc-b' is not pinned to node 'liqo-remote-a'"),
+                (_volume("pvc-host", hostPath={"path": "/"},
+                         nodeAffinity=_pinned("liqo-remote-a")),
+                 f"persistentvolume 'pvc-host' has a source other than the "
+                 f"{VIRTUAL_STORAGE_DRIVER} driver"),
+                (forged, f"persistentvolume 'pvc-forged' is not a copy of "
+                         f"'{real.metadata.name}'"),
+                (stranger, f"persistentvolume 'pvc-nfs' is not provisioned by "
+                           f"{VIRTUAL_STORAGE_PROVISIONER}")):
+            message = refusal(lambda volume=volume: confined.core.create_persistent_volume(
+                volume, dry_run="All"))
+            assert message.startswith(DENIED) and rule in message, message
+        message = refusal(lambda: confined.core.delete_persistent_volume(
+            real.metadata.name, dry_run="All"))
+        assert message.startswith(DENIED) and "is not provisioned by" in message, message
+    finally:
+        home.core.delete_persistent_volume(real.metadata.name)
 
 
 def test_an_account_of_the_release_that_is_no_agent_may_act_for_no_node(

@@ -4,11 +4,12 @@ from the objects the controller makes for each agent (shared/forge/agent.py); th
 runs with its chart identity, so the grants it makes pass the API server's escalation check.
 
 An agent may write its virtual node's heartbeat Lease and its election Lease, follow and renew
-its own kubeconfig Secret, and request tokens in the namespaces users offloaded; it may not
-request a token for kube-system's accounts, touch kube-system's leader Leases, nor write
-another remote's kubeconfig Secret (nor read it, once the Secret reflection is off). The
-controller may grant the token-request role and nothing else (not cluster-admin), and grants it
-in offloaded namespaces only, never the release's own. Within these rights the controller's
+its own kubeconfig Secret, and read and request tokens in the namespaces offloaded to it; it
+may not read a Secret or a ConfigMap anywhere else, request a token for kube-system's
+accounts, touch kube-system's leader Leases, nor read or write another remote's kubeconfig
+Secret. The controller may grant the offloaded-namespace role and nothing else (not
+cluster-admin), and grants it in offloaded namespaces only, to the agents they are offloaded
+to, never the release's own. Within these rights the controller's
 admission webhook confines each agent to its own virtual node (test_agent_admission.py)."""
 
 from __future__ import annotations
@@ -23,8 +24,15 @@ from typing import Any
 import pytest
 from kubernetes import client, utils
 
-from shared.api.virtual_node import VirtualNode
-from shared.forge.agent import AgentTemplate, agent_name, agent_objects, token_grant_name
+from shared.api.virtual_node import VIRTUAL_NODE, VirtualNode
+from shared.forge.agent import AgentTemplate, agent_name, agent_objects, namespace_grant_name
+from shared.wellknown import (
+    REMOTE_CLUSTER_ID_LABEL,
+    TYPE_LABEL,
+    TYPE_VIRTUAL_NODE,
+    VIRTUAL_NODE_TAINT_EFFECT,
+    VIRTUAL_NODE_TAINT_KEY,
+)
 from tests.charts.helm import ROOT, only, render
 from tests.conftest import ClusterHandle
 from tests.e2e.conftest import _kubeconfig_with_token
@@ -152,20 +160,61 @@ def test_a_stolen_agent_identity_keeps_to_its_leases_and_its_own_kubeconfig(
     for verb in ("get", "list", "watch", "patch"):
         assert may(home, release, agent, verb, "secrets", namespace=ns,
                    name=release.secrets["remote-a"])
-    for verb in ("patch", "update", "delete"):
+    for verb in ("get", "list", "watch", "patch", "update", "delete"):
         assert not may(home, release, agent, verb, "secrets", namespace=ns,
                        name=release.secrets["remote-b"])
+    # With the Secret reflection on (the default), no Secret or ConfigMap of any other
+    # namespace either, until one is offloaded to it.
+    for resource in ("secrets", "configmaps", "persistentvolumeclaims"):
+        assert not may(home, release, agent, "list", resource)
+        assert not may(home, release, agent, "list", resource, namespace="kube-system")
 
 
-def test_a_stolen_agent_identity_requests_tokens_only_in_offloaded_namespaces(
+def _registered(home: ClusterHandle, release: Release, cluster_id: str,
+                labels: dict[str, str]) -> None:
+    """The VirtualNode of `cluster_id` and its virtual Node, labelled `labels` (as its agent
+    would label it), tainted so that nothing runs there."""
+    client.CustomObjectsApi(home.api_client).create_namespaced_custom_object(
+        VIRTUAL_NODE.group, VIRTUAL_NODE.version, release.namespace, VIRTUAL_NODE.plural,
+        {"apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+         "metadata": {"name": cluster_id},
+         "spec": {"clusterId": cluster_id,
+                  "kubeconfigSecretRef": {"name": release.secrets[cluster_id]}}})
+    home.core.create_node({"metadata": {"name": f"liqo-{cluster_id}", "labels": {
+        TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: cluster_id, **labels}},
+        "spec": {"taints": [{"key": VIRTUAL_NODE_TAINT_KEY, "value": "true",
+                             "effect": VIRTUAL_NODE_TAINT_EFFECT}]}})
+
+
+EAST = {"nodeSelectorTerms": [{"matchExpressions": [
+    {"key": "region", "operator": "In", "values": ["east"]}]}]}
+
+
+def test_an_agent_reads_and_requests_tokens_only_in_the_namespaces_offloaded_to_it(
         home: ClusterHandle, release: Release, namespace: str, start_controller: Any,
         tmp_path: Path) -> None:
-    """The controller (with its chart identity) binds the token-request role in a namespace
-    once it is offloaded, and takes it back with its NamespaceOffloading."""
-    agent = release.agents["remote-a"]
-    offloaded = f"{namespace}-apps"
-    home.core.create_namespace({"metadata": {"name": offloaded}})
+    """The controller (with its chart identity) binds the offloaded-namespace role in a
+    namespace for the agents whose virtual node its NamespaceOffloading selects, follows the
+    Nodes' labels, and takes it back with the NamespaceOffloading; never in the release's own
+    namespace; an earlier version's grant goes."""
+    a, b = release.agents["remote-a"], release.agents["remote-b"]
+    apps, east = f"{namespace}-apps", f"{namespace}-east"
+    nodes = ("liqo-remote-a", "liqo-remote-b")
+    for name in (apps, east):
+        home.core.create_namespace({"metadata": {"name": name}})
+    rbac = client.RbacAuthorizationV1Api(home.api_client)
+    # What an earlier version granted every agent: gone once the controller has listed it.
+    retired = rbac.create_namespaced_role_binding(apps, {
+        "metadata": {"name": "retired-token-requests", "labels": {
+            **release.template.selector_labels,
+            "app.kubernetes.io/component": "agent-token-requests"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": release.template.namespace_role},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
+                      "name": f"system:serviceaccounts:{release.namespace}"}]})
     try:
+        _registered(home, release, "remote-a", {"region": "east"})
+        _registered(home, release, "remote-b", {"region": "west"})
         token = home.core.create_namespaced_service_account_token(
             release.controller, namespace, {"spec": {"expirationSeconds": 3600}}).status.token
         template = tmp_path / "agent.json"
@@ -175,62 +224,87 @@ def test_a_stolen_agent_identity_requests_tokens_only_in_offloaded_namespaces(
             "--agent-template", str(template))
         controller_process = start_controller(*flags)
 
-        def may_request(where: str) -> bool:
-            return may(home, release, agent, "create", "serviceaccounts", namespace=where,
-                       name="default", subresource="token")
+        def acts(agent: str, where: str) -> bool:
+            """Reads the namespace's Secrets and requests its tokens (all or nothing)."""
+            rights = [may(home, release, agent, verb, "secrets", namespace=where)
+                      for verb in ("get", "list", "watch")]
+            rights.append(may(home, release, agent, "create", "serviceaccounts",
+                              namespace=where, name="default", subresource="token"))
+            assert len(set(rights)) == 1, rights
+            return rights[0]
 
-        assert not may_request(offloaded)
-        # The release's own namespace, offloaded, is not granted: there an agent would act as
-        # another agent (and read its kubeconfig).
+        def acting() -> dict[str, set[str]]:
+            return {agent: {where for where in (apps, east) if acts(agent, where)}
+                    for agent in (a, b)}
+
+        wait_for(lambda: not rbac.list_namespaced_role_binding(
+            apps, field_selector="metadata.name=retired-token-requests").items,
+            timeout=30, message="the earlier version's grant deleted")
+        assert acting() == {a: set(), b: set()}
+        offload_namespace(home, apps)
+        offload_namespace(home, east, clusterSelector=EAST)
+        wait_for(lambda: acting() == {a: {apps, east}, b: {apps}}, timeout=30,
+                 message="apps granted to both agents, east to the east one only")
+        grant = rbac.read_namespaced_role_binding(namespace_grant_name(release.template), east)
+        assert grant.role_ref.name == release.template.namespace_role
+        assert [(s.kind, s.name) for s in grant.subjects] == [("ServiceAccount", a)]
+        # Nowhere else: not the system namespaces, not the release's own (the other agents'
+        # kubeconfig Secrets), not even offloaded.
         offload_namespace(home, namespace)
-        wait_for(lambda: "its pods get no reflected tokens" in controller_process.output(),
+        wait_for(lambda: "no agent may act there" in controller_process.output(),
                  timeout=30, message="the release namespace's grant refused")
-        offload_namespace(home, offloaded)
-        wait_for(lambda: may_request(offloaded), timeout=30,
-                 message="the agent may request the offloaded namespace's tokens")
-        grant = client.RbacAuthorizationV1Api(home.api_client).read_namespaced_role_binding(
-            token_grant_name(release.template), offloaded)
-        assert grant.role_ref.name == release.template.token_requests_role
-        for where in ("kube-system", "default", namespace):
-            assert not may_request(where)
+        for agent in (a, b):
+            for where in ("kube-system", "default"):
+                assert not acts(agent, where)
+            assert not may(home, release, agent, "list", "secrets", namespace=namespace)
+            assert not may(home, release, agent, "list", "configmaps")  # cluster-wide
+        # The grants follow the Nodes' labels.
+        home.core.patch_node(nodes[1], {"metadata": {"labels": {"region": "east"}}})
+        wait_for(lambda: acting() == {a: {apps, east}, b: {apps, east}}, timeout=30,
+                 message="east granted to the relabelled agent")
         # The controller may grant that role, and no other, and requests no token itself.
         controller = release.controller
         assert may(home, release, controller, "bind", "clusterroles",
                    group="rbac.authorization.k8s.io", namespace="kube-system",
-                   name=release.template.token_requests_role)
+                   name=release.template.namespace_role)
         assert not may(home, release, controller, "bind", "clusterroles",
                        group="rbac.authorization.k8s.io", name="cluster-admin")
         assert not may(home, release, controller, "escalate", "clusterroles",
                        group="rbac.authorization.k8s.io", name="cluster-admin")
         assert not may(home, release, controller, "create", "serviceaccounts",
                        namespace="kube-system", name="default", subresource="token")
+        assert not may(home, release, controller, "list", "secrets", namespace="kube-system")
         assert not may(home, release, controller, "create", "clusterrolebindings",
                        group="rbac.authorization.k8s.io")
 
-        def withdraw() -> None:
+        def withdraw(where: str) -> None:
             client.CustomObjectsApi(home.api_client).delete_namespaced_custom_object(
-                "offloading.liqo.io", "v1beta1", offloaded, "namespaceoffloadings",
-                "offloading")
+                "offloading.liqo.io", "v1beta1", where, "namespaceoffloadings", "offloading")
 
-        withdraw()
-        wait_for(lambda: not may_request(offloaded), timeout=30,
+        withdraw(east)
+        wait_for(lambda: acting() == {a: {apps}, b: {apps}}, timeout=30,
                  message="the grant gone with the NamespaceOffloading")
         # Withdrawn while the controller is down: the grant goes once it is back.
-        offload_namespace(home, offloaded)
-        wait_for(lambda: may_request(offloaded), timeout=30, message="granted again")
         controller_process.stop()
-        withdraw()
+        withdraw(apps)
         start_controller(*flags)
-        wait_for(lambda: not may_request(offloaded), timeout=30,
+        wait_for(lambda: acting() == {a: set(), b: set()}, timeout=30,
                  message="the grant left behind found and deleted at start")
     finally:
-        home.core.delete_namespace(offloaded)
+        for name in (apps, east):
+            home.core.delete_namespace(name)
+        for name in nodes:
+            try:
+                home.core.delete_node(name)
+            except client.exceptions.ApiException as error:
+                if error.status != 404:
+                    raise
+        del retired
 
 
 def test_without_api_server_support_no_identity_may_request_a_token(
         home: ClusterHandle, namespace: str) -> None:
     for release in install(home, namespace, {"enableApiserverSupport": False}):
-        assert release.template.token_requests_role == ""
         for account in (*release.agents.values(), release.controller):
             assert not may(home, release, account, "create", "serviceaccounts",
                            namespace=namespace, name="default", subresource="token")
@@ -267,7 +341,7 @@ def _configuration(home: ClusterHandle, token: str) -> client.Configuration:
 
 def test_the_chart_s_admission_policy_refuses_a_stolen_controller_token_grants_there(
         home: ClusterHandle, release: Release) -> None:
-    """RBAC lets the controller bind the token-request role in any namespace; the chart's
+    """RBAC lets the controller bind the offloaded-namespace role in any namespace; the chart's
     ValidatingAdmissionPolicy (Kubernetes 1.30+) refuses it the system namespaces and the
     release's own, as the controller's code does. Dry runs: nothing is granted if one passed."""
     admission = client.AdmissionregistrationV1Api(home.api_client)
@@ -292,12 +366,12 @@ def test_the_chart_s_admission_policy_refuses_a_stolen_controller_token_grants_t
     rbac = client.RbacAuthorizationV1Api(client.ApiClient(_configuration(home, token)))
     grant = {"metadata": {"name": "stolen"}, "roleRef": {
         "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-        "name": release.template.token_requests_role}, "subjects": [{
+        "name": release.template.namespace_role}, "subjects": [{
             "apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
             "name": f"system:serviceaccounts:{release.namespace}"}]}
     denied = (f"ValidatingAdmissionPolicy '{policy['metadata']['name']}' with binding "
-              f"'{binding['metadata']['name']}' denied request: the agents' token requests "
-              "are never granted in ")
+              f"'{binding['metadata']['name']}' denied request: the agents are never granted "
+              "rights in ")
 
     def refusal(namespace: str) -> str | None:
         try:

@@ -40,10 +40,10 @@ true
 {{- end -}}
 {{- end -}}
 
-{{/* The ClusterRole of the agents' token requests, which the home controller binds in the
-offloaded namespaces only. */}}
-{{- define "home-agent.tokenRequestsRole" -}}
-{{- printf "%s-token-requests" (include "home-agent.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{/* The ClusterRole of what the agents do in an offloaded namespace, which the home controller
+binds in the offloaded namespaces only. */}}
+{{- define "home-agent.namespaceRole" -}}
+{{- printf "%s-offloaded-namespaces" (include "home-agent.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/* The subject of the rights every agent of the release shares (clusterrole.yaml). */}}
@@ -60,7 +60,7 @@ controller's account) nor another agent's. */}}
 {{- define "home-agent.clusterIdRefusal" -}}
 {{- $id := .remote.clusterId -}}
 {{- $name := printf "%s-%s" (include "home-agent.fullname" .root) $id -}}
-{{- $reserved := list "agent-template" "agents" "controller" "controller-metrics" "controller-metrics-auth" "controller-webhook" "controller-webhook-tls" "dashboard" "leader-election" "metrics" "node-lease" "token-grants" "token-requests" "uninstall" "webhook" "webhook-tls" -}}
+{{- $reserved := list "agent-template" "agents" "apiserver-address" "controller" "controller-metrics" "controller-metrics-auth" "controller-webhook" "controller-webhook-tls" "dashboard" "leader-election" "metrics" "namespace-grants" "node-lease" "offloaded-namespaces" "uninstall" "webhook" "webhook-tls" -}}
 {{- if has $id $reserved -}}
 remotes[].clusterId {{ $id }} would name its agent {{ $name }}, a name of the release's own objects
 {{- else if hasSuffix "-kubeconfig" $id -}}

@@ -23,13 +23,14 @@ from shared.forge.agent import (
     agent_objects,
     agent_phase,
     deployment_readiness,
+    is_namespace_grant,
     is_owned_by,
-    is_token_grant,
     lease_holder,
+    namespace_grant,
+    namespace_grant_refusal,
     needs_write,
+    serving_accounts,
     status_patch,
-    token_grant,
-    token_grant_refusal,
     with_spec_hash,
 )
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
@@ -221,16 +222,45 @@ def test_the_phase_and_the_agent_readiness_are_written_when_they_change() -> Non
     assert agent_phase(deleted, ready, refused=False) is VirtualNodePhase.DRAINING
 
 
-def test_token_requests_are_never_granted_in_the_release_or_system_namespaces() -> None:
+def test_the_agents_are_never_granted_the_release_or_system_namespaces() -> None:
     template = template_of(VARIANTS["full"])
-    assert template.token_requests_role
-    assert token_grant_refusal(template, "apps") is None
+    assert template.namespace_role
+    assert namespace_grant_refusal(template, "apps") is None
     for namespace in (template.namespace, "kube-system", "kube-public", "kube-node-lease"):
-        assert token_grant_refusal(template, namespace)
-    grant = token_grant(template, "apps")
+        assert namespace_grant_refusal(template, namespace)
+    grant = namespace_grant(template, "apps", ["annex-home-agent-b", "annex-home-agent-a"])
     assert grant["metadata"]["namespace"] == "apps"
     assert grant["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                "name": template.token_requests_role}
-    assert is_token_grant(grant, template)
-    assert not is_token_grant({**grant, "metadata": {**grant["metadata"], "labels": {}}},
-                              template)
+                                "name": template.namespace_role}
+    assert grant["subjects"] == [  # each agent by its own account, in a stable order
+        {"kind": "ServiceAccount", "name": name, "namespace": template.namespace}
+        for name in ("annex-home-agent-a", "annex-home-agent-b")]
+    assert is_namespace_grant(grant, template)
+    assert not is_namespace_grant({**grant, "metadata": {**grant["metadata"], "labels": {}}},
+                                  template)
+    retired = {**grant, "metadata": {**grant["metadata"], "labels": {
+        **template.selector_labels, "app.kubernetes.io/component": "agent-token-requests"}}}
+    assert is_namespace_grant(retired, template)  # an earlier version's: the controller's too
+
+
+def _virtual_node(cluster_id: str, node_name: str = "") -> VirtualNode:
+    return VirtualNode.model_validate({
+        "metadata": {"name": cluster_id, "namespace": "annex-system"},
+        "spec": {"clusterId": cluster_id, "nodeName": node_name or None,
+                 "kubeconfigSecretRef": {"name": f"{cluster_id}-kc"}}})
+
+
+def test_a_namespace_is_granted_to_the_agents_whose_node_its_cluster_selector_selects() -> None:
+    template = template_of(VARIANTS["full"])
+    nodes = {"liqo-east": {"region": "east"}, "liqo-west": {"region": "west"}}
+    virtual_nodes = [_virtual_node("east"), _virtual_node("west"),
+                     _virtual_node("unregistered"),  # its Node is not there yet
+                     _virtual_node("agents")]  # a refused cluster id: no agent
+    everyone = {"spec": {}}
+    east_only = {"spec": {"clusterSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "region", "operator": "In", "values": ["east"]}]}]}}}
+    assert serving_accounts(everyone, template, virtual_nodes, nodes) == [
+        agent_name(template, "east"), agent_name(template, "west")]
+    assert serving_accounts(east_only, template, virtual_nodes, nodes) == [
+        agent_name(template, "east")]
+    assert serving_accounts(east_only, template, virtual_nodes, {}) == []
