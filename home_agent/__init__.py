@@ -17,6 +17,7 @@
 - webhook.py              the mutating admission webhook for home pods
 - credentials.py          the remote credentials: followed in their Secret, and renewed
 - apiserver_address.py    where offloaded pods reach the home API server
+- kubelet_service.py      the offloaded pods' hostIP, the same whichever replica leads
 - synced_cache.py         the optional Redis cache of the pods last found converged
 - metrics.py              /healthz, /readyz and /metrics
 - rbac.py                 what the agent does on the home cluster, as RBAC rules

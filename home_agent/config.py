@@ -59,6 +59,13 @@ class AgentConfig:
     remapped_home_pod_cidr: str | None = None
     """Where the remote cluster reaches `home_pod_cidr` (reflected EndpointSlice addresses)."""
     agent_ip: str = "127.0.0.1"
+    """The virtual node's address: where the API server reaches this replica's kubelet API."""
+    kubelet_service: str | None = None
+    """"namespace/name" of the Service in front of every replica's kubelet API: its ClusterIP
+    is the offloaded pods' hostIP, the same whichever replica leads (`pods_host_ip`)."""
+    pods_host_ip: str | None = None
+    """The offloaded pods' hostIP: `kubelet_service`'s ClusterIP, read at start; None: the
+    node's address."""
     kubelet_port: int = 10250
     """The kubelet API's port (0: any free port, which the node then advertises)."""
     kubelet_address: str = "0.0.0.0"
@@ -113,6 +120,11 @@ class AgentConfig:
     def effective_tenant_namespace(self) -> str:
         """Where the provider keeps this consumer's NamespaceMap and ResourceOffer."""
         return tenant_namespace_name(self.home_cluster_id, self.tenant_namespace)
+
+    @property
+    def host_ip(self) -> str:
+        """The offloaded pods' hostIP."""
+        return self.pods_host_ip or self.agent_ip
 
 
 def _bool(text: str) -> bool:
@@ -207,7 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--home-pod-cidr", default=None, help="the home cluster's pod CIDR")
     add("--remapped-home-pod-cidr", default=None,
         help="where the remote cluster reaches the home pod CIDR (with --home-pod-cidr)")
-    add("--agent-ip", default="127.0.0.1", help="the virtual node's address (pods' hostIP)")
+    add("--agent-ip", default="127.0.0.1",
+        help="the virtual node's address, where the API server reaches this replica's kubelet "
+             "API (and the pods' hostIP without --kubelet-service)")
+    add("--kubelet-service", default=None, metavar="NAMESPACE/NAME",
+        help="the Service in front of the kubelet API of every replica of this agent: its "
+             "ClusterIP, read at start, is the offloaded pods' hostIP, which then stays the same "
+             "whichever replica leads (a takeover rewrites no pod)")
     add("--kubelet-port", type=int, default=10250,
         help="port of the virtual node's kubelet API, advertised in the node's "
              "daemonEndpoints (0: any free port)")
@@ -345,6 +363,7 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
         home_pod_cidr=args.home_pod_cidr,
         remapped_home_pod_cidr=args.remapped_home_pod_cidr,
         agent_ip=args.agent_ip,
+        kubelet_service=args.kubelet_service,
         kubelet_port=args.kubelet_port,
         kubelet_address=args.kubelet_address,
         kubelet_cert=args.kubelet_cert,

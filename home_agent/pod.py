@@ -137,7 +137,7 @@ class PodOffloader:
         cached = self._status_config
         if cached is not None and cached[0] is config:
             return cached[1]
-        built = StatusForgeConfig(node_ip=config.agent_ip, pod_cidr=config.remote_pod_cidr,
+        built = StatusForgeConfig(node_ip=config.host_ip, pod_cidr=config.remote_pod_cidr,
                                   remapped_pod_cidr=config.remapped_pod_cidr)
         self._status_config = (config, built)
         return built

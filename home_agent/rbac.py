@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-# What one agent does to its remote kubeconfig Secret: follow it (a list and watch by
-# `metadata.name`, which RBAC authorizes as that name) and write a renewed token back
-# (home_agent/credentials.py). A Role for that Secret only, bound to that agent's ServiceAccount
-# only; the chart's agents and the home controller's (shared/forge/agent.py) get the same.
-from shared.forge.agent import kubeconfig_secret_rules as kubeconfig_secret_rules
+# What one agent does to its own objects: follow its remote kubeconfig Secret (a list and watch
+# by `metadata.name`, which RBAC authorizes as that name) and write a renewed token back
+# (home_agent/credentials.py), read its kubelet Service (home_agent/kubelet_service.py). A Role
+# for those only, bound to that agent's ServiceAccount only; the chart's agents and the home
+# controller's (shared/forge/agent.py) get the same.
+from shared.forge.agent import own_object_rules as own_object_rules
 from shared.wellknown import OFFLOADING_GROUP
 
 READ_VERBS = ["get", "list", "watch"]

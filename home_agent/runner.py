@@ -25,6 +25,7 @@ from home_agent.config import AgentConfig
 from home_agent.credentials import RemoteCredentials
 from home_agent.heartbeat import health_loop, lease_loop
 from home_agent.kubelet.server import KubeletServer
+from home_agent.kubelet_service import NoKubeletService, with_kubelet_service
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.namespace_offloading import reconcile_offloading
@@ -289,7 +290,7 @@ async def _cancelled(tasks: list[asyncio.Task[None]]) -> None:
 
 async def _configured(config: AgentConfig, home: ClusterApi) -> AgentConfig:
     try:
-        return await with_home_apiserver(config, home)
+        return await with_kubelet_service(await with_home_apiserver(config, home), home)
     finally:
         await home.close()  # its session belongs to this loop, not the controller's
 
@@ -298,7 +299,7 @@ def run(config: AgentConfig) -> int:
     home = ClusterApi(load_connection(config.home_kubeconfig, limits=config.home_limits))
     try:
         config = asyncio.run(_configured(config, home))
-    except NoHomeApiServerAddress as error:
+    except (NoHomeApiServerAddress, NoKubeletService) as error:
         log.error("%s", error)
         return 2
     try:

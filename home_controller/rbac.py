@@ -57,8 +57,9 @@ NAMESPACE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes"],
      "verbs": [*READ_VERBS, "create", "patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["virtualnodes/status"], "verbs": ["patch"]},
-    # Each VirtualNode's agent (shared/forge/agent.py), with its own ServiceAccount.
-    {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": OWNED_VERBS},
+    # Each VirtualNode's agent (shared/forge/agent.py), with its own ServiceAccount and the
+    # Service in front of its replicas' kubelet API.
+    {"apiGroups": [""], "resources": ["serviceaccounts", "services"], "verbs": OWNED_VERBS},
     {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": OWNED_VERBS},
     {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": OWNED_VERBS},
     {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],

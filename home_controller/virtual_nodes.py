@@ -79,6 +79,7 @@ class Owned:
 
 OWNED: dict[str, Owned] = {
     "ServiceAccount": Owned("", "v1", "serviceaccounts"),
+    "Service": Owned("", "v1", "services"),
     "Role": Owned("rbac.authorization.k8s.io", "v1", "roles"),
     "RoleBinding": Owned("rbac.authorization.k8s.io", "v1", "rolebindings"),
     "Deployment": Owned("apps", "v1", "deployments"),

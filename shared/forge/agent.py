@@ -7,8 +7,10 @@ them equal), each owned by the VirtualNode so that the garbage collector takes t
   `home-agent.agentArgs`), the kubeconfig Secret `spec.kubeconfigSecretRef` names mounted;
 - its PodDisruptionBudget (one replica kept through a drain) when it runs more than one;
 - its own ServiceAccount, and the Role and RoleBinding that let that account alone follow
-  that Secret and write its renewed token back into it (the rights every agent shares are the
-  chart's, bound to the release namespace's ServiceAccounts).
+  that Secret and write its renewed token back into it, and read its Service (the rights every
+  agent shares are the chart's, bound to the release namespace's ServiceAccounts);
+- its Service, of the agent's name, in front of every replica's kubelet API: its ClusterIP is
+  the offloaded pods' hostIP (`--kubelet-service`), which a takeover leaves as it is.
 
 Names and labels are the chart's, so a release that moves from the chart's agents to the
 controller's finds the same names (the controller refuses, never takes, one it does not own).
@@ -35,6 +37,7 @@ from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 DEPLOYMENT_API = ("apps/v1", "Deployment")
 BUDGET_API = ("policy/v1", "PodDisruptionBudget")
 SERVICE_ACCOUNT_API = ("v1", "ServiceAccount")
+SERVICE_API = ("v1", "Service")
 ROLE_API = ("rbac.authorization.k8s.io/v1", "Role")
 BINDING_API = ("rbac.authorization.k8s.io/v1", "RoleBinding")
 SPEC_HASH_ANNOTATION = "offloading.liqo.io/agent-spec-hash"
@@ -158,7 +161,8 @@ def agent_args(virtual_node: VirtualNode, template: AgentTemplate) -> list[str]:
             arg.startswith("--home-pod-cidr=") for arg in template.args):
         raise InvalidVirtualNode("remappedHomePodCidr needs the home chart's homePodCidr")
     args = [f"--remote-kubeconfig={REMOTE_KUBECONFIG_DIR}/{KUBECONFIG_KEY}",
-            f"--remote-cluster-id={spec.cluster_id}"]
+            f"--remote-cluster-id={spec.cluster_id}",
+            f"--kubelet-service={template.namespace}/{agent_name(template, spec.cluster_id)}"]
     if spec.node_name:
         args.append(f"--node-name={spec.node_name}")
     if spec.tenant_namespace:
@@ -175,11 +179,14 @@ def _selector(template: AgentTemplate, cluster_id: str) -> dict[str, str]:
     return {**template.selector_labels, REMOTE_CLUSTER_ID_LABEL: cluster_id}
 
 
-def kubeconfig_secret_rules(secret: str) -> list[dict[str, Any]]:
-    """What one agent does to its kubeconfig Secret (home_agent/rbac.py's, which a chart test
-    holds to this): follow it by name, write its renewed token back."""
+def own_object_rules(secret: str, service: str) -> list[dict[str, Any]]:
+    """What one agent does to its own objects (home_agent/rbac.py's, which a chart test holds
+    to this): follow its kubeconfig Secret by name and write its renewed token back; read its
+    kubelet Service (the offloaded pods' hostIP)."""
     return [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
-             "verbs": ["get", "list", "watch", "patch"]}]
+             "verbs": ["get", "list", "watch", "patch"]},
+            {"apiGroups": [""], "resources": ["services"], "resourceNames": [service],
+             "verbs": ["get"]}]
 
 
 def _pod_spec(virtual_node: VirtualNode, template: AgentTemplate, secret: str) -> dict[str, Any]:
@@ -258,12 +265,18 @@ def agent_objects(virtual_node: VirtualNode, template: AgentTemplate) -> list[di
          "metadata": _metadata(name, template, cluster_id, virtual_node)},
         {"apiVersion": ROLE_API[0], "kind": ROLE_API[1],
          "metadata": _metadata(role, template, cluster_id, virtual_node),
-         "rules": kubeconfig_secret_rules(secret)},
+         "rules": own_object_rules(secret, name)},
         {"apiVersion": BINDING_API[0], "kind": BINDING_API[1],
          "metadata": _metadata(role, template, cluster_id, virtual_node),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
          "subjects": [{"kind": "ServiceAccount", "name": name,
                        "namespace": template.namespace}]},
+        # In front of every replica's kubelet API: its ClusterIP is the pods' hostIP.
+        {"apiVersion": SERVICE_API[0], "kind": SERVICE_API[1],
+         "metadata": _metadata(name, template, cluster_id, virtual_node),
+         "spec": {"selector": _selector(template, cluster_id),
+                  "ports": [{"name": "kubelet", "port": template.kubelet_port,
+                             "targetPort": "kubelet", "protocol": "TCP"}]}},
         {"apiVersion": DEPLOYMENT_API[0], "kind": DEPLOYMENT_API[1],
          "metadata": _metadata(name, template, cluster_id, virtual_node),
          "spec": {"replicas": template.replicas,

@@ -18,8 +18,8 @@ from home_agent.rbac import (
     NODE_LEASE_RULES,
     SECRET_READ_RULE,
     TOKEN_REQUEST_RULE,
-    kubeconfig_secret_rules,
     offloaded_namespace_rules,
+    own_object_rules,
 )
 from home_agent.webhook import MUTATE_POD_PATH
 from shared.forge.agent import RELEASE_NAME_SUFFIXES, AgentTemplate, agent_name_refusal
@@ -274,7 +274,7 @@ def test_each_agent_may_write_its_own_kubeconfig_secret_and_no_other() -> None:
                          "resourceNames") == [secret]]
         role = roles[binding["roleRef"]["name"]]
         assert role["metadata"]["namespace"] == node["metadata"]["namespace"]
-        assert role["rules"] == kubeconfig_secret_rules(secret)
+        assert role["rules"] == own_object_rules(secret, account)
 
 
 def test_the_pod_webhook_sees_offloaded_pod_creations_with_tls_every_agent_mounts() -> None:

@@ -130,6 +130,32 @@ def _agent_home_manifests() -> list[dict[str, Any]]:
                   release="annex", namespace=AGENT_HOME_NAMESPACE)
 
 
+def _agent_namespace(home: ClusterHandle) -> None:
+    try:
+        home.core.create_namespace({"metadata": {"name": AGENT_HOME_NAMESPACE}})
+    except client.exceptions.ApiException as error:
+        if error.status != 409:
+            raise
+
+
+def agent_kubelet_service(home: ClusterHandle) -> str:
+    """`--kubelet-service` of the e2e agents' identity: the Service the chart renders in front
+    of the agent's replicas (its name is the agent's, which the agent's Role lets it read),
+    made once; "namespace/name"."""
+    name = next(m for m in _agent_home_manifests()
+                if m["kind"] == "ServiceAccount")["metadata"]["name"]
+    _agent_namespace(home)
+    try:
+        home.core.create_namespaced_service(AGENT_HOME_NAMESPACE, {
+            "metadata": {"name": name},
+            "spec": {"selector": {"app": name},
+                     "ports": [{"name": "kubelet", "port": 10250, "targetPort": 10250}]}})
+    except client.exceptions.ApiException as error:
+        if error.status != 409:
+            raise
+    return f"{AGENT_HOME_NAMESPACE}/{name}"
+
+
 def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
     """The agent's home identity exactly as the home-agent chart grants it (its ServiceAccount,
     ClusterRole, Role and bindings, rendered from the chart), as a kubeconfig with a token."""
@@ -137,11 +163,7 @@ def agent_home_kubeconfig(home: ClusterHandle, directory: Path) -> Path:
 
     namespace = AGENT_HOME_NAMESPACE
     manifests = _agent_home_manifests()
-    try:
-        home.core.create_namespace({"metadata": {"name": namespace}})
-    except client.exceptions.ApiException as error:
-        if error.status != 409:
-            raise
+    _agent_namespace(home)
     for manifest in manifests:
         # The Roles: the replicas' election Lease, the heartbeat Leases, the remote's kubeconfig.
         if manifest["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",

@@ -31,6 +31,7 @@ from kubernetes import client
 from annex.leader import JITTER_FACTOR, ElectionTimings
 from home_agent.config import default_lease_name
 from tests.conftest import ClusterHandle
+from tests.e2e.conftest import agent_kubelet_service
 from tests.faults import fleet
 from tests.faults.conftest import FAULT_BURST, System
 from tests.helpers import free_ports, wait_for
@@ -62,7 +63,8 @@ def get(url: str) -> tuple[int, str]:
 
 TAKEOVER_WRITES = frozenset({"leases", "nodes/status"})
 """What a new leader writes however converged everything is: its election Lease and the node's
-heartbeat Lease, and the node's address (now its own)."""
+heartbeat Lease, and the node's address (now its own, where the API server reaches its kubelet
+API). Never a pod: their hostIP is the kubelet Service's."""
 
 
 def writes(metrics_port: int, but: frozenset[str] = frozenset()) -> dict[str, int]:
@@ -138,7 +140,8 @@ def replicas(system: Any, home: ClusterHandle, tmp_path: Any) -> Replicas:
     leader_metrics, standby_metrics, kubelet_port = free_ports(3)
     running = system(
         "--leader-elect", "--leader-elect-resource-namespace", LEASE_NAMESPACE,
-        "--metrics-address", f"127.0.0.1:{leader_metrics}")
+        "--metrics-address", f"127.0.0.1:{leader_metrics}",
+        "--kubelet-service", agent_kubelet_service(home))
     assert isinstance(running, System)
     lease = default_lease_name(running.agent.remote_id)
     leader_identity = wait_for(lambda: lease_holder(home, lease), timeout=60,
@@ -217,7 +220,8 @@ def test_a_stopped_leader_releases_the_lease_and_the_standby_leads_at_its_next_t
         home: ClusterHandle, remote: ClusterHandle, system: Any, tmp_path: Any) -> None:
     """A rolling update or a drain: SIGTERM stops the leader's writes, then releases the
     Lease, so the standby need not wait for it to expire. Taking over converged pods, the new
-    leader writes only what its own address changes: the node's, and each pod's hostIP."""
+    leader writes only what its own address changes, the node's: the pods' hostIP is the
+    kubelet Service's, the same for both replicas, so no pod is written."""
     pair = replicas(system, home, tmp_path)
     running = pair.running
     try:
@@ -239,12 +243,11 @@ def test_a_stopped_leader_releases_the_lease_and_the_standby_leads_at_its_next_t
     endpoint = ([STANDBY_IP], pair.standby_kubelet_port)
     wait_for(lambda: node_endpoint(home, running.agent.node_name) == endpoint, timeout=30,
              message="the node's address is the new leader's")
-    # A pod's hostIP is its node's address, now the new leader's: one status write per pod,
-    # as a kubelet whose node address changed would make; nothing else.
-    assert writes(pair.standby_metrics, but=TAKEOVER_WRITES) == {
-        "update pods/status": len(before)}
+    assert writes(pair.standby_metrics, but=TAKEOVER_WRITES) == {}
+    namespace, name = agent_kubelet_service(home).split("/")
+    service_ip = home.core.read_namespaced_service(name, namespace).spec.cluster_ip
     assert {pod["status"]["hostIP"] for pod in fleet.home_pods(home, running.namespace)
-            .values()} == {STANDBY_IP}
+            .values()} == {service_ip}
 
     after = fleet.pod_names("after", 10)
     fleet.create_pods(home, running.namespace, after, running.agent.node_name)

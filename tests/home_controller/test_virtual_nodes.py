@@ -30,7 +30,7 @@ from tests.helpers import wait_for
 from tests.home_agent.agentproc import unique_id
 from tests.home_agent.play import custom, offload_namespace
 
-KINDS = {"ServiceAccount": ("v1", "ServiceAccount"),
+KINDS = {"ServiceAccount": ("v1", "ServiceAccount"), "Service": ("v1", "Service"),
          "Role": ("rbac.authorization.k8s.io/v1", "Role"),
          "RoleBinding": ("rbac.authorization.k8s.io/v1", "RoleBinding"),
          "Deployment": ("apps/v1", "Deployment"),

@@ -38,7 +38,8 @@ from tests.charts.helm import only, render
 from tests.charts.test_home_agent_chart import CHART, CHART_AGENTS, FULL, KUBECONFIG
 
 UID = "0b3c9a52-5f1e-4c43-9b38-8d5f0b1d2e11"
-AGENT_KINDS = {"ServiceAccount", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding"}
+AGENT_KINDS = {"ServiceAccount", "Service", "Deployment", "PodDisruptionBudget", "Role",
+               "RoleBinding"}
 VARIANTS = {
     "full": FULL,
     "one replica, kubelet certificate, scheduling, annotations": {
