@@ -14,16 +14,24 @@ volume a home-provisioned volume copies.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 
 from annex.kubeapi import ClusterApi, core_path
 from annex.metrics import ServedRequests
+from annex.mirror import Mirror
 from annex.webhooks import admission_application, admission_request, serve_tls
 from shared.admission import review_response
-from shared.agent_restriction import account_of, agent_of, needed_object, refusal, request_name
+from shared.agent_restriction import (
+    Agent,
+    account_of,
+    agents_by_account,
+    needed_object,
+    refusal,
+    request_name,
+)
 from shared.forge.agent import AgentTemplate
 
 log = logging.getLogger(__name__)
@@ -32,11 +40,10 @@ VALIDATE_AGENTS_PATH = "/validate-agents"
 
 
 class AgentAdmission:
-    """The webhook's handler: `virtual_nodes()` lists the VirtualNodes of the release
-    namespace (the controller's mirror), `synced()` says whether they are listed."""
+    """The webhook's handler: `virtual_nodes` holds the VirtualNodes of the release namespace
+    (the controller's mirror), `synced()` says whether they are listed."""
 
-    def __init__(self, api: ClusterApi, template: AgentTemplate,
-                 virtual_nodes: Callable[[], Iterable[Mapping[str, Any]]],
+    def __init__(self, api: ClusterApi, template: AgentTemplate, virtual_nodes: Mirror,
                  synced: Callable[[], bool], served: ServedRequests | None = None) -> None:
         self.api = api
         self.served = served
@@ -44,6 +51,16 @@ class AgentAdmission:
         self.template = template
         self.virtual_nodes = virtual_nodes
         self.synced = synced
+        self._agents: tuple[int, dict[str, Agent]] = (-1, {})
+        """The agents by account as of a version of the mirror: every Lease renewal and pod
+        status write of every agent is reviewed, and VirtualNodes seldom change."""
+
+    def agent(self, account: str) -> Agent | None:
+        version = self.virtual_nodes.version  # read before the mirror: never a stale index
+        if self._agents[0] != version:
+            self._agents = (version, agents_by_account(self.template,
+                                                       self.virtual_nodes.values()))
+        return self._agents[1].get(account)
 
     async def review(self, request: Mapping[str, Any]) -> str | None:
         """The refusal of an admission `request`, None when it is admitted."""
@@ -53,7 +70,7 @@ class AgentAdmission:
             return None  # not the release's (an API server without matchConditions sent it)
         if not self.synced():
             return "the home controller has not listed the VirtualNodes yet: try again"
-        agent = agent_of(account, self.template, self.virtual_nodes())
+        agent = self.agent(account)
         needed = needed_object(request) if agent is not None else None
         found = await self.api.find(core_path(*needed)) if needed is not None else None
         denied = refusal(request, agent, self.template, found)

@@ -80,7 +80,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         if settings.webhook_address:
             virtual_nodes, listed = agents.virtual_nodes, agents.listed
             admission = await AgentAdmission(
-                api, template, virtual_nodes.values, lambda: VIRTUAL_NODE.plural in listed,
+                api, template, virtual_nodes, lambda: VIRTUAL_NODE.plural in listed,
                 webhook_requests,
             ).serve(settings.webhook_address, settings.webhook_cert, settings.webhook_key)
         if template.namespace_role:

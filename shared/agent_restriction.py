@@ -70,20 +70,23 @@ def account_of(username: str, namespace: str) -> str | None:
     return username.removeprefix(prefix) if username.startswith(prefix) else None
 
 
-def agent_of(account: str, template: AgentTemplate,
-             virtual_nodes: Iterable[Mapping[str, Any]]) -> Agent | None:
-    """The agent `account` is, from the VirtualNode that makes it; None when none does."""
+def agents_by_account(template: AgentTemplate,
+                      virtual_nodes: Iterable[Mapping[str, Any]]) -> dict[str, Agent]:
+    """Who each agent account acts for, from the VirtualNodes that make agents (the first one,
+    should two name the same cluster)."""
+    agents: dict[str, Agent] = {}
     for obj in virtual_nodes:
         try:
             virtual_node = VirtualNode.model_validate(obj)
         except ValidationError:
             continue  # refused by the VirtualNode controller: it makes no agent
-        if agent_name_refusal(template, virtual_node.spec.cluster_id) is not None:
+        cluster_id = virtual_node.spec.cluster_id
+        if agent_name_refusal(template, cluster_id) is not None:
             continue  # refused too: its name may be the release's or another agent's
-        if agent_name(template, virtual_node.spec.cluster_id) == account:
-            return Agent(account, str(virtual_node.metadata.name), virtual_node.spec.cluster_id,
-                         virtual_node.spec.effective_node_name())
-    return None
+        account = agent_name(template, cluster_id)
+        agents.setdefault(account, Agent(account, str(virtual_node.metadata.name), cluster_id,
+                                         virtual_node.spec.effective_node_name()))
+    return agents
 
 
 def request_name(request: Mapping[str, Any]) -> str:

@@ -21,8 +21,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from annex.mirror import Mirror
 from annex_demo.charts import pointed_at
-from home_controller.agent_admission import agent_of
+from home_controller.agent_admission import AgentAdmission
+from shared.agent_restriction import agents_by_account
 from shared.forge.agent import AgentTemplate, agent_name, election_lease_name
 from shared.forge.namespace_offloading import finalizer_name
 from shared.wellknown import (
@@ -384,5 +386,26 @@ def test_a_virtual_node_whose_cluster_id_is_refused_makes_no_agent_of_any_accoun
     virtual_nodes = [{"apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
                       "metadata": {"name": cluster_id, "namespace": "annex-system"},
                       "spec": {"clusterId": cluster_id}} for cluster_id in (impostor, legitimate)]
-    agent = agent_of(account, template, virtual_nodes)
+    agent = agents_by_account(template, virtual_nodes).get(account)
     assert agent is not None and agent.cluster_id == legitimate
+
+
+def test_the_agents_are_known_again_once_a_virtual_node_changes() -> None:
+    """The index of agents by account follows the VirtualNodes' mirror (built once a change,
+    not once a request)."""
+    template = AgentTemplate(name_prefix="annex-home-agent", namespace="annex-system",
+                             image="annex:test", webhook_cert_secret="annex-home-agent-tls")
+    virtual_nodes = Mirror()
+    no_api: Any = None
+    admission = AgentAdmission(no_api, template, virtual_nodes, lambda: True)
+    account = agent_name(template, "provider")
+    assert admission.agent(account) is None
+    virtual_nodes.apply("ADDED", {
+        "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
+        "metadata": {"name": "provider", "namespace": "annex-system"},
+        "spec": {"clusterId": "provider", "nodeName": "big"}})
+    agent = admission.agent(account)
+    assert agent is not None and agent.node == "big"
+    virtual_nodes.apply("DELETED", {"metadata": {"name": "provider",
+                                                 "namespace": "annex-system"}})
+    assert admission.agent(account) is None
