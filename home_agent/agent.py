@@ -82,18 +82,23 @@ class Mirrors:
 
 class OffloadedNamespaces:
     """The home namespaces whose objects this agent watches (those it offloads), and which of
-    them are listed: nothing of a watched namespace is decided before it is listed (a pod
-    waiting for its copies would find none). A namespace not watched is nobody's to wait for:
-    this agent reflects nothing there."""
+    them are listed. Subscribers hear of each namespace followed or forgotten (`subscribe`) and
+    of each one listed (`on_listed`): what was decided while it was not yet listed is looked at
+    again then."""
 
     def __init__(self) -> None:
         self._watched: set[str] = set()
         self._listed: set[str] = set()
         self._subscribers: list[Callable[[], None]] = []
+        self._listeners: list[Callable[[str], None]] = []
 
     def subscribe(self, changed: Callable[[], None]) -> None:
         """`changed()` after each change of the namespaces watched."""
         self._subscribers.append(changed)
+
+    def on_listed(self, listed: Callable[[str], None]) -> None:
+        """`listed(namespace)` once a namespace watched is listed."""
+        self._listeners.append(listed)
 
     def _changed(self) -> None:
         for changed in self._subscribers:
@@ -104,8 +109,10 @@ class OffloadedNamespaces:
         self._changed()
 
     def listed(self, namespace: str) -> None:
-        if namespace in self._watched:
+        if namespace in self._watched and namespace not in self._listed:
             self._listed.add(namespace)
+            for listener in self._listeners:
+                listener(namespace)
 
     def forget(self, namespace: str) -> None:
         self._watched.discard(namespace)
@@ -115,12 +122,11 @@ class OffloadedNamespaces:
     def watched(self, namespace: str) -> bool:
         return namespace in self._watched
 
+    def is_listed(self, namespace: str) -> bool:
+        return namespace in self._listed
+
     def namespaces(self) -> frozenset[str]:
         return frozenset(self._watched)
-
-    def ready(self, namespace: str) -> bool:
-        """Its objects can be decided on: listed, or not watched at all."""
-        return namespace not in self._watched or namespace in self._listed
 
 
 class Agent:
@@ -147,6 +153,7 @@ class Agent:
         (`home_agent.pod`)."""
         self.offloaded = OffloadedNamespaces()
         """The namespaces whose objects are watched at home (`home_agent.watches`)."""
+        self._selected: tuple[tuple[int, ...], frozenset[str]] = ((), frozenset())
 
     def remote_synced(self) -> bool:
         """Both remote watches have listed everything (the twins' for the current set)."""
@@ -264,12 +271,28 @@ class Agent:
         return next((home for home, remote in self._desired_mapping().items()
                      if remote == remote_namespace), None)
 
+    def namespace_ready(self, namespace: str) -> bool:
+        """Whether `namespace`'s objects can be decided on: it is not offloaded here (this agent
+        reflects nothing there), or its home objects are listed. A namespace offloaded here but
+        not listed yet (its watch starting, its reads not granted yet) holds its keys back: a
+        pod waiting for copies would see none."""
+        return (self.offloaded.is_listed(namespace)
+                or namespace not in self.selected_namespaces())
+
     def selected_namespaces(self) -> frozenset[str]:
         """The home namespaces this agent offloads: those holding a NamespaceOffloading whose
         clusterSelector selects its virtual node as the Node is labelled (the home controller
         grants their reads to the agents it selects by the same rule,
         `shared.forge.agent.serving_accounts`), the system namespaces and the release's own
-        never (nobody grants them)."""
+        never (nobody grants them). Computed again only when those mirrors change: every key
+        asks it."""
+        versions = (self.mirrors.offloadings.version, self.mirrors.nodes.version,
+                    self.mirrors.virtual_nodes.version)
+        if self._selected[0] != versions:
+            self._selected = (versions, self._select_namespaces())
+        return self._selected[1]
+
+    def _select_namespaces(self) -> frozenset[str]:
         node_name, labels = self.node_name(), self.node_labels()
         never = NEVER_GRANTED_NAMESPACES | (
             {self.config.leader_election.namespace} if self.config.leader_election else set())

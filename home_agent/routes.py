@@ -183,6 +183,13 @@ def namespace_map_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
 def declare_agent(agent: Agent) -> None:
     """The agent's own resources, mirrors (`agent.mirrors`) and keys."""
     informers, queue = agent.informers, agent.queue
+
+    def namespace_listed(namespace: str) -> None:
+        """Its pods, held back until then, are looked at."""
+        for key in namespace_keys(agent, namespace):
+            queue.add(key)
+
+    agent.offloaded.on_listed(namespace_listed)
     config = agent.config
     informers.watch(HOME, PODS, by=NODE_PODS_WATCH)
     for resource in (NODES, VIRTUAL_NODE.resource, NAMESPACE_OFFLOADING.resource):
@@ -261,6 +268,7 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
         informers.keys(REMOTE, plural, functools.partial(reflection.required.pod_keys, plural),
                        agent.queue, priority=UNBLOCKED)
     informers.on(HOME, "virtualnodes", lambda _: reflection.resync())
+    agent.offloaded.on_listed(reflection.resync)
     informers.on(REMOTE, "namespacemaps",
                  lambda change: reflection.resync() if mapping_change(agent, change) else None,
                  compares=True)

@@ -94,7 +94,7 @@ def mirrors_listed(agent: Agent, key: Hashable) -> bool:
         return False
     if kind in ("node", "namespaces"):
         return True
-    if kind == "pod" and not agent.offloaded.ready(str(key[1])):  # type: ignore[index]
+    if kind == "pod" and not agent.namespace_ready(str(key[1])):  # type: ignore[index]
         return False
     return agent.remote_synced()
 

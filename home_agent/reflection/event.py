@@ -158,8 +158,18 @@ class EventReflector:
             self._index(change.key, home_key, change.obj)
         return (home_key,)
 
-    def resync(self) -> None:
-        """The namespace mapping or the skip lists changed: index and look at everything."""
+    def resync(self, namespace: str | None = None) -> None:
+        """The namespace mapping or the skip lists changed: index and look at everything; or
+        one home `namespace` was listed: look at its copies and remote Events again."""
+        if namespace is not None:
+            keys = {key for key in self.home.keys() if key[0] == namespace}
+            for remote_key in self.remote.keys():
+                home_key = self._home_key(remote_key)
+                if home_key is not None and home_key[0] == namespace:
+                    keys.add(home_key)
+            for key in keys:
+                self.controller.add(key)
+            return
         self._about.clear()
         self._shortened.clear()
         keys = set(self.home.keys())
@@ -254,8 +264,12 @@ class EventReflector:
             listing.cancel()
 
     def _copies_listed(self, key: Key) -> bool:
+        """A copy's namespace is neither offloaded here nor watched, or its copies are
+        listed."""
         namespace = key[0]
-        return namespace in self.listed or not self.agent.offloaded.watched(namespace)
+        return namespace in self.listed or not (
+            self.agent.offloaded.watched(namespace)
+            or namespace in self.agent.selected_namespaces())
 
     async def _follow_namespaces(self) -> None:
         """The copies of every namespace watched listed (one listing a namespace: one still
@@ -317,11 +331,10 @@ class EventReflector:
             log.info("%d home Event copies in %s carry no digest: listing them whole",
                      undigested, namespace)
             accept = JSON
-        copies = [key for key in self.home.keys() if key[0] == namespace]
-        log.info("%d home Event copies listed in %s", len(copies), namespace)
-        for key in copies:  # a copy whose remote Event went meanwhile goes too
-            self.controller.add(key)
         self.listed.add(namespace)
+        log.info("%d home Event copies listed in %s", sum(
+            1 for key in self.home.keys() if key[0] == namespace), namespace)
+        self.resync(namespace)  # a copy whose remote Event went meanwhile goes too
 
     def _known(self, key: Key, copy: Mapping[str, Any] | None) -> None:
         """What the home API server answered (or showed) of the copy at `key`: ours (None: it

@@ -63,9 +63,10 @@ def namespace_of(key: Key) -> str:
 
 
 def namespace_listed(agent: Agent) -> Callable[[Key], bool]:
-    """A home key's readiness: its namespace's home objects are listed (or not watched: then
-    nothing is reflected there). Keys of one namespace are parked and released together."""
-    return lambda key: agent.offloaded.ready(key[0])
+    """A home key's readiness: its namespace's home objects are listed (or it is not offloaded
+    here: then nothing is reflected there). Keys of one namespace are parked and released
+    together."""
+    return lambda key: agent.namespace_ready(key[0])
 
 
 @dataclass(frozen=True)
@@ -148,13 +149,16 @@ class Reflector:
             return ()
         return ((home_namespace, self.rules.local_name(name)),)
 
-    def resync(self) -> None:
-        """Look at every known object again (namespace mappings or skip lists changed)."""
+    def resync(self, namespace: str | None = None) -> None:
+        """Look at every known object again (namespace mappings or skip lists changed), or
+        every object of one home `namespace` (its home objects are listed now)."""
         for key in self.home.keys():
-            self.controller.add(key)
+            if namespace is None or key[0] == namespace:
+                self.controller.add(key)
         for remote_key in self.remote.keys():
             for key in self._home_keys(*remote_key):
-                self.controller.add(key)
+                if namespace is None or key[0] == namespace:
+                    self.controller.add(key)
 
     # --- reconcile --------------------------------------------------------------------------
 
@@ -258,7 +262,8 @@ class Companion(Protocol):
     controller: Controller[Key]
     """Its reconciles, named as metrics call the companion."""
 
-    def resync(self) -> None: ...
+    def resync(self, namespace: str | None = None) -> None:
+        """Look at every key again, or those of one home `namespace`."""
 
     async def run(self) -> None:
         """Its controller's workers (and what must come before them), until `controller.stop`."""
@@ -299,13 +304,14 @@ class Reflection:
         return [*(r.controller for r in self.reflectors.values()),
                 *(c.controller for c in self.companions)]
 
-    def resync(self) -> None:
+    def resync(self, namespace: str | None = None) -> None:
         """A VirtualNode (the skip lists) or the NamespaceMap (which namespaces are extended)
-        changed: every key's outcome may have."""
+        changed: every key's outcome may have; or one home `namespace` was listed: what its keys
+        decided before is looked at again."""
         for reflector in self.reflectors.values():
-            reflector.resync()
+            reflector.resync(namespace)
         for companion in self.companions:
-            companion.resync()
+            companion.resync(namespace)
 
     async def run(self) -> None:
         """Every controller's workers, until `stop`."""

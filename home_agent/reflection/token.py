@@ -158,8 +158,14 @@ class TokenReflector:
             return ()
         return ((home_namespace, pod_name),)
 
-    def resync(self) -> None:
-        """Look at every known pod and Secret again (namespace mappings changed)."""
+    def resync(self, namespace: str | None = None) -> None:
+        """Look at every known pod and Secret again (namespace mappings changed), or the pods
+        of one home `namespace` (its home objects listed)."""
+        if namespace is not None:
+            for key in self.pods.keys():
+                if key[0] == namespace:
+                    self.controller.add(key)
+            return
         self._settled.clear()
         self.echoes.forget()
         for key in self.pods.keys():

@@ -428,3 +428,58 @@ def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() ->
     found = metric_samples(generate_latest(metrics.registry(agent)).decode())
     assert sample(found, "annex_home_agent_controller_queued_keys", controller="configmaps") == 1
     assert sample(found, "annex_home_agent_controller_queued_keys", controller="events") == 0
+
+
+def test_a_namespace_offloaded_here_is_decided_on_once_listed_and_looked_at_again_then() -> None:
+    """A copy left remotely while the agent was down, its home object gone: its key comes from
+    the remote listing, before the agent has listed the home namespace. It waits (a missing
+    home object must not read as gone, nor a present one be missed), and once the namespace is
+    listed the key is looked at again: the copy goes."""
+    agent, remote, _ = _agent()
+    listed(agent)
+    reflector = _reflector(agent)
+    agent.offloaded.forget("app")  # a restart: not watched yet
+    agent.mirrors.offloadings.apply("ADDED", {
+        "metadata": {"namespace": "app", "name": "offloading"}, "spec": {}})
+    assert agent.selected_namespaces() == {"app"}
+    stale = {**_configmap(), "metadata": {**_configmap()["metadata"], "namespace": TWIN,
+                                          "labels": OURS}}
+    remote.objects[_remote_path()] = stale
+    _remote(reflector, "ADDED", stale)
+
+    async def process_queued() -> None:
+        while (key := reflector.controller.queue.take()) is not None:
+            await reflector.controller.process(key)
+
+    asyncio.run(process_queued())
+    assert len(reflector.controller) == 1  # parked, nothing decided
+    assert _remote_path() in remote.objects
+    agent.offloaded.follow("app")
+    agent.offloaded.listed("app")  # nothing of it at home
+    reflector.controller.release_parked()
+    asyncio.run(process_queued())
+    assert _remote_path() not in remote.objects
+    assert len(reflector.controller) == 0
+
+
+def test_what_was_decided_before_a_namespace_was_offloaded_here_is_looked_at_once_listed() -> None:
+    agent, remote, _ = _agent(reflection_workers={"configmap": 1})
+    listed(agent)
+    reflection = Reflection(agent, [CONFIGMAP_RULES])
+    declare_agent(agent)
+    declare_reflection(agent, reflection)
+    reflector = reflection.reflectors["configmaps"]
+    agent.offloaded.forget("app")
+    stale = {**_configmap(), "metadata": {**_configmap()["metadata"], "namespace": TWIN,
+                                          "labels": OURS}}
+    remote.objects[_remote_path()] = stale
+    _remote(reflector, "ADDED", stale)
+    assert reflector.controller.queue.take() == ("app", "settings")
+    _reconcile(reflector)  # not offloaded here: nothing decided, the key done
+    reflector.controller.queue.done(("app", "settings"))
+    assert _remote_path() in remote.objects
+    agent.offloaded.follow("app")
+    agent.offloaded.listed("app")
+    assert reflector.controller.queue.take() == ("app", "settings")  # looked at again
+    _reconcile(reflector)
+    assert _remote_path() not in remote.objects
