@@ -40,9 +40,7 @@ from typing import Any
 
 from aiohttp import web
 
-from kubesim.http import USER_KEY, WRITE_GATE_KEY
-
-# plain string request keys are the documented contract with kubesim.http (see there)
+from kubesim.responses import USER_KEY, WRITE_GATE_KEY
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -15,17 +15,13 @@ from kubesim.apiserver import CRD_KEY, ApiServer, ListResult, User, list_object
 from kubesim.errors import StatusError
 from kubesim.kinds import SUBRESOURCE_KINDS, SUBRESOURCE_VERBS, ResourceKind
 from kubesim.kubeletproxy import add_routes as add_kubelet_routes
+from kubesim.responses import JSON, USER_KEY, WRITE_GATE_KEY, json_response, status_response
 from kubesim.store import Stored, dumps
 from kubesim.watch import ERROR
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
-USER_KEY = web.RequestKey("kubesim.user", User)
-# a middleware may store an awaitable factory here: the watch writer awaits it before each write
-# and before ending the stream (fault injection holds a black-holed stream's bytes back)
-WriteGate = Callable[[], Awaitable[None]]
-WRITE_GATE_KEY: web.RequestKey[WriteGate] = web.RequestKey("kubesim.write_gate")
 PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/version"})
 # The Kubernetes release whose API behaviour kubesim imitates (tests gate newer behaviour on it).
 # /version says v1.31: kubectl 1.32 sends protobuf to servers that say 1.33, and kubesim reads
@@ -36,7 +32,6 @@ VERSION = {
     "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5",
     "compiler": "gc", "platform": "linux/amd64",
 }
-JSON = "application/json"
 WATCH_BATCH = 500
 """Watch events one write carries at most."""
 
@@ -97,21 +92,6 @@ def _bind(middleware: Middleware, handler: Handler) -> Handler:
         return await middleware(request, handler)
 
     return call
-
-
-def json_response(body: bytes | dict[str, Any], status: int = 200) -> web.Response:
-    raw = body if isinstance(body, bytes) else dumps(body)
-    return web.Response(body=raw, status=status, content_type=JSON)
-
-
-def status_response(error: StatusError) -> web.Response:
-    """The Status, with Retry-After when a 429 or 5xx asks for a wait (responsewriters'
-    ErrorNegotiated: details.retryAfterSeconds)."""
-    response = json_response(error.to_status(), error.code)
-    seconds = (error.details or {}).get("retryAfterSeconds")
-    if (error.code == 429 or error.code >= 500) and isinstance(seconds, int) and seconds > 0:
-        response.headers["Retry-After"] = str(seconds)
-    return response
 
 
 def _not_found() -> StatusError:

@@ -29,6 +29,7 @@ from kubesim import errors
 from kubesim.apiserver import ApiServer, User
 from kubesim.errors import StatusError
 from kubesim.kubeletapi import KUBELET_STREAM_PARAMS
+from kubesim.responses import status_response
 from kubesim.upgraded import message_bytes, pump
 from spdy3 import Connection, channels, upgrade
 from spdy3.aiohttp_upgrade import claim, switch_protocols
@@ -118,7 +119,7 @@ class KubeletProxy:
         try:
             return await self._pod(request)
         except StatusError as error:
-            return _status(error)
+            return status_response(error)
 
     async def node(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -128,7 +129,7 @@ class KubeletProxy:
             path = request.match_info["path"] or "/"
             return await self._forward(request, node, path, _multi(request.query))
         except StatusError as error:
-            return _status(error)
+            return status_response(error)
 
     async def _pod(self, request: web.Request) -> web.StreamResponse:
         namespace = request.match_info["namespace"]
@@ -243,7 +244,7 @@ class KubeletProxy:
             values = {k.lower(): v for k, v in headers}
             if log_of and not 200 <= status <= 206:
                 body = b"".join([chunk async for chunk in _body(reader, values)])
-                return _status(errors.upstream_failure(
+                return status_response(errors.upstream_failure(
                     status, "pods/log", log_of, body[:MAX_CHECKED_BODY].decode(errors="replace")))
             response = web.StreamResponse(status=status)
             response.content_type = values.get("content-type", "text/plain").split(";")[0]
@@ -505,9 +506,3 @@ async def _body(reader: asyncio.StreamReader, headers: dict[str, str]
     else:
         while chunk := await reader.read(65536):
             yield chunk
-
-
-def _status(error: StatusError) -> web.Response:
-    from kubesim.http import status_response
-
-    return status_response(error)

@@ -32,6 +32,7 @@ from kubesim.apiserver import ApiServer, User
 from kubesim.errors import StatusError
 from kubesim.kinds import ResourceKind
 from kubesim.kubeletproxy import KubeletClient
+from kubesim.responses import USER_KEY, json_response, status_response
 from kubesim.selectors import SelectorError, parse_label_selector
 from spdy3 import upgrade
 
@@ -270,8 +271,6 @@ class MetricsServer:
                 "usage": {"cpu": cpu_quantity(nanocores), "memory": memory_quantity(memory)}}
 
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        from kubesim.http import USER_KEY, json_response, status_response
-
         if not request.path.startswith(PREFIX + "/") or not request.path[len(PREFIX):].strip(
                 "/"):
             return await handler(request)  # elsewhere, or the discovery document

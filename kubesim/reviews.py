@@ -18,8 +18,8 @@ from aiohttp import web
 from kubesim import errors
 from kubesim.apiserver import RequestAttributes, User, forbidden_message
 from kubesim.errors import FieldCause, StatusError
-from kubesim.http import USER_KEY, json_response, status_response
 from kubesim.kinds import ResourceKind
+from kubesim.responses import USER_KEY, json_response, status_response
 
 TOKEN_REVIEWS = ("authentication.k8s.io", "v1", "tokenreviews", "TokenReview")
 SUBJECT_ACCESS_REVIEWS = ("authorization.k8s.io", "v1", "subjectaccessreviews",
