@@ -32,11 +32,11 @@ import jsonpatch
 
 from kubesim import cel, podsecurity
 from kubesim.errors import StatusError, forbidden, invalid
-from kubesim.http import VERSION
 from kubesim.kinds import SUBRESOURCE_KINDS
 from kubesim.quota import ResourceQuotaPlugin
 from kubesim.selectors import label_selector_from_object
 from kubesim.store import Store, Stored
+from kubesim.version import VERSION
 from kubesim.warning import add_warning
 
 ADMISSION_GROUP = "admissionregistration.k8s.io"

@@ -495,14 +495,12 @@ async def seed_bootstrap_policy(api: ApiServer) -> None:
             await api.create(kind, "", obj)
 
 
-def install_auth(cluster: Any) -> None:
-    """RBAC as the authorizer, TokenRequest served, service-account tokens accepted."""
+def install_auth(cluster: Any) -> RbacAuthorizer:
+    """RBAC as the authorizer (returned), TokenRequest served, service-account tokens
+    accepted."""
     api: ApiServer = cluster.api
-    from kubesim.escalation import install_escalation_check  # it builds on this module
-
     authorizer = RbacAuthorizer(api.store)
     api.authorizer = authorizer
-    install_escalation_check(api, authorizer)
     tokens = ServiceAccountTokens(api, TokenSigner(issuer=API_AUDIENCE))
     service_accounts = api.kinds.get("", "v1", "serviceaccounts")
     assert service_accounts is not None
@@ -515,3 +513,4 @@ def install_auth(cluster: Any) -> None:
         await seed_bootstrap_policy(api)
 
     cluster.startup_hooks.insert(0, seed)
+    return authorizer

@@ -15,10 +15,18 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
+from kubesim.admission import AdmissionPlugins
 from kubesim.apiserver import ApiServer, User, copy_json
+from kubesim.auth import install_auth
+from kubesim.controllers import ALL_CONTROLLERS, ControllerManager, ControllerSettings
+from kubesim.controllers.kubelet import KUBELET_PORT, Kubelet
 from kubesim.csrsigning import install_certificates
+from kubesim.escalation import install_escalation_check
+from kubesim.eviction import install_eviction
+from kubesim.faults import install_faults
 from kubesim.http import Middleware, make_app
 from kubesim.kinds import ResourceKind
+from kubesim.kubeletapi import KubeletApi
 from kubesim.kubeletproxy import KubeletClient
 from kubesim.metricsserver import MetricsServerSettings, install_metrics_server
 from kubesim.scale import install_scale
@@ -54,9 +62,10 @@ class Cluster:
         self.kubeconfig_path: Path | None = None
         self.tls: ServerTLS | None = None
         self._runner: web.AppRunner | None = None
-        # run after seeding / before stopping; part 2 appends controllers here, from
-        # `kubesim.controllers.install(cluster)` when that function exists
+        # run after seeding / before stopping (the controller manager starts and stops here)
         self.startup_hooks: list[Callable[[Cluster], Awaitable[None]]] = []
+        self.controllers: ControllerManager | None = None
+        """Once started."""
         # run once the cluster's TLS exists (the simulated kubelets serve their API)
         self.serving_hooks: list[Callable[[Cluster], Awaitable[None]]] = []
         # how the API server dials kubelets (address-type preference, client certificate)
@@ -116,7 +125,7 @@ class Cluster:
     async def start(self, directory: Path | None = None) -> None:
         """Seed the initial objects, serve HTTPS and write DIR/NAME.kubeconfig."""
         await self._seed()
-        _install_part2(self)
+        _install_control_plane(self)
         if self.metrics_server is not None:  # after the kubelets, which it scrapes
             install_metrics_server(self, self.metrics_server)
         for hook in self.startup_hooks:
@@ -222,13 +231,55 @@ class Cluster:
         }
 
 
-def _install_part2(cluster: Cluster) -> None:
-    import importlib
+def _install_control_plane(cluster: Cluster) -> None:
+    """What runs beside the API server: RBAC and token authentication, with the check that an
+    RBAC write grants nothing its author lacks; the admission plugins; eviction; fault
+    injection; a `ControllerManager` started and stopped with the cluster; the simulated nodes'
+    kubelet API."""
+    settings = getattr(cluster, "controller_settings", None) or ControllerSettings(
+        workers=cluster.workers, pod_cidr=cluster.pod_cidr, node_prefix=f"{cluster.name}-worker")
+    names = getattr(cluster, "controller_names", None)
+    names = list(ALL_CONTROLLERS if names is None else names)
 
-    controllers = importlib.import_module("kubesim.controllers")
-    install = getattr(controllers, "install", None)
-    if install is not None:
-        install(cluster)
+    def ca_pem() -> str | None:
+        return cluster.tls.ca_pem.decode() if cluster.tls is not None else None
+
+    manager = ControllerManager(cluster.api, settings, names, ca_pem)
+    cluster.controllers = manager
+    cluster.api.admission = AdmissionPlugins(
+        cluster.api.store, settings.default_not_ready_toleration_seconds,
+        settings.default_unreachable_toleration_seconds)
+    install_escalation_check(cluster.api, install_auth(cluster))
+    install_eviction(cluster.api)
+    install_faults(cluster)
+
+    async def start(_: Any) -> None:
+        manager.start()
+
+    async def stop(_: Any) -> None:
+        await manager.stop()
+
+    cluster.startup_hooks.append(start)
+    cluster.shutdown_hooks.append(stop)
+    if "kubelet" in names:
+        _serve_kubelet_api(cluster, manager.kubelet)
+
+
+def _serve_kubelet_api(cluster: Cluster, kubelet: Kubelet) -> None:
+    """The simulated nodes answer the kubelet API at the addresses their Node advertises."""
+
+    async def serve(_: Any) -> None:
+        assert cluster.kubelet_tls is not None  # made with the cluster's TLS, before these hooks
+        server = KubeletApi(kubelet, cluster.kubelet_tls, cluster.authenticate,
+                            cluster.kubelet_client.network)
+        await server.start(lambda node: [kubelet.node_ip(node), node], KUBELET_PORT)
+
+        async def stop(_: Any) -> None:
+            await server.stop()
+
+        cluster.shutdown_hooks.append(stop)
+
+    cluster.serving_hooks.append(serve)
 
 
 class ClusterThread:

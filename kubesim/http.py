@@ -17,21 +17,13 @@ from kubesim.kinds import SUBRESOURCE_KINDS, SUBRESOURCE_VERBS, ResourceKind
 from kubesim.kubeletproxy import add_routes as add_kubelet_routes
 from kubesim.responses import JSON, USER_KEY, WRITE_GATE_KEY, json_response, status_response
 from kubesim.store import Stored, dumps
+from kubesim.version import VERSION
 from kubesim.watch import ERROR
 
 log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 PUBLIC_PATHS = frozenset({"/livez", "/readyz", "/healthz", "/version"})
-# The Kubernetes release whose API behaviour kubesim imitates (tests gate newer behaviour on it).
-# /version says v1.31: kubectl 1.32 sends protobuf to servers that say 1.33, and kubesim reads
-# JSON only.
-IMITATED_RELEASE = (1, 33)
-VERSION = {
-    "major": "1", "minor": "31", "gitVersion": "v1.31.0-kubesim", "gitCommit": "kubesim",
-    "gitTreeState": "clean", "buildDate": "2024-08-13T00:00:00Z", "goVersion": "go1.22.5",
-    "compiler": "gc", "platform": "linux/amd64",
-}
 WATCH_BATCH = 500
 """Watch events one write carries at most."""
 

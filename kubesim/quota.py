@@ -23,7 +23,7 @@ from decimal import Decimal
 from typing import Any
 
 from kubesim import errors
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 from kubesim.store import Store
 
 QUOTA_KEY = ("", "resourcequotas")

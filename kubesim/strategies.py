@@ -15,6 +15,7 @@ from typing import Any
 from kubesim import cel, names
 from kubesim.errors import FieldCause, StatusError, forbidden, invalid
 from kubesim.kinds import ResourceKind
+from kubesim.quantity import parse_quantity
 
 Obj = dict[str, Any]
 
@@ -252,9 +253,6 @@ def _is_extended_resource(name: str) -> bool:
 def _extended_resource_causes(path: str, resources: Obj) -> list[FieldCause]:
     """ValidateResourceRequirements on what cannot be overcommitted (extended resources and
     huge pages): whole extended resources, a limit for every request, requests equal to it."""
-    # here, not at the top: kubesim.controllers imports the API server, which imports this
-    from kubesim.controllers.quantity import parse_quantity
-
     requests = resources.get("requests") or {}
     limits = resources.get("limits") or {}
     if not isinstance(requests, dict) or not isinstance(limits, dict):
@@ -573,8 +571,6 @@ def _access_mode_errors(path: str, modes: Any) -> list[FieldCause]:
 
 
 def _storage_quantity(value: Any) -> Any:
-    from kubesim.controllers.quantity import parse_quantity  # pure; avoids an import cycle
-
     try:
         return parse_quantity(value)
     except (ValueError, TypeError):

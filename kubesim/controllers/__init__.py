@@ -1,9 +1,8 @@
 """The controllers that make a simulated cluster look alive, each switchable per cluster.
 
-`install(cluster)` (called by `Cluster.start`) wires part 2 into a cluster: RBAC and token
-authentication, webhook admission, fault injection, and a `ControllerManager` started with the
-cluster. Which controllers run is `cluster.controller_names` (default: all of `ALL_CONTROLLERS`);
-their settings are `cluster.controller_settings` (a `ControllerSettings`).
+A `ControllerManager` runs the chosen ones (`Cluster.start` starts it with the cluster). Which
+controllers run is `cluster.controller_names` (default: all of `ALL_CONTROLLERS`); their
+settings are `cluster.controller_settings` (a `ControllerSettings`).
 """
 
 from __future__ import annotations
@@ -12,7 +11,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from kubesim.apiserver import ApiServer
 from kubesim.controllers.base import Controller
@@ -176,58 +174,3 @@ class ControllerManager:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
-
-
-def install(cluster: Any) -> None:
-    """Wire part 2 into a `kubesim.cluster.Cluster` (called from `Cluster.start`)."""
-    from kubesim.admission import AdmissionPlugins
-    from kubesim.auth import install_auth
-    from kubesim.eviction import install_eviction
-    from kubesim.faults import install_faults
-
-    settings = getattr(cluster, "controller_settings", None) or ControllerSettings(
-        workers=cluster.workers, pod_cidr=cluster.pod_cidr, node_prefix=f"{cluster.name}-worker")
-    names = getattr(cluster, "controller_names", None)
-    names = list(ALL_CONTROLLERS if names is None else names)
-
-    def ca_pem() -> str | None:
-        tls = getattr(cluster, "tls", None)
-        return tls.ca_pem.decode() if tls is not None else None
-
-    manager = ControllerManager(cluster.api, settings, names, ca_pem)
-    cluster.controllers = manager
-    cluster.api.admission = AdmissionPlugins(
-        cluster.api.store, settings.default_not_ready_toleration_seconds,
-        settings.default_unreachable_toleration_seconds)
-    install_auth(cluster)
-    install_eviction(cluster.api)
-    install_faults(cluster)
-
-    async def start(_: Any) -> None:
-        manager.start()
-
-    async def stop(_: Any) -> None:
-        await manager.stop()
-
-    cluster.startup_hooks.append(start)
-    cluster.shutdown_hooks.append(stop)
-    if "kubelet" in names and hasattr(cluster, "serving_hooks"):
-        _serve_kubelet_api(cluster, manager.kubelet)
-
-
-def _serve_kubelet_api(cluster: Any, kubelet: Kubelet) -> None:
-    """The simulated nodes answer the kubelet API at the addresses their Node advertises."""
-    from kubesim.controllers.kubelet import KUBELET_PORT
-    from kubesim.kubeletapi import KubeletApi
-
-    async def serve(_: Any) -> None:
-        server = KubeletApi(kubelet, cluster.kubelet_tls, cluster.authenticate,
-                            cluster.kubelet_client.network)
-        await server.start(lambda node: [kubelet.node_ip(node), node], KUBELET_PORT)
-
-        async def stop(_: Any) -> None:
-            await server.stop()
-
-        cluster.shutdown_hooks.append(stop)
-
-    cluster.serving_hooks.append(serve)

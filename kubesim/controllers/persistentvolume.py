@@ -19,8 +19,8 @@ from kubesim.apiserver import ApiServer, copy_json
 from kubesim.controllers.base import Controller, WorkQueue, kind_of, run_together, watch_forever
 from kubesim.controllers.events import record_event
 from kubesim.controllers.placement import node_selector_matches
-from kubesim.controllers.quantity import parse_quantity
 from kubesim.errors import StatusError
+from kubesim.quantity import parse_quantity
 from kubesim.selectors import label_selector_from_object
 from kubesim.store import Stored
 from kubesim.strategies import PV_PROTECTION_FINALIZER, PVC_PROTECTION_FINALIZER

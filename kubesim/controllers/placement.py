@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from kubesim.controllers.quantity import parse_quantity
+from kubesim.quantity import parse_quantity
 
 UNSCHEDULABLE_TAINT_KEY = "node.kubernetes.io/unschedulable"
 REASON_UNSCHEDULABLE_NODE = "node(s) were unschedulable"

@@ -32,8 +32,8 @@ from kubesim.controllers.persistentvolume import (
     pod_claim_names,
     requested_storage,
 )
-from kubesim.controllers.quantity import parse_quantity
 from kubesim.errors import StatusError
+from kubesim.quantity import parse_quantity
 from kubesim.store import Stored
 from kubesim.strategies import DEFAULT_CLASS_ANNOTATION
 

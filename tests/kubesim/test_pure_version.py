@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kubesim.http import IMITATED_RELEASE
+from kubesim.version import IMITATED_RELEASE
 from tests.kubesim.version import OLDEST_SUPPORTED, parse_release, server_release
 
 

@@ -27,7 +27,7 @@ def server_release(cluster: Any) -> tuple[tuple[int, int], str]:
     if cluster.name in _known:
         return _known[cluster.name]
     if cluster.sim is not None:
-        from kubesim.http import IMITATED_RELEASE
+        from kubesim.version import IMITATED_RELEASE
 
         found = IMITATED_RELEASE, "the release kubesim imitates"
     else:
