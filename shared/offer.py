@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from shared.forge.enforcement import TERMINAL_PHASES
 from shared.quantity import QuantityFormat, format_quantity, parse_quantity
 from shared.quota import pod_requests
+from shared.wellknown import TERMINAL_PHASES
 
 OFFERED_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
 _BINARY = {"memory", "ephemeral-storage"}

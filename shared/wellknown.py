@@ -99,6 +99,8 @@ REQUESTS_STORAGE: Final = "requests.storage"
 PERSISTENT_VOLUME_CLAIMS: Final = "persistentvolumeclaims"
 
 # --- pod offloading ---------------------------------------------------------------------------
+# The pod phases after which a pod runs no more (its ShadowPod never gets another pod).
+TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 OFFLOADING_BACKOFF_REASON: Final = "OffloadingBackOff"
 REMOTE_CREATION_FAILED_CONDITION: Final = "RemoteCreationFailed"
 # ShadowPod status condition: False while the remote API server refuses the ShadowPod's pod.

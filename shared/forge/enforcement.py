@@ -16,8 +16,7 @@ from shared.api.shadowpod import SHADOWPOD
 from shared.forge.json_copy import copied
 from shared.rfc3339 import rfc3339
 from shared.wellknown import POD_CREATED_CONDITION, TRACEPARENT_ANNOTATION
-
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+from shared.wellknown import TERMINAL_PHASES as TERMINAL_PHASES  # the enforcer reads it here
 
 # kube-apiserver's message for forbidden pod spec updates (ValidatePodUpdate, validation.go).
 POD_UPDATE_FORBIDDEN = (
