@@ -1,6 +1,7 @@
 """Runtime pieces every component shares. Rules stay in `shared/`; this package does the I/O.
 
 - kubeapi.py, http1.py    the asynchronous REST client, over keep-alive HTTP/1.1 connections
+- transport_errors.py     how its requests fail before an answer (refused, TLS, disconnected)
 - kube.py, proxies.py     connections from a kubeconfig (or in-cluster), through the HTTP proxy
                           client-go would choose
 - listwatch.py            list and watch one resource, as client-go's Reflector

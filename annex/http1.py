@@ -20,8 +20,8 @@ What it does, as Go's net/http does for client-go:
   and well before an API server drops it (kube-apiserver: 90 s), so a request rarely meets a
   connection closing under it;
 - a GET that finds its reused connection closed before any answer is sent once more on a new
-  one (Go retries such replayable requests); any other request fails (ServerDisconnectedError)
-  and its caller decides, as the server may have applied it;
+  one (Go retries such replayable requests); any other request fails (`Disconnected`) and
+  its caller decides, as the server may have applied it;
 - a connection is reused only after a complete answer that allows it (keep-alive, no
   `Connection: close`); a timeout, a cancellation or a malformed answer closes it;
 - `Accept-Encoding: gzip`, as Go's transport: the API server compresses answers over 128 KiB
@@ -30,8 +30,8 @@ What it does, as Go's net/http does for client-go:
   its read timeout (the watch's own timeout and some) fails it, as aiohttp's `sock_read`;
 - through a proxy (`annex.proxies`), every connection is a tunnel that HTTP CONNECT opens, TLS
   to the server inside it, as Go's transport does for https.
-Errors are aiohttp's (`ClientConnectorError` and its TLS kinds, `ServerDisconnectedError`,
-`ClientPayloadError`) and `TimeoutError`, which callers of `ClusterApi` already handle.
+Errors are annex's own (`annex.transport_errors`: `ConnectFailed` and its proxy and TLS kinds,
+`Disconnected`, `MalformedAnswer`) and `TimeoutError`.
 """
 
 from __future__ import annotations
@@ -47,11 +47,17 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
-import aiohttp
 import httptools
-from aiohttp.client_reqrep import ConnectionKey
 
 from annex.proxies import Proxy
+from annex.transport_errors import (
+    CertificateRejected,
+    ConnectFailed,
+    Disconnected,
+    MalformedAnswer,
+    ProxyRefused,
+    TLSFailed,
+)
 
 P = TypeVar("P", bound=asyncio.Protocol)
 
@@ -65,11 +71,6 @@ class Response:
     headers: dict[str, str]
     """Names in lower case; a repeated header keeps its last value."""
     body: bytes
-
-
-class ProxyRefused(ConnectionError):
-    """The proxy did not open a tunnel to the server (an OSError whose strerror says why:
-    reported as a connection failure)."""
 
 
 class _Connection(asyncio.Protocol):
@@ -89,14 +90,14 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as error:
-            self._broken(aiohttp.ClientPayloadError(f"malformed answer: {error}"))
+            self._broken(MalformedAnswer(f"malformed answer: {error}"))
             self.close()
 
     def eof_received(self) -> bool:
         return False  # the transport closes; connection_lost follows
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._broken(aiohttp.ServerDisconnectedError(
+        self._broken(Disconnected(
             f"the server closed the connection{f': {exc}' if exc else ''}"))
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -153,7 +154,7 @@ class _Exchange(_Connection):
         self.answered = False
         self.answer = asyncio.get_running_loop().create_future()
         if self.closed or self.transport.is_closing():  # lost before this request: none comes
-            self._broken(aiohttp.ServerDisconnectedError("the server closed the connection"))
+            self._broken(Disconnected("the server closed the connection"))
         else:
             self.transport.write(request)
         return self.answer
@@ -320,7 +321,7 @@ class ConnectionPool:
             exchange, reused = await self._connect(deadline, _Exchange), False
         try:
             response = await _answer(exchange, request, deadline)
-        except aiohttp.ServerDisconnectedError:
+        except Disconnected:
             exchange.close()
             if not (reused and retry_closed and not exchange.answered):
                 raise
@@ -392,15 +393,16 @@ class ConnectionPool:
                     tunnel = await open_tunnel(self._proxy, self._host, self._port)
                     _, connected = await loop.create_connection(
                         protocol, sock=tunnel, ssl=self._tls, server_hostname=hostname)
-        except OSError as error:  # refused, unreachable, a TLS failure: as aiohttp reports them
-            key = ConnectionKey._make([None] * len(ConnectionKey._fields))._replace(
-                host=self._host, port=self._port, is_ssl=self._tls is not None,
-                ssl=self._tls or False)
-            kind = (aiohttp.ClientConnectorCertificateError
-                    if isinstance(error, ssl.SSLCertVerificationError)
-                    else aiohttp.ClientConnectorSSLError if isinstance(error, ssl.SSLError)
-                    else aiohttp.ClientConnectorError)
-            raise kind(key, error) from error
+        except ConnectFailed:  # a proxy's refusal, which says it all
+            raise
+        except OSError as error:  # refused, unreachable, a TLS failure, the deadline passed
+            kind = (CertificateRejected if isinstance(error, ssl.SSLCertVerificationError)
+                    else TLSFailed if isinstance(error, ssl.SSLError) else ConnectFailed)
+            through = f" through proxy {self._proxy.host}:{self._proxy.port}" if self._proxy else ""
+            cause = ("timed out" if isinstance(error, TimeoutError)
+                     else error.strerror or str(error) or type(error).__name__)
+            why = f"cannot connect to {self._host}:{self._port}{through}: {cause}"
+            raise (kind(why) if error.errno is None else kind(error.errno, why)) from error
         return connected
 
     def close(self) -> None:
@@ -415,7 +417,7 @@ class ConnectionPool:
 
 async def open_tunnel(proxy: Proxy, host: str, port: int) -> socket.socket:
     """A connected socket to `host`:`port` through `proxy`, once it answered CONNECT with 2xx;
-    OSError (ProxyRefused) when it refused."""
+    ProxyRefused when it refused, OSError when it could not be reached."""
     loop = asyncio.get_running_loop()
     address = (f"[{host}]" if ":" in host else host) + f":{port}"
     infos = await loop.getaddrinfo(proxy.host, proxy.port, type=socket.SOCK_STREAM)

@@ -35,7 +35,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import quote, urlencode, urlsplit
 
-import aiohttp
 import orjson
 
 from annex import tracing
@@ -49,6 +48,7 @@ from annex.kube import (
     user_agent,
 )
 from annex.metrics_histogram import Histogram
+from annex.transport_errors import TransportError
 from shared.api.resource import ResourceDefinition
 
 log = logging.getLogger(__name__)
@@ -569,7 +569,7 @@ async def retrying(action: Callable[[], Awaitable[T]], attempts: int = 6,
     for attempt in range(attempts):
         try:
             return await action()
-        except (TimeoutError, ApiError, aiohttp.ClientError) as error:
+        except (TimeoutError, ApiError, TransportError) as error:
             retried = not isinstance(error, ApiError) or error.status in RETRIED_STATUSES
             if not retried or attempt == attempts - 1:
                 raise

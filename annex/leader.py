@@ -40,9 +40,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
-
 from annex.kubeapi import ApiError, ClusterApi, error_message, group_path, status_of
+from annex.transport_errors import TransportError
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +170,7 @@ class LeaderElector:
                 **lease, "spec": {**(lease.get("spec") or {}), **record}})
             self._observe(updated, self._clock())
             return True
-        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+        except (ApiError, TransportError, TimeoutError) as error:
             if status_of(error) == 409:
                 log.debug("%s: another candidate wrote first", self.describe())
             else:
@@ -237,7 +236,7 @@ class LeaderElector:
         try:
             async with asyncio.timeout(self.timings.renew_deadline):
                 await self._release()
-        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+        except (ApiError, TransportError, TimeoutError) as error:
             log.warning("%s not released: %s", self.describe(), error_message(error))
             return False
         return True

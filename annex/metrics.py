@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, Generic, TypeVar
 
-import aiohttp
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import (
@@ -56,6 +55,7 @@ from annex.controller import Controller
 from annex.kubeapi import ApiError, RequestMetrics, error_message
 from annex.metrics_histogram import DEFAULT_BUCKETS, Histogram
 from annex.reviews import Reviews
+from annex.transport_errors import TransportError
 
 log = logging.getLogger(__name__)
 
@@ -394,7 +394,7 @@ class MetricsAccess:
             allowed = await self.reviews.authorize(
                 caller, {"path": request.path, "verb": request.method.lower()},
                 non_resource=True)
-        except (ApiError, aiohttp.ClientError, TimeoutError) as error:
+        except (ApiError, TransportError, TimeoutError) as error:
             log.warning("metrics: cannot review the caller's token: %s", error_message(error))
             return web.Response(status=500, text="Internal Server Error")
         if not allowed:

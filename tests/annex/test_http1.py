@@ -1,20 +1,33 @@
 """The keep-alive connection pool: connections reused while they may be, never after an answer
 that forbids it, a timeout or a cancellation; a GET sent once more when its reused connection
 was closed before any answer, nothing else; gzip answers decompressed; at most `limit`
-connections. Against a scripted HTTP/1.1 server on loopback (plain TCP)."""
+connections; over TLS, a server whose certificate does not verify refused before any request,
+and every failure to connect one of annex's transport errors. Against a scripted HTTP/1.1 server
+on loopback (plain TCP, or TLS with a trustme CA's certificate)."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import gzip
+import socket
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import aiohttp
 import httptools
 import pytest
+import trustme
 
 from annex.http1 import ConnectionPool
+from annex.transport_errors import (
+    CertificateRejected,
+    ConnectFailed,
+    Disconnected,
+    MalformedAnswer,
+    TLSFailed,
+    TransportError,
+)
 
 Answer = Callable[["_Served"], Awaitable[bytes | None]]
 """What the server does with a request: the bytes it answers, or None to close at once."""
@@ -86,14 +99,36 @@ def _request(method: str = "GET", path: str = "/") -> bytes:
     return f"{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n".encode()
 
 
+@dataclass(frozen=True)
+class _Tls:
+    server: ssl.SSLContext
+    client: ssl.SSLContext
+    server_hostname: str
+    """The name the client checks the server's certificate against."""
+
+
+def _tls(server_hostname: str = "localhost", *, client_trusts_the_ca: bool = True) -> _Tls:
+    """A server certificate for 127.0.0.1 and localhost, from a trustme CA; a client trusting
+    that CA, or another one."""
+    authority = trustme.CA()
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    authority.issue_cert("127.0.0.1", "localhost").configure_cert(server)
+    client = ssl.create_default_context()
+    (authority if client_trusts_the_ca else trustme.CA()).configure_trust(client)
+    return _Tls(server, client, server_hostname)
+
+
 def _run(answer: Answer, scenario: Callable[[ConnectionPool, _Server], Awaitable[None]],
-         closes_after: frozenset[int] = frozenset(), **pool: float) -> _Server:
+         closes_after: frozenset[int] = frozenset(), tls: _Tls | None = None,
+         **pool: float) -> _Server:
     served = _Server(answer, closes_after)
 
     async def main() -> None:
-        server = await asyncio.start_server(served.handle, "127.0.0.1", 0)
+        server = await asyncio.start_server(served.handle, "127.0.0.1", 0,
+                                            ssl=tls.server if tls else None)
         port = server.sockets[0].getsockname()[1]
-        connections = ConnectionPool("127.0.0.1", port, tls=None, server_hostname=None,
+        connections = ConnectionPool("127.0.0.1", port, tls=tls.client if tls else None,
+                                     server_hostname=tls.server_hostname if tls else None,
                                      limit=int(pool.pop("limit", 10)), **pool)
         try:
             await asyncio.wait_for(scenario(connections, served), 30)
@@ -181,7 +216,7 @@ def test_a_get_whose_reused_connection_closes_before_any_answer_is_sent_once_mor
 def test_any_other_request_whose_connection_closes_fails_and_is_not_sent_again() -> None:
     async def scenario(pool: ConnectionPool, _server: _Server) -> None:
         await pool.request(_request("POST"), retry_closed=False, timeout=10)
-        with pytest.raises(aiohttp.ServerDisconnectedError):
+        with pytest.raises(Disconnected):
             await pool.request(_request("POST"), retry_closed=False, timeout=10)
         assert (await pool.request(_request("POST"), retry_closed=False, timeout=10)).status == 200
 
@@ -296,7 +331,7 @@ def _stream_scenario(parts: list[bytes | float], read_timeout: float = 10,
                 batches.append(batch)
                 if close_after is not None and len(batches) == close_after:
                     stream.close()
-        except (TimeoutError, aiohttp.ClientError) as error:
+        except (TimeoutError, TransportError) as error:
             ended[0] = error
         finally:
             stream.close()
@@ -321,7 +356,7 @@ def test_a_stream_cut_short_fails_after_the_lines_it_had() -> None:
     batches, ended = _stream_scenario([_STREAM_HEAD, _chunk(b'{"a": 1}\n{"b"')])
     # the server closes (after the parts) without the last chunk: the stream was cut
     assert batches == [[b'{"a": 1}']]
-    assert isinstance(ended, aiohttp.ServerDisconnectedError)
+    assert isinstance(ended, Disconnected)
 
 
 def test_a_stream_silent_for_its_read_timeout_fails() -> None:
@@ -336,7 +371,7 @@ def test_a_stream_closed_here_just_ends() -> None:
 
 def test_a_stream_whose_answer_is_malformed_fails() -> None:
     batches, ended = _stream_scenario([_STREAM_HEAD, b"not a chunk size\r\n"])
-    assert batches == [] and isinstance(ended, aiohttp.ClientPayloadError)
+    assert batches == [] and isinstance(ended, MalformedAnswer)
 
 
 def test_a_line_over_many_reads_comes_whole() -> None:
@@ -345,3 +380,94 @@ def test_a_line_over_many_reads_comes_whole() -> None:
     batches, ended = _stream_scenario([_STREAM_HEAD, *map(_chunk, pieces), _chunk(b"\n{}"),
                                        b"0\r\n\r\n"])
     assert ([found for batch in batches for found in batch], ended) == ([line, b"{}"], None)
+
+
+def test_requests_over_tls_are_answered_on_one_kept_connection() -> None:
+    async def scenario(pool: ConnectionPool, _server: _Server) -> None:
+        for _ in range(2):
+            assert (await pool.request(_request(), retry_closed=True, timeout=10)).status == 200
+
+    served = _run(_always_ok, scenario, tls=_tls())
+    assert [r.connection for r in served.requests] == [0, 0]
+
+
+def test_a_stream_over_tls_gives_its_lines() -> None:
+    async def lines(_: _Served) -> bytes:
+        return _STREAM_HEAD + _chunk(b'{"a": 1}\n{"b": 2}\n') + b"0\r\n\r\n"
+
+    got: list[bytes] = []
+
+    async def scenario(pool: ConnectionPool, _server: _Server) -> None:
+        stream = await pool.stream(_request(), timeout=10)
+        try:
+            got.extend([line async for batch in stream.lines(10) for line in batch])
+        finally:
+            stream.close()
+
+    _run(lines, scenario, tls=_tls())
+    assert got == [b'{"a": 1}', b'{"b": 2}']
+
+
+@pytest.mark.parametrize(("tls", "why"), [
+    (_tls(client_trusts_the_ca=False), "unable to get local issuer certificate"),
+    (_tls("elsewhere.invalid"), "Hostname mismatch"),
+], ids=["signed by a CA the client does not trust", "naming another host"])
+def test_a_server_certificate_that_does_not_verify_is_rejected_before_any_request(
+        tls: _Tls, why: str) -> None:
+    failures: list[BaseException] = []
+
+    async def scenario(pool: ConnectionPool, _server: _Server) -> None:
+        for send in (lambda: pool.request(_request(), retry_closed=True, timeout=10),
+                     lambda: pool.stream(_request(), timeout=10)):
+            with pytest.raises(CertificateRejected) as raised:
+                await send()
+            failures.append(raised.value)
+
+    served = _run(_always_ok, scenario, tls=tls)
+    assert served.requests == []
+    for failure in failures:  # never sent: a connection failure, naming the server
+        assert isinstance(failure, TLSFailed) and isinstance(failure, ConnectFailed)
+        assert str(failure).startswith("[Errno 1] cannot connect to 127.0.0.1:"), failure
+        assert why in str(failure)
+        assert isinstance(failure.__cause__, ssl.SSLCertVerificationError)
+
+
+def test_a_plain_http_server_answering_a_tls_client_is_a_tls_failure() -> None:
+    async def plain(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # the ClientHello, answered as a plain server answers it
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(plain, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        pool = ConnectionPool("127.0.0.1", port, tls=_tls().client,
+                              server_hostname="localhost", limit=1)
+        try:
+            with pytest.raises(TLSFailed) as raised:
+                await pool.request(_request(), retry_closed=True, timeout=10)
+        finally:
+            pool.close()
+            server.close()
+        assert not isinstance(raised.value, CertificateRejected)
+        assert "WRONG_VERSION_NUMBER" in str(raised.value)
+
+    asyncio.run(asyncio.wait_for(main(), 30))
+
+
+def test_a_refused_connection_is_a_connect_failure_naming_the_server() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+
+    async def main() -> None:
+        pool = ConnectionPool("127.0.0.1", port, tls=None, server_hostname=None, limit=1)
+        with pytest.raises(ConnectFailed) as raised:
+            await pool.request(_request(), retry_closed=True, timeout=10)
+        assert raised.value.errno == errno.ECONNREFUSED
+        assert str(raised.value).startswith(f"[Errno {errno.ECONNREFUSED}] cannot connect to "
+                                            f"127.0.0.1:{port}: ")
+        assert not isinstance(raised.value, TLSFailed)
+
+    asyncio.run(asyncio.wait_for(main(), 30))

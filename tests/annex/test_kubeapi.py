@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
 import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -33,6 +32,7 @@ from annex.kubeapi import (
 )
 from annex.listwatch import list_and_watch
 from annex.metrics import RequestCollector
+from annex.transport_errors import CertificateRejected, ConnectFailed
 from shared.api.shadowpod import SHADOWPOD
 from tests.helpers import metric_samples, sample
 
@@ -116,9 +116,9 @@ def test_a_refusal_is_an_api_error_with_the_apiservers_status(connection: Connec
 
 
 def test_errors_without_an_answer_have_no_status() -> None:
-    error = aiohttp.ClientConnectionError("refused")
+    error = ConnectFailed("refused")
     assert status_of(error) is None and not is_not_found(error)
-    assert error_reason(error) == "ClientConnectionError"
+    assert error_reason(error) == "ConnectFailed"
     assert error_message(error) == "refused"
 
 
@@ -209,9 +209,9 @@ def test_a_request_without_an_answer_is_counted_as_an_error() -> None:
     unreachable = Connection(server=f"http://127.0.0.1:{port}")
 
     async def scenario(api: ClusterApi) -> None:
-        with pytest.raises(aiohttp.ClientError):
+        with pytest.raises(ConnectFailed):
             await api.get(core_path("pods"))
-        with pytest.raises(aiohttp.ClientError):
+        with pytest.raises(ConnectFailed):
             async for _ in api.watch(core_path("pods"), "0"):
                 pass
 
@@ -320,7 +320,7 @@ def test_the_tls_server_name_is_the_name_the_certificate_is_checked_against(
         await api.healthy(timeout=10)
 
     _run(dataclasses.replace(connection, tls_server_name="localhost"), scenario)
-    with pytest.raises(aiohttp.ClientConnectorCertificateError):
+    with pytest.raises(CertificateRejected):
         _run(dataclasses.replace(connection, tls_server_name="elsewhere.invalid"), scenario)
 
 

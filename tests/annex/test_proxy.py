@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 
@@ -19,6 +18,7 @@ from annex.kube import connection_from_kubeconfig, load_connection
 from annex.kubeapi import ClusterApi, core_path
 from annex.listwatch import list_and_watch
 from annex.proxies import Proxy, bypasses_proxy, parse_proxy, proxy_for
+from annex.transport_errors import ProxyRefused
 
 
 def test_the_kubeconfig_proxy_url_wins_over_the_environment() -> None:
@@ -166,7 +166,7 @@ def test_a_proxy_that_refuses_the_tunnel_is_a_connection_failure_naming_it(
             finally:
                 await api.close()
 
-    with pytest.raises(aiohttp.ClientConnectorError, match="refused CONNECT .*403 Forbidden"):
+    with pytest.raises(ProxyRefused, match="refused CONNECT .*403 Forbidden"):
         asyncio.run(scenario())
 
 
