@@ -1,18 +1,11 @@
 """HTTP/1.1 to the API server: requests on keep-alive connections, watches as streams of lines.
 
 `ClusterApi` sends every request answered at once (creates, updates, patches, gets, lists,
-deletes) through a `ConnectionPool`, and each watch as a `Stream` on a connection of its own;
-the kubelet API's streams (exec, attach, port-forward: WebSocket and SPDY) stay on aiohttp.
-A watch through aiohttp cost 3.3 % of the agent's CPU offloading pods (its StreamReader's
-line reads, one task wake-up an event; py-spy): a `Stream` hands over all lines a read brought.
-Why not aiohttp for requests: a request costs 511,000 instructions through aiohttp (its
-request and response objects, header multidicts, URL objects, payload and timer objects)
-against 168,000 here, both with TLS and JSON (callgrind, an Event create against kubesim, 8 at
-a time), and the agent makes 8 such requests an offloaded pod: about a quarter of all its CPU
-(docs/decisions/0001-own-http1-client.md). No other client measured came close (aiosonic,
-httpx, curl_cffi,
-pyreqwest, blacksheep: the same or more). The parsing is httptools' (llhttp, as Node.js), the
-transport and TLS the event loop's.
+deletes) through a `ConnectionPool`, and each watch as a `Stream` on a connection of its own,
+which hands over all lines a read brought; the kubelet API's streams (exec, attach,
+port-forward: WebSocket and SPDY) stay on aiohttp. Why not aiohttp, or another client, for the
+API servers, and what each choice here saves, measured: docs/decisions/0001-own-http1-client.md.
+The parsing is httptools' (llhttp, as Node.js), the transport and TLS the event loop's.
 
 What it does, as Go's net/http does for client-go:
 - at most `limit` connections at once (aiohttp's TCPConnector limit); a connection idle for
@@ -268,8 +261,7 @@ class Stream(_Connection):
 async def _answer(exchange: _Exchange, request: bytes, deadline: float) -> Response:
     """The answer to `request` on `exchange`; TimeoutError at `deadline`. A timer on the
     answer rather than `asyncio.timeout` around the await, which costs a context manager and
-    the task's cancellation and its undoing a request (2.5 % of the agent's CPU offloading
-    pods, py-spy)."""
+    the task's cancellation and its undoing a request (decision 0001)."""
     answer = exchange.send(request)
     timer = asyncio.get_running_loop().call_at(deadline, _time_out, answer)
     try:
