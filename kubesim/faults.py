@@ -16,7 +16,7 @@
 - watch_latency: each write of an open watch stream waits this long: events reach watchers this
   much after they happened (a stream busier than one burst per delay batches them, each then up
   to twice as late). Both are what kubesim lacks to stand in for a real control plane's timing
-  (scripts/bench_offloading.py --kubesim-latency); restore cuts short the waits in progress.
+  (python -m bench --kubesim-latency); restore cuts short the waits in progress.
 - restore: lifts every fault.
 
 `Faults` is driven from any thread (tests run clusters on a background loop) and over a small

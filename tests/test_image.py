@@ -24,7 +24,7 @@ PACKAGES = frozenset(path.parent.name for path in ROOT.glob("*/__init__.py")) - 
 IMAGE_COMMANDS = ("home_agent", "home_controller", "remote_enforcer", "annexctl")
 # The dependency groups whose installation each package needs, beyond the runtime dependencies.
 EXTRAS_OF = {"annex": ("tracing",), "annexctl": ("cli",), "kubesim": ("sim",),
-             "annex_demo": ("demo",)}
+             "annex_demo": ("demo",), "bench": ("bench",)}
 REGENERATE_LOCK = "run the pip-compile command at the top of requirements/image.txt"
 
 

@@ -1,20 +1,19 @@
-"""scripts/bench_offloading.py --agent-instructions: a process run under callgrind reports, when
+"""python -m bench --agent-instructions: a process run under callgrind reports, when
 asked, the instructions it has run so far, and more once it has done more work (the benchmark
 asks at the agent's start of the phase and at convergence). Needs Debian's valgrind, which
 .ci/run installs."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from bench.processes import callgrind_instructions, callgrind_wrapper
+
 WORKER = """
 import sys
 for line in sys.stdin:
@@ -26,21 +25,8 @@ pytestmark = pytest.mark.skipif(shutil.which("callgrind_control") is None,
                                 reason="valgrind is not installed")
 
 
-def _bench(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))  # the script imports its neighbours
-    spec = importlib.util.spec_from_file_location(
-        "bench_offloading", REPO / "scripts" / "bench_offloading.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)  # its dataclasses look it up there
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_a_process_under_callgrind_reports_the_instructions_it_has_run(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    bench = _bench(monkeypatch)
-    process = subprocess.Popen([*bench.callgrind_wrapper(tmp_path), sys.executable, "-c", WORKER],
+def test_a_process_under_callgrind_reports_the_instructions_it_has_run(tmp_path: Path) -> None:
+    process = subprocess.Popen([*callgrind_wrapper(tmp_path), sys.executable, "-c", WORKER],
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                stderr=subprocess.DEVNULL)
     stdin, stdout = process.stdin, process.stdout
@@ -51,7 +37,7 @@ def test_a_process_under_callgrind_reports_the_instructions_it_has_run(
         stdin.flush()
         assert stdout.readline() == "done\n"
         # Asked while the process waits for its next line, as the agent waits for events.
-        return int(bench.callgrind_instructions(process.pid, tmp_path))
+        return callgrind_instructions(process.pid, tmp_path)
 
     try:
         started = work(1)

@@ -47,7 +47,7 @@ class Given:
 
     def bench(self, *flags: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, "scripts/bench_offloading.py", "--latency-pods", str(LATENCY_PODS),
+            [sys.executable, "-m", "bench", "--latency-pods", str(LATENCY_PODS),
              "--idle-seconds", "1", *flags],
             cwd=REPO, env=self.env(), capture_output=True, text=True, timeout=timeout,
             check=False)
@@ -163,7 +163,7 @@ def test_an_interrupted_run_removes_what_it_created(given: Given, signum: int,
                                                     tmp_path: Path) -> None:
     before = given.left()
     process = subprocess.Popen(
-        [sys.executable, "scripts/bench_offloading.py", "--pods", str(PODS), "--latency-pods",
+        [sys.executable, "-m", "bench", "--pods", str(PODS), "--latency-pods",
          str(PODS), "--latency-rate", "1", "--scenarios", "latency,offloading", "--json",
          str(tmp_path / "run.json")],
         cwd=REPO, env=given.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -1,17 +1,17 @@
-"""scripts/bench_growth.py: runs of the offloading benchmark at several N as one table, in N's
+"""python -m bench.growth: runs of the offloading benchmark at several N as one table, in N's
 order, and one plot of the figures that grow with N."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from bench.growth import table
+
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "bench_growth.py"
 
 
 def _report(pods: int, rss: float, cpu_ms: float, restart: float) -> dict[str, Any]:
@@ -28,8 +28,9 @@ def test_the_runs_make_one_table_in_the_order_of_n_and_a_plot(tmp_path: Path) ->
         files.append(tmp_path / f"n{pods}.json")
         files[-1].write_text(json.dumps(_report(pods, rss, cpu, restart)))
     plot = tmp_path / "growth.svg"
-    done = subprocess.run([sys.executable, str(SCRIPT), *map(str, files), "--plot", str(plot)],
-                          capture_output=True, text=True, check=True, cwd=REPO)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.growth", *map(str, files), "--plot", str(plot)],
+        capture_output=True, text=True, check=True, cwd=REPO)
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 1")]
     assert rows == ["| 1,000 | 110 | 100 | 5 | 3 | 0.8 | 400 / 500 |",
                     "| 10,000 | 200 | 190 | 4.5 | 12 | 0.8 | 400 / 500 |"]
@@ -38,11 +39,7 @@ def test_the_runs_make_one_table_in_the_order_of_n_and_a_plot(tmp_path: Path) ->
 
 
 def test_a_figure_a_run_lacks_is_a_dash_not_an_error() -> None:
-    spec = importlib.util.spec_from_file_location("bench_growth", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    growth = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(growth)
     partial = _report(2_000, 120.0, 5.0, 4.0)
     del partial["restart"], partial["idle"]
-    row = growth.table([partial]).splitlines()[-1]
+    row = table([partial]).splitlines()[-1]
     assert row == "| 2,000 | 120 | — | 5 | — | 0.8 |  |"

@@ -1,5 +1,5 @@
-"""The offloading benchmark (scripts/bench_offloading.py, docs/benchmarks.md) runs end to end at a
-small N on simulated clusters of its own and reports every figure issues 8 and 20 ask for. Its bare
+"""The offloading benchmark (python -m bench, docs/benchmarks.md) runs end to end at a small N on
+simulated clusters of its own, every scenario but storage, and reports every figure. Its bare
 client makes the writes per pod the agent makes, the agent's copies of remote Events apart:
 that is what makes the ratio against it a ratio."""
 
@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parents[2]
 PODS = 20
 LATENCY_PODS = 5
 STREAM_LOGS, STREAM_EXECS = 5, 2
+ENFORCER_PODS = 10
 
 # Writes that are not offloading: the agent's Event copies are reflection, Leases heartbeats.
 NOT_OFFLOADING = ("events", "leases")
@@ -43,12 +44,14 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     same_tree = output.parent / "same-tree"  # an A/B comparison's B, here the same code
     same_tree.symlink_to(REPO)
     run = subprocess.run(
-        [sys.executable, "scripts/bench_offloading.py", "--pods", str(PODS), "--configmaps", "20",
+        [sys.executable, "-m", "bench", "--pods", str(PODS), "--configmaps", "20",
          "--latency-pods", str(LATENCY_PODS), "--idle-seconds", "2",
          "--stream-logs", str(STREAM_LOGS), "--stream-execs", str(STREAM_EXECS),
-         "--stream-pods", "2", "--restarts", "2", "--compare-root", str(same_tree),
+         "--stream-pods", "2", "--restarts", "3", "--compare-root", str(same_tree),
+         "--compare-flag=--workers=4", "--enforcer-pods", str(ENFORCER_PODS),
+         "--scenarios", "latency,offloading,configmaps,restart,idle,streams,enforcer",
          "--trace", "--json", str(output)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=240, check=False)
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=280, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     found: dict[str, Any] = json.loads(output.read_text())
     return found
@@ -94,12 +97,21 @@ def test_every_figure_is_reported(report: dict[str, Any]) -> None:
     assert report["latency"]["agent"]["added"]["p50_ms"] > 0
     assert report["configmaps"]["agent"]["per_second"] > 0
     assert report["restart"]["converged_seconds"] > 0
-    runs = report["restart"]["runs"]  # two restarts taking turns, each tree's median
-    assert len({run["checkout"] for run in runs}) == 2
-    by_checkout = report["restart"]["by_checkout"]
-    assert [by_checkout[run["checkout"]]["converged_seconds"] for run in runs] == [
+    # three restarts taking turns: this tree's agent, another tree's, this one with a flag more;
+    # each one's median
+    runs = report["restart"]["runs"]
+    assert [run["variant"] for run in runs[::2]] == [str(REPO), f"{REPO} --workers=4"]
+    assert runs[1]["variant"].endswith("/same-tree")
+    by_variant = report["restart"]["by_variant"]
+    assert [by_variant[run["variant"]]["converged_seconds"] for run in runs] == [
         run["converged_seconds"] for run in runs]
     assert report["restart"]["converged_seconds"] == runs[0]["converged_seconds"]
+    # when the restarted agent logged its start and each side's listing, after its start
+    for run in runs:
+        assert set(run["listed"]) == {"started", "home listed", "tenant listed",
+                                      "ShadowPods listed"}
+        assert all(0 < seconds <= run["converged_seconds"]
+                   for seconds in run["listed"].values()), run["listed"]
     # Unchanged objects are not written again after a restart, nor while idle.
     assert report["restart"]["writes"] == {"home": 0, "remote": 0}
     assert report["idle"]["writes_per_minute"] == {"home": 0, "remote": 0}
@@ -136,4 +148,17 @@ def test_a_traced_run_says_where_each_paths_latency_goes(report: dict[str, Any])
         assert all(found.get("p50_ms") is not None for found in trace[path].values()), path
     assert trace["agent"]["1 API: ShadowPod POST"]["p50_ms"] > 0
     assert trace["bare"]["1 API: ShadowPod POST"]["p50_ms"] > 0
-    assert trace["agent_loop_stalls"]["count"] >= 0
+    stalls = trace["agent_loop_stalls"]  # none, or some, each longer than 2 ms
+    assert (stalls["count"] == 0) == (stalls["seconds"] == 0) == (stalls["longest_ms"] == 0)
+    assert stalls["seconds"] * 1000 >= stalls["longest_ms"] >= (2.0 if stalls["count"] else 0)
+
+
+@pytest.mark.timeout(300)
+def test_shadowpods_through_the_enforcers_webhook_are_measured_against_bare_pod_creates(
+        report: dict[str, Any]) -> None:
+    enforcer = report["enforcer"]
+    assert enforcer["pods"] == ENFORCER_PODS
+    for rate in ("bare_creates_per_second", "shadowpod_creates_per_second",
+                 "enforced_per_second"):
+        assert enforcer[rate] > 0, rate
+    assert enforcer["enforcer"]["rss_mib"] > 0

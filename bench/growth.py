@@ -1,10 +1,10 @@
-"""How the agent's figures grow with N: the results of `scripts/bench_offloading.py` runs at
-several sizes (their `--json` files) as one table and one plot.
+"""How the agent's figures grow with N: the results of `python -m bench` runs at several sizes
+(their `--json` files) as one table and one plot.
 
-    python scripts/bench_offloading.py --pods 1000 --json n1000.json
-    python scripts/bench_offloading.py --pods 10000 --json n10000.json
-    python scripts/bench_offloading.py --pods 50000 --json n50000.json
-    python scripts/bench_growth.py n1000.json n10000.json n50000.json --plot docs/growth.svg
+    python -m bench --pods 1000 --json n1000.json
+    python -m bench --pods 10000 --json n10000.json
+    python -m bench --pods 50000 --json n50000.json
+    python -m bench.growth n1000.json n10000.json n50000.json --plot docs/growth.svg
 
 It prints a Markdown table (for docs/benchmarks.md) and, with `--plot`, draws agent RSS, CPU per
 pod and restart convergence against N with matplotlib (`pip install matplotlib`).
@@ -92,8 +92,9 @@ def plot(reports: list[dict[str, Any]], path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("reports", nargs="+", type=Path, help="bench_offloading.py --json files")
+    parser = argparse.ArgumentParser(prog="python -m bench.growth",
+                                     description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("reports", nargs="+", type=Path, help="python -m bench --json files")
     parser.add_argument("--plot", type=Path, help="write the plot there (SVG, PNG: by suffix)")
     args = parser.parse_args()
     reports = [json.loads(path.read_text()) for path in args.reports]

@@ -1,8 +1,8 @@
 """Run a component with its API requests, watch events, reconciles and event-loop stalls traced:
-what `scripts/bench_offloading.py --trace` runs the agent with, to tell where its added latency
-goes (the watch, its queue, its own work, the API server's answer).
+what `python -m bench --trace` runs the agent with, to tell where its added latency goes (the
+watch, its queue, its own work, the API server's answer).
 
-    python scripts/bench_trace.py TRACE_FILE MODULE [ARGS...]   # as python -m MODULE ARGS...
+    python -m bench.trace TRACE_FILE MODULE [ARGS...]   # as python -m MODULE ARGS...
 
 It appends JSON lines to TRACE_FILE, times from time.monotonic() (CLOCK_MONOTONIC: one clock for
 every process of the machine, so they compare with the benchmark's own):
@@ -28,7 +28,6 @@ from collections.abc import AsyncIterator, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
-ROOT = Path(__file__).resolve().parents[1]
 STALL = 0.002
 """Seconds past its wake-up time after which the monitor's timer counts the loop as stalled."""
 TICK = 0.005
@@ -242,7 +241,6 @@ def stalls(agent: list[list[Any]], start: float, end: float) -> dict[str, float]
 
 def main() -> None:
     trace, module, *args = sys.argv[1:]
-    sys.path.insert(0, str(ROOT))
     install(open(trace, "a", buffering=1))  # noqa: SIM115 - open for the process's life
     sys.argv = [module, *args]
     runpy.run_module(module, run_name="__main__", alter_sys=True)

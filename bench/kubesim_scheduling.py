@@ -2,7 +2,7 @@
 
 Creates N pods at once through the in-process API and waits until every one is Running (bound,
 with an IP and ready containers). Prints the rate.
-Usage: python scripts/bench_scheduling.py [N]   (N <= 750: each node has a /24, 250 pod slots)
+Usage: python -m bench.kubesim_scheduling [N]   (N <= 750: each node has a /24, 250 pod slots)
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from kubesim.cluster import Cluster  # noqa: E402
-from kubesim.controllers import ControllerSettings  # noqa: E402
+from kubesim.cluster import Cluster
+from kubesim.controllers import ControllerSettings
 
 
 async def main(count: int) -> None:

@@ -5,7 +5,7 @@ ConfigMaps, creates N ConfigMaps over one keep-alive HTTPS connection, waits unt
 watchers have seen every ADDED event, and prints the server process's CPU seconds (user+system,
 from /proc) spent over that span, plus wall time.
 
-    python scripts/bench_kubesim.py [--count 1000] [--controllers LIST]
+    python -m bench.kubesim_creates [--count 1000] [--controllers LIST]
 
 `--controllers ""` measures the API server alone (part 2's controllers, which also react to
 the creates, off).
@@ -27,13 +27,9 @@ from typing import Any
 import urllib3
 import yaml
 
+from bench.processes import cpu_seconds
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def process_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    user, system = int(fields[11]), int(fields[12])  # utime, stime (fields 14 and 15)
-    return (user + system) / os.sysconf("SC_CLK_TCK")
 
 
 class Client:
@@ -74,7 +70,8 @@ def watch_until(client: Client, path: str, expected: int, seen: list[int],
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bench.kubesim_creates",
+                                     description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--controllers", default=None,
                         help="passed to `kubesim up` (default: all controllers)")
@@ -100,7 +97,7 @@ def main() -> int:
                 thread.start()
                 ready.wait(30)
                 watchers.append(thread)
-            cpu_before, wall_before = process_cpu_seconds(server.pid), time.perf_counter()
+            cpu_before, wall_before = cpu_seconds(server.pid), time.perf_counter()
             for index in range(args.count):
                 response = client.request("POST", path, {
                     "metadata": {"name": f"cm-{index}", "labels": {"bench": "yes"}},
@@ -108,7 +105,7 @@ def main() -> int:
                 assert response.status == 201, response.data
             for thread in watchers:
                 thread.join(120)
-            cpu = process_cpu_seconds(server.pid) - cpu_before
+            cpu = cpu_seconds(server.pid) - cpu_before
             wall = time.perf_counter() - wall_before
             assert seen == [args.count, args.count], seen
             which = "all controllers" if args.controllers is None else (

@@ -1,0 +1,56 @@
+"""What a run creates, named after the run: runs on the same clusters never meet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Names:
+    run: str
+
+    @property
+    def home_id(self) -> str:
+        return f"bench-home-{self.run}"
+
+    @property
+    def remote_id(self) -> str:
+        return f"bench-remote-{self.run}"
+
+    @property
+    def provider_id(self) -> str:
+        return f"bench-provider-{self.run}"
+
+    @property
+    def bare_consumer(self) -> str:
+        return f"bench-bare-{self.run}"
+
+    @property
+    def namespace(self) -> str:
+        return f"bench-{self.run}"
+
+    @property
+    def bare_namespace(self) -> str:
+        return f"bench-bare-{self.run}"
+
+    @property
+    def bare_twin(self) -> str:
+        return f"bench-bare-twin-{self.run}"
+
+    @property
+    def tenant(self) -> str:
+        return f"annex-tenant-{self.home_id}"
+
+    @property
+    def virtual_node(self) -> str:
+        return f"liqo-{self.remote_id}"
+
+    @property
+    def bare_node(self) -> str:
+        """A Node the bare client's pods are bound to: a controller-manager's pod garbage
+        collector deletes pods bound to a node that does not exist."""
+        return f"bench-bare-node-{self.run}"
+
+    @property
+    def webhook(self) -> str:
+        return f"shadowpods.bench-{self.run}.annex"
