@@ -1,11 +1,13 @@
 """The mirror: an object comes back as it was stored (less its managedFields), as a copy of its
-own, and the mirror counts what it holds without making every key. Objects are compressed once
-they have settled: newer changes pushed them out of the hot set."""
+own, and the mirror counts what it holds without making every key; a relist forgets what it did
+not show. Objects are compressed once they have settled (newer changes pushed them out of the
+hot set), similar objects to a fraction of their size."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 import orjson
 import pytest
 import zstandard
@@ -56,10 +58,11 @@ _ZstdCompressor = zstandard.ZstdCompressor
 
 
 class _CountingCompressor:
-    """zstd's compressor, counting its compressions, and running `during` (once) in the middle
-    of the next one."""
+    """zstd's compressor, recording what it compresses and into what, and running `during`
+    (once) in the middle of the next compression."""
 
     compressed: list[bytes] = []
+    into: list[bytes] = []
     during: list[Any] = []
 
     def __init__(self, **kwargs: Any) -> None:
@@ -69,7 +72,8 @@ class _CountingCompressor:
         _CountingCompressor.compressed.append(data)
         while _CountingCompressor.during:
             _CountingCompressor.during.pop()()
-        return self._compressor.compress(data)
+        _CountingCompressor.into.append(self._compressor.compress(data))
+        return _CountingCompressor.into[-1]
 
 
 @pytest.fixture
@@ -79,7 +83,8 @@ def compressions(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     largest["status"]["phase"] = "Succeeded"
     monkeypatch.setattr(mirror_module, "HOT_BYTES", 3 * len(mirror_module._packed(largest)))
     monkeypatch.setattr(zstandard, "ZstdCompressor", _CountingCompressor)
-    _CountingCompressor.compressed, _CountingCompressor.during = [], []
+    _CountingCompressor.compressed, _CountingCompressor.into = [], []
+    _CountingCompressor.during = []
     return _CountingCompressor.compressed
 
 
@@ -127,3 +132,47 @@ def test_objects_deleted_or_not_relisted_leave_the_hot_set(compressions: list[by
     mirror.apply("ADDED", _pod("f"))
     assert [orjson.loads(data)["metadata"]["name"] for data in compressions] == ["c"]
     assert sorted(key[1] for key in mirror.keys()) == ["c", "d", "e", "f"]
+
+
+def test_a_mirror_gives_back_exactly_what_it_took_and_keeps_similar_objects_small(
+        compressions: list[bytes]) -> None:
+    mirror = Mirror()
+
+    def pod(index: int) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"namespace": "shop", "name": f"web-{index}", "uid": f"uid-{index}",
+                             "labels": {"app": "web", "pod-template-hash": "7d9c"},
+                             "managedFields": [{"manager": "kubectl"}]},
+                "spec": {"containers": [{"name": "app", "image": "nginx:1.25",
+                                         "ports": [{"containerPort": 80 + index % 3}]}],
+                         "nodeName": "liqo-remote", "tolerations": [{"operator": "Exists"}]},
+                "status": {"phase": "Running", "podIP": f"10.0.{index // 250}.{index % 250}",
+                           "conditions": [{"type": t, "status": "True"} for t in (
+                               "Initialized", "Ready", "ContainersReady", "PodScheduled")]}}
+
+    for index in range(100):
+        mirror.apply("ADDED", pod(index))
+    mirror.apply("ADDED", {"metadata": {"namespace": "", "name": "odd"}, "x": [1, 2.5, None]})
+    for index in (0, 57, 99):
+        expected = pod(index)
+        del expected["metadata"]["managedFields"]  # never kept
+        assert mirror.get(("shop", f"web-{index}")) == expected
+    assert mirror.get(("", "odd")) == {"metadata": {"namespace": "", "name": "odd"},
+                                       "x": [1, 2.5, None]}
+    # all but the hot set's pods were compressed, each into a small part of its size
+    settled = {orjson.loads(data)["metadata"]["name"]: len(into) for data, into in zip(
+        compressions, _CountingCompressor.into, strict=True)}
+    pods = [index for index in range(100) if f"web-{index}" in settled]
+    assert len(pods) >= 90
+    assert (sum(settled[f"web-{index}"] for index in pods)
+            < sum(len(msgpack.packb(pod(index))) for index in pods) / 4)
+
+
+def test_a_relist_forgets_what_was_deleted_while_nobody_watched() -> None:
+    mirror = Mirror()
+    for name in ("kept", "gone"):
+        mirror.apply(None, {"metadata": {"namespace": "ns", "name": name}})
+    mirror.start_relist()
+    mirror.apply("INDEXED", {"metadata": {"namespace": "ns", "name": "kept"}})
+    assert mirror.finish_relist() == [("ns", "gone")]
+    assert mirror.keys() == [("ns", "kept")]

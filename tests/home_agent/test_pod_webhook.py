@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 from kubernetes import client
 
+from annex.mirror import Mirror
+from home_agent.webhook import pod_mutation
+from shared.admission import review_response
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.play import custom, offload_namespace, read_pod
@@ -114,3 +120,26 @@ def node_ready_with_room(home: ClusterHandle, name: str) -> bool:
     ready = [c for c in found.status.conditions or [] if c.type == "Ready"]
     return bool(ready and ready[0].status == "True"
                 and (found.status.allocatable or {}).get("pods") == "20")
+
+
+def test_the_webhook_answers_with_a_json_patch_only_for_offloaded_namespaces() -> None:
+    class FakeAgent:
+        def __init__(self) -> None:
+            self.mirrors = type("M", (), {"offloadings": Mirror(), "nodes": Mirror(),
+                                          "virtual_nodes": Mirror()})()
+
+    agent: Any = FakeAgent()
+    agent.mirrors.offloadings.apply(None, {
+        "metadata": {"namespace": "shop", "name": "offloading"},
+        "spec": {"podOffloadingStrategy": "Remote"}})
+    pod = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+    def review(namespace: str) -> dict[str, Any]:
+        request = {"uid": "u1", "operation": "CREATE", "namespace": namespace, "object": pod}
+        return review_response("u1", patch=pod_mutation(agent, request))
+
+    answer = review("shop")["response"]
+    assert answer["uid"] == "u1" and answer["allowed"] is True
+    mutated = jsonpatch.apply_patch(pod, json.loads(base64.b64decode(answer["patch"])))
+    assert mutated["spec"]["tolerations"][0]["key"] == "virtual-node.liqo.io/not-allowed"
+    assert "patch" not in review("elsewhere")["response"]

@@ -1,21 +1,16 @@
-"""The agent's small pieces: the work queue, mirror relists, the webhook's AdmissionReview
-answer. (Its pure rules are tested beside them, in tests/shared/forge.)"""
+"""The work queue: a key runs once at a time and again after a change made meanwhile, each
+worker takes a key once, by priority then in the order keys came; delayed keys (backoffs) are
+work once due, planned wake-ups are not; its length counts each key waiting or in process once,
+and each backoff."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 from typing import Any
 
-import jsonpatch
-import msgpack
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from annex import mirror as mirror_module
-from annex.mirror import Mirror
 from annex.workqueue import KeyQueue
 
 
@@ -60,7 +55,7 @@ def test_workers_take_each_key_once_and_wake_for_a_delayed_one() -> None:
             if i % 50 == 0:
                 await asyncio.sleep(0)
         queue.retry("late")  # a delayed key: due after the waiters went to sleep
-        await asyncio.wait_for(_until(lambda: len(taken) == 501), 10)
+        await _until(lambda: len(taken) == 501, "501 keys taken")
         queue.shutdown()  # wakes every waiter
         await asyncio.wait_for(asyncio.gather(*workers), 10)
 
@@ -144,82 +139,16 @@ def test_a_key_moved_up_is_not_taken_again_from_its_old_lane_while_in_process() 
     assert len(queue) == 0 and queue.take() is None
 
 
-async def _until(predicate: Any) -> None:
-    while not predicate():
-        await asyncio.sleep(0.005)
-
-
-def test_a_mirror_gives_back_exactly_what_it_took_and_keeps_similar_objects_small(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(mirror_module, "HOT_BYTES", 0)  # every object compressed once settled
-    mirror = Mirror()
-
-    def pod(index: int) -> dict[str, Any]:
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"namespace": "shop", "name": f"web-{index}", "uid": f"uid-{index}",
-                             "labels": {"app": "web", "pod-template-hash": "7d9c"},
-                             "managedFields": [{"manager": "kubectl"}]},
-                "spec": {"containers": [{"name": "app", "image": "nginx:1.25",
-                                         "ports": [{"containerPort": 80 + index % 3}]}],
-                         "nodeName": "liqo-remote", "tolerations": [{"operator": "Exists"}]},
-                "status": {"phase": "Running", "podIP": f"10.0.{index // 250}.{index % 250}",
-                           "conditions": [{"type": t, "status": "True"} for t in (
-                               "Initialized", "Ready", "ContainersReady", "PodScheduled")]}}
-
-    for index in range(100):
-        mirror.apply("ADDED", pod(index))
-    mirror.apply("ADDED", {"metadata": {"namespace": "", "name": "odd"}, "x": [1, 2.5, None]})
-    for index in (0, 57, 99):
-        expected = pod(index)
-        del expected["metadata"]["managedFields"]  # never kept
-        assert mirror.get(("shop", f"web-{index}")) == expected
-    assert mirror.get(("", "odd")) == {"metadata": {"namespace": "", "name": "odd"},
-                                       "x": [1, 2.5, None]}
-    kept = sum(len(data) for names in mirror._objects.values()  # noqa: SLF001
-               for data in names.values())
-    encoded = sum(len(msgpack.packb(pod(index))) for index in range(100))
-    assert kept < encoded / 4
-
-
-def test_a_relist_forgets_what_was_deleted_while_nobody_watched() -> None:
-    mirror = Mirror()
-    for name in ("kept", "gone"):
-        mirror.apply(None, {"metadata": {"namespace": "ns", "name": name}})
-    mirror.start_relist()
-    mirror.apply("INDEXED", {"metadata": {"namespace": "ns", "name": "kept"}})
-    assert mirror.finish_relist() == [("ns", "gone")]
-    assert mirror.keys() == [("ns", "kept")]
-
-
-def test_the_webhook_answers_with_a_json_patch_only_for_offloaded_namespaces() -> None:
-    from home_agent.webhook import pod_mutation
-    from shared.admission import review_response
-
-    class FakeAgent:
-        def __init__(self) -> None:
-            self.mirrors = type("M", (), {"offloadings": Mirror(), "nodes": Mirror(),
-                                          "virtual_nodes": Mirror()})()
-
-    agent: Any = FakeAgent()
-    agent.mirrors.offloadings.apply(None, {
-        "metadata": {"namespace": "shop", "name": "offloading"},
-        "spec": {"podOffloadingStrategy": "Remote"}})
-    pod = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
-
-    def review(namespace: str) -> dict[str, Any]:
-        request = {"uid": "u1", "operation": "CREATE", "namespace": namespace, "object": pod}
-        return review_response("u1", patch=pod_mutation(agent, request))
-
-    answer = review("shop")["response"]
-    assert answer["uid"] == "u1" and answer["allowed"] is True
-    mutated = jsonpatch.apply_patch(pod, json.loads(base64.b64decode(answer["patch"])))
-    assert mutated["spec"]["tolerations"][0]["key"] == "virtual-node.liqo.io/not-allowed"
-    assert "patch" not in review("elsewhere")["response"]
+async def _until(predicate: Any, what: str, timeout: float = 10) -> None:
+    async with asyncio.timeout(timeout):
+        try:
+            while not predicate():
+                await asyncio.sleep(0.005)
+        except TimeoutError:
+            raise AssertionError(f"no {what} after {timeout:.0f} s") from None
 
 
 def test_a_planned_wake_up_is_not_pending_work_but_a_backoff_is() -> None:
-    from annex.workqueue import KeyQueue
-
     queue = KeyQueue()
     queue.add_after(("app", "web"), 3600, planned=True)  # a token's refresh time
     assert len(queue) == 0
@@ -228,8 +157,6 @@ def test_a_planned_wake_up_is_not_pending_work_but_a_backoff_is() -> None:
 
 
 def test_delayed_keys_count_as_work_from_when_they_are_due_until_done() -> None:
-    from annex.workqueue import KeyQueue
-
     queue = KeyQueue(base_delay=0.0)
     queue.add_after("planned", 0.0, planned=True)
     queue.retry("failed")  # due at once
@@ -246,34 +173,41 @@ def test_delayed_keys_count_as_work_from_when_they_are_due_until_done() -> None:
     assert _drain(queue) == ["failed"] and len(queue) == 0
 
 
-class _Unreadable(set):  # type: ignore[type-arg]
-    """The keys in process, which `len` must count without reading them."""
-
-    def __iter__(self) -> Any:
-        raise AssertionError("the keys in process were read")
-
-
 _OPERATIONS = st.lists(st.tuples(st.sampled_from(["add", "take", "done", "retry", "plan"]),
                                  st.sampled_from("abcd"), st.integers(0, 2)), max_size=60)
 
 
 @given(_OPERATIONS)
 @settings(max_examples=300, deadline=None)
-def test_the_length_counts_each_key_waiting_or_in_process_once_without_reading_them(
+def test_the_length_counts_each_key_waiting_or_in_process_once_and_each_backoff(
         operations: list[tuple[str, str, int]]) -> None:
+    """Against a model of what the queue holds: the keys waiting, those in process (taken, not
+    done), the backoffs not yet taken (due at once here: they join the waiting keys at the
+    next take); a planned wake-up (in an hour) is no work."""
     queue = KeyQueue(base_delay=0.0)
-    queue._processing = _Unreadable()
-    in_process: list[Any] = []
+    waiting: set[str] = set()
+    in_process: list[str] = []
+    backoffs: list[str] = []
     for operation, key, priority in operations:
         if operation == "add":
             queue.add(key, priority)
-        elif operation == "take" and (taken := queue.take()) is not None:
-            in_process.append(taken)
+            waiting.add(key)
+        elif operation == "take":
+            waiting.update(backoffs)
+            backoffs.clear()
+            taken = queue.take()
+            takeable = waiting - set(in_process)
+            if taken is None:
+                assert not takeable
+            else:
+                assert taken in takeable
+                waiting.discard(str(taken))
+                in_process.append(str(taken))
         elif operation == "done" and in_process:
             queue.done(in_process.pop(priority % len(in_process)))
         elif operation == "retry":
             queue.retry(key)
+            backoffs.append(key)
         elif operation == "plan":
             queue.add_after(key, 3600, planned=True)
-        waiting_or_in_process = set(queue._dirty) | set(in_process)
-        assert len(queue) == len(waiting_or_in_process) + queue._unplanned
+        assert len(queue) == len(waiting | set(in_process)) + len(backoffs)
