@@ -1,7 +1,8 @@
 """Each reconcile's log lines name its object as controller-runtime's do (controller, namespace,
 name, reconcileID, cluster): one JSON object per line for collectors, the same fields after the
 message in text; all lines of one reconcile, the runtime's failure line included, share its
-reconcileID, and no two reconciles share one."""
+reconcileID, and no two reconciles share one. A JSON line carries the extras it was logged with
+and a UTC time."""
 
 from __future__ import annotations
 
@@ -123,3 +124,18 @@ def test_the_process_cluster_tags_every_json_line(capsys: pytest.CaptureFixture[
     assert started["cluster"] == "remote-1" and "reconcileID" not in started
     assert (offloaded["cluster"], offloaded["namespace"], offloaded["name"]) == (
         "remote-1", "ns", "web")
+
+
+def test_json_logs_are_one_object_per_line_with_extras(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    configure_logging("json", "INFO")
+    try:
+        logging.getLogger("annex.test").info("created %s", "pod", extra={"namespace": "ns"})
+        logging.getLogger("annex.test").debug("hidden")
+    finally:
+        configure_logging("text", "WARNING")
+    [line] = capsys.readouterr().err.strip().splitlines()
+    entry = json.loads(line)
+    assert (entry["level"], entry["logger"], entry["message"], entry["namespace"]) == (
+        "INFO", "annex.test", "created pod", "ns")
+    assert entry["time"].endswith("+00:00")

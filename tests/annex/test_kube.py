@@ -1,10 +1,10 @@
-"""annex.kube and annex.logs: the runtime helpers both components build on."""
+"""annex.kube: a kubeconfig gives clients of one identity (annex's and kopf's), its bearer
+token is found under either key, and the client-side rate limiter lets a burst through, then
+paces to its QPS."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
 from typing import Any
 
 import aiohttp
@@ -19,7 +19,6 @@ from annex.kube import (
     load_connection,
 )
 from annex.kubeapi import ClusterApi
-from annex.logs import configure_logging
 
 
 def test_a_kubeconfig_gives_clients_of_one_identity_annex_s_and_kopf_s(remote: Any) -> None:
@@ -76,18 +75,3 @@ def test_the_rate_limiter_lets_a_burst_through_then_paces_to_qps() -> None:
     waits.clear()
     asyncio.run(acquire(6))
     assert waits == pytest.approx([0.05])
-
-
-def test_json_logs_are_one_object_per_line_with_extras(capsys: pytest.CaptureFixture[str]
-                                                       ) -> None:
-    configure_logging("json", "INFO")
-    try:
-        logging.getLogger("annex.test").info("created %s", "pod", extra={"namespace": "ns"})
-        logging.getLogger("annex.test").debug("hidden")
-    finally:
-        configure_logging("text", "WARNING")
-    [line] = capsys.readouterr().err.strip().splitlines()
-    entry = json.loads(line)
-    assert (entry["level"], entry["logger"], entry["message"], entry["namespace"]) == (
-        "INFO", "annex.test", "created pod", "ns")
-    assert entry["time"].endswith("+00:00")
