@@ -107,3 +107,10 @@ def test_an_unreachable_remote_is_told_before_the_offer_is_listed() -> None:
     assert (written["capacity"], written["nodeInfo"]) == (node["capacity"], node["nodeInfo"])
     [ready] = [c for c in written["conditions"] if c["type"] == "Ready"]
     assert (ready["status"], ready["reason"]) == ("False", "RemoteClusterUnreachable")
+
+
+def test_the_node_advertises_only_the_agent_address_and_its_kubelet_port() -> None:
+    status = node_status({}, Health(True, ""), "r", "10.1.2.3", "liqo-r", 10443)
+    # No Hostname: kube-apiserver prefers it by default and nothing resolves a virtual node.
+    assert status["addresses"] == [{"type": "InternalIP", "address": "10.1.2.3"}]
+    assert status["daemonEndpoints"] == {"kubeletEndpoint": {"Port": 10443}}
