@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import inspect
 import json
 import socket
 import time
@@ -43,11 +45,32 @@ def wait_for(predicate: Callable[[], T], timeout: float = 10.0, message: str = "
             last_error = error
         now = time.monotonic()
         if now >= deadline:
-            raise WaitTimeout(message or f"condition not met within {timeout}s") from last_error
+            raise WaitTimeout(f"not within {timeout}s: {message or described(predicate)}"
+                              ) from last_error
         cost = now - started
         pause = max(interval, min(cost * (1 - POLLING_SHARE) / POLLING_SHARE,
                                   SLOWEST_POLL_INTERVAL))
         time.sleep(min(pause, deadline - now))
+
+
+async def until(condition: Callable[[], bool], what: str, timeout: float = 10.0,
+                interval: float = 0.005) -> None:
+    """Poll `condition` on the event loop until it holds, at most `timeout` seconds; a failure
+    names `what` it waited for."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not condition():
+        if asyncio.get_running_loop().time() >= deadline:
+            raise WaitTimeout(f"not within {timeout}s: {what}")
+        await asyncio.sleep(interval)
+
+
+def described(predicate: Callable[..., object]) -> str:
+    """What a predicate waits for, as its source says it (a lambda's line), for a timeout's
+    message."""
+    try:
+        return " ".join(inspect.getsource(predicate).split())[:300]
+    except (OSError, TypeError):
+        return getattr(predicate, "__qualname__", repr(predicate))
 
 
 def free_ports(count: int) -> list[int]:

@@ -4,18 +4,13 @@ the sync gate, and the counts /metrics shows."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 
 import pytest
 
 from annex.controller import DONE, RETRY, Controller, Result
 from annex.workqueue import KeyQueue
-
-
-async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.005)
+from tests.helpers import until
 
 
 async def running(controller: Controller[str]) -> asyncio.Task[None]:
@@ -39,7 +34,8 @@ async def test_a_done_key_leaves_the_queue_empty() -> None:
     task = await running(controller)
     controller.add("a")
     controller.add("b")
-    await until(lambda: sorted(seen) == ["a", "b"] and len(controller) == 0)
+    await until(lambda: sorted(seen) == ["a", "b"] and len(controller) == 0,
+                "a and b reconciled, nothing left")
     assert controller.outcomes() == {"success": 2}
     await stopped(controller, task)
 
@@ -60,7 +56,8 @@ async def test_an_exception_is_retried_after_a_backoff_and_reported() -> None:
                             queue=KeyQueue(base_delay=0.01))
     task = await running(controller)
     controller.add("a")
-    await until(lambda: len(attempts) == 3 and len(controller) == 0)
+    await until(lambda: len(attempts) == 3 and len(controller) == 0,
+                "three attempts, nothing left")
     assert reported == [("a", "boom"), ("a", "boom")]
     assert controller.outcomes() == {"error": 2, "success": 1}
     await stopped(controller, task)
@@ -83,7 +80,7 @@ async def test_a_failing_report_does_not_stop_the_worker() -> None:
     controller.add("bad")
     controller.add("good")
     await until(lambda: attempts.count("bad") == 2 and "good" in attempts
-                and len(controller) == 0)
+                and len(controller) == 0, "bad tried twice, good once, nothing left")
     await stopped(controller, task)
 
 
@@ -97,9 +94,11 @@ async def test_retry_backs_off_and_counts_as_pending_work() -> None:
     controller = Controller("t", reconcile, workers=1, queue=KeyQueue(base_delay=0.2))
     task = await running(controller)
     controller.add("a")
-    await until(lambda: len(attempts) == 1 and controller.queue.timers() == 1)
+    await until(lambda: len(attempts) == 1 and controller.queue.timers() == 1,
+                "a first attempt and its backoff")
     assert len(controller) == 1  # backing off is not converged
-    await until(lambda: len(attempts) == 2 and len(controller) == 0)
+    await until(lambda: len(attempts) == 2 and len(controller) == 0,
+                "a second attempt, nothing left")
     assert controller.outcomes() == {"retry": 1, "success": 1}
     await stopped(controller, task)
 
@@ -114,9 +113,10 @@ async def test_requeue_after_is_a_planned_look_not_pending_work() -> None:
     controller = Controller("t", reconcile, workers=1)
     task = await running(controller)
     controller.add("a")
-    await until(lambda: len(attempts) == 1 and controller.queue.timers() == 1)
+    await until(lambda: len(attempts) == 1 and controller.queue.timers() == 1,
+                "a first attempt and its backoff")
     assert len(controller) == 0
-    await until(lambda: len(attempts) == 2)
+    await until(lambda: len(attempts) == 2, "a second attempt")
     await stopped(controller, task)
 
 
@@ -131,11 +131,14 @@ async def test_a_key_is_held_until_it_is_ready_and_not_reconciled_meanwhile() ->
     task = await running(controller)
     controller.add("a")
     controller.add("b")
-    await until(lambda: sum(map(len, controller._parked.values())) == 2)
+    # both taken from the queue, neither reconciled: parked, still counted
+    await until(lambda: not controller.queue.pending() and len(controller) == 2,
+                "a and b taken and parked")
     controller.add("a")  # an event while parked: still one key, still in process
     assert attempts == [] and len(controller) == 2
     ready = True
-    await until(lambda: sorted(attempts) == ["a", "b"] and len(controller) == 0)
+    await until(lambda: sorted(attempts) == ["a", "b"] and len(controller) == 0,
+                "a and b reconciled once ready, nothing left")
     await stopped(controller, task)
 
 
@@ -159,7 +162,8 @@ async def test_a_key_added_while_it_runs_runs_once_more_afterwards() -> None:
     await asyncio.sleep(0)  # the other workers may look: "a" is in process, not theirs
     assert attempts == ["a"]
     release.set()
-    await until(lambda: len(attempts) == 2 and len(controller) == 0)
+    await until(lambda: len(attempts) == 2 and len(controller) == 0,
+                "a run once more, nothing left")
     await stopped(controller, task)
 
 
@@ -189,16 +193,18 @@ async def test_keys_of_one_gate_are_released_together_asking_ready_once_per_gate
     for number in range(100):
         controller.add(("pod", number))
         controller.add(("node", number))
-    await until(lambda: sum(map(len, controller._parked.values())) == 200)
+    await until(lambda: not controller.queue.pending() and len(controller) == 200,
+                "200 keys taken and parked")
     asked.clear()
     controller.release_parked()
     assert sorted(asked) == ["node", "pod"]  # once per gate, not once per key
     listed.add("node")
     controller.release_parked()
-    await until(lambda: len(attempts) == 100)
+    await until(lambda: len(attempts) == 100, "the node keys reconciled")
     assert {kind for kind, _ in attempts} == {"node"}
     listed.add("pod")
-    await until(lambda: len(attempts) == 200 and len(controller) == 0)
+    await until(lambda: len(attempts) == 200 and len(controller) == 0,
+                "the pod keys reconciled too, nothing left")
     controller.stop()
     async with asyncio.timeout(5):
         await task
@@ -220,8 +226,10 @@ async def test_no_key_is_taken_until_the_controller_is_synced() -> None:
     for key in ("a", "b", "c"):
         controller.add(key)
     task = await running(controller)
-    await until(lambda: len(asked) >= 4)  # each worker looked twice, keys already queued
+    # each worker looked twice, keys already queued
+    await until(lambda: len(asked) >= 4, "both workers asking twice whether synced")
     assert attempts == [] and controller.queue.pending()  # untouched, still in the queue
     synced = True
-    await until(lambda: sorted(attempts) == ["a", "b", "c"] and len(controller) == 0)
+    await until(lambda: sorted(attempts) == ["a", "b", "c"] and len(controller) == 0,
+                "a, b and c reconciled once synced, nothing left")
     await stopped(controller, task)

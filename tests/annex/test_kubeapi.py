@@ -34,7 +34,7 @@ from annex.listwatch import list_and_watch
 from annex.metrics import RequestCollector
 from annex.transport_errors import CertificateRejected, ConnectFailed
 from shared.api.shadowpod import SHADOWPOD
-from tests.helpers import metric_samples, sample
+from tests.helpers import metric_samples, sample, until
 
 
 def _run(connection: Connection, scenario: Callable[[ClusterApi], Awaitable[Any]],
@@ -367,13 +367,6 @@ class CountingApi(ClusterApi):
             yield event
 
 
-async def _until(predicate: Callable[[], bool], message: str, timeout: float = 20.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, message
-        await asyncio.sleep(0.02)
-
-
 def test_replaced_credentials_serve_new_requests_and_watches_resume_with_them(
         remote: Any, connection: Connection, two_readers: tuple[str, dict[str, str]]) -> None:
     namespace, tokens = two_readers
@@ -390,15 +383,15 @@ def test_replaced_credentials_serve_new_requests_and_watches_resume_with_them(
         try:
             await asyncio.wait_for(listed.wait(), 20)
             await admin.create(collection, _configmap("before"))
-            await _until(lambda: ("ADDED", "before") in seen, "the first watch saw nothing")
+            await until(lambda: ("ADDED", "before") in seen, "the first watch's event", 20)
             lists, watches = api.lists, api.watches
 
             live.replace(dataclasses.replace(connection, token=tokens["second"]))
             # The first account is gone: only the second's token works from now on.
             await admin.delete(core_path("serviceaccounts", namespace, "first"))
-            await _until(lambda: api.watches > watches, "the watch was not re-established")
+            await until(lambda: api.watches > watches, "the watch re-established", 20)
             await admin.create(collection, _configmap("after"))
-            await _until(lambda: ("ADDED", "after") in seen, "the new watch saw nothing")
+            await until(lambda: ("ADDED", "after") in seen, "the new watch's event", 20)
             await api.create(collection, _configmap("written-with-the-new-token"))
             return seen, api.lists - lists, api.watches - watches
         finally:

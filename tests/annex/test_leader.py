@@ -17,6 +17,7 @@ from annex.kube import load_connection
 from annex.kubeapi import ApiError, ClusterApi, group_path
 from annex.leader import ElectionTimings, LeaderElector, candidate_identity
 from tests.conftest import ClusterHandle
+from tests.helpers import until
 
 LEASE = "agent-lease"
 FAST = ElectionTimings(lease_duration=2.0, renew_deadline=1.0, retry_period=0.2)
@@ -50,16 +51,6 @@ async def lease_of(api: ClusterApi, namespace: str) -> dict[str, Any]:
     lease: dict[str, Any] = await api.get(
         group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE))
     return lease
-
-
-async def until(predicate: Callable[[], bool], timeout: float, message: str) -> None:
-    async def poll() -> None:
-        while not predicate():
-            await asyncio.sleep(0.02)
-    try:
-        await asyncio.wait_for(poll(), timeout)
-    except TimeoutError:
-        raise AssertionError(f"not within {timeout}s: {message}") from None
 
 
 async def test_the_first_candidate_creates_the_lease_and_renews_it(
@@ -181,7 +172,7 @@ async def test_run_leads_until_cancelled_and_a_release_hands_over_within_a_retry
     leading = asyncio.create_task(leader.run())
     await asyncio.wait_for(leader.elected.wait(), 10)
     waiting = asyncio.create_task(standby.run())
-    await until(lambda: standby.holder == leader.identity, 10, "the standby sees the leader")
+    await until(lambda: standby.holder == leader.identity, "the standby sees the leader")
     renewed = (await lease_of(api, namespace))["spec"]["renewTime"]
 
     async def renewed_since() -> bool:
@@ -233,7 +224,7 @@ async def test_a_dead_leader_is_replaced_after_the_lease_duration(
     leading = asyncio.create_task(leader.run())
     await asyncio.wait_for(leader.elected.wait(), 10)
     waiting = asyncio.create_task(standby.run())
-    await until(lambda: standby.holder == leader.identity, 10, "the standby sees the leader")
+    await until(lambda: standby.holder == leader.identity, "the standby sees the leader")
     leading.cancel()  # no release: as a SIGKILL leaves it
     await asyncio.gather(leading, return_exceptions=True)
     killed = asyncio.get_running_loop().time()

@@ -118,14 +118,14 @@ def test_a_continue_token_expired_while_paging_falls_back_to_one_unpaged_list(
         return await paged(method, path, body, query=query)
 
     server.request = expiring  # type: ignore[method-assign]
-    seen: list[tuple[str, str]] = []
-    version = asyncio.run(listwatch._list(  # noqa: SLF001 - one list, no watch
+    seen: list[str] = []
+    version = asyncio.run(listwatch.list_objects(
         server, "/api/v1/configmaps", {"labelSelector": "app=web"},  # type: ignore[arg-type]
-        lambda event_type, obj: seen.append((event_type, obj["metadata"]["name"])),
-        {"ns": {"b": b""}}, ()))
+        lambda obj: seen.append(obj["metadata"]["name"]), lambda: seen.append("(again)")))
     assert [query.get("continue") for query in queries] == [None, "1", None]
     assert queries[-1] == {"labelSelector": "app=web"}  # the same selection, whole
-    assert seen == [("ADDED", "a"), ("ADDED", "a"), ("ADDED", "c"), ("DELETED", "b")]
+    # what the pages gave before is told to be given again (b went meanwhile)
+    assert seen == ["a", "(again)", "a", "c"]
     assert version == "20"
 
 
@@ -138,5 +138,5 @@ def test_any_other_list_failure_is_not_papered_over() -> None:
 
     server.request = forbidden  # type: ignore[method-assign]
     with pytest.raises(ApiError):
-        asyncio.run(listwatch._list(  # noqa: SLF001
-            server, "/api/v1/configmaps", {}, lambda *_: None, {}, ()))  # type: ignore[arg-type]
+        asyncio.run(listwatch.list_objects(
+            server, "/api/v1/configmaps", {}, lambda _: None, lambda: None))  # type: ignore[arg-type]

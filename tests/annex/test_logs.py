@@ -17,7 +17,8 @@ import pytest
 from annex.controller import Controller
 from annex.logs import JsonFormatter, TextFormatter, configure_logging, reconciling
 from annex.workqueue import KeyQueue
-from tests.annex.test_controller import running, stopped, until
+from tests.annex.test_controller import running, stopped
+from tests.helpers import until
 
 log = logging.getLogger("annex.test_logs")
 
@@ -59,7 +60,7 @@ async def _reconcile_twice_and_fail_once() -> None:
     controller.add(("ns", "a"))
     controller.add(("ns", "b"))
     await until(lambda: controller.outcomes() == {"success": 2, "error": 1}
-                and len(controller) == 0)
+                and len(controller) == 0, "two successes and a failure, nothing left")
     await stopped(controller, task)  # type: ignore[arg-type]
 
 

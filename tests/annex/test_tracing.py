@@ -72,7 +72,8 @@ def test_untraced_the_runtime_and_the_client_run_their_own_functions() -> None:
         return None
 
     assert not tracing.enabled()
-    assert Controller("things", reconcile, workers=1)._reconcile is reconcile
+    assert tracing.traced_reconcile("things", reconcile, lambda _: (None, None),
+                                    lambda _: None) is reconcile  # what a Controller runs
     api = ClusterApi(Connection(server="https://127.0.0.1:1"))
     assert "request" not in vars(api)  # the method itself: nothing wraps it
 

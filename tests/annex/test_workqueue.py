@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from annex.workqueue import KeyQueue
+from tests.helpers import until
 
 
 def test_the_work_queue_never_runs_a_key_twice_at_once_and_reruns_it_after() -> None:
@@ -55,7 +56,7 @@ def test_workers_take_each_key_once_and_wake_for_a_delayed_one() -> None:
             if i % 50 == 0:
                 await asyncio.sleep(0)
         queue.retry("late")  # a delayed key: due after the waiters went to sleep
-        await _until(lambda: len(taken) == 501, "501 keys taken")
+        await until(lambda: len(taken) == 501, "501 keys taken")
         queue.shutdown()  # wakes every waiter
         await asyncio.wait_for(asyncio.gather(*workers), 10)
 
@@ -137,15 +138,6 @@ def test_a_key_moved_up_is_not_taken_again_from_its_old_lane_while_in_process() 
     queue.done("a")
     assert _drain(queue) == ["a"]
     assert len(queue) == 0 and queue.take() is None
-
-
-async def _until(predicate: Any, what: str, timeout: float = 10) -> None:
-    async with asyncio.timeout(timeout):
-        try:
-            while not predicate():
-                await asyncio.sleep(0.005)
-        except TimeoutError:
-            raise AssertionError(f"no {what} after {timeout:.0f} s") from None
 
 
 def test_a_planned_wake_up_is_not_pending_work_but_a_backoff_is() -> None:

@@ -29,7 +29,7 @@ from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH, declared_watch
 from shared.forge.event import home_event_name
 from shared.wellknown import COPY_DIGEST_ANNOTATION
 from tests.conftest import ClusterHandle
-from tests.helpers import wait_for
+from tests.helpers import until, wait_for
 from tests.home_agent.play import bound_pod, extend
 from tests.home_agent.test_reflection import (
     HOME,
@@ -509,8 +509,8 @@ def test_the_copies_at_home_are_listed_when_the_reflector_starts_and_never_watch
 
     async def start() -> None:
         running = asyncio.create_task(events.run())
-        while not (events.listed and len(events.controller) == 0):
-            await asyncio.sleep(0.001)
+        await until(lambda: events.listed and len(events.controller) == 0,
+                    "the copies listed and nothing left to do", interval=0.001)
         events.controller.stop()
         await running
 

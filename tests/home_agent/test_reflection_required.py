@@ -76,11 +76,14 @@ def _home(plural: str, name: str, annotations: dict[str, str] | None = None,
     return obj
 
 
-def _copy(agent: Agent, plural: str, name: str, labels: dict[str, str] | None = None) -> None:
-    """The remote watch shows a copy (ours, unless `labels` say otherwise)."""
-    agent.informers.dispatch(REMOTE_SIDE, plural, "ADDED", {
+def _copy(agent: Agent, plural: str, name: str, labels: dict[str, str] | None = None,
+          changed: bool = False) -> None:
+    """The remote watch shows a copy (ours, unless `labels` say otherwise), or, `changed`, a
+    change of it."""
+    agent.informers.dispatch(REMOTE_SIDE, plural, "MODIFIED" if changed else "ADDED", {
         "metadata": {"namespace": TWIN, "name": name, "labels": OURS if labels is None else labels,
-                     "resourceVersion": "7"}, "data": {"key": "value"}})
+                     "resourceVersion": "8" if changed else "7"},
+        "data": {"key": "changed" if changed else "value"}})
 
 
 def _reconcile(pods: PodOffloader) -> Result:
@@ -114,7 +117,12 @@ def test_a_shadowpod_waits_for_the_copies_its_volumes_mount_and_is_made_once_the
     assert queued_keys(agent) == [pod_key("app", "web")]
     assert _reconcile(pods).requeue_after is None
     assert SHADOW_POD in remote.objects
-    assert reflection.required._pods == {} and reflection.required._waiting == {}
+    # its wait is over: the copies it waited for bring it back no more when they change
+    queued_keys(agent)
+    for plural, name in (("configmaps", "kube-root-ca.crt.annex"), ("configmaps", "settings"),
+                         ("secrets", "web-tls")):
+        _copy(agent, plural, name, changed=True)
+    assert queued_keys(agent) == []
 
 
 def test_a_shadowpod_waits_for_the_copies_its_environment_reads() -> None:
@@ -185,7 +193,9 @@ def test_a_copy_that_does_not_come_is_waited_for_a_while_then_the_pod_is_offload
     assert SHADOW_POD in remote.objects
     assert "app/web offloaded without the copies it needs" in caplog.text
     assert "configmaps settings" in caplog.text
-    assert reflection.required._pods == {} and reflection.required._waiting == {}
+    queued_keys(agent)
+    _copy(agent, "configmaps", "settings")  # late: the pod waits for it no more
+    assert queued_keys(agent) == []
 
 
 def _at(wait: Any, now: list[float]) -> Any:
@@ -202,6 +212,5 @@ def test_a_pod_deleted_while_waiting_is_forgotten_and_its_copy_queues_nothing() 
     agent.informers.dispatch(HOME_SIDE, "pods", "DELETED", _pod(SETTINGS))
     queued_keys(agent)
     _reconcile(pods)
-    assert reflection.required._pods == {} and reflection.required._waiting == {}
     _copy(agent, "configmaps", "settings")
     assert queued_keys(agent) == []

@@ -39,7 +39,7 @@ from shared.wellknown import (
     TOKEN_SECRET_SERVICE_ACCOUNT_LABEL,
 )
 from tests.conftest import ClusterHandle
-from tests.helpers import wait_for
+from tests.helpers import until, wait_for
 from tests.home_agent.play import bound_pod, extend
 from tests.home_agent.test_reflection import FakeApi, agent_with, listed, queued_keys
 from tests.home_agent.test_reflection import _api_error as _error
@@ -319,8 +319,12 @@ def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> Non
     assert SECRET_PATH not in remote.objects
     _see_secret(reflector, "DELETED", last_seen)  # the watch tells
     _reconcile(reflector)
-    kept = (reflector._written, reflector._wake_ups, reflector._pod_of)  # noqa: SLF001
-    assert kept == ({}, {}, {})  # nothing is remembered of a pod that is gone
+    # nothing brings the pod that is gone back: a resync looks at no key
+    queue = reflector.controller.queue
+    while (key := queue.take()) is not None:
+        queue.done(key)
+    reflector.resync()
+    assert queue.take() is None and len(queue) == 0
 
 
 def test_without_apiserver_support_nothing_is_requested_and_our_secret_goes() -> None:
@@ -373,12 +377,10 @@ def test_a_failed_token_request_is_an_event_on_the_pod_and_is_retried_after_a_ba
 
     async def one_failure_then_its_retry() -> None:
         worker = asyncio.create_task(reflector.controller.run())
-        while not home.events:
-            await asyncio.sleep(0.01)
+        await until(lambda: bool(home.events), "an Event of the refused token request")
         assert SECRET_PATH not in remote.objects
         home.refuse_tokens = False  # the key backs off, then is reconciled again
-        while SECRET_PATH not in remote.objects:
-            await asyncio.sleep(0.01)
+        await until(lambda: SECRET_PATH in remote.objects, "the token Secret, once retried")
         reflector.controller.stop()
         await worker
 

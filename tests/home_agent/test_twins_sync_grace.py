@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent
+from tests.helpers import until
 
 GRACE = 1.0
 
@@ -55,13 +55,6 @@ def shadow_pod(name: str) -> dict[str, Any]:
     return {"metadata": {"namespace": "web-home", "name": name}}
 
 
-async def until(predicate: Callable[[], bool], timeout: float, message: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, message
-        await asyncio.sleep(GRACE / 50)
-
-
 def test_a_listing_still_bringing_objects_is_not_cut_short(watches: RemoteWatches) -> None:
     async def scenario() -> int:
         watches.follow_twins()
@@ -73,8 +66,9 @@ def test_a_listing_still_bringing_objects_is_not_cut_short(watches: RemoteWatche
             index += 1
             assert not watches.agent.twins_synced.is_set()
             await asyncio.sleep(GRACE / 20)  # the pace of a listing, not a wait
-        await until(watches.agent.twins_synced.is_set, 10 * GRACE,
-                    "listed once no new object came for the grace period")
+        await until(watches.agent.twins_synced.is_set,
+                    "listed once no new object came for the grace period", 10 * GRACE,
+                    GRACE / 50)
         return index
 
     listed = asyncio.run(scenario())
@@ -85,7 +79,7 @@ def test_a_listing_that_brings_nothing_counts_as_listed_after_the_grace_period(
         watches: RemoteWatches) -> None:
     async def scenario() -> None:
         watches.follow_twins()
-        await until(watches.agent.twins_synced.is_set, 10 * GRACE,
-                    "listed after the grace period")
+        await until(watches.agent.twins_synced.is_set, "listed after the grace period",
+                    10 * GRACE, GRACE / 50)
 
     asyncio.run(scenario())

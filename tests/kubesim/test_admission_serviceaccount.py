@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from kubernetes.client.rest import ApiException
@@ -51,18 +52,30 @@ async def test_the_plugin_waits_a_little_for_a_default_account_created_meanwhile
     controller): like getServiceAccount, the plugin looks it up again for a while (10 tries)
     instead of refusing at once; other accounts are looked up once."""
     from kubesim.admission import ServiceAccountPlugin
-    from kubesim.apiserver import ApiServer
+    from kubesim.apiserver import AdmissionRequest, ApiServer, User
+    from kubesim.errors import StatusError
 
     api = ApiServer()
     accounts = api.kinds.get("", "v1", "serviceaccounts")
     namespaces = api.kinds.get("", "v1", "namespaces")
-    assert accounts is not None and namespaces is not None
+    pods = api.kinds.get("", "v1", "pods")
+    assert accounts is not None and namespaces is not None and pods is not None
     await api.create(namespaces, "", {"metadata": {"name": "fresh"}})
     plugin = ServiceAccountPlugin(api.store)
-    looking = asyncio.ensure_future(plugin._service_account("fresh", "default"))
-    other = asyncio.ensure_future(plugin._service_account("fresh", "builder"))
+
+    def creation(name: str, account: str) -> Any:
+        pod = {"metadata": {"name": name}, "spec": {
+            "serviceAccountName": account, "containers": [{"name": "c", "image": "i"}]}}
+        request = AdmissionRequest("CREATE", pods, "", "fresh", name, pod, None,
+                                   User("admin", ()), False, None)
+        return asyncio.ensure_future(plugin.mutate(request, pod))
+
+    looking, other = creation("web", "default"), creation("build", "builder")
     await asyncio.sleep(0)  # both have looked once and found nothing
-    assert not looking.done() and other.done() and other.result() is None
+    assert not looking.done() and other.done()
+    with pytest.raises(StatusError, match='serviceaccount "builder" not found'):
+        other.result()
     await api.create(accounts, "fresh", {"metadata": {"name": "default"}})
-    found = await asyncio.wait_for(looking, timeout=5)
-    assert found is not None and found.name == "default"
+    admitted = await asyncio.wait_for(looking, timeout=5)
+    assert admitted["spec"]["serviceAccountName"] == "default"
+    assert admitted["spec"]["volumes"][0]["name"].startswith("kube-api-access-")

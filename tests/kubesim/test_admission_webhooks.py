@@ -85,7 +85,7 @@ def webhook_server() -> Iterator[WebhookServer]:
         context = _server_context(ca)
         site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
         await site.start()
-        server.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        server.port = runner.addresses[0][1]
         runner_box.append(runner)
         ready.set()
 

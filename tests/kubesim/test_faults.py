@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import urllib3
+from aiohttp import web
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
@@ -222,11 +223,18 @@ def test_blackhole_silences_open_watches_and_resumes_them_on_restore(sim: Sim) -
 def test_blackhole_holds_back_the_answer_of_a_request_in_flight(sim: Sim) -> None:
     sim.cluster.faults.latency(1.0, user="alice")  # keeps the request in flight meanwhile
     outcome: list[bool] = []
-    known = set(map(id, list(sim.cluster.faults._connections)))
+    arrived = threading.Event()
+
+    @web.middleware
+    async def arriving(request: web.Request, handler: Any) -> web.StreamResponse:
+        if request.path == "/api/v1/namespaces":
+            arrived.set()  # then on to the fault middleware, which waits 1 s
+        return await handler(request)
+
+    sim.cluster.middlewares.insert(0, arriving)
     asking = threading.Thread(target=lambda: outcome.append(sim.cut(sim.alice, timeout=3.0)))
     asking.start()
-    # its connection shows up once the request reached the fault middleware (then it waits 1 s)
-    wait_for(lambda: set(map(id, list(sim.cluster.faults._connections))) - known, timeout=5)
+    assert arrived.wait(5), "alice's request did not reach the server"
     sim.cluster.faults.blackhole(user="alice")
     asking.join(timeout=10)
     assert outcome == [True]  # no answer within its deadline
