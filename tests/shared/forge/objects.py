@@ -1,18 +1,24 @@
 """What the forge tests share: generators of valid-looking Kubernetes objects (for the reflection
-forges' properties, tests/shared/forge/test_{common,service,endpointslice,event}.py) and the API
-server's JSON merge patch (to check that what a forge says to write converges)."""
+forges' properties, tests/shared/forge/test_{metadata,compare,service,endpointslice,event}.py),
+of every reflection forge's output and of JSON values, and the API server's JSON merge patch (to
+check that what a forge says to write converges)."""
 
 from __future__ import annotations
 
+import copy
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from shared.forge.endpointslice import EndpointDestination
+from shared.forge.configmap import remote_configmap
+from shared.forge.endpointslice import EndpointDestination, remote_endpointslice
+from shared.forge.ingress import remote_ingress
 from shared.forge.metadata import ReflectionConfig
+from shared.forge.secret import remote_secret
+from shared.forge.service import remote_service
 from shared.ipremap import CidrRemap
 from shared.wellknown import (
     ENDPOINTSLICE_MANAGED_BY_LABEL,
@@ -246,3 +252,46 @@ def merge_patched(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patched(result.get(key), value)
     return result
+
+
+# Every reflection forge, as "home object + config → remote object".
+Forge = Callable[[dict[str, Any], ReflectionConfig], dict[str, Any]]
+FORGES: list[tuple[st.SearchStrategy[dict[str, Any]], Forge]] = [
+    (configmaps(), lambda obj, config: remote_configmap(obj, REMOTE_NS, config)),
+    (secrets(), lambda obj, config: remote_secret(obj, REMOTE_NS, config)),
+    (services(), lambda obj, config: remote_service(obj, REMOTE_NS, config)),
+    (ingresses(), lambda obj, config: remote_ingress(obj, REMOTE_NS, config)),
+    (
+        endpointslices(),
+        lambda obj, config: remote_endpointslice(
+            obj,
+            REMOTE_NS,
+            config,
+            EndpointDestination(virtual_node_names=frozenset({"liqo-remote"})),
+        ),
+    ),
+]
+
+
+@st.composite
+def forged(draw: st.DrawFn) -> tuple[dict[str, Any], ReflectionConfig, dict[str, Any], Forge]:
+    """(home object, config, forged remote object, forge) for any kind; the input is checked
+    unchanged."""
+    objects, forge = draw(st.sampled_from(FORGES))
+    local = draw(objects)
+    config = draw(configs_skipping(local))
+    before = copy.deepcopy(local)
+    remote = forge(local, config)
+    assert local == before, "forging mutated its input"
+    return local, config, remote, forge
+
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20)
+"""What a decoded JSON object holds (integers within 64 bits and finite floats, as JSON decoders
+and the API server carry them)."""
