@@ -87,8 +87,10 @@ REMOTE_VOLUME_ANNOTATION: Final = "offloading.liqo.io/remote-volume"
 REAL_CLAIM_LABEL: Final = "offloading.liqo.io/real-storage-for"
 REAL_VOLUME_ANNOTATION: Final = "offloading.liqo.io/real-volume"
 # On a home claim of the virtual class: the provider's storage class wanted for it (one the
-# offer lists); without it, the offer's default class.
-REMOTE_STORAGE_CLASS_ANNOTATION: Final = "offloading.liqo.io/remote-storage-class"
+# offer lists); without it, the offer's default class. Liqo's name, and annex's own as an alias
+# (Liqo's wins when both are set).
+REMOTE_STORAGE_CLASS_ANNOTATION: Final = "liqo.io/remote-storage-class"
+REMOTE_STORAGE_CLASS_ALIAS_ANNOTATION: Final = "offloading.liqo.io/remote-storage-class"
 # Kubernetes' own storage keys (the scheduler, the PV controller, external provisioners).
 SELECTED_NODE_ANNOTATION: Final = "volume.kubernetes.io/selected-node"
 STORAGE_PROVISIONER_ANNOTATION: Final = "volume.kubernetes.io/storage-provisioner"

@@ -6,8 +6,10 @@ as any external provisioner's claims are its own once the PV controller names it
 (`volume.kubernetes.io/storage-provisioner`). It is then reflected "verbatim" to the twin
 namespace, with these changes:
 - the storage class is the provider's: the one the claim's `REMOTE_STORAGE_CLASS_ANNOTATION`
-  names, else the offer's default class, else the first offered one; when the offer names none,
-  no class at all (the provider's default class takes it);
+  (Liqo's `liqo.io/remote-storage-class`, or annex's alias
+  `offloading.liqo.io/remote-storage-class`) names, else the offer's default class, else the
+  first offered one; when the offer names none, no class at all (the provider's default class
+  takes it);
 - what ties the claim to the home cluster's storage goes: `volumeName`, `selector` (it selects
   home volumes' labels), `dataSource`/`dataSourceRef` (home snapshots and claims), and the
   annotations Kubernetes' storage controllers write (binding, provisioner, selected node); the
@@ -30,6 +32,7 @@ from shared.rfc3339 import rfc3339
 from shared.wellknown import (
     PERSISTENT_VOLUME_CLAIMS,
     REAL_CLAIM_LABEL,
+    REMOTE_STORAGE_CLASS_ALIAS_ANNOTATION,
     REMOTE_STORAGE_CLASS_ANNOTATION,
     REQUESTS_STORAGE,
     SELECTED_NODE_ANNOTATION,
@@ -46,6 +49,10 @@ def is_storage_controller_annotation(key: str) -> bool:
 STORAGE_CONTROLLER_PREFIXES = ("pv.kubernetes.io/", "volume.kubernetes.io/",
                                "volume.beta.kubernetes.io/")
 _REFLECTED_SPEC = ("accessModes", "resources", "volumeMode", "volumeAttributesClassName")
+STORAGE_CLASS_ANNOTATIONS = (REMOTE_STORAGE_CLASS_ANNOTATION,
+                             REMOTE_STORAGE_CLASS_ALIAS_ANNOTATION)
+"""The names a claim asks for a provider's class by, the first set one winning: requests of
+the home side, not reflected."""
 
 
 def storage_class_of(claim: Mapping[str, Any]) -> str:
@@ -70,11 +77,13 @@ def awaits_virtual_volume(claim: Mapping[str, Any], provisioner: str, node_name:
 
 
 def remote_storage_class(claim: Mapping[str, Any], offered: Sequence[ClassOffer]) -> str | None:
-    """The provider's class for the claim: the one it asks for by annotation, else the offer's
-    default, else the first offered; None (the provider's own default) when none is offered.
-    A class the offer does not list is the provider's admission to refuse."""
-    wanted = ((claim.get("metadata") or {}).get("annotations") or {}).get(
-        REMOTE_STORAGE_CLASS_ANNOTATION)
+    """The provider's class for the claim: the one it asks for by annotation (Liqo's name,
+    else annex's alias), else the offer's default, else the first offered; None (the provider's
+    own default) when none is offered. A class the offer does not list is the provider's
+    admission to refuse."""
+    annotations = (claim.get("metadata") or {}).get("annotations") or {}
+    wanted = next((annotations[key] for key in STORAGE_CLASS_ANNOTATIONS if annotations.get(key)),
+                  None)
     if wanted:
         return str(wanted)
     default = next((c.name for c in offered if c.default), None)
@@ -99,7 +108,7 @@ def remote_claim(
     if storage_class is not None:
         remote_spec["storageClassName"] = storage_class
     metadata = remote_metadata(local, remote_namespace, config,
-                               skipped_annotations=(REMOTE_STORAGE_CLASS_ANNOTATION,))
+                               skipped_annotations=STORAGE_CLASS_ANNOTATIONS)
     annotations = {key: value for key, value in (metadata.pop("annotations", None) or {}).items()
                    if not is_storage_controller_annotation(key)}
     annotations.update({key: value for key, value in (

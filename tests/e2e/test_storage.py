@@ -25,6 +25,7 @@ from annexctl.clusters import connect
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.quota import QUOTA
 from shared.wellknown import (
+    REMOTE_STORAGE_CLASS_ALIAS_ANNOTATION,
     REMOTE_STORAGE_CLASS_ANNOTATION,
     VIRTUAL_STORAGE_PROVISIONER,
 )
@@ -267,12 +268,15 @@ def test_storage_beyond_the_quota_is_refused_on_the_home_claim(
     assert claims(home, namespace)["data"].status.phase == "Pending"
 
 
+@pytest.mark.parametrize("annotation", [REMOTE_STORAGE_CLASS_ANNOTATION,
+                                        REMOTE_STORAGE_CLASS_ALIAS_ANNOTATION])
 def test_a_class_the_provider_does_not_offer_is_refused_on_the_home_claim(
         home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
-        virtual_class: str) -> None:
+        virtual_class: str, annotation: str) -> None:
+    """Asked for by Liqo's annotation or annex's alias alike."""
     offloaded(home, namespace)
     body = claim_template(virtual_class)
-    body["metadata"]["annotations"] = {REMOTE_STORAGE_CLASS_ANNOTATION: "not-offered"}
+    body["metadata"]["annotations"] = {annotation: "not-offered"}
     home.core.create_namespaced_persistent_volume_claim(namespace, body)
     home.core.create_namespaced_pod(namespace, pod_mounting("app", "data"))
     failed = wait_for(lambda: events_on(home, namespace, "data").get("ProvisioningFailed"),

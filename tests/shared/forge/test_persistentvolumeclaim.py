@@ -20,6 +20,7 @@ from shared.forge.persistentvolumeclaim import (
 )
 from shared.quota import admit_claim
 from shared.wellknown import (
+    REMOTE_STORAGE_CLASS_ALIAS_ANNOTATION,
     REMOTE_STORAGE_CLASS_ANNOTATION,
     SELECTED_NODE_ANNOTATION,
     STORAGE_PROVISIONER_ANNOTATION,
@@ -67,6 +68,21 @@ def test_the_provider_class_is_the_asked_then_the_default_then_the_first_offered
     assert remote_storage_class(home_claim(), []) is None
     asked = home_claim(**{REMOTE_STORAGE_CLASS_ANNOTATION: "gold"})
     assert remote_storage_class(asked, offered) == "gold"  # the provider's to refuse
+
+
+def test_liqos_storage_class_annotation_and_annexs_alias_ask_alike_liqos_first() -> None:
+    offered = [ClassOffer(name="standard", default=True)]
+    alias = home_claim(**{REMOTE_STORAGE_CLASS_ALIAS_ANNOTATION: "fast"})
+    assert remote_storage_class(alias, offered) == "fast"
+    both = home_claim(**{REMOTE_STORAGE_CLASS_ANNOTATION: "gold",
+                         REMOTE_STORAGE_CLASS_ALIAS_ANNOTATION: "fast"})
+    assert remote_storage_class(both, offered) == "gold"
+    empty = home_claim(**{REMOTE_STORAGE_CLASS_ANNOTATION: "",
+                          REMOTE_STORAGE_CLASS_ALIAS_ANNOTATION: "fast"})
+    assert remote_storage_class(empty, offered) == "fast"
+    # requests of the home side: neither name reaches the remote claim
+    copy = remote_claim(both, REMOTE_NS, reflection_config(HOME, REMOTE), "gold")
+    assert copy["metadata"]["annotations"] == {"team": "data"}
 
 
 def test_the_remote_claim_carries_nothing_of_the_home_storage() -> None:
