@@ -23,6 +23,16 @@ ALLOW_REFLECTION_ANNOTATION: Final = "liqo.io/allow-reflection"
 ANTI_AFFINITY_PRESET_ANNOTATION: Final = "liqo.io/anti-affinity-preset"
 ANTI_AFFINITY_LABELS_ANNOTATION: Final = "liqo.io/anti-affinity-labels"
 FORCE_REMOTE_NODE_PORT_ANNOTATION: Final = "liqo.io/force-remote-node-port"
+# On a home pod: which API server its remote copy reaches. Unset: the home one (the agent's
+# default, --enable-apiserver-support); `disabled`: none is set up; `remote`: the provider's,
+# as a ServiceAccount of the twin namespace (the pod's own name, or the one
+# REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION names).
+API_SERVER_SUPPORT_ANNOTATION: Final = "liqo.io/api-server-support"
+API_SERVER_SUPPORT_DISABLED: Final = "disabled"
+API_SERVER_SUPPORT_REMOTE: Final = "remote"
+REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION: Final = "liqo.io/remote-service-account-name"
+# On a home pod: the remote pod's runtimeClassName (the provider's podPolicy decides).
+REMOTE_RUNTIME_CLASS_NAME_ANNOTATION: Final = "liqo.io/remote-runtime-class-name"
 
 # --- the virtual node -------------------------------------------------------------------------
 TYPE_LABEL: Final = "liqo.io/type"

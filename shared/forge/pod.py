@@ -24,7 +24,19 @@ Decisions beyond Liqo:
   the remote kubelet would write the twin namespace there. Only for pods that project a token
   (no token, no token Secret to read from).
 - The home pod's runtimeClassName names a home RuntimeClass and is dropped like the overhead it
-  brought; only the offloadingPatch's runtimeClassName applies remotely.
+  brought: the remote pod's is the pod's `liqo.io/remote-runtime-class-name` annotation, else the
+  offloadingPatch's (Liqo also falls back to the home pod's own class).
+
+Per-pod annotations, with Liqo's names and meaning:
+- `liqo.io/api-server-support`: unset, the remote pod reaches the home API server (the agent's
+  default, `enable_apiserver_support`: reflected tokens, KUBERNETES_SERVICE_* pointing home);
+  `disabled`, no API server is set up for it (no token reflected, its projected tokens left
+  out, no environment rewritten), as the agent's `enable_apiserver_support` off does for every
+  pod; `remote`, the remote pod reaches the provider's API server as a ServiceAccount of its
+  twin namespace (`liqo.io/remote-service-account-name`, else the home pod's account's name):
+  its projected volumes, root CA and environment stay as the home pod has them, for the remote
+  kubelet and API server to fill in. Another value is reported and ignored.
+- `liqo.io/remote-runtime-class-name`: above.
 
 Functions never mutate their arguments; nothing here raises on a pod the apiserver accepted:
 what cannot be honoured is returned as a warning for the agent to report as an Event.
@@ -53,11 +65,16 @@ from shared.rfc3339 import rfc3339
 from shared.wellknown import (
     ANTI_AFFINITY_LABELS_ANNOTATION,
     ANTI_AFFINITY_PRESET_ANNOTATION,
+    API_SERVER_SUPPORT_ANNOTATION,
+    API_SERVER_SUPPORT_DISABLED,
+    API_SERVER_SUPPORT_REMOTE,
     HOSTNAME_LABEL,
     LABELS_NOT_PROPAGATED_FROM_POD,
     OFFLOADING_BACKOFF_REASON,
     POD_CREATED_CONDITION,
     REMOTE_CREATION_FAILED_CONDITION,
+    REMOTE_RUNTIME_CLASS_NAME_ANNOTATION,
+    REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION,
     TOKEN_SECRET_NAMESPACE_KEY,
     TRACEPARENT_ANNOTATION,
     VIRTUAL_NODE_TAINT_KEY,
@@ -89,6 +106,10 @@ FORCED_OFF_SPEC_FIELDS: tuple[str, ...] = ("hostNetwork", "hostIPC", "hostPID")
 SERVICE_ACCOUNT_NAME_FIELD = "spec.serviceAccountName"
 NAMESPACE_FIELD = "metadata.namespace"
 DEFAULT_SERVICE_ACCOUNT = "default"
+
+API_SERVER_SUPPORT_HOME = "home"
+"""The default: the remote pod reaches the home API server (not an annotation value)."""
+API_SERVER_SUPPORT_VALUES = (API_SERVER_SUPPORT_DISABLED, API_SERVER_SUPPORT_REMOTE)
 
 ANTI_AFFINITY_PROPAGATE = "propagate"
 ANTI_AFFINITY_SOFT = "soft"
@@ -154,9 +175,32 @@ DEFAULT_TOKEN_EXPIRATION_SECONDS = 3600
 """The apiserver's default expirationSeconds for a projected token."""
 
 
+def _annotations(local_pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return (local_pod.get("metadata") or {}).get("annotations") or {}
+
+
+def api_server_support(local_pod: Mapping[str, Any], enabled: bool) -> tuple[str, str | None]:
+    """Which API server the remote pod reaches: API_SERVER_SUPPORT_HOME,
+    API_SERVER_SUPPORT_DISABLED or API_SERVER_SUPPORT_REMOTE, as the pod's annotation says,
+    else as the agent's default (`enabled`: home); and a warning for a value it does not know
+    (then ignored, as Liqo ignores it)."""
+    default = API_SERVER_SUPPORT_HOME if enabled else API_SERVER_SUPPORT_DISABLED
+    value = _annotations(local_pod).get(API_SERVER_SUPPORT_ANNOTATION)
+    if value is None:
+        return default, None
+    if value in API_SERVER_SUPPORT_VALUES:
+        return value, None
+    return default, (f"unknown {API_SERVER_SUPPORT_ANNOTATION} value {value!r} ignored "
+                     f"(expected {API_SERVER_SUPPORT_DISABLED} or {API_SERVER_SUPPORT_REMOTE})")
+
+
 def projected_service_account_tokens(local_pod: Mapping[str, Any]) -> list[ProjectedToken]:
-    """Every token the pod's projected volumes ask for: what the token reflector must keep in
-    `service_account_token_secret_name(pod name)` for the remote pod's Secret projections."""
+    """Every token the pod's projected volumes ask for of the home cluster: what the token
+    reflector must keep in `service_account_token_secret_name(pod name)` for the remote pod's
+    Secret projections. None when the pod's `liqo.io/api-server-support` is `disabled` (no
+    token) or `remote` (the remote kubelet makes the provider's)."""
+    if _annotations(local_pod).get(API_SERVER_SUPPORT_ANNOTATION) in API_SERVER_SUPPORT_VALUES:
+        return []
     tokens = []
     for volume in (local_pod.get("spec") or {}).get("volumes") or []:
         for source in (volume.get("projected") or {}).get("sources") or []:
@@ -226,6 +270,7 @@ def service_account_name(local_spec: Mapping[str, Any]) -> str:
 
 
 def _renamed_configmap_refs(container: dict[str, Any]) -> None:
+    """The container's environment reads the reflected root CA (`remote_configmap_name`)."""
     for env in container.get("env") or []:
         ref = (env.get("valueFrom") or {}).get("configMapKeyRef")
         if isinstance(ref, dict) and "name" in ref:
@@ -253,17 +298,21 @@ def _home_apiserver_env(host: str, port: int) -> list[dict[str, Any]]:
 
 def _remote_container(
     container: Mapping[str, Any],
-    service_account: str,
+    service_account: str | None,
     apiserver_env: list[dict[str, Any]],
     clear_host_ports: bool,
 ) -> dict[str, Any]:
+    """`service_account`: the home account's name, for the environment that reads the pod's
+    (None: the remote pod runs as an account of its own, which the environment then reads,
+    as it reads the remote cluster's root CA)."""
     remote = copied(dict(container))
-    _renamed_configmap_refs(remote)
+    if service_account is not None:
+        _renamed_configmap_refs(remote)
     replaced = {variable["name"] for variable in apiserver_env}
     env = []
     for variable in remote.get("env") or []:
         field_ref = (variable.get("valueFrom") or {}).get("fieldRef") or {}
-        if field_ref.get("fieldPath") == SERVICE_ACCOUNT_NAME_FIELD:
+        if service_account is not None and field_ref.get("fieldPath") == SERVICE_ACCOUNT_NAME_FIELD:
             # The remote pod runs under no home service account: hard-code the home one's name.
             variable = {"name": variable.get("name"), "value": service_account}
         if variable.get("name") in replaced:
@@ -436,8 +485,21 @@ def _apply_offloading_patch(spec: dict[str, Any], patch: OffloadingPatch | None)
     node_affinity = (patch.affinity or {}).get("nodeAffinity")
     if node_affinity:
         spec.setdefault("affinity", {})["nodeAffinity"] = copied(node_affinity)
-    if patch.runtime_class_name:
-        spec["runtimeClassName"] = patch.runtime_class_name
+
+
+def remote_runtime_class(local_pod: Mapping[str, Any], patch: OffloadingPatch | None
+                         ) -> str | None:
+    """The remote pod's runtimeClassName: the pod's `liqo.io/remote-runtime-class-name`, else
+    the offloadingPatch's, else none. The provider's podPolicy.allowedRuntimeClasses decides
+    whether the pod may use it."""
+    return (_annotations(local_pod).get(REMOTE_RUNTIME_CLASS_NAME_ANNOTATION)
+            or (patch.runtime_class_name if patch is not None else None) or None)
+
+
+def _remote_service_account(local_pod: Mapping[str, Any]) -> str:
+    """The twin namespace's account a pod reaching the provider's API server runs as."""
+    return (_annotations(local_pod).get(REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION)
+            or service_account_name(local_pod.get("spec") or {}))
 
 
 def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> ForgedPod:
@@ -449,14 +511,22 @@ def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> For
         key: copied(local_spec[key]) for key in COPIED_SPEC_FIELDS if key in local_spec
     }
     spec.update(dict.fromkeys(FORCED_OFF_SPEC_FIELDS, False))
-    # The home service account does not exist remotely; its token comes through a Secret.
-    spec["automountServiceAccountToken"] = False
     spec["tolerations"] = _remote_pod_tolerations(local_spec, config.offloading_patch)
+    support, support_warning = api_server_support(local_pod, config.enable_apiserver_support)
+    warnings = [support_warning] if support_warning else []
+    remote_api = support == API_SERVER_SUPPORT_REMOTE
+    if remote_api:
+        # Liqo's `remote`: the remote pod is the provider's pod of an account there; the
+        # ServiceAccount admission of the provider mounts its token if the pod does not.
+        spec["serviceAccountName"] = _remote_service_account(local_pod)
+        spec["automountServiceAccountToken"] = True
+    else:
+        # The home service account does not exist remotely; its token comes through a Secret.
+        spec["automountServiceAccountToken"] = False
 
-    token_support = config.enable_apiserver_support
     apiserver_env = (
         _home_apiserver_env(config.home_apiserver_host, config.home_apiserver_port)
-        if token_support and config.home_apiserver_host
+        if support == API_SERVER_SUPPORT_HOME and config.home_apiserver_host
         else []
     )
     for key in ("containers", "initContainers"):
@@ -464,19 +534,24 @@ def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> For
             spec[key] = [
                 _remote_container(
                     container,
-                    service_account_name(local_spec),
+                    None if remote_api else service_account_name(local_spec),
                     apiserver_env,
                     clear_host_ports=bool(local_spec.get("hostNetwork")),
                 )
                 for container in local_spec.get(key) or []
             ]
-    if "volumes" in spec:
-        token_secret = token_support and bool(projected_service_account_tokens(local_pod))
+    if "volumes" in spec and not remote_api:
+        token_secret = (support == API_SERVER_SUPPORT_HOME
+                        and bool(projected_service_account_tokens(local_pod)))
         spec["volumes"] = _remote_volumes(local_spec.get("volumes") or [], pod_name, token_secret)
 
     _apply_offloading_patch(spec, config.offloading_patch)
+    runtime_class = remote_runtime_class(local_pod, config.offloading_patch)
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
     labels = without_keys(metadata.get("labels"), config.reflection.labels_not_reflected)
-    anti_affinity, warnings = _pod_anti_affinity(local_pod, labels)
+    anti_affinity, anti_affinity_warnings = _pod_anti_affinity(local_pod, labels)
+    warnings.extend(anti_affinity_warnings)
     if anti_affinity is not None:
         spec.setdefault("affinity", {})["podAntiAffinity"] = anti_affinity
     if not spec["tolerations"]:

@@ -8,9 +8,11 @@ from hypothesis import strategies as st
 
 from shared.forge.metadata import ReflectionConfig
 from shared.forge.pod import (
+    API_SERVER_SUPPORT_HOME,
     ForgedPod,
     PodForgeConfig,
     StatusForgeConfig,
+    api_server_support,
     local_pod_status,
     projected_service_account_tokens,
     remote_pod_refused_condition,
@@ -22,8 +24,12 @@ from shared.forge.pod import (
 from shared.wellknown import (
     ANTI_AFFINITY_LABELS_ANNOTATION,
     ANTI_AFFINITY_PRESET_ANNOTATION,
+    API_SERVER_SUPPORT_ANNOTATION,
+    API_SERVER_SUPPORT_REMOTE,
     DESTINATION_CLUSTER_LABEL,
     ORIGIN_CLUSTER_LABEL,
+    REMOTE_RUNTIME_CLASS_NAME_ANNOTATION,
+    REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION,
     VIRTUAL_NODE_TAINT_KEY,
 )
 from tests.shared.forge.objects import merge_patched
@@ -161,6 +167,9 @@ pods = st.builds(
         optional={
             ANTI_AFFINITY_PRESET_ANNOTATION: annotation_values,
             ANTI_AFFINITY_LABELS_ANNOTATION: anti_affinity_lists,
+            API_SERVER_SUPPORT_ANNOTATION: st.sampled_from(["disabled", "remote", "Remote", ""]),
+            REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION: names,
+            REMOTE_RUNTIME_CLASS_NAME_ANNOTATION: st.one_of(st.just(""), names),
             "note": st.text(max_size=10),
         },
     ),
@@ -201,6 +210,10 @@ def _all_containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return list(spec.get("containers") or []) + list(spec.get("initContainers") or [])
 
 
+def _support(pod: dict[str, Any], config: PodForgeConfig) -> str:
+    return api_server_support(pod, config.enable_apiserver_support)[0]
+
+
 @EXAMPLES
 @given(pods, configs)
 def test_translation_never_raises_and_never_leaks_home_fields(
@@ -214,19 +227,26 @@ def test_translation_never_raises_and_never_leaks_home_fields(
     assert spec["hostNetwork"] is False
     assert spec["hostIPC"] is False
     assert spec["hostPID"] is False
-    assert spec["automountServiceAccountToken"] is False
+    remote_api = _support(pod, config) == API_SERVER_SUPPORT_REMOTE
+    assert spec["automountServiceAccountToken"] is remote_api
     assert all(t.get("key") != VIRTUAL_NODE_TAINT_KEY for t in spec.get("tolerations") or [])
     patch = config.offloading_patch
+    annotations = pod["metadata"]["annotations"]
     for field in HOME_ONLY_FIELDS:
         if field == "nodeSelector" and patch is not None and patch.node_selector:
             assert spec[field] == patch.node_selector
+        elif field == "serviceAccountName" and remote_api:
+            assert spec[field] == (annotations.get(REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION)
+                                   or pod["spec"].get("serviceAccountName") or "default")
         else:
             assert field not in spec
     affinity = spec.get("affinity") or {}
     assert "podAffinity" not in affinity
     patch_node_affinity = ((patch.affinity if patch else None) or {}).get("nodeAffinity")
     assert affinity.get("nodeAffinity") == patch_node_affinity
-    assert spec.get("runtimeClassName") == (patch.runtime_class_name if patch else None)
+    assert spec.get("runtimeClassName") == (
+        annotations.get(REMOTE_RUNTIME_CLASS_NAME_ANNOTATION)
+        or (patch.runtime_class_name if patch else None))
     if not pod["spec"].get("hostNetwork"):
         host_ports = [
             p.get("hostPort") for c in _all_containers(pod["spec"]) for p in c.get("ports") or []
@@ -245,6 +265,16 @@ def test_service_account_token_and_apiserver_env(
     pod: dict[str, Any], config: PodForgeConfig
 ) -> None:
     spec = remote_pod_spec(pod, config).spec
+    support = _support(pod, config)
+    if support == API_SERVER_SUPPORT_REMOTE:
+        # The provider's API server: its kubelet fills in token, root CA and environment.
+        assert spec.get("volumes") == pod["spec"].get("volumes")
+        for local, remote in zip(_all_containers(pod["spec"]), _all_containers(spec),
+                                 strict=True):
+            assert remote.get("env") == local.get("env")
+            assert remote.get("envFrom") == local.get("envFrom")
+        assert projected_service_account_tokens(pod) == []
+        return
     sources = [
         source
         for volume in spec.get("volumes") or []
@@ -262,9 +292,10 @@ def test_service_account_token_and_apiserver_env(
     tokens = projected_service_account_tokens(pod)
     expected = [(token_secret, token.key) for token in tokens]
     token_items = [item for item in secret_items if item[1] != "namespace"]
-    assert token_items == (expected if config.enable_apiserver_support else [])
+    home_api = support == API_SERVER_SUPPORT_HOME
+    assert token_items == (expected if home_api else [])
     # The namespace file reads the home namespace from the token Secret, when there is one.
-    reflected = config.enable_apiserver_support and bool(tokens)
+    reflected = home_api and bool(tokens)
     namespace_items = [item for item in secret_items if item[1] == "namespace"]
     assert all(item == (token_secret, "namespace") for item in namespace_items)
     downward_namespace = [
@@ -276,7 +307,7 @@ def test_service_account_token_and_apiserver_env(
     assert all(
         (source.get("configMap") or {}).get("name") != "kube-root-ca.crt" for source in sources
     )
-    points_home = config.enable_apiserver_support and config.home_apiserver_host
+    points_home = home_api and config.home_apiserver_host
     for container in _all_containers(spec):
         env = container.get("env") or []
         kubernetes = [v for v in env if v["name"].startswith("KUBERNETES_")]
