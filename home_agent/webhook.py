@@ -1,7 +1,8 @@
 """The mutating admission webhook for home pods (AdmissionReview v1 over HTTPS): pods created in
 a namespace with a NamespaceOffloading get its pod offloading strategy, its clusterSelector as
-required node affinity and the virtual nodes' not-ready toleration (the pure mutation is
-`shared.forge.offloading_strategy`). A namespace without one is left alone, and a malformed
+required node affinity, the virtual nodes' not-ready toleration, and a required node affinity
+keeping them off the virtual nodes no provider node of which has room for them (the pure mutation
+is `shared.forge.offloading_strategy`). A namespace without one is left alone, and a malformed
 request is answered allowed without a patch: this webhook must never block pods."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from shared.forge.offloading_strategy import (
     VirtualNodeView,
     not_ready_toleration,
     pod_with_offloading_strategy,
+    too_small_for,
     virtual_node_views,
 )
 
@@ -77,7 +79,8 @@ def pod_mutation(agent: Agent, request: dict[str, Any],
     views = (virtual_nodes or VirtualNodes(agent)).views()
     try:
         mutated = pod_with_offloading_strategy(pod, strategy, selector,
-                                               not_ready_toleration(selector, views))
+                                               not_ready_toleration(selector, views),
+                                               too_small_for(pod, views))
     except ValueError as error:
         log.warning("namespace %s: %s", namespace, error)
         return []

@@ -157,6 +157,12 @@ def _is_binary(resource: str) -> bool:
     return resource in _BINARY or resource.startswith("hugepages-")
 
 
+def quantity_format(resource: str) -> QuantityFormat:
+    """How amounts of `resource` are written: bytes in binary suffixes (`3Gi`), the rest in
+    decimal ones (`1500m`)."""
+    return QuantityFormat.BINARY_SI if _is_binary(resource) else QuantityFormat.DECIMAL_SI
+
+
 def _canonical(resource: str, value: Decimal) -> str:
     """A canonical quantity: whole pods, whole bytes, whole devices (extended resources are
     integers), cpu to the millicore, rounded down."""
@@ -164,8 +170,7 @@ def _canonical(resource: str, value: Decimal) -> str:
         value = Decimal(int(value))
     else:
         value = value.quantize(Decimal("0.001"), rounding="ROUND_DOWN")
-    style = QuantityFormat.BINARY_SI if _is_binary(resource) else QuantityFormat.DECIMAL_SI
-    return format_quantity(value, style)
+    return format_quantity(value, quantity_format(resource))
 
 
 def share(free: Mapping[str, Decimal], percent: Decimal) -> dict[str, str]:
@@ -185,6 +190,29 @@ def max_pod_resources(largest: Mapping[str, Decimal], offered: Mapping[str, str]
         result[resource] = _canonical(
             resource, min(largest.get(resource, Decimal(0)), parse_quantity(text)))
     return result
+
+
+def pod_shortfalls(pod_spec: Mapping[str, Any], most: Mapping[str, str]) -> list[str]:
+    """What of a pod's requests (as a scheduler counts them: `pod_requests`) one pod cannot get
+    where at most `most` is free for one pod (`max_pod_resources`), one `cpu 3 > 1500m` per
+    resource, in `most`'s order; empty when it fits. A resource `most` does not name is not
+    judged: the virtual node does not offer it, so the home scheduler places no pod asking it
+    there. A malformed quantity is the API server's to refuse, and is not judged either."""
+    try:
+        requested = pod_requests(pod_spec)
+    except ValueError:
+        return []
+    found = []
+    for resource, text in most.items():
+        wanted = requested.get(resource, Decimal(0))
+        try:
+            limit = parse_quantity(text)
+        except ValueError:
+            continue
+        if resource != "pods" and wanted > limit:
+            found.append(f"{resource} {format_quantity(wanted, quantity_format(resource))} > "
+                         f"{text}")
+    return found
 
 
 def differs_enough(published: Mapping[str, str], computed: Mapping[str, str],

@@ -117,6 +117,19 @@ def _managed_record(labels: Mapping[str, str], taints: Sequence[Mapping[str, Any
     return json.dumps({"labels": sorted(labels), "taints": sorted({t["key"] for t in taints})})
 
 
+def max_pod_resources_of(node: Mapping[str, Any] | None) -> dict[str, str]:
+    """What one pod can get on a virtual node, as its MAX_POD_ANNOTATION says ({} when it says
+    nothing, or nothing readable)."""
+    annotations = ((node or {}).get("metadata") or {}).get("annotations") or {}
+    try:
+        resources = json.loads(annotations.get(MAX_POD_ANNOTATION) or "{}")
+    except ValueError:
+        return {}
+    if not isinstance(resources, dict):
+        return {}
+    return {str(name): str(value) for name, value in resources.items()}
+
+
 def max_pod_annotation(offer: ResourceOffer | None) -> dict[str, str | None]:
     """The MAX_POD_ANNOTATION the offer makes: None (removed) while it tells nothing."""
     resources = offer.spec.max_pod_resources if offer is not None else {}

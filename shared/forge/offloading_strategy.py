@@ -26,6 +26,15 @@ the configured value. When the namespace may use several virtual nodes, the long
 values wins (unset counts as the longest): a pod is never evicted sooner than a virtual node it
 may run on asks. Pods that can only run on local nodes keep the cluster's defaults.
 
+Virtual nodes too small for the pod: a virtual node's allocatable is the sum of its provider's
+nodes, so the scheduler may bind a pod there that no single provider node can run (its
+`offloading.liqo.io/max-pod-resources` says what one pod can get). Such virtual nodes are kept
+out of the pod's required node affinity by name (`kubernetes.io/hostname NotIn [...]`, ANDed with
+every term), so that the scheduler places it elsewhere, or leaves it Pending at home saying so,
+instead of binding it where it cannot run. Judged at creation, against what the virtual nodes
+said then: a pod the agent gives back to its controller (`shared.offer.pod_shortfalls`) comes
+back as a new pod, judged again.
+
 Functions never modify their arguments.
 """
 
@@ -39,8 +48,12 @@ from typing import Any
 from shared.api.namespace_offloading import PodOffloadingStrategy
 from shared.api.virtual_node import VirtualNode
 from shared.forge.json_copy import copied
+from shared.forge.node import max_pod_resources_of
+from shared.forge.persistentvolume import pod_claim_names
 from shared.node_selector import node_selector_matches
+from shared.offer import pod_shortfalls
 from shared.wellknown import (
+    HOSTNAME_LABEL,
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
     VIRTUAL_NODE_TAINT_EFFECT,
@@ -117,12 +130,14 @@ def _set_not_ready_toleration(spec: dict[str, Any], toleration: NotReadyTolerati
 
 @dataclass(frozen=True)
 class VirtualNodeView:
-    """A virtual node as the webhook sees it: its Node's name and labels, and the
-    `notReadyTolerationSeconds` of its VirtualNode (None when unset or without one)."""
+    """A virtual node as the webhook sees it: its Node's name and labels, the
+    `notReadyTolerationSeconds` of its VirtualNode (None when unset or without one) and what
+    one pod can get there (empty: not said)."""
 
     node_name: str
     labels: Mapping[str, str] = field(default_factory=dict)
     not_ready_toleration_seconds: int | None = None
+    max_pod_resources: Mapping[str, str] = field(default_factory=dict)
 
 
 def virtual_node_views(nodes: Iterable[Mapping[str, Any]],
@@ -143,8 +158,20 @@ def virtual_node_views(nodes: Iterable[Mapping[str, Any]],
         if labels.get(TYPE_LABEL) != TYPE_VIRTUAL_NODE:
             continue
         name = str(metadata.get("name") or "")
-        views.append(VirtualNodeView(name, labels, settings.get(name)))
+        views.append(VirtualNodeView(name, labels, settings.get(name), max_pod_resources_of(node)))
     return sorted(views, key=lambda view: view.node_name)
+
+
+def too_small_for(pod: Mapping[str, Any], virtual_nodes: Iterable[VirtualNodeView]
+                  ) -> list[str]:
+    """The virtual nodes where no provider node has room for the pod's requests, by name. None
+    for a pod mounting claims: a claim's volume may be on one of those providers and pin the
+    pod there, where it waits for the room."""
+    spec = pod.get("spec") or {}
+    if pod_claim_names(pod):
+        return []
+    return [view.node_name for view in virtual_nodes
+            if pod_shortfalls(spec, view.max_pod_resources)]
 
 
 def not_ready_toleration(cluster_selector: Mapping[str, Any] | None,
@@ -249,11 +276,19 @@ def _require(spec: dict[str, Any], imposed: list[dict[str, Any]]) -> None:
 # --- the whole mutation -------------------------------------------------------------------------
 
 
+def kept_off(node_names: Sequence[str]) -> dict[str, Any]:
+    """The node selector term keeping a pod off these nodes."""
+    return {"matchExpressions": [
+        {"key": HOSTNAME_LABEL, "operator": "NotIn", "values": sorted(node_names)}]}
+
+
 def pod_with_offloading_strategy(pod: Mapping[str, Any], strategy: str,
                                  cluster_selector: Mapping[str, Any] | None = None,
-                                 not_ready: NotReadyToleration | None = None) -> dict[str, Any]:
+                                 not_ready: NotReadyToleration | None = None,
+                                 too_small: Sequence[str] = ()) -> dict[str, Any]:
     """`pod` (a Pod as a dict) as the strategy, the namespace's clusterSelector and the
-    virtual nodes' health toleration (None: the pod's tolerations of it stay) want it."""
+    virtual nodes' health toleration (None: the pod's tolerations of it stay) want it, kept off
+    the virtual nodes `too_small` names (`too_small_for`)."""
     mutated = copied(dict(pod))
     spec = mutated.setdefault("spec", {})
     chosen = PodOffloadingStrategy(strategy)
@@ -265,4 +300,6 @@ def pod_with_offloading_strategy(pod: Mapping[str, Any], strategy: str,
     imposed = imposed_node_selector_terms(chosen, cluster_selector)
     if imposed is not None:
         _require(spec, imposed)
+    if too_small:
+        _require(spec, [kept_off(too_small)])
     return mutated

@@ -11,11 +11,13 @@ from hypothesis import strategies as st
 
 from shared.api.namespace_offloading import PodOffloadingStrategy
 from shared.api.virtual_node import VirtualNode
+from shared.forge.node import MAX_POD_ANNOTATION
 from shared.forge.offloading_strategy import (
     NotReadyToleration,
     VirtualNodeView,
     not_ready_toleration,
     pod_with_offloading_strategy,
+    too_small_for,
     virtual_node_views,
 )
 from shared.node_selector import node_selector_matches
@@ -103,6 +105,57 @@ def test_the_mutation_is_idempotent(strategy: str, own: dict[str, Any],
                                     toleration: NotReadyToleration | None) -> None:
     once = pod_with_offloading_strategy(pod_with(own), strategy, cluster_selector, toleration)
     assert pod_with_offloading_strategy(once, strategy, cluster_selector, toleration) == once
+
+
+too_small_sets = st.lists(st.sampled_from(NODE_NAMES), max_size=3, unique=True)
+
+
+@EXAMPLES
+@given(strategies, selectors, selectors, node_labels, st.sampled_from(NODE_NAMES),
+       too_small_sets)
+def test_virtual_nodes_too_small_for_the_pod_are_left_out_of_where_it_may_land(
+        strategy: str, own: dict[str, Any], cluster_selector: dict[str, Any],
+        labels: dict[str, str], name: str, too_small: list[str]) -> None:
+    """Every node carries its name as kubernetes.io/hostname, as virtual nodes do."""
+    labels = {**labels, "kubernetes.io/hostname": name}
+    before = pod_with_offloading_strategy(pod_with(own), strategy, cluster_selector)
+    after = pod_with_offloading_strategy(pod_with(own), strategy, cluster_selector,
+                                         too_small=too_small)
+    allowed_before = selects(required_of(before), labels, name)
+    allowed = selects(required_of(after), labels, name)
+    if strategy == "Local":  # such pods never tolerate virtual nodes: nothing to keep off
+        assert after == before
+    else:
+        assert allowed == (allowed_before and name not in too_small)
+    assert pod_with_offloading_strategy(after, strategy, cluster_selector,
+                                        too_small=too_small) == after, "idempotent"
+
+
+def test_too_small_are_the_virtual_nodes_whose_largest_room_the_requests_exceed() -> None:
+    views = [VirtualNodeView("liqo-a", max_pod_resources={"cpu": "1500m", "memory": "3Gi"}),
+             VirtualNodeView("liqo-b", max_pod_resources={"cpu": "4", "memory": "8Gi"}),
+             VirtualNodeView("liqo-c")]  # says nothing: nothing to judge by
+    pod = {"spec": {"containers": [{"name": "app", "resources": {"requests": {"cpu": "2"}}}]}}
+    assert too_small_for(pod, views) == ["liqo-a"]
+    gpu = {"spec": {"containers": [{"name": "train",
+                                    "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}}
+    with_gpus = [VirtualNodeView("liqo-a", max_pod_resources={"nvidia.com/gpu": "1"}),
+                 VirtualNodeView("liqo-b", max_pod_resources={"nvidia.com/gpu": "2"})]
+    assert too_small_for(gpu, with_gpus) == ["liqo-a"]  # limits-only: requested at the limit
+    assert too_small_for({"spec": {"containers": [{"name": "app"}]}}, views) == []
+    claiming = {"metadata": {"name": "db-0"}, "spec": {**pod["spec"], "volumes": [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-db-0"}}]}}
+    assert too_small_for(claiming, views) == []  # its volume may pin it to one of them
+
+
+def test_the_views_read_what_one_pod_can_get_from_the_node_annotation() -> None:
+    def annotated(name: str, text: str) -> dict[str, Any]:
+        return {"metadata": {"name": name, "labels": {"liqo.io/type": "virtual-node"},
+                             "annotations": {MAX_POD_ANNOTATION: text}}}
+    views = virtual_node_views([annotated("liqo-a", '{"cpu": "1500m"}'),
+                                annotated("liqo-b", "not json"), annotated("liqo-c", "[1]")],
+                               [])
+    assert [dict(v.max_pod_resources) for v in views] == [{"cpu": "1500m"}, {}, {}]
 
 
 def view(name: str, seconds: int | None, **labels: str) -> VirtualNodeView:
