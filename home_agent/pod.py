@@ -17,6 +17,10 @@ One reconcile per home pod key (namespace, name), from both mirrors:
 - a claim it mounts bound to a home volume (not one the virtual node provisioned: its data stays
   home) → not offloaded: Pending with reason OffloadingBackOff and an Event saying which claim,
   looked at again with backoff;
+- its requests exceed what one pod can get on the provider (the node's max-pod-resources) → no
+  ShadowPod: returned to the scheduler (deleted, for its controller to make another that the
+  pod webhook keeps off this node) or held with reason OffloadingBackOff, an Event saying which
+  and why, looked at again with backoff (`shared.pod_fit`);
 - it mounts service-account tokens and their Secret is not made yet (token reflection) → the
   ShadowPod waits for it, as a kubelet waits for a pod's volumes: a remote pod made first would
   sit in ContainerCreating with FailedMount warnings and start only at the kubelet's next try
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -41,6 +46,7 @@ from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.watches import OFFLOADED_WATCH, PERSISTENTVOLUMECLAIMS
 from shared.api.shadowpod import SHADOWPOD
+from shared.forge.node import max_pod_resources_of
 from shared.forge.persistentvolume import home_data_problem, unbound_claims
 from shared.forge.pod import (
     QUOTA_NOT_COUNTED_REASON,
@@ -60,15 +66,22 @@ from shared.forge.pod import (
     unkept_status_fields,
     with_condition,
 )
+from shared.offer import pod_shortfalls
 from shared.ownership import is_owned
+from shared.pod_fit import controller_of, misfit, return_time
 from shared.wellknown import (
     FAILED_REFLECTION_REASON,
     OFFLOADING_BACKOFF_REASON,
     REMOTE_CREATION_FAILED_CONDITION,
+    RETURNED_TO_SCHEDULER_REASON,
     VIRTUAL_STORAGE_PROVISIONER,
 )
 
 log = logging.getLogger(__name__)
+
+RETURNS_REMEMBERED_SECONDS = 600.0
+"""How long a controller's pod given back keeps the pods it makes afterwards from being given
+back too (`shared.pod_fit`): a loop, were the webhook not keeping them off, runs once a period."""
 
 
 def own_echo(agent: Agent, side: str, change: Change) -> bool:
@@ -114,6 +127,9 @@ class PodOffloader:
         writes show (status.hostIPs before Kubernetes 1.28): the comparison leaves them out,
         or every reconcile would write them again. Learnt from the first answer, not from
         the server's version: feature gates decide too."""
+        self._returned: dict[str, tuple[datetime, float]] = {}
+        """Controller uid → when (the API server's time) its first pod was given back, and
+        when that was on this agent's monotonic clock (to forget it)."""
 
     def forge_config(self) -> PodForgeConfig:
         config = self.agent.config
@@ -171,6 +187,8 @@ class PodOffloader:
                 await self._back_off(pod, problem)
                 await self.events.record(pod, OFFLOADING_BACKOFF_REASON, problem)
                 return RETRY  # looked at again with backoff: the claim may be rebound
+            if shortfalls := self._shortfalls(pod):
+                return await self._does_not_fit(pod, shortfalls)
             if self._token_behind(pod, accepted):
                 return DONE
             if (wait := self._copies_behind((namespace, name), pod, accepted)) is not None:
@@ -269,6 +287,46 @@ class PodOffloader:
             metadata = shadow["metadata"]
             await self.agent.remote.patch(
                 custom_path(SHADOWPOD, metadata["namespace"], metadata["name"]), patch)
+
+    # --- pods no provider node can run -------------------------------------------------------
+
+    def _shortfalls(self, pod: dict[str, Any]) -> list[str]:
+        """What of the pod's requests no provider node has free, as the virtual node says."""
+        node = self.agent.mirrors.nodes.get(("", self.agent.node_name()))
+        return pod_shortfalls(pod.get("spec") or {}, max_pod_resources_of(node))
+
+    def _returned_since(self, controller_uid: str) -> datetime | None:
+        remembered = self._returned.get(controller_uid)
+        if remembered is None:
+            return None
+        if time.monotonic() - remembered[1] > RETURNS_REMEMBERED_SECONDS:
+            del self._returned[controller_uid]
+            return None
+        return remembered[0]
+
+    async def _does_not_fit(self, pod: dict[str, Any], shortfalls: list[str]) -> Result:
+        metadata = pod["metadata"]
+        controller = controller_of(pod) or {}
+        verdict = misfit(pod, self.agent.node_name(), shortfalls,
+                         webhook_serves=bool(self.agent.config.webhook_address),
+                         returned_since=self._returned_since(str(controller.get("uid"))))
+        if not verdict.returned:
+            await self._back_off(pod, verdict.message)
+            await self.events.record(pod, OFFLOADING_BACKOFF_REASON, verdict.message)
+            return RETRY  # looked at again with backoff: a provider node may make room
+        log.info("pod %s/%s: %s", metadata["namespace"], metadata["name"], verdict.message)
+        await self.events.record(pod, RETURNED_TO_SCHEDULER_REASON, verdict.message)
+        try:
+            answer = await self.agent.home.delete(
+                core_path("pods", metadata["namespace"], metadata["name"]),
+                {"preconditions": {"uid": metadata.get("uid")}})
+        except Exception as error:
+            if not is_not_found(error) and getattr(error, "status", None) != 409:
+                raise
+            return DONE  # gone, or another pod of that name now: its own events come
+        self._returned.setdefault(str(controller.get("uid")),
+                                  (return_time(answer, datetime.now(UTC)), time.monotonic()))
+        return DONE  # its deletion's event brings it back, to terminate
 
     # --- status -----------------------------------------------------------------------------
 

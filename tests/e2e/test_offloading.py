@@ -1,7 +1,7 @@
 """End to end: a namespace offloaded with strategy Remote, a Deployment's pods scheduled onto the
 virtual node by the home scheduler, run by the remote enforcer, their status back at home; image
 updates and scale down through the Deployment, back-off, quota, the offer, the remote refusing the
-agent, unoffloading, a lent GPU, and a pod no remote node can hold.
+agent, unoffloading, a lent GPU, and a pod no remote node can hold (held at home, saying why).
 
 The Deployment's pod template carries the toleration and node affinity the Remote strategy adds,
 so that these tests also pass on real clusters where the home API server cannot reach the agent's
@@ -419,30 +419,29 @@ def test_a_lent_gpu_is_offered_runs_a_pod_remotely_and_a_pod_no_node_holds_says_
         # A pod bigger than any remote node. The test clusters have one worker each, whose
         # offer (half of it) the home scheduler respects; with several nodes, a pod within
         # their sum but above the largest is bound here by the scheduler. Bound by name, it
-        # takes that place: the Quota lets it in, no remote node can run it.
-        largest = parse_quantity(_max_pod_resources(home, peered.node_name)["cpu"])
-        assert largest < 500  # the virtual node says beforehand that it cannot run here
+        # takes that place: the agent makes no ShadowPod for it (it would sit Pending
+        # remotely, holding the quota) and, without a controller to make it again elsewhere,
+        # holds it saying why (tests/e2e/test_pod_fit.py: the pods it gives back).
+        largest = _max_pod_resources(home, peered.node_name)["cpu"]
+        assert parse_quantity(largest) < 500  # the virtual node says beforehand it cannot
         home.core.create_namespaced_pod(namespace, {
             "metadata": {"name": "too-big"},
             "spec": {"nodeName": peered.node_name, "tolerations": REMOTE_STRATEGY["tolerations"],
                      "containers": [{"name": "app", "image": "busybox",
                                      "resources": {"requests": {"cpu": "500"}}}]}})
 
-        def unschedulable() -> dict[str, Any] | None:
+        def held() -> dict[str, Any] | None:
             status = read_pod(home, namespace, "too-big").get("status") or {}
-            return next((c for c in status.get("conditions") or []
-                         if c.get("type") == "PodScheduled" and c.get("status") == "False"),
-                        None)
+            return status if status.get("reason") == "OffloadingBackOff" else None
 
-        # The remote scheduler's verdict is the home pod's condition, its Event the home pod's
-        # (event reflection): the pod stays Pending, saying why.
-        condition = wait_for(unschedulable, timeout=60, message="PodScheduled False at home")
-        assert condition["reason"] == "Unschedulable"
-        assert "Insufficient cpu" in condition["message"]
-        assert read_pod(home, namespace, "too-big")["status"]["phase"] == "Pending"
+        status = wait_for(held, timeout=60, message="the pod held at home, saying why")
+        assert status["phase"] == "Pending"
+        assert f"cpu 500 > {largest}" in status["message"]
+        assert "no controller" in status["message"]
         events = wait_for(lambda: [e for e in home.core.list_namespaced_event(namespace).items
                                    if e.involved_object.name == "too-big"
-                                   and e.reason == "FailedScheduling"], timeout=60,
-                          message="the remote FailedScheduling Event on the home pod")
-        assert events[0].type == "Warning" and "Insufficient cpu" in events[0].message
+                                   and e.reason == "OffloadingBackOff"], timeout=60,
+                          message="the OffloadingBackOff Event on the home pod")
+        assert events[0].type == "Warning" and f"cpu 500 > {largest}" in events[0].message
+        assert "too-big" not in shadow_pod_names(remote, twin)
         home.core.delete_namespaced_pod("too-big", namespace, grace_period_seconds=0)
