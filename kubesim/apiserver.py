@@ -30,6 +30,7 @@ from kubesim.strategies import (
     ConfigMapStrategy,
     CustomResourceDefinitionStrategy,
     CustomResourceStrategy,
+    DaemonSetStrategy,
     DeploymentStrategy,
     EndpointSliceStrategy,
     EventStrategy,
@@ -273,6 +274,7 @@ class ApiServer:
             ("apps", "deployments"): DeploymentStrategy,
             ("apps", "replicasets"): DeploymentStrategy,
             ("apps", "statefulsets"): DeploymentStrategy,
+            ("apps", "daemonsets"): DaemonSetStrategy,
             ("discovery.k8s.io", "endpointslices"): EndpointSliceStrategy,
             ("certificates.k8s.io", "certificatesigningrequests"):
                 CertificateSigningRequestStrategy,

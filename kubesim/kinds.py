@@ -153,6 +153,7 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
           ("status.replicas",), ("all",)),
     _kind("apps", "v1", "statefulsets", "StatefulSet", True, ("sts",), ("status", "scale"), (),
           ("all",)),
+    _kind("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",), ("status",), (), ("all",)),
     _kind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",),
           ("status",)),
     _kind("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",)),

@@ -31,6 +31,7 @@ def spec_view(obj: Obj) -> Any:
 # bumps it): the others (ConfigMap, Namespace, Service, Node, ...) carry no generation at all.
 GENERATION_KINDS = frozenset({
     ("", "pods"), ("apps", "deployments"), ("apps", "replicasets"), ("apps", "statefulsets"),
+    ("apps", "daemonsets"),
     ("networking.k8s.io", "ingresses"), ("discovery.k8s.io", "endpointslices"),
     ("policy", "poddisruptionbudgets"),
     ("apiextensions.k8s.io", "customresourcedefinitions"),
@@ -923,9 +924,38 @@ class DeploymentStrategy(Strategy):
             else {}
 
 
+TEMPLATE_GENERATION_ANNOTATION = "deprecated.daemonset.template.generation"
+"""apps/v1 DaemonSets' template generation (the internal type's TemplateGeneration, converted)."""
+
+
+class DaemonSetStrategy(DeploymentStrategy):
+    """pkg/registry/apps/daemonset/strategy.go: a new set's template generation is 1, and each
+    change of its template adds one."""
+
+    def prepare_for_create(self, obj: Obj) -> None:
+        # DaemonSetStatus' counts are encoded without omitempty
+        obj["status"] = {"currentNumberScheduled": 0, "numberMisscheduled": 0,
+                         "desiredNumberScheduled": 0, "numberReady": 0}
+        obj["metadata"].setdefault("annotations", {})[TEMPLATE_GENERATION_ANNOTATION] = "1"
+
+    def prepare_for_update(self, new: Obj, old: Obj) -> None:
+        super().prepare_for_update(new, old)
+        generation = (old["metadata"].get("annotations") or {}).get(
+            TEMPLATE_GENERATION_ANNOTATION, "1")
+        changed = (new.get("spec") or {}).get("template") != (old.get("spec") or {}).get(
+            "template")
+        new["metadata"].setdefault("annotations", {})[TEMPLATE_GENERATION_ANNOTATION] = (
+            str(int(generation) + 1) if changed and generation.isdigit() else generation)
+
+
 def _default_workload(obj: Obj) -> None:
     spec = obj.setdefault("spec", {})
-    spec.setdefault("replicas", 1)
+    if obj.get("kind") != "DaemonSet":
+        spec.setdefault("replicas", 1)
+    if obj.get("kind") == "DaemonSet":
+        spec.setdefault("updateStrategy", {"type": "RollingUpdate", "rollingUpdate": {
+            "maxUnavailable": 1, "maxSurge": 0}})
+        spec.setdefault("revisionHistoryLimit", 10)
     if obj.get("kind") == "Deployment":
         spec.setdefault("strategy", {"type": "RollingUpdate", "rollingUpdate": {
             "maxUnavailable": "25%", "maxSurge": "25%"}})

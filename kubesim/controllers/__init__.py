@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kubesim.apiserver import ApiServer
 from kubesim.controllers.base import Controller
+from kubesim.controllers.daemonset import DaemonSetController
 from kubesim.controllers.deployment import DeploymentController
 from kubesim.controllers.disruption import DisruptionController
 from kubesim.controllers.endpointslice import EndpointSliceController
@@ -47,6 +48,7 @@ ALL_CONTROLLERS = (
     "deployment",
     "replicaset",
     "statefulset",
+    "daemonset",
     "disruption",
     "persistentvolume-binder",
     "pvc-protection",
@@ -132,6 +134,7 @@ class ControllerManager:
             "deployment": lambda: DeploymentController(api),
             "replicaset": lambda: ReplicaSetController(api),
             "statefulset": lambda: StatefulSetController(api),
+            "daemonset": lambda: DaemonSetController(api),
             "disruption": lambda: DisruptionController(api),
             "persistentvolume-binder": lambda: PersistentVolumeBinder(api),
             "pvc-protection": lambda: ProtectionController(api, "pvc-protection"),
