@@ -13,6 +13,9 @@ One reconcile per home pod key (namespace, name), from both mirrors:
   blocks its owner's deletion); once the ShadowPod is gone, release the home pod (grace 0);
 - home pod gone → delete the ShadowPod, but only after the home API server confirms the pod is
   gone: a cache that has not finished listing must never cost a running remote pod (Liqo #2748);
+- a DaemonSet's pod (and no ShadowPod made earlier) → never offloaded, never deleted: Pending
+  with reason DaemonSetPodNotOffloaded, an Event on the pod and its DaemonSet saying why and how
+  to keep the DaemonSet off virtual nodes (`shared.forge.daemonset`);
 - namespace not extended → Pending with reason OffloadingBackOff;
 - a claim it mounts bound to a home volume (not one the virtual node provisioned: its data stays
   home) → not offloaded: Pending with reason OffloadingBackOff and an Event saying which claim,
@@ -46,6 +49,12 @@ from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.watches import OFFLOADED_WATCH, PERSISTENTVOLUMECLAIMS
 from shared.api.shadowpod import SHADOWPOD
+from shared.forge.daemonset import (
+    DAEMONSET_POD_REASON,
+    daemon_set_object,
+    daemon_set_of,
+    not_offloaded_message,
+)
 from shared.forge.node import max_pod_resources_of
 from shared.forge.persistentvolume import home_data_problem, unbound_claims
 from shared.forge.pod import (
@@ -176,6 +185,9 @@ class PodOffloader:
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             await self._terminate(pod, shadow, remote_namespace)
             return DONE
+        if shadow is None and (daemon_set := daemon_set_of(pod)) is not None:
+            await self._leave_daemon_pod(pod, daemon_set)
+            return DONE
         accepted = agent.accepted_remote_namespace(namespace)
         if accepted is None:
             await self._back_off(pod)
@@ -288,6 +300,19 @@ class PodOffloader:
             await self.agent.remote.patch(
                 custom_path(SHADOWPOD, metadata["namespace"], metadata["name"]), patch)
 
+    # --- pods not offloaded -----------------------------------------------------------------
+
+    async def _leave_daemon_pod(self, pod: dict[str, Any], daemon_set: dict[str, Any]) -> None:
+        """Pending, saying why; said in Events once, when the status first says it."""
+        message = not_offloaded_message(daemon_set, self.agent.node_name())
+        status = pod.get("status") or {}
+        if status.get("reason") == DAEMONSET_POD_REASON and status.get("message") == message:
+            return
+        await self._back_off(pod, message, DAEMONSET_POD_REASON)
+        await self.events.record(pod, DAEMONSET_POD_REASON, message)
+        await self.events.record(daemon_set_object(pod, daemon_set), DAEMONSET_POD_REASON,
+                                 f"pod {pod['metadata']['name']}: {message}")
+
     # --- pods no provider node can run -------------------------------------------------------
 
     def _shortfalls(self, pod: dict[str, Any]) -> list[str]:
@@ -342,8 +367,10 @@ class PodOffloader:
             await self.events.record(pod, REMOTE_CREATION_FAILED_CONDITION, refused["message"])
         await self._write_status(pod, wanted)
 
-    async def _back_off(self, pod: dict[str, Any], message: str | None = None) -> None:
-        await self._write_status(pod, offloading_backoff_status(pod, datetime.now(UTC), message))
+    async def _back_off(self, pod: dict[str, Any], message: str | None = None,
+                        reason: str = OFFLOADING_BACKOFF_REASON) -> None:
+        await self._write_status(pod, offloading_backoff_status(pod, datetime.now(UTC), message,
+                                                                reason))
 
     def _claims_behind(self, pod: dict[str, Any]) -> bool:
         """A claim the bound pod mounts is not known bound yet (the claims are watched only

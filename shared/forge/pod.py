@@ -741,9 +741,10 @@ def local_pod_status(
 
 
 def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime,
-                              message: str | None = None) -> dict[str, Any]:
-    """The status of a pod bound to the virtual node that is held back: Pending with reason
-    OffloadingBackOff and `message` (by default: its namespace is not offloaded),
+                              message: str | None = None,
+                              reason: str = OFFLOADING_BACKOFF_REASON) -> dict[str, Any]:
+    """The status of a pod bound to the virtual node that is held back: Pending with `reason`
+    (OffloadingBackOff) and `message` (by default: its namespace is not offloaded),
     its true conditions turned false with the same reason, no container ready (Liqo's
     LocalRejectedPodStatus)."""
     metadata = local_pod.get("metadata") or {}
@@ -752,12 +753,10 @@ def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime,
         f"namespace {metadata.get('namespace', '')!r} is not offloaded to this virtual node's "
         f"cluster: create a NamespaceOffloading there, or keep the pod off virtual nodes"
     )
-    status.update(phase="Pending", reason=OFFLOADING_BACKOFF_REASON, message=message)
+    status.update(phase="Pending", reason=reason, message=message)
     for condition in status.get("conditions") or []:
         if condition.get("status") == "True":
-            condition.update(
-                status="False", reason=OFFLOADING_BACKOFF_REASON, lastTransitionTime=rfc3339(now)
-            )
+            condition.update(status="False", reason=reason, lastTransitionTime=rfc3339(now))
     for container in status.get("containerStatuses") or []:
         container["ready"] = False
     return status
