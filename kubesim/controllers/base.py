@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from kubesim.apiserver import ApiServer, now_timestamp
+from kubesim.apiserver import ApiServer, copy_json, now_timestamp
 from kubesim.errors import StatusError
 from kubesim.kinds import ResourceKind
 from kubesim.store import Stored
@@ -178,6 +178,19 @@ def apply_on_loop(loop: asyncio.AbstractEventLoop | None, action: Callable[[], N
         action()
 
     asyncio.run_coroutine_threadsafe(apply(), loop).result(30)
+
+
+async def replace_status(api: ApiServer, kind: ResourceKind, obj: dict[str, Any],
+                         status: dict[str, Any]) -> None:
+    """Write `status` as the object's status (its status subresource), unless it says that
+    already: a controller's status writes happen only on a change."""
+    if (obj.get("status") or {}) == status:
+        return
+    new = copy_json(obj)
+    new["status"] = status
+    metadata = obj["metadata"]
+    await api.update(kind, metadata.get("namespace") or "", metadata["name"], new,
+                     subresource="status")
 
 
 def set_pod_condition(status: dict[str, Any], condition: dict[str, str]) -> bool:

@@ -25,7 +25,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kubesim.apiserver import ApiServer, copy_json
-from kubesim.controllers.base import Controller, WorkQueue, kind_of, run_together, watch_forever
+from kubesim.controllers.base import (
+    Controller,
+    WorkQueue,
+    kind_of,
+    replace_status,
+    run_together,
+    watch_forever,
+)
 from kubesim.controllers.events import record_event
 from kubesim.controllers.placement import first_untolerated_taint, matches_node_affinity
 from kubesim.controllers.replicaset import controller_of, is_ready, owner_reference
@@ -347,11 +354,7 @@ class DaemonSetController(Controller):
         status = {k: v for k, v in status.items() if v or k in (
             "currentNumberScheduled", "numberMisscheduled", "desiredNumberScheduled",
             "numberReady")}
-        if (daemon_set.get("status") or {}) == status:
-            return
-        new = copy_json(daemon_set)
-        new["status"] = status
-        await self.api.update(self.sets_kind, key[0], key[1], new, subresource="status")
+        await replace_status(self.api, self.sets_kind, daemon_set, status)
 
     async def run(self) -> None:
         await run_together(

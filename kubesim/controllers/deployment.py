@@ -14,6 +14,7 @@ from kubesim.controllers.base import (
     Controller,
     WorkQueue,
     kind_of,
+    replace_status,
     run_together,
     watch_forever,
 )
@@ -173,11 +174,7 @@ class DeploymentController(Controller):
             ],
         }
         status = {k: v for k, v in status.items() if v or k == "observedGeneration"}
-        if (deployment.get("status") or {}) == status:
-            return
-        new = copy_json(deployment)
-        new["status"] = status
-        await self.api.update(self.deployments_kind, key[0], key[1], new, subresource="status")
+        await replace_status(self.api, self.deployments_kind, deployment, status)
 
     async def run(self) -> None:
         await run_together(

@@ -11,6 +11,7 @@ from kubesim.controllers.base import (
     Controller,
     WorkQueue,
     kind_of,
+    replace_status,
     run_together,
     watch_forever,
 )
@@ -139,11 +140,7 @@ class ReplicaSetController(Controller):
         }
         status = {k: v for k, v in status.items() if v or k in ("replicas",
                                                                 "observedGeneration")}
-        if (replica_set.get("status") or {}) == status:
-            return
-        new = copy_json(replica_set)
-        new["status"] = status
-        await self.api.update(self.sets_kind, key[0], key[1], new, subresource="status")
+        await replace_status(self.api, self.sets_kind, replica_set, status)
 
     async def run(self) -> None:
         await run_together(
