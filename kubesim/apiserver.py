@@ -60,6 +60,7 @@ MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 CRD_KEY = ("apiextensions.k8s.io", "customresourcedefinitions")
+EPHEMERAL_CONTAINERS = "ephemeralcontainers"
 ANY_CUSTOM_RESOURCE = ("*", "*")  # the storage key subresources of all custom resources use
 # metadata an update keeps from the stored object whatever the request says (BeforeUpdate)
 SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
@@ -562,12 +563,16 @@ class ApiServer:
         await self.admission.validate(AdmissionRequest(
             operation, kind, subresource, namespace, name, obj, old, user, dry_run, options))
 
-    def _validate(self, kind: ResourceKind, strategy: Strategy, obj: Obj, old: Obj | None) -> None:
+    def _validate(self, kind: ResourceKind, strategy: Strategy, obj: Obj, old: Obj | None,
+                  subresource: str = "") -> None:
         name = str(obj["metadata"].get("name", ""))
         causes: list[Any] = objectmeta.metadata_errors(obj["metadata"], strategy.name_errors)
         if old is not None:
             causes += objectmeta.no_new_finalizers_errors(obj, old)
-            causes += strategy.validate_update(obj, old)
+            if subresource == EPHEMERAL_CONTAINERS and isinstance(strategy, PodStrategy):
+                causes += strategy.validate_ephemeral_containers_update(obj, old)
+            else:
+                causes += strategy.validate_update(obj, old)
         else:
             causes += strategy.validate(obj)
         if causes:
@@ -642,14 +647,16 @@ class ApiServer:
         elif subresource == "approval" and isinstance(strategy,
                                                       CertificateSigningRequestStrategy):
             strategy.prepare_for_approval(new, old_obj)
+        elif subresource == EPHEMERAL_CONTAINERS and isinstance(strategy, PodStrategy):
+            strategy.prepare_for_ephemeral_containers_update(new, old_obj)
         elif subresource and subresource != "scale":  # kubesim/scale.py writes the parent
             raise errors.not_found(kind.group_resource, old.name)
         else:
             strategy.prepare_for_update(new, old_obj)
-            if strategy.tracks_generation and (
-                    strategy.generation_view(new) != strategy.generation_view(old_obj)):
-                new["metadata"]["generation"] = int(old_meta.get("generation", 0)) + 1
-        self._validate(kind, strategy, new, old_obj)
+        if subresource in ("", "scale", EPHEMERAL_CONTAINERS) and strategy.tracks_generation and (
+                strategy.generation_view(new) != strategy.generation_view(old_obj)):
+            new["metadata"]["generation"] = int(old_meta.get("generation", 0)) + 1
+        self._validate(kind, strategy, new, old_obj, subresource)
         await self._admit("UPDATE", kind, subresource, old.namespace, new, old_obj, user, dry_run)
         if new == old_obj:
             return old  # a no-op write neither bumps the resourceVersion nor emits an event

@@ -21,6 +21,7 @@ from kubesim.auth import install_auth
 from kubesim.controllers import ALL_CONTROLLERS, ControllerManager, ControllerSettings
 from kubesim.controllers.kubelet import KUBELET_PORT, Kubelet
 from kubesim.csrsigning import install_certificates
+from kubesim.ephemeralcontainers import install_ephemeral_containers
 from kubesim.escalation import install_escalation_check
 from kubesim.eviction import install_eviction
 from kubesim.faults import install_faults
@@ -50,6 +51,7 @@ class Cluster:
         self.port = port
         self.api = ApiServer()
         install_scale(self.api)
+        install_ephemeral_containers(self.api)
         # kube-controller-manager's csrsigning (kubelet-serving) signs with the cluster CA
         self.csr_signer = install_certificates(self.api)
         self.admin_token = secrets.token_urlsafe(32)

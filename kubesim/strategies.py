@@ -7,6 +7,7 @@ PrepareForUpdate, the status strategy, Validate/ValidateUpdate) as far as contro
 from __future__ import annotations
 
 import base64
+import copy
 import ipaddress
 import random
 from collections.abc import Callable
@@ -165,17 +166,58 @@ class PodStrategy(Strategy):
             new["metadata"]["ownerReferences"] = owners
 
     def validate(self, obj: Obj) -> list[FieldCause]:
+        errors = self._spec_errors(obj)
+        if (obj.get("spec") or {}).get("ephemeralContainers"):  # ValidatePodCreate
+            errors.append(FieldCause("spec.ephemeralContainers", "Forbidden",
+                                     "cannot be set on create"))
+        return errors
+
+    @staticmethod
+    def _spec_errors(obj: Obj) -> list[FieldCause]:
         spec = obj.get("spec") or {}
         if not spec.get("containers"):
             return [FieldCause("spec.containers", "Required value", "")]
-        return [cause for key in ("containers", "initContainers")
-                for index, container in enumerate(spec.get(key) or [])
-                if isinstance(container, dict)
-                for cause in _extended_resource_causes(f"spec.{key}[{index}].resources",
-                                                       container.get("resources") or {})]
+        errors = [cause for key in ("containers", "initContainers")
+                  for index, container in enumerate(spec.get(key) or [])
+                  if isinstance(container, dict)
+                  for cause in _extended_resource_causes(f"spec.{key}[{index}].resources",
+                                                         container.get("resources") or {})]
+        return errors + _ephemeral_container_causes(spec)
+
+    def prepare_for_ephemeral_containers_update(self, new: Obj, old: Obj) -> None:
+        """dropNonEphemeralContainerUpdates: the old pod with the new ephemeral containers
+        (metadata as for a status write: labels, annotations, owners stay the old ones)."""
+        ephemeral = (new.get("spec") or {}).get("ephemeralContainers")
+        metadata = new["metadata"]
+        new.clear()
+        new.update(copy.deepcopy(old))
+        new["metadata"] = {**old["metadata"], "resourceVersion": metadata.get(
+            "resourceVersion", old["metadata"].get("resourceVersion"))}
+        if ephemeral is None:
+            new["spec"].pop("ephemeralContainers", None)
+        else:
+            new["spec"]["ephemeralContainers"] = ephemeral
+
+    def validate_ephemeral_containers_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        """ValidatePodEphemeralContainersUpdate: the spec's checks, and no ephemeral container
+        removed or changed once added."""
+        errors = self._spec_errors(new)
+        added = {c.get("name"): c for c in (new.get("spec") or {}).get("ephemeralContainers")
+                 or [] if isinstance(c, dict)}
+        for existing in (old.get("spec") or {}).get("ephemeralContainers") or []:
+            name = existing.get("name")
+            if name not in added:
+                errors.append(FieldCause("spec.ephemeralContainers", "Forbidden",
+                                         f'existing ephemeral containers "{name}" may not be '
+                                         f"removed\n"))
+            elif added[name] != existing:
+                errors.append(FieldCause("spec.ephemeralContainers", "Forbidden",
+                                         f'existing ephemeral containers "{name}" may not be '
+                                         f"changed\n"))
+        return errors
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
-        errors = self.validate(new)
+        errors = self._spec_errors(new)
         old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
         deadline_old = old_spec.get("activeDeadlineSeconds")
         deadline_new = new_spec.get("activeDeadlineSeconds")
@@ -198,6 +240,39 @@ class PodStrategy(Strategy):
             return max(requested, 0)
         grace = spec.get("terminationGracePeriodSeconds", 30)
         return int(grace) if grace is not None else 30
+
+
+# validateEphemeralContainers: what an ephemeral container may not have (fundamental pod
+# services must not rely on it), by its JSON name.
+EPHEMERAL_FORBIDDEN_FIELDS = ("lifecycle", "livenessProbe", "ports", "readinessProbe",
+                              "resizePolicy", "resources", "restartPolicy", "startupProbe")
+
+
+def _ephemeral_container_causes(spec: Obj) -> list[FieldCause]:
+    """validateEphemeralContainers: unique names among all the pod's containers, the fields
+    an ephemeral container may not set, a target container the pod has."""
+    causes: list[FieldCause] = []
+    names = {c.get("name") for key in ("containers", "initContainers")
+             for c in spec.get(key) or [] if isinstance(c, dict)}
+    targets = {c.get("name") for c in spec.get("containers") or [] if isinstance(c, dict)}
+    for index, container in enumerate(spec.get("ephemeralContainers") or []):
+        if not isinstance(container, dict):
+            continue
+        path = f"spec.ephemeralContainers[{index}]"
+        name = container.get("name")
+        if not name:
+            causes.append(FieldCause(f"{path}.name", "Required value", ""))
+        elif name in names:
+            causes.append(FieldCause(f"{path}.name", "Duplicate value", "", name))
+        names.add(name)
+        for field in EPHEMERAL_FORBIDDEN_FIELDS:
+            if container.get(field) not in (None, {}, []):
+                causes.append(FieldCause(f"{path}.{field}", "Forbidden",
+                                         "cannot be set for an Ephemeral Container"))
+        target = container.get("targetContainerName")
+        if target and target not in targets:
+            causes.append(FieldCause(f"{path}.targetContainerName", "Not found", "", target))
+    return causes
 
 
 def _munged_pod_spec(new: Obj, old: Obj) -> Obj:

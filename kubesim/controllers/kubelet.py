@@ -329,9 +329,12 @@ class PodRuntime:
     hostname: str = ""
     env: dict[str, dict[str, str]] = field(default_factory=dict)  # per container
     processes: list[asyncio.Task[None]] = field(default_factory=list)  # main commands
+    ephemeral: list[str] = field(default_factory=list)
+    """The ephemeral containers started (in `containers` too): never restarted, not part of
+    the pod's phase or readiness."""
 
     def phase(self) -> str:
-        states = list(self.containers.values())
+        states = [c for name, c in self.containers.items() if name not in self.ephemeral]
         if any(c.running or c.waiting for c in states):
             return "Running"
         return "Succeeded" if all(c.exit_code == 0 for c in states) else "Failed"
@@ -339,6 +342,8 @@ class PodRuntime:
     def container_ended(self, container: ContainerRuntime, now: float) -> float | None:
         """restartPolicy: Always restarts every exit, OnFailure only failures, each after the
         back-off; returns how long until it may restart when it has to wait."""
+        if container.name in self.ephemeral:
+            return None
         if self.restart_policy == "Always" or (
             self.restart_policy == "OnFailure" and container.exit_code != 0
         ):
@@ -572,31 +577,47 @@ class Kubelet(Controller):
         spec = pod.get("spec", {})
         runtime.hostname = spec.get("hostname") or pod["metadata"]["name"]
         for container in spec.get("containers") or []:
-            env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                   "HOSTNAME": runtime.hostname}
-            env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or []
-                        if "valueFrom" not in e})
-            env["HOME"] = "/root"
-            runtime.env[container["name"]] = env
-            target = runtime.containers.get(container["name"])
-            argv = shell.command_of(container)
-            if target is None or not argv:
+            self._run_command(runtime, container)
+
+    def _run_command(self, runtime: PodRuntime, container: dict[str, Any]) -> None:
+        env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+               "HOSTNAME": runtime.hostname}
+        env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or []
+                    if "valueFrom" not in e})
+        env["HOME"] = "/root"
+        runtime.env[container["name"]] = env
+        target = runtime.containers.get(container["name"])
+        argv = shell.command_of(container)
+        if target is None or not argv:
+            return
+        if container.get("stdin"):
+            target.input = asyncio.Queue()
+            target.stdin_once = bool(container.get("stdinOnce"))
+
+        async def main() -> None:
+            async def log(data: bytes) -> None:
+                target.append_log(data.decode(errors="replace"))
+
+            queue = target.input
+            stdin = queue.get if queue is not None else shell._no_input
+            with contextlib.suppress(shell.NotFound):
+                await shell.run(argv, shell.Context(log, log, stdin, runtime.hostname, env))
+
+        runtime.processes.append(asyncio.ensure_future(main()))
+
+    def _start_ephemeral(self, pod: dict[str, Any], runtime: PodRuntime) -> list[str]:
+        """Start the ephemeral containers added since the last look (the kubelet's
+        SyncPod starts each once, never again); their names."""
+        started = []
+        for container in (pod.get("spec") or {}).get("ephemeralContainers") or []:
+            name = container.get("name")
+            if not name or name in runtime.containers:
                 continue
-            if container.get("stdin"):
-                target.input = asyncio.Queue()
-                target.stdin_once = bool(container.get("stdinOnce"))
-
-            async def main(argv: list[str] = argv, target: ContainerRuntime = target,
-                           env: dict[str, str] = env) -> None:
-                async def log(data: bytes) -> None:
-                    target.append_log(data.decode(errors="replace"))
-
-                queue = target.input
-                stdin = queue.get if queue is not None else shell._no_input
-                with contextlib.suppress(shell.NotFound):
-                    await shell.run(argv, shell.Context(log, log, stdin, runtime.hostname, env))
-
-            runtime.processes.append(asyncio.ensure_future(main()))
+            runtime.containers[name] = ContainerRuntime(name, container.get("image", ""))
+            runtime.ephemeral.append(name)
+            self._run_command(runtime, container)
+            started.append(name)
+        return started
 
     async def _reconcile(self, key: PodKey) -> None:
         stored = self.api.store.get(self.pods_kind.storage_key, *key)
@@ -633,10 +654,13 @@ class Kubelet(Controller):
                 await self._events(pod, runtime, ("Killing", "Stopping container {}"))
             if await self._stop(key, pod, runtime):
                 return
+        ephemeral = self._start_ephemeral(pod, runtime)
         wait = runtime.restart_waiting(asyncio.get_running_loop().time())
         if wait is not None:
             self.queue.add_later(key, wait)
         await self._write_status(key, pod, runtime)
+        await self._events(pod, runtime, ("Created", "Created container {}"),
+                           ("Started", "Started container {}"), only=ephemeral)
         await self._backoff_events(pod, runtime)
         if started:
             await self._events(pod, runtime,
@@ -730,11 +754,14 @@ class Kubelet(Controller):
             await self.api.update(self.pods_kind, key[0], key[1], new, subresource="status")
 
     async def _events(self, pod: dict[str, Any], runtime: PodRuntime,
-                      *templates: tuple[str, str]) -> None:
-        """The kubelet's Normal events for each container (reason, message template)."""
+                      *templates: tuple[str, str], only: list[str] | None = None) -> None:
+        """The kubelet's Normal events for each container (reason, message template), or for
+        those `only` names."""
         if not self.config.record_events:
             return
         for container in runtime.containers.values():
+            if only is not None and container.name not in only:
+                continue
             for reason, template in templates:
                 message = template.format(container.name, image=container.image)
                 await record_event(self.api, pod, "Normal", reason, message,
@@ -776,6 +803,8 @@ class Kubelet(Controller):
         statuses = [runtime.containers[c["name"]].status(runtime.uid)
                     for c in pod["spec"].get("containers") or [] if c["name"] in
                     runtime.containers]
+        ephemeral = [{**runtime.containers[name].status(runtime.uid), "ready": False}
+                     for name in runtime.ephemeral]
         all_ready = all(s["ready"] for s in statuses)
         phase = runtime.phase()
         condition = pod_conditions(old)
@@ -799,6 +828,8 @@ class Kubelet(Controller):
             "startTime": runtime.started_at,
             "containerStatuses": statuses,
         }
+        if ephemeral:
+            status["ephemeralContainerStatuses"] = ephemeral
         if runtime.init_containers:
             status["initContainerStatuses"] = [
                 {"name": name, "ready": True, "restartCount": 0, "started": False,
