@@ -18,6 +18,8 @@ from shared.rfc3339 import rfc3339
 from shared.wellknown import POD_CREATED_CONDITION, TRACEPARENT_ANNOTATION
 from shared.wellknown import TERMINAL_PHASES as TERMINAL_PHASES  # the enforcer reads it here
 
+EPHEMERAL_CONTAINERS = "ephemeralContainers"
+
 # kube-apiserver's message for forbidden pod spec updates (ValidatePodUpdate, validation.go).
 POD_UPDATE_FORBIDDEN = (
     "pod updates may not change fields other than `spec.containers[*].image`,"
@@ -76,7 +78,11 @@ def desired_pod(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
                             if k != TRACEPARENT_ANNOTATION},
             "ownerReferences": [controller_reference(shadowpod)],
         },
-        "spec": copied(dict((shadowpod.get("spec") or {}).get("pod") or {})),
+        # A pod is created without ephemeral containers (the API server refuses them on
+        # create): they are added afterwards (`ephemeral_containers_patch`).
+        "spec": {key: copied(value) for key, value in
+                 ((shadowpod.get("spec") or {}).get("pod") or {}).items()
+                 if key != EPHEMERAL_CONTAINERS},
     }
 
 
@@ -134,18 +140,40 @@ def _without_mutable_fields(spec: Mapping[str, Any]) -> dict[str, Any]:
             container.pop("image", None)
     blank.pop("activeDeadlineSeconds", None)
     blank.pop("tolerations", None)
+    blank.pop(EPHEMERAL_CONTAINERS, None)
     return blank
+
+
+def _ephemeral_by_name(spec: Mapping[str, Any]) -> dict[str, Any]:
+    return {str(c.get("name")): c for c in spec.get(EPHEMERAL_CONTAINERS) or []}
 
 
 def forbidden_spec_change(old_pod_spec: Mapping[str, Any],
                           new_pod_spec: Mapping[str, Any]) -> str | None:
-    """Why an update of a ShadowPod's `spec.pod` is refused, or None when a pod allows it."""
+    """Why an update of a ShadowPod's `spec.pod` is refused, or None when a pod allows it (and
+    its ephemeralcontainers subresource: ephemeral containers added, none changed or removed,
+    what `kubectl debug` does)."""
     old_tolerations = old_pod_spec.get("tolerations") or []
     new_tolerations = new_pod_spec.get("tolerations") or []
     removed = [t for t in old_tolerations if t not in new_tolerations]
     if removed or _without_mutable_fields(old_pod_spec) != _without_mutable_fields(new_pod_spec):
         return f"spec.pod: Forbidden: {POD_UPDATE_FORBIDDEN}"
+    new_ephemeral = _ephemeral_by_name(new_pod_spec)
+    for name, container in _ephemeral_by_name(old_pod_spec).items():
+        if new_ephemeral.get(name) != container:
+            return (f"spec.pod.ephemeralContainers: Forbidden: existing ephemeral containers "
+                    f'"{name}" may not be changed or removed')
     return None
+
+
+def ephemeral_containers_patch(pod: Mapping[str, Any],
+                               shadowpod: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The strategic merge patch of the pod's ephemeralcontainers subresource adding the
+    ephemeral containers its ShadowPod lists and the pod lacks (by name), or None."""
+    have = _ephemeral_by_name(pod.get("spec") or {})
+    wanted = ((shadowpod.get("spec") or {}).get("pod") or {}).get(EPHEMERAL_CONTAINERS) or []
+    missing = [copied(dict(c)) for c in wanted if str(c.get("name")) not in have]
+    return {"spec": {EPHEMERAL_CONTAINERS: missing}} if missing else None
 
 
 def shadowpod_status(shadowpod: Mapping[str, Any],

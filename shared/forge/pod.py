@@ -102,6 +102,9 @@ COPIED_SPEC_FIELDS: tuple[str, ...] = (
     "topologySpreadConstraints",
 )
 FORCED_OFF_SPEC_FIELDS: tuple[str, ...] = ("hostNetwork", "hostIPC", "hostPID")
+EPHEMERAL_CONTAINERS = "ephemeralContainers"
+"""Added to a running pod (`kubectl debug`): forged as its containers are, and added to the
+ShadowPod as a running pod accepts them (through its ephemeralcontainers subresource)."""
 
 SERVICE_ACCOUNT_NAME_FIELD = "spec.serviceAccountName"
 NAMESPACE_FIELD = "metadata.namespace"
@@ -502,6 +505,23 @@ def _remote_service_account(local_pod: Mapping[str, Any]) -> str:
             or service_account_name(local_pod.get("spec") or {}))
 
 
+def _remote_containers(local_pod: Mapping[str, Any], key: str, support: str,
+                       config: PodForgeConfig) -> list[dict[str, Any]]:
+    """The pod's containers of `key` (containers, initContainers, ephemeralContainers) as the
+    remote pod runs them (`_remote_container`), for its `api_server_support`."""
+    local_spec: Mapping[str, Any] = local_pod.get("spec") or {}
+    apiserver_env = (
+        _home_apiserver_env(config.home_apiserver_host, config.home_apiserver_port)
+        if support == API_SERVER_SUPPORT_HOME and config.home_apiserver_host
+        else []
+    )
+    account = (None if support == API_SERVER_SUPPORT_REMOTE
+               else service_account_name(local_spec))
+    return [_remote_container(container, account, apiserver_env,
+                              clear_host_ports=bool(local_spec.get("hostNetwork")))
+            for container in local_spec.get(key) or []]
+
+
 def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> ForgedPod:
     """The remote pod's spec for `local_pod` (a home Pod as a dict), with warnings."""
     local_spec: Mapping[str, Any] = local_pod.get("spec") or {}
@@ -524,22 +544,11 @@ def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> For
         # The home service account does not exist remotely; its token comes through a Secret.
         spec["automountServiceAccountToken"] = False
 
-    apiserver_env = (
-        _home_apiserver_env(config.home_apiserver_host, config.home_apiserver_port)
-        if support == API_SERVER_SUPPORT_HOME and config.home_apiserver_host
-        else []
-    )
     for key in ("containers", "initContainers"):
         if key in spec:
-            spec[key] = [
-                _remote_container(
-                    container,
-                    None if remote_api else service_account_name(local_spec),
-                    apiserver_env,
-                    clear_host_ports=bool(local_spec.get("hostNetwork")),
-                )
-                for container in local_spec.get(key) or []
-            ]
+            spec[key] = _remote_containers(local_pod, key, support, config)
+    if ephemeral := _remote_containers(local_pod, EPHEMERAL_CONTAINERS, support, config):
+        spec[EPHEMERAL_CONTAINERS] = ephemeral
     if "volumes" in spec and not remote_api:
         token_secret = (support == API_SERVER_SUPPORT_HOME
                         and bool(projected_service_account_tokens(local_pod)))
@@ -594,16 +603,21 @@ def _active_deadline_update(current: Any, desired: Any) -> Any:
 _IMAGED_CONTAINERS = ("containers", "initContainers")
 
 
-def _updatable_spec(local_spec: Mapping[str, Any], config: PodForgeConfig) -> dict[str, Any]:
+def _updatable_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> dict[str, Any]:
     """The fields of `remote_pod_spec` whose changes a running pod accepts, without forging
     the rest: the containers' names and images (the forge keeps both), activeDeadlineSeconds
-    (copied) and the tolerations."""
+    (copied), the tolerations and the ephemeral containers."""
+    local_spec: Mapping[str, Any] = local_pod.get("spec") or {}
     updatable: dict[str, Any] = {
         key: [{"name": c.get("name"), "image": c.get("image")} for c in local_spec.get(key) or []]
         for key in _IMAGED_CONTAINERS
     }
     updatable["activeDeadlineSeconds"] = local_spec.get("activeDeadlineSeconds")
     updatable["tolerations"] = _remote_pod_tolerations(local_spec, config.offloading_patch)
+    if local_spec.get(EPHEMERAL_CONTAINERS):  # rare: forged only when there are some
+        support = api_server_support(local_pod, config.enable_apiserver_support)[0]
+        updatable[EPHEMERAL_CONTAINERS] = _remote_containers(local_pod, EPHEMERAL_CONTAINERS,
+                                                             support, config)
     return updatable
 
 
@@ -626,7 +640,11 @@ def _accepted_changes(
     deadline = _active_deadline_update(current_deadline, desired.get("activeDeadlineSeconds"))
     current_tolerations = list(current_remote_spec.get("tolerations") or [])
     added = [t for t in desired.get("tolerations") or [] if t not in current_tolerations]
-    if not images and deadline == current_deadline and not added:
+    current_ephemeral = list(current_remote_spec.get(EPHEMERAL_CONTAINERS) or [])
+    present = {c.get("name") for c in current_ephemeral}
+    debugging = [c for c in desired.get(EPHEMERAL_CONTAINERS) or []
+                 if c.get("name") not in present]
+    if not images and deadline == current_deadline and not added and not debugging:
         return None
     updated = copied(dict(current_remote_spec))
     for key, index, image in images:
@@ -635,6 +653,8 @@ def _accepted_changes(
         updated["activeDeadlineSeconds"] = deadline
     if added:
         updated["tolerations"] = current_tolerations + copied(added)
+    if debugging:  # added only, never changed or removed (the API server allows no other)
+        updated[EPHEMERAL_CONTAINERS] = current_ephemeral + copied(debugging)
     return None if updated == current_remote_spec else updated
 
 
@@ -651,8 +671,8 @@ def shadow_pod_patch(
     """The merge patch bringing the ShadowPod `current` to the home pod: the labels and
     annotations `shadow_pod` gives it (keys it no longer gives removed) and the spec changes a
     running pod accepts (container images, activeDeadlineSeconds lowered or set, tolerations
-    added: the API server refuses other changes to a pod, which a new pod picks up), guarded by
-    `current`'s resourceVersion.
+    added, ephemeral containers added: the API server refuses other changes to a pod, which a
+    new pod picks up), guarded by `current`'s resourceVersion.
     None when there is nothing to write, or while the ShadowPod is being deleted."""
     metadata = current.get("metadata") or {}
     if metadata.get("deletionTimestamp"):
@@ -663,7 +683,7 @@ def shadow_pod_patch(
                                        config.reflection)
     patch: dict[str, Any] = {}
     spec = _accepted_changes((current.get("spec") or {}).get("pod") or {},
-                             _updatable_spec(local_pod.get("spec") or {}, config))
+                             _updatable_spec(local_pod, config))
     if spec is not None:
         patch["spec"] = {"pod": spec}
     for key in ("labels", "annotations"):

@@ -179,6 +179,32 @@ def test_forbidden_spec_changes() -> None:
         assert message is not None and message.startswith("spec.pod: Forbidden: ")
 
 
+DEBUGGER = {"name": "debugger", "image": "busybox:1.36", "targetContainerName": "main"}
+
+
+def test_ephemeral_containers_may_only_be_added_as_a_pods_subresource_allows() -> None:
+    old = {"containers": [{"name": "main", "image": "a"}], "ephemeralContainers": [DEBUGGER]}
+    added = {**old, "ephemeralContainers": [DEBUGGER, {"name": "second", "image": "busybox"}]}
+    assert enforcement.forbidden_spec_change(old, added) is None
+    for forbidden in ({**old, "ephemeralContainers": []},
+                      {**old, "ephemeralContainers": [{**DEBUGGER, "image": "busybox:1.37"}]}):
+        assert enforcement.forbidden_spec_change(old, forbidden) == (
+            'spec.pod.ephemeralContainers: Forbidden: existing ephemeral containers "debugger" '
+            "may not be changed or removed")
+
+
+def test_a_pod_is_made_without_its_ephemeral_containers_then_given_the_missing_ones() -> None:
+    debugged = {**SHADOWPOD, "spec": {"pod": {**SHADOWPOD["spec"]["pod"],
+                                              "ephemeralContainers": [DEBUGGER]}}}
+    pod = enforcement.desired_pod(debugged)
+    assert "ephemeralContainers" not in pod["spec"]  # the API server refuses them on create
+    assert enforcement.pod_patch(pod, debugged) is None  # not through a plain pod update
+    assert enforcement.ephemeral_containers_patch(pod, debugged) == {
+        "spec": {"ephemeralContainers": [DEBUGGER]}}
+    pod["spec"]["ephemeralContainers"] = [DEBUGGER]
+    assert enforcement.ephemeral_containers_patch(pod, debugged) is None
+
+
 def node(name: str, cpu: str, ready: bool = True, unschedulable: bool = False) -> dict[str, Any]:
     return {"metadata": {"name": name}, "spec": {"unschedulable": unschedulable},
             "status": {"allocatable": {"cpu": cpu, "memory": "4Gi", "pods": "10"},

@@ -133,6 +133,7 @@ specs = st.fixed_dictionaries(
     {"containers": st.lists(containers, min_size=1, max_size=3)},
     optional={
         "initContainers": st.lists(containers, max_size=2),
+        "ephemeralContainers": st.lists(containers, max_size=2),
         "tolerations": st.lists(tolerations, max_size=4),
         "affinity": affinities,
         "volumes": st.lists(volumes, max_size=3),
@@ -364,6 +365,11 @@ def test_the_patched_spec_has_what_the_whole_forge_gives_a_running_pod(
             if container["name"] == wanted["name"]:
                 assert container["image"] == wanted["image"]
     assert all(t in spec.get("tolerations", []) for t in forged.get("tolerations", []))
+    # ephemeral containers only ever added: the ShadowPod's first, then the new names
+    had = shadow["spec"]["pod"].get("ephemeralContainers") or []
+    names = {c["name"] for c in had}
+    assert spec.get("ephemeralContainers", []) == had + [
+        c for c in forged.get("ephemeralContainers", []) if c["name"] not in names]
     deadlines = (spec.get("activeDeadlineSeconds"), forged.get("activeDeadlineSeconds"),
                  shadow["spec"]["pod"].get("activeDeadlineSeconds"))
     assert deadlines[0] == (deadlines[2] if deadlines[1] is None or deadlines[2] is not None
