@@ -8,6 +8,8 @@ namespace labels reconcile on annex.controller:
 
 - shadowpods.py  ShadowPod → owned pod, recreated when deleted, never once terminal; pod status
                  copied into the ShadowPod status (rules: shared/forge/enforcement.py)
+- ephemeral.py   the ephemeral containers a ShadowPod lists, added to its pod through the pod's
+                 ephemeralcontainers subresource (kubectl debug)
 - admission.py   the validating webhook (HTTPS, AdmissionReview v1) at /validate/shadowpods
                  (rules: shared/forge/tenancy.py, shared/quota.py)
 - ledger.py      per-consumer usage from a list+watch of ShadowPods, for the webhook's quota

@@ -58,6 +58,8 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     # delete: a ShadowPod's pod left Terminating on a failed node, force-deleted (node_failure)
     {"apiGroups": [""], "resources": ["pods"],
      "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+    # the ephemeral containers `kubectl debug` adds to a home pod, added to its twin (ephemeral)
+    {"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": ["patch"]},
     # the reflected claims' storage counts against the consumer's quota
     {"apiGroups": [""], "resources": ["persistentvolumeclaims"], "verbs": READ_VERBS},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},

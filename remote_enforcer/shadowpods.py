@@ -34,6 +34,7 @@ from annex.kubeapi import (
     custom_path,
 )
 from annex.mirror import Key, Mirror, key_of
+from remote_enforcer import ephemeral
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
@@ -202,6 +203,7 @@ class ShadowPodEnforcer:
         patch = enforcement.pod_patch(pod, shadowpod)
         if patch is not None and not pod["metadata"].get("deletionTimestamp"):
             await self.api.patch(pod_path(namespace, name), patch, STRATEGIC_MERGE_PATCH)
+        await ephemeral.add_missing(self.api, self.events, pod, shadowpod)
         return DONE
 
     async def _create_pod(self, cached: dict[str, Any], seen_gone: bool) -> Result:
