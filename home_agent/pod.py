@@ -62,12 +62,14 @@ from shared.forge.pod import (
     PodForgeConfig,
     StatusField,
     StatusForgeConfig,
+    added_ephemeral_containers,
     merged_status,
     offloading_backoff_status,
     projected_service_account_tokens,
     remote_creation_failed_condition,
     remote_pod_refused_condition,
     service_account_token_secret_name,
+    shadow_pod_ephemeral_patch,
     shadow_pod_patch,
     shadow_pod_refusal,
     shadow_pod_with_warnings,
@@ -136,6 +138,9 @@ class PodOffloader:
         writes show (status.hostIPs before Kubernetes 1.28): the comparison leaves them out,
         or every reconcile would write them again. Learnt from the first answer, not from
         the server's version: feature gates decide too."""
+        self._refused_ephemeral: dict[tuple[str, str], tuple[Any, frozenset[str]]] = {}
+        """Pod key → its uid and the ephemeral containers the provider refused (not sent
+        again: they cannot be removed from the home pod)."""
         self._returned: dict[str, tuple[datetime, float]] = {}
         """Controller uid → when (the API server's time) its first pod was given back, and
         when that was on this agent's monotonic clock (to forget it)."""
@@ -177,6 +182,7 @@ class PodOffloader:
                                                 agent.config.remote_cluster_id):
             shadow = None  # never ours to touch (the watch selects ours; belt and braces)
         if pod is None:
+            self._refused_ephemeral.pop((namespace, name), None)
             if self.copies is not None:
                 self.copies.forget((namespace, name))  # a terminating pod ends here too
             if shadow is not None:
@@ -293,12 +299,42 @@ class PodOffloader:
         return RETRY
 
     async def _update(self, pod: dict[str, Any], shadow: dict[str, Any]) -> None:
-        patch = shadow_pod_patch(shadow, pod, self.forge_config())
+        config = self.forge_config()
+        metadata = shadow["metadata"]
+        path = custom_path(SHADOWPOD, metadata["namespace"], metadata["name"])
+        patch = shadow_pod_patch(shadow, pod, config)
         if patch is not None:
             tracing.with_traceparent(patch)
-            metadata = shadow["metadata"]
-            await self.agent.remote.patch(
-                custom_path(SHADOWPOD, metadata["namespace"], metadata["name"]), patch)
+            answer = await self.agent.remote.patch(path, patch)
+            shadow = answer if isinstance(answer, dict) else shadow
+        await self._add_ephemeral_containers(pod, shadow, path, config)
+
+    async def _add_ephemeral_containers(self, pod: dict[str, Any], shadow: dict[str, Any],
+                                        path: str, config: PodForgeConfig) -> None:
+        """The containers `kubectl debug` added to the home pod, added to its ShadowPod. Ones
+        the provider refuses (its pod policy) are said in an Event once and not sent again
+        (they cannot be removed from the home pod): the pod's other changes still go."""
+        key = (pod["metadata"]["namespace"], pod["metadata"]["name"])
+        refused = self._refused_ephemeral.get(key)
+        if refused is not None and refused[0] != pod["metadata"].get("uid"):
+            refused = None  # another pod of that name
+        added = [c for c in added_ephemeral_containers(shadow, pod, config)
+                 if refused is None or c.get("name") not in refused[1]]
+        patch = shadow_pod_ephemeral_patch(shadow, added)
+        if patch is None:
+            return
+        try:
+            await self.agent.remote.patch(path, patch)
+        except Exception as error:
+            if getattr(error, "status", None) not in (403, 422):
+                raise
+            names = frozenset(str(c.get("name")) for c in added)
+            self._refused_ephemeral[key] = (pod["metadata"].get("uid"),
+                                            (refused[1] if refused else frozenset()) | names)
+            message = (f"ephemeral containers {', '.join(sorted(names))} not added to the "
+                       f"remote pod: {error_message(error)}")
+            log.warning("pod %s/%s: %s", *key, message)
+            await self.events.record(pod, FAILED_REFLECTION_REASON, message)
 
     # --- pods not offloaded -----------------------------------------------------------------
 
@@ -349,8 +385,12 @@ class PodOffloader:
             if not is_not_found(error) and getattr(error, "status", None) != 409:
                 raise
             return DONE  # gone, or another pod of that name now: its own events come
+        now = time.monotonic()
+        for uid in [uid for uid, (_, at) in self._returned.items()
+                    if now - at > RETURNS_REMEMBERED_SECONDS]:
+            del self._returned[uid]
         self._returned.setdefault(str(controller.get("uid")),
-                                  (return_time(answer, datetime.now(UTC)), time.monotonic()))
+                                  (return_time(answer, datetime.now(UTC)), now))
         return DONE  # its deletion's event brings it back, to terminate
 
     # --- status -----------------------------------------------------------------------------

@@ -603,21 +603,16 @@ def _active_deadline_update(current: Any, desired: Any) -> Any:
 _IMAGED_CONTAINERS = ("containers", "initContainers")
 
 
-def _updatable_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> dict[str, Any]:
+def _updatable_spec(local_spec: Mapping[str, Any], config: PodForgeConfig) -> dict[str, Any]:
     """The fields of `remote_pod_spec` whose changes a running pod accepts, without forging
     the rest: the containers' names and images (the forge keeps both), activeDeadlineSeconds
-    (copied), the tolerations and the ephemeral containers."""
-    local_spec: Mapping[str, Any] = local_pod.get("spec") or {}
+    (copied) and the tolerations (ephemeral containers: `shadow_pod_ephemeral_patch`)."""
     updatable: dict[str, Any] = {
         key: [{"name": c.get("name"), "image": c.get("image")} for c in local_spec.get(key) or []]
         for key in _IMAGED_CONTAINERS
     }
     updatable["activeDeadlineSeconds"] = local_spec.get("activeDeadlineSeconds")
     updatable["tolerations"] = _remote_pod_tolerations(local_spec, config.offloading_patch)
-    if local_spec.get(EPHEMERAL_CONTAINERS):  # rare: forged only when there are some
-        support = api_server_support(local_pod, config.enable_apiserver_support)[0]
-        updatable[EPHEMERAL_CONTAINERS] = _remote_containers(local_pod, EPHEMERAL_CONTAINERS,
-                                                             support, config)
     return updatable
 
 
@@ -640,11 +635,7 @@ def _accepted_changes(
     deadline = _active_deadline_update(current_deadline, desired.get("activeDeadlineSeconds"))
     current_tolerations = list(current_remote_spec.get("tolerations") or [])
     added = [t for t in desired.get("tolerations") or [] if t not in current_tolerations]
-    current_ephemeral = list(current_remote_spec.get(EPHEMERAL_CONTAINERS) or [])
-    present = {c.get("name") for c in current_ephemeral}
-    debugging = [c for c in desired.get(EPHEMERAL_CONTAINERS) or []
-                 if c.get("name") not in present]
-    if not images and deadline == current_deadline and not added and not debugging:
+    if not images and deadline == current_deadline and not added:
         return None
     updated = copied(dict(current_remote_spec))
     for key, index, image in images:
@@ -653,9 +644,34 @@ def _accepted_changes(
         updated["activeDeadlineSeconds"] = deadline
     if added:
         updated["tolerations"] = current_tolerations + copied(added)
-    if debugging:  # added only, never changed or removed (the API server allows no other)
-        updated[EPHEMERAL_CONTAINERS] = current_ephemeral + copied(debugging)
     return None if updated == current_remote_spec else updated
+
+
+def added_ephemeral_containers(current: Mapping[str, Any], local_pod: Mapping[str, Any],
+                               config: PodForgeConfig) -> list[dict[str, Any]]:
+    """The home pod's ephemeral containers (`kubectl debug`) the ShadowPod `current` lacks, by
+    name, forged as the pod's containers are."""
+    if not (local_pod.get("spec") or {}).get(EPHEMERAL_CONTAINERS):
+        return []  # most pods: nothing forged
+    present = {c.get("name") for c in
+               ((current.get("spec") or {}).get("pod") or {}).get(EPHEMERAL_CONTAINERS) or []}
+    support = api_server_support(local_pod, config.enable_apiserver_support)[0]
+    return [c for c in _remote_containers(local_pod, EPHEMERAL_CONTAINERS, support, config)
+            if c.get("name") not in present]
+
+
+def shadow_pod_ephemeral_patch(current: Mapping[str, Any],
+                               added: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The merge patch adding the ephemeral containers `added` to the ShadowPod `current`
+    (after those it has: the API server lets none be changed or removed), guarded by its
+    resourceVersion; None when there are none. Its own write: a container the provider's
+    policy refuses must not hold back the pod's other changes."""
+    metadata = current.get("metadata") or {}
+    if not added or metadata.get("deletionTimestamp"):
+        return None
+    have = ((current.get("spec") or {}).get("pod") or {}).get(EPHEMERAL_CONTAINERS) or []
+    return {"metadata": {"resourceVersion": metadata.get("resourceVersion")},
+            "spec": {"pod": {EPHEMERAL_CONTAINERS: [*copied(list(have)), *copied(added)]}}}
 
 
 def _map_patch(current: Mapping[str, str], wanted: Mapping[str, str]) -> dict[str, Any]:
@@ -671,8 +687,8 @@ def shadow_pod_patch(
     """The merge patch bringing the ShadowPod `current` to the home pod: the labels and
     annotations `shadow_pod` gives it (keys it no longer gives removed) and the spec changes a
     running pod accepts (container images, activeDeadlineSeconds lowered or set, tolerations
-    added, ephemeral containers added: the API server refuses other changes to a pod, which a
-    new pod picks up), guarded by `current`'s resourceVersion.
+    added: the API server refuses other changes to a pod, which a new pod picks up), guarded
+    by `current`'s resourceVersion. Ephemeral containers: `shadow_pod_ephemeral_patch`.
     None when there is nothing to write, or while the ShadowPod is being deleted."""
     metadata = current.get("metadata") or {}
     if metadata.get("deletionTimestamp"):
@@ -683,7 +699,7 @@ def shadow_pod_patch(
                                        config.reflection)
     patch: dict[str, Any] = {}
     spec = _accepted_changes((current.get("spec") or {}).get("pod") or {},
-                             _updatable_spec(local_pod, config))
+                             _updatable_spec(local_pod.get("spec") or {}, config))
     if spec is not None:
         patch["spec"] = {"pod": spec}
     for key in ("labels", "annotations"):

@@ -12,6 +12,7 @@ from shared.forge.pod import (
     ForgedPod,
     PodForgeConfig,
     StatusForgeConfig,
+    added_ephemeral_containers,
     api_server_support,
     local_pod_status,
     projected_service_account_tokens,
@@ -19,6 +20,7 @@ from shared.forge.pod import (
     remote_pod_spec,
     service_account_token_secret_name,
     shadow_pod,
+    shadow_pod_ephemeral_patch,
     shadow_pod_patch,
 )
 from shared.wellknown import (
@@ -365,11 +367,16 @@ def test_the_patched_spec_has_what_the_whole_forge_gives_a_running_pod(
             if container["name"] == wanted["name"]:
                 assert container["image"] == wanted["image"]
     assert all(t in spec.get("tolerations", []) for t in forged.get("tolerations", []))
-    # ephemeral containers only ever added: the ShadowPod's first, then the new names
+    # ephemeral containers are only ever added, in a write of their own
+    assert spec.get("ephemeralContainers") == shadow["spec"]["pod"].get("ephemeralContainers")
     had = shadow["spec"]["pod"].get("ephemeralContainers") or []
+    added = added_ephemeral_containers(written, after, config)
+    ephemeral = shadow_pod_ephemeral_patch(written, added)
     names = {c["name"] for c in had}
-    assert spec.get("ephemeralContainers", []) == had + [
-        c for c in forged.get("ephemeralContainers", []) if c["name"] not in names]
+    assert added == [c for c in forged.get("ephemeralContainers", []) if c["name"] not in names]
+    assert (ephemeral is None) == (not added)
+    if ephemeral is not None:
+        assert ephemeral["spec"]["pod"]["ephemeralContainers"] == had + added
     deadlines = (spec.get("activeDeadlineSeconds"), forged.get("activeDeadlineSeconds"),
                  shadow["spec"]["pod"].get("activeDeadlineSeconds"))
     assert deadlines[0] == (deadlines[2] if deadlines[1] is None or deadlines[2] is not None
