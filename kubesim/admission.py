@@ -541,6 +541,57 @@ class ServiceAccountPlugin:
         return obj
 
 
+RUNTIME_CLASSES = ("node.k8s.io", "runtimeclasses")
+
+
+class RuntimeClassPlugin:
+    """plugin/pkg/admission/runtimeclass on pod creation: the RuntimeClass a pod names must
+    exist; its `overhead.podFixed` becomes the pod's overhead (a different one set by the pod is
+    refused) and its `scheduling` is merged into the pod's nodeSelector (a conflicting value is
+    refused) and tolerations. A pod naming no class may set no overhead."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def mutate(self, request: Any, obj: Any) -> Any:
+        if not _is_pod_creation(request) or not isinstance(obj, dict):
+            return obj
+        spec = obj.setdefault("spec", {})
+        name = (obj.get("metadata") or {}).get("name") or request.name
+        wanted = spec.get("runtimeClassName")
+        if not wanted:
+            if spec.get("overhead"):
+                raise forbidden("pods", name, "pod rejected: Pod Overhead set without "
+                                              "corresponding RuntimeClass defined Overhead")
+            return obj
+        stored = self._store.get(RUNTIME_CLASSES, "", wanted)
+        if stored is None:
+            raise forbidden("pods", name, f'pod rejected: RuntimeClass "{wanted}" not found')
+        runtime_class = stored.obj
+        overhead = (runtime_class.get("overhead") or {}).get("podFixed")
+        if overhead:
+            if spec.get("overhead") and spec["overhead"] != overhead:
+                raise forbidden("pods", name, "pod rejected: Pod's Overhead doesn't match "
+                                              "RuntimeClass's defined Overhead")
+            spec["overhead"] = dict(overhead)
+        elif spec.get("overhead"):
+            raise forbidden("pods", name, "pod rejected: Pod Overhead set without corresponding "
+                                          "RuntimeClass defined Overhead")
+        scheduling = runtime_class.get("scheduling") or {}
+        for key, value in (scheduling.get("nodeSelector") or {}).items():
+            selector = spec.setdefault("nodeSelector", {})
+            if key in selector and selector[key] != value:
+                raise forbidden("pods", name, f"conflict: runtimeClass.scheduling.nodeSelector"
+                                              f"[{key}] = {value}; pod.spec.nodeSelector[{key}] "
+                                              f"= {selector[key]}")
+            selector[key] = value
+        for toleration in scheduling.get("tolerations") or []:
+            tolerations = spec.setdefault("tolerations", [])
+            if toleration not in tolerations:
+                tolerations.append(dict(toleration))
+        return obj
+
+
 NOT_READY_TAINT = "node.kubernetes.io/not-ready"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 
@@ -648,7 +699,8 @@ class PodSecurityPlugin:
 
 class AdmissionPlugins:
     """The cluster's admission chain in kube-apiserver's order: the built-in mutating plugins
-    (ServiceAccount, DefaultTolerationSeconds), the mutating webhooks, then the validating
+    (ServiceAccount, DefaultTolerationSeconds, RuntimeClass), the mutating webhooks, then the
+    validating
     plugins (PodSecurity, ValidatingAdmissionPolicy) before the validating webhooks, and
     ResourceQuota last."""
 
@@ -658,6 +710,7 @@ class AdmissionPlugins:
         self.service_accounts = ServiceAccountPlugin(store)
         self.default_tolerations = DefaultTolerationSecondsPlugin(
             default_not_ready_toleration_seconds, default_unreachable_toleration_seconds)
+        self.runtime_classes = RuntimeClassPlugin(store)
         self.pod_security = PodSecurityPlugin(store, server_minor)
         self.webhooks = WebhookAdmission(store)
         self.policies = PolicyAdmission(store)
@@ -666,6 +719,7 @@ class AdmissionPlugins:
     async def mutate(self, request: Any) -> dict[str, Any] | None:
         obj = await self.service_accounts.mutate(request, request.object)
         obj = self.default_tolerations.mutate(request, obj)
+        obj = self.runtime_classes.mutate(request, obj)
         if obj is not request.object:
             request = dataclasses.replace(request, object=obj)
         return await self.webhooks.mutate(request)

@@ -157,6 +157,7 @@ BUILTIN_KINDS: tuple[ResourceKind, ...] = (
     _kind("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",),
           ("status",)),
     _kind("storage.k8s.io", "v1", "storageclasses", "StorageClass", False, ("sc",)),
+    _kind("node.k8s.io", "v1", "runtimeclasses", "RuntimeClass", False),
     _kind("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition",
           False, ("crd", "crds"), ("status",), (), ("api-extensions",),
           unconditional_update=False),
