@@ -100,3 +100,31 @@ def test_what_the_provider_refuses_of_the_annotations_shows_on_the_home_pod(
                        message="the missing remote account reported")
     assert 'serviceaccount "reader" not found' in missing
     assert set(remote_pods(remote, twin)) == set()
+
+
+def test_a_runtime_class_the_provider_allows_runs_the_remote_pod(
+        home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    """The provider has the RuntimeClass and lists it in the consumer's
+    podPolicy.allowedRuntimeClasses: the annotation names the remote pod's runtime."""
+    import uuid
+
+    from kubernetes import client
+
+    from tests.remote_enforcer.test_pod_policy import set_consumer_pod_policy
+
+    agent = peer()
+    runtime_class = f"annex-e2e-{uuid.uuid4().hex[:8]}"
+    runtime_classes = client.NodeV1Api(remote.api_client)
+    runtime_classes.create_runtime_class({"metadata": {"name": runtime_class},
+                                          "handler": "runc"})
+    try:
+        set_consumer_pod_policy(remote, agent.tenant_namespace, agent.home_id,
+                                allowedRuntimeClasses=[runtime_class])
+        twin = offloaded(home, namespace)
+        home.core.create_namespaced_pod(namespace, annotated_token_pod(
+            "sandboxed", **{"liqo.io/remote-runtime-class-name": runtime_class}))
+        pod = remote_running(remote, twin, "sandboxed")
+        assert pod["spec"]["runtimeClassName"] == runtime_class
+        assert "runtimeClassName" not in read_pod(home, namespace, "sandboxed")["spec"]
+    finally:
+        runtime_classes.delete_runtime_class(runtime_class)
