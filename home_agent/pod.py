@@ -4,7 +4,9 @@ One reconcile per home pod key (namespace, name), from both mirrors:
 - bound, namespace extended, no ShadowPod → create it (forge); a refusal (quota, invalid spec)
   becomes a RemoteCreationFailed condition and an Event, retried with backoff;
 - a ShadowPod of that name that another peering owns → left alone, a FailedReflection Event;
-- ShadowPod present → propagate the changes a running pod accepts, labels and annotations;
+- ShadowPod present → propagate the changes a running pod accepts, labels and annotations, and
+  in a write of their own the ephemeral containers `kubectl debug` added (one the provider
+  refuses: a FailedReflection Event, not sent again);
   copy the remote status back (forge), only when it changed; a remote pod the remote API server
   refuses (the ShadowPod's `PodCreated` False) becomes the RemoteCreationFailed condition and
   an Event, as a refused ShadowPod does;
