@@ -88,13 +88,14 @@ def free_port() -> int:
     return port
 
 
-def refusal(write: Callable[[], object]) -> str:
-    """The message of the 403 Forbidden that `write` (a kubernetes client call) must get."""
+def refusal(write: Callable[[], object], status: int = 403) -> str:
+    """The message of the refusal that `write` (a kubernetes client call) must get: 403
+    Forbidden, or `status` (422 Invalid...)."""
     from kubernetes.client.rest import ApiException
     try:
         write()
     except ApiException as error:
-        assert error.status == 403, error.body
+        assert error.status == status, error.body
         return str(json.loads(error.body)["message"])
     raise AssertionError("the write was allowed")
 

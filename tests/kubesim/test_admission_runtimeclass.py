@@ -4,15 +4,14 @@ constraints are merged into the pod's."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
+from tests.helpers import refusal
 from tests.kubesim.test_controllers_cluster import pod_manifest
 
 
@@ -30,19 +29,12 @@ def runtime_class(home: Any) -> Iterator[str]:
     api.delete_runtime_class(name)
 
 
-def refused(call: Any) -> str:
-    with pytest.raises(ApiException) as raised:
-        call()
-    assert raised.value.status == 403, raised.value.body
-    return str(json.loads(raised.value.body)["message"])
-
-
 def test_a_pod_naming_a_missing_runtime_class_is_refused(home: Any, namespace: str) -> None:
-    message = refused(lambda: home.core.create_namespaced_pod(
+    message = refusal(lambda: home.core.create_namespaced_pod(
         namespace, pod_manifest("sandboxed", runtimeClassName="no-such-class")))
     assert message == ('pods "sandboxed" is forbidden: pod rejected: RuntimeClass '
                        '"no-such-class" not found')
-    message = refused(lambda: home.core.create_namespaced_pod(
+    message = refusal(lambda: home.core.create_namespaced_pod(
         namespace, pod_manifest("heavy", overhead={"cpu": "1"})))
     assert message == ('pods "heavy" is forbidden: pod rejected: Pod Overhead set without '
                        'corresponding RuntimeClass defined Overhead')
@@ -55,7 +47,7 @@ def test_the_runtime_class_gives_its_overhead_and_scheduling(home: Any, namespac
     assert pod.spec.overhead == {"cpu": "250m", "memory": "64Mi"}
     assert pod.spec.node_selector == {"disk": "ssd", "sandbox": "gvisor"}
     assert any(t.key == "sandbox" and t.effect == "NoSchedule" for t in pod.spec.tolerations)
-    conflict = refused(lambda: home.core.create_namespaced_pod(namespace, pod_manifest(
+    conflict = refusal(lambda: home.core.create_namespaced_pod(namespace, pod_manifest(
         "elsewhere", runtimeClassName=runtime_class, nodeSelector={"sandbox": "kata"})))
     assert conflict == ('pods "elsewhere" is forbidden: conflict: '
                         "runtimeClass.scheduling.nodeSelector[sandbox] = gvisor; "

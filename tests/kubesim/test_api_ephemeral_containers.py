@@ -5,12 +5,9 @@ a plain pod update, without the fields fundamental pod services use."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import pytest
-from kubernetes.client.exceptions import ApiException
-
+from tests import helpers
 from tests.helpers import wait_for
 from tests.kubesim.test_controllers_cluster import pod_manifest, running
 
@@ -25,10 +22,7 @@ def debug(home: Any, namespace: str, name: str, *containers: dict[str, Any]) -> 
 
 
 def refusal(call: Any) -> str:
-    with pytest.raises(ApiException) as raised:
-        call()
-    assert raised.value.status == 422, raised.value.body
-    return str(json.loads(raised.value.body)["message"])
+    return helpers.refusal(call, 422)
 
 
 def test_an_ephemeral_container_is_added_run_and_reported(home: Any, namespace: str) -> None:
