@@ -82,6 +82,13 @@ def events_of(home: ClusterHandle, namespace: str, name: str) -> dict[str, str]:
             if e.involved_object.name == name}
 
 
+def returned_pod(home: ClusterHandle, namespace: str) -> tuple[str, str] | None:
+    """The pod given back to the scheduler, and its ReturnedToScheduler Event's message."""
+    return next(((e.involved_object.name, e.message)
+                 for e in home.core.list_namespaced_event(namespace).items
+                 if e.reason == "ReturnedToScheduler"), None)
+
+
 def held(home: ClusterHandle, namespace: str, name: str, why: str) -> str | None:
     """The pod's status message once it is held on the virtual node saying `why`."""
     status = home.core.read_namespaced_pod(name, namespace).status
@@ -107,10 +114,9 @@ def test_a_controllers_pod_is_given_back_once_and_a_pod_that_only_comes_back_is_
     request, shortfall = too_big_for(largest)
     with roomy_virtual_node(home, namespace, agent.node_name, parse_quantity(largest) + 10):
         create_big_deployment(home, namespace, request, **REMOTE_STRATEGY)
-        first = wait_for(lambda: next(iter(big_pods(home, namespace)), None), timeout=60,
-                         message="the Deployment's first pod")
-        returned = wait_for(lambda: events_of(home, namespace, first).get("ReturnedToScheduler"),
-                            timeout=60, message="the first pod given back")
+        # The first pod may be given back before it is ever listed here: found by its Event.
+        first, returned = wait_for(lambda: returned_pod(home, namespace), timeout=60,
+                                   message="the Deployment's first pod given back")
         assert shortfall in returned
         assert "its ReplicaSet" in returned and f"keeps off {agent.node_name}" in returned
         wait_for(lambda: pod_gone(home, namespace, first), timeout=60,
