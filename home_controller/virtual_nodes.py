@@ -251,8 +251,9 @@ class VirtualNodes:
         node = self._virtual_node_of(node_name, cluster_id)
 
         waiting = await self._drain_pods(obj, node, overdue)
+        kept = await self._retained_claims(obj, cluster_id)
         if waiting is None:
-            waiting = await self._remote_objects_left(obj, cluster_id)
+            waiting = await self._remote_objects_left(cluster_id)
         if waiting is None:
             waiting = await self._agent_left(obj, virtual_node)
         if waiting is not None and not overdue:
@@ -272,8 +273,10 @@ class VirtualNodes:
         await self.api.delete_if_exists(group_path(*LEASES, self.template.namespace,
                                                    election_lease_name(cluster_id)))
         # Recorded before the finalizer goes, so whoever sees the VirtualNode gone finds it.
-        await self.events.record(obj, "Drained", f"virtual node {node_name} drained and deleted",
-                                 "Normal")
+        await self.events.record(obj, "Drained", f"virtual node {node_name} drained and deleted" + (
+            f"; the provider keeps the claims {', '.join(kept)} with their data (set "
+            "spec.deleteRemoteClaims before deleting a VirtualNode to delete them)"
+            if kept else ""), "Normal")
         finalizers = [f for f in virtual_node.metadata.finalizers or [] if f != FINALIZER]
         await self._set_finalizers(key, obj, finalizers)
         log.info("VirtualNode %s/%s drained: its agent goes", *key)
@@ -337,14 +340,13 @@ class VirtualNodes:
                 error.body.get("message") or error)
         return None
 
-    async def _remote_objects_left(self, obj: Mapping[str, Any], cluster_id: str) -> str | None:
-        """The namespaces whose twin on the provider the agent has not seen removed yet, and
-        the claims that keep some (the VirtualNode's `status.retainedRemoteClaims`)."""
-        finalizer = finalizer_name(cluster_id)
-        held = [offloading for offloading in await self.api.list(custom_path(NAMESPACE_OFFLOADING))
-                if finalizer in (offloading["metadata"].get("finalizers") or [])]
+    async def _retained_claims(self, obj: Mapping[str, Any], cluster_id: str) -> list[str]:
+        """The claims kept with their data on the provider, as the agent reports them on the
+        NamespaceOffloadings (it leaves such a twin to the provider and lets its
+        NamespaceOffloading go), written in the VirtualNode's `status.retainedRemoteClaims`."""
         retained = sorted(
-            f"{offloading['metadata']['namespace']}/{claim}" for offloading in held
+            f"{offloading['metadata']['namespace']}/{claim}"
+            for offloading in await self.api.list(custom_path(NAMESPACE_OFFLOADING))
             for claim in ((offloading.get("status") or {}).get("retainedRemoteClaims") or {})
             .get(cluster_id) or [])
         if retained != ((obj.get("status") or {}).get("retainedRemoteClaims") or []):
@@ -352,15 +354,17 @@ class VirtualNodes:
             await self.api.patch(custom_path(VIRTUAL_NODE, metadata["namespace"],
                                              metadata["name"], "status"),
                                  {"status": {"retainedRemoteClaims": retained or None}})
+        return retained
+
+    async def _remote_objects_left(self, cluster_id: str) -> str | None:
+        """The namespaces whose twin on the provider the agent has not seen removed yet."""
+        finalizer = finalizer_name(cluster_id)
+        held = [offloading for offloading in await self.api.list(custom_path(NAMESPACE_OFFLOADING))
+                if finalizer in (offloading["metadata"].get("finalizers") or [])]
         if not held:
             return None
         namespaces = ", ".join(sorted(o["metadata"]["namespace"] for o in held))
-        waiting = f"the agent to remove the provider's namespaces of {namespaces}"
-        if retained:
-            waiting += (f"; kept for the claims they hold, with their data: {', '.join(retained)}"
-                        " (set spec.deleteRemoteClaims on the VirtualNode or the "
-                        "NamespaceOffloading to delete them)")
-        return waiting
+        return f"the agent to remove the provider's namespaces of {namespaces}"
 
     async def _agent_left(self, obj: Mapping[str, Any], virtual_node: VirtualNode
                           ) -> str | None:

@@ -143,8 +143,9 @@ def offloading_plan(offloading: Mapping[str, Any] | None, namespace: str,
       goes, and this cluster's conditions too unless the object goes with it; but while the
       twin holds `remote_claims` (their data) and neither the NamespaceOffloading's
       `spec.deleteRemoteClaims` nor `delete_remote_claims` (its VirtualNode's) asks for their
-      deletion, the entry and the finalizer stay, Ready is False (RemoteClaimsRetained) and
-      `status.retainedRemoteClaims` names them;
+      deletion, the entry stays, Ready is False (RemoteClaimsRetained) and
+      `status.retainedRemoteClaims` names them; the finalizer stays too, but for a `withdrawn`
+      virtual node, whose agent goes (the twin and its claims stay with the provider);
     - selected: the finalizer, the entry under the mapping strategy's name and Ready as the
       enforcer reports the twin; a name the strategy refuses is reported (InvalidNamespaceName)
       and leaves the entry as it is.
@@ -166,15 +167,22 @@ def offloading_plan(offloading: Mapping[str, Any] | None, namespace: str,
         if still_mapped and current_entry is not None and remote_claims and not (
                 spec.delete_remote_claims or delete_remote_claims):
             names = ", ".join(sorted(remote_claims))
-            conditions = [ready_condition(
-                "False", CLAIMS_RETAINED_REASON,
-                f"the remote namespace {current_entry} is kept: it holds the claims {names} and "
-                "their data (set spec.deleteRemoteClaims to delete them, or delete the claims)",
-                previous_conditions, now)]
+            kept = (f"the virtual node was deleted; the remote namespace {current_entry} stays on "
+                    f"the provider with the claims {names} and their data (delete them there, "
+                    "or offload the namespace to this provider again to use them)"
+                    if withdrawn else
+                    f"the remote namespace {current_entry} is kept: it holds the claims {names} "
+                    "and their data (set spec.deleteRemoteClaims to delete them, or delete the "
+                    "claims)")
+            conditions = [ready_condition("False", CLAIMS_RETAINED_REASON, kept,
+                                          previous_conditions, now)]
+            # A deleted virtual node's agent goes: it holds the NamespaceOffloading no longer
+            # (nothing would release it), and leaves the twin and its claims to the provider.
             return OffloadingPlan(
                 scheduling_enabled=not terminating, remote_namespace=current_entry,
-                finalizer=True, status=status_patch(offloading, remote_cluster_id, conditions,
-                                                    None, terminating, remote_claims))
+                finalizer=not withdrawn, status=status_patch(
+                    offloading, remote_cluster_id, conditions, None, terminating,
+                    remote_claims))
         if still_mapped:
             finalizers = (offloading.get("metadata") or {}).get("finalizers") or []
             conditions = [ready_condition("False", MappingPhase.TERMINATING.value,
