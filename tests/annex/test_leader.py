@@ -115,6 +115,28 @@ async def test_a_released_lease_is_taken_at_once(
     assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == standby.identity
 
 
+async def test_the_holder_publishes_its_annotations_and_every_candidate_reads_the_holders(
+        api: ClusterApi, namespace: str) -> None:
+    """Where a replica is reached (the enforcer's webhook) travels on the Lease: written by
+    whoever holds it, read by the others at their tries, and forgotten once released."""
+    def elector(name: str, url: str) -> LeaderElector:
+        return LeaderElector(api, namespace, LEASE, candidate_identity(name),
+                             annotations={"example.test/url": url})
+
+    leader, standby = elector("agent-a", "https://a"), elector("agent-b", "https://b")
+    assert await leader.try_acquire_or_renew()
+    assert not await standby.try_acquire_or_renew()
+    assert standby.holder_annotations() == {"example.test/url": "https://a"}
+    assert leader.holder_annotations() == {"example.test/url": "https://a"}
+    assert await leader.release()
+    assert leader.holder_annotations() == {}  # nobody holds it
+    assert await standby.try_acquire_or_renew()
+    metadata = (await lease_of(api, namespace))["metadata"]
+    assert metadata["annotations"] == {"example.test/url": "https://b"}
+    assert not await leader.try_acquire_or_renew()
+    assert leader.holder_annotations() == {"example.test/url": "https://b"}
+
+
 class PausedBeforeWriting:
     """A client that holds each replace until `go` is set: the Lease read, not yet written."""
 
