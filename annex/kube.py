@@ -1,8 +1,6 @@
 """Kubernetes clients for both components, built from one kubeconfig (or in-cluster config).
 
-`load_connection` reads the kubeconfig once; `kopf_login` turns it into a kopf
-`ConnectionInfo`, so the enforcer's operator framework and `annex.kubeapi.ClusterApi` always talk to
-the same server as the same identity. A `LiveConnection` holds credentials that
+`load_connection` reads the kubeconfig once. A `LiveConnection` holds credentials that
 are replaced while clients use them (a rotated token): `annex.kubeapi.ClusterApi` follows it.
 
 Tokens that rotate under a running process are read again as client-go reads them: the
@@ -31,7 +29,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from kubernetes import client, config
@@ -40,9 +38,6 @@ from kubernetes.config.exec_provider import ExecProvider
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
 
 from annex.proxies import Proxy, proxy_for
-
-if TYPE_CHECKING:
-    import kopf
 
 
 @dataclass(frozen=True)
@@ -393,28 +388,6 @@ class LiveConnection:
             if callback is not None:
                 callback()
         return True
-
-
-def kopf_login(connection: Connection) -> kopf.ConnectionInfo:
-    """The kopf login for the same connection (return it from an `@kopf.on.login` handler,
-    which kopf calls again when the API server answers 401: the token is read afresh then).
-    kopf is imported here: the agent does not use it, and importing it costs memory."""
-    import kopf  # noqa: PLC0415
-
-    token = connection.token
-    if connection.token_source is not None:
-        token = connection.token_source.read() or token
-    proxy = connection.proxy
-    return kopf.ConnectionInfo(
-        server=connection.server,
-        ca_path=connection.ca_path,
-        insecure=connection.insecure,
-        token=token,
-        scheme="Bearer" if token else None,
-        certificate_path=connection.certificate_path,
-        private_key_path=connection.private_key_path,
-        proxy_url=proxy.url if proxy else None,
-    )
 
 
 class RateLimiter:

@@ -13,9 +13,9 @@ from remote_enforcer.operator import run
 from remote_enforcer.settings import Settings, parse
 
 
-async def serve(settings: Settings) -> None:
+async def serve(settings: Settings) -> int:
     async with announced(settings):
-        await run(settings)
+        return await run(settings)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,8 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     tracing.enable(settings.otlp_endpoint, "annex-remote-enforcer")  # before anything is built
     eventloop.install()
     collector.tune()
-    asyncio.run(serve(settings))
-    return 0
+    return asyncio.run(serve(settings))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """What the enforcer shows on /metrics (`annex.metrics`): its own counters and gauges, the pods
 it runs for consumers by phase, its controllers' and webhooks' controller-runtime families, and
-its clients' requests (kopf's included: `annex.metrics_kopf`)."""
+its client's requests."""
 
 from __future__ import annotations
 

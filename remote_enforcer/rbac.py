@@ -44,7 +44,7 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods/status"], "verbs": ["patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas"], "verbs": READ_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas/status"], "verbs": ["patch"]},
-    # patch: metadata only, kopf's finalizer and its enforcer.annex.io/ annotations
+    # patch: metadata only, the enforcer's finalizer (offloading.liqo.io/twin-namespaces)
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps"],
      "verbs": [*READ_VERBS, "patch"]},
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps/status"],
@@ -71,9 +71,6 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [RBAC_GROUP], "resources": ["rolebindings"],
      "verbs": ["get", "create", "patch", "delete"]},
     {"apiGroups": [RBAC_GROUP], "resources": ["roles"], "verbs": ["get", "delete"]},
-    # kopf watches CRDs to notice served resources appearing and going (its documented RBAC).
-    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-     "verbs": ["list", "watch"]},
 ]
 
 

@@ -29,8 +29,6 @@ class Settings:
     metrics_secure: bool = False
     """/metrics only for callers a TokenReview and a SubjectAccessReview (get /metrics) let in."""
     workers: int = 32
-    worker_idle_seconds: float = 1.0
-    namespace_map_resync_seconds: float = 30.0
     offer_mode: Literal["fixed", "share"] = "share"
     offer_percent: Decimal = Decimal(50)
     offer_resources: tuple[tuple[str, str], ...] = ()
@@ -102,14 +100,9 @@ def parser() -> argparse.ArgumentParser:
                    help="serve /metrics only to callers whose bearer token a TokenReview accepts "
                         "and who may get the non-resource URL /metrics (a SubjectAccessReview)")
     p.add_argument("--workers", type=int, default=32,
-                   help="reconciles run at once, by each of the ShadowPod and twin namespace "
-                        "controllers and by kopf for NamespaceMaps; each holds at most one "
-                        "request, so this also bounds the connections to the API server")
-    p.add_argument("--worker-idle-seconds", type=float, default=1.0,
-                   help="how long an idle NamespaceMap keeps its kopf worker")
-    p.add_argument("--namespace-map-resync-seconds", type=float, default=30.0,
-                   help="how often every NamespaceMap is looked at again: a twin name somebody "
-                        "else holds, a twin namespace deleted behind the enforcer's back")
+                   help="reconciles run at once, by each of the ShadowPod, twin namespace and "
+                        "NamespaceMap controllers; each holds at most one request, so this also "
+                        "bounds the connections to the API server")
     p.add_argument("--offer-mode", choices=("fixed", "share"), default="share")
     p.add_argument("--offer-percent", type=Decimal, default=Decimal(50))
     p.add_argument("--offer-resources", type=_resources, default=(),
@@ -120,7 +113,10 @@ def parser() -> argparse.ArgumentParser:
                         "(default: none: devices are lent only when named)")
     p.add_argument("--offer-threshold-percent", type=Decimal, default=Decimal(1),
                    help="republish a share offer only when a resource moves by more than this")
-    p.add_argument("--offer-debounce-seconds", type=float, default=1.0)
+    p.add_argument("--offer-debounce-seconds", type=float, default=1.0,
+                   help="how long a changed picture (nodes, pods, ShadowPods) waits before the "
+                        "offers and the Quotas' status.used are looked at again: one look for "
+                        "every change of that while")
     p.add_argument("--region")
     p.add_argument("--provider")
     p.add_argument("--storage-classes", type=_names, default=())

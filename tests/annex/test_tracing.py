@@ -82,9 +82,9 @@ def _enforcer_reconciles(written: dict[str, Any]) -> None:
     """The enforcer reconciles the ShadowPod `written` (its pod made)."""
     async def scenario() -> None:
         api = FakeApi()
-        async with running(api) as enforcer:
-            enforcer.on_shadowpod_event("ADDED", written)
-            await settled(enforcer)
+        async with running(api) as wired:
+            wired.feed("shadowpods", "ADDED", written)
+            await settled(wired.enforcer)
     asyncio.run(asyncio.wait_for(scenario(), 10))
 
 

@@ -154,8 +154,7 @@ def running_enforcer(remote: Any, kubeconfig: Path, directory: Path,
     install_crds(remote)
     install_consumer_cluster_role(remote)
     process = Enforcer(kubeconfig, directory,
-                       ["--offer-debounce-seconds", "0.1", "--namespace-map-resync-seconds", "1",
-                        "--region", "eu-west",
+                       ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
                         "--provider", "annex-test", *(extra_args or [])])
     process.start()
     registrations = client.AdmissionregistrationV1Api(remote.api_client)

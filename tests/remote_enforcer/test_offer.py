@@ -81,10 +81,12 @@ def test_the_offer_tells_the_architecture_and_kubelet_version_of_the_remote_node
 
 
 def _publisher(*flags: str) -> Any:
+    from annex.mirror import Mirror
     from remote_enforcer.offer import OfferPublisher
     from remote_enforcer.settings import parse
 
-    return OfferPublisher(None, parse(["--cluster-id", PROVIDER_ID, *flags]))  # type: ignore[arg-type]
+    return OfferPublisher(None, parse(["--cluster-id", PROVIDER_ID, *flags]),  # type: ignore[arg-type]
+                          Mirror())
 
 
 def _ready_node(name: str, pods: str) -> dict[str, Any]:
@@ -98,12 +100,12 @@ def test_a_fixed_offer_without_pods_lends_the_pods_the_nodes_hold() -> None:
     """Not a node of zero pod capacity: the pods the schedulable nodes can run."""
     publisher = _publisher("--offer-mode", "fixed", "--offer-resources", "cpu=4,memory=8Gi")
     assert publisher.resources_for("home")["pods"] == "0"  # no node known yet
-    publisher.on_node("ADDED", _ready_node("a", "110"))
-    publisher.on_node("ADDED", _ready_node("b", "50"))
+    publisher.nodes.apply("ADDED", _ready_node("a", "110"))  # as the nodes' watch fills it
+    publisher.nodes.apply("ADDED", _ready_node("b", "50"))
     spec = publisher.spec_for("home")
     assert spec["resources"] == {"cpu": "4", "memory": "8Gi", "pods": "160"}
     assert (spec["architecture"], spec["kubeletVersion"]) == ("arm64", "v1.30.1")
 
     named = _publisher("--offer-mode", "fixed", "--offer-resources", "cpu=4,pods=20")
-    named.on_node("ADDED", _ready_node("a", "110"))
+    named.nodes.apply("ADDED", _ready_node("a", "110"))
     assert named.resources_for("home")["pods"] == "20"  # a pod count given is kept

@@ -74,11 +74,11 @@ def test_probes_and_metrics(remote: Any, enforcer: Any, shadowpods: ShadowPods) 
                      r'method="POST"\} [1-9]', text)
 
 
-def test_metrics_follow_controller_runtime_and_count_kopfs_requests(
-        remote: Any, enforcer: Any, shadowpods: ShadowPods) -> None:
+def test_metrics_follow_controller_runtime(remote: Any, enforcer: Any,
+                                          shadowpods: ShadowPods) -> None:
     """What a controller-runtime operator exports, moving as a ShadowPod is admitted and its
-    pod made; the requests kopf makes (its NamespaceMaps' list and watch) counted with the
-    enforcer's own; the pods it runs for the consumer by phase."""
+    pod made; every watch's requests counted (NamespaceMaps' too); the pods it runs for the
+    consumer by phase."""
     def scraped() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         return metric_samples(enforcer.get("/metrics").data.decode())
 
@@ -103,7 +103,8 @@ def test_metrics_follow_controller_runtime_and_count_kopfs_requests(
     assert sample(after, "workqueue_depth", name="twin-namespace-labels") is not None
     assert sum(value for (metric, labels), value in after.items()
                if metric == "annex_offloaded_pods" and ("consumer", CONSUMER) in labels) >= 1
-    # kopf's own session: only kopf watches NamespaceMaps.
+    for controller in ("namespacemaps", "offers", "quota-status", "node-failures"):
+        assert sample(after, "workqueue_depth", name=controller) is not None
     assert any(metric == "annex_rest_client_requests_by_resource_total"
                and {("resource", "namespacemaps"), ("verb", "watch")} <= labels
                for metric, labels in after)
