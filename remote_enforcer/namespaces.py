@@ -30,6 +30,7 @@ from annex.kubeapi import (
     group_path,
 )
 from annex.mirror import Key, Mirror
+from annex.writes import Foreign, create_or_refuse
 from remote_enforcer.consumers import Consumers
 from shared.api.namespace_map import NAMESPACE_MAP, MappingPhase
 from shared.forge import tenancy
@@ -89,22 +90,33 @@ class TwinNamespaceLabels:
             self._object_counts[name] = counts
 
 
+def _ours(_: object) -> bool:
+    """What a twin namespace holds under the names the enforcer gives is the enforcer's: the
+    consumer may write neither RoleBindings nor ResourceQuotas there."""
+    return True
+
+
+async def made_or_found(api: ClusterApi, collection: str, desired: dict[str, Any]
+                        ) -> dict[str, Any] | None:
+    """None once `desired` is made in `collection`; the object of its name when there is one
+    already (read first: one that is as it should be costs no write)."""
+    path = f"{collection}/{desired['metadata']['name']}"
+    current = await api.find(path)
+    if current is not None:
+        return dict(current)
+    found, created = await create_or_refuse(api, collection, path, desired, _ours)
+    return None if created else dict(found)
+
+
 async def ensure_object_counts(api: ClusterApi, namespace: str, consumer: str, provider: str,
                                counts: dict[str, str]) -> None:
     """The twin's ResourceQuota (what the consumer may store there): made, or its `hard` brought
-    back to the consumer's namespacePolicy.objectCounts (a changed Quota, an edit by hand).
-    Read first: one that is as it should be costs no write."""
+    back to the consumer's namespacePolicy.objectCounts (a changed Quota, an edit by hand)."""
     desired = tenancy.twin_resource_quota(namespace, consumer, provider, counts)
-    path = core_path("resourcequotas", namespace, tenancy.OBJECT_COUNTS_QUOTA)
-    current = await api.find(path)
+    current = await made_or_found(api, core_path("resourcequotas", namespace), desired)
     if current is None:
-        try:
-            await api.create(core_path("resourcequotas", namespace), desired)
-            return
-        except ApiError as error:
-            if error.status != 409:
-                raise
-        current = await api.find(path) or {}  # made meanwhile
+        return
+    path = core_path("resourcequotas", namespace, tenancy.OBJECT_COUNTS_QUOTA)
     patch = tenancy.resource_quota_patch(current, desired)
     if patch is not None:
         await api.patch(path, patch)
@@ -123,18 +135,11 @@ class NamespaceMapper:
 
     async def _apply(self, collection: str, obj: dict[str, Any]) -> None:
         """Create the binding `obj`, or bring it back to `obj` when it differs (it is wholly
-        ours): an older enforcer's binding of its Role is made again naming the ClusterRole.
-        Read first: one that is as it should be costs no write."""
-        path = f"{collection}/{obj['metadata']['name']}"
-        current = await self.api.find(path)
+        ours): an older enforcer's binding of its Role is made again naming the ClusterRole."""
+        current = await made_or_found(self.api, collection, obj)
         if current is None:
-            try:
-                await self.api.create(collection, obj)
-                return
-            except ApiError as error:
-                if error.status != 409:
-                    raise
-            current = await self.api.find(path) or {}  # made meanwhile
+            return
+        path = f"{collection}/{obj['metadata']['name']}"
         if tenancy.role_ref_changed(current, obj):
             await self.api.delete_if_exists(path)
             await self.api.create(collection, obj)
@@ -153,8 +158,16 @@ class NamespaceMapper:
             return unusable
         if existing is None:
             try:
-                await self.api.create(core_path("namespaces"), tenancy.twin_namespace(
-                    remote, consumer, self.cluster_id, self.consumers.pod_policy(consumer)))
+                await create_or_refuse(
+                    self.api, core_path("namespaces"), core_path("namespaces", name=remote),
+                    tenancy.twin_namespace(remote, consumer, self.cluster_id,
+                                           self.consumers.pod_policy(consumer)),
+                    lambda made: tenancy.unusable_twin(made, remote, consumer,
+                                                       self.cluster_id) is None)
+            except Foreign as foreign:  # made meanwhile, by somebody else (or going)
+                return tenancy.unusable_twin(foreign.existing, remote, consumer,
+                                             self.cluster_id) or tenancy.mapping_entry(
+                    remote, MappingPhase.CREATION_LOOP_BACK_OFF, str(foreign))
             except ApiError as error:
                 return tenancy.mapping_entry(remote, MappingPhase.CREATION_LOOP_BACK_OFF,
                                              str(error))

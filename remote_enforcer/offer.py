@@ -13,8 +13,9 @@ from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change
-from annex.kubeapi import ApiError, ClusterApi, custom_path
+from annex.kubeapi import ClusterApi, custom_path
 from annex.mirror import Mirror
+from annex.writes import create_or_refuse
 from remote_enforcer.settings import Settings
 from shared import offer as offer_rules
 from shared.api.resource_offer import RESOURCE_OFFER
@@ -196,15 +197,13 @@ class OfferPublisher:
             return
         body = {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
                 "metadata": {"name": RESOURCE_OFFER_NAME, "namespace": tenant}, "spec": spec}
-        if tenant in self.published:
+        created = False
+        if tenant not in self.published:  # none found: made, unless made meanwhile
+            _, created = await create_or_refuse(self.api, offer_path(tenant),
+                                                offer_path(tenant, RESOURCE_OFFER_NAME), body,
+                                                _ours)
+        if not created:
             await self.api.patch(offer_path(tenant, RESOURCE_OFFER_NAME), {"spec": spec})
-        else:
-            try:
-                await self.api.create(offer_path(tenant), body)
-            except ApiError as error:
-                if error.status != 409:
-                    raise
-                await self.api.patch(offer_path(tenant, RESOURCE_OFFER_NAME), {"spec": spec})
         self.published[tenant] = spec
         log.info("published offer for %s in %s: %s", consumer, tenant, spec["resources"])
 
@@ -214,6 +213,11 @@ class OfferPublisher:
         if consumer is not None:
             await self.publish(tenant, consumer)
         return DONE
+
+
+def _ours(_: object) -> bool:
+    """The tenant namespace's offer is the enforcer's (the consumer may only read it)."""
+    return True
 
 
 def _capacity_view(node: dict[str, Any] | None) -> Any:

@@ -36,6 +36,7 @@ from annex.kubeapi import (
     custom_path,
 )
 from annex.mirror import Key, Mirror, key_of
+from annex.writes import Foreign, create_or_refuse
 from remote_enforcer import ephemeral
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.metrics import Metrics
@@ -233,16 +234,16 @@ class ShadowPodEnforcer:
             await self._record_refusal(shadowpod, POLICY_REFUSED_REASON, refusal)
             return REFUSED
         try:
-            await self.api.create(pod_path(namespace), enforcement.desired_pod(shadowpod))
+            # Made meanwhile (by a previous run: its event reconciles), or not ours (the mirror
+            # holds only pods with an origin label).
+            _, created = await create_or_refuse(
+                self.api, pod_path(namespace), pod_path(namespace, name),
+                enforcement.desired_pod(shadowpod),
+                lambda existing: enforcement.is_controlled_by(existing, shadowpod))
+        except Foreign as foreign:
+            await self._report_foreign(dict(foreign.existing), shadowpod)
+            return DONE
         except ApiError as error:
-            if error.status == 409:
-                # Made meanwhile (by a previous run: its event reconciles), or not ours (the
-                # cache holds only pods with an origin label).
-                existing = await self.api.find(pod_path(namespace, name))
-                if existing is not None and not enforcement.is_controlled_by(existing,
-                                                                             shadowpod):
-                    await self._report_foreign(existing, shadowpod)
-                return DONE
             log.error("cannot create pod %s/%s: %s", namespace, name, error)
             if error.status in RETRIED_STATUSES:
                 raise
@@ -252,6 +253,8 @@ class ShadowPodEnforcer:
             await self._record_refusal(shadowpod, str(error.body.get("reason") or ""),
                                        str(error.body.get("message") or error))
             return REFUSED
+        if not created:
+            return DONE
         self.metrics.count("pods_created_total")
         if enforcement.had_pod(shadowpod):
             log.info("recreated pod %s/%s", namespace, name)

@@ -116,7 +116,6 @@ def unusable_twin(existing: Mapping[str, Any] | None, remote: str, consumer: str
     return None
 
 
-# A twin of ours being deleted is gone within seconds: its map is converged again this soon.
 def named_twins(desired: Mapping[str, str], current: Mapping[str, Mapping[str, Any]]
                 ) -> set[str]:
     """The namespaces a NamespaceMap names: those its spec wants and those its status records.
