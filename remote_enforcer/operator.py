@@ -1,13 +1,23 @@
 """Wiring: the enforcer's watches, declared in its informer registry (`remote_enforcer.routes`),
 feed the mirrors and the routes to its controllers (annex.controller: ShadowPods, twin namespace
-labels, NamespaceMaps, offers, Quota status, node failures), which run until the enforcer
-stops; the admission webhooks and the health server."""
+labels, NamespaceMaps, offers, Quota status, node failures); the admission webhooks and the
+health server.
+
+With `--leader-elect`, every replica watches, fills its mirrors and serves the webhooks and
+probes; the controllers run on the holder of the election Lease only (a standby's keys wait in
+their queues, and are reconciled once it leads), which also decides every quota
+(`remote_enforcer.leadership`). A replica that loses the Lease stops writing and exits, to start
+again as a standby; one stopped (SIGTERM) stops deciding and writing, lets what it admitted
+reach its ledger, then releases the Lease for a standby to take at its next try. The leader is
+the one that announces the cluster on mDNS (`--announce-mdns`): replicas announcing one name
+would conflict, and a standby's announcement would end with it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -15,14 +25,22 @@ from annex.controller import Controller
 from annex.informers import Informers
 from annex.kube import ClientLimits, load_connection
 from annex.kubeapi import ClusterApi, group_path
+from annex.leader import LeaderElector, candidate_identity
 from annex.listwatch import list_and_watch
-from annex.metrics import MetricsAccess, metrics_handler
+from annex.metrics import MetricsAccess, leader_collector, metrics_handler
 from annex.probes import serve_probes
 from annex.reviews import Reviews
 from remote_enforcer.admission import Admission, start_webhook
+from remote_enforcer.announce import announced
 from remote_enforcer.certs import reload_on_change, server_context
 from remote_enforcer.claim_admission import ClaimAdmission
 from remote_enforcer.consumers import Consumers
+from remote_enforcer.leadership import (
+    LEADER_WEBHOOK_ANNOTATION,
+    Leadership,
+    PeerTLS,
+    webhook_url,
+)
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from remote_enforcer.namespaces import NamespaceMapper, NamespaceMaps, TwinNamespaceLabels
@@ -125,8 +143,29 @@ def watch_tasks(api: ClusterApi, informers: Informers, parts: Parts) -> list[asy
     return tasks
 
 
+HANDOVER_SECONDS = 2.0
+"""How long a stopping leader waits for what it admitted to reach its ledger (it is stored in
+milliseconds, unless the API server refused it after admission) before it releases the Lease:
+the next leader's ledger then counts it."""
+
+
+def leader_elector(settings: Settings, limits: ClientLimits) -> LeaderElector | None:
+    """The candidacy for the election Lease, with a client of its own: the renewals never wait
+    behind a burst of writes in the client-side rate limiter. It publishes where this replica's
+    webhook is."""
+    if not settings.leader_elect:
+        return None
+    assert settings.leader_elect_resource_namespace and settings.webhook_advertise_address
+    api = ClusterApi(load_connection(settings.kubeconfig, limits=limits))
+    return LeaderElector(
+        api, settings.leader_elect_resource_namespace, settings.leader_elect_resource_name,
+        candidate_identity(), settings.election_timings(),
+        annotations={LEADER_WEBHOOK_ANNOTATION: webhook_url(settings.webhook_advertise_address,
+                                                            settings.webhook_port)})
+
+
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
-    """Until SIGTERM or SIGINT (or `stop`): 0."""
+    """Until SIGTERM or SIGINT (or `stop`): 0; 1 once this replica lost its leadership."""
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -135,25 +174,56 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
     connection = load_connection(settings.kubeconfig, limits=limits)
     ssl_context = server_context(settings.webhook_cert, settings.webhook_key,
                                  settings.webhook_hosts, settings.webhook_cert_dir)
+    elector = leader_elector(settings, limits)
     # Reads are watches (and a few live reads that guard writes): unthrottled; writes are paced.
     api = ClusterApi(connection, throttle_reads=False)
+    exit_code = 0
     try:
         metrics = Metrics()
         informers = Informers()
         parts = build(api, settings, informers, metrics)
         running = controllers(parts)
         metrics.controllers = running
+        leadership = Leadership(
+            elector, PeerTLS(settings.webhook_cert) if elector and settings.webhook_cert else None,
+            lambda result: metrics.count("admissions_forwarded_total", (result,)))
         background = watch_tasks(api, informers, parts)
-        reconciling = [asyncio.create_task(controller.run(), name=f"controller-{controller.name}")
-                       for controller in running]
-        admission = Admission(api, parts.ledger, parts.consumers)
+        reconciling: list[asyncio.Task[None]] = []
+
+        def lead() -> None:
+            reconciling.extend(asyncio.create_task(controller.run(),
+                                                   name=f"controller-{controller.name}")
+                               for controller in running)
+            reconciling.append(asyncio.create_task(announcing(settings), name="announce"))
+
+        election: asyncio.Task[None] | None = None
+        if elector is None:
+            lead()
+        else:
+            metrics.extra.append(leader_collector(lambda: elector.name, leadership.deciding,
+                                                  lambda: elector.transitions))
+            election = asyncio.create_task(elector.run(), name="election")
+            election.add_done_callback(lambda _: stop.set())  # returns once leadership is lost
+
+            async def lead_once_elected() -> None:
+                await elector.elected.wait()
+                lead()
+            background.append(asyncio.create_task(lead_once_elected(), name="lead"))
+        admission = Admission(api, parts.ledger, parts.consumers, leadership)
+        claims = ClaimAdmission(api, parts.consumers, parts.ledger, settings.storage_classes,
+                                leadership)
         webhook = await start_webhook(
             admission, metrics, settings.webhook_address, settings.webhook_port, ssl_context,
-            ClaimAdmission(api, parts.consumers, parts.ledger, settings.storage_classes),
-            ObjectAdmission(api, parts.consumers, parts.pod_addresses))
+            claims, ObjectAdmission(api, parts.consumers, parts.pod_addresses))
         ready = all_set(list(listed_events(parts).values()))
+
+        def role() -> str:
+            if elector is None or leadership.deciding():
+                return "ok: leader" if elector is not None else "ok"
+            return f"ok: standby (leader: {elector.holder or 'none yet'})"
+
         health = await serve_probes(settings.health_address, settings.health_port,
-                                    ready=ready, not_ready="starting",
+                                    ready=ready, not_ready="starting", ready_text=role,
                                     scrape=metrics_handler(metrics.registry(), MetricsAccess(
                                         Reviews(api)) if settings.metrics_secure else None))
         if settings.webhook_cert and settings.webhook_key:
@@ -165,16 +235,44 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
         try:
             await stop.wait()
         finally:
-            # No new reconcile starts; the ones under way finish before the client closes.
+            # Nothing is decided nor written from now on; the reconciles under way finish
+            # before the client closes.
+            leadership.stop_deciding()
             for controller in running:
                 controller.stop()
+            await cancelled([task for task in reconciling if task.get_name() == "announce"])
             await asyncio.gather(*reconciling, return_exceptions=True)
+            if election is not None and elector is not None:
+                if election.done():
+                    log.error("leadership lost: stopping every write and exiting (restarted, "
+                              "this replica is a standby)")
+                    exit_code = 1
+                leading = elector.leading
+                await cancelled([election])
+                if leading:
+                    await handed_over(admission, claims)
+                await elector.release()  # a standby may lead now
+                await elector.api.close()
             await cancelled(background)
             await webhook.cleanup()
             await health.cleanup()
+            await leadership.close()
     finally:
         await api.close()
-    return 0
+    return exit_code
+
+
+async def announcing(settings: Settings) -> None:
+    """The cluster announced on mDNS (with --announce-mdns) until cancelled: the goodbye then."""
+    async with announced(settings):
+        await asyncio.Event().wait()
+
+
+async def handed_over(admission: Admission, claims: ClaimAdmission) -> None:
+    """Wait, at most HANDOVER_SECONDS, until the ledger counts what this leader admitted."""
+    deadline = time.monotonic() + HANDOVER_SECONDS
+    while admission.reserved() + claims.reserved() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
 
 
 def all_set(events: list[asyncio.Event]) -> Callable[[], bool]:

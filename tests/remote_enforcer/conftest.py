@@ -40,18 +40,32 @@ WEBHOOK_NAME = f"shadowpods.{WEBHOOK_DOMAIN}"
 
 
 
-class Enforcer:
-    """`python -m remote_enforcer` as a subprocess: start, wait until ready, kill, restart."""
+class WebhookCertificate:
+    """A CA and the webhook serving certificate it issued for 127.0.0.1 and localhost, in
+    `directory` as the chart's Secret volume holds them: tls.crt, tls.key, ca.crt."""
 
-    def __init__(self, kubeconfig: Path, directory: Path, extra_args: list[str]) -> None:
+    def __init__(self, directory: Path) -> None:
         authority = trustme.CA()
         issued = authority.issue_cert("127.0.0.1", "localhost")
         self.cert, self.key = directory / "tls.crt", directory / "tls.key"
+        self.ca = directory / "ca.crt"
         issued.cert_chain_pems[0].write_to_path(str(self.cert))
         issued.private_key_pem.write_to_path(str(self.key))
+        authority.cert_pem.write_to_path(str(self.ca))
         self.ca_bundle = base64.b64encode(authority.cert_pem.bytes()).decode()
+
+
+class Enforcer:
+    """`python -m remote_enforcer` as a subprocess: start, wait until ready, kill, restart.
+    Replicas share one `certificate` (each makes its own without)."""
+
+    def __init__(self, kubeconfig: Path, directory: Path, extra_args: list[str],
+                 certificate: WebhookCertificate | None = None, name: str = "enforcer") -> None:
+        certificate = certificate or WebhookCertificate(directory)
+        self.cert, self.key = certificate.cert, certificate.key
+        self.ca_bundle = certificate.ca_bundle
         self.webhook_port, self.health_port = free_ports(2)
-        self.log_path = directory / "enforcer.log"
+        self.log_path = directory / f"{name}.log"
         self.args = [sys.executable, "-m", "remote_enforcer", "--kubeconfig", str(kubeconfig),
                      "--cluster-id", PROVIDER_ID, "--webhook-address", "127.0.0.1",
                      "--webhook-port", str(self.webhook_port), "--webhook-cert", str(self.cert),

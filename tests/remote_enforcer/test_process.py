@@ -49,6 +49,27 @@ def test_inconsistent_flags_are_refused() -> None:
     assert "--workers must be at least 1" in answer.stderr
 
 
+def test_leader_election_needs_what_replicas_reach_each_other_with(tmp_path: Any) -> None:
+    """The Lease's namespace (outside a pod), where this replica's webhook is, and the CA the
+    replicas verify each other's certificate with."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    for path in (cert, key):
+        path.write_text("")
+    elect = ("--cluster-id", "p", "--leader-elect", "--webhook-cert", str(cert),
+             "--webhook-key", str(key))
+    for flags, error in (
+            ((), "--leader-elect needs --leader-elect-resource-namespace outside a pod"),
+            (("--leader-elect-resource-namespace", "ns"),
+             "--leader-elect needs --webhook-advertise-address"),
+            (("--leader-elect-resource-namespace", "ns", "--webhook-advertise-address", "10.0.0.1"),
+             f"--leader-elect needs ca.crt beside {cert}"),
+            (("--leader-elect-resource-namespace", "ns", "--leader-elect-lease-duration", "5"),
+             "--leader-elect: the lease duration must be greater than the renew deadline")):
+        answer = run_cli(*elect, *flags)
+        assert answer.returncode == 2
+        assert error in answer.stderr, answer.stderr
+
+
 def test_probes_and_metrics(remote: Any, enforcer: Any, shadowpods: ShadowPods) -> None:
     assert enforcer.get("/healthz").status == 200
     assert enforcer.get("/readyz").status == 200

@@ -1,0 +1,231 @@
+"""Two enforcer replicas behind one webhook address (a balancer standing in for the chart's
+Service, which spreads the API server's connections over the pods): both serve the webhooks,
+one leads. A consumer's quota stays exact whichever replica a review reaches: the leader
+decides it, the standby forwards such reviews to it. Only the leader writes; stopped, it hands
+over to the standby, and the cluster's mDNS announcement is the leader's.
+
+Run with -s, the quota test prints what a review costs on each replica (the standby's include
+the hop to the leader)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import urllib3
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+from zeroconf import IPVersion, Zeroconf
+
+from remote_enforcer.admission import WEBHOOK_PATH
+from remote_enforcer.webhooks import registrations
+from shared import dnssd
+from tests.helpers import metric_samples, sample, wait_for
+from tests.remote_enforcer.balancer import Balancer
+from tests.remote_enforcer.conftest import (
+    PROVIDER_ID,
+    Enforcer,
+    ShadowPods,
+    WebhookCertificate,
+    install_consumer_cluster_role,
+    install_crds,
+    make_twin_namespace,
+    new_name,
+    room_for_pods,
+    shadowpod,
+)
+
+DOMAIN = "replicas.enforcer.annex.test"
+FAST_ELECTION = ("--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3",
+                 "--leader-elect-retry-period", "0.5")
+WRITES = ("create", "update", "patch", "delete", "deletecollection")
+
+
+@dataclass
+class Replicas:
+    enforcers: list[Enforcer]
+    balancer: Balancer
+    lease_namespace: str
+    lease: str
+
+    def holder(self, remote: Any) -> str:
+        lease = client.CoordinationV1Api(remote.api_client).read_namespaced_lease(
+            self.lease, self.lease_namespace)
+        return str(lease.spec.holder_identity or "")
+
+    def role(self, enforcer: Enforcer) -> str:
+        return enforcer.get("/readyz").data.decode()
+
+    def leader(self) -> Enforcer:
+        return wait_for(lambda: next((e for e in self.enforcers if e.process is not None
+                                      and e.process.poll() is None
+                                      and self.role(e) == "ok: leader"), None),
+                        timeout=60, message="a replica leads")
+
+    def standby(self) -> Enforcer:
+        leader = self.leader()
+        return next(e for e in self.enforcers if e is not leader)
+
+
+def enforcer_writes(enforcer: Enforcer) -> dict[str, float]:
+    """The write requests the replica sent so far, by `verb resource`, its Lease's but."""
+    found: dict[str, float] = {}
+    for (name, labels), value in metric_samples(enforcer.get("/metrics").data.decode()).items():
+        labels_of = dict(labels)
+        if (name == "annex_rest_client_requests_by_resource_total"
+                and labels_of["verb"] in WRITES and labels_of["resource"] != "leases"):
+            key = f"{labels_of['verb']} {labels_of['resource']}"
+            found[key] = found.get(key, 0) + value
+    return found
+
+
+@pytest.fixture
+def replicas(remote: Any, tmp_path: Path) -> Iterator[Replicas]:
+    """Two replicas electing a leader on a Lease of their own, behind one webhook address."""
+    install_crds(remote)
+    install_consumer_cluster_role(remote)
+    lease_namespace, lease = new_name("enforcer-lease"), f"enforcer-{uuid.uuid4().hex[:8]}"
+    remote.core.create_namespace({"metadata": {"name": lease_namespace}})
+    certificate = WebhookCertificate(tmp_path)
+    enforcers = []
+    for name in ("replica-a", "replica-b"):
+        enforcers.append(Enforcer(remote.kubeconfig, tmp_path, [
+            "--leader-elect", "--leader-elect-resource-namespace", lease_namespace,
+            "--leader-elect-resource-name", lease, "--webhook-advertise-address", "127.0.0.1",
+            *FAST_ELECTION, "--offer-debounce-seconds", "0.1", "--announce-mdns",
+            "--announce-api-server", "https://127.0.0.1:6443", "--mdns-interfaces", "127.0.0.1"],
+            certificate, name))
+    for enforcer in enforcers:
+        enforcer.start()
+    registrations_api = client.AdmissionregistrationV1Api(remote.api_client)
+    with Balancer([e.webhook_port for e in enforcers]).running() as balancer:
+        registrations_api.create_validating_webhook_configuration({
+            "metadata": {"name": DOMAIN},
+            "webhooks": registrations(DOMAIN, {"url": balancer.url,
+                                               "caBundle": certificate.ca_bundle})})
+        try:
+            yield Replicas(enforcers, balancer, lease_namespace, lease)
+        finally:
+            registrations_api.delete_validating_webhook_configuration(DOMAIN)
+            for enforcer in enforcers:
+                enforcer.stop()
+
+
+def announced() -> bool:
+    """Whether an mDNS query on the loopback interface finds the cluster announced (asked
+    afresh: no cache of an earlier answer)."""
+    zeroconf = Zeroconf(interfaces=["127.0.0.1"], ip_version=IPVersion.V4Only)
+    try:
+        return zeroconf.get_service_info(dnssd.MDNS_SERVICE_TYPE, dnssd.instance_name(
+            PROVIDER_ID, "local"), timeout=2000) is not None
+    finally:
+        zeroconf.close()
+
+
+def review(namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The AdmissionReview the API server sends for a dry-run create of `body`."""
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": str(uuid.uuid4()), "operation": "CREATE", "namespace": namespace,
+        "name": body["metadata"]["name"], "object": body, "dryRun": True,
+        "kind": {"group": "offloading.liqo.io", "version": "v1beta1", "kind": "ShadowPod"}}}
+
+
+def review_seconds(enforcers: dict[str, Enforcer], namespace: str, body: dict[str, Any],
+                   times: int) -> dict[str, list[float]]:
+    """How long each of `times` reviews posted straight to each replica took, the replicas
+    taken in turn (one keep-alive connection to each, as the API server keeps them)."""
+    pools = {role: urllib3.HTTPSConnectionPool(
+        "127.0.0.1", enforcer.webhook_port, ca_certs=str(enforcer.cert.with_name("ca.crt")),
+        assert_hostname="localhost", maxsize=1) for role, enforcer in enforcers.items()}
+    took: dict[str, list[float]] = {role: [] for role in enforcers}
+    for _ in range(times):
+        for role, pool in pools.items():
+            started = time.perf_counter()
+            answer = pool.request("POST", WEBHOOK_PATH,
+                                  body=json.dumps(review(namespace, body)),
+                                  headers={"Content-Type": "application/json"})
+            took[role].append(time.perf_counter() - started)
+            assert answer.status == 200 and json.loads(answer.data)["response"]["allowed"]
+    for pool in pools.values():
+        pool.close()
+    return took
+
+
+def test_two_replicas_admitting_at_once_never_exceed_the_quota(
+        remote: Any, replicas: Replicas) -> None:
+    """Creates spread over both replicas at a quota boundary: exactly the quota admitted. With
+    a ledger per replica each would admit up to the quota, together up to twice it."""
+    consumer = new_name("consumer")
+    room_for_pods(remote, consumer, pods=10)
+    twin = make_twin_namespace(remote, consumer)
+    leader, standby = replicas.leader(), replicas.standby()
+    assert replicas.role(standby) == f"ok: standby (leader: {replicas.holder(remote)})"
+
+    # What a review costs where it is decided, and where it is forwarded from.
+    costs = review_seconds({"leader": leader, "standby": standby}, twin,
+                           shadowpod("probe", consumer), 300)
+    for role, took in costs.items():
+        took.sort()
+        print(f"\n{role}: a ShadowPod review in {statistics.median(took) * 1000:.2f} ms "
+              f"(median of {len(took)}), p95 {took[int(len(took) * 0.95)] * 1000:.2f} ms")
+
+    shadowpods = ShadowPods(remote.api_client)
+
+    def create(index: int) -> bool:
+        try:
+            shadowpods.create(twin, shadowpod(f"burst-{index:02}", consumer))
+            return True
+        except ApiException as error:
+            assert error.status == 403, error.body
+            assert "quota exceeded for pods" in json.loads(error.body)["message"], error.body
+            return False
+
+    with ThreadPoolExecutor(max_workers=30) as pool:
+        admitted = sum(pool.map(create, range(30)))
+    assert admitted == 10
+    listed = shadowpods.api.list_namespaced_custom_object(
+        "offloading.liqo.io", "v1beta1", twin, "shadowpods")["items"]
+    assert len(listed) == 10
+    # Both replicas were asked: the standby forwarded what it was asked to the leader.
+    forwarded = sample(metric_samples(standby.get("/metrics").data.decode()),
+                       "annex_remote_enforcer_admissions_forwarded_total", result="answered")
+    assert forwarded is not None and forwarded > 300, "the burst reached the standby too"
+    wait_for(lambda: len(remote.core.list_namespaced_pod(twin).items) == 10,
+             message="the leader made every admitted ShadowPod's pod")
+    assert enforcer_writes(standby) == {}, "a standby writes nothing"
+
+
+def test_a_stopped_leader_hands_over_to_the_standby_which_then_decides_and_writes(
+        remote: Any, replicas: Replicas) -> None:
+    consumer = new_name("consumer")
+    room_for_pods(remote, consumer, pods=10)
+    twin = make_twin_namespace(remote, consumer)
+    shadowpods = ShadowPods(remote.api_client)
+    leader, standby = replicas.leader(), replicas.standby()
+    first = replicas.holder(remote)
+    shadowpods.create(twin, shadowpod("before", consumer))
+    wait_for(lambda: len(remote.core.list_namespaced_pod(twin).items) == 1)
+    assert announced()
+
+    stopped = time.monotonic()
+    leader.stop()  # SIGTERM: it stops deciding and writing, then releases the Lease
+    wait_for(lambda: replicas.role(standby) == "ok: leader", timeout=10,
+             message="the standby leads at its next try")
+    print(f"\nthe standby led {time.monotonic() - stopped:.1f} s after the leader's SIGTERM")
+    assert replicas.holder(remote) not in ("", first)
+    for index in range(5):  # every review reaches the new leader now
+        shadowpods.create(twin, shadowpod(f"after-{index}", consumer))
+    wait_for(lambda: len(remote.core.list_namespaced_pod(twin).items) == 6,
+             message="the new leader made the new ShadowPods' pods")
+    lease = client.CoordinationV1Api(remote.api_client).read_namespaced_lease(
+        replicas.lease, replicas.lease_namespace)
+    assert lease.spec.lease_transitions >= 1
+    wait_for(announced, timeout=20, message="the new leader announces the cluster")
