@@ -26,6 +26,7 @@ from kubernetes.client.rest import ApiException
 from zeroconf import IPVersion, Zeroconf
 
 from remote_enforcer.admission import WEBHOOK_PATH
+from remote_enforcer.claim_admission import WEBHOOK_PATH as CLAIMS_WEBHOOK_PATH
 from remote_enforcer.webhooks import registrations
 from shared import dnssd
 from tests.helpers import metric_samples, sample, wait_for
@@ -42,6 +43,7 @@ from tests.remote_enforcer.conftest import (
     room_for_pods,
     shadowpod,
 )
+from tests.remote_enforcer.test_claim_admission import claim, set_storage_quota
 
 DOMAIN = "replicas.enforcer.annex.test"
 FAST_ELECTION = ("--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3",
@@ -130,21 +132,36 @@ def announced() -> bool:
         zeroconf.close()
 
 
-def review(namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+SHADOWPOD_KIND = {"group": "offloading.liqo.io", "version": "v1beta1", "kind": "ShadowPod"}
+CLAIM_KIND = {"group": "", "version": "v1", "kind": "PersistentVolumeClaim"}
+
+
+def review(namespace: str, body: dict[str, Any], kind: dict[str, str] = SHADOWPOD_KIND
+           ) -> dict[str, Any]:
     """The AdmissionReview the API server sends for a dry-run create of `body`."""
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": str(uuid.uuid4()), "operation": "CREATE", "namespace": namespace,
-        "name": body["metadata"]["name"], "object": body, "dryRun": True,
-        "kind": {"group": "offloading.liqo.io", "version": "v1beta1", "kind": "ShadowPod"}}}
+        "name": body["metadata"]["name"], "object": body, "dryRun": True, "kind": kind}}
+
+
+def webhook_pool(enforcer: Enforcer) -> urllib3.HTTPSConnectionPool:
+    """One keep-alive connection to the replica's webhook server, as the API server keeps."""
+    return urllib3.HTTPSConnectionPool(
+        "127.0.0.1", enforcer.webhook_port, ca_certs=str(enforcer.cert.with_name("ca.crt")),
+        assert_hostname="localhost", maxsize=1)
+
+
+def forwarded(enforcer: Enforcer) -> float:
+    """The reviews the replica forwarded to a leader that answered them."""
+    return sample(metric_samples(enforcer.get("/metrics").data.decode()),
+                  "annex_remote_enforcer_admissions_forwarded_total", result="answered") or 0.0
 
 
 def review_seconds(enforcers: dict[str, Enforcer], namespace: str, body: dict[str, Any],
                    times: int) -> dict[str, list[float]]:
     """How long each of `times` reviews posted straight to each replica took, the replicas
     taken in turn (one keep-alive connection to each, as the API server keeps them)."""
-    pools = {role: urllib3.HTTPSConnectionPool(
-        "127.0.0.1", enforcer.webhook_port, ca_certs=str(enforcer.cert.with_name("ca.crt")),
-        assert_hostname="localhost", maxsize=1) for role, enforcer in enforcers.items()}
+    pools = {role: webhook_pool(enforcer) for role, enforcer in enforcers.items()}
     took: dict[str, list[float]] = {role: [] for role in enforcers}
     for _ in range(times):
         for role, pool in pools.items():
@@ -195,12 +212,33 @@ def test_two_replicas_admitting_at_once_never_exceed_the_quota(
         "offloading.liqo.io", "v1beta1", twin, "shadowpods")["items"]
     assert len(listed) == 10
     # Both replicas were asked: the standby forwarded what it was asked to the leader.
-    forwarded = sample(metric_samples(standby.get("/metrics").data.decode()),
-                       "annex_remote_enforcer_admissions_forwarded_total", result="answered")
-    assert forwarded is not None and forwarded > 300, "the burst reached the standby too"
+    assert forwarded(standby) > 300, "the burst reached the standby too"
     wait_for(lambda: len(remote.core.list_namespaced_pod(twin).items) == 10,
              message="the leader made every admitted ShadowPod's pod")
     assert enforcer_writes(standby) == {}, "a standby writes nothing"
+
+
+def test_a_standby_has_the_leader_decide_a_claims_storage_quota(
+        remote: Any, replicas: Replicas) -> None:
+    consumer = new_name("consumer")
+    set_storage_quota(remote, consumer, "1Gi")
+    twin = make_twin_namespace(remote, consumer)
+    standby = replicas.standby()
+    pool = webhook_pool(standby)
+
+    def verdict(size: str) -> tuple[bool, str]:
+        answer = pool.request("POST", CLAIMS_WEBHOOK_PATH, body=json.dumps(review(
+            twin, claim(new_name("data"), consumer, size), CLAIM_KIND)),
+            headers={"Content-Type": "application/json"})
+        response = json.loads(answer.data)["response"]
+        return response["allowed"], (response.get("status") or {}).get("message", "")
+
+    before = forwarded(standby)
+    assert verdict("512Mi") == (True, "")
+    allowed, message = verdict("2Gi")
+    assert not allowed and message.startswith("quota exceeded for requests.storage"), message
+    assert forwarded(standby) == before + 2
+    pool.close()
 
 
 def test_a_stopped_leader_hands_over_to_the_standby_which_then_decides_and_writes(
