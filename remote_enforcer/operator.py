@@ -165,7 +165,14 @@ def leader_elector(settings: Settings, limits: ClientLimits) -> LeaderElector | 
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
-    """Until SIGTERM or SIGINT (or `stop`): 0; 1 once this replica lost its leadership."""
+    """Until SIGTERM or SIGINT (or `stop`): 0; 1 once this replica lost its leadership; 2 when
+    it cannot start."""
+    peers = PeerTLS(settings.webhook_cert) if settings.leader_elect and settings.webhook_cert \
+        else None
+    if peers is not None and not peers.ca.exists():
+        log.error("--leader-elect needs ca.crt beside %s: the replicas verify each other's "
+                  "webhook with it", peers.cert)
+        return 2
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -185,8 +192,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
         running = controllers(parts)
         metrics.controllers = running
         leadership = Leadership(
-            elector, PeerTLS(settings.webhook_cert) if elector and settings.webhook_cert else None,
-            lambda result: metrics.count("admissions_forwarded_total", (result,)))
+            elector, peers, lambda result: metrics.count("admissions_forwarded_total", (result,)))
         background = watch_tasks(api, informers, parts)
         reconciling: list[asyncio.Task[None]] = []
 

@@ -74,6 +74,14 @@ ENFORCER_RULES: list[dict[str, Any]] = [
 ]
 
 
+def leader_election_rules(lease: str) -> list[dict[str, Any]]:
+    """What the replicas do to their election Lease `lease` (annex/leader.py): a Role in the
+    chart's namespace. RBAC cannot confine create to a name."""
+    return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "resourceNames": [lease], "verbs": ["get", "update"]}]
+
+
 def enforcer_rules(consumer_cluster_role: str) -> list[dict[str, Any]]:
     """The enforcer's ClusterRole: its own rules, and `bind` on the consumer ClusterRole by
     name (kube-apiserver lets a binding name a role the writer may bind without holding the

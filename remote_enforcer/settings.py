@@ -228,6 +228,3 @@ def _check_election(args: argparse.Namespace) -> None:
     if not (args.webhook_cert and args.webhook_key):
         parser().error("--leader-elect needs --webhook-cert and --webhook-key: every replica "
                        "serves the same certificate")
-    if not Path(args.webhook_cert).with_name("ca.crt").exists():
-        parser().error(f"--leader-elect needs ca.crt beside {args.webhook_cert}: the replicas "
-                       "verify each other's webhook with it")

@@ -62,11 +62,11 @@ def test_leader_election_needs_what_replicas_reach_each_other_with(tmp_path: Any
             (("--leader-elect-resource-namespace", "ns"),
              "--leader-elect needs --webhook-advertise-address"),
             (("--leader-elect-resource-namespace", "ns", "--webhook-advertise-address", "10.0.0.1"),
-             f"--leader-elect needs ca.crt beside {cert}"),
+             f"--leader-elect needs ca.crt beside {cert}"),  # at start
             (("--leader-elect-resource-namespace", "ns", "--leader-elect-lease-duration", "5"),
              "--leader-elect: the lease duration must be greater than the renew deadline")):
         answer = run_cli(*elect, *flags)
-        assert answer.returncode == 2
+        assert answer.returncode == 2, answer.stderr
         assert error in answer.stderr, answer.stderr
 
 
