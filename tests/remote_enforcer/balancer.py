@@ -63,6 +63,16 @@ class Balancer:
         try:
             yield self
         finally:
-            server.close()
+            asyncio.run_coroutine_threadsafe(self._shut(server), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
+            self._loop.close()
+
+    @staticmethod
+    async def _shut(server: asyncio.Server) -> None:
+        """No new connection, and those open closed (the API server keeps its own open)."""
+        server.close()
+        piping = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        for task in piping:
+            task.cancel()
+        await asyncio.gather(*piping, return_exceptions=True)

@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,98 +26,33 @@ from zeroconf import IPVersion, Zeroconf
 
 from remote_enforcer.admission import WEBHOOK_PATH
 from remote_enforcer.claim_admission import WEBHOOK_PATH as CLAIMS_WEBHOOK_PATH
-from remote_enforcer.webhooks import registrations
 from shared import dnssd
 from tests.helpers import metric_samples, sample, wait_for
-from tests.remote_enforcer.balancer import Balancer
 from tests.remote_enforcer.conftest import (
     PROVIDER_ID,
     Enforcer,
     ShadowPods,
-    WebhookCertificate,
-    install_consumer_cluster_role,
-    install_crds,
     make_twin_namespace,
     new_name,
     room_for_pods,
     shadowpod,
 )
+from tests.remote_enforcer.replicas import Replicas, enforcer_writes, running_replicas
 from tests.remote_enforcer.test_claim_admission import claim, set_storage_quota
 
 DOMAIN = "replicas.enforcer.annex.test"
 FAST_ELECTION = ("--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3",
                  "--leader-elect-retry-period", "0.5")
-WRITES = ("create", "update", "patch", "delete", "deletecollection")
-
-
-@dataclass
-class Replicas:
-    enforcers: list[Enforcer]
-    balancer: Balancer
-    lease_namespace: str
-    lease: str
-
-    def holder(self, remote: Any) -> str:
-        lease = client.CoordinationV1Api(remote.api_client).read_namespaced_lease(
-            self.lease, self.lease_namespace)
-        return str(lease.spec.holder_identity or "")
-
-    def role(self, enforcer: Enforcer) -> str:
-        return enforcer.get("/readyz").data.decode()
-
-    def leader(self) -> Enforcer:
-        return wait_for(lambda: next((e for e in self.enforcers if e.process is not None
-                                      and e.process.poll() is None
-                                      and self.role(e) == "ok: leader"), None),
-                        timeout=60, message="a replica leads")
-
-    def standby(self) -> Enforcer:
-        leader = self.leader()
-        return next(e for e in self.enforcers if e is not leader)
-
-
-def enforcer_writes(enforcer: Enforcer) -> dict[str, float]:
-    """The write requests the replica sent so far, by `verb resource`, its Lease's but."""
-    found: dict[str, float] = {}
-    for (name, labels), value in metric_samples(enforcer.get("/metrics").data.decode()).items():
-        labels_of = dict(labels)
-        if (name == "annex_rest_client_requests_by_resource_total"
-                and labels_of["verb"] in WRITES and labels_of["resource"] != "leases"):
-            key = f"{labels_of['verb']} {labels_of['resource']}"
-            found[key] = found.get(key, 0) + value
-    return found
 
 
 @pytest.fixture
 def replicas(remote: Any, tmp_path: Path) -> Iterator[Replicas]:
-    """Two replicas electing a leader on a Lease of their own, behind one webhook address."""
-    install_crds(remote)
-    install_consumer_cluster_role(remote)
-    lease_namespace, lease = new_name("enforcer-lease"), f"enforcer-{uuid.uuid4().hex[:8]}"
-    remote.core.create_namespace({"metadata": {"name": lease_namespace}})
-    certificate = WebhookCertificate(tmp_path)
-    enforcers = []
-    for name in ("replica-a", "replica-b"):
-        enforcers.append(Enforcer(remote.kubeconfig, tmp_path, [
-            "--leader-elect", "--leader-elect-resource-namespace", lease_namespace,
-            "--leader-elect-resource-name", lease, "--webhook-advertise-address", "127.0.0.1",
+    """Two replicas electing a leader, behind one webhook address."""
+    with running_replicas(remote, tmp_path, DOMAIN, DOMAIN, [
             *FAST_ELECTION, "--offer-debounce-seconds", "0.1", "--announce-mdns",
-            "--announce-api-server", "https://127.0.0.1:6443", "--mdns-interfaces", "127.0.0.1"],
-            certificate, name))
-    for enforcer in enforcers:
-        enforcer.start()
-    registrations_api = client.AdmissionregistrationV1Api(remote.api_client)
-    with Balancer([e.webhook_port for e in enforcers]).running() as balancer:
-        registrations_api.create_validating_webhook_configuration({
-            "metadata": {"name": DOMAIN},
-            "webhooks": registrations(DOMAIN, {"url": balancer.url,
-                                               "caBundle": certificate.ca_bundle})})
-        try:
-            yield Replicas(enforcers, balancer, lease_namespace, lease)
-        finally:
-            registrations_api.delete_validating_webhook_configuration(DOMAIN)
-            for enforcer in enforcers:
-                enforcer.stop()
+            "--announce-api-server", "https://127.0.0.1:6443",
+            "--mdns-interfaces", "127.0.0.1"]) as running:
+        yield running
 
 
 def announced() -> bool:
