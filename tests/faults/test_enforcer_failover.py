@@ -37,7 +37,7 @@ from tests.home_agent.agentproc import unique_id
 from tests.remote_enforcer.conftest import (
     Enforcer,
     ShadowPods,
-    make_twin_namespace,
+    counted_twin_namespace,
     room_for_pods,
     shadowpod,
     webhook_configuration,
@@ -78,7 +78,7 @@ class Consumer:
         self.remote = remote
         self.id = unique_id("home")
         room_for_pods(remote, self.id, pods=CONVERGED + BURST + 10)
-        self.twin = make_twin_namespace(remote, self.id)
+        self.twin = counted_twin_namespace(remote, self.id)
         self.shadowpods = ShadowPods(remote.api_client)
         self.history = History()
         self.recorders = [Recorder(lister, source, self.history) for lister, source in (

@@ -29,6 +29,7 @@ from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from remote_enforcer.webhooks import registrations
 from shared.api.quota import QUOTA
 from shared.api.shadowpod import SHADOWPOD
+from shared.forge.tenancy import OBJECT_COUNTS_QUOTA
 from shared.ownership import ownership_labels
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL, TWIN_NAMESPACE_ROLE
 from tests.helpers import free_ports, wait_for
@@ -211,6 +212,30 @@ def make_twin_namespace(remote: Any, consumer: str) -> str:
     remote.core.create_namespace({"metadata": {
         "name": name, "labels": ownership_labels(consumer, PROVIDER_ID)}})
     return name
+
+
+def counted_twin_namespace(remote: Any, consumer: str) -> str:
+    """A twin namespace (`make_twin_namespace`) once its object-count ResourceQuota (the
+    enforcer's) lets ShadowPods in: a real API server refuses them ("status unknown for quota")
+    until its quota controller has discovered the kind and counted the quota."""
+    twin = make_twin_namespace(remote, consumer)
+    wait_for(lambda: remote.core.read_namespaced_resource_quota(OBJECT_COUNTS_QUOTA, twin),
+             message="the enforcer made the twin's ResourceQuota")
+    probe = shadowpod(new_name("probe"), consumer)
+
+    def admitted() -> bool:
+        try:
+            ShadowPods(remote.api_client).api.create_namespaced_custom_object(
+                SHADOWPOD.group, SHADOWPOD.version, twin, SHADOWPOD.plural, probe,
+                dry_run="All")
+        except ApiException as error:
+            if "status unknown for quota" in str(error.body):
+                return False
+            raise
+        return True
+
+    wait_for(admitted, timeout=90, interval=1, message="the twin's quota counts ShadowPods")
+    return twin
 
 
 def make_tenant_namespace(remote: Any, consumer: str) -> str:

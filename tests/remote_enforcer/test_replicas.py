@@ -32,7 +32,7 @@ from tests.remote_enforcer.conftest import (
     PROVIDER_ID,
     Enforcer,
     ShadowPods,
-    make_twin_namespace,
+    counted_twin_namespace,
     new_name,
     room_for_pods,
     shadowpod,
@@ -116,7 +116,7 @@ def test_two_replicas_admitting_at_once_never_exceed_the_quota(
     a ledger per replica each would admit up to the quota, together up to twice it."""
     consumer = new_name("consumer")
     room_for_pods(remote, consumer, pods=10)
-    twin = make_twin_namespace(remote, consumer)
+    twin = counted_twin_namespace(remote, consumer)
     leader, standby = replicas.leader(), replicas.standby()
     assert replicas.role(standby) == f"ok: standby (leader: {replicas.holder(remote)})"
 
@@ -156,7 +156,7 @@ def test_a_standby_has_the_leader_decide_a_claims_storage_quota(
         remote: Any, replicas: Replicas) -> None:
     consumer = new_name("consumer")
     set_storage_quota(remote, consumer, "1Gi")
-    twin = make_twin_namespace(remote, consumer)
+    twin = counted_twin_namespace(remote, consumer)
     standby = replicas.standby()
     pool = webhook_pool(standby)
 
@@ -179,7 +179,7 @@ def test_a_stopped_leader_hands_over_to_the_standby_which_then_decides_and_write
         remote: Any, replicas: Replicas) -> None:
     consumer = new_name("consumer")
     room_for_pods(remote, consumer, pods=10)
-    twin = make_twin_namespace(remote, consumer)
+    twin = counted_twin_namespace(remote, consumer)
     shadowpods = ShadowPods(remote.api_client)
     leader, standby = replicas.leader(), replicas.standby()
     first = replicas.holder(remote)
