@@ -77,7 +77,7 @@ class Consumer:
     def __init__(self, remote: ClusterHandle) -> None:
         self.remote = remote
         self.id = unique_id("home")
-        room_for_pods(remote, self.id, pods=CONVERGED + BURST + 10)
+        self.tenant = room_for_pods(remote, self.id, pods=CONVERGED + BURST + 10)
         self.twin = counted_twin_namespace(remote, self.id)
         self.shadowpods = ShadowPods(remote.api_client)
         self.history = History()
@@ -120,10 +120,16 @@ class Consumer:
 
 @pytest.fixture
 def consumer(remote: ClusterHandle, replicas: Replicas) -> Iterator[Consumer]:
+    """A consumer, gone with its pods once the test is over: the next test starts on a quiet
+    cluster (its offers and Quotas would change as these pods went)."""
     made = Consumer(remote)
     yield made
     made.stop()
-    remote.core.delete_namespace(made.twin)
+    for namespace in (made.twin, made.tenant):
+        remote.core.delete_namespace(namespace)
+    wait_for(lambda: not {made.twin, made.tenant} & {
+        ns.metadata.name for ns in remote.core.list_namespace().items}, timeout=180,
+        message="the consumer's namespaces are gone")
 
 
 def settled(enforcer: Enforcer) -> bool:
