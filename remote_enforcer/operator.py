@@ -28,6 +28,7 @@ from annex.kubeapi import ClusterApi, group_path
 from annex.leader import LeaderElector, candidate_identity
 from annex.listwatch import list_and_watch
 from annex.metrics import MetricsAccess, leader_collector, metrics_handler
+from annex.mirror import Mirror
 from annex.probes import serve_probes
 from annex.reviews import Reviews
 from remote_enforcer.admission import Admission, start_webhook
@@ -60,7 +61,7 @@ def build(api: ClusterApi, settings: Settings, informers: Informers, metrics: Me
     """Every part, on the registry's mirrors, and the routes that feed them."""
     declare_watches(informers)
 
-    def mirror(resource: str) -> Any:
+    def mirror(resource: str) -> Mirror:
         return informers.mirror(CLUSTER, resource)
 
     ledger = UsageLedger()
