@@ -5,7 +5,9 @@ ShadowPod creations: creations meanwhile are refused until the standby leads (th
 forwards quota reviews to a leader, and there is none), and retried as the consumer's agent
 retries them. The standby takes the Lease once it has seen no renewal for a lease duration,
 converges, and every ShadowPod has one pod: none made twice, none deleted. What was converged
-before the SIGKILL is not written again: the new leader's first look at it writes nothing.
+before the SIGKILL is not written again: the new leader's first look at it writes nothing, and
+what it does write (offers and Quotas follow the whole cluster) each changes its object, as the
+watches recorded from before the SIGKILL show.
 
 The burst is FAULT_BURST ShadowPods, at most 200:
 
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -27,6 +31,9 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from annex.leader import ElectionTimings
+from shared.api.quota import QUOTA
+from shared.api.resource_offer import RESOURCE_OFFER
+from shared.api.shadowpod import SHADOWPOD
 from tests.conftest import ClusterHandle
 from tests.e2e.conftest import E2E_WEBHOOK_DOMAIN, E2E_WEBHOOK_NAME
 from tests.faults import fleet
@@ -196,23 +203,66 @@ def test_the_standby_takes_over_a_killed_leader_without_duplicating_or_deleting_
           f"{converged_after:.1f} s after it; the new leader's writes: {writes}")
 
 
+CLUSTER_WIDE = {"offers": RESOURCE_OFFER, "quotas": QUOTA, "shadowpods": SHADOWPOD}
+"""What the enforcer writes as the cluster changes (an offer follows every pod and node, a
+Quota's status its consumer's usage), recorded cluster-wide."""
+WRITTEN = {"create resourceoffers": ("offers", "ADDED"),
+           "patch resourceoffers": ("offers", "MODIFIED"),
+           "patch quotas/status": ("quotas", "MODIFIED"),
+           "patch shadowpods/status": ("shadowpods", "MODIFIED")}
+"""Each write, and the change it makes when it is not for an object already as it should be."""
+
+
 def test_a_leader_killed_when_everything_is_converged_leaves_its_successor_nothing_to_write(
         remote: ClusterHandle, replicas: Replicas, consumer: Consumer) -> None:
     """At takeover the new leader looks at every ShadowPod, pod, twin namespace, Quota and
-    offer (its keys waited in its queues) and finds each as it should be: no write, not even
-    one that would change nothing."""
+    offer (its keys waited in its queues) and writes only what changed: the consumer's
+    converged ShadowPods and pods get nothing, and every write it makes changes its object (a
+    write that changes nothing shows in its requests and in no watch)."""
     names = fleet.pod_names("converged", CONVERGED)
     consumer.create_all(names)
     wait_for(lambda: consumer.converged(set(names)), timeout=120,
              message="the first leader converges")
     wait_for(lambda: settled(replicas.leader()), timeout=60, message="the leader is idle")
-    standby, _ = killed_leader(replicas)
-    leads(replicas, standby)
-    wait_for(lambda: settled(standby), timeout=60,
-             message="the new leader has reconciled every key it held")
+    before = fleet.shadow_pods(remote, consumer.twin)
+    pods = {name: pod["metadata"]["uid"]
+            for name, pod in fleet.remote_pods(remote, consumer.twin).items()}
+    history = History()
+    custom = client.CustomObjectsApi(remote.api_client)
+    recorders = [Recorder(partial(custom.list_cluster_custom_object, kind.group, kind.version,
+                                  kind.plural), source, history)
+                 for source, kind in CLUSTER_WIDE.items()]
+    since = len(history.entries)  # the listings'; what follows changed after the SIGKILL
+    for recorder in recorders:
+        recorder.start()
+    try:
+        standby, _ = killed_leader(replicas)
+        leads(replicas, standby)
+        wait_for(lambda: settled(standby), timeout=60,
+                 message="the new leader has reconciled every key it held")
+    finally:
+        for recorder in recorders:
+            recorder.stop()
+        for recorder in recorders:
+            recorder.join()
     reconciled = sum(value for (name, labels), value in metric_samples(
         standby.get("/metrics").data.decode()).items()
         if name == "controller_runtime_reconcile_total" and ("controller", "shadowpods") in labels)
     assert reconciled >= CONVERGED  # it looked at each
-    assert enforcer_writes(standby) == {}
-    assert consumer.converged(set(names))
+
+    after = fleet.shadow_pods(remote, consumer.twin)
+    assert {name: item["metadata"]["resourceVersion"] for name, item in after.items()} == {
+        name: item["metadata"]["resourceVersion"] for name, item in before.items()}
+    assert {name: pod["metadata"]["uid"] for name, pod in fleet.remote_pods(
+        remote, consumer.twin).items()} == pods
+    for source in CLUSTER_WIDE:
+        history.of(source)  # recorded without a gap
+    changes = Counter((entry.source, entry.event) for entry in history.entries[since:]
+                      if not entry.deleting)  # a deletion is the garbage collector's
+    tried = enforcer_writes(standby)
+    assert set(tried) <= set(WRITTEN), tried  # nothing but what follows the cluster
+    writes = enforcer_writes(standby, codes=("200", "201"))
+    assert writes == {write: changes[change] for write, change in WRITTEN.items()
+                      if changes[change]}
+    print(f"\ntakeover of a converged cluster: the new leader's writes {writes}, each a change "
+          "the watches saw")
