@@ -251,19 +251,22 @@ class LeaderElector:
                 await asyncio.sleep(min(timings.retry_period, deadline - self._clock()))
             await asyncio.sleep(timings.retry_period)
 
-    async def release(self) -> bool:
+    async def release(self, delete: bool = False) -> bool:
         """Give the Lease up if this candidate holds it (holder emptied, as client-go does),
-        so that a standby takes it at its next try. False when it could not be written."""
+        so that a standby takes it at its next try; with `delete`, delete it instead (only as
+        it was last written): a standby makes it again as soon, and the last replica of a
+        component that goes away leaves none behind, though its transitions start again from 0.
+        False when it could not be written."""
         self.leading = False
         try:
             async with asyncio.timeout(self.timings.renew_deadline):
-                await self._release()
+                await self._release(delete)
         except (ApiError, TransportError, TimeoutError) as error:
             log.warning("%s not released: %s", self.describe(), error_message(error))
             return False
         return True
 
-    async def _release(self) -> None:
+    async def _release(self, delete: bool) -> None:
         lease = self._lease
         for _ in range(2):
             if lease is None or election_record(lease)["holderIdentity"] != self.identity:
@@ -271,9 +274,19 @@ class LeaderElector:
             stamp = micro_time(self._wall_clock())
             spec = {**(lease.get("spec") or {}), "holderIdentity": "",
                     "leaseDurationSeconds": 1, "acquireTime": stamp, "renewTime": stamp}
+            metadata = lease.get("metadata") or {}
             try:
+                if delete:
+                    await self.api.delete(self._path, {"preconditions": {
+                        "uid": metadata.get("uid"),
+                        "resourceVersion": metadata.get("resourceVersion")}})
+                    self._lease, self._observed = None, {}
+                    log.info("%s released (deleted)", self.describe())
+                    return
                 released = await self.api.replace(self._path, {**lease, "spec": spec})
             except ApiError as error:
+                if error.status == 404:
+                    return
                 if error.status != 409:
                     raise
                 # A renewal cancelled in flight may have landed: read what it wrote.

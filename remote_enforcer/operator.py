@@ -8,7 +8,7 @@ probes; the controllers run on the holder of the election Lease only (a standby'
 their queues, and are reconciled once it leads), which also decides every quota
 (`remote_enforcer.leadership`). A replica that loses the Lease stops writing and exits, to start
 again as a standby; one stopped (SIGTERM) stops deciding and writing, lets what it admitted
-reach its ledger, then releases the Lease for a standby to take at its next try. The leader is
+reach its ledger, then deletes the Lease for a standby to make again at its next try. The leader is
 the one that announces the cluster on mDNS (`--announce-mdns`): replicas announcing one name
 would conflict, and a standby's announcement would end with it."""
 
@@ -146,7 +146,7 @@ def watch_tasks(api: ClusterApi, informers: Informers, parts: Parts) -> list[asy
 
 HANDOVER_SECONDS = 2.0
 """How long a stopping leader waits for what it admitted to reach its ledger (it is stored in
-milliseconds, unless the API server refused it after admission) before it releases the Lease:
+milliseconds, unless the API server refused it after admission) before it gives the Lease up:
 the next leader's ledger then counts it."""
 
 
@@ -258,7 +258,9 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
                 await cancelled([election])
                 if leading:
                     await handed_over(admission, claims)
-                await elector.release()  # a standby may lead now
+                # A standby may lead now (it makes the Lease again); the last replica going
+                # (an uninstall) leaves none behind.
+                await elector.release(delete=True)
                 await elector.api.close()
             await cancelled(background)
             await webhook.cleanup()

@@ -137,6 +137,32 @@ async def test_the_holder_publishes_its_annotations_and_every_candidate_reads_th
     assert leader.holder_annotations() == {"example.test/url": "https://b"}
 
 
+async def test_a_release_that_deletes_leaves_no_lease_and_the_standby_makes_it_at_once(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    leader, standby = candidate("agent-a"), candidate("agent-b")
+    assert await leader.try_acquire_or_renew()
+    assert not await standby.try_acquire_or_renew()
+    assert await leader.release(delete=True)
+    path = group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE)
+    assert await api.find(path) is None  # the last replica going leaves nothing behind
+    assert await standby.try_acquire_or_renew()  # no lease duration to wait
+    assert await leader.release(delete=True)  # not the holder any more: deletes nothing
+    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == standby.identity
+
+
+async def test_a_deleting_release_spares_a_lease_changed_since_it_was_read(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    """Its preconditions: a renewal that landed meanwhile is read again, and a Lease taken
+    by another is left alone."""
+    leader = candidate("agent-a")
+    assert await leader.try_acquire_or_renew()
+    path = group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE)
+    taken = await lease_of(api, namespace)
+    await api.replace(path, {**taken, "spec": {**taken["spec"], "holderIdentity": "someone"}})
+    assert await leader.release(delete=True)
+    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == "someone"
+
+
 class PausedBeforeWriting:
     """A client that holds each replace until `go` is set: the Lease read, not yet written."""
 
