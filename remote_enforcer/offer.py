@@ -13,7 +13,7 @@ from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change
-from annex.kubeapi import ClusterApi, custom_path
+from annex.kubeapi import JSON_PATCH, ClusterApi, custom_path
 from annex.mirror import Mirror
 from annex.writes import create_or_refuse
 from remote_enforcer.settings import Settings
@@ -203,7 +203,10 @@ class OfferPublisher:
                                                 offer_path(tenant, RESOURCE_OFFER_NAME), body,
                                                 _ours)
         if not created:
-            await self.api.patch(offer_path(tenant, RESOURCE_OFFER_NAME), {"spec": spec})
+            # The whole spec, replaced: a merge patch would keep what the offer no longer says
+            # (a label of a region no longer given), and every later look would write again.
+            await self.api.patch(offer_path(tenant, RESOURCE_OFFER_NAME),
+                                 [{"op": "replace", "path": "/spec", "value": spec}], JSON_PATCH)
         self.published[tenant] = spec
         log.info("published offer for %s in %s: %s", consumer, tenant, spec["resources"])
 

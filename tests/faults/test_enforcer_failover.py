@@ -35,7 +35,7 @@ from shared.api.quota import QUOTA
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.shadowpod import SHADOWPOD
 from tests.conftest import ClusterHandle
-from tests.e2e.conftest import E2E_WEBHOOK_DOMAIN, E2E_WEBHOOK_NAME
+from tests.e2e.conftest import E2E_ENFORCER_FLAGS, E2E_WEBHOOK_DOMAIN, E2E_WEBHOOK_NAME
 from tests.faults import fleet
 from tests.faults.conftest import FAULT_BURST
 from tests.faults.history import History, Recorder, pods_of, shadow_pods_of
@@ -63,13 +63,12 @@ REFUSED_WITHOUT_LEADER = "the quota is counted by the enforcer replica that lead
 def replicas(remote: ClusterHandle, crds: None, enforcer: Enforcer,
              tmp_path: Path) -> Iterator[Replicas]:
     """Two replicas in place of the suite's enforcer (one enforcer's controllers at a time),
-    whose webhooks are unregistered meanwhile."""
+    with its flags, whose webhooks are unregistered meanwhile."""
     registrations = client.AdmissionregistrationV1Api(remote.api_client)
     enforcer.stop()
     registrations.delete_validating_webhook_configuration(E2E_WEBHOOK_NAME)
     try:
-        with running_replicas(remote, tmp_path, DOMAIN, DOMAIN,
-                              ["--offer-debounce-seconds", "0.1"]) as running:
+        with running_replicas(remote, tmp_path, DOMAIN, DOMAIN, E2E_ENFORCER_FLAGS) as running:
             yield running
     finally:
         registrations.create_validating_webhook_configuration(

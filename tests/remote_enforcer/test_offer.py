@@ -10,7 +10,13 @@ from kubernetes import client
 
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.quantity import parse_quantity
-from shared.wellknown import PROVIDER_LABEL, REGION_LABEL, RESOURCE_OFFER_NAME
+from shared.wellknown import (
+    PROVIDER_LABEL,
+    REGION_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    RESOURCE_OFFER_NAME,
+    TENANT_NAMESPACE_LABEL,
+)
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import PROVIDER_ID, make_tenant_namespace, new_name
 
@@ -63,6 +69,28 @@ def test_the_offer_is_half_the_free_capacity_and_follows_changes(
     finally:
         set_allocatable_cpu(remote, node.metadata.name, str(allocatable))
     wait_for(lambda: offered_cpu(remote, tenant) == before)
+
+
+def test_an_offer_found_is_replaced_whole(remote: Any, enforcer: Any) -> None:
+    """An offer written under another configuration (a label of a region no longer given) is
+    brought to what the enforcer offers now, that label gone: a merge patch would keep it, and
+    the enforcer would write it again at every look."""
+    consumer = new_name("consumer")
+    tenant = new_name("tenant")
+    remote.core.create_namespace({"metadata": {"name": tenant}})
+    offers = client.CustomObjectsApi(remote.api_client)
+    offers.create_namespaced_custom_object(
+        RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
+        {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
+         "metadata": {"name": RESOURCE_OFFER_NAME},
+         "spec": {"clusterId": PROVIDER_ID, "consumerClusterId": consumer,
+                  "resources": {"cpu": "1"}, "labels": {"example.test/zone": "gone"}}})
+    remote.core.patch_namespace(tenant, {"metadata": {"labels": {
+        TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: consumer}}})
+    spec = wait_for(lambda: (found := offer(remote, tenant)).get("labels") == {
+        REGION_LABEL: "eu-west", PROVIDER_LABEL: "annex-test"} and found, timeout=30,
+        message=f"the offer was not replaced: {offer(remote, tenant)}")
+    assert spec["consumerClusterId"] == consumer
 
 
 def test_the_offer_tells_the_architecture_and_kubelet_version_of_the_remote_nodes(
