@@ -18,6 +18,8 @@ The Python client has no built-in client-side rate limiting (client-go's QPS/bur
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import datetime
 import importlib.metadata
 import json
@@ -210,6 +212,35 @@ def current_token(connection: Connection) -> str | None:
     requests, `annex.kubeapi.ClusterApi`), else the one loaded."""
     source = connection.token_source
     return (source.current() if source is not None else None) or connection.token
+
+
+@dataclass(frozen=True)
+class ServiceAccountRef:
+    namespace: str
+    name: str
+    uid: str
+
+
+def token_service_account(token: str | None) -> ServiceAccountRef | None:
+    """The ServiceAccount a bound service-account token was issued for (its `kubernetes.io`
+    claim, as the API server writes it), None for any other token. Read, not verified: the API
+    server verifies the token it is sent."""
+    parts = (token or "").split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    private = claims.get("kubernetes.io") if isinstance(claims, dict) else None
+    if not isinstance(private, dict) or not isinstance(private.get("serviceaccount"), dict):
+        return None
+    namespace, name, uid = (private.get("namespace"), private["serviceaccount"].get("name"),
+                            private["serviceaccount"].get("uid"))
+    if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(uid, str)
+            and namespace and name and uid):
+        return None
+    return ServiceAccountRef(namespace, name, uid)
 
 
 _component = "annex"

@@ -24,7 +24,9 @@ One difference, on the safe side: a leader that reads another holder in the Leas
 (client-go keeps retrying until its renew deadline).
 
 A candidate may publish `annotations` on the Lease while it holds it (where its replicas reach
-it, say); every candidate reads the holder's as last observed (`holder_annotations`).
+it, say); every candidate reads the holder's as last observed (`holder_annotations`). A Lease it
+creates may name an `owner` (an object of the component's that goes with it, such as its
+ServiceAccount): the garbage collector then deletes the Lease once the component is gone.
 
 A lost leadership is not won back in the same process: `run` returns, and the component stops
 writing and exits (client-go's callers exit too), to start again as a standby.
@@ -100,6 +102,7 @@ class LeaderElector:
     def __init__(self, api: ClusterApi, namespace: str, name: str, identity: str,
                  timings: ElectionTimings | None = None, *,
                  annotations: Mapping[str, str] | None = None,
+                 owner: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.api = api
@@ -109,6 +112,9 @@ class LeaderElector:
         self.timings = timings or ElectionTimings()
         self.annotations = dict(annotations or {})
         """Written on the Lease with each acquisition and renewal of this candidate's."""
+        self.owner = dict(owner) if owner else None
+        """The owner reference (apiVersion, kind, name, uid) of a Lease this candidate creates:
+        an object of its namespace."""
         self._clock = clock
         self._wall_clock = wall_clock
         self._collection = group_path("coordination.k8s.io", "v1", "leases", namespace)
@@ -145,11 +151,13 @@ class LeaderElector:
         return f"Lease {self.namespace}/{self.name}"
 
     def _metadata(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
-        """`metadata` with this candidate's annotations."""
-        if not self.annotations:
-            return dict(metadata)
-        return {**metadata, "annotations": {**(metadata.get("annotations") or {}),
-                                            **self.annotations}}
+        """`metadata` with this candidate's annotations, and its owner when it has none."""
+        written = dict(metadata)
+        if self.annotations:
+            written["annotations"] = {**(metadata.get("annotations") or {}), **self.annotations}
+        if self.owner and not metadata.get("ownerReferences"):
+            written["ownerReferences"] = [self.owner]
+        return written
 
     # --- one try -------------------------------------------------------------------------------
 
@@ -251,22 +259,19 @@ class LeaderElector:
                 await asyncio.sleep(min(timings.retry_period, deadline - self._clock()))
             await asyncio.sleep(timings.retry_period)
 
-    async def release(self, delete: bool = False) -> bool:
+    async def release(self) -> bool:
         """Give the Lease up if this candidate holds it (holder emptied, as client-go does),
-        so that a standby takes it at its next try; with `delete`, delete it instead (only as
-        it was last written): a standby makes it again as soon, and the last replica of a
-        component that goes away leaves none behind, though its transitions start again from 0.
-        False when it could not be written."""
+        so that a standby takes it at its next try. False when it could not be written."""
         self.leading = False
         try:
             async with asyncio.timeout(self.timings.renew_deadline):
-                await self._release(delete)
+                await self._release()
         except (ApiError, TransportError, TimeoutError) as error:
             log.warning("%s not released: %s", self.describe(), error_message(error))
             return False
         return True
 
-    async def _release(self, delete: bool) -> None:
+    async def _release(self) -> None:
         lease = self._lease
         for _ in range(2):
             if lease is None or election_record(lease)["holderIdentity"] != self.identity:
@@ -274,19 +279,9 @@ class LeaderElector:
             stamp = micro_time(self._wall_clock())
             spec = {**(lease.get("spec") or {}), "holderIdentity": "",
                     "leaseDurationSeconds": 1, "acquireTime": stamp, "renewTime": stamp}
-            metadata = lease.get("metadata") or {}
             try:
-                if delete:
-                    await self.api.delete(self._path, {"preconditions": {
-                        "uid": metadata.get("uid"),
-                        "resourceVersion": metadata.get("resourceVersion")}})
-                    self._lease, self._observed = None, {}
-                    log.info("%s released (deleted)", self.describe())
-                    return
                 released = await self.api.replace(self._path, {**lease, "spec": spec})
             except ApiError as error:
-                if error.status == 404:
-                    return
                 if error.status != 409:
                     raise
                 # A renewal cancelled in flight may have landed: read what it wrote.

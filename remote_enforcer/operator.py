@@ -8,9 +8,10 @@ probes; the controllers run on the holder of the election Lease only (a standby'
 their queues, and are reconciled once it leads), which also decides every quota
 (`remote_enforcer.leadership`). A replica that loses the Lease stops writing and exits, to start
 again as a standby; one stopped (SIGTERM) stops deciding and writing, lets what it admitted
-reach its ledger, then deletes the Lease for a standby to make again at its next try. The leader is
-the one that announces the cluster on mDNS (`--announce-mdns`): replicas announcing one name
-would conflict, and a standby's announcement would end with it."""
+reach its ledger, then releases the Lease for a standby to take at its next try. The Lease is
+owned by the enforcer's ServiceAccount (read from its token): it goes with the release. The
+leader is the one that announces the cluster on mDNS (`--announce-mdns`): replicas announcing
+one name would conflict, and a standby's announcement would end with it."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from typing import Any
 
 from annex.controller import Controller
 from annex.informers import Informers
-from annex.kube import ClientLimits, load_connection
+from annex.kube import ClientLimits, current_token, load_connection, token_service_account
 from annex.kubeapi import ClusterApi, group_path
 from annex.leader import LeaderElector, candidate_identity
 from annex.listwatch import list_and_watch
@@ -156,13 +157,20 @@ def leader_elector(settings: Settings, limits: ClientLimits) -> LeaderElector | 
     webhook is."""
     if not settings.leader_elect:
         return None
-    assert settings.leader_elect_resource_namespace and settings.webhook_advertise_address
-    api = ClusterApi(load_connection(settings.kubeconfig, limits=limits))
+    namespace = settings.leader_elect_resource_namespace
+    assert namespace and settings.webhook_advertise_address
+    connection = load_connection(settings.kubeconfig, limits=limits)
+    # The Lease goes with the enforcer's ServiceAccount (an uninstalled release), when it runs
+    # as one of the Lease's namespace.
+    account = token_service_account(current_token(connection))
+    owner = ({"apiVersion": "v1", "kind": "ServiceAccount", "name": account.name,
+              "uid": account.uid} if account and account.namespace == namespace else None)
     return LeaderElector(
-        api, settings.leader_elect_resource_namespace, settings.leader_elect_resource_name,
+        ClusterApi(connection), namespace, settings.leader_elect_resource_name,
         candidate_identity(), settings.election_timings(),
         annotations={LEADER_WEBHOOK_ANNOTATION: webhook_url(settings.webhook_advertise_address,
-                                                            settings.webhook_port)})
+                                                            settings.webhook_port)},
+        owner=owner)
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
@@ -258,9 +266,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
                 await cancelled([election])
                 if leading:
                     await handed_over(admission, claims)
-                # A standby may lead now (it makes the Lease again); the last replica going
-                # (an uninstall) leaves none behind.
-                await elector.release(delete=True)
+                await elector.release()  # a standby may lead now
                 await elector.api.close()
             await cancelled(background)
             await webhook.cleanup()

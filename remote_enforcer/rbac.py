@@ -75,11 +75,11 @@ ENFORCER_RULES: list[dict[str, Any]] = [
 
 
 def leader_election_rules(lease: str) -> list[dict[str, Any]]:
-    """What the replicas do to their election Lease `lease` (annex/leader.py; a stopped leader
-    deletes it): a Role in the chart's namespace. RBAC cannot confine create to a name."""
+    """What the replicas do to their election Lease `lease` (annex/leader.py): a Role in the
+    chart's namespace. RBAC cannot confine create to a name."""
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "resourceNames": [lease], "verbs": ["get", "update", "delete"]}]
+             "resourceNames": [lease], "verbs": ["get", "update"]}]
 
 
 def enforcer_rules(consumer_cluster_role: str) -> list[dict[str, Any]]:

@@ -53,6 +53,18 @@ async def lease_of(api: ClusterApi, namespace: str) -> dict[str, Any]:
     return lease
 
 
+async def until_async(read: Callable[[], Any], wanted: Any, timeout: float,
+                      message: str) -> None:
+    """Until `await read()` is `wanted`."""
+    async def poll() -> None:
+        while await read() != wanted:
+            await asyncio.sleep(0.1)
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout}s: {message}") from None
+
+
 async def test_the_first_candidate_creates_the_lease_and_renews_it(
         api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
     first = candidate("agent-a")
@@ -137,30 +149,21 @@ async def test_the_holder_publishes_its_annotations_and_every_candidate_reads_th
     assert leader.holder_annotations() == {"example.test/url": "https://b"}
 
 
-async def test_a_release_that_deletes_leaves_no_lease_and_the_standby_makes_it_at_once(
-        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
-    leader, standby = candidate("agent-a"), candidate("agent-b")
+async def test_the_lease_goes_with_the_owner_its_candidates_name(
+        api: ClusterApi, namespace: str, home: ClusterHandle) -> None:
+    """The component's ServiceAccount as owner: deleted (its release uninstalled), the garbage
+    collector deletes the Lease too, wherever the replicas stood."""
+    account = await api.create(group_path("", "v1", "serviceaccounts", namespace),
+                               {"metadata": {"name": "component"}})
+    owner = {"apiVersion": "v1", "kind": "ServiceAccount", "name": "component",
+             "uid": account["metadata"]["uid"]}
+    leader = LeaderElector(api, namespace, LEASE, candidate_identity("agent-a"), owner=owner)
     assert await leader.try_acquire_or_renew()
-    assert not await standby.try_acquire_or_renew()
-    assert await leader.release(delete=True)
+    assert (await lease_of(api, namespace))["metadata"]["ownerReferences"] == [owner]
+    assert await leader.release()
+    await api.delete(group_path("", "v1", "serviceaccounts", namespace, "component"))
     path = group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE)
-    assert await api.find(path) is None  # the last replica going leaves nothing behind
-    assert await standby.try_acquire_or_renew()  # no lease duration to wait
-    assert await leader.release(delete=True)  # not the holder any more: deletes nothing
-    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == standby.identity
-
-
-async def test_a_deleting_release_spares_a_lease_changed_since_it_was_read(
-        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
-    """Its preconditions: a renewal that landed meanwhile is read again, and a Lease taken
-    by another is left alone."""
-    leader = candidate("agent-a")
-    assert await leader.try_acquire_or_renew()
-    path = group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE)
-    taken = await lease_of(api, namespace)
-    await api.replace(path, {**taken, "spec": {**taken["spec"], "holderIdentity": "someone"}})
-    assert await leader.release(delete=True)
-    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == "someone"
+    await until_async(lambda: api.find(path), None, 30, "the Lease went with its owner")
 
 
 class PausedBeforeWriting:
