@@ -221,10 +221,9 @@ class ServiceAccountRef:
     uid: str
 
 
-def token_service_account(token: str | None) -> ServiceAccountRef | None:
-    """The ServiceAccount a bound service-account token was issued for (its `kubernetes.io`
-    claim, as the API server writes it), None for any other token. Read, not verified: the API
-    server verifies the token it is sent."""
+def token_claims(token: str | None) -> dict[str, Any] | None:
+    """The claims of a JSON Web Token (a service-account token), None for any other token.
+    Read, not verified: the API server verifies the token it is sent."""
     parts = (token or "").split(".")
     if len(parts) != 3:
         return None
@@ -232,7 +231,13 @@ def token_service_account(token: str | None) -> ServiceAccountRef | None:
         claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
     except (ValueError, binascii.Error):
         return None
-    private = claims.get("kubernetes.io") if isinstance(claims, dict) else None
+    return claims if isinstance(claims, dict) else None
+
+
+def token_service_account(token: str | None) -> ServiceAccountRef | None:
+    """The ServiceAccount a bound service-account token was issued for (its `kubernetes.io`
+    claim, as the API server writes it), None for any other token."""
+    private = (token_claims(token) or {}).get("kubernetes.io")
     if not isinstance(private, dict) or not isinstance(private.get("serviceaccount"), dict):
         return None
     namespace, name, uid = (private.get("namespace"), private["serviceaccount"].get("name"),
