@@ -47,6 +47,7 @@ from shared.wellknown import (
     FAILED_REFLECTION_REASON,
     ORIGIN_CLUSTER_LABEL,
     REMOTE_ENFORCER_COMPONENT,
+    TERMINAL_PHASES,
     TRACEPARENT_ANNOTATION,
 )
 
@@ -189,7 +190,7 @@ class ShadowPodEnforcer:
             return DONE  # the garbage collector removes the pod with its owner
         if last_pod is not None and enforcement.is_controlled_by(last_pod, shadowpod):
             status = enforcement.shadowpod_status(shadowpod, last_pod)
-            if status is not None and status.get("phase") in enforcement.TERMINAL_PHASES:
+            if status is not None and status.get("phase") in TERMINAL_PHASES:
                 if not await self.write_status(shadowpod, status):
                     self._deleted_pods.setdefault(key, last_pod)  # again, on the newer version
                     return DONE
