@@ -17,7 +17,6 @@
 - probes.py               /healthz, /readyz and /metrics over plain HTTP
 - metrics.py              Prometheus metrics (`prometheus_client`)
 - metrics_histogram.py    a histogram cheap enough for the hot path
-- metrics_kopf.py         kopf's requests counted with the client's
 - tracing.py              optional OpenTelemetry tracing, exported over OTLP/HTTP
 - logs.py                 logging: text, or one JSON object per line
 - eventloop.py            uvloop event loops

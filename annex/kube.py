@@ -1,8 +1,6 @@
 """Kubernetes clients for both components, built from one kubeconfig (or in-cluster config).
 
-`load_connection` reads the kubeconfig once; `kopf_login` turns it into a kopf
-`ConnectionInfo`, so the enforcer's operator framework and `annex.kubeapi.ClusterApi` always talk to
-the same server as the same identity. A `LiveConnection` holds credentials that
+`load_connection` reads the kubeconfig once. A `LiveConnection` holds credentials that
 are replaced while clients use them (a rotated token): `annex.kubeapi.ClusterApi` follows it.
 
 Tokens that rotate under a running process are read again as client-go reads them: the
@@ -20,6 +18,8 @@ The Python client has no built-in client-side rate limiting (client-go's QPS/bur
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import datetime
 import importlib.metadata
 import json
@@ -31,7 +31,7 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from kubernetes import client, config
@@ -40,9 +40,6 @@ from kubernetes.config.exec_provider import ExecProvider
 from kubernetes.config.kube_config import ConfigNode, KubeConfigLoader
 
 from annex.proxies import Proxy, proxy_for
-
-if TYPE_CHECKING:
-    import kopf
 
 
 @dataclass(frozen=True)
@@ -215,6 +212,40 @@ def current_token(connection: Connection) -> str | None:
     requests, `annex.kubeapi.ClusterApi`), else the one loaded."""
     source = connection.token_source
     return (source.current() if source is not None else None) or connection.token
+
+
+@dataclass(frozen=True)
+class ServiceAccountRef:
+    namespace: str
+    name: str
+    uid: str
+
+
+def token_claims(token: str | None) -> dict[str, Any] | None:
+    """The claims of a JSON Web Token (a service-account token), None for any other token.
+    Read, not verified: the API server verifies the token it is sent."""
+    parts = (token or "").split(".")
+    if len(parts) != 3:
+        return None
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
+def token_service_account(token: str | None) -> ServiceAccountRef | None:
+    """The ServiceAccount a bound service-account token was issued for (its `kubernetes.io`
+    claim, as the API server writes it), None for any other token."""
+    private = (token_claims(token) or {}).get("kubernetes.io")
+    if not isinstance(private, dict) or not isinstance(private.get("serviceaccount"), dict):
+        return None
+    namespace, name, uid = (private.get("namespace"), private["serviceaccount"].get("name"),
+                            private["serviceaccount"].get("uid"))
+    if not (isinstance(namespace, str) and isinstance(name, str) and isinstance(uid, str)
+            and namespace and name and uid):
+        return None
+    return ServiceAccountRef(namespace, name, uid)
 
 
 _component = "annex"
@@ -393,28 +424,6 @@ class LiveConnection:
             if callback is not None:
                 callback()
         return True
-
-
-def kopf_login(connection: Connection) -> kopf.ConnectionInfo:
-    """The kopf login for the same connection (return it from an `@kopf.on.login` handler,
-    which kopf calls again when the API server answers 401: the token is read afresh then).
-    kopf is imported here: the agent does not use it, and importing it costs memory."""
-    import kopf  # noqa: PLC0415
-
-    token = connection.token
-    if connection.token_source is not None:
-        token = connection.token_source.read() or token
-    proxy = connection.proxy
-    return kopf.ConnectionInfo(
-        server=connection.server,
-        ca_path=connection.ca_path,
-        insecure=connection.insecure,
-        token=token,
-        scheme="Bearer" if token else None,
-        certificate_path=connection.certificate_path,
-        private_key_path=connection.private_key_path,
-        proxy_url=proxy.url if proxy else None,
-    )
 
 
 class RateLimiter:

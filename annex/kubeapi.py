@@ -61,7 +61,7 @@ MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 REQUEST_TIMEOUT = 30.0
-"""Seconds a request may take in all (client-go's rest.Config Timeout; kopf uses 60)."""
+"""Seconds a request may take in all (client-go's rest.Config Timeout)."""
 MAX_RETRIES = 10
 """Times a request is sent again when the server answers with Retry-After (client-go's
 default): with client-side throttling off, the API server's Priority and Fairness slows a
@@ -563,8 +563,8 @@ RETRIED_STATUSES = frozenset({409, 429, 500, 502, 503, 504})
 async def retrying(action: Callable[[], Awaitable[T]], attempts: int = 6,
                    first_delay: float = 0.05) -> T:
     """Run `action` again (from a fresh read: it must re-fetch) after conflicts, throttling,
-    server errors and connection failures, with exponential backoff. kopf does not retry event
-    handlers, so a reconcile that lost a race must retry itself."""
+    server errors and connection failures, with exponential backoff: for what runs outside a
+    controller, whose reconciles are retried by the runtime."""
     delay = first_delay
     for attempt in range(attempts):
         try:

@@ -23,6 +23,11 @@ client-go's rules, kept here:
 One difference, on the safe side: a leader that reads another holder in the Lease stops at once
 (client-go keeps retrying until its renew deadline).
 
+A candidate may publish `annotations` on the Lease while it holds it (where its replicas reach
+it, say); every candidate reads the holder's as last observed (`holder_annotations`). A Lease it
+creates may name an `owner` (an object of the component's that goes with it, such as its
+ServiceAccount): the garbage collector then deletes the Lease once the component is gone.
+
 A lost leadership is not won back in the same process: `run` returns, and the component stops
 writing and exits (client-go's callers exit too), to start again as a standby.
 """
@@ -35,7 +40,7 @@ import random
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -96,6 +101,8 @@ class LeaderElector:
 
     def __init__(self, api: ClusterApi, namespace: str, name: str, identity: str,
                  timings: ElectionTimings | None = None, *,
+                 annotations: Mapping[str, str] | None = None,
+                 owner: Mapping[str, str] | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  wall_clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
         self.api = api
@@ -103,6 +110,11 @@ class LeaderElector:
         self.name = name
         self.identity = identity
         self.timings = timings or ElectionTimings()
+        self.annotations = dict(annotations or {})
+        """Written on the Lease with each acquisition and renewal of this candidate's."""
+        self.owner = dict(owner) if owner else None
+        """The owner reference (apiVersion, kind, name, uid) of a Lease this candidate creates:
+        an object of its namespace."""
         self._clock = clock
         self._wall_clock = wall_clock
         self._collection = group_path("coordination.k8s.io", "v1", "leases", namespace)
@@ -128,8 +140,24 @@ class LeaderElector:
         """The Lease's leaseTransitions last observed: how often leadership changed hands."""
         return int(self._observed.get("leaseTransitions") or 0)
 
+    def holder_annotations(self) -> dict[str, str]:
+        """The Lease's annotations as last read or written, while someone holds it (the
+        holder's, as it published them); {} while nobody does."""
+        if not self.holder or self._lease is None:
+            return {}
+        return dict((self._lease.get("metadata") or {}).get("annotations") or {})
+
     def describe(self) -> str:
         return f"Lease {self.namespace}/{self.name}"
+
+    def _metadata(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """`metadata` with this candidate's annotations, and its owner when it has none."""
+        written = dict(metadata)
+        if self.annotations:
+            written["annotations"] = {**(metadata.get("annotations") or {}), **self.annotations}
+        if self.owner and not metadata.get("ownerReferences"):
+            written["ownerReferences"] = [self.owner]
+        return written
 
     # --- one try -------------------------------------------------------------------------------
 
@@ -151,7 +179,8 @@ class LeaderElector:
             if lease is None:
                 created = await self.api.create(self._collection, {
                     "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": self.name, "namespace": self.namespace},
+                    "metadata": self._metadata({"name": self.name,
+                                                "namespace": self.namespace}),
                     "spec": {**record, "leaseTransitions": 0}})
                 self._observe(created, now)
                 return True
@@ -167,7 +196,8 @@ class LeaderElector:
                 record["leaseTransitions"] = int(self._observed.get("leaseTransitions") or 0) + 1
             # A replace carries the resourceVersion read: a concurrent write makes it a 409.
             updated = await self.api.replace(self._path, {
-                **lease, "spec": {**(lease.get("spec") or {}), **record}})
+                **lease, "metadata": self._metadata(lease.get("metadata") or {}),
+                "spec": {**(lease.get("spec") or {}), **record}})
             self._observe(updated, self._clock())
             return True
         except (ApiError, TransportError, TimeoutError) as error:

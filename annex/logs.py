@@ -3,8 +3,8 @@
 Each line logged during a reconcile carries the object it is about, as controller-runtime's
 structured logger does: `controller`, `namespace`, `name`, `reconcileID` (one per reconcile, so
 that `jq 'select(.reconcileID == "...")'` or a grep finds all of one reconcile's lines) and
-`cluster`, the peer cluster it concerns. The runtime's Controller (and kopf handlers, through
-`reconciling`) set them in a context variable; the formatters read it, so a plain
+`cluster`, the peer cluster it concerns. The runtime's Controller sets them (`reconciling`) in
+a context variable; the formatters read it, so a plain
 `log.info(...)` anywhere under a reconcile, in any coroutine it awaits, is tagged."""
 
 from __future__ import annotations

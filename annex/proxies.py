@@ -26,7 +26,7 @@ class Proxy:
     port: int
     authorization: str | None = None
     url: str = ""
-    """As configured (for clients that take a URL: kopf's aiohttp)."""
+    """As configured (for clients that take a URL: aiohttp's, the kubelet API's streams)."""
 
 
 def parse_proxy(url: str) -> Proxy:

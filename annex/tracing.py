@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from shared.wellknown import TRACEPARENT_ANNOTATION
@@ -28,7 +28,6 @@ __all__ = ["TRACEPARENT_ANNOTATION", "enable", "enabled", "install", "parse_trac
 
 ENDPOINT_ENV = "OTEL_EXPORTER_OTLP_ENDPOINT"
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
-_NO_SPAN: AbstractContextManager[None] = nullcontext()
 
 _tracer: Tracer | None = None
 
@@ -161,16 +160,6 @@ def traced_reconcile(controller: str, reconcile: Callable[[K], Awaitable[R]],
                 span.set_attribute("annex.outcome", outcome)
             return result
     return traced
-
-
-def reconcile_span(controller: str, namespace: str | None,
-                   name: str | None) -> AbstractContextManager[object]:
-    """A span for one reconcile of a handler the runtime does not run (kopf's)."""
-    tracer = _tracer
-    if tracer is None:
-        return _NO_SPAN
-    return tracer.start_as_current_span(f"reconcile {controller}",
-                                        attributes=_object_attributes(controller, namespace, name))
 
 
 def traced_request(request: F, host: Callable[[], str]) -> F:

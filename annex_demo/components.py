@@ -40,12 +40,17 @@ class ServingCertificate:
 
 
 def serving_certificate(directory: Path, name: str) -> ServingCertificate:
-    """A certificate for 127.0.0.1 from a throwaway CA (what the charts generate at install)."""
+    """A certificate for 127.0.0.1 from a throwaway CA (what the charts generate at install),
+    in `directory`/`name` as the chart's Secret volume holds it: tls.crt, tls.key and the CA's
+    ca.crt (the enforcer's replicas verify each other with it)."""
     authority = trustme.CA()
     issued = authority.issue_cert("127.0.0.1", "localhost")
-    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    mounted = directory / name
+    mounted.mkdir(parents=True, exist_ok=True)
+    cert, key = mounted / "tls.crt", mounted / "tls.key"
     issued.cert_chain_pems[0].write_to_path(str(cert))
     issued.private_key_pem.write_to_path(str(key))
+    authority.cert_pem.write_to_path(str(mounted / "ca.crt"))
     return ServingCertificate(cert, key, base64.b64encode(authority.cert_pem.bytes()).decode())
 
 

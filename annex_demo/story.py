@@ -370,6 +370,8 @@ class Story:
         if serves_webhooks:
             flags = {**flags, "webhook_cert": str(release.certificate.cert),
                      "webhook_key": str(release.certificate.key)}
+        if any(arg.startswith("--webhook-advertise-address=") for arg in command):
+            flags["webhook_advertise_address"] = "127.0.0.1"  # not the pod's, there is none
         command = command[:3] + charts.with_flags(
             command[3:], **{kubeconfig_flag: str(kubeconfig)}, log_format="text", **flags)
         port = probe_port if probe_port is not None else release.probe_port

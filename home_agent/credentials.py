@@ -27,10 +27,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-import orjson
 import yaml
 
-from annex.kube import connection_from_kubeconfig
+from annex.kube import connection_from_kubeconfig, token_claims
 from annex.kubeapi import ApiError, core_path, error_message
 from annex.listwatch import list_and_watch
 from home_agent.agent import Agent
@@ -82,14 +81,8 @@ class ServiceAccountToken:
 def service_account_token(token: str | None) -> ServiceAccountToken | None:
     """The claims of a service-account token that expires; None for anything else (a static
     token, a client certificate, a token without expiry: nothing to renew)."""
-    parts = (token or "").split(".")
-    if len(parts) != 3:
-        return None
-    try:
-        claims = orjson.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, binascii.Error):
-        return None
-    if not isinstance(claims, dict):
+    claims = token_claims(token)
+    if claims is None:
         return None
     subject = str(claims.get("sub") or "")
     namespace, _, name = subject.removeprefix(SERVICE_ACCOUNT_PREFIX).partition(":")

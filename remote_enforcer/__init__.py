@@ -1,18 +1,20 @@
 """The provider-side operator: ShadowPods become pods that stay alive.
 
 `python -m remote_enforcer --kubeconfig PATH --cluster-id ID` (no --kubeconfig: in-cluster).
-The enforcer's own list+watches (pods, ShadowPods, namespaces, nodes, Quotas) and kopf
-(NamespaceMaps; standalone and clusterwide, with its own registry) feed thin handlers
-(operator.py) that hand each object to the module that owns its rule; ShadowPods and twin
-namespace labels reconcile on annex.controller:
+Built as the home agent is: its watches (pods, ShadowPods, namespaces, nodes, Quotas, claims,
+NamespaceMaps) are declared in an informer registry (`annex.informers`) whose mirrors and
+routes feed controllers on the shared runtime (`annex.controller`); each hands an object to
+the module that owns its rule:
 
+- routes.py      what is watched, what each mirror keeps, where each change goes
+- operator.py    the wiring: watches, controllers, webhooks, probes, the leader election
 - shadowpods.py  ShadowPod → owned pod, recreated when deleted, never once terminal; pod status
                  copied into the ShadowPod status (rules: shared/forge/enforcement.py)
 - ephemeral.py   the ephemeral containers a ShadowPod lists, added to its pod through the pod's
                  ephemeralcontainers subresource (kubectl debug)
 - admission.py   the validating webhook (HTTPS, AdmissionReview v1) at /validate/shadowpods
                  (rules: shared/forge/tenancy.py, shared/quota.py)
-- ledger.py      per-consumer usage from a list+watch of ShadowPods, for the webhook's quota
+- ledger.py      per-consumer usage from the ShadowPods and claims watched, for the quota
 - namespaces.py  NamespaceMap → twin namespaces with the consumer's Role and RoleBinding
                  (rules: shared/forge/tenancy.py)
 - offer.py       one ResourceOffer per tenant namespace (rules: shared/offer.py)

@@ -8,14 +8,8 @@ import sys
 from annex import collector, eventloop, tracing
 from annex.kube import name_component
 from annex.logs import configure_logging
-from remote_enforcer.announce import announced
 from remote_enforcer.operator import run
-from remote_enforcer.settings import Settings, parse
-
-
-async def serve(settings: Settings) -> None:
-    async with announced(settings):
-        await run(settings)
+from remote_enforcer.settings import parse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,8 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     tracing.enable(settings.otlp_endpoint, "annex-remote-enforcer")  # before anything is built
     eventloop.install()
     collector.tune()
-    asyncio.run(serve(settings))
-    return 0
+    return asyncio.run(run(settings))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ allow-list and the Pod Security level the provider chose); spec updates are limi
 pod allows; the consumer's Quota is enforced (shared.quota) against the usage the ledger keeps
 from a watch of ShadowPods (no list per admission). Deletes are always allowed.
 
-No over-admission under concurrent creates: admissions of one consumer are serialized, and a
-ShadowPod admitted but not yet seen by the ledger counts through a reservation until it is.
+No over-admission under concurrent creates: the quota is decided by one replica, the leader
+(remote_enforcer.leadership: the others forward it those reviews); its admissions of one
+consumer are serialized, and a ShadowPod admitted but not yet seen by the ledger counts through
+a reservation until it is.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from annex.webhooks import admission_request as read_admission_request
 from remote_enforcer.claim_admission import WEBHOOK_PATH as CLAIMS_WEBHOOK_PATH
 from remote_enforcer.claim_admission import ClaimAdmission
 from remote_enforcer.consumers import Consumers
+from remote_enforcer.leadership import FORWARDED_HEADER, Leadership
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
 from remote_enforcer.object_admission import WEBHOOK_PATH as NETWORK_WEBHOOK_PATH
@@ -59,10 +62,12 @@ class Admission:
     admission reads no object from the API server, except a namespace the cache does not hold
     yet."""
 
-    def __init__(self, api: ClusterApi, ledger: UsageLedger, consumers: Consumers) -> None:
+    def __init__(self, api: ClusterApi, ledger: UsageLedger, consumers: Consumers,
+                 leadership: Leadership | None = None) -> None:
         self.api = api
         self.ledger = ledger
         self.consumers = consumers
+        self.leadership = leadership or Leadership()
         ledger.on_observed = self._observed
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._reservations: defaultdict[str, dict[tuple[str, str], Reservation]] = (
@@ -88,9 +93,18 @@ class Admission:
         if problem is not None:
             return False, problem
         if operation == "CREATE" and consumer is not None:
+            verdict = await self.leadership.elsewhere(WEBHOOK_PATH, request)
+            if verdict is not None:
+                return verdict
             return await self._admit_within_quota(consumer, namespace, obj,
                                                   bool(request.get("dryRun")))
         return True, ""
+
+    def reserved(self) -> int:
+        """Admitted creates the ledger has not seen stored yet (nor given up on)."""
+        now = time.monotonic()
+        return sum(1 for reservations in self._reservations.values()
+                   for reservation in reservations.values() if reservation.expires >= now)
 
     def _observed(self, consumer: str, key: tuple[str, str], uid: str) -> None:
         """A reservation ends when the ledger sees the object it was made for."""
@@ -133,10 +147,15 @@ Reviewer = Callable[[Mapping[str, Any]], Awaitable[tuple[bool, str]]]
 def webhook_app(admission: Admission, metrics: Metrics,
                 claims: ClaimAdmission | None = None,
                 objects: ObjectAdmission | None = None) -> web.Application:
+    leadership = admission.leadership
+
     def route(path: str, review: Reviewer) -> Callable[[web.Request], Awaitable[web.Response]]:
         review = tracing.traced_review(path, review)  # decided once, when the app is built
 
         async def validate(request: web.Request) -> web.Response:
+            if FORWARDED_HEADER in request.headers and not leadership.deciding():
+                # forwarded to the leader, which this replica no longer is: never a second hop
+                return web.Response(status=503, text="not the leader")
             admission_request = await read_admission_request(request)
             try:
                 allowed, message = await review(admission_request)

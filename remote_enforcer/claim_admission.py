@@ -11,7 +11,8 @@ In a consumer's twin namespaces:
   already put in the default one when the claim names none);
 - the consumer's Quota caps `requests.storage` and `persistentvolumeclaims` (shared.quota.
   admit_claim) at creation and at expansion, against what its claims take (the usage ledger,
-  from the enforcer's watch of claims) plus the admitted ones not yet seen there;
+  from the enforcer's watch of claims) plus the admitted ones not yet seen there, decided by the
+  replica that leads (remote_enforcer.leadership);
 - a reflected claim is deleted only by its consumer, or with its twin namespace (unoffloading):
   the data behind it cannot be recreated as a ShadowPod's pod can, so nothing on
   the provider removes it while home is away, a cut included.
@@ -28,6 +29,7 @@ from typing import Any
 
 from annex.kubeapi import ClusterApi, core_path
 from remote_enforcer.consumers import Consumers
+from remote_enforcer.leadership import Leadership
 from remote_enforcer.ledger import UsageLedger
 from shared import quota as quota_rules
 from shared.forge.persistentvolumeclaim import claim_usage, storage_class_of
@@ -100,11 +102,12 @@ def _terminating(namespace: Mapping[str, Any]) -> bool:
 
 class ClaimAdmission:
     def __init__(self, api: ClusterApi, consumers: Consumers, ledger: UsageLedger,
-                 storage_classes: Sequence[str]) -> None:
+                 storage_classes: Sequence[str], leadership: Leadership | None = None) -> None:
         self.api = api
         self.consumers = consumers
         self.ledger = ledger
         self.storage_classes = tuple(storage_classes)
+        self.leadership = leadership or Leadership()
         self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
         # consumer -> (namespace, name) -> (usage, expiry): admitted, maybe not listed yet
         self._reserved: defaultdict[str, dict[tuple[str, str], tuple[dict[str, Decimal],
@@ -134,8 +137,7 @@ class ClaimAdmission:
                        "volume: the provider's PersistentVolume controller does")
         if problem is not None:
             return False, problem
-        return await self._within_quota(consumer, namespace, obj, old,
-                                        bool(request.get("dryRun")))
+        return await self._within_quota(consumer, namespace, request)
 
     def _deletion(self, request: Mapping[str, Any], consumer: str,
                   namespace: Mapping[str, Any]) -> tuple[bool, str]:
@@ -172,13 +174,19 @@ class ClaimAdmission:
                                         *(usage for k, (usage, _) in reserved.items()
                                           if k != key)])
 
-    async def _within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
-                            old: Mapping[str, Any] | None, dry_run: bool) -> tuple[bool, str]:
-        spec = (self.consumers.quota(consumer) or {}).get("spec") or {}
-        limits = await self.consumers.limits(consumer)  # with a Quota or without
+    async def _within_quota(self, consumer: str, namespace: str, request: Mapping[str, Any]
+                            ) -> tuple[bool, str]:
+        obj = request.get("object") or {}
+        old = request.get("oldObject") if request.get("operation") == "UPDATE" else None
+        dry_run = bool(request.get("dryRun"))
         usage = claim_usage(obj)
         if old is not None and usage == claim_usage(old):
             return True, ""  # no new storage asked: metadata, status, binding
+        verdict = await self.leadership.elsewhere(WEBHOOK_PATH, request)
+        if verdict is not None:
+            return verdict
+        spec = (self.consumers.quota(consumer) or {}).get("spec") or {}
+        limits = await self.consumers.limits(consumer)  # with a Quota or without
         key = (namespace, str((obj.get("metadata") or {}).get("name") or ""))
         await self.ledger.claims_synced.wait()
         async with self._locks[consumer]:
@@ -189,3 +197,10 @@ class ClaimAdmission:
                 self._reserved[consumer][key] = (decision.requested,
                                                  time.monotonic() + RESERVATION_SECONDS)
             return decision.allowed, decision.message
+
+    def reserved(self) -> int:
+        """Admitted claims the ledger has not seen stored yet (nor given up on)."""
+        now = time.monotonic()
+        return sum(1 for reserved in self._reserved.values()
+                   for key, (_, expiry) in reserved.items()
+                   if expiry >= now and not self.ledger.claim(key))

@@ -1,4 +1,4 @@
-"""What the enforcer knows of its consumers, from its own list+watches of namespaces and Quotas:
+"""What the enforcer knows of its consumers, from the mirrors of namespaces and Quotas:
 which consumer a twin namespace belongs to, its Quota, its pod policy and its service policy.
 Admission, pod creation and twin-namespace labelling all decide from this one view."""
 
@@ -17,10 +17,10 @@ from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
 
 class Consumers:
-    def __init__(self, cluster_id: str) -> None:
+    def __init__(self, cluster_id: str, namespaces: Mirror, quotas: Mirror) -> None:
         self.cluster_id = cluster_id
-        self.namespaces = Mirror()
-        self.quotas = Mirror()
+        self.namespaces = namespaces
+        self.quotas = quotas
         self.listed = asyncio.Event()
         """Set once both caches hold their first list: until then a Quota could be missed."""
         self.offered: Callable[[str], Awaitable[dict[str, str]]] = _nothing_offered

@@ -1,5 +1,5 @@
 """What each consumer's ShadowPods use, kept current by the ShadowPod list+watch (`apply` is
-one of its sinks; `synced` is set once it listed), so that an admission costs no list of the
+one of its routes; `synced` is set once it listed), so that an admission costs no list of the
 consumer's ShadowPods (O(1) instead of O(pods)); and what its reflected claims take
 (`requests.storage`, `persistentvolumeclaims`), from the claims' list+watch (`apply_claim`;
 `claims_synced`).
@@ -37,7 +37,8 @@ class UsageLedger:
         self._totals: defaultdict[str, dict[str, Decimal]] = defaultdict(dict)
         self.synced = asyncio.Event()
         self.claims_synced = asyncio.Event()
-        self.changed = asyncio.Event()  # set on every change of some consumer's usage
+        self.on_change: Callable[[str], None] = lambda consumer: None
+        """Called with the consumer whose usage changed."""
         # Called with (consumer, key, uid) for every stored state of a ShadowPod seen.
         self.on_observed: Callable[[str, Key, str], None] = lambda consumer, key, uid: None
 
@@ -52,12 +53,21 @@ class UsageLedger:
         entry = self._claims.get(key)
         return dict(entry[1]) if entry is not None else {}
 
-    def _forget(self, key: Key, entries: dict[Key, tuple[str, dict[str, Decimal]]] | None = None
-                ) -> None:
-        previous = (self._entries if entries is None else entries).pop(key, None)
+    def _set(self, entries: dict[Key, tuple[str, dict[str, Decimal]]], key: Key,
+             entry: tuple[str, dict[str, Decimal]] | None) -> None:
+        """`key` counts `entry` from now on (None: nothing); the consumers whose usage moved
+        are told (a status write, which changes nothing counted, tells nobody)."""
+        previous = entries.get(key)
+        if previous == entry:
+            return
         if previous is not None:
+            del entries[key]
             _add(self._totals[previous[0]], previous[1], -1)
-            self.changed.set()
+        if entry is not None:
+            entries[key] = entry
+            _add(self._totals[entry[0]], entry[1], +1)
+        for consumer in {entry[0] for entry in (previous, entry) if entry is not None}:
+            self.on_change(consumer)
 
     def apply_claim(self, event_type: str, claim: dict[str, Any]) -> None:
         """A reflected claim (its origin label names the consumer) counts until it is being
@@ -65,30 +75,26 @@ class UsageLedger:
         meta = claim.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         consumer = (meta.get("labels") or {}).get(ORIGIN_CLUSTER_LABEL)
-        self._forget(key, self._claims)
-        if event_type == "DELETED" or not consumer or meta.get("deletionTimestamp"):
-            return
-        try:
-            usage = {name: parse_quantity(value) for name, value in claim_usage(claim).items()}
-        except ValueError:
-            return
-        self._claims[key] = (consumer, usage)
-        _add(self._totals[consumer], usage, +1)
-        self.changed.set()
+        entry = None
+        if event_type != "DELETED" and consumer and not meta.get("deletionTimestamp"):
+            try:
+                entry = (consumer, {name: parse_quantity(value)
+                                    for name, value in claim_usage(claim).items()})
+            except ValueError:
+                entry = None
+        self._set(self._claims, key, entry)
 
     def apply(self, event_type: str, shadowpod: dict[str, Any]) -> None:
         meta = shadowpod.get("metadata") or {}
         key = (meta.get("namespace", ""), meta.get("name", ""))
         consumer = (meta.get("labels") or {}).get(ORIGIN_CLUSTER_LABEL)
-        self._forget(key)
         if consumer and event_type != "DELETED":
             self.on_observed(consumer, key, str(meta.get("uid", "")))
-        if event_type == "DELETED" or not consumer or enforcement.is_terminal(shadowpod):
-            return
-        try:
-            requests = quota_rules.pod_requests((shadowpod.get("spec") or {}).get("pod") or {})
-        except ValueError:
-            return
-        self._entries[key] = (consumer, requests)
-        _add(self._totals[consumer], requests, +1)
-        self.changed.set()
+        entry = None
+        if event_type != "DELETED" and consumer and not enforcement.is_terminal(shadowpod):
+            try:
+                entry = (consumer, quota_rules.pod_requests(
+                    (shadowpod.get("spec") or {}).get("pod") or {}))
+            except ValueError:
+                entry = None
+        self._set(self._entries, key, entry)

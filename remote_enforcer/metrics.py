@@ -1,6 +1,6 @@
 """What the enforcer shows on /metrics (`annex.metrics`): its own counters and gauges, the pods
 it runs for consumers by phase, its controllers' and webhooks' controller-runtime families, and
-its clients' requests (kopf's included: `annex.metrics_kopf`)."""
+its client's requests."""
 
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ COUNTERS = {
                                     "Pods recreated after they vanished."),
     "admissions_total": Family(f"{PREFIX}_admissions_total", "counter",
                                "ShadowPod admission reviews by result.", ("result",)),
+    "admissions_forwarded_total": Family(
+        f"{PREFIX}_admissions_forwarded_total", "counter",
+        "Reviews counting against a quota that this replica, not leading, forwarded to the "
+        "leader, by whether a leader answered.", ("result",)),
 }
 OFFLOADED_PODS = Family("annex_offloaded_pods", "gauge",
                         "Pods run for consumers (ShadowPods' pods), by consumer cluster and "
@@ -78,6 +82,8 @@ class Metrics:
         self.pods = OffloadedPods()
         self.webhooks = ServedRequests()
         """The admission webhooks' requests (their server counts them)."""
+        self.extra: list[Collector] = []
+        """More families (the leader election's)."""
         self._requests = requests
 
     def count(self, name: str, labels: Sequence[str] = ()) -> None:
@@ -102,6 +108,7 @@ class Metrics:
             ControllerCollector(PREFIX, lambda: self.controllers),
             self.webhooks,
             RequestCollector(self._requests),
+            *self.extra,
         ]
 
     def registry(self) -> CollectorRegistry:

@@ -29,8 +29,9 @@ from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
+from annex.informers import Change
 from annex.kubeapi import ClusterApi
-from annex.mirror import Key, Mirror, key_of
+from annex.mirror import Key, Mirror
 from annex.writes import delete_owned
 from remote_enforcer.shadowpods import pod_path
 from shared.forge import enforcement
@@ -93,17 +94,17 @@ def force_delete_in(pod: Mapping[str, Any], node: Mapping[str, Any] | None, now:
 
 
 class NodeFailures:
-    """Fed by the node watch (`on_node`) and the pod watch (`on_pod`, after the ShadowPod
-    enforcer, whose caches of its pods and ShadowPods it reads)."""
+    """Fed by the routes of nodes (`on_node`) and pods (`on_pod`); reads the mirrors of the
+    nodes and of the ShadowPods and their pods."""
 
-    def __init__(self, api: ClusterApi, pods: Mirror, shadowpods: Mirror,
+    def __init__(self, api: ClusterApi, nodes: Mirror, pods: Mirror, shadowpods: Mirror,
                  events: EventRecorder, grace: float) -> None:
         self.api = api
+        self.nodes = nodes
         self.pods = pods
         self.shadowpods = shadowpods
         self.events = events
         self.grace = grace
-        self.nodes: dict[str, dict[str, Any]] = {}
         self._on_node: dict[str, set[Key]] = {}  # node name -> its ShadowPods' pods
         self._node_of: dict[Key, str] = {}
         self._reported: set[str] = set()  # uids of pods held by their claims, said once
@@ -112,24 +113,19 @@ class NodeFailures:
         self.controller: Controller[Key] = Controller("node-failures", self._reconcile,
                                                       workers=2, synced=self.listed.is_set)
 
-    def on_node(self, event_type: str, node: dict[str, Any]) -> None:
-        name = str(node["metadata"]["name"])
-        if event_type == "DELETED":
-            self.nodes.pop(name, None)
-            return
-        self.nodes[name] = node
-        if not_ready_since(node) is not None:
-            for key in self._on_node.get(name, ()):
+    def on_node(self, change: Change) -> None:
+        if not change.deleted and not_ready_since(change.obj) is not None:
+            for key in self._on_node.get(change.key[1], ()):
                 self.controller.add(key)
 
-    def on_pod(self, event_type: str, pod: dict[str, Any]) -> None:
+    def on_pod(self, change: Change) -> None:
+        pod, key = change.obj, change.key
         if ORIGIN_CLUSTER_LABEL not in (pod["metadata"].get("labels") or {}):
             return  # not a ShadowPod's
-        key = key_of(pod)
         previous = self._node_of.pop(key, None)
         if previous is not None:
             self._on_node.get(previous, set()).discard(key)
-        if event_type == "DELETED":
+        if change.deleted:
             self._reported.discard(str(pod["metadata"].get("uid")))
             return
         node = str((pod.get("spec") or {}).get("nodeName") or "")
@@ -145,7 +141,8 @@ class NodeFailures:
         if pod is None or shadowpod is None or not enforcement.is_controlled_by(pod, shadowpod):
             return DONE  # not a pod the enforcer made: never touched
         node_name = str((pod.get("spec") or {}).get("nodeName") or "")
-        due = force_delete_in(pod, self.nodes.get(node_name), datetime.now(UTC), self.grace)
+        due = force_delete_in(pod, self.nodes.get(("", node_name)), datetime.now(UTC),
+                              self.grace)
         if due is None:
             return DONE  # a node's change to NotReady brings the pod back
         if due > 0:

@@ -1,6 +1,8 @@
 """ResourceOffer per consumer, in its tenant namespace: a fixed amount, or a share of what the
-schedulable nodes have free. Node and pod events only update an in-memory picture; a debounced
-loop recomputes and writes an offer only when it moved by more than the threshold."""
+schedulable nodes have free. Node and pod events only update the picture (the nodes' mirror, the
+pods' requests); a change schedules each tenant namespace's offer for a reconcile after the
+debounce (`--offer-debounce-seconds`, one pending look per tenant however many events come),
+which writes an offer only when it moved by more than the threshold."""
 
 from __future__ import annotations
 
@@ -9,7 +11,11 @@ import logging
 from decimal import Decimal
 from typing import Any
 
-from annex.kubeapi import ApiError, ClusterApi, custom_path
+from annex.controller import DONE, Controller, Result
+from annex.informers import Change
+from annex.kubeapi import JSON_PATCH, ClusterApi, custom_path
+from annex.mirror import Mirror
+from annex.writes import create_or_refuse
 from remote_enforcer.settings import Settings
 from shared import offer as offer_rules
 from shared.api.resource_offer import RESOURCE_OFFER
@@ -32,31 +38,62 @@ def offer_path(namespace: str, name: str = "") -> str:
     return custom_path(RESOURCE_OFFER, namespace, name)
 
 
+def node_view(node: dict[str, Any]) -> dict[str, Any]:
+    """What the nodes' mirror keeps of a node: what the offer counts (schedulable, allocatable,
+    platform) and when it stopped being Ready (`node_failure`)."""
+    metadata = node.get("metadata") or {}
+    return {"metadata": {"name": metadata.get("name"),
+                         "creationTimestamp": metadata.get("creationTimestamp")},
+            "spec": node.get("spec") or {},
+            "status": {k: (node.get("status") or {}).get(k)
+                       for k in ("allocatable", "conditions", "nodeInfo")}}
+
+
 class OfferPublisher:
-    def __init__(self, api: ClusterApi, settings: Settings) -> None:
+    """Keys: tenant namespaces. Reads the nodes' mirror; fed by the routes of nodes
+    (`on_node`), pods (`on_pod`) and namespaces (`on_namespace`)."""
+
+    def __init__(self, api: ClusterApi, settings: Settings, nodes: Mirror) -> None:
         self.api = api
         self.settings = settings
-        self.nodes: dict[str, dict[str, Any]] = {}
+        self.nodes = nodes
         # pod uid -> (origin consumer or "", node, requests)
         self.pods: dict[str, tuple[str, str, dict[str, Decimal]]] = {}
         self.tenants: dict[str, str] = {}  # tenant namespace -> consumer id
         self.published: dict[str, dict[str, Any]] = {}  # tenant namespace -> offer spec
-        self._dirty = asyncio.Event()
+        self._scheduled: set[str] = set()
+        """Tenant namespaces whose look after the debounce is pending."""
+        self._nodes: tuple[int, list[dict[str, Any]]] = (-1, [])
+        """The nodes' mirror decoded, with the mirror's version it was read at."""
         self.listed = asyncio.Event()
-        """Set once the picture holds the first lists of nodes, pods and namespaces (`run`)."""
+        """Set once the picture holds the first lists of nodes, pods and namespaces: no offer
+        from a half-listed picture (it would under-count what runs)."""
+        self.controller: Controller[str] = Controller(
+            "offers", self._reconcile, workers=1, synced=self.listed.is_set)
+
+    def node_list(self) -> list[dict[str, Any]]:
+        """The nodes as the mirror holds them, decoded once per change of the mirror, not once
+        per tenant and look."""
+        version = self.nodes.version
+        if self._nodes[0] != version:
+            self._nodes = (version, self.nodes.values())
+        return self._nodes[1]
 
     # --- the picture, from events -------------------------------------------------------
-    def on_node(self, event_type: str | None, node: dict[str, Any]) -> None:
-        name = node["metadata"]["name"]
-        before = self.nodes.get(name)
-        if event_type == "DELETED":
-            self.nodes.pop(name, None)
-        else:
-            self.nodes[name] = {"metadata": {"name": name}, "spec": node.get("spec") or {},
-                                "status": {k: (node.get("status") or {}).get(k)
-                                           for k in ("allocatable", "conditions", "nodeInfo")}}
-        if _capacity_view(before) != _capacity_view(self.nodes.get(name)):
-            self._dirty.set()
+    def _changed(self) -> None:
+        """The picture moved: every tenant's offer is looked at once the debounce passed."""
+        for tenant in self.tenants:
+            self._schedule(tenant)
+
+    def _schedule(self, tenant: str) -> None:
+        if tenant not in self._scheduled:
+            self._scheduled.add(tenant)
+            self.controller.queue.add_after(tenant, self.settings.offer_debounce_seconds)
+
+    def on_node(self, change: Change) -> None:
+        after = None if change.deleted else node_view(change.obj)
+        if _capacity_view(change.before) != _capacity_view(after):
+            self._changed()
 
     def on_pod(self, event_type: str | None, pod: dict[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
@@ -68,7 +105,7 @@ class OfferPublisher:
             origin = (pod["metadata"].get("labels") or {}).get(ORIGIN_CLUSTER_LABEL, "")
             self.pods[uid] = (origin, *reservation)
         if before != self.pods.get(uid):
-            self._dirty.set()
+            self._changed()
 
     def on_namespace(self, event_type: str | None, namespace: dict[str, Any]) -> None:
         """Tenant namespaces (the tenant label) are offered to their consumer."""
@@ -81,7 +118,7 @@ class OfferPublisher:
             self.published.pop(name, None)
         elif self.tenants.get(name) != consumer:
             self.tenants[name] = consumer
-            self._dirty.set()
+            self._schedule(name)
 
     # --- computing and writing ------------------------------------------------------------
     async def offered(self, consumer: str) -> dict[str, str]:
@@ -103,21 +140,21 @@ class OfferPublisher:
         extended = self.settings.offer_extended_resources
         if self.settings.offer_mode == "fixed":
             resources = dict(self.settings.offer_resources)
-            resources.setdefault("pods", str(offer_rules.allocatable_pods(self.nodes.values())))
+            resources.setdefault("pods", str(offer_rules.allocatable_pods(self.node_list())))
             # Listed devices the fixed amounts do not name are lent as the nodes have them.
-            free = offer_rules.free_resources(self.nodes.values(), self._reservations(consumer),
+            free = offer_rules.free_resources(self.node_list(), self._reservations(consumer),
                                               extended)
             for name, text in offer_rules.share(free, Decimal(100)).items():
                 if name not in offer_rules.OFFERED_RESOURCES:
                     resources.setdefault(name, text)
             return resources
-        free = offer_rules.free_resources(self.nodes.values(), self._reservations(consumer),
+        free = offer_rules.free_resources(self.node_list(), self._reservations(consumer),
                                           extended)
         return offer_rules.share(free, self.settings.offer_percent)
 
     def max_pod_resources_for(self, consumer: str, offered: dict[str, str]) -> dict[str, str]:
         # Here the consumer's own pods count: they hold room on the nodes a next pod needs.
-        largest = offer_rules.largest_free(self.nodes.values(),
+        largest = offer_rules.largest_free(self.node_list(),
                                            [(node, requests) for _, node, requests
                                             in self.pods.values()],
                                            self.settings.offer_extended_resources)
@@ -137,7 +174,7 @@ class OfferPublisher:
                                for i, n in enumerate(self.settings.storage_classes)],
             "ingressClasses": [{"name": n, "default": i == 0}
                                for i, n in enumerate(self.settings.ingress_classes)],
-            **offer_rules.node_platform(self.nodes.values()),
+            **offer_rules.node_platform(self.node_list()),
         }
 
     def _worth_writing(self, old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
@@ -160,31 +197,30 @@ class OfferPublisher:
             return
         body = {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
                 "metadata": {"name": RESOURCE_OFFER_NAME, "namespace": tenant}, "spec": spec}
-        if tenant in self.published:
-            await self.api.patch(offer_path(tenant, RESOURCE_OFFER_NAME), {"spec": spec})
-        else:
-            try:
-                await self.api.create(offer_path(tenant), body)
-            except ApiError as error:
-                if error.status != 409:
-                    raise
-                await self.api.patch(offer_path(tenant, RESOURCE_OFFER_NAME), {"spec": spec})
+        created = False
+        if tenant not in self.published:  # none found: made, unless made meanwhile
+            _, created = await create_or_refuse(self.api, offer_path(tenant),
+                                                offer_path(tenant, RESOURCE_OFFER_NAME), body,
+                                                _ours)
+        if not created:
+            # The whole spec, replaced: a merge patch would keep what the offer no longer says
+            # (a label of a region no longer given), and every later look would write again.
+            await self.api.patch(offer_path(tenant, RESOURCE_OFFER_NAME),
+                                 [{"op": "replace", "path": "/spec", "value": spec}], JSON_PATCH)
         self.published[tenant] = spec
         log.info("published offer for %s in %s: %s", consumer, tenant, spec["resources"])
 
-    async def run(self) -> None:
-        """Recompute after changes, at most once per debounce interval."""
-        self.listed.set()
-        while True:
-            await self._dirty.wait()
-            await asyncio.sleep(self.settings.offer_debounce_seconds)
-            self._dirty.clear()
-            for tenant, consumer in list(self.tenants.items()):
-                try:
-                    await self.publish(tenant, consumer)
-                except Exception:  # noqa: BLE001 - retried on the next change
-                    log.exception("cannot publish the offer in %s", tenant)
-                    self._dirty.set()
+    async def _reconcile(self, tenant: str) -> Result:
+        self._scheduled.discard(tenant)  # a change from now on is looked at again
+        consumer = self.tenants.get(tenant)
+        if consumer is not None:
+            await self.publish(tenant, consumer)
+        return DONE
+
+
+def _ours(_: object) -> bool:
+    """The tenant namespace's offer is the enforcer's (the consumer may only read it)."""
+    return True
 
 
 def _capacity_view(node: dict[str, Any] | None) -> Any:

@@ -1,252 +1,301 @@
-"""Wiring: the enforcer's own list+watches of pods, ShadowPods, namespaces, nodes and Quotas
-feeding thin handlers that hand each object to the component that owns its rule; their
-controllers (annex.controller), run until the operator stops; kopf (in standalone, clusterwide
-mode with its own registry) for NamespaceMaps, with kopf's conventions (resume/create/update
-and delete handlers, its finalizer, its retries); the webhook and the health server."""
+"""Wiring: the enforcer's watches, declared in its informer registry (`remote_enforcer.routes`),
+feed the mirrors and the routes to its controllers (annex.controller: ShadowPods, twin namespace
+labels, NamespaceMaps, offers, Quota status, node failures); the admission webhooks and the
+health server.
+
+With `--leader-elect`, every replica watches, fills its mirrors and serves the webhooks and
+probes; the controllers run on the holder of the election Lease only (a standby's keys wait in
+their queues, and are reconciled once it leads), which also decides every quota
+(`remote_enforcer.leadership`). A replica that loses the Lease stops writing and exits, to start
+again as a standby; one stopped (SIGTERM) stops deciding and writing, lets what it admitted
+reach its ledger, then releases the Lease for a standby to take at its next try. The Lease is
+owned by the enforcer's ServiceAccount (read from its token): it goes with the release. The
+leader is the one that announces the cluster on mDNS (`--announce-mdns`): replicas announcing
+one name would conflict, and a standby's announcement would end with it."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+import signal
+import time
+from collections.abc import Callable
 from typing import Any
 
-import kopf
-
-from annex import tracing
 from annex.controller import Controller
-from annex.kube import ClientLimits, Connection, kopf_login, load_connection
-from annex.kubeapi import REQUESTS, ClusterApi, core_path, custom_path
-from annex.listwatch import Sink, list_and_watch
-from annex.logs import reconciling
-from annex.metrics import MetricsAccess, metrics_handler
-from annex.metrics_kopf import counted_session
+from annex.informers import Informers
+from annex.kube import ClientLimits, current_token, load_connection, token_service_account
+from annex.kubeapi import ClusterApi, group_path
+from annex.leader import LeaderElector, candidate_identity
+from annex.listwatch import list_and_watch
+from annex.metrics import MetricsAccess, leader_collector, metrics_handler
+from annex.mirror import Mirror
 from annex.probes import serve_probes
 from annex.reviews import Reviews
 from remote_enforcer.admission import Admission, start_webhook
+from remote_enforcer.announce import announced
 from remote_enforcer.certs import reload_on_change, server_context
 from remote_enforcer.claim_admission import ClaimAdmission
 from remote_enforcer.consumers import Consumers
+from remote_enforcer.leadership import (
+    LEADER_WEBHOOK_ANNOTATION,
+    Leadership,
+    PeerTLS,
+    webhook_url,
+)
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
-from remote_enforcer.namespaces import NamespaceMapper, TwinNamespaceLabels
+from remote_enforcer.namespaces import NamespaceMapper, NamespaceMaps, TwinNamespaceLabels
 from remote_enforcer.node_failure import NodeFailures
 from remote_enforcer.object_admission import ObjectAdmission, PodAddresses
 from remote_enforcer.offer import OfferPublisher
-from remote_enforcer.quota_status import write_quota_status
+from remote_enforcer.quota_status import QuotaStatus
+from remote_enforcer.routes import CLUSTER, WATCH, Parts, declare_routes, declare_watches
 from remote_enforcer.settings import Settings
-from remote_enforcer.shadowpods import ShadowPodEnforcer, shadowpod_path
-from shared.api.namespace_map import NAMESPACE_MAP
-from shared.api.quota import QUOTA
-from shared.forge import tenancy
-from shared.wellknown import (
-    REMOTE_CLUSTER_ID_LABEL,
-    TWIN_NAMESPACES_FINALIZER,
-)
+from remote_enforcer.shadowpods import ShadowPodEnforcer
 
 log = logging.getLogger(__name__)
 
 
-# kopf's own records on each NamespaceMap (handler progress, the last handled spec, the finalizer
-# it manages) are annotations of ours: status.currentMapping is the enforcer's to write, and the
-# agent writes only spec. The finalizer keeps the name earlier versions put on maps they made.
-ANNOTATIONS_PREFIX = "enforcer.annex.io"
-# A failed API call (a conflict, throttling, the server away) is tried again this soon, for as
-# long as it fails (kopf's default retries: unbounded).
-API_RETRY_SECONDS = 2.0
-CONTROLLER = "namespacemaps"
-"""What the kopf handlers' log lines name as their controller (the runtime's are named by
-their Controller)."""
+def build(api: ClusterApi, settings: Settings, informers: Informers, metrics: Metrics
+          ) -> Parts:
+    """Every part, on the registry's mirrors, and the routes that feed them."""
+    declare_watches(informers)
+
+    def mirror(resource: str) -> Mirror:
+        return informers.mirror(CLUSTER, resource)
+
+    ledger = UsageLedger()
+    consumers = Consumers(settings.cluster_id, mirror("namespaces"), mirror("quotas"))
+    shadowpods = ShadowPodEnforcer(api, metrics, consumers, settings.workers, mirror("pods"),
+                                   mirror("shadowpods"))
+    offers = OfferPublisher(api, settings, mirror("nodes"))
+    consumers.offered = offers.offered  # admission limits what a Quota does not list by it
+    mapper = NamespaceMapper(api, settings.cluster_id, consumers,
+                             settings.consumer_cluster_role)
+    parts = Parts(
+        consumers=consumers, ledger=ledger, metrics=metrics, shadowpods=shadowpods,
+        node_failures=NodeFailures(api, mirror("nodes"), mirror("pods"), mirror("shadowpods"),
+                                   shadowpods.events, settings.node_failure_grace_seconds),
+        offers=offers, twins=TwinNamespaceLabels(api, consumers, settings.workers),
+        namespace_maps=NamespaceMaps(mapper, mirror("namespacemaps"), settings.workers),
+        quota_status=QuotaStatus(api, ledger, mirror("quotas"),
+                                 settings.offer_debounce_seconds),
+        pod_addresses=PodAddresses())
+    declare_routes(informers, parts)
+    metrics.gauges["shadowpods_counted"] = (
+        "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
+    return parts
 
 
-def build_registry(connection: Connection, namespace_maps: NamespaceMapper,
-                   resync_seconds: float) -> kopf.OperatorRegistry:
-    """kopf serves NamespaceMaps only: converge on resume, create and spec change (again soon
-    while a twin of ours is being deleted), look again every `resync_seconds` (a name somebody
-    else holds, a twin deleted behind the enforcer's back), release the twins on delete."""
-    registry = kopf.OperatorRegistry()
-    resource = NAMESPACE_MAP.resource
-
-    @kopf.on.login(registry=registry)
-    async def _login(**_: Any) -> kopf.AiohttpSession:
-        # Called again on a 401: a rotated token read afresh. Its requests are counted with
-        # the enforcer's own (/metrics).
-        return counted_session(kopf_login(connection), REQUESTS)
-
-    @kopf.on.resume(*resource, registry=registry, backoff=API_RETRY_SECONDS)
-    @kopf.on.create(*resource, registry=registry, backoff=API_RETRY_SECONDS)
-    @kopf.on.update(*resource, field="spec", registry=registry, backoff=API_RETRY_SECONDS)
-    async def converge(namespace: str | None, name: str, **_: Any) -> None:
-        namespace = str(namespace)  # NamespaceMaps are namespaced
-        with reconciling(CONTROLLER, namespace, name), \
-                tracing.reconcile_span(CONTROLLER, namespace, name):
-            mapping = await namespace_maps.converge(namespace, name)
-        if mapping is None:
-            raise kopf.PermanentError(f"not in a tenant namespace (no {REMOTE_CLUSTER_ID_LABEL} "
-                                      f"label on namespace {namespace}): ignored")
-        if (terminating := tenancy.terminating_twins(mapping)) is not None:
-            raise kopf.TemporaryError(terminating, delay=tenancy.TERMINATING_RETRY_SECONDS)
-
-    # Quietly: a name that stays taken is in the map's status, not in an Event every 30 s.
-    @kopf.timer(*resource, registry=registry, interval=resync_seconds,
-                initial_delay=resync_seconds)
-    async def resync(namespace: str | None, name: str, spec: kopf.Spec, status: kopf.Status,
-                     **_: Any) -> None:
-        if tenancy.needs_resync(spec.get("desiredMapping") or {},
-                                status.get("currentMapping") or {}, namespace_maps.twin_exists):
-            with reconciling(CONTROLLER, namespace, name), \
-                    tracing.reconcile_span(CONTROLLER, namespace, name):
-                await namespace_maps.converge(str(namespace), name)
-
-    @kopf.on.delete(*resource, registry=registry, backoff=API_RETRY_SECONDS)
-    async def release(namespace: str | None, name: str, **_: Any) -> None:
-        with reconciling(CONTROLLER, namespace, name), \
-                tracing.reconcile_span(CONTROLLER, namespace, name):
-            await namespace_maps.release(str(namespace), name)
-
-    return registry
+LISTED_FIRST: dict[str, tuple[str, ...]] = {
+    "consumers": ("namespaces", "quotas"),
+    "ledger": ("shadowpods",),
+    "claims": ("persistentvolumeclaims",),
+    "pod_addresses": ("pods",),
+    "shadowpods": ("pods", "shadowpods"),
+    "node_failures": ("pods", "shadowpods", "nodes"),
+    # no offer from a half-listed picture (it would under-count what runs)
+    "offers": ("pods", "nodes", "namespaces"),
+    "namespace_maps": ("namespacemaps",),
+}
+"""What each part waits for before it decides anything: the first lists of these resources."""
 
 
-def fanned_out(*sinks: Sink) -> Sink:
-    """One watch's events, to each of `sinks` in turn."""
-    def sink(event_type: str, obj: dict[str, Any]) -> None:
-        for each in sinks:
-            each(event_type, obj)
-    return sink
+def listed_events(parts: Parts) -> dict[str, asyncio.Event]:
+    return {"consumers": parts.consumers.listed, "ledger": parts.ledger.synced,
+            "claims": parts.ledger.claims_synced, "pod_addresses": parts.pod_addresses.listed,
+            "shadowpods": parts.shadowpods.listed, "node_failures": parts.node_failures.listed,
+            "offers": parts.offers.listed, "namespace_maps": parts.namespace_maps.listed}
 
 
-def kopf_settings(settings: Settings) -> kopf.OperatorSettings:
-    configured = kopf.OperatorSettings()
-    configured.batching.worker_limit = settings.workers
-    # An idle per-object worker holds a slot this long: short, or new objects wait for slots.
-    configured.batching.idle_timeout = settings.worker_idle_seconds
-    configured.posting.level = logging.WARNING
-    configured.watching.server_timeout = 300
-    configured.networking.request_timeout = 30
-    configured.persistence.finalizer = TWIN_NAMESPACES_FINALIZER
-    configured.persistence.progress_storage = kopf.AnnotationsProgressStorage(
-        prefix=ANNOTATIONS_PREFIX)
-    configured.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
-        prefix=ANNOTATIONS_PREFIX)
-    return configured
+def controllers(parts: Parts) -> list[Controller[Any]]:
+    return [parts.shadowpods.controller, parts.twins.controller,
+            parts.namespace_maps.controller, parts.offers.controller,
+            parts.quota_status.controller, parts.node_failures.controller]
 
 
-async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
-    if settings.log_level.upper() != "DEBUG":
-        # kopf logs every handled event at INFO: noise.
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+def dispatcher(informers: Informers, plural: str) -> Callable[[str, dict[str, Any]], None]:
+    """The sink of a resource's list+watch: into the registry."""
+    def dispatch(event_type: str, obj: dict[str, Any]) -> None:
+        informers.dispatch(CLUSTER, plural, event_type, obj)
+    return dispatch
+
+
+def watch_tasks(api: ClusterApi, informers: Informers, parts: Parts) -> list[asyncio.Task[None]]:
+    """A list+watch per declared resource into the registry, and once the resources each part
+    reads hold their first list, its event set."""
+    listed: dict[str, asyncio.Event] = {}
+    tasks: list[asyncio.Task[None]] = []
+    for (group, version, plural), selector in informers.watched(CLUSTER, WATCH).items():
+        listed[plural] = asyncio.Event()
+        tasks.append(asyncio.create_task(list_and_watch(
+            api, group_path(group, version, plural), dispatcher(informers, plural),
+            query={"labelSelector": selector} if selector else None,
+            on_listed=listed[plural].set, name=plural), name=f"watch-{plural}"))
+
+    async def when_listed(resources: tuple[str, ...], then: asyncio.Event) -> None:
+        for resource in resources:
+            await listed[resource].wait()
+        then.set()
+
+    events = listed_events(parts)
+    tasks += [asyncio.create_task(when_listed(LISTED_FIRST[part], event))
+              for part, event in events.items()]
+    return tasks
+
+
+HANDOVER_SECONDS = 2.0
+"""How long a stopping leader waits for what it admitted to reach its ledger (it is stored in
+milliseconds, unless the API server refused it after admission) before it gives the Lease up:
+the next leader's ledger then counts it."""
+
+
+def leader_elector(settings: Settings, limits: ClientLimits) -> LeaderElector | None:
+    """The candidacy for the election Lease, with a client of its own: the renewals never wait
+    behind a burst of writes in the client-side rate limiter. It publishes where this replica's
+    webhook is."""
+    if not settings.leader_elect:
+        return None
+    namespace = settings.leader_elect_resource_namespace
+    assert namespace and settings.webhook_advertise_address
+    connection = load_connection(settings.kubeconfig, limits=limits)
+    # The Lease goes with the enforcer's ServiceAccount (an uninstalled release), when it runs
+    # as one of the Lease's namespace.
+    account = token_service_account(current_token(connection))
+    owner = ({"apiVersion": "v1", "kind": "ServiceAccount", "name": account.name,
+              "uid": account.uid} if account and account.namespace == namespace else None)
+    return LeaderElector(
+        ClusterApi(connection), namespace, settings.leader_elect_resource_name,
+        candidate_identity(), settings.election_timings(),
+        annotations={LEADER_WEBHOOK_ANNOTATION: webhook_url(settings.webhook_advertise_address,
+                                                            settings.webhook_port)},
+        owner=owner)
+
+
+async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
+    """Until SIGTERM or SIGINT (or `stop`): 0; 1 once this replica lost its leadership; 2 when
+    it cannot start."""
+    peers = PeerTLS(settings.webhook_cert) if settings.leader_elect and settings.webhook_cert \
+        else None
+    if peers is not None and not peers.ca.exists():
+        log.error("--leader-elect needs ca.crt beside %s: the replicas verify each other's "
+                  "webhook with it", peers.cert)
+        return 2
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     limits = ClientLimits(qps=settings.qps, burst=settings.burst)
     connection = load_connection(settings.kubeconfig, limits=limits)
     ssl_context = server_context(settings.webhook_cert, settings.webhook_key,
                                  settings.webhook_hosts, settings.webhook_cert_dir)
-    ready = asyncio.Event()
+    elector = leader_elector(settings, limits)
     # Reads are watches (and a few live reads that guard writes): unthrottled; writes are paced.
     api = ClusterApi(connection, throttle_reads=False)
+    exit_code = 0
     try:
         metrics = Metrics()
-        ledger = UsageLedger()
-        consumers = Consumers(settings.cluster_id)
-        admission = Admission(api, ledger, consumers)
-        pod_addresses = PodAddresses()  # the twin pods' addresses EndpointSlices may point at
-        shadowpods = ShadowPodEnforcer(api, metrics, consumers, settings.workers)
-        node_failures = NodeFailures(api, shadowpods.pods, shadowpods.shadowpods,
-                                     shadowpods.events, settings.node_failure_grace_seconds)
-        offers = OfferPublisher(api, settings)
-        consumers.offered = offers.offered  # admission limits what a Quota does not list by it
-        twins = TwinNamespaceLabels(api, consumers, settings.workers)
-        mapper = NamespaceMapper(api, settings.cluster_id, consumers,
-                                 settings.consumer_cluster_role)
-        registry = build_registry(connection, mapper, settings.namespace_map_resync_seconds)
-        metrics.gauges["shadowpods_counted"] = (
-            "Non-terminal ShadowPods counted against quotas.", lambda: float(len(ledger)))
-        controllers: list[Controller[Any]] = [shadowpods.controller, twins.controller,
-                                              node_failures.controller]
-        metrics.controllers = controllers
-        reconciling = [asyncio.create_task(controller.run(), name=f"controller-{controller.name}")
-                       for controller in controllers]
-        # What the enforcer's own list+watches feed (kopf's per-object machinery costs far more
-        # than these handlers do, at thousands of pods; see docs/benchmarks.md).
-        feeds: list[tuple[str, str, Sink]] = [
-            ("pods", core_path("pods"), fanned_out(offers.on_pod, shadowpods.on_pod_event,
-                                                   metrics.pods.on_pod,
-                                                   pod_addresses.on_pod, node_failures.on_pod)),
-            ("shadowpods", shadowpod_path(""),
-             fanned_out(ledger.apply, shadowpods.on_shadowpod_event)),
-            ("namespaces", core_path("namespaces"), fanned_out(
-                consumers.namespaces.apply, twins.on_namespace, offers.on_namespace,
-                shadowpods.on_namespace_event)),
-            ("nodes", core_path("nodes"), fanned_out(offers.on_node, node_failures.on_node)),
-            ("quotas", custom_path(QUOTA), fanned_out(consumers.quotas.apply, twins.on_quota,
-                                                        shadowpods.on_quota_event)),
-            # the reflected claims (the origin label): their storage counts against quotas
-            ("persistentvolumeclaims", core_path("persistentvolumeclaims"), ledger.apply_claim),
-        ]
-        listed = {name: asyncio.Event() for name, _, _ in feeds}
-        background: list[asyncio.Task[None]] = [asyncio.create_task(list_and_watch(
-            api, path, sink, on_listed=listed[name].set, name=name), name=f"watch-{name}")
-            for name, path, sink in feeds]
+        informers = Informers()
+        parts = build(api, settings, informers, metrics)
+        running = controllers(parts)
+        metrics.controllers = running
+        leadership = Leadership(
+            elector, peers, lambda result: metrics.count("admissions_forwarded_total", (result,)))
+        background = watch_tasks(api, informers, parts)
+        reconciling: list[asyncio.Task[None]] = []
 
-        async def when_listed(names: tuple[str, ...],
-                              then: asyncio.Event | Callable[[], Awaitable[None]]) -> None:
-            """Set `then`, or run it, once the caches `names` hold their first list."""
-            for name in names:
-                await listed[name].wait()
-            if isinstance(then, asyncio.Event):
-                then.set()
-            else:
-                await then()
+        def lead() -> None:
+            reconciling.extend(asyncio.create_task(controller.run(),
+                                                   name=f"controller-{controller.name}")
+                               for controller in running)
+            reconciling.append(asyncio.create_task(announcing(settings), name="announce"))
 
-        background += [
-            asyncio.create_task(when_listed(("namespaces", "quotas"), consumers.listed)),
-            asyncio.create_task(when_listed(("shadowpods",), ledger.synced)),
-            asyncio.create_task(when_listed(("pods",), pod_addresses.listed)),
-            asyncio.create_task(when_listed(("persistentvolumeclaims",),
-                                            ledger.claims_synced)),
-            asyncio.create_task(when_listed(("pods", "shadowpods"), shadowpods.listed)),
-            asyncio.create_task(when_listed(("pods", "shadowpods", "nodes"),
-                                            node_failures.listed)),
-            # No offer from a half-listed picture (it would under-count what runs).
-            asyncio.create_task(when_listed(("pods", "nodes", "namespaces"),
-                                            offers.run), name="offer"),
-            asyncio.create_task(when_listed(("quotas", "shadowpods"), lambda: write_quota_status(
-                api, ledger, consumers.quotas, settings.offer_debounce_seconds)),
-                name="quota-status")]
+        election: asyncio.Task[None] | None = None
+        if elector is None:
+            lead()
+        else:
+            metrics.extra.append(leader_collector(lambda: elector.name, leadership.deciding,
+                                                  lambda: elector.transitions))
+            election = asyncio.create_task(elector.run(), name="election")
+            election.add_done_callback(lambda _: stop.set())  # returns once leadership is lost
+
+            async def lead_once_elected() -> None:
+                await elector.elected.wait()
+                lead()
+            background.append(asyncio.create_task(lead_once_elected(), name="lead"))
+        admission = Admission(api, parts.ledger, parts.consumers, leadership)
+        claims = ClaimAdmission(api, parts.consumers, parts.ledger, settings.storage_classes,
+                                leadership)
         webhook = await start_webhook(
             admission, metrics, settings.webhook_address, settings.webhook_port, ssl_context,
-            ClaimAdmission(api, consumers, ledger, settings.storage_classes),
-            ObjectAdmission(api, consumers, pod_addresses))
+            claims, ObjectAdmission(api, parts.consumers, parts.pod_addresses))
+        ready = all_set(list(listed_events(parts).values()))
+
+        def role() -> str:
+            if elector is None or leadership.deciding():
+                return "ok: leader" if elector is not None else "ok"
+            return f"ok: standby (leader: {elector.holder or 'none yet'})"
+
         health = await serve_probes(settings.health_address, settings.health_port,
-                                    ready=ready.is_set, not_ready="starting",
+                                    ready=ready, not_ready="starting", ready_text=role,
                                     scrape=metrics_handler(metrics.registry(), MetricsAccess(
                                         Reviews(api)) if settings.metrics_secure else None))
-        kopf_ready = asyncio.Event()
         if settings.webhook_cert and settings.webhook_key:
             background.append(asyncio.create_task(reload_on_change(
                 ssl_context, settings.webhook_cert, settings.webhook_key), name="cert-reload"))
-
-        async def readiness() -> None:
-            # Ready once kopf runs and every cache holds its first list.
-            await kopf_ready.wait()
-            for event in listed.values():
-                await event.wait()
-            ready.set()
-        background.append(asyncio.create_task(readiness(), name="readiness"))
         log.info("enforcer %s: webhook on %s:%d, health on %s:%d", settings.cluster_id,
                  settings.webhook_address, settings.webhook_port, settings.health_address,
                  settings.health_port)
         try:
-            await kopf.operator(registry=registry, settings=kopf_settings(settings),
-                                standalone=True, clusterwide=True, ready_flag=kopf_ready,
-                                stop_flag=stop)
+            await stop.wait()
         finally:
-            # No new reconcile starts; the ones under way finish before the client closes.
-            for controller in controllers:
+            # Nothing is decided nor written from now on; the reconciles under way finish
+            # before the client closes.
+            leadership.stop_deciding()
+            for controller in running:
                 controller.stop()
+            await cancelled([task for task in reconciling if task.get_name() == "announce"])
             await asyncio.gather(*reconciling, return_exceptions=True)
-            for task in background:
-                task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
+            if election is not None and elector is not None:
+                if election.done():
+                    log.error("leadership lost: stopping every write and exiting (restarted, "
+                              "this replica is a standby)")
+                    exit_code = 1
+                leading = elector.leading
+                await cancelled([election])
+                if leading:
+                    await handed_over(admission, claims)
+                await elector.release()  # a standby may lead now
+                await elector.api.close()
+            await cancelled(background)
             await webhook.cleanup()
             await health.cleanup()
+            await leadership.close()
     finally:
         await api.close()
+    return exit_code
+
+
+async def announcing(settings: Settings) -> None:
+    """The cluster announced on mDNS (with --announce-mdns) until cancelled: the goodbye then."""
+    async with announced(settings):
+        await asyncio.Event().wait()
+
+
+async def handed_over(admission: Admission, claims: ClaimAdmission) -> None:
+    """Wait, at most HANDOVER_SECONDS, until the ledger counts what this leader admitted."""
+    deadline = time.monotonic() + HANDOVER_SECONDS
+    while admission.reserved() + claims.reserved() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
+def all_set(events: list[asyncio.Event]) -> Callable[[], bool]:
+    return lambda: all(event.is_set() for event in events)
+
+
+async def cancelled(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+

@@ -1,13 +1,17 @@
 """Quota.status.used, from the usage ledger: `kubectl get quota -o yaml` shows what each
-consumer's ShadowPods take. Written after the ledger changes (debounced), only when it differs."""
+consumer's ShadowPods and claims take. A reconcile per Quota (its key), written only when it
+differs: a Quota changed (its status rewritten by hand, say) is looked at at once, a change of
+its consumer's usage once the debounce passed (one pending look per Quota, however many
+ShadowPods come and go meanwhile)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
-from annex.kubeapi import ApiError, ClusterApi, custom_path
-from annex.mirror import Mirror
+from annex.controller import DONE, Controller, Result
+from annex.informers import Change
+from annex.kubeapi import ClusterApi, custom_path
+from annex.mirror import Key, Mirror
 from remote_enforcer.ledger import UsageLedger
 from shared.api.quota import QUOTA
 from shared.quota import used_for
@@ -15,21 +19,54 @@ from shared.quota import used_for
 log = logging.getLogger(__name__)
 
 
-async def write_quota_status(api: ClusterApi, ledger: UsageLedger, quotas: Mirror,
-                             debounce: float) -> None:
-    """`quotas`: the watch's cache of Quotas (a status just written and not yet seen there is
-    written again, unchanged: the API server makes that a no-op)."""
-    while True:
-        await ledger.changed.wait()
-        await asyncio.sleep(debounce)
-        ledger.changed.clear()
-        try:
-            for quota in quotas.values():
-                spec, meta = quota.get("spec") or {}, quota["metadata"]
-                used = used_for(spec, ledger.usage(spec.get("consumerClusterId", "")))
-                if ((quota.get("status") or {}).get("used") or {}) != used:
-                    await api.patch(custom_path(QUOTA, meta["namespace"], meta["name"], "status"),
-                                    {"status": {"used": used}})
-        except (ApiError, OSError) as error:  # retried on the next change
-            log.warning("cannot update quota usage: %s", error)
-            ledger.changed.set()
+class QuotaStatus:
+    """Keys: Quotas. Reads the Quotas' mirror and the ledger; fed by the route of Quotas
+    (`on_quota`) and the ledger's changes."""
+
+    def __init__(self, api: ClusterApi, ledger: UsageLedger, quotas: Mirror,
+                 debounce: float) -> None:
+        self.api = api
+        self.ledger = ledger
+        self.quotas = quotas
+        self.debounce = debounce
+        self._scheduled: set[Key] = set()
+        """Quotas whose look after the debounce is pending."""
+        self._written: dict[Key, tuple[str, dict[str, str]]] = {}
+        """Per Quota, the version our last write replaced and what it wrote: until its echo
+        comes, the mirror's status is older than ours."""
+        self.controller: Controller[Key] = Controller(
+            "quota-status", self._reconcile, workers=1,
+            synced=lambda: ledger.synced.is_set() and ledger.claims_synced.is_set())
+        ledger.on_change = self.on_usage
+
+    def on_quota(self, change: Change) -> None:
+        if change.deleted:
+            self._written.pop(change.key, None)
+        else:
+            self.controller.add(change.key)
+
+    def on_usage(self, consumer: str) -> None:
+        """The consumer's usage changed: its Quotas are looked at once the debounce passed."""
+        for quota in self.quotas.values():
+            if (quota.get("spec") or {}).get("consumerClusterId") == consumer:
+                key = (str(quota["metadata"]["namespace"]), str(quota["metadata"]["name"]))
+                if key not in self._scheduled:
+                    self._scheduled.add(key)
+                    self.controller.queue.add_after(key, self.debounce)
+
+    async def _reconcile(self, key: Key) -> Result:
+        self._scheduled.discard(key)  # a change from now on is looked at again
+        quota = self.quotas.get(key)
+        if quota is None:
+            return DONE
+        spec = quota.get("spec") or {}
+        used = used_for(spec, self.ledger.usage(str(spec.get("consumerClusterId") or "")))
+        version = str(quota["metadata"].get("resourceVersion") or "")
+        shown = (quota.get("status") or {}).get("used") or {}
+        written = self._written.get(key)
+        if written is not None and written[0] == version:
+            shown = written[1]
+        if shown != used:
+            await self.api.patch(custom_path(QUOTA, *key, "status"), {"status": {"used": used}})
+            self._written[key] = (version, used)
+        return DONE

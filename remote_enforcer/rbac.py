@@ -44,7 +44,7 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["shadowpods/status"], "verbs": ["patch"]},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas"], "verbs": READ_VERBS},
     {"apiGroups": [OFFLOADING_GROUP], "resources": ["quotas/status"], "verbs": ["patch"]},
-    # patch: metadata only, kopf's finalizer and its enforcer.annex.io/ annotations
+    # patch: metadata only, the enforcer's finalizer (offloading.liqo.io/twin-namespaces)
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps"],
      "verbs": [*READ_VERBS, "patch"]},
     {"apiGroups": [VIRTUALKUBELET_GROUP], "resources": ["namespacemaps/status"],
@@ -71,10 +71,15 @@ ENFORCER_RULES: list[dict[str, Any]] = [
     {"apiGroups": [RBAC_GROUP], "resources": ["rolebindings"],
      "verbs": ["get", "create", "patch", "delete"]},
     {"apiGroups": [RBAC_GROUP], "resources": ["roles"], "verbs": ["get", "delete"]},
-    # kopf watches CRDs to notice served resources appearing and going (its documented RBAC).
-    {"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"],
-     "verbs": ["list", "watch"]},
 ]
+
+
+def leader_election_rules(lease: str) -> list[dict[str, Any]]:
+    """What the replicas do to their election Lease `lease` (annex/leader.py): a Role in the
+    chart's namespace. RBAC cannot confine create to a name."""
+    return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "resourceNames": [lease], "verbs": ["get", "update"]}]
 
 
 def enforcer_rules(consumer_cluster_role: str) -> list[dict[str, Any]]:

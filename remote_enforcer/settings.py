@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Literal
 
 from annex import tracing
 from annex.kube import ClientLimits
+from annex.leader import ElectionTimings
 from shared.offer import is_lendable_pattern
 from shared.quantity import canonical
 from shared.wellknown import TWIN_NAMESPACE_ROLE
@@ -29,8 +31,6 @@ class Settings:
     metrics_secure: bool = False
     """/metrics only for callers a TokenReview and a SubjectAccessReview (get /metrics) let in."""
     workers: int = 32
-    worker_idle_seconds: float = 1.0
-    namespace_map_resync_seconds: float = 30.0
     offer_mode: Literal["fixed", "share"] = "share"
     offer_percent: Decimal = Decimal(50)
     offer_resources: tuple[tuple[str, str], ...] = ()
@@ -52,6 +52,24 @@ class Settings:
     mdns_interfaces: tuple[str, ...] = ()
     consumer_cluster_role: str = TWIN_NAMESPACE_ROLE
     node_failure_grace_seconds: float = 60.0
+    leader_elect: bool = False
+    """One of several replicas: only the holder of the election Lease runs the controllers and
+    decides quotas; every replica serves the webhooks."""
+    leader_elect_lease_duration: float = ElectionTimings.lease_duration
+    leader_elect_renew_deadline: float = ElectionTimings.renew_deadline
+    leader_elect_retry_period: float = ElectionTimings.retry_period
+    leader_elect_resource_name: str = "annex-remote-enforcer"
+    leader_elect_resource_namespace: str | None = None
+    webhook_advertise_address: str | None = None
+    """Where the other replicas reach this one's webhook (its pod's address)."""
+
+    def election_timings(self) -> ElectionTimings:
+        return ElectionTimings(self.leader_elect_lease_duration,
+                               self.leader_elect_renew_deadline, self.leader_elect_retry_period)
+
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+"""The namespace of the pod the enforcer runs in (where its election Lease is by default)."""
 
 
 def _resources(text: str) -> tuple[tuple[str, str], ...]:
@@ -102,14 +120,9 @@ def parser() -> argparse.ArgumentParser:
                    help="serve /metrics only to callers whose bearer token a TokenReview accepts "
                         "and who may get the non-resource URL /metrics (a SubjectAccessReview)")
     p.add_argument("--workers", type=int, default=32,
-                   help="reconciles run at once, by each of the ShadowPod and twin namespace "
-                        "controllers and by kopf for NamespaceMaps; each holds at most one "
-                        "request, so this also bounds the connections to the API server")
-    p.add_argument("--worker-idle-seconds", type=float, default=1.0,
-                   help="how long an idle NamespaceMap keeps its kopf worker")
-    p.add_argument("--namespace-map-resync-seconds", type=float, default=30.0,
-                   help="how often every NamespaceMap is looked at again: a twin name somebody "
-                        "else holds, a twin namespace deleted behind the enforcer's back")
+                   help="reconciles run at once, by each of the ShadowPod, twin namespace and "
+                        "NamespaceMap controllers; each holds at most one request, so this also "
+                        "bounds the connections to the API server")
     p.add_argument("--offer-mode", choices=("fixed", "share"), default="share")
     p.add_argument("--offer-percent", type=Decimal, default=Decimal(50))
     p.add_argument("--offer-resources", type=_resources, default=(),
@@ -120,7 +133,10 @@ def parser() -> argparse.ArgumentParser:
                         "(default: none: devices are lent only when named)")
     p.add_argument("--offer-threshold-percent", type=Decimal, default=Decimal(1),
                    help="republish a share offer only when a resource moves by more than this")
-    p.add_argument("--offer-debounce-seconds", type=float, default=1.0)
+    p.add_argument("--offer-debounce-seconds", type=float, default=1.0,
+                   help="how long a changed picture (nodes, pods, ShadowPods) waits before the "
+                        "offers and the Quotas' status.used are looked at again: one look for "
+                        "every change of that while")
     p.add_argument("--region")
     p.add_argument("--provider")
     p.add_argument("--storage-classes", type=_names, default=())
@@ -147,6 +163,32 @@ def parser() -> argparse.ArgumentParser:
                         "force-deleted (made again elsewhere), unless it mounts a claim; "
                         "longer than a kubelet restart, short beside the 300 s the pods "
                         "tolerate a NotReady node for before they are marked for deletion")
+    p.add_argument("--leader-elect", action="store_true",
+                   help="run as one of several replicas: every replica serves the webhooks, "
+                        "only the holder of a coordination.k8s.io Lease runs the controllers "
+                        "and decides quotas (the others forward it those reviews); a standby "
+                        "keeps its watches warm and takes over when the leader is gone "
+                        "(client-go's leader election)")
+    p.add_argument("--leader-elect-lease-duration", type=float,
+                   default=ElectionTimings.lease_duration,
+                   help="seconds a standby waits after the Lease last changed before taking it "
+                        "over")
+    p.add_argument("--leader-elect-renew-deadline", type=float,
+                   default=ElectionTimings.renew_deadline,
+                   help="seconds the leader keeps trying to renew the Lease before it stops "
+                        "leading (and exits, to restart as a standby)")
+    p.add_argument("--leader-elect-retry-period", type=float,
+                   default=ElectionTimings.retry_period,
+                   help="seconds between two tries to acquire or renew the Lease")
+    p.add_argument("--leader-elect-resource-name", default="annex-remote-enforcer",
+                   help="the election Lease")
+    p.add_argument("--leader-elect-resource-namespace",
+                   help="the election Lease's namespace (default: the namespace of the "
+                        "enforcer's pod)")
+    p.add_argument("--webhook-advertise-address",
+                   help="with --leader-elect: the address the other replicas reach this one's "
+                        "webhook at (its pod's IP); the leader publishes it on the Lease. Replicas "
+                        "verify each other with the CA in ca.crt beside --webhook-cert")
     return p
 
 
@@ -162,6 +204,27 @@ def parse(argv: list[str] | None = None) -> Settings:
         parser().error("--node-failure-grace-seconds must not be negative")
     if args.announce_mdns and not args.announce_api_server:
         parser().error("--announce-mdns needs --announce-api-server")
+    if args.leader_elect:
+        _check_election(args)
     values = vars(args)
     values["webhook_hosts"] = tuple(args.webhook_hosts or ("localhost", "127.0.0.1"))
     return Settings(**values)
+
+
+def _check_election(args: argparse.Namespace) -> None:
+    """--leader-elect's needs, with its namespace found in the pod when not given."""
+    try:
+        ElectionTimings(args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
+                        args.leader_elect_retry_period)
+    except ValueError as error:
+        parser().error(f"--leader-elect: {error}")
+    if args.leader_elect_resource_namespace is None and SERVICE_ACCOUNT_NAMESPACE.exists():
+        args.leader_elect_resource_namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
+    if not args.leader_elect_resource_namespace:
+        parser().error("--leader-elect needs --leader-elect-resource-namespace outside a pod")
+    if not args.webhook_advertise_address:
+        parser().error("--leader-elect needs --webhook-advertise-address: the replicas that do "
+                       "not lead forward quota reviews to the leader there")
+    if not (args.webhook_cert and args.webhook_key):
+        parser().error("--leader-elect needs --webhook-cert and --webhook-key: every replica "
+                       "serves the same certificate")

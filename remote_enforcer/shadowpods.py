@@ -6,9 +6,10 @@ once when its namespace or its consumer's Quota changes: a loosened policy reach
 namespace's Pod Security labels after the consumer may already offload under it, and the API
 server judges a pod by the labels of the moment it is created.
 
-Decisions are taken from the caches the list+watches keep (no read per event), once both hold
-their first list (the controller's sync gate). One reconcile per (namespace, name) at a time,
-on annex.controller; events for a key being reconciled make it run once more afterwards.
+Decisions are taken from the mirrors of the enforcer's informer registry (no read per event),
+once both hold their first list (the controller's sync gate). One reconcile per (namespace,
+name) at a time, on annex.controller; events for a key being reconciled make it run once more
+afterwards.
 Writes made from a cache that may lag are guarded: the ShadowPod status is written only over the
 version it was computed from (a stale cache gets 409 and the newer version's event reconciles
 again), and a pod seen gone is made again only after a live read of its ShadowPod (see
@@ -24,6 +25,7 @@ from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
+from annex.informers import Change
 from annex.kubeapi import (
     JSON_PATCH,
     RETRIED_STATUSES,
@@ -34,6 +36,7 @@ from annex.kubeapi import (
     custom_path,
 )
 from annex.mirror import Key, Mirror, key_of
+from annex.writes import Foreign, create_or_refuse
 from remote_enforcer import ephemeral
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.metrics import Metrics
@@ -44,6 +47,7 @@ from shared.wellknown import (
     FAILED_REFLECTION_REASON,
     ORIGIN_CLUSTER_LABEL,
     REMOTE_ENFORCER_COMPONENT,
+    TERMINAL_PHASES,
     TRACEPARENT_ANNOTATION,
 )
 
@@ -64,17 +68,17 @@ def pod_path(namespace: str, name: str = "") -> str:
 
 
 class ShadowPodEnforcer:
-    """Fed by the pod and ShadowPod watches (`on_pod_event`, `on_shadowpod_event`); `pods`
-    holds the pods ShadowPods make (origin-labelled), `shadowpods` every ShadowPod."""
+    """Fed by the routes of pods and ShadowPods (`on_pod`, `on_shadowpod`); `pods` is the
+    mirror of the pods ShadowPods make (origin-labelled), `shadowpods` of every ShadowPod."""
 
     def __init__(self, api: ClusterApi, metrics: Metrics, consumers: Consumers,
-                 workers: int) -> None:
+                 workers: int, pods: Mirror, shadowpods: Mirror) -> None:
         self.api = api
         self.metrics = metrics
         self.consumers = consumers
         self.events = EventRecorder(api, REMOTE_ENFORCER_COMPONENT)
-        self.pods = Mirror()
-        self.shadowpods = Mirror()
+        self.pods = pods
+        self.shadowpods = shadowpods
         # uid -> what the pod follows, as last reconciled: a ShadowPod event that changes only
         # the status (most of them: the enforcer's own writes) needs no reconcile.
         self._followed: dict[str, tuple[Any, ...]] = {}
@@ -101,18 +105,17 @@ class ShadowPodEnforcer:
             return None
         return (shadowpod["metadata"].get("annotations") or {}).get(TRACEPARENT_ANNOTATION)
 
-    def on_pod_event(self, event_type: str, pod: dict[str, Any]) -> None:
-        if ORIGIN_CLUSTER_LABEL not in (pod["metadata"].get("labels") or {}):
+    def on_pod(self, change: Change) -> None:
+        if ORIGIN_CLUSTER_LABEL not in (change.obj["metadata"].get("labels") or {}):
             return  # not a ShadowPod's
-        key = self.pods.apply(event_type, pod)
-        if event_type == "DELETED":
-            self._deleted_pods[key] = pod
-        self.controller.add(key)
+        if change.deleted:
+            self._deleted_pods[change.key] = change.obj
+        self.controller.add(change.key)
 
-    def on_shadowpod_event(self, event_type: str, shadowpod: dict[str, Any]) -> None:
-        key = self.shadowpods.apply(event_type, shadowpod)
+    def on_shadowpod(self, change: Change) -> None:
+        key, shadowpod = change.key, change.obj
         uid = str(shadowpod["metadata"].get("uid", ""))
-        if event_type == "DELETED":
+        if change.deleted:
             self._followed.pop(uid, None)
             self._outdated.discard(key)
             self._forget_refusal(key)
@@ -124,17 +127,17 @@ class ShadowPodEnforcer:
         self._followed[uid] = followed
         self.controller.add(key)
 
-    def on_namespace_event(self, event_type: str, namespace: dict[str, Any]) -> None:
+    def on_namespace(self, change: Change) -> None:
         """A namespace changed (its Pod Security labels, say): its refused pods are tried again
         now, whatever their backoff."""
-        if event_type != "DELETED":
-            self._retry_refused(str(namespace["metadata"]["name"]))
+        if not change.deleted:
+            self._retry_refused(change.key[1])
 
-    def on_quota_event(self, event_type: str, quota: dict[str, Any]) -> None:
+    def on_quota(self, change: Change) -> None:
         """A consumer's Quota changed (its pod policy, its limits): the refused pods of its twin
-        namespaces are tried again now."""
-        del event_type  # a deleted Quota puts its consumer back on the default policy
-        consumer = str((quota.get("spec") or {}).get("consumerClusterId"))
+        namespaces are tried again now (a deleted Quota puts its consumer back on the default
+        policy)."""
+        consumer = str((change.obj.get("spec") or {}).get("consumerClusterId"))
         for namespace in self.consumers.twin_namespaces(consumer):
             self._retry_refused(str(namespace["metadata"]["name"]))
 
@@ -187,7 +190,7 @@ class ShadowPodEnforcer:
             return DONE  # the garbage collector removes the pod with its owner
         if last_pod is not None and enforcement.is_controlled_by(last_pod, shadowpod):
             status = enforcement.shadowpod_status(shadowpod, last_pod)
-            if status is not None and status.get("phase") in enforcement.TERMINAL_PHASES:
+            if status is not None and status.get("phase") in TERMINAL_PHASES:
                 if not await self.write_status(shadowpod, status):
                     self._deleted_pods.setdefault(key, last_pod)  # again, on the newer version
                     return DONE
@@ -232,16 +235,16 @@ class ShadowPodEnforcer:
             await self._record_refusal(shadowpod, POLICY_REFUSED_REASON, refusal)
             return REFUSED
         try:
-            await self.api.create(pod_path(namespace), enforcement.desired_pod(shadowpod))
+            # Made meanwhile (by a previous run: its event reconciles), or not ours (the mirror
+            # holds only pods with an origin label).
+            _, created = await create_or_refuse(
+                self.api, pod_path(namespace), pod_path(namespace, name),
+                enforcement.desired_pod(shadowpod),
+                lambda existing: enforcement.is_controlled_by(existing, shadowpod))
+        except Foreign as foreign:
+            await self._report_foreign(dict(foreign.existing), shadowpod)
+            return DONE
         except ApiError as error:
-            if error.status == 409:
-                # Made meanwhile (by a previous run: its event reconciles), or not ours (the
-                # cache holds only pods with an origin label).
-                existing = await self.api.find(pod_path(namespace, name))
-                if existing is not None and not enforcement.is_controlled_by(existing,
-                                                                             shadowpod):
-                    await self._report_foreign(existing, shadowpod)
-                return DONE
             log.error("cannot create pod %s/%s: %s", namespace, name, error)
             if error.status in RETRIED_STATUSES:
                 raise
@@ -251,6 +254,8 @@ class ShadowPodEnforcer:
             await self._record_refusal(shadowpod, str(error.body.get("reason") or ""),
                                        str(error.body.get("message") or error))
             return REFUSED
+        if not created:
+            return DONE
         self.metrics.count("pods_created_total")
         if enforcement.had_pod(shadowpod):
             log.info("recreated pod %s/%s", namespace, name)

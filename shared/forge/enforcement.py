@@ -15,8 +15,7 @@ from typing import Any
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.json_copy import copied
 from shared.rfc3339 import rfc3339
-from shared.wellknown import POD_CREATED_CONDITION, TRACEPARENT_ANNOTATION
-from shared.wellknown import TERMINAL_PHASES as TERMINAL_PHASES  # the enforcer reads it here
+from shared.wellknown import POD_CREATED_CONDITION, TERMINAL_PHASES, TRACEPARENT_ANNOTATION
 
 EPHEMERAL_CONTAINERS = "ephemeralContainers"
 

@@ -116,29 +116,14 @@ def unusable_twin(existing: Mapping[str, Any] | None, remote: str, consumer: str
     return None
 
 
-# A twin of ours being deleted is gone within seconds: its map is converged again this soon.
-TERMINATING_RETRY_SECONDS = 2.0
-
-
-def terminating_twins(mapping: Mapping[str, Mapping[str, Any]]) -> str | None:
-    """The entries of `mapping` (a NamespaceMap's status.currentMapping as just written) waiting
-    for a twin of ours to be deleted, to converge again soon; None when there are none."""
-    waiting = [f"{home} → {entry.get('remoteNamespace')}: Terminating"
-               for home, entry in sorted(mapping.items())
-               if entry.get("phase") == MappingPhase.TERMINATING.value]
-    return "; ".join(waiting) or None
-
-
-def needs_resync(desired: Mapping[str, str], current: Mapping[str, Mapping[str, Any]],
-                 twin_exists: Callable[[str], bool]) -> bool:
-    """Whether the periodic resync must converge a map: an entry not recorded or not Accepted
-    (a name somebody else holds), or an Accepted twin namespace that no longer exists. A map
-    that is as it should be costs no API request."""
-    if set(desired) != set(current):
-        return True
-    return any(entry.get("phase") != MappingPhase.ACCEPTED.value
-               or not twin_exists(str(entry.get("remoteNamespace")))
-               for entry in current.values())
+def named_twins(desired: Mapping[str, str], current: Mapping[str, Mapping[str, Any]]
+                ) -> set[str]:
+    """The namespaces a NamespaceMap names: those its spec wants and those its status records.
+    A change of any of them (made, taken by somebody else, terminating, gone) may change what
+    the map's reconcile does."""
+    return {str(remote) for remote in desired.values() if remote} | {
+        str(entry.get("remoteNamespace")) for entry in current.values()
+        if entry.get("remoteNamespace")}
 
 
 def retired_twins(desired: Mapping[str, str], current: Mapping[str, Mapping[str, Any]]

@@ -15,7 +15,7 @@ import pytest
 ENTRY_POINTS = {
     "home_agent": ("run", "lambda config: probe()",
                    ["--remote-kubeconfig", "x", "--cluster-id", "a", "--remote-cluster-id", "b"]),
-    "remote_enforcer": ("serve", "lambda settings: asyncio.sleep(0, probe())",
+    "remote_enforcer": ("run", "lambda settings: asyncio.sleep(0, probe())",
                         ["--cluster-id", "a"]),
     "home_controller": ("_until_signalled", "lambda settings: asyncio.sleep(0, probe())", []),
 }

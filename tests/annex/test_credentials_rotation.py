@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client
 from kubernetes.config import incluster_config
 
-from annex.kube import Connection, ExecToken, FileToken, kopf_login, load_connection
+from annex.kube import Connection, ExecToken, FileToken, load_connection
 from annex.kubeapi import ApiError, ClusterApi, RequestMetrics, core_path
 
 
@@ -196,16 +196,6 @@ def test_the_in_cluster_token_is_read_again_when_kubelet_rotates_it(
 
     assert connection.token_source == FileToken(str(token_file))
     assert _list_configmaps(connection, account, times=2, between=rotate) == 2
-
-
-def test_the_enforcers_kopf_login_reads_the_rotated_token(account: Account,
-                                                           tmp_path: Path) -> None:
-    token_file = tmp_path / "token"
-    token_file.write_text("first")
-    connection = account.connection(token_source=FileToken(str(token_file)))
-    assert kopf_login(connection).token == "first"
-    token_file.write_text("second")  # kopf logs in again after a 401
-    assert kopf_login(connection).token == "second"
 
 
 def _exec_kubeconfig(account: Account, tmp_path: Path, expires: str) -> Path:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import aiohttp
 import pytest
 from kubernetes import client
 
@@ -15,13 +14,12 @@ from annex.kube import (
     ClientLimits,
     RateLimiter,
     bearer_token,
-    kopf_login,
     load_connection,
 )
 from annex.kubeapi import ClusterApi
 
 
-def test_a_kubeconfig_gives_clients_of_one_identity_annex_s_and_kopf_s(remote: Any) -> None:
+def test_a_kubeconfig_gives_a_client_of_its_identity(remote: Any) -> None:
     connection = load_connection(str(remote.kubeconfig), limits=ClientLimits(qps=5, burst=7))
     assert connection.server.startswith("https://")
     assert connection.token and connection.ca_path
@@ -33,17 +31,6 @@ def test_a_kubeconfig_gives_clients_of_one_identity_annex_s_and_kopf_s(remote: A
         finally:
             await api.close()
     assert "default" in asyncio.run(through_cluster_api())
-
-    login = kopf_login(connection)
-    assert (login.server, login.token, login.scheme) == (connection.server, connection.token,
-                                                         "Bearer")
-
-    async def through_kopf_login() -> int:
-        async with aiohttp.ClientSession(headers=login.as_http_headers()) as session:
-            async with session.get(f"{login.server}/api/v1/namespaces/default",
-                                   ssl=login.as_ssl_context()) as response:
-                return response.status
-    assert asyncio.run(through_kopf_login()) == 200
 
 
 @pytest.mark.parametrize(("key", "value"), [("BearerToken", "abc"),

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from annex.kube import load_connection, user_agent
+from annex.kube import ServiceAccountRef, load_connection, token_service_account, user_agent
 from annex.kubeapi import ClusterApi, core_path
+from tests.conftest import ClusterHandle
 
 USER_AGENT = re.compile(r"annex-home-agent/v[^ ]+ \([a-z0-9]+/[a-z0-9_]+\) annex/[0-9a-z]+")
 
@@ -68,3 +69,16 @@ def test_requests_carry_the_components_user_agent_and_writes_its_field_manager(
     assert {method: manager for method, _, manager in mine} == {
         "POST": "annex-home-agent", "PATCH": "annex-home-agent", "PUT": "annex-home-agent",
         "GET": None, "DELETE": None}
+
+
+def test_a_bound_token_names_its_service_account_and_others_name_none(
+        home: ClusterHandle, namespace: str) -> None:
+    """What the enforcer owns its election Lease by: the ServiceAccount its token says."""
+    account = home.core.create_namespaced_service_account(namespace, {"metadata": {
+        "name": "component"}})
+    token = home.core.create_namespaced_service_account_token(
+        "component", namespace, {"spec": {}}).status.token
+    assert token_service_account(token) == ServiceAccountRef(
+        namespace, "component", account.metadata.uid)
+    for other in (None, "", "opaque-token", "a.b.c", "a.e30.c"):  # e30: {} with no claim
+        assert token_service_account(other) is None

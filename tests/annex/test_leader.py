@@ -53,6 +53,18 @@ async def lease_of(api: ClusterApi, namespace: str) -> dict[str, Any]:
     return lease
 
 
+async def until_async(read: Callable[[], Any], wanted: Any, timeout: float,
+                      message: str) -> None:
+    """Until `await read()` is `wanted`."""
+    async def poll() -> None:
+        while await read() != wanted:
+            await asyncio.sleep(0.1)
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout}s: {message}") from None
+
+
 async def test_the_first_candidate_creates_the_lease_and_renews_it(
         api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
     first = candidate("agent-a")
@@ -113,6 +125,45 @@ async def test_a_released_lease_is_taken_at_once(
     assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == standby.identity
     assert await leader.release()  # not the holder any more: writes nothing
     assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == standby.identity
+
+
+async def test_the_holder_publishes_its_annotations_and_every_candidate_reads_the_holders(
+        api: ClusterApi, namespace: str) -> None:
+    """Where a replica is reached (the enforcer's webhook) travels on the Lease: written by
+    whoever holds it, read by the others at their tries, and forgotten once released."""
+    def elector(name: str, url: str) -> LeaderElector:
+        return LeaderElector(api, namespace, LEASE, candidate_identity(name),
+                             annotations={"example.test/url": url})
+
+    leader, standby = elector("agent-a", "https://a"), elector("agent-b", "https://b")
+    assert await leader.try_acquire_or_renew()
+    assert not await standby.try_acquire_or_renew()
+    assert standby.holder_annotations() == {"example.test/url": "https://a"}
+    assert leader.holder_annotations() == {"example.test/url": "https://a"}
+    assert await leader.release()
+    assert leader.holder_annotations() == {}  # nobody holds it
+    assert await standby.try_acquire_or_renew()
+    metadata = (await lease_of(api, namespace))["metadata"]
+    assert metadata["annotations"] == {"example.test/url": "https://b"}
+    assert not await leader.try_acquire_or_renew()
+    assert leader.holder_annotations() == {"example.test/url": "https://b"}
+
+
+async def test_the_lease_goes_with_the_owner_its_candidates_name(
+        api: ClusterApi, namespace: str, home: ClusterHandle) -> None:
+    """The component's ServiceAccount as owner: deleted (its release uninstalled), the garbage
+    collector deletes the Lease too, wherever the replicas stood."""
+    account = await api.create(group_path("", "v1", "serviceaccounts", namespace),
+                               {"metadata": {"name": "component"}})
+    owner = {"apiVersion": "v1", "kind": "ServiceAccount", "name": "component",
+             "uid": account["metadata"]["uid"]}
+    leader = LeaderElector(api, namespace, LEASE, candidate_identity("agent-a"), owner=owner)
+    assert await leader.try_acquire_or_renew()
+    assert (await lease_of(api, namespace))["metadata"]["ownerReferences"] == [owner]
+    assert await leader.release()
+    await api.delete(group_path("", "v1", "serviceaccounts", namespace, "component"))
+    path = group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE)
+    await until_async(lambda: api.find(path), None, 30, "the Lease went with its owner")
 
 
 class PausedBeforeWriting:

@@ -1,6 +1,6 @@
 """annex.metrics: the controller-runtime and workqueue families of a Controller, as Prometheus
 parses them; the exposition format the scraper asks for; label values escaped; the process,
-Python and build families; webhook requests timed; kopf's requests counted."""
+Python and build families; webhook requests timed."""
 
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from annex.metrics import (
     registry,
 )
 from annex.metrics_histogram import Histogram
-from annex.metrics_kopf import request_trace
 from annex.workqueue import KeyQueue
 from tests.helpers import free_port, metric_samples, sample, until
 
@@ -215,35 +214,3 @@ async def test_the_scrape_is_openmetrics_when_the_scraper_asks_for_it() -> None:
     assert open_metrics[0].startswith("application/openmetrics-text; version=1.0.0")
     assert open_metrics[1].endswith("# EOF\n")
     assert any(family.name == "annex_build_info" for family in openmetrics(open_metrics[1]))
-
-
-async def test_kopfs_requests_are_counted_through_its_sessions_trace() -> None:
-    async def pods(request: web.Request) -> web.Response:
-        return web.json_response({"items": []}, status=200 if "watch" not in request.query
-                                 else 410)
-
-    app = web.Application()
-    app.router.add_get("/api/v1/pods", pods)
-    port = free_port()
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    requests = RequestMetrics()
-    try:
-        async with aiohttp.ClientSession(trace_configs=[request_trace(requests)]) as http:
-            base = f"http://127.0.0.1:{port}/api/v1/pods"
-            for url in (base, f"{base}?watch=true"):
-                async with http.get(url) as answer:
-                    await answer.read()
-            with pytest.raises(aiohttp.ClientError):
-                async with http.get(f"http://127.0.0.1:{free_port()}/api/v1/pods"):
-                    pass
-    finally:
-        await runner.cleanup()
-    host = f"127.0.0.1:{port}"
-    counts = requests.snapshot()
-    assert counts[("200", host, "GET", "list", "", "pods")] == 1
-    assert counts[("410", host, "GET", "watch", "", "pods")] == 1
-    assert sum(n for (code, *_), n in counts.items() if code == "<error>") == 1
-    durations = dict(requests.durations())
-    assert durations[(host, "GET")].snapshot()[0][-1] == ("+Inf", 1.0)  # the watch not timed

@@ -16,6 +16,7 @@ from annex.controller import Controller
 from annex.kube import Connection, load_connection
 from annex.kubeapi import ClusterApi, core_path
 from remote_enforcer.admission import WEBHOOK_PATH, webhook_app
+from remote_enforcer.leadership import Leadership
 from remote_enforcer.metrics import Metrics
 from shared.forge import enforcement
 from shared.forge.pod import PodForgeConfig, shadow_pod_patch
@@ -82,9 +83,9 @@ def _enforcer_reconciles(written: dict[str, Any]) -> None:
     """The enforcer reconciles the ShadowPod `written` (its pod made)."""
     async def scenario() -> None:
         api = FakeApi()
-        async with running(api) as enforcer:
-            enforcer.on_shadowpod_event("ADDED", written)
-            await settled(enforcer)
+        async with running(api) as wired:
+            wired.feed("shadowpods", "ADDED", written)
+            await settled(wired.enforcer)
     asyncio.run(asyncio.wait_for(scenario(), 10))
 
 
@@ -152,6 +153,8 @@ def _forge_config() -> PodForgeConfig:
 
 
 class AllowingAdmission:
+    leadership = Leadership()  # one replica: it decides
+
     async def review(self, request: Mapping[str, Any]) -> tuple[bool, str]:
         return True, ""
 

@@ -106,6 +106,8 @@ class Release:
                 f":{free_port()}" if ":" in given["--webhook-address"] else "")
         if "--webhook-port" in given:
             flags["webhook_port"] = str(free_port())
+        if "--webhook-advertise-address" in given:
+            flags["webhook_advertise_address"] = "127.0.0.1"  # not the pod's, there is none
         return [*container["command"][1:3], *charts.with_flags(
             args, kubeconfig=str(kubeconfig), log_format="text", **flags)]
 

@@ -11,7 +11,7 @@ import pytest
 
 from annex_demo.charts import of_kind
 from remote_enforcer.admission import WEBHOOK_PATH
-from remote_enforcer.rbac import TWIN_NAMESPACE_RULES, enforcer_rules
+from remote_enforcer.rbac import TWIN_NAMESPACE_RULES, enforcer_rules, leader_election_rules
 from remote_enforcer.settings import parse
 from remote_enforcer.webhooks import registrations
 from shared.api.quota import QuotaSpec
@@ -72,8 +72,9 @@ CASE = ChartCase(
      "/defaultQuota/limitsEnforcement"),
     ({**MINIMAL, "webhook": {"port": 70000}}, "/webhook/port"),
     ({**MINIMAL, "logFormat": "xml"}, "/logFormat"),
-    # Admission's per-consumer lock and quota ledger live in one process.
-    ({**MINIMAL, "replicas": 2}, "/replicas"),
+    ({**MINIMAL, "replicas": -1}, "/replicas"),
+    ({**MINIMAL, "leaderElection": {"leaseDurationSeconds": 0}},
+     "/leaderElection/leaseDurationSeconds"),
 ])
 def test_the_schema_refuses_bad_values(values: dict[str, Any], complaint: str) -> None:
     error = schema_error(CHART, values)
@@ -175,3 +176,66 @@ def test_each_consumer_gets_a_tenant_namespace_a_confined_identity_and_a_quota()
                                 **DEFAULT_POLICIES, "podPolicy": {
                                     **DEFAULT_POLICIES["podPolicy"],
                                     "podSecurity": "restricted"}}
+
+
+def test_replicas_elect_a_leader_all_serve_the_webhooks_and_a_budget_keeps_one() -> None:
+    manifests = render(CHART, {**FULL, "replicas": 3, "leaderElection": {
+        "leaseDurationSeconds": 20, "renewDeadlineSeconds": 12, "retryPeriodSeconds": 3}})
+    deployment = only(manifests, "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 3
+    assert "strategy" not in spec  # rolling: a new replica is warm before an old one goes
+    pod = spec["template"]["spec"]
+    [container] = pod["containers"]
+    settings = parse(container["args"])
+    assert settings.leader_elect
+    assert (settings.leader_elect_resource_namespace, settings.leader_elect_resource_name) == (
+        NAMESPACE, "annex-remote-enforcer")
+    timings = settings.election_timings()
+    assert (timings.lease_duration, timings.renew_deadline, timings.retry_period) == (20, 12, 3)
+    # Where the others reach its webhook: its pod's address, which the kubelet puts in.
+    assert settings.webhook_advertise_address == "$(POD_IP)"
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in (
+        container["env"])
+    selector = spec["selector"]["matchLabels"]
+    service = only(manifests, "Service", "annex-remote-enforcer-webhook")
+    assert service["spec"]["selector"] == selector  # every replica serves the webhooks
+    assert only(manifests, "PodDisruptionBudget")["spec"] == {
+        "minAvailable": 1, "selector": {"matchLabels": selector}}
+    [term] = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
+                                       "labelSelector": {"matchLabels": selector}}
+    assert only(render(CHART, MINIMAL), "Deployment")["spec"]["replicas"] == 2  # the default
+
+
+def test_a_single_replica_elects_itself_and_gets_no_budget_that_would_block_every_drain() -> None:
+    manifests = render(CHART, {**MINIMAL, "replicas": 1})
+    assert of_kind(manifests, "PodDisruptionBudget") == []
+    [container] = only(manifests, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert parse(container["args"]).leader_elect  # scaled up later, it has a Lease already
+
+
+def test_on_the_host_network_the_replicas_must_be_on_different_nodes() -> None:
+    """announce.mdns runs the pods on the host network: two of a node would want its ports."""
+    manifests = render(CHART, {**MINIMAL, "announce": {
+        "mdns": True, "apiServer": "https://192.168.1.20:6443"}})
+    pod = only(manifests, "Deployment")["spec"]["template"]["spec"]
+    [term] = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    given = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    pod = only(render(CHART, {**MINIMAL, "affinity": given}), "Deployment")["spec"]["template"][
+        "spec"]
+    assert pod["affinity"] == given  # the values' own affinity replaces it
+
+
+def test_the_replicas_may_hold_their_election_lease_only() -> None:
+    manifests = render(CHART, MINIMAL)
+    role = only(manifests, "Role", "annex-remote-enforcer-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    [container] = only(manifests, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert role["rules"] == leader_election_rules(
+        parse(container["args"]).leader_elect_resource_name)
+    binding = only(manifests, "RoleBinding", "annex-remote-enforcer-leader-election")
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "annex-remote-enforcer",
+                                    "namespace": NAMESPACE}]

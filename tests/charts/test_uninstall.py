@@ -146,6 +146,8 @@ def test_nothing_annex_made_is_left_on_the_provider(uninstalled: Scenario) -> No
         found += [f"ServiceAccount {i['metadata']['name']}" for i in items(
             remote, "v1", "ServiceAccount", namespace=release.namespace)
             if i["metadata"]["name"] != "default"]
+        found += [f"Lease {i['metadata']['name']}" for i in items(  # the replicas' election
+            remote, "coordination.k8s.io/v1", "Lease", namespace=release.namespace)]
         return found
 
     assert gone(leftovers) == []

@@ -38,14 +38,16 @@ def enforcer(remote: ClusterHandle, crds: None,
         yield process
 
 
+E2E_ENFORCER_FLAGS = ("--offer-debounce-seconds", "0.1", "--region", "eu-west",
+                      "--provider", "annex-e2e", "--node-failure-grace-seconds", "1",
+                      "--offer-extended-resources", "nvidia.com/gpu")
+
+
 @contextlib.contextmanager
 def e2e_enforcer(remote: ClusterHandle, directory: Path) -> Iterator[Enforcer]:
     """The enforcer process with its webhooks registered (as the chart registers them), stopped
     afterwards."""
-    process = Enforcer(remote.kubeconfig, directory,
-                       ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
-                        "--provider", "annex-e2e", "--node-failure-grace-seconds", "1",
-                        "--offer-extended-resources", "nvidia.com/gpu"])
+    process = Enforcer(remote.kubeconfig, directory, list(E2E_ENFORCER_FLAGS))
     process.start()
     configuration = webhook_configuration(process, E2E_WEBHOOK_NAME, E2E_WEBHOOK_DOMAIN)
     registrations = client.AdmissionregistrationV1Api(remote.api_client)

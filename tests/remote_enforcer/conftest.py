@@ -29,6 +29,7 @@ from remote_enforcer.rbac import TWIN_NAMESPACE_RULES
 from remote_enforcer.webhooks import registrations
 from shared.api.quota import QUOTA
 from shared.api.shadowpod import SHADOWPOD
+from shared.forge.tenancy import OBJECT_COUNTS_QUOTA
 from shared.ownership import ownership_labels
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TENANT_NAMESPACE_LABEL, TWIN_NAMESPACE_ROLE
 from tests.helpers import free_ports, wait_for
@@ -40,18 +41,32 @@ WEBHOOK_NAME = f"shadowpods.{WEBHOOK_DOMAIN}"
 
 
 
-class Enforcer:
-    """`python -m remote_enforcer` as a subprocess: start, wait until ready, kill, restart."""
+class WebhookCertificate:
+    """A CA and the webhook serving certificate it issued for 127.0.0.1 and localhost, in
+    `directory` as the chart's Secret volume holds them: tls.crt, tls.key, ca.crt."""
 
-    def __init__(self, kubeconfig: Path, directory: Path, extra_args: list[str]) -> None:
+    def __init__(self, directory: Path) -> None:
         authority = trustme.CA()
         issued = authority.issue_cert("127.0.0.1", "localhost")
         self.cert, self.key = directory / "tls.crt", directory / "tls.key"
+        self.ca = directory / "ca.crt"
         issued.cert_chain_pems[0].write_to_path(str(self.cert))
         issued.private_key_pem.write_to_path(str(self.key))
+        authority.cert_pem.write_to_path(str(self.ca))
         self.ca_bundle = base64.b64encode(authority.cert_pem.bytes()).decode()
+
+
+class Enforcer:
+    """`python -m remote_enforcer` as a subprocess: start, wait until ready, kill, restart.
+    Replicas share one `certificate` (each makes its own without)."""
+
+    def __init__(self, kubeconfig: Path, directory: Path, extra_args: list[str],
+                 certificate: WebhookCertificate | None = None, name: str = "enforcer") -> None:
+        certificate = certificate or WebhookCertificate(directory)
+        self.cert, self.key = certificate.cert, certificate.key
+        self.ca_bundle = certificate.ca_bundle
         self.webhook_port, self.health_port = free_ports(2)
-        self.log_path = directory / "enforcer.log"
+        self.log_path = directory / f"{name}.log"
         self.args = [sys.executable, "-m", "remote_enforcer", "--kubeconfig", str(kubeconfig),
                      "--cluster-id", PROVIDER_ID, "--webhook-address", "127.0.0.1",
                      "--webhook-port", str(self.webhook_port), "--webhook-cert", str(self.cert),
@@ -154,8 +169,7 @@ def running_enforcer(remote: Any, kubeconfig: Path, directory: Path,
     install_crds(remote)
     install_consumer_cluster_role(remote)
     process = Enforcer(kubeconfig, directory,
-                       ["--offer-debounce-seconds", "0.1", "--namespace-map-resync-seconds", "1",
-                        "--region", "eu-west",
+                       ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
                         "--provider", "annex-test", *(extra_args or [])])
     process.start()
     registrations = client.AdmissionregistrationV1Api(remote.api_client)
@@ -198,6 +212,30 @@ def make_twin_namespace(remote: Any, consumer: str) -> str:
     remote.core.create_namespace({"metadata": {
         "name": name, "labels": ownership_labels(consumer, PROVIDER_ID)}})
     return name
+
+
+def counted_twin_namespace(remote: Any, consumer: str) -> str:
+    """A twin namespace (`make_twin_namespace`) once its object-count ResourceQuota (the
+    enforcer's) lets ShadowPods in: a real API server refuses them ("status unknown for quota")
+    until its quota controller has discovered the kind and counted the quota."""
+    twin = make_twin_namespace(remote, consumer)
+    wait_for(lambda: remote.core.read_namespaced_resource_quota(OBJECT_COUNTS_QUOTA, twin),
+             message="the enforcer made the twin's ResourceQuota")
+    probe = shadowpod(new_name("probe"), consumer)
+
+    def admitted() -> bool:
+        try:
+            ShadowPods(remote.api_client).api.create_namespaced_custom_object(
+                SHADOWPOD.group, SHADOWPOD.version, twin, SHADOWPOD.plural, probe,
+                dry_run="All")
+        except ApiException as error:
+            if "status unknown for quota" in str(error.body):
+                return False
+            raise
+        return True
+
+    wait_for(admitted, timeout=90, interval=1, message="the twin's quota counts ShadowPods")
+    return twin
 
 
 def make_tenant_namespace(remote: Any, consumer: str) -> str:

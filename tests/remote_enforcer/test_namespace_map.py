@@ -21,7 +21,7 @@ from shared.wellknown import (
     TWIN_NAMESPACE_ROLE,
     TWIN_NAMESPACES_FINALIZER,
 )
-from tests.helpers import wait_for
+from tests.helpers import metric_samples, sample, wait_for
 from tests.remote_enforcer.conftest import (
     PROVIDER_ID,
     Enforcer,
@@ -157,8 +157,8 @@ def test_a_name_that_exists_and_is_not_ours_is_creation_loop_back_off(
 
 def test_a_held_name_is_taken_once_freed_and_waiting_for_it_posts_no_warnings(
         remote: Any, maps: Maps) -> None:
-    """The map's status says CreationLoopBackOff; the enforcer looks again on its own (every
-    --namespace-map-resync-seconds, 1 s here) without an Event or an error each time."""
+    """The map's status says CreationLoopBackOff; the enforcer looks again when the namespace
+    holding the name changes (here: it goes), without an Event or an error each time."""
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
     foreign = twin_name("foreign", consumer)
@@ -197,7 +197,7 @@ def test_a_twin_namespace_deleted_behind_the_enforcers_back_is_made_again(
 
 def test_a_twin_name_held_by_a_terminating_namespace_is_taken_once_it_is_gone(
         remote: Any, maps: Maps) -> None:
-    """The map is converged again on the enforcer's own (kopf's retries, unbounded), not on
+    """The map is converged again on the enforcer's own once the old namespace is gone, not on
     the next change to the map: nothing touches it while the old namespace goes."""
     consumer = new_name("consumer")
     tenant = make_tenant_namespace(remote, consumer)
@@ -249,14 +249,12 @@ def test_deleting_the_map_deletes_its_twin_namespaces(remote: Any, maps: Maps) -
     twin = twin_name("twin", consumer)
     name = maps.create(tenant, {"app": twin})
     wait_for(lambda: phases(maps.current(tenant, name)) == {"app": "Accepted"})
-    # kopf keeps its records (the spec it last handled) in annotations of the enforcer's,
-    # never in the status
-    held = wait_for(lambda: (found := maps.get(tenant, name)) and "enforcer.annex.io/last-"
-                    "handled-configuration" in found["metadata"].get("annotations", {}) and found)
-    assert TWIN_NAMESPACES_FINALIZER in held["metadata"]["finalizers"]
+    # The enforcer's finalizer and its status.currentMapping: nothing else of its on the map
+    # (the agent writes the spec).
+    held = maps.get(tenant, name)
+    assert held is not None and held["metadata"]["finalizers"] == [TWIN_NAMESPACES_FINALIZER]
     assert set(held["status"]) == {"currentMapping"}
-    assert all(key.startswith("enforcer.annex.io/")
-               for key in held["metadata"].get("annotations") or {})
+    assert not held["metadata"].get("annotations")
 
     maps.delete(tenant, name)
 
@@ -309,6 +307,57 @@ def test_a_map_finalized_by_the_previous_version_is_released_after_an_upgrade(
     finally:
         enforcer.start()
 
+    wait_for(lambda: deleted(remote, twin), message="twin namespace leaked")
+    wait_for(lambda: maps.get(tenant, name) is None, message="the map was not released")
+
+
+KOPF_RECORDS = {"enforcer.annex.io/last-handled-configuration": '{"spec":{}}',
+                "enforcer.annex.io/converge": '{"started":"2024-01-01T00:00:00.000000"}'}
+"""What kopf, which served NamespaceMaps in earlier versions, kept on each map it handled."""
+
+
+def settled(enforcer: Enforcer, controller: str) -> bool:
+    """The enforcer's `controller` has reconciled every key it was given."""
+    samples = metric_samples(enforcer.get("/metrics").data.decode())
+    return sample(samples, "workqueue_depth", name=controller) == 0 and sample(
+        samples, "annex_remote_enforcer_controller_queued_keys", controller=controller) == 0
+
+
+def test_a_map_kopf_handled_is_taken_over_without_a_write_and_released_when_deleted(
+        remote: Any, maps: Maps, enforcer: Enforcer) -> None:
+    """An upgrade from the versions that served maps with kopf: the same finalizer, and kopf's
+    records left as they are (nothing reads them; removing them would rewrite every map at the
+    upgrade). A converged map costs no write; deleted, it takes its twins."""
+    consumer = new_name("consumer")
+    tenant = make_tenant_namespace(remote, consumer)
+    enforcer.kill()
+    try:
+        twin = make_twin_namespace(remote, consumer)  # without its binding: made on start
+        name = new_name("map")
+        maps.api.create_namespaced_custom_object(
+            NAMESPACE_MAP.group, NAMESPACE_MAP.version, tenant, NAMESPACE_MAP.plural,
+            {"apiVersion": NAMESPACE_MAP.api_version, "kind": NAMESPACE_MAP.kind,
+             "metadata": {"name": name, "finalizers": [TWIN_NAMESPACES_FINALIZER],
+                          "annotations": KOPF_RECORDS},
+             "spec": {"desiredMapping": {"app": twin}}})
+        maps.api.patch_namespaced_custom_object_status(
+            NAMESPACE_MAP.group, NAMESPACE_MAP.version, tenant, NAMESPACE_MAP.plural, name,
+            {"status": {"currentMapping": {"app": {"remoteNamespace": twin,
+                                                   "phase": "Accepted"}}}})
+        before = maps.get(tenant, name)
+    finally:
+        enforcer.start()
+
+    rbac = client.RbacAuthorizationV1Api(remote.api_client)
+    wait_for(lambda: rbac.read_namespaced_role_binding(TWIN_NAMESPACE_ROLE, twin),
+             message="the map was not converged")
+    wait_for(lambda: settled(enforcer, "namespacemaps"), message="the map's reconcile went on")
+    after = maps.get(tenant, name)
+    assert before is not None and after is not None
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["metadata"]["annotations"] == KOPF_RECORDS
+
+    maps.delete(tenant, name)
     wait_for(lambda: deleted(remote, twin), message="twin namespace leaked")
     wait_for(lambda: maps.get(tenant, name) is None, message="the map was not released")
 

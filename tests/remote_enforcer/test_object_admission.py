@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from annex.mirror import Mirror
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.object_admission import ObjectAdmission, PodAddresses
 from shared.api.quota import QUOTA
@@ -236,7 +237,7 @@ def review_of(objects: ObjectAdmission, operation: str, resource: str, obj: dict
 
 def cached_admission(late_pod_seconds: float = 0.0) -> ObjectAdmission:
     """An ObjectAdmission whose caches hold one twin namespace of consumer `home`."""
-    consumers = Consumers(PROVIDER_ID)
+    consumers = Consumers(PROVIDER_ID, Mirror(), Mirror())
     consumers.namespaces.apply("ADDED", {"metadata": {
         "name": "twin", "labels": ownership_labels("home", PROVIDER_ID)}})
     consumers.listed.set()

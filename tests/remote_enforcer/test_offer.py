@@ -10,7 +10,13 @@ from kubernetes import client
 
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.quantity import parse_quantity
-from shared.wellknown import PROVIDER_LABEL, REGION_LABEL, RESOURCE_OFFER_NAME
+from shared.wellknown import (
+    PROVIDER_LABEL,
+    REGION_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
+    RESOURCE_OFFER_NAME,
+    TENANT_NAMESPACE_LABEL,
+)
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import PROVIDER_ID, make_tenant_namespace, new_name
 
@@ -65,6 +71,28 @@ def test_the_offer_is_half_the_free_capacity_and_follows_changes(
     wait_for(lambda: offered_cpu(remote, tenant) == before)
 
 
+def test_an_offer_found_is_replaced_whole(remote: Any, enforcer: Any) -> None:
+    """An offer written under another configuration (a label of a region no longer given) is
+    brought to what the enforcer offers now, that label gone: a merge patch would keep it, and
+    the enforcer would write it again at every look."""
+    consumer = new_name("consumer")
+    tenant = new_name("tenant")
+    remote.core.create_namespace({"metadata": {"name": tenant}})
+    offers = client.CustomObjectsApi(remote.api_client)
+    offers.create_namespaced_custom_object(
+        RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
+        {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
+         "metadata": {"name": RESOURCE_OFFER_NAME},
+         "spec": {"clusterId": PROVIDER_ID, "consumerClusterId": consumer,
+                  "resources": {"cpu": "1"}, "labels": {"example.test/zone": "gone"}}})
+    remote.core.patch_namespace(tenant, {"metadata": {"labels": {
+        TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: consumer}}})
+    spec = wait_for(lambda: (found := offer(remote, tenant)).get("labels") == {
+        REGION_LABEL: "eu-west", PROVIDER_LABEL: "annex-test"} and found, timeout=30,
+        message=f"the offer was not replaced: {offer(remote, tenant)}")
+    assert spec["consumerClusterId"] == consumer
+
+
 def test_the_offer_tells_the_architecture_and_kubelet_version_of_the_remote_nodes(
         remote: Any, enforcer: Any) -> None:
     """The consumer may not read the provider's nodes: the offer is how it learns them."""
@@ -81,10 +109,12 @@ def test_the_offer_tells_the_architecture_and_kubelet_version_of_the_remote_node
 
 
 def _publisher(*flags: str) -> Any:
+    from annex.mirror import Mirror
     from remote_enforcer.offer import OfferPublisher
     from remote_enforcer.settings import parse
 
-    return OfferPublisher(None, parse(["--cluster-id", PROVIDER_ID, *flags]))  # type: ignore[arg-type]
+    return OfferPublisher(None, parse(["--cluster-id", PROVIDER_ID, *flags]),  # type: ignore[arg-type]
+                          Mirror())
 
 
 def _ready_node(name: str, pods: str) -> dict[str, Any]:
@@ -98,12 +128,12 @@ def test_a_fixed_offer_without_pods_lends_the_pods_the_nodes_hold() -> None:
     """Not a node of zero pod capacity: the pods the schedulable nodes can run."""
     publisher = _publisher("--offer-mode", "fixed", "--offer-resources", "cpu=4,memory=8Gi")
     assert publisher.resources_for("home")["pods"] == "0"  # no node known yet
-    publisher.on_node("ADDED", _ready_node("a", "110"))
-    publisher.on_node("ADDED", _ready_node("b", "50"))
+    publisher.nodes.apply("ADDED", _ready_node("a", "110"))  # as the nodes' watch fills it
+    publisher.nodes.apply("ADDED", _ready_node("b", "50"))
     spec = publisher.spec_for("home")
     assert spec["resources"] == {"cpu": "4", "memory": "8Gi", "pods": "160"}
     assert (spec["architecture"], spec["kubeletVersion"]) == ("arm64", "v1.30.1")
 
     named = _publisher("--offer-mode", "fixed", "--offer-resources", "cpu=4,pods=20")
-    named.on_node("ADDED", _ready_node("a", "110"))
+    named.nodes.apply("ADDED", _ready_node("a", "110"))
     assert named.resources_for("home")["pods"] == "20"  # a pod count given is kept

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from annex.mirror import Mirror
 from remote_enforcer.offer import OfferPublisher
 from remote_enforcer.settings import parse
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
 
 def _publisher(*flags: str) -> OfferPublisher:
-    publisher = OfferPublisher(None, parse(["--cluster-id", "p", *flags]))  # type: ignore[arg-type]
+    publisher = OfferPublisher(None, parse(["--cluster-id", "p", *flags]),  # type: ignore[arg-type]
+                               Mirror())
     for name, gpus in (("gpu-1", "4"), ("plain", None)):
         allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110"}
         if gpus:
             allocatable.update({"nvidia.com/gpu": gpus, "example.com/dongle": "2"})
-        publisher.on_node("ADDED", {"metadata": {"name": name}, "spec": {}, "status": {
+        publisher.nodes.apply("ADDED", {"metadata": {"name": name}, "spec": {}, "status": {
             "allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}]}})
     return publisher
 

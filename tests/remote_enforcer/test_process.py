@@ -49,6 +49,27 @@ def test_inconsistent_flags_are_refused() -> None:
     assert "--workers must be at least 1" in answer.stderr
 
 
+def test_leader_election_needs_what_replicas_reach_each_other_with(tmp_path: Any) -> None:
+    """The Lease's namespace (outside a pod), where this replica's webhook is, and the CA the
+    replicas verify each other's certificate with."""
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    for path in (cert, key):
+        path.write_text("")
+    elect = ("--cluster-id", "p", "--leader-elect", "--webhook-cert", str(cert),
+             "--webhook-key", str(key))
+    for flags, error in (
+            ((), "--leader-elect needs --leader-elect-resource-namespace outside a pod"),
+            (("--leader-elect-resource-namespace", "ns"),
+             "--leader-elect needs --webhook-advertise-address"),
+            (("--leader-elect-resource-namespace", "ns", "--webhook-advertise-address", "10.0.0.1"),
+             f"--leader-elect needs ca.crt beside {cert}"),  # at start
+            (("--leader-elect-resource-namespace", "ns", "--leader-elect-lease-duration", "5"),
+             "--leader-elect: the lease duration must be greater than the renew deadline")):
+        answer = run_cli(*elect, *flags)
+        assert answer.returncode == 2, answer.stderr
+        assert error in answer.stderr, answer.stderr
+
+
 def test_probes_and_metrics(remote: Any, enforcer: Any, shadowpods: ShadowPods) -> None:
     assert enforcer.get("/healthz").status == 200
     assert enforcer.get("/readyz").status == 200
@@ -74,11 +95,11 @@ def test_probes_and_metrics(remote: Any, enforcer: Any, shadowpods: ShadowPods) 
                      r'method="POST"\} [1-9]', text)
 
 
-def test_metrics_follow_controller_runtime_and_count_kopfs_requests(
-        remote: Any, enforcer: Any, shadowpods: ShadowPods) -> None:
+def test_metrics_follow_controller_runtime(remote: Any, enforcer: Any,
+                                          shadowpods: ShadowPods) -> None:
     """What a controller-runtime operator exports, moving as a ShadowPod is admitted and its
-    pod made; the requests kopf makes (its NamespaceMaps' list and watch) counted with the
-    enforcer's own; the pods it runs for the consumer by phase."""
+    pod made; every watch's requests counted (NamespaceMaps' too); the pods it runs for the
+    consumer by phase."""
     def scraped() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
         return metric_samples(enforcer.get("/metrics").data.decode())
 
@@ -103,7 +124,8 @@ def test_metrics_follow_controller_runtime_and_count_kopfs_requests(
     assert sample(after, "workqueue_depth", name="twin-namespace-labels") is not None
     assert sum(value for (metric, labels), value in after.items()
                if metric == "annex_offloaded_pods" and ("consumer", CONSUMER) in labels) >= 1
-    # kopf's own session: only kopf watches NamespaceMaps.
+    for controller in ("namespacemaps", "offers", "quota-status", "node-failures"):
+        assert sample(after, "workqueue_depth", name=controller) is not None
     assert any(metric == "annex_rest_client_requests_by_resource_total"
                and {("resource", "namespacemaps"), ("verb", "watch")} <= labels
                for metric, labels in after)

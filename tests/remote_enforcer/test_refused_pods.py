@@ -13,13 +13,12 @@ from typing import Any
 
 from annex.kubeapi import ApiError
 from annex.workqueue import KeyQueue
-from remote_enforcer.metrics import Metrics
-from remote_enforcer.shadowpods import ShadowPodEnforcer, pod_path
+from remote_enforcer.shadowpods import pod_path
 from shared.ownership import ownership_labels
 from tests.remote_enforcer.test_shadowpod_cache import (
     NAMESPACE,
     FakeApi,
-    consumers,
+    Wired,
     run,
     shadowpod,
     until,
@@ -49,19 +48,20 @@ def creations(api: FakeApi) -> int:
 
 
 @contextlib.asynccontextmanager
-async def refused_once(api: RefusingApi) -> AsyncIterator[ShadowPodEnforcer]:
+async def refused_once(api: RefusingApi) -> AsyncIterator[Wired]:
     """An enforcer whose first try at the pod was refused; the next try is a minute away."""
-    enforcer = ShadowPodEnforcer(api, Metrics(), consumers(), 2)  # type: ignore[arg-type]
+    wired = Wired(api)
+    enforcer = wired.enforcer
     enforcer.controller.queue = KeyQueue(base_delay=60)
     enforcer.listed.set()
     task = asyncio.create_task(enforcer.controller.run())
     try:
-        enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
+        wired.feed("shadowpods", "ADDED", shadowpod("1"))
         # refused, and the refusal recorded on the ShadowPod
         await until(lambda: creations(api) == 1 and any(
             call == "patch" and path.endswith("/status") for call, path in api.calls))
         api.refusing = False
-        yield enforcer
+        yield wired
     finally:
         enforcer.controller.stop()
         await task
@@ -75,8 +75,8 @@ def twin_namespace(level: str) -> dict[str, Any]:
 def test_a_refused_pod_is_made_at_once_when_its_namespace_changes() -> None:
     async def scenario() -> None:
         api = RefusingApi()
-        async with refused_once(api) as enforcer:
-            enforcer.on_namespace_event("MODIFIED", twin_namespace("privileged"))
+        async with refused_once(api) as wired:
+            wired.feed("namespaces", "MODIFIED", twin_namespace("privileged"))
             await until(lambda: creations(api) == 2)
     run(scenario)
 
@@ -84,8 +84,8 @@ def test_a_refused_pod_is_made_at_once_when_its_namespace_changes() -> None:
 def test_a_refused_pod_is_made_at_once_when_its_consumers_quota_changes() -> None:
     async def scenario() -> None:
         api = RefusingApi()
-        async with refused_once(api) as enforcer:
-            enforcer.on_quota_event("MODIFIED", {"metadata": {"name": "home"}, "spec": {
+        async with refused_once(api) as wired:
+            wired.feed("quotas", "MODIFIED", {"metadata": {"name": "home"}, "spec": {
                 "consumerClusterId": "home", "podPolicy": {"podSecurity": "privileged"}}})
             await until(lambda: creations(api) == 2)
     run(scenario)
@@ -94,15 +94,16 @@ def test_a_refused_pod_is_made_at_once_when_its_consumers_quota_changes() -> Non
 def test_other_namespaces_and_pods_made_since_are_left_to_their_backoff() -> None:
     async def scenario() -> None:
         api = RefusingApi()
-        async with refused_once(api) as enforcer:
+        async with refused_once(api) as wired:
             other = twin_namespace("privileged")
             other["metadata"]["name"] = "elsewhere"
-            enforcer.on_namespace_event("MODIFIED", other)
-            enforcer.on_namespace_event("DELETED", twin_namespace("privileged"))
-            assert not enforcer.controller.queue.pending()  # nothing to take before the minute
-            enforcer.on_namespace_event("MODIFIED", twin_namespace("privileged"))
-            assert enforcer.controller.queue.pending()
-            await until(lambda: creations(api) == 2 and len(enforcer.controller) == 1)
-            enforcer.on_namespace_event("MODIFIED", twin_namespace("privileged"))
-            assert not enforcer.controller.queue.pending()  # made: no longer refused
+            wired.feed("namespaces", "MODIFIED", other)
+            wired.feed("namespaces", "DELETED", twin_namespace("privileged"))
+            # nothing to take before the minute
+            assert not wired.enforcer.controller.queue.pending()
+            wired.feed("namespaces", "MODIFIED", twin_namespace("privileged"))
+            assert wired.enforcer.controller.queue.pending()
+            await until(lambda: creations(api) == 2 and len(wired.enforcer.controller) == 1)
+            wired.feed("namespaces", "MODIFIED", twin_namespace("privileged"))
+            assert not wired.enforcer.controller.queue.pending()  # made: no longer refused
     run(scenario)

@@ -6,12 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from annex.informers import Informers
 from annex.kubeapi import ApiError
-from remote_enforcer.consumers import Consumers
 from remote_enforcer.metrics import Metrics
+from remote_enforcer.operator import build
+from remote_enforcer.routes import CLUSTER
+from remote_enforcer.settings import parse
 from remote_enforcer.shadowpods import ShadowPodEnforcer, pod_path, shadowpod_path
 from shared.forge import enforcement
 from shared.ownership import ownership_labels
@@ -29,17 +33,9 @@ def shadowpod(version: str, **status: Any) -> dict[str, Any]:
             "status": status}
 
 
-def consumers() -> Consumers:
-    """The enforcer's view of its consumers: `twin` is consumer home's twin namespace."""
-    known = Consumers("provider")
-    known.namespaces.apply("ADDED", {"metadata": {
-        "name": NAMESPACE, "labels": ownership_labels("home", "provider")}})
-    return known
-
-
 def running_pod(owner: dict[str, Any]) -> dict[str, Any]:
     pod = enforcement.desired_pod(owner)
-    pod["metadata"]["resourceVersion"] = "7"
+    pod["metadata"].update(resourceVersion="7", uid="pod-uid")
     pod["spec"]["nodeName"] = "worker"
     pod["status"] = {"phase": "Running"}
     return pod
@@ -70,6 +66,24 @@ class FakeApi:
         return {}
 
 
+TWIN = {"metadata": {"name": NAMESPACE, "labels": ownership_labels("home", "provider")}}
+"""Consumer home's twin namespace."""
+
+
+class Wired:
+    """The enforcer's parts as it wires them (`remote_enforcer.operator.build`), fed as its
+    watches feed them: into the registry's mirrors and routes."""
+
+    def __init__(self, api: FakeApi) -> None:
+        informers = Informers()
+        self.parts = build(api, parse(["--cluster-id", "provider"]),  # type: ignore[arg-type]
+                           informers, Metrics())
+        self.enforcer = self.parts.shadowpods
+        self.feed = functools.partial(informers.dispatch, CLUSTER)
+        """feed(resource, event type, object): one watch event."""
+        self.feed("namespaces", "ADDED", copy.deepcopy(TWIN))
+
+
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
     asyncio.run(asyncio.wait_for(scenario(), 10))
 
@@ -85,25 +99,25 @@ async def settled(enforcer: ShadowPodEnforcer) -> None:
 
 
 @contextlib.asynccontextmanager
-async def running(api: FakeApi, listed: bool = True) -> AsyncIterator[ShadowPodEnforcer]:
-    """An enforcer whose controller runs; its caches listed unless `listed` is False."""
-    enforcer = ShadowPodEnforcer(api, Metrics(), consumers(), 2)  # type: ignore[arg-type]
+async def running(api: FakeApi, listed: bool = True) -> AsyncIterator[Wired]:
+    """The ShadowPod controller running; its caches listed unless `listed` is False."""
+    wired = Wired(api)
     if listed:
-        enforcer.listed.set()
-    task = asyncio.create_task(enforcer.controller.run())
+        wired.enforcer.listed.set()
+    task = asyncio.create_task(wired.enforcer.controller.run())
     try:
-        yield enforcer
+        yield wired
     finally:
-        enforcer.controller.stop()
+        wired.enforcer.controller.stop()
         await task
 
 
 def test_a_first_pod_is_made_from_the_cache_without_reading_its_shadowpod() -> None:
     async def scenario() -> None:
         api = FakeApi()
-        async with running(api) as enforcer:
-            enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
-            await settled(enforcer)
+        async with running(api) as wired:
+            wired.feed("shadowpods", "ADDED", shadowpod("1"))
+            await settled(wired.enforcer)
             # Had the ShadowPod gone meanwhile, its uid in the pod's controller reference would
             # have the garbage collector remove the pod.
             assert api.calls == [("create", pod_path(NAMESPACE))]
@@ -113,23 +127,23 @@ def test_a_first_pod_is_made_from_the_cache_without_reading_its_shadowpod() -> N
 def test_a_pod_seen_gone_is_made_again_only_after_its_shadowpod_is_read_live() -> None:
     async def scenario() -> None:
         api = FakeApi()
-        async with running(api) as enforcer:
-            enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
-            enforcer.on_pod_event("ADDED", running_pod(shadowpod("1")))
-            await settled(enforcer)
+        async with running(api) as wired:
+            wired.feed("shadowpods", "ADDED", shadowpod("1"))
+            wired.feed("pods", "ADDED", running_pod(shadowpod("1")))
+            await settled(wired.enforcer)
             api.calls.clear()
             # The pod's deletion came first: the cache still holds a ShadowPod the API server
             # no longer has (its pod collected with it).
-            enforcer.on_pod_event("DELETED", running_pod(shadowpod("1")))
-            await settled(enforcer)
+            wired.feed("pods", "DELETED", running_pod(shadowpod("1")))
+            await settled(wired.enforcer)
             assert ("get", shadowpod_path(NAMESPACE, NAME)) in api.calls
             assert not [call for call in api.calls if call[0] == "create"]
 
             api.objects[shadowpod_path(NAMESPACE, NAME)] = shadowpod("2")
-            enforcer.on_shadowpod_event("MODIFIED", {**shadowpod("2"), "metadata": {
+            wired.feed("shadowpods", "MODIFIED", {**shadowpod("2"), "metadata": {
                 **shadowpod("2")["metadata"], "labels": {ORIGIN_CLUSTER_LABEL: "home",
                                                          "v": "2"}}})
-            await settled(enforcer)
+            await settled(wired.enforcer)
             assert ("create", pod_path(NAMESPACE)) in api.calls
     run(scenario)
 
@@ -137,10 +151,10 @@ def test_a_pod_seen_gone_is_made_again_only_after_its_shadowpod_is_read_live() -
 def test_a_shadowpod_whose_status_reports_a_pod_is_read_live_before_its_pod_is_made() -> None:
     async def scenario() -> None:
         api = FakeApi()
-        async with running(api) as enforcer:
+        async with running(api) as wired:
             # A restarted enforcer: its listings show a ShadowPod that had a pod, and no pod.
-            enforcer.on_shadowpod_event("ADDED", shadowpod("1", phase="Running"))
-            await settled(enforcer)
+            wired.feed("shadowpods", "ADDED", shadowpod("1", phase="Running"))
+            await settled(wired.enforcer)
             assert api.calls == [("get", shadowpod_path(NAMESPACE, NAME))]
     run(scenario)
 
@@ -149,15 +163,15 @@ def test_nothing_is_decided_before_both_caches_are_listed() -> None:
     async def scenario() -> None:
         api = FakeApi()
         api.objects[shadowpod_path(NAMESPACE, NAME)] = shadowpod("1")
-        async with running(api, listed=False) as enforcer:
-            enforcer.on_shadowpod_event("ADDED", shadowpod("1"))  # its pod is not listed yet
+        async with running(api, listed=False) as wired:
+            wired.feed("shadowpods", "ADDED", shadowpod("1"))  # its pod is not listed yet
             for _ in range(10):  # the workers run, look, and take nothing
                 await asyncio.sleep(0)
-            assert enforcer.controller.queue.pending()  # waiting in the queue, untouched
-            assert api.calls == [] and len(enforcer.controller) == 1
-            enforcer.on_pod_event("ADDED", running_pod(shadowpod("1")))
-            enforcer.listed.set()
-            await settled(enforcer)
+            assert wired.enforcer.controller.queue.pending()  # waiting in the queue, untouched
+            assert api.calls == [] and len(wired.enforcer.controller) == 1
+            wired.feed("pods", "ADDED", running_pod(shadowpod("1")))
+            wired.enforcer.listed.set()
+            await settled(wired.enforcer)
             assert ("create", pod_path(NAMESPACE)) not in api.calls  # the pod was there
             assert ("patch", shadowpod_path(NAMESPACE, NAME, "status")) in api.calls
     run(scenario)
@@ -168,23 +182,23 @@ def test_a_status_refused_as_outdated_is_written_again_over_the_next_version() -
         api = FakeApi()
         api.conflicts = 1
         status_write = ("patch", shadowpod_path(NAMESPACE, NAME, "status"))
-        async with running(api) as enforcer:
-            enforcer.on_shadowpod_event("ADDED", shadowpod("1"))
-            enforcer.on_pod_event("ADDED", running_pod(shadowpod("1")))
-            await settled(enforcer)
+        async with running(api) as wired:
+            wired.feed("shadowpods", "ADDED", shadowpod("1"))
+            wired.feed("pods", "ADDED", running_pod(shadowpod("1")))
+            await settled(wired.enforcer)
             # refused: the cache's version was outdated
             assert api.calls.count(status_write) == 1
 
             # The newer version changes nothing the pod follows (another status write), and is
             # still reconciled: the status was never written.
-            enforcer.on_shadowpod_event("MODIFIED", shadowpod("2", phase="Pending"))
-            await settled(enforcer)
+            wired.feed("shadowpods", "MODIFIED", shadowpod("2", phase="Pending"))
+            await settled(wired.enforcer)
             assert api.calls.count(status_write) == 2
 
             # Converged: a status-only event of the written version reconciles nothing.
             before = len(api.calls)
-            enforcer.on_shadowpod_event("MODIFIED", shadowpod("3", phase="Running"))
-            await settled(enforcer)
+            wired.feed("shadowpods", "MODIFIED", shadowpod("3", phase="Running"))
+            await settled(wired.enforcer)
             assert len(api.calls) == before
     run(scenario)
 
@@ -201,11 +215,11 @@ def test_pods_are_made_only_in_twin_namespaces_of_ours_and_within_the_pod_policy
             api = FakeApi()
             meta = body["metadata"]
             api.objects[shadowpod_path(meta["namespace"], NAME)] = body
-            async with running(api) as enforcer:
-                enforcer.on_shadowpod_event("ADDED", body)
+            async with running(api) as wired:
+                wired.feed("shadowpods", "ADDED", body)
                 # refused, and tried again after a backoff
-                await until(lambda: enforcer.controller.outcomes().get("refused") == 1)
-                assert enforcer.controller.queue.timers() == 1
+                await until(lambda: wired.enforcer.controller.outcomes().get("refused") == 1)
+                assert wired.enforcer.controller.queue.timers() == 1
             assert ("create", pod_path(meta["namespace"])) not in api.calls
             assert ("create", "/api/v1/namespaces/" + meta["namespace"] + "/events") in api.calls
             # recorded for the home pod to show (condition PodCreated False)

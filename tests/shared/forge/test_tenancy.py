@@ -1,7 +1,7 @@
 """shared.forge.tenancy: the twin namespace and the RoleBinding the enforcer makes for a
-consumer, what a NamespaceMap's status says of each entry and when one not Accepted is tried
-again, which twins an edited map no longer wants, and which ShadowPods a consumer may put in
-its twin namespaces."""
+consumer, what a NamespaceMap's status says of each entry and which namespaces a map names,
+which twins an edited map no longer wants, and which ShadowPods a consumer may put in its twin
+namespaces."""
 
 from __future__ import annotations
 
@@ -14,14 +14,13 @@ from shared.api.quota import PodPolicy, PodSecurityLevel
 from shared.forge.tenancy import (
     consumer_subject,
     mapping_entry,
-    needs_resync,
+    named_twins,
     origin_problem,
     pod_policy_problem,
     pod_security_labels_patch,
     rbac_patch,
     retired_twins,
     role_ref_changed,
-    terminating_twins,
     twin_namespace,
     twin_role_binding,
     unusable_twin,
@@ -159,37 +158,22 @@ def test_twins_the_map_no_longer_wants_are_retired_but_never_somebody_else_s(
 
 
 TAKEN = {"remoteNamespace": "taken", "phase": "CreationLoopBackOff", "message": "not ours"}
-TERMINATING = {"remoteNamespace": "old", "phase": "Terminating"}
 
 
-@pytest.mark.parametrize(("mapping", "terminating"), [
-    ({}, None),
-    ({"shop": accepted("shop-home")}, None),
-    ({"shop": accepted("shop-home"), "db": TAKEN}, None),  # the resync's, not a retry's
-    ({"web": TERMINATING}, "web → old: Terminating"),
-    ({"db": TAKEN, "web": TERMINATING, "api": TERMINATING | {"remoteNamespace": "older"}},
-     "api → older: Terminating; web → old: Terminating"),
+@pytest.mark.parametrize(("desired", "current", "named"), [
+    ({}, {}, set()),
+    ({"shop": "shop-home"}, {"shop": accepted("shop-home")}, {"shop-home"}),
+    # a name somebody else holds: its namespace going lets the map take it
+    ({"db": "taken"}, {"db": TAKEN}, {"taken"}),
+    # an entry removed from the spec: its twin is still the map's to delete
+    ({"shop": "shop-home"}, {"shop": accepted("shop-home"), "old": accepted("old-home")},
+     {"shop-home", "old-home"}),
+    # an entry dropped with a null (a merge patch's removal) names nothing
+    ({"shop": None}, {}, set()),
 ])
-def test_a_map_is_converged_again_soon_only_while_a_twin_of_ours_is_being_deleted(
-        mapping: dict[str, Any], terminating: str | None) -> None:
-    assert terminating_twins(mapping) == terminating
-
-
-@pytest.mark.parametrize(("desired", "current", "existing", "resync"), [
-    ({}, {}, set(), False),
-    ({"shop": "shop-home"}, {"shop": accepted("shop-home")}, {"shop-home"}, False),
-    # a twin namespace deleted behind the enforcer's back
-    ({"shop": "shop-home"}, {"shop": accepted("shop-home")}, set(), True),
-    # a name somebody else holds is tried again
-    ({"db": "taken"}, {"db": TAKEN}, {"taken"}, True),
-    # an entry not converged yet (the change handlers' work, and the resync's if they failed)
-    ({"shop": "shop-home", "db": "db-home"}, {"shop": accepted("shop-home")}, {"shop-home"},
-     True),
-])
-def test_the_periodic_resync_converges_only_a_map_that_is_not_as_it_should_be(
-        desired: dict[str, str], current: dict[str, Any], existing: set[str],
-        resync: bool) -> None:
-    assert needs_resync(desired, current, existing.__contains__) is resync
+def test_a_map_names_the_twins_its_spec_wants_and_its_status_records(
+        desired: dict[str, Any], current: dict[str, Any], named: set[str]) -> None:
+    assert named_twins(desired, current) == named
 
 
 @pytest.mark.parametrize(("labels", "namespace_consumer", "problem"), [
