@@ -210,17 +210,27 @@ class LeaderElector:
 
     # --- the loops -----------------------------------------------------------------------------
 
-    async def run(self) -> None:
-        """Acquire the Lease, then renew it until leadership is lost, and return then. Cancel
-        it to stop (then `release`)."""
+    async def run(self, lead: Callable[[], None] = lambda: None) -> None:
+        """Acquire the Lease, `lead()`, then renew it until leadership is lost, and return then.
+        Cancel it to stop (then `release`)."""
         await self._acquire()
         self.leading = True
         self.elected.set()
         log.info("%s acquired: %s leads", self.describe(), self.identity)
+        lead()
         try:
             await self._renew()
         finally:
             self.leading = False
+
+    def campaign(self, lead: Callable[[], None], lost: Callable[[], None]
+                 ) -> asyncio.Task[None]:
+        """`run` as a task of its own (cancel it to stop, then `release`): `lead()` once this
+        candidate leads, `lost()` once it no longer does (the component then stops writing and
+        exits, to start again as a standby)."""
+        task = asyncio.create_task(self.run(lead), name=f"election-{self.name}")
+        task.add_done_callback(lambda done: None if done.cancelled() else lost())
+        return task
 
     async def _acquire(self) -> None:
         log.info("%s: %s waits to lead", self.describe(), self.identity)

@@ -9,25 +9,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from annex import tracing
 from annex.kube import ClientLimits
-from annex.leader import ElectionTimings
+from annex.leader_flags import LeaderElection, add_election_flags, election_from_args
 from shared.forge.agent import election_lease_name
 from shared.tenancy import tenant_namespace_name
 
 DEFAULT_WORKERS = 10
 """`--workers`: concurrent reconciles of the pods (and the agent's other keys)."""
-
-
-@dataclass(frozen=True)
-class LeaderElection:
-    """The Lease the agent's replicas elect their leader with (`annex.leader`)."""
-
-    namespace: str
-    name: str
-    timings: ElectionTimings = field(default_factory=ElectionTimings)
 
 
 @dataclass(frozen=True)
@@ -169,7 +159,6 @@ def _secret_ref(text: str) -> tuple[str, str]:
     return namespace, name
 
 
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 """The namespace of the pod the agent runs in (where its election Lease is by default)."""
 
 
@@ -292,44 +281,16 @@ def build_parser() -> argparse.ArgumentParser:
     add("--token-refresh-fraction", type=_fraction, default=0.8,
         help="refresh a reflected service-account token once this fraction of its lifetime has "
              "passed (the kubelet's 0.8; a small value makes tests see refreshes quickly)")
-    add("--leader-elect", type=_bool, nargs="?", const=True, default=False,
-        help="run as one of several replicas: only the holder of a coordination.k8s.io Lease "
-             "writes, the others keep their watches warm and take over when it is gone "
-             "(client-go's leader election)")
-    add("--leader-elect-lease-duration", type=float, default=ElectionTimings.lease_duration,
-        help="seconds a standby waits after the Lease last changed before taking it over")
-    add("--leader-elect-renew-deadline", type=float, default=ElectionTimings.renew_deadline,
-        help="seconds the leader keeps trying to renew the Lease before it stops leading "
-             "(and exits, to restart as a standby)")
-    add("--leader-elect-retry-period", type=float, default=ElectionTimings.retry_period,
-        help="seconds between two tries to acquire or renew the Lease")
-    add("--leader-elect-resource-name", default=None,
-        help="the election Lease (default annex-home-agent-<remote-cluster-id>)")
-    add("--leader-elect-resource-namespace", default=None,
-        help="the election Lease's namespace (default: the namespace of the agent's pod)")
+    add_election_flags(parser, leading="only the holder of a coordination.k8s.io Lease writes",
+                       default_name=None,
+                       name_help="the election Lease (default "
+                                 "annex-home-agent-<remote-cluster-id>)")
     return parser
-
-
-def _leader_election(parser: argparse.ArgumentParser,
-                     args: argparse.Namespace) -> LeaderElection | None:
-    if not args.leader_elect:
-        return None
-    namespace = args.leader_elect_resource_namespace
-    if namespace is None and SERVICE_ACCOUNT_NAMESPACE.exists():
-        namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-    if not namespace:
-        parser.error("--leader-elect needs --leader-elect-resource-namespace outside a pod")
-    try:
-        timings = ElectionTimings(args.leader_elect_lease_duration,
-                                  args.leader_elect_renew_deadline, args.leader_elect_retry_period)
-    except ValueError as error:
-        parser.error(f"--leader-elect: {error}")
-    return LeaderElection(namespace, args.leader_elect_resource_name or default_lease_name(
-        args.remote_cluster_id), timings)
 
 
 def parse_config(argv: list[str] | None = None) -> AgentConfig:
     args = build_parser().parse_args(argv)
+    election = election_from_args(build_parser(), args, default_lease_name(args.remote_cluster_id))
     if (args.remote_pod_cidr is None) != (args.remapped_pod_cidr is None):
         build_parser().error("--remote-pod-cidr and --remapped-pod-cidr go together")
     if args.remapped_home_pod_cidr is not None and args.home_pod_cidr is None:
@@ -393,5 +354,5 @@ def parse_config(argv: list[str] | None = None) -> AgentConfig:
                                          TOKEN_REFLECTION)},
         reflection_types={kind: getattr(args, f"{kind}_reflection_type")
                           for kind in REFLECTED_KINDS},
-        leader_election=_leader_election(build_parser(), args),
+        leader_election=election,
     )

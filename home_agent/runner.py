@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from annex.controller import Controller, Result
 from annex.kube import load_connection
 from annex.kubeapi import ClusterApi
-from annex.leader import LeaderElector, candidate_identity
+from annex.leader import LeaderElector
+from annex.leader_flags import candidacy
 from annex.metrics import ServedRequests
 from home_agent.agent import HOME, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
@@ -164,14 +165,11 @@ def build_controller(agent: Agent, watches: RemoteWatches,
 
 
 def leader_elector(config: AgentConfig) -> LeaderElector | None:
-    """The agent's candidacy for its Lease, with a home client of its own: the renewals never
-    wait behind a burst of reconciles in the client-side rate limiter."""
-    election = config.leader_election
-    if election is None:
+    """The agent's candidacy for its Lease (`annex.leader_flags.candidacy`)."""
+    if config.leader_election is None:
         return None
-    api = ClusterApi(load_connection(config.home_kubeconfig, limits=config.home_limits))
-    return LeaderElector(api, election.namespace, election.name, candidate_identity(),
-                         election.timings)
+    return candidacy(config.leader_election,
+                     load_connection(config.home_kubeconfig, limits=config.home_limits))
 
 
 async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
@@ -230,14 +228,7 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
     else:
         metrics.leading, metrics.leader = leading, lambda: elector.holder
         metrics.elector = elector
-        election = asyncio.create_task(elector.run())
-        election.add_done_callback(lambda _: stop.set())  # returns only once leadership is lost
-
-        async def lead_once_elected() -> None:
-            await elector.elected.wait()
-            lead()
-
-        writers.insert(0, asyncio.create_task(lead_once_elected()))
+        election = elector.campaign(lead, lost=stop.set)
     agent.enqueue(("node",))
     webhook_requests = ServedRequests()
     metrics.served = [webhook_requests, kubelet.requests]

@@ -13,12 +13,12 @@ from home_controller.runner import run
 from home_controller.settings import Settings, parse
 
 
-async def _until_signalled(settings: Settings) -> None:
+async def _until_signalled(settings: Settings) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    await run(settings, stop)
+    return await run(settings, stop)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,8 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     tracing.enable(settings.otlp_endpoint, "annex-home-controller")  # before anything is built
     eventloop.install()
     collector.tune()
-    asyncio.run(_until_signalled(settings))
-    return 0
+    return asyncio.run(_until_signalled(settings))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """What the home controller shows on /metrics (`annex.metrics`): its controllers'
-controller-runtime and workqueue families, its client's requests, the process and its build."""
+controller-runtime and workqueue families, its client's requests, whether it leads, the process
+and its build."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from prometheus_client.registry import Collector
 
 from annex.controller import Controller
 from annex.kubeapi import REQUESTS, ClusterApi, RequestMetrics
+from annex.leader import LeaderElector
 from annex.metrics import (
     ControllerCollector,
     Handler,
     MetricsAccess,
     RequestCollector,
     ServedRequests,
+    leader_collector,
     metrics_handler,
     registry,
 )
@@ -26,14 +29,21 @@ COMPONENT = "home-controller"
 
 
 def collectors(controllers: Sequence[Controller[Any]], served: Sequence[ServedRequests] = (),
-               requests: RequestMetrics = REQUESTS) -> list[Collector]:
-    """`served`: the agents' admission webhook's requests."""
-    return [ControllerCollector(PREFIX, lambda: controllers), *served,
-            RequestCollector(requests)]
+               requests: RequestMetrics = REQUESTS,
+               elector: LeaderElector | None = None) -> list[Collector]:
+    """`served`: the agents' admission webhook's requests; `elector`: its replicas' election."""
+    found: list[Collector] = [ControllerCollector(PREFIX, lambda: controllers), *served,
+                              RequestCollector(requests)]
+    if elector is not None:
+        found.append(leader_collector(lambda: elector.name, lambda: elector.leading,
+                                      lambda: elector.transitions))
+    return found
 
 
 def scrape(controllers: Sequence[Controller[Any]], api: ClusterApi, secure: bool,
-           served: Sequence[ServedRequests] = ()) -> Handler:
+           served: Sequence[ServedRequests] = (), elector: LeaderElector | None = None
+           ) -> Handler:
     """The /metrics handler; `secure`: for the callers the home cluster's reviews let in."""
-    return metrics_handler(registry(COMPONENT, collectors(controllers, served)),
+    return metrics_handler(registry(COMPONENT, collectors(controllers, served,
+                                                          elector=elector)),
                            MetricsAccess(Reviews(api)) if secure else None)

@@ -17,6 +17,8 @@ from annex.events import EventRecorder
 from annex.informers import Informers
 from annex.kube import load_connection
 from annex.kubeapi import ClusterApi, group_path
+from annex.leader import LeaderElector
+from annex.leader_flags import candidacy
 from annex.listwatch import list_and_watch
 from annex.metrics import ServedRequests
 from annex.probes import serve_probes
@@ -55,7 +57,16 @@ def _watches(api: ClusterApi, informers: Informers, namespace: str,
     return tasks
 
 
-async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
+def leader_elector(settings: Settings) -> LeaderElector | None:
+    if settings.leader_election is None:
+        return None
+    return candidacy(settings.leader_election, load_connection(settings.kubeconfig))
+
+
+async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
+    """Until `stop`: 0; 1 once this replica lost its leadership (it stops writing at once, and
+    exits to start again as a standby)."""
+    stop = stop if stop is not None else asyncio.Event()
     api = ClusterApi(load_connection(settings.kubeconfig), throttle_reads=False)
     informers = Informers()
     clusters: ForeignClusters
@@ -93,26 +104,54 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
     if settings.discover_dns_domains:
         sources.append(DnsBrowser(sightings, settings.discover_dns_domains,
                                   settings.dns_servers, settings.dns_interval_seconds))
-    tasks = [*(asyncio.create_task(controller.run(), name=controller.name)
-               for controller in controllers),
-             *(asyncio.create_task(source.run(), name=type(source).__name__)
+    tasks = [*(asyncio.create_task(source.run(), name=type(source).__name__)
                for source in sources),
              *_watches(api, informers, settings.namespace,
                        [clusters, *([agents] if agents is not None else []), *grants])]
+    reconciling: list[asyncio.Task[None]] = []
+
+    def lead() -> None:
+        reconciling.extend(asyncio.create_task(controller.run(), name=controller.name)
+                           for controller in controllers)
+
+    elector = leader_elector(settings)
+    election = None
+    if elector is None:
+        lead()
+    else:
+        election = elector.campaign(lead, lost=stop.set)
+
+    def role() -> str:
+        if elector is None:
+            return "ok"
+        return "ok: leader" if elector.leading else (
+            f"ok: standby (leader: {elector.holder or 'none yet'})")
+
     health = await serve_probes(
         settings.health_address, settings.health_port,
         ready=lambda: clusters.synced() and (agents is None or agents.synced()) and all(
             grant.synced() for grant in grants),
-        not_ready="listing and discovering",
-        scrape=scrape(controllers, api, settings.metrics_secure, [webhook_requests]))
+        not_ready="listing and discovering", ready_text=role,
+        scrape=scrape(controllers, api, settings.metrics_secure, [webhook_requests], elector))
     log.info("home controller: namespace %s, discovery %s, agents %s", settings.namespace,
              ", ".join(type(s).__name__ for s in sources) or "off",
              "from VirtualNodes" if agents is not None else "made elsewhere")
+    exit_code = 0
     try:
-        await (stop.wait() if stop is not None else asyncio.Event().wait())
+        await stop.wait()
     finally:
         for controller in controllers:
             controller.stop()
+        await asyncio.gather(*reconciling, return_exceptions=True)  # what is under way ends
+        if election is not None and elector is not None:
+            if election.done():
+                log.error("leadership lost: stopping every write and exiting (restarted, this "
+                          "replica is a standby)")
+                exit_code = 1
+            election.cancel()
+            await asyncio.gather(election, return_exceptions=True)
+            await elector.release()  # nothing writes any more: a standby may lead now
+            await elector.api.close()
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -121,3 +160,4 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> None:
         if admission is not None:
             await admission.cleanup()
         await api.close()
+    return exit_code

@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from annex import tracing
+from annex.leader_flags import LeaderElection, add_election_flags, election_from_args
+
+ELECTION_LEASE = "annex-home-controller"
+"""The election Lease of the controller's replicas, in its namespace."""
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class Settings:
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
     otlp_endpoint: str = ""
+    leader_election: LeaderElection | None = None
+    """One of several replicas: only the holder of the election Lease runs the controllers;
+    every replica watches and serves the agents' admission webhook. None: the only one."""
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -83,6 +90,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="INFO")
     tracing.add_endpoint_flag(p.add_argument)
+    add_election_flags(p, leading="only the holder of a coordination.k8s.io Lease runs the "
+                                  "controllers (ForeignClusters, VirtualNodes and their agents, "
+                                  "the agents' namespace grants); every replica watches, serves "
+                                  "the agents' admission webhook and its probes",
+                       default_name=ELECTION_LEASE)
     return p
 
 
@@ -94,4 +106,5 @@ def parse(argv: list[str] | None = None) -> Settings:
                                      and args.agent_template):
         parser().error("--webhook-address needs --webhook-cert, --webhook-key and "
                        "--agent-template")
-    return Settings(**vars(args))
+    election = election_from_args(parser(), args)
+    return Settings(**vars(args), leader_election=election)

@@ -24,9 +24,10 @@ from typing import Any
 
 from annex.controller import Controller
 from annex.informers import Informers
-from annex.kube import ClientLimits, current_token, load_connection, token_service_account
+from annex.kube import ClientLimits, load_connection
 from annex.kubeapi import ClusterApi, group_path
-from annex.leader import LeaderElector, candidate_identity
+from annex.leader import LeaderElector
+from annex.leader_flags import candidacy
 from annex.listwatch import list_and_watch
 from annex.metrics import MetricsAccess, leader_collector, metrics_handler
 from annex.mirror import Mirror
@@ -152,32 +153,21 @@ the next leader's ledger then counts it."""
 
 
 def leader_elector(settings: Settings, limits: ClientLimits) -> LeaderElector | None:
-    """The candidacy for the election Lease, with a client of its own: the renewals never wait
-    behind a burst of writes in the client-side rate limiter. It publishes where this replica's
-    webhook is."""
-    if not settings.leader_elect:
+    """The candidacy for the election Lease, publishing where this replica's webhook is."""
+    if settings.leader_election is None:
         return None
-    namespace = settings.leader_elect_resource_namespace
-    assert namespace and settings.webhook_advertise_address
-    connection = load_connection(settings.kubeconfig, limits=limits)
-    # The Lease goes with the enforcer's ServiceAccount (an uninstalled release), when it runs
-    # as one of the Lease's namespace.
-    account = token_service_account(current_token(connection))
-    owner = ({"apiVersion": "v1", "kind": "ServiceAccount", "name": account.name,
-              "uid": account.uid} if account and account.namespace == namespace else None)
-    return LeaderElector(
-        ClusterApi(connection), namespace, settings.leader_elect_resource_name,
-        candidate_identity(), settings.election_timings(),
-        annotations={LEADER_WEBHOOK_ANNOTATION: webhook_url(settings.webhook_advertise_address,
-                                                            settings.webhook_port)},
-        owner=owner)
+    assert settings.webhook_advertise_address
+    return candidacy(settings.leader_election,
+                     load_connection(settings.kubeconfig, limits=limits),
+                     annotations={LEADER_WEBHOOK_ANNOTATION: webhook_url(
+                         settings.webhook_advertise_address, settings.webhook_port)})
 
 
 async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
     """Until SIGTERM or SIGINT (or `stop`): 0; 1 once this replica lost its leadership; 2 when
     it cannot start."""
-    peers = PeerTLS(settings.webhook_cert) if settings.leader_elect and settings.webhook_cert \
-        else None
+    peers = PeerTLS(settings.webhook_cert) if (
+        settings.leader_election is not None and settings.webhook_cert) else None
     if peers is not None and not peers.ca.exists():
         log.error("--leader-elect needs ca.crt beside %s: the replicas verify each other's "
                   "webhook with it", peers.cert)
@@ -217,13 +207,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
         else:
             metrics.extra.append(leader_collector(lambda: elector.name, leadership.deciding,
                                                   lambda: elector.transitions))
-            election = asyncio.create_task(elector.run(), name="election")
-            election.add_done_callback(lambda _: stop.set())  # returns once leadership is lost
-
-            async def lead_once_elected() -> None:
-                await elector.elected.wait()
-                lead()
-            background.append(asyncio.create_task(lead_once_elected(), name="lead"))
+            election = elector.campaign(lead, lost=stop.set)
         admission = Admission(api, parts.ledger, parts.consumers, leadership)
         claims = ClaimAdmission(api, parts.consumers, parts.ledger, settings.storage_classes,
                                 leadership)

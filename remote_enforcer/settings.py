@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 from decimal import Decimal
-from pathlib import Path
 from typing import Literal
 
 from annex import tracing
 from annex.kube import ClientLimits
-from annex.leader import ElectionTimings
+from annex.leader_flags import LeaderElection, add_election_flags, election_from_args
 from shared.offer import is_lendable_pattern
 from shared.quantity import canonical
 from shared.wellknown import TWIN_NAMESPACE_ROLE
+
+ELECTION_LEASE = "annex-remote-enforcer"
+"""The election Lease of the enforcer's replicas, in its namespace."""
 
 
 @dataclass(frozen=True)
@@ -52,24 +54,11 @@ class Settings:
     mdns_interfaces: tuple[str, ...] = ()
     consumer_cluster_role: str = TWIN_NAMESPACE_ROLE
     node_failure_grace_seconds: float = 60.0
-    leader_elect: bool = False
+    leader_election: LeaderElection | None = None
     """One of several replicas: only the holder of the election Lease runs the controllers and
-    decides quotas; every replica serves the webhooks."""
-    leader_elect_lease_duration: float = ElectionTimings.lease_duration
-    leader_elect_renew_deadline: float = ElectionTimings.renew_deadline
-    leader_elect_retry_period: float = ElectionTimings.retry_period
-    leader_elect_resource_name: str = "annex-remote-enforcer"
-    leader_elect_resource_namespace: str | None = None
+    decides quotas; every replica serves the webhooks. None: the only one."""
     webhook_advertise_address: str | None = None
     """Where the other replicas reach this one's webhook (its pod's address)."""
-
-    def election_timings(self) -> ElectionTimings:
-        return ElectionTimings(self.leader_elect_lease_duration,
-                               self.leader_elect_renew_deadline, self.leader_elect_retry_period)
-
-
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-"""The namespace of the pod the enforcer runs in (where its election Lease is by default)."""
 
 
 def _resources(text: str) -> tuple[tuple[str, str], ...]:
@@ -163,28 +152,10 @@ def parser() -> argparse.ArgumentParser:
                         "force-deleted (made again elsewhere), unless it mounts a claim; "
                         "longer than a kubelet restart, short beside the 300 s the pods "
                         "tolerate a NotReady node for before they are marked for deletion")
-    p.add_argument("--leader-elect", action="store_true",
-                   help="run as one of several replicas: every replica serves the webhooks, "
-                        "only the holder of a coordination.k8s.io Lease runs the controllers "
-                        "and decides quotas (the others forward it those reviews); a standby "
-                        "keeps its watches warm and takes over when the leader is gone "
-                        "(client-go's leader election)")
-    p.add_argument("--leader-elect-lease-duration", type=float,
-                   default=ElectionTimings.lease_duration,
-                   help="seconds a standby waits after the Lease last changed before taking it "
-                        "over")
-    p.add_argument("--leader-elect-renew-deadline", type=float,
-                   default=ElectionTimings.renew_deadline,
-                   help="seconds the leader keeps trying to renew the Lease before it stops "
-                        "leading (and exits, to restart as a standby)")
-    p.add_argument("--leader-elect-retry-period", type=float,
-                   default=ElectionTimings.retry_period,
-                   help="seconds between two tries to acquire or renew the Lease")
-    p.add_argument("--leader-elect-resource-name", default="annex-remote-enforcer",
-                   help="the election Lease")
-    p.add_argument("--leader-elect-resource-namespace",
-                   help="the election Lease's namespace (default: the namespace of the "
-                        "enforcer's pod)")
+    add_election_flags(p, leading="every replica serves the webhooks, only the holder of a "
+                                  "coordination.k8s.io Lease runs the controllers and decides "
+                                  "quotas (the others forward it those reviews)",
+                       default_name=ELECTION_LEASE)
     p.add_argument("--webhook-advertise-address",
                    help="with --leader-elect: the address the other replicas reach this one's "
                         "webhook at (its pod's IP); the leader publishes it on the Lease. Replicas "
@@ -204,24 +175,16 @@ def parse(argv: list[str] | None = None) -> Settings:
         parser().error("--node-failure-grace-seconds must not be negative")
     if args.announce_mdns and not args.announce_api_server:
         parser().error("--announce-mdns needs --announce-api-server")
-    if args.leader_elect:
+    election = election_from_args(parser(), args)
+    if election is not None:
         _check_election(args)
-    values = vars(args)
+    values = {**vars(args), "leader_election": election}
     values["webhook_hosts"] = tuple(args.webhook_hosts or ("localhost", "127.0.0.1"))
     return Settings(**values)
 
 
 def _check_election(args: argparse.Namespace) -> None:
-    """--leader-elect's needs, with its namespace found in the pod when not given."""
-    try:
-        ElectionTimings(args.leader_elect_lease_duration, args.leader_elect_renew_deadline,
-                        args.leader_elect_retry_period)
-    except ValueError as error:
-        parser().error(f"--leader-elect: {error}")
-    if args.leader_elect_resource_namespace is None and SERVICE_ACCOUNT_NAMESPACE.exists():
-        args.leader_elect_resource_namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
-    if not args.leader_elect_resource_namespace:
-        parser().error("--leader-elect needs --leader-elect-resource-namespace outside a pod")
+    """What --leader-elect needs of the webhook."""
     if not args.webhook_advertise_address:
         parser().error("--leader-elect needs --webhook-advertise-address: the replicas that do "
                        "not lead forward quota reviews to the leader there")

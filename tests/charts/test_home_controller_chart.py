@@ -173,3 +173,28 @@ def test_the_schema_refuses_bad_controller_values(controller: dict[str, Any],
                                                   complaint: str) -> None:
     error = schema_error(CHART, {**MINIMAL, "controller": controller})
     assert error is not None and complaint in error
+
+
+def test_two_replicas_elect_a_leader_kept_apart_and_a_drain_keeps_one() -> None:
+    objects = controller_objects(ENABLED)
+    deployment = only(objects, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    assert "strategy" not in deployment["spec"]  # rolling: a new replica is warm first
+    pod, args = deployment_args(ENABLED)
+    election = parse(args).leader_election
+    assert election is not None
+    assert (election.namespace, election.name) == (NAMESPACE, "annex-home-controller")
+    assert (election.timings.lease_duration, election.timings.renew_deadline,
+            election.timings.retry_period) == (15, 10, 2)
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    [term] = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"] == {"topologyKey": "kubernetes.io/hostname",
+                                       "labelSelector": {"matchLabels": selector}}
+    assert only(objects, "PodDisruptionBudget")["spec"] == {
+        "minAvailable": 1, "selector": {"matchLabels": selector}}
+    single = controller_objects({**ENABLED, "controller": {"enabled": True, "replicas": 1}})
+    assert of_kind(single, "PodDisruptionBudget") == []  # it would block every drain
+    mdns = {**ENABLED, "controller": {"enabled": True,
+                                      "discovery": {"mdns": {"enabled": True}}}}
+    pod, _ = deployment_args(mdns)  # on the host network: never two on a node
+    assert pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]

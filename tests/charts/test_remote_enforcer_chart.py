@@ -188,10 +188,10 @@ def test_replicas_elect_a_leader_all_serve_the_webhooks_and_a_budget_keeps_one()
     pod = spec["template"]["spec"]
     [container] = pod["containers"]
     settings = parse(container["args"])
-    assert settings.leader_elect
-    assert (settings.leader_elect_resource_namespace, settings.leader_elect_resource_name) == (
-        NAMESPACE, "annex-remote-enforcer")
-    timings = settings.election_timings()
+    election = settings.leader_election
+    assert election is not None
+    assert (election.namespace, election.name) == (NAMESPACE, "annex-remote-enforcer")
+    timings = election.timings
     assert (timings.lease_duration, timings.renew_deadline, timings.retry_period) == (20, 12, 3)
     # Where the others reach its webhook: its pod's address, which the kubelet puts in.
     assert settings.webhook_advertise_address == "$(POD_IP)"
@@ -212,7 +212,8 @@ def test_a_single_replica_elects_itself_and_gets_no_budget_that_would_block_ever
     manifests = render(CHART, {**MINIMAL, "replicas": 1})
     assert of_kind(manifests, "PodDisruptionBudget") == []
     [container] = only(manifests, "Deployment")["spec"]["template"]["spec"]["containers"]
-    assert parse(container["args"]).leader_elect  # scaled up later, it has a Lease already
+    # scaled up later, it has a Lease already
+    assert parse(container["args"]).leader_election is not None
 
 
 def test_on_the_host_network_the_replicas_must_be_on_different_nodes() -> None:
@@ -233,8 +234,9 @@ def test_the_replicas_may_hold_their_election_lease_only() -> None:
     role = only(manifests, "Role", "annex-remote-enforcer-leader-election")
     assert role["metadata"]["namespace"] == NAMESPACE
     [container] = only(manifests, "Deployment")["spec"]["template"]["spec"]["containers"]
-    assert role["rules"] == leader_election_rules(
-        parse(container["args"]).leader_elect_resource_name)
+    election = parse(container["args"]).leader_election
+    assert election is not None
+    assert role["rules"] == leader_election_rules(election.name)
     binding = only(manifests, "RoleBinding", "annex-remote-enforcer-leader-election")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "annex-remote-enforcer",
