@@ -56,21 +56,26 @@ async def announced(settings: Settings) -> AsyncIterator[None]:
     try:
         zeroconf = (AsyncZeroconf(interfaces=interfaces, ip_version=IPVersion.V4Only)
                     if interfaces else AsyncZeroconf(ip_version=IPVersion.V4Only))
-        # Each call returns once the request is queued; the awaitable it returns ends once
-        # the probes and announcements (or the goodbyes) are sent.
-        await (await zeroconf.async_register_service(info))
-    except Exception as error:  # noqa: BLE001 - an announcement is a convenience
-        # No such interface, no multicast, the name held by another responder: the enforcer
-        # serves its consumers all the same.
-        log.error("cannot announce %s on mDNS (%s: %s): not announced", info.name,
-                  type(error).__name__, error)
+        # The first await probes the name; the awaitable it returns ends once the
+        # announcements are sent, and browsers see the instance from the first of them.
+        announcing = await zeroconf.async_register_service(info)
+    except BaseException as error:
         if zeroconf is not None:
             await zeroconf.async_close()
+        if not isinstance(error, Exception):
+            raise  # stopped while probing: nothing announced yet
+        # No such interface, no multicast, the name held by another responder: the enforcer
+        # serves its consumers all the same (an announcement is a convenience).
+        log.error("cannot announce %s on mDNS (%s: %s): not announced", info.name,
+                  type(error).__name__, error)
         yield
         return
-    log.info("announcing %s on mDNS as %s (API %s)", settings.cluster_id, info.name,
-             settings.announce_api_server)
     try:
+        # Stopped from here on, even before the last announcement, browsers have seen the
+        # instance: the goodbye is owed.
+        await announcing
+        log.info("announcing %s on mDNS as %s (API %s)", settings.cluster_id, info.name,
+                 settings.announce_api_server)
         yield
     finally:
         try:
