@@ -30,8 +30,9 @@ from home_agent.agent import (
 from home_agent.pod import own_echo
 from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
 from home_agent.reflection.event import EVENTS, EventReflector
+from home_agent.reflection.manager import Reflection
 from home_agent.reflection.persistentvolumeclaim import PersistentVolumeClaimReflector
-from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.service import SERVICES
 from home_agent.reflection.token import SECRETS, TokenReflector
 from home_agent.watches import (

@@ -31,7 +31,7 @@ from home_agent.metrics import serve as serve_metrics
 from home_agent.namespace_offloading import reconcile_offloading
 from home_agent.pod import CopyWaits, PodOffloader
 from home_agent.reflection.kinds import reflection_for
-from home_agent.reflection.reflector import Reflection
+from home_agent.reflection.manager import Reflection
 from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent, declare_reflection, declare_virtual_node_followers
 from home_agent.synced_cache import SyncedPods

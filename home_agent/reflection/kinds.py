@@ -9,7 +9,8 @@ from importlib import import_module
 from home_agent.agent import Agent
 from home_agent.config import REFLECTED_KINDS
 from home_agent.reflection.event import event_reflector_for
-from home_agent.reflection.reflector import CompanionFactory, KindRules, Reflection
+from home_agent.reflection.manager import CompanionFactory, Reflection
+from home_agent.reflection.reflector import KindRules
 from home_agent.reflection.token import token_reflector_for
 
 

@@ -23,11 +23,10 @@ so editing them takes effect live: a VirtualNode change requeues every key.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from annex.controller import Controller, Result
 from annex.events import EventRecorder
@@ -36,7 +35,6 @@ from annex.kubeapi import error_message
 from annex.mirror import Key, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.reflection.required import RequiredCopies
 from shared.forge.compare import must_recreate, needs_update, updated_remote
 from shared.forge.metadata import ReflectionConfig
 from shared.ownership import is_owned
@@ -253,71 +251,3 @@ class Reflector:
         local = self.home.get(key)
         if local is not None:
             await self._report(local, f"reflection failed (retrying): {error_message(error)}")
-
-
-class Companion(Protocol):
-    """A reflector that is not one kind's (remote Events home, the pods' tokens): its routes
-    come after the kinds' reflectors' (`home_agent.routes`), and it shares their life cycle."""
-
-    controller: Controller[Key]
-    """Its reconciles, named as metrics call the companion."""
-
-    def resync(self, namespace: str | None = None) -> None:
-        """Look at every key again, or those of one home `namespace`."""
-
-    async def run(self) -> None:
-        """Its controller's workers (and what must come before them), until `controller.stop`."""
-
-
-CompanionFactory = Callable[[Agent, Mapping[str, Reflector]], "Companion | None"]
-"""(agent, the enabled kinds' reflectors by plural) → a companion, or None when disabled."""
-
-C = TypeVar("C")
-
-
-class Reflection:
-    """Every enabled kind's reflector and companion (their routes: `home_agent.routes`)."""
-
-    def __init__(self, agent: Agent, kinds: list[KindRules],
-                 companions: Sequence[CompanionFactory] = ()) -> None:
-        self.agent = agent
-        config = agent.config
-        self.reflectors: dict[str, Reflector] = {}
-        for rules in kinds:
-            workers = config.reflection_workers.get(rules.flag, 0)
-            if workers > 0:  # 0 disables the kind: not even watched
-                policy = ReflectionType(config.reflection_types.get(
-                    rules.flag, ReflectionType.DENY_LIST))
-                make = rules.reflector or Reflector
-                self.reflectors[rules.plural] = make(agent, rules, workers, policy, agent.events)
-        made = (factory(agent, self.reflectors) for factory in companions)
-        self.companions: list[Companion] = [c for c in made if c is not None]
-        self.required = RequiredCopies(self.reflectors)
-        """The pods waiting for copies of what they need to start (`home_agent.pod`)."""
-
-    def companion(self, kind: type[C]) -> C | None:
-        """The running companion of that class, if it is enabled."""
-        return next((c for c in self.companions if isinstance(c, kind)), None)
-
-    def controllers(self) -> list[Controller[Key]]:
-        """One per kind (named as its plural) and per companion."""
-        return [*(r.controller for r in self.reflectors.values()),
-                *(c.controller for c in self.companions)]
-
-    def resync(self, namespace: str | None = None) -> None:
-        """A VirtualNode (the skip lists) or the NamespaceMap (which namespaces are extended)
-        changed: every key's outcome may have; or one home `namespace` was listed: what its keys
-        decided before is looked at again."""
-        for reflector in self.reflectors.values():
-            reflector.resync(namespace)
-        for companion in self.companions:
-            companion.resync(namespace)
-
-    async def run(self) -> None:
-        """Every controller's workers, until `stop`."""
-        await asyncio.gather(*(r.controller.run() for r in self.reflectors.values()),
-                             *(companion.run() for companion in self.companions))
-
-    def stop(self) -> None:
-        for controller in self.controllers():
-            controller.stop()

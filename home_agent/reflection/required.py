@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from annex.informers import Change
 from annex.mirror import Key
 from home_agent.agent import pod_key
+from home_agent.reflection.reflector import Reflector
 from shared.forge.pod import required_objects
-
-if TYPE_CHECKING:
-    from home_agent.reflection.reflector import Reflector
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from prometheus_client import generate_latest
 from home_agent.agent import pod_key
 from home_agent.metrics import Metrics
 from home_agent.reflection.kinds import COMPANIONS, KINDS
-from home_agent.reflection.reflector import Reflection
+from home_agent.reflection.manager import Reflection
 from home_agent.runner import build_controller
 from tests.helpers import metric_samples, sample
 from tests.home_agent.test_reflection import _agent, listed

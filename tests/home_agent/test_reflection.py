@@ -18,7 +18,8 @@ from home_agent.agent import Agent
 from home_agent.config import AgentConfig, parse_config
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
-from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.manager import Reflection
+from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.routes import declare_agent, declare_reflection, declare_reflector
 from home_agent.watches import CONFIGMAPS, OFFLOADED_WATCH, TWINS_WATCH

@@ -22,7 +22,8 @@ from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
 from home_agent.reflection.event import EVENTS, Copies, EventReflector, event_reflector_for
 from home_agent.reflection.ingress import INGRESS_RULES
-from home_agent.reflection.reflector import KindRules, Reflection
+from home_agent.reflection.manager import Reflection
+from home_agent.reflection.reflector import KindRules
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.routes import declare_agent, declare_reflection
 from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH, declared_watch

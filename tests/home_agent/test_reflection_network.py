@@ -14,7 +14,8 @@ from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.config import parse_config
 from home_agent.reflection.kinds import KINDS
-from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.manager import Reflection
+from home_agent.reflection.reflector import Reflector
 from home_agent.routes import declare_reflection
 from shared.wellknown import ENDPOINTSLICE_MANAGED_BY_LABEL, SERVICE_NAME_LABEL
 from tests.home_agent.test_reflection import (

@@ -11,8 +11,9 @@ from typing import Any
 
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
+from home_agent.reflection.manager import Reflection
 from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIM_RULES
-from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.reflector import Reflector
 from home_agent.routes import declare_agent, declare_reflection
 from shared.forge.persistentvolume import home_volume
 from shared.wellknown import (

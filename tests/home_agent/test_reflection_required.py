@@ -17,7 +17,7 @@ from home_agent.agent import Agent, pod_key
 from home_agent.config import parse_config
 from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import KINDS
-from home_agent.reflection.reflector import Reflection
+from home_agent.reflection.manager import Reflection
 from home_agent.reflection.required import COPY_WAIT
 from home_agent.routes import declare_agent, declare_reflection
 from shared.wellknown import SKIP_REFLECTION_ANNOTATION

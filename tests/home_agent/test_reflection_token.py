@@ -21,7 +21,8 @@ from home_agent.agent import Agent, pod_key
 from home_agent.config import TOKEN_REFLECTION, parse_config
 from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import COMPANIONS, KINDS
-from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.manager import Reflection
+from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.reflection.token import SECRETS, TokenReflector
 from home_agent.routes import declare_agent, declare_reflection, declare_token_reflector
