@@ -15,7 +15,7 @@ from annex.kubeapi import ApiError
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
-from home_agent.config import AgentConfig, parse_config
+from home_agent.config import REFLECTED_KINDS, AgentConfig, parse_config
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.manager import Reflection
@@ -340,6 +340,10 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
         assert ("", "v1", "secrets") not in agent.informers.watched(side, watch)
         assert CONFIGMAPS in agent.informers.watched(side, watch)
     assert reflection.reflectors["configmaps"].policy is ReflectionType.ALLOW_LIST
+
+
+def test_every_kind_with_flags_is_reflected_by_its_rules_in_the_flags_order() -> None:
+    assert [rules.flag for rules in KINDS] == list(REFLECTED_KINDS)
 
 
 def test_a_copy_deleted_while_no_twins_watch_ran_is_created_again_after_the_relist() -> None:
