@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -47,6 +46,7 @@ from annex.listwatch import list_objects
 from annex.mirror import Key, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.agent import REMOTE, Agent
+from home_agent.reflection.event_copies import Copies
 from home_agent.reflection.reflector import Reflector, namespace_of, synced
 from shared.forge.compare import updated_remote
 from shared.forge.event import (
@@ -417,55 +417,6 @@ class EventReflector:
         await delete_owned(self.agent.home, core_path("events", *key),
                            (current.get("metadata") or {}).get("uid"))
         self._known(key, None)
-
-
-class Copies:
-    """Our copies at home, each as its `home_copy_summary`, kept as one string of its uid,
-    resourceVersion and digest (all a write over the copy or its deletion needs): there are as
-    many as remote Events (200,000 at N = 50,000), a Mirror's encoding and compression of each
-    cost a restart more than listing them. Never anyone else's copy. Thread-safe: `resync`
-    reads the keys from another thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._copies: dict[str, dict[str, str]] = {}
-        """Namespace → name → "uid resourceVersion digest"."""
-
-    def set(self, key: Key, summary: Mapping[str, Any] | None) -> None:
-        """`summary` (None: there is no copy at `key`)."""
-        with self._lock:
-            if summary is None:
-                discard(self._copies, key)
-                return
-            metadata = summary["metadata"]
-            self._copies.setdefault(key[0], {})[key[1]] = (
-                f"{metadata.get('uid') or ''} {metadata.get('resourceVersion') or ''} "
-                f"{summary['digest']}")
-
-    def get(self, key: Key) -> dict[str, Any] | None:
-        """The copy's `home_copy_summary`, or None."""
-        with self._lock:
-            packed = self._copies.get(key[0], {}).get(key[1])
-        if packed is None:
-            return None
-        uid, rest = packed.split(" ", 1)
-        version, digest = rest.rsplit(" ", 1)  # a resourceVersion is opaque
-        metadata = {"namespace": key[0], "name": key[1], "uid": uid, "resourceVersion": version}
-        return {"metadata": {k: v for k, v in metadata.items() if v}, "digest": digest}
-
-    def keys(self) -> list[Key]:
-        with self._lock:
-            return [(namespace, name) for namespace, names in self._copies.items()
-                    for name in names]
-
-    def forget(self, namespace: str) -> None:
-        """Nothing known of `namespace`'s copies any more."""
-        with self._lock:
-            self._copies.pop(namespace, None)
-
-    def size(self) -> int:
-        with self._lock:
-            return sum(len(names) for names in self._copies.values())
 
 
 def event_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> EventReflector | None:

@@ -20,7 +20,7 @@ from home_agent.agent import Agent
 from home_agent.config import parse_config
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
-from home_agent.reflection.event import EVENTS, Copies, EventReflector, event_reflector_for
+from home_agent.reflection.event import EVENTS, EventReflector, event_reflector_for
 from home_agent.reflection.ingress import INGRESS_RULES
 from home_agent.reflection.manager import Reflection
 from home_agent.reflection.reflector import KindRules
@@ -291,25 +291,6 @@ def test_copies_made_before_they_carried_a_digest_are_listed_whole_and_not_rewri
     _see_remote(restarted, "events", "MODIFIED", _remote_event(POD, count=2))
     _reconcile_all(restarted)  # its next change gives it the digest
     assert COPY_DIGEST_ANNOTATION in home.objects[_home_path()]["metadata"]["annotations"]
-
-
-@pytest.mark.parametrize("metadata", [
-    {"uid": "copy-uid", "resourceVersion": "12"},
-    {"uid": "copy-uid", "resourceVersion": "opaque version"},
-    {},  # not told (a made-up summary)
-])
-def test_the_copies_are_kept_as_their_summaries(metadata: dict[str, str]) -> None:
-    copies = Copies()
-    summary = {"metadata": {"namespace": "app", "name": "web.1", **metadata},
-               "digest": "0f" * 32}
-    copies.set(("app", "web.1"), summary)
-    copies.set(("app", "web.2"), {**summary, "metadata": {
-        **summary["metadata"], "name": "web.2"}})
-    assert copies.get(("app", "web.1")) == summary
-    assert (copies.size(), sorted(copies.keys())) == (2, [("app", "web.1"), ("app", "web.2")])
-    copies.set(("app", "web.1"), None)
-    copies.set(("app", "web.2"), None)
-    assert (copies.get(("app", "web.1")), copies.size(), copies.keys()) == (None, 0, [])
 
 
 def test_the_copy_goes_with_the_remote_event_also_when_only_the_relist_tells() -> None:
