@@ -177,7 +177,7 @@ class PodOffloader:
     async def reconcile(self, namespace: str, name: str) -> Result:
         agent = self.agent
         pod = agent.informers.latest(HOME, "pods", (namespace, name))
-        remote_namespace = agent.mapped_remote_namespace(namespace)
+        remote_namespace = agent.twins.mapped(namespace)
         shadow = (agent.mirrors.shadow_pods.get((remote_namespace, name))
                   if remote_namespace else None)
         if shadow is not None and not is_owned(shadow, agent.config.home_cluster_id,
@@ -196,7 +196,7 @@ class PodOffloader:
         if shadow is None and (daemon_set := daemon_set_of(pod)) is not None:
             await self._leave_daemon_pod(pod, daemon_set)
             return DONE
-        accepted = agent.accepted_remote_namespace(namespace)
+        accepted = agent.twins.accepted(namespace)
         if accepted is None:
             await self._back_off(pod)
             return DONE

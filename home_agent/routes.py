@@ -80,7 +80,7 @@ def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:
     for pod_namespace, name in agent.mirrors.pods.keys():
         if pod_namespace == namespace:
             yield pod_key(pod_namespace, name)
-    remote_namespace = agent.mapped_remote_namespace(namespace)
+    remote_namespace = agent.twins.mapped(namespace)
     for shadow_namespace, name in agent.mirrors.shadow_pods.keys():
         if shadow_namespace == remote_namespace:
             yield pod_key(namespace, name)
@@ -88,7 +88,7 @@ def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:
 
 def twin_offloading_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     """The offloading of the home namespace whose twin the changed object is in."""
-    home_namespace = agent.home_namespace_of(change.key[0])
+    home_namespace = agent.twins.home_of(change.key[0])
     if home_namespace is not None:
         yield offloading_key(home_namespace)
 
@@ -123,7 +123,7 @@ def home_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
 def shadow_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     if own_echo(agent, REMOTE, change):
         return
-    home_namespace = agent.home_namespace_of(change.key[0])
+    home_namespace = agent.twins.home_of(change.key[0])
     if home_namespace is not None:
         yield pod_key(home_namespace, change.key[1])
 
@@ -133,7 +133,7 @@ def token_secret_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     if change.deleted or not is_token_secret(change.obj):
         return
     pod_name = token_secret_pod_name(change.obj)
-    home_namespace = agent.home_namespace_of(change.key[0])
+    home_namespace = agent.twins.home_of(change.key[0])
     if pod_name is None or home_namespace is None:
         return
     if agent.mirrors.shadow_pods.get((change.key[0], pod_name)) is None:
@@ -154,7 +154,7 @@ def mapping_change(agent: Agent, change: Change) -> tuple[NamespaceMap | None, .
     if change.key != (agent.tenant_namespace, agent.namespace_map_name):
         return ()
     before = NamespaceMap.model_validate(change.before) if change.before else None
-    after = agent.namespace_map()
+    after = agent.twins.namespace_map()
     if _mapping(before) == _mapping(after):
         return ()
     return before, after

@@ -73,7 +73,7 @@ def pod_traceparent(agent: Agent, key: Hashable) -> object:
     once `annex.tracing` has checked its form. Asked only while tracing."""
     match key:
         case ("pod", namespace, name):
-            remote_namespace = agent.mapped_remote_namespace(str(namespace))
+            remote_namespace = agent.twins.mapped(str(namespace))
             shadow = (agent.mirrors.shadow_pods.get((remote_namespace, str(name)))
                       if remote_namespace else None)
             if shadow is not None:

@@ -68,7 +68,7 @@ def fingerprint(agent: Agent) -> str:
 def pod_state(agent: Agent, namespace: str, name: str, fingerprint: str) -> PodState | None:
     """The state a converged pod reconcile starts from: pod and ShadowPod both there and
     neither being deleted (None otherwise: only such states are cached)."""
-    twin = agent.mapped_remote_namespace(namespace)
+    twin = agent.twins.mapped(namespace)
     if twin is None:
         return None
     pod = _version(agent.mirrors.pods.get((namespace, name)))

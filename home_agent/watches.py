@@ -30,7 +30,7 @@ from annex.informers import Informers, Resource
 from annex.kube import Connection, LiveConnection
 from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
-from home_agent.agent import OffloadedNamespaces
+from home_agent.offloaded_namespaces import OffloadedNamespaces
 
 log = logging.getLogger(__name__)
 

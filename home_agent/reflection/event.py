@@ -111,7 +111,7 @@ class EventReflector:
     # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
     def _home_key(self, remote_key: Key) -> Key | None:
-        home_namespace = self.agent.home_namespace_of(remote_key[0])
+        home_namespace = self.agent.twins.home_of(remote_key[0])
         if home_namespace is None:
             return None
         return (home_namespace,
@@ -122,7 +122,7 @@ class EventReflector:
         shortened = self._shortened.get(home_key)
         if shortened is not None:
             return shortened
-        remote_namespace = self.agent.mapped_remote_namespace(home_key[0])
+        remote_namespace = self.agent.twins.mapped(home_key[0])
         name = remote_event_name(home_key[1], self.agent.config.remote_cluster_id)
         return None if remote_namespace is None or name is None else (remote_namespace, name)
 
@@ -194,7 +194,7 @@ class EventReflector:
         reflector = self._reflector(kind)
         if reflector is not None:
             name = reflector.rules.remote_name(name)
-        return self._about_keys(self.agent.mapped_remote_namespace(namespace), kind, name)
+        return self._about_keys(self.agent.twins.mapped(namespace), kind, name)
 
     def _note_pod_uid(self, change: Change) -> None:
         namespace, name = change.key
@@ -359,7 +359,7 @@ class EventReflector:
         home_namespace, _ = key
         remote_key = self._source(key)
         remote_event = self.remote.get(remote_key) if remote_key is not None else None
-        remote_namespace = self.agent.accepted_remote_namespace(home_namespace)
+        remote_namespace = self.agent.twins.accepted(home_namespace)
         if remote_namespace is None or not self.agent.offloaded.watched(home_namespace):
             return  # not (or no longer) extended here: copies expire at home like any Event
         if remote_event is None or remote_key is None:

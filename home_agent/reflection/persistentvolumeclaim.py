@@ -168,7 +168,7 @@ class PersistentVolumeClaimReflector(Reflector):
         if local is not None and (node := self._physical_node(local)) is not None:
             await self._provision_locally(local, node)
             return None
-        remote_namespace = self.agent.accepted_remote_namespace(namespace)
+        remote_namespace = self.agent.twins.accepted(namespace)
         if remote_namespace is None or not self.agent.offloaded.watched(namespace):
             return None
         current = self.remote.get((remote_namespace, name))

@@ -142,7 +142,7 @@ class Reflector:
         return keys
 
     def _home_keys(self, namespace: str, name: str) -> tuple[Key, ...]:
-        home_namespace = self.agent.home_namespace_of(namespace)
+        home_namespace = self.agent.twins.home_of(namespace)
         if home_namespace is None:
             return ()
         return ((home_namespace, self.rules.local_name(name)),)
@@ -192,7 +192,7 @@ class Reflector:
     async def reconcile(self, key: Key) -> Result | None:
         """Converge one home key; a kind may ask to be retried (`Result`)."""
         namespace, name = key
-        remote_namespace = self.agent.accepted_remote_namespace(namespace)
+        remote_namespace = self.agent.twins.accepted(namespace)
         if remote_namespace is None or not self.agent.offloaded.watched(namespace):
             return None  # not offloaded here (any more): the copies go with the twin
         local = self.home.get(key)

@@ -153,7 +153,7 @@ class TokenReflector:
         return keys
 
     def _pod_keys(self, remote_namespace: str, pod_name: str | None) -> tuple[Key, ...]:
-        home_namespace = self.agent.home_namespace_of(remote_namespace)
+        home_namespace = self.agent.twins.home_of(remote_namespace)
         if pod_name is None or home_namespace is None:
             return ()
         return ((home_namespace, pod_name),)
@@ -193,7 +193,7 @@ class TokenReflector:
 
     async def reconcile(self, key: Key) -> Result:
         namespace, name = key
-        remote_namespace = self.agent.accepted_remote_namespace(namespace)
+        remote_namespace = self.agent.twins.accepted(namespace)
         if remote_namespace is None:
             self._settled.pop(key, None)
             return DONE
