@@ -1,6 +1,7 @@
 """The home-cluster agent: a virtual kubelet showing one remote cluster as a Node.
 
 - __main__.py, runner.py  the entry point; wiring and supervision of everything on one loop
+- assembly.py             the components built from the agent's state, each with what it uses
 - config.py               the command line, parsed once into a frozen record
 - agent.py                the shared state: both clusters' clients, mirrors, the work queue
 - twins.py                the twin namespaces, as this consumer's NamespaceMap says them

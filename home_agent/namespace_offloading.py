@@ -17,7 +17,7 @@ from typing import Any
 from annex.kubeapi import core_path, custom_path, is_not_found
 from home_agent.agent import REMOTE, Agent
 from home_agent.namespace_map import ensure_namespace_map
-from home_agent.watches import PERSISTENTVOLUMECLAIMS
+from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIMS
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
 from shared.forge.namespace_offloading import (

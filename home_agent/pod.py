@@ -49,7 +49,8 @@ from annex.informers import Change
 from annex.kubeapi import core_path, custom_path, error_message, error_reason, is_not_found
 from annex.writes import confirmed_gone, delete_owned
 from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.watches import OFFLOADED_WATCH, PERSISTENTVOLUMECLAIMS
+from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIMS
+from home_agent.watches import OFFLOADED_WATCH
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.daemonset import (
     DAEMONSET_POD_REASON,

@@ -31,7 +31,11 @@ from home_agent.pod import own_echo
 from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
 from home_agent.reflection.event import EVENTS, EventReflector
 from home_agent.reflection.manager import Reflection
-from home_agent.reflection.persistentvolumeclaim import PersistentVolumeClaimReflector
+from home_agent.reflection.persistentvolumeclaim import (
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    PersistentVolumeClaimReflector,
+)
 from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.service import SERVICES
 from home_agent.reflection.token import SECRETS, TokenReflector
@@ -39,8 +43,6 @@ from home_agent.watches import (
     HOME_WATCH,
     NODE_PODS_WATCH,
     OFFLOADED_WATCH,
-    PERSISTENTVOLUMECLAIMS,
-    PERSISTENTVOLUMES,
     PODS,
     TENANT_WATCH,
     TWINS_WATCH,
@@ -216,6 +218,12 @@ def declare_agent(agent: Agent) -> None:
 # --- resource reflection ---------------------------------------------------------------------
 
 
+def copied_pod_keys(reflection: Reflection, plural: str, change: Change) -> Iterator[Hashable]:
+    """The pods that waited for the copy that came."""
+    for namespace, name in reflection.required.waiting_pods(plural, change):
+        yield pod_key(namespace, name)
+
+
 def declare_reflector(agent: Agent, reflector: Reflector) -> None:
     """One kind's: both sides' mirrors (at home every object of the namespaces offloaded here;
     remotely every object of the twin namespaces, not only ours: a foreign object in the way
@@ -266,7 +274,7 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
         declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS[2]))
     for plural in reflection.required.plurals:
         # A copy a pod needs came: its ShadowPod may be made (`home_agent.reflection.required`).
-        informers.keys(REMOTE, plural, functools.partial(reflection.required.pod_keys, plural),
+        informers.keys(REMOTE, plural, functools.partial(copied_pod_keys, reflection, plural),
                        agent.queue, priority=UNBLOCKED)
     informers.on(HOME, "virtualnodes", lambda _: reflection.resync())
     agent.offloaded.on_listed(reflection.resync)

@@ -21,6 +21,7 @@ from annex.leader import LeaderElector, candidate_identity
 from annex.metrics import ServedRequests
 from home_agent.agent import HOME, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
+from home_agent.assembly import COMPANIONS, reflection_for
 from home_agent.config import AgentConfig
 from home_agent.credentials import RemoteCredentials
 from home_agent.heartbeat import health_loop, lease_loop
@@ -30,7 +31,6 @@ from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.namespace_offloading import reconcile_offloading
 from home_agent.pod import CopyWaits, PodOffloader
-from home_agent.reflection.kinds import reflection_for
 from home_agent.reflection.manager import Reflection
 from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent, declare_reflection, declare_virtual_node_followers
@@ -311,7 +311,7 @@ def run(config: AgentConfig) -> int:
     config = dataclasses.replace(config, kubelet_port=kubelet.port)  # port 0: the one bound
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
-    reflection = reflection_for(agent)
+    reflection = reflection_for(agent, companions=COMPANIONS)
     credentials = RemoteCredentials(agent)
 
     declare_agent(agent)

@@ -5,15 +5,13 @@ wait for the copies they need (`required`). Their routes: `home_agent.routes`.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, TypeVar
 
 from annex.controller import Controller
 from annex.mirror import Key
-from home_agent.agent import Agent
-from home_agent.reflection.reflector import KindRules, Reflector
+from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.required import RequiredCopies
-from shared.reflection_policy import ReflectionType
 
 
 class Companion(Protocol):
@@ -30,29 +28,17 @@ class Companion(Protocol):
         """Its controller's workers (and what must come before them), until `controller.stop`."""
 
 
-CompanionFactory = Callable[[Agent, Mapping[str, Reflector]], "Companion | None"]
-"""(agent, the enabled kinds' reflectors by plural) → a companion, or None when disabled."""
-
 C = TypeVar("C")
 
 
 class Reflection:
     """Every enabled kind's reflector and companion (their routes: `home_agent.routes`)."""
 
-    def __init__(self, agent: Agent, kinds: list[KindRules],
-                 companions: Sequence[CompanionFactory] = ()) -> None:
-        self.agent = agent
-        config = agent.config
-        self.reflectors: dict[str, Reflector] = {}
-        for rules in kinds:
-            workers = config.reflection_workers.get(rules.flag, 0)
-            if workers > 0:  # 0 disables the kind: not even watched
-                policy = ReflectionType(config.reflection_types.get(
-                    rules.flag, ReflectionType.DENY_LIST))
-                make = rules.reflector or Reflector
-                self.reflectors[rules.plural] = make(agent, rules, workers, policy, agent.events)
-        made = (factory(agent, self.reflectors) for factory in companions)
-        self.companions: list[Companion] = [c for c in made if c is not None]
+    def __init__(self, reflectors: Mapping[str, Reflector],
+                 companions: Sequence[Companion] = ()) -> None:
+        self.reflectors = dict(reflectors)
+        """The enabled kinds' reflectors, by plural."""
+        self.companions = list(companions)
         self.required = RequiredCopies(self.reflectors)
         """The pods waiting for copies of what they need to start (`home_agent.pod`)."""
 

@@ -2,10 +2,11 @@
 the twin namespaces.
 
 Per kind: a home mirror and a remote mirror (the agent's informers', fed by the watches on both
-sides) and a
-`Controller` of home keys (namespace, name) with its own workers, so a slow or failing kind never
-holds back another, and a failing object never holds back another (its key backs off alone; the
-failure is reported as a FailedReflection Event on its home object).
+sides) and a `Controller` of home keys (namespace, name) with its own workers, so a slow or
+failing kind never holds back another, and a failing object never holds back another (its key
+backs off alone; the failure is reported as a FailedReflection Event on its home object). A kind
+whose decisions need more than its rules (the agent's state, other kinds' objects) has a
+subclass of its own (EndpointSlices, PersistentVolumeClaims).
 
 One reconcile converges one home key from both mirrors:
 - namespace not extended (mapping not Accepted), or not offloaded here (its home objects not
@@ -29,15 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from annex.controller import Controller, Result
-from annex.events import EventRecorder
 from annex.informers import Change, Resource
 from annex.kubeapi import error_message
-from annex.mirror import Key, key_of
+from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
-from home_agent.agent import HOME, REMOTE, Agent
+from home_agent.reflection.peering import Peering
 from shared.forge.compare import must_recreate, needs_update, updated_remote
 from shared.forge.metadata import ReflectionConfig
-from shared.ownership import is_owned
 from shared.reflection_policy import ReflectionType, should_reflect
 from shared.wellknown import FAILED_REFLECTION_REASON
 
@@ -50,21 +49,8 @@ FOREIGN_METADATA = frozenset({"namespace", "name", "uid", "resourceVersion", "la
 Forge = Callable[[Mapping[str, Any], str, ReflectionConfig], dict[str, Any]]
 
 
-def synced(agent: Agent) -> bool:
-    """Both sides listed: nothing is decided on a half-filled mirror (a reflection key is
-    parked until then)."""
-    return agent.home_synced.is_set() and agent.remote_synced()
-
-
 def namespace_of(key: Key) -> str:
     return key[0]
-
-
-def namespace_listed(agent: Agent) -> Callable[[Key], bool]:
-    """A home key's readiness: its namespace's home objects are listed (or it is not offloaded
-    here: then nothing is reflected there). Keys of one namespace are parked and released
-    together."""
-    return lambda key: agent.namespace_ready(key[0])
 
 
 @dataclass(frozen=True)
@@ -77,7 +63,7 @@ class KindRules:
     path: Callable[[str, str], str]
     """(namespace, name) → API path; name "" for the collection."""
     forge: Forge | None = None
-    """None only with a `reflector` that forges by itself (`Reflector.desired`)."""
+    """None only for a kind whose `Reflector` subclass forges by itself (`Reflector.desired`)."""
     remote_name: Callable[[str], str] = lambda name: name
     local_name: Callable[[str], str] = lambda name: name
     reflectable: Callable[[Mapping[str, Any]], bool] = lambda obj: True
@@ -85,9 +71,6 @@ class KindRules:
     owned_elsewhere: Callable[[Mapping[str, Any]], bool] = lambda obj: False
     """Remote objects of this kind that another reflector writes (the pods' token Secrets):
     never touched here, as if foreign."""
-    reflector: type[Reflector] | None = None
-    """A `Reflector` subclass for a kind whose decisions need more than these rules (the
-    agent's state, other kinds' objects: EndpointSlices); None: the plain `Reflector`."""
 
     @property
     def flag(self) -> str:
@@ -106,17 +89,18 @@ class KindRules:
 
 
 class Reflector:
-    def __init__(self, agent: Agent, rules: KindRules, workers: int, policy: ReflectionType,
-                 events: EventRecorder) -> None:
-        self.agent = agent
+    def __init__(self, peering: Peering, rules: KindRules, workers: int, policy: ReflectionType,
+                 home: Mirror, remote: Mirror) -> None:
+        self.peering = peering
         self.rules = rules
         self.policy = policy
-        self.events = events
-        self.home = agent.informers.mirror(HOME, rules.plural)
-        self.remote = agent.informers.mirror(REMOTE, rules.plural)
+        self.home = home
+        """The kind's home objects, in the namespaces offloaded here."""
+        self.remote = remote
+        """The kind's objects in the twin namespaces, ours whole (`kept_remote`)."""
         self.controller: Controller[Key] = Controller(
-            rules.plural, self.reconcile, workers=workers, synced=lambda: synced(agent),
-            ready=namespace_listed(agent), gate=namespace_of, on_error=self._report_failure)
+            rules.plural, self.reconcile, workers=workers, synced=peering.synced,
+            ready=peering.key_ready, gate=namespace_of, on_error=self._report_failure)
 
     # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
@@ -142,7 +126,7 @@ class Reflector:
         return keys
 
     def _home_keys(self, namespace: str, name: str) -> tuple[Key, ...]:
-        home_namespace = self.agent.twins.home_of(namespace)
+        home_namespace = self.peering.twins.home_of(namespace)
         if home_namespace is None:
             return ()
         return ((home_namespace, self.rules.local_name(name)),)
@@ -161,12 +145,10 @@ class Reflector:
     # --- reconcile --------------------------------------------------------------------------
 
     def config(self) -> ReflectionConfig:
-        return self.agent.reflection_config()
+        return self.peering.reflection_config()
 
     def _owned(self, obj: Mapping[str, Any]) -> bool:
-        config = self.agent.config
-        return (is_owned(obj, config.home_cluster_id, config.remote_cluster_id)
-                and not self.rules.owned_elsewhere(obj))
+        return self.peering.owns(obj) and not self.rules.owned_elsewhere(obj)
 
     def wanted(self, local: Mapping[str, Any] | None) -> bool:
         return (local is not None and not (local.get("metadata") or {}).get("deletionTimestamp")
@@ -192,8 +174,8 @@ class Reflector:
     async def reconcile(self, key: Key) -> Result | None:
         """Converge one home key; a kind may ask to be retried (`Result`)."""
         namespace, name = key
-        remote_namespace = self.agent.twins.accepted(namespace)
-        if remote_namespace is None or not self.agent.offloaded.watched(namespace):
+        remote_namespace = self.peering.twins.accepted(namespace)
+        if remote_namespace is None or not self.peering.offloaded.watched(namespace):
             return None  # not offloaded here (any more): the copies go with the twin
         local = self.home.get(key)
         remote_name = self.rules.remote_name(name)
@@ -207,7 +189,7 @@ class Reflector:
             # A mirror that missed the home object must never cost a copy a remote pod may be
             # using (as for ShadowPods, Liqo #2748): the home API server confirms it is gone.
             if current is not None and (local is not None or await confirmed_gone(
-                    self.agent.home, self.rules.path(*key))):
+                    self.peering.home, self.rules.path(*key))):
                 await self._delete(current)
             return None
         desired = self.desired(local, remote_namespace)
@@ -218,20 +200,20 @@ class Reflector:
             await self._create(local, desired)
         elif needs_update(current, desired):
             await replace_or_create(
-                self.agent.remote, self.rules.path(remote_namespace, remote_name),
+                self.peering.remote, self.rules.path(remote_namespace, remote_name),
                 updated_remote(current, desired), lambda: self._create(local, desired))
         return None
 
     async def _create(self, local: Mapping[str, Any], desired: dict[str, Any]) -> None:
         namespace, name = key_of(desired)
         try:
-            await create_or_refuse(self.agent.remote, self.rules.path(namespace, ""),
+            await create_or_refuse(self.peering.remote, self.rules.path(namespace, ""),
                                    self.rules.path(namespace, name), desired, self._owned)
         except Foreign:
             await self._refuse(local, namespace, name)
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
-        await delete_owned(self.agent.remote, self.rules.path(*key_of(dict(current))),
+        await delete_owned(self.peering.remote, self.rules.path(*key_of(dict(current))),
                            (current.get("metadata") or {}).get("uid"))
 
     async def _refuse(self, local: Mapping[str, Any], namespace: str, name: str) -> None:
@@ -242,7 +224,7 @@ class Reflector:
 
     async def _report(self, local: Mapping[str, Any], message: str) -> None:
         """A FailedReflection Warning Event on the home object (once per distinct message)."""
-        await self.events.record({**local, "apiVersion": self.rules.api_version,
+        await self.peering.events.record({**local, "apiVersion": self.rules.api_version,
                                   "kind": self.rules.kind},
                                  FAILED_REFLECTION_REASON, message)
 

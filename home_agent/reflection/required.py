@@ -14,18 +14,17 @@ come (the remote cluster refuses it: a quota on ConfigMaps, an invalid object; i
 reports that on the home object) is waited for `COPY_WAIT` seconds at most: then the pod is
 offloaded, and the remote kubelet's warnings tell its user what is missing.
 
-The copy's watch event brings the pods that wait for it back (`pod_keys`, routed by
+The copy's watch event brings the pods that wait for it back (`waiting_pods`, routed by
 `home_agent.routes`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from annex.informers import Change
 from annex.mirror import Key
-from home_agent.agent import pod_key
 from home_agent.reflection.reflector import Reflector
 from shared.forge.pod import required_objects
 
@@ -93,9 +92,8 @@ class RequiredCopies:
                 if not keys:
                     del self._waiting[copy]
 
-    def pod_keys(self, plural: str, change: Change) -> Iterator[Hashable]:
-        """A remote object of `plural` came: the pods that waited for it."""
+    def waiting_pods(self, plural: str, change: Change) -> Iterator[Key]:
+        """A remote object of `plural` came: the home pods that waited for it."""
         if change.deleted or not self._waiting:
             return
-        for namespace, name in self._waiting.pop((plural, *change.key), ()):
-            yield pod_key(namespace, name)
+        yield from self._waiting.pop((plural, *change.key), ())

@@ -14,6 +14,7 @@ from annex.controller import Result
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent, pod_key
+from home_agent.assembly import reflection_for
 from home_agent.config import parse_config
 from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import KINDS
@@ -43,7 +44,7 @@ def _offloading(*flags: str) -> tuple[PodOffloader, Reflection, FakeRemote]:
     agent.config = parse_config(["--remote-kubeconfig", "unused", "--cluster-id", HOME,
                                  "--remote-cluster-id", REMOTE,
                                  "--serviceaccount-reflection-workers", "0", *flags])
-    reflection = Reflection(agent, KINDS)
+    reflection = reflection_for(agent, KINDS)
     declare_agent(agent)
     declare_reflection(agent, reflection)
     listed(agent)
