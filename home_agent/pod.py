@@ -25,7 +25,7 @@ One reconcile per home pod key (namespace, name), from both mirrors:
 - its requests exceed what one pod can get on the provider (the node's max-pod-resources) → no
   ShadowPod: returned to the scheduler (deleted, for its controller to make another that the
   pod webhook keeps off this node) or held with reason OffloadingBackOff, an Event saying which
-  and why, looked at again with backoff (`shared.pod_fit`);
+  and why, looked at again with backoff (`shared.forge.pod_fit`);
 - it mounts service-account tokens and their Secret is not made yet (token reflection) → the
   ShadowPod waits for it, as a kubelet waits for a pod's volumes: a remote pod made first would
   sit in ContainerCreating with FailedMount warnings and start only at the kubelet's next try
@@ -80,9 +80,9 @@ from shared.forge.pod import (
     unkept_status_fields,
     with_condition,
 )
+from shared.forge.pod_fit import controller_of, misfit, return_time
 from shared.offer import pod_shortfalls
 from shared.ownership import is_owned
-from shared.pod_fit import controller_of, misfit, return_time
 from shared.wellknown import (
     FAILED_REFLECTION_REASON,
     OFFLOADING_BACKOFF_REASON,
@@ -95,7 +95,8 @@ log = logging.getLogger(__name__)
 
 RETURNS_REMEMBERED_SECONDS = 600.0
 """How long a controller's pod given back keeps the pods it makes afterwards from being given
-back too (`shared.pod_fit`): a loop, were the webhook not keeping them off, runs once a period."""
+back too (`shared.forge.pod_fit`): a loop, were the webhook not keeping them off, runs once a
+period."""
 
 
 def own_echo(agent: Agent, side: str, change: Change) -> bool:
