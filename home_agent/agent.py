@@ -30,6 +30,7 @@ from shared.api.virtual_node import VirtualNode
 from shared.forge.agent import NEVER_GRANTED_NAMESPACES
 from shared.forge.metadata import ReflectionConfig, reflection_config
 from shared.forge.node import Health
+from shared.forge.pod import PodForgeConfig
 from shared.node_selector import node_selector_matches
 from shared.wellknown import HOME_AGENT_COMPONENT, VIRTUAL_NODE_NAME_PREFIX
 
@@ -147,6 +148,21 @@ class Agent:
         only when the VirtualNode changes: every reflection reconcile reads them."""
         return self._parsed("reflection_config", self.mirrors.virtual_nodes,
                             self._build_reflection_config)
+
+    def pod_forge_config(self) -> PodForgeConfig:
+        """How pods are forged now: the flags and the VirtualNode's offloadingPatch. Built again
+        only when the VirtualNode changes: every pod reconcile reads it."""
+        return self._parsed("pod_forge_config", self.mirrors.virtual_nodes,
+                            self._build_pod_forge_config)
+
+    def _build_pod_forge_config(self) -> PodForgeConfig:
+        config, virtual_node = self.config, self.virtual_node()
+        return PodForgeConfig(
+            reflection=self.reflection_config(),
+            home_apiserver_host=config.home_apiserver_host,
+            home_apiserver_port=config.home_apiserver_port,
+            enable_apiserver_support=config.enable_apiserver_support,
+            offloading_patch=virtual_node.spec.offloading_patch if virtual_node else None)
 
     def _build_reflection_config(self) -> ReflectionConfig:
         config, virtual_node = self.config, self.virtual_node()

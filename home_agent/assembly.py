@@ -1,13 +1,16 @@
 """The agent's components built from its state, each with exactly what it uses (as Liqo's
-provider builds its reflectors with their listers and clients): the reflection's reflectors and
-companions. This module and the runner are the only ones that take the whole `Agent` apart."""
+provider builds its reflectors with their listers and clients): the pod offloader, the
+reflection's reflectors and companions. This module and the runner are the only ones that take
+the whole `Agent` apart for them."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
 from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.config import TOKEN_REFLECTION
+from home_agent.pod import PodOffloader, PodSources
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES, EndpointSliceReflector
 from home_agent.reflection.event import EVENTS, EventReflector
 from home_agent.reflection.kinds import KINDS
@@ -21,6 +24,7 @@ from home_agent.reflection.persistentvolumeclaim import (
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICE_RULES, SERVICES
 from home_agent.reflection.token import SECRETS, TokenReflector
+from shared.forge.pod import StatusForgeConfig
 from shared.ipremap import CidrRemap
 from shared.reflection_policy import ReflectionType
 
@@ -108,3 +112,24 @@ def reflection_for(agent: Agent, kinds: Sequence[KindRules] = KINDS,
                   if (workers := agent.config.reflection_workers.get(rules.flag, 0)) > 0}
     made = (factory(agent, peering, reflectors) for factory in companions)
     return Reflection(reflectors, [companion for companion in made if companion is not None])
+
+
+def pod_offloader(agent: Agent, reflection: Reflection | None = None) -> PodOffloader:
+    """The pod offloader, reading the claims and waiting for the copies of `reflection` (none
+    without it: the ShadowPod never waits for copies)."""
+    config, informers = agent.config, agent.informers
+    claims = reflection.reflectors.get(PERSISTENTVOLUMECLAIM_RULES.plural) if reflection else None
+    sources = PodSources(
+        pods=informers.written(HOME, "pods"), shadow_pods=agent.mirrors.shadow_pods,
+        twins=agent.twins, nodes=agent.mirrors.nodes,
+        claims=claims.home if claims is not None else None,
+        volumes=informers.mirror(HOME, PERSISTENTVOLUMES[2]),
+        token_secrets=informers.written(REMOTE, SECRETS[2]),
+        copies=reflection.required if reflection is not None else None,
+        node_name=agent.node_name, forge_config=agent.pod_forge_config,
+        status_config=StatusForgeConfig(node_ip=config.host_ip, pod_cidr=config.remote_pod_cidr,
+                                        remapped_pod_cidr=config.remapped_pod_cidr),
+        home_cluster_id=config.home_cluster_id, remote_cluster_id=config.remote_cluster_id,
+        tokens_reflected=config.reflects_tokens, webhook_serves=bool(config.webhook_address),
+        clock=lambda: asyncio.get_running_loop().time())
+    return PodOffloader(sources, agent.home, agent.remote, agent.events, agent.echoes)

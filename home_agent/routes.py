@@ -27,7 +27,6 @@ from home_agent.agent import (
     offloading_key,
     pod_key,
 )
-from home_agent.pod import own_echo
 from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
 from home_agent.reflection.event import EVENTS, EventReflector
 from home_agent.reflection.manager import Reflection
@@ -72,6 +71,12 @@ pods', those are a lane of tens of thousands at N = 50,000)."""
 
 
 # --- the agent's keyers ----------------------------------------------------------------------
+
+
+def own_echo(agent: Agent, side: str, change: Change) -> bool:
+    """Whether `change` is the watch's echo of the pod offloader's own write (a ShadowPod
+    created, a pod's status written: `home_agent.pod`)."""
+    return agent.echoes.echo((side, *change.key), change)
 
 
 def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:

@@ -17,9 +17,8 @@ from annex.controller import Result
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent, pod_key
-from home_agent.assembly import COMPANIONS, peering_of, reflection_for
+from home_agent.assembly import COMPANIONS, peering_of, pod_offloader, reflection_for
 from home_agent.config import TOKEN_REFLECTION, parse_config
-from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.manager import Reflection
 from home_agent.reflection.reflector import Reflector
@@ -532,7 +531,7 @@ def test_a_pods_shadowpod_waits_for_its_token_secret_and_is_made_once_the_secret
     there, its event bringing the pod back ahead of pods not looked at yet."""
     agent, remote, _ = _agent(reflection_workers={TOKEN_REFLECTION: 1})
     reflector = _reflector(agent)
-    pods = PodOffloader(agent)
+    pods = pod_offloader(agent)
 
     def shadowpods() -> list[str]:
         return [path for path in remote.objects if "/shadowpods/" in path]
