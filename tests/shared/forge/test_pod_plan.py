@@ -115,6 +115,14 @@ def held(message: str, reason: str = OFFLOADING_BACKOFF_REASON) -> WriteStatus:
     return WriteStatus({"phase": "Pending", "reason": reason, "message": message})
 
 
+def assert_held_saying(plan: PodPlan, text: str) -> None:
+    """`plan` holds the pod Pending, an Event saying why (with `text`), looked at again."""
+    status, event = plan.steps
+    assert plan.retry and isinstance(event, RecordEvent)
+    assert event.reason == OFFLOADING_BACKOFF_REASON and text in event.message
+    assert status == held(event.message)
+
+
 # --- pods not offloaded yet ------------------------------------------------------------------
 
 def test_a_pod_with_nothing_in_its_way_gets_its_shadowpod() -> None:
@@ -187,10 +195,7 @@ def test_a_claim_bound_to_a_home_volume_holds_the_pod_saying_which() -> None:
     home_volume = {"metadata": {"name": "pv-home", "annotations": {}}, "spec": {}}
     plan = pod_plan(inputs(pod, offloading=offloading(claims={"data": a_claim("pv-home")},
                                                       volumes={"pv-home": home_volume})))
-    status, event = plan.steps
-    assert plan.retry and isinstance(event, RecordEvent)
-    assert 'persistentvolumeclaim "data" is bound to the home volume "pv-home"' in event.message
-    assert status == held(event.message)
+    assert_held_saying(plan, 'persistentvolumeclaim "data" is bound to the home volume "pv-home"')
 
 
 def test_a_claim_bound_to_this_virtual_nodes_volume_is_offloaded() -> None:
@@ -223,10 +228,7 @@ def test_a_pod_no_provider_node_has_room_for_is_returned_to_its_controller() -> 
 def test_a_pod_no_provider_node_has_room_for_is_held_when_nothing_would_keep_it_off() -> None:
     pod = a_pod(spec__containers=BIG, metadata__ownerReferences=[CONTROLLER])
     plan = pod_plan(inputs(pod, offloading=offloading(node=SMALL_NODE, webhook_serves=False)))
-    status, event = plan.steps
-    assert plan.retry and isinstance(event, RecordEvent)
-    assert "without the agent's pod webhook" in event.message
-    assert status == held(event.message)
+    assert_held_saying(plan, "without the agent's pod webhook")
 
 
 def test_a_pod_whose_token_secret_is_not_made_yet_waits_for_its_event() -> None:
