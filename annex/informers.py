@@ -146,6 +146,10 @@ class Informers:
         """The one mirror of `resource` on `side` (empty while the resource is not watched)."""
         return self._informer(side, resource).mirror
 
+    def written(self, side: str, resource: str) -> Written:
+        """`resource` on `side` as a controller that writes it reads it (`Written`)."""
+        return Written(self, side, resource)
+
     def watch(self, side: str, resource: Resource, keep: Keep | None = None, *, by: str,
               label_selector: str = "") -> Mirror:
         """Declare `resource` watched on `side` by the watch named `by` (narrowed by
@@ -256,3 +260,18 @@ class Informers:
             informer = self._informer(side, resource)
             for key, last in informer.mirror.end_relist().items():
                 self._route(informer, Change("DELETED", last, key, last))
+
+
+class Written:
+    """One resource of one side of the registry as the controller that writes it reads it:
+    its objects as `Informers.latest` reads them, our writes' answers told (`answered`). What a
+    controller gets instead of the whole registry."""
+
+    def __init__(self, informers: Informers, side: str, resource: str) -> None:
+        self._informers, self._side, self._resource = informers, side, resource
+
+    def latest(self, key: Key) -> dict[str, Any] | None:
+        return self._informers.latest(self._side, self._resource, key)
+
+    def answered(self, replaced: str | None, answer: Any) -> None:
+        self._informers.answered(self._side, self._resource, replaced, answer)

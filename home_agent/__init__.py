@@ -1,8 +1,11 @@
 """The home-cluster agent: a virtual kubelet showing one remote cluster as a Node.
 
 - __main__.py, runner.py  the entry point; wiring and supervision of everything on one loop
+- assembly.py             the components built from the agent's state, each with what it uses
 - config.py               the command line, parsed once into a frozen record
 - agent.py                the shared state: both clusters' clients, mirrors, the work queue
+- twins.py                the twin namespaces, as this consumer's NamespaceMap says them
+- offloaded_namespaces.py the namespaces offloaded here whose objects are watched, and listed
 - watches.py              the watches (home, home pods, home offloaded namespaces, remote
                           tenant, remote twins)
 - routes.py               where every watch event goes: mirrors, keyers, controllers

@@ -22,13 +22,15 @@ from annex.metrics_histogram import DEFAULT_BUCKETS, Histogram
 from annex.mirror import Mirror
 from annex.workqueue import KeyQueue
 from home_agent.config import AgentConfig
-from shared.api.namespace_map import MappingPhase, NamespaceMap
+from home_agent.offloaded_namespaces import OffloadedNamespaces
+from home_agent.twins import TwinNamespaces
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
 from shared.api.resource_offer import ResourceOffer
 from shared.api.virtual_node import VirtualNode
 from shared.forge.agent import NEVER_GRANTED_NAMESPACES
 from shared.forge.metadata import ReflectionConfig, reflection_config
 from shared.forge.node import Health
+from shared.forge.pod import PodForgeConfig
 from shared.node_selector import node_selector_matches
 from shared.wellknown import HOME_AGENT_COMPONENT, VIRTUAL_NODE_NAME_PREFIX
 
@@ -80,55 +82,6 @@ class Mirrors:
                    offers=informers.mirror(REMOTE, "resourceoffers"))
 
 
-class OffloadedNamespaces:
-    """The home namespaces whose objects this agent watches (those it offloads), and which of
-    them are listed. Subscribers hear of each namespace followed or forgotten (`subscribe`) and
-    of each one listed (`on_listed`): what was decided while it was not yet listed is looked at
-    again then."""
-
-    def __init__(self) -> None:
-        self._watched: set[str] = set()
-        self._listed: set[str] = set()
-        self._subscribers: list[Callable[[], None]] = []
-        self._listeners: list[Callable[[str], None]] = []
-
-    def subscribe(self, changed: Callable[[], None]) -> None:
-        """`changed()` after each change of the namespaces watched."""
-        self._subscribers.append(changed)
-
-    def on_listed(self, listed: Callable[[str], None]) -> None:
-        """`listed(namespace)` once a namespace watched is listed."""
-        self._listeners.append(listed)
-
-    def _changed(self) -> None:
-        for changed in self._subscribers:
-            changed()
-
-    def follow(self, namespace: str) -> None:
-        self._watched.add(namespace)
-        self._changed()
-
-    def listed(self, namespace: str) -> None:
-        if namespace in self._watched and namespace not in self._listed:
-            self._listed.add(namespace)
-            for listener in self._listeners:
-                listener(namespace)
-
-    def forget(self, namespace: str) -> None:
-        self._watched.discard(namespace)
-        self._listed.discard(namespace)
-        self._changed()
-
-    def watched(self, namespace: str) -> bool:
-        return namespace in self._watched
-
-    def is_listed(self, namespace: str) -> bool:
-        return namespace in self._listed
-
-    def namespaces(self) -> frozenset[str]:
-        return frozenset(self._watched)
-
-
 class Agent:
     def __init__(self, config: AgentConfig, home: ClusterApi, remote: ClusterApi) -> None:
         self.config = config
@@ -138,6 +91,9 @@ class Agent:
         self.informers = Informers()
         """Every watched resource's mirror and routes (`home_agent.routes`)."""
         self.mirrors = Mirrors.of(self.informers)
+        self.twins = TwinNamespaces(self.mirrors.namespace_maps,
+                                    config.effective_tenant_namespace, config.home_cluster_id)
+        """This consumer's twin namespaces, as its NamespaceMap says them."""
         self.events = EventRecorder(home, HOME_AGENT_COMPONENT, config.home_cluster_id)
         """The agent's one recorder at home: one bounded correlation of what it posted."""
         self.health = Health(ready=None, message="")
@@ -171,9 +127,9 @@ class Agent:
         return self.config.home_cluster_id
 
     def _parsed(self, name: str, mirror: Mirror, parse: Callable[[], T]) -> T:
-        """`parse()`, once per change of `mirror`: the VirtualNode and the NamespaceMap are
-        read several times by every reconcile. The version is read before the mirror, so a
-        result parsed from an older mirror is never used."""
+        """`parse()`, once per change of `mirror`: the VirtualNode is read several times by
+        every reconcile. The version is read before the mirror, so a result parsed from an older
+        mirror is never used."""
         version = mirror.version
         cached = self._derived.get(name)
         if cached is not None and cached[0] == version:
@@ -192,6 +148,21 @@ class Agent:
         only when the VirtualNode changes: every reflection reconcile reads them."""
         return self._parsed("reflection_config", self.mirrors.virtual_nodes,
                             self._build_reflection_config)
+
+    def pod_forge_config(self) -> PodForgeConfig:
+        """How pods are forged now: the flags and the VirtualNode's offloadingPatch. Built again
+        only when the VirtualNode changes: every pod reconcile reads it."""
+        return self._parsed("pod_forge_config", self.mirrors.virtual_nodes,
+                            self._build_pod_forge_config)
+
+    def _build_pod_forge_config(self) -> PodForgeConfig:
+        config, virtual_node = self.config, self.virtual_node()
+        return PodForgeConfig(
+            reflection=self.reflection_config(),
+            home_apiserver_host=config.home_apiserver_host,
+            home_apiserver_port=config.home_apiserver_port,
+            enable_apiserver_support=config.enable_apiserver_support,
+            offloading_patch=virtual_node.spec.offloading_patch if virtual_node else None)
 
     def _build_reflection_config(self) -> ReflectionConfig:
         config, virtual_node = self.config, self.virtual_node()
@@ -231,45 +202,6 @@ class Agent:
                 except ValidationError as error:
                     log.warning("ignoring invalid ResourceOffer: %s", error)
         return None
-
-    def namespace_map(self) -> NamespaceMap | None:
-        def parse() -> NamespaceMap | None:
-            obj = self.mirrors.namespace_maps.get((self.tenant_namespace,
-                                                   self.namespace_map_name))
-            return NamespaceMap.model_validate(obj) if obj is not None else None
-
-        return self._parsed("namespace_map", self.mirrors.namespace_maps, parse)
-
-    def accepted_remote_namespace(self, namespace: str) -> str | None:
-        """The twin namespace of `namespace` once the enforcer accepted it, else None."""
-        namespace_map = self.namespace_map()
-        if namespace_map is None:
-            return None
-        desired = namespace_map.spec.desired_mapping.get(namespace)
-        current = namespace_map.status.current_mapping.get(namespace)
-        if desired is None or current is None:
-            return None
-        if current.phase != MappingPhase.ACCEPTED or current.remote_namespace != desired:
-            return None
-        return desired
-
-    def mapped_remote_namespace(self, namespace: str) -> str | None:
-        """The twin namespace requested for `namespace`, accepted or not (where its
-        ShadowPods may be)."""
-        return self._desired_mapping().get(namespace)
-
-    def _desired_mapping(self) -> dict[str, str]:
-        namespace_map = self.namespace_map()
-        return namespace_map.spec.desired_mapping if namespace_map is not None else {}
-
-    def accepted_twin_namespaces(self) -> frozenset[str]:
-        """The twin namespaces the enforcer accepted: where our ShadowPods live."""
-        return frozenset(namespace for home in self._desired_mapping()
-                         if (namespace := self.accepted_remote_namespace(home)) is not None)
-
-    def home_namespace_of(self, remote_namespace: str) -> str | None:
-        return next((home for home, remote in self._desired_mapping().items()
-                     if remote == remote_namespace), None)
 
     def namespace_ready(self, namespace: str) -> bool:
         """Whether `namespace`'s objects can be decided on: it is not offloaded here (this agent

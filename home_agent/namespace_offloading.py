@@ -17,7 +17,7 @@ from typing import Any
 from annex.kubeapi import core_path, custom_path, is_not_found
 from home_agent.agent import REMOTE, Agent
 from home_agent.namespace_map import ensure_namespace_map
-from home_agent.watches import PERSISTENTVOLUMECLAIMS
+from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIMS
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
 from shared.forge.namespace_offloading import (
@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 async def _set_mapping(agent: Agent, namespace: str, remote_name: str | None) -> None:
     """Set (or with None remove) this namespace's desiredMapping entry, creating the map."""
-    namespace_map = agent.namespace_map()
+    namespace_map = agent.twins.namespace_map()
     current = namespace_map.spec.desired_mapping.get(namespace) if namespace_map else None
     if current == remote_name:
         return
@@ -78,7 +78,7 @@ async def _label_namespace(agent: Agent, namespace: str, offloaded: bool) -> Non
 def remote_claims(agent: Agent, namespace: str) -> list[str]:
     """The claims the namespace's twin holds on the provider (what its withdrawal would delete
     with the twin)."""
-    twin = agent.mapped_remote_namespace(namespace)
+    twin = agent.twins.mapped(namespace)
     if twin is None:
         return []
     claims = agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS[2])
@@ -91,7 +91,7 @@ async def reconcile_offloading(agent: Agent, namespace: str) -> None:
     virtual_node = agent.virtual_node()
     withdrawn = virtual_node is not None and virtual_node.metadata.deletion_timestamp is not None
     plan = offloading_plan(
-        obj, namespace, agent.namespace_map(), node_name=agent.node_name(),
+        obj, namespace, agent.twins.namespace_map(), node_name=agent.node_name(),
         node_labels=virtual_node_labels(agent.node_name(), config.remote_cluster_id,
                                         agent.offer(), virtual_node),
         home_cluster_id=config.home_cluster_id, remote_cluster_id=config.remote_cluster_id,

@@ -74,7 +74,7 @@ class RemoteWatches:
         """Watch ShadowPods in exactly the accepted twin namespaces (on the agent's loop). A
         changed set replaces the twins watch; the new one relists."""
         agent = self.agent
-        namespaces = agent.accepted_twin_namespaces()
+        namespaces = agent.twins.accepted_twins()
         if namespaces == self.twin_namespaces and (
                 agent.twins_synced.is_set() or self.twins is not None):
             return  # listed, or still listing exactly these: never restart a listing

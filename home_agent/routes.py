@@ -27,19 +27,21 @@ from home_agent.agent import (
     offloading_key,
     pod_key,
 )
-from home_agent.pod import own_echo
 from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
 from home_agent.reflection.event import EVENTS, EventReflector
-from home_agent.reflection.persistentvolumeclaim import PersistentVolumeClaimReflector
-from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.manager import Reflection
+from home_agent.reflection.persistentvolumeclaim import (
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    PersistentVolumeClaimReflector,
+)
+from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.service import SERVICES
 from home_agent.reflection.token import SECRETS, TokenReflector
 from home_agent.watches import (
     HOME_WATCH,
     NODE_PODS_WATCH,
     OFFLOADED_WATCH,
-    PERSISTENTVOLUMECLAIMS,
-    PERSISTENTVOLUMES,
     PODS,
     TENANT_WATCH,
     TWINS_WATCH,
@@ -71,6 +73,12 @@ pods', those are a lane of tens of thousands at N = 50,000)."""
 # --- the agent's keyers ----------------------------------------------------------------------
 
 
+def own_echo(agent: Agent, side: str, change: Change) -> bool:
+    """Whether `change` is the watch's echo of the pod offloader's own write (a ShadowPod
+    created, a pod's status written: `home_agent.pod`)."""
+    return agent.echoes.echo((side, *change.key), change)
+
+
 def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:
     """Everything that reads a namespace's offloading: the namespace and its pods (home, and
     those known by their ShadowPod only), and which namespaces are watched."""
@@ -79,7 +87,7 @@ def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:
     for pod_namespace, name in agent.mirrors.pods.keys():
         if pod_namespace == namespace:
             yield pod_key(pod_namespace, name)
-    remote_namespace = agent.mapped_remote_namespace(namespace)
+    remote_namespace = agent.twins.mapped(namespace)
     for shadow_namespace, name in agent.mirrors.shadow_pods.keys():
         if shadow_namespace == remote_namespace:
             yield pod_key(namespace, name)
@@ -87,7 +95,7 @@ def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:
 
 def twin_offloading_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     """The offloading of the home namespace whose twin the changed object is in."""
-    home_namespace = agent.home_namespace_of(change.key[0])
+    home_namespace = agent.twins.home_of(change.key[0])
     if home_namespace is not None:
         yield offloading_key(home_namespace)
 
@@ -122,7 +130,7 @@ def home_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
 def shadow_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     if own_echo(agent, REMOTE, change):
         return
-    home_namespace = agent.home_namespace_of(change.key[0])
+    home_namespace = agent.twins.home_of(change.key[0])
     if home_namespace is not None:
         yield pod_key(home_namespace, change.key[1])
 
@@ -132,7 +140,7 @@ def token_secret_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     if change.deleted or not is_token_secret(change.obj):
         return
     pod_name = token_secret_pod_name(change.obj)
-    home_namespace = agent.home_namespace_of(change.key[0])
+    home_namespace = agent.twins.home_of(change.key[0])
     if pod_name is None or home_namespace is None:
         return
     if agent.mirrors.shadow_pods.get((change.key[0], pod_name)) is None:
@@ -153,7 +161,7 @@ def mapping_change(agent: Agent, change: Change) -> tuple[NamespaceMap | None, .
     if change.key != (agent.tenant_namespace, agent.namespace_map_name):
         return ()
     before = NamespaceMap.model_validate(change.before) if change.before else None
-    after = agent.namespace_map()
+    after = agent.twins.namespace_map()
     if _mapping(before) == _mapping(after):
         return ()
     return before, after
@@ -215,6 +223,12 @@ def declare_agent(agent: Agent) -> None:
 # --- resource reflection ---------------------------------------------------------------------
 
 
+def copied_pod_keys(reflection: Reflection, plural: str, change: Change) -> Iterator[Hashable]:
+    """The pods that waited for the copy that came."""
+    for namespace, name in reflection.required.waiting_pods(plural, change):
+        yield pod_key(namespace, name)
+
+
 def declare_reflector(agent: Agent, reflector: Reflector) -> None:
     """One kind's: both sides' mirrors (at home every object of the namespaces offloaded here;
     remotely every object of the twin namespaces, not only ours: a foreign object in the way
@@ -265,7 +279,7 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
         declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS[2]))
     for plural in reflection.required.plurals:
         # A copy a pod needs came: its ShadowPod may be made (`home_agent.reflection.required`).
-        informers.keys(REMOTE, plural, functools.partial(reflection.required.pod_keys, plural),
+        informers.keys(REMOTE, plural, functools.partial(copied_pod_keys, reflection, plural),
                        agent.queue, priority=UNBLOCKED)
     informers.on(HOME, "virtualnodes", lambda _: reflection.resync())
     agent.offloaded.on_listed(reflection.resync)

@@ -22,6 +22,7 @@ from annex.leader_flags import candidacy
 from annex.metrics import ServedRequests
 from home_agent.agent import HOME, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
+from home_agent.assembly import COMPANIONS, pod_offloader, reflection_for
 from home_agent.config import AgentConfig
 from home_agent.credentials import RemoteCredentials
 from home_agent.heartbeat import health_loop, lease_loop
@@ -30,9 +31,8 @@ from home_agent.kubelet_service import NoKubeletService, with_kubelet_service
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
 from home_agent.namespace_offloading import reconcile_offloading
-from home_agent.pod import CopyWaits, PodOffloader
-from home_agent.reflection.kinds import reflection_for
-from home_agent.reflection.reflector import Reflection
+from home_agent.pod import PodOffloader
+from home_agent.reflection.manager import Reflection
 from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent, declare_reflection, declare_virtual_node_followers
 from home_agent.synced_cache import SyncedPods
@@ -46,6 +46,7 @@ from home_agent.watches import (
 )
 from home_agent.webhook import serve as serve_webhook
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
+from shared.forge.pod_plan import pod_plan
 from shared.wellknown import TRACEPARENT_ANNOTATION
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def pod_traceparent(agent: Agent, key: Hashable) -> object:
     once `annex.tracing` has checked its form. Asked only while tracing."""
     match key:
         case ("pod", namespace, name):
-            remote_namespace = agent.mapped_remote_namespace(str(namespace))
+            remote_namespace = agent.twins.mapped(str(namespace))
             shadow = (agent.mirrors.shadow_pods.get((remote_namespace, str(name)))
                       if remote_namespace else None)
             if shadow is not None:
@@ -115,20 +116,21 @@ async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
         case ("offloading", namespace):
             await reconcile_offloading(agent, namespace)
         case ("pod", namespace, name):
-            return await reconcile_pod(agent, pods, synced_pods, namespace, name)
+            return await reconcile_pod(pods, synced_pods, namespace, name)
     return None
 
 
-async def reconcile_pod(agent: Agent, pods: PodOffloader, synced_pods: SyncedPods | None,
+async def reconcile_pod(pods: PodOffloader, synced_pods: SyncedPods | None,
                         namespace: str, name: str) -> Result:
     """With `--redis-url`, a pod whose inputs are those of its last converged reconcile is
     skipped (counted "unchanged")."""
     if synced_pods is None:
         return await pods.reconcile(namespace, name)
-    unchanged, state = synced_pods.check(agent, namespace, name)
+    inputs = pods.gather(namespace, name)
+    unchanged, state = synced_pods.check(inputs)
     if unchanged:
         return Result(outcome="unchanged")
-    result = await pods.reconcile(namespace, name)
+    result = await pods.carry_out(inputs, pod_plan(inputs))
     if not result.retry:
         synced_pods.reconciled(namespace, name, state)
     return result
@@ -150,14 +152,13 @@ def _always() -> bool:
     return True
 
 
-def build_controller(agent: Agent, watches: RemoteWatches,
+def build_controller(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
                      offloaded: OffloadedNamespaceWatches, synced_pods: SyncedPods | None,
-                     metrics: Metrics, leading: Callable[[], bool] = _always,
-                     copies: CopyWaits | None = None) -> Controller[Hashable]:
+                     metrics: Metrics, leading: Callable[[], bool] = _always
+                     ) -> Controller[Hashable]:
     """The agent's own keys (`agent.queue`), counted per key kind too."""
     return Controller(
-        "agent", functools.partial(reconcile, agent, PodOffloader(agent, copies), watches,
-                                   offloaded, synced_pods),
+        "agent", functools.partial(reconcile, agent, pods, watches, offloaded, synced_pods),
         workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
         queue=agent.queue, describe=functools.partial(_object_of, agent),
@@ -201,8 +202,8 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         await synced_pods.load()
     leading = _always if elector is None else (lambda: elector.leading)
     credentials.leading = leading
-    agent_keys = build_controller(agent, watches, offloaded, synced_pods, metrics, leading,
-                                  reflection.required)
+    agent_keys = build_controller(agent, pod_offloader(agent, reflection), watches, offloaded,
+                                  synced_pods, metrics, leading)
     metrics.controllers = [agent_keys, *reflection.controllers()]
     metrics.reflection = reflection.controllers()
     # What writes, stopped first: the agent's keys (on a standby the twins' only), and the
@@ -302,7 +303,7 @@ def run(config: AgentConfig) -> int:
     config = dataclasses.replace(config, kubelet_port=kubelet.port)  # port 0: the one bound
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
-    reflection = reflection_for(agent)
+    reflection = reflection_for(agent, companions=COMPANIONS)
     credentials = RemoteCredentials(agent)
 
     declare_agent(agent)

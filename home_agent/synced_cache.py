@@ -2,80 +2,42 @@
 agent skips the pods unchanged since (docs/benchmarks.md, "Redis").
 
 Per pod key it keeps, msgpack-encoded in one Redis hash, the state a successful reconcile
-started from: the home pod's and the ShadowPod's resourceVersions, the twin namespace, and a
-fingerprint of every other input of the reconcile (the agent's flags, the VirtualNodes, the
-NamespaceMap). It is read once, after both clusters are listed, and only ever to skip a
-reconcile whose inputs are exactly those: nothing is done from it (Liqo #2748). Lost, stale or
-unreachable, it costs only the reconciles it would have saved: the agent runs without it.
-
-A new input of the pod reconcile (another mirror it reads) must join `fingerprint`, else a
-restarted agent with Redis would skip the pods that input changed.
+started from: the fingerprint of its inputs (`shared.forge.pod_inputs.fingerprint`: the home
+pod's and the ShadowPod's resourceVersions, the twin namespaces, the configs, everything the
+decision reads but what the agent learnt since it started). It is read once, after both
+clusters are listed, and only ever to skip a reconcile whose inputs are exactly those: nothing
+is done from it (Liqo #2748). Lost, stale or unreachable, it costs only the reconciles it would
+have saved: the agent runs without it.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-from dataclasses import fields
-from typing import Any
 
 import msgpack
 import redis.asyncio as aioredis
 
 from annex.mirror import Key
-from home_agent.agent import Agent
+from shared.forge.pod_inputs import PodInputs, fingerprint
 
 log = logging.getLogger(__name__)
 
 FLUSH_INTERVAL = 1.0
 """Seconds between batched writes to Redis (one pipeline each)."""
 
-PodState = tuple[str, str, str, str]
-"""(pod resourceVersion, twin namespace, ShadowPod resourceVersion, fingerprint)."""
+PodState = str
+"""The fingerprint of a converged reconcile's inputs."""
 
 
-def _version(obj: dict[str, Any] | None) -> str | None:
-    """The object's resourceVersion, or None when it is absent or being deleted."""
-    metadata = (obj or {}).get("metadata") or {}
-    if obj is None or metadata.get("deletionTimestamp"):
-        return None
-    return str(metadata.get("resourceVersion") or "")
-
-
-NOT_POD_INPUTS = frozenset({
-    "remote_kubeconfig", "home_kubeconfig", "lease_renew_interval", "lease_duration_seconds",
-    "health_check_interval", "health_check_timeout", "failure_threshold", "home_limits",
-    "remote_limits", "workers", "redis_url", "metrics_address", "metrics_secure",
-    "webhook_address", "webhook_cert", "webhook_key", "log_format", "log_level",
-    "reflection_workers", "reflection_types", "token_refresh_fraction", "leader_election"})
-"""Flags a pod reconcile never reads. Any other flag (a new one included) is in the
-fingerprint: changing it means every pod is reconciled again."""
-
-
-def fingerprint(agent: Agent) -> str:
-    """Changes whenever an input of a pod reconcile besides the pod and its ShadowPod does."""
-    namespace_map = agent.mirrors.namespace_maps.get(
-        (agent.tenant_namespace, agent.namespace_map_name))
-    flags = {f.name: getattr(agent.config, f.name) for f in fields(agent.config)
-             if f.name not in NOT_POD_INPUTS}
-    inputs = [sorted(flags.items()), _version(namespace_map),
-              sorted((str((vn.get("metadata") or {}).get("name")), _version(vn))
-                     for vn in agent.mirrors.virtual_nodes.values())]
-    return hashlib.blake2b(repr(inputs).encode(), digest_size=16).hexdigest()
-
-
-def pod_state(agent: Agent, namespace: str, name: str, fingerprint: str) -> PodState | None:
+def pod_state(inputs: PodInputs) -> PodState | None:
     """The state a converged pod reconcile starts from: pod and ShadowPod both there and
     neither being deleted (None otherwise: only such states are cached)."""
-    twin = agent.mapped_remote_namespace(namespace)
-    if twin is None:
+    if inputs.pod is None or inputs.shadow is None or any(
+            (obj.get("metadata") or {}).get("deletionTimestamp")
+            for obj in (inputs.pod, inputs.shadow)):
         return None
-    pod = _version(agent.mirrors.pods.get((namespace, name)))
-    shadow = _version(agent.mirrors.shadow_pods.get((twin, name)))
-    if pod is None or shadow is None:
-        return None
-    return (pod, twin, shadow, fingerprint)
+    return fingerprint(inputs)
 
 
 class SyncedPods:
@@ -96,14 +58,16 @@ class SyncedPods:
             return
         for field, value in entries.items():
             namespace, name = msgpack.unpackb(field)
-            self._known[(namespace, name)] = tuple(msgpack.unpackb(value))
+            state = msgpack.unpackb(value)
+            if isinstance(state, str):  # any other form would never match: not kept
+                self._known[(namespace, name)] = state
         log.info("Redis cache: %d converged pods known", len(self._known))
 
-    def check(self, agent: Agent, namespace: str, name: str) -> tuple[bool, PodState | None]:
-        """(whether the pod's reconcile can be skipped, its state now). Call it only once both
-        clusters are listed."""
-        state = pod_state(agent, namespace, name, fingerprint(agent))
-        return state is not None and self._known.get((namespace, name)) == state, state
+    def check(self, inputs: PodInputs) -> tuple[bool, PodState | None]:
+        """(whether the reconcile of the pod these are the inputs of can be skipped, its state
+        now). Call it only once both clusters are listed."""
+        state = pod_state(inputs)
+        return state is not None and self._known.get(inputs.key) == state, state
 
     def reconciled(self, namespace: str, name: str, state: PodState | None) -> None:
         """A reconcile that started from `state` succeeded: its writes, if any, changed the
@@ -123,7 +87,7 @@ class SyncedPods:
         if not changed:
             return
         pipeline = self._client.pipeline(transaction=False)
-        stored = {msgpack.packb(list(key)): msgpack.packb(list(state))
+        stored = {msgpack.packb(list(key)): msgpack.packb(state)
                   for key, state in changed.items() if state is not None}
         gone = [msgpack.packb(list(key)) for key, state in changed.items() if state is None]
         if stored:

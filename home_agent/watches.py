@@ -30,18 +30,14 @@ from annex.informers import Informers, Resource
 from annex.kube import Connection, LiveConnection
 from annex.kubeapi import ClusterApi, group_path
 from annex.listwatch import list_and_watch
-from home_agent.agent import OffloadedNamespaces
+from home_agent.offloaded_namespaces import OffloadedNamespaces
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[str, str | None, dict[str, Any]], None]
 """(plural, event type, object) → None; called on the agent's event loop."""
 
-CONFIGMAPS: Resource = ("", "v1", "configmaps")
 PODS: Resource = ("", "v1", "pods")
-# the storage fabric's: the claims reflected, the home volumes the agent provisions
-PERSISTENTVOLUMECLAIMS: Resource = ("", "v1", "persistentvolumeclaims")
-PERSISTENTVOLUMES: Resource = ("", "v1", "persistentvolumes")
 
 # The agent's watches, by name: what each lists is declared in the informer registry
 # (`home_agent.routes`, `Informers.watch(..., by=...)`).

@@ -114,7 +114,8 @@ PERSISTENT_VOLUME_CLAIMS: Final = "persistentvolumeclaims"
 # The pod phases after which a pod runs no more (its ShadowPod never gets another pod).
 TERMINAL_PHASES: Final = frozenset({"Succeeded", "Failed"})
 OFFLOADING_BACKOFF_REASON: Final = "OffloadingBackOff"
-# Event on a pod the agent deleted for its controller to make again elsewhere (shared.pod_fit).
+# Event on a pod the agent deleted for its controller to make again elsewhere
+# (shared.forge.pod_fit).
 RETURNED_TO_SCHEDULER_REASON: Final = "ReturnedToScheduler"
 REMOTE_CREATION_FAILED_CONDITION: Final = "RemoteCreationFailed"
 # ShadowPod status condition: False while the remote API server refuses the ShadowPod's pod.

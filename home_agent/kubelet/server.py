@@ -178,7 +178,7 @@ class KubeletApi:
     def twin(self, request: PodRequest) -> Twin:
         """The home pod and its twin namespace, or the kubelet's 404."""
         pod = self.agent.mirrors.pods.get((request.namespace, request.pod))
-        remote_namespace = self.agent.accepted_remote_namespace(request.namespace)
+        remote_namespace = self.agent.twins.accepted(request.namespace)
         if (pod is None or remote_namespace is None
                 or (request.uid and request.uid != (pod.get("metadata") or {}).get("uid"))
                 or self.agent.mirrors.shadow_pods.get((remote_namespace, request.pod)) is None):

@@ -53,8 +53,8 @@ class Usage:
     async def collect(self) -> list[ContainerUsage]:
         entries = []
         seen = set()
-        for remote_namespace in sorted(self.agent.accepted_twin_namespaces()):
-            home_namespace = self.agent.home_namespace_of(remote_namespace)
+        for remote_namespace in sorted(self.agent.twins.accepted_twins()):
+            home_namespace = self.agent.twins.home_of(remote_namespace)
             if home_namespace is None:
                 continue
             for item in await self._pod_metrics(remote_namespace):

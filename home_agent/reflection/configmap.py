@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
+from annex.informers import Resource
 from annex.kubeapi import core_path
 from home_agent.reflection.reflector import KindRules
-from home_agent.watches import CONFIGMAPS
 from shared.forge.configmap import (
     is_reflectable_configmap,
     local_configmap_name,
     remote_configmap,
     remote_configmap_name,
 )
+
+CONFIGMAPS: Resource = ("", "v1", "configmaps")
 
 CONFIGMAP_RULES = KindRules(
     kind="ConfigMap", resource=CONFIGMAPS,

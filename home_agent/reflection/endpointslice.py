@@ -17,16 +17,14 @@ on the Service, a Service event whose decision changes requeues its slices (`ser
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from annex.events import EventRecorder
 from annex.informers import Change
 from annex.kubeapi import group_path
-from annex.mirror import Key
-from home_agent.agent import HOME, Agent
+from annex.mirror import Key, Mirror
+from home_agent.reflection.peering import Peering
 from home_agent.reflection.reflector import KindRules, Reflector
-from home_agent.reflection.service import SERVICES
 from shared.forge.endpointslice import (
     EndpointDestination,
     is_reflectable_endpointslice,
@@ -41,20 +39,22 @@ from shared.reflection_policy import (
 )
 
 ENDPOINTSLICES = ("discovery.k8s.io", "v1", "endpointslices")
-SERVICE_FLAG = "service"
 
 
 class EndpointSliceReflector(Reflector):
-    def __init__(self, agent: Agent, rules: KindRules, workers: int, policy: ReflectionType,
-                 events: EventRecorder) -> None:
-        super().__init__(agent, rules, workers, policy, events)
-        config = agent.config
-        self.service_policy = ReflectionType(
-            config.reflection_types.get(SERVICE_FLAG, ReflectionType.DENY_LIST))
-        self.remap = (CidrRemap(config.home_pod_cidr, config.remapped_home_pod_cidr)
-                      if config.home_pod_cidr and config.remapped_home_pod_cidr else None)
-        self.services = agent.informers.mirror(HOME, SERVICES[2])
+    def __init__(self, peering: Peering, rules: KindRules, workers: int, policy: ReflectionType,
+                 home: Mirror, remote: Mirror, *, services: Mirror, service_policy: ReflectionType,
+                 remap: CidrRemap | None, node_name: Callable[[], str]) -> None:
+        super().__init__(peering, rules, workers, policy, home, remote)
+        self.service_policy = service_policy
+        """`--service-reflection-type`: a slice follows its Service's decision."""
+        self.remap = remap
+        """Home pod addresses → where the remote reaches them (`--home-pod-cidr` →
+        `--remapped-home-pod-cidr`), if they overlap the remote's."""
+        self.services = services
         """The Service reflector's home mirror (empty when Services are not reflected)."""
+        self.node_name = node_name
+        """This agent's virtual node's name, whose endpoints run in the destination."""
         self._slices_of: dict[Key, set[str]] = {}
         """(namespace, Service name) → the names of its home slices."""
         self._service_of: dict[Key, Key] = {}
@@ -97,7 +97,7 @@ class EndpointSliceReflector(Reflector):
     def desired(self, local: Mapping[str, Any], remote_namespace: str) -> dict[str, Any]:
         # Endpoints on this agent's virtual node run in the destination, which has its own.
         destination = EndpointDestination(
-            virtual_node_names=frozenset({self.agent.node_name()}))
+            virtual_node_names=frozenset({self.node_name()}))
         return remote_endpointslice(local, remote_namespace, self.config(), destination,
                                     self.remap)
 
@@ -105,4 +105,4 @@ class EndpointSliceReflector(Reflector):
 ENDPOINTSLICE_RULES = KindRules(
     kind="EndpointSlice", resource=ENDPOINTSLICES,
     path=lambda namespace, name: group_path(*ENDPOINTSLICES, namespace, name),
-    reflectable=is_reflectable_endpointslice, reflector=EndpointSliceReflector)
+    reflectable=is_reflectable_endpointslice)

@@ -36,18 +36,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Resource
 from annex.kubeapi import JSON, METADATA_LIST, core_path, error_message, status_of
 from annex.listwatch import list_objects
-from annex.mirror import Key, discard, key_of
+from annex.mirror import Key, Mirror, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
-from home_agent.agent import REMOTE, Agent
-from home_agent.reflection.reflector import Reflector, namespace_of, synced
+from home_agent.reflection.event_copies import Copies
+from home_agent.reflection.peering import Peering
+from home_agent.reflection.reflector import Reflector, namespace_of
 from shared.forge.compare import updated_remote
 from shared.forge.event import (
     event_needs_update,
@@ -60,13 +60,11 @@ from shared.forge.event import (
     object_reference,
     remote_event_name,
 )
-from shared.ownership import is_owned, ownership_selector
+from shared.ownership import ownership_selector
 
 log = logging.getLogger(__name__)
 
 EVENTS: Resource = ("", "v1", "events")
-FLAG = "event"
-"""`--event-reflection-workers`."""
 
 REFUSED = (400, 422)
 """The home API server's answers to a copy it will never take (e.g. an invalid remote Event)."""
@@ -80,12 +78,15 @@ class EventReflector:
 
     name = "events"
 
-    def __init__(self, agent: Agent, reflectors: Mapping[str, Reflector], workers: int) -> None:
-        self.agent = agent
+    def __init__(self, peering: Peering, reflectors: Mapping[str, Reflector], workers: int, *,
+                 remote: Mirror, selected_namespaces: Callable[[], frozenset[str]]) -> None:
+        self.peering = peering
         self.reflectors = reflectors
         """The kinds' reflectors: their mirrors tell which remote objects are our copies."""
-        self.remote = agent.informers.mirror(REMOTE, EVENTS[2])
+        self.remote = remote
         """Events of the accepted twin namespaces, as `remote_event_kept`."""
+        self.selected_namespaces = selected_namespaces
+        """The home namespaces this agent offloads (their copies wait for their listing)."""
         self.home = Copies()
         """Our copies at home: as listed when their namespace's watch started, then as our
         writes' answers left them."""
@@ -93,9 +94,9 @@ class EventReflector:
         """The namespaces whose copies are listed: nothing is compared with a mirror still
         filling."""
         self._watched_changed = asyncio.Event()
-        agent.offloaded.subscribe(self._watched_changed.set)
+        peering.offloaded.subscribe(self._watched_changed.set)
         self.controller: Controller[Key] = Controller(
-            self.name, self.reconcile, workers=workers, synced=lambda: synced(agent),
+            self.name, self.reconcile, workers=workers, synced=peering.synced,
             ready=self._copies_listed, gate=namespace_of)
         self._about: dict[About, set[str]] = {}
         """What remote Events are about → their names (in the namespace of what they are
@@ -111,19 +112,19 @@ class EventReflector:
     # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
     def _home_key(self, remote_key: Key) -> Key | None:
-        home_namespace = self.agent.home_namespace_of(remote_key[0])
+        home_namespace = self.peering.twins.home_of(remote_key[0])
         if home_namespace is None:
             return None
         return (home_namespace,
-                home_event_name(remote_key[1], self.agent.config.remote_cluster_id))
+                home_event_name(remote_key[1], self.peering.remote_cluster_id))
 
     def _source(self, home_key: Key) -> Key | None:
         """The key of the remote Event a home copy key stands for."""
         shortened = self._shortened.get(home_key)
         if shortened is not None:
             return shortened
-        remote_namespace = self.agent.mapped_remote_namespace(home_key[0])
-        name = remote_event_name(home_key[1], self.agent.config.remote_cluster_id)
+        remote_namespace = self.peering.twins.mapped(home_key[0])
+        name = remote_event_name(home_key[1], self.peering.remote_cluster_id)
         return None if remote_namespace is None or name is None else (remote_namespace, name)
 
     @staticmethod
@@ -134,7 +135,7 @@ class EventReflector:
 
     def _index(self, remote_key: Key, home_key: Key, remote_event: Mapping[str, Any]) -> None:
         self._about.setdefault(self._about_of(remote_event), set()).add(remote_key[1])
-        if remote_event_name(home_key[1], self.agent.config.remote_cluster_id) != remote_key[1]:
+        if remote_event_name(home_key[1], self.peering.remote_cluster_id) != remote_key[1]:
             self._shortened[home_key] = remote_key
 
     def _unindex(self, remote_key: Key, home_key: Key, remote_event: Mapping[str, Any]) -> None:
@@ -194,7 +195,7 @@ class EventReflector:
         reflector = self._reflector(kind)
         if reflector is not None:
             name = reflector.rules.remote_name(name)
-        return self._about_keys(self.agent.mapped_remote_namespace(namespace), kind, name)
+        return self._about_keys(self.peering.twins.mapped(namespace), kind, name)
 
     def _note_pod_uid(self, change: Change) -> None:
         namespace, name = change.key
@@ -219,8 +220,7 @@ class EventReflector:
         return [key for key in keys if key is not None]
 
     def _owned(self, obj: Mapping[str, Any]) -> bool:
-        config = self.agent.config
-        return is_owned(obj, config.home_cluster_id, config.remote_cluster_id)
+        return self.peering.owns(obj)
 
     def home_reference(self, home_namespace: str, remote_event: Mapping[str, Any]
                        ) -> dict[str, Any] | None:
@@ -268,8 +268,8 @@ class EventReflector:
         listed."""
         namespace = key[0]
         return namespace in self.listed or not (
-            self.agent.offloaded.watched(namespace)
-            or namespace in self.agent.selected_namespaces())
+            self.peering.offloaded.watched(namespace)
+            or namespace in self.selected_namespaces())
 
     async def _follow_namespaces(self) -> None:
         """The copies of every namespace watched listed (one listing a namespace: one still
@@ -278,7 +278,7 @@ class EventReflector:
         try:
             while True:
                 self._watched_changed.clear()
-                watched = self.agent.offloaded.namespaces()
+                watched = self.peering.offloaded.namespaces()
                 for namespace in sorted(set(listings) - watched):
                     listings.pop(namespace).cancel()
                     self.listed.discard(namespace)
@@ -297,9 +297,8 @@ class EventReflector:
         (their digests are in their annotations), unless some carry none (made by an older
         agent): then once more whole, and those are judged by their content rather than
         rewritten."""
-        config = self.agent.config
-        query = {"labelSelector": ownership_selector(config.home_cluster_id,
-                                                     config.remote_cluster_id)}
+        query = {"labelSelector": ownership_selector(self.peering.home_cluster_id,
+                                                     self.peering.remote_cluster_id)}
         accept, delay = METADATA_LIST, 0.5
         undigested = 0
 
@@ -316,7 +315,7 @@ class EventReflector:
         while True:
             forget()
             try:
-                await list_objects(self.agent.home, core_path(EVENTS[2], namespace), query,
+                await list_objects(self.peering.home, core_path(EVENTS[2], namespace), query,
                                    listed, forget, accept=accept)
             except asyncio.CancelledError:
                 raise
@@ -359,8 +358,8 @@ class EventReflector:
         home_namespace, _ = key
         remote_key = self._source(key)
         remote_event = self.remote.get(remote_key) if remote_key is not None else None
-        remote_namespace = self.agent.accepted_remote_namespace(home_namespace)
-        if remote_namespace is None or not self.agent.offloaded.watched(home_namespace):
+        remote_namespace = self.peering.twins.accepted(home_namespace)
+        if remote_namespace is None or not self.peering.offloaded.watched(home_namespace):
             return  # not (or no longer) extended here: copies expire at home like any Event
         if remote_event is None or remote_key is None:
             if current is not None:  # ours: `Copies` holds no other
@@ -371,7 +370,7 @@ class EventReflector:
         reference = self.home_reference(home_namespace, remote_event)
         if reference is None:
             return
-        desired = home_event(remote_event, reference, self.agent.reflection_config())
+        desired = home_event(remote_event, reference, self.peering.reflection_config())
         if current is None:
             await self._create(desired)
         elif event_needs_update(current, desired):
@@ -381,7 +380,7 @@ class EventReflector:
         key = key_of(desired)
         try:
             existing, created = await create_or_refuse(
-                self.agent.home, core_path("events", key[0]), core_path("events", *key),
+                self.peering.home, core_path("events", key[0]), core_path("events", *key),
                 desired, self._owned)
         except Foreign:
             self._known(key, None)
@@ -399,14 +398,14 @@ class EventReflector:
         try:
             # Created anew if it expired at home meanwhile (Events live an hour there).
             answer = await replace_or_create(
-                self.agent.home, path,
+                self.peering.home, path,
                 updated_remote({"metadata": current.get("metadata") or {}}, desired),
                 lambda: self._create(desired))
         except Exception as error:
             if status_of(error) != 409:
                 raise
             # Changed behind our back: the controller's retry writes over what is there now.
-            fresh = await self.agent.home.find(path)
+            fresh = await self.peering.home.find(path)
             self._known(key, fresh if fresh is not None and self._owned(fresh) else None)
             raise
         if answer is not None:  # None: made anew, and known by `_create`
@@ -414,61 +413,6 @@ class EventReflector:
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
         key = key_of(dict(current))
-        await delete_owned(self.agent.home, core_path("events", *key),
+        await delete_owned(self.peering.home, core_path("events", *key),
                            (current.get("metadata") or {}).get("uid"))
         self._known(key, None)
-
-
-class Copies:
-    """Our copies at home, each as its `home_copy_summary`, kept as one string of its uid,
-    resourceVersion and digest (all a write over the copy or its deletion needs): there are as
-    many as remote Events (200,000 at N = 50,000), a Mirror's encoding and compression of each
-    cost a restart more than listing them. Never anyone else's copy. Thread-safe: `resync`
-    reads the keys from another thread."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._copies: dict[str, dict[str, str]] = {}
-        """Namespace → name → "uid resourceVersion digest"."""
-
-    def set(self, key: Key, summary: Mapping[str, Any] | None) -> None:
-        """`summary` (None: there is no copy at `key`)."""
-        with self._lock:
-            if summary is None:
-                discard(self._copies, key)
-                return
-            metadata = summary["metadata"]
-            self._copies.setdefault(key[0], {})[key[1]] = (
-                f"{metadata.get('uid') or ''} {metadata.get('resourceVersion') or ''} "
-                f"{summary['digest']}")
-
-    def get(self, key: Key) -> dict[str, Any] | None:
-        """The copy's `home_copy_summary`, or None."""
-        with self._lock:
-            packed = self._copies.get(key[0], {}).get(key[1])
-        if packed is None:
-            return None
-        uid, rest = packed.split(" ", 1)
-        version, digest = rest.rsplit(" ", 1)  # a resourceVersion is opaque
-        metadata = {"namespace": key[0], "name": key[1], "uid": uid, "resourceVersion": version}
-        return {"metadata": {k: v for k, v in metadata.items() if v}, "digest": digest}
-
-    def keys(self) -> list[Key]:
-        with self._lock:
-            return [(namespace, name) for namespace, names in self._copies.items()
-                    for name in names]
-
-    def forget(self, namespace: str) -> None:
-        """Nothing known of `namespace`'s copies any more."""
-        with self._lock:
-            self._copies.pop(namespace, None)
-
-    def size(self) -> int:
-        with self._lock:
-            return sum(len(names) for names in self._copies.values())
-
-
-def event_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> EventReflector | None:
-    """The Event companion of the kinds' reflection, unless `--event-reflection-workers 0`."""
-    workers = agent.config.reflection_workers.get(FLAG, 0)
-    return EventReflector(agent, reflectors, workers) if workers > 0 else None

@@ -34,19 +34,18 @@ the one whose virtual node has the first name.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from annex.controller import RETRY, Result
-from annex.events import EventRecorder
-from annex.informers import Change
+from annex.informers import Change, Resource
 from annex.kubeapi import ApiError, core_path, error_message
 from annex.mirror import Key, Mirror, key_of
 from annex.writes import confirmed_gone, replace_or_create
-from home_agent.agent import HOME, Agent
+from home_agent.reflection.peering import Peering
 from home_agent.reflection.reflector import KindRules, Reflector
-from home_agent.watches import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
+from shared.api.resource_offer import ResourceOffer
 from shared.forge.compare import needs_update, updated_remote
 from shared.forge.persistentvolume import (
     expanded_capacity,
@@ -80,6 +79,10 @@ from shared.wellknown import (
     VIRTUAL_STORAGE_PROVISIONER,
 )
 
+PERSISTENTVOLUMECLAIMS: Resource = ("", "v1", "persistentvolumeclaims")
+PERSISTENTVOLUMES: Resource = ("", "v1", "persistentvolumes")
+"""The home volumes the agent provisions (the storage fabric's), watched cluster-wide."""
+
 REFUSALS = (403, 422)  # the provider's admission (class, quota) or validation
 
 
@@ -101,16 +104,23 @@ def _expands(local: Mapping[str, Any], remote: Mapping[str, Any]) -> bool:
 
 
 class PersistentVolumeClaimReflector(Reflector):
-    def __init__(self, agent: Agent, rules: KindRules, workers: int, policy: ReflectionType,
-                 events: EventRecorder) -> None:
-        super().__init__(agent, rules, workers, policy, events)
+    def __init__(self, peering: Peering, rules: KindRules, workers: int, policy: ReflectionType,
+                 home: Mirror, remote: Mirror, *, volumes: Mirror, nodes: Mirror,
+                 node_name: Callable[[], str], home_storage_class: str | None,
+                 offer: Callable[[], ResourceOffer | None]) -> None:
+        super().__init__(peering, rules, workers, policy, home, remote)
+        self.volumes = volumes
+        """The home volumes of the virtual provisioner (the mirror keeps no other)."""
+        self.nodes = nodes
+        """The home nodes: which virtual node provisions a claim at home."""
+        self.node_name = node_name
+        """This agent's virtual node's name."""
+        self.home_storage_class = home_storage_class
+        """`--home-storage-class`: the real home class of claims provisioned at home."""
+        self.offer = offer
+        """The provider's ResourceOffer: its storage classes."""
         self._volumes_of: dict[Key, set[str]] = {}
         """Claim key → the names of the home volumes of ours whose claimRef names it."""
-
-    @property
-    def volumes(self) -> Mirror:
-        """The home volumes of the virtual provisioner (the mirror keeps no other)."""
-        return self.agent.informers.mirror(HOME, PERSISTENTVOLUMES[2])
 
     # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
@@ -146,7 +156,7 @@ class PersistentVolumeClaimReflector(Reflector):
         """Handed to the virtual provisioner for this virtual node (bound since, or not)."""
         annotations = (claim.get("metadata") or {}).get("annotations") or {}
         return (annotations.get(STORAGE_PROVISIONER_ANNOTATION) == VIRTUAL_STORAGE_PROVISIONER
-                and annotations.get(SELECTED_NODE_ANNOTATION) == self.agent.node_name())
+                and annotations.get(SELECTED_NODE_ANNOTATION) == self.node_name())
 
     def wanted(self, local: Mapping[str, Any] | None) -> bool:
         # A terminating claim keeps its remote copy: pods may still use it on both sides.
@@ -157,7 +167,7 @@ class PersistentVolumeClaimReflector(Reflector):
 
     async def _event(self, claim: Mapping[str, Any], reason: str, message: str,
                      event_type: str = "Normal") -> None:
-        await self.events.record(self._with_kind(claim), reason, message, event_type)
+        await self.peering.events.record(self._with_kind(claim), reason, message, event_type)
 
     # --- reconcile ---------------------------------------------------------------------------
 
@@ -168,8 +178,8 @@ class PersistentVolumeClaimReflector(Reflector):
         if local is not None and (node := self._physical_node(local)) is not None:
             await self._provision_locally(local, node)
             return None
-        remote_namespace = self.agent.accepted_remote_namespace(namespace)
-        if remote_namespace is None or not self.agent.offloaded.watched(namespace):
+        remote_namespace = self.peering.twins.accepted(namespace)
+        if remote_namespace is None or not self.peering.offloaded.watched(namespace):
             return None
         current = self.remote.get((remote_namespace, name))
         if current is not None and not self._owned(current):
@@ -177,18 +187,18 @@ class PersistentVolumeClaimReflector(Reflector):
                 await self._refuse(local, remote_namespace, name)
             return None
         if local is None:
-            if current is not None and await confirmed_gone(self.agent.home, _claim_path(*key)):
+            if current is not None and await confirmed_gone(self.peering.home, _claim_path(*key)):
                 await self._delete(current)
             return None
         if not self.wanted(local):
             return None  # not the virtual node's: never a reason to delete a remote claim
-        offer = self.agent.offer()
+        offer = self.offer()
         storage_class = current_class(current) if current is not None else remote_storage_class(
             local, offer.spec.storage_classes if offer is not None else [])
         desired = remote_claim(local, remote_namespace, self.config(), storage_class, current)
         if current is None:
             if not awaits_virtual_volume(local, VIRTUAL_STORAGE_PROVISIONER,
-                                         self.agent.node_name()):
+                                         self.node_name()):
                 return None  # bound to a home volume whose remote claim is gone: left alone
             return await self._provision(local, desired)
         refusal = await self._update(local, current, desired) if needs_update(
@@ -207,7 +217,7 @@ class PersistentVolumeClaimReflector(Reflector):
         namespace, name = key_of(desired)
         try:
             await replace_or_create(
-                self.agent.remote, _claim_path(namespace, name),
+                self.peering.remote, _claim_path(namespace, name),
                 updated_remote(current, desired), lambda: self._create(local, desired))
         except ApiError as error:
             if error.status not in REFUSALS:
@@ -227,15 +237,15 @@ class PersistentVolumeClaimReflector(Reflector):
         annotations = (claim.get("metadata") or {}).get("annotations") or {}
         node_name = annotations.get(SELECTED_NODE_ANNOTATION)
         if (annotations.get(STORAGE_PROVISIONER_ANNOTATION) != VIRTUAL_STORAGE_PROVISIONER
-                or not node_name or self.agent.config.home_storage_class is None):
+                or not node_name or self.home_storage_class is None):
             return None
-        nodes = self.agent.informers.mirror(HOME, "nodes")
+        nodes = self.nodes
         node = nodes.get(("", str(node_name)))
         if node is None or _is_virtual(node):
             return None
         virtual = sorted(str(obj["metadata"]["name"]) for obj in nodes.values()
                          if _is_virtual(obj))
-        if virtual and virtual[0] != self.agent.node_name():
+        if virtual and virtual[0] != self.node_name():
             return None
         return str(node_name)
 
@@ -248,7 +258,7 @@ class PersistentVolumeClaimReflector(Reflector):
         if self.volumes.get(("", home_volume_name(claim))) is not None:
             return  # made already: the PV controller binds it
         namespace = str(meta.get("namespace", ""))
-        storage_class = str(self.agent.config.home_storage_class)
+        storage_class = str(self.home_storage_class)
         real = self.home.get((namespace, real_claim_name(claim)))
         if real is None:
             await self._event(claim, "Provisioning",
@@ -256,7 +266,7 @@ class PersistentVolumeClaimReflector(Reflector):
                               f'"{namespace}/{meta.get("name")}" (home class '
                               f'"{storage_class}", node {node})')
             try:
-                await self.agent.home.create(_claim_path(namespace, ""),
+                await self.peering.home.create(_claim_path(namespace, ""),
                                              real_claim(claim, storage_class, node))
             except ApiError as error:
                 if error.status != 409:
@@ -265,7 +275,7 @@ class PersistentVolumeClaimReflector(Reflector):
         real_volume_name = (real.get("spec") or {}).get("volumeName")
         if not real_volume_name or (real.get("status") or {}).get("phase") != "Bound":
             return
-        real_volume = await self.agent.home.get(_volume_path(str(real_volume_name)))
+        real_volume = await self.peering.home.get(_volume_path(str(real_volume_name)))
         await self._create_volume(
             claim, local_volume(real_volume, claim, VIRTUAL_STORAGE_PROVISIONER),
             f"the home volume {real_volume_name} of claim {real_claim_name(claim)}")
@@ -275,7 +285,7 @@ class PersistentVolumeClaimReflector(Reflector):
         """Create `claim`'s home volume, backed by `source`, and say so on the claim; one that
         exists already (409) was made by an earlier reconcile, whose event was posted."""
         try:
-            await self.agent.home.create(_volume_path(""), volume)
+            await self.peering.home.create(_volume_path(""), volume)
         except ApiError as error:
             if error.status != 409:
                 raise
@@ -317,8 +327,8 @@ class PersistentVolumeClaimReflector(Reflector):
             if (local.get("spec") or {}).get("volumeName"):
                 return  # bound already (to this volume, since gone: the PV controller says Lost)
             await self._create_volume(
-                local, home_volume(remote, local, self.agent.node_name(),
-                                   self.agent.config.remote_cluster_id,
+                local, home_volume(remote, local, self.node_name(),
+                                   self.peering.remote_cluster_id,
                                    VIRTUAL_STORAGE_PROVISIONER),
                 f"remote claim {remote_meta.get('namespace')}/{remote_meta.get('name')}")
             return
@@ -332,14 +342,14 @@ class PersistentVolumeClaimReflector(Reflector):
         access modes, the capacity at binding) is left to it."""
         volume_name = volume["metadata"]["name"]
         if is_bound(remote) and (grown := expanded_capacity(volume, remote)) is not None:
-            await self.agent.home.patch(_volume_path(volume_name),
+            await self.peering.home.patch(_volume_path(volume_name),
                                         {"spec": {"capacity": {"storage": grown}}})
         status = home_claim_status(local, remote, refusal, datetime.now(UTC))
         if status is None:
             return
         meta = local.get("metadata") or {}
         try:  # pinned to the claim read: another writer's status is never overwritten
-            await self.agent.home.patch(
+            await self.peering.home.patch(
                 _claim_path(meta.get("namespace", ""), meta["name"]) + "/status",
                 {"metadata": {"resourceVersion": meta.get("resourceVersion")},
                  "status": status})
@@ -359,13 +369,13 @@ class PersistentVolumeClaimReflector(Reflector):
         deleted, as their reclaim policy (Delete) says."""
         for name in list(self._volumes_of.get(key, ())):
             volume = self.volumes.get(("", name))
-            if (volume is None or (pinned_node(volume) != self.agent.node_name()
+            if (volume is None or (pinned_node(volume) != self.node_name()
                                    and not is_local_volume(volume))
                     or (volume.get("status") or {}).get("phase") != "Released"
                     or volume["metadata"].get("deletionTimestamp")):
                 continue
             try:
-                await self.agent.home.delete(_volume_path(volume["metadata"]["name"]),
+                await self.peering.home.delete(_volume_path(volume["metadata"]["name"]),
                                              {"preconditions": {
                                                  "uid": volume["metadata"].get("uid")}})
             except ApiError as error:
@@ -374,5 +384,4 @@ class PersistentVolumeClaimReflector(Reflector):
 
 
 PERSISTENTVOLUMECLAIM_RULES = KindRules(
-    kind="PersistentVolumeClaim", resource=PERSISTENTVOLUMECLAIMS, path=_claim_path,
-    reflector=PersistentVolumeClaimReflector)
+    kind="PersistentVolumeClaim", resource=PERSISTENTVOLUMECLAIMS, path=_claim_path)

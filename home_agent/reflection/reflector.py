@@ -2,10 +2,11 @@
 the twin namespaces.
 
 Per kind: a home mirror and a remote mirror (the agent's informers', fed by the watches on both
-sides) and a
-`Controller` of home keys (namespace, name) with its own workers, so a slow or failing kind never
-holds back another, and a failing object never holds back another (its key backs off alone; the
-failure is reported as a FailedReflection Event on its home object).
+sides) and a `Controller` of home keys (namespace, name) with its own workers, so a slow or
+failing kind never holds back another, and a failing object never holds back another (its key
+backs off alone; the failure is reported as a FailedReflection Event on its home object). A kind
+whose decisions need more than its rules (the agent's state, other kinds' objects) has a
+subclass of its own (EndpointSlices, PersistentVolumeClaims).
 
 One reconcile converges one home key from both mirrors:
 - namespace not extended (mapping not Accepted), or not offloaded here (its home objects not
@@ -23,23 +24,19 @@ so editing them takes effect live: a VirtualNode change requeues every key.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from annex.controller import Controller, Result
-from annex.events import EventRecorder
 from annex.informers import Change, Resource
 from annex.kubeapi import error_message
-from annex.mirror import Key, key_of
+from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
-from home_agent.agent import HOME, REMOTE, Agent
-from home_agent.reflection.required import RequiredCopies
+from home_agent.reflection.peering import Peering
 from shared.forge.compare import must_recreate, needs_update, updated_remote
 from shared.forge.metadata import ReflectionConfig
-from shared.ownership import is_owned
 from shared.reflection_policy import ReflectionType, should_reflect
 from shared.wellknown import FAILED_REFLECTION_REASON
 
@@ -52,21 +49,8 @@ FOREIGN_METADATA = frozenset({"namespace", "name", "uid", "resourceVersion", "la
 Forge = Callable[[Mapping[str, Any], str, ReflectionConfig], dict[str, Any]]
 
 
-def synced(agent: Agent) -> bool:
-    """Both sides listed: nothing is decided on a half-filled mirror (a reflection key is
-    parked until then)."""
-    return agent.home_synced.is_set() and agent.remote_synced()
-
-
 def namespace_of(key: Key) -> str:
     return key[0]
-
-
-def namespace_listed(agent: Agent) -> Callable[[Key], bool]:
-    """A home key's readiness: its namespace's home objects are listed (or it is not offloaded
-    here: then nothing is reflected there). Keys of one namespace are parked and released
-    together."""
-    return lambda key: agent.namespace_ready(key[0])
 
 
 @dataclass(frozen=True)
@@ -79,7 +63,7 @@ class KindRules:
     path: Callable[[str, str], str]
     """(namespace, name) → API path; name "" for the collection."""
     forge: Forge | None = None
-    """None only with a `reflector` that forges by itself (`Reflector.desired`)."""
+    """None only for a kind whose `Reflector` subclass forges by itself (`Reflector.desired`)."""
     remote_name: Callable[[str], str] = lambda name: name
     local_name: Callable[[str], str] = lambda name: name
     reflectable: Callable[[Mapping[str, Any]], bool] = lambda obj: True
@@ -87,9 +71,6 @@ class KindRules:
     owned_elsewhere: Callable[[Mapping[str, Any]], bool] = lambda obj: False
     """Remote objects of this kind that another reflector writes (the pods' token Secrets):
     never touched here, as if foreign."""
-    reflector: type[Reflector] | None = None
-    """A `Reflector` subclass for a kind whose decisions need more than these rules (the
-    agent's state, other kinds' objects: EndpointSlices); None: the plain `Reflector`."""
 
     @property
     def flag(self) -> str:
@@ -108,17 +89,18 @@ class KindRules:
 
 
 class Reflector:
-    def __init__(self, agent: Agent, rules: KindRules, workers: int, policy: ReflectionType,
-                 events: EventRecorder) -> None:
-        self.agent = agent
+    def __init__(self, peering: Peering, rules: KindRules, workers: int, policy: ReflectionType,
+                 home: Mirror, remote: Mirror) -> None:
+        self.peering = peering
         self.rules = rules
         self.policy = policy
-        self.events = events
-        self.home = agent.informers.mirror(HOME, rules.plural)
-        self.remote = agent.informers.mirror(REMOTE, rules.plural)
+        self.home = home
+        """The kind's home objects, in the namespaces offloaded here."""
+        self.remote = remote
+        """The kind's objects in the twin namespaces, ours whole (`kept_remote`)."""
         self.controller: Controller[Key] = Controller(
-            rules.plural, self.reconcile, workers=workers, synced=lambda: synced(agent),
-            ready=namespace_listed(agent), gate=namespace_of, on_error=self._report_failure)
+            rules.plural, self.reconcile, workers=workers, synced=peering.synced,
+            ready=peering.key_ready, gate=namespace_of, on_error=self._report_failure)
 
     # --- keyers (declared in `home_agent.routes`) -------------------------------------------
 
@@ -144,7 +126,7 @@ class Reflector:
         return keys
 
     def _home_keys(self, namespace: str, name: str) -> tuple[Key, ...]:
-        home_namespace = self.agent.home_namespace_of(namespace)
+        home_namespace = self.peering.twins.home_of(namespace)
         if home_namespace is None:
             return ()
         return ((home_namespace, self.rules.local_name(name)),)
@@ -163,12 +145,10 @@ class Reflector:
     # --- reconcile --------------------------------------------------------------------------
 
     def config(self) -> ReflectionConfig:
-        return self.agent.reflection_config()
+        return self.peering.reflection_config()
 
     def _owned(self, obj: Mapping[str, Any]) -> bool:
-        config = self.agent.config
-        return (is_owned(obj, config.home_cluster_id, config.remote_cluster_id)
-                and not self.rules.owned_elsewhere(obj))
+        return self.peering.owns(obj) and not self.rules.owned_elsewhere(obj)
 
     def wanted(self, local: Mapping[str, Any] | None) -> bool:
         return (local is not None and not (local.get("metadata") or {}).get("deletionTimestamp")
@@ -194,8 +174,8 @@ class Reflector:
     async def reconcile(self, key: Key) -> Result | None:
         """Converge one home key; a kind may ask to be retried (`Result`)."""
         namespace, name = key
-        remote_namespace = self.agent.accepted_remote_namespace(namespace)
-        if remote_namespace is None or not self.agent.offloaded.watched(namespace):
+        remote_namespace = self.peering.twins.accepted(namespace)
+        if remote_namespace is None or not self.peering.offloaded.watched(namespace):
             return None  # not offloaded here (any more): the copies go with the twin
         local = self.home.get(key)
         remote_name = self.rules.remote_name(name)
@@ -209,7 +189,7 @@ class Reflector:
             # A mirror that missed the home object must never cost a copy a remote pod may be
             # using (as for ShadowPods, Liqo #2748): the home API server confirms it is gone.
             if current is not None and (local is not None or await confirmed_gone(
-                    self.agent.home, self.rules.path(*key))):
+                    self.peering.home, self.rules.path(*key))):
                 await self._delete(current)
             return None
         desired = self.desired(local, remote_namespace)
@@ -220,20 +200,20 @@ class Reflector:
             await self._create(local, desired)
         elif needs_update(current, desired):
             await replace_or_create(
-                self.agent.remote, self.rules.path(remote_namespace, remote_name),
+                self.peering.remote, self.rules.path(remote_namespace, remote_name),
                 updated_remote(current, desired), lambda: self._create(local, desired))
         return None
 
     async def _create(self, local: Mapping[str, Any], desired: dict[str, Any]) -> None:
         namespace, name = key_of(desired)
         try:
-            await create_or_refuse(self.agent.remote, self.rules.path(namespace, ""),
+            await create_or_refuse(self.peering.remote, self.rules.path(namespace, ""),
                                    self.rules.path(namespace, name), desired, self._owned)
         except Foreign:
             await self._refuse(local, namespace, name)
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
-        await delete_owned(self.agent.remote, self.rules.path(*key_of(dict(current))),
+        await delete_owned(self.peering.remote, self.rules.path(*key_of(dict(current))),
                            (current.get("metadata") or {}).get("uid"))
 
     async def _refuse(self, local: Mapping[str, Any], namespace: str, name: str) -> None:
@@ -244,7 +224,7 @@ class Reflector:
 
     async def _report(self, local: Mapping[str, Any], message: str) -> None:
         """A FailedReflection Warning Event on the home object (once per distinct message)."""
-        await self.events.record({**local, "apiVersion": self.rules.api_version,
+        await self.peering.events.record({**local, "apiVersion": self.rules.api_version,
                                   "kind": self.rules.kind},
                                  FAILED_REFLECTION_REASON, message)
 
@@ -253,71 +233,3 @@ class Reflector:
         local = self.home.get(key)
         if local is not None:
             await self._report(local, f"reflection failed (retrying): {error_message(error)}")
-
-
-class Companion(Protocol):
-    """A reflector that is not one kind's (remote Events home, the pods' tokens): its routes
-    come after the kinds' reflectors' (`home_agent.routes`), and it shares their life cycle."""
-
-    controller: Controller[Key]
-    """Its reconciles, named as metrics call the companion."""
-
-    def resync(self, namespace: str | None = None) -> None:
-        """Look at every key again, or those of one home `namespace`."""
-
-    async def run(self) -> None:
-        """Its controller's workers (and what must come before them), until `controller.stop`."""
-
-
-CompanionFactory = Callable[[Agent, Mapping[str, Reflector]], "Companion | None"]
-"""(agent, the enabled kinds' reflectors by plural) → a companion, or None when disabled."""
-
-C = TypeVar("C")
-
-
-class Reflection:
-    """Every enabled kind's reflector and companion (their routes: `home_agent.routes`)."""
-
-    def __init__(self, agent: Agent, kinds: list[KindRules],
-                 companions: Sequence[CompanionFactory] = ()) -> None:
-        self.agent = agent
-        config = agent.config
-        self.reflectors: dict[str, Reflector] = {}
-        for rules in kinds:
-            workers = config.reflection_workers.get(rules.flag, 0)
-            if workers > 0:  # 0 disables the kind: not even watched
-                policy = ReflectionType(config.reflection_types.get(
-                    rules.flag, ReflectionType.DENY_LIST))
-                make = rules.reflector or Reflector
-                self.reflectors[rules.plural] = make(agent, rules, workers, policy, agent.events)
-        made = (factory(agent, self.reflectors) for factory in companions)
-        self.companions: list[Companion] = [c for c in made if c is not None]
-        self.required = RequiredCopies(self.reflectors)
-        """The pods waiting for copies of what they need to start (`home_agent.pod`)."""
-
-    def companion(self, kind: type[C]) -> C | None:
-        """The running companion of that class, if it is enabled."""
-        return next((c for c in self.companions if isinstance(c, kind)), None)
-
-    def controllers(self) -> list[Controller[Key]]:
-        """One per kind (named as its plural) and per companion."""
-        return [*(r.controller for r in self.reflectors.values()),
-                *(c.controller for c in self.companions)]
-
-    def resync(self, namespace: str | None = None) -> None:
-        """A VirtualNode (the skip lists) or the NamespaceMap (which namespaces are extended)
-        changed: every key's outcome may have; or one home `namespace` was listed: what its keys
-        decided before is looked at again."""
-        for reflector in self.reflectors.values():
-            reflector.resync(namespace)
-        for companion in self.companions:
-            companion.resync(namespace)
-
-    async def run(self) -> None:
-        """Every controller's workers, until `stop`."""
-        await asyncio.gather(*(r.controller.run() for r in self.reflectors.values()),
-                             *(companion.run() for companion in self.companions))
-
-    def stop(self) -> None:
-        for controller in self.controllers():
-            controller.stop()

@@ -11,39 +11,30 @@ Only a copy the agent is about to make is waited for: its kind is reflected, the
 exists and is wanted (`Reflector.copy_pending`). An object missing at home would be missing for
 a home kubelet too: the remote kubelet waits for it as the home one would. A copy that does not
 come (the remote cluster refuses it: a quota on ConfigMaps, an invalid object; its reflector
-reports that on the home object) is waited for `COPY_WAIT` seconds at most: then the pod is
-offloaded, and the remote kubelet's warnings tell its user what is missing.
+reports that on the home object) is waited for `COPY_WAIT` seconds at most
+(`shared.forge.pod_plan`, which decides the wait): then the pod is offloaded, and the remote
+kubelet's warnings tell its user what is missing.
 
-The copy's watch event brings the pods that wait for it back (`pod_keys`, routed by
+The copy's watch event brings the pods that wait for it back (`waiting_pods`, routed by
 `home_agent.routes`)."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Hashable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from annex.informers import Change
 from annex.mirror import Key
-from home_agent.agent import pod_key
+from home_agent.reflection.reflector import Reflector
 from shared.forge.pod import required_objects
-
-if TYPE_CHECKING:
-    from home_agent.reflection.reflector import Reflector
-
-log = logging.getLogger(__name__)
-
-COPY_WAIT = 30.0
-"""Seconds a pod's ShadowPod waits for copies that do not come."""
+from shared.forge.pod_inputs import Copy
 
 KINDS = frozenset({"ConfigMap", "Secret"})
 
-Copy = tuple[str, str, str]
-"""(plural, remote namespace, remote name)."""
-
 
 class RequiredCopies:
-    """The pods waiting for copies, by copy. Used on the agent's one event loop."""
+    """The copies the pods need that are still to come (read from the kinds' reflectors), and the
+    pods waiting for them, by copy. Used on the agent's one event loop."""
 
     def __init__(self, reflectors: Mapping[str, Reflector]) -> None:
         self._reflectors = {r.rules.kind: r for r in reflectors.values() if r.rules.kind in KINDS}
@@ -57,26 +48,23 @@ class RequiredCopies:
         """The remote kinds whose events bring waiting pods back."""
         return [r.rules.plural for r in self._reflectors.values()]
 
-    def wait(self, key: Key, pod: Mapping[str, Any], remote_namespace: str, now: float
-             ) -> float | None:
-        """How many seconds more the ShadowPod of `pod` (home key `key`) is to wait for copies
-        still to be made in `remote_namespace`; None when there is none, or once it waited
-        `COPY_WAIT`."""
-        pending = [copy for kind, name in required_objects(pod)
-                   if (copy := self._pending(kind, key[0], name, remote_namespace)) is not None]
-        since = self._pods[key][0] if key in self._pods else now
-        self.forget(key)
-        if not pending:
-            return None
-        if now - since >= COPY_WAIT:
-            log.warning("pod %s/%s offloaded without the copies it needs, not made in %.0f s: "
-                        "%s", key[0], key[1], COPY_WAIT,
-                        ", ".join(f"{plural} {name}" for plural, _, name in pending))
-            return None
+    def pending(self, key: Key, pod: Mapping[str, Any], remote_namespace: str) -> list[Copy]:
+        """The copies the pod `pod` (home key `key`) needs that are still to be made in
+        `remote_namespace`."""
+        return [copy for kind, name in required_objects(pod)
+                if (copy := self._pending(kind, key[0], name, remote_namespace)) is not None]
+
+    def since(self, key: Key) -> float | None:
+        """Since when (the loop's clock) the pod waits, if it does."""
+        waiting = self._pods.get(key)
+        return None if waiting is None else waiting[0]
+
+    def wait_for(self, key: Key, since: float, copies: Iterable[Copy]) -> None:
+        """The pod waits for `copies` (since `since`): their events bring it back."""
+        pending = list(copies)
         self._pods[key] = (since, pending)
         for copy in pending:
             self._waiting.setdefault(copy, set()).add(key)
-        return since + COPY_WAIT - now
 
     def _pending(self, kind: str, namespace: str, name: str, remote_namespace: str
                  ) -> Copy | None:
@@ -95,9 +83,8 @@ class RequiredCopies:
                 if not keys:
                     del self._waiting[copy]
 
-    def pod_keys(self, plural: str, change: Change) -> Iterator[Hashable]:
-        """A remote object of `plural` came: the pods that waited for it."""
+    def waiting_pods(self, plural: str, change: Change) -> Iterator[Key]:
+        """A remote object of `plural` came: the home pods that waited for it."""
         if change.deleted or not self._waiting:
             return
-        for namespace, name in self._waiting.pop((plural, *change.key), ()):
-            yield pod_key(namespace, name)
+        yield from self._waiting.pop((plural, *change.key), ())

@@ -37,14 +37,11 @@ from typing import Any
 import orjson
 
 from annex.controller import DONE, Controller, Result
-from annex.events import EventRecorder
-from annex.informers import Change, Echoes, Resource
+from annex.informers import Change, Echoes, Resource, Written
 from annex.kubeapi import core_path, error_message
-from annex.mirror import Key, key_of
+from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
-from home_agent.agent import REMOTE, Agent
-from home_agent.config import TOKEN_REFLECTION
-from home_agent.reflection.reflector import Reflector, synced
+from home_agent.reflection.peering import Peering
 from shared.forge.pod import (
     ProjectedToken,
     projected_service_account_tokens,
@@ -61,7 +58,6 @@ from shared.forge.token import (
     token_secret_pod_name,
     token_secret_summary,
 )
-from shared.ownership import is_owned
 from shared.wellknown import FAILED_REFLECTION_REASON
 
 log = logging.getLogger(__name__)
@@ -96,16 +92,20 @@ class _WakeUp:
 class TokenReflector:
     name = "serviceaccount-tokens"
 
-    def __init__(self, agent: Agent, workers: int, events: EventRecorder) -> None:
-        self.agent = agent
-        self.events = events
-        self.pods = agent.mirrors.pods
+    def __init__(self, peering: Peering, workers: int, *, pods: Mirror, secrets: Written,
+                 enable_apiserver_support: bool, refresh_fraction: float) -> None:
+        self.peering = peering
+        self.pods = pods
         """Home pods bound to this agent's virtual node: the agent's mirror."""
-        self.remote = agent.informers.mirror(REMOTE, SECRETS[2])
+        self.secrets = secrets
         """The Secrets of the twin namespaces (shared with the Secret reflector); token Secrets
         (Liqo's labels), whoever wrote them, as their `token_secret_summary` (`kept_remote`)."""
+        self.enable_apiserver_support = enable_apiserver_support
+        """`--enable-apiserver-support`: off, no token is ever requested."""
+        self.refresh_fraction = refresh_fraction
+        """`--token-refresh-fraction`: how far into a token's life it is requested again."""
         self.controller: Controller[Key] = Controller(
-            self.name, self.reconcile, workers=workers, synced=lambda: synced(agent),
+            self.name, self.reconcile, workers=workers, synced=peering.synced,
             on_error=self._report_failure)
         self._pod_of: dict[Key, str] = {}
         """Remote Secret key → the home pod it was written for, while the Secret exists."""
@@ -153,7 +153,7 @@ class TokenReflector:
         return keys
 
     def _pod_keys(self, remote_namespace: str, pod_name: str | None) -> tuple[Key, ...]:
-        home_namespace = self.agent.home_namespace_of(remote_namespace)
+        home_namespace = self.peering.twins.home_of(remote_namespace)
         if pod_name is None or home_namespace is None:
             return ()
         return ((home_namespace, pod_name),)
@@ -181,19 +181,17 @@ class TokenReflector:
     # --- reconcile --------------------------------------------------------------------------
 
     def _owned(self, obj: Mapping[str, Any]) -> bool:
-        config = self.agent.config
-        return is_owned(obj, config.home_cluster_id, config.remote_cluster_id) and (
-            is_token_secret(obj))
+        return self.peering.owns(obj) and is_token_secret(obj)
 
     def wanted_tokens(self, pod: Mapping[str, Any] | None) -> list[ProjectedToken]:
         """The tokens to keep for `pod`: none when the pod is gone or token support is off."""
-        if pod is None or not self.agent.config.enable_apiserver_support:
+        if pod is None or not self.enable_apiserver_support:
             return []
         return projected_service_account_tokens(pod)
 
     async def reconcile(self, key: Key) -> Result:
         namespace, name = key
-        remote_namespace = self.agent.accepted_remote_namespace(namespace)
+        remote_namespace = self.peering.twins.accepted(namespace)
         if remote_namespace is None:
             self._settled.pop(key, None)
             return DONE
@@ -203,7 +201,7 @@ class TokenReflector:
         else:
             self._settled[key] = _token_inputs(pod)
         secret_key = (remote_namespace, service_account_token_secret_name(name))
-        current = self.agent.informers.latest(REMOTE, SECRETS[2], secret_key)
+        current = self.secrets.latest(secret_key)
         tokens = self.wanted_tokens(pod)
         if current is not None and not self._owned(current):
             if tokens and pod is not None:
@@ -213,7 +211,7 @@ class TokenReflector:
             # A mirror that missed the pod must never cost a running remote pod its tokens:
             # the home API server confirms it is gone.
             if current is not None and (pod is not None or await confirmed_gone(
-                    self.agent.home, core_path("pods", *key))):
+                    self.peering.home, core_path("pods", *key))):
                 await self._delete(current)
             if pod is None and current is None:
                 self._forget(key, secret_key)
@@ -226,9 +224,9 @@ class TokenReflector:
         log.debug("requesting service-account tokens for pod %s/%s: %s", namespace, name, reason)
         issued = [issued_token(token.key, await self._request(pod, token),
                                token.expiration_seconds) for token in tokens]
-        config = self.agent.config
-        desired = token_secret(pod, remote_namespace, issued, config.home_cluster_id,
-                               config.remote_cluster_id, config.token_refresh_fraction)
+        peering = self.peering
+        desired = token_secret(pod, remote_namespace, issued, peering.home_cluster_id,
+                               peering.remote_cluster_id, self.refresh_fraction)
         with self.echoes.writing(secret_key):
             written = await self._write(pod, secret_key, current, desired)
             self.echoes.answered(secret_key, written)
@@ -262,7 +260,7 @@ class TokenReflector:
         metadata = pod.get("metadata") or {}
         account = service_account_name(pod.get("spec") or {})
         path = core_path("serviceaccounts", str(metadata.get("namespace")), account, "token")
-        answer = await self.agent.home.create(path, token_request(pod, token))
+        answer = await self.peering.home.create(path, token_request(pod, token))
         if not isinstance(answer, dict):
             raise ValueError(f"unexpected TokenRequest answer for service account {account!r}")
         return answer
@@ -272,7 +270,7 @@ class TokenReflector:
                      desired: dict[str, Any]) -> dict[str, Any] | None:
         """Create or overwrite the Secret; the written object, or None when a foreign Secret is
         in the way."""
-        remote = self.agent.remote
+        remote = self.peering.remote
         collection, path = core_path("secrets", secret_key[0]), core_path("secrets", *secret_key)
         if current is None:
             try:
@@ -289,13 +287,13 @@ class TokenReflector:
                 "resourceVersion": (current.get("metadata") or {}).get("resourceVersion")}}
             written = await replace_or_create(remote, path, body,
                                               lambda: remote.create(collection, desired))
-        self.agent.informers.answered(REMOTE, SECRETS[2], None if current is None else (
+        self.secrets.answered(None if current is None else (
             current.get("metadata") or {}).get("resourceVersion"), written)
         self._written[secret_key] = _content_digest(token_secret_summary(desired))
         return written if isinstance(written, dict) else desired
 
     async def _delete(self, current: Mapping[str, Any]) -> None:
-        await delete_owned(self.agent.remote, core_path("secrets", *key_of(dict(current))),
+        await delete_owned(self.peering.remote, core_path("secrets", *key_of(dict(current))),
                            (current.get("metadata") or {}).get("uid"))
 
     def _forget(self, key: Key, secret_key: Key) -> None:
@@ -311,7 +309,7 @@ class TokenReflector:
         await self._report(pod, message)
 
     async def _report(self, pod: Mapping[str, Any], message: str) -> None:
-        await self.events.record({**pod, "apiVersion": "v1", "kind": "Pod"},
+        await self.peering.events.record({**pod, "apiVersion": "v1", "kind": "Pod"},
                                  FAILED_REFLECTION_REASON, message)
 
     async def _report_failure(self, key: Key, error: Exception) -> None:
@@ -320,12 +318,3 @@ class TokenReflector:
         if pod is not None:
             await self._report(pod, "service-account token reflection failed (retrying): "
                                f"{error_message(error)}")
-
-
-def token_reflector_for(agent: Agent, reflectors: Mapping[str, Reflector]) -> TokenReflector | None:
-    """The token companion of the kinds' reflection, unless
-    `--serviceaccount-reflection-workers 0`."""
-    workers = agent.config.reflection_workers.get(TOKEN_REFLECTION, 0)
-    if workers <= 0:
-        return None
-    return TokenReflector(agent, workers, agent.events)

@@ -10,9 +10,9 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from home_agent.agent import pod_key
+from home_agent.assembly import COMPANIONS, pod_offloader, reflection_for
 from home_agent.metrics import Metrics
-from home_agent.reflection.kinds import COMPANIONS, KINDS
-from home_agent.reflection.reflector import Reflection
+from home_agent.reflection.kinds import KINDS
 from home_agent.runner import build_controller
 from tests.helpers import metric_samples, sample
 from tests.home_agent.test_reflection import _agent, listed
@@ -21,10 +21,11 @@ from tests.home_agent.test_reflection import _agent, listed
 def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
     agent, _, _ = _agent(reflection_workers={"configmap": 1, "event": 1})
     listed(agent)
-    reflection = Reflection(agent, KINDS, COMPANIONS)
+    reflection = reflection_for(agent, KINDS, COMPANIONS)
     metrics = Metrics()
     no_watches: Any = None
-    controller = build_controller(agent, no_watches, no_watches, None, metrics)
+    controller = build_controller(agent, pod_offloader(agent), no_watches, no_watches, None,
+                                  metrics)
     metrics.controllers = [controller, *reflection.controllers()]
     agent.enqueue(pod_key("app", "web"))  # no such pod, no ShadowPod: nothing to do
 

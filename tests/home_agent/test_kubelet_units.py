@@ -30,12 +30,9 @@ class _Agent:
         self.mirrors.pods.apply(None, {"metadata": {"namespace": "ns", "name": "p",
                                                     "uid": "uid-p"}})
         self.mirrors.shadow_pods.apply(None, {"metadata": {"namespace": "twin", "name": "p"}})
-
-    def accepted_twin_namespaces(self) -> set[str]:
-        return {"twin"}
-
-    def home_namespace_of(self, remote_namespace: str) -> str | None:
-        return "ns" if remote_namespace == "twin" else None
+        self.twins = SimpleNamespace(
+            accepted_twins=lambda: {"twin"},
+            home_of=lambda remote_namespace: "ns" if remote_namespace == "twin" else None)
 
 
 class _MetricsApi:

@@ -11,6 +11,7 @@ import itertools
 from typing import Any
 
 from home_agent.agent import HOME, REMOTE, Agent, pod_key
+from home_agent.assembly import pod_offloader
 from home_agent.pod import PodOffloader
 from home_agent.routes import declare_agent
 from tests.home_agent.test_pod_offloading import running_status
@@ -47,7 +48,7 @@ def _offloaded() -> tuple[Agent, PodOffloader, StampingApi, StampingApi]:
     remote, home = StampingApi(), StampingApi()
     agent = agent_with(remote, home)
     declare_agent(agent)
-    return agent, PodOffloader(agent), remote, home
+    return agent, pod_offloader(agent), remote, home
 
 
 def _pod() -> dict[str, Any]:

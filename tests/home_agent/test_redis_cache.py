@@ -11,8 +11,11 @@ from typing import Any
 import pytest
 
 from home_agent.agent import Agent
+from home_agent.assembly import pod_offloader
 from home_agent.config import parse_config
 from home_agent.synced_cache import SyncedPods
+from shared.forge.pod_inputs import PodInputs
+from shared.ownership import ownership_labels
 from tests.conftest import ClusterHandle
 from tests.helpers import free_port, wait_for
 from tests.home_agent.play import bound_pod, extend, read_pod, report_shadow_status, shadow_pod
@@ -44,15 +47,21 @@ def agent(*flags: str) -> Agent:
     state.mirrors.pods.apply(None, {"metadata": {
         "namespace": "web", "name": "p", "resourceVersion": "20"}})
     state.mirrors.shadow_pods.apply(None, {"metadata": {
-        "namespace": "web-home", "name": "p", "resourceVersion": "30"}})
+        "namespace": "web-home", "name": "p", "resourceVersion": "30",
+        "labels": ownership_labels("home", "remote")}})
     return state
+
+
+def inputs(state: Agent) -> PodInputs:
+    """What the agent's pod offloader reads to decide on the pod."""
+    return pod_offloader(state).gather("web", "p")
 
 
 async def converged_in_redis(redis_url: str, state: Agent) -> None:
     """What a first agent leaves behind: the pod's reconcile succeeded."""
     first = SyncedPods(redis_url, "home", "remote")
     await first.load()
-    unchanged, pod = first.check(state, "web", "p")
+    unchanged, pod = first.check(inputs(state))
     assert not unchanged
     first.reconciled("web", "p", pod)
     await first.flush()
@@ -62,7 +71,7 @@ async def restarted(redis_url: str, state: Agent) -> bool:
     """Whether a restarted agent with these mirrors skips the pod."""
     again = SyncedPods(redis_url, "home", "remote")
     await again.load()
-    return again.check(state, "web", "p")[0]
+    return again.check(inputs(state))[0]
 
 
 async def test_an_unchanged_pod_is_skipped_after_a_restart(redis_url: str) -> None:
@@ -81,15 +90,18 @@ async def test_any_change_of_an_input_while_down_means_a_reconcile(
             "namespace": "web", "name": "p", "resourceVersion": "21"}})
     elif change == "shadow pod":
         state.mirrors.shadow_pods.apply("MODIFIED", {"metadata": {
-            "namespace": "web-home", "name": "p", "resourceVersion": "31"}})
-    elif change == "namespace map":
+            "namespace": "web-home", "name": "p", "resourceVersion": "31",
+            "labels": ownership_labels("home", "remote")}})
+    elif change == "namespace map":  # the twin no longer accepted
         namespace_map = state.mirrors.namespace_maps.values()[0]
         namespace_map["metadata"]["resourceVersion"] = "11"
+        namespace_map["status"]["currentMapping"]["web"]["phase"] = "CreationLoopBackOff"
         state.mirrors.namespace_maps.apply("MODIFIED", namespace_map)
-    elif change == "virtual node":
+    elif change == "virtual node":  # its offloadingPatch: what the ShadowPod carries
         state.mirrors.virtual_nodes.apply("ADDED", {"metadata": {
             "namespace": "default", "name": "vn", "resourceVersion": "40"},
-            "spec": {"clusterId": "remote"}})
+            "spec": {"clusterId": "remote", "offloadingPatch": {
+                "labelsNotReflected": ["team"]}}})
     elif change == "pod deleting":
         state.mirrors.pods.apply("MODIFIED", {"metadata": {
             "namespace": "web", "name": "p", "resourceVersion": "20",
@@ -100,6 +112,15 @@ async def test_any_change_of_an_input_while_down_means_a_reconcile(
 async def test_flags_a_pod_reconcile_never_reads_keep_the_cache(redis_url: str) -> None:
     await converged_in_redis(redis_url, agent())
     assert await restarted(redis_url, agent("--workers", "32", "--remote-qps", "0"))
+
+
+async def test_a_virtual_node_of_another_cluster_keeps_the_cache(redis_url: str) -> None:
+    await converged_in_redis(redis_url, agent())
+    state = agent()
+    state.mirrors.virtual_nodes.apply("ADDED", {"metadata": {
+        "namespace": "default", "name": "other", "resourceVersion": "41"},
+        "spec": {"clusterId": "other", "offloadingPatch": {"labelsNotReflected": ["team"]}}})
+    assert await restarted(redis_url, state)
 
 
 async def test_a_pod_gone_is_forgotten(redis_url: str) -> None:
@@ -115,7 +136,7 @@ async def test_an_unreachable_redis_changes_nothing_but_the_speed() -> None:
     cache = SyncedPods(f"redis://127.0.0.1:{free_port()}/0", "home", "remote")
     await cache.load()
     state = agent()
-    unchanged, pod = cache.check(state, "web", "p")
+    unchanged, pod = cache.check(inputs(state))
     assert not unchanged
     cache.reconciled("web", "p", pod)
     await cache.flush()  # logged, not raised

@@ -10,20 +10,20 @@ from typing import Any
 
 import pytest
 
-from annex.events import EventRecorder
 from annex.kubeapi import ApiError
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
-from home_agent.config import AgentConfig, parse_config
-from home_agent.reflection.configmap import CONFIGMAP_RULES
+from home_agent.assembly import COMPANIONS, peering_of, reflection_for
+from home_agent.config import REFLECTED_KINDS, AgentConfig, parse_config
+from home_agent.reflection.configmap import CONFIGMAP_RULES, CONFIGMAPS
 from home_agent.reflection.kinds import KINDS
-from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.routes import declare_agent, declare_reflection, declare_reflector
-from home_agent.watches import CONFIGMAPS, OFFLOADED_WATCH, TWINS_WATCH
+from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH
 from shared.reflection_policy import ReflectionType
-from shared.wellknown import DESTINATION_CLUSTER_LABEL, HOME_AGENT_COMPONENT, ORIGIN_CLUSTER_LABEL
+from shared.wellknown import DESTINATION_CLUSTER_LABEL, ORIGIN_CLUSTER_LABEL
 
 HOME, REMOTE = "home-1", "remote-1"
 OURS = {ORIGIN_CLUSTER_LABEL: HOME, DESTINATION_CLUSTER_LABEL: REMOTE}
@@ -115,19 +115,20 @@ def listed(agent: Agent) -> Agent:
 def _reflector(agent: Agent, policy: ReflectionType = ReflectionType.DENY_LIST,
                rules: Any = CONFIGMAP_RULES) -> Reflector:
     """A reflector, its routes declared (as the runner does)."""
-    reflector = Reflector(agent, rules, 1, policy,
-                          EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
+    reflector = Reflector(peering_of(agent), rules, 1, policy,
+                          agent.informers.mirror(HOME_SIDE, rules.plural),
+                          agent.informers.mirror(REMOTE_SIDE, rules.plural))
     declare_reflector(agent, reflector)
     return reflector
 
 
-def _home(reflector: Reflector, event_type: str, obj: dict[str, Any]) -> None:
+def _home(agent: Agent, reflector: Reflector, event_type: str, obj: dict[str, Any]) -> None:
     """A home watch event of the reflector's kind."""
-    reflector.agent.informers.dispatch(HOME_SIDE, reflector.rules.plural, event_type, obj)
+    agent.informers.dispatch(HOME_SIDE, reflector.rules.plural, event_type, obj)
 
 
-def _remote(reflector: Reflector, event_type: str, obj: dict[str, Any]) -> None:
-    reflector.agent.informers.dispatch(REMOTE_SIDE, reflector.rules.plural, event_type, obj)
+def _remote(agent: Agent, reflector: Reflector, event_type: str, obj: dict[str, Any]) -> None:
+    agent.informers.dispatch(REMOTE_SIDE, reflector.rules.plural, event_type, obj)
 
 
 def _configmap(name: str = "settings", namespace: str = "app", **metadata: Any) -> dict[str, Any]:
@@ -145,17 +146,17 @@ def _reconcile(reflector: Reflector, name: str = "settings", namespace: str = "a
     asyncio.run(reflector.reconcile((namespace, name)))
 
 
-def _observe_remote(reflector: Reflector, remote: FakeApi) -> None:
+def _observe_remote(agent: Agent, reflector: Reflector, remote: FakeApi) -> None:
     """The remote watch catches up with what the fake server holds."""
     for obj in remote.objects.values():
-        _remote(reflector, "ADDED", {**obj, "metadata": {**obj["metadata"],
+        _remote(agent, reflector, "ADDED", {**obj, "metadata": {**obj["metadata"],
                                                                 "resourceVersion": "9"}})
 
 
 def test_a_home_object_in_an_extended_namespace_is_created_remotely_with_our_labels() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap())
+    _home(agent, reflector, "ADDED", _configmap())
     _reconcile(reflector)
     copy_ = remote.objects[_remote_path()]
     assert copy_["data"] == {"mode": "blue"}
@@ -166,9 +167,9 @@ def test_a_home_object_in_an_extended_namespace_is_created_remotely_with_our_lab
 def test_an_unchanged_copy_is_not_written_again() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap())
+    _home(agent, reflector, "ADDED", _configmap())
     _reconcile(reflector)
-    _observe_remote(reflector, remote)
+    _observe_remote(agent, reflector, remote)
     remote.calls.clear()
     _reconcile(reflector)
     assert remote.writes() == []
@@ -177,10 +178,10 @@ def test_an_unchanged_copy_is_not_written_again() -> None:
 def test_remote_drift_is_overwritten_keeping_the_remote_resource_version() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap())
+    _home(agent, reflector, "ADDED", _configmap())
     _reconcile(reflector)
     remote.objects[_remote_path()]["data"] = {"mode": "hacked"}
-    _observe_remote(reflector, remote)
+    _observe_remote(agent, reflector, remote)
     _reconcile(reflector)
     assert remote.objects[_remote_path()]["data"] == {"mode": "blue"}
     assert remote.objects[_remote_path()]["metadata"]["resourceVersion"] == "9"
@@ -189,10 +190,10 @@ def test_remote_drift_is_overwritten_keeping_the_remote_resource_version() -> No
 def test_an_immutable_copy_whose_content_changed_is_recreated() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", {**_configmap(), "immutable": True})
+    _home(agent, reflector, "ADDED", {**_configmap(), "immutable": True})
     _reconcile(reflector)
-    _observe_remote(reflector, remote)
-    _home(reflector, "MODIFIED", {**_configmap(), "immutable": True,
+    _observe_remote(agent, reflector, remote)
+    _home(agent, reflector, "MODIFIED", {**_configmap(), "immutable": True,
                                          "data": {"mode": "green"}})
     remote.calls.clear()
     _reconcile(reflector)
@@ -204,10 +205,10 @@ def test_an_immutable_copy_whose_content_changed_is_recreated() -> None:
 def test_the_copy_is_deleted_when_the_home_object_goes() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap())
+    _home(agent, reflector, "ADDED", _configmap())
     _reconcile(reflector)
-    _observe_remote(reflector, remote)
-    _home(reflector, "DELETED", _configmap())
+    _observe_remote(agent, reflector, remote)
+    _home(agent, reflector, "DELETED", _configmap())
     _reconcile(reflector)
     assert _remote_path() not in remote.objects
 
@@ -223,7 +224,7 @@ def test_the_policy_and_the_annotations_decide(policy: ReflectionType,
                                                reflected: bool) -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent, policy)
-    _home(reflector, "ADDED", _configmap(annotations=annotations))
+    _home(agent, reflector, "ADDED", _configmap(annotations=annotations))
     _reconcile(reflector)
     assert (_remote_path() in remote.objects) is reflected
 
@@ -231,10 +232,10 @@ def test_the_policy_and_the_annotations_decide(policy: ReflectionType,
 def test_a_copy_whose_home_object_turned_skipped_is_deleted() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap())
+    _home(agent, reflector, "ADDED", _configmap())
     _reconcile(reflector)
-    _observe_remote(reflector, remote)
-    _home(reflector, "MODIFIED", _configmap(
+    _observe_remote(agent, reflector, remote)
+    _home(agent, reflector, "MODIFIED", _configmap(
         annotations={"liqo.io/skip-reflection": "true"}))
     _reconcile(reflector)
     assert _remote_path() not in remote.objects
@@ -246,13 +247,13 @@ def test_a_foreign_remote_object_is_never_touched_and_the_home_object_gets_an_ev
     foreign = {"apiVersion": "v1", "kind": "ConfigMap", "data": {"owner": "someone"},
                "metadata": {"name": "settings", "namespace": TWIN}}
     remote.objects[_remote_path()] = foreign
-    _home(reflector, "ADDED", _configmap())
+    _home(agent, reflector, "ADDED", _configmap())
     _reconcile(reflector)  # the remote watch has not shown it yet: the create finds it
-    _observe_remote(reflector, remote)
+    _observe_remote(agent, reflector, remote)
     kept = reflector.remote.get((TWIN, "settings"))
     assert kept is not None and set(kept) == {"metadata"}  # its content is never kept
     _reconcile(reflector)
-    _home(reflector, "DELETED", _configmap())
+    _home(agent, reflector, "DELETED", _configmap())
     _reconcile(reflector)
     assert remote.objects[_remote_path()]["data"] == {"owner": "someone"}
     assert [c for c in remote.writes() if c[0] != "create"] == []
@@ -262,7 +263,7 @@ def test_a_foreign_remote_object_is_never_touched_and_the_home_object_gets_an_ev
 def test_nothing_is_reflected_into_a_namespace_whose_mapping_is_not_accepted() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap(namespace="elsewhere"))
+    _home(agent, reflector, "ADDED", _configmap(namespace="elsewhere"))
     _reconcile(reflector, namespace="elsewhere")
     assert remote.calls == []
 
@@ -270,11 +271,11 @@ def test_nothing_is_reflected_into_a_namespace_whose_mapping_is_not_accepted() -
 def test_the_home_root_ca_is_reflected_under_another_name() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap("kube-root-ca.crt"))
+    _home(agent, reflector, "ADDED", _configmap("kube-root-ca.crt"))
     _reconcile(reflector, "kube-root-ca.crt")
     assert set(remote.objects) == {_remote_path("kube-root-ca.crt.annex")}
     # The remote cluster's own root CA maps back to the home one's key, and is not ours.
-    _remote(reflector, "ADDED", {"metadata": {"name": "kube-root-ca.crt",
+    _remote(agent, reflector, "ADDED", {"metadata": {"name": "kube-root-ca.crt",
                                                      "namespace": TWIN}})
     assert reflector.controller.queue.take() == ("app", "kube-root-ca.crt")
 
@@ -282,7 +283,7 @@ def test_the_home_root_ca_is_reflected_under_another_name() -> None:
 def test_service_account_token_secrets_are_not_reflected() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent, rules=SECRET_RULES)
-    _home(reflector, "ADDED", {"metadata": {"name": "token", "namespace": "app"},
+    _home(agent, reflector, "ADDED", {"metadata": {"name": "token", "namespace": "app"},
                                       "type": "kubernetes.io/service-account-token"})
     _reconcile(reflector, "token")
     assert remote.calls == []
@@ -291,11 +292,11 @@ def test_service_account_token_secrets_are_not_reflected() -> None:
 def test_the_virtual_nodes_skip_lists_apply_without_a_restart() -> None:
     agent, remote, _ = _agent(labels_not_reflected=("flag-skipped",))
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap(labels={"flag-skipped": "x", "team": "a"}))
+    _home(agent, reflector, "ADDED", _configmap(labels={"flag-skipped": "x", "team": "a"}))
     _reconcile(reflector)
     assert "flag-skipped" not in remote.objects[_remote_path()]["metadata"]["labels"]
     assert remote.objects[_remote_path()]["metadata"]["labels"]["team"] == "a"
-    _observe_remote(reflector, remote)
+    _observe_remote(agent, reflector, remote)
     agent.mirrors.virtual_nodes.apply("ADDED", {
         "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
         "metadata": {"name": "vn", "namespace": "x"},
@@ -309,8 +310,8 @@ def test_a_failing_object_does_not_block_the_others_and_is_reported_on_it() -> N
     agent, remote, home = _agent()
     reflector = _reflector(listed(agent))
     remote.failing.add(_remote_path("broken"))
-    _home(reflector, "ADDED", _configmap("broken"))
-    _home(reflector, "ADDED", _configmap("fine"))
+    _home(agent, reflector, "ADDED", _configmap("broken"))
+    _home(agent, reflector, "ADDED", _configmap("fine"))
 
     async def run_until_fine_is_reflected() -> None:
         workers = asyncio.create_task(reflector.controller.run())
@@ -332,7 +333,7 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
                            "--remote-cluster-id", REMOTE, "--secret-reflection-workers", "0",
                            "--configmap-reflection-type", "AllowList"])
     agent = Agent(config, FakeHome(), FakeApi())  # type: ignore[arg-type]
-    reflection = Reflection(agent, KINDS)
+    reflection = reflection_for(agent, KINDS)
     declare_reflection(agent, reflection)
     assert "secrets" not in reflection.reflectors  # not even watched
     for side, watch in ((HOME_SIDE, OFFLOADED_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
@@ -341,12 +342,16 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
     assert reflection.reflectors["configmaps"].policy is ReflectionType.ALLOW_LIST
 
 
+def test_every_kind_with_flags_is_reflected_by_its_rules_in_the_flags_order() -> None:
+    assert [rules.flag for rules in KINDS] == list(REFLECTED_KINDS)
+
+
 def test_a_copy_deleted_while_no_twins_watch_ran_is_created_again_after_the_relist() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap())
+    _home(agent, reflector, "ADDED", _configmap())
     _reconcile(reflector)
-    _observe_remote(reflector, remote)
+    _observe_remote(agent, reflector, remote)
     del remote.objects[_remote_path()]  # no DELETED event: the watch was being replaced
     agent.informers.start_relist(REMOTE_SIDE, ["configmaps"])
     agent.informers.finish_relist(REMOTE_SIDE, ["configmaps"])  # the listing did not show it
@@ -357,9 +362,9 @@ def test_a_copy_deleted_while_no_twins_watch_ran_is_created_again_after_the_reli
 def test_a_copy_is_kept_while_the_home_api_server_still_has_the_object() -> None:
     agent, remote, home = _agent()
     reflector = _reflector(agent)
-    _home(reflector, "ADDED", _configmap())
+    _home(agent, reflector, "ADDED", _configmap())
     _reconcile(reflector)
-    _observe_remote(reflector, remote)
+    _observe_remote(agent, reflector, remote)
     home.objects["/api/v1/namespaces/app/configmaps/settings"] = _configmap()
     reflector.home.apply("DELETED", _configmap())  # a mirror that missed it
     _reconcile(reflector)
@@ -368,13 +373,13 @@ def test_a_copy_is_kept_while_the_home_api_server_still_has_the_object() -> None
 
 def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> None:
     agent, remote, _ = _agent(reflection_workers={"configmap": 1})
-    reflection = Reflection(agent, [CONFIGMAP_RULES])
+    reflection = reflection_for(agent, [CONFIGMAP_RULES])
     declare_agent(agent)
     declare_reflection(agent, reflection)
     reflector = reflection.reflectors["configmaps"]
     agent.offloaded.follow("later")  # offloaded here: watched before the provider accepts it
     agent.offloaded.listed("later")
-    _home(reflector, "ADDED", _configmap(namespace="later"))
+    _home(agent, reflector, "ADDED", _configmap(namespace="later"))
     assert reflector.controller.queue.take() == ("later", "settings")
     _reconcile(reflector, namespace="later")
     reflector.controller.queue.done(("later", "settings"))
@@ -393,12 +398,12 @@ def test_a_namespace_map_write_that_leaves_the_mapping_as_it_was_requeues_nothin
     namespace, pod or reflected object is looked at again, where a mapping change still
     requeues them (the test above)."""
     agent, _, _ = _agent(reflection_workers={"configmap": 1})
-    reflection = Reflection(agent, [CONFIGMAP_RULES])
+    reflection = reflection_for(agent, [CONFIGMAP_RULES])
     declare_agent(agent)
     declare_reflection(agent, reflection)
     reflector = reflection.reflectors["configmaps"]
     current = agent.mirrors.namespace_maps.values()[0]
-    _home(reflector, "ADDED", _configmap())
+    _home(agent, reflector, "ADDED", _configmap())
     assert reflector.controller.queue.take() == ("app", "settings")
     reflector.controller.queue.done(("app", "settings"))
     annotated = copy.deepcopy(current)
@@ -415,11 +420,10 @@ def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() ->
     from prometheus_client import generate_latest
 
     from home_agent.metrics import Metrics
-    from home_agent.reflection.kinds import COMPANIONS
     from tests.helpers import metric_samples, sample
 
     agent, _, _ = _agent(reflection_workers={"configmap": 1, "event": 1})
-    reflection = Reflection(agent, KINDS, COMPANIONS)
+    reflection = reflection_for(agent, KINDS, COMPANIONS)
     declare_reflection(agent, reflection)
     metrics = Metrics()
     metrics.controllers = reflection.controllers()
@@ -445,7 +449,7 @@ def test_a_namespace_offloaded_here_is_decided_on_once_listed_and_looked_at_agai
     stale = {**_configmap(), "metadata": {**_configmap()["metadata"], "namespace": TWIN,
                                           "labels": OURS}}
     remote.objects[_remote_path()] = stale
-    _remote(reflector, "ADDED", stale)
+    _remote(agent, reflector, "ADDED", stale)
 
     async def process_queued() -> None:
         while (key := reflector.controller.queue.take()) is not None:
@@ -465,7 +469,7 @@ def test_a_namespace_offloaded_here_is_decided_on_once_listed_and_looked_at_agai
 def test_what_was_decided_before_a_namespace_was_offloaded_here_is_looked_at_once_listed() -> None:
     agent, remote, _ = _agent(reflection_workers={"configmap": 1})
     listed(agent)
-    reflection = Reflection(agent, [CONFIGMAP_RULES])
+    reflection = reflection_for(agent, [CONFIGMAP_RULES])
     declare_agent(agent)
     declare_reflection(agent, reflection)
     reflector = reflection.reflectors["configmaps"]
@@ -473,7 +477,7 @@ def test_what_was_decided_before_a_namespace_was_offloaded_here_is_looked_at_onc
     stale = {**_configmap(), "metadata": {**_configmap()["metadata"], "namespace": TWIN,
                                           "labels": OURS}}
     remote.objects[_remote_path()] = stale
-    _remote(reflector, "ADDED", stale)
+    _remote(agent, reflector, "ADDED", stale)
     assert reflector.controller.queue.take() == ("app", "settings")
     _reconcile(reflector)  # not offloaded here: nothing decided, the key done
     reflector.controller.queue.done(("app", "settings"))

@@ -17,12 +17,14 @@ from annex.kubeapi import JSON, METADATA_LIST
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
+from home_agent.assembly import event_reflector, reflection_for
 from home_agent.config import parse_config
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
-from home_agent.reflection.event import EVENTS, Copies, EventReflector, event_reflector_for
+from home_agent.reflection.event import EVENTS, EventReflector
 from home_agent.reflection.ingress import INGRESS_RULES
-from home_agent.reflection.reflector import KindRules, Reflection
+from home_agent.reflection.manager import Reflection
+from home_agent.reflection.reflector import KindRules
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.routes import declare_agent, declare_reflection
 from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH, declared_watch
@@ -103,26 +105,27 @@ class EventHome(FakeApi):
                 "items": copies}
 
 
-def _setup(kinds: list[KindRules] | None = None) -> tuple[Reflection, EventHome]:
-    home, remote = EventHome(), FakeApi()
+def _setup(kinds: list[KindRules] | None = None, home: FakeApi | None = None
+           ) -> tuple[Agent, Reflection, EventHome]:
+    """The agent on fakes of both API servers (`home`: a new EventHome unless given), with the
+    Event reflection of `kinds`, routes declared as the runner does."""
+    home, remote = home or EventHome(), FakeApi()
     kinds = kinds or [CONFIGMAP_RULES]
     workers = {**WORKERS, **{rules.flag: 1 for rules in kinds}}
     agent = agent_with(remote, home, reflection_workers=workers)
     declare_agent(agent)
-    reflection = Reflection(agent, kinds, [event_reflector_for])
+    reflection = reflection_for(agent, kinds, [event_reflector])
     declare_reflection(agent, reflection)
-    return reflection, home
+    return agent, reflection, home  # type: ignore[return-value]
 
 
-def _see_home(reflection: Reflection, plural: str, event: str | None,
-              obj: dict[str, Any]) -> None:
+def _see_home(agent: Agent, plural: str, event: str | None, obj: dict[str, Any]) -> None:
     """A home watch event, through the agent's informers."""
-    reflection.agent.informers.dispatch(HOME_SIDE, plural, event, obj)
+    agent.informers.dispatch(HOME_SIDE, plural, event, obj)
 
 
-def _see_remote(reflection: Reflection, plural: str, event: str | None,
-                obj: dict[str, Any]) -> None:
-    reflection.agent.informers.dispatch(REMOTE_SIDE, plural, event, obj)
+def _see_remote(agent: Agent, plural: str, event: str | None, obj: dict[str, Any]) -> None:
+    agent.informers.dispatch(REMOTE_SIDE, plural, event, obj)
 
 
 def _home_pod(name: str = "web") -> dict[str, Any]:
@@ -171,9 +174,9 @@ def _events(reflection: Reflection) -> EventReflector:
 
 
 def test_a_remote_pod_event_is_copied_onto_the_home_pod() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
     _reconcile_all(reflection)
     copy = home.objects[_home_path()]
     assert copy["metadata"]["namespace"] == "app"
@@ -186,29 +189,29 @@ def test_a_remote_pod_event_is_copied_onto_the_home_pod() -> None:
 
 
 def test_a_copy_names_the_home_pod_of_that_name_as_it_is_now() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_home(reflection, "pods", "DELETED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_home(agent, "pods", "DELETED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
     _reconcile_all(reflection)
     assert home.writes() == []  # no home pod of that name: the Event stays remote
 
-    _see_home(reflection, "pods", "ADDED", {**_home_pod(), "metadata": {
+    _see_home(agent, "pods", "ADDED", {**_home_pod(), "metadata": {
         **_home_pod()["metadata"], "uid": "home-uid-recreated"}})
     _reconcile_all(reflection)
     assert home.objects[_home_path()]["involvedObject"]["uid"] == "home-uid-recreated"
 
 
 def test_an_unchanged_copy_is_not_written_and_a_count_change_is() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
     _reconcile_all(reflection)
     home.calls.clear()
     _reconcile_all(reflection)
     assert home.writes() == []
 
-    _see_remote(reflection, "events", "MODIFIED", _remote_event(POD, count=4))
+    _see_remote(agent, "events", "MODIFIED", _remote_event(POD, count=4))
     _reconcile_all(reflection)
     # Over the version the creation answered: nothing watches the copies.
     assert home.writes() == [("replace", _home_path())]
@@ -217,29 +220,29 @@ def test_an_unchanged_copy_is_not_written_and_a_count_change_is() -> None:
 
 
 def test_a_copy_that_expired_at_home_is_made_again_by_its_next_update() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
     _reconcile_all(reflection)
     del home.objects[_home_path()]  # its hour at home is over
     home.calls.clear()
 
-    _see_remote(reflection, "events", "MODIFIED", _remote_event(POD, count=2))
+    _see_remote(agent, "events", "MODIFIED", _remote_event(POD, count=2))
     _reconcile_all(reflection)
     assert home.writes() == [("replace", _home_path()), ("create", _home_path())]
     assert home.objects[_home_path()]["count"] == 2
 
 
 def test_a_copy_changed_behind_the_agents_back_is_read_again_and_written_over() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
     _reconcile_all(reflection)
     home.revision += 1
     home.objects[_home_path()]["message"] = "edited by hand"
     home.objects[_home_path()]["metadata"]["resourceVersion"] = str(home.revision)
 
-    _see_remote(reflection, "events", "MODIFIED", _remote_event(POD, count=2))
+    _see_remote(agent, "events", "MODIFIED", _remote_event(POD, count=2))
     key = ("app", home_event_name("web.17a0c3b2d4e5f601", REMOTE))
     with pytest.raises(Exception, match="409"):  # the controller retries it
         asyncio.run(_events(reflection).reconcile(key))
@@ -248,25 +251,24 @@ def test_a_copy_changed_behind_the_agents_back_is_read_again_and_written_over() 
     assert (copied["message"], copied["count"]) == ("Started container app", 2)
 
 
-def _restart(home: EventHome, *remote_events: dict[str, Any]) -> Reflection:
+def _restart(home: EventHome, *remote_events: dict[str, Any]) -> tuple[Agent, Reflection]:
     """A new agent over `home`'s copies: it lists them, its remote watch shows `remote_events`
     and it reconciles everything (the calls before it forgotten)."""
-    restarted, _ = _setup()
-    restarted.agent.home = home  # type: ignore[assignment]
-    _see_home(restarted, "pods", None, _home_pod())
+    restarted_agent, restarted, _ = _setup(home=home)
+    _see_home(restarted_agent, "pods", None, _home_pod())
     asyncio.run(_events(restarted).list_copies("app"))
     for remote_event in remote_events:
-        _see_remote(restarted, "events", None, remote_event)
+        _see_remote(restarted_agent, "events", None, remote_event)
     home.calls.clear()
     _reconcile_all(restarted)
-    return restarted
+    return restarted_agent, restarted
 
 
 def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remotely() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD, name="web.gone"))
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
+    _see_remote(agent, "events", "ADDED", _remote_event(POD, name="web.gone"))
     _reconcile_all(reflection)
 
     _restart(home, _remote_event(POD))  # both copies listed, one remote Event is gone
@@ -275,63 +277,45 @@ def test_a_restarted_agent_rewrites_nothing_and_drops_copies_of_events_gone_remo
 
 
 def test_copies_made_before_they_carried_a_digest_are_listed_whole_and_not_rewritten() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD, name="web.2"))
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
+    _see_remote(agent, "events", "ADDED", _remote_event(POD, name="web.2"))
     _reconcile_all(reflection)
     older = home.objects[_home_path()]  # as an agent before the digest annotation made it
     del older["metadata"]["annotations"][COPY_DIGEST_ANNOTATION]
 
-    restarted = _restart(home, _remote_event(POD), _remote_event(POD, name="web.2"))
+    restarted_agent, restarted = _restart(home, _remote_event(POD),
+                                          _remote_event(POD, name="web.2"))
     assert home.writes() == []  # the older copy judged by its content: unchanged
     assert [listing["accept"] for listing in home.listings] == [METADATA_LIST, JSON]
 
-    _see_remote(restarted, "events", "MODIFIED", _remote_event(POD, count=2))
+    _see_remote(restarted_agent, "events", "MODIFIED", _remote_event(POD, count=2))
     _reconcile_all(restarted)  # its next change gives it the digest
     assert COPY_DIGEST_ANNOTATION in home.objects[_home_path()]["metadata"]["annotations"]
 
 
-@pytest.mark.parametrize("metadata", [
-    {"uid": "copy-uid", "resourceVersion": "12"},
-    {"uid": "copy-uid", "resourceVersion": "opaque version"},
-    {},  # not told (a made-up summary)
-])
-def test_the_copies_are_kept_as_their_summaries(metadata: dict[str, str]) -> None:
-    copies = Copies()
-    summary = {"metadata": {"namespace": "app", "name": "web.1", **metadata},
-               "digest": "0f" * 32}
-    copies.set(("app", "web.1"), summary)
-    copies.set(("app", "web.2"), {**summary, "metadata": {
-        **summary["metadata"], "name": "web.2"}})
-    assert copies.get(("app", "web.1")) == summary
-    assert (copies.size(), sorted(copies.keys())) == (2, [("app", "web.1"), ("app", "web.2")])
-    copies.set(("app", "web.1"), None)
-    copies.set(("app", "web.2"), None)
-    assert (copies.get(("app", "web.1")), copies.size(), copies.keys()) == (None, 0, [])
-
-
 def test_the_copy_goes_with_the_remote_event_also_when_only_the_relist_tells() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD, name="web.second"))
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
+    _see_remote(agent, "events", "ADDED", _remote_event(POD, name="web.second"))
     _reconcile_all(reflection)
-    _see_remote(reflection, "events", "DELETED", _remote_event(POD))
-    reflection.agent.informers.start_relist(REMOTE_SIDE, ["events"])
-    reflection.agent.informers.finish_relist(REMOTE_SIDE, ["events"])  # nor web.second
+    _see_remote(agent, "events", "DELETED", _remote_event(POD))
+    agent.informers.start_relist(REMOTE_SIDE, ["events"])
+    agent.informers.finish_relist(REMOTE_SIDE, ["events"])  # nor web.second
     _reconcile_all(reflection)
     assert [p for p in home.objects if "/events/" in p] == []
 
 
 def test_an_event_whose_copy_has_a_shortened_name_comes_and_goes_with_its_remote_event() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
     long_name = "web." + "7" * 250  # with the cluster's suffix, over a DNS subdomain's 253
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD, name=long_name))
+    _see_remote(agent, "events", "ADDED", _remote_event(POD, name=long_name))
     _reconcile_all(reflection)
     assert home.writes() == [("create", _home_path(long_name))]
-    _see_remote(reflection, "events", "DELETED", _remote_event(POD, name=long_name))
+    _see_remote(agent, "events", "DELETED", _remote_event(POD, name=long_name))
     _reconcile_all(reflection)
     assert [p for p in home.objects if "/events/" in p] == []
 
@@ -346,21 +330,21 @@ def test_an_event_whose_copy_has_a_shortened_name_comes_and_goes_with_its_remote
     {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "name": "data"},
 ], ids=lambda about: f"{about['kind']}-{about['name']}")
 def test_events_about_objects_we_did_not_reflect_stay_remote(about: dict[str, Any]) -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
     # somebody-elses runs on a real node: the watch of the virtual node's pods never shows it
     for name in ("foreign", "kube-root-ca.crt"):
-        _see_home(reflection, "configmaps", "ADDED", _configmap(name))
-        _see_remote(reflection, "configmaps", "ADDED", _configmap(name, TWIN))  # not ours
-    _see_remote(reflection, "events", "ADDED", _remote_event(about, name="x.1"))
+        _see_home(agent, "configmaps", "ADDED", _configmap(name))
+        _see_remote(agent, "configmaps", "ADDED", _configmap(name, TWIN))  # not ours
+    _see_remote(agent, "events", "ADDED", _remote_event(about, name="x.1"))
     _reconcile_all(reflection)
     assert home.writes() == []
 
 
 def test_an_event_that_is_itself_a_reflected_copy_is_never_reflected_again() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(
         POD, labels={"offloading.liqo.io/origin": "elsewhere",
                      "offloading.liqo.io/destination": "here"}))
     _reconcile_all(reflection)
@@ -374,11 +358,11 @@ def _configmap(name: str, namespace: str = "app", **labels: str) -> dict[str, An
 
 
 def test_events_about_the_renamed_root_ca_copy_show_on_the_home_kube_root_ca() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "configmaps", "ADDED", _configmap("kube-root-ca.crt"))
-    _see_remote(reflection, "configmaps", "ADDED", _configmap("kube-root-ca.crt.annex", TWIN,
-                                                             **OURS))
-    _see_remote(reflection, "events", "ADDED", _remote_event(
+    agent, reflection, home = _setup()
+    _see_home(agent, "configmaps", "ADDED", _configmap("kube-root-ca.crt"))
+    _see_remote(agent, "configmaps", "ADDED", _configmap("kube-root-ca.crt.annex", TWIN,
+                                                         **OURS))
+    _see_remote(agent, "events", "ADDED", _remote_event(
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "kube-root-ca.crt.annex",
          "uid": f"{TWIN}-kube-root-ca.crt.annex"}, name="ca.1"))
     _reconcile_all(reflection)
@@ -397,10 +381,10 @@ def test_events_about_our_copies_of_other_kinds_show_on_their_home_objects(
         return {"metadata": {"name": "web", "namespace": namespace, "uid": f"{namespace}-web",
                              "labels": labels}}
 
-    reflection, home = _setup([rules])
-    _see_home(reflection, rules.plural, "ADDED", web("app"))
-    _see_remote(reflection, rules.plural, "ADDED", web(TWIN, **OURS))
-    _see_remote(reflection, "events", "ADDED", _remote_event(
+    agent, reflection, home = _setup([rules])
+    _see_home(agent, rules.plural, "ADDED", web("app"))
+    _see_remote(agent, rules.plural, "ADDED", web(TWIN, **OURS))
+    _see_remote(agent, "events", "ADDED", _remote_event(
         {"apiVersion": api_version, "kind": rules.kind, "name": "web", "uid": f"{TWIN}-web"},
         name="web.1"))
     _reconcile_all(reflection)
@@ -410,32 +394,32 @@ def test_events_about_our_copies_of_other_kinds_show_on_their_home_objects(
 
 
 def test_an_event_about_an_earlier_object_of_the_same_name_stays_remote() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "configmaps", "ADDED", _configmap("settings"))
-    _see_remote(reflection, "configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
-    _see_remote(reflection, "events", "ADDED", _remote_event(
+    agent, reflection, home = _setup()
+    _see_home(agent, "configmaps", "ADDED", _configmap("settings"))
+    _see_remote(agent, "configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
+    _see_remote(agent, "events", "ADDED", _remote_event(
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings", "uid": "older"}))
     _reconcile_all(reflection)
     assert home.writes() == []
 
 
 def test_an_event_that_came_before_its_object_is_reflected_when_the_object_shows_up() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "configmaps", "ADDED", _configmap("settings"))
+    agent, reflection, home = _setup()
+    _see_home(agent, "configmaps", "ADDED", _configmap("settings"))
     about = {"apiVersion": "v1", "kind": "ConfigMap", "name": "settings",
              "uid": f"{TWIN}-settings"}
-    _see_remote(reflection, "events", "ADDED", _remote_event(about, name="settings.1"))
+    _see_remote(agent, "events", "ADDED", _remote_event(about, name="settings.1"))
     _reconcile_all(reflection)
     assert home.writes() == []  # the copy's watch event has not come yet
-    _see_remote(reflection, "configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
+    _see_remote(agent, "configmaps", "ADDED", _configmap("settings", TWIN, **OURS))
     _reconcile_all(reflection)
     assert home.writes() == [("create", _home_path("settings.1"))]
 
 
 def test_events_in_namespaces_that_are_not_extended_stay_remote() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", {
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", {
         **_remote_event(POD), "metadata": {"name": "web.1", "namespace": "other-twin"}})
     _reconcile_all(reflection)
     assert home.writes() == []
@@ -450,15 +434,14 @@ class RefusingHome(FakeApi):
 
 
 def test_a_copy_the_home_api_server_refuses_is_not_retried() -> None:
-    reflection, _ = _setup()
     home = RefusingHome()
-    reflection.agent.home = home  # type: ignore[assignment]
-    listed(reflection.agent)
+    agent, reflection, _ = _setup(home=home)
+    listed(agent)
     events = reflection.companion(EventReflector)
     assert events is not None
     events.listed.add("app")  # its copies listed: none
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
 
     async def process_queued() -> None:
         while events.controller.queue.pending():
@@ -475,36 +458,36 @@ def test_a_copy_the_home_api_server_refuses_is_not_retried() -> None:
 def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     flags = ["--remote-kubeconfig", "k", "--cluster-id", HOME, "--remote-cluster-id", REMOTE]
 
-    def reflection(*extra: str) -> Reflection:
+    def reflection(*extra: str) -> tuple[Agent, Reflection]:
         agent = Agent(parse_config([*flags, *extra]), FakeApi(), FakeApi())  # type: ignore[arg-type]
-        made = Reflection(agent, [CONFIGMAP_RULES], [event_reflector_for])
+        made = reflection_for(agent, [CONFIGMAP_RULES], [event_reflector])
         declare_reflection(agent, made)
-        return made
+        return agent, made
 
-    enabled = reflection()
+    enabled_agent, enabled = reflection()
     events = enabled.companion(EventReflector)
     assert events is not None and events.controller.workers == 3
-    twins_watch = declared_watch(enabled.agent.informers, REMOTE_SIDE, TWINS_WATCH)
+    twins_watch = declared_watch(enabled_agent.informers, REMOTE_SIDE, TWINS_WATCH)
     assert twins_watch.queries[EVENTS] == {}
 
-    disabled = reflection("--event-reflection-workers", "0")
+    disabled_agent, disabled = reflection("--event-reflection-workers", "0")
     assert disabled.companion(EventReflector) is None
     for side, watch in ((HOME_SIDE, OFFLOADED_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
-        assert EVENTS not in disabled.agent.informers.watched(side, watch)  # nor routed
+        assert EVENTS not in disabled_agent.informers.watched(side, watch)  # nor routed
 
 
 def test_the_copies_at_home_are_listed_when_the_reflector_starts_and_never_watched() -> None:
-    reflection, home = _setup()
-    _see_home(reflection, "pods", "ADDED", _home_pod())
-    _see_remote(reflection, "events", "ADDED", _remote_event(POD))
+    agent, reflection, home = _setup()
+    _see_home(agent, "pods", "ADDED", _home_pod())
+    _see_remote(agent, "events", "ADDED", _remote_event(POD))
     _reconcile_all(reflection)
 
-    restarted, _ = _setup()  # a new leader: its reflector starts
-    restarted.agent.home = home  # type: ignore[assignment]
-    listed(restarted.agent)
+    restarted_agent, restarted, _ = _setup(home=home)  # a new leader: its reflector starts
+    listed(restarted_agent)
     events = _events(restarted)
-    _see_home(restarted, "pods", None, _home_pod())
-    _see_remote(restarted, "events", None, _remote_event(POD))  # the key waits for the listing
+    _see_home(restarted_agent, "pods", None, _home_pod())
+    # the key waits for the listing
+    _see_remote(restarted_agent, "events", None, _remote_event(POD))
     home.calls.clear()
 
     async def start() -> None:
@@ -519,7 +502,7 @@ def test_the_copies_at_home_are_listed_when_the_reflector_starts_and_never_watch
     assert home.listings == [{"labelSelector": (  # only our copies, a page at a time
         f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}"),
         "limit": "500", "accept": METADATA_LIST}]  # their metadata only
-    home_watch = declared_watch(restarted.agent.informers, HOME_SIDE, OFFLOADED_WATCH)
+    home_watch = declared_watch(restarted_agent.informers, HOME_SIDE, OFFLOADED_WATCH)
     assert EVENTS not in home_watch.queries  # no watch echoes our own writes back
 
 

@@ -11,8 +11,10 @@ from typing import Any
 
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
+from home_agent.agent import Agent
+from home_agent.assembly import reflection_for
 from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIM_RULES
-from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.reflector import Reflector
 from home_agent.routes import declare_agent, declare_reflection
 from shared.forge.persistentvolume import home_volume
 from shared.wellknown import (
@@ -64,14 +66,14 @@ class Cluster(FakeApi):
         return {str(e["reason"]): e for path, e in self.objects.items() if "/events/" in path}
 
 
-def _setup() -> tuple[Reflector, Cluster, Cluster]:
+def _setup() -> tuple[Agent, Reflector, Cluster, Cluster]:
     home, remote = Cluster(), Cluster()
     agent = listed(agent_with(remote, home,
                               reflection_workers={PERSISTENTVOLUMECLAIM_RULES.flag: 1}))
     declare_agent(agent)
-    reflection = Reflection(agent, [PERSISTENTVOLUMECLAIM_RULES])
+    reflection = reflection_for(agent, [PERSISTENTVOLUMECLAIM_RULES])
     declare_reflection(agent, reflection)
-    return reflection.reflectors["persistentvolumeclaims"], home, remote
+    return agent, reflection.reflectors["persistentvolumeclaims"], home, remote
 
 
 REMOTE_BOUND = {"type": "RemoteClaimBound", "status": "True", "reason": "Bound",
@@ -108,9 +110,9 @@ def _remote_claim(request: str, capacity: str, *conditions: dict[str, Any]) -> d
                        "capacity": {"storage": capacity}, "conditions": list(conditions)}}
 
 
-def _see(reflector: Reflector, home_claim: dict[str, Any], remote_claim: dict[str, Any]) -> None:
+def _see(agent: Agent, home_claim: dict[str, Any], remote_claim: dict[str, Any]) -> None:
     """Both claims as the watches show them, and the home volume the agent provisioned."""
-    informers = reflector.agent.informers
+    informers = agent.informers
     informers.dispatch(HOME_SIDE, "persistentvolumeclaims", "ADDED", home_claim)
     informers.dispatch(REMOTE_SIDE, "persistentvolumeclaims", "ADDED", remote_claim)
     volume = home_volume(remote_claim, home_claim, NODE, REMOTE, VIRTUAL_STORAGE_PROVISIONER)
@@ -131,8 +133,8 @@ RESIZING = {"type": "Resizing", "status": "True", "lastTransitionTime": "2026-11
 
 
 def test_the_remote_resize_shows_on_the_home_claim_then_its_grown_capacity() -> None:
-    reflector, home, remote = _setup()
-    _see(reflector, _home_claim("2Gi", "1Gi"), _remote_claim("2Gi", "1Gi", RESIZING))
+    agent, reflector, home, remote = _setup()
+    _see(agent, _home_claim("2Gi", "1Gi"), _remote_claim("2Gi", "1Gi", RESIZING))
     assert _reconcile(reflector) is None
     assert remote.writes() == []  # the expansion was written before
     assert _status_patches(home) == [{"metadata": {"resourceVersion": "12"},
@@ -140,7 +142,7 @@ def test_the_remote_resize_shows_on_the_home_claim_then_its_grown_capacity() -> 
     assert home.events() == {}
     home.patches.clear()
 
-    _see(reflector, _home_claim("2Gi", "1Gi", RESIZING), _remote_claim("2Gi", "2Gi"))
+    _see(agent, _home_claim("2Gi", "1Gi", RESIZING), _remote_claim("2Gi", "2Gi"))
     assert _reconcile(reflector) is None
     volume_path, volume_patch = home.patches[0]  # the volume first, as a resizer writes it
     assert volume_path == "/api/v1/persistentvolumes/pvc-home-uid"
@@ -153,9 +155,9 @@ def test_the_remote_resize_shows_on_the_home_claim_then_its_grown_capacity() -> 
 
 def test_an_expansion_the_provider_refuses_shows_on_the_home_claim_and_nothing_else_breaks(
         ) -> None:
-    reflector, home, remote = _setup()
+    agent, reflector, home, remote = _setup()
     remote.refused.add(REMOTE_CLAIM_PATH)
-    _see(reflector, _home_claim("2Gi", "1Gi"), _remote_claim("1Gi", "1Gi"))
+    _see(agent, _home_claim("2Gi", "1Gi"), _remote_claim("1Gi", "1Gi"))
     assert _reconcile(reflector) is not None  # retried with backoff
     assert remote.writes() == [("replace", REMOTE_CLAIM_PATH)]
     failed = home.events()["VolumeResizeFailed"]
@@ -170,18 +172,18 @@ def test_an_expansion_the_provider_refuses_shows_on_the_home_claim_and_nothing_e
 
     # the user goes back to the size the provider holds: the refusal is gone
     home.patches.clear()
-    _see(reflector, _home_claim("1Gi", "1Gi", condition), _remote_claim("1Gi", "1Gi"))
+    _see(agent, _home_claim("1Gi", "1Gi", condition), _remote_claim("1Gi", "1Gi"))
     assert _reconcile(reflector) is None
     assert _status_patches(home) == [{"metadata": {"resourceVersion": "12"},
                                       "status": {"conditions": [REMOTE_BOUND]}}]
 
 
 def test_another_refused_update_is_a_failed_reflection_not_a_resize_error() -> None:
-    reflector, home, remote = _setup()
+    agent, reflector, home, remote = _setup()
     remote.refused.add(REMOTE_CLAIM_PATH)
     labelled = _home_claim("1Gi", "1Gi")
     labelled["metadata"]["labels"] = {"tier": "gold"}
-    _see(reflector, labelled, _remote_claim("1Gi", "1Gi"))
+    _see(agent, labelled, _remote_claim("1Gi", "1Gi"))
     assert _reconcile(reflector) is not None
     assert "FailedReflection" in home.events()
     assert "VolumeResizeFailed" not in home.events()

@@ -5,7 +5,9 @@ are played by feeding the informers)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,12 +16,13 @@ from annex.controller import Result
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent, pod_key
+from home_agent.assembly import pod_offloader, reflection_for
 from home_agent.config import parse_config
 from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import KINDS
-from home_agent.reflection.reflector import Reflection
-from home_agent.reflection.required import COPY_WAIT
+from home_agent.reflection.manager import Reflection
 from home_agent.routes import declare_agent, declare_reflection
+from shared.forge.pod_plan import COPY_WAIT
 from shared.wellknown import SKIP_REFLECTION_ANNOTATION
 from tests.home_agent.test_reflection import agent_with, listed, queued_keys
 from tests.home_agent.test_reflection_token import (
@@ -35,7 +38,8 @@ from tests.home_agent.test_reflection_token import (
 SHADOW_POD = f"/apis/offloading.liqo.io/v1beta1/namespaces/{TWIN}/shadowpods/web"
 
 
-def _offloading(*flags: str) -> tuple[PodOffloader, Reflection, FakeRemote]:
+def _offloading(*flags: str, clock: Callable[[], float] | None = None
+                ) -> tuple[Agent, PodOffloader, Reflection, FakeRemote]:
     """The agent's pods and its reflection, routes declared as the runner does; the token
     reflection off (its own wait: tests/home_agent/test_reflection_token.py)."""
     remote = FakeRemote()
@@ -43,11 +47,14 @@ def _offloading(*flags: str) -> tuple[PodOffloader, Reflection, FakeRemote]:
     agent.config = parse_config(["--remote-kubeconfig", "unused", "--cluster-id", HOME,
                                  "--remote-cluster-id", REMOTE,
                                  "--serviceaccount-reflection-workers", "0", *flags])
-    reflection = Reflection(agent, KINDS)
+    reflection = reflection_for(agent, KINDS)
     declare_agent(agent)
     declare_reflection(agent, reflection)
     listed(agent)
-    return PodOffloader(agent, reflection.required), reflection, remote
+    pods = pod_offloader(agent, reflection)
+    if clock is not None:
+        pods.sources = dataclasses.replace(pods.sources, clock=clock)
+    return agent, pods, reflection, remote
 
 
 def _pod(*volumes: dict[str, Any], **container: Any) -> dict[str, Any]:
@@ -96,8 +103,7 @@ def test_a_shadowpod_waits_for_the_copies_its_volumes_mount_and_is_made_once_the
     """A remote pod made first would sit in ContainerCreating (FailedMount) until the
     kubelet's next mount try; each copy's event brings the pod back, ahead of pods not looked
     at yet."""
-    pods, reflection, remote = _offloading()
-    agent = pods.agent
+    agent, pods, reflection, remote = _offloading()
     for plural, name in (("configmaps", "kube-root-ca.crt"), ("configmaps", "settings"),
                          ("secrets", "web-tls")):
         _home(plural, name, agent=agent)
@@ -128,8 +134,7 @@ def test_a_shadowpod_waits_for_the_copies_its_volumes_mount_and_is_made_once_the
 def test_a_shadowpod_waits_for_the_copies_its_environment_reads() -> None:
     """A remote pod made first would wait in CreateContainerConfigError for the pod's next sync
     (10 to 15 s on a kubelet)."""
-    pods, _, remote = _offloading()
-    agent = pods.agent
+    agent, pods, _, remote = _offloading()
     _home("configmaps", "settings", agent=agent)
     _home("secrets", "credentials", agent=agent)
     agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod(
@@ -155,8 +160,7 @@ def test_a_shadowpod_is_made_at_once_when_no_copy_is_to_come(case: str) -> None:
     """The wait is only for copies the agent is about to make: what a home kubelet would not
     find either, what the pod does without, and what the remote already has are not."""
     flags = ["--configmap-reflection-workers", "0"] if case == "kind not reflected" else []
-    pods, _, remote = _offloading(*flags)
-    agent = pods.agent
+    agent, pods, _, remote = _offloading(*flags)
     volume: dict[str, Any] = SETTINGS
     if case != "missing at home":
         skip = {SKIP_REFLECTION_ANNOTATION: "true"} if case == "skipped by annotation" else None
@@ -173,16 +177,14 @@ def test_a_shadowpod_is_made_at_once_when_no_copy_is_to_come(case: str) -> None:
 
 
 def test_a_copy_that_does_not_come_is_waited_for_a_while_then_the_pod_is_offloaded(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+        caplog: pytest.LogCaptureFixture) -> None:
     """The remote cluster may refuse the copy (a quota on ConfigMaps); its reflector reports
     that on the ConfigMap. The pod is offloaded after `COPY_WAIT`: the remote kubelet's
     FailedMount warnings then say what is missing."""
-    pods, reflection, remote = _offloading()
-    agent = pods.agent
+    now = [1000.0]
+    agent, pods, _, remote = _offloading(clock=lambda: now[0])
     _home("configmaps", "settings", agent=agent)
     agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod(SETTINGS))
-    now = [1000.0]
-    monkeypatch.setattr(reflection.required, "wait", _at(reflection.required.wait, now))
     first = _reconcile(pods).requeue_after
     now[0] += 10
     assert first == COPY_WAIT and _reconcile(pods).requeue_after == COPY_WAIT - 10
@@ -198,14 +200,8 @@ def test_a_copy_that_does_not_come_is_waited_for_a_while_then_the_pod_is_offload
     assert queued_keys(agent) == []
 
 
-def _at(wait: Any, now: list[float]) -> Any:
-    """`RequiredCopies.wait` on a clock the test moves."""
-    return lambda key, pod, remote_namespace, _: wait(key, pod, remote_namespace, now[0])
-
-
 def test_a_pod_deleted_while_waiting_is_forgotten_and_its_copy_queues_nothing() -> None:
-    pods, reflection, _ = _offloading()
-    agent = pods.agent
+    agent, pods, reflection, _ = _offloading()
     _home("configmaps", "settings", agent=agent)
     agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod(SETTINGS))
     _reconcile(pods)

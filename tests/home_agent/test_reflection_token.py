@@ -14,14 +14,14 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 
 from annex.controller import Result
-from annex.events import EventRecorder
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent, pod_key
+from home_agent.assembly import COMPANIONS, peering_of, pod_offloader, reflection_for
 from home_agent.config import TOKEN_REFLECTION, parse_config
-from home_agent.pod import PodOffloader
-from home_agent.reflection.kinds import COMPANIONS, KINDS
-from home_agent.reflection.reflector import Reflection, Reflector
+from home_agent.reflection.kinds import KINDS
+from home_agent.reflection.manager import Reflection
+from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.reflection.token import SECRETS, TokenReflector
 from home_agent.routes import declare_agent, declare_reflection, declare_token_reflector
@@ -30,7 +30,6 @@ from shared.forge.pod import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
     DESTINATION_CLUSTER_LABEL,
-    HOME_AGENT_COMPONENT,
     ORIGIN_CLUSTER_LABEL,
     TOKEN_SECRET_EXPIRATION_ANNOTATION,
     TOKEN_SECRET_POD_LABEL,
@@ -114,7 +113,10 @@ def _agent(**config: Any) -> tuple[Agent, FakeRemote, FakeHome]:
 
 def _reflector(agent: Agent) -> TokenReflector:
     """A token reflector, its routes declared (as the runner does)."""
-    reflector = TokenReflector(agent, 1, EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
+    reflector = TokenReflector(peering_of(agent), 1, pods=agent.mirrors.pods,
+                               secrets=agent.informers.written(REMOTE_SIDE, "secrets"),
+                               enable_apiserver_support=agent.config.enable_apiserver_support,
+                               refresh_fraction=agent.config.token_refresh_fraction)
     declare_agent(agent)
     declare_token_reflector(agent, reflector, None)
     return reflector
@@ -135,34 +137,34 @@ def _pod(uid: str = "uid-web", audience: str | None = None, **spec: Any) -> dict
                      **spec}}
 
 
-def _see(reflector: TokenReflector, event_type: str, pod: dict[str, Any]) -> None:
+def _see(agent: Agent, event_type: str, pod: dict[str, Any]) -> None:
     """A home pod event, through the agent's informers."""
-    reflector.agent.informers.dispatch(HOME_SIDE, "pods", event_type, pod)
+    agent.informers.dispatch(HOME_SIDE, "pods", event_type, pod)
 
 
-def _see_secret(reflector: TokenReflector, event_type: str, secret: dict[str, Any]) -> None:
+def _see_secret(agent: Agent, event_type: str, secret: dict[str, Any]) -> None:
     """A remote Secret event, through the agent's informers."""
-    reflector.agent.informers.dispatch(REMOTE_SIDE, "secrets", event_type, secret)
+    agent.informers.dispatch(REMOTE_SIDE, "secrets", event_type, secret)
 
 
-def _reflected_once() -> tuple[TokenReflector, FakeRemote, FakeHome]:
+def _reflected_once() -> tuple[Agent, TokenReflector, FakeRemote, FakeHome]:
     """A pod whose token Secret was written, and the remote watch has shown it."""
     agent, remote, home = _agent()
     reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     _reconcile(reflector)
-    _observe(reflector, remote)
-    return reflector, remote, home
+    _observe(agent, remote)
+    return agent, reflector, remote, home
 
 
 def _reconcile(reflector: TokenReflector) -> Result:
     return asyncio.run(reflector.reconcile(("app", "web")))
 
 
-def _observe(reflector: TokenReflector, remote: FakeRemote) -> None:
+def _observe(agent: Agent, remote: FakeRemote) -> None:
     """The remote watch catches up with what the fake server holds."""
     for obj in remote.objects.values():
-        _see_secret(reflector, "MODIFIED", obj)
+        _see_secret(agent, "MODIFIED", obj)
 
 
 def _decoded(secret: dict[str, Any]) -> dict[str, str]:
@@ -173,7 +175,7 @@ def test_an_offloaded_pod_gets_a_secret_of_home_tokens_bound_to_it_and_its_home_
 ) -> None:
     agent, remote, home = _agent()
     reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod(audience="vault"))
+    _see(agent, "ADDED", _pod(audience="vault"))
     _reconcile(reflector)
     assert [path for path, _ in home.token_requests] == [TOKEN_PATH, TOKEN_PATH]
     default, vault = (body["spec"] for _, body in home.token_requests)
@@ -194,10 +196,10 @@ def test_an_offloaded_pod_gets_a_secret_of_home_tokens_bound_to_it_and_its_home_
 
 
 def test_a_fresh_secret_costs_no_token_request_and_no_write() -> None:
-    reflector, remote, home = _reflected_once()
+    agent, reflector, remote, home = _reflected_once()
     remote.calls.clear()
     for _ in range(3):  # pod status updates
-        _see(reflector, "MODIFIED", _pod())
+        _see(agent, "MODIFIED", _pod())
         _reconcile(reflector)
     assert len(home.token_requests) == 1
     assert remote.calls == []
@@ -206,11 +208,11 @@ def test_a_fresh_secret_costs_no_token_request_and_no_write() -> None:
 def test_after_a_restart_a_fresh_secret_is_reused() -> None:
     agent, remote, home = _agent()
     first = _reflector(agent)
-    _see(first, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     _reconcile(first)
     restarted = _reflector(agent)
-    _see(restarted, "ADDED", _pod())
-    _observe(restarted, remote)
+    _see(agent, "ADDED", _pod())
+    _observe(agent, remote)
     remote.calls.clear()
     _reconcile(restarted)
     assert len(home.token_requests) == 1
@@ -221,9 +223,9 @@ def test_tokens_are_requested_again_when_due_for_a_refresh() -> None:
     agent, remote, home = _agent(token_refresh_fraction=0.0001)
     home.lifetime = 600
     reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     _reconcile(reflector)
-    _observe(reflector, remote)
+    _observe(agent, remote)
     wait_for(lambda: datetime.fromisoformat(remote.objects[SECRET_PATH]["metadata"][
         "annotations"][TOKEN_SECRET_REFRESH_ANNOTATION]) <= datetime.now(UTC),
         timeout=5, message="refresh time (0.06 s after issue) passed")
@@ -236,18 +238,18 @@ def test_tokens_are_requested_again_when_due_for_a_refresh() -> None:
 def test_a_fresh_secret_is_looked_at_again_at_its_refresh_time_planned_once() -> None:
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     planned = _reconcile(reflector).requeue_after
     assert planned is not None and 3607 * 0.8 - 5 < planned <= 3607 * 0.8
-    _observe(reflector, remote)
+    _observe(agent, remote)
     # As pod status changes come: one planned look, not one timer per reconcile.
     assert [_reconcile(reflector).requeue_after for _ in range(5)] == [None] * 5
 
 
 def test_a_new_pod_of_the_same_name_gets_new_tokens() -> None:
-    reflector, remote, home = _reflected_once()
-    _see(reflector, "DELETED", _pod())
-    _see(reflector, "ADDED", _pod(uid="uid-web-2"))
+    agent, reflector, remote, home = _reflected_once()
+    _see(agent, "DELETED", _pod())
+    _see(agent, "ADDED", _pod(uid="uid-web-2"))
     _reconcile(reflector)
     assert home.token_requests[-1][1]["spec"]["boundObjectRef"]["uid"] == "uid-web-2"
     assert remote.objects[SECRET_PATH]["metadata"]["annotations"][
@@ -257,12 +259,12 @@ def test_a_new_pod_of_the_same_name_gets_new_tokens() -> None:
 def test_a_secret_changed_remotely_is_rewritten() -> None:
     agent, remote, home = _agent()
     reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     _reconcile(reflector)
     kept = agent.informers.latest(REMOTE_SIDE, SECRETS[2], (TWIN, "web-token"))
     assert kept is not None and kept["data"][TOKEN_KEY].startswith("sha256:")  # no token kept
     remote.objects[SECRET_PATH]["data"][TOKEN_KEY] = base64.b64encode(b"forged").decode()
-    _observe(reflector, remote)
+    _observe(agent, remote)
     _reconcile(reflector)
     assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
 
@@ -270,23 +272,23 @@ def test_a_secret_changed_remotely_is_rewritten() -> None:
 def test_a_secret_deleted_remotely_is_written_again() -> None:
     agent, remote, home = _agent()
     reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     _reconcile(reflector)
     deleted = remote.objects.pop(SECRET_PATH)
-    _see_secret(reflector, "DELETED", deleted)
+    _see_secret(agent, "DELETED", deleted)
     _reconcile(reflector)
     assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
 
 
 def test_a_secret_a_relist_no_longer_shows_is_written_again() -> None:
-    reflector, remote, _ = _reflected_once()
+    agent, reflector, remote, _ = _reflected_once()
     queue = reflector.controller.queue
     queue.done(queue.take())  # nothing left queued
     remote.objects.pop(SECRET_PATH)
     # The agent's list+watch reports it with its key only (no labels to say it is a token's).
-    _see_secret(reflector, "DELETED", {"metadata": {"namespace": TWIN,
-                                                        "name": "web-token"}})
-    assert reflector.remote.keys() == []
+    _see_secret(agent, "DELETED", {"metadata": {"namespace": TWIN,
+                                                "name": "web-token"}})
+    assert agent.informers.mirror(REMOTE_SIDE, "secrets").keys() == []
     assert queue.pending()
     _reconcile(reflector)
     assert _decoded(remote.objects[SECRET_PATH])[TOKEN_KEY] == "token-2"
@@ -296,7 +298,7 @@ def test_a_refresh_over_a_secret_the_mirror_still_shows_creates_it() -> None:
     agent, remote, home = _agent(token_refresh_fraction=0.0001)
     home.lifetime = 600
     reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     _reconcile(reflector)
     due = remote.objects.pop(SECRET_PATH)  # deleted; no watch event yet
     wait_for(lambda: datetime.fromisoformat(due["metadata"]["annotations"][
@@ -308,16 +310,16 @@ def test_a_refresh_over_a_secret_the_mirror_still_shows_creates_it() -> None:
 
 
 def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> None:
-    reflector, remote, home = _reflected_once()
+    agent, reflector, remote, home = _reflected_once()
     last_seen = remote.objects[SECRET_PATH]
-    _see(reflector, "DELETED", _pod())
+    _see(agent, "DELETED", _pod())
     home.pods.add("/api/v1/namespaces/app/pods/web")  # the mirror is ahead of the server
     _reconcile(reflector)
     assert SECRET_PATH in remote.objects
     home.pods.clear()
     _reconcile(reflector)
     assert SECRET_PATH not in remote.objects
-    _see_secret(reflector, "DELETED", last_seen)  # the watch tells
+    _see_secret(agent, "DELETED", last_seen)  # the watch tells
     _reconcile(reflector)
     # nothing brings the pod that is gone back: a resync looks at no key
     queue = reflector.controller.queue
@@ -328,12 +330,12 @@ def test_the_secret_goes_with_the_pod_once_the_home_api_server_confirms() -> Non
 
 
 def test_without_apiserver_support_nothing_is_requested_and_our_secret_goes() -> None:
-    reflector, remote, home = _reflected_once()
+    _, reflector, remote, home = _reflected_once()
     off, _, _ = _agent(enable_apiserver_support=False)
     off.remote, off.home = remote, home  # type: ignore[assignment]
     restarted = _reflector(off)
-    _see(restarted, "ADDED", _pod())
-    _observe(restarted, remote)
+    _see(off, "ADDED", _pod())
+    _observe(off, remote)
     _reconcile(restarted)
     assert len(home.token_requests) == 1
     assert SECRET_PATH not in remote.objects
@@ -342,7 +344,7 @@ def test_without_apiserver_support_nothing_is_requested_and_our_secret_goes() ->
 def test_a_pod_without_projected_tokens_gets_no_secret() -> None:
     agent, remote, home = _agent()
     reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod(volumes=[]))
+    _see(agent, "ADDED", _pod(volumes=[]))
     _reconcile(reflector)
     assert home.token_requests == [] and remote.objects == {}
 
@@ -352,7 +354,7 @@ def test_a_foreign_secret_of_that_name_is_left_alone_with_an_event() -> None:
     remote.objects[SECRET_PATH] = {"metadata": {"name": "web-token", "namespace": TWIN,
                                                 "resourceVersion": "5"}, "data": {"x": "eQ=="}}
     reflector = _reflector(agent)
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     _reconcile(reflector)
     assert remote.objects[SECRET_PATH]["data"] == {"x": "eQ=="}
     assert [reason for reason, _ in home.events] == ["FailedReflection"]
@@ -364,7 +366,7 @@ def test_a_namespace_not_extended_gets_nothing() -> None:
     reflector = _reflector(agent)
     pod = _pod()
     pod["metadata"]["namespace"] = "elsewhere"
-    _see(reflector, "ADDED", pod)
+    _see(agent, "ADDED", pod)
     asyncio.run(reflector.reconcile(("elsewhere", "web")))
     assert home.token_requests == [] and remote.calls == []
 
@@ -373,7 +375,7 @@ def test_a_failed_token_request_is_an_event_on_the_pod_and_is_retried_after_a_ba
     agent, remote, home = _agent()
     home.refuse_tokens = True
     reflector = _reflector(listed(agent))
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
 
     async def one_failure_then_its_retry() -> None:
         worker = asyncio.create_task(reflector.controller.run())
@@ -393,41 +395,44 @@ def test_a_failed_token_request_is_an_event_on_the_pod_and_is_retried_after_a_ba
 def test_the_secret_reflector_leaves_token_secrets_alone() -> None:
     agent, remote, _ = _agent()
     tokens = _reflector(agent)
-    _see(tokens, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     _reconcile(tokens)
-    secrets = Reflector(agent, SECRET_RULES, 1, ReflectionType.DENY_LIST,
-                        EventRecorder(agent.home, HOME_AGENT_COMPONENT, HOME))
-    _see_secret(tokens, "ADDED", remote.objects[SECRET_PATH])
+    secrets = Reflector(peering_of(agent), SECRET_RULES, 1, ReflectionType.DENY_LIST,
+                        agent.informers.mirror(HOME_SIDE, "secrets"),
+                        agent.informers.mirror(REMOTE_SIDE, "secrets"))
+    _see_secret(agent, "ADDED", remote.objects[SECRET_PATH])
     remote.calls.clear()
     asyncio.run(secrets.reconcile(("app", "web-token")))  # no home Secret of that name
     assert remote.calls == []
 
 
-def _reflection(*flags: str) -> Reflection:
+def _reflection(*flags: str) -> tuple[Agent, Reflection]:
     config = parse_config(["--remote-kubeconfig", "unused", "--cluster-id", HOME,
                            "--remote-cluster-id", REMOTE, *flags])
     agent, _, _ = _agent()
     agent.config = config
-    reflection = Reflection(agent, KINDS, COMPANIONS)
+    reflection = reflection_for(agent, KINDS, COMPANIONS)
     declare_agent(agent)
     declare_reflection(agent, reflection)
-    return reflection
+    return agent, reflection
 
 
 def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -> None:
-    reflection = _reflection()
+    agent, reflection = _reflection()
     tokens = reflection.companion(TokenReflector)
     assert tokens is not None
-    informers = reflection.agent.informers
+    informers = agent.informers
     informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod())
-    assert tokens.pods is reflection.agent.mirrors.pods  # one copy of each pod
+    assert tokens.pods is agent.mirrors.pods  # one copy of each pod
     assert tokens.controller.queue.take() == ("app", "web")
-    assert reflection.agent.queue.take() == ("pod", "app", "web")  # the agent's too
+    assert agent.queue.take() == ("pod", "app", "web")  # the agent's too
     secret = {"metadata": {"name": "web-token", "namespace": TWIN, "labels": {
         **OURS, TOKEN_SECRET_POD_LABEL: "web", TOKEN_SECRET_SERVICE_ACCOUNT_LABEL: "robot"}}}
     informers.dispatch(REMOTE_SIDE, "secrets", "ADDED", secret)
-    assert tokens.remote.keys() == [(TWIN, "web-token")]
-    assert tokens.remote is reflection.reflectors["secrets"].remote  # one mirror of them
+    # One mirror of them, the Secret reflector's too.
+    assert informers.mirror(REMOTE_SIDE, "secrets").keys() == [(TWIN, "web-token")]
+    assert tokens.secrets.latest((TWIN, "web-token")) is not None
+    assert reflection.reflectors["secrets"].remote.has((TWIN, "web-token"))
     # The Secret reflector has nothing to do with it, unless a home Secret of that name
     # exists (whose copy the name is taken from).
     secrets = reflection.reflectors["secrets"].controller.queue
@@ -442,16 +447,16 @@ def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -
 
 
 def test_without_the_secret_reflector_only_the_remote_secrets_are_watched() -> None:
-    informers = _reflection("--secret-reflection-workers", "0").agent.informers
+    informers = _reflection("--secret-reflection-workers", "0")[0].informers
     assert SECRETS in informers.watched(REMOTE_SIDE, TWINS_WATCH)  # the remote token Secrets
     assert SECRETS not in informers.watched(HOME_SIDE, OFFLOADED_WATCH)
 
 
 def test_zero_workers_disable_token_reflection() -> None:
-    reflection = _reflection("--serviceaccount-reflection-workers", "0")
+    agent, reflection = _reflection("--serviceaccount-reflection-workers", "0")
     assert reflection.companion(TokenReflector) is None
-    reflection.agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod())
-    assert len(reflection.agent.queue) == 1  # the agent's pod key only
+    agent.informers.dispatch(HOME_SIDE, "pods", "ADDED", _pod())
+    assert len(agent.queue) == 1  # the agent's pod key only
 
 
 # --- the agent as a process -------------------------------------------------------------------
@@ -496,27 +501,27 @@ def test_our_own_write_and_pod_changes_no_token_reads_queue_nothing_anything_els
     agent, remote, _ = _agent()
     reflector = _reflector(agent)
     queue = reflector.controller.queue
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     _drained(reflector)
     _reconcile(reflector)  # writes the Secret, and into the mirror at once
-    _observe(reflector, remote)  # the watch's echo of that write
-    _see(reflector, "MODIFIED", {**_pod(), "status": {"phase": "Running"}})
+    _observe(agent, remote)  # the watch's echo of that write
+    _see(agent, "MODIFIED", {**_pod(), "status": {"phase": "Running"}})
     assert not queue.pending()
 
     changed = copy.deepcopy(remote.objects[SECRET_PATH])
     changed["metadata"]["resourceVersion"] = "999"  # somebody else's write
-    _see_secret(reflector, "MODIFIED", changed)
+    _see_secret(agent, "MODIFIED", changed)
     assert queue.pending()
     _drained(reflector)
     # Since then, the pod's status is looked at again until a reconcile has read the pod.
-    _see(reflector, "MODIFIED", {**_pod(), "status": {"phase": "Succeeded"}})
+    _see(agent, "MODIFIED", {**_pod(), "status": {"phase": "Succeeded"}})
     assert queue.pending()
     _drained(reflector)
     _reconcile(reflector)
-    _see(reflector, "ADDED", _pod())  # a relist
+    _see(agent, "ADDED", _pod())  # a relist
     assert queue.pending()
     _drained(reflector)
-    _see(reflector, "MODIFIED", _pod(audience="vault"))  # a token more
+    _see(agent, "MODIFIED", _pod(audience="vault"))  # a token more
     assert queue.pending()
 
 
@@ -526,18 +531,18 @@ def test_a_pods_shadowpod_waits_for_its_token_secret_and_is_made_once_the_secret
     there, its event bringing the pod back ahead of pods not looked at yet."""
     agent, remote, _ = _agent(reflection_workers={TOKEN_REFLECTION: 1})
     reflector = _reflector(agent)
-    pods = PodOffloader(agent)
+    pods = pod_offloader(agent)
 
     def shadowpods() -> list[str]:
         return [path for path in remote.objects if "/shadowpods/" in path]
 
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     assert queued_keys(agent) == [pod_key("app", "web")]
     asyncio.run(pods.reconcile("app", "web"))
     assert shadowpods() == []  # its token Secret is not made yet
     _reconcile(reflector)  # writes the token Secret
     agent.queue.add(pod_key("app", "other"))  # a pod not looked at yet
-    _observe(reflector, remote)  # the Secret's event
+    _observe(agent, remote)  # the Secret's event
     assert queued_keys(agent) == [pod_key("app", "web"), pod_key("app", "other")]
     asyncio.run(pods.reconcile("app", "web"))
     assert shadowpods() == [f"/apis/offloading.liqo.io/v1beta1/namespaces/{TWIN}/shadowpods/web"]
@@ -550,11 +555,11 @@ def test_a_shadowpods_news_go_before_the_pods_their_token_secrets_unblocked() ->
     agent, remote, _ = _agent(reflection_workers={TOKEN_REFLECTION: 1})
     reflector = _reflector(agent)
 
-    _see(reflector, "ADDED", _pod())
+    _see(agent, "ADDED", _pod())
     assert queued_keys(agent) == [pod_key("app", "web")]
     _reconcile(reflector)  # writes the token Secret
     agent.queue.add(pod_key("app", "other"))  # a pod not looked at yet
-    _observe(reflector, remote)  # the Secret's event unblocks web
+    _observe(agent, remote)  # the Secret's event unblocks web
     running = {"apiVersion": "offloading.liqo.io/v1beta1", "kind": "ShadowPod",
                "metadata": {"name": "api", "namespace": TWIN, "uid": "uid-shadow-api",
                             "resourceVersion": "7"},

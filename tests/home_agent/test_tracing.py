@@ -34,14 +34,17 @@ class Mirrors:
     shadow_pods: ShadowPods = field(default_factory=ShadowPods)
 
 
+class Twins:
+    def mapped(self, namespace: str) -> str | None:
+        return NAMESPACE if namespace == HOME_NAMESPACE else None
+
+
 @dataclass
 class AgentView:
     """What `pod_traceparent` reads of the agent: the twin of HOME_NAMESPACE and the mirror."""
 
     mirrors: Mirrors = field(default_factory=Mirrors)
-
-    def mapped_remote_namespace(self, namespace: str) -> str | None:
-        return NAMESPACE if namespace == HOME_NAMESPACE else None
+    twins: Twins = field(default_factory=Twins)
 
 
 def test_the_status_brought_home_continues_the_trace_that_made_the_remote_pod() -> None:

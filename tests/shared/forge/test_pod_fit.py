@@ -1,12 +1,12 @@
-"""shared.pod_fit: a pod no provider node can run is given back to its controller only when its
-replacement will be kept off the node, else held saying why."""
+"""shared.forge.pod_fit: a pod no provider node can run is given back to its controller only when
+its replacement will be kept off the node, else held saying why."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.pod_fit import misfit, return_time
+from shared.forge.pod_fit import misfit, return_time
 
 NODE = "liqo-remote"
 SHORT = ["cpu 3 > 1500m"]

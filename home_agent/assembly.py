@@ -1,0 +1,135 @@
+"""The agent's components built from its state, each with exactly what it uses (as Liqo's
+provider builds its reflectors with their listers and clients): the pod offloader, the
+reflection's reflectors and companions. This module and the runner are the only ones that take
+the whole `Agent` apart for them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+
+from home_agent.agent import HOME, REMOTE, Agent
+from home_agent.config import TOKEN_REFLECTION
+from home_agent.pod import PodOffloader, PodSources
+from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES, EndpointSliceReflector
+from home_agent.reflection.event import EVENTS, EventReflector
+from home_agent.reflection.kinds import KINDS
+from home_agent.reflection.manager import Companion, Reflection
+from home_agent.reflection.peering import Peering
+from home_agent.reflection.persistentvolumeclaim import (
+    PERSISTENTVOLUMECLAIM_RULES,
+    PERSISTENTVOLUMES,
+    PersistentVolumeClaimReflector,
+)
+from home_agent.reflection.reflector import KindRules, Reflector
+from home_agent.reflection.service import SERVICE_RULES, SERVICES
+from home_agent.reflection.token import SECRETS, TokenReflector
+from shared.forge.pod import StatusForgeConfig
+from shared.ipremap import CidrRemap
+from shared.reflection_policy import ReflectionType
+
+EVENT_FLAG = "event"
+"""`--event-reflection-workers` (the one of `REFLECTED_HOME_KINDS`)."""
+
+
+def peering_of(agent: Agent) -> Peering:
+    """What every reflector reads and writes through."""
+    config = agent.config
+    return Peering(
+        home=agent.home, remote=agent.remote, home_cluster_id=config.home_cluster_id,
+        remote_cluster_id=config.remote_cluster_id, twins=agent.twins, offloaded=agent.offloaded,
+        synced=lambda: agent.home_synced.is_set() and agent.remote_synced(),
+        namespace_ready=agent.namespace_ready, reflection_config=agent.reflection_config,
+        events=agent.events)
+
+
+def _policy(agent: Agent, flag: str) -> ReflectionType:
+    """`--<flag>-reflection-type`."""
+    return ReflectionType(agent.config.reflection_types.get(flag, ReflectionType.DENY_LIST))
+
+
+def kind_reflector(agent: Agent, peering: Peering, rules: KindRules, workers: int) -> Reflector:
+    """One kind's reflector, over the kind's mirrors on both sides; the kinds whose decisions
+    read more get that too."""
+    home = agent.informers.mirror(HOME, rules.plural)
+    remote = agent.informers.mirror(REMOTE, rules.plural)
+    policy, config = _policy(agent, rules.flag), agent.config
+    if rules is ENDPOINTSLICE_RULES:
+        return EndpointSliceReflector(
+            peering, rules, workers, policy, home, remote,
+            services=agent.informers.mirror(HOME, SERVICES[2]),
+            service_policy=_policy(agent, SERVICE_RULES.flag),
+            remap=(CidrRemap(config.home_pod_cidr, config.remapped_home_pod_cidr)
+                   if config.home_pod_cidr and config.remapped_home_pod_cidr else None),
+            node_name=agent.node_name)
+    if rules is PERSISTENTVOLUMECLAIM_RULES:
+        return PersistentVolumeClaimReflector(
+            peering, rules, workers, policy, home, remote,
+            volumes=agent.informers.mirror(HOME, PERSISTENTVOLUMES[2]),
+            nodes=agent.mirrors.nodes, node_name=agent.node_name,
+            home_storage_class=config.home_storage_class, offer=agent.offer)
+    return Reflector(peering, rules, workers, policy, home, remote)
+
+
+CompanionFactory = Callable[[Agent, Peering, Mapping[str, Reflector]], "Companion | None"]
+"""(agent, peering, the enabled kinds' reflectors by plural) → a companion, or None when its
+flag disables it."""
+
+
+def event_reflector(agent: Agent, peering: Peering,
+                    reflectors: Mapping[str, Reflector]) -> EventReflector | None:
+    """Remote Events back home, unless `--event-reflection-workers 0`."""
+    workers = agent.config.reflection_workers.get(EVENT_FLAG, 0)
+    if workers <= 0:
+        return None
+    return EventReflector(peering, reflectors, workers,
+                          remote=agent.informers.mirror(REMOTE, EVENTS[2]),
+                          selected_namespaces=agent.selected_namespaces)
+
+
+def token_reflector(agent: Agent, peering: Peering,
+                    reflectors: Mapping[str, Reflector]) -> TokenReflector | None:
+    """The pods' service-account tokens, unless `--serviceaccount-reflection-workers 0`."""
+    workers = agent.config.reflection_workers.get(TOKEN_REFLECTION, 0)
+    if workers <= 0:
+        return None
+    return TokenReflector(peering, workers, pods=agent.mirrors.pods,
+                          secrets=agent.informers.written(REMOTE, SECRETS[2]),
+                          enable_apiserver_support=agent.config.enable_apiserver_support,
+                          refresh_fraction=agent.config.token_refresh_fraction)
+
+
+COMPANIONS: list[CompanionFactory] = [event_reflector, token_reflector]
+
+
+def reflection_for(agent: Agent, kinds: Sequence[KindRules] = KINDS,
+                   companions: Sequence[CompanionFactory] = ()) -> Reflection:
+    """The reflection of `kinds` and `companions` (the agent's: `COMPANIONS`) that the agent's
+    flags enable (0 workers disable a kind: it is not even watched)."""
+    peering = peering_of(agent)
+    reflectors = {rules.plural: kind_reflector(agent, peering, rules, workers)
+                  for rules in kinds
+                  if (workers := agent.config.reflection_workers.get(rules.flag, 0)) > 0}
+    made = (factory(agent, peering, reflectors) for factory in companions)
+    return Reflection(reflectors, [companion for companion in made if companion is not None])
+
+
+def pod_offloader(agent: Agent, reflection: Reflection | None = None) -> PodOffloader:
+    """The pod offloader, reading the claims and waiting for the copies of `reflection` (none
+    without it: the ShadowPod never waits for copies)."""
+    config, informers = agent.config, agent.informers
+    claims = reflection.reflectors.get(PERSISTENTVOLUMECLAIM_RULES.plural) if reflection else None
+    sources = PodSources(
+        pods=informers.written(HOME, "pods"), shadow_pods=agent.mirrors.shadow_pods,
+        twins=agent.twins, nodes=agent.mirrors.nodes,
+        claims=claims.home if claims is not None else None,
+        volumes=informers.mirror(HOME, PERSISTENTVOLUMES[2]),
+        token_secrets=informers.written(REMOTE, SECRETS[2]),
+        copies=reflection.required if reflection is not None else None,
+        node_name=agent.node_name, forge_config=agent.pod_forge_config,
+        status_config=StatusForgeConfig(node_ip=config.host_ip, pod_cidr=config.remote_pod_cidr,
+                                        remapped_pod_cidr=config.remapped_pod_cidr),
+        home_cluster_id=config.home_cluster_id, remote_cluster_id=config.remote_cluster_id,
+        tokens_reflected=config.reflects_tokens, webhook_serves=bool(config.webhook_address),
+        clock=lambda: asyncio.get_running_loop().time())
+    return PodOffloader(sources, agent.home, agent.remote, agent.events, agent.echoes)
