@@ -19,7 +19,7 @@ import logging
 import ssl
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -43,6 +43,7 @@ from shared.admission import review_response
 from shared.api.quota import LimitsEnforcement
 from shared.forge import enforcement
 from shared.forge.tenancy import origin_problem, pod_policy_problem
+from shared.pools import Pool, pool_problem
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,9 @@ class Admission:
     yet."""
 
     def __init__(self, api: ClusterApi, ledger: UsageLedger, consumers: Consumers,
-                 leadership: Leadership | None = None) -> None:
+                 leadership: Leadership | None = None, pools: Sequence[Pool] = ()) -> None:
         self.api = api
+        self.pools = tuple(pools)
         self.ledger = ledger
         self.consumers = consumers
         self.leadership = leadership or Leadership()
@@ -85,6 +87,7 @@ class Admission:
         problem = origin_problem((obj.get("metadata") or {}).get("labels") or {}, namespace,
                                  consumer)
         old = request.get("oldObject") if operation == "UPDATE" else None
+        problem = problem or pool_problem(self.pools, obj, old)
         if problem is None and old is not None:
             problem = enforcement.forbidden_spec_change(
                 (old.get("spec") or {}).get("pod") or {}, (obj.get("spec") or {}).get("pod") or {})

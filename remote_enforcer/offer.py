@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -40,9 +41,10 @@ def offer_path(namespace: str, name: str = "") -> str:
 
 def node_view(node: dict[str, Any]) -> dict[str, Any]:
     """What the nodes' mirror keeps of a node: what the offer counts (schedulable, allocatable,
-    platform) and when it stopped being Ready (`node_failure`)."""
+    platform, the labels its pools select by) and when it stopped being Ready
+    (`node_failure`)."""
     metadata = node.get("metadata") or {}
-    return {"metadata": {"name": metadata.get("name"),
+    return {"metadata": {"name": metadata.get("name"), "labels": metadata.get("labels") or {},
                          "creationTimestamp": metadata.get("creationTimestamp")},
             "spec": node.get("spec") or {},
             "status": {k: (node.get("status") or {}).get(k)
@@ -136,52 +138,88 @@ class OfferPublisher:
         return [(node, requests) for origin, node, requests in self.pods.values()
                 if origin != consumer]
 
-    def resources_for(self, consumer: str) -> dict[str, str]:
-        extended = self.settings.offer_extended_resources
-        if self.settings.offer_mode == "fixed":
-            resources = dict(self.settings.offer_resources)
-            resources.setdefault("pods", str(offer_rules.allocatable_pods(self.node_list())))
-            # Listed devices the fixed amounts do not name are lent as the nodes have them.
-            free = offer_rules.free_resources(self.node_list(), self._reservations(consumer),
-                                              extended)
-            for name, text in offer_rules.share(free, Decimal(100)).items():
-                if name not in offer_rules.OFFERED_RESOURCES:
-                    resources.setdefault(name, text)
-            return resources
-        free = offer_rules.free_resources(self.node_list(), self._reservations(consumer),
-                                          extended)
-        return offer_rules.share(free, self.settings.offer_percent)
+    def lent_nodes(self) -> list[Mapping[str, Any]]:
+        """The nodes the offer counts: every node, or once pools are declared those of some
+        pool."""
+        pools = self.settings.offer_pools
+        return [node for node in self.node_list()
+                if not pools or any(pool.holds(node) for pool in pools)]
 
-    def max_pod_resources_for(self, consumer: str, offered: dict[str, str]) -> dict[str, str]:
+    def resources_for(self, consumer: str, nodes: Sequence[Mapping[str, Any]] | None = None
+                      ) -> dict[str, str]:
+        """What `nodes` (default: `lent_nodes`) lend the consumer."""
+        nodes = self.lent_nodes() if nodes is None else nodes
+        extended = self.settings.offer_extended_resources
+        free = offer_rules.free_resources(nodes, self._reservations(consumer), extended)
+        if self.settings.offer_mode == "share":
+            return offer_rules.share(free, self.settings.offer_percent)
+        resources = dict(self.settings.offer_resources)
+        resources.setdefault("pods", str(offer_rules.allocatable_pods(nodes)))
+        # Listed devices the fixed amounts do not name are lent as the nodes have them.
+        for name, text in offer_rules.share(free, Decimal(100)).items():
+            if name not in offer_rules.OFFERED_RESOURCES:
+                resources.setdefault(name, text)
+        return resources
+
+    def max_pod_resources_for(self, offered: dict[str, str],
+                              nodes: Sequence[Mapping[str, Any]] | None = None
+                              ) -> dict[str, str]:
         # Here the consumer's own pods count: they hold room on the nodes a next pod needs.
-        largest = offer_rules.largest_free(self.node_list(),
+        largest = offer_rules.largest_free(self.lent_nodes() if nodes is None else nodes,
                                            [(node, requests) for _, node, requests
                                             in self.pods.values()],
                                            self.settings.offer_extended_resources)
         return offer_rules.max_pod_resources(largest, offered)
 
+    def pool_offers(self, consumer: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """Each pool's entry of the offer: what its nodes lend (a fixed offer's amounts cap
+        each pool, never split between them), and what one pod can get there."""
+        offers = []
+        for pool in self.settings.offer_pools:
+            nodes = pool.nodes(self.node_list())
+            resources = self.resources_for(consumer, nodes)
+            offers.append({
+                "name": pool.name, "nodeSelector": dict(pool.selector),
+                "resources": resources,
+                "maxPodResources": self.max_pod_resources_for(resources, nodes),
+                "labels": {**labels, **dict(pool.selector)},
+                **offer_rules.node_platform(nodes)})
+        return offers
+
     def spec_for(self, consumer: str) -> dict[str, Any]:
         labels = {key: value for key, value in ((REGION_LABEL, self.settings.region),
                                                 (PROVIDER_LABEL, self.settings.provider)) if value}
         resources = self.resources_for(consumer)
-        return {
+        spec = {
             "clusterId": self.settings.cluster_id,
             "consumerClusterId": consumer,
             "resources": resources,
-            "maxPodResources": self.max_pod_resources_for(consumer, resources),
+            "maxPodResources": self.max_pod_resources_for(resources),
             "labels": labels,
             "storageClasses": [{"name": n, "default": i == 0}
                                for i, n in enumerate(self.settings.storage_classes)],
             "ingressClasses": [{"name": n, "default": i == 0}
                                for i, n in enumerate(self.settings.ingress_classes)],
-            **offer_rules.node_platform(self.node_list()),
+            **offer_rules.node_platform(self.lent_nodes()),
         }
+        if self.settings.offer_pools:
+            spec["pools"] = self.pool_offers(consumer, labels)
+        return spec
 
     def _worth_writing(self, old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
         if old is None:
             return True
-        if {k: v for k, v in old.items() if k not in _AMOUNTS} != {
-                k: v for k, v in new.items() if k not in _AMOUNTS}:
+        old_pools, new_pools = old.get("pools") or [], new.get("pools") or []
+        if len(old_pools) != len(new_pools):
+            return True
+        return any(self._moved(before, after)
+                   for before, after in ((old, new), *zip(old_pools, new_pools, strict=True)))
+
+    def _moved(self, old: dict[str, Any], new: dict[str, Any]) -> bool:
+        """Whether the offer (or a pool's entry) changed enough to be written: anything but its
+        amounts, or an amount by more than the threshold."""
+        if {k: v for k, v in old.items() if k not in (*_AMOUNTS, "pools")} != {
+                k: v for k, v in new.items() if k not in (*_AMOUNTS, "pools")}:
             return True
         return any(offer_rules.differs_enough(old.get(key) or {}, new[key],
                                               self.settings.offer_threshold_percent)
@@ -230,4 +268,5 @@ def _capacity_view(node: dict[str, Any] | None) -> Any:
     # Every allocatable quantity: which extended resources are lent is the publisher's choice.
     allocatable = (node.get("status") or {}).get("allocatable") or {}
     return (offer_rules.node_is_schedulable(node), allocatable,
-            info.get("architecture"), info.get("kubeletVersion"))
+            info.get("architecture"), info.get("kubeletVersion"),
+            (node.get("metadata") or {}).get("labels") or {})

@@ -69,7 +69,7 @@ def build(api: ClusterApi, settings: Settings, informers: Informers, metrics: Me
     ledger = UsageLedger()
     consumers = Consumers(settings.cluster_id, mirror("namespaces"), mirror("quotas"))
     shadowpods = ShadowPodEnforcer(api, metrics, consumers, settings.workers, mirror("pods"),
-                                   mirror("shadowpods"))
+                                   mirror("shadowpods"), pools=settings.offer_pools)
     offers = OfferPublisher(api, settings, mirror("nodes"))
     consumers.offered = offers.offered  # admission limits what a Quota does not list by it
     mapper = NamespaceMapper(api, settings.cluster_id, consumers,
@@ -208,7 +208,8 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
             metrics.extra.append(leader_collector(lambda: elector.name, leadership.deciding,
                                                   lambda: elector.transitions))
             election = elector.campaign(lead, lost=stop.set)
-        admission = Admission(api, parts.ledger, parts.consumers, leadership)
+        admission = Admission(api, parts.ledger, parts.consumers, leadership,
+                              pools=settings.offer_pools)
         claims = ClaimAdmission(api, parts.consumers, parts.ledger, settings.storage_classes,
                                 leadership)
         webhook = await start_webhook(

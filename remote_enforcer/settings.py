@@ -11,6 +11,7 @@ from annex import tracing
 from annex.kube import ClientLimits
 from annex.leader_flags import LeaderElection, add_election_flags, election_from_args
 from shared.offer import is_lendable_pattern
+from shared.pools import Pool, check_pools, parse_pool
 from shared.quantity import canonical
 from shared.wellknown import TWIN_NAMESPACE_ROLE
 
@@ -38,6 +39,8 @@ class Settings:
     offer_resources: tuple[tuple[str, str], ...] = ()
     offer_extended_resources: tuple[str, ...] = ()
     """Extended resources and huge pages the offer lends (`nvidia.com/gpu`, `hugepages-*`)."""
+    offer_pools: tuple[Pool, ...] = ()
+    """The offer split by node selector (`--offer-pool`); empty: one offer of every node."""
     offer_threshold_percent: Decimal = Decimal(1)
     offer_debounce_seconds: float = 1.0
     region: str | None = None
@@ -89,6 +92,13 @@ def _extended_resources(text: str) -> tuple[str, ...]:
     return names
 
 
+def _pool(text: str) -> Pool:
+    try:
+        return parse_pool(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m remote_enforcer",
                                 description="annex remote enforcer (provider-side operator)")
@@ -120,6 +130,12 @@ def parser() -> argparse.ArgumentParser:
                    help="extended resources and huge pages of the nodes to offer besides cpu, "
                         "memory, pods and ephemeral-storage, e.g. nvidia.com/gpu,hugepages-* "
                         "(default: none: devices are lent only when named)")
+    p.add_argument("--offer-pool", type=_pool, action="append", dest="offer_pools",
+                   metavar="NAME=KEY=VALUE[,KEY=VALUE]",
+                   help="a pool of the nodes whose labels hold every pair, offered on its own "
+                        "(the consumer's virtual node liqo-<cluster id>-<NAME>; its pods run on "
+                        "those nodes only), e.g. gpu=nvidia.com/gpu.present=true (repeatable; "
+                        "once given, only the pools' nodes are lent)")
     p.add_argument("--offer-threshold-percent", type=Decimal, default=Decimal(1),
                    help="republish a share offer only when a resource moves by more than this")
     p.add_argument("--offer-debounce-seconds", type=float, default=1.0,
@@ -175,6 +191,11 @@ def parse(argv: list[str] | None = None) -> Settings:
         parser().error("--node-failure-grace-seconds must not be negative")
     if args.announce_mdns and not args.announce_api_server:
         parser().error("--announce-mdns needs --announce-api-server")
+    args.offer_pools = tuple(args.offer_pools or ())
+    try:
+        check_pools(args.offer_pools)
+    except ValueError as error:
+        parser().error(f"--offer-pool: {error}")
     election = election_from_args(parser(), args)
     if election is not None:
         _check_election(args)

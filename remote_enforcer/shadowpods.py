@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +44,7 @@ from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
 from shared.forge.tenancy import origin_problem, pod_policy_problem
+from shared.pools import Pool, pool_problem
 from shared.wellknown import (
     FAILED_REFLECTION_REASON,
     ORIGIN_CLUSTER_LABEL,
@@ -72,8 +74,11 @@ class ShadowPodEnforcer:
     mirror of the pods ShadowPods make (origin-labelled), `shadowpods` of every ShadowPod."""
 
     def __init__(self, api: ClusterApi, metrics: Metrics, consumers: Consumers,
-                 workers: int, pods: Mirror, shadowpods: Mirror) -> None:
+                 workers: int, pods: Mirror, shadowpods: Mirror,
+                 pools: Sequence[Pool] = ()) -> None:
         self.api = api
+        self.pools = tuple(pools)
+        """The provider's pools (`--offer-pool`): a pod runs on its ShadowPod's pool's nodes."""
         self.metrics = metrics
         self.consumers = consumers
         self.events = EventRecorder(api, REMOTE_ENFORCER_COMPONENT)
@@ -239,7 +244,7 @@ class ShadowPodEnforcer:
             # holds only pods with an origin label).
             _, created = await create_or_refuse(
                 self.api, pod_path(namespace), pod_path(namespace, name),
-                enforcement.desired_pod(shadowpod),
+                enforcement.desired_pod(shadowpod, self.pools),
                 lambda existing: enforcement.is_controlled_by(existing, shadowpod))
         except Foreign as foreign:
             await self._report_foreign(dict(foreign.existing), shadowpod)
@@ -272,7 +277,8 @@ class ShadowPodEnforcer:
         namespace = (self.consumers.namespaces.get(("", meta["namespace"]))
                      or await self.api.find(core_path("namespaces", name=meta["namespace"])))
         consumer = self.consumers.twin_consumer(namespace)
-        problem = origin_problem(meta.get("labels") or {}, meta["namespace"], consumer)
+        problem = (origin_problem(meta.get("labels") or {}, meta["namespace"], consumer)
+                   or pool_problem(self.pools, shadowpod))
         if problem is None and consumer is not None:
             problem = pod_policy_problem(self.consumers.pod_policy(consumer), consumer,
                                          shadowpod)

@@ -35,6 +35,23 @@ class ClassOffer(ApiModel):
     default: bool = False
 
 
+class PoolOffer(ApiModel):
+    """One pool of the provider's nodes (`--offer-pool`), offered on its own: the nodes whose
+    labels hold every pair of `nodeSelector`. A ShadowPod naming it (`spec.pool`) runs there
+    only."""
+
+    name: str
+    node_selector: dict[str, str] = Field(default={})
+    resources: ResourceList = Field(default={})
+    """What the pool's nodes lend, counted as the offer's `resources`."""
+    max_pod_resources: ResourceList = Field(default={})
+    """What one pod can get on the pool's nodes, as the offer's `maxPodResources`."""
+    labels: dict[str, str] = Field(default={})
+    """The offer's labels and the pool's node selector: its virtual node's labels."""
+    architecture: str | None = None
+    kubelet_version: str | None = None
+
+
 class ResourceOfferSpec(ApiModel):
     cluster_id: str
     """The provider's cluster id."""
@@ -58,6 +75,9 @@ class ResourceOfferSpec(ApiModel):
     kubelet_version: str | None = None
     """The oldest kubelet version among those nodes: what every remote node offers at least, the
     virtual node's nodeInfo.kubeletVersion."""
+    pools: list[PoolOffer] = Field(default=[])
+    """The provider's pools, each offered on its own. Empty: the provider is one pool. Declared:
+    only the pools' nodes are lent, and the fields above count those."""
 
 
 class ResourceOffer(CustomResource):

@@ -43,6 +43,10 @@ class PodPhase(StrEnum):
 class ShadowPodSpec(ApiModel):
     pod: EmbeddedObject
     """The remote pod's PodSpec, already translated for the remote cluster."""
+    pool: str | None = None
+    """The provider's pool (its offer's `pools[].name`) the pod runs in: the enforcer ANDs the
+    pool's node selector into the pod's required node affinity. Unset while the provider
+    declares pools: one of its pools' nodes. Cannot change."""
 
 
 class ShadowPodStatus(ApiModel):

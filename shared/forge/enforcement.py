@@ -8,12 +8,13 @@ completed pods were recreated after an operator restart or a ShadowPod update).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.json_copy import copied
+from shared.pools import Pool, placed, placement
 from shared.rfc3339 import rfc3339
 from shared.wellknown import POD_CREATED_CONDITION, TERMINAL_PHASES, TRACEPARENT_ANNOTATION
 
@@ -62,9 +63,11 @@ def followed_fields(shadowpod: Mapping[str, Any]) -> tuple[Any, ...]:
             sorted((meta.get("annotations") or {}).items()), meta.get("deletionTimestamp"))
 
 
-def desired_pod(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
-    """The pod of the same name and namespace, controller-owned by the ShadowPod."""
+def desired_pod(shadowpod: Mapping[str, Any], pools: Sequence[Pool] = ()) -> dict[str, Any]:
+    """The pod of the same name and namespace, controller-owned by the ShadowPod, on the nodes
+    of the provider's `pools` its `spec.pool` allows (`shared.pools.placed`)."""
     meta = _meta(shadowpod)
+    spec = (shadowpod.get("spec") or {})
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -79,9 +82,9 @@ def desired_pod(shadowpod: Mapping[str, Any]) -> dict[str, Any]:
         },
         # A pod is created without ephemeral containers (the API server refuses them on
         # create): they are added afterwards (`ephemeral_containers_patch`).
-        "spec": {key: copied(value) for key, value in
-                 ((shadowpod.get("spec") or {}).get("pod") or {}).items()
-                 if key != EPHEMERAL_CONTAINERS},
+        "spec": placed({key: copied(value) for key, value in (spec.get("pod") or {}).items()
+                        if key != EPHEMERAL_CONTAINERS},
+                       placement(pools, spec.get("pool"))),
     }
 
 

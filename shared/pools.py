@@ -1,0 +1,103 @@
+"""Node pools: a provider's offer split by node selector (a GPU pool and a general one, one pool
+per zone), each offered on its own, each the consumer's own virtual node. Pure: the enforcer
+feeds in its `--offer-pool` flags, nodes and ShadowPods.
+
+A pod of a pool runs on that pool's nodes only: the enforcer ANDs the pool's node selector into
+the remote pod's required node affinity (`placed`), whatever the ShadowPod asks. Nothing the
+consumer sends widens it: its own affinity is kept and narrowed, never replaced, and once the
+provider declares pools a ShadowPod naming none runs on some pool's nodes, never elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+NAME_MAX = 20
+"""A pool's name goes into its virtual node's name (`liqo-<provider>-<pool>`): kept short."""
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The nodes whose labels hold every pair of `selector`."""
+
+    name: str
+    selector: tuple[tuple[str, str], ...]
+
+    def holds(self, node: Mapping[str, Any]) -> bool:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        return all(labels.get(key) == value for key, value in self.selector)
+
+    def nodes(self, nodes: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        return [node for node in nodes if self.holds(node)]
+
+    def term(self) -> dict[str, Any]:
+        """The pool as one nodeSelectorTerm (requirements ANDed)."""
+        return {"matchExpressions": [{"key": key, "operator": "In", "values": [value]}
+                                     for key, value in self.selector]}
+
+
+def parse_pool(text: str) -> Pool:
+    """`NAME=KEY=VALUE[,KEY=VALUE...]`, e.g. `gpu=nvidia.com/gpu.present=true`."""
+    name, _, selector = text.partition("=")
+    if not _NAME.fullmatch(name) or len(name) > NAME_MAX:
+        raise ValueError(f"pool name {name!r}: lower-case letters, digits and '-', at most "
+                         f"{NAME_MAX} characters")
+    pairs = []
+    for item in selector.split(","):
+        key, equals, value = item.partition("=")
+        if not equals or not key:
+            raise ValueError(f"pool {name}: {item!r} is not KEY=VALUE")
+        pairs.append((key, value))
+    return Pool(name, tuple(pairs))
+
+
+def check_pools(pools: Sequence[Pool]) -> None:
+    names = [pool.name for pool in pools]
+    if len(set(names)) != len(names):
+        raise ValueError(f"pool names repeat: {', '.join(names)}")
+
+
+def pool_problem(pools: Sequence[Pool], shadowpod: Mapping[str, Any],
+                 old: Mapping[str, Any] | None = None) -> str | None:
+    """Why the ShadowPod's `spec.pool` is refused, or None: it must name a declared pool (or
+    none), and stay what it was (a pod's affinity cannot change)."""
+    name = (shadowpod.get("spec") or {}).get("pool")
+    if old is not None and name != (old.get("spec") or {}).get("pool"):
+        return "spec.pool: Forbidden: the pool of a ShadowPod cannot change"
+    if name is None or any(pool.name == name for pool in pools):
+        return None
+    declared = ", ".join(pool.name for pool in pools) or "none"
+    return f"spec.pool: Unsupported value {name!r}: this provider's pools are {declared}"
+
+
+def placement(pools: Sequence[Pool], name: str | None) -> list[Pool]:
+    """The pools a ShadowPod's pod may run in: the one it names, else every declared pool
+    (none declared: anywhere, an empty list)."""
+    return [pool for pool in pools if name is None or pool.name == name]
+
+
+def placed(pod_spec: Mapping[str, Any], pools: Sequence[Pool]) -> dict[str, Any]:
+    """`pod_spec` whose required node affinity is its own ANDed with "in one of `pools`": each
+    of its terms (ORed) gains each pool's requirements, one term per (term, pool). No pools:
+    the spec unchanged. A new spec, sharing with `pod_spec` the parts it leaves as they were."""
+    spec = dict(pod_spec)
+    if not pools:
+        return spec
+    affinity = spec["affinity"] = dict(spec.get("affinity") or {})
+    node_affinity = affinity["nodeAffinity"] = dict(affinity.get("nodeAffinity") or {})
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    terms = required.get("nodeSelectorTerms") or [{}]
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+        "nodeSelectorTerms": [_and(term, pool.term()) for term in terms for pool in pools]}
+    return spec
+
+
+def _and(term: Mapping[str, Any], pool_term: Mapping[str, Any]) -> dict[str, Any]:
+    both = dict(term)
+    both["matchExpressions"] = [*(term.get("matchExpressions") or []),
+                                *pool_term["matchExpressions"]]
+    return both

@@ -1,0 +1,84 @@
+"""The publisher's offer split into pools: each pool's entry counts its own nodes only, the
+offer's totals only the pools' nodes, and a node relabelled into another pool moves the offer
+(no cluster: the picture is fed as the watches feed it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from annex.informers import Change
+from annex.mirror import Mirror
+from remote_enforcer.offer import OfferPublisher, node_view
+from remote_enforcer.settings import parse
+
+POOLS = ("--offer-pool", "gpu=accelerator=nvidia", "--offer-pool", "general=tier=general")
+
+
+def _node(name: str, cpu: str, **labels: str) -> dict[str, Any]:
+    allocatable = {"cpu": cpu, "memory": "32Gi", "pods": "110"}
+    if labels.get("accelerator"):
+        allocatable["nvidia.com/gpu"] = "4"
+    return {"metadata": {"name": name, "labels": labels}, "spec": {}, "status": {
+        "allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}],
+        "nodeInfo": {"architecture": "arm64" if labels.get("accelerator") else "amd64",
+                     "kubeletVersion": "v1.30.2"}}}
+
+
+NODES = [_node("gpu-1", "8", accelerator="nvidia"), _node("cpu-1", "16", tier="general"),
+         _node("cpu-2", "4", tier="general"), _node("system", "64")]
+
+
+def _publisher(*flags: str) -> OfferPublisher:
+    publisher = OfferPublisher(None, parse(["--cluster-id", "p", "--region", "eu",  # type: ignore[arg-type]
+                                            "--offer-extended-resources", "nvidia.com/gpu",
+                                            *flags]), Mirror())
+    for node in NODES:
+        publisher.nodes.apply("ADDED", node_view(node))
+    return publisher
+
+
+def test_each_pool_offers_its_own_nodes_and_the_offer_only_the_pools_nodes() -> None:
+    spec = _publisher(*POOLS).spec_for("c")
+    assert spec["resources"]["cpu"] == "14"  # half of 8 + 16 + 4: the system node is not lent
+    gpu, general = spec["pools"]
+    assert gpu["name"] == "gpu" and general["name"] == "general"
+    assert gpu["nodeSelector"] == {"accelerator": "nvidia"}
+    assert gpu["resources"]["cpu"] == "4" and gpu["resources"]["nvidia.com/gpu"] == "2"
+    assert general["resources"]["cpu"] == "10"
+    assert "nvidia.com/gpu" not in general["resources"]  # no node of the pool has one
+    assert gpu["maxPodResources"]["cpu"] == "4"
+    assert general["maxPodResources"]["cpu"] == "10"  # cpu-1's 16, within the pool's 10
+    assert gpu["labels"] == {"topology.kubernetes.io/region": "eu", "accelerator": "nvidia"}
+    assert gpu["architecture"] == "arm64" and general["architecture"] == "amd64"
+
+
+def test_without_pools_the_offer_is_as_before() -> None:
+    spec = _publisher().spec_for("c")
+    assert "pools" not in spec
+    assert spec["resources"]["cpu"] == "46"  # every node, the system one too
+
+
+def test_a_fixed_offer_caps_each_pool_by_its_amounts() -> None:
+    spec = _publisher("--offer-mode", "fixed", "--offer-resources", "cpu=12,memory=8Gi",
+                      *POOLS).spec_for("c")
+    gpu, general = spec["pools"]
+    assert spec["resources"]["cpu"] == "12"
+    assert gpu["resources"]["cpu"] == "12" and gpu["resources"]["pods"] == "110"
+    assert general["resources"]["pods"] == "220"
+
+
+def test_a_node_relabelled_into_a_pool_moves_the_offer() -> None:
+    publisher = _publisher(*POOLS)
+    before = publisher.spec_for("c")
+    looked: list[str] = []
+    publisher.tenants["tenant"] = "c"
+    publisher._schedule = looked.append  # type: ignore[method-assign]
+    relabelled = _node("system", "64", tier="general")
+    publisher.on_node(Change("MODIFIED", node_view(relabelled), ("", "system"),
+                             node_view(NODES[3])))
+    assert looked == ["tenant"]
+    publisher.nodes.apply("MODIFIED", node_view(relabelled))
+    after = publisher.spec_for("c")
+    assert after["pools"][1]["resources"]["cpu"] == "42"
+    assert publisher._worth_writing(before, after)
+    assert not publisher._worth_writing(after, publisher.spec_for("c"))

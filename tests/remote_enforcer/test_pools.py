@@ -1,0 +1,157 @@
+"""An enforcer declaring two pools (`--offer-pool`), on a cluster whose schedulable node is
+labelled into one of them (a label patch, as an administrator labels nodes: the same on kubesim
+and a real API server): the offer has an entry per pool with that pool's capacity, a ShadowPod's
+pod runs on its pool's nodes only, and nothing the consumer writes widens that."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from shared.api.resource_offer import RESOURCE_OFFER
+from shared.node_selector import node_selector_matches
+from shared.quantity import parse_quantity
+from shared.wellknown import RESOURCE_OFFER_NAME
+from tests.e2e.devices import schedulable_node
+from tests.helpers import wait_for
+from tests.remote_enforcer.conftest import (
+    WEBHOOK_NAME,
+    Enforcer,
+    ShadowPods,
+    denial,
+    make_twin_namespace,
+    new_name,
+    room_for_pods,
+    running_enforcer,
+    shadowpod,
+)
+
+CONSUMER = "consumer-pools"
+POOL_LABEL = "pools.annex.test/pool"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+@pytest.fixture(scope="module")
+def labelled(remote: Any) -> Iterator[str]:
+    """A schedulable node in pool "here" while the module runs (label removed afterwards); no
+    node is in pool "nowhere"."""
+    node = schedulable_node(remote)
+    remote.core.patch_node(node, {"metadata": {"labels": {POOL_LABEL: "here"}}})
+    yield node
+    remote.core.patch_node(node, {"metadata": {"labels": {POOL_LABEL: None}}})
+
+
+@pytest.fixture(scope="module")
+def enforcer(remote: Any, labelled: str,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Enforcer]:
+    with running_enforcer(remote, remote.kubeconfig, Path(tmp_path_factory.mktemp("enforcer")),
+                          ["--offer-pool", f"here={POOL_LABEL}=here",
+                           "--offer-pool", f"nowhere={POOL_LABEL}=nowhere"]) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def tenant(remote: Any, enforcer: Enforcer) -> str:
+    return room_for_pods(remote, CONSUMER)
+
+
+@pytest.fixture
+def twin(remote: Any, enforcer: Enforcer, tenant: str) -> str:
+    return make_twin_namespace(remote, CONSUMER)
+
+
+def _pool_spec(name: str, pool: str | None, pod: dict[str, Any] | None = None
+               ) -> dict[str, Any]:
+    body = shadowpod(name, CONSUMER, pod)
+    if pool is not None:
+        body["spec"]["pool"] = pool
+    return body
+
+
+def _selector(remote: Any, namespace: str, name: str) -> dict[str, Any]:
+    pod = wait_for(lambda: _pod(remote, namespace, name), message=f"the pod of {name}")
+    affinity = (pod["spec"].get("affinity") or {}).get("nodeAffinity") or {}
+    return affinity[REQUIRED]  # type: ignore[no-any-return]
+
+
+def _pod(remote: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    pods = remote.core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}")
+    return remote.api_client.sanitize_for_serialization(pods.items[0]) if pods.items else None  # type: ignore[no-any-return]
+
+
+def test_each_pool_has_its_entry_in_the_offer_with_its_own_capacity(
+        remote: Any, tenant: str) -> None:
+    def pools() -> list[dict[str, Any]] | None:
+        try:
+            spec = client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
+                RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
+                RESOURCE_OFFER_NAME)["spec"]
+        except client.ApiException:
+            return None
+        return spec.get("pools")  # type: ignore[no-any-return]
+
+    here, nowhere = wait_for(pools, timeout=60, message="the offer's pools")
+    assert (here["name"], here["nodeSelector"]) == ("here", {POOL_LABEL: "here"})
+    assert here["labels"][POOL_LABEL] == "here"
+    assert parse_quantity(here["resources"]["cpu"]) > 0
+    assert parse_quantity(nowhere["resources"]["cpu"]) == 0  # no node holds its label
+
+
+def test_a_pod_runs_on_its_pools_nodes(remote: Any, twin: str, labelled: str,
+                                       shadowpods: ShadowPods) -> None:
+    name = new_name("here")
+    shadowpods.create(twin, _pool_spec(name, "here"))
+    selector = _selector(remote, twin, name)
+    assert node_selector_matches(selector, {POOL_LABEL: "here"})
+    assert not node_selector_matches(selector, {POOL_LABEL: "nowhere"})
+    assert not node_selector_matches(selector, {})
+    wait_for(lambda: (_pod(remote, twin, name) or {}).get("spec", {}).get("nodeName")
+             == labelled, message="the pod on the pool's node")
+
+
+def test_the_consumers_own_affinity_is_narrowed_to_its_pool_never_widened(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    name = new_name("wide")
+    wide = {"containers": [{"name": "main", "image": "nginx:1"}],
+            "affinity": {"nodeAffinity": {REQUIRED: {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}}}
+    shadowpods.create(twin, _pool_spec(name, "nowhere", wide))
+    selector = _selector(remote, twin, name)
+    # Its own requirement kept, the pool's added: no node of the cluster is in that pool.
+    assert node_selector_matches(selector, {"kubernetes.io/os": "linux", POOL_LABEL: "nowhere"})
+    assert not node_selector_matches(selector, {"kubernetes.io/os": "linux"})
+    assert not node_selector_matches(selector, {POOL_LABEL: "nowhere"})
+
+    def unschedulable() -> bool:
+        conditions = ((_pod(remote, twin, name) or {}).get("status") or {}).get("conditions")
+        return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                   for c in conditions or [])
+
+    wait_for(unschedulable, timeout=60, message="the pod kept off every node outside its pool")
+
+
+def test_a_pod_naming_no_pool_runs_on_some_pools_nodes(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    name = new_name("any")
+    shadowpods.create(twin, _pool_spec(name, None))
+    selector = _selector(remote, twin, name)
+    assert node_selector_matches(selector, {POOL_LABEL: "here"})
+    assert node_selector_matches(selector, {POOL_LABEL: "nowhere"})
+    assert not node_selector_matches(selector, {})
+
+
+def test_an_unknown_pool_or_a_changed_one_is_refused(
+        remote: Any, twin: str, shadowpods: ShadowPods) -> None:
+    assert denial(WEBHOOK_NAME, lambda: shadowpods.create(
+        twin, _pool_spec(new_name("elsewhere"), "elsewhere"))) == (
+        "spec.pool: Unsupported value 'elsewhere': this provider's pools are here, nowhere")
+    name = new_name("moved")
+    shadowpods.create(twin, _pool_spec(name, "here"))
+    assert denial(WEBHOOK_NAME, lambda: shadowpods.patch(
+        twin, name, {"spec": {"pool": "nowhere"}})) == (
+        "spec.pool: Forbidden: the pool of a ShadowPod cannot change")
+    assert shadowpods.get(twin, name)["spec"]["pool"] == "here"
