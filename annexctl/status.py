@@ -91,8 +91,23 @@ def _offers(home: Cluster, virtual_node: VirtualNode) -> dict[str, Any]:
     entry["offers"] = [{"name": o["metadata"]["name"], "namespace": o["metadata"]["namespace"],
                         "resources": (o.get("spec") or {}).get("resources") or {},
                         "labels": (o.get("spec") or {}).get("labels") or {},
+                        "pools": (o.get("spec") or {}).get("pools") or [],
                         "phase": (o.get("status") or {}).get("phase")} for o in offers]
     return entry
+
+
+def pools_table(offer_entries: list[dict[str, Any]]) -> Table:
+    """The pools each provider's offer is split into: their selectors, what they lend, and the
+    most one pod can get in each (a pod asking more fits no node of the pool)."""
+    return Table(
+        "Pools", ["CLUSTER", "POOL", "NODE SELECTOR", "CPU", "MEMORY", "PODS", "ONE POD CPU",
+                  "ONE POD MEMORY"],
+        [[entry["clusterId"], pool.get("name", ""),
+          ",".join(f"{k}={v}" for k, v in sorted((pool.get("nodeSelector") or {}).items())),
+          *((pool.get("resources") or {}).get(r, "") for r in ("cpu", "memory", "pods")),
+          *((pool.get("maxPodResources") or {}).get(r, "") for r in ("cpu", "memory"))]
+         for entry in offer_entries for offer in entry["offers"] for pool in offer["pools"]],
+        empty="none (each provider is one pool)")
 
 
 def _offloadings(home: Cluster) -> list[dict[str, Any]]:
@@ -191,6 +206,7 @@ def status(home: Cluster, events: int = 10, offers: bool = True) -> Report:
                for entry in offer_entries for o in entry["offers"]]
               + [[entry["clusterId"], "", "unavailable", "", "", "", entry["error"]]
                  for entry in offer_entries if entry["error"]]),
+        pools_table(offer_entries),
         Table("Extended namespaces", ["NAMESPACE", "PODS", "MAPPING", "PHASE", "REMOTE NAME",
                                       "CLUSTERS"],
               [[o["namespace"], o["podOffloadingStrategy"] or "",

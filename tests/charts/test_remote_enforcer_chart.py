@@ -38,7 +38,10 @@ FULL = {
     "clusterId": "provider-1",
     "region": "eu-west", "provider": "acme", "storageClasses": ["fast", "slow"],
     "offer": {"mode": "fixed", "resources": {"cpu": "8", "memory": "16Gi", "pods": "110"},
-              "extendedResources": ["nvidia.com/gpu", "hugepages-*"]},
+              "extendedResources": ["nvidia.com/gpu", "hugepages-*"],
+              "pools": [{"name": "gpu", "nodeSelector": {"nvidia.com/gpu.present": "true"}},
+                        {"name": "zone-a", "nodeSelector": {
+                            "topology.kubernetes.io/zone": "a", "tier": "general"}}]},
     "defaultQuota": {"limitsEnforcement": "Soft", "resources": {"cpu": "2", "memory": "4Gi"}},
     "consumers": [
         {"clusterId": "home-1"},
@@ -66,6 +69,10 @@ CASE = ChartCase(
     ({**MINIMAL, "offer": {"mode": "share", "percent": 150}}, "/offer/percent"),
     ({**MINIMAL, "offer": {"mode": "fixed", "resources": {"cpu": "lots"}}}, "/offer/resources/cpu"),
     ({**MINIMAL, "offer": {"extendedResources": ["gpu"]}}, "/offer/extendedResources/0"),
+    ({**MINIMAL, "offer": {"pools": [{"name": "GPU", "nodeSelector": {"a": "b"}}]}},
+     "/offer/pools/0/name"),
+    ({**MINIMAL, "offer": {"pools": [{"name": "gpu", "nodeSelector": {}}]}},
+     "/offer/pools/0/nodeSelector"),
     ({**MINIMAL, "consumers": [{"namespace": "x"}]}, "/consumers/0"),
     ({**MINIMAL, "consumers": [{"clusterId": "a", "quotas": {}}]}, "/consumers/0"),
     ({**MINIMAL, "defaultQuota": {"limitsEnforcement": "Strict"}},
@@ -91,6 +98,9 @@ def test_the_deployment_runs_the_enforcer_with_flags_it_accepts() -> None:
     assert settings.offer_mode == "fixed"
     assert dict(settings.offer_resources) == {"cpu": "8", "memory": "16Gi", "pods": "110"}
     assert settings.offer_extended_resources == ("nvidia.com/gpu", "hugepages-*")
+    assert [(pool.name, pool.selector) for pool in settings.offer_pools] == [
+        ("gpu", (("nvidia.com/gpu.present", "true"),)),
+        ("zone-a", (("tier", "general"), ("topology.kubernetes.io/zone", "a")))]
     assert (settings.region, settings.provider) == ("eu-west", "acme")
     assert settings.storage_classes == ("fast", "slow")
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
