@@ -22,7 +22,7 @@ client's own counter, on kubesim and on real clusters alike. Agent and enforcer:
 
 The scenarios (bench/scenarios/, each module says what it measures) run in the order given;
 by default latency, offloading, configmaps, restart, idle, streams (each leaves its objects
-for the next); storage and enforcer only when named.
+for the next); storage, enforcer and agents only when named.
 
 --profile samples the agent with py-spy in the offloading phase and in the restart, from its
 start to its convergence (bench.profile), and reports the functions it was in when it ran or

@@ -145,10 +145,13 @@ class Bench:
 
     # --- the agent ---
 
-    def agent_converged(self) -> bool:
-        """Synced, with no key queued (its /metrics)."""
+    def agent_converged(self, metrics_port: int | None = None) -> bool:
+        """Synced, with no key queued (its /metrics; another agent's at `metrics_port`)."""
         assert self.agent is not None
-        samples = components.metrics(self.ports["metrics"]) if self.agent.running() else {}
+        if metrics_port is not None:
+            samples = components.metrics(metrics_port)
+        else:
+            samples = components.metrics(self.ports["metrics"]) if self.agent.running() else {}
         queued = [value for name, value in samples.items()
                   if name.startswith("annex_home_agent_controller_queued_keys{")]
         return samples.get("annex_home_agent_synced") == 1 and bool(queued) and not any(queued)

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from bench.figures import Rows
 from bench.harness import Bench
 from bench.scenarios import (
+    agents,
     configmaps,
     enforcer,
     idle,
@@ -31,7 +32,7 @@ class Scenario(Protocol):
 SCENARIOS: dict[str, Scenario] = {
     "latency": latency, "offloading": offloading, "configmaps": configmaps,
     "restart": restart, "idle": idle, "streams": streams,
-    "storage": storage, "enforcer": enforcer}
+    "storage": storage, "enforcer": enforcer, "agents": agents}
 """In the order they run (each leaves its objects for the next)."""
 DEFAULT = ("latency", "offloading", "configmaps", "restart", "idle", "streams")
 """What a run runs unless told; the others run only when named."""

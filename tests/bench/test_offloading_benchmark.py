@@ -49,7 +49,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
          "--stream-logs", str(STREAM_LOGS), "--stream-execs", str(STREAM_EXECS),
          "--stream-pods", "2", "--restarts", "3", "--compare-root", str(same_tree),
          "--compare-flag=--workers=4", "--enforcer-pods", str(ENFORCER_PODS),
-         "--scenarios", "latency,offloading,configmaps,restart,idle,streams,enforcer",
+         "--scenarios", "latency,offloading,configmaps,restart,idle,streams,enforcer,agents",
          "--trace", "--json", str(output)],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=280, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
@@ -115,6 +115,12 @@ def test_every_figure_is_reported(report: dict[str, Any]) -> None:
     # Unchanged objects are not written again after a restart, nor while idle.
     assert report["restart"]["writes"] == {"home": 0, "remote": 0}
     assert report["idle"]["writes_per_minute"] == {"home": 0, "remote": 0}
+    # A second agent for the same provider: what it listed and watched to converge, its RSS.
+    second = report["agents"]
+    assert second["converged_seconds"] > 0 and second["agent"]["rss_mib"] > 0
+    assert second["to_converge"]["remote"]["watches"] > 0
+    assert second["to_converge"]["home"]["lists"] > 0
+    assert set(second["idle_writes_per_minute"]) == {"first", "second"}
 
 
 @pytest.mark.timeout(300)
