@@ -16,8 +16,8 @@ POOLS = ("--offer-pool", "gpu=accelerator=nvidia", "--offer-pool", "general=tier
 
 def _node(name: str, cpu: str, **labels: str) -> dict[str, Any]:
     allocatable = {"cpu": cpu, "memory": "32Gi", "pods": "110"}
-    if labels.get("accelerator"):
-        allocatable["nvidia.com/gpu"] = "4"
+    if labels.get("accelerator") or name == "system":
+        allocatable["nvidia.com/gpu"] = "4" if labels else "8"
     return {"metadata": {"name": name, "labels": labels}, "spec": {}, "status": {
         "allocatable": allocatable, "conditions": [{"type": "Ready", "status": "True"}],
         "nodeInfo": {"architecture": "arm64" if labels.get("accelerator") else "amd64",
@@ -40,6 +40,11 @@ def _publisher(*flags: str) -> OfferPublisher:
 def test_each_pool_offers_its_own_nodes_and_the_offer_only_the_pools_nodes() -> None:
     spec = _publisher(*POOLS).spec_for("c")
     assert spec["resources"]["cpu"] == "14"  # half of 8 + 16 + 4: the system node is not lent
+    # ... nor its GPUs, and what one pod can get (the agent's pod fit) is judged on the pools'
+    # nodes only: the system node's 8 GPUs are no room for a pod.
+    assert spec["resources"]["nvidia.com/gpu"] == "2"
+    assert spec["maxPodResources"]["nvidia.com/gpu"] == "2"
+    assert spec["maxPodResources"]["cpu"] == "14"
     gpu, general = spec["pools"]
     assert gpu["name"] == "gpu" and general["name"] == "general"
     assert gpu["nodeSelector"] == {"accelerator": "nvidia"}
@@ -56,6 +61,7 @@ def test_without_pools_the_offer_is_as_before() -> None:
     spec = _publisher().spec_for("c")
     assert "pools" not in spec
     assert spec["resources"]["cpu"] == "46"  # every node, the system one too
+    assert spec["resources"]["nvidia.com/gpu"] == "6"
 
 
 def test_a_fixed_offer_caps_each_pool_by_its_amounts() -> None:
