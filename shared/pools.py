@@ -63,11 +63,14 @@ def check_pools(pools: Sequence[Pool]) -> None:
 
 def pool_problem(pools: Sequence[Pool], shadowpod: Mapping[str, Any],
                  old: Mapping[str, Any] | None = None) -> str | None:
-    """Why the ShadowPod's `spec.pool` is refused, or None: it must name a declared pool (or
-    none), and stay what it was (a pod's affinity cannot change)."""
+    """Why the ShadowPod's `spec.pool` is refused, or None: a new ShadowPod names a declared
+    pool (or none); an update keeps the pool it had (a pod's affinity cannot change), even one
+    the provider no longer declares, so that its labels and images still follow."""
     name = (shadowpod.get("spec") or {}).get("pool")
-    if old is not None and name != (old.get("spec") or {}).get("pool"):
-        return "spec.pool: Forbidden: the pool of a ShadowPod cannot change"
+    if old is not None:
+        if name != (old.get("spec") or {}).get("pool"):
+            return "spec.pool: Forbidden: the pool of a ShadowPod cannot change"
+        return None
     if name is None or any(pool.name == name for pool in pools):
         return None
     declared = ", ".join(pool.name for pool in pools) or "none"
@@ -75,9 +78,11 @@ def pool_problem(pools: Sequence[Pool], shadowpod: Mapping[str, Any],
 
 
 def placement(pools: Sequence[Pool], name: str | None) -> list[Pool]:
-    """The pools a ShadowPod's pod may run in: the one it names, else every declared pool
-    (none declared: anywhere, an empty list)."""
-    return [pool for pool in pools if name is None or pool.name == name]
+    """The pools a ShadowPod's pod may run in: the one it names, else every declared pool (a
+    name no longer declared too: never wider than the pools); none declared: anywhere, an empty
+    list."""
+    named = [pool for pool in pools if pool.name == name]
+    return named or list(pools)
 
 
 def placed(pod_spec: Mapping[str, Any], pools: Sequence[Pool]) -> dict[str, Any]:

@@ -58,12 +58,15 @@ def test_a_shadowpod_names_a_declared_pool_or_none_and_keeps_it() -> None:
     assert pool_problem([GPU, ZONE_A], named("zone-a"), named("gpu")) == (
         "spec.pool: Forbidden: the pool of a ShadowPod cannot change")
     assert pool_problem([GPU], named("gpu"), named("gpu")) is None
+    # A pool withdrawn since: its ShadowPods' updates (labels, images) still go through.
+    assert pool_problem([ZONE_A], named("gpu"), named("gpu")) is None
 
 
 def test_a_pod_without_affinity_gets_its_pools_and_nothing_else() -> None:
     assert placement([GPU, ZONE_A], "gpu") == [GPU]
     assert placement([GPU, ZONE_A], None) == [GPU, ZONE_A]
     assert placement([], None) == []
+    assert placement([GPU, ZONE_A], "withdrawn") == [GPU, ZONE_A]  # never wider than the pools
     spec = {"containers": [{"name": "c"}]}
     assert placed(spec, []) == spec
     terms = _terms(placed(spec, [GPU]))
