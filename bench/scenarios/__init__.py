@@ -11,6 +11,7 @@ from bench.harness import Bench
 from bench.scenarios import (
     configmaps,
     enforcer,
+    failover,
     idle,
     latency,
     offloading,
@@ -31,7 +32,7 @@ class Scenario(Protocol):
 SCENARIOS: dict[str, Scenario] = {
     "latency": latency, "offloading": offloading, "configmaps": configmaps,
     "restart": restart, "idle": idle, "streams": streams,
-    "storage": storage, "enforcer": enforcer}
+    "storage": storage, "enforcer": enforcer, "failover": failover}
 """In the order they run (each leaves its objects for the next)."""
 DEFAULT = ("latency", "offloading", "configmaps", "restart", "idle", "streams")
 """What a run runs unless told; the others run only when named."""
