@@ -10,11 +10,14 @@
 - __main__.py          the options, the clusters, the run, its results file
 - report.py            the table every scenario's rows make
 - scenarios/           one module a scenario: latency, offloading, configmaps, restart, idle,
-                       streams, storage, enforcer
+                       streams, storage, enforcer, failover
+- replicas.py          a component's replicas electing a leader: who leads, their writes
 - harness.py           a run: the clients, the components, the watches, the request counts,
                        its setup and cleanup
 - bare.py              the bare client: the minimal writes offloading needs, without annex
-- components.py        the agent and the enforcer as child processes, read from outside
+- components.py        the agent, the enforcer and the home controller as child processes,
+                       read from outside
+- balancer.py          one address in front of the enforcer's replicas, as its Service
 - clusters.py          kubesim clusters in child processes, or the given ones; their room
 - stream_client.py     followed logs and exec sessions through the home API server
 - profile.py, trace.py py-spy's samples of the agent; its requests, events and stalls traced

@@ -6,6 +6,7 @@ writes the same work needs, on the same servers, in the same run.
         [--workers 10] [--bare-lanes 16] [--agent-flag=--remote-qps=500 ...]
         [--enforcer-flag=... ...] [--json bench-offloading.json] [--scenarios a,b,...]
         [--stream-logs 100] [--stream-execs 20] [--stream-pods 10] [--trace] [--profile]
+        [--failover-pods 1000] [--failover-rate 10]
 
 Clusters: two kubesim clusters, each in a child process of its own as two control planes are
 (bench.clusters); or the two clusters E2E_HOME_KUBECONFIG and E2E_REMOTE_KUBECONFIG name
@@ -22,7 +23,7 @@ client's own counter, on kubesim and on real clusters alike. Agent and enforcer:
 
 The scenarios (bench/scenarios/, each module says what it measures) run in the order given;
 by default latency, offloading, configmaps, restart, idle, streams (each leaves its objects
-for the next); storage, enforcer and agents only when named.
+for the next); storage, enforcer, agents and failover only when named.
 
 --profile samples the agent with py-spy in the offloading phase and in the restart, from its
 start to its convergence (bench.profile), and reports the functions it was in when it ran or
@@ -70,6 +71,8 @@ NUMBERS: tuple[tuple[str, type[int] | type[float], float, str], ...] = (
                            "figures: the median run's)"),
     ("--storage-pods", int, 100, "claims (and one pod each) of the storage scenario"),
     ("--enforcer-pods", int, 1000, "bare pods and as many ShadowPods of the enforcer scenario"),
+    ("--failover-pods", int, 1000, "most pods the failover scenario's burst creates"),
+    ("--failover-rate", float, 10.0, "pods created a second in the failover scenario's burst"),
     ("--stream-logs", int, 100, "followed logs (kubectl logs -f) open in the streams scenario"),
     ("--stream-execs", int, 20, "exec sessions (kubectl exec -i ... cat) open in the streams "
                                 "scenario, each echoing a line a second"),

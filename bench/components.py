@@ -141,6 +141,24 @@ def metrics(port: int) -> dict[str, float]:
     return prometheus_samples(text) if status == 200 else {}
 
 
+def _nothing_queued(samples: dict[str, float]) -> bool:
+    queued = [value for name, value in samples.items()
+              if name.split("{", 1)[0].endswith("_controller_queued_keys")]
+    return bool(queued) and not any(queued)
+
+
+def settled(port: int) -> bool:
+    """No key waits in any controller of the component serving /metrics on `port`
+    (`<prefix>_controller_queued_keys`, annex.metrics), and it says it has some."""
+    return _nothing_queued(metrics(port))
+
+
+def agent_converged(port: int) -> bool:
+    """The agent serving /metrics on `port` is synced, with no key queued."""
+    samples = metrics(port)
+    return samples.get("annex_home_agent_synced") == 1 and _nothing_queued(samples)
+
+
 def scrape(port: int, family: str, timeout: float = 30.0) -> list[tuple[dict[str, str], float]]:
     """The samples of one family on a running component's /metrics, by label set (retried
     until the endpoint answers: it may be starting)."""
@@ -170,14 +188,25 @@ def agent_address(kubeconfig: str) -> str:
 
 
 def enforcer(kubeconfig: str, names: Names, directory: Path, webhook_port: int,
-             health_port: int, flags: list[str]) -> Component:
-    """The remote enforcer, serving its webhook on loopback with DIRECTORY/webhook.crt."""
-    return Component("enforcer", [
+             health_port: int, flags: list[str], name: str = "enforcer") -> Component:
+    """The remote enforcer, serving its webhook on loopback with DIRECTORY/webhook.crt; `name`:
+    its log's (one replica of several has its own)."""
+    return Component(name, [
         "-m", "remote_enforcer", "--kubeconfig", kubeconfig,
         "--cluster-id", names.provider_id, "--webhook-address", "127.0.0.1",
         "--webhook-port", str(webhook_port), "--webhook-cert", str(directory / "webhook.crt"),
         "--webhook-key", str(directory / "webhook.key"), "--health-address", "127.0.0.1",
-        "--health-port", str(health_port), *flags], directory / "enforcer.log")
+        "--health-port", str(health_port), *flags], directory / f"{name}.log")
+
+
+def home_controller(kubeconfig: str, namespace: str, template: Path, health_port: int,
+                    flags: tuple[str, ...], log_path: Path) -> Component:
+    """The home controller, its VirtualNodes in `namespace`, their agents made from `template`
+    (an `AgentTemplate` as JSON), logging JSON lines."""
+    return Component("home controller", [
+        "-m", "home_controller", "--kubeconfig", kubeconfig, "--namespace", namespace,
+        "--agent-template", str(template), "--health-address", "127.0.0.1",
+        "--health-port", str(health_port), "--log-format", "json", *flags], log_path)
 
 
 def shadowpod_webhook(names: Names, webhook_port: int, ca_bundle: str) -> dict[str, Any]:
@@ -201,12 +230,14 @@ def shadowpod_webhook(names: Names, webhook_port: int, ca_bundle: str) -> dict[s
 
 
 def agent(args: Any, kubeconfigs: dict[str, str], names: Names, directory: Path,
-          remote_pod_cidr: str | None, ports: dict[str, int]) -> Component:
+          remote_pod_cidr: str | None, ports: dict[str, int], name: str = "agent",
+          extra: tuple[str, ...] = ()) -> Component:
     """The home agent with its defaults and `--workers`, logging JSON lines; with an address and
     a client CA with which the home API server reaches its kubelet API, as it does for `kubectl
     logs` and `kubectl exec` (the streams scenario). `ports`: metrics and kubelet (kept across
-    restarts: a new kubelet port would be a node status write on each start)."""
-    flags = ["--workers", str(args.workers),
+    restarts: a new kubelet port would be a node status write on each start). `name`: its log's,
+    `extra`: more of its command line (a replica's)."""
+    flags = [*extra, "--workers", str(args.workers),
              "--agent-ip", agent_address(kubeconfigs["home"]),
              "--kubelet-port", str(ports["kubelet"]),
              "--kubelet-client-ca", str(directory / "home-ca.crt"),
@@ -224,5 +255,5 @@ def agent(args: Any, kubeconfigs: dict[str, str], names: Names, directory: Path,
         "--remote-kubeconfig", kubeconfigs["remote"],
         "--cluster-id", names.home_id, "--remote-cluster-id", names.remote_id,
         "--metrics-address", f"127.0.0.1:{ports['metrics']}",
-        *flags, *args.agent_flag], directory / "agent.log",
+        *flags, *args.agent_flag], directory / f"{name}.log",
         wrapper=callgrind_wrapper(directory) if args.agent_instructions else None)

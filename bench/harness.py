@@ -145,16 +145,10 @@ class Bench:
 
     # --- the agent ---
 
-    def agent_converged(self, metrics_port: int | None = None) -> bool:
-        """Synced, with no key queued (its /metrics; another agent's at `metrics_port`)."""
+    def agent_converged(self) -> bool:
+        """Synced, with no key queued (its /metrics)."""
         assert self.agent is not None
-        if metrics_port is not None:
-            samples = components.metrics(metrics_port)
-        else:
-            samples = components.metrics(self.ports["metrics"]) if self.agent.running() else {}
-        queued = [value for name, value in samples.items()
-                  if name.startswith("annex_home_agent_controller_queued_keys{")]
-        return samples.get("annex_home_agent_synced") == 1 and bool(queued) and not any(queued)
+        return self.agent.running() and components.agent_converged(self.ports["metrics"])
 
     def pod(self, name: str, node: str) -> dict[str, Any]:
         spec: dict[str, Any] = {"nodeName": node, "tolerations": TOLERATIONS,
@@ -275,17 +269,24 @@ class Bench:
         issued = authority.issue_cert("127.0.0.1", "localhost")
         issued.cert_chain_pems[0].write_to_path(str(self.directory / "webhook.crt"))
         issued.private_key_pem.write_to_path(str(self.directory / "webhook.key"))
+        # replicas (the failover scenario's) verify each other with the CA beside the certificate
+        authority.cert_pem.write_to_path(str(self.directory / "ca.crt"))
         webhook_port = free_port()
         enforcer = self.enforcer = components.enforcer(
             self.kubeconfigs["remote"], self.names, self.directory, webhook_port,
             self.ports["health"], self.args.enforcer_flag)
         enforcer.start()
+        await self.enforcer_ready()
+        await self.remote.create(WEBHOOKS, components.shadowpod_webhook(
+            self.names, webhook_port, base64.b64encode(authority.cert_pem.bytes()).decode()))
+
+    async def enforcer_ready(self) -> None:
+        enforcer = self.enforcer
+        assert enforcer is not None
         await until_async(lambda: asyncio.to_thread(
             lambda: enforcer.running() and http_get(
                 f"http://127.0.0.1:{self.ports['health']}/readyz")[0] == 200), 60,
             "the enforcer ready")
-        await self.remote.create(WEBHOOKS, components.shadowpod_webhook(
-            self.names, webhook_port, base64.b64encode(authority.cert_pem.bytes()).decode()))
 
     # --- the end ---
 
@@ -308,7 +309,7 @@ class Bench:
                 self.home.delete, core_path("pods", namespace), {"gracePeriodSeconds": 0})))
         steps.append((self.home, f"the finalizers of {offloading}", functools.partial(
             self.home.patch, offloading, {"metadata": {"finalizers": None}})))
-        for namespace in (names.namespace, names.bare_namespace):
+        for namespace in (names.namespace, names.bare_namespace, names.release):
             steps.append((self.home, f"namespace {namespace}", functools.partial(
                 self.home.delete, core_path("namespaces", name=namespace))))
         for node in (names.bare_node, names.virtual_node):
@@ -331,7 +332,7 @@ class Bench:
             except (TransportError, TimeoutError) as error:
                 print(f"cleanup: {what}: {error!r}", file=sys.stderr)
         gone = [(self.home, core_path("namespaces", name=n))
-                for n in (names.namespace, names.bare_namespace)]
+                for n in (names.namespace, names.bare_namespace, names.release)]
         gone += [(self.remote, core_path("namespaces", name=n))
                  for n in (names.tenant, names.bare_twin, self.twin) if n]
         gone += [(self.home, core_path("nodes", name=names.bare_node))]

@@ -30,6 +30,13 @@ class Names:
         return f"bench-{self.run}"
 
     @property
+    def release(self) -> str:
+        """At home, as a release's own namespace (which no agent offloads): the failover
+        scenario's election Leases, its agents' kubelet Service, its home controller's
+        VirtualNode and agent."""
+        return f"bench-annex-{self.run}"
+
+    @property
     def bare_namespace(self) -> str:
         return f"bench-bare-{self.run}"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
@@ -16,19 +17,31 @@ Key = tuple[str, str, str]
 
 
 class Timeline:
-    """When each object was first seen (and first seen Running), from watches."""
+    """When each object was first seen (and first seen Running), the uids each name had, and
+    when objects were deleted, from watches."""
 
     def __init__(self) -> None:
         self.seen: dict[Key, float] = {}
         self.running: dict[Key, float] = {}
+        self.uids: dict[Key, set[str]] = {}
+        """Every object a name was: two for one name, it was made again."""
+        self.deletions: list[tuple[Key, float]] = []
+        self.changes: Counter[tuple[str, str, str]] = Counter()
+        """Events so far by (kind, namespace, ADDED, MODIFIED or DELETED): each a change some
+        write made (a write that changes nothing makes none)."""
         self.waiters: dict[tuple[str, str, str, str], asyncio.Future[dict[str, Any]]] = {}
 
     def record(self, kind: str, event: dict[str, Any]) -> None:
-        if event.get("type") not in ("ADDED", "MODIFIED"):
+        if event.get("type") not in ("ADDED", "MODIFIED", "DELETED"):
             return
         now = time.monotonic()
         obj = event["object"]
         key = (kind, obj["metadata"]["namespace"], obj["metadata"]["name"])
+        self.uids.setdefault(key, set()).add(str(obj["metadata"].get("uid")))
+        self.changes[(kind, key[1], event["type"])] += 1
+        if event["type"] == "DELETED":
+            self.deletions.append((key, now))
+            return
         self.seen.setdefault(key, now)
         self._wake((*key, "seen"), obj)
         status = obj.get("status") or {}

@@ -12,6 +12,7 @@ from bench.scenarios import (
     agents,
     configmaps,
     enforcer,
+    failover,
     idle,
     latency,
     offloading,
@@ -32,7 +33,7 @@ class Scenario(Protocol):
 SCENARIOS: dict[str, Scenario] = {
     "latency": latency, "offloading": offloading, "configmaps": configmaps,
     "restart": restart, "idle": idle, "streams": streams,
-    "storage": storage, "enforcer": enforcer, "agents": agents}
+    "storage": storage, "enforcer": enforcer, "agents": agents, "failover": failover}
 """In the order they run (each leaves its objects for the next)."""
 DEFAULT = ("latency", "offloading", "configmaps", "restart", "idle", "streams")
 """What a run runs unless told; the others run only when named."""

@@ -66,7 +66,7 @@ async def run(bench: Bench) -> dict[str, Any]:
     first_before = bench.counts()["agent"]
     second.start(flags=("--node-name", node))
     try:
-        converged = await until(lambda: second.running() and bench.agent_converged(
+        converged = await until(lambda: second.running() and components.agent_converged(
             ports["metrics"]), 300, "the second agent converged", interval=0.2)
         await asyncio.sleep(2)  # writes that trail the convergence are counted too
         start = _counts(bench, ports["metrics"])

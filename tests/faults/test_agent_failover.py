@@ -12,7 +12,7 @@ The burst is FAULT_BURST pods, at most 200 (the issue's scale):
     FAULT_BURST=200 python -m pytest tests/faults/test_agent_failover.py -q -s
 
 prints the failover time (from the SIGKILL to the standby holding the Lease), the time to
-converge and the graceful hand-over time (docs/benchmarks.md, "Agent failover").
+converge and the graceful hand-over time (docs/benchmarks.md, "Failover").
 """
 
 from __future__ import annotations

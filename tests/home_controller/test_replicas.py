@@ -5,12 +5,15 @@ lease duration later, and the new leader carries on (a new VirtualNode gets its 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shared.forge.agent import AgentTemplate
 from tests.conftest import ClusterHandle
 from tests.faults.test_agent_failover import get, writes
 from tests.helpers import free_ports, wait_for
+from tests.home_agent.agentproc import Process
 from tests.home_controller.test_virtual_nodes import agent_template, apply_virtual_node, read
 
 TIMINGS = ("--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3",
@@ -21,19 +24,37 @@ def readyz(port: int) -> tuple[int, str]:
     return get(f"http://127.0.0.1:{port}/readyz")
 
 
-def test_only_the_leader_acts_and_a_standby_takes_over_a_killed_one(
-        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+@dataclass
+class Pair:
+    """Two controller replicas: the first leads, the second is ready and stands by."""
+
+    template: AgentTemplate
+    leader: Process
+    standby: Process
+    standby_port: int
+
+
+def elected(start_controller: Any, namespace: str, tmp_path: Path,
+            timings: tuple[str, ...] = TIMINGS) -> Pair:
     path, template = agent_template(namespace, tmp_path)
     flags = ("--namespace", namespace, "--agent-template", str(path), "--leader-elect",
-             "--leader-elect-resource-namespace", namespace, *TIMINGS)
+             "--leader-elect-resource-namespace", namespace, *timings)
     first_port, second_port = free_ports(2)
     first = start_controller(*flags, "--health-port", str(first_port))
     wait_for(lambda: readyz(first_port) == (200, "ok: leader"), timeout=60,
              message="the first replica leads")
     second = start_controller(*flags, "--health-port", str(second_port))
-    standby = wait_for(lambda: (answer := readyz(second_port))[0] == 200 and answer[1],
-                       timeout=60, message="the second replica is ready")
-    assert standby.startswith("ok: standby (leader: ")
+    wait_for(lambda: readyz(second_port)[0] == 200, timeout=60,
+             message="the second replica is ready")
+    return Pair(template, first, second, second_port)
+
+
+def test_only_the_leader_acts_and_a_standby_takes_over_a_killed_one(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    pair = elected(start_controller, namespace, tmp_path)
+    template, first, second, second_port = (pair.template, pair.leader, pair.standby,
+                                            pair.standby_port)
+    assert readyz(second_port)[1].startswith("ok: standby (leader: ")
 
     apply_virtual_node(home, namespace, "provider-a")
     name = f"{template.name_prefix}-provider-a"
@@ -54,17 +75,55 @@ def test_a_stopped_leader_hands_over_at_the_standby_s_next_try(
         home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
     """SIGTERM (a rolling update, a drain): the leader stops its controllers, then releases the
     Lease; the standby need not wait for it to expire."""
-    path, _ = agent_template(namespace, tmp_path)
-    flags = ("--namespace", namespace, "--agent-template", str(path), "--leader-elect",
-             "--leader-elect-resource-namespace", namespace, "--leader-elect-lease-duration",
-             "60", "--leader-elect-renew-deadline", "10", "--leader-elect-retry-period", "1")
-    first_port, second_port = free_ports(2)
-    first = start_controller(*flags, "--health-port", str(first_port))
-    wait_for(lambda: readyz(first_port) == (200, "ok: leader"), timeout=60,
-             message="the first replica leads")
-    start_controller(*flags, "--health-port", str(second_port))
-    wait_for(lambda: readyz(second_port)[0] == 200, timeout=60, message="the standby ready")
-    assert first.stop() == 0
+    pair = elected(start_controller, namespace, tmp_path, (
+        "--leader-elect-lease-duration", "60", "--leader-elect-renew-deadline", "10",
+        "--leader-elect-retry-period", "1"))
+    second_port = pair.standby_port
+    assert pair.leader.stop() == 0
     # Well within the 60 s lease: the Lease was released, not left to expire.
     wait_for(lambda: readyz(second_port) == (200, "ok: leader"), timeout=15,
              message="the standby leads at its next try")
+
+
+AGENTS = 6
+"""VirtualNodes whose agents the first leader is making when it is killed."""
+
+
+def deployments(home: ClusterHandle, namespace: str, names: list[str]) -> dict[str, Any]:
+    """name → (uid, generation, pod template) of each agent Deployment there is."""
+    found = {}
+    for name in names:
+        deployment = read(home, "Deployment", namespace, name)
+        if deployment is not None:
+            found[name] = (deployment["metadata"]["uid"], deployment["metadata"]["generation"],
+                           deployment["spec"]["template"])
+    return found
+
+
+def test_a_leader_killed_while_it_makes_agents_leaves_its_successor_the_ones_it_made(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    """The new leader finds the agent Deployments the killed one made as they should be: it
+    makes the missing ones and neither recreates nor rewrites (restarts) the others."""
+    pair = elected(start_controller, namespace, tmp_path)
+    template, first, second_port = pair.template, pair.leader, pair.standby_port
+    providers = [f"provider-{index}" for index in range(AGENTS)]
+    names = [f"{template.name_prefix}-{provider}" for provider in providers]
+    for provider in providers:
+        apply_virtual_node(home, namespace, provider)
+    made = wait_for(lambda: deployments(home, namespace, names), timeout=30, interval=0.02,
+                    message="the leader made a first agent")
+    first.kill()
+    made = deployments(home, namespace, names)  # and what it made before it died
+    assert writes(second_port) == {}, "a standby writes nothing"
+
+    wait_for(lambda: readyz(second_port) == (200, "ok: leader"), timeout=30,
+             message="the standby leads once the killed leader's Lease expired")
+    wait_for(lambda: len(deployments(home, namespace, names)) == AGENTS, timeout=30,
+             message="the new leader made the missing agents")
+    after = deployments(home, namespace, names)
+    assert {name: after[name] for name in made} == made  # same object, spec never rewritten
+    assert all(generation == 1 for _, generation, _ in after.values())
+    tried = writes(second_port)
+    assert not {write for write in tried if write.endswith(" deployments")
+                and not write.startswith("create ")}, tried
+    assert tried.get("create deployments", 0) == AGENTS - len(made), tried

@@ -13,9 +13,9 @@ from typing import Any
 
 from kubernetes import client
 
+from bench.balancer import Balancer
 from remote_enforcer.webhooks import registrations
 from tests.helpers import metric_samples, wait_for
-from tests.remote_enforcer.balancer import Balancer
 from tests.remote_enforcer.conftest import (
     Enforcer,
     WebhookCertificate,

@@ -1,7 +1,8 @@
-"""A Service in front of enforcer replicas, for the tests that run several: a TCP balancer that
-hands each new connection to the next live backend in turn, as kube-proxy spreads connections
-over a Service's endpoints (TLS passes through: every replica serves the same certificate). A
-backend that refuses the connection is skipped, as an endpoint that went away."""
+"""A Service in front of enforcer replicas, for the runs that start several (the failover
+scenario, the tests' replicas): a TCP balancer that hands each new connection to the next live
+backend in turn, as kube-proxy spreads connections over a Service's endpoints (TLS passes
+through: every replica serves the same certificate). A backend that refuses the connection is
+skipped, as an endpoint that went away."""
 
 from __future__ import annotations
 
