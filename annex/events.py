@@ -27,7 +27,9 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from annex.kubeapi import ClusterApi, core_path, error_message, is_not_found
+from annex.api_errors import error_message, is_not_found
+from annex.api_paths import core_path
+from annex.kubeapi import ClusterApi
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from annex.kubeapi import ApiError, ClusterApi, error_message, group_path, status_of
+from annex.api_errors import ApiError, error_message, status_of
+from annex.api_paths import group_path
+from annex.kubeapi import ClusterApi
 from annex.transport_errors import TransportError
 
 log = logging.getLogger(__name__)

@@ -13,16 +13,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from annex.kubeapi import (
-    STRATEGIC_MERGE_PATCH,
-    ApiError,
-    ClusterApi,
-    core_path,
-    custom_path,
-    group_path,
-    retrying,
-)
+from annex.api_errors import ApiError
+from annex.api_paths import core_path, custom_path, group_path
+from annex.kubeapi import STRATEGIC_MERGE_PATCH, ClusterApi
 from annex.leader import micro_time
+from annex.retries import retrying
 from annex.transport_errors import TransportError
 from bench.api_calls import count_objects, created
 from bench.names import Names

@@ -20,8 +20,11 @@ from urllib.parse import urlsplit
 import trustme
 import yaml
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path, custom_path, group_path
 from annex.kube import ClientLimits, load_connection
-from annex.kubeapi import ApiError, ClusterApi, RequestMetrics, core_path, custom_path, group_path
+from annex.kubeapi import ClusterApi
+from annex.request_metrics import RequestMetrics
 from annex.transport_errors import TransportError
 from bench import bare, components
 from bench.api_calls import created, readable

@@ -10,7 +10,10 @@ from typing import Any
 
 import aiohttp
 
-from annex.kubeapi import ApiError, ClusterApi, core_path, error_message, group_path, retrying
+from annex.api_errors import ApiError, error_message
+from annex.api_paths import core_path, group_path
+from annex.kubeapi import ClusterApi
+from annex.retries import retrying
 from home_agent.config import AgentConfig
 from shared.home_apiserver import (
     KUBERNETES_SERVICE,

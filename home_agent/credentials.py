@@ -29,8 +29,9 @@ from typing import Any
 
 import yaml
 
+from annex.api_errors import ApiError, error_message
+from annex.api_paths import core_path
 from annex.kube import connection_from_kubeconfig, token_claims
-from annex.kubeapi import ApiError, core_path, error_message
 from annex.listwatch import list_and_watch
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig

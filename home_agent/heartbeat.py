@@ -8,7 +8,8 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from annex.kubeapi import error_message, group_path, is_not_found
+from annex.api_errors import error_message, is_not_found
+from annex.api_paths import group_path
 from annex.leader import micro_time
 from home_agent.agent import Agent
 from shared.forge.node import Health

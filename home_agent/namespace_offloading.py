@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from annex.kubeapi import core_path, custom_path, is_not_found
+from annex.api_errors import is_not_found
+from annex.api_paths import core_path, custom_path
 from home_agent.agent import REMOTE, Agent
 from home_agent.namespace_map import ensure_namespace_map
 from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIMS

@@ -35,17 +35,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from annex import tracing
+from annex.api_errors import error_message, error_reason, is_not_found
+from annex.api_paths import core_path, custom_path
 from annex.controller import DONE, RETRY, Result
 from annex.events import EventRecorder
 from annex.informers import Echoes, Written
-from annex.kubeapi import (
-    ClusterApi,
-    core_path,
-    custom_path,
-    error_message,
-    error_reason,
-    is_not_found,
-)
+from annex.kubeapi import ClusterApi
 from annex.mirror import Key, Mirror
 from annex.writes import confirmed_gone, delete_owned
 from home_agent.reflection.required import RequiredCopies

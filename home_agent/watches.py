@@ -26,9 +26,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from annex.api_paths import group_path
 from annex.informers import Informers, Resource
 from annex.kube import Connection, LiveConnection
-from annex.kubeapi import ClusterApi, group_path
+from annex.kubeapi import ClusterApi
 from annex.listwatch import list_and_watch
 from home_agent.offloaded_namespaces import OffloadedNamespaces
 

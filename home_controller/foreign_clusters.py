@@ -25,9 +25,10 @@ from typing import Any
 
 import yaml
 
+from annex.api_paths import core_path, custom_path
 from annex.controller import DONE, RETRY, Controller, Result
 from annex.informers import Change, Informers
-from annex.kubeapi import ClusterApi, core_path, custom_path
+from annex.kubeapi import ClusterApi
 from annex.writes import Foreign, create_or_refuse
 from home_controller.offers import OfferWatches
 from home_controller.sightings import Sightings

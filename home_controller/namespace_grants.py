@@ -22,9 +22,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from annex.api_paths import group_path
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Informers
-from annex.kubeapi import ClusterApi, group_path
+from annex.kubeapi import ClusterApi
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
 from shared.api.virtual_node import VIRTUAL_NODE, VirtualNode

@@ -30,10 +30,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path, custom_path, group_path
 from annex.controller import DONE, RETRY, Controller, Result
 from annex.events import EventRecorder
 from annex.informers import Change, Informers
-from annex.kubeapi import ApiError, ClusterApi, core_path, custom_path, group_path
+from annex.kubeapi import ClusterApi
 from annex.mirror import Key
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING

@@ -15,8 +15,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path
 from annex.events import EventRecorder
-from annex.kubeapi import RETRIED_STATUSES, STRATEGIC_MERGE_PATCH, ApiError, ClusterApi, core_path
+from annex.kubeapi import STRATEGIC_MERGE_PATCH, ClusterApi
+from annex.retries import RETRIED_STATUSES
 
 log = logging.getLogger(__name__)
 

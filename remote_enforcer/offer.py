@@ -11,9 +11,10 @@ import logging
 from decimal import Decimal
 from typing import Any
 
+from annex.api_paths import custom_path
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change
-from annex.kubeapi import JSON_PATCH, ClusterApi, custom_path
+from annex.kubeapi import JSON_PATCH, ClusterApi
 from annex.mirror import Mirror
 from annex.writes import create_or_refuse
 from remote_enforcer.settings import Settings

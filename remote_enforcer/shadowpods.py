@@ -27,19 +27,14 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path, custom_path
 from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
 from annex.informers import Change
-from annex.kubeapi import (
-    JSON_PATCH,
-    RETRIED_STATUSES,
-    STRATEGIC_MERGE_PATCH,
-    ApiError,
-    ClusterApi,
-    core_path,
-    custom_path,
-)
+from annex.kubeapi import JSON_PATCH, STRATEGIC_MERGE_PATCH, ClusterApi
 from annex.mirror import Key, Mirror
+from annex.retries import RETRIED_STATUSES
 from annex.writes import Foreign, create_or_refuse
 from remote_enforcer import ephemeral
 from remote_enforcer.consumers import Consumers

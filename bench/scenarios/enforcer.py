@@ -11,7 +11,7 @@ import functools
 import time
 from typing import Any
 
-from annex.kubeapi import core_path, custom_path
+from annex.api_paths import core_path, custom_path
 from bench.api_calls import created
 from bench.figures import Rows
 from bench.harness import Bench

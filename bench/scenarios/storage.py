@@ -10,7 +10,7 @@ import functools
 import time
 from typing import Any
 
-from annex.kubeapi import core_path, group_path
+from annex.api_paths import core_path, group_path
 from bench.api_calls import created
 from bench.figures import Rows, per_pod
 from bench.harness import Bench

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from annex.api_paths import core_path
 from annex.informers import Resource
-from annex.kubeapi import core_path
 from home_agent.reflection.reflector import KindRules
 from shared.forge.configmap import (
     is_reflectable_configmap,

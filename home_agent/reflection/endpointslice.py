@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from annex.api_paths import group_path
 from annex.informers import Change
-from annex.kubeapi import group_path
 from annex.mirror import Key, Mirror
 from home_agent.reflection.peering import Peering
 from home_agent.reflection.reflector import KindRules, Reflector

@@ -39,9 +39,11 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from annex.api_errors import error_message, status_of
+from annex.api_paths import core_path
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Resource
-from annex.kubeapi import JSON, METADATA_LIST, core_path, error_message, status_of
+from annex.kubeapi import JSON, METADATA_LIST
 from annex.listwatch import list_objects
 from annex.mirror import Key, Mirror, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create

@@ -3,7 +3,7 @@ cleared so that the remote cluster's default class serves it."""
 
 from __future__ import annotations
 
-from annex.kubeapi import group_path
+from annex.api_paths import group_path
 from home_agent.reflection.reflector import KindRules
 from shared.forge.ingress import remote_ingress
 

@@ -38,9 +38,10 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.api_errors import ApiError, error_message
+from annex.api_paths import core_path
 from annex.controller import RETRY, Result
 from annex.informers import Change, Resource
-from annex.kubeapi import ApiError, core_path, error_message
 from annex.mirror import Key, Mirror, key_of
 from annex.writes import confirmed_gone, replace_or_create
 from home_agent.reflection.peering import Peering

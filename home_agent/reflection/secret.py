@@ -4,7 +4,7 @@ namespaces are the token reflector's (`home_agent.reflection.token`) and are lef
 
 from __future__ import annotations
 
-from annex.kubeapi import core_path
+from annex.api_paths import core_path
 from home_agent.reflection.reflector import KindRules
 from shared.forge.secret import is_reflectable_secret, remote_secret
 from shared.forge.token import is_token_secret

@@ -5,7 +5,7 @@ those fields), so the copy is written once, not on every resync."""
 
 from __future__ import annotations
 
-from annex.kubeapi import core_path
+from annex.api_paths import core_path
 from home_agent.reflection.reflector import KindRules
 from shared.forge.service import is_reflectable_service, remote_service
 

@@ -36,9 +36,10 @@ from typing import Any
 
 import orjson
 
+from annex.api_errors import error_message
+from annex.api_paths import core_path
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Echoes, Resource, Written
-from annex.kubeapi import core_path, error_message
 from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.reflection.peering import Peering

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+from annex.api_errors import ApiError
+from annex.api_paths import group_path
 from annex.kube import load_connection
-from annex.kubeapi import ApiError, ClusterApi, group_path
+from annex.kubeapi import ClusterApi
 from annex.leader import ElectionTimings, LeaderElector, candidate_identity
 from tests.conftest import ClusterHandle
 from tests.helpers import until

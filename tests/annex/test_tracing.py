@@ -12,9 +12,10 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from annex import tracing
+from annex.api_paths import core_path
 from annex.controller import Controller
 from annex.kube import Connection, load_connection
-from annex.kubeapi import ClusterApi, core_path
+from annex.kubeapi import ClusterApi
 from remote_enforcer.admission import WEBHOOK_PATH, webhook_app
 from remote_enforcer.leadership import Leadership
 from remote_enforcer.metrics import Metrics

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from annex.kubeapi import ApiError
+from annex.api_errors import ApiError
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
