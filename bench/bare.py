@@ -22,6 +22,7 @@ from annex.transport_errors import TransportError
 from bench.api_calls import count_objects, created
 from bench.names import Names
 from bench.watching import Timeline, until_async
+from shared.api.builtin import LEASES
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.metadata import reflection_config
 from shared.forge.pod import (
@@ -55,7 +56,7 @@ async def create_node(home: ClusterApi, name: str, pods: int) -> asyncio.Task[No
                         "lastHeartbeatTime": now[:19] + "Z",
                         "lastTransitionTime": now[:19] + "Z"}]}},
         content_type=STRATEGIC_MERGE_PATCH)
-    lease = group_path("coordination.k8s.io", "v1", "leases", NODE_LEASE_NAMESPACE)
+    lease = group_path(*LEASES.resource, NODE_LEASE_NAMESPACE)
     await home.create(lease, {"metadata": {
         "name": name, "namespace": NODE_LEASE_NAMESPACE, "ownerReferences": [
             {"apiVersion": "v1", "kind": "Node", "name": name,

@@ -15,6 +15,7 @@ from annex.api_paths import core_path, group_path
 from annex.kubeapi import ClusterApi
 from annex.retries import retrying
 from home_agent.config import AgentConfig
+from shared.api.builtin import ENDPOINTSLICES
 from shared.home_apiserver import (
     KUBERNETES_SERVICE,
     KUBERNETES_SERVICE_NAMESPACE,
@@ -36,7 +37,7 @@ async def with_home_apiserver(config: AgentConfig, home: ClusterApi) -> AgentCon
         return config
     problems: list[str] = []
     slices = await _read(lambda: home.list(
-        group_path("discovery.k8s.io", "v1", "endpointslices", KUBERNETES_SERVICE_NAMESPACE),
+        group_path(*ENDPOINTSLICES.resource, KUBERNETES_SERVICE_NAMESPACE),
         label_selector=f"{SERVICE_NAME_LABEL}={KUBERNETES_SERVICE}"), problems)
     service = await _read(lambda: home.find(
         core_path("services", KUBERNETES_SERVICE_NAMESPACE, KUBERNETES_SERVICE)), problems)

@@ -196,7 +196,7 @@ class OfferPublisher:
                 self.published[tenant] = existing.get("spec") or {}
         if not self._worth_writing(self.published.get(tenant), spec):
             return
-        body = {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
+        body = {**RESOURCE_OFFER.type_meta(),
                 "metadata": {"name": RESOURCE_OFFER_NAME, "namespace": tenant}, "spec": spec}
         created = False
         if tenant not in self.published:  # none found: made, unless made meanwhile

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from annex.api_paths import core_path
 from home_agent.reflection.reflector import KindRules
+from shared.api.builtin import SERVICES
 from shared.forge.service import is_reflectable_service, remote_service
 
-SERVICES = ("", "v1", "services")
-
 SERVICE_RULES = KindRules(
-    kind="Service", resource=SERVICES,
+    kind=SERVICES.kind, resource=SERVICES.resource,
     path=lambda namespace, name: core_path("services", namespace, name),
     forge=remote_service, reflectable=is_reflectable_service)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from shared.api.builtin import PODS
 from shared.forge.namespace import shortened
 from shared.forge.pod import ProjectedToken, service_account_name, service_account_token_secret_name
 from shared.ownership import ownership_labels
@@ -52,7 +53,7 @@ def token_request(local_pod: Mapping[str, Any], token: ProjectedToken) -> dict[s
     metadata = local_pod.get("metadata") or {}
     spec: dict[str, Any] = {
         "expirationSeconds": token.expiration_seconds,
-        "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": metadata.get("name"),
+        "boundObjectRef": {**PODS.type_meta(), "name": metadata.get("name"),
                            "uid": metadata.get("uid")},
     }
     if token.audience:
