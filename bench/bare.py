@@ -25,12 +25,8 @@ from bench.watching import Timeline, until_async
 from shared.api.builtin import LEASES
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.metadata import reflection_config
-from shared.forge.pod import (
-    PodForgeConfig,
-    projected_service_account_tokens,
-    service_account_name,
-    shadow_pod,
-)
+from shared.forge.pod import PodForgeConfig, service_account_name, shadow_pod
+from shared.forge.pod_tokens import projected_service_account_tokens
 from shared.forge.token import issued_token, token_request, token_secret
 from shared.wellknown import NODE_LEASE_NAMESPACE, VIRTUAL_NODE_TAINT_KEY
 

@@ -24,7 +24,7 @@ from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.reflection.token import TokenReflector
 from shared.api.builtin import EVENTS, PERSISTENTVOLUMES, SECRETS, SERVICES
-from shared.forge.pod import StatusForgeConfig
+from shared.forge.pod_status import StatusForgeConfig
 from shared.ipremap import CidrRemap
 from shared.reflection_policy import ReflectionType
 

@@ -47,16 +47,7 @@ from home_agent.reflection.required import RequiredCopies
 from home_agent.twins import TwinNamespaces
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.persistentvolume import pod_claim_names
-from shared.forge.pod import (
-    QUOTA_NOT_COUNTED_REASON,
-    PodForgeConfig,
-    StatusField,
-    StatusForgeConfig,
-    service_account_token_secret_name,
-    shadow_pod_ephemeral_patch,
-    shadow_pod_refusal,
-    unkept_status_fields,
-)
+from shared.forge.pod import PodForgeConfig
 from shared.forge.pod_fit import controller_of, return_time
 from shared.forge.pod_inputs import OffloadingInputs, PodInputs
 from shared.forge.pod_plan import (
@@ -80,6 +71,15 @@ from shared.forge.pod_plan import (
     refused_creation,
     refused_ephemeral_message,
 )
+from shared.forge.pod_status import (
+    QUOTA_NOT_COUNTED_REASON,
+    StatusField,
+    StatusForgeConfig,
+    shadow_pod_refusal,
+    unkept_status_fields,
+)
+from shared.forge.pod_tokens import service_account_token_secret_name
+from shared.forge.shadow_pod_patch import shadow_pod_ephemeral_patch
 from shared.ownership import is_owned
 from shared.wellknown import FAILED_REFLECTION_REASON
 

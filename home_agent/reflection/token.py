@@ -44,10 +44,10 @@ from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.reflection.peering import Peering
 from shared.api.builtin import PODS
-from shared.forge.pod import (
+from shared.forge.pod import service_account_name
+from shared.forge.pod_tokens import (
     ProjectedToken,
     projected_service_account_tokens,
-    service_account_name,
     service_account_token_secret_name,
 )
 from shared.forge.token import (

@@ -1,6 +1,6 @@
 """Service-account tokens, home → remote: per offloaded pod, one Secret in
 its twin namespace holding a home-cluster token for every token the pod's projected volumes ask
-for (`shared.forge.pod.projected_service_account_tokens`), plus the pod's home namespace (the
+for (`shared.forge.pod_tokens.projected_service_account_tokens`), plus the pod's home namespace (the
 remote pod's projected `namespace` file reads it from there, see `shared.forge.pod`).
 
 Liqo's forge/secrets.go is the model: the Secret's name and keys, its two labels (which tell the
@@ -25,7 +25,8 @@ from typing import Any
 
 from shared.api.builtin import PODS
 from shared.forge.namespace import shortened
-from shared.forge.pod import ProjectedToken, service_account_name, service_account_token_secret_name
+from shared.forge.pod import service_account_name
+from shared.forge.pod_tokens import ProjectedToken, service_account_token_secret_name
 from shared.ownership import ownership_labels
 from shared.rfc3339 import parse_rfc3339, rfc3339
 from shared.wellknown import (

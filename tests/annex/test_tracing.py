@@ -20,7 +20,8 @@ from remote_enforcer.admission import WEBHOOK_PATH, webhook_app
 from remote_enforcer.leadership import Leadership
 from remote_enforcer.metrics import Metrics
 from shared.forge import enforcement
-from shared.forge.pod import PodForgeConfig, shadow_pod_patch
+from shared.forge.pod import PodForgeConfig
+from shared.forge.shadow_pod_patch import shadow_pod_patch
 from shared.wellknown import TRACEPARENT_ANNOTATION
 from tests.remote_enforcer.test_shadowpod_cache import (
     NAME,

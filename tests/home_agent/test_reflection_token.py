@@ -27,7 +27,7 @@ from home_agent.reflection.token import TokenReflector
 from home_agent.routes import declare_agent, declare_reflection, declare_token_reflector
 from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH
 from shared.api.builtin import SECRETS
-from shared.forge.pod import service_account_token_key
+from shared.forge.pod_tokens import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
     DESTINATION_CLUSTER_LABEL,
