@@ -16,6 +16,7 @@ the module that owns its rule:
                  ephemeralcontainers subresource (kubectl debug)
 - admission.py   the validating webhook (HTTPS, AdmissionReview v1) at /validate/shadowpods
                  (rules: shared/forge/tenancy.py, shared/quota.py)
+- leadership.py  which replica decides a quota (the leader), and the others forwarding to it
 - ledger.py      per-consumer usage from the ShadowPods and claims watched, for the quota
 - namespaces.py  NamespaceMap → twin namespaces with the consumer's Role and RoleBinding
                  (rules: shared/forge/tenancy.py)
