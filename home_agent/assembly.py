@@ -23,7 +23,7 @@ from home_agent.reflection.persistentvolumeclaim import (
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.reflection.token import TokenReflector
-from shared.api.builtin import EVENTS, PERSISTENTVOLUMES, SECRETS, SERVICES
+from shared.api.builtin import EVENTS, PERSISTENTVOLUMES, PODS, SECRETS, SERVICES
 from shared.forge.pod_status import StatusForgeConfig
 from shared.ipremap import CidrRemap
 from shared.reflection_policy import ReflectionType
@@ -120,7 +120,7 @@ def pod_offloader(agent: Agent, reflection: Reflection | None = None) -> PodOffl
     config, informers = agent.config, agent.informers
     claims = reflection.reflectors.get(PERSISTENTVOLUMECLAIM_RULES.plural) if reflection else None
     sources = PodSources(
-        pods=informers.written(HOME, "pods"), shadow_pods=agent.mirrors.shadow_pods,
+        pods=informers.written(HOME, PODS.plural), shadow_pods=agent.mirrors.shadow_pods,
         twins=agent.twins, nodes=agent.mirrors.nodes,
         claims=claims.home if claims is not None else None,
         volumes=informers.mirror(HOME, PERSISTENTVOLUMES.plural),

@@ -213,13 +213,14 @@ def declare_agent(agent: Agent) -> None:
     # The watch selects the pods bound to the virtual node.
     informers.keys(HOME, PODS.plural, lambda change: home_pod_keys(agent, change), queue)
     informers.keys(HOME, NODES.plural, lambda change: node_keys(agent, change), queue)
-    informers.keys(HOME, "virtualnodes", lambda change: virtual_node_keys(agent, change), queue)
-    informers.keys(HOME, "namespaceoffloadings",
+    informers.keys(HOME, VIRTUAL_NODE.plural, lambda change: virtual_node_keys(agent, change),
+                   queue)
+    informers.keys(HOME, NAMESPACE_OFFLOADING.plural,
                    lambda change: namespace_keys(agent, change.key[0]), queue)
-    informers.keys(REMOTE, "shadowpods", lambda change: shadow_pod_keys(agent, change), queue,
+    informers.keys(REMOTE, SHADOWPOD.plural, lambda change: shadow_pod_keys(agent, change), queue,
                    priority=REPORTED)
-    informers.keys(REMOTE, "resourceoffers", lambda change: offer_keys(agent, change), queue)
-    informers.keys(REMOTE, "namespacemaps", lambda change: namespace_map_keys(agent, change),
+    informers.keys(REMOTE, RESOURCE_OFFER.plural, lambda change: offer_keys(agent, change), queue)
+    informers.keys(REMOTE, NAMESPACE_MAP.plural, lambda change: namespace_map_keys(agent, change),
                    queue, compares=True)
 
 
@@ -284,9 +285,9 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
         # A copy a pod needs came: its ShadowPod may be made (`home_agent.reflection.required`).
         informers.keys(REMOTE, plural, functools.partial(copied_pod_keys, reflection, plural),
                        agent.queue, priority=UNBLOCKED)
-    informers.on(HOME, "virtualnodes", lambda _: reflection.resync())
+    informers.on(HOME, VIRTUAL_NODE.plural, lambda _: reflection.resync())
     agent.offloaded.on_listed(reflection.resync)
-    informers.on(REMOTE, "namespacemaps",
+    informers.on(REMOTE, NAMESPACE_MAP.plural,
                  lambda change: reflection.resync() if mapping_change(agent, change) else None,
                  compares=True)
 
@@ -299,7 +300,7 @@ def declare_virtual_node_followers(agent: Agent, listed: threading.Event,
         if listed.is_set():
             follow()
 
-    agent.informers.on(HOME, "virtualnodes", on_change)
+    agent.informers.on(HOME, VIRTUAL_NODE.plural, on_change)
 
 
 def declare_token_reflector(agent: Agent, tokens: TokenReflector,
