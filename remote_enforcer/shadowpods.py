@@ -44,8 +44,8 @@ from shared.forge import enforcement
 from shared.forge.shadowpod_plan import (
     AddEphemeralContainers,
     CreatePod,
+    LookUpNamespace,
     PatchPod,
-    ReadNamespace,
     ReadShadowPod,
     RecordEvent,
     RecordRecreation,
@@ -203,25 +203,20 @@ class ShadowPodEnforcer:
     def gather(self, key: Key) -> ShadowPodInputs:
         """What the decision on the ShadowPod `key` reads, as the mirrors hold it now; the final
         state of its pod just deleted is taken (the plan decides on it)."""
-        shadowpod = self.shadowpods.get(key)
-        namespace = self.consumers.namespaces.get(("", key[0]))
-        return self._with_namespace(ShadowPodInputs(
-            shadowpod=shadowpod, pod=self.pods.get(key), now=datetime.now(UTC),
-            deleted_pod=self._deleted_pods.pop(key, None)), namespace, read=False)
-
-    def _with_namespace(self, inputs: ShadowPodInputs, namespace: dict[str, Any] | None,
-                        read: bool) -> ShadowPodInputs:
-        consumer = self.consumers.twin_consumer(namespace)
-        return replace(inputs, namespace=namespace, namespace_read=read, consumer=consumer,
-                       pod_policy=None if consumer is None else self.consumers.pod_policy(consumer))
+        return ShadowPodInputs(shadowpod=self.shadowpods.get(key), pod=self.pods.get(key),
+                               now=datetime.now(UTC),
+                               deleted_pod=self._deleted_pods.pop(key, None))
 
     async def _read(self, key: Key, inputs: ShadowPodInputs,
-                    step: ReadShadowPod | ReadNamespace) -> ShadowPodInputs:
+                    step: ReadShadowPod | LookUpNamespace) -> ShadowPodInputs:
         if isinstance(step, ReadShadowPod):
             fresh = await self.api.find(shadowpod_path(*key))
             return replace(inputs, shadowpod=fresh, shadowpod_read=True)
-        namespace = await self.api.find(core_path("namespaces", name=key[0]))
-        return self._with_namespace(inputs, namespace, read=True)
+        namespace = (self.consumers.namespaces.get(("", key[0]))
+                     or await self.api.find(core_path("namespaces", name=key[0])))
+        consumer = self.consumers.twin_consumer(namespace)
+        return replace(inputs, namespace_looked_up=True, namespace=namespace, consumer=consumer,
+                       pod_policy=None if consumer is None else self.consumers.pod_policy(consumer))
 
     # --- carrying out -----------------------------------------------------------------------
 
@@ -230,7 +225,7 @@ class ShadowPodEnforcer:
         the ShadowPod has moved past ends the plan."""
         for step in plan.steps:
             match step:
-                case ReadShadowPod() | ReadNamespace():
+                case ReadShadowPod() | LookUpNamespace():
                     inputs = await self._read(key, inputs, step)
                     return await self.carry_out(key, inputs, shadowpod_plan(inputs))
                 case WriteStatus():

@@ -18,8 +18,8 @@ The decision, in order:
     first, so from the cache alone every deleted ShadowPod would get a new, orphan pod; a
     first pod is made from the cache, as a ReplicaSet makes its pods (its controller
     reference has it collected);
-  - its namespace not in the cache → read from the API server first (`ReadNamespace`: a twin
-    namespace just made);
+  - its namespace, its consumer and that consumer's pod policy looked up first
+    (`LookUpNamespace`: only a pod to make needs them);
   - outside a twin namespace of its origin, or against its consumer's pod policy → not made
     (admission checks the same, but a webhook may have been bypassed, or the policy tightened
     since): an Event and the `PodCreated` False condition, retried (`refused`);
@@ -71,10 +71,10 @@ class ShadowPodInputs:
     """The final state of its pod, just deleted (its deletion not decided on yet)."""
     shadowpod_read: bool = False
     """`shadowpod` was read from the API server rather than the cache."""
+    namespace_looked_up: bool = False
+    """`namespace`, `consumer` and `pod_policy` were looked up (a pod to make needs them)."""
     namespace: Object | None = None
-    """The ShadowPod's namespace (None: not in the cache, or gone once `namespace_read`)."""
-    namespace_read: bool = False
-    """`namespace` was read from the API server rather than the cache."""
+    """The ShadowPod's namespace (None: there is none)."""
     consumer: str | None = None
     """The consumer whose twin namespace `namespace` is (None: nobody's)."""
     pod_policy: PodPolicy | None = None
@@ -89,8 +89,9 @@ class ReadShadowPod:
 
 
 @dataclass(frozen=True)
-class ReadNamespace:
-    """Read the ShadowPod's namespace from the API server and decide again with it."""
+class LookUpNamespace:
+    """Look up the ShadowPod's namespace (the cache's, else the API server's: a twin namespace
+    just made), its consumer and that consumer's pod policy, and decide again with them."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ class AddEphemeralContainers:
     patch: dict[str, Any]
 
 
-Step = (ReadShadowPod | ReadNamespace | WriteStatus | RecordEvent | ReportForeignPod | CreatePod
+Step = (ReadShadowPod | LookUpNamespace | WriteStatus | RecordEvent | ReportForeignPod | CreatePod
         | RecordRecreation | PatchPod | AddEphemeralContainers)
 
 
@@ -209,8 +210,8 @@ def _missing_pod(inputs: ShadowPodInputs, shadowpod: Object) -> ShadowPodPlan:
         return ShadowPodPlan()
     if (inputs.deleted_pod is not None or had_pod(shadowpod)) and not inputs.shadowpod_read:
         return ShadowPodPlan((ReadShadowPod(),))
-    if inputs.namespace is None and not inputs.namespace_read:
-        return ShadowPodPlan((ReadNamespace(),))
+    if not inputs.namespace_looked_up:
+        return ShadowPodPlan((LookUpNamespace(),))
     metadata = shadowpod.get("metadata") or {}
     problem = origin_problem(metadata.get("labels") or {}, str(metadata.get("namespace")),
                              inputs.consumer)

@@ -15,8 +15,8 @@ from shared.forge.shadowpod_plan import (
     POLICY_REFUSED_REASON,
     AddEphemeralContainers,
     CreatePod,
+    LookUpNamespace,
     PatchPod,
-    ReadNamespace,
     ReadShadowPod,
     RecordEvent,
     RecordRecreation,
@@ -61,10 +61,11 @@ def its_pod(shadowpod: dict[str, Any], phase: str = "Running") -> dict[str, Any]
 def inputs(shadowpod: dict[str, Any] | None = None, pod: dict[str, Any] | None = None,
            **changes: Any) -> ShadowPodInputs:
     """The inputs of `shadowpod` (one just made unless given) in a twin namespace of its
-    origin, read from the cache."""
+    origin (looked up), the ShadowPod read from the cache."""
     base = ShadowPodInputs(
         shadowpod=a_shadowpod() if shadowpod is None else shadowpod, pod=pod, now=NOW,
-        namespace={"metadata": {"name": TWIN}}, consumer="home", pod_policy=PodPolicy())
+        namespace_looked_up=True, namespace={"metadata": {"name": TWIN}}, consumer="home",
+        pod_policy=PodPolicy())
     return dataclasses.replace(base, **changes)
 
 
@@ -143,11 +144,16 @@ def test_a_deleted_pod_the_shadowpod_does_not_control_records_nothing() -> None:
     assert shadowpod_plan(inputs(deleted_pod=other)) == ShadowPodPlan((ReadShadowPod(),))
 
 
-def test_a_namespace_missing_from_the_cache_is_read_before_anything_is_decided() -> None:
-    unknown = inputs(namespace=None, consumer=None, pod_policy=None)
-    assert shadowpod_plan(unknown) == ShadowPodPlan((ReadNamespace(),))
-    # Read from the API server and still nobody's twin: refused.
-    plan = shadowpod_plan(dataclasses.replace(unknown, namespace_read=True))
+def test_the_namespace_and_its_consumer_s_policy_are_looked_up_only_for_a_pod_to_make(
+        ) -> None:
+    unknown = inputs(namespace_looked_up=False, namespace=None, consumer=None, pod_policy=None)
+    assert shadowpod_plan(unknown) == ShadowPodPlan((LookUpNamespace(),))
+    shadowpod = a_shadowpod()
+    pod = its_pod(shadowpod)
+    assert shadowpod_plan(dataclasses.replace(unknown, pod=pod)) == ShadowPodPlan(
+        (WriteStatus(shadowpod, shadowpod_status(shadowpod, pod) or {}),))
+    # Looked up, and nobody's twin (or no namespace at all): refused.
+    plan = shadowpod_plan(dataclasses.replace(unknown, namespace_looked_up=True))
     assert_refused_saying(plan, a_shadowpod(), POLICY_REFUSED_REASON,
                           f"namespace '{TWIN}' does not belong to any consumer")
 
