@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from annex import tracing
-from annex.kubeapi import error_message
+from annex.api_errors import error_message
 from annex.logs import reconciling
 from annex.metrics_histogram import RECONCILE_BUCKETS, Histogram
 from annex.workqueue import SYNC_WAIT, KeyQueue

@@ -27,7 +27,10 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from annex.kubeapi import ClusterApi, core_path, error_message, is_not_found
+from annex.api_errors import error_message, is_not_found
+from annex.api_paths import core_path
+from annex.kubeapi import ClusterApi
+from shared.api.builtin import EVENTS
 
 log = logging.getLogger(__name__)
 
@@ -178,7 +181,7 @@ class EventRecorder:
         if metadata.get("resourceVersion"):
             involved["resourceVersion"] = metadata["resourceVersion"]
         event: dict[str, Any] = {
-            "apiVersion": "v1", "kind": "Event",
+            **EVENTS.type_meta(),
             "metadata": {"name": f"{metadata.get('name')}.{uuid.uuid4().hex[:16]}",
                          "namespace": namespace},
             "involvedObject": involved,

@@ -6,38 +6,36 @@ Requests carry dicts as they are: a typed client's models would re-serialise wha
 `ClusterApi` talks to one cluster with the credentials of an `annex.kube.Connection` (CA, client
 certificate, bearer token, tls-server-name), waits for the client-side rate limiter (writes
 always; reads when the component asks for it, as client-go throttles every request), and raises
-`ApiError` (carrying the apiserver's Status) for any non-2xx answer. It does not retry: callers
-decide (`retrying` for a handler that must re-read, a work queue's backoff for the agent); but
-a request answered 401 while the token source has a newer token is sent once more with it, as
-client-go does. Requests carry the component's User-Agent, and writes its name as fieldManager
+`annex.api_errors.ApiError` (carrying the apiserver's Status) for any non-2xx answer. It does not
+retry: callers decide (`annex.retries.retrying` for what must re-read, a controller's backoff);
+but a request answered 401 while the token source has a newer token is sent once more with it,
+as client-go does. Requests carry the component's User-Agent, and writes its name as fieldManager
 (`annex.kube.name_component`).
 
 Requests go through `annex.http1`: answered-at-once ones on its keep-alive connections, each
 watch on a connection of its own. They are opened lazily on the event loop of the first request
 and belong to it: a component running several loops builds one client per loop.
 
-Every request is counted (`RequestMetrics`, process-wide unless a client is given its own), as
-client-go counts a Kubernetes component's requests: every component exports the counts on its
-/metrics (`annex.metrics.RequestCollector`).
+Every request is counted and timed (`annex.request_metrics`, process-wide unless a client is
+given its own counter). Paths are made by `annex.api_paths`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import re
 import ssl
-import threading
 import time
-from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any, TypeVar
-from urllib.parse import quote, urlencode, urlsplit
+from collections.abc import AsyncIterator
+from typing import Any
+from urllib.parse import quote, urlsplit
 
 import orjson
 
 from annex import tracing
+from annex.api_errors import ApiError, WatchExpired
+from annex.api_paths import with_query
 from annex.http1 import ConnectionPool, Response, Stream
 from annex.kube import (
     Connection,
@@ -47,12 +45,9 @@ from annex.kube import (
     current_token,
     user_agent,
 )
-from annex.metrics_histogram import Histogram
-from annex.transport_errors import TransportError
-from shared.api.resource import ResourceDefinition
+from annex.request_metrics import REQUESTS, RequestMetrics
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 JSON = "application/json"
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
@@ -78,156 +73,6 @@ _ACCEPT_GZIP = b"Accept-Encoding: gzip\r\n"
 """What answers at once accept, as Go's transport: the API server compresses those over 128 KiB
 (lists). Not a watch: asked without it, no server compresses the stream, read line by line as
 it comes."""
-
-
-class ApiError(Exception):
-    """A non-2xx answer; `body` is the apiserver's Status object (empty when there was none)."""
-
-    def __init__(self, status: int, body: dict[str, Any] | None = None,
-                 retry_after: float | None = None) -> None:
-        self.status = status
-        self.body: dict[str, Any] = body or {}
-        self.retry_after = retry_after
-        """Seconds the server asked to wait before trying again (429 or 5xx, Retry-After)."""
-        self.reason = str(self.body.get("reason") or "")
-        super().__init__(f"{status}: {self.body.get('message') or self.reason or 'no message'}")
-
-
-def status_of(error: BaseException) -> int | None:
-    """The HTTP status of a failed API call, or None for connection-level failures."""
-    return error.status if isinstance(error, ApiError) else None
-
-
-def is_not_found(error: BaseException) -> bool:
-    return status_of(error) == 404
-
-
-def error_message(error: BaseException) -> str:
-    """The apiserver's Status message when there is one (what a user should read)."""
-    if isinstance(error, ApiError) and error.body.get("message"):
-        return str(error.body["message"])
-    return str(error) or type(error).__name__
-
-
-def error_reason(error: BaseException) -> str:
-    """The Status reason (NotFound, Forbidden, Invalid…), else the exception's type."""
-    if isinstance(error, ApiError) and error.reason:
-        return error.reason
-    return type(error).__name__
-
-
-def core_path(plural: str, namespace: str = "", name: str = "", subresource: str = "") -> str:
-    return group_path("", "v1", plural, namespace, name, subresource)
-
-
-_UNRESERVED = re.compile(r"[A-Za-z0-9._~-]*").fullmatch
-"""RFC 3986's unreserved characters: what a path segment carries as it is (every DNS name)."""
-
-
-def _segment(text: str) -> str:
-    """`text` as one path segment: escaped, unless it has nothing to escape (a fifth of
-    `quote`'s time, a few calls a request)."""
-    return text if _UNRESERVED(text) else quote(text, safe="")
-
-
-def group_path(group: str, version: str, plural: str, namespace: str = "", name: str = "",
-               subresource: str = "") -> str:
-    """The REST path of a collection or object; group "" is the core API."""
-    parts = [f"/apis/{group}/{version}" if group else f"/api/{version}"]
-    if namespace:
-        parts.append(f"namespaces/{_segment(namespace)}")
-    parts.append(plural)
-    if name:
-        parts.append(_segment(name))
-    if subresource:
-        parts.append(subresource)
-    return "/".join(parts)
-
-
-def custom_path(definition: ResourceDefinition, namespace: str = "", name: str = "",
-                subresource: str = "") -> str:
-    return group_path(*definition.resource, namespace, name, subresource)
-
-
-def request_verb(method: str, path: str, watch: bool = False) -> tuple[str, str, str]:
-    """(Kubernetes verb, API group, resource) of a request as the API server's audit log names
-    them: verb get, list, watch, create, update, patch, delete or deletecollection; resource the
-    plural with its subresource as RBAC writes it (`pods/status`); group "" for the core API.
-    A non-resource path (/livez, /version) is (lowercase method, "", "")."""
-    parts = [part for part in path.split("/") if part]
-    if parts[:1] == ["api"] and len(parts) >= 2:
-        group, parts = "", parts[2:]
-    elif parts[:1] == ["apis"] and len(parts) >= 3:
-        group, parts = parts[1], parts[3:]
-    else:
-        return method.lower(), "", ""
-    if parts[:1] == ["namespaces"] and len(parts) >= 3 and parts[2] not in ("status", "finalize"):
-        parts = parts[2:]  # a namespaced resource, not the namespace's own subresource
-    resource = "/".join(parts[:1] + parts[2:3])
-    collection = len(parts) == 1
-    verb = {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method)
-    if verb is None and method == "DELETE":
-        verb = "deletecollection" if collection else "delete"
-    if verb is None:
-        verb = "watch" if watch else ("list" if collection else "get")
-    return verb, group, resource
-
-
-_counted_as = functools.lru_cache(maxsize=4096)(request_verb)
-"""`request_verb`, remembered: most requests go to a few paths (a namespace's collection, a
-service account's token), and the metrics ask for every one."""
-
-
-DURATION_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
-"""client-go's buckets for rest_client_request_duration_seconds (component-base restclient)."""
-
-
-class RequestMetrics:
-    """Requests a process made, thread-safe. Exported as client-go's
-    `rest_client_requests_total{code,host,method}` (what every Kubernetes component exports)
-    and `annex_rest_client_requests_by_resource_total{code,group,host,resource,verb}`, which
-    tells what the requests did. `code` is the HTTP status, `<error>` when no answer came.
-    And how long they took, as client-go's `rest_client_request_duration_seconds{host,verb}`
-    (`verb` the HTTP method; from before the client-side rate limiter to the answer read;
-    watches not timed), as client-go times them: the API server's share of a component's
-    latency, told apart from the component's own."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        """The clients of several event loops (threads) count here."""
-        self._counts: Counter[tuple[str, str, str, str, str, str]] = Counter()
-        self._durations: dict[tuple[str, str], Histogram] = {}
-        """(host, method) → how long its requests took."""
-
-    def count(self, host: str, method: str, path: str, code: str, watch: bool = False) -> None:
-        """A request of `method` to `path` on `host` (the server's host:port) was answered with
-        `code`."""
-        verb, group, resource = _counted_as(method, path, watch)
-        key = (code, host, method, verb, group, resource)
-        with self._lock:
-            self._counts[key] += 1
-
-    def observe(self, host: str, method: str, seconds: float) -> None:
-        """A request of `method` to `host` took `seconds`."""
-        with self._lock:
-            found = self._durations.get((host, method))
-            if found is None:
-                found = self._durations[(host, method)] = Histogram(DURATION_BUCKETS)
-            found.observe(seconds)
-
-    def snapshot(self) -> Counter[tuple[str, str, str, str, str, str]]:
-        """(code, host, method, verb, group, resource) → requests so far."""
-        with self._lock:
-            return Counter(self._counts)
-
-    def durations(self) -> list[tuple[tuple[str, str], Histogram]]:
-        """((host, method), its requests' durations), sorted."""
-        with self._lock:
-            return sorted(self._durations.items())
-
-
-REQUESTS = RequestMetrics()
-"""The requests of every client of the process that was not given its own counter."""
 
 
 def ssl_context(connection: Connection) -> ssl.SSLContext | bool:
@@ -528,13 +373,6 @@ class ClusterApi:
         self._pool_connection, self._loop = None, None
 
 
-def with_query(target: str, query: dict[str, Any] | None) -> str:
-    """`target` with `query` added, after the query it may carry already."""
-    if not query:
-        return target
-    return f"{target}{'&' if '?' in target else '?'}{urlencode(query)}"
-
-
 def _retry_after(response: Response) -> float | None:
     """Whole seconds from Retry-After on a 429 or 5xx answer (client-go's checkWait), else None."""
     if response.status != 429 and response.status < 500:
@@ -553,27 +391,3 @@ def _status_body(data: bytes) -> dict[str, Any]:
     return body if isinstance(body, dict) else {}
 
 
-class WatchExpired(Exception):
-    """The watch's resourceVersion is too old (410 Gone): list again."""
-
-
-RETRIED_STATUSES = frozenset({409, 429, 500, 502, 503, 504})
-
-
-async def retrying(action: Callable[[], Awaitable[T]], attempts: int = 6,
-                   first_delay: float = 0.05) -> T:
-    """Run `action` again (from a fresh read: it must re-fetch) after conflicts, throttling,
-    server errors and connection failures, with exponential backoff: for what runs outside a
-    controller, whose reconciles are retried by the runtime."""
-    delay = first_delay
-    for attempt in range(attempts):
-        try:
-            return await action()
-        except (TimeoutError, ApiError, TransportError) as error:
-            retried = not isinstance(error, ApiError) or error.status in RETRIED_STATUSES
-            if not retried or attempt == attempts - 1:
-                raise
-            log.debug("retrying after %s", error)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 2.0)
-    raise AssertionError("unreachable")

@@ -45,8 +45,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from annex.kubeapi import ApiError, ClusterApi, error_message, group_path, status_of
+from annex.api_errors import ApiError, error_message, status_of
+from annex.api_paths import group_path
+from annex.kubeapi import ClusterApi
 from annex.transport_errors import TransportError
+from shared.api.builtin import LEASES
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +120,8 @@ class LeaderElector:
         an object of its namespace."""
         self._clock = clock
         self._wall_clock = wall_clock
-        self._collection = group_path("coordination.k8s.io", "v1", "leases", namespace)
-        self._path = group_path("coordination.k8s.io", "v1", "leases", namespace, name)
+        self._collection = group_path(*LEASES.resource, namespace)
+        self._path = group_path(*LEASES.resource, namespace, name)
         self._lease: dict[str, Any] | None = None
         """The Lease as last read or written (its resourceVersion makes the next write
         conditional)."""
@@ -178,7 +181,7 @@ class LeaderElector:
             lease = await self.api.find(self._path)
             if lease is None:
                 created = await self.api.create(self._collection, {
-                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    **LEASES.type_meta(),
                     "metadata": self._metadata({"name": self.name,
                                                 "namespace": self.namespace}),
                     "spec": {**record, "leaseTransitions": 0}})

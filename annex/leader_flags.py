@@ -12,6 +12,7 @@ from pathlib import Path
 from annex.kube import Connection, current_token, token_service_account
 from annex.kubeapi import ClusterApi
 from annex.leader import ElectionTimings, LeaderElector, candidate_identity
+from shared.api.builtin import SERVICE_ACCOUNTS
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 """The namespace of the pod a component runs in (where its election Lease is by default)."""
@@ -89,7 +90,7 @@ def candidacy(election: LeaderElection, connection: Connection,
     goes with the component's ServiceAccount (an uninstalled release leaves none) when it runs
     as one of the Lease's namespace."""
     account = token_service_account(current_token(connection))
-    owner = ({"apiVersion": "v1", "kind": "ServiceAccount", "name": account.name,
+    owner = ({**SERVICE_ACCOUNTS.type_meta(), "name": account.name,
               "uid": account.uid} if account and account.namespace == election.namespace
              else None)
     return LeaderElector(ClusterApi(connection), election.namespace, election.name,

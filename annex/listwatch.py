@@ -22,7 +22,8 @@ from typing import Any, NoReturn
 
 import msgpack
 
-from annex.kubeapi import JSON, ClusterApi, WatchExpired, error_message, status_of
+from annex.api_errors import WatchExpired, error_message, status_of
+from annex.kubeapi import JSON, ClusterApi
 from annex.mirror import discard, key_of
 
 log = logging.getLogger(__name__)

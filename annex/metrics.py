@@ -1,10 +1,10 @@
 """Prometheus /metrics for every component, through `prometheus_client`.
 
-The components keep counting as they always have (plain integers, `annex.metrics_histogram`, the
-request counters of `annex.kubeapi`): nothing on the hot path takes a lock or allocates for the
-metrics. The collectors here read those counts when Prometheus scrapes, and `prometheus_client`
-writes the exposition: label values escaped, the text format 0.0.4 or OpenMetrics as the
-scraper's Accept header asks.
+The components keep counting as they always have (plain integers, `annex.metrics_histogram`,
+the request counters of `annex.request_metrics`): nothing on the hot path takes a lock or
+allocates for the metrics. The collectors here read those counts when Prometheus scrapes, and
+`prometheus_client` writes the exposition: label values escaped, the text format 0.0.4 or
+OpenMetrics as the scraper's Accept header asks.
 
 What every controller-runtime operator exports, named and labelled as it does, so that the
 dashboards and alerts written for those read annex too:
@@ -51,9 +51,10 @@ from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
 from prometheus_client.registry import Collector
 
+from annex.api_errors import ApiError, error_message
 from annex.controller import Controller
-from annex.kubeapi import ApiError, RequestMetrics, error_message
 from annex.metrics_histogram import DEFAULT_BUCKETS, Histogram
+from annex.request_metrics import RequestMetrics
 from annex.reviews import Reviews
 from annex.transport_errors import TransportError
 
@@ -178,7 +179,7 @@ class ControllerCollector(Declared):
 
 
 class RequestCollector(Declared):
-    """client-go's request families from `annex.kubeapi.RequestMetrics`, and
+    """client-go's request families from `annex.request_metrics.RequestMetrics`, and
     `annex_rest_client_requests_by_resource_total`, which tells what the requests did."""
 
     families = (

@@ -11,7 +11,7 @@ raised by `annex.http1` (and so by every `annex.kubeapi.ClusterApi` call) beside
 
 They are `ConnectionError`s (so `OSError`s): code that handles a socket's failures handles
 these. An answer the server did send, whatever its status, is no transport error
-(`annex.kubeapi.ApiError`).
+(`annex.api_errors.ApiError`).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from annex.kubeapi import ClusterApi, is_not_found, status_of
+from annex.api_errors import is_not_found, status_of
+from annex.kubeapi import ClusterApi
 
 
 class Foreign(Exception):

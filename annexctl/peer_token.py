@@ -44,6 +44,7 @@ from annexctl.peering import (
     mint_token,
     peered,
 )
+from shared.api.builtin import ROLE_BINDINGS, ROLES, SECRETS
 from shared.wellknown import CONSUMER_SERVICE_ACCOUNT
 
 TOKEN_PREFIX = "annex-peer-v1."
@@ -81,7 +82,7 @@ def decode(token: str) -> dict[str, Any]:
 
 
 def _anchor(tenant: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+    return {**SECRETS.type_meta(), "type": "Opaque",
             "metadata": {"name": PEERING_SECRET, "namespace": tenant,
                          "labels": {MANAGED_BY_LABEL: MANAGED_BY, PEERING_TOKEN_LABEL: "true"}}}
 
@@ -92,10 +93,10 @@ def _redeemer_rights(tenant: str) -> list[dict[str, Any]]:
     metadata = {"name": PEERING_SECRET, "namespace": tenant,
                 "labels": {MANAGED_BY_LABEL: MANAGED_BY}}
     return [
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata,
+        {**ROLES.type_meta(), "metadata": metadata,
          "rules": [{"apiGroups": [""], "resources": ["secrets"],
                     "resourceNames": [PEERING_SECRET], "verbs": ["patch", "delete"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        {**ROLE_BINDINGS.type_meta(),
          "metadata": metadata,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                      "name": PEERING_SECRET},

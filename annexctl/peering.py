@@ -26,6 +26,7 @@ from annexctl import uninstall
 from annexctl.clusters import EXIT_NOT_INSTALLED, CliError, Cluster
 from annexctl.kubeconfigs import token_kubeconfig
 from annexctl.output import Report, Table
+from shared.api.builtin import NAMESPACES, SECRETS
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.quota import LimitsEnforcement, PodPolicy
 from shared.api.virtual_node import VIRTUAL_NODE
@@ -118,7 +119,7 @@ def consumer_on_provider(provider: Cluster, request: PeerRequest) -> tuple[str, 
 def accepted_foreign_cluster(remote_cluster_id: str, server: str | None) -> dict[str, Any]:
     """The provider as the home controller knows it, accepted: once the consumer Secret is at
     home too, the controller creates its VirtualNode."""
-    return {"apiVersion": FOREIGN_CLUSTER.api_version, "kind": FOREIGN_CLUSTER.kind,
+    return {**FOREIGN_CLUSTER.type_meta(),
             "metadata": {"name": remote_cluster_id},
             "spec": {"clusterId": remote_cluster_id, "apiServerUrl": server, "accepted": True}}
 
@@ -129,8 +130,8 @@ def install_at_home(home: Cluster, request: PeerRequest, kubeconfig: dict[str, A
     ForeignCluster accepted: (Secret name, rows)."""
     secret_name = request.secret_name or kubeconfig_secret_name(request.remote_cluster_id)
     home_objects = [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": request.namespace}},
-        {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        {**NAMESPACES.type_meta(), "metadata": {"name": request.namespace}},
+        {**SECRETS.type_meta(), "type": "Opaque",
          "metadata": {"name": secret_name, "namespace": request.namespace,
                       "labels": {MANAGED_BY_LABEL: MANAGED_BY,
                                  REMOTE_CLUSTER_ID_LABEL: request.remote_cluster_id}},

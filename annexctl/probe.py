@@ -35,6 +35,7 @@ from annexctl.consumer import provider_of
 from annexctl.output import Report
 from annexctl.progress import waiting
 from annexctl.status import virtual_nodes
+from shared.api.builtin import CONFIGMAPS, NAMESPACES, PODS
 from shared.api.namespace_offloading import NamespaceMappingStrategy, PodOffloadingStrategy
 from shared.api.virtual_node import VirtualNode
 from shared.wellknown import (
@@ -155,7 +156,7 @@ class Probe:
 
     def offload_namespace(self) -> str:
         name = f"{NAMESPACE_PREFIX}{self.token[:8]}"
-        self.home.ensure({"apiVersion": "v1", "kind": "Namespace",
+        self.home.ensure({**NAMESPACES.type_meta(),
                           "metadata": {"name": name, "labels": MANAGED_BY}})
         self.namespace = name
         manifest = offload.namespace_offloading(
@@ -177,7 +178,7 @@ class Probe:
                                 "seccompProfile": {"type": "RuntimeDefault"}},
         }
         self.home.ensure({
-            "apiVersion": "v1", "kind": "Pod",
+            **PODS.type_meta(),
             "metadata": {"name": PROBE, "namespace": namespace, "labels": MANAGED_BY},
             "spec": {"containers": [container], "nodeSelector": {HOSTNAME_LABEL: self.node},
                      "tolerations": [{"key": VIRTUAL_NODE_TAINT_KEY,
@@ -229,7 +230,7 @@ class Probe:
     def reflect_config_map(self) -> str:
         namespace = self._namespace()
         data = {"probe": self.token}
-        self.home.ensure({"apiVersion": "v1", "kind": "ConfigMap",
+        self.home.ensure({**CONFIGMAPS.type_meta(),
                           "metadata": {"name": PROBE, "namespace": namespace,
                                        "labels": MANAGED_BY}, "data": data})
         assert self.virtual_node is not None

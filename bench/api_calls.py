@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any
 
-from annex.kubeapi import ApiError, ClusterApi
+from annex.api_errors import ApiError
+from annex.kubeapi import ClusterApi
 
 
 async def created(call: Awaitable[Any]) -> None:

@@ -13,28 +13,20 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from annex.kubeapi import (
-    STRATEGIC_MERGE_PATCH,
-    ApiError,
-    ClusterApi,
-    core_path,
-    custom_path,
-    group_path,
-    retrying,
-)
+from annex.api_errors import ApiError
+from annex.api_paths import core_path, custom_path, group_path
+from annex.kubeapi import STRATEGIC_MERGE_PATCH, ClusterApi
 from annex.leader import micro_time
+from annex.retries import retrying
 from annex.transport_errors import TransportError
 from bench.api_calls import count_objects, created
 from bench.names import Names
 from bench.watching import Timeline, until_async
+from shared.api.builtin import LEASES
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.metadata import reflection_config
-from shared.forge.pod import (
-    PodForgeConfig,
-    projected_service_account_tokens,
-    service_account_name,
-    shadow_pod,
-)
+from shared.forge.pod import PodForgeConfig, service_account_name, shadow_pod
+from shared.forge.pod_tokens import projected_service_account_tokens
 from shared.forge.token import issued_token, token_request, token_secret
 from shared.wellknown import NODE_LEASE_NAMESPACE, VIRTUAL_NODE_TAINT_KEY
 
@@ -60,7 +52,7 @@ async def create_node(home: ClusterApi, name: str, pods: int) -> asyncio.Task[No
                         "lastHeartbeatTime": now[:19] + "Z",
                         "lastTransitionTime": now[:19] + "Z"}]}},
         content_type=STRATEGIC_MERGE_PATCH)
-    lease = group_path("coordination.k8s.io", "v1", "leases", NODE_LEASE_NAMESPACE)
+    lease = group_path(*LEASES.resource, NODE_LEASE_NAMESPACE)
     await home.create(lease, {"metadata": {
         "name": name, "namespace": NODE_LEASE_NAMESPACE, "ownerReferences": [
             {"apiVersion": "v1", "kind": "Node", "name": name,

@@ -28,7 +28,7 @@ from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 BY_RESOURCE = "annex_rest_client_requests_by_resource_total"
-"""The components' request counter the benchmark reads (annex.kubeapi.RequestMetrics)."""
+"""The components' request counter the benchmark reads (annex.request_metrics.RequestMetrics)."""
 LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 

@@ -20,8 +20,11 @@ from urllib.parse import urlsplit
 import trustme
 import yaml
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path, custom_path, group_path
 from annex.kube import ClientLimits, load_connection
-from annex.kubeapi import ApiError, ClusterApi, RequestMetrics, core_path, custom_path, group_path
+from annex.kubeapi import ClusterApi
+from annex.request_metrics import RequestMetrics
 from annex.transport_errors import TransportError
 from bench import bare, components
 from bench.api_calls import created, readable
@@ -31,6 +34,7 @@ from bench.figures import WRITE_VERBS
 from bench.names import Names
 from bench.processes import cpu_seconds, free_port
 from bench.watching import Timeline, follow, gather_limited, until_async
+from shared.api.builtin import LEASES
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.configmap import remote_configmap
@@ -241,7 +245,7 @@ class Bench:
                                       self.remote_pod_cidr, self.ports)
         self.agent.start()
         await created(self.home.create(custom_path(NAMESPACE_OFFLOADING, names.namespace), {
-            "apiVersion": NAMESPACE_OFFLOADING.api_version, "kind": NAMESPACE_OFFLOADING.kind,
+            **NAMESPACE_OFFLOADING.type_meta(),
             "metadata": {"name": "offloading"}, "spec": {"podOffloadingStrategy": "Remote"}}))
         path = custom_path(NAMESPACE_OFFLOADING, names.namespace, "offloading")
         status: dict[str, Any] = {}
@@ -302,7 +306,7 @@ class Bench:
         if self.agent is not None:
             self.agent.stop()
         offloading = custom_path(NAMESPACE_OFFLOADING, names.namespace, "offloading")
-        leases = group_path("coordination.k8s.io", "v1", "leases", NODE_LEASE_NAMESPACE)
+        leases = group_path(*LEASES.resource, NODE_LEASE_NAMESPACE)
         steps: list[tuple[ClusterApi, str, Callable[[], Awaitable[Any]]]] = []
         for namespace in (names.namespace, names.bare_namespace):
             steps.append((self.home, f"pods in {namespace}", functools.partial(

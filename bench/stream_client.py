@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from annex.api_paths import core_path
 from annex.kube import load_connection
-from annex.kubeapi import core_path, ssl_context
+from annex.kubeapi import ssl_context
 from spdy3 import channels, upgrade
 
 STREAM_CONTAINER = "main"

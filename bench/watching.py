@@ -9,7 +9,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from annex.kubeapi import ApiError, ClusterApi, WatchExpired
+from annex.api_errors import ApiError, WatchExpired
+from annex.kubeapi import ClusterApi
 from annex.transport_errors import TransportError
 
 Key = tuple[str, str, str]

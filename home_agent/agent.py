@@ -24,9 +24,12 @@ from annex.workqueue import KeyQueue
 from home_agent.config import AgentConfig
 from home_agent.offloaded_namespaces import OffloadedNamespaces
 from home_agent.twins import TwinNamespaces
-from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
-from shared.api.resource_offer import ResourceOffer
-from shared.api.virtual_node import VirtualNode
+from shared.api.builtin import NODES, PODS
+from shared.api.namespace_map import NAMESPACE_MAP
+from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
+from shared.api.resource_offer import RESOURCE_OFFER, ResourceOffer
+from shared.api.shadowpod import SHADOWPOD
+from shared.api.virtual_node import VIRTUAL_NODE, VirtualNode
 from shared.forge.agent import NEVER_GRANTED_NAMESPACES
 from shared.forge.metadata import ReflectionConfig, reflection_config
 from shared.forge.node import Health
@@ -74,12 +77,13 @@ class Mirrors:
 
     @classmethod
     def of(cls, informers: Informers) -> Mirrors:
-        return cls(pods=informers.mirror(HOME, "pods"), nodes=informers.mirror(HOME, "nodes"),
-                   virtual_nodes=informers.mirror(HOME, "virtualnodes"),
-                   offloadings=informers.mirror(HOME, "namespaceoffloadings"),
-                   shadow_pods=informers.mirror(REMOTE, "shadowpods"),
-                   namespace_maps=informers.mirror(REMOTE, "namespacemaps"),
-                   offers=informers.mirror(REMOTE, "resourceoffers"))
+        return cls(pods=informers.mirror(HOME, PODS.plural),
+                   nodes=informers.mirror(HOME, NODES.plural),
+                   virtual_nodes=informers.mirror(HOME, VIRTUAL_NODE.plural),
+                   offloadings=informers.mirror(HOME, NAMESPACE_OFFLOADING.plural),
+                   shadow_pods=informers.mirror(REMOTE, SHADOWPOD.plural),
+                   namespace_maps=informers.mirror(REMOTE, NAMESPACE_MAP.plural),
+                   offers=informers.mirror(REMOTE, RESOURCE_OFFER.plural))
 
 
 class Agent:

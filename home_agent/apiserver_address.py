@@ -10,8 +10,12 @@ from typing import Any
 
 import aiohttp
 
-from annex.kubeapi import ApiError, ClusterApi, core_path, error_message, group_path, retrying
+from annex.api_errors import ApiError, error_message
+from annex.api_paths import core_path, group_path
+from annex.kubeapi import ClusterApi
+from annex.retries import retrying
 from home_agent.config import AgentConfig
+from shared.api.builtin import ENDPOINTSLICES
 from shared.home_apiserver import (
     KUBERNETES_SERVICE,
     KUBERNETES_SERVICE_NAMESPACE,
@@ -33,7 +37,7 @@ async def with_home_apiserver(config: AgentConfig, home: ClusterApi) -> AgentCon
         return config
     problems: list[str] = []
     slices = await _read(lambda: home.list(
-        group_path("discovery.k8s.io", "v1", "endpointslices", KUBERNETES_SERVICE_NAMESPACE),
+        group_path(*ENDPOINTSLICES.resource, KUBERNETES_SERVICE_NAMESPACE),
         label_selector=f"{SERVICE_NAME_LABEL}={KUBERNETES_SERVICE}"), problems)
     service = await _read(lambda: home.find(
         core_path("services", KUBERNETES_SERVICE_NAMESPACE, KUBERNETES_SERVICE)), problems)

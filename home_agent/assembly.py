@@ -12,19 +12,19 @@ from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.pod import PodOffloader, PodSources
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES, EndpointSliceReflector
-from home_agent.reflection.event import EVENTS, EventReflector
+from home_agent.reflection.event import EventReflector
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.manager import Companion, Reflection
 from home_agent.reflection.peering import Peering
 from home_agent.reflection.persistentvolumeclaim import (
     PERSISTENTVOLUMECLAIM_RULES,
-    PERSISTENTVOLUMES,
     PersistentVolumeClaimReflector,
 )
 from home_agent.reflection.reflector import KindRules, Reflector
-from home_agent.reflection.service import SERVICE_RULES, SERVICES
-from home_agent.reflection.token import SECRETS, TokenReflector
-from shared.forge.pod import StatusForgeConfig
+from home_agent.reflection.service import SERVICE_RULES
+from home_agent.reflection.token import TokenReflector
+from shared.api.builtin import EVENTS, PERSISTENTVOLUMES, PODS, SECRETS, SERVICES
+from shared.forge.pod_status import StatusForgeConfig
 from shared.ipremap import CidrRemap
 from shared.reflection_policy import ReflectionType
 
@@ -57,7 +57,7 @@ def kind_reflector(agent: Agent, peering: Peering, rules: KindRules, workers: in
     if rules is ENDPOINTSLICE_RULES:
         return EndpointSliceReflector(
             peering, rules, workers, policy, home, remote,
-            services=agent.informers.mirror(HOME, SERVICES[2]),
+            services=agent.informers.mirror(HOME, SERVICES.plural),
             service_policy=_policy(agent, SERVICE_RULES.flag),
             remap=(CidrRemap(config.home_pod_cidr, config.remapped_home_pod_cidr)
                    if config.home_pod_cidr and config.remapped_home_pod_cidr else None),
@@ -65,7 +65,7 @@ def kind_reflector(agent: Agent, peering: Peering, rules: KindRules, workers: in
     if rules is PERSISTENTVOLUMECLAIM_RULES:
         return PersistentVolumeClaimReflector(
             peering, rules, workers, policy, home, remote,
-            volumes=agent.informers.mirror(HOME, PERSISTENTVOLUMES[2]),
+            volumes=agent.informers.mirror(HOME, PERSISTENTVOLUMES.plural),
             nodes=agent.mirrors.nodes, node_name=agent.node_name,
             home_storage_class=config.home_storage_class, offer=agent.offer)
     return Reflector(peering, rules, workers, policy, home, remote)
@@ -83,7 +83,7 @@ def event_reflector(agent: Agent, peering: Peering,
     if workers <= 0:
         return None
     return EventReflector(peering, reflectors, workers,
-                          remote=agent.informers.mirror(REMOTE, EVENTS[2]),
+                          remote=agent.informers.mirror(REMOTE, EVENTS.plural),
                           selected_namespaces=agent.selected_namespaces)
 
 
@@ -94,7 +94,7 @@ def token_reflector(agent: Agent, peering: Peering,
     if workers <= 0:
         return None
     return TokenReflector(peering, workers, pods=agent.mirrors.pods,
-                          secrets=agent.informers.written(REMOTE, SECRETS[2]),
+                          secrets=agent.informers.written(REMOTE, SECRETS.plural),
                           enable_apiserver_support=agent.config.enable_apiserver_support,
                           refresh_fraction=agent.config.token_refresh_fraction)
 
@@ -120,11 +120,11 @@ def pod_offloader(agent: Agent, reflection: Reflection | None = None) -> PodOffl
     config, informers = agent.config, agent.informers
     claims = reflection.reflectors.get(PERSISTENTVOLUMECLAIM_RULES.plural) if reflection else None
     sources = PodSources(
-        pods=informers.written(HOME, "pods"), shadow_pods=agent.mirrors.shadow_pods,
+        pods=informers.written(HOME, PODS.plural), shadow_pods=agent.mirrors.shadow_pods,
         twins=agent.twins, nodes=agent.mirrors.nodes,
         claims=claims.home if claims is not None else None,
-        volumes=informers.mirror(HOME, PERSISTENTVOLUMES[2]),
-        token_secrets=informers.written(REMOTE, SECRETS[2]),
+        volumes=informers.mirror(HOME, PERSISTENTVOLUMES.plural),
+        token_secrets=informers.written(REMOTE, SECRETS.plural),
         copies=reflection.required if reflection is not None else None,
         node_name=agent.node_name, forge_config=agent.pod_forge_config,
         status_config=StatusForgeConfig(node_ip=config.host_ip, pod_cidr=config.remote_pod_cidr,

@@ -29,11 +29,13 @@ from typing import Any
 
 import yaml
 
+from annex.api_errors import ApiError, error_message
+from annex.api_paths import core_path
 from annex.kube import connection_from_kubeconfig, token_claims
-from annex.kubeapi import ApiError, core_path, error_message
 from annex.listwatch import list_and_watch
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig
+from shared.api.builtin import SECRETS
 from shared.api.virtual_node import VirtualNode
 
 log = logging.getLogger(__name__)
@@ -236,7 +238,7 @@ class RemoteCredentials:
         if not self.leading():
             return
         task = asyncio.get_running_loop().create_task(
-            self.events.record({"apiVersion": "v1", "kind": "Secret", **secret}, reason, message))
+            self.events.record({**SECRETS.type_meta(), **secret}, reason, message))
         self._tasks.add(task)  # kept until done: the loop holds tasks weakly
         task.add_done_callback(self._tasks.discard)
 

@@ -8,9 +8,11 @@ import logging
 import time
 from datetime import UTC, datetime
 
-from annex.kubeapi import error_message, group_path, is_not_found
+from annex.api_errors import error_message, is_not_found
+from annex.api_paths import group_path
 from annex.leader import micro_time
 from home_agent.agent import Agent
+from shared.api.builtin import LEASES, NODES
 from shared.forge.node import Health
 from shared.wellknown import NODE_LEASE_NAMESPACE
 
@@ -18,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 def _lease_path(name: str = "") -> str:
-    return group_path("coordination.k8s.io", "v1", "leases", NODE_LEASE_NAMESPACE, name)
+    return group_path(*LEASES.resource, NODE_LEASE_NAMESPACE, name)
 
 
 async def renew_lease(agent: Agent) -> None:
@@ -34,10 +36,10 @@ async def renew_lease(agent: Agent) -> None:
     except Exception as error:
         if not is_not_found(error):
             raise
-        owner = {"apiVersion": "v1", "kind": "Node", "name": name,
+        owner = {**NODES.type_meta(), "name": name,
                  "uid": node["metadata"]["uid"]}
         await agent.home.create(_lease_path(), {
-            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            **LEASES.type_meta(),
             "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE,
                          "ownerReferences": [owner]},
             "spec": spec,

@@ -9,7 +9,10 @@ import asyncio
 import logging
 from dataclasses import replace
 
-from annex.kubeapi import ClusterApi, core_path, error_message, retrying
+from annex.api_errors import error_message
+from annex.api_paths import core_path
+from annex.kubeapi import ClusterApi
+from annex.retries import retrying
 from home_agent.config import AgentConfig
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,6 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from annex.controller import Controller
-from annex.kubeapi import REQUESTS, RequestMetrics
 from annex.leader import LeaderElector
 from annex.metrics import (
     ControllerCollector,
@@ -39,6 +38,7 @@ from annex.metrics import (
     single,
 )
 from annex.probes import serve_probes
+from annex.request_metrics import REQUESTS, RequestMetrics
 from annex.reviews import Reviews
 from home_agent.agent import Agent
 

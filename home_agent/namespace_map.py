@@ -3,7 +3,8 @@ they start, or with the first mapping asked for; `namespace_offloading` keeps it
 
 from __future__ import annotations
 
-from annex.kubeapi import custom_path, status_of
+from annex.api_errors import status_of
+from annex.api_paths import custom_path
 from home_agent.agent import Agent
 from shared.api.namespace_map import NAMESPACE_MAP, NamespaceMap
 from shared.ownership import ownership_labels

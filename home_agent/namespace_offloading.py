@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from annex.kubeapi import core_path, custom_path, is_not_found
+from annex.api_errors import is_not_found
+from annex.api_paths import core_path, custom_path
 from home_agent.agent import REMOTE, Agent
 from home_agent.namespace_map import ensure_namespace_map
-from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIMS
+from shared.api.builtin import PERSISTENTVOLUMECLAIMS
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
 from shared.forge.namespace_offloading import (
@@ -81,7 +82,7 @@ def remote_claims(agent: Agent, namespace: str) -> list[str]:
     twin = agent.twins.mapped(namespace)
     if twin is None:
         return []
-    claims = agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS[2])
+    claims = agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS.plural)
     return sorted(name for claim_namespace, name in claims.keys() if claim_namespace == twin)
 
 

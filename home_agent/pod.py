@@ -35,33 +35,19 @@ from datetime import UTC, datetime
 from typing import Any
 
 from annex import tracing
+from annex.api_errors import error_message, error_reason, is_not_found
+from annex.api_paths import core_path, custom_path
 from annex.controller import DONE, RETRY, Result
 from annex.events import EventRecorder
 from annex.informers import Echoes, Written
-from annex.kubeapi import (
-    ClusterApi,
-    core_path,
-    custom_path,
-    error_message,
-    error_reason,
-    is_not_found,
-)
+from annex.kubeapi import ClusterApi
 from annex.mirror import Key, Mirror
 from annex.writes import confirmed_gone, delete_owned
 from home_agent.reflection.required import RequiredCopies
 from home_agent.twins import TwinNamespaces
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.persistentvolume import pod_claim_names
-from shared.forge.pod import (
-    QUOTA_NOT_COUNTED_REASON,
-    PodForgeConfig,
-    StatusField,
-    StatusForgeConfig,
-    service_account_token_secret_name,
-    shadow_pod_ephemeral_patch,
-    shadow_pod_refusal,
-    unkept_status_fields,
-)
+from shared.forge.pod import PodForgeConfig
 from shared.forge.pod_fit import controller_of, return_time
 from shared.forge.pod_inputs import OffloadingInputs, PodInputs
 from shared.forge.pod_plan import (
@@ -85,6 +71,15 @@ from shared.forge.pod_plan import (
     refused_creation,
     refused_ephemeral_message,
 )
+from shared.forge.pod_status import (
+    QUOTA_NOT_COUNTED_REASON,
+    StatusField,
+    StatusForgeConfig,
+    shadow_pod_refusal,
+    unkept_status_fields,
+)
+from shared.forge.pod_tokens import service_account_token_secret_name
+from shared.forge.shadow_pod_patch import shadow_pod_ephemeral_patch
 from shared.ownership import is_owned
 from shared.wellknown import FAILED_REFLECTION_REASON
 

@@ -10,7 +10,7 @@ import logging
 import time
 from typing import Any
 
-from annex.kubeapi import error_message
+from annex.api_errors import error_message
 from home_agent.agent import REMOTE, TWINS_KEY, Agent
 from home_agent.namespace_map import ensure_namespace_map
 from home_agent.watches import (

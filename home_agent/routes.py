@@ -27,24 +27,28 @@ from home_agent.agent import (
     offloading_key,
     pod_key,
 )
-from home_agent.reflection.endpointslice import ENDPOINTSLICES, EndpointSliceReflector
-from home_agent.reflection.event import EVENTS, EventReflector
+from home_agent.reflection.endpointslice import EndpointSliceReflector
+from home_agent.reflection.event import EventReflector
 from home_agent.reflection.manager import Reflection
-from home_agent.reflection.persistentvolumeclaim import (
-    PERSISTENTVOLUMECLAIMS,
-    PERSISTENTVOLUMES,
-    PersistentVolumeClaimReflector,
-)
+from home_agent.reflection.persistentvolumeclaim import PersistentVolumeClaimReflector
 from home_agent.reflection.reflector import Reflector
-from home_agent.reflection.service import SERVICES
-from home_agent.reflection.token import SECRETS, TokenReflector
+from home_agent.reflection.token import TokenReflector
 from home_agent.watches import (
     HOME_WATCH,
     NODE_PODS_WATCH,
     OFFLOADED_WATCH,
-    PODS,
     TENANT_WATCH,
     TWINS_WATCH,
+)
+from shared.api.builtin import (
+    ENDPOINTSLICES,
+    EVENTS,
+    NODES,
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    PODS,
+    SECRETS,
+    SERVICES,
 )
 from shared.api.namespace_map import NAMESPACE_MAP, NamespaceMap
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
@@ -57,7 +61,6 @@ from shared.ownership import ownership_selector
 
 log = logging.getLogger(__name__)
 
-NODES = ("", "v1", "nodes")
 UNBLOCKED = 1
 """The priority of a pod's key when its token Secret was made (`annex.workqueue`): its ShadowPod
 may be created. That finishes work started (the token is made), so it goes before pods still to
@@ -199,8 +202,8 @@ def declare_agent(agent: Agent) -> None:
 
     agent.offloaded.on_listed(namespace_listed)
     config = agent.config
-    informers.watch(HOME, PODS, by=NODE_PODS_WATCH)
-    for resource in (NODES, VIRTUAL_NODE.resource, NAMESPACE_OFFLOADING.resource):
+    informers.watch(HOME, PODS.resource, by=NODE_PODS_WATCH)
+    for resource in (NODES.resource, VIRTUAL_NODE.resource, NAMESPACE_OFFLOADING.resource):
         informers.watch(HOME, resource, by=HOME_WATCH)
     # Only our own ShadowPods; the tenant namespace's map and offer are this consumer's.
     informers.watch(REMOTE, SHADOWPOD.resource, by=TWINS_WATCH, label_selector=ownership_selector(
@@ -208,15 +211,16 @@ def declare_agent(agent: Agent) -> None:
     for resource in (RESOURCE_OFFER.resource, NAMESPACE_MAP.resource):
         informers.watch(REMOTE, resource, by=TENANT_WATCH)
     # The watch selects the pods bound to the virtual node.
-    informers.keys(HOME, "pods", lambda change: home_pod_keys(agent, change), queue)
-    informers.keys(HOME, "nodes", lambda change: node_keys(agent, change), queue)
-    informers.keys(HOME, "virtualnodes", lambda change: virtual_node_keys(agent, change), queue)
-    informers.keys(HOME, "namespaceoffloadings",
+    informers.keys(HOME, PODS.plural, lambda change: home_pod_keys(agent, change), queue)
+    informers.keys(HOME, NODES.plural, lambda change: node_keys(agent, change), queue)
+    informers.keys(HOME, VIRTUAL_NODE.plural, lambda change: virtual_node_keys(agent, change),
+                   queue)
+    informers.keys(HOME, NAMESPACE_OFFLOADING.plural,
                    lambda change: namespace_keys(agent, change.key[0]), queue)
-    informers.keys(REMOTE, "shadowpods", lambda change: shadow_pod_keys(agent, change), queue,
+    informers.keys(REMOTE, SHADOWPOD.plural, lambda change: shadow_pod_keys(agent, change), queue,
                    priority=REPORTED)
-    informers.keys(REMOTE, "resourceoffers", lambda change: offer_keys(agent, change), queue)
-    informers.keys(REMOTE, "namespacemaps", lambda change: namespace_map_keys(agent, change),
+    informers.keys(REMOTE, RESOURCE_OFFER.plural, lambda change: offer_keys(agent, change), queue)
+    informers.keys(REMOTE, NAMESPACE_MAP.plural, lambda change: namespace_map_keys(agent, change),
                    queue, compares=True)
 
 
@@ -247,18 +251,18 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
     informers = agent.informers
     for reflector in reflection.reflectors.values():
         declare_reflector(agent, reflector)
-    slices = reflection.reflectors.get(ENDPOINTSLICES[2])
-    if isinstance(slices, EndpointSliceReflector) and SERVICES[2] in reflection.reflectors:
-        informers.keys(HOME, SERVICES[2], slices.service_keys, slices.controller,
+    slices = reflection.reflectors.get(ENDPOINTSLICES.plural)
+    if isinstance(slices, EndpointSliceReflector) and SERVICES.plural in reflection.reflectors:
+        informers.keys(HOME, SERVICES.plural, slices.service_keys, slices.controller,
                        compares=True)
     events = reflection.companion(EventReflector)
     if events is not None:
         # Our copies at home are listed by the reflector, not watched (see its module).
-        informers.watch(REMOTE, EVENTS, keep=remote_event_kept, by=TWINS_WATCH)
-        informers.keys(REMOTE, EVENTS[2], events.remote_keys, events.controller,
+        informers.watch(REMOTE, EVENTS.resource, keep=remote_event_kept, by=TWINS_WATCH)
+        informers.keys(REMOTE, EVENTS.plural, events.remote_keys, events.controller,
                        compares=True)
         # The objects Events are about: the pods bound to the virtual node, the kinds' copies.
-        informers.keys(HOME, "pods", functools.partial(events.home_object_keys, "Pod"),
+        informers.keys(HOME, PODS.plural, functools.partial(events.home_object_keys, "Pod"),
                        events.controller)
         for plural, reflector in reflection.reflectors.items():
             kind = reflector.rules.kind
@@ -266,24 +270,24 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
                            events.controller)
             informers.keys(REMOTE, plural, functools.partial(events.remote_object_keys, kind),
                            events.controller)
-    claims = reflection.reflectors.get(PERSISTENTVOLUMECLAIMS[2])
+    claims = reflection.reflectors.get(PERSISTENTVOLUMECLAIMS.plural)
     if isinstance(claims, PersistentVolumeClaimReflector):
         # The storage fabric: the home volumes the agent provisions, each to its claim's key.
-        informers.watch(HOME, PERSISTENTVOLUMES, keep=claims.kept_volume, by=HOME_WATCH)
-        informers.keys(HOME, PERSISTENTVOLUMES[2], claims.volume_keys, claims.controller)
+        informers.watch(HOME, PERSISTENTVOLUMES.resource, keep=claims.kept_volume, by=HOME_WATCH)
+        informers.keys(HOME, PERSISTENTVOLUMES.plural, claims.volume_keys, claims.controller)
         # A twin's claims hold its namespace's withdrawal (home_agent.namespace_offloading).
-        informers.keys(REMOTE, PERSISTENTVOLUMECLAIMS[2],
+        informers.keys(REMOTE, PERSISTENTVOLUMECLAIMS.plural,
                        lambda change: twin_offloading_keys(agent, change), agent.queue)
     tokens = reflection.companion(TokenReflector)
     if tokens is not None:
-        declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS[2]))
+        declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS.plural))
     for plural in reflection.required.plurals:
         # A copy a pod needs came: its ShadowPod may be made (`home_agent.reflection.required`).
         informers.keys(REMOTE, plural, functools.partial(copied_pod_keys, reflection, plural),
                        agent.queue, priority=UNBLOCKED)
-    informers.on(HOME, "virtualnodes", lambda _: reflection.resync())
+    informers.on(HOME, VIRTUAL_NODE.plural, lambda _: reflection.resync())
     agent.offloaded.on_listed(reflection.resync)
-    informers.on(REMOTE, "namespacemaps",
+    informers.on(REMOTE, NAMESPACE_MAP.plural,
                  lambda change: reflection.resync() if mapping_change(agent, change) else None,
                  compares=True)
 
@@ -296,7 +300,7 @@ def declare_virtual_node_followers(agent: Agent, listed: threading.Event,
         if listed.is_set():
             follow()
 
-    agent.informers.on(HOME, "virtualnodes", on_change)
+    agent.informers.on(HOME, VIRTUAL_NODE.plural, on_change)
 
 
 def declare_token_reflector(agent: Agent, tokens: TokenReflector,
@@ -313,8 +317,9 @@ def declare_token_reflector(agent: Agent, tokens: TokenReflector,
             return summary
         return kept_secret(secret)
 
-    agent.informers.watch(REMOTE, SECRETS, keep=kept, by=TWINS_WATCH)
-    agent.informers.keys(HOME, "pods", tokens.pod_keys, tokens.controller)
-    agent.informers.keys(REMOTE, SECRETS[2], tokens.secret_keys, tokens.controller)
-    agent.informers.keys(REMOTE, SECRETS[2], lambda change: token_secret_pod_keys(agent, change),
-                         agent.queue, priority=UNBLOCKED)
+    agent.informers.watch(REMOTE, SECRETS.resource, keep=kept, by=TWINS_WATCH)
+    agent.informers.keys(HOME, PODS.plural, tokens.pod_keys, tokens.controller)
+    agent.informers.keys(REMOTE, SECRETS.plural, tokens.secret_keys, tokens.controller)
+    agent.informers.keys(REMOTE, SECRETS.plural,
+                         lambda change: token_secret_pod_keys(agent, change), agent.queue,
+                         priority=UNBLOCKED)

@@ -6,7 +6,9 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
-from annex.kubeapi import STRATEGIC_MERGE_PATCH, core_path, custom_path, status_of
+from annex.api_errors import status_of
+from annex.api_paths import core_path, custom_path
+from annex.kubeapi import STRATEGIC_MERGE_PATCH
 from home_agent.agent import Agent
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.forge.node import (

@@ -26,18 +26,19 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from annex.api_paths import group_path
 from annex.informers import Informers, Resource
 from annex.kube import Connection, LiveConnection
-from annex.kubeapi import ClusterApi, group_path
+from annex.kubeapi import ClusterApi
 from annex.listwatch import list_and_watch
 from home_agent.offloaded_namespaces import OffloadedNamespaces
+from shared.api.builtin import PODS
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[str, str | None, dict[str, Any]], None]
 """(plural, event type, object) → None; called on the agent's event loop."""
 
-PODS: Resource = ("", "v1", "pods")
 
 # The agent's watches, by name: what each lists is declared in the informer registry
 # (`home_agent.routes`, `Informers.watch(..., by=...)`).
@@ -72,7 +73,8 @@ def node_pods_watch(node_name: str) -> WatchSpec:
     """The home pods bound to the virtual node, as a kubelet watches its own: every other pod of
     the cluster (most of them, on a busy cluster) never reaches the agent. Declared by hand:
     its field selector follows the node's name."""
-    return WatchSpec(NODE_PODS_WATCH, {PODS: {"fieldSelector": f"spec.nodeName={node_name}"}})
+    return WatchSpec(NODE_PODS_WATCH,
+                     {PODS.resource: {"fieldSelector": f"spec.nodeName={node_name}"}})
 
 
 KEY_ONLY = ("namespace", "name")
@@ -167,7 +169,7 @@ class NodePodsWatch(Watch):
                      node_name)
             self.stop()
             for pod in self._pods():
-                self._sink(PODS[2], "DELETED", pod)
+                self._sink(PODS.plural, "DELETED", pod)
         self.node_name, self.spec = node_name, node_pods_watch(node_name)
         self.start()
 

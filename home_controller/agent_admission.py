@@ -19,7 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
-from annex.kubeapi import ClusterApi, core_path
+from annex.api_paths import core_path
+from annex.kubeapi import ClusterApi
 from annex.metrics import ServedRequests
 from annex.mirror import Mirror
 from annex.webhooks import admission_application, admission_request, serve_tls

@@ -25,12 +25,14 @@ from typing import Any
 
 import yaml
 
+from annex.api_paths import core_path, custom_path
 from annex.controller import DONE, RETRY, Controller, Result
 from annex.informers import Change, Informers
-from annex.kubeapi import ClusterApi, core_path, custom_path
+from annex.kubeapi import ClusterApi
 from annex.writes import Foreign, create_or_refuse
 from home_controller.offers import OfferWatches
 from home_controller.sightings import Sightings
+from shared.api.builtin import NODES, SECRETS
 from shared.api.foreign_cluster import FOREIGN_CLUSTER, ForeignCluster
 from shared.api.virtual_node import VIRTUAL_NODE
 from shared.forge import foreign_cluster as rules
@@ -41,9 +43,7 @@ log = logging.getLogger(__name__)
 HOME = "home"
 KUBECONFIG_KEY = "kubeconfig"
 FOREIGN_CLUSTERS = FOREIGN_CLUSTER.resource
-SECRETS = ("", "v1", "secrets")
 VIRTUAL_NODES = VIRTUAL_NODE.resource
-NODES = ("", "v1", "nodes")
 
 
 def _cluster_id_of_spec(change: Change) -> list[str]:
@@ -87,20 +87,21 @@ class ForeignClusters:
         self.offers = OfferWatches(self.controller.add)
         self.listed: set[str] = set()
         self.foreign = informers.watch(HOME, FOREIGN_CLUSTERS, by="cluster")
-        self.secrets = informers.watch(HOME, SECRETS, by="namespace",
+        self.secrets = informers.watch(HOME, SECRETS.resource, by="namespace",
                                        label_selector=REMOTE_CLUSTER_ID_LABEL)
         self.virtual_nodes = informers.watch(HOME, VIRTUAL_NODES, by="namespace")
-        self.nodes = informers.watch(HOME, NODES, by="cluster",
+        self.nodes = informers.watch(HOME, NODES.resource, by="cluster",
                                      label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}")
         informers.keys(HOME, FOREIGN_CLUSTER.plural, _cluster_id_of_spec, self.controller)
-        informers.keys(HOME, "secrets", _cluster_id_of_label, self.controller)
+        informers.keys(HOME, SECRETS.plural, _cluster_id_of_label, self.controller)
         informers.keys(HOME, VIRTUAL_NODE.plural, _cluster_id_of_spec, self.controller)
-        informers.keys(HOME, "nodes", _cluster_id_of_label, self.controller)
+        informers.keys(HOME, NODES.plural, _cluster_id_of_label, self.controller)
 
     def synced(self) -> bool:
         """Nothing is decided on half-listed mirrors, nor on a discovery source's first look
         still under way (an announcement not seen yet is no announcement gone)."""
-        listed = self.listed >= {FOREIGN_CLUSTER.plural, "secrets", VIRTUAL_NODE.plural, "nodes"}
+        listed = self.listed >= {FOREIGN_CLUSTER.plural, SECRETS.plural, VIRTUAL_NODE.plural,
+                                 NODES.plural}
         return listed and self.sightings.settled()
 
     def on_listed(self, resource: str) -> None:

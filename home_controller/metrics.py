@@ -10,7 +10,7 @@ from typing import Any
 from prometheus_client.registry import Collector
 
 from annex.controller import Controller
-from annex.kubeapi import REQUESTS, ClusterApi, RequestMetrics
+from annex.kubeapi import ClusterApi
 from annex.leader import LeaderElector
 from annex.metrics import (
     ControllerCollector,
@@ -22,6 +22,7 @@ from annex.metrics import (
     metrics_handler,
     registry,
 )
+from annex.request_metrics import REQUESTS, RequestMetrics
 from annex.reviews import Reviews
 
 PREFIX = "annex_home_controller"

@@ -22,10 +22,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from annex.api_paths import group_path
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change, Informers
-from annex.kubeapi import ClusterApi, group_path
+from annex.kubeapi import ClusterApi
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
+from shared.api.builtin import NODES, ROLE_BINDINGS
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
 from shared.api.virtual_node import VIRTUAL_NODE, VirtualNode
 from shared.forge.agent import (
@@ -42,9 +44,6 @@ from shared.forge.agent import (
 log = logging.getLogger(__name__)
 
 HOME = "home"
-ROLE_BINDINGS = ("rbac.authorization.k8s.io", "v1", "rolebindings")
-NODES = "nodes"
-"""The virtual Nodes (the VirtualNode controller's mirror): their labels select."""
 
 
 def grant_selector(template: AgentTemplate) -> str:
@@ -78,20 +77,20 @@ class NamespaceGrants:
             "namespacegrants", self.reconcile, workers=workers, synced=self.synced)
         self.listed: set[str] = set()
         self.offloadings = informers.watch(HOME, NAMESPACE_OFFLOADING.resource, by="cluster")
-        self.grants = informers.watch(HOME, ROLE_BINDINGS, by="cluster",
+        self.grants = informers.watch(HOME, ROLE_BINDINGS.resource, by="cluster",
                                       label_selector=grant_selector(template))
         # Watched by the VirtualNode controller: the agents and their Nodes.
         self.virtual_nodes = informers.mirror(HOME, VIRTUAL_NODE.plural)
-        self.nodes = informers.mirror(HOME, NODES)
+        self.nodes = informers.mirror(HOME, NODES.plural)  # the virtual Nodes: their labels select
         informers.keys(HOME, NAMESPACE_OFFLOADING.plural, _namespace_key, self.controller)
-        informers.keys(HOME, ROLE_BINDINGS[2], _namespace_key, self.controller)
+        informers.keys(HOME, ROLE_BINDINGS.plural, _namespace_key, self.controller)
         informers.keys(HOME, VIRTUAL_NODE.plural, lambda _: self._every_namespace(),
                        self.controller)
-        informers.keys(HOME, NODES, self._relabelled, self.controller, compares=True)
+        informers.keys(HOME, NODES.plural, self._relabelled, self.controller, compares=True)
 
     def synced(self) -> bool:
-        return self.listed >= {NAMESPACE_OFFLOADING.plural, ROLE_BINDINGS[2],
-                               VIRTUAL_NODE.plural, NODES}
+        return self.listed >= {NAMESPACE_OFFLOADING.plural, ROLE_BINDINGS.plural,
+                               VIRTUAL_NODE.plural, NODES.plural}
 
     def on_listed(self, resource: str) -> None:
         self.listed.add(resource)
@@ -120,7 +119,7 @@ class NamespaceGrants:
         return serving_accounts(offloading, self.template, virtual_nodes, labels)
 
     def _path(self, namespace: str, name: str = "") -> str:
-        return group_path(*ROLE_BINDINGS, namespace, name)
+        return group_path(*ROLE_BINDINGS.resource, namespace, name)
 
     async def reconcile(self, namespace: str) -> Result:
         name = namespace_grant_name(self.template)

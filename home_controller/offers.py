@@ -13,8 +13,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from annex.api_paths import custom_path
 from annex.kube import connection_from_kubeconfig
-from annex.kubeapi import ClusterApi, custom_path
+from annex.kubeapi import ClusterApi
 from annex.listwatch import list_and_watch
 from shared.api.resource_offer import RESOURCE_OFFER
 

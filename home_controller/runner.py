@@ -12,11 +12,12 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from annex.api_paths import group_path
 from annex.controller import Controller
 from annex.events import EventRecorder
 from annex.informers import Informers
 from annex.kube import load_connection
-from annex.kubeapi import ClusterApi, group_path
+from annex.kubeapi import ClusterApi
 from annex.leader import LeaderElector
 from annex.leader_flags import candidacy
 from annex.listwatch import list_and_watch

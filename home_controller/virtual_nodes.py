@@ -24,18 +24,30 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path, custom_path, group_path
 from annex.controller import DONE, RETRY, Controller, Result
 from annex.events import EventRecorder
 from annex.informers import Change, Informers
-from annex.kubeapi import ApiError, ClusterApi, core_path, custom_path, group_path
+from annex.kubeapi import ClusterApi
 from annex.mirror import Key
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
+from shared.api.builtin import (
+    DEPLOYMENTS,
+    LEASES,
+    NODES,
+    POD_DISRUPTION_BUDGETS,
+    ROLE_BINDINGS,
+    ROLES,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+    BuiltinResource,
+)
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.virtual_node import FINALIZER, VIRTUAL_NODE, VirtualNode
 from shared.forge.agent import (
@@ -61,33 +73,14 @@ WAIT_SECONDS = 2.0
 """Between two looks at a drain that waits (the waits are on other components)."""
 
 
-@dataclass(frozen=True)
-class Owned:
-    """A kind of object the controller makes per VirtualNode."""
-
-    group: str
-    version: str
-    plural: str
-
-    @property
-    def resource(self) -> tuple[str, str, str]:
-        return (self.group, self.version, self.plural)
-
-    def path(self, namespace: str, name: str = "") -> str:
-        return group_path(self.group, self.version, self.plural, namespace, name)
-
-
-OWNED: dict[str, Owned] = {
-    "ServiceAccount": Owned("", "v1", "serviceaccounts"),
-    "Service": Owned("", "v1", "services"),
-    "Role": Owned("rbac.authorization.k8s.io", "v1", "roles"),
-    "RoleBinding": Owned("rbac.authorization.k8s.io", "v1", "rolebindings"),
-    "Deployment": Owned("apps", "v1", "deployments"),
-    "PodDisruptionBudget": Owned("policy", "v1", "poddisruptionbudgets"),
-}
+OWNED: dict[str, BuiltinResource] = {resource.kind: resource for resource in (
+    SERVICE_ACCOUNTS, SERVICES, ROLES, ROLE_BINDINGS, DEPLOYMENTS, POD_DISRUPTION_BUDGETS)}
+"""The kinds of object the controller makes per VirtualNode."""
 VIRTUAL_NODES = VIRTUAL_NODE.resource
-NODES = ("", "v1", "nodes")
-LEASES = ("coordination.k8s.io", "v1", "leases")
+
+
+def _path(owned: BuiltinResource, namespace: str, name: str = "") -> str:
+    return group_path(*owned.resource, namespace, name)
 
 
 def pod_name(pod: Mapping[str, Any]) -> str:
@@ -121,14 +114,14 @@ class VirtualNodes:
         self.owned = {kind: informers.watch(HOME, owned.resource, by="namespace",
                                             label_selector=REMOTE_CLUSTER_ID_LABEL)
                       for kind, owned in OWNED.items()}
-        self.nodes = informers.watch(HOME, NODES, by="cluster",
+        self.nodes = informers.watch(HOME, NODES.resource, by="cluster",
                                      label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}")
         informers.keys(HOME, VIRTUAL_NODE.plural, lambda change: [change.key], self.controller)
         for owned in OWNED.values():
             informers.keys(HOME, owned.plural, _owner_key, self.controller)
 
     def synced(self) -> bool:
-        return self.listed >= {VIRTUAL_NODE.plural, "nodes",
+        return self.listed >= {VIRTUAL_NODE.plural, NODES.plural,
                                *(owned.plural for owned in OWNED.values())}
 
     def on_listed(self, resource: str) -> None:
@@ -184,7 +177,7 @@ class VirtualNodes:
         try:
             if current is None:
                 created, made = await create_or_refuse(
-                    self.api, owned.path(namespace), owned.path(namespace, name), desired,
+                    self.api, _path(owned, namespace), _path(owned, namespace, name), desired,
                     owned=lambda existing: is_owned_by(existing, uid))
                 if made:
                     log.info("VirtualNode %s: %s %s/%s created", virtual_node.metadata.name,
@@ -201,8 +194,8 @@ class VirtualNodes:
         if needs_write(current, desired):
             body = {**desired, "metadata": {**desired["metadata"], "resourceVersion":
                                             current["metadata"]["resourceVersion"]}}
-            await replace_or_create(self.api, owned.path(namespace, name), body,
-                                    lambda: self.api.create(owned.path(namespace), desired))
+            await replace_or_create(self.api, _path(owned, namespace, name), body,
+                                    lambda: self.api.create(_path(owned, namespace), desired))
             log.info("VirtualNode %s: %s %s/%s updated", virtual_node.metadata.name,
                      desired["kind"], namespace, name)
         return True
@@ -215,7 +208,7 @@ class VirtualNodes:
             for obj in mirror.values():
                 namespace, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
                 if (kind, name) not in kept and is_owned_by(obj, virtual_node.metadata.uid):
-                    await delete_owned(self.api, OWNED[kind].path(namespace, name),
+                    await delete_owned(self.api, _path(OWNED[kind], namespace, name),
                                        obj["metadata"].get("uid"))
                     log.info("VirtualNode %s: %s %s/%s deleted (no longer needed)",
                              virtual_node.metadata.name, kind, namespace, name)
@@ -265,12 +258,12 @@ class VirtualNodes:
                 "agent goes all the same"))
             _, deployment = self._deployment(virtual_node)
             if deployment is not None:
-                await delete_owned(self.api, OWNED["Deployment"].path(
+                await delete_owned(self.api, _path(OWNED["Deployment"],
                     key[0], deployment["metadata"]["name"]), deployment["metadata"]["uid"])
         if node is not None:
             await delete_owned(self.api, core_path("nodes", name=node_name),
                                node["metadata"].get("uid"))
-        await self.api.delete_if_exists(group_path(*LEASES, self.template.namespace,
+        await self.api.delete_if_exists(group_path(*LEASES.resource, self.template.namespace,
                                                    election_lease_name(cluster_id)))
         # Recorded before the finalizer goes, so whoever sees the VirtualNode gone finds it.
         await self.events.record(obj, "Drained", f"virtual node {node_name} drained and deleted" + (
@@ -372,7 +365,7 @@ class VirtualNodes:
         key = (str(virtual_node.metadata.namespace), str(virtual_node.metadata.name))
         name, deployment = self._deployment(virtual_node)
         if deployment is not None:
-            await delete_owned(self.api, OWNED["Deployment"].path(key[0], name),
+            await delete_owned(self.api, _path(OWNED["Deployment"], key[0], name),
                                deployment["metadata"]["uid"])
             return f"agent Deployment {name} to go"
         selector = ",".join(f"{k}={v}" for k, v in {
@@ -381,7 +374,7 @@ class VirtualNodes:
         pods = await self.api.list(core_path("pods", self.template.namespace), selector)
         if pods:
             return f"{len(pods)} agent pod(s) to stop"
-        lease = await self.api.find(group_path(*LEASES, self.template.namespace,
+        lease = await self.api.find(group_path(*LEASES.resource, self.template.namespace,
                                                election_lease_name(virtual_node.spec.cluster_id)))
         return lease_holder(lease, datetime.now(UTC))
 

@@ -9,11 +9,14 @@ the module that owns its rule:
 - routes.py      what is watched, what each mirror keeps, where each change goes
 - operator.py    the wiring: watches, controllers, webhooks, probes, the leader election
 - shadowpods.py  ShadowPod → owned pod, recreated when deleted, never once terminal; pod status
-                 copied into the ShadowPod status (rules: shared/forge/enforcement.py)
+                 copied into the ShadowPod status: gathers the inputs, carries out the plan
+                 (the decision: shared/forge/shadowpod_plan.py; the pod it asks for:
+                 shared/forge/enforcement.py)
 - ephemeral.py   the ephemeral containers a ShadowPod lists, added to its pod through the pod's
                  ephemeralcontainers subresource (kubectl debug)
 - admission.py   the validating webhook (HTTPS, AdmissionReview v1) at /validate/shadowpods
                  (rules: shared/forge/tenancy.py, shared/quota.py)
+- leadership.py  which replica decides a quota (the leader), and the others forwarding to it
 - ledger.py      per-consumer usage from the ShadowPods and claims watched, for the quota
 - namespaces.py  NamespaceMap → twin namespaces with the consumer's Role and RoleBinding
                  (rules: shared/forge/tenancy.py)

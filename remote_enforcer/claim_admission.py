@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from annex.kubeapi import ClusterApi, core_path
+from annex.api_paths import core_path
+from annex.kubeapi import ClusterApi
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.leadership import Leadership
 from remote_enforcer.ledger import UsageLedger

@@ -8,7 +8,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from annex.kubeapi import ClusterApi, core_path
+from annex.api_paths import core_path
+from annex.kubeapi import ClusterApi
 from annex.mirror import Mirror
 from shared import quota as quota_rules
 from shared.api.quota import NamespacePolicy, PodPolicy, ServicePolicy

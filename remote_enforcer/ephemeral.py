@@ -12,11 +12,14 @@ again)."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path
 from annex.events import EventRecorder
-from annex.kubeapi import RETRIED_STATUSES, STRATEGIC_MERGE_PATCH, ApiError, ClusterApi, core_path
-from shared.forge import enforcement
+from annex.kubeapi import STRATEGIC_MERGE_PATCH, ClusterApi
+from annex.retries import RETRIED_STATUSES
 
 log = logging.getLogger(__name__)
 
@@ -24,13 +27,11 @@ FAILED_REASON = "FailedEphemeralContainer"
 SUBRESOURCE = "ephemeralcontainers"
 
 
-async def add_missing(api: ClusterApi, events: EventRecorder, pod: dict[str, Any],
-                      shadowpod: dict[str, Any]) -> None:
-    """Add to `pod` the ephemeral containers its ShadowPod lists and it lacks."""
-    patch = enforcement.ephemeral_containers_patch(pod, shadowpod)
+async def add(api: ClusterApi, events: EventRecorder, pod: Mapping[str, Any],
+              patch: dict[str, Any]) -> None:
+    """Add to `pod` the ephemeral containers of `patch` (`ephemeral_containers_patch`: those its
+    ShadowPod lists and it lacks)."""
     metadata = pod["metadata"]
-    if patch is None or metadata.get("deletionTimestamp"):
-        return
     try:
         await api.patch(core_path("pods", metadata["namespace"], metadata["name"], SUBRESOURCE),
                         patch, STRATEGIC_MERGE_PATCH)

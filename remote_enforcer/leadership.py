@@ -29,7 +29,7 @@ from typing import Any
 import aiohttp
 from cryptography import x509
 
-from annex.kubeapi import error_message
+from annex.api_errors import error_message
 from annex.leader import LeaderElector
 
 log = logging.getLogger(__name__)

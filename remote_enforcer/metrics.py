@@ -12,7 +12,6 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from annex.controller import Controller
-from annex.kubeapi import REQUESTS, RequestMetrics
 from annex.metrics import (
     ControllerCollector,
     Family,
@@ -22,6 +21,7 @@ from annex.metrics import (
     registry,
     single,
 )
+from annex.request_metrics import REQUESTS, RequestMetrics
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
 
 PREFIX = "annex_remote_enforcer"

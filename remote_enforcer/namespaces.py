@@ -19,16 +19,11 @@ import asyncio
 import logging
 from typing import Any
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path, custom_path, group_path
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change
-from annex.kubeapi import (
-    JSON_PATCH,
-    ApiError,
-    ClusterApi,
-    core_path,
-    custom_path,
-    group_path,
-)
+from annex.kubeapi import JSON_PATCH, ClusterApi
 from annex.mirror import Key, Mirror
 from annex.writes import Foreign, create_or_refuse
 from remote_enforcer.consumers import Consumers

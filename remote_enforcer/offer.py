@@ -12,9 +12,10 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from annex.api_paths import custom_path
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change
-from annex.kubeapi import JSON_PATCH, ClusterApi, custom_path
+from annex.kubeapi import JSON_PATCH, ClusterApi
 from annex.mirror import Mirror
 from annex.writes import create_or_refuse
 from remote_enforcer.settings import Settings
@@ -233,7 +234,7 @@ class OfferPublisher:
                 self.published[tenant] = existing.get("spec") or {}
         if not self._worth_writing(self.published.get(tenant), spec):
             return
-        body = {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
+        body = {**RESOURCE_OFFER.type_meta(),
                 "metadata": {"name": RESOURCE_OFFER_NAME, "namespace": tenant}, "spec": spec}
         created = False
         if tenant not in self.published:  # none found: made, unless made meanwhile

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 
+from annex.api_paths import custom_path
 from annex.controller import DONE, Controller, Result
 from annex.informers import Change
-from annex.kubeapi import ClusterApi, custom_path
+from annex.kubeapi import ClusterApi
 from annex.mirror import Key, Mirror
 from remote_enforcer.ledger import UsageLedger
 from shared.api.quota import QUOTA

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from annex.informers import Callback, Change, Informers, Resource
+from annex.informers import Callback, Change, Informers
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.ledger import UsageLedger
 from remote_enforcer.metrics import Metrics
@@ -24,6 +24,7 @@ from remote_enforcer.object_admission import PodAddresses
 from remote_enforcer.offer import OfferPublisher, node_view
 from remote_enforcer.quota_status import QuotaStatus
 from remote_enforcer.shadowpods import ShadowPodEnforcer
+from shared.api.builtin import NAMESPACES, NODES, PERSISTENTVOLUMECLAIMS, PODS
 from shared.api.namespace_map import NAMESPACE_MAP
 from shared.api.quota import QUOTA
 from shared.api.shadowpod import SHADOWPOD
@@ -32,10 +33,6 @@ from shared.wellknown import ORIGIN_CLUSTER_LABEL
 CLUSTER = "cluster"
 WATCH = "enforcer"
 
-PODS: Resource = ("", "v1", "pods")
-NAMESPACES: Resource = ("", "v1", "namespaces")
-NODES: Resource = ("", "v1", "nodes")
-PERSISTENTVOLUMECLAIMS: Resource = ("", "v1", "persistentvolumeclaims")
 
 
 def consumer_pod(pod: dict[str, Any]) -> dict[str, Any] | None:
@@ -51,12 +48,12 @@ def nothing(_: dict[str, Any]) -> None:
 
 def declare_watches(informers: Informers) -> None:
     """Every resource the enforcer lists and watches, with what its mirror keeps."""
-    informers.watch(CLUSTER, PODS, consumer_pod, by=WATCH)
+    informers.watch(CLUSTER, PODS.resource, consumer_pod, by=WATCH)
     informers.watch(CLUSTER, SHADOWPOD.resource, by=WATCH)
-    informers.watch(CLUSTER, NAMESPACES, by=WATCH)
-    informers.watch(CLUSTER, NODES, node_view, by=WATCH)
+    informers.watch(CLUSTER, NAMESPACES.resource, by=WATCH)
+    informers.watch(CLUSTER, NODES.resource, node_view, by=WATCH)
     informers.watch(CLUSTER, QUOTA.resource, by=WATCH)
-    informers.watch(CLUSTER, PERSISTENTVOLUMECLAIMS, nothing, by=WATCH)
+    informers.watch(CLUSTER, PERSISTENTVOLUMECLAIMS.resource, nothing, by=WATCH)
     informers.watch(CLUSTER, NAMESPACE_MAP.resource, by=WATCH)
 
 

@@ -6,56 +6,68 @@ once when its namespace or its consumer's Quota changes: a loosened policy reach
 namespace's Pod Security labels after the consumer may already offload under it, and the API
 server judges a pod by the labels of the moment it is created.
 
-Decisions are taken from the mirrors of the enforcer's informer registry (no read per event),
-once both hold their first list (the controller's sync gate). One reconcile per (namespace,
+A reconcile gathers what the decision reads (`gather`: the mirrors of the enforcer's informer
+registry, no read per event, once both hold their first list, the controller's sync gate),
+decides with one pure function (`shared.forge.shadowpod_plan`) and carries out its plan
+(`carry_out`). One reconcile per (namespace,
 name) at a time, on annex.controller; events for a key being reconciled make it run once more
 afterwards.
 Writes made from a cache that may lag are guarded: the ShadowPod status is written only over the
 version it was computed from (a stale cache gets 409 and the newer version's event reconciles
-again), and a pod seen gone is made again only after a live read of its ShadowPod (see
-`_create_pod`).
+again), and a pod seen gone is made again only after a live read of its ShadowPod (the plan
+asks for it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path, custom_path
 from annex.controller import DONE, Controller, Result
 from annex.events import EventRecorder
 from annex.informers import Change
-from annex.kubeapi import (
-    JSON_PATCH,
-    RETRIED_STATUSES,
-    STRATEGIC_MERGE_PATCH,
-    ApiError,
-    ClusterApi,
-    core_path,
-    custom_path,
-)
-from annex.mirror import Key, Mirror, key_of
+from annex.kubeapi import JSON_PATCH, STRATEGIC_MERGE_PATCH, ClusterApi
+from annex.mirror import Key, Mirror
+from annex.retries import RETRIED_STATUSES
 from annex.writes import Foreign, create_or_refuse
 from remote_enforcer import ephemeral
 from remote_enforcer.consumers import Consumers
 from remote_enforcer.metrics import Metrics
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge import enforcement
-from shared.forge.tenancy import origin_problem, pod_policy_problem
-from shared.pools import Pool, pool_problem
+from shared.forge.shadowpod_plan import (
+    AddEphemeralContainers,
+    CreatePod,
+    LookUpNamespace,
+    PatchPod,
+    ReadShadowPod,
+    RecordEvent,
+    RecordRecreation,
+    ReportForeignPod,
+    ShadowPodInputs,
+    ShadowPodPlan,
+    WriteStatus,
+    created_pod,
+    foreign_pod,
+    refused_pod,
+    shadowpod_plan,
+)
+from shared.pools import Pool
 from shared.wellknown import (
     FAILED_REFLECTION_REASON,
     ORIGIN_CLUSTER_LABEL,
     REMOTE_ENFORCER_COMPONENT,
-    TERMINAL_PHASES,
     TRACEPARENT_ANNOTATION,
 )
 
 log = logging.getLogger(__name__)
 
-POLICY_REFUSED_REASON = "PodPolicy"
 REFUSED = Result(retry=True, outcome="refused")
 """The pod was not made (the provider's policy, or the API server refused it): recorded on the
 ShadowPod, and tried again with backoff (a quota may free up, a policy loosen)."""
@@ -160,7 +172,7 @@ class ShadowPodEnforcer:
             if not keys:
                 del self._refused[key[0]]
 
-    async def write_status(self, shadowpod: dict[str, Any], status: dict[str, Any]) -> bool:
+    async def write_status(self, shadowpod: Mapping[str, Any], status: dict[str, Any]) -> bool:
         """Replace the status of exactly this version of the ShadowPod; False when it has
         changed since (its event brings the newer version to reconcile)."""
         # JSON patch "add" replaces the whole status: a merge patch would keep stale keys of
@@ -187,130 +199,103 @@ class ShadowPodEnforcer:
 
     async def _reconcile(self, key: Key) -> Result:
         self._forget_refusal(key)  # refused again, it is noted again
-        namespace, name = key
-        last_pod = self._deleted_pods.pop(key, None)
-        pod = self.pods.get(key)
-        shadowpod = self.shadowpods.get(key)
-        if shadowpod is None or shadowpod["metadata"].get("deletionTimestamp"):
-            return DONE  # the garbage collector removes the pod with its owner
-        if last_pod is not None and enforcement.is_controlled_by(last_pod, shadowpod):
-            status = enforcement.shadowpod_status(shadowpod, last_pod)
-            if status is not None and status.get("phase") in TERMINAL_PHASES:
-                if not await self.write_status(shadowpod, status):
-                    self._deleted_pods.setdefault(key, last_pod)  # again, on the newer version
-                    return DONE
-                shadowpod = {**shadowpod, "status": status}
-        if pod is None:
-            return await self._create_pod(shadowpod, seen_gone=last_pod is not None)
-        if not enforcement.is_controlled_by(pod, shadowpod):
-            await self._report_foreign(pod, shadowpod)
-            return DONE
-        status = enforcement.shadowpod_status(shadowpod, pod)
-        if status is not None:
-            await self.write_status(shadowpod, status)
-        patch = enforcement.pod_patch(pod, shadowpod)
-        if patch is not None and not pod["metadata"].get("deletionTimestamp"):
-            await self.api.patch(pod_path(namespace, name), patch, STRATEGIC_MERGE_PATCH)
-        await ephemeral.add_missing(self.api, self.events, pod, shadowpod)
+        inputs = self.gather(key)
+        return await self.carry_out(key, inputs, shadowpod_plan(inputs))
+
+    # --- gathering --------------------------------------------------------------------------
+
+    def gather(self, key: Key) -> ShadowPodInputs:
+        """What the decision on the ShadowPod `key` reads, as the mirrors hold it now; the final
+        state of its pod just deleted is taken (the plan decides on it)."""
+        return ShadowPodInputs(shadowpod=self.shadowpods.get(key), pod=self.pods.get(key),
+                               now=datetime.now(UTC), pools=self.pools,
+                               deleted_pod=self._deleted_pods.pop(key, None))
+
+    async def _read(self, key: Key, inputs: ShadowPodInputs,
+                    step: ReadShadowPod | LookUpNamespace) -> ShadowPodInputs:
+        if isinstance(step, ReadShadowPod):
+            fresh = await self.api.find(shadowpod_path(*key))
+            return replace(inputs, shadowpod=fresh, shadowpod_read=True)
+        namespace = (self.consumers.namespaces.get(("", key[0]))
+                     or await self.api.find(core_path("namespaces", name=key[0])))
+        consumer = self.consumers.twin_consumer(namespace)
+        return replace(inputs, namespace_looked_up=True, namespace=namespace, consumer=consumer,
+                       pod_policy=None if consumer is None else self.consumers.pod_policy(consumer))
+
+    # --- carrying out -----------------------------------------------------------------------
+
+    async def carry_out(self, key: Key, inputs: ShadowPodInputs, plan: ShadowPodPlan) -> Result:
+        """The plan's steps in order; a read decides again with what it read; a final status
+        the ShadowPod has moved past ends the plan."""
+        for step in plan.steps:
+            match step:
+                case ReadShadowPod() | LookUpNamespace():
+                    inputs = await self._read(key, inputs, step)
+                    return await self.carry_out(key, inputs, shadowpod_plan(inputs))
+                case WriteStatus():
+                    if not await self.write_status(step.shadowpod, step.status) and step.final:
+                        if inputs.deleted_pod is not None:  # again, on the newer version
+                            self._deleted_pods.setdefault(key, dict(inputs.deleted_pod))
+                        return DONE
+                case RecordEvent():
+                    await self.events.record(step.shadowpod, step.reason, step.message)
+                case ReportForeignPod():
+                    log.warning("%s: left alone", step.message)
+                    await self.events.record(step.shadowpod, FAILED_REFLECTION_REASON,
+                                             step.message)
+                case CreatePod():
+                    return await self._create_pod(key, inputs, step)
+                case RecordRecreation():
+                    await self._record_recreation(step)
+                case PatchPod():
+                    await self.api.patch(pod_path(*key), step.patch, STRATEGIC_MERGE_PATCH)
+                case AddEphemeralContainers():
+                    await ephemeral.add(self.api, self.events, step.pod, step.patch)
+        if plan.refused is not None:
+            log.error("pod %s/%s not made: %s", *key, plan.refused)
+            self._note_refusal(key)
+            return REFUSED
         return DONE
 
-    async def _create_pod(self, cached: dict[str, Any], seen_gone: bool) -> Result:
-        """Make the pod of the `cached` ShadowPod. A first pod is made from the cache, as a
-        ReplicaSet makes its pods: had the ShadowPod been deleted before the cache saw it, the
-        pod's controller reference (the ShadowPod's uid) would have it collected. A pod seen
-        gone (`seen_gone`, or the ShadowPod's status reporting one) is made again only after a
-        live read: the garbage collector removes a pod only after its ShadowPod is gone, and
-        the pod's deletion often arrives before the ShadowPod's, so from the cache alone every
-        deleted ShadowPod would get a new pod, an orphan until collected again."""
-        namespace, name = key_of(cached)
-        if enforcement.is_terminal(cached):
-            return DONE
-        shadowpod = cached
-        if seen_gone or enforcement.had_pod(cached):
-            fresh = await self.api.find(shadowpod_path(namespace, name))
-            if (fresh is None or fresh["metadata"].get("deletionTimestamp")
-                    or enforcement.is_terminal(fresh)):
-                return DONE
-            shadowpod = fresh
-        refusal = await self._refusal(shadowpod)
-        if refusal is not None:
-            # Shown at home like an API server's refusal.
-            log.error("not creating pod %s/%s: %s", namespace, name, refusal)
-            self._note_refusal(key_of(shadowpod))
-            await self._record_refusal(shadowpod, POLICY_REFUSED_REASON, refusal)
-            return REFUSED
+    async def _create_pod(self, key: Key, inputs: ShadowPodInputs, step: CreatePod) -> Result:
+        """Make the pod; what the API server answers decides what follows."""
+        namespace, name = key
         try:
             # Made meanwhile (by a previous run: its event reconciles), or not ours (the mirror
             # holds only pods with an origin label).
             _, created = await create_or_refuse(
-                self.api, pod_path(namespace), pod_path(namespace, name),
-                enforcement.desired_pod(shadowpod, self.pools),
-                lambda existing: enforcement.is_controlled_by(existing, shadowpod))
+                self.api, pod_path(namespace), pod_path(namespace, name), step.body,
+                lambda existing: enforcement.is_controlled_by(existing, step.shadowpod))
         except Foreign as foreign:
-            await self._report_foreign(dict(foreign.existing), shadowpod)
-            return DONE
+            return await self.carry_out(key, inputs, ShadowPodPlan(
+                (foreign_pod(foreign.existing, step.shadowpod),)))
         except ApiError as error:
-            log.error("cannot create pod %s/%s: %s", namespace, name, error)
             if error.status in RETRIED_STATUSES:
+                log.error("cannot create pod %s/%s: %s", namespace, name, error)
                 raise
             # Refused (ResourceQuota, Pod Security, RuntimeClass, invalid spec): recorded where
             # the home agent looks.
-            self._note_refusal(key_of(shadowpod))
-            await self._record_refusal(shadowpod, str(error.body.get("reason") or ""),
-                                       str(error.body.get("message") or error))
-            return REFUSED
+            return await self.carry_out(key, inputs, refused_pod(
+                step.shadowpod, str(error.body.get("reason") or ""),
+                str(error.body.get("message") or error), datetime.now(UTC)))
         if not created:
             return DONE
         self.metrics.count("pods_created_total")
-        if enforcement.had_pod(shadowpod):
-            log.info("recreated pod %s/%s", namespace, name)
-            self.metrics.count("pod_recreations_total")
-            await self._record_recreation(shadowpod)
-        return DONE
+        return await self.carry_out(key, inputs, created_pod(step.shadowpod))
 
-    async def _refusal(self, shadowpod: dict[str, Any]) -> str | None:
-        """Why this enforcer must not make the ShadowPod's pod, or None. Admission checks the
-        same, but the enforcer may create pods cluster-wide: it creates them only in twin
-        namespaces it made, for their consumer, within its pod policy, even if the webhook was
-        bypassed (not registered yet, failurePolicy Ignore) or the policy tightened since."""
+    async def _record_recreation(self, step: RecordRecreation) -> None:
+        """Carry the vanished pod's restarts, computed again from a fresh read if the ShadowPod
+        changed meanwhile, so that restart counts never go down."""
+        shadowpod, status = step.shadowpod, step.status
         meta = shadowpod["metadata"]
-        namespace = (self.consumers.namespaces.get(("", meta["namespace"]))
-                     or await self.api.find(core_path("namespaces", name=meta["namespace"])))
-        consumer = self.consumers.twin_consumer(namespace)
-        problem = (origin_problem(meta.get("labels") or {}, meta["namespace"], consumer)
-                   or pool_problem(self.pools, shadowpod))
-        if problem is None and consumer is not None:
-            problem = pod_policy_problem(self.consumers.pod_policy(consumer), consumer,
-                                         shadowpod)
-        return problem
-
-    async def _record_refusal(self, shadowpod: dict[str, Any], reason: str,
-                              message: str) -> None:
-        """An Event on the ShadowPod and its status condition `PodCreated` False, which the
-        home agent turns into the home pod's condition and Event."""
-        await self.events.record(shadowpod, "FailedCreate", f"cannot create the pod: {message}")
-        status = enforcement.creation_failed_status(shadowpod, reason, message,
-                                                    datetime.now(UTC))
-        if status is not None:
-            await self.write_status(shadowpod, status)
-
-    async def _report_foreign(self, pod: dict[str, Any], shadowpod: dict[str, Any]) -> None:
-        meta = pod["metadata"]
-        message = (f"pod {meta['namespace']}/{meta['name']} exists and is not controlled by "
-                   "this ShadowPod")
-        log.warning("%s: left alone", message)
-        await self.events.record(shadowpod, FAILED_REFLECTION_REASON, message)
-
-    async def _record_recreation(self, shadowpod: dict[str, Any]) -> None:
-        """Carry the vanished pod's restarts (`recreated_status`), computed again from a fresh
-        read if the ShadowPod changed meanwhile, so that restart counts never go down."""
-        meta = shadowpod["metadata"]
+        log.info("recreated pod %s/%s", meta["namespace"], meta["name"])
+        self.metrics.count("pod_recreations_total")
         for _ in range(5):
-            if await self.write_status(shadowpod, enforcement.recreated_status(shadowpod)):
+            if await self.write_status(shadowpod, status):
                 return
             fresh = await self.api.find(shadowpod_path(meta["namespace"], meta["name"]))
             if fresh is None:
                 return
-            shadowpod = fresh
+            shadowpod, status = fresh, enforcement.recreated_status(fresh)
         log.error("could not record the recreation of pod %s/%s", meta["namespace"],
                   meta["name"])

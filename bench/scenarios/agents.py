@@ -16,7 +16,7 @@ import shutil
 from collections import Counter
 from typing import Any
 
-from annex.kubeapi import core_path
+from annex.api_paths import core_path
 from bench import components
 from bench.components import BY_RESOURCE, scrape
 from bench.figures import WRITE_VERBS, Rows

@@ -7,7 +7,7 @@ import functools
 import time
 from typing import Any
 
-from annex.kubeapi import core_path
+from annex.api_paths import core_path
 from bench.figures import Rows, per_pod
 from bench.harness import Bench
 from bench.watching import gather_limited, until

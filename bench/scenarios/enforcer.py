@@ -11,7 +11,7 @@ import functools
 import time
 from typing import Any
 
-from annex.kubeapi import core_path, custom_path
+from annex.api_paths import core_path, custom_path
 from bench.api_calls import created
 from bench.figures import Rows
 from bench.harness import Bench
@@ -32,7 +32,7 @@ async def run(bench: Bench) -> dict[str, Any]:
     pods, shadowpods = core_path("pods", twin), custom_path(SHADOWPOD, twin)
     quota = custom_path(QUOTA, twin, "bench-enforcer")
     await created(bench.remote.create(custom_path(QUOTA, twin), {
-        "apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+        **QUOTA.type_meta(),
         "metadata": {"name": "bench-enforcer"},
         "spec": {"consumerClusterId": names.bare_consumer,
                  "limitsEnforcement": LimitsEnforcement.SOFT.value,
@@ -45,7 +45,7 @@ async def run(bench: Bench) -> dict[str, Any]:
     shadowed = [f"enf-{i}" for i in range(count)]
     started = time.monotonic()
     await gather_limited((functools.partial(client.create, shadowpods, {
-        "apiVersion": SHADOWPOD.api_version, "kind": SHADOWPOD.kind,
+        **SHADOWPOD.type_meta(),
         "metadata": {"name": name, "labels": {
             **ownership_labels(names.bare_consumer, names.provider_id), **LABELS}},
         "spec": {"pod": {"containers": [CONTAINER]}}}) for name in shadowed), lanes)

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from annex.kubeapi import ClusterApi, core_path, custom_path, group_path
+from annex.api_paths import core_path, custom_path, group_path
+from annex.kubeapi import ClusterApi
 from annex.leader import ElectionTimings
 from bench import components
 from bench.api_calls import created

@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import Any
 
-from annex.kubeapi import core_path
+from annex.api_paths import core_path
 from bench import bare, trace
 from bench.figures import Rows, percentiles, spread
 from bench.harness import Bench

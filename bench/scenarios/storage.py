@@ -10,12 +10,13 @@ import functools
 import time
 from typing import Any
 
-from annex.kubeapi import core_path, group_path
+from annex.api_paths import core_path, group_path
 from bench.api_calls import created
 from bench.figures import Rows, per_pod
 from bench.harness import Bench
 from bench.processes import cpu_seconds
 from bench.watching import gather_limited, until
+from shared.api.builtin import STORAGE_CLASSES
 from shared.wellknown import VIRTUAL_STORAGE_CLASS, VIRTUAL_STORAGE_PROVISIONER
 
 
@@ -23,7 +24,7 @@ async def run(bench: Bench) -> dict[str, Any]:
     agent = bench.agent
     assert agent is not None
     count, namespace = bench.args.storage_pods, bench.names.namespace
-    await created(bench.home.create(group_path("storage.k8s.io", "v1", "storageclasses"), {
+    await created(bench.home.create(group_path(*STORAGE_CLASSES.resource), {
         "metadata": {"name": VIRTUAL_STORAGE_CLASS},
         "provisioner": VIRTUAL_STORAGE_PROVISIONER, "reclaimPolicy": "Delete",
         "volumeBindingMode": "WaitForFirstConsumer", "allowVolumeExpansion": True}))

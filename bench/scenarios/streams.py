@@ -13,7 +13,7 @@ import functools
 import time
 from typing import Any
 
-from annex.kubeapi import core_path
+from annex.api_paths import core_path
 from bench.figures import Rows, percentiles, spread
 from bench.harness import TOLERATIONS, Bench
 from bench.scenarios import latency

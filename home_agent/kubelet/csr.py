@@ -25,7 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from annex.kubeapi import ApiError, ClusterApi
+from annex.api_errors import ApiError
+from annex.kubeapi import ClusterApi
 from home_agent.kubelet.certs import load_pair, san
 
 log = logging.getLogger("home_agent.kubelet")

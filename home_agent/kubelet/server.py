@@ -26,8 +26,9 @@ import aiohttp
 from aiohttp import web
 
 import spdy3
+from annex.api_errors import ApiError, error_message
 from annex.kube import Connection, LiveConnection, current_token
-from annex.kubeapi import ApiError, ClusterApi, error_message, ssl_context
+from annex.kubeapi import ClusterApi, ssl_context
 from annex.metrics import Family, ServedRequests
 from home_agent.agent import Agent
 from home_agent.config import AgentConfig

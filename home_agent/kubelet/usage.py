@@ -13,7 +13,8 @@ import logging
 import time
 from typing import Any
 
-from annex.kubeapi import ApiError, ClusterApi, error_message
+from annex.api_errors import ApiError, error_message
+from annex.kubeapi import ClusterApi
 from home_agent.agent import Agent
 from shared.forge.kubelet import ContainerUsage, pod_metrics_usage
 from shared.rfc3339 import parse_rfc3339

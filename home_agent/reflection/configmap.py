@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from annex.informers import Resource
-from annex.kubeapi import core_path
+from annex.api_paths import core_path
 from home_agent.reflection.reflector import KindRules
+from shared.api.builtin import CONFIGMAPS
 from shared.forge.configmap import (
     is_reflectable_configmap,
     local_configmap_name,
@@ -13,10 +13,8 @@ from shared.forge.configmap import (
     remote_configmap_name,
 )
 
-CONFIGMAPS: Resource = ("", "v1", "configmaps")
-
 CONFIGMAP_RULES = KindRules(
-    kind="ConfigMap", resource=CONFIGMAPS,
+    kind=CONFIGMAPS.kind, resource=CONFIGMAPS.resource,
     path=lambda namespace, name: core_path("configmaps", namespace, name),
     forge=remote_configmap, remote_name=remote_configmap_name, local_name=local_configmap_name,
     reflectable=is_reflectable_configmap)

@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from annex.api_paths import group_path
 from annex.informers import Change
-from annex.kubeapi import group_path
 from annex.mirror import Key, Mirror
 from home_agent.reflection.peering import Peering
 from home_agent.reflection.reflector import KindRules, Reflector
+from shared.api.builtin import ENDPOINTSLICES
 from shared.forge.endpointslice import (
     EndpointDestination,
     is_reflectable_endpointslice,
@@ -37,8 +38,6 @@ from shared.reflection_policy import (
     should_reflect,
     should_reflect_endpointslice,
 )
-
-ENDPOINTSLICES = ("discovery.k8s.io", "v1", "endpointslices")
 
 
 class EndpointSliceReflector(Reflector):
@@ -103,6 +102,6 @@ class EndpointSliceReflector(Reflector):
 
 
 ENDPOINTSLICE_RULES = KindRules(
-    kind="EndpointSlice", resource=ENDPOINTSLICES,
-    path=lambda namespace, name: group_path(*ENDPOINTSLICES, namespace, name),
+    kind=ENDPOINTSLICES.kind, resource=ENDPOINTSLICES.resource,
+    path=lambda namespace, name: group_path(*ENDPOINTSLICES.resource, namespace, name),
     reflectable=is_reflectable_endpointslice)

@@ -39,15 +39,18 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from annex.api_errors import error_message, status_of
+from annex.api_paths import core_path
 from annex.controller import DONE, Controller, Result
-from annex.informers import Change, Resource
-from annex.kubeapi import JSON, METADATA_LIST, core_path, error_message, status_of
+from annex.informers import Change
+from annex.kubeapi import JSON, METADATA_LIST
 from annex.listwatch import list_objects
 from annex.mirror import Key, Mirror, discard, key_of
 from annex.writes import Foreign, create_or_refuse, delete_owned, replace_or_create
 from home_agent.reflection.event_copies import Copies
 from home_agent.reflection.peering import Peering
 from home_agent.reflection.reflector import Reflector, namespace_of
+from shared.api.builtin import EVENTS, PODS
 from shared.forge.compare import updated_remote
 from shared.forge.event import (
     event_needs_update,
@@ -64,7 +67,6 @@ from shared.ownership import ownership_selector
 
 log = logging.getLogger(__name__)
 
-EVENTS: Resource = ("", "v1", "events")
 
 REFUSED = (400, 422)
 """The home API server's answers to a copy it will never take (e.g. an invalid remote Event)."""
@@ -236,7 +238,7 @@ class EventReflector:
         if (api_version, kind) == ("v1", "Pod"):  # bound to our virtual node
             uid = self._pod_uids.get(home_namespace, {}).get(name)
             return None if uid is None else object_reference(
-                {"apiVersion": "v1", "kind": "Pod",
+                {**PODS.type_meta(),
                  "metadata": {"namespace": home_namespace, "name": name, "uid": uid or None}})
         reflector = next((r for r in self.reflectors.values() if r.rules.kind == kind
                           and r.rules.api_version == api_version), None)
@@ -315,7 +317,7 @@ class EventReflector:
         while True:
             forget()
             try:
-                await list_objects(self.peering.home, core_path(EVENTS[2], namespace), query,
+                await list_objects(self.peering.home, core_path(EVENTS.plural, namespace), query,
                                    listed, forget, accept=accept)
             except asyncio.CancelledError:
                 raise

@@ -3,13 +3,12 @@ cleared so that the remote cluster's default class serves it."""
 
 from __future__ import annotations
 
-from annex.kubeapi import group_path
+from annex.api_paths import group_path
 from home_agent.reflection.reflector import KindRules
+from shared.api.builtin import INGRESSES
 from shared.forge.ingress import remote_ingress
 
-INGRESSES = ("networking.k8s.io", "v1", "ingresses")
-
 INGRESS_RULES = KindRules(
-    kind="Ingress", resource=INGRESSES,
-    path=lambda namespace, name: group_path(*INGRESSES, namespace, name),
+    kind=INGRESSES.kind, resource=INGRESSES.resource,
+    path=lambda namespace, name: group_path(*INGRESSES.resource, namespace, name),
     forge=remote_ingress)

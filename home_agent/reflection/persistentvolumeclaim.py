@@ -38,13 +38,15 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from annex.api_errors import ApiError, error_message
+from annex.api_paths import core_path
 from annex.controller import RETRY, Result
-from annex.informers import Change, Resource
-from annex.kubeapi import ApiError, core_path, error_message
+from annex.informers import Change
 from annex.mirror import Key, Mirror, key_of
 from annex.writes import confirmed_gone, replace_or_create
 from home_agent.reflection.peering import Peering
 from home_agent.reflection.reflector import KindRules, Reflector
+from shared.api.builtin import PERSISTENTVOLUMECLAIMS
 from shared.api.resource_offer import ResourceOffer
 from shared.forge.compare import needs_update, updated_remote
 from shared.forge.persistentvolume import (
@@ -79,8 +81,6 @@ from shared.wellknown import (
     VIRTUAL_STORAGE_PROVISIONER,
 )
 
-PERSISTENTVOLUMECLAIMS: Resource = ("", "v1", "persistentvolumeclaims")
-PERSISTENTVOLUMES: Resource = ("", "v1", "persistentvolumes")
 """The home volumes the agent provisions (the storage fabric's), watched cluster-wide."""
 
 REFUSALS = (403, 422)  # the provider's admission (class, quota) or validation
@@ -163,7 +163,7 @@ class PersistentVolumeClaimReflector(Reflector):
         return local is not None and self._ours(local) and self.decide(local)
 
     def _with_kind(self, claim: Mapping[str, Any]) -> dict[str, Any]:
-        return {**claim, "apiVersion": "v1", "kind": "PersistentVolumeClaim"}
+        return {**claim, **PERSISTENTVOLUMECLAIMS.type_meta()}
 
     async def _event(self, claim: Mapping[str, Any], reason: str, message: str,
                      event_type: str = "Normal") -> None:
@@ -384,4 +384,4 @@ class PersistentVolumeClaimReflector(Reflector):
 
 
 PERSISTENTVOLUMECLAIM_RULES = KindRules(
-    kind="PersistentVolumeClaim", resource=PERSISTENTVOLUMECLAIMS, path=_claim_path)
+    kind=PERSISTENTVOLUMECLAIMS.kind, resource=PERSISTENTVOLUMECLAIMS.resource, path=_claim_path)

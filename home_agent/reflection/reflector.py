@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from annex.api_errors import error_message
 from annex.controller import Controller, Result
 from annex.informers import Change, Resource
-from annex.kubeapi import error_message
 from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.reflection.peering import Peering

@@ -1,6 +1,6 @@
 """A pod's ShadowPod waits for the remote copies of the ConfigMaps and Secrets the pod cannot
 start without, those its volumes mount and its containers' environment reads
-(`shared.forge.pod.required_objects`), as it waits for its token Secret (`home_agent.pod`). A
+(`shared.forge.required.required_objects`), as it waits for its token Secret (`home_agent.pod`). A
 remote pod made first would wait for the kubelet's next try: a volume in ContainerCreating with
 FailedMount warnings (copied home), tried again after a backoff doubling up to about 2 min; an
 environment in CreateContainerConfigError, tried again at the pod's next sync 10 to 15 s later.
@@ -26,8 +26,8 @@ from typing import Any
 from annex.informers import Change
 from annex.mirror import Key
 from home_agent.reflection.reflector import Reflector
-from shared.forge.pod import required_objects
 from shared.forge.pod_inputs import Copy
+from shared.forge.required import required_objects
 
 KINDS = frozenset({"ConfigMap", "Secret"})
 

@@ -5,13 +5,12 @@ those fields), so the copy is written once, not on every resync."""
 
 from __future__ import annotations
 
-from annex.kubeapi import core_path
+from annex.api_paths import core_path
 from home_agent.reflection.reflector import KindRules
+from shared.api.builtin import SERVICES
 from shared.forge.service import is_reflectable_service, remote_service
 
-SERVICES = ("", "v1", "services")
-
 SERVICE_RULES = KindRules(
-    kind="Service", resource=SERVICES,
+    kind=SERVICES.kind, resource=SERVICES.resource,
     path=lambda namespace, name: core_path("services", namespace, name),
     forge=remote_service, reflectable=is_reflectable_service)

@@ -36,16 +36,18 @@ from typing import Any
 
 import orjson
 
+from annex.api_errors import error_message
+from annex.api_paths import core_path
 from annex.controller import DONE, Controller, Result
-from annex.informers import Change, Echoes, Resource, Written
-from annex.kubeapi import core_path, error_message
+from annex.informers import Change, Echoes, Written
 from annex.mirror import Key, Mirror, key_of
 from annex.writes import Foreign, confirmed_gone, create_or_refuse, delete_owned, replace_or_create
 from home_agent.reflection.peering import Peering
-from shared.forge.pod import (
+from shared.api.builtin import PODS
+from shared.forge.pod import service_account_name
+from shared.forge.pod_tokens import (
     ProjectedToken,
     projected_service_account_tokens,
-    service_account_name,
     service_account_token_secret_name,
 )
 from shared.forge.token import (
@@ -62,8 +64,6 @@ from shared.wellknown import FAILED_REFLECTION_REASON
 
 log = logging.getLogger(__name__)
 
-SECRETS: Resource = ("", "v1", "secrets")
-PODS = "pods"
 
 
 def _content_digest(secret: Mapping[str, Any]) -> str:
@@ -309,7 +309,7 @@ class TokenReflector:
         await self._report(pod, message)
 
     async def _report(self, pod: Mapping[str, Any], message: str) -> None:
-        await self.peering.events.record({**pod, "apiVersion": "v1", "kind": "Pod"},
+        await self.peering.events.record({**pod, **PODS.type_meta()},
                                  FAILED_REFLECTION_REASON, message)
 
     async def _report_failure(self, key: Key, error: Exception) -> None:

@@ -51,6 +51,10 @@ class ResourceDefinition:
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
+    def type_meta(self) -> dict[str, str]:
+        """apiVersion and kind, as an object or a reference to one begins."""
+        return {"apiVersion": self.api_version, "kind": self.kind}
+
     @property
     def crd_name(self) -> str:
         return f"{self.plural}.{self.group}"

@@ -29,17 +29,19 @@ from typing import Any
 from pydantic import Field
 
 from shared.api.base import ApiModel
+from shared.api.builtin import (
+    DEPLOYMENTS,
+    POD_DISRUPTION_BUDGETS,
+    ROLE_BINDINGS,
+    ROLES,
+    SERVICE_ACCOUNTS,
+    SERVICES,
+)
 from shared.api.virtual_node import AgentStatus, VirtualNode, VirtualNodePhase
 from shared.node_selector import node_selector_matches
 from shared.rfc3339 import parse_rfc3339
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 
-DEPLOYMENT_API = ("apps/v1", "Deployment")
-BUDGET_API = ("policy/v1", "PodDisruptionBudget")
-SERVICE_ACCOUNT_API = ("v1", "ServiceAccount")
-SERVICE_API = ("v1", "Service")
-ROLE_API = ("rbac.authorization.k8s.io/v1", "Role")
-BINDING_API = ("rbac.authorization.k8s.io/v1", "RoleBinding")
 SPEC_HASH_ANNOTATION = "offloading.liqo.io/agent-spec-hash"
 """On each object the controller writes: the hash of what it forged, so that an unchanged
 object is never written again whatever the API server defaulted in it."""
@@ -261,23 +263,23 @@ def agent_objects(virtual_node: VirtualNode, template: AgentTemplate) -> list[di
     if template.pod_annotations:
         template_metadata["annotations"] = template.pod_annotations
     objects: list[dict[str, Any]] = [
-        {"apiVersion": SERVICE_ACCOUNT_API[0], "kind": SERVICE_ACCOUNT_API[1],
+        {**SERVICE_ACCOUNTS.type_meta(),
          "metadata": _metadata(name, template, cluster_id, virtual_node)},
-        {"apiVersion": ROLE_API[0], "kind": ROLE_API[1],
+        {**ROLES.type_meta(),
          "metadata": _metadata(role, template, cluster_id, virtual_node),
          "rules": own_object_rules(secret, name)},
-        {"apiVersion": BINDING_API[0], "kind": BINDING_API[1],
+        {**ROLE_BINDINGS.type_meta(),
          "metadata": _metadata(role, template, cluster_id, virtual_node),
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
          "subjects": [{"kind": "ServiceAccount", "name": name,
                        "namespace": template.namespace}]},
         # In front of every replica's kubelet API: its ClusterIP is the pods' hostIP.
-        {"apiVersion": SERVICE_API[0], "kind": SERVICE_API[1],
+        {**SERVICES.type_meta(),
          "metadata": _metadata(name, template, cluster_id, virtual_node),
          "spec": {"selector": _selector(template, cluster_id),
                   "ports": [{"name": "kubelet", "port": template.kubelet_port,
                              "targetPort": "kubelet", "protocol": "TCP"}]}},
-        {"apiVersion": DEPLOYMENT_API[0], "kind": DEPLOYMENT_API[1],
+        {**DEPLOYMENTS.type_meta(),
          "metadata": _metadata(name, template, cluster_id, virtual_node),
          "spec": {"replicas": template.replicas,
                   "selector": {"matchLabels": _selector(template, cluster_id)},
@@ -286,7 +288,7 @@ def agent_objects(virtual_node: VirtualNode, template: AgentTemplate) -> list[di
     ]
     if template.replicas > 1:
         objects.append(
-            {"apiVersion": BUDGET_API[0], "kind": BUDGET_API[1],
+            {**POD_DISRUPTION_BUDGETS.type_meta(),
              "metadata": _metadata(name, template, cluster_id, virtual_node),
              "spec": {"minAvailable": 1,
                       "selector": {"matchLabels": _selector(template, cluster_id)}}})
@@ -311,7 +313,7 @@ def namespace_grant(template: AgentTemplate, namespace: str,
     reflected Events, request the offloaded pods' tokens (`AgentTemplate.namespace_role`).
     They read no other namespace: another remote's kubeconfig Secret, kube-system's Secrets and
     the namespaces offloaded to other remotes stay out of their reach."""
-    return {"apiVersion": BINDING_API[0], "kind": BINDING_API[1],
+    return {**ROLE_BINDINGS.type_meta(),
             "metadata": {"name": namespace_grant_name(template), "namespace": namespace,
                          "labels": {**template.labels,
                                     "app.kubernetes.io/component": NAMESPACE_GRANT_COMPONENT}},

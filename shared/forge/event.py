@@ -6,7 +6,7 @@ reflector attaches a ShadowPod's Events to the home pod, Events about ShadowPods
 ShadowPod is the agent's own remote bookkeeping, not an object the user has at home, and what
 happens to the pod is told by the remote pod's own Events; a pod the remote API server refuses
 has no Events of its own, and comes home through the ShadowPod's status instead (its
-`PodCreated` condition: `shared.forge.pod.remote_pod_refused_condition`). An Event that is
+`PodCreated` condition: `shared.forge.pod_status.remote_pod_refused_condition`). An Event that is
 itself a reflected copy (it carries the origin label) is never reflected again: two agents
 peered both ways can never pass Events back and forth. Home Events are never sent out. Which
 home object an Event belongs to (and whether the remote object is really our copy of it) is the

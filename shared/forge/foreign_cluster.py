@@ -52,7 +52,7 @@ def discovered(sighting: Sighting) -> dict[str, Any]:
     """A new ForeignCluster for a cluster only an announcement told of: phase Discovered (its
     status is written next), not accepted."""
     announcement = sighting.announcement
-    return {"apiVersion": FOREIGN_CLUSTER.api_version, "kind": FOREIGN_CLUSTER.kind,
+    return {**FOREIGN_CLUSTER.type_meta(),
             "metadata": {"name": announcement.cluster_id,
                          "labels": {DISCOVERED_BY_LABEL: sighting.source.value}},
             "spec": {"clusterId": announcement.cluster_id,
@@ -65,7 +65,7 @@ def known(cluster_id: str, api_server_url: str | None, accepted: bool) -> dict[s
     spec: dict[str, Any] = {"clusterId": cluster_id, "accepted": accepted}
     if api_server_url:
         spec["apiServerUrl"] = api_server_url
-    return {"apiVersion": FOREIGN_CLUSTER.api_version, "kind": FOREIGN_CLUSTER.kind,
+    return {**FOREIGN_CLUSTER.type_meta(),
             "metadata": {"name": cluster_id}, "spec": spec}
 
 
@@ -208,7 +208,7 @@ def virtual_node(foreign: ForeignCluster, namespace: str, secret_name: str) -> d
     """The VirtualNode an accepted provider gets: named after its cluster id, in the home
     controller's namespace, its kubeconfig the consented Secret."""
     cluster_id = foreign.spec.cluster_id
-    return {"apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+    return {**VIRTUAL_NODE.type_meta(),
             "metadata": {"name": cluster_id, "namespace": namespace,
                          "labels": {REMOTE_CLUSTER_ID_LABEL: cluster_id}},
             "spec": {"clusterId": cluster_id, "kubeconfigSecretRef": {"name": secret_name}}}

@@ -68,6 +68,10 @@ def reflection_config(
     )
 
 
+def annotations_of(obj: Mapping[str, Any]) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
 def without_keys(mapping: Mapping[str, str] | None, keys: Collection[str]) -> dict[str, str]:
     """A copy of `mapping` (labels or annotations) without `keys`: the one skip-list filter."""
     return {key: value for key, value in (mapping or {}).items() if key not in keys}

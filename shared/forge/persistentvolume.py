@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from shared.api.builtin import PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES
 from shared.forge.json_copy import copied
 from shared.wellknown import (
     HOSTNAME_LABEL,
@@ -73,7 +74,7 @@ def home_volume(
         "volumeMode": remote_spec.get("volumeMode") or "Filesystem",
         "persistentVolumeReclaimPolicy": "Delete",
         "storageClassName": claim_spec.get("storageClassName") or "",
-        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "claimRef": {**PERSISTENTVOLUMECLAIMS.type_meta(),
                      "namespace": claim_meta.get("namespace", ""),
                      "name": claim_meta.get("name", ""), "uid": claim_meta.get("uid", "")},
         "nodeAffinity": virtual_node_affinity(node_name),
@@ -180,10 +181,10 @@ def local_volume(real_volume: Mapping[str, Any], home_claim: Mapping[str, Any],
     spec.update({
         "persistentVolumeReclaimPolicy": "Delete",
         "storageClassName": (home_claim.get("spec") or {}).get("storageClassName") or "",
-        "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "claimRef": {**PERSISTENTVOLUMECLAIMS.type_meta(),
                      "namespace": claim_meta.get("namespace", ""),
                      "name": claim_meta.get("name", ""), "uid": claim_meta.get("uid", "")}})
-    return {"apiVersion": "v1", "kind": "PersistentVolume",
+    return {**PERSISTENTVOLUMES.type_meta(),
             "metadata": {"name": home_volume_name(home_claim),
                          "annotations": {PROVISIONED_BY_ANNOTATION: provisioner,
                                          REAL_VOLUME_ANNOTATION: str(real_meta.get("name", ""))}},

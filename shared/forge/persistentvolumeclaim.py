@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from shared.api.builtin import PERSISTENTVOLUMECLAIMS
 from shared.api.resource_offer import ClassOffer
 from shared.forge.json_copy import copied
 from shared.forge.metadata import ReflectionConfig, remote_metadata
@@ -116,7 +117,7 @@ def remote_claim(
         if is_storage_controller_annotation(key)})
     if annotations:
         metadata["annotations"] = annotations
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata,
+    return {**PERSISTENTVOLUMECLAIMS.type_meta(), "metadata": metadata,
             "spec": remote_spec}
 
 
@@ -158,12 +159,12 @@ def real_claim(claim: Mapping[str, Any], storage_class: str, node_name: str) -> 
     node for a WaitForFirstConsumer class."""
     meta, spec = claim.get("metadata") or {}, claim.get("spec") or {}
     return {
-        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        **PERSISTENTVOLUMECLAIMS.type_meta(),
         "metadata": {
             "name": real_claim_name(claim), "namespace": meta.get("namespace", ""),
             "labels": {REAL_CLAIM_LABEL: meta.get("name", "")},
             "annotations": {SELECTED_NODE_ANNOTATION: node_name},
-            "ownerReferences": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "ownerReferences": [{**PERSISTENTVOLUMECLAIMS.type_meta(),
                                  "name": meta.get("name", ""), "uid": meta.get("uid", ""),
                                  "controller": True, "blockOwnerDeletion": True}]},
         "spec": {**{key: copied(spec[key]) for key in _REFLECTED_SPEC

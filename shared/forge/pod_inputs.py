@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from shared.forge.pod import PodForgeConfig, StatusField, StatusForgeConfig
+from shared.forge.pod import PodForgeConfig
+from shared.forge.pod_status import StatusField, StatusForgeConfig
 
 Object = Mapping[str, Any]
 Copy = tuple[str, str, str]

@@ -49,20 +49,19 @@ from shared.forge.daemonset import (
 )
 from shared.forge.node import max_pod_resources_of
 from shared.forge.persistentvolume import home_data_problem, unbound_claims
-from shared.forge.pod import (
-    added_ephemeral_containers,
+from shared.forge.pod import shadow_pod_with_warnings
+from shared.forge.pod_fit import controller_of, misfit
+from shared.forge.pod_inputs import Copy, Object, OffloadingInputs, PodInputs
+from shared.forge.pod_status import (
     merged_status,
     offloading_backoff_status,
-    projected_service_account_tokens,
     remote_creation_failed_condition,
     remote_pod_refused_condition,
-    shadow_pod_patch,
-    shadow_pod_with_warnings,
     status_from_shadow,
     with_condition,
 )
-from shared.forge.pod_fit import controller_of, misfit
-from shared.forge.pod_inputs import Copy, Object, OffloadingInputs, PodInputs
+from shared.forge.pod_tokens import projected_service_account_tokens
+from shared.forge.shadow_pod_patch import added_ephemeral_containers, shadow_pod_patch
 from shared.offer import pod_shortfalls
 from shared.wellknown import (
     FAILED_REFLECTION_REASON,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from shared.api.builtin import RESOURCE_QUOTAS
 from shared.api.namespace_map import MappingPhase
 from shared.api.namespace_offloading import NamespaceMappingStrategy
 from shared.api.quota import NamespacePolicy, PodPolicy
@@ -260,7 +261,7 @@ def twin_resource_quota(namespace: str, consumer: str, provider: str,
     """The ResourceQuota bounding what the consumer stores in its twin namespace (the
     provider's etcd): `hard` = namespacePolicy.objectCounts. The consumer's identity may not
     change ResourceQuotas."""
-    return {"apiVersion": "v1", "kind": "ResourceQuota",
+    return {**RESOURCE_QUOTAS.type_meta(),
             "metadata": {"name": OBJECT_COUNTS_QUOTA, "namespace": namespace,
                          "labels": ownership_labels(consumer, provider)},
             "spec": {"hard": dict(object_counts)}}

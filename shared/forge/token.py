@@ -1,6 +1,6 @@
 """Service-account tokens, home → remote: per offloaded pod, one Secret in
 its twin namespace holding a home-cluster token for every token the pod's projected volumes ask
-for (`shared.forge.pod.projected_service_account_tokens`), plus the pod's home namespace (the
+for (`shared.forge.pod_tokens.projected_service_account_tokens`), plus the pod's home namespace (the
 remote pod's projected `namespace` file reads it from there, see `shared.forge.pod`).
 
 Liqo's forge/secrets.go is the model: the Secret's name and keys, its two labels (which tell the
@@ -23,8 +23,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from shared.api.builtin import PODS
 from shared.forge.namespace import shortened
-from shared.forge.pod import ProjectedToken, service_account_name, service_account_token_secret_name
+from shared.forge.pod import service_account_name
+from shared.forge.pod_tokens import ProjectedToken, service_account_token_secret_name
 from shared.ownership import ownership_labels
 from shared.rfc3339 import parse_rfc3339, rfc3339
 from shared.wellknown import (
@@ -52,7 +54,7 @@ def token_request(local_pod: Mapping[str, Any], token: ProjectedToken) -> dict[s
     metadata = local_pod.get("metadata") or {}
     spec: dict[str, Any] = {
         "expirationSeconds": token.expiration_seconds,
-        "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": metadata.get("name"),
+        "boundObjectRef": {**PODS.type_meta(), "name": metadata.get("name"),
                            "uid": metadata.get("uid")},
     }
     if token.audience:

@@ -20,8 +20,11 @@ import yaml
 from kubernetes import client
 from kubernetes.config import incluster_config
 
+from annex.api_errors import ApiError
+from annex.api_paths import core_path
 from annex.kube import Connection, ExecToken, FileToken, load_connection
-from annex.kubeapi import ApiError, ClusterApi, RequestMetrics, core_path
+from annex.kubeapi import ClusterApi
+from annex.request_metrics import RequestMetrics
 
 
 @dataclasses.dataclass

@@ -8,6 +8,7 @@ import copy
 import itertools
 from typing import Any
 
+from annex.api_errors import ApiError
 from annex.events import (
     AGGREGATE_PREFIX,
     SPAM_BURST,
@@ -16,7 +17,7 @@ from annex.events import (
     EventRecorder,
 )
 from annex.kube import load_connection
-from annex.kubeapi import ApiError, ClusterApi
+from annex.kubeapi import ClusterApi
 from tests.conftest import ClusterHandle
 
 

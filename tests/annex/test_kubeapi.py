@@ -14,26 +14,14 @@ import pytest
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 
+from annex.api_errors import ApiError, error_message, error_reason, is_not_found, status_of
+from annex.api_paths import core_path
 from annex.kube import ClientLimits, Connection, LiveConnection, RateLimiter, load_connection
-from annex.kubeapi import (
-    MAX_RETRIES,
-    STRATEGIC_MERGE_PATCH,
-    ApiError,
-    ClusterApi,
-    RequestMetrics,
-    core_path,
-    custom_path,
-    error_message,
-    error_reason,
-    group_path,
-    is_not_found,
-    request_verb,
-    status_of,
-)
+from annex.kubeapi import MAX_RETRIES, STRATEGIC_MERGE_PATCH, ClusterApi
 from annex.listwatch import list_and_watch
 from annex.metrics import RequestCollector
+from annex.request_metrics import RequestMetrics
 from annex.transport_errors import CertificateRejected, ConnectFailed
-from shared.api.shadowpod import SHADOWPOD
 from tests.helpers import metric_samples, sample, until
 
 
@@ -55,16 +43,6 @@ def connection(remote: Any) -> Connection:
 
 def _configmap(name: str, **data: str) -> dict[str, Any]:
     return {"metadata": {"name": name}, "data": data}
-
-
-def test_paths_name_collections_objects_and_subresources() -> None:
-    assert core_path("pods") == "/api/v1/pods"
-    assert core_path("pods", "ns", "p", "status") == "/api/v1/namespaces/ns/pods/p/status"
-    assert core_path("nodes", name="a/b") == "/api/v1/nodes/a%2Fb"
-    assert group_path("coordination.k8s.io", "v1", "leases", "kube-node-lease", "n") == (
-        "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n")
-    assert custom_path(SHADOWPOD, "twin") == (
-        f"/apis/{SHADOWPOD.group}/{SHADOWPOD.version}/namespaces/twin/{SHADOWPOD.plural}")
 
 
 def test_an_object_goes_through_create_get_patch_replace_and_delete(
@@ -113,36 +91,6 @@ def test_a_refusal_is_an_api_error_with_the_apiservers_status(connection: Connec
     assert error_message(missing) == f'configmaps "{name}" not found'
     assert status_of(taken) == 409 and error_reason(taken) == "AlreadyExists"
     assert not is_not_found(taken)
-
-
-def test_errors_without_an_answer_have_no_status() -> None:
-    error = ConnectFailed("refused")
-    assert status_of(error) is None and not is_not_found(error)
-    assert error_reason(error) == "ConnectFailed"
-    assert error_message(error) == "refused"
-
-
-@pytest.mark.parametrize(("method", "path", "watch", "expected"), [
-    ("GET", "/api/v1/namespaces/a/pods", False, ("list", "", "pods")),
-    ("GET", "/api/v1/namespaces/a/pods", True, ("watch", "", "pods")),
-    ("GET", "/api/v1/pods", False, ("list", "", "pods")),
-    ("PATCH", "/api/v1/namespaces/a/pods/p/status", False, ("patch", "", "pods/status")),
-    ("POST", "/api/v1/namespaces/a/serviceaccounts/default/token", False,
-     ("create", "", "serviceaccounts/token")),
-    ("GET", "/api/v1/namespaces", False, ("list", "", "namespaces")),
-    ("DELETE", "/api/v1/namespaces/a", False, ("delete", "", "namespaces")),
-    ("PUT", "/api/v1/namespaces/a/finalize", False, ("update", "", "namespaces/finalize")),
-    ("PUT", "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n", False,
-     ("update", "coordination.k8s.io", "leases")),
-    ("DELETE", "/apis/offloading.liqo.io/v1beta1/namespaces/t/shadowpods", False,
-     ("deletecollection", "offloading.liqo.io", "shadowpods")),
-    ("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/x", False,
-     ("get", "apiextensions.k8s.io", "customresourcedefinitions")),
-    ("GET", "/livez", False, ("get", "", "")),
-])
-def test_a_request_is_named_by_verb_group_and_resource_as_the_audit_log_names_it(
-        method: str, path: str, watch: bool, expected: tuple[str, str, str]) -> None:
-    assert request_verb(method, path, watch) == expected
 
 
 def test_every_request_is_counted_by_code_host_method_and_by_verb_and_resource(

@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 
+from annex.api_errors import ApiError
+from annex.api_paths import group_path
 from annex.kube import load_connection
-from annex.kubeapi import ApiError, ClusterApi, group_path
+from annex.kubeapi import ClusterApi
 from annex.leader import ElectionTimings, LeaderElector, candidate_identity
+from shared.api.builtin import LEASES, SERVICE_ACCOUNTS
 from tests.conftest import ClusterHandle
 from tests.helpers import until
 
@@ -49,7 +52,7 @@ def candidate(api: ClusterApi, namespace: str) -> Callable[..., LeaderElector]:
 
 async def lease_of(api: ClusterApi, namespace: str) -> dict[str, Any]:
     lease: dict[str, Any] = await api.get(
-        group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE))
+        group_path(*LEASES.resource, namespace, LEASE))
     return lease
 
 
@@ -153,7 +156,7 @@ async def test_the_lease_goes_with_the_owner_its_candidates_name(
         api: ClusterApi, namespace: str, home: ClusterHandle) -> None:
     """The component's ServiceAccount as owner: deleted (its release uninstalled), the garbage
     collector deletes the Lease too, wherever the replicas stood."""
-    account = await api.create(group_path("", "v1", "serviceaccounts", namespace),
+    account = await api.create(group_path(*SERVICE_ACCOUNTS.resource, namespace),
                                {"metadata": {"name": "component"}})
     owner = {"apiVersion": "v1", "kind": "ServiceAccount", "name": "component",
              "uid": account["metadata"]["uid"]}
@@ -161,8 +164,8 @@ async def test_the_lease_goes_with_the_owner_its_candidates_name(
     assert await leader.try_acquire_or_renew()
     assert (await lease_of(api, namespace))["metadata"]["ownerReferences"] == [owner]
     assert await leader.release()
-    await api.delete(group_path("", "v1", "serviceaccounts", namespace, "component"))
-    path = group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE)
+    await api.delete(group_path(*SERVICE_ACCOUNTS.resource, namespace, "component"))
+    path = group_path(*LEASES.resource, namespace, LEASE)
     await until_async(lambda: api.find(path), None, 30, "the Lease went with its owner")
 
 
@@ -208,7 +211,7 @@ async def test_a_conflicting_update_is_refused_by_the_api_server(
         api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
     """What the elector relies on: a Lease update with an old resourceVersion is a 409."""
     assert await candidate("agent-a").try_acquire_or_renew()
-    path = group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE)
+    path = group_path(*LEASES.resource, namespace, LEASE)
     stale = await lease_of(api, namespace)
     await api.replace(path, {**stale, "spec": {**stale["spec"], "holderIdentity": "someone"}})
     with pytest.raises(ApiError) as refused:
@@ -295,7 +298,7 @@ async def test_a_leader_that_sees_another_holder_stops_at_once(
     while True:  # until the usurper's write lands between two renewals
         lease = await lease_of(api, namespace)
         try:
-            await api.replace(group_path("coordination.k8s.io", "v1", "leases", namespace, LEASE),
+            await api.replace(group_path(*LEASES.resource, namespace, LEASE),
                               {**lease, "spec": {**lease["spec"], "holderIdentity": "usurper"}})
             break
         except ApiError as error:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from annex import listwatch
-from annex.kubeapi import ApiError, WatchExpired
+from annex.api_errors import ApiError, WatchExpired
 
 
 def configmap(name: str, version: str, **labels: str) -> dict[str, Any]:

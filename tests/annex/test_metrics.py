@@ -17,7 +17,6 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families 
 from prometheus_client.parser import text_string_to_metric_families
 
 from annex.controller import RETRY, Controller, Result
-from annex.kubeapi import RequestMetrics
 from annex.metrics import (
     ControllerCollector,
     Family,
@@ -29,6 +28,7 @@ from annex.metrics import (
     registry,
 )
 from annex.metrics_histogram import Histogram
+from annex.request_metrics import RequestMetrics
 from annex.workqueue import KeyQueue
 from tests.helpers import free_port, metric_samples, sample, until
 

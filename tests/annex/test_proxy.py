@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import yaml
 
+from annex.api_paths import core_path
 from annex.kube import connection_from_kubeconfig, load_connection
-from annex.kubeapi import ClusterApi, core_path
+from annex.kubeapi import ClusterApi
 from annex.listwatch import list_and_watch
 from annex.proxies import Proxy, bypasses_proxy, parse_proxy, proxy_for
 from annex.transport_errors import ProxyRefused

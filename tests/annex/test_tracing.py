@@ -12,14 +12,16 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from annex import tracing
+from annex.api_paths import core_path
 from annex.controller import Controller
 from annex.kube import Connection, load_connection
-from annex.kubeapi import ClusterApi, core_path
+from annex.kubeapi import ClusterApi
 from remote_enforcer.admission import WEBHOOK_PATH, webhook_app
 from remote_enforcer.leadership import Leadership
 from remote_enforcer.metrics import Metrics
 from shared.forge import enforcement
-from shared.forge.pod import PodForgeConfig, shadow_pod_patch
+from shared.forge.pod import PodForgeConfig
+from shared.forge.shadow_pod_patch import shadow_pod_patch
 from shared.wellknown import TRACEPARENT_ANNOTATION
 from tests.remote_enforcer.test_shadowpod_cache import (
     NAME,

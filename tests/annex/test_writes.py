@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from annex.kubeapi import ApiError
+from annex.api_errors import ApiError
 from annex.writes import (
     Foreign,
     confirmed_gone,

@@ -87,7 +87,7 @@ def test_peer_creates_an_identity_confined_to_its_tenant_namespace(
     tenant = peering.tenant
     # What the agent needs in its tenant namespace.
     assert _allowed(lambda: maps.create(namespace=tenant, body={
-        "apiVersion": NAMESPACE_MAP.api_version, "kind": NAMESPACE_MAP.kind,
+        **NAMESPACE_MAP.type_meta(),
         "metadata": {"name": "check"}, "spec": {"desiredMapping": {}}}))
     assert _allowed(lambda: maps.delete(namespace=tenant, name="check"))
     assert _allowed(lambda: offers.get(namespace=tenant))

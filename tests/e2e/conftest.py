@@ -202,7 +202,7 @@ def open_service_policy(remote: ClusterHandle, home_cluster_id: str,
     _, tenant, _ = _consumer_side(home_cluster_id)
     client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
         QUOTA.group, QUOTA.version, tenant, QUOTA.plural,
-        {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+        {**QUOTA.type_meta(),
          "metadata": {"name": home_cluster_id},
          "spec": {"consumerClusterId": home_cluster_id, "servicePolicy": service_policy}})
 

@@ -13,7 +13,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from shared.forge.pod import service_account_token_key
+from shared.forge.pod_tokens import service_account_token_key
 from tests.conftest import ClusterHandle
 from tests.e2e.conftest import Peer
 from tests.e2e.test_offloading import REMOTE_STRATEGY, offloaded, remote_pods, running_and_ready

@@ -161,7 +161,7 @@ def test_a_virtual_node_applied_spawns_its_agent_and_deleted_drains_it(
         spec.update(remotePodCidr=cidr, remappedPodCidr=remapped_cidr(cidr))
     vn_name = home_id
     virtual_nodes(home).create(namespace=NAMESPACE, body={
-        "apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+        **VIRTUAL_NODE.type_meta(),
         "metadata": {"name": vn_name}, "spec": spec})
 
     apps = client.AppsV1Api(home.api_client)

@@ -249,7 +249,7 @@ def pod_mounting(name: str, claim: str) -> dict[str, Any]:
 def set_storage_quota(remote: ClusterHandle, consumer: str, storage: str) -> None:
     client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
         QUOTA.group, QUOTA.version, f"annex-tenant-{consumer}", QUOTA.plural,
-        {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+        {**QUOTA.type_meta(),
          "metadata": {"name": "storage"},
          "spec": {"consumerClusterId": consumer, "resources": {"requests.storage": storage}}})
 

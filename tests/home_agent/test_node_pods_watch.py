@@ -15,7 +15,8 @@ import pytest
 
 from annex.kube import load_connection
 from annex.mirror import Mirror
-from home_agent.watches import PODS, NodePodsWatch, node_pods_watch
+from home_agent.watches import NodePodsWatch, node_pods_watch
+from shared.api.builtin import PODS
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 
@@ -24,7 +25,7 @@ T = TypeVar("T")
 
 def test_the_pod_watch_selects_the_node_by_field() -> None:
     assert node_pods_watch("liqo-remote-1").queries == {
-        PODS: {"fieldSelector": "spec.nodeName=liqo-remote-1"}}
+        PODS.resource: {"fieldSelector": "spec.nodeName=liqo-remote-1"}}
 
 
 class Seen:

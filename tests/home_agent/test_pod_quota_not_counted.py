@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from annex.api_errors import ApiError
 from annex.controller import RETRY
-from annex.kubeapi import ApiError
 from home_agent.agent import HOME
-from shared.forge.pod import QUOTA_NOT_COUNTED_REASON, shadow_pod_refusal
+from shared.forge.pod_status import QUOTA_NOT_COUNTED_REASON, shadow_pod_refusal
 from shared.wellknown import REMOTE_CREATION_FAILED_CONDITION
 from tests.home_agent.test_pod_echoes import _offloaded, _pod, _pod_written, _shadow
 

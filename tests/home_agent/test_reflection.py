@@ -10,18 +10,19 @@ from typing import Any
 
 import pytest
 
-from annex.kubeapi import ApiError
+from annex.api_errors import ApiError
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
 from home_agent.assembly import COMPANIONS, peering_of, reflection_for
 from home_agent.config import REFLECTED_KINDS, AgentConfig, parse_config
-from home_agent.reflection.configmap import CONFIGMAP_RULES, CONFIGMAPS
+from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.secret import SECRET_RULES
 from home_agent.routes import declare_agent, declare_reflection, declare_reflector
 from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH
+from shared.api.builtin import CONFIGMAPS, SECRETS
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import DESTINATION_CLUSTER_LABEL, ORIGIN_CLUSTER_LABEL
 
@@ -337,8 +338,8 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
     declare_reflection(agent, reflection)
     assert "secrets" not in reflection.reflectors  # not even watched
     for side, watch in ((HOME_SIDE, OFFLOADED_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
-        assert ("", "v1", "secrets") not in agent.informers.watched(side, watch)
-        assert CONFIGMAPS in agent.informers.watched(side, watch)
+        assert SECRETS.resource not in agent.informers.watched(side, watch)
+        assert CONFIGMAPS.resource in agent.informers.watched(side, watch)
     assert reflection.reflectors["configmaps"].policy is ReflectionType.ALLOW_LIST
 
 

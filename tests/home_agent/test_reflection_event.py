@@ -21,13 +21,14 @@ from home_agent.assembly import event_reflector, reflection_for
 from home_agent.config import parse_config
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
-from home_agent.reflection.event import EVENTS, EventReflector
+from home_agent.reflection.event import EventReflector
 from home_agent.reflection.ingress import INGRESS_RULES
 from home_agent.reflection.manager import Reflection
 from home_agent.reflection.reflector import KindRules
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.routes import declare_agent, declare_reflection
 from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH, declared_watch
+from shared.api.builtin import EVENTS
 from shared.forge.event import home_event_name
 from shared.wellknown import COPY_DIGEST_ANNOTATION
 from tests.conftest import ClusterHandle
@@ -468,12 +469,12 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     events = enabled.companion(EventReflector)
     assert events is not None and events.controller.workers == 3
     twins_watch = declared_watch(enabled_agent.informers, REMOTE_SIDE, TWINS_WATCH)
-    assert twins_watch.queries[EVENTS] == {}
+    assert twins_watch.queries[EVENTS.resource] == {}
 
     disabled_agent, disabled = reflection("--event-reflection-workers", "0")
     assert disabled.companion(EventReflector) is None
     for side, watch in ((HOME_SIDE, OFFLOADED_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
-        assert EVENTS not in disabled_agent.informers.watched(side, watch)  # nor routed
+        assert EVENTS.resource not in disabled_agent.informers.watched(side, watch)  # nor routed
 
 
 def test_the_copies_at_home_are_listed_when_the_reflector_starts_and_never_watched() -> None:
@@ -503,7 +504,7 @@ def test_the_copies_at_home_are_listed_when_the_reflector_starts_and_never_watch
         f"offloading.liqo.io/destination={REMOTE},offloading.liqo.io/origin={HOME}"),
         "limit": "500", "accept": METADATA_LIST}]  # their metadata only
     home_watch = declared_watch(restarted_agent.informers, HOME_SIDE, OFFLOADED_WATCH)
-    assert EVENTS not in home_watch.queries  # no watch echoes our own writes back
+    assert EVENTS.resource not in home_watch.queries  # no watch echoes our own writes back
 
 
 # --- the agent process ----------------------------------------------------------------------

@@ -23,10 +23,11 @@ from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.manager import Reflection
 from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.secret import SECRET_RULES
-from home_agent.reflection.token import SECRETS, TokenReflector
+from home_agent.reflection.token import TokenReflector
 from home_agent.routes import declare_agent, declare_reflection, declare_token_reflector
 from home_agent.watches import OFFLOADED_WATCH, TWINS_WATCH
-from shared.forge.pod import service_account_token_key
+from shared.api.builtin import SECRETS
+from shared.forge.pod_tokens import service_account_token_key
 from shared.reflection_policy import ReflectionType
 from shared.wellknown import (
     DESTINATION_CLUSTER_LABEL,
@@ -261,7 +262,7 @@ def test_a_secret_changed_remotely_is_rewritten() -> None:
     reflector = _reflector(agent)
     _see(agent, "ADDED", _pod())
     _reconcile(reflector)
-    kept = agent.informers.latest(REMOTE_SIDE, SECRETS[2], (TWIN, "web-token"))
+    kept = agent.informers.latest(REMOTE_SIDE, SECRETS.plural, (TWIN, "web-token"))
     assert kept is not None and kept["data"][TOKEN_KEY].startswith("sha256:")  # no token kept
     remote.objects[SECRET_PATH]["data"][TOKEN_KEY] = base64.b64encode(b"forged").decode()
     _observe(agent, remote)
@@ -443,13 +444,15 @@ def test_pod_and_secret_events_reach_the_token_reflector_and_stay_the_others() -
     secrets.done(("app", "web-token"))
     informers.dispatch(REMOTE_SIDE, "secrets", "MODIFIED", secret)
     assert secrets.take() == ("app", "web-token")
-    assert informers.watched(HOME_SIDE, OFFLOADED_WATCH)[SECRETS] == ""  # every Secret offloaded
+    # Every Secret offloaded.
+    assert informers.watched(HOME_SIDE, OFFLOADED_WATCH)[SECRETS.resource] == ""
 
 
 def test_without_the_secret_reflector_only_the_remote_secrets_are_watched() -> None:
     informers = _reflection("--secret-reflection-workers", "0")[0].informers
-    assert SECRETS in informers.watched(REMOTE_SIDE, TWINS_WATCH)  # the remote token Secrets
-    assert SECRETS not in informers.watched(HOME_SIDE, OFFLOADED_WATCH)
+    # The remote token Secrets.
+    assert SECRETS.resource in informers.watched(REMOTE_SIDE, TWINS_WATCH)
+    assert SECRETS.resource not in informers.watched(HOME_SIDE, OFFLOADED_WATCH)
 
 
 def test_zero_workers_disable_token_reflection() -> None:

@@ -59,7 +59,7 @@ def consumer_secret(remote: ClusterHandle, namespace: str, tenant: str,
 
 
 def offer(remote: ClusterHandle, tenant: str, provider: str, resources: dict[str, str]) -> None:
-    body = {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
+    body = {**RESOURCE_OFFER.type_meta(),
             "metadata": {"name": "offer", "namespace": tenant},
             "spec": {"clusterId": provider, "consumerClusterId": "home",
                      "resources": resources}}
@@ -226,12 +226,12 @@ def test_an_accepted_cluster_whose_virtual_node_name_is_taken_says_so(
     vns = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
                                      kind=VIRTUAL_NODE.kind)
     vns.create(namespace=namespace, body={
-        "apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+        **VIRTUAL_NODE.type_meta(),
         "metadata": {"name": cluster_id, "namespace": namespace},
         "spec": {"clusterId": "someone-else"}})
     fcs = home.dynamic.resources.get(api_version=FOREIGN_CLUSTER.api_version,
                                      kind=FOREIGN_CLUSTER.kind)
-    fcs.create(body={"apiVersion": FOREIGN_CLUSTER.api_version, "kind": FOREIGN_CLUSTER.kind,
+    fcs.create(body={**FOREIGN_CLUSTER.type_meta(),
                      "metadata": {"name": cluster_id},
                      "spec": {"clusterId": cluster_id, "accepted": True}})
     home.core.create_namespaced_secret(namespace, consumer_secret(remote, namespace, "t",
@@ -260,7 +260,7 @@ def test_a_provider_peered_without_discovery_is_shown_as_a_foreign_cluster(
     vns = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
                                      kind=VIRTUAL_NODE.kind)
     vns.create(namespace=namespace, body={
-        "apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+        **VIRTUAL_NODE.type_meta(),
         "metadata": {"name": cluster_id, "namespace": namespace},
         "spec": {"clusterId": cluster_id,
                  "kubeconfigSecretRef": {"name": secret["metadata"]["name"]}}})

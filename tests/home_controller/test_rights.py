@@ -176,7 +176,7 @@ def _registered(home: ClusterHandle, release: Release, cluster_id: str,
     would label it), tainted so that nothing runs there."""
     client.CustomObjectsApi(home.api_client).create_namespaced_custom_object(
         VIRTUAL_NODE.group, VIRTUAL_NODE.version, release.namespace, VIRTUAL_NODE.plural,
-        {"apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+        {**VIRTUAL_NODE.type_meta(),
          "metadata": {"name": cluster_id},
          "spec": {"clusterId": cluster_id,
                   "kubeconfigSecretRef": {"name": release.secrets[cluster_id]}}})

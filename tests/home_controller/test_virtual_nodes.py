@@ -66,7 +66,7 @@ def apply_virtual_node(home: ClusterHandle, namespace: str, cluster_id: str,
     resource = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
                                           kind=VIRTUAL_NODE.kind)
     return dict(resource.create(namespace=namespace, body={
-        "apiVersion": VIRTUAL_NODE.api_version, "kind": VIRTUAL_NODE.kind,
+        **VIRTUAL_NODE.type_meta(),
         "metadata": {"name": cluster_id},
         "spec": {"clusterId": cluster_id,
                  "kubeconfigSecretRef": {"name": f"{cluster_id}-kubeconfig"}, **spec}}).to_dict())

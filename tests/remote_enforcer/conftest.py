@@ -253,7 +253,7 @@ def room_for_pods(remote: Any, consumer: str, pods: int = 100) -> str:
     tenant = make_tenant_namespace(remote, consumer)
     client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
         QUOTA.group, QUOTA.version, tenant, QUOTA.plural,
-        {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+        {**QUOTA.type_meta(),
          "metadata": {"name": consumer},
          "spec": {"consumerClusterId": consumer, "resources": {"pods": str(pods)}}})
     return tenant
@@ -262,7 +262,7 @@ def room_for_pods(remote: Any, consumer: str, pods: int = 100) -> str:
 def shadowpod(name: str, consumer: str, pod_spec: dict[str, Any] | None = None,
               labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {
-        "apiVersion": SHADOWPOD.api_version, "kind": SHADOWPOD.kind,
+        **SHADOWPOD.type_meta(),
         "metadata": {"name": name, "labels": {**ownership_labels(consumer, PROVIDER_ID),
                                               "app": "demo", **(labels or {})},
                      "annotations": {"note": "from home"}},

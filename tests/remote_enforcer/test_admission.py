@@ -48,7 +48,7 @@ def set_quota(remote: Any, namespace: str, consumer: str, enforcement: str,
               resources: dict[str, str], cordoned: bool = False) -> None:
     client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
         QUOTA.group, QUOTA.version, namespace, QUOTA.plural,
-        {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+        {**QUOTA.type_meta(),
          "metadata": {"name": f"quota-{consumer}"},
          "spec": {"consumerClusterId": consumer, "limitsEnforcement": enforcement,
                   "resources": resources, "cordoned": cordoned}})

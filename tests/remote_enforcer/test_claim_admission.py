@@ -60,7 +60,7 @@ def set_storage_quota(remote: Any, consumer: str, storage: str) -> str:
     remote.core.create_namespace({"metadata": {"name": namespace}})
     client.CustomObjectsApi(remote.api_client).create_namespaced_custom_object(
         QUOTA.group, QUOTA.version, namespace, QUOTA.plural,
-        {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+        {**QUOTA.type_meta(),
          "metadata": {"name": f"quota-{consumer}"},
          "spec": {"consumerClusterId": consumer, "resources": {"requests.storage": storage}}})
     return namespace

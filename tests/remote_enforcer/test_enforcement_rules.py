@@ -6,7 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from shared.forge import enforcement
-from shared.forge.pod import StatusForgeConfig, local_pod_status
+from shared.forge.pod_status import StatusForgeConfig, local_pod_status
 from shared.offer import differs_enough, free_resources, pod_reservation, share
 
 SHADOWPOD: dict[str, Any] = {

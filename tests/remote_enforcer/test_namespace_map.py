@@ -50,7 +50,7 @@ class Maps:
         name = new_name("map")
         self.api.create_namespaced_custom_object(
             NAMESPACE_MAP.group, NAMESPACE_MAP.version, namespace, NAMESPACE_MAP.plural,
-            {"apiVersion": NAMESPACE_MAP.api_version, "kind": NAMESPACE_MAP.kind,
+            {**NAMESPACE_MAP.type_meta(),
              "metadata": {"name": name}, "spec": {"desiredMapping": desired}})
         return name
 
@@ -296,7 +296,7 @@ def test_a_map_finalized_by_the_previous_version_is_released_after_an_upgrade(
         name = new_name("map")
         maps.api.create_namespaced_custom_object(
             NAMESPACE_MAP.group, NAMESPACE_MAP.version, tenant, NAMESPACE_MAP.plural,
-            {"apiVersion": NAMESPACE_MAP.api_version, "kind": NAMESPACE_MAP.kind,
+            {**NAMESPACE_MAP.type_meta(),
              "metadata": {"name": name, "finalizers": [TWIN_NAMESPACES_FINALIZER]},
              "spec": {"desiredMapping": {"app": twin}}})
         maps.api.patch_namespaced_custom_object_status(
@@ -336,7 +336,7 @@ def test_a_map_kopf_handled_is_taken_over_without_a_write_and_released_when_dele
         name = new_name("map")
         maps.api.create_namespaced_custom_object(
             NAMESPACE_MAP.group, NAMESPACE_MAP.version, tenant, NAMESPACE_MAP.plural,
-            {"apiVersion": NAMESPACE_MAP.api_version, "kind": NAMESPACE_MAP.kind,
+            {**NAMESPACE_MAP.type_meta(),
              "metadata": {"name": name, "finalizers": [TWIN_NAMESPACES_FINALIZER],
                           "annotations": KOPF_RECORDS},
              "spec": {"desiredMapping": {"app": twin}}})
@@ -368,7 +368,7 @@ def test_a_map_kopf_handled_is_taken_over_without_a_write_and_released_when_dele
 def set_namespace_policy(remote: Any, tenant: str, consumer: str, policy: dict[str, Any]) -> None:
     """The consumer's Quota, created or changed, with `policy` as its namespacePolicy."""
     quotas = client.CustomObjectsApi(remote.api_client)
-    body = {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+    body = {**QUOTA.type_meta(),
             "metadata": {"name": consumer},
             "spec": {"consumerClusterId": consumer, "namespacePolicy": policy}}
     try:

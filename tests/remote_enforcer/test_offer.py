@@ -81,7 +81,7 @@ def test_an_offer_found_is_replaced_whole(remote: Any, enforcer: Any) -> None:
     offers = client.CustomObjectsApi(remote.api_client)
     offers.create_namespaced_custom_object(
         RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
-        {"apiVersion": RESOURCE_OFFER.api_version, "kind": RESOURCE_OFFER.kind,
+        {**RESOURCE_OFFER.type_meta(),
          "metadata": {"name": RESOURCE_OFFER_NAME},
          "spec": {"clusterId": PROVIDER_ID, "consumerClusterId": consumer,
                   "resources": {"cpu": "1"}, "labels": {"example.test/zone": "gone"}}})

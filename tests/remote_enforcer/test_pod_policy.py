@@ -61,7 +61,7 @@ def set_consumer_pod_policy(remote: Any, namespace: str, consumer: str, **policy
     """The consumer's Quota (named after it, in `namespace`) with this podPolicy (camelCase
     fields), created or patched."""
     quotas = client.CustomObjectsApi(remote.api_client)
-    body = {"apiVersion": QUOTA.api_version, "kind": QUOTA.kind,
+    body = {**QUOTA.type_meta(),
             "metadata": {"name": consumer},
             "spec": {"consumerClusterId": consumer, "podPolicy": policy}}
     try:

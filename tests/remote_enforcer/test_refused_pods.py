@@ -11,7 +11,7 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from annex.kubeapi import ApiError
+from annex.api_errors import ApiError
 from annex.workqueue import KeyQueue
 from remote_enforcer.shadowpods import pod_path
 from shared.ownership import ownership_labels

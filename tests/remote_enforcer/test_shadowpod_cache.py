@@ -10,8 +10,8 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from annex.api_errors import ApiError
 from annex.informers import Informers
-from annex.kubeapi import ApiError
 from remote_enforcer.metrics import Metrics
 from remote_enforcer.operator import build
 from remote_enforcer.routes import CLUSTER

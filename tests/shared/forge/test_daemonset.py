@@ -11,7 +11,7 @@ from shared.forge.daemonset import (
     daemon_set_of,
     not_offloaded_message,
 )
-from shared.forge.pod import offloading_backoff_status
+from shared.forge.pod_status import offloading_backoff_status
 
 SET = {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "fluent-bit", "uid": "ds-1",
        "controller": True, "blockOwnerDeletion": True}

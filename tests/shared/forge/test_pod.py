@@ -7,19 +7,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.forge.metadata import ReflectionConfig
-from shared.forge.pod import (
+from shared.forge.pod import ForgedPod, PodForgeConfig, remote_pod_spec, shadow_pod
+from shared.forge.pod_tokens import (
     API_SERVER_SUPPORT_HOME,
-    ForgedPod,
-    PodForgeConfig,
-    StatusForgeConfig,
-    added_ephemeral_containers,
     api_server_support,
-    local_pod_status,
     projected_service_account_tokens,
-    remote_pod_refused_condition,
-    remote_pod_spec,
     service_account_token_secret_name,
-    shadow_pod,
+)
+from shared.forge.shadow_pod_patch import (
+    added_ephemeral_containers,
     shadow_pod_ephemeral_patch,
     shadow_pod_patch,
 )
@@ -409,48 +405,3 @@ def test_shadow_pods_carry_the_ownership_pair_and_not_the_skipped_labels(
     assert labels[ORIGIN_CLUSTER_LABEL] == "home"
     assert labels[DESTINATION_CLUSTER_LABEL] == "remote"
     assert "skipped.example.com/x" not in labels
-
-
-container_statuses = st.lists(
-    st.fixed_dictionaries({"name": names, "ready": st.booleans(),
-                           "restartCount": st.integers(0, 10**6)}),
-    max_size=4,
-)
-
-
-@EXAMPLES
-@given(container_statuses, st.integers(0, 10**4), st.integers(0, 2**16 - 1))
-def test_status_restart_arithmetic_and_addresses(
-    statuses: list[dict[str, Any]], carried: int, host: int
-) -> None:
-    config = StatusForgeConfig(
-        node_ip="172.18.0.5", pod_cidr="10.244.0.0/16", remapped_pod_cidr="10.71.0.0/16"
-    )
-    pod_ip = f"10.244.{host >> 8}.{host & 0xFF}"
-    remote = {"phase": "Running", "podIP": pod_ip, "podIPs": [{"ip": pod_ip}],
-              "hostIP": "192.168.1.20", "containerStatuses": statuses}
-    original = copy.deepcopy(remote)
-    carried_restarts = {c["name"]: carried for c in statuses}
-    status = local_pod_status(remote, carried_restarts, config)
-    assert remote == original
-    assert status["podIP"] == f"10.71.{host >> 8}.{host & 0xFF}"
-    assert status["podIPs"] == [{"ip": status["podIP"]}]
-    assert status["hostIP"] == "172.18.0.5"
-    assert [c["restartCount"] for c in status["containerStatuses"]] == [
-        c["restartCount"] + carried for c in statuses
-    ]
-    # An agent that restarts recomputes from the same remote state: the same figure, no drift.
-    assert local_pod_status(remote, carried_restarts, config) == status
-
-
-def test_a_remote_pod_refusal_reads_as_the_home_pods_remote_creation_failure() -> None:
-    refusal = {"type": "PodCreated", "status": "False", "reason": "Forbidden",
-               "message": "exceeded quota: compute", "lastTransitionTime": "2026-01-01T00:00:00Z"}
-    assert remote_pod_refused_condition({"conditions": [refusal]}) == {
-        "type": "RemoteCreationFailed", "status": "True", "reason": "Forbidden",
-        "message": "the remote pod cannot be created: exceeded quota: compute",
-        "lastTransitionTime": "2026-01-01T00:00:00Z"}
-    assert remote_pod_refused_condition({}) is None
-    assert remote_pod_refused_condition({"conditions": [{**refusal, "status": "True"}]}) is None
-    assert remote_pod_refused_condition({"conditions": [{"type": "Other",
-                                                         "status": "False"}]}) is None

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from shared.forge.pod import PodForgeConfig, StatusForgeConfig
+from shared.forge.pod import PodForgeConfig
 from shared.forge.pod_inputs import Fingerprint, OffloadingInputs, PodInputs, fingerprint
+from shared.forge.pod_status import StatusForgeConfig
 from tests.shared.forge.test_pod_plan import (
     NODE,
     NOW,

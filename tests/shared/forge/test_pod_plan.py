@@ -15,7 +15,7 @@ import pytest
 from shared.forge.daemonset import DAEMONSET_POD_REASON
 from shared.forge.metadata import ReflectionConfig
 from shared.forge.node import MAX_POD_ANNOTATION
-from shared.forge.pod import PodForgeConfig, StatusForgeConfig, shadow_pod
+from shared.forge.pod import PodForgeConfig, shadow_pod
 from shared.forge.pod_inputs import OffloadingInputs, PodInputs
 from shared.forge.pod_plan import (
     COPY_WAIT,
@@ -36,6 +36,7 @@ from shared.forge.pod_plan import (
     pod_plan,
     refused_creation,
 )
+from shared.forge.pod_status import StatusForgeConfig
 from shared.wellknown import (
     DESTINATION_CLUSTER_LABEL,
     FAILED_REFLECTION_REASON,

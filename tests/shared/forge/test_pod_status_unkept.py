@@ -8,7 +8,7 @@ import copy
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from shared.forge.pod import (
+from shared.forge.pod_status import (
     StatusForgeConfig,
     local_pod_status,
     merged_status,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from shared.forge.pod import ProjectedToken
+from shared.forge.pod_tokens import ProjectedToken
 from shared.forge.token import (
     IssuedToken,
     issued_token,
