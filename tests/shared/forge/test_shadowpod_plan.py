@@ -29,6 +29,7 @@ from shared.forge.shadowpod_plan import (
     refused_pod,
     shadowpod_plan,
 )
+from shared.pools import Pool
 from shared.wellknown import ORIGIN_CLUSTER_LABEL, POD_CREATED_CONDITION
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -170,6 +171,20 @@ def test_a_pod_against_the_consumer_s_policy_is_not_made_even_if_admission_was_b
     shadowpod["spec"]["pod"]["containers"][0]["securityContext"] = {"privileged": True}
     plan = shadowpod_plan(inputs(shadowpod))
     assert_refused_saying(plan, shadowpod, POLICY_REFUSED_REASON, "privileged")
+
+
+def test_a_pod_is_made_on_its_pool_s_nodes_and_an_undeclared_pool_gets_none() -> None:
+    gpu, general = Pool("gpu", (("gpu", "true"),)), Pool("general", (("gpu", "false"),))
+    shadowpod = a_shadowpod()
+    shadowpod["spec"]["pool"] = "gpu"
+    (create,) = shadowpod_plan(inputs(shadowpod, pools=(gpu, general))).steps
+    assert isinstance(create, CreatePod)
+    affinity = create.body["spec"]["affinity"]["nodeAffinity"]
+    assert affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        gpu.term()]
+    shadowpod["spec"]["pool"] = "zone-b"
+    plan = shadowpod_plan(inputs(shadowpod, pools=(gpu, general)))
+    assert_refused_saying(plan, shadowpod, POLICY_REFUSED_REASON, "zone-b")
 
 
 def test_a_refusal_already_recorded_is_said_again_in_an_event_only() -> None:
