@@ -19,6 +19,7 @@ from kubernetes.dynamic import DynamicClient
 from tests.envtest.plugin import envtest_clusters, envtest_requested
 from tests.envtest.plugin import pytest_addoption as pytest_addoption
 from tests.envtest.plugin import pytest_configure as pytest_configure
+from tests.envtest.plugin import pytest_report_header as pytest_report_header
 
 # Hypothesis' per-example deadline is a timed assertion: on a loaded 2-core machine it fails
 # correct code at random. Speed is measured by benchmark scripts, never by tests.
@@ -61,7 +62,7 @@ def clusters(request: pytest.FixtureRequest,
                "remote": _handle("remote", Path(REAL_REMOTE))}
         return
     if envtest_requested(request.config):  # two real control planes of this session's own
-        with envtest_clusters(tmp_path_factory.mktemp("envtest")) as kubeconfigs:
+        with envtest_clusters(request.config, tmp_path_factory.mktemp("envtest")) as kubeconfigs:
             yield {name: _handle(name, path) for name, path in kubeconfigs.items()}
         return
     from kubesim.cluster import Cluster, ClusterThread

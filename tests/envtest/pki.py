@@ -128,8 +128,9 @@ class Pki:
     kubelet_serving: Issued
 
 
-def write_pki(directory: Path, address: str, service_ip: str) -> Pki:
-    """Everything a control plane serving at `address` (its Service IP `service_ip`) needs."""
+def write_pki(directory: Path, address: str, service_ip: str, kubelet_address: str) -> Pki:
+    """Everything a control plane needs whose API server serves at `address` (its Service IP
+    `service_ip`) and whose stand-in kubelets serve at `kubelet_address`."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = Authority(directory, "ca", "kubernetes")
     front_proxy = Authority(directory, "front-proxy-ca", "front-proxy-ca")
@@ -140,7 +141,7 @@ def write_pki(directory: Path, address: str, service_ip: str) -> Pki:
     return Pki(
         directory=directory, ca=ca.files, ca_pem=ca.pem,
         apiserver=ca.issue("apiserver", "kube-apiserver",
-                           hosts=(address, service_ip, "127.0.0.1", *API_SERVER_NAMES)),
+                           hosts=(address, service_ip, *API_SERVER_NAMES)),
         # kubeadm's apiserver-kubelet-client: what the API server presents to kubelets
         apiserver_kubelet_client=ca.issue("apiserver-kubelet-client",
                                           "kube-apiserver-kubelet-client", ("system:masters",)),
@@ -154,8 +155,9 @@ def write_pki(directory: Path, address: str, service_ip: str) -> Pki:
         # one identity for every stand-in worker (a real kubelet is system:node:<name>, which
         # the Node authorizer confines to its own node: these serve several)
         workers=ca.issue("workers", "envtest-workers", ("system:masters",)),
-        # the stand-in kubelets' serving certificate (they all listen on `address`)
-        kubelet_serving=ca.issue("kubelet", "envtest-kubelet", hosts=(address, "localhost")),
+        # the stand-in kubelets' serving certificate (they all listen on `kubelet_address`)
+        kubelet_serving=ca.issue("kubelet", "envtest-kubelet",
+                                 hosts=(kubelet_address, "localhost")),
     )
 
 
