@@ -14,6 +14,7 @@ from shared.api.quota import QUOTA
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.quantity import format_quantity, parse_quantity
 from shared.wellknown import ORIGIN_CLUSTER_LABEL, RESOURCE_OFFER_NAME
+from tests.finish import finish, finishing_container
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     WEBHOOK_NAME,
@@ -221,20 +222,20 @@ def test_concurrent_creates_never_exceed_the_quota(
     wait_for(lambda: len(remote.core.list_namespaced_pod(twin).items) == 10)
 
 
-@pytest.mark.kubesim_only
 def test_a_completed_shadowpod_frees_its_share_of_the_quota(
         remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
     twin = make_twin_namespace(remote, consumer)
     set_quota(remote, twin, consumer, "Soft", {"cpu": "100m", "memory": "1Gi"})
     job = new_name("job")
     shadowpods.create(twin, shadowpod(job, consumer, {
-        "restartPolicy": "Never", "containers": [container(cpu="100m")]}))
+        "restartPolicy": "Never",
+        "containers": [{**container(cpu="100m"), **finishing_container()}]}))
     assert denial(lambda: shadowpods.create(twin, shadowpod(
         new_name("p"), consumer, {"containers": [container(cpu="100m")]}))).startswith(
         "quota exceeded for cpu")
 
     settled(shadowpods, twin, job)
-    remote.sim.controllers.kubelet.complete(twin, job)
+    finish(remote.core, twin, job)
     settled(shadowpods, twin, job, "Succeeded")
 
     def admitted() -> bool:
