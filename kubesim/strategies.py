@@ -541,9 +541,12 @@ ADDRESS_TYPES = ("FQDN", "IPv4", "IPv6")
 
 
 class EndpointSliceStrategy(Strategy):
-    """ValidateEndpointSlice: a supported addressType, which stays, and addresses of that type.
-    (The real server also refuses loopback, link-local and unspecified IPs; kubesim does not, as
-    it publishes its own loopback address for the kubernetes Service.)"""
+    """ValidateEndpointSlice: a supported addressType, which stays, and addresses of that type,
+    none of them unspecified, loopback or link-local (ValidateNonSpecialIP) but kubesim's own
+    (`own_addresses`): it publishes its loopback address for the `kubernetes` Service, where
+    kube-apiserver, advertising a loopback address, publishes none."""
+
+    own_addresses: frozenset[str] = frozenset()
 
     def validate(self, obj: Obj) -> list[FieldCause]:
         causes: list[FieldCause] = []
@@ -562,6 +565,8 @@ class EndpointSliceStrategy(Strategy):
                 causes.append(FieldCause(path, "Required value", "must contain at least 1 address"))
             for j, address in enumerate(addresses):
                 causes.extend(_address_errors(f"{path}[{j}]", address, address_type))
+                if address_type in ("IPv4", "IPv6") and address not in self.own_addresses:
+                    causes.extend(_special_ip_errors(f"{path}[{j}]", str(address)))
         return causes
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
@@ -585,6 +590,25 @@ def _address_errors(path: str, address: Any, address_type: str) -> list[FieldCau
         return [FieldCause(path, "Invalid value",
                            f"must be a valid {address_type} address", address)]
     return []
+
+
+LINK_LOCAL_MULTICAST = (ipaddress.ip_network("224.0.0.0/24"), ipaddress.ip_network("ff02::/16"))
+
+
+def _special_ip_errors(path: str, address: str) -> list[FieldCause]:
+    """ValidateNonSpecialIP (pkg/apis/core/validation): what no endpoint may be."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return [FieldCause(path, "Invalid value", "must be a valid IP address", address)]
+    checks = (
+        (ip.is_unspecified, f"may not be unspecified ({address})"),
+        (ip.is_loopback, "may not be in the loopback range (127.0.0.0/8, ::1/128)"),
+        (ip.is_link_local, "may not be in the link-local range (169.254.0.0/16, fe80::/10)"),
+        (any(ip in network for network in LINK_LOCAL_MULTICAST if network.version == ip.version),
+         "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"))
+    return [FieldCause(path, "Invalid value", message, address) for found, message in checks
+            if found]
 
 
 def _fqdn_errors(path: str, name: str) -> list[FieldCause]:
