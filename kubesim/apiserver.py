@@ -66,6 +66,7 @@ ANY_CUSTOM_RESOURCE = ("*", "*")  # the storage key subresources of all custom r
 SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                  "generation", "namespace", "resourceVersion")
 NAMESPACE_KEY = ("", "namespaces")
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")  # NamespaceLifecycle's
 STORAGE_CLASS_KEY = ("storage.k8s.io", "storageclasses")
 INGRESS_CLASS_KEY = ("networking.k8s.io", "ingressclasses")
 UNSUPPORTED_FIELD_LABEL = "field label not supported: "  # how kubesim.selectors refuses a label
@@ -736,6 +737,9 @@ class ApiServer:
             return (view.outbound(body) if isinstance(body, Stored) else body), gone
         namespace = namespace if kind.namespaced else ""
         self._authorize(user, "delete", kind, namespace, name)
+        if kind.storage_key == NAMESPACE_KEY and name in IMMORTAL_NAMESPACES:
+            # the NamespaceLifecycle admission plugin, before anything else is admitted
+            raise errors.forbidden(kind.group_resource, name, "this namespace may not be deleted")
         options = options or {}
         old = self._existing(kind, namespace, name)
         _check_delete_preconditions(kind, old, options.get("preconditions") or {})
