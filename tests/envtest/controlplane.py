@@ -6,7 +6,9 @@ cluster CA and using a credential per controller).
 
 kube-apiserver serves at, and advertises, the machine's own non-loopback address
 (`apiserver_address`): it publishes that address as the endpoint of the `kubernetes` Service,
-which it refuses to do for a loopback address. Everything else listens on loopback.
+which it refuses to do for a loopback address. The stand-in workers' nodes have that address
+too (tests/envtest/workers.py); etcd, the controller manager and the scheduler listen on
+loopback.
 
 The binaries come from a directory named by KUBEBUILDER_ASSETS (envtest's variable, where
 `setup-envtest` puts them); etcd from there or from PATH. `find_binaries` says what is missing."""
@@ -27,7 +29,7 @@ from pathlib import Path
 
 from tests.envtest.pki import Pki, write_kubeconfig, write_pki
 
-ADDRESS = "127.0.0.1"  # etcd, the controller manager, the scheduler, the stand-in kubelets
+ADDRESS = "127.0.0.1"  # etcd, the controller manager, the scheduler
 ROUTE_PROBE = ("192.0.2.1", 9)  # any address off the machine: connecting a UDP socket sends nothing
 SERVICE_CIDR = "10.96.0.0/12"
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: the range's first address
@@ -120,7 +122,7 @@ class ControlPlane:
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
 
     def start(self) -> None:
-        pki = self.pki = write_pki(self.directory / "pki", self.address, SERVICE_IP, ADDRESS)
+        pki = self.pki = write_pki(self.directory / "pki", self.address, SERVICE_IP)
         etcd_url = self._start_etcd()
         self._spawn("kube-apiserver", [str(self.binaries.apiserver), *self._apiserver_flags(
             pki, etcd_url)])

@@ -128,9 +128,8 @@ class Pki:
     kubelet_serving: Issued
 
 
-def write_pki(directory: Path, address: str, service_ip: str, kubelet_address: str) -> Pki:
-    """Everything a control plane needs whose API server serves at `address` (its Service IP
-    `service_ip`) and whose stand-in kubelets serve at `kubelet_address`."""
+def write_pki(directory: Path, address: str, service_ip: str) -> Pki:
+    """Everything a control plane serving at `address` (its Service IP `service_ip`) needs."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = Authority(directory, "ca", "kubernetes")
     front_proxy = Authority(directory, "front-proxy-ca", "front-proxy-ca")
@@ -155,9 +154,8 @@ def write_pki(directory: Path, address: str, service_ip: str, kubelet_address: s
         # one identity for every stand-in worker (a real kubelet is system:node:<name>, which
         # the Node authorizer confines to its own node: these serve several)
         workers=ca.issue("workers", "envtest-workers", ("system:masters",)),
-        # the stand-in kubelets' serving certificate (they all listen on `kubelet_address`)
-        kubelet_serving=ca.issue("kubelet", "envtest-kubelet",
-                                 hosts=(kubelet_address, "localhost")),
+        # the stand-in kubelets' serving certificate (they all listen on `address`)
+        kubelet_serving=ca.issue("kubelet", "envtest-kubelet", hosts=(address, "localhost")),
     )
 
 

@@ -56,7 +56,7 @@ def _signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
 
 
 def test_pki_is_laid_out_as_kubeadm_does(tmp_path: Path) -> None:
-    pki = write_pki(tmp_path, "192.0.2.10", "10.96.0.1", "127.0.0.1")
+    pki = write_pki(tmp_path, "192.0.2.10", "10.96.0.1")
     ca, front_proxy_ca = _cert(pki.ca.cert), _cert(pki.front_proxy_ca.cert)
     serving = _cert(pki.apiserver.cert)
     names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
@@ -85,7 +85,7 @@ def test_pki_is_laid_out_as_kubeadm_does(tmp_path: Path) -> None:
     assert not _signed_by(front_proxy_client, ca)
     kubelet = _cert(pki.kubelet_serving.cert).extensions.get_extension_for_class(
         x509.SubjectAlternativeName).value
-    assert [str(ip) for ip in kubelet.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert [str(ip) for ip in kubelet.get_values_for_type(x509.IPAddress)] == ["192.0.2.10"]
     assert pki.service_account_key.read_bytes().startswith(b"-----BEGIN PRIVATE KEY")
     assert oct(pki.admin.key.stat().st_mode & 0o777) == "0o600"
 
