@@ -46,7 +46,9 @@ def remote_config_map_data(remote: ClusterHandle, twin: str) -> dict[str, str]:
     return dict(remote.core.read_namespaced_config_map("settings", twin).data or {})
 
 
-@pytest.mark.kubesim_only  # fault injection is kubesim's
+@pytest.mark.kubesim_only(reason="black-holes the agent's connections to the remote API server "
+                                 "(faults.blackhole) and finishes remote pods during the cut (the "
+                                 "remote kubelet's complete hook)")
 def test_a_long_cut_loses_nothing_and_duplicates_nothing(
         home: ClusterHandle, remote: ClusterHandle, system: Any) -> None:
     running = system()

@@ -40,7 +40,8 @@ def finish(remote: ClusterHandle, running: System) -> None:
         timeout=60, message="the ShadowPods report the finished phases")
 
 
-@pytest.mark.kubesim_only  # the remote kubelet's completion hooks
+@pytest.mark.kubesim_only(reason="finishes remote pods at chosen moments while the enforcer is "
+                                 "down (the remote kubelet's complete hook)")
 def test_a_crashing_enforcer_loses_nothing_duplicates_nothing_resurrects_nothing(
         home: ClusterHandle, remote: ClusterHandle, enforcer: Enforcer, system: Any) -> None:
     rng = random.Random(SEED)

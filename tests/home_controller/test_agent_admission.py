@@ -47,7 +47,8 @@ from tests.home_agent.play import offload_namespace
 from tests.home_agent.webhook import webhook_serving
 from tests.home_controller.test_rights import CHART, RBAC_KINDS, _configuration, _create, _delete
 
-pytestmark = pytest.mark.kubesim_only
+pytestmark = pytest.mark.local_clusters(reason="the home API server calls the controller's "
+                                               "webhook on loopback")
 
 VIRTUAL_NODES = ("offloading.liqo.io", "v1beta1", "virtualnodes")
 DENIED = 'admission webhook "agents.home-agent.annex.liqo.io" denied the request: '

@@ -20,7 +20,8 @@ from aiohttp import web
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-pytestmark = pytest.mark.kubesim_only
+pytestmark = pytest.mark.local_clusters(reason="the API server calls the test's webhook server on "
+                                               "loopback")
 
 
 @dataclass

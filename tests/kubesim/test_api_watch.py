@@ -99,7 +99,8 @@ def test_no_bookmarks_unless_asked(home, namespace) -> None:
     assert not [e for e in events if e["type"] == "BOOKMARK"]
 
 
-@pytest.mark.kubesim_only  # the real server's bookmark period is a minute, not configurable
+@pytest.mark.kubesim_only(reason="sets the bookmark period to 0.3 s (api.bookmark_interval): "
+                                 "kube-apiserver's is a minute, not configurable")
 def test_bookmarks_repeat_periodically(home, namespace) -> None:
     home.sim.api.bookmark_interval = 0.3
     try:

@@ -165,7 +165,9 @@ def test_a_claim_gets_a_volume_provisioned_for_it_never_an_existing_one(
 
 # kube-apiserver drops dataSourceRef.namespace unless the CrossNamespaceVolumeDataSource gate is
 # on (alpha); kubesim keeps it, as a cluster with the gate on does.
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="kube-apiserver drops dataSourceRef.namespace unless the alpha "
+                                 "CrossNamespaceVolumeDataSource gate is on; kubesim keeps it, as "
+                                 "a cluster with the gate on does")
 def test_a_claim_is_not_made_from_another_namespaces_data(
         remote: Any, claims_enforcer: Path) -> None:
     tenant, core = consumer_claims(remote)
