@@ -57,18 +57,21 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
 
 @contextlib.contextmanager
-def envtest_clusters(config: pytest.Config, directory: Path) -> Iterator[dict[str, Path]]:
-    """Start `home` and `remote` (in parallel), their workers, and yield their admin
-    kubeconfigs; stop everything afterwards."""
+def envtest_clusters(config: pytest.Config, directory: Path, remote_workers: int = WORKERS,
+                     worker_pods: int = 110) -> Iterator[dict[str, Path]]:
+    """Start `home` and `remote` (in parallel), their workers (`remote_workers` remotely, each
+    with room for `worker_pods` pods), and yield their admin kubeconfigs; stop everything
+    afterwards."""
     from kubesim.controllers.kubelet import KubeletConfig
     from tests.envtest.workers import Workers
 
     binaries = find_binaries()
     address = config.stash[ADDRESS_KEY].address
     planes = [ControlPlane(name, binaries, directory / name, address) for name in POD_CIDRS]
-    workers = Workers([(plane, KubeletConfig(workers=WORKERS, node_prefix=f"{plane.name}-worker",
-                                             pod_cidr=POD_CIDRS[plane.name]))
-                       for plane in planes])
+    workers = Workers([(plane, KubeletConfig(
+        workers=remote_workers if plane.name == "remote" else WORKERS, pods=worker_pods,
+        node_prefix=f"{plane.name}-worker", pod_cidr=POD_CIDRS[plane.name]))
+        for plane in planes])
     saved = {name: os.environ.get(name) for name in ("E2E_HOME_POD_CIDR", "E2E_REMOTE_POD_CIDR")}
     try:
         with concurrent.futures.ThreadPoolExecutor(len(planes)) as pool:
