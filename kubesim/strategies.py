@@ -728,6 +728,27 @@ class PersistentVolumeStrategy(Strategy):
         return errors
 
 
+LEGACY_DATA_SOURCES = (("", "PersistentVolumeClaim"), ("snapshot.storage.k8s.io", "VolumeSnapshot"))
+DATA_SOURCE_FIELDS = ("apiGroup", "kind", "name")
+
+
+def _normalize_data_sources(spec: Obj) -> None:
+    """EnforceDataSourceBackwardsCompatibility then NormalizeDataSources
+    (pkg/api/persistentvolumeclaim, AnyVolumeDataSource on): without a dataSourceRef, a
+    dataSource that is neither a claim nor a VolumeSnapshot is dropped, as before dataSourceRef
+    existed; then either field, set alone, is copied to the other (a dataSourceRef naming a
+    namespace is not)."""
+    source, ref = spec.get("dataSource"), spec.get("dataSourceRef")
+    if source and not ref and (source.get("apiGroup") or "",
+                               source.get("kind")) not in LEGACY_DATA_SOURCES:
+        spec.pop("dataSource")
+        source = None
+    if source and not ref:
+        spec["dataSourceRef"] = {k: source[k] for k in DATA_SOURCE_FIELDS if k in source}
+    elif ref and not source and not ref.get("namespace"):
+        spec["dataSource"] = {k: ref[k] for k in DATA_SOURCE_FIELDS if k in ref}
+
+
 class PersistentVolumeClaimStrategy(Strategy):
     """persistentvolumeclaimStrategy with the admission plugins that act on claims: the default
     storage class (DefaultStorageClass) and the pvc-protection finalizer
@@ -748,6 +769,7 @@ class PersistentVolumeClaimStrategy(Strategy):
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"phase": "Pending"}
         spec = obj["spec"]
+        _normalize_data_sources(spec)
         if spec.get("storageClassName") is None:  # "" asks for no class at all
             default = self.default_class()
             if default is not None:

@@ -187,3 +187,21 @@ def test_extended_resources_are_whole_and_never_overcommitted(home, namespace, r
         "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}})
     assert status == 422, body
     assert complaint in body["message"], body["message"]
+
+
+def test_a_claim_s_data_source_is_kept_in_both_fields_and_a_legacy_one_is_claims_only(
+        home, namespace) -> None:
+    def created(name: str, **spec: dict) -> dict:
+        body = {"metadata": {"name": name}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+            "resources": {"requests": {"storage": "1Gi"}}, **spec}}
+        status, answer = call(home, "POST", f"/api/v1/namespaces/{namespace}/"
+                              "persistentvolumeclaims", body)
+        assert status == 201, answer
+        return {k: answer["spec"].get(k) for k in ("dataSource", "dataSourceRef")}
+
+    seed = {"kind": "PersistentVolumeClaim", "name": "seed"}
+    backup = {"apiGroup": "example.com", "kind": "Backup", "name": "all"}
+    assert created("copy", dataSource=seed) == {"dataSource": seed, "dataSourceRef": seed}
+    assert created("legacy", dataSource=backup) == {"dataSource": None, "dataSourceRef": None}
+    assert created("any", dataSourceRef=backup) == {"dataSource": backup, "dataSourceRef": backup}
