@@ -6,8 +6,8 @@ VirtualNode's status. An account of the release namespace that is no VirtualNode
 refused; users are never sent. Allowed writes are dry runs (the webhook sees them all the same),
 so that the objects stay as the fixture made them.
 
-kubesim only: the API server calls the controller's webhook on this machine's loopback, which a
-real cluster's API server cannot reach.
+Clusters on this machine only (kubesim, envtest's control planes): the API server calls the
+controller's webhook on loopback.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Webhook admission against a real HTTPS webhook server run by the test (trustme certificates).
 
-kubesim only: a webhook on this machine's loopback is not reachable from a real cluster.
+Clusters on this machine only (kubesim, envtest's control planes): the webhook listens on
+loopback.
 """
 
 from __future__ import annotations
