@@ -57,7 +57,7 @@ def test_a_long_cut_loses_nothing_and_duplicates_nothing(
     node = running.agent.node_name
     names = fleet.pod_names("pod", FLEET)
     jobs = set(names[:JOBS])
-    fleet.create_pods(home, namespace, names, node, restart_never=jobs)
+    fleet.create_pods(home, namespace, names, node, jobs=dict.fromkeys(jobs, 0))
     home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "settings"},
                                                        "data": {"level": "info"}})
     fleet.wait_converged(home, remote, namespace, twin, set(names),
