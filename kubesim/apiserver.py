@@ -743,6 +743,8 @@ class ApiServer:
         options = options or {}
         old = self._existing(kind, namespace, name)
         _check_delete_preconditions(kind, old, options.get("preconditions") or {})
+        if _graceful_deletion_pending(old.obj, options.get("gracePeriodSeconds")):
+            return old, False  # rest.BeforeDelete: nothing to do, and nothing admits it
         await self._admit("DELETE", kind, "", namespace, None, old.obj, user, dry_run, options)
         strategy = self.strategy(kind)
         obj = copy_json(old.obj)
@@ -1117,6 +1119,16 @@ def _check_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj)
             kind.group_resource, stored.name,
             f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, "
             f"AdditionalErrorMsg: Precondition failed: {why}")
+
+
+def _graceful_deletion_pending(obj: Obj, requested: Any) -> bool:
+    """A graceful deletion under way that this delete does not shorten (rest.BeforeDelete's
+    pendingGraceful): the object is returned as it is, before validating admission."""
+    meta = obj.get("metadata") or {}
+    current = meta.get("deletionGracePeriodSeconds")
+    if not meta.get("deletionTimestamp") or not current:
+        return False
+    return requested is None or int(requested) >= int(current)
 
 
 def _check_delete_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj) -> None:

@@ -205,3 +205,30 @@ def test_a_policy_whose_expression_does_not_compile_or_a_binding_without_actions
         query={"dryRun": "All"})
     assert code == 422
     assert "spec.validationActions: Required value" in status["message"]
+
+
+def test_a_pod_already_going_is_deleted_again_unadmitted_unless_its_grace_is_shortened(
+        home: Any, namespace: str, install: Install) -> None:
+    """rest.BeforeDelete: deleting a pod whose graceful deletion is under way changes nothing
+    and no validating admission sees it; a delete that shortens its grace period is admitted
+    as any other."""
+    node = f"ghost-{uuid.uuid4().hex[:6]}"  # no kubelet: its pod stays Terminating
+    home.core.create_node({"metadata": {"name": node}})
+    try:
+        home.core.create_namespaced_pod(namespace, {"metadata": {"name": "going"}, "spec": {
+            "nodeName": node, "terminationGracePeriodSeconds": 600,
+            "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]}})
+        home.core.delete_namespaced_pod("going", namespace)
+        install({"matchConstraints": {"resourceRules": [{
+            "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+            "operations": ["DELETE"]}]},
+            "validations": [{"expression": "!has(oldObject.metadata.deletionTimestamp)",
+                             "message": "already going"}]})
+        shorter = iter(range(599, 0, -1))  # each try shortens it, until the policy refuses
+        _, status = refusal(lambda: home.core.delete_namespaced_pod(
+            "going", namespace, grace_period_seconds=next(shorter)))
+        assert status["message"].endswith("denied request: already going")
+        going = home.core.delete_namespaced_pod("going", namespace)
+        assert going.metadata.deletion_timestamp is not None
+    finally:
+        home.core.delete_node(node)  # the pod garbage collector removes its pod
