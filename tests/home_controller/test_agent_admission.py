@@ -81,8 +81,12 @@ class Confined:
 
 
 def _pod(name: str, node: str, account: str) -> dict[str, Any]:
+    """A pod on a virtual node, tolerating its taint as offloaded pods do (else the taint
+    manager deletes it at once)."""
     return {"metadata": {"name": name}, "spec": {
         "nodeName": node, "serviceAccountName": account,
+        "tolerations": [{"key": VIRTUAL_NODE_TAINT_KEY, "operator": "Exists",
+                         "effect": VIRTUAL_NODE_TAINT_EFFECT}],
         "containers": [{"name": "app", "image": "app:1"}]}}
 
 
