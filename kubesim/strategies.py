@@ -747,6 +747,9 @@ def _normalize_data_sources(spec: Obj) -> None:
         spec["dataSourceRef"] = {k: source[k] for k in DATA_SOURCE_FIELDS if k in source}
     elif ref and not source and not ref.get("namespace"):
         spec["dataSource"] = {k: ref[k] for k in DATA_SOURCE_FIELDS if k in ref}
+    for field in ("dataSource", "dataSourceRef"):
+        if spec.get(field):  # apiGroup has no omitempty: written as null when not given
+            spec[field].setdefault("apiGroup", None)
 
 
 class PersistentVolumeClaimStrategy(Strategy):

@@ -200,8 +200,9 @@ def test_a_claim_s_data_source_is_kept_in_both_fields_and_a_legacy_one_is_claims
         assert status == 201, answer
         return {k: answer["spec"].get(k) for k in ("dataSource", "dataSourceRef")}
 
-    seed = {"kind": "PersistentVolumeClaim", "name": "seed"}
+    seed = {"apiGroup": None, "kind": "PersistentVolumeClaim", "name": "seed"}
     backup = {"apiGroup": "example.com", "kind": "Backup", "name": "all"}
-    assert created("copy", dataSource=seed) == {"dataSource": seed, "dataSourceRef": seed}
+    assert created("copy", dataSource={"kind": "PersistentVolumeClaim", "name": "seed"}) == {
+        "dataSource": seed, "dataSourceRef": seed}
     assert created("legacy", dataSource=backup) == {"dataSource": None, "dataSourceRef": None}
     assert created("any", dataSourceRef=backup) == {"dataSource": backup, "dataSourceRef": backup}
