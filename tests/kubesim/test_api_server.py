@@ -33,6 +33,7 @@ def test_a_wrong_token_is_401_unauthorized(home) -> None:
     configuration = copy.copy(home.api_client.configuration)
     configuration.api_key = {"authorization": "Bearer not-a-token"}
     configuration.refresh_api_key_hook = None  # or the kubeconfig loader restores the token
+    configuration.cert_file = configuration.key_file = None  # a kubeadm kubeconfig's identity
     stranger = client.CoreV1Api(client.ApiClient(configuration))
     with pytest.raises(ApiException) as raised:
         stranger.list_namespace()
