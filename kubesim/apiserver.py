@@ -50,6 +50,7 @@ from kubesim.strategies import (
     Strategy,
     ValidatingAdmissionPolicyBindingStrategy,
     ValidatingAdmissionPolicyStrategy,
+    WebhookConfigurationStrategy,
     service_node_ports,
 )
 from kubesim.watch import BOOKMARK, ERROR, WatchStream, bookmark
@@ -280,6 +281,10 @@ class ApiServer:
             ("discovery.k8s.io", "endpointslices"): EndpointSliceStrategy,
             ("certificates.k8s.io", "certificatesigningrequests"):
                 CertificateSigningRequestStrategy,
+            ("admissionregistration.k8s.io", "validatingwebhookconfigurations"):
+                WebhookConfigurationStrategy,
+            ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"):
+                WebhookConfigurationStrategy,
             ("admissionregistration.k8s.io", "validatingadmissionpolicies"):
                 ValidatingAdmissionPolicyStrategy,
             ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"):

@@ -995,6 +995,28 @@ class ResourceQuotaStrategy(Strategy):
     return_deleted_object = True  # resourcequota storage sets ReturnDeletedObject
 
 
+SIDE_EFFECT_CLASSES = ("None", "NoneOnDryRun")  # the only ones admissionregistration/v1 takes
+
+
+class WebhookConfigurationStrategy(Strategy):
+    """ValidateValidatingWebhookConfiguration / ValidateMutatingWebhookConfiguration, as far as
+    kubesim reads them: each webhook's sideEffects is None or NoneOnDryRun (v1), so every
+    webhook may be called on a dry run."""
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        causes = []
+        for index, hook in enumerate(obj.get("webhooks") or []):
+            path = f"webhooks[{index}].sideEffects"
+            side_effects = hook.get("sideEffects") if isinstance(hook, dict) else None
+            if not side_effects:
+                causes.append(FieldCause(path, "Required value", ""))
+            elif side_effects not in SIDE_EFFECT_CLASSES:
+                supported = ", ".join(names.go_quote(c) for c in SIDE_EFFECT_CLASSES)
+                causes.append(FieldCause(path, "Unsupported value",
+                                         f"supported values: {supported}", side_effects))
+        return causes
+
+
 class RbacStrategy(Strategy):
     name_errors = staticmethod(names.path_segment_errors)
 
