@@ -126,8 +126,11 @@ def test_terminating_namespace_is_emptied_then_removed(home) -> None:
         return not pods and [c.metadata.name for c in configmaps] == ["held"]
 
     wait_for(only_held_left, timeout=60)
-    remaining = next(c for c in home.core.read_namespace(name).status.conditions
-                     if c.type == "NamespaceContentRemaining")
+    # the namespace controller says so at its next pass over the namespace
+    remaining = wait_for(lambda: next(
+        c for c in home.core.read_namespace(name).status.conditions or []
+        if c.type == "NamespaceContentRemaining"), timeout=60,
+        message="the NamespaceContentRemaining condition")
     assert remaining.status == "True"
     home.core.patch_namespaced_config_map("held", name, {"metadata": {"finalizers": None}})
 
