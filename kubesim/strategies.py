@@ -522,7 +522,20 @@ class ServiceStrategy(Strategy):
         if old_ip and new_ip != old_ip:
             return [FieldCause("spec.clusterIPs[0]", "Invalid value",
                                "may not change once set", new_ip)]
-        return self.validate(new)
+        return self.validate(new) + _load_balancer_status_errors(new, old)
+
+
+def _load_balancer_status_errors(new: Obj, old: Obj) -> list[FieldCause]:
+    """ValidateLoadBalancerStatus (AllowServiceLBStatusOnNonLB off): a status write giving a
+    Service that is not a LoadBalancer load-balancer ingress is refused."""
+    def ingress(obj: Obj) -> Any:
+        return ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress")
+
+    if (new.get("spec") or {}).get("type") == "LoadBalancer" or not ingress(new) or (
+            ingress(new) == ingress(old)):
+        return []
+    return [FieldCause("status.loadBalancer.ingress", "Forbidden",
+                       "may only be used when `spec.type` is 'LoadBalancer'")]
 
 
 def _free_node_port(taken: set[int]) -> int:
