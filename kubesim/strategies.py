@@ -1224,6 +1224,12 @@ class CustomResourceDefinitionStrategy(Strategy):
             errors.append(FieldCause("spec.versions", "Invalid value",
                                      "must have exactly one version marked as storage version",
                                      [v.get("name") for v in versions]))
+        schemas = [(version.get("schema") or {}).get("openAPIV3Schema") for version in versions]
+        if schemas and schemas[0] is not None and all(s == schemas[0] for s in schemas):
+            # converted to the internal version, identical per-version schemas become one,
+            # spec.validation, which is what the errors name
+            return errors + [_RawCause(p) for p in schema.structural_errors(
+                schemas[0], "spec.validation.openAPIV3Schema")]
         for index, version in enumerate(versions):
             version_schema = (version.get("schema") or {}).get("openAPIV3Schema")
             path = f"spec.versions[{index}].schema.openAPIV3Schema"
