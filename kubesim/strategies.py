@@ -930,10 +930,10 @@ class EventStrategy(Strategy):
         else:
             if not involved_namespace and namespace not in ("default", "kube-system"):
                 errors.append(mismatch)
-            controller = str(obj.get("reportingComponent") or "")
+            controller = str(obj.get("reportingComponent") or "")  # the core API's name
             if not controller:
-                errors.append(FieldCause("reportingController", "Required value", ""))
-            errors += [FieldCause("reportingController", "Invalid value", message, controller)
+                errors.append(FieldCause("reportingComponent", "Required value", ""))
+            errors += [FieldCause("reportingComponent", "Invalid value", message, controller)
                        for message in names.label_key_errors(controller)]
             for path, value, limit in (
                 ("reportingInstance", obj.get("reportingInstance"),
