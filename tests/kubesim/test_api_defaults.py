@@ -53,19 +53,20 @@ def endpoint_slice(name: str, address_type: str, *addresses: str) -> dict:
 
 
 def test_endpoint_slices_are_validated_for_their_address_type(home, namespace) -> None:
+    def refused(name: str, address_type: str, address: str, why: str) -> tuple[dict, str]:
+        return (endpoint_slice(name, address_type, address),
+                f'EndpointSlice.discovery.k8s.io "{name}" is invalid: endpoints[0].addresses[0]: '
+                f'Invalid value: "{address}": {why}')
+
     cases = [
         (endpoint_slice("a", "IPv4", "bad-ip"), 'EndpointSlice.discovery.k8s.io "a" is invalid: '
          '[endpoints[0].addresses[0]: Invalid value: "bad-ip": must be a valid IPv4 address, '
          'endpoints[0].addresses[0]: Invalid value: "bad-ip": must be a valid IP address]'),
-        (endpoint_slice("f", "IPv4", "127.0.0.2"), 'EndpointSlice.discovery.k8s.io "f" is '
-         'invalid: endpoints[0].addresses[0]: Invalid value: "127.0.0.2": may not be in the '
-         'loopback range (127.0.0.0/8, ::1/128)'),
-        (endpoint_slice("g", "IPv6", "fe80::1"), 'EndpointSlice.discovery.k8s.io "g" is '
-         'invalid: endpoints[0].addresses[0]: Invalid value: "fe80::1": may not be in the '
-         'link-local range (169.254.0.0/16, fe80::/10)'),
-        (endpoint_slice("h", "IPv4", "0.0.0.0"), 'EndpointSlice.discovery.k8s.io "h" is '
-         'invalid: endpoints[0].addresses[0]: Invalid value: "0.0.0.0": may not be '
-         'unspecified (0.0.0.0)'),
+        refused("f", "IPv4", "127.0.0.2", "may not be in the loopback range (127.0.0.0/8, "
+                                          "::1/128)"),
+        refused("g", "IPv6", "fe80::1", "may not be in the link-local range (169.254.0.0/16, "
+                                        "fe80::/10)"),
+        refused("h", "IPv4", "0.0.0.0", "may not be unspecified (0.0.0.0)"),
         (endpoint_slice("b", "IPv6", "10.0.0.1"), 'EndpointSlice.discovery.k8s.io "b" is invalid: '
          'endpoints[0].addresses[0]: Invalid value: "10.0.0.1": must be a valid IPv6 address'),
         (endpoint_slice("c", "Bogus", "10.0.0.1"), 'EndpointSlice.discovery.k8s.io "c" is invalid: '
