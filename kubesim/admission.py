@@ -132,12 +132,6 @@ def call_failure(webhook_name: str, why: str) -> StatusError:
                        {"causes": [{"message": message}]})
 
 
-def dry_run_unsupported(webhook_name: str) -> StatusError:
-    """webhookerrors.NewDryRunUnsupportedErr."""
-    return StatusError(400, "BadRequest",
-                       f'admission webhook "{webhook_name}" does not support dry run')
-
-
 def _ssl_context(client_config: Mapping[str, Any]) -> ssl.SSLContext:
     bundle = client_config.get("caBundle")
     if bundle:
@@ -232,8 +226,6 @@ class WebhookAdmission:
                     ) -> dict[str, Any] | None:
         """The webhook's AdmissionResponse; None when it failed and failurePolicy is Ignore."""
         name = hook.get("name", "")
-        if request.dry_run and hook.get("sideEffects") not in ("None", "NoneOnDryRun"):
-            raise dry_run_unsupported(name)
         review = admission_review(request, obj)
         client_config = hook.get("clientConfig") or {}
         try:

@@ -50,6 +50,7 @@ from kubesim.strategies import (
     Strategy,
     ValidatingAdmissionPolicyBindingStrategy,
     ValidatingAdmissionPolicyStrategy,
+    WebhookConfigurationStrategy,
     service_node_ports,
 )
 from kubesim.watch import BOOKMARK, ERROR, WatchStream, bookmark
@@ -66,6 +67,7 @@ ANY_CUSTOM_RESOURCE = ("*", "*")  # the storage key subresources of all custom r
 SYSTEM_FIELDS = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                  "generation", "namespace", "resourceVersion")
 NAMESPACE_KEY = ("", "namespaces")
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")  # NamespaceLifecycle's
 STORAGE_CLASS_KEY = ("storage.k8s.io", "storageclasses")
 INGRESS_CLASS_KEY = ("networking.k8s.io", "ingressclasses")
 UNSUPPORTED_FIELD_LABEL = "field label not supported: "  # how kubesim.selectors refuses a label
@@ -279,6 +281,10 @@ class ApiServer:
             ("discovery.k8s.io", "endpointslices"): EndpointSliceStrategy,
             ("certificates.k8s.io", "certificatesigningrequests"):
                 CertificateSigningRequestStrategy,
+            ("admissionregistration.k8s.io", "validatingwebhookconfigurations"):
+                WebhookConfigurationStrategy,
+            ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"):
+                WebhookConfigurationStrategy,
             ("admissionregistration.k8s.io", "validatingadmissionpolicies"):
                 ValidatingAdmissionPolicyStrategy,
             ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"):
@@ -736,9 +742,14 @@ class ApiServer:
             return (view.outbound(body) if isinstance(body, Stored) else body), gone
         namespace = namespace if kind.namespaced else ""
         self._authorize(user, "delete", kind, namespace, name)
+        if kind.storage_key == NAMESPACE_KEY and name in IMMORTAL_NAMESPACES:
+            # the NamespaceLifecycle admission plugin, before anything else is admitted
+            raise errors.forbidden(kind.group_resource, name, "this namespace may not be deleted")
         options = options or {}
         old = self._existing(kind, namespace, name)
         _check_delete_preconditions(kind, old, options.get("preconditions") or {})
+        if _graceful_deletion_pending(old.obj, options.get("gracePeriodSeconds")):
+            return old, False  # rest.BeforeDelete: nothing to do, and nothing admits it
         await self._admit("DELETE", kind, "", namespace, None, old.obj, user, dry_run, options)
         strategy = self.strategy(kind)
         obj = copy_json(old.obj)
@@ -1113,6 +1124,16 @@ def _check_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj)
             kind.group_resource, stored.name,
             f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, "
             f"AdditionalErrorMsg: Precondition failed: {why}")
+
+
+def _graceful_deletion_pending(obj: Obj, requested: Any) -> bool:
+    """A graceful deletion under way that this delete does not shorten (rest.BeforeDelete's
+    pendingGraceful): the object is returned as it is, before validating admission."""
+    meta = obj.get("metadata") or {}
+    current = meta.get("deletionGracePeriodSeconds")
+    if not meta.get("deletionTimestamp") or not current:
+        return False
+    return requested is None or int(requested) >= int(current)
 
 
 def _check_delete_preconditions(kind: ResourceKind, stored: Stored, preconditions: Obj) -> None:

@@ -31,6 +31,7 @@ from kubesim.kubeletapi import KubeletApi
 from kubesim.kubeletproxy import KubeletClient
 from kubesim.metricsserver import MetricsServerSettings, install_metrics_server
 from kubesim.scale import install_scale
+from kubesim.strategies import EndpointSliceStrategy
 from kubesim.tls import KubeletTLS, ServerTLS, make_kubelet_tls, make_server_tls
 
 T = TypeVar("T")
@@ -185,6 +186,9 @@ class Cluster:
         service["spec"]["ports"] = [{**p, "targetPort": self.port} if p.get("name") == "https"
                                     else p for p in service["spec"]["ports"]]
         await self.api.update(services, "default", "kubernetes", service)
+        slice_strategy = self.api.strategy(slices)
+        assert isinstance(slice_strategy, EndpointSliceStrategy)
+        slice_strategy.own_addresses = frozenset({self.host})
         # One subset / one slice named after the Service; labels as the reconciler sets them.
         await self._put(endpoints, "kubernetes", {
             "metadata": {"name": "kubernetes",

@@ -192,6 +192,18 @@ def etcd_request_too_large() -> StatusError:
     return StatusError(500, "", "etcdserver: request is too large")
 
 
+# The largest message kube-apiserver's etcd client sends (clientv3's MaxCallSendMsgSize)
+ETCD_CLIENT_MAX_MESSAGE_BYTES = 2 * 1024 * 1024
+
+
+def etcd_message_too_large(size: int) -> StatusError:
+    """A write larger still never reaches etcd: the API server's gRPC client refuses to send
+    it, and kube-apiserver passes that on as an unmapped 500 too."""
+    return StatusError(500, "", "rpc error: code = ResourceExhausted desc = trying to send "
+                                f"message larger than max ({size} vs. "
+                                f"{ETCD_CLIENT_MAX_MESSAGE_BYTES})")
+
+
 # NewGenericServerResponse's message and reason per status code (apimachinery errors.go)
 _GENERIC = {
     400: ("BadRequest", "the server rejected our request for an unknown reason"),

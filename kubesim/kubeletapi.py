@@ -277,7 +277,13 @@ class KubeletApi:
                                    return_when=asyncio.FIRST_COMPLETED)
                 waiter.cancel()
         finally:  # also when the server drops the request
-            feeding.cancel()
+            if not feeding.done():
+                feeding.cancel()
+                # the session went before its input ended: a stdinOnce container's input ends
+                # with its first attach all the same (containerd closes it when the attach's
+                # stdin copy ends, on an error too)
+                if session.wanted["stdin"] and target.input is not None and target.stdin_once:
+                    target.input.put_nowait(b"")
             if waiter is not None:
                 waiter.cancel()
         return 0, ""

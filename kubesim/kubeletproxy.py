@@ -327,6 +327,12 @@ class KubeletProxy:
                         stream = streams.get(channel)
                         if stream is not None:
                             await stream.write(payload)
+                # the client went: its input has ended (the translator's copy of it returns
+                # and closes the kubelet's stdin stream), which ends a stdinOnce container's
+                stdin = streams.get(channels.CHANNEL_STDIN)
+                if stdin is not None:
+                    with contextlib.suppress(Exception):
+                        await stdin.close()
 
             reading = asyncio.ensure_future(upstream())
             await asyncio.gather(*(downstream(c) for c in (

@@ -46,7 +46,8 @@ def owner_reference_errors(references: list[Obj]) -> list[FieldCause]:
                                      "version must not be empty", api_version))
         for field in ("kind", "name", "uid"):
             if not reference.get(field):
-                causes.append(FieldCause(f"{path}.{field}", "Invalid value", "must not be empty",
+                causes.append(FieldCause(f"{path}.{field}", "Invalid value",
+                                         f"{field} must not be empty",
                                          str(reference.get(field, ""))))
         if reference.get("controller"):
             current = f"{reference.get('kind', '')}/{reference.get('name', '')}"

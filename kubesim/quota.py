@@ -12,8 +12,11 @@ evaluator). Other resources of `spec.hard` are left alone.
 
 Usage is counted from the stored objects at admission (what a fully synced quota controller
 would have in `status.used`): pods in a terminal phase and pods whose deletion grace period has
-passed do not count. Not simulated: writing `status` (hard/used), scopes and scope selectors,
-updates (a Service changing type, a claim growing), claims' storage."""
+passed do not count. The quota controller (kubesim.controllers.resourcequota) writes `status`
+from the same counts; admission does not read it, so kubesim never refuses with "status unknown
+for quota" as kube-apiserver does until its controller has counted a new quota. Not simulated:
+scopes and scope selectors, updates (a Service changing type, a claim growing), claims'
+storage."""
 
 from __future__ import annotations
 
@@ -155,6 +158,41 @@ def _matching(group: str, plural: str, name: str) -> bool:
     return name in object_usage(group, plural, {})
 
 
+def counted_kind(name: str) -> tuple[str, str] | None:
+    """The (group, plural) whose objects a quota's hard `name` counts (None: one kubesim does
+    not count)."""
+    if name in EVALUATED:
+        return POD_KEY
+    if name in ("services.loadbalancers", "services.nodeports") or name in LEGACY_COUNTED:
+        return ("", "services") if name.startswith("services.") else ("", name)
+    if name.startswith("count/"):
+        plural, _, group = name.removeprefix("count/").partition(".")
+        return group, plural
+    return None
+
+
+def used_in(store: Store, group: str, plural: str, namespace: str) -> dict[str, Decimal]:
+    """What the namespace's stored objects of the resource take. Plain object counts are
+    counted by bisection, not by listing: the quota of a namespace of 50,000 ShadowPods is
+    consulted at each create (the real quota reads its status instead)."""
+    if (group, plural) not in (POD_KEY, ("", "services")):
+        stored_count = Decimal(store.count_after((group, plural), namespace, f"{namespace}/"))
+        return {name: value * stored_count
+                for name, value in object_usage(group, plural, {}).items()}
+    now = datetime.now(UTC)
+    used: dict[str, Decimal] = {}
+    for stored in store.list((group, plural), namespace):
+        if (group, plural) == POD_KEY:
+            if not counts(stored.obj, now):
+                continue
+            usage = pod_usage(stored.obj)
+        else:
+            usage = object_usage(group, plural, stored.obj)
+        for name, value in usage.items():
+            used[name] = used.get(name, Decimal(0)) + value
+    return used
+
+
 class ResourceQuotaPlugin:
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -178,7 +216,7 @@ class ResourceQuotaPlugin:
             if not hard_text:
                 continue
             if used is None:
-                used = self._used(group, plural, request.namespace)
+                used = used_in(self.store, group, plural, request.namespace)
             problem = missing_requests(obj, hard_text) if is_pod else None
             if problem is not None:
                 raise errors.forbidden(resource, request.name,
@@ -193,25 +231,3 @@ class ResourceQuotaPlugin:
                     f"requested: {_pretty({n: requested[n] for n in exceeded}, binary)}, "
                     f"used: {_pretty({n: used.get(n, Decimal(0)) for n in exceeded}, binary)}, "
                     f"limited: {_pretty({n: hard[n] for n in exceeded}, binary)}"))
-
-    def _used(self, group: str, plural: str, namespace: str) -> dict[str, Decimal]:
-        """What the namespace's stored objects of the resource take. Plain object counts are
-        counted by bisection, not by listing: the quota of a namespace of 50,000 ShadowPods
-        is consulted at each create (the real quota reads its status instead)."""
-        if (group, plural) not in (POD_KEY, ("", "services")):
-            stored_count = Decimal(self.store.count_after((group, plural), namespace,
-                                                          f"{namespace}/"))
-            return {name: value * stored_count
-                    for name, value in object_usage(group, plural, {}).items()}
-        now = datetime.now(UTC)
-        used: dict[str, Decimal] = {}
-        for stored in self.store.list((group, plural), namespace):
-            if (group, plural) == POD_KEY:
-                if not counts(stored.obj, now):
-                    continue
-                usage = pod_usage(stored.obj)
-            else:
-                usage = object_usage(group, plural, stored.obj)
-            for name, value in usage.items():
-                used[name] = used.get(name, Decimal(0)) + value
-        return used

@@ -120,6 +120,13 @@ def custom_shape(api: ApiServer, kind: ResourceKind) -> ScaleShape:
     raise errors.not_found(kind.group_resource, "")
 
 
+def _scale_not_found(kind: ResourceKind, name: str) -> errors.StatusError:
+    """The built-in ScaleREST's own NotFound, naming the subresource
+    (apps.Resource("deployments/scale")); a custom resource's passes its storage's on."""
+    return errors.not_found(f"{kind.plural}/scale" + (f".{kind.group}" if kind.group else ""),
+                            name)
+
+
 class ScaleSubresource:
     """GET, PUT and PATCH of `<resource>/scale` for one API server."""
 
@@ -130,8 +137,13 @@ class ScaleSubresource:
         kind = request.kind
         shape = custom_shape(self.api, kind) if kind.custom else BUILTIN_SHAPE
         if request.verb == "get":
-            stored = await self.api.get_stored(kind, request.namespace, request.name,
-                                               subresource="scale", user=request.user)
+            try:
+                stored = await self.api.get_stored(kind, request.namespace, request.name,
+                                                   subresource="scale", user=request.user)
+            except errors.StatusError as error:
+                if error.code == 404 and not kind.custom:
+                    raise _scale_not_found(kind, request.name) from None
+                raise
             return scale_of(stored.obj, shape)
         if request.verb not in ("update", "patch"):
             raise errors.method_not_supported(f"{kind.group_resource}/scale", request.verb)
@@ -157,7 +169,8 @@ class ScaleSubresource:
     def _existing(self, kind: ResourceKind, namespace: str, name: str) -> Stored:
         stored = self.api.store.get(kind.storage_key, namespace, name)
         if stored is None:
-            raise errors.not_found(kind.group_resource, name)
+            raise (errors.not_found(kind.group_resource, name) if kind.custom
+                   else _scale_not_found(kind, name))
         return stored
 
     @staticmethod

@@ -16,7 +16,13 @@ from typing import Any
 import orjson
 from sortedcontainers import SortedDict
 
-from kubesim.errors import ETCD_MAX_REQUEST_BYTES, etcd_request_too_large, expired
+from kubesim.errors import (
+    ETCD_CLIENT_MAX_MESSAGE_BYTES,
+    ETCD_MAX_REQUEST_BYTES,
+    etcd_message_too_large,
+    etcd_request_too_large,
+    expired,
+)
 
 StorageKey = tuple[str, str]  # (group, plural)
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
@@ -265,8 +271,13 @@ class Store:
         old = bucket.get(ident)
         stored = self._stamp(obj)
         if etcd_limit and len(stored.full) > ETCD_MAX_REQUEST_BYTES:
-            # etcd refuses the write and its revision stays
+            # etcd refuses the write (or the client to send it) and its revision stays
             self._rv -= 1
+            # the transaction carries the object and its key (put, and the compare before it)
+            message = len(stored.full) + 2 * len(f"/registry/{key[0]}/{key[1]}/{ident[0]}/"
+                                                 f"{ident[1]}")
+            if message > ETCD_CLIENT_MAX_MESSAGE_BYTES:
+                raise etcd_message_too_large(message)
             raise etcd_request_too_large()
         bucket[ident] = stored
         if old is None:

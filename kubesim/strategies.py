@@ -522,7 +522,20 @@ class ServiceStrategy(Strategy):
         if old_ip and new_ip != old_ip:
             return [FieldCause("spec.clusterIPs[0]", "Invalid value",
                                "may not change once set", new_ip)]
-        return self.validate(new)
+        return self.validate(new) + _load_balancer_status_errors(new, old)
+
+
+def _load_balancer_status_errors(new: Obj, old: Obj) -> list[FieldCause]:
+    """ValidateLoadBalancerStatus (AllowServiceLBStatusOnNonLB off): a status write giving a
+    Service that is not a LoadBalancer load-balancer ingress is refused."""
+    def ingress(obj: Obj) -> Any:
+        return ((obj.get("status") or {}).get("loadBalancer") or {}).get("ingress")
+
+    if (new.get("spec") or {}).get("type") == "LoadBalancer" or not ingress(new) or (
+            ingress(new) == ingress(old)):
+        return []
+    return [FieldCause("status.loadBalancer.ingress", "Forbidden",
+                       "may only be used when `spec.type` is 'LoadBalancer'")]
 
 
 def _free_node_port(taken: set[int]) -> int:
@@ -541,9 +554,12 @@ ADDRESS_TYPES = ("FQDN", "IPv4", "IPv6")
 
 
 class EndpointSliceStrategy(Strategy):
-    """ValidateEndpointSlice: a supported addressType, which stays, and addresses of that type.
-    (The real server also refuses loopback, link-local and unspecified IPs; kubesim does not, as
-    it publishes its own loopback address for the kubernetes Service.)"""
+    """ValidateEndpointSlice: a supported addressType, which stays, and addresses of that type,
+    none of them unspecified, loopback or link-local (ValidateNonSpecialIP) but kubesim's own
+    (`own_addresses`): it publishes its loopback address for the `kubernetes` Service, where
+    kube-apiserver, advertising a loopback address, publishes none."""
+
+    own_addresses: frozenset[str] = frozenset()
 
     def validate(self, obj: Obj) -> list[FieldCause]:
         causes: list[FieldCause] = []
@@ -562,6 +578,8 @@ class EndpointSliceStrategy(Strategy):
                 causes.append(FieldCause(path, "Required value", "must contain at least 1 address"))
             for j, address in enumerate(addresses):
                 causes.extend(_address_errors(f"{path}[{j}]", address, address_type))
+                if address_type in ("IPv4", "IPv6") and address not in self.own_addresses:
+                    causes.extend(_special_ip_errors(f"{path}[{j}]", str(address)))
         return causes
 
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
@@ -585,6 +603,25 @@ def _address_errors(path: str, address: Any, address_type: str) -> list[FieldCau
         return [FieldCause(path, "Invalid value",
                            f"must be a valid {address_type} address", address)]
     return []
+
+
+LINK_LOCAL_MULTICAST = (ipaddress.ip_network("224.0.0.0/24"), ipaddress.ip_network("ff02::/16"))
+
+
+def _special_ip_errors(path: str, address: str) -> list[FieldCause]:
+    """ValidateNonSpecialIP (pkg/apis/core/validation): what no endpoint may be."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return [FieldCause(path, "Invalid value", "must be a valid IP address", address)]
+    checks = (
+        (ip.is_unspecified, f"may not be unspecified ({address})"),
+        (ip.is_loopback, "may not be in the loopback range (127.0.0.0/8, ::1/128)"),
+        (ip.is_link_local, "may not be in the link-local range (169.254.0.0/16, fe80::/10)"),
+        (any(ip in network for network in LINK_LOCAL_MULTICAST if network.version == ip.version),
+         "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)"))
+    return [FieldCause(path, "Invalid value", message, address) for found, message in checks
+            if found]
 
 
 def _fqdn_errors(path: str, name: str) -> list[FieldCause]:
@@ -704,6 +741,30 @@ class PersistentVolumeStrategy(Strategy):
         return errors
 
 
+LEGACY_DATA_SOURCES = (("", "PersistentVolumeClaim"), ("snapshot.storage.k8s.io", "VolumeSnapshot"))
+DATA_SOURCE_FIELDS = ("apiGroup", "kind", "name")
+
+
+def _normalize_data_sources(spec: Obj) -> None:
+    """EnforceDataSourceBackwardsCompatibility then NormalizeDataSources
+    (pkg/api/persistentvolumeclaim, AnyVolumeDataSource on): without a dataSourceRef, a
+    dataSource that is neither a claim nor a VolumeSnapshot is dropped, as before dataSourceRef
+    existed; then either field, set alone, is copied to the other (a dataSourceRef naming a
+    namespace is not)."""
+    source, ref = spec.get("dataSource"), spec.get("dataSourceRef")
+    if source and not ref and (source.get("apiGroup") or "",
+                               source.get("kind")) not in LEGACY_DATA_SOURCES:
+        spec.pop("dataSource")
+        source = None
+    if source and not ref:
+        spec["dataSourceRef"] = {k: source[k] for k in DATA_SOURCE_FIELDS if k in source}
+    elif ref and not source and not ref.get("namespace"):
+        spec["dataSource"] = {k: ref[k] for k in DATA_SOURCE_FIELDS if k in ref}
+    for field in ("dataSource", "dataSourceRef"):
+        if spec.get(field):  # apiGroup has no omitempty: written as null when not given
+            spec[field].setdefault("apiGroup", None)
+
+
 class PersistentVolumeClaimStrategy(Strategy):
     """persistentvolumeclaimStrategy with the admission plugins that act on claims: the default
     storage class (DefaultStorageClass) and the pvc-protection finalizer
@@ -724,6 +785,7 @@ class PersistentVolumeClaimStrategy(Strategy):
     def prepare_for_create(self, obj: Obj) -> None:
         obj["status"] = {"phase": "Pending"}
         spec = obj["spec"]
+        _normalize_data_sources(spec)
         if spec.get("storageClassName") is None:  # "" asks for no class at all
             default = self.default_class()
             if default is not None:
@@ -868,10 +930,10 @@ class EventStrategy(Strategy):
         else:
             if not involved_namespace and namespace not in ("default", "kube-system"):
                 errors.append(mismatch)
-            controller = str(obj.get("reportingComponent") or "")
+            controller = str(obj.get("reportingComponent") or "")  # the core API's name
             if not controller:
-                errors.append(FieldCause("reportingController", "Required value", ""))
-            errors += [FieldCause("reportingController", "Invalid value", message, controller)
+                errors.append(FieldCause("reportingComponent", "Required value", ""))
+            errors += [FieldCause("reportingComponent", "Invalid value", message, controller)
                        for message in names.label_key_errors(controller)]
             for path, value, limit in (
                 ("reportingInstance", obj.get("reportingInstance"),
@@ -944,6 +1006,28 @@ class ServiceAccountStrategy(Strategy):
 
 class ResourceQuotaStrategy(Strategy):
     return_deleted_object = True  # resourcequota storage sets ReturnDeletedObject
+
+
+SIDE_EFFECT_CLASSES = ("None", "NoneOnDryRun")  # the only ones admissionregistration/v1 takes
+
+
+class WebhookConfigurationStrategy(Strategy):
+    """ValidateValidatingWebhookConfiguration / ValidateMutatingWebhookConfiguration, as far as
+    kubesim reads them: each webhook's sideEffects is None or NoneOnDryRun (v1), so every
+    webhook may be called on a dry run."""
+
+    def validate(self, obj: Obj) -> list[FieldCause]:
+        causes = []
+        for index, hook in enumerate(obj.get("webhooks") or []):
+            path = f"webhooks[{index}].sideEffects"
+            side_effects = hook.get("sideEffects") if isinstance(hook, dict) else None
+            if not side_effects:
+                causes.append(FieldCause(path, "Required value", ""))
+            elif side_effects not in SIDE_EFFECT_CLASSES:
+                supported = ", ".join(names.go_quote(c) for c in SIDE_EFFECT_CLASSES)
+                causes.append(FieldCause(path, "Unsupported value",
+                                         f"supported values: {supported}", side_effects))
+        return causes
 
 
 class RbacStrategy(Strategy):
@@ -1140,6 +1224,12 @@ class CustomResourceDefinitionStrategy(Strategy):
             errors.append(FieldCause("spec.versions", "Invalid value",
                                      "must have exactly one version marked as storage version",
                                      [v.get("name") for v in versions]))
+        schemas = [(version.get("schema") or {}).get("openAPIV3Schema") for version in versions]
+        if schemas and schemas[0] is not None and all(s == schemas[0] for s in schemas):
+            # converted to the internal version, identical per-version schemas become one,
+            # spec.validation, which is what the errors name
+            return errors + [_RawCause(p) for p in schema.structural_errors(
+                schemas[0], "spec.validation.openAPIV3Schema")]
         for index, version in enumerate(versions):
             version_schema = (version.get("schema") or {}).get("openAPIV3Schema")
             path = f"spec.versions[{index}].schema.openAPIV3Schema"

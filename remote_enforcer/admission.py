@@ -115,14 +115,17 @@ class Admission:
         if reservation is not None and reservation.uid in ("", uid):
             del self._reservations[consumer][key]
 
-    def _used(self, consumer: str) -> dict[str, Decimal]:
-        """The consumer's usage: its non-terminal ShadowPods plus unobserved reservations."""
+    def _used(self, consumer: str, creating: tuple[str, str]) -> dict[str, Decimal]:
+        """The consumer's usage: its non-terminal ShadowPods plus unobserved reservations, but
+        the one of the ShadowPod `creating` itself (a create a later admission step refused,
+        tried again)."""
         reservations = self._reservations[consumer]
         now = time.monotonic()
         for key in [k for k, r in reservations.items() if r.expires < now]:
             del reservations[key]
         return quota_rules.total_usage(
-            [self.ledger.usage(consumer), *(r.requested for r in reservations.values())])
+            [self.ledger.usage(consumer),
+             *(r.requested for key, r in reservations.items() if key != creating)])
 
     async def _admit_within_quota(self, consumer: str, namespace: str, obj: Mapping[str, Any],
                                   dry_run: bool) -> tuple[bool, str]:
@@ -130,15 +133,16 @@ class Admission:
         spec = (self.consumers.quota(consumer) or {}).get("spec") or {}
         limits = await self.consumers.limits(consumer)
         await self.ledger.synced.wait()
+        meta = obj.get("metadata") or {}
+        key = (namespace, meta.get("name", ""))
         async with self._locks[consumer]:
-            used = self._used(consumer)
+            used = self._used(consumer, key)
             decision = quota_rules.admit(
                 LimitsEnforcement(spec.get("limitsEnforcement") or "None"),
                 bool(spec.get("cordoned")), limits, used,
                 (obj.get("spec") or {}).get("pod") or {})
             if decision.allowed and not dry_run:
-                meta = obj.get("metadata") or {}
-                self._reservations[consumer][(namespace, meta.get("name", ""))] = Reservation(
+                self._reservations[consumer][key] = Reservation(
                     decision.requested, time.monotonic() + RESERVATION_SECONDS,
                     str(meta.get("uid") or ""))
             return decision.allowed, decision.message

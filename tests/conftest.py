@@ -19,6 +19,8 @@ from kubernetes.dynamic import DynamicClient
 from tests.envtest.plugin import envtest_clusters, envtest_requested
 from tests.envtest.plugin import pytest_addoption as pytest_addoption
 from tests.envtest.plugin import pytest_configure as pytest_configure
+from tests.envtest.plugin import pytest_report_header as pytest_report_header
+from tests.helpers import wait_for
 
 # Hypothesis' per-example deadline is a timed assertion: on a loaded 2-core machine it fails
 # correct code at random. Speed is measured by benchmark scripts, never by tests.
@@ -61,7 +63,7 @@ def clusters(request: pytest.FixtureRequest,
                "remote": _handle("remote", Path(REAL_REMOTE))}
         return
     if envtest_requested(request.config):  # two real control planes of this session's own
-        with envtest_clusters(tmp_path_factory.mktemp("envtest")) as kubeconfigs:
+        with envtest_clusters(request.config, tmp_path_factory.mktemp("envtest")) as kubeconfigs:
             yield {name: _handle(name, path) for name, path in kubeconfigs.items()}
         return
     from kubesim.cluster import Cluster, ClusterThread
@@ -92,9 +94,12 @@ def remote(clusters: dict[str, ClusterHandle]) -> ClusterHandle:
 
 @pytest.fixture
 def namespace(home: ClusterHandle) -> Iterator[str]:
-    """A fresh namespace on `home`, deleted (and waited for) afterwards."""
+    """A fresh namespace on `home`, with its `default` ServiceAccount (until the service account
+    controller has made it, the API server refuses pods there), deleted afterwards."""
     name = f"t-{uuid.uuid4().hex[:10]}"
     home.core.create_namespace({"metadata": {"name": name}})
+    wait_for(lambda: home.core.read_namespaced_service_account("default", name), timeout=60,
+             message=f"the default ServiceAccount of namespace {name}")
     yield name
     try:
         home.core.delete_namespace(name)
@@ -103,14 +108,29 @@ def namespace(home: ClusterHandle) -> Iterator[str]:
             raise
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not ON_REAL_CLUSTERS and not envtest_requested(config):
-        return
-    skip = pytest.mark.skip(reason="kubesim only: needs a hook a real cluster does not offer")
-    for item in items:
-        if item.get_closest_marker("kubesim_only"):
-            item.add_marker(skip)
+def marker_reason(item: pytest.Item, name: str) -> str | None:
+    """The reason a test gives for its `name` marker (None without the marker); a marker
+    without one stops the run: every test that does not run everywhere says why."""
+    marker = item.get_closest_marker(name)
+    if marker is None:
+        return None
+    reason = marker.kwargs.get("reason") or ""
+    if not reason:
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.{name}(reason=...) must say what "
+                                "it needs that the clusters it skips lack")
+    return str(reason)
 
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """kubesim_only tests skip on real control planes, local_clusters tests on clusters named
+    by E2E_HOME_KUBECONFIG / E2E_REMOTE_KUBECONFIG (envtest's run on this machine)."""
+    for item in items:
+        kubesim_only = marker_reason(item, "kubesim_only")
+        local = marker_reason(item, "local_clusters")
+        if kubesim_only is not None and (ON_REAL_CLUSTERS or envtest_requested(config)):
+            item.add_marker(pytest.mark.skip(reason=f"kubesim only: {kubesim_only}"))
+        elif local is not None and ON_REAL_CLUSTERS:
+            item.add_marker(pytest.mark.skip(reason=f"clusters on this machine only: {local}"))
 
 
 SHARED_FIXTURE_PACKAGES = ("tests/faults/",)

@@ -27,6 +27,7 @@ from kubesim.controllers.persistentvolume import PersistentVolumeBinder, Protect
 from kubesim.controllers.podgc import PodGC
 from kubesim.controllers.provisioner import StorageProvisioner
 from kubesim.controllers.replicaset import ReplicaSetController
+from kubesim.controllers.resourcequota import ResourceQuotaController
 from kubesim.controllers.scheduler import Scheduler
 from kubesim.controllers.statefulset import StatefulSetController
 from kubesim.controllers.tainteviction import TaintEviction
@@ -53,6 +54,7 @@ ALL_CONTROLLERS = (
     "persistentvolume-binder",
     "pvc-protection",
     "pv-protection",
+    "resourcequota",
     # not kube-controller-manager's: the storage add-on's provisioners (kind's local-path)
     "storage-provisioner",
 )
@@ -139,6 +141,7 @@ class ControllerManager:
             "persistentvolume-binder": lambda: PersistentVolumeBinder(api),
             "pvc-protection": lambda: ProtectionController(api, "pvc-protection"),
             "pv-protection": lambda: ProtectionController(api, "pv-protection"),
+            "resourcequota": lambda: ResourceQuotaController(api),
             "storage-provisioner": lambda: StorageProvisioner(api),
         }
         for name in self.names:

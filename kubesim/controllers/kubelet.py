@@ -254,6 +254,8 @@ class ContainerRuntime:
     # the main process's input when the spec keeps stdin open (`stdin: true`): what attach writes
     input: asyncio.Queue[bytes] | None = None
     stdin_once: bool = False  # the first attach's end of input ends the container's
+    launch: Callable[[], None] | None = None  # runs the container's command (a new run)
+    process: asyncio.Future[None] | None = None  # the command of the current run
 
     @property
     def running(self) -> bool:
@@ -266,9 +268,12 @@ class ContainerRuntime:
     def terminate(self, exit_code: int) -> None:
         self.exit_code = exit_code
         self.finished_at = now_timestamp()
+        if self.process is not None and self.process is not asyncio.current_task():
+            self.process.cancel()  # its command, killed
+        self.process = None
 
     def restart(self, pod_uid: str) -> None:
-        """Start again; what ran before becomes lastState."""
+        """Start again, running the command again; what ran before becomes lastState."""
         self.last_state = {"terminated": self._terminated_state(pod_uid)}
         self.previous_logs, self.logs = self.logs, []
         self.previous_log_times, self.log_times = self.log_times, []
@@ -278,6 +283,8 @@ class ContainerRuntime:
         self.started_at = now_timestamp()
         self.waiting = ""
         self.backoff_reported = False
+        if self.launch is not None:
+            self.launch()
 
     def append_log(self, text: str) -> None:
         lines = text.splitlines(keepends=True)
@@ -571,15 +578,17 @@ class Kubelet(Controller):
                              for c in spec.get("initContainers") or []],
         )
 
-    def _run_commands(self, pod: dict[str, Any], runtime: PodRuntime) -> None:
+    def _run_commands(self, key: PodKey, pod: dict[str, Any], runtime: PodRuntime) -> None:
         """Each container runs its command with the built-in programs; what it prints is its
-        log (a command kubesim does not know prints nothing)."""
+        log, and when it ends the container exits with its code (restarted as restartPolicy
+        says, running the command again). A command kubesim does not know prints nothing and
+        runs until the pod goes."""
         spec = pod.get("spec", {})
         runtime.hostname = spec.get("hostname") or pod["metadata"]["name"]
         for container in spec.get("containers") or []:
-            self._run_command(runtime, container)
+            self._run_command(key, runtime, container)
 
-    def _run_command(self, runtime: PodRuntime, container: dict[str, Any]) -> None:
+    def _run_command(self, key: PodKey, runtime: PodRuntime, container: dict[str, Any]) -> None:
         env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                "HOSTNAME": runtime.hostname}
         env.update({e["name"]: str(e.get("value", "")) for e in container.get("env") or []
@@ -590,22 +599,45 @@ class Kubelet(Controller):
         argv = shell.command_of(container)
         if target is None or not argv:
             return
-        if container.get("stdin"):
-            target.input = asyncio.Queue()
-            target.stdin_once = bool(container.get("stdinOnce"))
+        keeps_input, target.stdin_once = bool(container.get("stdin")), bool(
+            container.get("stdinOnce"))
+        running = target
 
         async def main() -> None:
             async def log(data: bytes) -> None:
-                target.append_log(data.decode(errors="replace"))
+                running.append_log(data.decode(errors="replace"))
 
-            queue = target.input
+            run = running.restart_count
+            queue = running.input
             stdin = queue.get if queue is not None else shell._no_input
-            with contextlib.suppress(shell.NotFound):
-                await shell.run(argv, shell.Context(log, log, stdin, runtime.hostname, env))
+            try:
+                code = await shell.run(argv, shell.Context(log, log, stdin,
+                                                           runtime.hostname, env))
+            except shell.NotFound:
+                return
+            if self.runtimes.get(key) is runtime and running.running and (
+                    running.restart_count == run):
+                self._container_exited(key, runtime, running, code)
 
-        runtime.processes.append(asyncio.ensure_future(main()))
+        def launch() -> None:
+            # each run of the container has an input of its own
+            running.input = asyncio.Queue() if keeps_input else None
+            running.process = asyncio.ensure_future(main())
+            runtime.processes.append(running.process)
 
-    def _start_ephemeral(self, pod: dict[str, Any], runtime: PodRuntime) -> list[str]:
+        target.launch = launch
+        launch()
+
+    def _container_exited(self, key: PodKey, runtime: PodRuntime, target: ContainerRuntime,
+                          exit_code: int) -> None:
+        target.terminate(exit_code)
+        wait = runtime.container_ended(target, asyncio.get_running_loop().time())
+        if wait is not None:
+            self.queue.add_later(key, wait)
+        self.queue.add(key)
+
+    def _start_ephemeral(self, key: PodKey, pod: dict[str, Any],
+                         runtime: PodRuntime) -> list[str]:
         """Start the ephemeral containers added since the last look (the kubelet's
         SyncPod starts each once, never again); their names."""
         started = []
@@ -615,7 +647,7 @@ class Kubelet(Controller):
                 continue
             runtime.containers[name] = ContainerRuntime(name, container.get("image", ""))
             runtime.ephemeral.append(name)
-            self._run_command(runtime, container)
+            self._run_command(key, runtime, container)
             started.append(name)
         return started
 
@@ -647,14 +679,14 @@ class Kubelet(Controller):
             waited = self.starting.pop(key, None)
             sandbox = waited.sandbox if waited is not None else None
             runtime = self.runtimes[key] = self._start(pod, sandbox[1] if sandbox else None)
-            self._run_commands(pod, runtime)
+            self._run_commands(key, pod, runtime)
             started = True
         if pod["metadata"].get("deletionTimestamp"):
             if runtime.stopping_since is None:
                 await self._events(pod, runtime, ("Killing", "Stopping container {}"))
             if await self._stop(key, pod, runtime):
                 return
-        ephemeral = self._start_ephemeral(pod, runtime)
+        ephemeral = self._start_ephemeral(key, pod, runtime)
         wait = runtime.restart_waiting(asyncio.get_running_loop().time())
         if wait is not None:
             self.queue.add_later(key, wait)

@@ -46,7 +46,9 @@ def test_the_user_agent_has_client_gos_form(monkeypatch: pytest.MonkeyPatch) -> 
     assert user_agent("annexctl").endswith(" annex/unknown")
 
 
-@pytest.mark.kubesim_only  # a real API server shows the User-Agent only in its audit log
+@pytest.mark.kubesim_only(reason="sees every request the remote API server serves through a "
+                                 "kubesim middleware: kube-apiserver shows the User-Agent only in "
+                                 "its audit log")
 def test_requests_carry_the_components_user_agent_and_writes_its_field_manager(
         remote: Any, seen: list[tuple[str, str, str, str | None]]) -> None:
     name = f"identity-{uuid.uuid4().hex[:8]}"

@@ -103,7 +103,8 @@ def bare(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         thread.stop()
 
 
-@pytest.mark.kubesim_only  # a fresh cluster without annex's CRDs
+@pytest.mark.kubesim_only(reason="starts a fresh simulated cluster of its own, without annex's "
+                                 "CRDs")
 def test_missing_crds_are_exit_code_4(annexctl: Annexctl, bare: Path) -> None:
     run = annexctl("status", "--kubeconfig", str(bare))
     assert run.code == 4

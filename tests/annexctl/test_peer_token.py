@@ -215,7 +215,8 @@ def test_peer_from_a_provider_discovered_in_dns(
         wait_for(lambda: phase(annexctl, home, ids["provider"]) == "Peered", timeout=30)
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="starts a fresh simulated cluster of its own, without annex's "
+                                 "CRDs")
 def test_peer_works_on_a_home_cluster_without_the_foreign_cluster_crd(
         remote: ClusterHandle, ids: dict[str, str], annexctl: Annexctl,
         tmp_path: Path) -> None:

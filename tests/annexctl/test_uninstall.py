@@ -28,6 +28,10 @@ from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.home_agent.agentproc import unique_id
 
+NAMESPACE_DELETION = 60
+"""Seconds the uninstall waits for the twin namespaces to go: a real namespace controller
+deletes every kind of content first, seconds on a loaded machine."""
+
 
 def _custom(cluster: ClusterHandle) -> client.CustomObjectsApi:
     return client.CustomObjectsApi(cluster.api_client)
@@ -108,7 +112,8 @@ def test_provider_without_its_enforcer_deletes_only_its_twins_then_the_finalizer
             "other": {"remoteNamespace": foreign, "phase": "Accepted"}}}})
     try:
         run = annexctl("uninstall", "--side", "provider", "--kubeconfig", str(remote.kubeconfig),
-                       "--cluster-id", provider, "--timeout", "10", "-o", "json")
+                       "--cluster-id", provider, "--timeout", str(NAMESPACE_DELETION), "-o",
+                       "json")
 
         assert run.code == 0, run.err
         actions = {(o["kind"], o["name"]): o["action"] for o in run.json()["objects"]}

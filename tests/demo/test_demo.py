@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.kubesim_only(reason="the demo starts two simulated clusters of its own "
+                                              "and cuts their connection with kubesim's fault "
+                                              "injection: it has no mode on real clusters")
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ("Start two simulated clusters", "Install the remote-enforcer chart",
          "Discover the provider", "Accept the advertisement", "Offload namespace demo",

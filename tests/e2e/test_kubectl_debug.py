@@ -37,19 +37,23 @@ def test_kubectl_debug_runs_a_container_in_the_remote_pod_and_reports_it_home(
                     "--target=web", "--", "sh", "-c", "echo from the debugger")
     assert debug.returncode == 0, debug.stderr
 
-    def running_remotely() -> Any:
+    def ended_remotely() -> Any:
         pod = remote_pods(remote, remote_web).get("web")
         status = pod and ephemeral_status(pod, "debugger")
-        return status if status and status.state.running else None
+        return status if status and status.state.terminated else None
 
-    wait_for(running_remotely, timeout=60, message="the debugger running in the remote pod")
+    # its command prints a line and ends, as a kubelet runs it: the container ends with it
+    remote_status = wait_for(ended_remotely, timeout=60,
+                             message="the debugger run in the remote pod")
+    assert remote_status.state.terminated.exit_code == 0
     remote_pod = remote_pods(remote, remote_web)["web"]
     [added] = remote_pod.spec.ephemeral_containers
     assert (added.name, added.image, added.target_container_name) == (
         "debugger", "busybox:1.36", "web")
     status = wait_for(lambda: (s := ephemeral_status(home.core.read_namespaced_pod(
-        "web", namespace), "debugger")) and s.state.running and s, timeout=60,
+        "web", namespace), "debugger")) and s.state.terminated and s, timeout=60,
         message="its status at home")
+    assert status.state.terminated.exit_code == 0
     assert status.ready is False
     assert home.core.read_namespaced_pod("web", namespace).status.phase == "Running"
     logs = wait_for(lambda: (run := kubectl(home, namespace, "logs", "web", "-c", "debugger"))

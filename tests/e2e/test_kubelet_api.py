@@ -449,7 +449,8 @@ def test_the_home_metrics_api_shows_an_offloaded_pod(home: ClusterHandle, namesp
         assert top.stdout.split()[0] == "web"
 
 
-@pytest.mark.kubesim_only  # fault injection is kubesim's
+@pytest.mark.kubesim_only(reason="the remote API server refuses the agent's identity alone "
+                                 "(faults.refuse), which a real API server cannot be told to do")
 def test_a_cut_ends_a_followed_log_and_refuses_new_requests_at_once(
         remote: ClusterHandle, kubelet: Kubelet, callers: dict[str, str],
         peered: RunningAgent, offloaded_pod: tuple[str, str], namespace: str) -> None:

@@ -26,7 +26,11 @@ from tests.e2e.test_offloading import offloaded
 from tests.helpers import wait_for
 from tests.home_agent.conftest import RunningAgent
 
-pytestmark = pytest.mark.kubesim_only
+pytestmark = pytest.mark.kubesim_only(reason="turns on the home API server's verification of "
+                                             "kubelet serving certificates and shortens their "
+                                             "lifetime (sim.set_kubelet_certificate_authority, "
+                                             "csr_signer.duration), which a running "
+                                             "kube-apiserver cannot change")
 LIFETIME = timedelta(seconds=20)  # renewed 14-18 s after issue
 
 

@@ -179,7 +179,8 @@ def test_scaling_the_deployment_down_removes_the_other_remote_pods(
     assert set(after) < set(before)
 
 
-@pytest.mark.kubesim_only  # fault injection is kubesim's
+@pytest.mark.kubesim_only(reason="the remote API server refuses the agent's identity alone "
+                                 "(faults.refuse), which a real API server cannot be told to do")
 def test_the_node_turns_not_ready_while_the_remote_refuses_the_agent(
         home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent) -> None:
     def ready() -> Any:
@@ -295,7 +296,7 @@ def test_unoffloading_removes_the_twin_namespace(home: ClusterHandle, remote: Cl
     wait_for(released, timeout=60, message="NamespaceOffloading released")
 
 
-@pytest.mark.kubesim_only  # the home API server must reach the agent's webhook on loopback
+@pytest.mark.local_clusters(reason="the home API server calls the agent's webhook on loopback")
 def test_plain_pods_of_a_remote_namespace_are_steered_by_the_webhook(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, enforcer: Any,
         start_agent: Any, tmp_path: Path) -> None:

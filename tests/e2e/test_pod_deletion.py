@@ -80,7 +80,8 @@ def test_the_home_pod_is_released_only_once_its_remote_pod_is_gone(
     assert not shadow_pod_exists(remote, twin, "slow")
 
 
-@pytest.mark.kubesim_only  # fault injection is kubesim's
+@pytest.mark.kubesim_only(reason="the remote API server refuses the agent's identity alone "
+                                 "(faults.refuse), which a real API server cannot be told to do")
 def test_a_cut_during_the_deletion_holds_the_home_pod_until_the_remote_side_is_seen_gone(
         home: ClusterHandle, remote: ClusterHandle, namespace: str,
         peered: RunningAgent) -> None:

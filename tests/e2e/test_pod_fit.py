@@ -139,7 +139,7 @@ def test_a_controllers_pod_is_given_back_once_and_a_pod_that_only_comes_back_is_
         assert shadow_pod_names(remote, twin) == set()
 
 
-@pytest.mark.kubesim_only  # the home API server must reach the agent's webhook on loopback
+@pytest.mark.local_clusters(reason="the home API server calls the agent's webhook on loopback")
 def test_a_pod_given_back_runs_elsewhere_its_replacement_kept_off_by_the_webhook(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer,
         tmp_path: Path) -> None:

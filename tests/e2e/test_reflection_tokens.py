@@ -10,6 +10,7 @@ import base64
 import json
 from typing import Any
 
+import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -82,22 +83,26 @@ def test_an_offloaded_pod_reads_home_tokens_of_its_service_account_and_its_home_
 
 def advertised_home_apiserver(home: ClusterHandle) -> tuple[set[str], int]:
     """The ready addresses and the https port of the home API servers, as they advertise them
-    in the `kubernetes` Service's EndpointSlice."""
+    in the `kubernetes` Service's EndpointSlice (none from an API server that serves only on
+    loopback, as the envtest harness's does on a machine without another address: skipped)."""
     slices = client.DiscoveryV1Api(home.api_client).list_namespaced_endpoint_slice(
         "default", label_selector="kubernetes.io/service-name=kubernetes").items
-    [primary] = [s for s in slices if s.metadata.name == "kubernetes"]
+    [primary] = [s for s in slices if s.metadata.name == "kubernetes"] or [None]
+    if primary is None or not primary.endpoints:
+        pytest.skip("the home API server advertises no address (kube-apiserver publishes none "
+                    "for a loopback address)")
     [port] = [p.port for p in primary.ports if p.name == "https"]
     return {e.addresses[0] for e in primary.endpoints if e.conditions.ready is not False}, port
 
 
 def test_by_default_an_offloaded_pod_reaches_the_home_api_server_it_advertises(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, peer: Peer) -> None:
+    addresses, port = advertised_home_apiserver(home)
     peer()  # no --home-apiserver-host: as the chart installs the agent by default
     twin = offloaded(home, namespace)
     home.core.create_namespaced_pod(namespace, token_pod("app"))
     pod = wait_for(lambda: remote_pods(remote, twin).get("app"), timeout=60,
                    message="the remote pod")
-    addresses, port = advertised_home_apiserver(home)
     for container in pod.spec.containers:
         env = {e.name: e.value for e in container.env or []}
         assert env["KUBERNETES_SERVICE_HOST"] in addresses, env

@@ -430,7 +430,8 @@ def test_a_file_system_resize_pending_remotely_shows_at_home_until_a_pod_mounts_
              timeout=30, message="the VolumeResizeSuccessful Event reflected on the home claim")
 
 
-@pytest.mark.kubesim_only  # a full backend is kubesim's to simulate
+@pytest.mark.kubesim_only(reason="a remote storage backend that is full (kubesim's CSI driver's "
+                                 "capacity parameter)")
 def test_the_remote_provisioners_failure_shows_on_the_home_claim(
         home: ClusterHandle, remote: ClusterHandle, peered: RunningAgent, namespace: str,
         virtual_class: str) -> None:
@@ -453,7 +454,8 @@ def test_the_remote_provisioners_failure_shows_on_the_home_claim(
     assert claims(remote, twin)["data"].status.phase == "Pending"
 
 
-@pytest.mark.kubesim_only  # fault injection is kubesim's
+@pytest.mark.kubesim_only(reason="the remote API server refuses the agent's identity alone "
+                                 "(faults.refuse), which a real API server cannot be told to do")
 def test_a_cut_loses_no_volume(home: ClusterHandle, remote: ClusterHandle,
                                peered: RunningAgent, namespace: str,
                                virtual_class: str) -> None:

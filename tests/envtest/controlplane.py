@@ -1,8 +1,14 @@
 """One real control plane on this machine: etcd, kube-apiserver, kube-controller-manager and
-kube-scheduler as processes on free loopback ports, configured as kubeadm configures them
-(Node and RBAC authorization, NodeRestriction and the default admission plugins, PodSecurity
-among them; service-account tokens signed with the PKI's key; the controller manager signing
-with the cluster CA and using a credential per controller).
+kube-scheduler as processes on free ports, configured as kubeadm configures them (Node and RBAC
+authorization, NodeRestriction and the default admission plugins, PodSecurity among them;
+service-account tokens signed with the PKI's key; the controller manager signing with the
+cluster CA and using a credential per controller).
+
+kube-apiserver serves at, and advertises, the machine's own non-loopback address
+(`apiserver_address`): it publishes that address as the endpoint of the `kubernetes` Service,
+which it refuses to do for a loopback address. The stand-in workers' nodes have that address
+too (tests/envtest/workers.py); etcd, the controller manager and the scheduler listen on
+loopback.
 
 The binaries come from a directory named by KUBEBUILDER_ASSETS (envtest's variable, where
 `setup-envtest` puts them); etcd from there or from PATH. `find_binaries` says what is missing."""
@@ -10,6 +16,7 @@ The binaries come from a directory named by KUBEBUILDER_ASSETS (envtest's variab
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import shutil
 import socket
@@ -22,7 +29,8 @@ from pathlib import Path
 
 from tests.envtest.pki import Pki, write_kubeconfig, write_pki
 
-ADDRESS = "127.0.0.1"
+ADDRESS = "127.0.0.1"  # etcd, the controller manager, the scheduler
+ROUTE_PROBE = ("192.0.2.1", 9)  # any address off the machine: connecting a UDP socket sends nothing
 SERVICE_CIDR = "10.96.0.0/12"
 SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service: the range's first address
 START_TIMEOUT = 120.0  # two cores shared with other work: an API server can take a minute
@@ -68,28 +76,53 @@ def find_binaries(environ: dict[str, str] | None = None) -> Binaries:
                     found["kube-scheduler"])
 
 
-def free_port() -> int:
+def free_port(address: str = ADDRESS) -> int:
     with socket.socket() as probe:
-        probe.bind((ADDRESS, 0))
+        probe.bind((address, 0))
         return int(probe.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ApiServerAddress:
+    address: str
+    fallback_reason: str = ""  # why it is loopback, when it is
+
+
+def apiserver_address() -> ApiServerAddress:
+    """The address kube-apiserver serves at and advertises: the one this machine's default
+    route leaves from, or loopback, saying why, on a machine without one (the `kubernetes`
+    Service then has no endpoints)."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(ROUTE_PROBE)
+            address = str(probe.getsockname()[0])
+        if ipaddress.ip_address(address).is_loopback:
+            raise OSError(f"the default route leaves from {address}")
+        free_port(address)
+    except OSError as error:
+        return ApiServerAddress(ADDRESS, f"no non-loopback address to serve at ({error}): "
+                                         "kube-apiserver publishes no endpoints of the "
+                                         "`kubernetes` Service for a loopback address")
+    return ApiServerAddress(address)
 
 
 class ControlPlane:
     """Start with `start()`, stop with `stop()` (every process, then the data)."""
 
-    def __init__(self, name: str, binaries: Binaries, directory: Path) -> None:
+    def __init__(self, name: str, binaries: Binaries, directory: Path, address: str) -> None:
         self.name = name
         self.binaries = binaries
         self.directory = directory
-        self.port = free_port()
-        self.url = f"https://{ADDRESS}:{self.port}"
+        self.address = address  # kube-apiserver's (apiserver_address)
+        self.port = free_port(address)
+        self.url = f"https://{address}:{self.port}"
         self.pki: Pki | None = None
         self.kubeconfig = directory / f"{name}.kubeconfig"
         self.workers_kubeconfig = directory / f"{name}-workers.kubeconfig"
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
 
     def start(self) -> None:
-        pki = self.pki = write_pki(self.directory / "pki", ADDRESS, SERVICE_IP)
+        pki = self.pki = write_pki(self.directory / "pki", self.address, SERVICE_IP)
         etcd_url = self._start_etcd()
         self._spawn("kube-apiserver", [str(self.binaries.apiserver), *self._apiserver_flags(
             pki, etcd_url)])
@@ -121,8 +154,8 @@ class ControlPlane:
 
     def _apiserver_flags(self, pki: Pki, etcd_url: str) -> list[str]:
         return [
-            f"--etcd-servers={etcd_url}", f"--bind-address={ADDRESS}",
-            f"--advertise-address={ADDRESS}", f"--secure-port={self.port}",
+            f"--etcd-servers={etcd_url}", f"--bind-address={self.address}",
+            f"--advertise-address={self.address}", f"--secure-port={self.port}",
             f"--tls-cert-file={pki.apiserver.cert}", f"--tls-private-key-file={pki.apiserver.key}",
             f"--client-ca-file={pki.ca.cert}",
             f"--kubelet-client-certificate={pki.apiserver_kubelet_client.cert}",

@@ -140,7 +140,7 @@ def write_pki(directory: Path, address: str, service_ip: str) -> Pki:
     return Pki(
         directory=directory, ca=ca.files, ca_pem=ca.pem,
         apiserver=ca.issue("apiserver", "kube-apiserver",
-                           hosts=(address, service_ip, "127.0.0.1", *API_SERVER_NAMES)),
+                           hosts=(address, service_ip, *API_SERVER_NAMES)),
         # kubeadm's apiserver-kubelet-client: what the API server presents to kubelets
         apiserver_kubelet_client=ca.issue("apiserver-kubelet-client",
                                           "kube-apiserver-kubelet-client", ("system:masters",)),

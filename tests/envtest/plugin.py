@@ -12,12 +12,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.envtest.controlplane import ControlPlane, EnvtestUnavailable, find_binaries
+from tests.envtest.controlplane import (
+    ApiServerAddress,
+    ControlPlane,
+    EnvtestUnavailable,
+    apiserver_address,
+    find_binaries,
+)
 
 # Each cluster's pod CIDR (the stand-in kubelets' pod IPs), told to the tests as on real
 # clusters (E2E_HOME_POD_CIDR, E2E_REMOTE_POD_CIDR).
 POD_CIDRS = {"home": "10.244.0.0/16", "remote": "10.245.0.0/16"}
 WORKERS = 1  # per cluster, as kubesim's clusters have
+ADDRESS_KEY = pytest.StashKey[ApiServerAddress]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,20 +45,33 @@ def pytest_configure(config: pytest.Config) -> None:
             find_binaries()
         except EnvtestUnavailable as error:
             raise pytest.UsageError(str(error)) from None
+        config.stash[ADDRESS_KEY] = apiserver_address()
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if ADDRESS_KEY not in config.stash:
+        return None
+    found = config.stash[ADDRESS_KEY]
+    return (f"envtest: kube-apiserver at {found.address}"
+            + (f", on loopback: {found.fallback_reason}" if found.fallback_reason else ""))
 
 
 @contextlib.contextmanager
-def envtest_clusters(directory: Path) -> Iterator[dict[str, Path]]:
-    """Start `home` and `remote` (in parallel), their workers, and yield their admin
-    kubeconfigs; stop everything afterwards."""
+def envtest_clusters(config: pytest.Config, directory: Path, remote_workers: int = WORKERS,
+                     worker_pods: int = 110) -> Iterator[dict[str, Path]]:
+    """Start `home` and `remote` (in parallel), their workers (`remote_workers` remotely, each
+    with room for `worker_pods` pods), and yield their admin kubeconfigs; stop everything
+    afterwards."""
     from kubesim.controllers.kubelet import KubeletConfig
     from tests.envtest.workers import Workers
 
     binaries = find_binaries()
-    planes = [ControlPlane(name, binaries, directory / name) for name in POD_CIDRS]
-    workers = Workers([(plane, KubeletConfig(workers=WORKERS, node_prefix=f"{plane.name}-worker",
-                                             pod_cidr=POD_CIDRS[plane.name]))
-                       for plane in planes])
+    address = config.stash[ADDRESS_KEY].address
+    planes = [ControlPlane(name, binaries, directory / name, address) for name in POD_CIDRS]
+    workers = Workers([(plane, KubeletConfig(
+        workers=remote_workers if plane.name == "remote" else WORKERS, pods=worker_pods,
+        node_prefix=f"{plane.name}-worker", pod_cidr=POD_CIDRS[plane.name]))
+        for plane in planes])
     saved = {name: os.environ.get(name) for name in ("E2E_HOME_POD_CIDR", "E2E_REMOTE_POD_CIDR")}
     try:
         with concurrent.futures.ThreadPoolExecutor(len(planes)) as pool:

@@ -14,7 +14,7 @@ import json
 import logging
 import re
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -24,7 +24,7 @@ import aiohttp
 from kubesim.apiserver import RequestAttributes
 from kubesim.errors import StatusError
 from kubesim.kinds import KindRegistry, ResourceKind
-from kubesim.store import Stored
+from kubesim.store import Stored, storage_order
 
 log = logging.getLogger("tests.envtest")
 Key = tuple[str, str]  # (namespace, name)
@@ -45,6 +45,14 @@ class Cache:
     def list(self, storage_key: StorageKey, namespace: str = "") -> list[Stored]:
         return [s for (ns, _), s in self.objects.get(storage_key, {}).items()
                 if not namespace or ns == namespace]
+
+    def iterate(self, storage_key: StorageKey, namespace: str = "",
+                after: str = "") -> Iterator[Stored]:
+        """`Store.iterate`: in list order, from just after the position `after`."""
+        for position, stored in sorted((storage_order(s.namespace, s.name), s)
+                                       for s in self.list(storage_key, namespace)):
+            if position > after:
+                yield stored
 
     def apply(self, storage_key: StorageKey, event_type: str, obj: dict[str, Any]) -> None:
         """One object's new state (a watch event or a write's answer), unless older than what

@@ -3,6 +3,7 @@ PKI, and the cache its stand-in kubelets read."""
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from tests.envtest.controlplane import EnvtestUnavailable, find_binaries
+from tests.envtest import controlplane
+from tests.envtest.controlplane import EnvtestUnavailable, apiserver_address, find_binaries
 from tests.envtest.pki import write_pki
 from tests.envtest.remoteapi import Cache, CacheWatch
 
@@ -25,6 +27,16 @@ def test_missing_binaries_are_named(tmp_path: Path) -> None:
     assert str(caught.value) == (
         f"--control-plane=envtest: no etcd, kube-controller-manager, kube-scheduler in "
         f"KUBEBUILDER_ASSETS={tmp_path} or on PATH")
+
+
+def test_the_api_server_serves_at_a_non_loopback_address_or_says_why_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    found = apiserver_address()
+    assert ipaddress.ip_address(found.address).is_loopback == bool(found.fallback_reason)
+    monkeypatch.setattr(controlplane, "ROUTE_PROBE", ("127.0.0.2", 9))  # a machine with only lo
+    fallback = apiserver_address()
+    assert fallback.address == "127.0.0.1"
+    assert "no endpoints of the `kubernetes` Service" in fallback.fallback_reason
 
 
 def _cert(path: Path) -> x509.Certificate:
@@ -44,11 +56,11 @@ def _signed_by(cert: x509.Certificate, issuer: x509.Certificate) -> bool:
 
 
 def test_pki_is_laid_out_as_kubeadm_does(tmp_path: Path) -> None:
-    pki = write_pki(tmp_path, "127.0.0.1", "10.96.0.1")
+    pki = write_pki(tmp_path, "192.0.2.10", "10.96.0.1")
     ca, front_proxy_ca = _cert(pki.ca.cert), _cert(pki.front_proxy_ca.cert)
     serving = _cert(pki.apiserver.cert)
     names = serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-    assert {str(ip) for ip in names.get_values_for_type(x509.IPAddress)} == {"127.0.0.1",
+    assert {str(ip) for ip in names.get_values_for_type(x509.IPAddress)} == {"192.0.2.10",
                                                                            "10.96.0.1"}
     assert "kubernetes.default.svc" in names.get_values_for_type(x509.DNSName)
     usages = serving.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
@@ -71,6 +83,9 @@ def test_pki_is_laid_out_as_kubeadm_does(tmp_path: Path) -> None:
     front_proxy_client = _cert(pki.front_proxy_client.cert)
     assert _signed_by(front_proxy_client, front_proxy_ca)
     assert not _signed_by(front_proxy_client, ca)
+    kubelet = _cert(pki.kubelet_serving.cert).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in kubelet.get_values_for_type(x509.IPAddress)] == ["192.0.2.10"]
     assert pki.service_account_key.read_bytes().startswith(b"-----BEGIN PRIVATE KEY")
     assert oct(pki.admin.key.stat().st_mode & 0o777) == "0o600"
 

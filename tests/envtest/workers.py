@@ -5,9 +5,10 @@ run against a real API server through `RemoteApi` instead of in kubesim's proces
 They register their Nodes (Ready, a heartbeat Lease in kube-node-lease), run the pods the
 scheduler binds to them (Running with pod IPs and container statuses, grace periods honoured,
 `sleep` as PID 1 ignoring SIGTERM, Completed pods finished, as kubesim's kubelet does), and
-serve the kubelet API (containerLogs, exec, attach, portForward) on loopback, each node at its
-own port, which its Node advertises as daemonEndpoints: kube-apiserver dials it there with its
-kubelet client certificate. kind's storage add-on runs with them (kubesim's provisioner)."""
+serve the kubelet API (containerLogs, exec, attach, portForward) at the API server's address,
+each node at its own port, which its Node advertises (InternalIP and daemonEndpoints):
+kube-apiserver dials it there with its kubelet client certificate. kind's storage add-on
+runs with them (kubesim's provisioner)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from kubesim import shell
 from kubesim.controllers.kubelet import KUBELET_PORT, Kubelet, KubeletConfig, PodRuntime
 from kubesim.controllers.provisioner import StorageProvisioner
 from kubesim.kubeletapi import KubeletApi
-from tests.envtest.controlplane import ADDRESS, ControlPlane
+from tests.envtest.controlplane import ControlPlane
 from tests.envtest.pki import Pki
 from tests.envtest.remoteapi import RemoteApi
 
@@ -36,20 +37,22 @@ HOST_IPS_MINOR = 28  # status.hostIPs exists from Kubernetes 1.28: older servers
 
 
 class StandInKubelet(Kubelet):
-    """kubesim's kubelet with the nodes at loopback addresses, each at its own kubelet port."""
+    """kubesim's kubelet with every node at one address (the machine's, as its API server's),
+    each at its own kubelet port."""
 
     api: RemoteApi  # type: ignore[assignment]
 
-    def __init__(self, api: RemoteApi, config: KubeletConfig) -> None:
+    def __init__(self, api: RemoteApi, config: KubeletConfig, address: str) -> None:
         super().__init__(api, config)  # type: ignore[arg-type]
+        self.address = address
         self.ports: dict[str, int] = {}
 
     def node_ip(self, node: str) -> str:
-        return ADDRESS
+        return self.address
 
     def _node_object(self, node: str) -> dict[str, Any]:
         obj = super()._node_object(node)
-        obj["status"]["addresses"] = [{"type": "InternalIP", "address": ADDRESS},
+        obj["status"]["addresses"] = [{"type": "InternalIP", "address": self.address},
                                       {"type": "Hostname", "address": node}]
         obj["status"]["daemonEndpoints"] = {"kubeletEndpoint": {"Port": self.ports[node]}}
         return obj
@@ -115,11 +118,11 @@ class Workers:
         pki = plane.pki
         api = RemoteApi(plane.url, pki.ca.cert, pki.workers.cert, pki.workers.key, WATCHED)
         await api.start()
-        kubelet = StandInKubelet(api, config)
+        kubelet = StandInKubelet(api, config, plane.address)
         network: dict[tuple[str, int], tuple[str, int]] = {}
         # bearer tokens are not taken: kube-apiserver presents its client certificate
         server = KubeletApi(kubelet, KubeletServing(pki),  # type: ignore[arg-type]
-                            lambda token: None, network, host=ADDRESS)
+                            lambda token: None, network, host=plane.address)
         await server.start(lambda node: [node], KUBELET_PORT)
         kubelet.ports = {node: network[(node, KUBELET_PORT)][1] for node in kubelet.node_names}
         running = _Running(api, kubelet, server)

@@ -2,11 +2,11 @@
 processes against the `home` and `remote` clusters), with the flags that make faults show in
 seconds, a namespace offloaded to it and a watch history of both sides.
 
-On kubesim the suite has a pair of clusters of its own, whose remote workers take the hundreds
-of pods the faults are tried with (a kubelet's default is 110 pods, one worker), and which the
-rest of the test session does not load. Each test withdraws what it offloaded before its agent
-stops (see `system`), so the remote cluster holds one test's pods at a time however many runs
-the suite makes."""
+On kubesim and on envtest's control planes the suite has a pair of clusters of its own, whose
+remote workers take the hundreds of pods the faults are tried with (a kubelet's default is 110
+pods, one worker), and which the rest of the test session does not load. Each test withdraws
+what it offloaded before its agent stops (see `system`), so the remote cluster holds one
+test's pods at a time however many runs the suite makes."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from tests.conftest import ON_REAL_CLUSTERS, REAL_HOME, REAL_REMOTE, ClusterHand
 from tests.e2e import conftest as e2e
 from tests.e2e.conftest import Peer
 from tests.e2e.test_offloading import offloaded
+from tests.envtest.plugin import envtest_clusters, envtest_requested
 from tests.faults.history import History, Recorder, pods_of, shadow_pods_of
 from tests.helpers import wait_for
 from tests.home_agent.agentproc import Process, install_crds
@@ -54,11 +55,21 @@ WITHDRAWAL = 180  # seconds for the agent and the enforcer to take down a test's
 
 
 @pytest.fixture(scope="package")
-def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ClusterHandle]]:
+def clusters(request: pytest.FixtureRequest,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, ClusterHandle]]:
     if ON_REAL_CLUSTERS:
         assert REAL_HOME and REAL_REMOTE
         yield {"home": _handle("home", Path(REAL_HOME)),
                "remote": _handle("remote", Path(REAL_REMOTE))}
+        return
+    if envtest_requested(request.config):  # two real control planes of the suite's own
+        with envtest_clusters(request.config, tmp_path_factory.mktemp("envtest-faults"),
+                              remote_workers=REMOTE_WORKERS,
+                              worker_pods=REMOTE_WORKER_PODS) as kubeconfigs:
+            handles = {name: _handle(name, path) for name, path in kubeconfigs.items()}
+            yield handles
+            for handle in handles.values():
+                handle.api_client.close()
         return
     from kubesim.cluster import Cluster, ClusterThread
     from kubesim.controllers import ControllerSettings

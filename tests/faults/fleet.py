@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from tests.conftest import ClusterHandle
 from tests.e2e.test_offloading import REMOTE_STRATEGY, running_and_ready
 from tests.faults.history import DELETE_AT_HOME, Lister, pods_of, shadow_pods_of
+from tests.finish import finishing_container
 from tests.helpers import WaitTimeout, wait_for
 
 LABELS = {"app": "fleet"}
@@ -26,14 +27,17 @@ def pod_names(prefix: str, count: int) -> list[str]:
     return [f"{prefix}-{index:04d}" for index in range(count)]
 
 
-def pod_body(name: str, node_name: str, restart_policy: str = "Always") -> dict[str, Any]:
+def pod_body(name: str, node_name: str, exit_code: int | None = None) -> dict[str, Any]:
     """A pod bound to the virtual node, as the scheduler leaves a pod of a Remote-offloaded
-    namespace (binding is not what these tests are about)."""
+    namespace (binding is not what these tests are about): a server, or with an `exit_code` a
+    job that is never restarted and ends with that code once `tests.finish.finish` says so."""
+    container = ({"name": "main", "image": "nginx:1.25"} if exit_code is None
+                 else finishing_container(exit_code))
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "labels": LABELS},
-            "spec": {"nodeName": node_name, "restartPolicy": restart_policy,
-                     "containers": [{"name": "main", "image": "nginx:1.25"}],
-                     **REMOTE_STRATEGY}}
+            "spec": {"nodeName": node_name,
+                     "restartPolicy": "Always" if exit_code is None else "Never",
+                     "containers": [container], **REMOTE_STRATEGY}}
 
 
 BATCH = 25
@@ -91,10 +95,11 @@ def in_parallel(action: Callable[[str], Any], names: Iterable[str]) -> None:
 
 
 def create_pods(home: ClusterHandle, namespace: str, names: Iterable[str], node_name: str,
-                restart_never: Collection[str] = ()) -> None:
-    """Pods bound to `node_name`; those named in `restart_never` run to completion."""
+                jobs: Mapping[str, int] | None = None) -> None:
+    """Pods bound to `node_name`; those named in `jobs` are jobs ending with the exit code
+    given there (`pod_body`)."""
     in_parallel(lambda name: home.core.create_namespaced_pod(namespace, pod_body(
-        name, node_name, "Never" if name in restart_never else "Always")), names)
+        name, node_name, (jobs or {}).get(name))), names)
 
 
 def delete_pods(cluster: ClusterHandle, namespace: str, names: Iterable[str]) -> None:

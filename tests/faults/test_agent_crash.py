@@ -94,7 +94,8 @@ def disturb_remote_side(remote: ClusterHandle, running: System, rng: random.Rand
     return disturbance
 
 
-@pytest.mark.kubesim_only  # the remote kubelet's restart hook
+@pytest.mark.kubesim_only(reason="restarts remote containers at chosen moments (the remote "
+                                 "kubelet's restart hook)")
 @pytest.mark.parametrize("seed", range(RUNS))
 def test_a_crashing_agent_converges_without_losing_or_duplicating_pods(
         home: ClusterHandle, remote: ClusterHandle, system: Any, seed: int) -> None:

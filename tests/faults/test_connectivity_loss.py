@@ -46,7 +46,9 @@ def remote_config_map_data(remote: ClusterHandle, twin: str) -> dict[str, str]:
     return dict(remote.core.read_namespaced_config_map("settings", twin).data or {})
 
 
-@pytest.mark.kubesim_only  # fault injection is kubesim's
+@pytest.mark.kubesim_only(reason="black-holes the agent's connections to the remote API server "
+                                 "(faults.blackhole) and finishes remote pods during the cut (the "
+                                 "remote kubelet's complete hook)")
 def test_a_long_cut_loses_nothing_and_duplicates_nothing(
         home: ClusterHandle, remote: ClusterHandle, system: Any) -> None:
     running = system()
@@ -55,7 +57,7 @@ def test_a_long_cut_loses_nothing_and_duplicates_nothing(
     node = running.agent.node_name
     names = fleet.pod_names("pod", FLEET)
     jobs = set(names[:JOBS])
-    fleet.create_pods(home, namespace, names, node, restart_never=jobs)
+    fleet.create_pods(home, namespace, names, node, jobs=dict.fromkeys(jobs, 0))
     home.core.create_namespaced_config_map(namespace, {"metadata": {"name": "settings"},
                                                        "data": {"level": "info"}})
     fleet.wait_converged(home, remote, namespace, twin, set(names),

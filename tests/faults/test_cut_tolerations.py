@@ -40,7 +40,11 @@ VIRTUAL_NODE_TOLERATION = {"key": "virtual-node.liqo.io/not-allowed", "operator"
                            "effect": "NoExecute"}
 WEB = {"app": "web"}
 
-pytestmark = pytest.mark.kubesim_only  # fault injection, and the webhook served on loopback
+pytestmark = pytest.mark.kubesim_only(reason="cuts the agent off the remote API server "
+                                             "(faults.refuse, faults.blackhole) and shortens the "
+                                             "home API server's default tolerations (its "
+                                             "DefaultTolerationSeconds plugin), neither of which "
+                                             "a real API server can be told to do")
 
 
 @pytest.fixture

@@ -9,12 +9,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import pytest
-
 from tests.conftest import ClusterHandle
 from tests.faults import fleet
 from tests.faults.conftest import System
 from tests.faults.history import DELETE_REMOTELY
+from tests.finish import finish
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import Enforcer
 
@@ -22,25 +21,21 @@ SEED = 7
 BURST = 150
 DELETIONS = 40
 FINISHED = {"pod-0000": "Succeeded", "pod-0001": "Succeeded", "pod-0002": "Failed"}
+EXIT_CODES = {name: 0 if phase == "Succeeded" else 1 for name, phase in FINISHED.items()}
 
 
-def finish(remote: ClusterHandle, running: System) -> None:
+def finish_remotely(remote: ClusterHandle, running: System) -> None:
     """The finished pods end remotely and the enforcer records it in their ShadowPods."""
-    kubelet = remote.sim.controllers.kubelet
-    for name, phase in FINISHED.items():
+    for name in FINISHED:
         wait_for(lambda name=name: fleet.phase(fleet.remote_pods(remote, running.twin)[name])
                  == "Running", timeout=60, message=f"{name} running")
-        if phase == "Succeeded":
-            kubelet.complete(running.twin, name)
-        else:
-            kubelet.fail(running.twin, name)
+        finish(remote.core, running.twin, name)
     wait_for(lambda: all(
         fleet.phase(fleet.shadow_pods(remote, running.twin)[name]) == phase
         for name, phase in FINISHED.items()),
         timeout=60, message="the ShadowPods report the finished phases")
 
 
-@pytest.mark.kubesim_only  # the remote kubelet's completion hooks
 def test_a_crashing_enforcer_loses_nothing_duplicates_nothing_resurrects_nothing(
         home: ClusterHandle, remote: ClusterHandle, enforcer: Enforcer, system: Any) -> None:
     rng = random.Random(SEED)
@@ -49,8 +44,8 @@ def test_a_crashing_enforcer_loses_nothing_duplicates_nothing_resurrects_nothing
     names = fleet.pod_names("pod", BURST)
     plan = fleet.burst_plan(rng, [n for n in names if n not in FINISHED], DELETIONS)
     fleet.create_pods(home, running.namespace, list(FINISHED), running.agent.node_name,
-                      restart_never=FINISHED)
-    finish(remote, running)
+                      jobs=EXIT_CODES)
+    finish_remotely(remote, running)
     crash_after, restart_after = len(plan) // 3, 2 * len(plan) // 3
 
     def meanwhile(index: int) -> None:

@@ -27,7 +27,9 @@ def running_elsewhere(remote: ClusterHandle, twin: str, name: str, uid: str,
     return pod
 
 
-@pytest.mark.kubesim_only  # the provider node's kubelet stopped: no test can take a real node down
+@pytest.mark.kubesim_only(reason="stops one provider node's kubelet (kubelet.stop_kubelet) while "
+                                 "the API server and the other nodes go on: no test can take a "
+                                 "real node down")
 def test_the_pods_of_a_failed_provider_node_are_made_again_on_another(
         home: ClusterHandle, remote: ClusterHandle, system: Any) -> None:
     running = system()

@@ -38,12 +38,59 @@ def install_crds(handle: Any) -> None:
         except ApiException as error:
             if error.status != 409:
                 raise
-    for path in sorted(CRD_DIR.glob("*.yaml")):
-        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+    crds = [yaml.safe_load(path.read_text()) for path in sorted(CRD_DIR.glob("*.yaml"))]
+    for crd in crds:
+        name = crd["metadata"]["name"]
         wait_for(lambda name=name: any(
             c.type == "Established" and c.status == "True"
             for c in (api.read_custom_resource_definition(name).status.conditions or [])),
             timeout=30, message=f"CRD {name} established")
+    wait_until_quota_counts(handle, [
+        f"count/{crd['spec']['names']['plural']}.{crd['spec']['group']}"
+        for crd in crds if crd["spec"]["scope"] == "Namespaced"])
+
+
+QUOTA_PROBE = "annex-tests-quota-probe"
+QUOTA_DISCOVERY = 120.0  # seconds: kube-controller-manager discovers new kinds every 30 s
+
+
+def wait_until_quota_counts(handle: Any, resources: list[str]) -> None:
+    """Wait until the cluster's quota controller counts these object counts. A ResourceQuota
+    listing a kind it has not discovered yet refuses every creation of that kind ("status
+    unknown for quota") until the quota's next resync (5 minutes by default), while one made
+    after the discovery is counted at once: the twin namespaces' quotas the enforcer makes
+    next are. A probe ResourceQuota in `default`, its `hard` changed at each try so that the
+    controller counts it again, tells; it is deleted afterwards."""
+    from tests.helpers import wait_for
+
+    attempts = iter(range(1_000_000, 2_000_000))
+
+    def probe() -> dict[str, Any]:
+        return {"metadata": {"name": QUOTA_PROBE},
+                "spec": {"hard": dict.fromkeys(resources, str(next(attempts)))}}
+
+    def counted() -> bool:
+        try:
+            quota = handle.core.read_namespaced_resource_quota(QUOTA_PROBE, "default")
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            handle.core.create_namespaced_resource_quota("default", probe())
+            return False
+        if set(resources) <= set((quota.status and quota.status.used) or {}):
+            return True
+        handle.core.patch_namespaced_resource_quota(QUOTA_PROBE, "default", probe())
+        return False
+
+    try:
+        wait_for(counted, timeout=QUOTA_DISCOVERY, interval=0.5,
+                 message=f"the quota controller counts {', '.join(resources)}")
+    finally:
+        try:
+            handle.core.delete_namespaced_resource_quota(QUOTA_PROBE, "default")
+        except ApiException as error:
+            if error.status != 404:
+                raise
 
 
 def ensure_namespace(handle: Any, name: str, labels: dict[str, str] | None = None) -> None:

@@ -23,7 +23,8 @@ from tests.home_agent.test_pod_offloading import running_status
 from tests.home_agent.test_remote_health import kubeconfig_for_identity, ready_condition
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="the remote API server refuses the agent's identity alone "
+                                 "(faults.refuse), which a real API server cannot be told to do")
 def test_changes_made_during_a_cut_are_applied_after_reconnection(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any,
         tmp_path: Path) -> None:

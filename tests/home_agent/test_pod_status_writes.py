@@ -28,7 +28,9 @@ def _pod_ip(home: ClusterHandle, namespace: str, name: str) -> Any:
     return (read_pod(home, namespace, name).get("status") or {}).get("podIP")
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="delays only the agent's home watch events "
+                                 "(faults.watch_latency), which a real API server cannot be told "
+                                 "to do")
 def test_a_status_arriving_before_the_echo_of_the_last_write_is_written_without_conflict(
         home: ClusterHandle, remote: ClusterHandle, namespace: str, start_agent: Any,
         tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ def create_pod(home: ClusterHandle, namespace: str, name: str) -> dict[str, Any]
     return read_pod(home, namespace, name)
 
 
-@pytest.mark.kubesim_only  # the home API server must reach the agent on loopback
+@pytest.mark.local_clusters(reason="the home API server calls the agent's webhook on loopback")
 @pytest.mark.parametrize("strategy", ["Remote", "LocalAndRemote", "Local"])
 def test_new_pods_get_the_namespace_strategy(home: ClusterHandle, namespace: str,
                                              start_agent: Any, tmp_path: Path,
@@ -60,7 +60,7 @@ def test_new_pods_get_the_namespace_strategy(home: ClusterHandle, namespace: str
                                      "Local": (False, False)}[strategy]
 
 
-@pytest.mark.kubesim_only  # the home API server must reach the agent on loopback
+@pytest.mark.local_clusters(reason="the home API server calls the agent's webhook on loopback")
 def test_with_several_remotes_pods_land_only_on_virtual_nodes_the_cluster_selector_selects(
         home: ClusterHandle, namespace: str, start_agent: Any, tmp_path: Path) -> None:
     """Two virtual nodes with room and both Ready; the namespace is offloaded to one of them.

@@ -32,7 +32,8 @@ def ready_condition(home: ClusterHandle, node_name: str) -> Any:
     return next(c for c in node.status.conditions if c.type == "Ready")
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="the remote API server refuses the agent's identity alone "
+                                 "(faults.refuse), which a real API server cannot be told to do")
 def test_the_node_turns_not_ready_while_the_remote_refuses_the_agent(
         home: ClusterHandle, remote: ClusterHandle, start_agent: Any, tmp_path: Path) -> None:
     identity = "annex-agent-health-test"

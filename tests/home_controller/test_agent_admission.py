@@ -6,8 +6,8 @@ VirtualNode's status. An account of the release namespace that is no VirtualNode
 refused; users are never sent. Allowed writes are dry runs (the webhook sees them all the same),
 so that the objects stay as the fixture made them.
 
-kubesim only: the API server calls the controller's webhook on this machine's loopback, which a
-real cluster's API server cannot reach.
+Clusters on this machine only (kubesim, envtest's control planes): the API server calls the
+controller's webhook on loopback.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ from tests.home_agent.play import offload_namespace
 from tests.home_agent.webhook import webhook_serving
 from tests.home_controller.test_rights import CHART, RBAC_KINDS, _configuration, _create, _delete
 
-pytestmark = pytest.mark.kubesim_only
+pytestmark = pytest.mark.local_clusters(reason="the home API server calls the controller's "
+                                               "webhook on loopback")
 
 VIRTUAL_NODES = ("offloading.liqo.io", "v1beta1", "virtualnodes")
 DENIED = 'admission webhook "agents.home-agent.annex.liqo.io" denied the request: '
@@ -80,8 +81,12 @@ class Confined:
 
 
 def _pod(name: str, node: str, account: str) -> dict[str, Any]:
+    """A pod on a virtual node, tolerating its taint as offloaded pods do (else the taint
+    manager deletes it at once)."""
     return {"metadata": {"name": name}, "spec": {
         "nodeName": node, "serviceAccountName": account,
+        "tolerations": [{"key": VIRTUAL_NODE_TAINT_KEY, "operator": "Exists",
+                         "effect": VIRTUAL_NODE_TAINT_EFFECT}],
         "containers": [{"name": "app", "image": "app:1"}]}}
 
 

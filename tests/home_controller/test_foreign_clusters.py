@@ -26,6 +26,7 @@ from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import Enforcer
 
+TTL_ANNOTATION = "node.alpha.kubernetes.io/ttl"  # the TTL controller's, on every node
 DOMAIN = "providers.test"
 KUBECTL = shutil.which("kubectl")
 
@@ -153,7 +154,9 @@ def test_dns_discovery_consent_acceptance_and_the_offer(
         wait_for(lambda: home.core.read_node(node).spec.unschedulable is True)
         offer(remote, tenant, accepted, {"cpu": "2", "memory": "4Gi", "pods": "10"})
         wait_for(lambda: not home.core.read_node(node).spec.unschedulable, timeout=15)
-        assert not (home.core.read_node(node).metadata.annotations or {})
+        # no annotation of the controller's (kube-controller-manager's TTL controller
+        # annotates every node)
+        assert set(home.core.read_node(node).metadata.annotations or {}) <= {TTL_ANNOTATION}
     fcs.delete(name=accepted)
     home.core.delete_node(node)
     remote.core.delete_namespace(tenant)

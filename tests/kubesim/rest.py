@@ -57,3 +57,21 @@ def stream(cluster: Any, path: str, query: dict[str, Any], accept: str = JSON
             yield json.loads(buffer)
     finally:
         response.release_conn()
+
+
+COMPACTION_INTERVAL = 300  # seconds: kube-apiserver's --etcd-compaction-interval default
+
+
+def long_compacted_version(cluster: Any) -> str:
+    """A resource version etcd no longer has on a real cluster: 1, once the cluster is older
+    than kube-apiserver's compaction interval (a younger one still has it: skipped)."""
+    from datetime import UTC, datetime
+
+    import pytest
+
+    created = cluster.core.read_namespace("kube-system").metadata.creation_timestamp
+    age = (datetime.now(UTC) - created).total_seconds()
+    if age < COMPACTION_INTERVAL:
+        pytest.skip(f"the cluster is {age:.0f} s old: kube-apiserver compacts etcd every "
+                    f"{COMPACTION_INTERVAL} s, so version 1 is not compacted yet")
+    return "1"

@@ -66,7 +66,7 @@ def config_map(name: str, labels: dict[str, str] | None = None, **data: str) -> 
 
 def refusal(write: Callable[[], Any]) -> tuple[int, dict[str, Any]]:
     """The status of the write's refusal, waited for (a real server's policy takes effect once
-    its informer has it)."""
+    its informer has it: a test's first refusal is a dry run, which passing changes nothing)."""
     def refused() -> tuple[int, dict[str, Any]] | None:
         try:
             write()
@@ -84,7 +84,7 @@ def test_a_failed_validation_is_refused_naming_the_policy_the_binding_and_its_re
         "expression": "object.data.mode == 'safe'", "reason": "Forbidden",
         "message": "only safe configurations"}]}, binding="safe-only")
     code, status = refusal(lambda: home.core.create_namespaced_config_map(
-        namespace, config_map("risky", mode="risky")))
+        namespace, config_map("risky", mode="risky"), dry_run="All"))
     denial = f"ValidatingAdmissionPolicy '{policy}' with binding 'safe-only' denied request: " \
              "only safe configurations"
     assert (code, status["reason"]) == (403, "Forbidden")
@@ -100,7 +100,7 @@ def test_without_a_reason_the_refusal_is_invalid_and_without_a_message_names_the
         {"expression": "object.data.size() < 2",
          "messageExpression": "'too many keys: ' + string(object.data.size())"}]})
     code, status = refusal(lambda: home.core.create_namespaced_config_map(
-        namespace, config_map("empty")))
+        namespace, config_map("empty"), dry_run="All"))
     assert (code, status["reason"]) == (422, "Invalid")
     assert status["message"].endswith("denied request: failed expression: has(object.data)")
     _, status = refusal(lambda: home.core.create_namespaced_config_map(
@@ -127,8 +127,10 @@ def test_the_request_the_old_object_and_the_namespace_are_what_expressions_see(
                            "!has(oldObject.metadata.labels) || "
                            "!('keep' in oldObject.metadata.labels)",
              "message": "kept"}]})
+    # a dry run until the policy refuses: before it does (on a real server, until its
+    # informers have the policy), the create would pass
     _, status = refusal(lambda: home.core.create_namespaced_config_map(
-        namespace, config_map("c", tier="silver")))
+        namespace, config_map("c", tier="silver"), dry_run="All"))
     assert status["message"].endswith(f" wrote tier silver into {namespace}/c (configmaps)")
     home.core.create_namespaced_config_map(namespace, config_map("c", owner="me", tier="gold"))
     _, status = refusal(lambda: home.core.patch_namespaced_config_map(
@@ -149,7 +151,8 @@ def test_match_conditions_selectors_and_resource_names_decide_what_a_policy_sees
              "matchConditions": [{"name": "not-b", "expression": "object.metadata.name != 'b'"}],
              "validations": [{"expression": "false", "message": "refused"}]})
     checked = {"checked": "yes"}
-    refusal(lambda: home.core.create_namespaced_config_map(namespace, config_map("a", checked)))
+    refusal(lambda: home.core.create_namespaced_config_map(namespace, config_map("a", checked),
+                                                           dry_run="All"))
     home.core.create_namespaced_config_map(namespace, config_map("b", checked))  # condition
     home.core.create_namespaced_config_map(namespace, config_map("c"))  # object selector
     home.core.create_namespaced_config_map(namespace, config_map("d", checked))  # name
@@ -168,7 +171,7 @@ def test_a_binding_narrows_what_its_policy_matches_and_only_deny_refuses(
         "objectSelector": {"matchLabels": {"bound": "yes"}}}})
     install(dict(refuse), actions=("Warn", "Audit"))
     refusal(lambda: home.core.create_namespaced_config_map(
-        namespace, config_map("bound", {"bound": "yes"})))
+        namespace, config_map("bound", {"bound": "yes"}), dry_run="All"))
     home.core.create_namespaced_config_map(namespace, config_map("unbound"))
 
 
@@ -180,7 +183,7 @@ def test_an_expression_that_fails_refuses_unless_the_failure_policy_ignores_it(
     install({**failing, "matchConstraints": {"objectSelector": {"matchLabels": {
         "policy": "fail"}}}})
     code, status = refusal(lambda: home.core.create_namespaced_config_map(
-        namespace, config_map("fail", {"policy": "fail"}, other="1")))
+        namespace, config_map("fail", {"policy": "fail"}, other="1"), dry_run="All"))
     assert "denied request: expression 'object.data.missing == 'x'' resulted in error" in (
         status["message"]), status
     home.core.create_namespaced_config_map(namespace, config_map("ignore", {"policy": "ignore"},
@@ -205,3 +208,30 @@ def test_a_policy_whose_expression_does_not_compile_or_a_binding_without_actions
         query={"dryRun": "All"})
     assert code == 422
     assert "spec.validationActions: Required value" in status["message"]
+
+
+def test_a_pod_already_going_is_deleted_again_unadmitted_unless_its_grace_is_shortened(
+        home: Any, namespace: str, install: Install) -> None:
+    """rest.BeforeDelete: deleting a pod whose graceful deletion is under way changes nothing
+    and no validating admission sees it; a delete that shortens its grace period is admitted
+    as any other."""
+    node = f"ghost-{uuid.uuid4().hex[:6]}"  # no kubelet: its pod stays Terminating
+    home.core.create_node({"metadata": {"name": node}})
+    try:
+        home.core.create_namespaced_pod(namespace, {"metadata": {"name": "going"}, "spec": {
+            "nodeName": node, "terminationGracePeriodSeconds": 600,
+            "containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9"}]}})
+        home.core.delete_namespaced_pod("going", namespace)
+        install({"matchConstraints": {"resourceRules": [{
+            "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+            "operations": ["DELETE"]}]},
+            "validations": [{"expression": "!has(oldObject.metadata.deletionTimestamp)",
+                             "message": "already going"}]})
+        shorter = iter(range(599, 0, -1))  # each try shortens it, until the policy refuses
+        _, status = refusal(lambda: home.core.delete_namespaced_pod(
+            "going", namespace, grace_period_seconds=next(shorter)))
+        assert status["message"].endswith("denied request: already going")
+        going = home.core.delete_namespaced_pod("going", namespace)
+        assert going.metadata.deletion_timestamp is not None
+    finally:
+        home.core.delete_node(node)  # the pod garbage collector removes its pod

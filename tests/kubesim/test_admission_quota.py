@@ -152,3 +152,20 @@ def test_grouped_resources_are_counted_as_count_resource_group(home, namespace) 
         'endpointslices.discovery.k8s.io "e" is forbidden: exceeded quota: objects, requested: '
         'count/endpointslices.discovery.k8s.io=1, used: count/endpointslices.discovery.k8s.io=0, '
         'limited: count/endpointslices.discovery.k8s.io=0')
+
+
+def test_the_quota_controller_writes_what_a_quota_limits_and_what_is_used(
+        home, namespace) -> None:
+    for name in ("a", "b"):
+        status, body = call(home, "POST", f"/api/v1/namespaces/{namespace}/configmaps",
+                            {"metadata": {"name": name}})
+        assert status == 201, body
+    quota(home, namespace, **{"count/configmaps": "10", "requests.memory": "1Gi"})
+
+    def status() -> Any:
+        return call(home, "GET", f"{quotas(namespace)}/compute")[1].get("status")
+    # the namespace's root CA ConfigMap and the two
+    wait_for(lambda: status() == {
+        "hard": {"count/configmaps": "10", "requests.memory": "1Gi"},
+        "used": {"count/configmaps": "3", "requests.memory": "0"}}, timeout=30,
+        message="the quota's status")

@@ -53,9 +53,20 @@ def endpoint_slice(name: str, address_type: str, *addresses: str) -> dict:
 
 
 def test_endpoint_slices_are_validated_for_their_address_type(home, namespace) -> None:
+    def refused(name: str, address_type: str, address: str, why: str) -> tuple[dict, str]:
+        return (endpoint_slice(name, address_type, address),
+                f'EndpointSlice.discovery.k8s.io "{name}" is invalid: endpoints[0].addresses[0]: '
+                f'Invalid value: "{address}": {why}')
+
     cases = [
         (endpoint_slice("a", "IPv4", "bad-ip"), 'EndpointSlice.discovery.k8s.io "a" is invalid: '
-         'endpoints[0].addresses[0]: Invalid value: "bad-ip": must be a valid IPv4 address'),
+         '[endpoints[0].addresses[0]: Invalid value: "bad-ip": must be a valid IPv4 address, '
+         'endpoints[0].addresses[0]: Invalid value: "bad-ip": must be a valid IP address]'),
+        refused("f", "IPv4", "127.0.0.2", "may not be in the loopback range (127.0.0.0/8, "
+                                          "::1/128)"),
+        refused("g", "IPv6", "fe80::1", "may not be in the link-local range (169.254.0.0/16, "
+                                        "fe80::/10)"),
+        refused("h", "IPv4", "0.0.0.0", "may not be unspecified (0.0.0.0)"),
         (endpoint_slice("b", "IPv6", "10.0.0.1"), 'EndpointSlice.discovery.k8s.io "b" is invalid: '
          'endpoints[0].addresses[0]: Invalid value: "10.0.0.1": must be a valid IPv6 address'),
         (endpoint_slice("c", "Bogus", "10.0.0.1"), 'EndpointSlice.discovery.k8s.io "c" is invalid: '
@@ -177,3 +188,22 @@ def test_extended_resources_are_whole_and_never_overcommitted(home, namespace, r
         "spec": {"containers": [{"name": "c", "image": "busybox", "resources": resources}]}})
     assert status == 422, body
     assert complaint in body["message"], body["message"]
+
+
+def test_a_claim_s_data_source_is_kept_in_both_fields_and_a_legacy_one_is_claims_only(
+        home, namespace) -> None:
+    def created(name: str, **spec: dict) -> dict:
+        body = {"metadata": {"name": name}, "spec": {
+            "accessModes": ["ReadWriteOnce"], "storageClassName": "",
+            "resources": {"requests": {"storage": "1Gi"}}, **spec}}
+        status, answer = call(home, "POST", f"/api/v1/namespaces/{namespace}/"
+                              "persistentvolumeclaims", body)
+        assert status == 201, answer
+        return {k: answer["spec"].get(k) for k in ("dataSource", "dataSourceRef")}
+
+    seed = {"apiGroup": None, "kind": "PersistentVolumeClaim", "name": "seed"}
+    backup = {"apiGroup": "example.com", "kind": "Backup", "name": "all"}
+    assert created("copy", dataSource={"kind": "PersistentVolumeClaim", "name": "seed"}) == {
+        "dataSource": seed, "dataSourceRef": seed}
+    assert created("legacy", dataSource=backup) == {"dataSource": None, "dataSourceRef": None}
+    assert created("any", dataSourceRef=backup) == {"dataSource": backup, "dataSourceRef": backup}

@@ -218,3 +218,12 @@ def test_a_deleted_namespace_terminates_then_goes_with_its_content(home) -> None
     assert status == 200 and body["status"]["phase"] == "Terminating"
     wait_for(lambda: gone(home, f"/api/v1/namespaces/{name}"), 120, "namespace never went")
     assert gone(home, cms(name, "content"))
+
+
+def test_the_cluster_s_own_namespaces_may_not_be_deleted(home) -> None:
+    """The NamespaceLifecycle admission plugin refuses it first, even as a dry run."""
+    for name in ("default", "kube-system", "kube-public"):
+        status, body = call(home, "DELETE", f"/api/v1/namespaces/{name}?dryRun=All")
+        assert (status, body["reason"], body["message"]) == (
+            403, "Forbidden",
+            f'namespaces "{name}" is forbidden: this namespace may not be deleted')

@@ -68,7 +68,7 @@ def test_a_core_event_with_an_event_time_needs_the_new_apis_reporting_fields(
     status, body = call(home, "POST", core(namespace), _core_event(
         namespace, "bare", eventTime="2024-01-01T00:00:00.000000Z"))
     assert status == 422, body
-    for cause in ("reportingController: Required value", "reportingInstance: Required value",
+    for cause in ("reportingComponent: Required value", "reportingInstance: Required value",
                   "action: Required value"):
         assert cause in body["message"]
     status, body = call(home, "POST", core(namespace), _core_event(

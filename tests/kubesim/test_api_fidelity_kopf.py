@@ -8,23 +8,19 @@ import asyncio
 import threading
 
 import kopf
-import yaml
 
 from tests.helpers import wait_for
 from tests.kubesim.rest import call
+from tests.kubesim.test_api_kopf import kubeconfig_login
 
 
 def test_a_cluster_wide_kopf_operator_follows_objects_across_watch_timeouts(home,
                                                                             namespace) -> None:
     registry = kopf.OperatorRegistry()
-    config = yaml.safe_load(home.kubeconfig.read_text())
-    cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
 
     @kopf.on.login(registry=registry)
     def login(**_: object) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=cluster["server"],
-                                   ca_data=cluster["certificate-authority-data"],
-                                   token=user["token"])
+        return kubeconfig_login(home)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: object) -> None:

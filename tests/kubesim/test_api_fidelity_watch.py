@@ -10,7 +10,7 @@ import re
 import pytest
 
 from tests.helpers import wait_for
-from tests.kubesim.rest import MERGE, call, stream
+from tests.kubesim.rest import MERGE, call, long_compacted_version, stream
 from tests.kubesim.test_api_watch import changed_since, cms, summary, watching
 
 TOO_OLD = re.compile(r"^too old resource version: \d+ \(\d+\)$")
@@ -94,7 +94,7 @@ def test_an_expired_version_is_an_error_event_with_the_real_status(home, namespa
     if home.sim is not None:
         home.run(home.sim.api.store.compact)
     else:
-        version = "1"  # long compacted on any real cluster
+        version = long_compacted_version(home)
     events = list(stream(home, cms(namespace), {"resourceVersion": version,
                                                 "timeoutSeconds": "5"}))
     assert [e["type"] for e in events] == ["ERROR"]

@@ -14,19 +14,27 @@ from tests.helpers import wait_for
 from tests.kubesim.rest import call
 
 
+def kubeconfig_login(cluster, namespace: str | None = None) -> kopf.ConnectionInfo:
+    """kopf's login as the cluster's kubeconfig: its token (kubesim's) or its client
+    certificate (kubeadm's, envtest's)."""
+    config = yaml.safe_load(cluster.kubeconfig.read_text())
+    server, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+    return kopf.ConnectionInfo(server=server["server"],
+                               ca_data=server["certificate-authority-data"],
+                               token=user.get("token"),
+                               certificate_data=user.get("client-certificate-data"),
+                               private_key_data=user.get("client-key-data"),
+                               default_namespace=namespace)
+
+
 @pytest.fixture
 def operator(home, namespace):
     """A kopf operator on `home`, watching ConfigMaps in the test namespace."""
     registry = kopf.OperatorRegistry()
-    config = yaml.safe_load(home.kubeconfig.read_text())
-    cluster = config["clusters"][0]["cluster"]
-    user = config["users"][0]["user"]
 
     @kopf.on.login(registry=registry)
     def login(**_: object) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(server=cluster["server"],
-                                   ca_data=cluster["certificate-authority-data"],
-                                   token=user["token"], default_namespace=namespace)
+        return kubeconfig_login(home, namespace)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: object) -> None:

@@ -63,6 +63,12 @@ def test_an_object_etcd_will_not_store_is_its_500(home, namespace, free_group: s
     assert (status, body["message"], body.get("reason", "")) == (
         500, "etcdserver: request is too large", "")
     assert call(home, "GET", widgets(free_group, namespace, "large"))[0] == 404
+    # larger than the API server's etcd client sends at all (2 MiB): its gRPC error
+    status, body = call(home, "POST", path, widget("huge", 2_200_000))
+    assert (status, body.get("reason", "")) == (500, "")
+    assert body["message"].startswith("rpc error: code = ResourceExhausted desc = trying to "
+                                      "send message larger than max ("), body["message"]
+    assert body["message"].endswith(" vs. 2097152)")
     # growing a stored object past the limit is refused the same way and changes nothing
     status, body = call(home, "PATCH", widgets(free_group, namespace, "small"),
                         {"spec": {"more": "y" * 1_000_000}}, content_type=MERGE)

@@ -119,7 +119,8 @@ def test_limit_and_continue_page_through_everything_once(home, namespace) -> Non
     assert seen == everything and pages == (len(everything) + 1) // 2
 
 
-@pytest.mark.kubesim_only  # a real cluster compacts on its own schedule
+@pytest.mark.kubesim_only(reason="compacts the store on demand (sim.api.store.compact): a real "
+                                 "cluster compacts on its own schedule")
 def test_a_continue_token_past_compaction_is_410_expired(home, namespace) -> None:
     for index in range(3):
         call(home, "POST", cms(namespace), {"metadata": {"name": f"p{index}"}})

@@ -16,7 +16,6 @@ from tests.helpers import wait_for
 from tests.kubesim.rest import JSON_PATCH, MERGE, STRATEGIC, call
 from tests.kubesim.test_api_crd import CRDS, established, widgets
 from tests.kubesim.test_auth_tokens import client_with_token, forbidden, request_token
-from tests.kubesim.version import at_least
 
 OPTIMISTIC_LOCK = ("the object has been modified; please apply your changes to the latest "
                    "version and try again")
@@ -131,10 +130,8 @@ def test_negative_replicas_are_422_invalid_on_the_scale(home, namespace, web) ->
 def test_the_scale_of_a_missing_deployment_is_404_on_deployments(home, namespace) -> None:
     status, body = call(home, "GET", scale_path(namespace, "deployments", "nope"))
     assert (status, body["reason"]) == (404, "NotFound")
-    worded = {'deployments.apps "nope" not found'}  # the storage's own error (v1.31's ScaleREST)
-    if not at_least(home, (1, 31)):  # older ScaleREST.Get named the subresource (v1.24)
-        worded.add('deployments/scale.apps "nope" not found')
-    assert body["message"] in worded
+    # ScaleREST names the subresource (apps.Resource("deployments/scale"))
+    assert body["message"] == 'deployments/scale.apps "nope" not found'
 
 
 def test_a_dry_run_scale_leaves_the_deployment_alone(home, apps, namespace, web) -> None:

@@ -22,7 +22,7 @@ def test_the_kubeconfig_reaches_the_server_over_https_with_its_ca_and_token(home
     assert "default" in names and "kube-system" in names
 
 
-@pytest.mark.kubesim_only  # a real cluster's address is whatever it is
+@pytest.mark.kubesim_only(reason="where kubesim listens and names its kubeconfigs")
 def test_simulated_clusters_listen_on_loopback_each_with_its_own_kubeconfig(home, remote) -> None:
     assert home.sim.url.startswith("https://127.0.0.1:")
     assert home.sim.url != remote.sim.url
@@ -33,6 +33,7 @@ def test_a_wrong_token_is_401_unauthorized(home) -> None:
     configuration = copy.copy(home.api_client.configuration)
     configuration.api_key = {"authorization": "Bearer not-a-token"}
     configuration.refresh_api_key_hook = None  # or the kubeconfig loader restores the token
+    configuration.cert_file = configuration.key_file = None  # a kubeadm kubeconfig's identity
     stranger = client.CoreV1Api(client.ApiClient(configuration))
     with pytest.raises(ApiException) as raised:
         stranger.list_namespace()

@@ -213,7 +213,8 @@ def _status_with(api_client: client.ApiClient, namespace: str) -> tuple[int, Any
     return 200, None
 
 
-@pytest.mark.kubesim_only  # moves the API server's clock forward
+@pytest.mark.kubesim_only(reason="moves the API server's token clock forward "
+                                 "(service_account_tokens.signer)")
 def test_a_token_expires_after_its_lifetime_and_a_minute_of_leeway(home, namespace,
                                                                     robot) -> None:
     rbac = client.RbacAuthorizationV1Api(home.api_client)

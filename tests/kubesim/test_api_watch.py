@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import pytest
 
 from tests.helpers import wait_for
-from tests.kubesim.rest import MERGE, call, stream
+from tests.kubesim.rest import MERGE, call, long_compacted_version, stream
 
 ROOT_CA = "kube-root-ca.crt"
 
@@ -61,7 +61,7 @@ def test_a_compacted_resource_version_is_an_expired_error_event(home, namespace)
     if home.sim is not None:
         home.run(home.sim.api.store.compact)
     else:
-        version = "1"  # long compacted on any real cluster
+        version = long_compacted_version(home)
     events = list(stream(home, cms(namespace), {"resourceVersion": version,
                                                 "timeoutSeconds": "5"}))
     assert len(events) == 1 and events[0]["type"] == "ERROR"
@@ -99,7 +99,8 @@ def test_no_bookmarks_unless_asked(home, namespace) -> None:
     assert not [e for e in events if e["type"] == "BOOKMARK"]
 
 
-@pytest.mark.kubesim_only  # the real server's bookmark period is a minute, not configurable
+@pytest.mark.kubesim_only(reason="sets the bookmark period to 0.3 s (api.bookmark_interval): "
+                                 "kube-apiserver's is a minute, not configurable")
 def test_bookmarks_repeat_periodically(home, namespace) -> None:
     home.sim.api.bookmark_interval = 0.3
     try:

@@ -90,9 +90,17 @@ def test_strategic_merge_patch_merges_containers_by_name(home, namespace) -> Non
 def test_main_resource_writes_ignore_status_and_status_writes_leave_spec(home, namespace) -> None:
     path = ns_path(namespace, "services")
     created = call(home, "POST", path, {"metadata": {"name": "s"}, "spec": {
-        "ports": [{"port": 80}]}, "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}})[1]
+        "type": "LoadBalancer", "ports": [{"port": 80}]},
+        "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}})[1]
     assert created["status"] == {"loadBalancer": {}}
     ingress = {"loadBalancer": {"ingress": [{"ip": "5.6.7.8"}]}}
+    plain = call(home, "POST", path, {"metadata": {"name": "plain"}, "spec": {
+        "ports": [{"port": 80}]}})[1]
+    status, body = call(home, "PATCH", f"{path}/plain/status", {"status": ingress},
+                        content_type=MERGE)
+    assert (status, body["message"]) == (422, (
+        'Service "plain" is invalid: status.loadBalancer.ingress: Forbidden: may only be used '
+        "when `spec.type` is 'LoadBalancer'")), plain
     status, body = call(home, "PATCH", f"{path}/s", {"status": ingress}, content_type=MERGE)
     assert status == 200 and body["status"] == {"loadBalancer": {}}
     status, body = call(home, "PATCH", f"{path}/s/status",

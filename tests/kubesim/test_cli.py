@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, config
 
-pytestmark = pytest.mark.kubesim_only  # starts simulated clusters of its own
+pytestmark = pytest.mark.kubesim_only(reason="kubesim's command line, which starts simulated "
+                                             "clusters of its own")
 
 
 def start(directory: Path, *args: str) -> subprocess.Popen[str]:

@@ -91,6 +91,47 @@ def test_deleted_pod_goes_after_its_containers_stop(home, namespace) -> None:
     wait_for(gone, timeout=60)
 
 
+def exits(command: str) -> dict[str, Any]:
+    return {"name": "app", "image": "busybox:1.36", "command": ["sh", "-c", command]}
+
+
+def phase_is(home: Any, namespace: str, name: str, phase: str) -> Any:
+    pod = home.core.read_namespaced_pod(name, namespace)
+    return pod if pod.status.phase == phase else None
+
+
+def test_a_container_ends_when_its_command_does_with_its_exit_code(home, namespace) -> None:
+    home.core.create_namespaced_pod(namespace, pod_manifest(
+        "failing", restartPolicy="Never", container=exits("echo bye; exit 3")))
+    home.core.create_namespaced_pod(namespace, pod_manifest(
+        "job", restartPolicy="OnFailure", container=exits("echo done")))
+    failed = wait_for(lambda: phase_is(home, namespace, "failing", "Failed"), timeout=60,
+                      message="the pod failed with its container")
+    [status] = failed.status.container_statuses
+    assert (status.state.terminated.exit_code, status.state.terminated.reason) == (3, "Error")
+    assert home.core.read_namespaced_pod_log("failing", namespace) == "bye\n"
+    done = wait_for(lambda: phase_is(home, namespace, "job", "Succeeded"), timeout=60,
+                    message="the pod succeeded with its container")
+    [status] = done.status.container_statuses
+    assert (status.state.terminated.exit_code, status.restart_count) == (0, 0)
+
+
+def test_a_container_whose_command_ends_runs_it_again_under_always(home, namespace) -> None:
+    home.core.create_namespaced_pod(namespace, pod_manifest(
+        "again", container=exits("echo run; exit 2")))
+
+    def restarted() -> Any:
+        pod = home.core.read_namespaced_pod("again", namespace)
+        statuses = pod.status.container_statuses or []
+        return statuses[0] if statuses and statuses[0].restart_count >= 1 else None
+
+    status = wait_for(restarted, timeout=60, message="the container restarted")
+    assert status.last_state.terminated.exit_code == 2
+    # the command ran again: its line is in the log of the run that ended last
+    wait_for(lambda: home.core.read_namespaced_pod_log("again", namespace, previous=True)
+             == "run\n", timeout=60, message="the previous run's log")
+
+
 def test_scheduler_and_kubelet_record_events_about_the_pod(home, namespace) -> None:
     home.core.create_namespaced_pod(namespace, pod_manifest("noted"))
     wait_for(lambda: running(home, namespace, "noted"), timeout=60)

@@ -73,7 +73,7 @@ def test_unmanaged_slices_are_left_alone(home, namespace) -> None:
     assert extra.metadata.labels[MANAGED_BY] == "someone-else"
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="makes a running pod unready (kubelet.set_ready)")
 def test_unready_and_deleted_pods_change_their_conditions(home, namespace) -> None:
     create_service(home, namespace)
     home.core.create_namespaced_pod(namespace, web_pod("a"))

@@ -142,7 +142,7 @@ def test_events_are_not_collected(home, namespace) -> None:
     assert exists(lambda: home.core.read_namespaced_event("e", namespace))
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="kubesim's controller switches, on a simulated cluster of its own")
 def test_controllers_can_be_switched_off_per_cluster(tmp_path: Path) -> None:
     from kubesim.cluster import Cluster, ClusterThread
 

@@ -7,19 +7,15 @@ from typing import Any
 import pytest
 
 from tests.helpers import wait_for
-from tests.kubesim.test_controllers_cluster import pod_manifest, running
+from tests.kubesim.test_controllers_cluster import phase_is, pod_manifest, running
 
-pytestmark = pytest.mark.kubesim_only
+pytestmark = pytest.mark.kubesim_only(reason="kubesim's kubelet hooks (complete, fail, restart, "
+                                             "set_ready, write_log) and its pod CIDR")
 
 
 def start(home: Any, namespace: str, name: str, **spec: Any) -> Any:
     home.core.create_namespaced_pod(namespace, pod_manifest(name, **spec))
     return wait_for(lambda: running(home, namespace, name), timeout=30)
-
-
-def phase_is(home: Any, namespace: str, name: str, phase: str) -> Any:
-    pod = home.core.read_namespaced_pod(name, namespace)
-    return pod if pod.status.phase == phase else None
 
 
 def test_pod_ip_comes_from_the_clusters_pod_cidr(home, namespace) -> None:

@@ -53,7 +53,8 @@ def taint_keys(core: client.CoreV1Api, node: str) -> set[tuple[str, str]]:
     return {(t.key, t.effect) for t in core.read_node(node).spec.taints or []}
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="a simulated cluster of its own with a 2 s node grace period, "
+                                 "whose kubelet heartbeats stop on demand")
 def test_node_with_a_stale_lease_becomes_unknown_and_unreachable(quick_cluster) -> None:
     sim, core = quick_cluster
     wait_for(lambda: ready_status(core, "quick-1") == "True")
@@ -92,11 +93,13 @@ def test_every_namespace_gets_the_root_ca_and_the_default_service_account(home,
     wait_for(lambda: home.core.read_namespaced_config_map("kube-root-ca.crt", namespace))
 
 
-@pytest.mark.kubesim_only
 def test_root_ca_is_the_clusters_own(home, namespace) -> None:
+    """The CA the namespace's ConfigMap hands to pods is the one the cluster's kubeconfig
+    trusts (the CA signing the API server's certificate)."""
     configmap = wait_for(lambda: home.core.read_namespaced_config_map("kube-root-ca.crt",
                                                                       namespace))
-    assert configmap.data["ca.crt"] == home.sim.tls.ca_pem.decode()
+    trusted = Path(home.api_client.configuration.ssl_ca_cert).read_text()
+    assert configmap.data["ca.crt"].strip() == trusted.strip()
 
 
 def test_terminating_namespace_is_emptied_then_removed(home) -> None:
@@ -123,8 +126,11 @@ def test_terminating_namespace_is_emptied_then_removed(home) -> None:
         return not pods and [c.metadata.name for c in configmaps] == ["held"]
 
     wait_for(only_held_left, timeout=60)
-    remaining = next(c for c in home.core.read_namespace(name).status.conditions
-                     if c.type == "NamespaceContentRemaining")
+    # the namespace controller says so at its next pass over the namespace
+    remaining = wait_for(lambda: next(
+        c for c in home.core.read_namespace(name).status.conditions or []
+        if c.type == "NamespaceContentRemaining"), timeout=60,
+        message="the NamespaceContentRemaining condition")
     assert remaining.status == "True"
     home.core.patch_namespaced_config_map("held", name, {"metadata": {"finalizers": None}})
 
@@ -138,7 +144,8 @@ def test_terminating_namespace_is_emptied_then_removed(home) -> None:
     wait_for(gone, timeout=90)
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="a simulated cluster of its own whose containers ignore SIGTERM "
+                                 "on demand")
 def test_a_pod_whose_containers_do_not_stop_goes_after_its_grace_period(tmp_path: Path) -> None:
     from kubesim.cluster import Cluster, ClusterThread
     from kubesim.controllers import ControllerSettings
@@ -171,7 +178,8 @@ def test_a_pod_whose_containers_do_not_stop_goes_after_its_grace_period(tmp_path
         api_client.close()
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="a simulated cluster of its own with a 60 s node grace period, "
+                                 "whose node reports NotReady on demand")
 def test_node_reporting_not_ready_gets_the_not_ready_taints(patient_cluster) -> None:
     _, core = patient_cluster
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

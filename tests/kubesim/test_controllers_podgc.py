@@ -92,7 +92,8 @@ def quick_gc(tmp_path: Path) -> Iterator[tuple[Any, client.CoreV1Api]]:
         api_client.close()
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="a simulated cluster of its own whose pod garbage collector "
+                                 "passes every 0.1 s")
 def test_a_node_registered_within_the_quarantine_keeps_its_pods(quick_gc) -> None:
     _, core = quick_gc
     core.create_namespaced_pod("default", held("orphan", nodeName="never-registered"))
@@ -108,7 +109,8 @@ def test_a_node_registered_within_the_quarantine_keeps_its_pods(quick_gc) -> Non
         release(core, "default", "orphan", "early")
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="a simulated cluster of its own whose pod garbage collector "
+                                 "passes every 0.1 s")
 def test_a_terminating_pod_never_scheduled_is_failed_and_deleted(quick_gc) -> None:
     _, core = quick_gc
     core.create_namespaced_pod("default", held("unscheduled", **UNSCHEDULABLE))
@@ -122,7 +124,8 @@ def test_a_terminating_pod_never_scheduled_is_failed_and_deleted(quick_gc) -> No
     wait_for(lambda: gone(core, "default", "unscheduled"))
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="a simulated cluster of its own whose pod garbage collector "
+                                 "passes every 0.1 s")
 def test_terminating_pods_of_an_out_of_service_node_are_deleted(quick_gc) -> None:
     """A node without a kubelet is not Ready: its terminating pods wait for a kubelet that
     never comes, until the node is tainted out of service."""
@@ -145,7 +148,8 @@ def test_terminating_pods_of_an_out_of_service_node_are_deleted(quick_gc) -> Non
         release(core, "default", "waiting")
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="a simulated cluster of its own whose pod garbage collector "
+                                 "passes every 0.1 s")
 def test_terminated_pods_beyond_the_threshold_go_evicted_first_then_oldest(quick_gc) -> None:
     _, core = quick_gc
     finished = [f"done-{index}" for index in range(4)]

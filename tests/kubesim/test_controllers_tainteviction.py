@@ -120,7 +120,7 @@ def test_a_pod_tolerating_the_taint_itself_keeps_its_own_toleration(home, namesp
     assert [(t.key, t.operator) for t in pod.spec.tolerations] == [(None, "Exists")]
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="kubesim's controller switches")
 def test_the_controller_can_be_switched_off() -> None:
     from kubesim.controllers import ALL_CONTROLLERS, parse_controller_names
 
@@ -129,7 +129,8 @@ def test_the_controller_can_be_switched_off() -> None:
         "*,-taint-eviction-controller")
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="a simulated cluster of its own with a 2 s default toleration, "
+                                 "whose kubelet stops on demand")
 def test_pods_on_an_unreachable_node_go_after_the_default_toleration(tmp_path: Path) -> None:
     """What annex relies on: a node whose kubelet is gone loses its pods after the default
     toleration (300 s on a real cluster; 2 s here), not at once and not never; they stay

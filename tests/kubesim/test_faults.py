@@ -18,7 +18,7 @@ from kubesim.faults import FaultsClient
 from tests.helpers import wait_for
 from tests.kubesim.test_auth_tokens import client_with_token
 
-pytestmark = pytest.mark.kubesim_only
+pytestmark = pytest.mark.kubesim_only(reason="kubesim's fault injection itself")
 CUT = (urllib3.exceptions.HTTPError, ConnectionError, OSError)
 
 

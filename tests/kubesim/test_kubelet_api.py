@@ -18,6 +18,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.stream import portforward, stream
 
 from tests.conftest import ClusterHandle
+from tests.finish import finish, finishing_container
 from tests.helpers import wait_for
 
 SCRIPT = "echo one; echo two; echo three; echo oops >&2; sleep 3600"
@@ -205,7 +206,8 @@ def test_kubectl_port_forward(kubectl: list[str], home: ClusterHandle, namespace
         forwarding.wait(30)
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="switches the API server's preferred kubelet address types "
+                                 "(sim.kubelet_client), a kube-apiserver start flag")
 def test_the_node_address_follows_the_preferred_address_types(home: ClusterHandle,
                                                                namespace: str) -> None:
     """A Hostname nothing resolves fails as on kube-apiserver (its default preference starts
@@ -289,6 +291,21 @@ def test_a_terminal_takes_the_size_the_client_sets(home: ClusterHandle, namespac
         wait_for(sized, timeout=60, message="stty size shows the size the client set")
     finally:
         client.close()
+
+
+def test_the_end_of_the_first_attach_ends_a_stdin_once_containers_input(
+        home: ClusterHandle, namespace: str) -> None:
+    """The client leaves: the API server's copy of its input ends and closes the kubelet's
+    stdin stream, and the runtime closes the container's input; `cat` then exits."""
+    manifest = busybox("once", [])
+    manifest["spec"]["containers"] = [finishing_container(exit_code=4)]
+    manifest["spec"]["restartPolicy"] = "Never"
+    name = started(home, namespace, manifest)
+    finish(home.core, namespace, name)
+    wait_for(lambda: home.core.read_namespaced_pod(name, namespace).status.phase == "Failed",
+             timeout=60, message="the container exits once its input ends")
+    [status] = home.core.read_namespaced_pod(name, namespace).status.container_statuses
+    assert status.state.terminated.exit_code == 4
 
 
 def test_attach_talks_to_the_running_container(home: ClusterHandle, namespace: str) -> None:

@@ -11,7 +11,8 @@ from multidict import MultiDict
 from kubesim.errors import StatusError
 from kubesim.kubeletproxy import log_params, port_forward_params, stream_params
 
-pytestmark = pytest.mark.kubesim_only
+pytestmark = pytest.mark.kubesim_only(reason="unit tests of kubesim's own translation of pods/* "
+                                             "options (kubesim.kubeletproxy)")
 
 
 def test_exec_asks_the_kubelet_for_input_output_error_and_tty() -> None:

@@ -15,7 +15,8 @@ from tests.helpers import wait_for
 from tests.kubesim.rest import call
 from tests.kubesim.test_kubelet_api import busybox, started
 
-pytestmark = pytest.mark.kubesim_only  # installs and removes metrics-server at will
+pytestmark = pytest.mark.kubesim_only(reason="installs and removes kubesim's metrics-server at "
+                                             "will")
 
 PODS = "/apis/metrics.k8s.io/v1beta1/namespaces/{}/pods"
 

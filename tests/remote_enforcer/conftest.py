@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import glob
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 import trustme
 import urllib3
-import yaml
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
@@ -38,6 +37,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PROVIDER_ID = "provider-test"
 WEBHOOK_DOMAIN = "enforcer.annex.test"
 WEBHOOK_NAME = f"shadowpods.{WEBHOOK_DOMAIN}"
+QUOTA_NOT_COUNTED = "status unknown for quota"
+QUOTA_COUNTING = 60.0  # seconds: the quota controller's discovery, then its resync
+QUOTA_POLL = 0.5
 
 
 
@@ -124,20 +126,6 @@ class Enforcer:
         self.start()
 
 
-def install_crds(remote: Any) -> None:
-    extensions = client.ApiextensionsV1Api(remote.api_client)
-    for manifest in sorted(glob.glob(str(ROOT / "crds" / "*.yaml"))):
-        with open(manifest) as stream:
-            crd = yaml.safe_load(stream)
-        try:
-            extensions.create_custom_resource_definition(crd)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-    wait_for(lambda: remote.dynamic.resources.get(api_version=SHADOWPOD.api_version,
-                                                  kind=SHADOWPOD.kind), timeout=10)
-
-
 def install_consumer_cluster_role(cluster: Any) -> None:
     """The consumer ClusterRole the chart ships (kept if it exists), under the name the enforcer
     binds by default: the tests' enforcers run without the chart."""
@@ -166,8 +154,9 @@ def webhook_configuration(enforcer: Enforcer, name: str = WEBHOOK_NAME,
 def running_enforcer(remote: Any, kubeconfig: Path, directory: Path,
                      extra_args: list[str] | None = None) -> Iterator[Enforcer]:
     """An enforcer process whose webhook the remote cluster calls, stopped afterwards."""
-    install_crds(remote)
-    install_consumer_cluster_role(remote)
+    from tests.home_agent.agentproc import install_crds
+
+    install_crds(remote)  # and the consumer ClusterRole
     process = Enforcer(kubeconfig, directory,
                        ["--offer-debounce-seconds", "0.1", "--region", "eu-west",
                         "--provider", "annex-test", *(extra_args or [])])
@@ -277,8 +266,21 @@ class ShadowPods:
         self.api = client.CustomObjectsApi(api_client)
 
     def create(self, namespace: str, body: dict[str, Any]) -> Any:
-        return self.api.create_namespaced_custom_object(
-            SHADOWPOD.group, SHADOWPOD.version, namespace, SHADOWPOD.plural, body)
+        """Create, retried while the twin namespace's ResourceQuota is not counted yet, as the
+        agent retries: a real quota refuses every ShadowPod ("status unknown for quota") until
+        the quota controller has counted it, seconds after it is made (after it has
+        discovered the kind, every 30 s, and resynced the quota, which envtest's control
+        planes do every 10 s)."""
+        deadline = time.monotonic() + QUOTA_COUNTING
+        while True:
+            try:
+                return self.api.create_namespaced_custom_object(
+                    SHADOWPOD.group, SHADOWPOD.version, namespace, SHADOWPOD.plural, body)
+            except ApiException as error:
+                if (error.status != 403 or QUOTA_NOT_COUNTED not in (error.body or "")
+                        or time.monotonic() > deadline):
+                    raise
+            time.sleep(QUOTA_POLL)
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         return self.api.get_namespaced_custom_object(  # type: ignore[no-any-return]

@@ -16,13 +16,8 @@ from kubernetes import client
 from bench.balancer import Balancer
 from remote_enforcer.webhooks import registrations
 from tests.helpers import metric_samples, wait_for
-from tests.remote_enforcer.conftest import (
-    Enforcer,
-    WebhookCertificate,
-    install_consumer_cluster_role,
-    install_crds,
-    new_name,
-)
+from tests.home_agent.agentproc import install_crds
+from tests.remote_enforcer.conftest import Enforcer, WebhookCertificate, new_name
 
 WRITES = ("create", "update", "patch", "delete", "deletecollection")
 
@@ -75,8 +70,7 @@ def running_replicas(remote: Any, directory: Path, webhook_name: str, domain: st
                      flags: Sequence[str] = (), count: int = 2) -> Iterator[Replicas]:
     """`count` replicas on a Lease of their own (in a namespace made for it), their webhooks
     registered as `webhook_name` (`<webhook>.<domain>` each) at the balancer's address."""
-    install_crds(remote)
-    install_consumer_cluster_role(remote)
+    install_crds(remote)  # and the consumer ClusterRole
     lease_namespace, lease = new_name("enforcer-lease"), f"enforcer-{uuid.uuid4().hex[:8]}"
     remote.core.create_namespace({"metadata": {"name": lease_namespace}})
     certificate = WebhookCertificate(directory)

@@ -12,8 +12,10 @@ from kubernetes.client.rest import ApiException
 
 from shared.api.quota import QUOTA
 from shared.api.resource_offer import RESOURCE_OFFER
+from shared.api.shadowpod import SHADOWPOD
 from shared.quantity import format_quantity, parse_quantity
 from shared.wellknown import ORIGIN_CLUSTER_LABEL, RESOURCE_OFFER_NAME
+from tests.finish import finish, finishing_container
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     WEBHOOK_NAME,
@@ -133,6 +135,25 @@ def test_the_message_names_the_short_resource_and_by_how_much(
         "quota exceeded for cpu: requested 500m, used 700m of 1, short by 200m")
 
 
+def test_a_shadowpod_refused_after_the_enforcer_admitted_it_is_admitted_when_tried_again(
+        remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
+    """An admission step after the enforcer's (here a ResourceQuota of no ShadowPods; on a real
+    cluster, also one not counted yet) refuses a ShadowPod the enforcer admitted: the same
+    ShadowPod tried again is not held back by its own first try."""
+    twin = make_twin_namespace(remote, consumer)
+    set_quota(remote, twin, consumer, "Soft", {"cpu": "1", "memory": "1Gi"})
+    body = shadowpod(new_name("p"), consumer, {"containers": [container(cpu="700m")]})
+    remote.core.create_namespaced_resource_quota(twin, {
+        "metadata": {"name": "none"}, "spec": {"hard": {f"count/{SHADOWPOD.plural}."
+                                                        f"{SHADOWPOD.group}": "0"}}})
+    with pytest.raises(ApiException) as refused:
+        shadowpods.create(twin, body)
+    assert "exceeded quota: none" in refused.value.body
+    remote.core.delete_namespaced_resource_quota("none", twin)
+    wait_for(lambda: shadowpods.create(twin, body), timeout=20,
+             message="the ShadowPod tried again is admitted")
+
+
 def test_the_quota_status_shows_what_is_used(
         remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
     twin = make_twin_namespace(remote, consumer)
@@ -221,20 +242,20 @@ def test_concurrent_creates_never_exceed_the_quota(
     wait_for(lambda: len(remote.core.list_namespaced_pod(twin).items) == 10)
 
 
-@pytest.mark.kubesim_only
 def test_a_completed_shadowpod_frees_its_share_of_the_quota(
         remote: Any, consumer: str, shadowpods: ShadowPods) -> None:
     twin = make_twin_namespace(remote, consumer)
     set_quota(remote, twin, consumer, "Soft", {"cpu": "100m", "memory": "1Gi"})
     job = new_name("job")
     shadowpods.create(twin, shadowpod(job, consumer, {
-        "restartPolicy": "Never", "containers": [container(cpu="100m")]}))
+        "restartPolicy": "Never",
+        "containers": [{**container(cpu="100m"), **finishing_container()}]}))
     assert denial(lambda: shadowpods.create(twin, shadowpod(
         new_name("p"), consumer, {"containers": [container(cpu="100m")]}))).startswith(
         "quota exceeded for cpu")
 
     settled(shadowpods, twin, job)
-    remote.sim.controllers.kubelet.complete(twin, job)
+    finish(remote.core, twin, job)
     settled(shadowpods, twin, job, "Succeeded")
 
     def admitted() -> bool:

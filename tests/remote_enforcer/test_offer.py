@@ -36,7 +36,8 @@ def set_allocatable_cpu(remote: Any, node: str, cpu: str) -> None:
         node, {"status": {"allocatable": {"cpu": cpu}}})
 
 
-@pytest.mark.kubesim_only
+@pytest.mark.kubesim_only(reason="sets a node's allocatable cpu by hand, which a real kubelet "
+                                 "writes back at its next status update")
 def test_the_offer_is_half_the_free_capacity_and_follows_changes(
         remote: Any, enforcer: Any) -> None:
     consumer = new_name("consumer")

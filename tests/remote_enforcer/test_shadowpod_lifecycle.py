@@ -8,6 +8,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from shared.api.shadowpod import SHADOWPOD
+from tests.finish import finish, finishing_container
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     ShadowPods,
@@ -109,15 +110,14 @@ def completed(remote: Any, shadowpods: ShadowPods, twin: str) -> tuple[str, Any]
     """A ShadowPod whose pod ran to completion, with Succeeded recorded."""
     name = new_name("job")
     shadowpods.create(twin, shadowpod(name, CONSUMER, {
-        "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}))
-    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Running")
-    remote.sim.controllers.kubelet.complete(twin, name)
-    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Succeeded",
+        "restartPolicy": "Never", "containers": [finishing_container()]}))
+    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Running", timeout=30)
+    finish(remote.core, twin, name)
+    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Succeeded", timeout=30,
              message="Succeeded was not reported")
     return name, remote.core.read_namespaced_pod(name, twin)
 
 
-@pytest.mark.kubesim_only
 def test_shadowpods_deleted_as_soon_as_made_leave_no_pod_behind(
         remote: Any, twin: str, shadowpods: ShadowPods) -> None:
     # The enforcer makes a first pod from its cache: a ShadowPod deleted before the cache saw
@@ -156,14 +156,13 @@ def test_a_completed_pod_is_never_recreated_even_after_a_restart_and_an_update(
     assert status.get("recreations", 0) == 0
 
 
-@pytest.mark.kubesim_only
 def test_a_failed_pod_keeps_its_failed_phase(
         remote: Any, twin: str, shadowpods: ShadowPods) -> None:
     name = new_name("job")
     shadowpods.create(twin, shadowpod(name, CONSUMER, {
-        "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}))
-    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Running")
-    remote.sim.controllers.kubelet.fail(twin, name)
+        "restartPolicy": "Never", "containers": [finishing_container(exit_code=1)]}))
+    wait_for(lambda: shadowpods.status(twin, name).get("phase") == "Running", timeout=30)
+    finish(remote.core, twin, name)
     settled(shadowpods, twin, name, "Failed")
     shadowpods.patch(twin, name, {"metadata": {"annotations": {"touched": "yes"}}})
     wait_for(lambda: remote.core.read_namespaced_pod(name, twin).metadata.annotations.get(
