@@ -23,6 +23,7 @@ from home_agent.reflection.persistentvolumeclaim import (
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.reflection.token import TokenReflector
+from home_agent.webhook import WebhookMirrors
 from shared.api.builtin import EVENTS, PERSISTENTVOLUMES, PODS, SECRETS, SERVICES
 from shared.forge.pod_status import StatusForgeConfig
 from shared.ipremap import CidrRemap
@@ -133,3 +134,10 @@ def pod_offloader(agent: Agent, reflection: Reflection | None = None) -> PodOffl
         tokens_reflected=config.reflects_tokens, webhook_serves=bool(config.webhook_address),
         clock=lambda: asyncio.get_running_loop().time())
     return PodOffloader(sources, agent.home, agent.remote, agent.events, agent.echoes)
+
+
+def webhook_mirrors(agent: Agent) -> WebhookMirrors:
+    """What the pod webhook answers from."""
+    mirrors = agent.mirrors
+    return WebhookMirrors(offloadings=mirrors.offloadings, nodes=mirrors.nodes,
+                          virtual_nodes=mirrors.virtual_nodes)

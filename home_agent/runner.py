@@ -22,7 +22,7 @@ from annex.leader_flags import candidacy
 from annex.metrics import ServedRequests
 from home_agent.agent import HOME, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
-from home_agent.assembly import COMPANIONS, pod_offloader, reflection_for
+from home_agent.assembly import COMPANIONS, pod_offloader, reflection_for, webhook_mirrors
 from home_agent.config import AgentConfig
 from home_agent.credentials import RemoteCredentials
 from home_agent.heartbeat import health_loop, lease_loop
@@ -233,7 +233,10 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
     agent.enqueue(("node",))
     webhook_requests = ServedRequests()
     metrics.served = [webhook_requests, kubelet.requests]
-    servers = [await serve_webhook(agent, webhook_requests), await serve_metrics(agent, metrics)]
+    config = agent.config
+    servers = [await serve_webhook(webhook_mirrors(agent), config.webhook_address,
+                                   config.webhook_cert, config.webhook_key, webhook_requests),
+               await serve_metrics(agent, metrics)]
     kubelet.start(agent)
     log.info("home agent %s → %s started (node %s)", agent.config.home_cluster_id,
              agent.config.remote_cluster_id, agent.node_name())

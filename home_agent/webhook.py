@@ -8,6 +8,7 @@ request is answered allowed without a patch: this webhook must never block pods.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import jsonpatch
@@ -15,8 +16,8 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from annex.metrics import ServedRequests
+from annex.mirror import Mirror
 from annex.webhooks import admission_application, admission_request, serve_tls
-from home_agent.agent import Agent
 from shared.admission import review_response
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING_NAME
 from shared.api.virtual_node import VirtualNode
@@ -33,9 +34,19 @@ log = logging.getLogger(__name__)
 MUTATE_POD_PATH = "/mutate-pod"
 
 
-def offloading_spec(agent: Agent, namespace: str) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class WebhookMirrors:
+    """What the webhook answers from: the home mirrors of the NamespaceOffloadings, the Nodes
+    and the VirtualNodes."""
+
+    offloadings: Mirror
+    nodes: Mirror
+    virtual_nodes: Mirror
+
+
+def offloading_spec(offloadings: Mirror, namespace: str) -> dict[str, Any] | None:
     """The spec of `namespace`'s NamespaceOffloading, or None when it is not offloaded."""
-    offloading = agent.mirrors.offloadings.get((namespace, NAMESPACE_OFFLOADING_NAME))
+    offloading = offloadings.get((namespace, NAMESPACE_OFFLOADING_NAME))
     if offloading is None or (offloading.get("metadata") or {}).get("deletionTimestamp"):
         return None
     return dict(offloading.get("spec") or {})
@@ -43,14 +54,14 @@ def offloading_spec(agent: Agent, namespace: str) -> dict[str, Any] | None:
 
 class VirtualNodes:
     """The home cluster's virtual nodes with their VirtualNode's settings, read again from the
-    agent's mirrors only when one of them changed (every pod creation asks)."""
+    mirrors only when one of them changed (every pod creation asks)."""
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
+    def __init__(self, mirrors: WebhookMirrors) -> None:
+        self.mirrors = mirrors
         self._cached: tuple[tuple[int, int], list[VirtualNodeView]] | None = None
 
     def views(self) -> list[VirtualNodeView]:
-        mirrors = self.agent.mirrors
+        mirrors = self.mirrors
         versions = (mirrors.nodes.version, mirrors.virtual_nodes.version)  # before reading
         if self._cached is not None and self._cached[0] == versions:
             return self._cached[1]
@@ -65,18 +76,18 @@ class VirtualNodes:
         return views
 
 
-def pod_mutation(agent: Agent, request: dict[str, Any],
+def pod_mutation(mirrors: WebhookMirrors, request: dict[str, Any],
                  virtual_nodes: VirtualNodes | None = None) -> list[dict[str, Any]]:
     """The JSON patch a pod's admission `request` gets: its namespace's offloading strategy
     (none when the namespace is not offloaded or the pod is not being created)."""
     pod = request.get("object")
     namespace = request.get("namespace") or ((pod or {}).get("metadata") or {}).get("namespace")
-    spec = offloading_spec(agent, str(namespace or ""))
+    spec = offloading_spec(mirrors.offloadings, str(namespace or ""))
     if not isinstance(pod, dict) or spec is None or request.get("operation") != "CREATE":
         return []
     strategy = str(spec.get("podOffloadingStrategy") or "LocalAndRemote")
     selector = spec.get("clusterSelector") or {}
-    views = (virtual_nodes or VirtualNodes(agent)).views()
+    views = (virtual_nodes or VirtualNodes(mirrors)).views()
     try:
         mutated = pod_with_offloading_strategy(pod, strategy, selector,
                                                not_ready_toleration(selector, views),
@@ -87,25 +98,26 @@ def pod_mutation(agent: Agent, request: dict[str, Any],
     return list(jsonpatch.make_patch(pod, mutated).patch)
 
 
-def application(agent: Agent, served: ServedRequests | None = None) -> web.Application:
-    virtual_nodes = VirtualNodes(agent)
+def application(mirrors: WebhookMirrors, served: ServedRequests | None = None
+                ) -> web.Application:
+    virtual_nodes = VirtualNodes(mirrors)
 
     async def mutate(request: web.Request) -> web.Response:
         admission = await admission_request(request)
         return web.json_response(review_response(
-            str(admission.get("uid", "")), patch=pod_mutation(agent, admission, virtual_nodes)))
+            str(admission.get("uid", "")), patch=pod_mutation(mirrors, admission, virtual_nodes)))
 
     app = admission_application([served.middleware] if served is not None else [])
     app.router.add_post(MUTATE_POD_PATH, mutate)
     return app
 
 
-async def serve(agent: Agent, served: ServedRequests | None = None) -> web.AppRunner | None:
-    """The pod webhook, its requests counted in `served` (/metrics)."""
-    config = agent.config
-    if not (config.webhook_address and config.webhook_cert and config.webhook_key):
+async def serve(mirrors: WebhookMirrors, address: str | None, cert: str | None, key: str | None,
+                served: ServedRequests | None = None) -> web.AppRunner | None:
+    """The pod webhook on `address` with `cert` and `key` (none without all three), its
+    requests counted in `served` (/metrics)."""
+    if not (address and cert and key):
         return None
-    runner = await serve_tls(application(agent, served), config.webhook_address,
-                             config.webhook_cert, config.webhook_key)
-    log.info("pod webhook serving on https://%s%s", config.webhook_address, MUTATE_POD_PATH)
+    runner = await serve_tls(application(mirrors, served), address, cert, key)
+    log.info("pod webhook serving on https://%s%s", address, MUTATE_POD_PATH)
     return runner

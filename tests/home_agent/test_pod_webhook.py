@@ -12,7 +12,7 @@ import pytest
 from kubernetes import client
 
 from annex.mirror import Mirror
-from home_agent.webhook import pod_mutation
+from home_agent.webhook import WebhookMirrors, pod_mutation
 from shared.admission import review_response
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
@@ -123,20 +123,15 @@ def node_ready_with_room(home: ClusterHandle, name: str) -> bool:
 
 
 def test_the_webhook_answers_with_a_json_patch_only_for_offloaded_namespaces() -> None:
-    class FakeAgent:
-        def __init__(self) -> None:
-            self.mirrors = type("M", (), {"offloadings": Mirror(), "nodes": Mirror(),
-                                          "virtual_nodes": Mirror()})()
-
-    agent: Any = FakeAgent()
-    agent.mirrors.offloadings.apply(None, {
+    mirrors = WebhookMirrors(offloadings=Mirror(), nodes=Mirror(), virtual_nodes=Mirror())
+    mirrors.offloadings.apply(None, {
         "metadata": {"namespace": "shop", "name": "offloading"},
         "spec": {"podOffloadingStrategy": "Remote"}})
     pod = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
 
     def review(namespace: str) -> dict[str, Any]:
         request = {"uid": "u1", "operation": "CREATE", "namespace": namespace, "object": pod}
-        return review_response("u1", patch=pod_mutation(agent, request))
+        return review_response("u1", patch=pod_mutation(mirrors, request))
 
     answer = review("shop")["response"]
     assert answer["uid"] == "u1" and answer["allowed"] is True
