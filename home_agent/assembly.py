@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from home_agent.agent import HOME, REMOTE, Agent
 from home_agent.config import TOKEN_REFLECTION
+from home_agent.heartbeat import HealthChecks, NodeLease
 from home_agent.pod import PodOffloader, PodSources
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES, EndpointSliceReflector
 from home_agent.reflection.event import EventReflector
@@ -141,3 +142,19 @@ def webhook_mirrors(agent: Agent) -> WebhookMirrors:
     mirrors = agent.mirrors
     return WebhookMirrors(offloadings=mirrors.offloadings, nodes=mirrors.nodes,
                           virtual_nodes=mirrors.virtual_nodes)
+
+
+def node_lease(agent: Agent) -> NodeLease:
+    """What the node's Lease is renewed with."""
+    return NodeLease(home=agent.home, nodes=agent.mirrors.nodes, node_name=agent.node_name,
+                     duration_seconds=agent.config.lease_duration_seconds,
+                     renew_interval=agent.config.lease_renew_interval)
+
+
+def health_checks(agent: Agent) -> HealthChecks:
+    """What the remote's health is checked with; the health found goes to the agent's node."""
+    config = agent.config
+    return HealthChecks(remote=agent.remote, durations=agent.health_checks,
+                        report=agent.set_health, interval=config.health_check_interval,
+                        timeout=config.health_check_timeout,
+                        failure_threshold=config.failure_threshold)

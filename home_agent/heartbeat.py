@@ -6,12 +6,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from annex.api_errors import error_message, is_not_found
 from annex.api_paths import group_path
+from annex.kubeapi import ClusterApi
 from annex.leader import micro_time
-from home_agent.agent import Agent
+from annex.metrics_histogram import Histogram
+from annex.mirror import Mirror
 from shared.api.builtin import LEASES, NODES
 from shared.forge.node import Health
 from shared.wellknown import NODE_LEASE_NAMESPACE
@@ -23,22 +27,35 @@ def _lease_path(name: str = "") -> str:
     return group_path(*LEASES.resource, NODE_LEASE_NAMESPACE, name)
 
 
-async def renew_lease(agent: Agent) -> None:
+@dataclass(frozen=True)
+class NodeLease:
+    """What the node's Lease is renewed with: the home client, the Nodes' mirror (the Lease's
+    owner), the virtual node's name as it is now, the Lease's duration and how often it is
+    renewed."""
+
+    home: ClusterApi
+    nodes: Mirror
+    node_name: Callable[[], str]
+    duration_seconds: int
+    renew_interval: float
+
+
+async def renew_lease(lease: NodeLease) -> None:
     """Create or renew the node's Lease in kube-node-lease, owned by the Node like a kubelet's."""
-    name = agent.node_name()
-    node = agent.mirrors.nodes.get(("", name))
+    name = lease.node_name()
+    node = lease.nodes.get(("", name))
     if node is None:
         return  # the node reconcile creates the node first; the Lease follows
-    spec = {"holderIdentity": name, "leaseDurationSeconds": agent.config.lease_duration_seconds,
+    spec = {"holderIdentity": name, "leaseDurationSeconds": lease.duration_seconds,
             "renewTime": micro_time(datetime.now(UTC))}
     try:
-        await agent.home.patch(_lease_path(name), {"spec": spec})
+        await lease.home.patch(_lease_path(name), {"spec": spec})
     except Exception as error:
         if not is_not_found(error):
             raise
         owner = {**NODES.type_meta(), "name": name,
                  "uid": node["metadata"]["uid"]}
-        await agent.home.create(_lease_path(), {
+        await lease.home.create(_lease_path(), {
             **LEASES.type_meta(),
             "metadata": {"name": name, "namespace": NODE_LEASE_NAMESPACE,
                          "ownerReferences": [owner]},
@@ -46,36 +63,48 @@ async def renew_lease(agent: Agent) -> None:
         })
 
 
-async def lease_loop(agent: Agent) -> None:
+async def lease_loop(lease: NodeLease) -> None:
     while True:
         try:
-            await renew_lease(agent)
+            await renew_lease(lease)
         except Exception as error:  # noqa: BLE001 - the next beat retries
             log.warning("lease renewal failed: %s", error_message(error))
-        await asyncio.sleep(agent.config.lease_renew_interval)
+        await asyncio.sleep(lease.renew_interval)
 
 
-async def health_loop(agent: Agent) -> None:
+@dataclass(frozen=True)
+class HealthChecks:
+    """What the remote's health is checked with: the remote client, where each check's
+    duration is counted, where the health found is reported, and the checks' settings."""
+
+    remote: ClusterApi
+    durations: Histogram
+    report: Callable[[Health], None]
+    interval: float
+    timeout: float
+    failure_threshold: int
+
+
+async def health_loop(checks: HealthChecks) -> None:
     """GET /livez on the remote every interval; `failure_threshold` consecutive failures make
     the node Ready=False, one success makes it Ready=True again."""
     failures = 0
-    config = agent.config
     while True:
         started = time.monotonic()
         try:
-            async with asyncio.timeout(config.health_check_timeout + 1):
-                await agent.remote.healthy(config.health_check_timeout)
+            async with asyncio.timeout(checks.timeout + 1):
+                await checks.remote.healthy(checks.timeout)
         except Exception as error:  # noqa: BLE001 - any failure is a failed check
-            agent.health_checks.observe(time.monotonic() - started)
+            checks.durations.observe(time.monotonic() - started)
             failures += 1
             message = error_message(error) or type(error).__name__
             log.info("remote health check failed (%d in a row): %s", failures, message)
-            if failures >= config.failure_threshold:
-                agent.set_health(Health(ready=False, message=(
-                    f"{config.failure_threshold} or more consecutive /livez checks failed, "
+            if failures >= checks.failure_threshold:
+                checks.report(Health(ready=False, message=(
+                    f"{checks.failure_threshold} or more consecutive /livez checks failed, "
                     f"last: {message}")[:500]))
         else:
-            agent.health_checks.observe(time.monotonic() - started)
+            checks.durations.observe(time.monotonic() - started)
             failures = 0
-            agent.set_health(Health(ready=True, message=""))
-        await asyncio.sleep(config.health_check_interval)
+            checks.report(Health(ready=True, message=""))
+        await asyncio.sleep(checks.interval)

@@ -22,7 +22,14 @@ from annex.leader_flags import candidacy
 from annex.metrics import ServedRequests
 from home_agent.agent import HOME, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
-from home_agent.assembly import COMPANIONS, pod_offloader, reflection_for, webhook_mirrors
+from home_agent.assembly import (
+    COMPANIONS,
+    health_checks,
+    node_lease,
+    pod_offloader,
+    reflection_for,
+    webhook_mirrors,
+)
 from home_agent.config import AgentConfig
 from home_agent.credentials import RemoteCredentials
 from home_agent.heartbeat import health_loop, lease_loop
@@ -212,7 +219,7 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
 
     def lead() -> None:
         writers.append(asyncio.create_task(reflection.run()))
-        writers.append(asyncio.create_task(lease_loop(agent)))
+        writers.append(asyncio.create_task(lease_loop(node_lease(agent))))
         writers.append(asyncio.create_task(credentials.renew_loop()))
         if elector is not None:
             writers.append(asyncio.create_task(watches.create_namespace_map()))
@@ -222,7 +229,7 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         tasks.append(asyncio.create_task(synced_pods.run()))
     tasks.append(asyncio.create_task(watches.start(create_namespace_map=elector is None)))
     tasks.append(asyncio.create_task(credentials.run()))
-    tasks.append(asyncio.create_task(health_loop(agent)))
+    tasks.append(asyncio.create_task(health_loop(health_checks(agent))))
     election: asyncio.Task[None] | None = None
     if elector is None:
         lead()
