@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
-from home_agent.agent import HOME, REMOTE, Agent
+from home_agent.agent import HOME, NODE_KEY, REMOTE, Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.heartbeat import HealthChecks, NodeLease
 from home_agent.pod import PodOffloader, PodSources
@@ -24,6 +24,7 @@ from home_agent.reflection.persistentvolumeclaim import (
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.reflection.token import TokenReflector
+from home_agent.virtual_node import NodeSources
 from home_agent.webhook import WebhookMirrors
 from shared.api.builtin import EVENTS, PERSISTENTVOLUMES, PODS, SECRETS, SERVICES
 from shared.forge.pod_status import StatusForgeConfig
@@ -158,3 +159,15 @@ def health_checks(agent: Agent) -> HealthChecks:
                         report=agent.set_health, interval=config.health_check_interval,
                         timeout=config.health_check_timeout,
                         failure_threshold=config.failure_threshold)
+
+
+def node_sources(agent: Agent) -> NodeSources:
+    """What the virtual node is converged from and written with."""
+    config = agent.config
+    return NodeSources(
+        home=agent.home, nodes=agent.mirrors.nodes, virtual_node=agent.virtual_node,
+        node_name=agent.node_name, offer=agent.offer, offer_known=agent.tenant_synced.is_set,
+        health=lambda: agent.health,
+        retry_after=lambda seconds: agent.queue.add_after(NODE_KEY, seconds),
+        remote_cluster_id=config.remote_cluster_id, agent_ip=config.agent_ip,
+        kubelet_port=config.kubelet_port)

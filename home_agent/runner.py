@@ -26,6 +26,7 @@ from home_agent.assembly import (
     COMPANIONS,
     health_checks,
     node_lease,
+    node_sources,
     pod_offloader,
     reflection_for,
     webhook_mirrors,
@@ -43,7 +44,7 @@ from home_agent.reflection.manager import Reflection
 from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent, declare_reflection, declare_virtual_node_followers
 from home_agent.synced_cache import SyncedPods
-from home_agent.virtual_node import reconcile_node
+from home_agent.virtual_node import NodeSources, reconcile_node
 from home_agent.watches import (
     HOME_WATCH,
     NodePodsWatch,
@@ -108,14 +109,14 @@ def mirrors_listed(agent: Agent, key: Hashable) -> bool:
     return agent.remote_synced()
 
 
-async def reconcile(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
-                    offloaded: OffloadedNamespaceWatches, synced_pods: SyncedPods | None,
-                    key: Hashable) -> Result | None:
+async def reconcile(agent: Agent, node: NodeSources, pods: PodOffloader,
+                    watches: RemoteWatches, offloaded: OffloadedNamespaceWatches,
+                    synced_pods: SyncedPods | None, key: Hashable) -> Result | None:
     """One key, its mirrors listed (`mirrors_listed`)."""
     assert isinstance(key, tuple)
     match key:
         case ("node",):
-            await reconcile_node(agent)
+            await reconcile_node(node)
         case ("twins",):
             watches.follow_twins()
         case ("namespaces",):
@@ -165,7 +166,8 @@ def build_controller(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
                      ) -> Controller[Hashable]:
     """The agent's own keys (`agent.queue`), counted per key kind too."""
     return Controller(
-        "agent", functools.partial(reconcile, agent, pods, watches, offloaded, synced_pods),
+        "agent", functools.partial(reconcile, agent, node_sources(agent), pods, watches, offloaded,
+                                   synced_pods),
         workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
         queue=agent.queue, describe=functools.partial(_object_of, agent),
