@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping, Sequence
 from home_agent.agent import HOME, NODE_KEY, REMOTE, Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.heartbeat import HealthChecks, NodeLease
+from home_agent.kubelet.server import KubeletSources
+from home_agent.kubelet.usage import NodePods
 from home_agent.pod import PodOffloader, PodSources
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES, EndpointSliceReflector
 from home_agent.reflection.event import EventReflector
@@ -171,3 +173,13 @@ def node_sources(agent: Agent) -> NodeSources:
         retry_after=lambda seconds: agent.queue.add_after(NODE_KEY, seconds),
         remote_cluster_id=config.remote_cluster_id, agent_ip=config.agent_ip,
         kubelet_port=config.kubelet_port)
+
+
+def kubelet_sources(agent: Agent) -> KubeletSources:
+    """What the kubelet API answers from."""
+    mirrors = agent.mirrors
+    return KubeletSources(
+        node_pods=NodePods(pods=mirrors.pods, shadow_pods=mirrors.shadow_pods, twins=agent.twins),
+        node_name=agent.node_name, health=lambda: agent.health,
+        remote_cluster_id=agent.config.remote_cluster_id, home=agent.home.live,
+        remote=agent.remote.live)

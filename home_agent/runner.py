@@ -25,6 +25,7 @@ from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apise
 from home_agent.assembly import (
     COMPANIONS,
     health_checks,
+    kubelet_sources,
     node_lease,
     node_sources,
     pod_offloader,
@@ -246,7 +247,7 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
     servers = [await serve_webhook(webhook_mirrors(agent), config.webhook_address,
                                    config.webhook_cert, config.webhook_key, webhook_requests),
                await serve_metrics(agent, metrics)]
-    kubelet.start(agent)
+    kubelet.start(kubelet_sources(agent))
     log.info("home agent %s → %s started (node %s)", agent.config.home_cluster_id,
              agent.config.remote_cluster_id, agent.node_name())
     exit_code = 0

@@ -30,13 +30,12 @@ from annex.api_errors import ApiError, error_message
 from annex.kube import Connection, LiveConnection, current_token
 from annex.kubeapi import ClusterApi, ssl_context
 from annex.metrics import Family, ServedRequests
-from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from home_agent.kubelet.auth import Caller, Reviews, certificate_caller
 from home_agent.kubelet.certs import load_pair, self_signed
 from home_agent.kubelet.csr import ServingCertificates
 from home_agent.kubelet.streams import dial, offered_protocols, relay
-from home_agent.kubelet.usage import Usage
+from home_agent.kubelet.usage import NodePods, Usage
 from home_agent.kubelet.websocket import bridge, is_websocket, ports_of, remote_protocols
 from shared.forge.kubelet import (
     PodRequest,
@@ -53,6 +52,7 @@ from shared.forge.kubelet import (
     resource_metrics,
     stats_summary,
 )
+from shared.forge.node import Health
 from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
 from spdy3 import upgrade
 from spdy3.aiohttp_upgrade import claim, switch_protocols
@@ -132,11 +132,25 @@ def route_of(request: web.Request) -> str:
     return resource.canonical if resource is not None else "unmatched"
 
 
+@dataclass(frozen=True)
+class KubeletSources:
+    """What the kubelet API answers from: the node's pods, the node's name and the remote's
+    health as they are now, the remote's cluster id (its errors name it), and both clusters'
+    live credentials (its own clients, on its own loop, are built on them)."""
+
+    node_pods: NodePods
+    node_name: Callable[[], str]
+    health: Callable[[], Health]
+    remote_cluster_id: str
+    home: LiveConnection
+    remote: LiveConnection
+
+
 class KubeletApi:
-    def __init__(self, agent: Agent, reviews: Reviews, remote: RemoteSession,
+    def __init__(self, sources: KubeletSources, reviews: Reviews, remote: RemoteSession,
                  client_ca: bool, usage: Usage,
                  served: ServedRequests | None = None) -> None:
-        self.agent = agent
+        self.sources = sources
         self.served = served
         self.reviews = reviews
         self.remote = remote
@@ -162,7 +176,7 @@ class KubeletApi:
             if caller is None:
                 return _text(401, "Unauthorized")
             attributes = authorization_attributes(request.method, request.path,
-                                                  self.agent.node_name())
+                                                  self.sources.node_name())
             if not await self.reviews.authorize(caller, attributes):
                 log.info("kubelet API: %s refused %s %s", caller.name, request.method,
                          request.path)
@@ -178,11 +192,11 @@ class KubeletApi:
 
     def twin(self, request: PodRequest) -> Twin:
         """The home pod and its twin namespace, or the kubelet's 404."""
-        pod = self.agent.mirrors.pods.get((request.namespace, request.pod))
-        remote_namespace = self.agent.twins.accepted(request.namespace)
+        pod = self.sources.node_pods.pods.get((request.namespace, request.pod))
+        remote_namespace = self.sources.node_pods.twins.accepted(request.namespace)
         if (pod is None or remote_namespace is None
                 or (request.uid and request.uid != (pod.get("metadata") or {}).get("uid"))
-                or self.agent.mirrors.shadow_pods.get((remote_namespace, request.pod)) is None):
+                or self.sources.node_pods.shadow_pods.get((remote_namespace, request.pod)) is None):
             raise web.HTTPNotFound(text=pod_not_found(request) + "\n")
         if request.container and request.container not in container_names(pod):
             raise web.HTTPNotFound(text=container_not_found(request) + "\n")
@@ -190,14 +204,14 @@ class KubeletApi:
 
     def _unreachable(self) -> web.Response | None:
         """The 503 of a remote the agent found unreachable: answered at once, never a hang."""
-        health = self.agent.health
+        health = self.sources.health()
         if health.ready is False:
-            return _text(503, f"remote cluster {self.agent.config.remote_cluster_id} is "
+            return _text(503, f"remote cluster {self.sources.remote_cluster_id} is "
                               f"unreachable: {health.message}")
         return None
 
     def _remote_failed(self, error: BaseException) -> web.Response:
-        return _text(502, f"remote cluster {self.agent.config.remote_cluster_id}: "
+        return _text(502, f"remote cluster {self.sources.remote_cluster_id}: "
                           f"{error_message(error) or type(error).__name__}")
 
     # --- handlers ---------------------------------------------------------------------------
@@ -206,11 +220,11 @@ class KubeletApi:
         return web.Response(text="ok")
 
     async def pods(self, request: web.Request) -> web.Response:
-        return web.json_response(pod_list(self.agent.mirrors.pods.values()))
+        return web.json_response(pod_list(self.sources.node_pods.pods.values()))
 
     async def stats_summary(self, request: web.Request) -> web.Response:
         usage = await self.usage.collect()
-        return web.json_response(stats_summary(self.agent.node_name(), self.usage.started,
+        return web.json_response(stats_summary(self.sources.node_name(), self.usage.started,
                                                time.time(), usage))
 
     async def resource_metrics(self, request: web.Request) -> web.Response:
@@ -257,7 +271,7 @@ class KubeletApi:
                 async with asyncio.timeout(HEALTH_POLL):
                     chunk = await upstream.content.readany()
             except TimeoutError:
-                if self.agent.health.ready is False:
+                if self.sources.health().ready is False:
                     break
                 continue
             except (aiohttp.ClientError, OSError):
@@ -311,7 +325,7 @@ class KubeletApi:
             answer.header(upgrade.HEADER_PROTOCOL_VERSION)))
         reader, writer = await switch_protocols(request, response)
         caller = spdy3.Connection(reader, writer, server=True)
-        await relay(caller, remote, lambda: self.agent.health.ready is False, HEALTH_POLL)
+        await relay(caller, remote, lambda: self.sources.health().ready is False, HEALTH_POLL)
         return response
 
     def application(self) -> web.Application:
@@ -363,7 +377,7 @@ def serving_context(config: AgentConfig) -> ssl.SSLContext:
 
 class KubeletServer:
     """Binds the kubelet port at once (port 0: any free port, then advertised), serves on a
-    thread of its own once given the agent."""
+    thread of its own once given what it answers from."""
 
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
@@ -379,8 +393,8 @@ class KubeletServer:
         self.requests = ServedRequests(KUBELET_REQUESTS, route_of)
         """The API's requests, counted on its thread, read by /metrics."""
 
-    def start(self, agent: Agent) -> None:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(agent)),
+    def start(self, sources: KubeletSources) -> None:
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve(sources)),
                                         name="kubelet-api", daemon=True)
         self._thread.start()
         self._started.wait(10)
@@ -388,14 +402,14 @@ class KubeletServer:
     def alive(self) -> bool:
         return self._thread is None or self._thread.is_alive()
 
-    async def _serve(self, agent: Agent) -> None:
+    async def _serve(self, sources: KubeletSources) -> None:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        home = ClusterApi(agent.home.live, throttle_reads=False)
-        remote = RemoteSession(agent.remote.live)
-        remote_api = ClusterApi(agent.remote.live, throttle_reads=False)
-        api = KubeletApi(agent, Reviews(home), remote, bool(self.config.kubelet_client_ca),
-                         Usage(agent, remote_api), self.requests)
+        home = ClusterApi(sources.home, throttle_reads=False)
+        remote = RemoteSession(sources.remote)
+        remote_api = ClusterApi(sources.remote, throttle_reads=False)
+        api = KubeletApi(sources, Reviews(home), remote, bool(self.config.kubelet_client_ca),
+                         Usage(sources.node_pods, remote_api), self.requests)
         runner = web.AppRunner(api.application(), access_log=None, handler_cancellation=True)
         await runner.setup()
         await web.SockSite(runner, self.socket, ssl_context=self.context).start()

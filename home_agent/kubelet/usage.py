@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from annex.api_errors import ApiError, error_message
 from annex.kubeapi import ClusterApi
-from home_agent.agent import Agent
+from annex.mirror import Mirror
+from home_agent.twins import TwinNamespaces
 from shared.forge.kubelet import ContainerUsage, pod_metrics_usage
 from shared.rfc3339 import parse_rfc3339
 
@@ -29,9 +31,19 @@ def _start_time(pod: dict[str, Any]) -> float:
         return 0.0
 
 
+@dataclass(frozen=True)
+class NodePods:
+    """The pods bound to the virtual node, their ShadowPods and the twin namespaces those are
+    in: the pods the kubelet API serves."""
+
+    pods: Mirror
+    shadow_pods: Mirror
+    twins: TwinNamespaces
+
+
 class Usage:
-    def __init__(self, agent: Agent, remote: ClusterApi) -> None:
-        self.agent = agent
+    def __init__(self, node_pods: NodePods, remote: ClusterApi) -> None:
+        self.node_pods = node_pods
         self.remote = remote
         self.started = time.time()
         self._counted: dict[tuple[str, str, str], tuple[float, float, int]] = {}
@@ -54,15 +66,15 @@ class Usage:
     async def collect(self) -> list[ContainerUsage]:
         entries = []
         seen = set()
-        for remote_namespace in sorted(self.agent.twins.accepted_twins()):
-            home_namespace = self.agent.twins.home_of(remote_namespace)
+        node_pods = self.node_pods
+        for remote_namespace in sorted(node_pods.twins.accepted_twins()):
+            home_namespace = node_pods.twins.home_of(remote_namespace)
             if home_namespace is None:
                 continue
             for item in await self._pod_metrics(remote_namespace):
                 name = str((item.get("metadata") or {}).get("name") or "")
-                pod = self.agent.mirrors.pods.get((home_namespace, name))
-                if pod is None or self.agent.mirrors.shadow_pods.get(
-                        (remote_namespace, name)) is None:
+                pod = node_pods.pods.get((home_namespace, name))
+                if pod is None or node_pods.shadow_pods.get((remote_namespace, name)) is None:
                     continue  # not one of this node's pods
                 sampled, usage = pod_metrics_usage(item)
                 for container, (nano_cores, memory) in usage.items():

@@ -10,7 +10,7 @@ from typing import Any
 
 from annex.mirror import Mirror
 from home_agent.kubelet.auth import Caller, certificate_caller
-from home_agent.kubelet.usage import Usage
+from home_agent.kubelet.usage import NodePods, Usage
 
 
 def test_a_client_certificate_names_the_user_and_groups() -> None:
@@ -22,17 +22,15 @@ def test_a_client_certificate_names_the_user_and_groups() -> None:
     assert certificate_caller({"subject": ((("organizationName", "x"),),)}) is None
 
 
-class _Agent:
-    """What `Usage` reads of the agent: pod "p" offloaded from "ns" to its twin "twin"."""
-
-    def __init__(self) -> None:
-        self.mirrors = SimpleNamespace(pods=Mirror(), shadow_pods=Mirror())
-        self.mirrors.pods.apply(None, {"metadata": {"namespace": "ns", "name": "p",
-                                                    "uid": "uid-p"}})
-        self.mirrors.shadow_pods.apply(None, {"metadata": {"namespace": "twin", "name": "p"}})
-        self.twins = SimpleNamespace(
-            accepted_twins=lambda: {"twin"},
-            home_of=lambda remote_namespace: "ns" if remote_namespace == "twin" else None)
+def _node_pods() -> NodePods:
+    """Pod "p" offloaded from "ns" to its twin "twin"."""
+    pods, shadow_pods = Mirror(), Mirror()
+    pods.apply(None, {"metadata": {"namespace": "ns", "name": "p", "uid": "uid-p"}})
+    shadow_pods.apply(None, {"metadata": {"namespace": "twin", "name": "p"}})
+    twins: Any = SimpleNamespace(
+        accepted_twins=lambda: {"twin"},
+        home_of=lambda remote_namespace: "ns" if remote_namespace == "twin" else None)
+    return NodePods(pods=pods, shadow_pods=shadow_pods, twins=twins)
 
 
 class _MetricsApi:
@@ -53,7 +51,7 @@ class _MetricsApi:
 
 def test_cpu_seconds_are_counted_from_the_rates() -> None:
     remote = _MetricsApi()
-    usage = Usage(_Agent(), remote)  # type: ignore[arg-type]
+    usage = Usage(_node_pods(), remote)  # type: ignore[arg-type]
 
     def counted(at: float, cpu: str) -> float:
         remote.sample = (at, cpu)
