@@ -13,6 +13,7 @@ from home_agent.config import TOKEN_REFLECTION
 from home_agent.heartbeat import HealthChecks, NodeLease
 from home_agent.kubelet.server import KubeletSources
 from home_agent.kubelet.usage import NodePods
+from home_agent.metrics import AgentFigures
 from home_agent.pod import PodOffloader, PodSources
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES, EndpointSliceReflector
 from home_agent.reflection.event import EventReflector
@@ -183,3 +184,13 @@ def kubelet_sources(agent: Agent) -> KubeletSources:
         node_name=agent.node_name, health=lambda: agent.health,
         remote_cluster_id=agent.config.remote_cluster_id, home=agent.home.live,
         remote=agent.remote.live)
+
+
+def agent_figures(agent: Agent) -> AgentFigures:
+    """What /metrics reads of the agent."""
+    return AgentFigures(
+        remote_cluster_id=agent.config.remote_cluster_id, node_name=agent.node_name,
+        remote_ready=lambda: bool(agent.health.ready), pods=agent.mirrors.pods,
+        shadow_pods=agent.mirrors.shadow_pods,
+        synced=lambda: agent.home_synced.is_set() and agent.remote_synced(),
+        health_checks=agent.health_checks)

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -23,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from annex.controller import Controller
+from annex.kubeapi import ClusterApi
 from annex.leader import LeaderElector
 from annex.metrics import (
     ControllerCollector,
@@ -37,15 +39,31 @@ from annex.metrics import (
     registry,
     single,
 )
+from annex.metrics_histogram import Histogram
+from annex.mirror import Mirror
 from annex.probes import serve_probes
 from annex.request_metrics import REQUESTS, RequestMetrics
 from annex.reviews import Reviews
-from home_agent.agent import Agent
 
 log = logging.getLogger(__name__)
 
 PREFIX = "annex_home_agent"
 COMPONENT = "home-agent"
+
+
+@dataclass(frozen=True)
+class AgentFigures:
+    """What /metrics reads of the agent at scrape time: its remote, its node's name and
+    whether the remote answers, its pods and ShadowPods, whether both sides are listed, and how
+    long the health checks took."""
+
+    remote_cluster_id: str
+    node_name: Callable[[], str]
+    remote_ready: Callable[[], bool]
+    pods: Mirror
+    shadow_pods: Mirror
+    synced: Callable[[], bool]
+    health_checks: Histogram
 
 
 class Metrics:
@@ -82,9 +100,9 @@ class Metrics:
             return [([kind, result], count)
                     for (kind, result), count in sorted(self._reconciles.items())]
 
-    def collectors(self, agent: Agent) -> list[Collector]:
+    def collectors(self, figures: AgentFigures) -> list[Collector]:
         """Everything /metrics shows but the process' and build's families."""
-        remote = agent.config.remote_cluster_id
+        remote = figures.remote_cluster_id
 
         found: list[Collector] = [
             Gauges([
@@ -93,20 +111,19 @@ class Metrics:
                  self._reconciles_by_kind),
                 (Family(f"{PREFIX}_remote_ready", "gauge",
                         "1 while the remote API server answers."),
-                 single(lambda: 1.0 if agent.health.ready else 0.0)),
+                 single(lambda: 1.0 if figures.remote_ready() else 0.0)),
                 (Family("annex_virtual_node_ready", "gauge",
                         "1 while the virtual node is Ready (its remote answers its health "
                         "checks).", ("node", "remote_cluster")),
-                 lambda: [([agent.node_name(), remote], 1.0 if agent.health.ready else 0.0)]),
+                 lambda: [([figures.node_name(), remote], 1.0 if figures.remote_ready() else 0.0)]),
                 (Family(f"{PREFIX}_pods", "gauge", "Pods bound to the virtual node."),
-                 single(lambda: float(agent.mirrors.pods.size()))),
+                 single(lambda: float(figures.pods.size()))),
                 (Family(f"{PREFIX}_shadow_pods", "gauge",
                         "ShadowPods of this agent on the remote."),
-                 single(lambda: float(agent.mirrors.shadow_pods.size()))),
+                 single(lambda: float(figures.shadow_pods.size()))),
                 (Family(f"{PREFIX}_synced", "gauge",
                         "1 once both clusters' watches have listed everything."),
-                 single(lambda: 1.0 if agent.home_synced.is_set() and agent.remote_synced()
-                     else 0.0)),
+                 single(lambda: 1.0 if figures.synced() else 0.0)),
                 (Family(f"{PREFIX}_leader", "gauge",
                         "1 while this replica leads (writes); 0 on a standby."),
                  single(lambda: 1.0 if self.leading() else 0.0)),
@@ -119,7 +136,7 @@ class Metrics:
             Histograms([(Family("annex_remote_health_check_duration_seconds", "histogram",
                                 "How long the remote API server's /livez took to answer (or "
                                 "fail).", ("remote_cluster",)),
-                         lambda: [([remote], agent.health_checks)])]),
+                         lambda: [([remote], figures.health_checks)])]),
             ControllerCollector(PREFIX, lambda: self.controllers),
             RequestCollector(self._requests),
             *self.served,
@@ -130,19 +147,21 @@ class Metrics:
                                           lambda: elector.transitions))
         return found
 
-    def registry(self, agent: Agent) -> CollectorRegistry:
-        return registry(COMPONENT, self.collectors(agent))
+    def registry(self, figures: AgentFigures) -> CollectorRegistry:
+        return registry(COMPONENT, self.collectors(figures))
 
 
-async def serve(agent: Agent, metrics: Metrics) -> web.AppRunner | None:
-    address = agent.config.metrics_address
+async def serve(metrics: Metrics, figures: AgentFigures, address: str | None, secure: bool,
+                home: ClusterApi, home_listed: Callable[[], bool]) -> web.AppRunner | None:
+    """The probes and /metrics on `address` (none without it), ready once `home_listed`;
+    `secure`: only for callers `home` allows to get /metrics."""
     if not address:
         return None
     host, _, port = address.rpartition(":")
-    access = MetricsAccess(Reviews(agent.home)) if agent.config.metrics_secure else None
-    runner = await serve_probes(host or "0.0.0.0", int(port), ready=agent.home_synced.is_set,
+    access = MetricsAccess(Reviews(home)) if secure else None
+    runner = await serve_probes(host or "0.0.0.0", int(port), ready=home_listed,
                                 not_ready="home cluster not listed yet",
-                                scrape=metrics_handler(metrics.registry(agent), access),
+                                scrape=metrics_handler(metrics.registry(figures), access),
                                 ready_text=lambda: f"ok: {metrics.role()}")
     log.info("metrics and probes on http://%s%s", address,
              " (metrics for callers allowed to get /metrics)" if access else "")

@@ -24,6 +24,7 @@ from home_agent.agent import HOME, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
 from home_agent.assembly import (
     COMPANIONS,
+    agent_figures,
     health_checks,
     kubelet_sources,
     node_lease,
@@ -246,7 +247,8 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
     config = agent.config
     servers = [await serve_webhook(webhook_mirrors(agent), config.webhook_address,
                                    config.webhook_cert, config.webhook_key, webhook_requests),
-               await serve_metrics(agent, metrics)]
+               await serve_metrics(metrics, agent_figures(agent), config.metrics_address,
+                                   config.metrics_secure, agent.home, agent.home_synced.is_set)]
     kubelet.start(kubelet_sources(agent))
     log.info("home agent %s → %s started (node %s)", agent.config.home_cluster_id,
              agent.config.remote_cluster_id, agent.node_name())

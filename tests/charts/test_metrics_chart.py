@@ -162,7 +162,7 @@ def exported_names() -> set[str]:
     agent.served = [ServedRequests(), ServedRequests(KUBELET_REQUESTS, route_of)]
     enforcer = EnforcerMetrics()
     enforcer.gauges["shadowpods_counted"] = ("counted", lambda: 0.0)  # as the operator sets it
-    fake_agent: Any = SimpleNamespace(config=SimpleNamespace(remote_cluster_id="r"))
+    fake_agent: Any = SimpleNamespace(remote_cluster_id="r")
     families: list[Family] = declared_families([
         *agent.collectors(fake_agent), *enforcer.collectors(), *controller_collectors([])])
     scraped = generate_latest(registry("test", [])).decode()

@@ -10,7 +10,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from home_agent.agent import pod_key
-from home_agent.assembly import COMPANIONS, pod_offloader, reflection_for
+from home_agent.assembly import COMPANIONS, agent_figures, pod_offloader, reflection_for
 from home_agent.metrics import Metrics
 from home_agent.reflection.kinds import KINDS
 from home_agent.runner import build_controller
@@ -34,7 +34,7 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
             await controller.process(agent.queue.take())
 
     asyncio.run(process_queued())
-    found = metric_samples(generate_latest(metrics.registry(agent)).decode())
+    found = metric_samples(generate_latest(metrics.registry(agent_figures(agent))).decode())
     assert sample(found, "annex_home_agent_reconciles_total", kind="pod", result="success") == 1
     assert sample(found, "annex_home_agent_controller_reconciles_total", controller="agent",
                   result="success") == 1
@@ -52,7 +52,7 @@ def test_the_election_is_exported_as_client_go_names_it() -> None:
     metrics.elector = SimpleNamespace(name="annex-agent-remote", transitions=3)  # type: ignore[assignment]
 
     def scraped() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-        return metric_samples(generate_latest(metrics.registry(agent)).decode())
+        return metric_samples(generate_latest(metrics.registry(agent_figures(agent))).decode())
 
     assert sample(scraped(), "leader_election_master_status", name="annex-agent-remote") == 0
     leading = True

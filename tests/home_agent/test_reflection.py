@@ -14,7 +14,7 @@ from annex.api_errors import ApiError
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
-from home_agent.assembly import COMPANIONS, peering_of, reflection_for
+from home_agent.assembly import COMPANIONS, agent_figures, peering_of, reflection_for
 from home_agent.config import REFLECTED_KINDS, AgentConfig, parse_config
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
@@ -430,7 +430,7 @@ def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() ->
     metrics.controllers = reflection.controllers()
     agent.informers.dispatch(HOME_SIDE, "configmaps", "ADDED", {
         "metadata": {"namespace": "app", "name": "settings"}})
-    found = metric_samples(generate_latest(metrics.registry(agent)).decode())
+    found = metric_samples(generate_latest(metrics.registry(agent_figures(agent))).decode())
     assert sample(found, "annex_home_agent_controller_queued_keys", controller="configmaps") == 1
     assert sample(found, "annex_home_agent_controller_queued_keys", controller="events") == 0
 
