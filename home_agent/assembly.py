@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
-from home_agent.agent import HOME, NODE_KEY, REMOTE, Agent
+from home_agent.agent import HOME, NODE_KEY, REMOTE, TWINS_KEY, Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.heartbeat import HealthChecks, NodeLease
 from home_agent.kubelet.server import KubeletSources
 from home_agent.kubelet.usage import NodePods
 from home_agent.metrics import AgentFigures
+from home_agent.namespace_map import ConsumerNamespaceMap
+from home_agent.namespace_offloading import OffloadingSources
 from home_agent.pod import PodOffloader, PodSources
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES, EndpointSliceReflector
 from home_agent.reflection.event import EventReflector
@@ -27,9 +29,17 @@ from home_agent.reflection.persistentvolumeclaim import (
 from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.reflection.token import TokenReflector
+from home_agent.remote_watch import RemoteWatchSources
 from home_agent.virtual_node import NodeSources
 from home_agent.webhook import WebhookMirrors
-from shared.api.builtin import EVENTS, PERSISTENTVOLUMES, PODS, SECRETS, SERVICES
+from shared.api.builtin import (
+    EVENTS,
+    PERSISTENTVOLUMECLAIMS,
+    PERSISTENTVOLUMES,
+    PODS,
+    SECRETS,
+    SERVICES,
+)
 from shared.forge.pod_status import StatusForgeConfig
 from shared.ipremap import CidrRemap
 from shared.reflection_policy import ReflectionType
@@ -194,3 +204,34 @@ def agent_figures(agent: Agent) -> AgentFigures:
         shadow_pods=agent.mirrors.shadow_pods,
         synced=lambda: agent.home_synced.is_set() and agent.remote_synced(),
         health_checks=agent.health_checks)
+
+
+def consumer_namespace_map(agent: Agent) -> ConsumerNamespaceMap:
+    """Where this consumer's NamespaceMap is."""
+    config = agent.config
+    return ConsumerNamespaceMap(remote=agent.remote, namespace=agent.tenant_namespace,
+                                name=agent.namespace_map_name,
+                                home_cluster_id=config.home_cluster_id,
+                                remote_cluster_id=config.remote_cluster_id)
+
+
+def offloading_sources(agent: Agent) -> OffloadingSources:
+    """What a namespace's offloading is decided from and written with."""
+    config = agent.config
+    return OffloadingSources(
+        home=agent.home, offloadings=agent.mirrors.offloadings,
+        remote_claims=agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS.plural),
+        twins=agent.twins, namespace_map=consumer_namespace_map(agent),
+        virtual_node=agent.virtual_node, node_name=agent.node_name, offer=agent.offer,
+        events=agent.events, home_cluster_id=config.home_cluster_id,
+        remote_cluster_id=config.remote_cluster_id)
+
+
+def remote_watch_sources(agent: Agent) -> RemoteWatchSources:
+    """What the remote watches are started with; the tenant namespace listed, the twins are
+    looked at."""
+    return RemoteWatchSources(
+        informers=agent.informers, side=REMOTE, remote=agent.remote.live,
+        tenant_namespace=agent.tenant_namespace, twins=agent.twins,
+        namespace_map=consumer_namespace_map(agent), tenant_synced=agent.tenant_synced,
+        twins_synced=agent.twins_synced, tenant_listed=lambda: agent.enqueue(TWINS_KEY))

@@ -10,17 +10,21 @@ asked for their deletion, the withdrawal waits (`shared.forge.namespace_offloadi
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from annex.api_errors import is_not_found
 from annex.api_paths import core_path, custom_path
-from home_agent.agent import REMOTE, Agent
-from home_agent.namespace_map import ensure_namespace_map
-from shared.api.builtin import PERSISTENTVOLUMECLAIMS
-from shared.api.namespace_map import NAMESPACE_MAP
+from annex.events import EventRecorder
+from annex.kubeapi import ClusterApi
+from annex.mirror import Mirror
+from home_agent.namespace_map import ConsumerNamespaceMap, ensure_namespace_map
+from home_agent.twins import TwinNamespaces
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFLOADING_NAME
+from shared.api.resource_offer import ResourceOffer
+from shared.api.virtual_node import VirtualNode
 from shared.forge.namespace_offloading import (
     INVALID_NAMESPACE_NAME_REASON,
     finalizer_name,
@@ -32,39 +36,58 @@ from shared.wellknown import SCHEDULING_ENABLED_LABEL
 log = logging.getLogger(__name__)
 
 
-async def _set_mapping(agent: Agent, namespace: str, remote_name: str | None) -> None:
+@dataclass(frozen=True)
+class OffloadingSources:
+    """What a namespace's offloading is decided from and written with: the home client, the
+    NamespaceOffloadings' mirror, the remote claims' mirror, the twin namespaces, this
+    consumer's NamespaceMap, the VirtualNode, the node's name and the provider's offer as they
+    are now, the recorder of the agent's Events, and the peering's cluster ids."""
+
+    home: ClusterApi
+    offloadings: Mirror
+    remote_claims: Mirror
+    twins: TwinNamespaces
+    namespace_map: ConsumerNamespaceMap
+    virtual_node: Callable[[], VirtualNode | None]
+    node_name: Callable[[], str]
+    offer: Callable[[], ResourceOffer | None]
+    events: EventRecorder
+    home_cluster_id: str
+    remote_cluster_id: str
+
+
+async def _set_mapping(sources: OffloadingSources, namespace: str, remote_name: str | None) -> None:
     """Set (or with None remove) this namespace's desiredMapping entry, creating the map."""
-    namespace_map = agent.twins.namespace_map()
+    namespace_map = sources.twins.namespace_map()
     current = namespace_map.spec.desired_mapping.get(namespace) if namespace_map else None
     if current == remote_name:
         return
     if namespace_map is None:
         if remote_name is None:
             return
-        if await ensure_namespace_map(agent, {namespace: remote_name}):
+        if await ensure_namespace_map(sources.namespace_map, {namespace: remote_name}):
             return
-    await agent.remote.patch(
-        custom_path(NAMESPACE_MAP, agent.tenant_namespace, agent.namespace_map_name),
-        {"spec": {"desiredMapping": {namespace: remote_name}}})
+    await sources.namespace_map.remote.patch(
+        sources.namespace_map.path, {"spec": {"desiredMapping": {namespace: remote_name}}})
 
 
-async def _set_finalizer(agent: Agent, obj: Mapping[str, Any], present: bool) -> None:
+async def _set_finalizer(sources: OffloadingSources, obj: Mapping[str, Any], present: bool) -> None:
     metadata = obj.get("metadata") or {}
     finalizers = list(metadata.get("finalizers") or [])
-    name = finalizer_name(agent.config.remote_cluster_id)
+    name = finalizer_name(sources.remote_cluster_id)
     if (name in finalizers) == present:
         return
     finalizers = finalizers + [name] if present else [f for f in finalizers if f != name]
-    await agent.home.patch(
+    await sources.home.patch(
         custom_path(NAMESPACE_OFFLOADING, metadata["namespace"], metadata["name"]),
         {"metadata": {"finalizers": finalizers, "resourceVersion": metadata["resourceVersion"]}})
 
 
-async def _label_namespace(agent: Agent, namespace: str, offloaded: bool) -> None:
+async def _label_namespace(sources: OffloadingSources, namespace: str, offloaded: bool) -> None:
     """Set or remove SCHEDULING_ENABLED_LABEL (written only when it differs)."""
     path = core_path("namespaces", name=namespace)
     try:
-        current = await agent.home.get(path)
+        current = await sources.home.get(path)
     except Exception as error:
         if is_not_found(error):
             return
@@ -72,46 +95,45 @@ async def _label_namespace(agent: Agent, namespace: str, offloaded: bool) -> Non
     labels = (current.get("metadata") or {}).get("labels") or {}
     if (labels.get(SCHEDULING_ENABLED_LABEL) == "true") == offloaded:
         return
-    await agent.home.patch(path, {"metadata": {"labels": {
+    await sources.home.patch(path, {"metadata": {"labels": {
         SCHEDULING_ENABLED_LABEL: "true" if offloaded else None}}})
 
 
-def remote_claims(agent: Agent, namespace: str) -> list[str]:
+def remote_claims(sources: OffloadingSources, namespace: str) -> list[str]:
     """The claims the namespace's twin holds on the provider (what its withdrawal would delete
     with the twin)."""
-    twin = agent.twins.mapped(namespace)
+    twin = sources.twins.mapped(namespace)
     if twin is None:
         return []
-    claims = agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS.plural)
-    return sorted(name for claim_namespace, name in claims.keys() if claim_namespace == twin)
+    return sorted(name for claim_namespace, name in sources.remote_claims.keys()
+                  if claim_namespace == twin)
 
 
-async def reconcile_offloading(agent: Agent, namespace: str) -> None:
-    obj = agent.mirrors.offloadings.get((namespace, NAMESPACE_OFFLOADING_NAME))
-    config = agent.config
-    virtual_node = agent.virtual_node()
+async def reconcile_offloading(sources: OffloadingSources, namespace: str) -> None:
+    obj = sources.offloadings.get((namespace, NAMESPACE_OFFLOADING_NAME))
+    virtual_node = sources.virtual_node()
     withdrawn = virtual_node is not None and virtual_node.metadata.deletion_timestamp is not None
     plan = offloading_plan(
-        obj, namespace, agent.twins.namespace_map(), node_name=agent.node_name(),
-        node_labels=virtual_node_labels(agent.node_name(), config.remote_cluster_id,
-                                        agent.offer(), virtual_node),
-        home_cluster_id=config.home_cluster_id, remote_cluster_id=config.remote_cluster_id,
-        now=datetime.now(UTC), withdrawn=withdrawn, remote_claims=remote_claims(agent, namespace),
+        obj, namespace, sources.twins.namespace_map(), node_name=sources.node_name(),
+        node_labels=virtual_node_labels(sources.node_name(), sources.remote_cluster_id,
+                                        sources.offer(), virtual_node),
+        home_cluster_id=sources.home_cluster_id, remote_cluster_id=sources.remote_cluster_id,
+        now=datetime.now(UTC), withdrawn=withdrawn, remote_claims=remote_claims(sources, namespace),
         delete_remote_claims=withdrawn and virtual_node is not None
         and virtual_node.spec.delete_remote_claims)
-    await _label_namespace(agent, namespace, plan.scheduling_enabled)
+    await _label_namespace(sources, namespace, plan.scheduling_enabled)
     if obj is not None and plan.finalizer:
-        await _set_finalizer(agent, obj, present=True)  # before the twin is asked for
-    await _set_mapping(agent, namespace, plan.remote_namespace)
+        await _set_finalizer(sources, obj, present=True)  # before the twin is asked for
+    await _set_mapping(sources, namespace, plan.remote_namespace)
     if obj is None:
         return
     if plan.invalid_name is not None:
         log.warning("namespace %s cannot be offloaded: %s", namespace, plan.invalid_name)
-        await agent.events.record(obj, INVALID_NAMESPACE_NAME_REASON, plan.invalid_name)
+        await sources.events.record(obj, INVALID_NAMESPACE_NAME_REASON, plan.invalid_name)
     if plan.status is not None:
         metadata = obj["metadata"]
-        obj = await agent.home.patch(  # its new resourceVersion guards the finalizer's removal
+        obj = await sources.home.patch(  # its new resourceVersion guards the finalizer's removal
             custom_path(NAMESPACE_OFFLOADING, metadata["namespace"], metadata["name"], "status"),
             {"status": plan.status})
     if not plan.finalizer:
-        await _set_finalizer(agent, obj, present=False)  # last: the object may go with it
+        await _set_finalizer(sources, obj, present=False)  # last: the object may go with it

@@ -7,12 +7,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from annex.api_errors import error_message
-from home_agent.agent import REMOTE, TWINS_KEY, Agent
-from home_agent.namespace_map import ensure_namespace_map
+from annex.informers import Informers
+from annex.kube import LiveConnection
+from home_agent.namespace_map import ConsumerNamespaceMap, ensure_namespace_map
+from home_agent.twins import TwinNamespaces
 from home_agent.watches import (
     TENANT_WATCH,
     TWINS_WATCH,
@@ -29,11 +34,29 @@ TWINS_SYNC_LIMIT = 120.0
 """Seconds after which it counts as listed even while new objects keep coming."""
 
 
+@dataclass(frozen=True)
+class RemoteWatchSources:
+    """What the remote watches are started with and report to: the informer registry and its
+    remote side's name, the remote's live credentials, the tenant namespace, the twin
+    namespaces, this consumer's NamespaceMap, and the events set once each side is listed
+    (`tenant_listed` is called then too)."""
+
+    informers: Informers
+    side: str
+    remote: LiveConnection
+    tenant_namespace: str
+    twins: TwinNamespaces
+    namespace_map: ConsumerNamespaceMap
+    tenant_synced: threading.Event
+    twins_synced: threading.Event
+    tenant_listed: Callable[[], None]
+
+
 class RemoteWatches:
-    def __init__(self, agent: Agent, sink: EventSink | None = None) -> None:
+    def __init__(self, sources: RemoteWatchSources, sink: EventSink | None = None) -> None:
         """The two watches list what the registry declares for them (`home_agent.routes`)."""
-        self.agent = agent
-        self._sink = sink or functools.partial(agent.informers.dispatch, REMOTE)
+        self.sources = sources
+        self._sink = sink or functools.partial(sources.informers.dispatch, sources.side)
         self.tenant: Watch | None = None
         self.twins: Watch | None = None
         self.twin_namespaces: frozenset[str] = frozenset()
@@ -43,16 +66,17 @@ class RemoteWatches:
         nothing: it watches at once, and the leader creates the map once elected."""
         if create_namespace_map:
             await self.create_namespace_map()
-        agent = self.agent
+        sources = self.sources
 
         def tenant_synced() -> None:
             log.info("remote tenant namespace listed")
-            agent.tenant_synced.set()
-            agent.enqueue(TWINS_KEY)
+            sources.tenant_synced.set()
+            sources.tenant_listed()
 
         self.tenant = Watch(
-            agent.remote.live,
-            declared_watch(agent.informers, REMOTE, TENANT_WATCH, (agent.tenant_namespace,)),
+            sources.remote,
+            declared_watch(sources.informers, sources.side, TENANT_WATCH,
+                           (sources.tenant_namespace,)),
             self._sink, tenant_synced)
         self.tenant.start()
 
@@ -62,7 +86,7 @@ class RemoteWatches:
         delay = 0.5
         while True:
             try:
-                await ensure_namespace_map(self.agent)
+                await ensure_namespace_map(self.sources.namespace_map)
                 return
             except Exception as error:  # noqa: BLE001 - retried until the remote answers
                 log.warning("cannot reach the remote tenant namespace (retry in %.1fs): %s",
@@ -73,27 +97,27 @@ class RemoteWatches:
     def follow_twins(self) -> None:
         """Watch ShadowPods in exactly the accepted twin namespaces (on the agent's loop). A
         changed set replaces the twins watch; the new one relists."""
-        agent = self.agent
-        namespaces = agent.twins.accepted_twins()
+        sources = self.sources
+        namespaces = sources.twins.accepted_twins()
         if namespaces == self.twin_namespaces and (
-                agent.twins_synced.is_set() or self.twins is not None):
+                sources.twins_synced.is_set() or self.twins is not None):
             return  # listed, or still listing exactly these: never restart a listing
-        agent.twins_synced.clear()
+        sources.twins_synced.clear()
         if self.twins is not None:
             self.twins.stop()
         self.twins, self.twin_namespaces = None, namespaces
-        agent.informers.start_relist(REMOTE, self._relisted())
+        sources.informers.start_relist(sources.side, self._relisted())
         if not namespaces:
             self._finish_relist()
-            agent.twins_synced.set()
+            sources.twins_synced.set()
             return
         watch: Watch | None = None
 
         def synced() -> None:
-            if self.twins is not watch or agent.twins_synced.is_set():
+            if self.twins is not watch or sources.twins_synced.is_set():
                 return
             self._finish_relist()
-            agent.twins_synced.set()
+            sources.twins_synced.set()
             log.info("ShadowPods listed")
 
         # A listing that never completes (e.g. in a twin namespace being deleted) is taken as
@@ -118,23 +142,25 @@ class RemoteWatches:
                 return  # replaced
             if progress[0] == seen or time.monotonic() - started >= TWINS_SYNC_LIMIT:
                 synced()
-            elif not agent.twins_synced.is_set():
+            elif not sources.twins_synced.is_set():
                 loop.call_later(TWINS_SYNC_GRACE, grace, progress[0])
 
         log.info("watching ShadowPods in %s", ", ".join(sorted(namespaces)))
         watch = self.twins = Watch(
-            agent.remote.live,
-            declared_watch(agent.informers, REMOTE, TWINS_WATCH, tuple(sorted(namespaces))),
+            sources.remote,
+            declared_watch(sources.informers, sources.side, TWINS_WATCH,
+                           tuple(sorted(namespaces))),
             sink, synced)
         grace(-1)
         watch.start()
 
     def _relisted(self) -> list[str]:
         """The twins watch's resources: their mirrors are relisted with it."""
-        return [plural for _, _, plural in self.agent.informers.watched(REMOTE, TWINS_WATCH)]
+        sources = self.sources
+        return [plural for _, _, plural in sources.informers.watched(sources.side, TWINS_WATCH)]
 
     def _finish_relist(self) -> None:
-        self.agent.informers.finish_relist(REMOTE, self._relisted())
+        self.sources.informers.finish_relist(self.sources.side, self._relisted())
 
     def alive(self) -> bool:
         return all(watch is None or watch.is_alive() for watch in (self.tenant, self.twins))

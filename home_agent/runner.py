@@ -29,8 +29,10 @@ from home_agent.assembly import (
     kubelet_sources,
     node_lease,
     node_sources,
+    offloading_sources,
     pod_offloader,
     reflection_for,
+    remote_watch_sources,
     webhook_mirrors,
 )
 from home_agent.config import AgentConfig
@@ -40,7 +42,7 @@ from home_agent.kubelet.server import KubeletServer
 from home_agent.kubelet_service import NoKubeletService, with_kubelet_service
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
-from home_agent.namespace_offloading import reconcile_offloading
+from home_agent.namespace_offloading import OffloadingSources, reconcile_offloading
 from home_agent.pod import PodOffloader
 from home_agent.reflection.manager import Reflection
 from home_agent.remote_watch import RemoteWatches
@@ -111,9 +113,10 @@ def mirrors_listed(agent: Agent, key: Hashable) -> bool:
     return agent.remote_synced()
 
 
-async def reconcile(agent: Agent, node: NodeSources, pods: PodOffloader,
-                    watches: RemoteWatches, offloaded: OffloadedNamespaceWatches,
-                    synced_pods: SyncedPods | None, key: Hashable) -> Result | None:
+async def reconcile(agent: Agent, node: NodeSources, offloadings: OffloadingSources,
+                    pods: PodOffloader, watches: RemoteWatches,
+                    offloaded: OffloadedNamespaceWatches, synced_pods: SyncedPods | None,
+                    key: Hashable) -> Result | None:
     """One key, its mirrors listed (`mirrors_listed`)."""
     assert isinstance(key, tuple)
     match key:
@@ -124,7 +127,7 @@ async def reconcile(agent: Agent, node: NodeSources, pods: PodOffloader,
         case ("namespaces",):
             offloaded.follow(agent.selected_namespaces())
         case ("offloading", namespace):
-            await reconcile_offloading(agent, namespace)
+            await reconcile_offloading(offloadings, namespace)
         case ("pod", namespace, name):
             return await reconcile_pod(pods, synced_pods, namespace, name)
     return None
@@ -168,8 +171,8 @@ def build_controller(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
                      ) -> Controller[Hashable]:
     """The agent's own keys (`agent.queue`), counted per key kind too."""
     return Controller(
-        "agent", functools.partial(reconcile, agent, node_sources(agent), pods, watches, offloaded,
-                                   synced_pods),
+        "agent", functools.partial(reconcile, agent, node_sources(agent), offloading_sources(agent),
+                                   pods, watches, offloaded, synced_pods),
         workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
         queue=agent.queue, describe=functools.partial(_object_of, agent),
@@ -347,5 +350,6 @@ def run(config: AgentConfig) -> int:
                               agent.mirrors.pods.values)
     offloaded = OffloadedNamespaceWatches(home.connection, agent.informers, HOME, on_home_event,
                                           agent.offloaded)
-    return asyncio.run(supervise(agent, home_watch, node_pods, offloaded, RemoteWatches(agent),
+    return asyncio.run(supervise(agent, home_watch, node_pods, offloaded,
+                                 RemoteWatches(remote_watch_sources(agent)),
                                  reflection, credentials, kubelet, leader_elector(config)))

@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from home_agent import remote_watch
-from home_agent.agent import Agent
+from home_agent.agent import REMOTE, Agent
+from home_agent.assembly import remote_watch_sources
 from home_agent.config import AgentConfig
 from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent
+from shared.api.shadowpod import SHADOWPOD
 from tests.helpers import until
 
 GRACE = 1.0
@@ -48,7 +50,7 @@ def watches(monkeypatch: pytest.MonkeyPatch) -> RemoteWatches:
         "status": {"currentMapping": {"web": {"remoteNamespace": "web-home",
                                               "phase": "Accepted"}}}})
     WatchNeverListed.started.clear()
-    return RemoteWatches(agent)
+    return RemoteWatches(remote_watch_sources(agent))
 
 
 def shadow_pod(name: str) -> dict[str, Any]:
@@ -64,22 +66,22 @@ def test_a_listing_still_bringing_objects_is_not_cut_short(watches: RemoteWatche
         while time.monotonic() < deadline:
             watch.sink("shadowpods", "ADDED", shadow_pod(f"p{index}"))
             index += 1
-            assert not watches.agent.twins_synced.is_set()
+            assert not watches.sources.twins_synced.is_set()
             await asyncio.sleep(GRACE / 20)  # the pace of a listing, not a wait
-        await until(watches.agent.twins_synced.is_set,
+        await until(watches.sources.twins_synced.is_set,
                     "listed once no new object came for the grace period", 10 * GRACE,
                     GRACE / 50)
         return index
 
     listed = asyncio.run(scenario())
-    assert len(watches.agent.mirrors.shadow_pods.keys()) == listed
+    assert len(watches.sources.informers.mirror(REMOTE, SHADOWPOD.plural).keys()) == listed
 
 
 def test_a_listing_that_brings_nothing_counts_as_listed_after_the_grace_period(
         watches: RemoteWatches) -> None:
     async def scenario() -> None:
         watches.follow_twins()
-        await until(watches.agent.twins_synced.is_set, "listed after the grace period",
+        await until(watches.sources.twins_synced.is_set, "listed after the grace period",
                     10 * GRACE, GRACE / 50)
 
     asyncio.run(scenario())
