@@ -31,9 +31,10 @@ import yaml
 
 from annex.api_errors import ApiError, error_message
 from annex.api_paths import core_path
+from annex.events import EventRecorder
 from annex.kube import connection_from_kubeconfig, token_claims
+from annex.kubeapi import ClusterApi
 from annex.listwatch import list_and_watch
-from home_agent.agent import Agent
 from home_agent.config import AgentConfig
 from shared.api.builtin import SECRETS
 from shared.api.virtual_node import VirtualNode
@@ -145,12 +146,19 @@ def followed_secret(config: AgentConfig, virtual_node: VirtualNode | None) -> Se
 
 
 class RemoteCredentials:
-    """Follows the kubeconfig Secret and renews the token, on the controller's loop."""
+    """Follows the kubeconfig Secret (read with `home`, chosen by `config` and the
+    VirtualNode as it is now) and renews the token (requested with `remote`, whose live
+    credentials it replaces), on the controller's loop; what goes wrong is recorded on the
+    Secret with `events`."""
 
-    def __init__(self, agent: Agent) -> None:
-        self.agent = agent
-        self.live = agent.remote.live
-        self.events = agent.events
+    def __init__(self, config: AgentConfig, home: ClusterApi, remote: ClusterApi,
+                 events: EventRecorder, virtual_node: Callable[[], VirtualNode | None]) -> None:
+        self.config = config
+        self.home = home
+        self.remote = remote
+        self.live = remote.live
+        self.events = events
+        self.virtual_node = virtual_node
         self.followed: SecretRef | None = None
         self._secret: dict[str, Any] | None = None
         """The followed Secret as last seen."""
@@ -178,7 +186,7 @@ class RemoteCredentials:
                 await self._reconsider.wait()
             while True:
                 self._reconsider.clear()
-                wanted = followed_secret(self.agent.config, self.agent.virtual_node())
+                wanted = followed_secret(self.config, self.virtual_node())
                 if wanted != self.followed:
                     if watch is not None:
                         watch.cancel()
@@ -195,7 +203,7 @@ class RemoteCredentials:
 
     async def _follow(self, ref: SecretRef) -> None:
         namespace, name = ref
-        await list_and_watch(self.agent.home, core_path("secrets", namespace),
+        await list_and_watch(self.home, core_path("secrets", namespace),
                              lambda event_type, obj: self._on_secret(ref, event_type, obj),
                              query={"fieldSelector": f"metadata.name={name}"},
                              name="remote-kubeconfig")
@@ -213,7 +221,7 @@ class RemoteCredentials:
         try:
             kubeconfig = secret_kubeconfig(secret)
             connection = connection_from_kubeconfig(kubeconfig,
-                                                    limits=self.agent.config.remote_limits)
+                                                    limits=self.config.remote_limits)
         except ValueError as error:
             self._report(secret, "InvalidKubeconfig",
                          f"{where}: the remote kubeconfig is not usable ({error}): the current "
@@ -248,7 +256,7 @@ class RemoteCredentials:
             token = service_account_token(self.live.current.token)
             wait: float | None = None
             if token is not None and not self._renew_now:
-                wait = token.renewal_time(self.agent.config.remote_token_refresh_fraction) - (
+                wait = token.renewal_time(self.config.remote_token_refresh_fraction) - (
                     time.time())
             if token is None or (wait is not None and wait > 0):
                 await self._sleep(wait)
@@ -273,7 +281,7 @@ class RemoteCredentials:
     async def renew(self, token: ServiceAccountToken) -> None:
         """A new token for the same ServiceAccount, used at once and written to the Secret."""
         old = self.live.current
-        answer = await self.agent.remote.create(
+        answer = await self.remote.create(
             core_path("serviceaccounts", token.namespace, token.service_account, "token"),
             token.request())
         new_token = str(((answer or {}).get("status") or {}).get("token") or "")
@@ -298,7 +306,7 @@ class RemoteCredentials:
                  token.service_account, _when(expires.expires_at) if expires else "?")
         if kubeconfig is None or self._secret is None:
             log.info("no kubeconfig Secret is followed: the renewed token is kept in memory "
-                     "only (a restart uses %s)", self.agent.config.remote_kubeconfig)
+                     "only (a restart uses %s)", self.config.remote_kubeconfig)
             return
         await self._write(self._secret, kubeconfig)
 
@@ -308,7 +316,7 @@ class RemoteCredentials:
         try:
             # The resourceVersion makes it conditional: a Secret replaced meanwhile (by a user
             # or `annexctl peer`) is theirs, and the watch brings it.
-            await self.agent.home.patch(
+            await self.home.patch(
                 core_path("secrets", str(metadata.get("namespace")), str(metadata.get("name"))),
                 {"metadata": {"resourceVersion": metadata.get("resourceVersion")},
                  "data": secret_data(kubeconfig)})

@@ -322,7 +322,7 @@ def run(config: AgentConfig) -> int:
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
     reflection = reflection_for(agent, companions=COMPANIONS)
-    credentials = RemoteCredentials(agent)
+    credentials = RemoteCredentials(config, home, remote, agent.events, agent.virtual_node)
 
     declare_agent(agent)
     declare_reflection(agent, reflection)

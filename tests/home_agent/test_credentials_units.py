@@ -6,13 +6,17 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
 
-from home_agent.config import parse_config
+from annex.events import EventRecorder
+from home_agent.config import AgentConfig, parse_config
 from home_agent.credentials import (
+    RemoteCredentials,
     followed_secret,
     secret_data,
     secret_kubeconfig,
@@ -20,6 +24,7 @@ from home_agent.credentials import (
     with_token,
 )
 from shared.api.virtual_node import VirtualNode
+from tests.helpers import until
 
 
 def _jwt(claims: dict[str, Any]) -> str:
@@ -100,26 +105,56 @@ def test_the_virtual_nodes_secret_wins_over_the_flag() -> None:
     assert followed_secret(without_flag, None) is None
 
 
+class SecretHome:
+    """The home API server holding the followed Secret: listed, then watched (nothing more
+    comes); Events recorded as (event, reason:name)."""
+
+    def __init__(self, secret: dict[str, Any]) -> None:
+        self.secret = secret
+        self.calls: list[tuple[str, str]] = []
+        self.watching = False
+
+    async def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
+        return {"kind": "SecretList", "apiVersion": "v1", "metadata": {"resourceVersion": "1"},
+                "items": [dict(self.secret)]}
+
+    async def watch(self, *_: Any) -> AsyncIterator[dict[str, Any]]:
+        self.watching = True
+        await asyncio.Event().wait()
+        yield {}
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        self.calls.append(("event", body["reason"] + ":" + body["involvedObject"]["name"]))
+        return body
+
+
 @pytest.mark.parametrize(("leading", "events"), [
     (True, [("event", "InvalidKubeconfig:remote-kubeconfig")]),
     (False, []),  # a standby writes nothing: the leader follows the same Secret and reports it
 ])
 def test_an_unusable_kubeconfig_is_reported_on_its_secret_by_the_leader_only(
         leading: bool, events: list[tuple[str, str]]) -> None:
-    from home_agent.credentials import RemoteCredentials
-    from tests.home_agent.test_reflection import _agent
-
-    agent, remote, home = _agent()
-    remote.live = None  # type: ignore[attr-defined]  # an unusable kubeconfig never reaches it
-    credentials = RemoteCredentials(agent)
+    ref = ("annex-system", "remote-kubeconfig")
+    home: Any = SecretHome({
+        "metadata": {"namespace": ref[0], "name": ref[1], "uid": "u1"},
+        "data": {"kubeconfig": base64.b64encode(b"not: [a kubeconfig").decode()}})
+    remote: Any = SimpleNamespace(live=None)  # an unusable kubeconfig never reaches it
+    config = AgentConfig("home", "remote", "unused", remote_kubeconfig_secret=ref)
+    credentials = RemoteCredentials(config, home, remote, EventRecorder(home, "test", "home"),
+                                    lambda: None)
     credentials.leading = lambda: leading
-    ref = credentials.followed = ("annex-system", "remote-kubeconfig")
-    secret = {"metadata": {"namespace": ref[0], "name": ref[1], "uid": "u1"},
-              "data": {"kubeconfig": base64.b64encode(b"not: [a kubeconfig").decode()}}
 
-    async def receive() -> None:
-        credentials._on_secret(ref, "MODIFIED", secret)
-        await asyncio.gather(*credentials._tasks)
+    async def follow() -> None:
+        credentials.virtual_node_changed()  # VirtualNodes listed: the Secret is chosen
+        following = asyncio.create_task(credentials.run())
+        try:
+            # Listed, and what it started on the way (an Event's post) has ended: left are this
+            # test, the following and its watch of the Secret.
+            await until(lambda: home.watching and len(asyncio.all_tasks()) == 3,
+                        "the Secret listed and handled")
+        finally:
+            following.cancel()
+            await asyncio.gather(following, return_exceptions=True)
 
-    asyncio.run(receive())
+    asyncio.run(follow())
     assert home.calls == events
