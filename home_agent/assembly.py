@@ -1,7 +1,9 @@
 """The agent's components built from its state, each with exactly what it uses (as Liqo's
 provider builds its reflectors with their listers and clients): the pod offloader, the
-reflection's reflectors and companions. This module and the runner are the only ones that take
-the whole `Agent` apart for them."""
+reflection's reflectors and companions, the virtual node's and the namespaces' reconciles, the
+remote watches, the node Lease and health checks, the webhook, the kubelet API and /metrics.
+This module, the routes and the runner are the only ones that take the whole `Agent` apart for
+them."""
 
 from __future__ import annotations
 
