@@ -9,11 +9,12 @@ from annex.mirror import Mirror
 from remote_enforcer.offer import OfferPublisher
 from remote_enforcer.settings import parse
 from shared.wellknown import ORIGIN_CLUSTER_LABEL
+from tests.remote_enforcer.offer_writes import OfferApi, published
 
 
 def _publisher(*flags: str) -> OfferPublisher:
-    publisher = OfferPublisher(None, parse(["--cluster-id", "p", *flags]),  # type: ignore[arg-type]
-                               Mirror())
+    api: Any = OfferApi()
+    publisher = OfferPublisher(api, parse(["--cluster-id", "p", *flags]), Mirror())
     for name, gpus in (("gpu-1", "4"), ("plain", None)):
         allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110"}
         if gpus:
@@ -33,6 +34,7 @@ def test_a_share_offer_lends_the_listed_devices_and_tells_what_one_pod_can_get()
     assert "nvidia.com/gpu" not in _publisher().spec_for("c")["resources"]
     publisher = _publisher("--offer-extended-resources", "nvidia.com/gpu")
     spec = publisher.spec_for("c")
+    assert published(publisher) == [("create", spec)]
     assert spec["resources"]["nvidia.com/gpu"] == "2"
     assert "example.com/dongle" not in spec["resources"]
     assert spec["maxPodResources"] == {"cpu": "8", "memory": "32Gi",
@@ -44,7 +46,7 @@ def test_a_share_offer_lends_the_listed_devices_and_tells_what_one_pod_can_get()
     assert after["resources"]["nvidia.com/gpu"] == "2"
     assert after["maxPodResources"]["nvidia.com/gpu"] == "1"
     assert after["maxPodResources"]["cpu"] == "8"
-    assert publisher._worth_writing(spec, after)  # what one pod can get moved: rewritten
+    assert published(publisher) == [("patch", after)]  # what one pod can get moved: rewritten
 
 
 def test_a_fixed_offer_lends_the_listed_devices_the_nodes_have_unless_it_names_an_amount(

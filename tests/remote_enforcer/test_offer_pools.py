@@ -10,6 +10,7 @@ from annex.informers import Change
 from annex.mirror import Mirror
 from remote_enforcer.offer import OfferPublisher, node_view
 from remote_enforcer.settings import parse
+from tests.remote_enforcer.offer_writes import OfferApi, published
 
 POOLS = ("--offer-pool", "gpu=accelerator=nvidia", "--offer-pool", "general=tier=general")
 
@@ -29,9 +30,10 @@ NODES = [_node("gpu-1", "8", accelerator="nvidia"), _node("cpu-1", "16", tier="g
 
 
 def _publisher(*flags: str) -> OfferPublisher:
-    publisher = OfferPublisher(None, parse(["--cluster-id", "p", "--region", "eu",  # type: ignore[arg-type]
-                                            "--offer-extended-resources", "nvidia.com/gpu",
-                                            *flags]), Mirror())
+    api: Any = OfferApi()
+    publisher = OfferPublisher(api, parse(["--cluster-id", "p", "--region", "eu",
+                                           "--offer-extended-resources", "nvidia.com/gpu",
+                                           *flags]), Mirror())
     for node in NODES:
         publisher.nodes.apply("ADDED", node_view(node))
     return publisher
@@ -75,7 +77,7 @@ def test_a_fixed_offer_caps_each_pool_by_its_amounts() -> None:
 
 def test_a_node_relabelled_into_a_pool_moves_the_offer() -> None:
     publisher = _publisher(*POOLS)
-    before = publisher.spec_for("c")
+    assert [verb for verb, _ in published(publisher)] == ["create"]
     looked: list[str] = []
     publisher.tenants["tenant"] = "c"
     publisher._schedule = looked.append  # type: ignore[method-assign]
@@ -86,5 +88,5 @@ def test_a_node_relabelled_into_a_pool_moves_the_offer() -> None:
     publisher.nodes.apply("MODIFIED", node_view(relabelled))
     after = publisher.spec_for("c")
     assert after["pools"][1]["resources"]["cpu"] == "42"
-    assert publisher._worth_writing(before, after)
-    assert not publisher._worth_writing(after, publisher.spec_for("c"))
+    assert published(publisher) == [("patch", after)]
+    assert published(publisher) == []  # nothing moved since
