@@ -242,8 +242,17 @@ class LeaderElector:
             if self.holder != reported:
                 reported = self.holder
                 log.info("%s is held by %s", self.describe(), reported or "nobody")
-            period = self.timings.retry_period
-            await asyncio.sleep(period + random.random() * JITTER_FACTOR * period)
+            await asyncio.sleep(self.next_try_in(self._clock()))
+
+    def next_try_in(self, now: float) -> float:
+        """Seconds until a waiting candidate tries again: a jittered retry period, as client-go
+        waits, but no later than the moment the holder's record, as last observed, expires
+        (a killed leader's Lease is taken then, not up to a retry period after)."""
+        period = self.timings.retry_period
+        jittered = period + random.random() * JITTER_FACTOR * period
+        if not self.holder or self.holder == self.identity:
+            return jittered
+        return max(0.0, min(jittered, self._observed_at + self.timings.lease_duration - now))
 
     async def _renew(self) -> None:
         """Renew every retry period; return once no renewal succeeded for a renew deadline,

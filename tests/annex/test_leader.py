@@ -290,6 +290,24 @@ async def test_a_dead_leader_is_replaced_after_the_lease_duration(
     await standby.release()
 
 
+async def test_a_standby_tries_again_when_the_holder_s_record_expires_not_a_period_later(
+        candidate: Callable[..., LeaderElector]) -> None:
+    """Between tries a standby waits a jittered retry period, as client-go does, but never past
+    the moment the record it observed expires: a killed leader is replaced a lease duration
+    after its last renewal was seen, not up to a retry period more."""
+    timings = ElectionTimings(lease_duration=2.0, renew_deadline=1.0, retry_period=0.8)
+    clock = Clock()
+    leader, standby = candidate("agent-a", timings), candidate("agent-b", timings, clock=clock)
+    assert await leader.try_acquire_or_renew()
+    assert not await standby.try_acquire_or_renew()  # observed at 1000.0
+    clock.now += 1.7
+    assert standby.next_try_in(clock.now) == pytest.approx(0.3)
+    clock.now += 1.0
+    assert standby.next_try_in(clock.now) == 0.0
+    assert await standby.try_acquire_or_renew()  # expired as seen from here: taken
+    assert 0.8 <= standby.next_try_in(clock.now) <= 0.8 * 2.2  # its own: a retry period
+
+
 async def test_a_leader_that_sees_another_holder_stops_at_once(
         api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
     leader = candidate("agent-a", FAST)
