@@ -470,6 +470,11 @@ class ServiceStrategy(Strategy):
             if isinstance(port, dict):
                 port.setdefault("protocol", "TCP")
                 port.setdefault("targetPort", port.get("port"))
+        if spec["type"] == "LoadBalancer":  # LoadBalancerIPMode, on by default since v1.30
+            for ingress in ((obj.get("status") or {}).get("loadBalancer") or {}).get(
+                    "ingress") or []:
+                if isinstance(ingress, dict) and ingress.get("ip") and not ingress.get("ipMode"):
+                    ingress["ipMode"] = "VIP"
 
     def prepare_for_create(self, obj: Obj) -> None:
         """The REST create allocates the ClusterIP and settles the IP families."""
