@@ -1016,14 +1016,29 @@ class ResourceQuotaStrategy(Strategy):
 SIDE_EFFECT_CLASSES = ("None", "NoneOnDryRun")  # the only ones admissionregistration/v1 takes
 
 
+def match_condition_errors(holder: Obj, path: str) -> list[FieldCause]:
+    """Each of `holder`'s matchConditions has an expression that compiles to bool."""
+    causes = []
+    for index, condition in enumerate(holder.get("matchConditions") or []):
+        expression = (condition or {}).get("expression") if isinstance(condition, dict) else None
+        field = f"{path}.matchConditions[{index}].expression"
+        if not expression:
+            causes.append(FieldCause(field, "Required value", ""))
+        elif problem := cel.bool_result_error(str(expression)):
+            causes.append(FieldCause(field, "Invalid value", problem, expression))
+    return causes
+
+
 class WebhookConfigurationStrategy(Strategy):
     """ValidateValidatingWebhookConfiguration / ValidateMutatingWebhookConfiguration, as far as
     kubesim reads them: each webhook's sideEffects is None or NoneOnDryRun (v1), so every
-    webhook may be called on a dry run."""
+    webhook may be called on a dry run; its matchConditions compile to bool."""
 
     def validate(self, obj: Obj) -> list[FieldCause]:
         causes = []
         for index, hook in enumerate(obj.get("webhooks") or []):
+            if isinstance(hook, dict):
+                causes += match_condition_errors(hook, f"webhooks[{index}]")
             path = f"webhooks[{index}].sideEffects"
             side_effects = hook.get("sideEffects") if isinstance(hook, dict) else None
             if not side_effects:
@@ -1041,13 +1056,12 @@ class RbacStrategy(Strategy):
 
 class ValidatingAdmissionPolicyStrategy(Strategy):
     """ValidateValidatingAdmissionPolicy, as far as a policy that cannot run is refused: its
-    expressions compile (CEL syntax; kubesim does not type-check them)."""
+    expressions compile (CEL syntax; kubesim types only the result of a match condition)."""
 
     def validate(self, obj: Obj) -> list[FieldCause]:
         spec = obj.get("spec") or {}
-        causes = []
+        causes = match_condition_errors(spec, "spec")
         for field, keys in (("validations", ("expression", "messageExpression")),
-                            ("matchConditions", ("expression",)),
                             ("variables", ("expression",))):
             for index, item in enumerate(spec.get(field) or []):
                 for key in keys:

@@ -268,11 +268,27 @@ def test_token_requests_are_admitted_as_token_requests_and_match_conditions_sele
     # a condition that fails to evaluate fails the request (failurePolicy Fail)
     registrations.validating(webhook(
         "broken.example.com", webhook_server.url("validate"), webhook_server.ca_bundle,
-        namespace, matchConditions=[{"name": "missing", "expression": "object.nothing.here"}]))
+        namespace, matchConditions=[{"name": "missing",
+                                     "expression": "object.nothing.here == 'x'"}]))
     with pytest.raises(ApiException) as failed:
         home.core.create_namespaced_config_map(namespace, configmap("unmatched"))
     assert "failed to evaluate matchCondition 'missing'" in json.loads(
         failed.value.body)["message"]
+
+
+def test_a_match_condition_that_is_not_a_bool_is_refused(home, namespace, webhook_server,
+                                                         registrations) -> None:
+    """The condition's type is checked when the configuration is written: a field of `object`
+    is dyn, which is not bool."""
+    for expression in ("object.metadata.name", "object.spec.paused", "'yes'"):
+        with pytest.raises(ApiException) as refused:
+            registrations.validating(webhook(
+                "typed.example.com", webhook_server.url("validate"), webhook_server.ca_bundle,
+                namespace, matchConditions=[{"name": "typed", "expression": expression}]))
+        assert refused.value.status == 422
+        assert json.loads(refused.value.body)["details"]["causes"] == [{
+            "reason": "FieldValueInvalid", "field": "webhooks[0].matchConditions[0].expression",
+            "message": f"Invalid value: {json.dumps(expression)}: must evaluate to bool"}]
 
 
 def test_evictions_are_admitted_as_evictions(
