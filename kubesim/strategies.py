@@ -914,11 +914,64 @@ EVENT_REASON_LIMIT = 128
 EVENT_NOTE_LIMIT = 1024
 
 
+# What an update through events.k8s.io/v1 may not change (ValidateEventUpdate), as core v1
+# names the fields, and how the validation names them (the internal type's field names)
+EVENT_IMMUTABLE_FIELDS = (
+    ("involvedObject", "involvedObject"), ("reason", "reason"), ("message", "message"),
+    ("source", "source"), ("firstTimestamp", "firstTimestamp"),
+    ("lastTimestamp", "lastTimestamp"), ("count", "count"), ("type", "type"),
+    ("eventTime", "eventTime"), ("action", "action"), ("related", "related"),
+    ("reportingComponent", "reportingController"), ("reportingInstance", "reportingInstance"))
+
+
+def _event_series_causes(obj: Obj) -> list[FieldCause]:
+    series = obj.get("series")
+    if not isinstance(series, dict):
+        return []
+    causes = []
+    if (series.get("count") or 0) < 2:
+        causes.append(FieldCause("series.count", "Invalid value", "should be at least 2", ""))
+    if not series.get("lastObservedTime"):
+        causes.append(FieldCause("series.lastObservedTime", "Required value", ""))
+    return causes
+
+
 class EventStrategy(Strategy):
-    """legacyValidateEvent, which every Event write passes whichever API group it came through
-    (events.k8s.io/v1's stricter create/update rules are not simulated): a namespaced involved
-    object must be in the Event's namespace; an Event with eventTime set (the new API's) must
-    name its reporting controller, instance, action and reason within their length limits."""
+    """legacyValidateEvent, which every Event write passes whichever API group it came through:
+    a namespaced involved object must be in the Event's namespace; an Event with eventTime set
+    (the new API's) must name its reporting controller, instance, action and reason within their
+    length limits. Writes through events.k8s.io/v1 are held to its stricter rules besides
+    (`served_create_causes`, `served_update_causes`)."""
+
+    @staticmethod
+    def served_create_causes(obj: Obj) -> list[FieldCause]:
+        """ValidateEventCreate's rules for a create through events.k8s.io/v1 (on the core
+        form): eventTime is set, the type is Normal or Warning, the deprecated fields unset."""
+        causes = _event_series_causes(obj)
+        if not obj.get("eventTime"):
+            causes.append(FieldCause("eventTime", "Required value", ""))
+        if obj.get("type") not in ("Normal", "Warning"):
+            causes.append(FieldCause("type", "Invalid value",
+                                     f"has invalid value: {obj.get('type') or ''}", ""))
+        for field in ("firstTimestamp", "lastTimestamp", "count"):
+            if obj.get(field):
+                causes.append(FieldCause(field, "Invalid value", "needs to be unset", ""))
+        source = obj.get("source") or {}
+        if isinstance(source, dict) and (source.get("component") or source.get("host")):
+            causes.append(FieldCause("source", "Invalid value", "needs to be unset", ""))
+        return causes
+
+    @staticmethod
+    def served_update_causes(new: Obj, old: Obj) -> list[FieldCause]:
+        """ValidateEventUpdate's rules for an update through events.k8s.io/v1: a changed series
+        is valid, and what the Event reports stays as it was (only metadata and series move)."""
+        causes = _event_series_causes(new) if new.get("series") != old.get("series") else []
+        for stored, path in EVENT_IMMUTABLE_FIELDS:
+            if (new.get(stored) or None) != (old.get(stored) or None):
+                value = new.get(stored)
+                causes.append(FieldCause(path, "Invalid value", "field is immutable",
+                                         value if isinstance(value, str | int) else ""))
+        return causes
 
     def validate(self, obj: Obj) -> list[FieldCause]:
         namespace = str(obj["metadata"].get("namespace") or "")
