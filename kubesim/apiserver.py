@@ -593,6 +593,8 @@ class ApiServer:
             causes += objectmeta.no_new_finalizers_errors(obj, old)
             if subresource == EPHEMERAL_CONTAINERS and isinstance(strategy, PodStrategy):
                 causes += strategy.validate_ephemeral_containers_update(obj, old)
+            elif subresource == "status":
+                causes += strategy.validate_status_update(obj, old)
             else:
                 causes += strategy.validate_update(obj, old)
         else:

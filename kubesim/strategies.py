@@ -81,6 +81,9 @@ class Strategy:
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
         return self.validate(new)
 
+    def validate_status_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        return self.validate_update(new, old)
+
     def grace_period(self, obj: Obj, requested: int | None) -> int:
         """Seconds of graceful deletion (only pods have any)."""
         return 0
@@ -1013,6 +1016,7 @@ class EventStrategy(Strategy):
 
 
 IMMUTABLE_SET = "field is immutable when `immutable` is set"
+INT32_MAX = 2**31 - 1
 
 
 class ConfigMapStrategy(Strategy):
@@ -1261,11 +1265,37 @@ class CustomResourceStrategy(Strategy):
             obj["metadata"] = metadata  # metadata is never pruned (ObjectMeta is validated apart)
 
     def validate(self, obj: Obj) -> list[FieldCause]:
+        return self._schema_causes(obj) + self._scale_causes(obj, "specReplicasPath",
+                                                             "statusReplicasPath")
+
+    def validate_status_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        return self._schema_causes(new) + self._scale_causes(new, "statusReplicasPath")
+
+    def _schema_causes(self, obj: Obj) -> list[FieldCause]:
         from kubesim import schema
 
         if self.kind.schema is None:
             return []
         return [_RawCause(str(e)) for e in schema.validate(obj, dict(self.kind.schema))]
+
+    def _scale_causes(self, obj: Obj, *paths: str) -> list[FieldCause]:
+        """customResourceValidator.ValidateScaleSpec / ValidateScaleStatus: the replicas the
+        scale subresource reads are within int32 and not negative (when set)."""
+        causes = []
+        for key in paths:
+            path = str((self.kind.scale or {}).get(key) or "")
+            value: Any = obj
+            for part in path.removeprefix(".").split(".") if path else []:
+                value = value.get(part) if isinstance(value, dict) else None
+            if not path or not isinstance(value, int) or isinstance(value, bool):
+                continue
+            if value < 0:
+                causes.append(FieldCause(path, "Invalid value", "should be a non-negative integer",
+                                         value))
+            elif value > INT32_MAX:
+                causes.append(FieldCause(path, "Invalid value",
+                                         f"should be less than or equal to {INT32_MAX}", value))
+        return causes
 
 
 class CustomResourceDefinitionStrategy(Strategy):
