@@ -220,7 +220,7 @@ class WebhookAdmission:
         if not any(hook.get("matchConditions") for hook in selected):
             return selected
         activation = cel_activation(request, obj)
-        return [hook for hook in selected if _conditions_match(hook, activation)]
+        return [hook for hook in selected if _conditions_match(hook, activation, request)]
 
     async def _call(self, hook: Mapping[str, Any], request: Any, obj: Any
                     ) -> dict[str, Any] | None:
@@ -293,21 +293,23 @@ def cel_activation(request: Any, obj: Any, namespace_object: Any = None) -> dict
             "namespaceObject": cel.value(namespace_object)}
 
 
-def _conditions_match(hook: Mapping[str, Any], activation: Mapping[str, Any]) -> bool:
+def _conditions_match(hook: Mapping[str, Any], activation: Mapping[str, Any],
+                      request: Any) -> bool:
     """matchconditions.Matcher.Match: every condition true; a false one skips the webhook even
-    when another failed to evaluate; an error fails the request (failurePolicy Fail) or skips
-    the webhook (Ignore)."""
-    errors: list[str] = []
+    when another failed to evaluate; errors fail the request as Forbidden, aggregated
+    (failurePolicy Fail), or skip the webhook (Ignore)."""
+    failures: list[str] = []
     for condition in hook.get("matchConditions") or []:
+        expression = condition["expression"]
         try:
-            if not cel.evaluate_bool(condition["expression"], activation):
+            if not cel.evaluate_bool(expression, activation):
                 return False
         except cel.CelError as error:
-            errors.append(f"failed to evaluate matchCondition "
-                          f"'{condition.get('name', '')}': {error}")
-    if errors and (hook.get("failurePolicy") or "Fail") == "Fail":
-        raise call_failure(hook.get("name", ""), errors[0])
-    return not errors
+            failures.append(f"expression '{expression}' resulted in error: {error}")
+    if failures and (hook.get("failurePolicy") or "Fail") == "Fail":
+        why = failures[0] if len(failures) == 1 else f"[{', '.join(failures)}]"
+        raise forbidden(request.kind.group_resource, request.name, why)
+    return not failures
 
 
 # ---------------------------------------------------------------------------------------------

@@ -356,6 +356,18 @@ class ApiServer:
         self._authorize(user, "get", kind, namespace, name, subresource)
         return self._existing(kind, namespace, name)
 
+    def _refuse_served(self, view: conversion.View, obj: Obj, old: Obj | None) -> None:
+        """The served API's own rules for a write through it (events.k8s.io/v1's stricter
+        validation of Events), on the storage form of the object."""
+        strategy = self.strategy(view.storage)
+        if not isinstance(strategy, EventStrategy):
+            return
+        causes = (strategy.served_create_causes(obj) if old is None
+                  else strategy.served_update_causes(obj, old))
+        if causes:
+            name = str((obj.get("metadata") or {}).get("name") or "")
+            raise errors.invalid(view.storage.group_kind, name, causes)
+
     def _view(self, kind: ResourceKind) -> conversion.View | None:
         return self._views.get((kind.group, kind.version, kind.plural)) if self._views else None
 
@@ -455,8 +467,12 @@ class ApiServer:
                             dry_run: bool = False, owned: bool = False) -> Stored | Obj | str:
         """Create; `owned` says the caller hands over `body` (the HTTP layer's fresh decode)."""
         if (view := self._view(kind)) is not None:
+            inbound = view.inbound(body if owned else copy_json(body))
+            if isinstance(inbound, dict) and not subresource:
+                self._authorize(user, "create", view.storage, namespace, "")
+                self._refuse_served(view, inbound, None)
             created = await self.create_stored(
-                view.storage, namespace, view.inbound(body if owned else copy_json(body)),
+                view.storage, namespace, inbound,
                 name=name, subresource=subresource, user=user, dry_run=dry_run, owned=True)
             return view.outbound(created) if isinstance(created, Stored) else created
         namespace = namespace if kind.namespaced else ""
@@ -577,6 +593,8 @@ class ApiServer:
             causes += objectmeta.no_new_finalizers_errors(obj, old)
             if subresource == EPHEMERAL_CONTAINERS and isinstance(strategy, PodStrategy):
                 causes += strategy.validate_ephemeral_containers_update(obj, old)
+            elif subresource == "status":
+                causes += strategy.validate_status_update(obj, old)
             else:
                 causes += strategy.validate_update(obj, old)
         else:
@@ -597,8 +615,14 @@ class ApiServer:
                             verb: str = "update") -> Stored:
         """Update; `verb` is what RBAC checks (a subresource may patch through an update)."""
         if (view := self._view(kind)) is not None:
+            inbound = view.inbound(body if owned else copy_json(body))
+            if isinstance(inbound, dict) and not subresource:
+                self._authorize(user, verb, view.storage, namespace, name)
+                old = self.store.get(view.storage.storage_key, namespace, name)
+                if old is not None:
+                    self._refuse_served(view, inbound, old.obj)
             return view.outbound(await self.update_stored(
-                view.storage, namespace, name, view.inbound(body if owned else copy_json(body)),
+                view.storage, namespace, name, inbound,
                 subresource=subresource, user=user, dry_run=dry_run, owned=True, verb=verb))
         namespace = namespace if kind.namespaced else ""
         self._authorize(user, verb, kind, namespace, name, subresource)
@@ -707,6 +731,8 @@ class ApiServer:
             new = _apply_patch(current, patch, patch_type, kind.kind)
             if view is not None:
                 new = view.inbound(new)
+                if not subresource:
+                    self._refuse_served(view, new, old.obj)
             self._decode(target, namespace, new)
             version = new["metadata"].get("resourceVersion")
             if version and version != old.obj["metadata"]["resourceVersion"]:

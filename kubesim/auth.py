@@ -414,7 +414,6 @@ class ServiceAccountTokens:
             kind, obj = self._bound_object(name, namespace, bound)
             reference = {"name": obj["metadata"]["name"], "uid": obj["metadata"]["uid"]}
             private[kind.lower()] = reference
-            spec["boundObjectRef"] = {**bound, "uid": obj["metadata"]["uid"]}
             # --service-account-extend-token-expiration (on by default): a pod-bound token of
             # the kubelet's default lifetime for the API server's audiences stays valid a year;
             # the answer still says 3607 s (the kubelet refreshes on that).

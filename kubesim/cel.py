@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import celpy
+import lark
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.celparser import CELParseError
@@ -39,6 +40,58 @@ def compile_error(expression: str) -> str | None:
         _program(expression)
     except CelError as error:
         return str(error)
+    return None
+
+
+# Fields of the typed `request` variable whose type is bool; `object`, `oldObject`, `params`
+# and the other fields of objects are dyn.
+_BOOL_REQUEST_FIELDS = frozenset({"dryRun"})
+_WRAPPERS = frozenset({"expr", "conditionalor", "conditionaland", "relation", "addition",
+                       "multiplication", "unary", "member", "primary", "paren_expr"})
+
+
+def _static_type(node: Any) -> str:
+    """"bool", "dyn" or "other": the type cel-go's checker gives `node`, as far as it can be told
+    without the variables' declarations (an unknown function or method is taken to be bool)."""
+    if isinstance(node, lark.Token):
+        return "dyn" if node.type == "IDENT" else "other"
+    children = node.children
+    if node.data == "expr" and len(children) == 3:  # a ? b : c
+        branches = {_static_type(children[1]), _static_type(children[2])}
+        return branches.pop() if len(branches) == 1 else "dyn"
+    if node.data in ("conditionalor", "conditionaland") and len(children) == 2:
+        return "bool"
+    if node.data in ("addition", "multiplication") and len(children) == 2:
+        return "other"  # arithmetic (or string and list concatenation)
+    if node.data == "unary" and len(children) == 2:
+        return "bool" if children[0].data == "unary_not" else "other"
+    if node.data in _WRAPPERS and len(children) == 1:
+        return _static_type(children[0])
+    if node.data.startswith("relation_"):
+        return "bool"
+    if node.data == "literal":
+        return "bool" if str(children[0]) in ("true", "false") else "other"
+    if node.data in ("ident", "member_index", "member_object", "dot_ident"):
+        return "dyn"
+    if node.data == "member_dot":
+        target, field = children
+        is_request = (isinstance(target, lark.Tree) and target.data == "member"
+                      and target.children[0].data == "primary"
+                      and str(target.children[0].children[0].children[0]) == "request")
+        return "bool" if is_request and str(field) in _BOOL_REQUEST_FIELDS else "dyn"
+    if node.data in ("list_lit", "map_lit"):
+        return "other"
+    return "bool"  # function and method calls: has(), startsWith(), exists(), ...
+
+
+def bool_result_error(expression: str) -> str | None:
+    """Why `expression` is refused where a bool is required (a match condition), None when it
+    compiles to a bool: the checker refuses dyn too, so `object.spec.paused` must be written
+    `object.spec.paused == true`."""
+    if problem := compile_error(expression):
+        return problem
+    if _static_type(celpy.Environment().compile(expression)) != "bool":
+        return "must evaluate to bool"
     return None
 
 

@@ -31,6 +31,7 @@ def served_kinds(crd: Obj) -> list[ResourceKind]:
             subresources=tuple((version.get("subresources") or {}).keys()),
             categories=tuple(names.get("categories") or ()),
             schema=(version.get("schema") or {}).get("openAPIV3Schema"),
+            scale=(version.get("subresources") or {}).get("scale"),
             custom=True,
             unconditional_update=False,  # customResourceStrategy.AllowUnconditionalUpdate
         )

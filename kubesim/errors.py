@@ -138,11 +138,17 @@ def invalid(group_kind: str, name: str, causes: Iterable[Any]) -> StatusError:
     return StatusError(422, "Invalid", f'{group_kind} "{name}" is invalid: {aggregate}', details)
 
 
+# field.ErrorType's String() -> its CauseType (apimachinery's field/errors.go)
+_CAUSE_TYPES = {"Not found": "FieldValueNotFound", "Required value": "FieldValueRequired",
+                "Duplicate value": "FieldValueDuplicate", "Invalid value": "FieldValueInvalid",
+                "Unsupported value": "FieldValueNotSupported", "Forbidden": "FieldValueForbidden",
+                "Too long": "FieldValueTooLong", "Too many": "FieldValueTooMany",
+                "Internal error": "InternalError"}
+
+
 def _reason_of(error_type: str) -> str:
     """field.ErrorType -> CauseType: "Invalid value" -> "FieldValueInvalid"."""
-    if not error_type:
-        return "FieldValueInvalid"
-    return "Field" + error_type.replace(" value", "Value").replace(" ", "")
+    return _CAUSE_TYPES.get(error_type, "FieldValueInvalid")
 
 
 def bad_request(message: str) -> StatusError:

@@ -32,6 +32,8 @@ class ResourceKind:
     create_on_update: bool = False
     # Custom resources: the CRD version's openAPIV3Schema (None for built-ins).
     schema: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
+    # Custom resources: the CRD version's subresources.scale (its replicas and selector paths)
+    scale: Mapping[str, Any] | None = field(default=None, compare=False, hash=False)
     custom: bool = False
 
     @property

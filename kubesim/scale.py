@@ -144,6 +144,10 @@ class ScaleSubresource:
                 if error.code == 404 and not kind.custom:
                     raise _scale_not_found(kind, request.name) from None
                 raise
+            if shape.custom and _nested(stored.obj, shape.spec_replicas) is None:
+                # ScaleREST.Get: a custom resource without replicas has no Scale to show
+                raise errors.internal(
+                    f'the spec replicas field "{shape.spec_replicas}" does not exist')
             return scale_of(stored.obj, shape)
         if request.verb not in ("update", "patch"):
             raise errors.method_not_supported(f"{kind.group_resource}/scale", request.verb)

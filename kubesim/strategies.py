@@ -81,6 +81,9 @@ class Strategy:
     def validate_update(self, new: Obj, old: Obj) -> list[FieldCause]:
         return self.validate(new)
 
+    def validate_status_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        return self.validate_update(new, old)
+
     def grace_period(self, obj: Obj, requested: int | None) -> int:
         """Seconds of graceful deletion (only pods have any)."""
         return 0
@@ -470,6 +473,11 @@ class ServiceStrategy(Strategy):
             if isinstance(port, dict):
                 port.setdefault("protocol", "TCP")
                 port.setdefault("targetPort", port.get("port"))
+        if spec["type"] == "LoadBalancer":  # LoadBalancerIPMode, on by default since v1.30
+            for ingress in ((obj.get("status") or {}).get("loadBalancer") or {}).get(
+                    "ingress") or []:
+                if isinstance(ingress, dict) and ingress.get("ip") and not ingress.get("ipMode"):
+                    ingress["ipMode"] = "VIP"
 
     def prepare_for_create(self, obj: Obj) -> None:
         """The REST create allocates the ClusterIP and settles the IP families."""
@@ -909,11 +917,64 @@ EVENT_REASON_LIMIT = 128
 EVENT_NOTE_LIMIT = 1024
 
 
+# What an update through events.k8s.io/v1 may not change (ValidateEventUpdate), as core v1
+# names the fields, and how the validation names them (the internal type's field names)
+EVENT_IMMUTABLE_FIELDS = (
+    ("involvedObject", "involvedObject"), ("reason", "reason"), ("message", "message"),
+    ("source", "source"), ("firstTimestamp", "firstTimestamp"),
+    ("lastTimestamp", "lastTimestamp"), ("count", "count"), ("type", "type"),
+    ("eventTime", "eventTime"), ("action", "action"), ("related", "related"),
+    ("reportingComponent", "reportingController"), ("reportingInstance", "reportingInstance"))
+
+
+def _event_series_causes(obj: Obj) -> list[FieldCause]:
+    series = obj.get("series")
+    if not isinstance(series, dict):
+        return []
+    causes = []
+    if (series.get("count") or 0) < 2:
+        causes.append(FieldCause("series.count", "Invalid value", "should be at least 2", ""))
+    if not series.get("lastObservedTime"):
+        causes.append(FieldCause("series.lastObservedTime", "Required value", ""))
+    return causes
+
+
 class EventStrategy(Strategy):
-    """legacyValidateEvent, which every Event write passes whichever API group it came through
-    (events.k8s.io/v1's stricter create/update rules are not simulated): a namespaced involved
-    object must be in the Event's namespace; an Event with eventTime set (the new API's) must
-    name its reporting controller, instance, action and reason within their length limits."""
+    """legacyValidateEvent, which every Event write passes whichever API group it came through:
+    a namespaced involved object must be in the Event's namespace; an Event with eventTime set
+    (the new API's) must name its reporting controller, instance, action and reason within their
+    length limits. Writes through events.k8s.io/v1 are held to its stricter rules besides
+    (`served_create_causes`, `served_update_causes`)."""
+
+    @staticmethod
+    def served_create_causes(obj: Obj) -> list[FieldCause]:
+        """ValidateEventCreate's rules for a create through events.k8s.io/v1 (on the core
+        form): eventTime is set, the type is Normal or Warning, the deprecated fields unset."""
+        causes = _event_series_causes(obj)
+        if not obj.get("eventTime"):
+            causes.append(FieldCause("eventTime", "Required value", ""))
+        if obj.get("type") not in ("Normal", "Warning"):
+            causes.append(FieldCause("type", "Invalid value",
+                                     f"has invalid value: {obj.get('type') or ''}", ""))
+        for field in ("firstTimestamp", "lastTimestamp", "count"):
+            if obj.get(field):
+                causes.append(FieldCause(field, "Invalid value", "needs to be unset", ""))
+        source = obj.get("source") or {}
+        if isinstance(source, dict) and (source.get("component") or source.get("host")):
+            causes.append(FieldCause("source", "Invalid value", "needs to be unset", ""))
+        return causes
+
+    @staticmethod
+    def served_update_causes(new: Obj, old: Obj) -> list[FieldCause]:
+        """ValidateEventUpdate's rules for an update through events.k8s.io/v1: a changed series
+        is valid, and what the Event reports stays as it was (only metadata and series move)."""
+        causes = _event_series_causes(new) if new.get("series") != old.get("series") else []
+        for stored, path in EVENT_IMMUTABLE_FIELDS:
+            if (new.get(stored) or None) != (old.get(stored) or None):
+                value = new.get(stored)
+                causes.append(FieldCause(path, "Invalid value", "field is immutable",
+                                         value if isinstance(value, str | int) else ""))
+        return causes
 
     def validate(self, obj: Obj) -> list[FieldCause]:
         namespace = str(obj["metadata"].get("namespace") or "")
@@ -955,6 +1016,7 @@ class EventStrategy(Strategy):
 
 
 IMMUTABLE_SET = "field is immutable when `immutable` is set"
+INT32_MAX = 2**31 - 1
 
 
 class ConfigMapStrategy(Strategy):
@@ -1011,14 +1073,29 @@ class ResourceQuotaStrategy(Strategy):
 SIDE_EFFECT_CLASSES = ("None", "NoneOnDryRun")  # the only ones admissionregistration/v1 takes
 
 
+def match_condition_errors(holder: Obj, path: str) -> list[FieldCause]:
+    """Each of `holder`'s matchConditions has an expression that compiles to bool."""
+    causes = []
+    for index, condition in enumerate(holder.get("matchConditions") or []):
+        expression = (condition or {}).get("expression") if isinstance(condition, dict) else None
+        field = f"{path}.matchConditions[{index}].expression"
+        if not expression:
+            causes.append(FieldCause(field, "Required value", ""))
+        elif problem := cel.bool_result_error(str(expression)):
+            causes.append(FieldCause(field, "Invalid value", problem, expression))
+    return causes
+
+
 class WebhookConfigurationStrategy(Strategy):
     """ValidateValidatingWebhookConfiguration / ValidateMutatingWebhookConfiguration, as far as
     kubesim reads them: each webhook's sideEffects is None or NoneOnDryRun (v1), so every
-    webhook may be called on a dry run."""
+    webhook may be called on a dry run; its matchConditions compile to bool."""
 
     def validate(self, obj: Obj) -> list[FieldCause]:
         causes = []
         for index, hook in enumerate(obj.get("webhooks") or []):
+            if isinstance(hook, dict):
+                causes += match_condition_errors(hook, f"webhooks[{index}]")
             path = f"webhooks[{index}].sideEffects"
             side_effects = hook.get("sideEffects") if isinstance(hook, dict) else None
             if not side_effects:
@@ -1036,13 +1113,12 @@ class RbacStrategy(Strategy):
 
 class ValidatingAdmissionPolicyStrategy(Strategy):
     """ValidateValidatingAdmissionPolicy, as far as a policy that cannot run is refused: its
-    expressions compile (CEL syntax; kubesim does not type-check them)."""
+    expressions compile (CEL syntax; kubesim types only the result of a match condition)."""
 
     def validate(self, obj: Obj) -> list[FieldCause]:
         spec = obj.get("spec") or {}
-        causes = []
+        causes = match_condition_errors(spec, "spec")
         for field, keys in (("validations", ("expression", "messageExpression")),
-                            ("matchConditions", ("expression",)),
                             ("variables", ("expression",))):
             for index, item in enumerate(spec.get(field) or []):
                 for key in keys:
@@ -1189,11 +1265,37 @@ class CustomResourceStrategy(Strategy):
             obj["metadata"] = metadata  # metadata is never pruned (ObjectMeta is validated apart)
 
     def validate(self, obj: Obj) -> list[FieldCause]:
+        return self._schema_causes(obj) + self._scale_causes(obj, "specReplicasPath",
+                                                             "statusReplicasPath")
+
+    def validate_status_update(self, new: Obj, old: Obj) -> list[FieldCause]:
+        return self._schema_causes(new) + self._scale_causes(new, "statusReplicasPath")
+
+    def _schema_causes(self, obj: Obj) -> list[FieldCause]:
         from kubesim import schema
 
         if self.kind.schema is None:
             return []
         return [_RawCause(str(e)) for e in schema.validate(obj, dict(self.kind.schema))]
+
+    def _scale_causes(self, obj: Obj, *paths: str) -> list[FieldCause]:
+        """customResourceValidator.ValidateScaleSpec / ValidateScaleStatus: the replicas the
+        scale subresource reads are within int32 and not negative (when set)."""
+        causes = []
+        for key in paths:
+            path = str((self.kind.scale or {}).get(key) or "")
+            value: Any = obj
+            for part in path.removeprefix(".").split(".") if path else []:
+                value = value.get(part) if isinstance(value, dict) else None
+            if not path or not isinstance(value, int) or isinstance(value, bool):
+                continue
+            if value < 0:
+                causes.append(FieldCause(path, "Invalid value", "should be a non-negative integer",
+                                         value))
+            elif value > INT32_MAX:
+                causes.append(FieldCause(path, "Invalid value",
+                                         f"should be less than or equal to {INT32_MAX}", value))
+        return causes
 
 
 class CustomResourceDefinitionStrategy(Strategy):

@@ -21,6 +21,8 @@ from aiohttp import web
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from tests.helpers import wait_for
+
 pytestmark = pytest.mark.local_clusters(reason="the API server calls the test's webhook server on "
                                                "loopback")
 
@@ -123,33 +125,75 @@ def webhook(name: str, url: str, ca_bundle: str, namespace: str, **extra: Any) -
     }
 
 
-class Registrations:
-    """Creates webhook configurations and deletes them after the test."""
+PROBE_LABEL = "webhook-probe"
 
-    def __init__(self, api: client.AdmissionregistrationV1Api) -> None:
-        self.api = api
+
+class Registrations:
+    """Creates webhook configurations, waits until the API server calls them, and deletes them
+    after the test.
+
+    kube-apiserver reads webhook configurations through an informer: one just created is not
+    called for a moment. Each configuration gets a sentinel webhook that fails (a CA the server
+    does not trust, failurePolicy Fail) for Secrets labelled with the configuration's name only
+    (the tests' webhooks never see Secrets); once a dry-run create of such a Secret fails naming
+    the sentinel, the whole configuration is in effect. The sentinel never reaches the test's
+    webhook server."""
+
+    def __init__(self, home: Any) -> None:
+        self.api = client.AdmissionregistrationV1Api(home.api_client)
+        self.core = home.core
         self.created: list[tuple[str, str]] = []
 
     def validating(self, *webhooks: dict[str, Any]) -> None:
         name = f"v-{uuid.uuid4().hex[:8]}"
         self.api.create_validating_webhook_configuration(
-            {"metadata": {"name": name}, "webhooks": list(webhooks)})
+            {"metadata": {"name": name}, "webhooks": [*webhooks, self._sentinel(name, webhooks)]})
         self.created.append(("validating", name))
+        self._wait_in_effect(name, webhooks)
 
     def mutating(self, *webhooks: dict[str, Any]) -> None:
         name = f"m-{uuid.uuid4().hex[:8]}"
         self.api.create_mutating_webhook_configuration(
-            {"metadata": {"name": name}, "webhooks": list(webhooks)})
+            {"metadata": {"name": name}, "webhooks": [*webhooks, self._sentinel(name, webhooks)]})
         self.created.append(("mutating", name))
+        self._wait_in_effect(name, webhooks)
+
+    @staticmethod
+    def _sentinel(name: str, webhooks: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+        untrusted = base64.b64encode(trustme.CA().cert_pem.bytes()).decode()
+        sentinel = webhook(f"{name}.probe.example.com", webhooks[0]["clientConfig"]["url"],
+                           untrusted, _namespace_of(webhooks[0]), failurePolicy="Fail",
+                           objectSelector={"matchLabels": {PROBE_LABEL: name}})
+        sentinel["rules"] = [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                              "resources": ["secrets"], "scope": "Namespaced"}]
+        return sentinel
+
+    def _wait_in_effect(self, name: str, webhooks: tuple[dict[str, Any], ...]) -> None:
+        probe = {"metadata": {"generateName": "probe-", "labels": {PROBE_LABEL: name}}}
+
+        def sentinel_called() -> bool:
+            try:
+                self.core.create_namespaced_secret(_namespace_of(webhooks[0]), probe,
+                                                   dry_run="All")
+            except ApiException as error:
+                message = json.loads(error.body or "{}").get("message", "")
+                return f'"{name}.probe.example.com"' in message
+            return False
+
+        wait_for(sentinel_called, 30, f"webhook configuration {name} never called")
 
     def delete_all(self) -> None:
         for kind, name in self.created:
             getattr(self.api, f"delete_{kind}_webhook_configuration")(name)
 
 
+def _namespace_of(hook: dict[str, Any]) -> str:
+    return str(hook["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"])
+
+
 @pytest.fixture
 def registrations(home: Any) -> Iterator[Registrations]:
-    registered = Registrations(client.AdmissionregistrationV1Api(home.api_client))
+    registered = Registrations(home)
     yield registered
     registered.delete_all()
 
@@ -268,11 +312,29 @@ def test_token_requests_are_admitted_as_token_requests_and_match_conditions_sele
     # a condition that fails to evaluate fails the request (failurePolicy Fail)
     registrations.validating(webhook(
         "broken.example.com", webhook_server.url("validate"), webhook_server.ca_bundle,
-        namespace, matchConditions=[{"name": "missing", "expression": "object.nothing.here"}]))
+        namespace, matchConditions=[{"name": "missing",
+                                     "expression": "object.nothing.here == 'x'"}]))
     with pytest.raises(ApiException) as failed:
         home.core.create_namespaced_config_map(namespace, configmap("unmatched"))
-    assert "failed to evaluate matchCondition 'missing'" in json.loads(
-        failed.value.body)["message"]
+    assert failed.value.status == 403
+    assert json.loads(failed.value.body)["message"].startswith(
+        'configmaps "unmatched" is forbidden: '
+        "expression 'object.nothing.here == 'x'' resulted in error: ")
+
+
+def test_a_match_condition_that_is_not_a_bool_is_refused(home, namespace, webhook_server,
+                                                         registrations) -> None:
+    """The condition's type is checked when the configuration is written: a field of `object`
+    is dyn, which is not bool."""
+    for expression in ("object.metadata.name", "object.spec.paused", "'yes'"):
+        with pytest.raises(ApiException) as refused:
+            registrations.validating(webhook(
+                "typed.example.com", webhook_server.url("validate"), webhook_server.ca_bundle,
+                namespace, matchConditions=[{"name": "typed", "expression": expression}]))
+        assert refused.value.status == 422
+        assert json.loads(refused.value.body)["details"]["causes"] == [{
+            "reason": "FieldValueInvalid", "field": "webhooks[0].matchConditions[0].expression",
+            "message": f"Invalid value: {json.dumps(expression)}: must evaluate to bool"}]
 
 
 def test_evictions_are_admitted_as_evictions(

@@ -35,10 +35,10 @@ def test_a_core_event_reads_through_events_k8s_io_with_its_selectors(home, names
     listed = call(home, "GET", new(namespace),
                   query={"fieldSelector": "regarding.name=q"})[1]["items"]
     assert [(e["metadata"]["name"], e["note"]) for e in listed] == [("c", "from core")]
-    status, patched = call(home, "PATCH", new(namespace, "c"), {"note": "patched"},
+    status, patched = call(home, "PATCH", core(namespace, "c"), {"message": "patched"},
                            content_type=MERGE)
-    assert status == 200 and patched["note"] == "patched"
-    assert call(home, "GET", core(namespace, "c"))[1]["message"] == "patched"
+    assert status == 200 and patched["message"] == "patched"
+    assert call(home, "GET", new(namespace, "c"))[1]["note"] == "patched"
     events = list(stream(home, new(namespace), {"timeoutSeconds": "1",
                                                 "fieldSelector": "metadata.name=c"}))
     assert [(e["type"], e["object"]["apiVersion"], e["object"]["note"]) for e in events] == [
@@ -75,3 +75,28 @@ def test_a_core_event_with_an_event_time_needs_the_new_apis_reporting_fields(
         namespace, "full", eventTime="2024-01-01T00:00:00.000000Z",
         reportingComponent="example.com/c", reportingInstance="c-1", action="Test"))
     assert status == 201, body
+
+
+def test_an_update_through_events_k8s_io_keeps_what_the_event_reports(home, namespace) -> None:
+    """ValidateEventUpdate through events.k8s.io/v1: the note, reason, type and the rest are
+    immutable there (the core API still changes them); labels may change."""
+    call(home, "POST", core(namespace), _core_event(namespace, "c"))
+    status, body = call(home, "PATCH", new(namespace, "c"), {"note": "changed", "type": "Warning"},
+                        content_type=MERGE)
+    assert (status, body["message"]) == (422, (
+        'Event "c" is invalid: [message: Invalid value: "changed": field is immutable, '
+        'type: Invalid value: "Warning": field is immutable]')), body
+    status, body = call(home, "PATCH", new(namespace, "c"),
+                        {"metadata": {"labels": {"seen": "yes"}}}, content_type=MERGE)
+    assert (status, body["metadata"]["labels"], body["note"]) == (200, {"seen": "yes"}, "m")
+
+
+def test_a_create_through_events_k8s_io_needs_an_event_time(home, namespace) -> None:
+    status, body = call(home, "POST", new(namespace), {
+        "metadata": {"name": "e"}, "reportingController": "example.com/c",
+        "reportingInstance": "c-1", "action": "Test", "reason": "Tested", "type": "Normal",
+        "deprecatedCount": 2,
+        "regarding": {"kind": "Pod", "name": "p", "namespace": namespace}})
+    assert (status, body["message"]) == (422, (
+        'Event "e" is invalid: [eventTime: Required value, count: Invalid value: "": needs to be '
+        'unset]')), body

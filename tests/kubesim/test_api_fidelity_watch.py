@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.kubesim.rest import MERGE, call, long_compacted_version, stream
-from tests.kubesim.test_api_watch import changed_since, cms, summary, watching
+from tests.kubesim.test_api_watch import a_bookmark, cms, summary, watching
 
 TOO_OLD = re.compile(r"^too old resource version: \d+ \(\d+\)$")
 
@@ -67,10 +67,7 @@ def test_a_watch_from_a_version_not_reached_yet_sends_only_later_events(home,
 
 
 def test_a_bookmark_carries_only_its_type_and_resource_version(home, namespace) -> None:
-    events = list(stream(home, cms(namespace), {
-        "allowWatchBookmarks": "true", "timeoutSeconds": "3",
-        "resourceVersion": changed_since(home, namespace)}))
-    bookmark = next(e["object"] for e in events if e["type"] == "BOOKMARK")
+    bookmark = a_bookmark(home, namespace)["object"]
     assert (bookmark["apiVersion"], bookmark["kind"]) == ("v1", "ConfigMap")
     # a typed empty object: Go encodes the zero creationTimestamp as null; nothing else is set
     assert set(bookmark) <= {"apiVersion", "kind", "metadata"}

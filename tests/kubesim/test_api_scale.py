@@ -259,9 +259,23 @@ def test_a_custom_resource_scale_is_validated_by_the_crd_schema(home, scalable,
     custom_widget(home, scalable, namespace, "w", {"replicas": 2})
     status, body = call(home, "PATCH", widgets(scalable, namespace, "w") + "/scale",
                         {"spec": {"replicas": -1}}, content_type=MERGE)
-    assert (status, body["reason"]) == (422, "Invalid")
-    assert body["message"].startswith(f'Widget.{scalable} "w" is invalid: spec.replicas: '
-                                      "Invalid value: -1: ")
+    # the CRD's schema, then the scale subresource's own check of the replicas path
+    assert (status, body["reason"], body["message"]) == (422, "Invalid", (
+        f'Widget.{scalable} "w" is invalid: [spec.replicas: Invalid value: -1: spec.replicas in '
+        "body should be greater than or equal to 0, .spec.replicas: Invalid value: -1: should "
+        "be a non-negative integer]"))
+
+
+def test_a_custom_resource_status_write_keeps_the_scale_status_replicas_non_negative(
+        home, scalable, namespace) -> None:
+    """The CRD's schema lets status.replicas be any integer; the scale subresource's own
+    validation (ValidateScaleStatus) refuses a negative one on a status write."""
+    created = custom_widget(home, scalable, namespace, "w", {"replicas": 2})
+    status, body = call(home, "PUT", widgets(scalable, namespace, "w") + "/status", {
+        **created, "status": {"replicas": -1, "selector": "app=w"}})
+    assert (status, body["message"]) == (422, (
+        f'Widget.{scalable} "w" is invalid: .status.replicas: Invalid value: -1: should be a '
+        "non-negative integer")), body
 
 
 @pytest.mark.since("1.31", "the scale subresource as v1.31's registry serves it; v1.24 differs")
@@ -269,7 +283,9 @@ def test_a_custom_resource_without_replicas_needs_them_set_through_scale(home, s
                                                                         namespace) -> None:
     custom_widget(home, scalable, namespace, "w", {"size": "S"})
     path = widgets(scalable, namespace, "w") + "/scale"
-    assert call(home, "GET", path)[1]["spec"] == {}
+    status, body = call(home, "GET", path)
+    assert (status, body["reason"], body["message"]) == (500, "InternalError", (
+        'Internal error occurred: the spec replicas field ".spec.replicas" does not exist'))
     status, body = call(home, "PATCH", path, {"metadata": {"labels": {"a": "b"}}},
                         content_type=MERGE)
     assert (status, body["reason"]) == (400, "BadRequest")

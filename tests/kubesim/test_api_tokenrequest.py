@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from annex.kube import token_claims
 from tests.helpers import wait_for
 from tests.kubesim.test_auth_tokens import client_with_token
 from tests.kubesim.test_controllers_cluster import pod_manifest
@@ -112,13 +113,18 @@ def _bound(kind: str, name: str, uid: str | None = None, api_version: str = "v1"
     return {"spec": {"boundObjectRef": ref}}
 
 
-@pytest.mark.since("1.31", "the answer's boundObjectRef carries the object's uid (checked against "
-                           "v1.31's token.go; v1.24 answers the reference as asked)")
-def test_binding_to_a_pod_fills_its_uid(home, namespace, robot) -> None:
+def test_a_token_bound_to_a_pod_names_its_uid_in_the_claims_not_in_the_answer(
+        home, namespace, robot) -> None:
+    """token.go looks the pod up and signs its uid into the token; the answer's boundObjectRef
+    stays the reference as asked (v1.24 and v1.31 alike)."""
     home.core.create_namespaced_pod(namespace, pod_manifest("holder", serviceAccountName=robot))
     uid = home.core.read_namespaced_pod("holder", namespace).metadata.uid
     answer, _ = token_request(home.api_client, namespace, robot, _bound("Pod", "holder"))
-    assert answer["spec"]["boundObjectRef"]["uid"] == uid
+    assert answer["spec"]["boundObjectRef"] == {"apiVersion": "v1", "kind": "Pod",
+                                                "name": "holder"}
+    claims = token_claims(answer["status"]["token"])
+    assert claims is not None
+    assert claims["kubernetes.io"]["pod"] == {"name": "holder", "uid": uid}
 
 
 def test_binding_errors_are_the_api_servers(home, namespace, robot) -> None:

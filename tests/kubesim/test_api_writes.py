@@ -3,6 +3,8 @@ pod spec immutability, pods/binding and dry runs."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.kubesim.rest import JSON_PATCH, MERGE, STRATEGIC, call
 
 
@@ -106,8 +108,23 @@ def test_main_resource_writes_ignore_status_and_status_writes_leave_spec(home, n
     status, body = call(home, "PATCH", f"{path}/s/status",
                         {"status": ingress, "spec": {"ports": [{"port": 81}]}},
                         content_type=MERGE)
-    assert status == 200 and body["status"] == ingress
+    assert status == 200
+    assert [i["ip"] for i in body["status"]["loadBalancer"]["ingress"]] == ["5.6.7.8"]
     assert body["spec"]["ports"][0]["port"] == 80
+
+
+@pytest.mark.since("1.30", "LoadBalancerIPMode is on by default")
+def test_a_load_balancer_ingress_ip_is_defaulted_to_ip_mode_vip(home, namespace) -> None:
+    path = ns_path(namespace, "services")
+    call(home, "POST", path, {"metadata": {"name": "s"}, "spec": {
+        "type": "LoadBalancer", "ports": [{"port": 80}]}})
+    ingress = [{"ip": "5.6.7.8"}, {"ip": "5.6.7.9", "ipMode": "Proxy"}, {"hostname": "lb.example"}]
+    status, body = call(home, "PATCH", f"{path}/s/status",
+                        {"status": {"loadBalancer": {"ingress": ingress}}}, content_type=MERGE)
+    assert status == 200, body
+    assert body["status"]["loadBalancer"]["ingress"] == [
+        {"ip": "5.6.7.8", "ipMode": "VIP"}, {"ip": "5.6.7.9", "ipMode": "Proxy"},
+        {"hostname": "lb.example"}]
 
 
 def test_pod_status_writes_leave_spec_but_may_change_metadata(home, namespace) -> None:

@@ -265,7 +265,7 @@ class ShadowPods:
     def __init__(self, api_client: client.ApiClient) -> None:
         self.api = client.CustomObjectsApi(api_client)
 
-    def create(self, namespace: str, body: dict[str, Any]) -> Any:
+    def create(self, namespace: str, body: dict[str, Any], dry_run: bool = False) -> Any:
         """Create, retried while the twin namespace's ResourceQuota is not counted yet, as the
         agent retries: a real quota refuses every ShadowPod ("status unknown for quota") until
         the quota controller has counted it, seconds after it is made (after it has
@@ -275,7 +275,8 @@ class ShadowPods:
         while True:
             try:
                 return self.api.create_namespaced_custom_object(
-                    SHADOWPOD.group, SHADOWPOD.version, namespace, SHADOWPOD.plural, body)
+                    SHADOWPOD.group, SHADOWPOD.version, namespace, SHADOWPOD.plural, body,
+                    dry_run="All" if dry_run else None)
             except ApiException as error:
                 if (error.status != 403 or QUOTA_NOT_COUNTED not in (error.body or "")
                         or time.monotonic() > deadline):

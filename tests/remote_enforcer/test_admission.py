@@ -146,6 +146,17 @@ def test_a_shadowpod_refused_after_the_enforcer_admitted_it_is_admitted_when_tri
     remote.core.create_namespaced_resource_quota(twin, {
         "metadata": {"name": "none"}, "spec": {"hard": {f"count/{SHADOWPOD.plural}."
                                                         f"{SHADOWPOD.group}": "0"}}})
+
+    # kube-apiserver's quota admission reads ResourceQuotas from an informer (and, in a
+    # namespace the informer holds none of, from a list it keeps 30 s): a quota just made
+    # refuses nothing until it is seen there
+    def refused_on_dry_run() -> bool:
+        try:
+            shadowpods.create(twin, body, dry_run=True)
+        except ApiException as error:
+            return "exceeded quota: none" in (error.body or "")
+        return False
+    wait_for(refused_on_dry_run, 60, "the quota of no ShadowPods never refused one")
     with pytest.raises(ApiException) as refused:
         shadowpods.create(twin, body)
     assert "exceeded quota: none" in refused.value.body
