@@ -27,7 +27,8 @@ class LeaderElection:
     timings: ElectionTimings = field(default_factory=ElectionTimings)
 
 
-def _bool(text: str) -> bool:
+def boolean_flag(text: str) -> bool:
+    """A flag's boolean value, as Kubernetes components take them (true/false, 1/0, ...)."""
     lowered = text.strip().lower()
     if lowered in ("1", "true", "yes", "on"):
         return True
@@ -40,7 +41,7 @@ def add_election_flags(parser: argparse.ArgumentParser, *, leading: str,
                        default_name: str | None, name_help: str = "the election Lease") -> None:
     """The flags, `leading` saying what only the leader does."""
     add = parser.add_argument
-    add("--leader-elect", type=_bool, nargs="?", const=True, default=False,
+    add("--leader-elect", type=boolean_flag, nargs="?", const=True, default=False,
         help=f"run as one of several replicas: {leading}; a standby keeps its watches warm and "
              "takes over when the leader is gone (client-go's leader election)")
     add("--leader-elect-lease-duration", type=float, default=ElectionTimings.lease_duration,

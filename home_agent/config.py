@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from annex import tracing
 from annex.kube import ClientLimits
-from annex.leader_flags import LeaderElection, add_election_flags, election_from_args
+from annex.leader_flags import LeaderElection, add_election_flags, boolean_flag, election_from_args
 from shared.forge.agent import election_lease_name
 from shared.tenancy import tenant_namespace_name
 
@@ -115,15 +115,6 @@ class AgentConfig:
     def host_ip(self) -> str:
         """The offloaded pods' hostIP."""
         return self.pods_host_ip or self.agent_ip
-
-
-def _bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
 
 
 REFLECTED_KINDS = ("configmap", "secret", "service", "endpointslice", "ingress",
@@ -240,7 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
              "refuses to start when neither is known and apiserver support is on)")
     add("--home-apiserver-port", type=int, default=443,
         help="the port of --home-apiserver-host (a found address comes with its port)")
-    add("--enable-apiserver-support", type=_bool, default=True,
+    add("--enable-apiserver-support", type=boolean_flag, default=True,
         help="reflect service-account tokens and point pods at the home API server")
     add("--home-qps", type=float, default=ClientLimits.qps)
     add("--home-burst", type=int, default=ClientLimits.burst)
