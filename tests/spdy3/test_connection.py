@@ -4,6 +4,7 @@ helpers."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 
 import pytest
@@ -14,23 +15,34 @@ from spdy3.frames import CANCEL
 DEADLINE = 10
 
 
-@pytest.fixture
-async def pair() -> AsyncIterator[tuple[Connection, Connection]]:
+@contextlib.asynccontextmanager
+async def served_connection() -> AsyncIterator[tuple[asyncio.StreamReader, asyncio.StreamWriter,
+                                                     Connection]]:
+    """A TCP client's raw streams, and the server's Connection on the other end."""
     accepted: asyncio.Queue[Connection] = asyncio.Queue()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         accepted.put_nowait(Connection(reader, writer, server=True))
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    client = Connection(reader, writer, server=False)
+    reader, writer = await asyncio.open_connection("127.0.0.1",
+                                                   server.sockets[0].getsockname()[1])
     served = await asyncio.wait_for(accepted.get(), DEADLINE)
-    yield client, served
-    await client.close()
-    await served.close()
-    server.close()
-    await server.wait_closed()
+    try:
+        yield reader, writer, served
+    finally:
+        await served.close()
+        writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.fixture
+async def pair() -> AsyncIterator[tuple[Connection, Connection]]:
+    async with served_connection() as (reader, writer, served):
+        client = Connection(reader, writer, server=False)
+        yield client, served
+        await client.close()
 
 
 async def test_streams_carry_headers_and_data_both_ways(
@@ -84,13 +96,12 @@ async def test_closing_the_connection_ends_every_stream(
         await client.open_stream({"streamType": "stdin"})
 
 
-async def test_a_peer_that_speaks_no_spdy_closes_the_connection(
-        pair: tuple[Connection, Connection]) -> None:
-    client, served = pair
-    # a SPDY/2 PING: the version is not 3
-    client._writer.write(b"\x80\x02\x00\x06\x00\x00\x00\x04\x00\x00\x00\x01")
-    await asyncio.wait_for(served.wait_closed(), DEADLINE)
-    assert served.error is not None
+async def test_a_peer_that_speaks_no_spdy_closes_the_connection() -> None:
+    async with served_connection() as (_, peer, served):
+        # a SPDY/2 PING: the version is not 3
+        peer.write(b"\x80\x02\x00\x06\x00\x00\x00\x04\x00\x00\x00\x01")
+        await asyncio.wait_for(served.wait_closed(), DEADLINE)
+        assert served.error is not None
 
 
 def test_negotiation_prefers_the_clients_order() -> None:
