@@ -13,6 +13,7 @@ around it.
 - offer.py, quota.py    what a provider offers a consumer; quota arithmetic for ShadowPods
 - tenancy.py            a consumer's tenant namespace on the provider
 - pod_policy.py, service_policy.py  what a provider lets a consumer run and expose
+- pod_security.py       the Pod Security Standards levels, worded as PodSecurity admission does
 - reflection_policy.py  which home objects are reflected
 - ownership.py          the origin/destination pair on every object annex makes remotely
 - node_selector.py      NodeSelector matching (NamespaceOffloading.clusterSelector)

@@ -20,7 +20,8 @@ from shared.api.namespace_offloading import NamespaceMappingStrategy
 from shared.api.quota import NamespacePolicy, PodPolicy
 from shared.forge.namespace import remote_namespace_name
 from shared.ownership import is_owned, ownership_labels
-from shared.pod_policy import policy_problem, twin_namespace_labels
+from shared.pod_policy import policy_problem
+from shared.pod_security import twin_namespace_labels
 from shared.tenancy import TENANT_NAMESPACE_PREFIX
 from shared.wellknown import (
     CONSUMER_IDENTITY_ANNOTATION,

@@ -14,7 +14,7 @@ from kubernetes import client
 from kubernetes.client.rest import ApiException
 
 from shared.api.quota import QUOTA
-from shared.pod_policy import POD_SECURITY_ENFORCE_LABEL, POD_SECURITY_ENFORCE_VERSION_LABEL
+from shared.pod_security import POD_SECURITY_ENFORCE_LABEL, POD_SECURITY_ENFORCE_VERSION_LABEL
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import (
     WEBHOOK_NAME,
