@@ -246,23 +246,40 @@ def test_a_consumer_over_quota_sees_why(home: ClusterHandle, remote: ClusterHand
     assert events[0].type == "Warning"
 
 
+def resource_offer_spec(remote: ClusterHandle, peered: RunningAgent) -> dict[str, Any]:
+    from shared.api.resource_offer import RESOURCE_OFFER
+    from shared.wellknown import RESOURCE_OFFER_NAME
+
+    spec: dict[str, Any] = custom(remote).get_namespaced_custom_object(
+        RESOURCE_OFFER.group, RESOURCE_OFFER.version, peered.tenant_namespace,
+        RESOURCE_OFFER.plural, RESOURCE_OFFER_NAME)["spec"]
+    return spec
+
+
 def test_the_node_capacity_follows_a_shrinking_offer(home: ClusterHandle, remote: ClusterHandle,
                                                      peered: RunningAgent) -> None:
-    from shared.quantity import parse_quantity
+    from shared.quantity import format_quantity, parse_quantity
 
     def cpu() -> Any:
         capacity = home.core.read_node(peered.node_name).status.capacity or {}
         return parse_quantity(capacity["cpu"]) if "cpu" in capacity else None
 
     before = wait_for(cpu, timeout=60, message="node capacity from the offer")
+    # What one pod can get (no more than one remote node has free), at most 1 cpu: whatever the
+    # cluster's other workloads hold, the provider's own pod is scheduled, and takes its room.
+    most = parse_quantity(wait_for(lambda: resource_offer_spec(remote, peered)
+                                   ["maxPodResources"].get("cpu"), timeout=60,
+                                   message="what one pod can get in the offer"))
+    assert most > 0, "no remote node has cpu free: the provider's workload could not run"
     busy = f"busy-{peered.home_id}"
     remote.core.create_namespace({"metadata": {"name": busy}})
     try:
-        # The provider's own workload takes 1 cpu: the offer (a share of what is free) shrinks.
         remote.core.create_namespaced_pod(busy, {
             "metadata": {"name": "local-workload"},
-            "spec": {"containers": [{"name": "main", "image": "busybox",
-                                     "resources": {"requests": {"cpu": "1"}}}]}})
+            "spec": {"containers": [{"name": "main", "image": "busybox", "resources": {
+                "requests": {"cpu": format_quantity(min(most, parse_quantity("1")))}}}]}})
+        wait_for(lambda: remote.core.read_namespaced_pod("local-workload", busy).spec.node_name,
+                 timeout=60, message="the provider's own pod scheduled")
         wait_for(lambda: (c := cpu()) is not None and c < before, timeout=60,
                  message="node capacity shrank with the offer")
     finally:
@@ -361,9 +378,7 @@ def test_a_lent_gpu_is_offered_runs_a_pod_remotely_and_a_pod_no_node_holds_says_
     the virtual node carry 2 GPUs and no dongle; a pod limited to 1 GPU runs on the GPU node;
     a second one is over the Quota's 1 GPU and refused, the refusal naming the GPU. Then a pod
     no remote node can hold (one agent and enforcer for both: each peering costs a process)."""
-    from shared.api.resource_offer import RESOURCE_OFFER
     from shared.quantity import parse_quantity
-    from shared.wellknown import RESOURCE_OFFER_NAME
     from tests.e2e.devices import advertised, schedulable_node
 
     custom(remote).create_namespaced_custom_object(
@@ -374,10 +389,8 @@ def test_a_lent_gpu_is_offered_runs_a_pod_remotely_and_a_pod_no_node_holds_says_
                      "resources": {GPU: "1", "cpu": "1000"}}})
     gpu_node = schedulable_node(remote)
     with advertised(remote, gpu_node, {GPU: "4", "example.com/dongle": "4"}):
-        def offered() -> dict[str, str] | None:
-            spec = custom(remote).get_namespaced_custom_object(
-                RESOURCE_OFFER.group, RESOURCE_OFFER.version, peered.tenant_namespace,
-                RESOURCE_OFFER.plural, RESOURCE_OFFER_NAME)["spec"]
+        def offered() -> dict[str, Any] | None:
+            spec = resource_offer_spec(remote, peered)
             return spec if spec["resources"].get(GPU) == "2" else None
 
         spec = wait_for(offered, timeout=60, message="2 GPUs in the offer")

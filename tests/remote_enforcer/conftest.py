@@ -191,6 +191,27 @@ def denial(webhook: str, action: Any) -> str:
     return message[len(denied):]
 
 
+MADE_NAMESPACES: list[tuple[client.CoreV1Api, str]] = []
+"""The namespaces `make_twin_namespace` and `make_tenant_namespace` made, in order."""
+
+
+@pytest.fixture(autouse=True)
+def namespaces_made_are_removed() -> Iterator[None]:
+    """The namespaces a test made with the helpers below are deleted after it (not those of
+    module-wide fixtures, made before it starts): the remote cluster is the session's, and the
+    pods a test leaves there hold its nodes' room for every test after it (an offer that cannot
+    shrink, a pod that cannot be scheduled)."""
+    before = len(MADE_NAMESPACES)
+    yield
+    while len(MADE_NAMESPACES) > before:
+        core, name = MADE_NAMESPACES.pop()
+        try:
+            core.delete_namespace(name)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+
+
 def new_name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
@@ -200,6 +221,7 @@ def make_twin_namespace(remote: Any, consumer: str) -> str:
     name = new_name("twin")
     remote.core.create_namespace({"metadata": {
         "name": name, "labels": ownership_labels(consumer, PROVIDER_ID)}})
+    MADE_NAMESPACES.append((remote.core, name))
     return name
 
 
@@ -231,6 +253,7 @@ def make_tenant_namespace(remote: Any, consumer: str) -> str:
     name = new_name("tenant")
     remote.core.create_namespace({"metadata": {"name": name, "labels": {
         TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: consumer}}})
+    MADE_NAMESPACES.append((remote.core, name))
     return name
 
 
