@@ -8,6 +8,8 @@
 - retries.py              what is worth trying again, and `retrying` outside a controller
 - kube.py, proxies.py     connections from a kubeconfig (or in-cluster), through the HTTP proxy
                           client-go would choose
+- tokens.py               bearer tokens that rotate (a token file, an exec plugin), and what a
+                          service-account token says of itself
 - listwatch.py            list and watch one resource, as client-go's Reflector
 - mirror.py               in-memory copies of the watched objects
 - informers.py            the informer registry: where each watch event goes, declared

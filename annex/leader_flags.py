@@ -9,9 +9,10 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from annex.kube import Connection, current_token, token_service_account
+from annex.kube import Connection, current_token
 from annex.kubeapi import ClusterApi
 from annex.leader import ElectionTimings, LeaderElector, candidate_identity
+from annex.tokens import token_service_account
 from shared.api.builtin import SERVICE_ACCOUNTS
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 from kubernetes import client, config
 
-from annex_demo import app, charts, views
+from annex_demo import app, charts, probes, views
 from annex_demo.components import (
     ComponentProcess,
     ServingCertificate,
@@ -26,7 +26,7 @@ from annex_demo.components import (
     service_account_user,
     serving_certificate,
 )
-from annex_demo.narrator import Narrator
+from annex_demo.narrator import Narrator, Probe
 from kubesim.cluster import Cluster, ClusterThread
 from kubesim.dns import dns_server, publish
 from shared.api.virtual_node import VIRTUAL_NODE as VIRTUAL_NODE_KIND
@@ -183,9 +183,8 @@ class Story:
             health_port=str(release.probe_port), webhook_address=admission_address)
         self.say.ok(f"the agents' admission webhook registered (https://{admission_address}): "
                     "each agent confined to its own virtual node")
-        self.say.wait(f"ForeignCluster {REMOTE_ID} discovered (it grants nothing yet)",
-                      lambda: self._foreign_cluster_phase(home, "Discovered"),
-                      self.timings.wait_seconds)
+        self._wait(f"ForeignCluster {REMOTE_ID} discovered (it grants nothing yet)",
+                   lambda: probes.foreign_cluster_phase(home.api, REMOTE_ID, "Discovered"))
         self.say.table("ForeignClusters at home (annexctl discover)",
                        views.FOREIGN_CLUSTER_COLUMNS, views.foreign_cluster_rows(home.api))
         return release
@@ -204,10 +203,10 @@ class Story:
             raise RuntimeError(f"annexctl peer failed ({done.returncode}): {done.stderr}")
         self.say.ok(f"a token for {service_account_user(TENANT_NAMESPACE, CONSUMER_ACCOUNT)} "
                     f"on remote in a home Secret; ForeignCluster {REMOTE_ID} accepted")
-        secret = self.say.wait(
+        secret = self._wait(
             f"the home controller created VirtualNode {REMOTE_ID}",
-            lambda: (True, self._virtual_node(home)["spec"]["kubeconfigSecretRef"]["name"]),
-            self.timings.wait_seconds)
+            lambda: (True, probes.virtual_node(home.api, REMOTE_ID)
+                     ["spec"]["kubeconfigSecretRef"]["name"]))
         # Both clusters use one pod CIDR: the agent remaps the remote's (kubectl patch vn).
         client.CustomObjectsApi(home.api).patch_namespaced_custom_object(
             VIRTUAL_NODE_KIND.group, VIRTUAL_NODE_KIND.version, charts.RELEASE_NAMESPACE,
@@ -215,8 +214,8 @@ class Story:
             {"spec": {"remotePodCidr": POD_CIDR, "remappedPodCidr": REMAPPED_POD_CIDR}})
         self.say.ok(f"`kubectl patch vn {REMOTE_ID}`: remote pod addresses {POD_CIDR} seen at "
                     f"home as {REMAPPED_POD_CIDR} (both clusters use the same pod CIDR)")
-        agent = self.say.wait(f"the home controller spawned VirtualNode {REMOTE_ID}'s agent",
-                              lambda: self._spawned_agent(home), self.timings.wait_seconds)
+        agent = self._wait(f"the home controller spawned VirtualNode {REMOTE_ID}'s agent",
+                           lambda: probes.spawned_agent(home.api, REMOTE_ID, REMAPPED_POD_CIDR))
         deployment = cast(dict[str, Any], home.api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
             client.AppsV1Api(home.api).read_namespaced_deployment(agent,
                                                                   charts.RELEASE_NAMESPACE)))
@@ -237,25 +236,24 @@ class Story:
             webhook_address=f"127.0.0.1:{release.webhook_port}",
             kubelet_address="127.0.0.1", kubelet_port="0", kubelet_client_ca=str(home_ca))
         self.say.ok(f"pod webhook registered ({release.webhook_url})")
-        self.say.wait(f"virtual node {VIRTUAL_NODE} Ready at home",
-                      lambda: self._node_ready(home, "True"), self.timings.wait_seconds)
+        self._wait(f"virtual node {VIRTUAL_NODE} Ready at home",
+                   lambda: probes.node_ready(home.core, VIRTUAL_NODE, "True"))
         self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
-        self.say.wait(f"ForeignCluster {REMOTE_ID} Peered",
-                      lambda: self._foreign_cluster_phase(home, "Peered"),
-                      self.timings.wait_seconds)
+        self._wait(f"ForeignCluster {REMOTE_ID} Peered",
+                   lambda: probes.foreign_cluster_phase(home.api, REMOTE_ID, "Peered"))
 
     def offload(self, home: DemoCluster, remote: DemoCluster) -> str:
         self.say.step(f"Offload namespace {app.NAMESPACE} (podOffloadingStrategy Remote) with a "
                       "Deployment (3 replicas), a Service and a ConfigMap")
         app.offload_namespace(home.api)
-        twin = self.say.wait("NamespaceOffloading Ready, twin namespace created remotely",
-                             lambda: self._offloading_ready(home), self.timings.wait_seconds)
-        self.say.wait(f"namespace {app.NAMESPACE} open to the pod webhook",
-                      lambda: (app.scheduling_enabled(home.api), ""), self.timings.wait_seconds)
+        twin = self._wait("NamespaceOffloading Ready, twin namespace created remotely",
+                          lambda: probes.offloading_ready(home.api))
+        self._wait(f"namespace {app.NAMESPACE} open to the pod webhook",
+                   lambda: (app.scheduling_enabled(home.api), ""))
         app.deploy(home.api, replicas=3, greeting="hello")
         self._wait_converged(home, remote, twin, 3)
-        self.say.wait(f"ConfigMap {app.CONFIGMAP} reflected into {twin}",
-                      lambda: self._greeting(remote, twin, "hello"), self.timings.wait_seconds)
+        self._wait(f"ConfigMap {app.CONFIGMAP} reflected into {twin}",
+                   lambda: probes.greeting(remote.core, twin, "hello"))
         self._show_pods(home, remote, twin)
         return twin
 
@@ -263,16 +261,15 @@ class Story:
         self.say.step("Cut the connection between the clusters (remote refuses the agent)")
         faults: Any = remote.sim.faults  # type: ignore[attr-defined]
         faults.refuse(user=service_account_user(TENANT_NAMESPACE, CONSUMER_ACCOUNT))
-        self.say.wait(f"virtual node {VIRTUAL_NODE} NotReady",
-                      lambda: self._node_ready(home, "False"), self.timings.wait_seconds)
+        self._wait(f"virtual node {VIRTUAL_NODE} NotReady",
+                   lambda: probes.node_ready(home.core, VIRTUAL_NODE, "False"))
         self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
-        self.say.wait("remote pods keep running while the clusters cannot talk",
-                      lambda: self._remote_running(remote, twin, 3), self.timings.wait_seconds)
+        self._wait("remote pods keep running while the clusters cannot talk",
+                   lambda: probes.remote_running(remote.core, twin, 3))
         victim = views.app_pods(remote.core, twin)[0]
         remote.core.delete_namespaced_pod(victim.name, twin)
-        self.say.wait(f"remote pod {victim.name} deleted during the cut: the enforcer recreates it "
-                      "from its ShadowPod", lambda: self._recreated(remote, twin, victim),
-                      self.timings.wait_seconds)
+        self._wait(f"remote pod {victim.name} deleted during the cut: the enforcer recreates it "
+                   "from its ShadowPod", lambda: probes.recreated(remote.core, twin, victim))
         self.say.table(f"Pods on remote ({twin})", views.POD_COLUMNS,
                        [row.cells() for row in views.app_pods(remote.core, twin)])
         app.scale(home.api, 4)
@@ -282,43 +279,15 @@ class Story:
     def restore(self, home: DemoCluster, remote: DemoCluster, twin: str) -> None:
         self.say.step("Restore the connection")
         remote.sim.faults.restore()  # type: ignore[attr-defined]
-        self.say.wait(f"virtual node {VIRTUAL_NODE} Ready again",
-                      lambda: self._node_ready(home, "True"), self.timings.wait_seconds)
+        self._wait(f"virtual node {VIRTUAL_NODE} Ready again",
+                   lambda: probes.node_ready(home.core, VIRTUAL_NODE, "True"))
         self._wait_converged(home, remote, twin, 4)
-        self.say.wait("the ConfigMap edit made during the cut reached remote",
-                      lambda: self._greeting(remote, twin, "hello again"),
-                      self.timings.wait_seconds)
+        self._wait("the ConfigMap edit made during the cut reached remote",
+                   lambda: probes.greeting(remote.core, twin, "hello again"))
         self._show_pods(home, remote, twin)
         self.say.table("Nodes at home", views.NODE_COLUMNS, views.node_rows(home.core))
 
-    # --- probes and helpers ----------------------------------------------------------------------
-
-    def _node_ready(self, home: DemoCluster, wanted: str) -> tuple[bool, str]:
-        status, reason = views.ready_condition(home.core, VIRTUAL_NODE)
-        return status == wanted, f"Ready={status or '?'} {reason}".strip()
-
-    def _offloading_ready(self, home: DemoCluster) -> tuple[bool, str]:
-        status = app.offloading_status(home.api)
-        twin = status.get("remoteNamespaceName") or ""
-        phase = status.get("offloadingPhase") or "?"
-        return phase == "Ready" and bool(twin), twin if phase == "Ready" else f"phase {phase}"
-
-    def _greeting(self, remote: DemoCluster, twin: str, wanted: str) -> tuple[bool, str]:
-        seen = views.configmap_greeting(remote.core, twin)
-        return seen == wanted, f"greeting={seen!r}"
-
-    def _remote_running(self, remote: DemoCluster, twin: str, count: int) -> tuple[bool, str]:
-        rows = views.app_pods(remote.core, twin)
-        running = sum(row.phase == "Running" for row in rows)
-        return running == count, f"{running}/{count} Running remotely"
-
-    def _recreated(self, remote: DemoCluster, twin: str,
-                   deleted: views.PodRow) -> tuple[bool, str]:
-        now = next((row for row in views.app_pods(remote.core, twin)
-                    if row.name == deleted.name), None)
-        if now is None or now.uid == deleted.uid:
-            return False, "not yet"
-        return now.phase == "Running", f"new pod {now.phase} on {now.node or '-'}"
+    # --- helpers ----------------------------------------------------------------------
 
     def _wait_converged(self, home: DemoCluster, remote: DemoCluster, twin: str,
                         replicas: int) -> None:
@@ -328,8 +297,7 @@ class Story:
                                        VIRTUAL_NODE, self.remap)
             return result.done, result.summary
 
-        self.say.wait(f"converged: {replicas} replicas offloaded", probe,
-                      self.timings.wait_seconds)
+        self._wait(f"converged: {replicas} replicas offloaded", probe)
 
     def _show_pods(self, home: DemoCluster, remote: DemoCluster, twin: str) -> None:
         self.say.table(f"Pods at home ({app.NAMESPACE})", views.POD_COLUMNS,
@@ -389,8 +357,12 @@ class Story:
         stack.callback(self._stopped, f"{name} (pid {process.pid})", process.stop)
         self.say.say(f"{name}: pid {process.pid}, `{' '.join(command[:3])} ...`, log "
                      f"{process.log_path}")
-        self.say.wait(f"{name} ready", lambda: (process.ready(), ""), self.timings.wait_seconds)
+        self._wait(f"{name} ready", lambda: (process.ready(), ""))
         return process
+
+    def _wait(self, what: str, probe: Probe) -> str:
+        """Wait for `probe` as the narrator shows it, for at most the story's wait."""
+        return self.say.wait(what, probe, self.timings.wait_seconds)
 
     def _stopped(self, what: str, stop: Any) -> None:
         stop()
@@ -408,36 +380,6 @@ class Story:
         (deployment,) = charts.of_kind(manifests, "Deployment")
         return deployment
 
-    @staticmethod
-    def _virtual_node(home: DemoCluster) -> dict[str, Any]:
-        """The VirtualNode of the remote (404 while there is none)."""
-        return cast(dict[str, Any], client.CustomObjectsApi(
-            home.api).get_namespaced_custom_object(
-            VIRTUAL_NODE_KIND.group, VIRTUAL_NODE_KIND.version, charts.RELEASE_NAMESPACE,
-            VIRTUAL_NODE_KIND.plural, REMOTE_ID))
-
-    @classmethod
-    def _spawned_agent(cls, home: DemoCluster) -> tuple[bool, str]:
-        """The agent Deployment the home controller made for the VirtualNode, by name, once
-        it remaps the remote's pod CIDR."""
-        virtual_node = cls._virtual_node(home)
-        agent = (virtual_node.get("status") or {}).get("agent") or {}
-        name = agent.get("deployment")
-        if not name:
-            return False, f"phase {(virtual_node.get('status') or {}).get('phase') or '?'}"
-        deployment = cast(dict[str, Any], home.api.sanitize_for_serialization(  # type: ignore[no-untyped-call]
-            client.AppsV1Api(home.api).read_namespaced_deployment(name,
-                                                                  charts.RELEASE_NAMESPACE)))
-        args = deployment["spec"]["template"]["spec"]["containers"][0].get("args") or []
-        if f"--remapped-pod-cidr={REMAPPED_POD_CIDR}" not in args:
-            return False, f"{name} without the remap yet"
-        return True, name
-
-    @staticmethod
-    def _foreign_cluster_phase(home: DemoCluster, wanted: str) -> tuple[bool, str]:
-        rows = {row[0]: row for row in views.foreign_cluster_rows(home.api)}
-        phase = rows[REMOTE_ID][-1] if REMOTE_ID in rows else "not seen"
-        return phase == wanted, phase
 
 
 def _pod_labels(deployment: Mapping[str, Any]) -> dict[str, str]:

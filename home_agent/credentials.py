@@ -32,9 +32,10 @@ import yaml
 from annex.api_errors import ApiError, error_message
 from annex.api_paths import core_path
 from annex.events import EventRecorder
-from annex.kube import connection_from_kubeconfig, token_claims
+from annex.kube import connection_from_kubeconfig
 from annex.kubeapi import ClusterApi
 from annex.listwatch import list_and_watch
+from annex.tokens import token_claims
 from home_agent.config import AgentConfig
 from shared.api.builtin import SECRETS
 from shared.api.virtual_node import VirtualNode

@@ -101,7 +101,7 @@ def offloading_backoff_status(local_pod: Mapping[str, Any], now: datetime,
 
 
 QUOTA_NOT_COUNTED_REASON = "QuotaNotCountedYet"
-_QUOTA_STATUS_UNKNOWN = "status unknown for quota"
+QUOTA_STATUS_UNKNOWN = "status unknown for quota"
 """kube-apiserver's quota admission refusing an object its quota controller has not counted
 yet (the quota's status lacks the resource)."""
 
@@ -113,7 +113,7 @@ def shadow_pod_refusal(reason: str, message: str) -> tuple[str, str]:
     next discovery (every 30 s) and counts it in the quota at the quota's next
     recalculation: a change of a kind the quota counts in that namespace, or the full resync
     (--resource-quota-sync-period, 5 min by default)."""
-    if _QUOTA_STATUS_UNKNOWN not in message:
+    if QUOTA_STATUS_UNKNOWN not in message:
         return reason, message
     return QUOTA_NOT_COUNTED_REASON, (
         f"the provider's quota controller has not counted this kind in the namespace's quota "

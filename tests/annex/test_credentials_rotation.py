@@ -22,9 +22,10 @@ from kubernetes.config import incluster_config
 
 from annex.api_errors import ApiError
 from annex.api_paths import core_path
-from annex.kube import Connection, ExecToken, FileToken, load_connection
+from annex.kube import Connection, load_connection
 from annex.kubeapi import ClusterApi
 from annex.request_metrics import RequestMetrics
+from annex.tokens import ExecToken, FileToken
 
 
 @dataclasses.dataclass

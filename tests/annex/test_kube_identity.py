@@ -14,8 +14,9 @@ import pytest
 from aiohttp import web
 
 from annex.api_paths import core_path
-from annex.kube import ServiceAccountRef, load_connection, token_service_account, user_agent
+from annex.kube import load_connection, user_agent
 from annex.kubeapi import ClusterApi
+from annex.tokens import ServiceAccountRef, token_service_account
 from tests.conftest import ClusterHandle
 
 USER_AGENT = re.compile(r"annex-home-agent/v[^ ]+ \([a-z0-9]+/[a-z0-9_]+\) annex/[0-9a-z]+")

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
-from annex.kube import token_claims
+from annex.tokens import token_claims
 from tests.helpers import wait_for
 from tests.kubesim.test_auth_tokens import client_with_token
 from tests.kubesim.test_controllers_cluster import pod_manifest
