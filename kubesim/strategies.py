@@ -418,6 +418,14 @@ def needs_node_ports(spec: Obj) -> bool:
                                   and spec.get("allocateLoadBalancerNodePorts") is not False)
 
 
+def externally_accessible(spec: Obj) -> bool:
+    """service.ExternallyAccessible (pkg/api/v1/service/util.go): reached from outside the
+    cluster, so an externalTrafficPolicy applies."""
+    kind = spec.get("type")
+    return kind in ("LoadBalancer", "NodePort") or (kind == "ClusterIP"
+                                                    and bool(spec.get("externalIPs")))
+
+
 def service_node_ports(spec: Obj) -> set[int]:
     return {p["nodePort"] for p in spec.get("ports") or []
             if isinstance(p, dict) and isinstance(p.get("nodePort"), int) and p["nodePort"]}
@@ -464,15 +472,27 @@ class ServiceStrategy(Strategy):
                 taken.add(port["nodePort"])
 
     def default(self, obj: Obj) -> None:
+        """SetDefaults_Service (pkg/apis/core/v1/defaults.go)."""
         spec = obj.setdefault("spec", {})
         spec.setdefault("type", "ClusterIP")
-        spec.setdefault("sessionAffinity", "None")
+        affinity = spec.setdefault("sessionAffinity", "None")
+        if affinity == "None":
+            spec.pop("sessionAffinityConfig", None)
+        elif affinity == "ClientIP" and not (
+                (spec.get("sessionAffinityConfig") or {}).get("clientIP") or {}).get(
+                "timeoutSeconds"):
+            spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": 10800}}
         if spec["type"] != "ExternalName":
             spec.setdefault("internalTrafficPolicy", "Cluster")
         for port in spec.get("ports") or []:
             if isinstance(port, dict):
                 port.setdefault("protocol", "TCP")
-                port.setdefault("targetPort", port.get("port"))
+                if port.get("targetPort") in (None, 0, ""):
+                    port["targetPort"] = port.get("port")
+        if externally_accessible(spec) and not spec.get("externalTrafficPolicy"):
+            spec["externalTrafficPolicy"] = "Cluster"
+        if spec["type"] == "LoadBalancer":
+            spec.setdefault("allocateLoadBalancerNodePorts", True)
         if spec["type"] == "LoadBalancer":  # LoadBalancerIPMode, on by default since v1.30
             for ingress in ((obj.get("status") or {}).get("loadBalancer") or {}).get(
                     "ingress") or []:
@@ -513,6 +533,15 @@ class ServiceStrategy(Strategy):
                 kept = by_name.get(port.get("name", ""))
                 if not port.get("nodePort") and kept and kept not in used:
                     port["nodePort"] = kept
+        # dropTypeDependentFields: what only the old type used goes when the client left it
+        if (old_spec.get("type") == "LoadBalancer" and spec.get("type") != "LoadBalancer"
+                and spec.get("allocateLoadBalancerNodePorts") is not None
+                and spec.get("allocateLoadBalancerNodePorts")
+                == old_spec.get("allocateLoadBalancerNodePorts")):
+            spec.pop("allocateLoadBalancerNodePorts")
+        if (externally_accessible(old_spec) and not externally_accessible(spec)
+                and spec.get("externalTrafficPolicy") == old_spec.get("externalTrafficPolicy")):
+            spec.pop("externalTrafficPolicy", None)
         self._allocate_node_ports(new, service_node_ports(old_spec))
 
     def validate(self, obj: Obj) -> list[FieldCause]:

@@ -207,3 +207,34 @@ def test_a_claim_s_data_source_is_kept_in_both_fields_and_a_legacy_one_is_claims
         "dataSource": seed, "dataSourceRef": seed}
     assert created("legacy", dataSource=backup) == {"dataSource": None, "dataSourceRef": None}
     assert created("any", dataSourceRef=backup) == {"dataSource": backup, "dataSourceRef": backup}
+
+
+def test_a_service_is_defaulted_for_its_type_and_loses_what_only_its_old_type_used(
+        home, namespace) -> None:
+    """SetDefaults_Service and the strategy's dropTypeDependentFields, as kube-apiserver does
+    them: a controller comparing a Service it wrote with the stored one sees these fields."""
+    status, balancer = call(home, "POST", services(namespace), {
+        "metadata": {"name": "lb"},
+        "spec": {"type": "LoadBalancer", "sessionAffinity": "ClientIP",
+                 "ports": [{"port": 80, "targetPort": 0}]}})
+    assert status == 201, balancer
+    spec = balancer["spec"]
+    assert (spec["externalTrafficPolicy"], spec["internalTrafficPolicy"],
+            spec["allocateLoadBalancerNodePorts"]) == ("Cluster", "Cluster", True)
+    assert spec["sessionAffinityConfig"] == {"clientIP": {"timeoutSeconds": 10800}}
+    assert spec["ports"][0]["targetPort"] == 80
+    # Back to ClusterIP, the client sending what it read: the LoadBalancer's fields go.
+    spec.update(type="ClusterIP", sessionAffinity="None")
+    for port in spec["ports"]:
+        del port["nodePort"]
+    status, plain = call(home, "PUT", services(namespace, "lb"), balancer)
+    assert status == 200, plain
+    assert not {"externalTrafficPolicy", "allocateLoadBalancerNodePorts",
+                "sessionAffinityConfig"} & plain["spec"].keys()
+    # A ClusterIP Service with external IPs is reached from outside: it has a policy.
+    status, external = call(home, "POST", services(namespace), {
+        "metadata": {"name": "external"},
+        "spec": {"externalIPs": ["192.0.2.7"], "ports": [{"port": 443}]}})
+    assert status == 201, external
+    assert external["spec"]["externalTrafficPolicy"] == "Cluster"
+    assert "allocateLoadBalancerNodePorts" not in external["spec"]
