@@ -36,6 +36,7 @@ from bench.processes import cpu_seconds, free_port
 from bench.watching import Timeline, follow, gather_limited, until_async
 from shared.api.builtin import LEASES
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
+from shared.api.quota import QUOTA
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.configmap import remote_configmap
 from shared.forge.metadata import reflection_config
@@ -221,6 +222,14 @@ class Bench:
         await created(self.remote.create(core_path("namespaces"), {"metadata": {
             "name": names.tenant,
             "labels": {TENANT_NAMESPACE_LABEL: "true", REMOTE_CLUSTER_ID_LABEL: names.home_id}}}))
+        # Room for the run's pods on either path, whatever share of the free pods the offer
+        # gives (half by default, the other path's pods not counted free): the provider
+        # admin's Quota, as an operator lending a cluster for a measured load sets it.
+        room = str(sum(self.remote_pods_needed.values()))
+        for consumer in (names.home_id, names.bare_consumer) if room != "0" else ():
+            await created(self.remote.create(custom_path(QUOTA, names.tenant), {
+                **QUOTA.type_meta(), "metadata": {"name": f"bench-{consumer}"},
+                "spec": {"consumerClusterId": consumer, "resources": {"pods": room}}}))
         await created(self.remote.create(core_path("namespaces"), {"metadata": {
             "name": names.bare_twin,
             "labels": ownership_labels(names.bare_consumer, names.provider_id)}}))
