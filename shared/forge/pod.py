@@ -1,7 +1,8 @@
 """Pod offloading: the home pod's spec as the remote pod's, in the ShadowPod that asks for it
-(Liqo's pkg/virtualKubelet/forge/pods.go is the model). Beside it: which API server the pod
-reaches and the tokens it projects (`shared.forge.pod_tokens`), the ShadowPod's later changes
-(`shared.forge.shadow_pod_patch`), the remote status as the home pod's
+(Liqo's pkg/virtualKubelet/forge/pods.go is the model). Beside it: where the pod may run
+(tolerations, offloadingPatch, anti-affinity presets: `shared.forge.pod_placement`), which API
+server the pod reaches and the tokens it projects (`shared.forge.pod_tokens`), the ShadowPod's
+later changes (`shared.forge.shadow_pod_patch`), the remote status as the home pod's
 (`shared.forge.pod_status`).
 
 Home to remote, the spec is an allow-list copy. Scheduling fields name home nodes, classes and
@@ -55,10 +56,10 @@ from pydantic import BaseModel, ConfigDict
 
 from shared.api.offloading_patch import OffloadingPatch
 from shared.api.shadowpod import SHADOWPOD
+from shared.forge import pod_placement as placement
 from shared.forge.configmap import remote_configmap_name
 from shared.forge.json_copy import copied
 from shared.forge.metadata import ReflectionConfig, annotations_of, remote_metadata, without_keys
-from shared.forge.offloading_strategy import is_node_health_toleration
 from shared.forge.pod_tokens import (
     API_SERVER_SUPPORT_HOME,
     api_server_support,
@@ -67,15 +68,9 @@ from shared.forge.pod_tokens import (
     service_account_token_secret_name,
 )
 from shared.wellknown import (
-    ANTI_AFFINITY_LABELS_ANNOTATION,
-    ANTI_AFFINITY_PRESET_ANNOTATION,
     API_SERVER_SUPPORT_REMOTE,
-    HOSTNAME_LABEL,
-    LABELS_NOT_PROPAGATED_FROM_POD,
-    REMOTE_RUNTIME_CLASS_NAME_ANNOTATION,
     REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION,
     TOKEN_SECRET_NAMESPACE_KEY,
-    VIRTUAL_NODE_TAINT_KEY,
 )
 
 # The PodSpec fields copied verbatim. Everything else is dropped or forged.
@@ -108,9 +103,6 @@ SERVICE_ACCOUNT_NAME_FIELD = "spec.serviceAccountName"
 NAMESPACE_FIELD = "metadata.namespace"
 DEFAULT_SERVICE_ACCOUNT = "default"
 
-ANTI_AFFINITY_PROPAGATE = "propagate"
-ANTI_AFFINITY_SOFT = "soft"
-ANTI_AFFINITY_HARD = "hard"
 
 
 class PodForgeConfig(BaseModel):
@@ -137,12 +129,6 @@ class ForgedPod:
 
     spec: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
-
-
-def remote_tolerations(tolerations: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The pod's tolerations without the virtual-node one: tolerating it remotely would let the
-    pod be offloaded again from the provider to a third cluster."""
-    return [copied(dict(t)) for t in tolerations if t.get("key") != VIRTUAL_NODE_TAINT_KEY]
 
 
 def service_account_name(local_spec: Mapping[str, Any]) -> str:
@@ -286,101 +272,6 @@ def _remote_volumes(
     return remote_volumes
 
 
-def anti_affinity_labels(
-    labels: Mapping[str, str], selected_keys: str | None
-) -> tuple[dict[str, str], list[str]]:
-    """The labels a soft/hard preset selects on, and warnings about the selection.
-
-    Without `liqo.io/anti-affinity-labels`: the pod's labels minus those that differ between
-    replicas (pod-template-hash, controller-revision-hash, statefulset pod-name). With it: only
-    the comma-separated keys it lists; blanks are ignored, keys the pod does not have reported.
-    """
-    if selected_keys is None:
-        return without_keys(labels, LABELS_NOT_PROPAGATED_FROM_POD), []
-    warnings = []
-    chosen: dict[str, str] = {}
-    for key in (part.strip() for part in selected_keys.split(",")):
-        if not key:
-            continue
-        if key in labels:
-            chosen[key] = labels[key]
-        else:  # also what a malformed key comes to: the apiserver let no such label through
-            warnings.append(f"{ANTI_AFFINITY_LABELS_ANNOTATION}: the pod has no label {key!r}")
-    return chosen, warnings
-
-
-def _pod_anti_affinity(
-    local_pod: Mapping[str, Any], labels: Mapping[str, str]
-) -> tuple[dict[str, Any] | None, list[str]]:
-    """The remote podAntiAffinity the pod's preset annotation asks for, and warnings."""
-    annotations = (local_pod.get("metadata") or {}).get("annotations") or {}
-    preset = annotations.get(ANTI_AFFINITY_PRESET_ANNOTATION)
-    if preset is None:
-        return None, []
-    if preset == ANTI_AFFINITY_PROPAGATE:
-        affinity = (local_pod.get("spec") or {}).get("affinity") or {}
-        anti_affinity = affinity.get("podAntiAffinity")
-        return (copied(anti_affinity) if anti_affinity else None), []
-    if preset not in (ANTI_AFFINITY_SOFT, ANTI_AFFINITY_HARD):
-        return None, [
-            f"unknown {ANTI_AFFINITY_PRESET_ANNOTATION} value {preset!r} ignored "
-            f"(expected {ANTI_AFFINITY_PROPAGATE}, {ANTI_AFFINITY_SOFT} or {ANTI_AFFINITY_HARD})"
-        ]
-    selected, warnings = anti_affinity_labels(
-        labels, annotations.get(ANTI_AFFINITY_LABELS_ANNOTATION)
-    )
-    if not selected:
-        warnings.append(
-            f"{ANTI_AFFINITY_PRESET_ANNOTATION}={preset} not applied: no pod label to select on"
-        )
-        return None, warnings
-    term = {"topologyKey": HOSTNAME_LABEL, "labelSelector": {"matchLabels": selected}}
-    if preset == ANTI_AFFINITY_SOFT:
-        return {
-            "preferredDuringSchedulingIgnoredDuringExecution": [
-                {"weight": 1, "podAffinityTerm": term}
-            ]
-        }, warnings
-    return {"requiredDuringSchedulingIgnoredDuringExecution": [term]}, warnings
-
-
-def remote_pod_tolerations(
-    local_spec: Mapping[str, Any], patch: OffloadingPatch | None
-) -> list[dict[str, Any]]:
-    """The remote pod's tolerations: the home pod's (`remote_tolerations`) but the node-health
-    ones, then the offloadingPatch's it lacks.
-
-    Not-ready/unreachable tolerations are about the virtual node (the pod webhook sets them, or
-    DefaultTolerationSeconds): the remote API server gives the remote pod its own defaults."""
-    tolerations = remote_tolerations(
-        t for t in local_spec.get("tolerations") or [] if not is_node_health_toleration(t))
-    # Filtered too: whoever writes the patch, remote pods never tolerate virtual nodes.
-    for toleration in remote_tolerations(patch.tolerations if patch is not None else ()):
-        if toleration not in tolerations:
-            tolerations.append(toleration)
-    return tolerations
-
-
-def _apply_offloading_patch(spec: dict[str, Any], patch: OffloadingPatch | None) -> None:
-    """The patch's scheduling constraints (its tolerations: `remote_pod_tolerations`)."""
-    if patch is None:
-        return
-    if patch.node_selector:
-        spec["nodeSelector"] = dict(patch.node_selector)
-    node_affinity = (patch.affinity or {}).get("nodeAffinity")
-    if node_affinity:
-        spec.setdefault("affinity", {})["nodeAffinity"] = copied(node_affinity)
-
-
-def remote_runtime_class(local_pod: Mapping[str, Any], patch: OffloadingPatch | None
-                         ) -> str | None:
-    """The remote pod's runtimeClassName: the pod's `liqo.io/remote-runtime-class-name`, else
-    the offloadingPatch's, else none. The provider's podPolicy.allowedRuntimeClasses decides
-    whether the pod may use it."""
-    return (annotations_of(local_pod).get(REMOTE_RUNTIME_CLASS_NAME_ANNOTATION)
-            or (patch.runtime_class_name if patch is not None else None) or None)
-
-
 def _remote_service_account(local_pod: Mapping[str, Any]) -> str:
     """The twin namespace's account a pod reaching the provider's API server runs as."""
     return (annotations_of(local_pod).get(REMOTE_SERVICE_ACCOUNT_NAME_ANNOTATION)
@@ -413,7 +304,7 @@ def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> For
         key: copied(local_spec[key]) for key in COPIED_SPEC_FIELDS if key in local_spec
     }
     spec.update(dict.fromkeys(FORCED_OFF_SPEC_FIELDS, False))
-    spec["tolerations"] = remote_pod_tolerations(local_spec, config.offloading_patch)
+    spec["tolerations"] = placement.remote_pod_tolerations(local_spec, config.offloading_patch)
     support, support_warning = api_server_support(local_pod, config.enable_apiserver_support)
     warnings = [support_warning] if support_warning else []
     remote_api = support == API_SERVER_SUPPORT_REMOTE
@@ -436,12 +327,12 @@ def remote_pod_spec(local_pod: Mapping[str, Any], config: PodForgeConfig) -> For
                         and bool(projected_service_account_tokens(local_pod)))
         spec["volumes"] = _remote_volumes(local_spec.get("volumes") or [], pod_name, token_secret)
 
-    _apply_offloading_patch(spec, config.offloading_patch)
-    runtime_class = remote_runtime_class(local_pod, config.offloading_patch)
+    placement.apply_offloading_patch(spec, config.offloading_patch)
+    runtime_class = placement.remote_runtime_class(local_pod, config.offloading_patch)
     if runtime_class:
         spec["runtimeClassName"] = runtime_class
     labels = without_keys(metadata.get("labels"), config.reflection.labels_not_reflected)
-    anti_affinity, anti_affinity_warnings = _pod_anti_affinity(local_pod, labels)
+    anti_affinity, anti_affinity_warnings = placement.pod_anti_affinity(local_pod, labels)
     warnings.extend(anti_affinity_warnings)
     if anti_affinity is not None:
         spec.setdefault("affinity", {})["podAntiAffinity"] = anti_affinity

@@ -10,12 +10,8 @@ from typing import Any
 
 from shared.forge.json_copy import copied
 from shared.forge.metadata import remote_metadata
-from shared.forge.pod import (
-    EPHEMERAL_CONTAINERS,
-    PodForgeConfig,
-    remote_containers,
-    remote_pod_tolerations,
-)
+from shared.forge.pod import EPHEMERAL_CONTAINERS, PodForgeConfig, remote_containers
+from shared.forge.pod_placement import remote_pod_tolerations
 from shared.forge.pod_tokens import api_server_support
 from shared.wellknown import TRACEPARENT_ANNOTATION
 
