@@ -21,7 +21,7 @@ client-go's rules, kept here:
 - On stop the leader releases the Lease (holder emptied): a standby takes it instead of waiting
   for it to expire.
 Two differences. A waiting candidate does not poll: it watches the Lease (this one object, from
-the version it last read; read again when that version expired or the watch broke, as an
+the version it last read; resumed after a failure, read again when that version expired, as an
 informer lists again), so it sees every renewal when it is made, takes a released Lease at once
 and tries again exactly when the record it saw expires. Only while no watch can be opened (RBAC
 without `watch` on Leases) does it read the Lease every retry period. And, on the safe side: a
@@ -105,7 +105,7 @@ def micro_time(now: datetime) -> str:
 
 
 def resource_version(lease: dict[str, Any] | None) -> str | None:
-    """The Lease's resourceVersion ("" when it is absent, None when it was never read)."""
+    """The Lease's resourceVersion (None: no Lease read)."""
     if lease is None:
         return None
     return str((lease.get("metadata") or {}).get("resourceVersion") or "")
