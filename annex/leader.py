@@ -9,19 +9,24 @@ metrics and live credentials), measures the lease on the wall clock, bounds no r
 renew deadline and never releases the lease on stop.
 
 client-go's rules, kept here:
-- Every retry period a candidate reads the Lease and notes when its record last changed, on its
-  own monotonic clock: no replica trusts another's clock (renewTime is informative only). The
-  holder counts as alive until a lease duration has passed since its record last changed.
+- A candidate notes when the Lease's record last changed, on its own monotonic clock: no replica
+  trusts another's clock (renewTime is informative only). The holder counts as alive until the
+  record's leaseDurationSeconds have passed since it was seen to change.
 - A Lease that is absent, free (no holder) or expired is taken by a create or by an update
   conditional on the resourceVersion read (optimistic concurrency): of two candidates racing,
   one succeeds and the other is refused with 409 Conflict.
 - The leader renews every retry period; when no renewal succeeds for a renew deadline, it
   stops leading. A renew deadline plus a retry period shorter than the lease duration means the
   leader has stopped before any standby may take over.
-- On stop the leader releases the Lease (holder emptied): a standby takes it at its next try
-  instead of waiting for it to expire.
-One difference, on the safe side: a leader that reads another holder in the Lease stops at once
-(client-go keeps retrying until its renew deadline).
+- On stop the leader releases the Lease (holder emptied): a standby takes it instead of waiting
+  for it to expire.
+Two differences. A waiting candidate does not poll: it watches the Lease (this one object, from
+the version it last read; resumed after a failure, read again when that version expired, as an
+informer lists again), so it sees every renewal when it is made, takes a released Lease at once
+and tries again exactly when the record it saw expires. Only while no watch can be opened (RBAC
+without `watch` on Leases) does it read the Lease every retry period. And, on the safe side: a
+leader that reads another holder in the Lease stops at once (client-go keeps retrying until its
+renew deadline).
 
 A candidate may publish `annotations` on the Lease while it holds it (where its replicas reach
 it, say); every candidate reads the holder's as last observed (`holder_annotations`). A Lease it
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import socket
 import time
@@ -45,7 +51,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from annex.api_errors import ApiError, error_message, status_of
+from annex.api_errors import ApiError, WatchExpired, error_message, status_of
 from annex.api_paths import group_path
 from annex.kubeapi import ClusterApi
 from annex.transport_errors import TransportError
@@ -58,6 +64,10 @@ JITTER_FACTOR = 1.2
 RECORD = ("holderIdentity", "leaseDurationSeconds", "acquireTime", "renewTime",
           "leaseTransitions")
 """The Lease's spec fields that make the election record."""
+WATCH_SECONDS = 300
+"""How long one watch of the Lease asks to last (the server ends it; a new one follows)."""
+WATCH_BACKOFF = (0.5, 30.0)
+"""Seconds before opening the watch again after it failed: the first, doubling to the last."""
 
 
 @dataclass(frozen=True)
@@ -65,11 +75,13 @@ class ElectionTimings:
     """client-go's LeaderElectionConfig durations, in seconds, with its defaults."""
 
     lease_duration: float = 15.0
-    """How long a standby waits after the record last changed before it takes the Lease."""
+    """How long a standby waits after the record last changed before it takes the Lease (the
+    record says it in whole seconds, rounded up)."""
     renew_deadline: float = 10.0
     """How long the leader keeps trying to renew before it stops leading."""
     retry_period: float = 2.0
-    """Between two tries (a standby's reads, the leader's renewals)."""
+    """Between two tries: the leader's renewals (and a standby's reads while it cannot watch
+    the Lease)."""
 
     def __post_init__(self) -> None:
         if min(self.lease_duration, self.renew_deadline, self.retry_period) <= 0:
@@ -90,6 +102,13 @@ def candidate_identity(hostname: str | None = None) -> str:
 def micro_time(now: datetime) -> str:
     """A MicroTime as the API server writes it."""
     return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def resource_version(lease: dict[str, Any] | None) -> str | None:
+    """The Lease's resourceVersion (None: no Lease read)."""
+    if lease is None:
+        return None
+    return str((lease.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def election_record(lease: dict[str, Any]) -> dict[str, Any]:
@@ -128,6 +147,11 @@ class LeaderElector:
         self._observed: dict[str, Any] = {}
         self._observed_at = 0.0
         """When `_observed` last changed, on this candidate's clock."""
+        self._changed = asyncio.Event()
+        """Set by the watch when it saw the Lease change, or stopped seeing it."""
+        self.watching = False
+        """While waiting: the Lease's changes come by a watch (else it is read every retry
+        period)."""
         self.leading = False
         """Between winning the Lease and losing (or releasing) it."""
         self.elected = asyncio.Event()
@@ -164,18 +188,32 @@ class LeaderElector:
 
     # --- one try -------------------------------------------------------------------------------
 
-    def _observe(self, lease: dict[str, Any], now: float) -> None:
+    def _observe(self, lease: dict[str, Any] | None, now: float) -> None:
+        """Note `lease` (None: there is none) and when its record changed."""
         self._lease = lease
-        record = election_record(lease)
+        record = election_record(lease) if lease is not None else {}
         if record != self._observed:
             self._observed, self._observed_at = record, now
+
+    def expires_at(self) -> float:
+        """When the record last observed expires, on this candidate's clock: its
+        leaseDurationSeconds (this candidate's lease duration when it has none) after it was
+        seen to change, as client-go counts."""
+        seconds = self._observed.get("leaseDurationSeconds")
+        duration = (seconds if isinstance(seconds, int) and seconds > 0
+                    else self.timings.lease_duration)
+        return self._observed_at + duration
+
+    def held_by_another(self, now: float) -> bool:
+        """Another candidate holds the Lease, renewed within its duration as seen from here."""
+        return self.holder not in ("", self.identity) and now < self.expires_at()
 
     async def try_acquire_or_renew(self) -> bool:
         """Take or renew the Lease once: True when this candidate holds it afterwards."""
         now = self._clock()
         stamp = micro_time(self._wall_clock())
         record = {"holderIdentity": self.identity,
-                  "leaseDurationSeconds": max(1, int(self.timings.lease_duration)),
+                  "leaseDurationSeconds": max(1, math.ceil(self.timings.lease_duration)),
                   "acquireTime": stamp, "renewTime": stamp}
         try:
             lease = await self.api.find(self._path)
@@ -188,11 +226,9 @@ class LeaderElector:
                 self._observe(created, now)
                 return True
             self._observe(lease, now)
-            holder = self.holder
-            if holder and holder != self.identity and (
-                    now < self._observed_at + self.timings.lease_duration):
-                return False  # held, and renewed within a lease duration as seen from here
-            if holder == self.identity:
+            if self.held_by_another(now):
+                return False
+            if self.holder == self.identity:
                 record.update(acquireTime=self._observed.get("acquireTime") or stamp,
                               leaseTransitions=self._observed.get("leaseTransitions") or 0)
             else:
@@ -238,21 +274,96 @@ class LeaderElector:
     async def _acquire(self) -> None:
         log.info("%s: %s waits to lead", self.describe(), self.identity)
         reported = None
-        while not await self.try_acquire_or_renew():
-            if self.holder != reported:
-                reported = self.holder
-                log.info("%s is held by %s", self.describe(), reported or "nobody")
-            await asyncio.sleep(self.next_try_in(self._clock()))
+        follower: asyncio.Task[None] | None = None
+        try:
+            while not await self.try_acquire_or_renew():
+                if self.holder != reported:
+                    reported = self.holder
+                    log.info("%s is held by %s", self.describe(), reported or "nobody")
+                if follower is None:  # from the version just read
+                    follower = asyncio.create_task(self._follow(),
+                                                   name=f"election-watch-{self.name}")
+                await self._until_worth_trying()
+        finally:
+            if follower is not None:
+                follower.cancel()
+                await asyncio.gather(follower, return_exceptions=True)
+            self.watching = False
+
+    async def _until_worth_trying(self) -> None:
+        """Until the Lease may be taken: the watch saw its holder release it (or delete it), or
+        the record observed expired; no longer than `next_try_in` while no watch is open, or
+        when the Lease was free at the failed try (the API server may have failed it)."""
+        now = self._clock()
+        poll_at = now + self.next_try_in(now)
+        held = self.held_by_another(now)
+        while True:
+            if not held:
+                wake_at = poll_at
+            elif self.watching:
+                wake_at = self.expires_at()
+            else:
+                wake_at = min(poll_at, self.expires_at())
+            self._changed.clear()
+            try:
+                async with asyncio.timeout(max(0.0, wake_at - now)):
+                    await self._changed.wait()
+            except TimeoutError:
+                return
+            now, was_held = self._clock(), held
+            held = self.held_by_another(now)
+            if was_held and not held:
+                return
+
+    async def _follow(self) -> None:
+        """Watch the Lease while waiting, noting each change as it comes: this one object (a
+        fieldSelector on its name, which RBAC's resourceNames authorize), from the version last
+        seen: after a failure, from the same version again (a backoff later), and from a new read
+        once that version expired (410), as client-go's reflector resumes and lists again. While
+        it cannot be opened (a Role without `watch`), `watching` is False and the candidate
+        polls."""
+        query = {"fieldSelector": f"metadata.name={self.name}"}
+        version: str | None = resource_version(self._lease)
+        delay = WATCH_BACKOFF[0]
+        while True:
+            try:
+                if version is None:
+                    lease = await self.api.find(self._path)
+                    self._observe(lease, self._clock())
+                    self._changed.set()
+                    version = resource_version(lease) or ""  # absent: from now on
+                self.watching = True
+                async for event in self.api.watch(self._collection, version, WATCH_SECONDS,
+                                                  query):
+                    lease = event.get("object") or {}
+                    version = resource_version(lease) or version
+                    if event.get("type") != "BOOKMARK":
+                        self._observe(None if event.get("type") == "DELETED" else lease,
+                                      self._clock())
+                        self._changed.set()
+                    delay = WATCH_BACKOFF[0]
+            except WatchExpired:
+                version = None
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - polled meanwhile, watched again later
+                (log.warning if delay == WATCH_BACKOFF[0] else log.debug)(
+                    "%s: cannot watch it, reading it every retry period meanwhile: %s",
+                    self.describe(), error_message(error))
+                self.watching = False
+                self._changed.set()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, WATCH_BACKOFF[1])
 
     def next_try_in(self, now: float) -> float:
-        """Seconds until a waiting candidate tries again: a jittered retry period, as client-go
-        waits, but no later than the moment the holder's record, as last observed, expires
-        (a killed leader's Lease is taken then, not up to a retry period after)."""
+        """Seconds until a candidate that cannot watch tries again: a jittered retry period,
+        as client-go waits, but no later than the moment the holder's record, as last observed,
+        expires (a killed leader's Lease is taken then, not up to a retry period after)."""
         period = self.timings.retry_period
         jittered = period + random.random() * JITTER_FACTOR * period
         if not self.holder or self.holder == self.identity:
             return jittered
-        return max(0.0, min(jittered, self._observed_at + self.timings.lease_duration - now))
+        return max(0.0, min(jittered, self.expires_at() - now))
 
     async def _renew(self) -> None:
         """Renew every retry period; return once no renewal succeeded for a renew deadline,

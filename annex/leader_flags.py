@@ -51,7 +51,8 @@ def add_election_flags(parser: argparse.ArgumentParser, *, leading: str,
         help="seconds the leader keeps trying to renew the Lease before it stops leading "
              "(and exits, to restart as a standby)")
     add("--leader-elect-retry-period", type=float, default=ElectionTimings.retry_period,
-        help="seconds between two tries to acquire or renew the Lease")
+        help="seconds between two renewals of the Lease (a standby watches it, and reads it "
+             "this often only while the API server refuses it the watch)")
     add("--leader-elect-resource-name", default=default_name, help=name_help)
     add("--leader-elect-resource-namespace", default=None,
         help="the election Lease's namespace (default: the namespace of the pod it runs in)")

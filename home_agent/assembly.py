@@ -42,6 +42,7 @@ from shared.api.builtin import (
     SECRETS,
     SERVICES,
 )
+from shared.api.shadowpod import SHADOWPOD
 from shared.forge.pod_status import StatusForgeConfig
 from shared.ipremap import CidrRemap
 from shared.reflection_policy import ReflectionType
@@ -138,7 +139,8 @@ def pod_offloader(agent: Agent, reflection: Reflection | None = None) -> PodOffl
     config, informers = agent.config, agent.informers
     claims = reflection.reflectors.get(PERSISTENTVOLUMECLAIM_RULES.plural) if reflection else None
     sources = PodSources(
-        pods=informers.written(HOME, PODS.plural), shadow_pods=agent.mirrors.shadow_pods,
+        pods=informers.written(HOME, PODS.plural),
+        shadow_pods=informers.written(REMOTE, SHADOWPOD.plural),
         twins=agent.twins, nodes=agent.mirrors.nodes,
         claims=claims.home if claims is not None else None,
         volumes=informers.mirror(HOME, PERSISTENTVOLUMES.plural),

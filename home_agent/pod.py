@@ -19,7 +19,10 @@ Why some steps are as they are:
   to 2 min). The Secret's event brings the pod back (`routes`); likewise the copies of the
   ConfigMaps and Secrets it needs (`home_agent.reflection.required`), for 30 s at most;
 - a ShadowPod's creation or the pod's status written is not read back through its watch echo
-  (`_write_echoed`): the reconcile of that echo would read what this one wrote;
+  (`_write_echoed`): the reconcile of that echo would read what this one wrote; and their
+  answers are read ahead of the echo (`annex.informers.Written`), so that a reconcile meanwhile
+  (the pod changed while its ShadowPod was being created: a new leader's first burst, a create
+  the enforcer held) neither creates the ShadowPod again (409) nor writes over a replaced status;
 - the status fields the home API server drops from every write (status.hostIPs before
   Kubernetes 1.28) are learnt from its answers and left out of the comparison, or every
   reconcile would write them again.
@@ -111,8 +114,9 @@ class PodSources:
 
     pods: Written
     """The home pods bound to the virtual node (our status writes' answers told)."""
-    shadow_pods: Mirror
-    """Our ShadowPods in the accepted twin namespaces."""
+    shadow_pods: Written
+    """Our ShadowPods in the accepted twin namespaces (our creations' answers told: a reconcile
+    between a creation's answer and its watch echo must not create it again)."""
     twins: TwinNamespaces
     nodes: Mirror
     """The home nodes (the virtual one says what one pod can get on the provider)."""
@@ -169,7 +173,7 @@ class PodOffloader:
         sources, key = self.sources, (namespace, name)
         pod = sources.pods.latest(key)
         mapped = sources.twins.mapped(namespace)
-        shadow = sources.shadow_pods.get((mapped, name)) if mapped else None
+        shadow = sources.shadow_pods.latest((mapped, name)) if mapped else None
         if shadow is not None and not is_owned(shadow, sources.home_cluster_id,
                                                 sources.remote_cluster_id):
             shadow = None  # never ours to touch (the watch selects ours; belt and braces)
@@ -313,7 +317,7 @@ class PodOffloader:
         tracing.with_traceparent(body)  # the enforcer's reconcile of it continues this trace
         namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
         try:
-            await self._write_echoed((REMOTE, namespace, name), self.remote.create(
+            created = await self._write_echoed((REMOTE, namespace, name), self.remote.create(
                 custom_path(SHADOWPOD, namespace), body), body, "spec")
         except Exception as error:
             if getattr(error, "status", None) == 409:
@@ -329,6 +333,7 @@ class PodOffloader:
             log.log(logging.INFO if reason == QUOTA_NOT_COUNTED_REASON else logging.WARNING,
                     "could not create ShadowPod %s/%s: %s", namespace, name, message)
             return await self.carry_out(inputs, refused_creation(inputs, reason, message))
+        self.sources.shadow_pods.answered(None, created)
         return None
 
     async def _patch(self, shadow: Mapping[str, Any] | None, patch: dict[str, Any]

@@ -113,7 +113,8 @@ scheduler's leader Leases in kube-system)."""
 
 LEADER_ELECTION_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-     "verbs": ["get", "create", "update"]},
+     "verbs": ["get", "watch", "create", "update"]},
 ]
-"""What the replicas of an agent do to their election Lease (annex/leader.py): a Role in the
-chart's namespace (RBAC cannot confine create to a name)."""
+"""What the replicas of an agent do to their election Lease (annex/leader.py; a standby
+watches it): a Role in the chart's namespace (RBAC cannot confine create to a name, and the
+agents' names are not known to the chart)."""

@@ -76,10 +76,11 @@ ENFORCER_RULES: list[dict[str, Any]] = [
 
 def leader_election_rules(lease: str) -> list[dict[str, Any]]:
     """What the replicas do to their election Lease `lease` (annex/leader.py): a Role in the
-    chart's namespace. RBAC cannot confine create to a name."""
+    chart's namespace. RBAC cannot confine create to a name; a standby's watch names the Lease
+    in its fieldSelector (metadata.name), which the API server authorizes as that name."""
     return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-             "resourceNames": [lease], "verbs": ["get", "update"]}]
+             "resourceNames": [lease], "verbs": ["get", "update", "watch"]}]
 
 
 def enforcer_rules(consumer_cluster_role: str) -> list[dict[str, Any]]:

@@ -2,28 +2,36 @@
 
 The tries use a clock of the test's own where a lease must expire (a candidate measures expiry
 on its own clock, from when it saw the record change), and the loops run on short real timings
-where leadership has to move by itself."""
+where leadership has to move by itself. Where a standby must learn of a change by its watch,
+its retry period is far longer than the test waits: a poll could not pass it."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
-from annex.api_errors import ApiError
+from annex.api_errors import ApiError, WatchExpired
 from annex.api_paths import group_path
 from annex.kube import load_connection
 from annex.kubeapi import ClusterApi
 from annex.leader import ElectionTimings, LeaderElector, candidate_identity
+from remote_enforcer.rbac import leader_election_rules
 from shared.api.builtin import LEASES, SERVICE_ACCOUNTS
 from tests.conftest import ClusterHandle
 from tests.helpers import until
 
 LEASE = "agent-lease"
 FAST = ElectionTimings(lease_duration=2.0, renew_deadline=1.0, retry_period=0.2)
+SLOW = ElectionTimings(lease_duration=120.0, renew_deadline=100.0, retry_period=60.0)
+"""A standby that polled would not read the Lease again within a minute."""
+WATCHED = 20.0
+"""Seconds a test gives a standby to act on what its watch shows (a third of SLOW's retry
+period)."""
 
 
 class Clock:
@@ -371,3 +379,149 @@ def test_timings_are_checked_as_client_go_checks_them() -> None:
     for lease, renew, retry in ((10, 10, 2), (15, 2, 2), (15, 10, 0)):
         with pytest.raises(ValueError):
             ElectionTimings(lease, renew, retry)
+
+
+async def standing_by(standby: LeaderElector, leader: LeaderElector) -> asyncio.Task[None]:
+    """`standby.run()` as a task, once it has read `leader`'s record."""
+    waiting = asyncio.create_task(standby.run())
+    await until(lambda: standby.holder == leader.identity, "the standby sees the leader")
+    return waiting
+
+
+async def stopped(waiting: asyncio.Task[None], elector: LeaderElector) -> None:
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    await elector.release()
+
+
+async def test_a_standby_takes_a_released_lease_at_once_not_at_its_next_try(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    """A leader stopped gracefully releases the Lease: its standby's watch shows it, and the
+    standby takes it then, not a retry period (here a minute) later."""
+    leader, standby = candidate("agent-a", SLOW), candidate("agent-b", SLOW)
+    assert await leader.try_acquire_or_renew()
+    waiting = await standing_by(standby, leader)
+    assert await leader.release()
+    await asyncio.wait_for(standby.elected.wait(), WATCHED)
+    spec = (await lease_of(api, namespace))["spec"]
+    assert (spec["holderIdentity"], spec["leaseTransitions"]) == (standby.identity, 1)
+    await stopped(waiting, standby)
+
+
+async def test_a_standby_sees_each_renewal_and_takes_a_dead_leader_s_lease_once_it_expired(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    """A renewal is seen when it is made (not at the next poll, which would push the expiry up
+    to a retry period further), and the record is taken as soon as it expired, measured on the
+    standby's clock from then, never before."""
+    timings = ElectionTimings(lease_duration=8.0, renew_deadline=7.0, retry_period=5.5)
+    leader, standby = candidate("agent-a", timings), candidate("agent-b", timings)
+    assert await leader.try_acquire_or_renew()
+    elected_at: list[float] = []
+    waiting = asyncio.create_task(standby.run(lambda: elected_at.append(time.monotonic())))
+    await until(lambda: standby.holder == leader.identity, "the standby sees the leader")
+    renewed_at = time.monotonic()
+    assert await leader.try_acquire_or_renew()  # its last renewal: then it dies
+    await until(lambda: standby.expires_at() >= renewed_at + timings.lease_duration,
+                "the standby saw the renewal (sooner than its retry period)",
+                timeout=timings.retry_period - 1.5)
+    assert not standby.elected.is_set()
+    await asyncio.wait_for(standby.elected.wait(), timings.lease_duration + 4)
+    assert elected_at[0] >= renewed_at + timings.lease_duration  # never before it expired
+    assert (await lease_of(api, namespace))["spec"]["holderIdentity"] == standby.identity
+    await stopped(waiting, standby)
+
+
+class BrokenWatches:
+    """A client whose first watches fail, each as `failures` says (then they work), and which
+    counts its reads and watches."""
+
+    def __init__(self, api: ClusterApi, failures: list[Exception]) -> None:
+        self.api = api
+        self.failures = failures
+        self.reads = 0
+        self.watches = 0
+
+    async def find(self, path: str) -> Any:
+        self.reads += 1
+        return await self.api.find(path)
+
+    async def create(self, path: str, body: dict[str, Any]) -> Any:
+        return await self.api.create(path, body)
+
+    async def replace(self, path: str, body: dict[str, Any]) -> Any:
+        return await self.api.replace(path, body)
+
+    async def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+                    query: dict[str, str] | None = None) -> AsyncIterator[dict[str, Any]]:
+        self.watches += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        async for event in self.api.watch(path, resource_version, timeout_seconds, query):
+            yield event
+
+
+async def test_an_expired_or_broken_watch_is_opened_again(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    """A 410 (the version read was compacted away), then a dropped connection: the standby
+    reads the Lease again after the first, watches again from the version it has after the
+    second, and a release is still seen."""
+    broken = BrokenWatches(api, [WatchExpired(), ConnectionResetError("dropped")])
+    leader, standby = candidate("agent-a", SLOW), candidate("agent-b", SLOW, client=broken)
+    assert await leader.try_acquire_or_renew()
+    waiting = await standing_by(standby, leader)
+    await until(lambda: broken.watches == 3, "a third watch, after the two failed",
+                timeout=WATCHED)
+    assert broken.reads == 2  # the try's, then one after the 410
+    assert standby.watching
+    assert await leader.release()
+    await asyncio.wait_for(standby.elected.wait(), WATCHED)
+    await stopped(waiting, standby)
+
+
+async def test_a_standby_that_may_not_watch_reads_the_lease_every_retry_period(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector]) -> None:
+    """RBAC without `watch` on the Lease: the standby says so and polls, as client-go does."""
+    refused = BrokenWatches(api, [ApiError(403, {"message": "forbidden"}) for _ in range(50)])
+    leader, standby = candidate("agent-a", FAST), candidate("agent-b", FAST, client=refused)
+    assert await leader.try_acquire_or_renew()
+    waiting = await standing_by(standby, leader)
+    await until(lambda: refused.watches >= 1 and not standby.watching, "the watch refused")
+    reads = refused.reads
+    await until(lambda: refused.reads >= reads + 2, "the standby polls")
+    assert await leader.release()
+    await asyncio.wait_for(standby.elected.wait(), FAST.retry_period * (1 + 1.2) + 5)
+    await stopped(waiting, standby)
+
+
+async def test_the_enforcer_s_role_lets_a_standby_watch_its_lease_by_name(
+        api: ClusterApi, namespace: str, candidate: Callable[..., LeaderElector],
+        home: ClusterHandle) -> None:
+    """The enforcer chart's Role names the Lease (resourceNames): a watch pinned to it by
+    `metadata.name` is authorized as a request for that name, as kube-apiserver's request info
+    reads it, so the standby sees a release at once with no more rights than that."""
+    account = "elector"
+    rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/" + namespace
+    await api.create(group_path(*SERVICE_ACCOUNTS.resource, namespace),
+                     {"metadata": {"name": account}})
+    await api.create(f"{rbac}/roles", {"metadata": {"name": account},
+                                       "rules": leader_election_rules(LEASE)})
+    await api.create(f"{rbac}/rolebindings", {
+        "metadata": {"name": account},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}]})
+    token = (await api.create(
+        group_path(*SERVICE_ACCOUNTS.resource, namespace, account) + "/token",
+        {"spec": {"expirationSeconds": 3600}}))["status"]["token"]
+    connection = dataclasses.replace(
+        load_connection(str(home.kubeconfig)), token=token, token_source=None,
+        certificate_path=None, private_key_path=None)
+    confined = ClusterApi(connection)
+    try:
+        leader, standby = candidate("agent-a", SLOW), candidate("agent-b", SLOW, client=confined)
+        assert await leader.try_acquire_or_renew()
+        waiting = await standing_by(standby, leader)
+        assert await leader.release()
+        await asyncio.wait_for(standby.elected.wait(), WATCHED)
+        await stopped(waiting, standby)
+    finally:
+        await confined.close()

@@ -4,6 +4,7 @@ clusters)."""
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -216,3 +217,24 @@ def test_a_binding_needs_the_role_s_rules_held_or_bind_on_that_role(
             'Verbs:["get"]}')
     finally:
         rbac.delete_cluster_role(other)
+
+
+def test_a_list_or_watch_pinned_to_one_name_is_authorized_as_that_name(
+        home: Any, namespace: str, writer: client.RbacAuthorizationV1Api) -> None:
+    """A fieldSelector `metadata.name=` makes a list or a watch a request for that name, as
+    kube-apiserver's request info reads it: resourceNames then allow following one object (a
+    standby's watch of its election Lease), and nothing else of the collection."""
+    grant(home, namespace, "one-secret", [{"apiGroups": [""], "resources": ["secrets"],
+                                           "verbs": ["list", "watch"], "resourceNames": ["one"]}])
+    secrets = client.CoreV1Api(writer.api_client)
+    wait_for(lambda: secrets.list_namespaced_secret(namespace, field_selector="metadata.name=one"),
+             message="the list pinned to the name it may read")
+    assert list(secrets.list_namespaced_secret(
+        namespace, field_selector="metadata.name=one", watch=True, timeout_seconds=1,
+        _preload_content=False).stream()) == []
+    for pinned, refused in (("", "secrets"), ("metadata.name=two", 'secrets "two"'),
+                            ("metadata.name!=one", "secrets")):
+        assert refusal(functools.partial(secrets.list_namespaced_secret, namespace,
+                                         field_selector=pinned)) == (
+            f'{refused} is forbidden: User "system:serviceaccount:{namespace}:writer" cannot '
+            f'list resource "secrets" in API group "" in the namespace "{namespace}"')

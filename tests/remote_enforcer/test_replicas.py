@@ -189,7 +189,7 @@ def test_a_stopped_leader_hands_over_to_the_standby_which_then_decides_and_write
     stopped = time.monotonic()
     leader.stop()  # SIGTERM: it stops deciding and writing, then releases the Lease
     wait_for(lambda: replicas.role(standby) == "ok: leader", timeout=10,
-             message="the standby leads at its next try")
+             message="the standby leads once the Lease is released")
     print(f"\nthe standby led {time.monotonic() - stopped:.1f} s after the leader's SIGTERM")
     assert replicas.holder(remote) not in ("", first)
     for index in range(5):  # every review reaches the new leader now
