@@ -34,7 +34,8 @@ COMMAND = "python scripts/generate_config_reference.py"
 CHARTS = ("home-agent", "remote-enforcer")
 # Flag value parsers by function name: what a reader types.
 TYPE_NAMES = {"int": "integer", "float": "number", "Decimal": "number", "str": "string",
-              "boolean_flag": "boolean", "_keys": "comma-separated list", "_names": "comma-separated list",
+              "boolean_flag": "boolean", "_keys": "comma-separated list",
+              "_names": "comma-separated list",
               "_extended_resources": "comma-separated list",
               "_resources": "name=quantity,…"}
 
