@@ -32,7 +32,7 @@ from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VIRTUAL_NODE, VirtualNode
 from shared.forge.agent import NEVER_GRANTED_NAMESPACES
 from shared.forge.metadata import ReflectionConfig, reflection_config
-from shared.forge.node import Health, agent_nodes, labels_by_name, offered_nodes
+from shared.forge.node import Health, agent_nodes, labels_by_name, served_nodes
 from shared.forge.pod import PodForgeConfig
 from shared.node_selector import selects_a_node
 from shared.wellknown import HOME_AGENT_COMPONENT, VIRTUAL_NODE_NAME_PREFIX
@@ -208,9 +208,8 @@ class Agent:
             base = self.node_name()
             existing = agent_nodes(base, self.config.remote_cluster_id,
                                    labels_by_name(self.mirrors.nodes.values()))
-            offer = self.offer()
-            offered = offered_nodes(base, offer) if offer is not None or not existing else {}
-            self._node_pools = (versions, {**existing, **offered})
+            offered, withdrawn = served_nodes(base, self.offer(), existing)
+            self._node_pools = (versions, {**withdrawn, **offered})
         return self._node_pools[1]
 
     def may_be_node(self, name: str) -> bool:

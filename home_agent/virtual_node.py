@@ -27,7 +27,7 @@ from shared.forge.node import (
     new_node,
     node_metadata_patch,
     node_status_patch,
-    offered_nodes,
+    served_nodes,
     status_as_known,
     withdrawal_patch,
     withdrawn_message,
@@ -62,18 +62,6 @@ class NodeSources:
     remote_cluster_id: str
     agent_ip: str
     kubelet_port: int
-
-
-def served_nodes(node_name: str, offer: ResourceOffer | None,
-                 existing: Mapping[str, str | None]) -> tuple[dict[str, str | None],
-                                                          dict[str, str | None]]:
-    """(the agent's nodes the offer makes, its nodes it no longer makes), each name → pool.
-    Without an offer (not listed yet, or withdrawn whole) the nodes there are stay as they are:
-    a provider offering nothing is cordoned by the home controller, not taken apart."""
-    if offer is None:
-        return dict(existing) or offered_nodes(node_name, None), {}
-    offered = offered_nodes(node_name, offer)
-    return offered, {name: pool for name, pool in existing.items() if name not in offered}
 
 
 async def reconcile_node(sources: NodeSources) -> None:

@@ -118,6 +118,18 @@ def offered_nodes(node_name: str, offer: ResourceOffer | None) -> dict[str, str 
     return {pool_node_name(node_name, pool.name): pool.name for pool in offer.spec.pools}
 
 
+def served_nodes(node_name: str, offer: ResourceOffer | None,
+                 existing: Mapping[str, str | None]) -> tuple[dict[str, str | None],
+                                                          dict[str, str | None]]:
+    """(the agent's nodes the offer makes, its `existing` nodes it no longer makes), each name →
+    pool. Without an offer (not listed yet, or withdrawn whole) the nodes there are stay as they
+    are: a provider offering nothing is cordoned by the home controller, not taken apart."""
+    if offer is None:
+        return dict(existing) or offered_nodes(node_name, None), {}
+    offered = offered_nodes(node_name, offer)
+    return offered, {name: pool for name, pool in existing.items() if name not in offered}
+
+
 def agent_nodes(node_name: str, remote_cluster_id: str,
                 nodes: Mapping[str, Mapping[str, str]]) -> dict[str, str | None]:
     """The Nodes among `nodes` (name → labels) that are the agent's, by name: its pool (None
