@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
 
 from shared.node_selector import node_selector_matches
 from shared.quantity import parse_quantity
@@ -21,7 +20,7 @@ from tests.e2e.devices import schedulable_node
 from tests.e2e.test_offloading import REMOTE_STRATEGY, home_ready, offloaded
 from tests.helpers import wait_for
 from tests.home_agent.conftest import RunningAgent
-from tests.home_agent.play import shadow_pod
+from tests.home_agent.play import node_or_none, shadow_pod
 from tests.remote_enforcer.conftest import Enforcer
 
 SELECTOR = "pools.annex.e2e/pool"
@@ -47,18 +46,9 @@ def enforcer(remote: ClusterHandle, crds: None, labelled: str,
         yield process
 
 
-def _node(home: ClusterHandle, name: str) -> Any:
-    try:
-        return home.core.read_node(name)
-    except client.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-
-
 def _lending(home: ClusterHandle, name: str) -> Any:
     """The node once it shows what its pool lends."""
-    node = _node(home, name)
+    node = node_or_none(home, name)
     return node if node is not None and (node.status.capacity or {}).get("pods") else None
 
 
@@ -76,7 +66,7 @@ def test_each_pool_is_a_virtual_node_with_its_capacity_and_labels(
         assert node.metadata.labels["topology.kubernetes.io/region"] == "eu-west"
         assert any(t.key == "virtual-node.liqo.io/not-allowed" for t in node.spec.taints)
         assert any(c.type == "Ready" and c.status == "True" for c in node.status.conditions)
-    wait_for(lambda: _node(home, peered.node_name) is None, timeout=60,
+    wait_for(lambda: node_or_none(home, peered.node_name) is None, timeout=60,
              message="no node for the provider as a whole")
 
 

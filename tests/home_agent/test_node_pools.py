@@ -14,7 +14,7 @@ from shared.forge.node import MAX_POD_ANNOTATION, WITHDRAWN_ANNOTATION
 from shared.wellknown import POOL_LABEL
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
-from tests.home_agent.play import bound_pod, extend, pod_gone, shadow_pod
+from tests.home_agent.play import bound_pod, extend, node_or_none, pod_gone, shadow_pod
 from tests.home_agent.test_virtual_node import publish_offer
 
 SELECTOR = "pools.annex.test/kind"
@@ -28,15 +28,6 @@ def _pool(name: str, cpu: str, **extra: Any) -> dict[str, Any]:
 
 GPU = _pool("gpu", "4", maxPodResources={"cpu": "2"}, architecture="arm64")
 GENERAL = _pool("general", "8")
-
-
-def _node(home: ClusterHandle, name: str) -> Any:
-    try:
-        return home.core.read_node(name)
-    except client.ApiException as error:
-        if error.status == 404:
-            return None
-        raise
 
 
 def _lease_renewed(home: ClusterHandle, name: str) -> Any:
@@ -54,8 +45,8 @@ def test_each_pool_is_a_node_with_its_capacity_labels_and_lease(
     agent = start_agent()
     publish_offer(remote, agent, {"cpu": "12", "pods": "20"}, {}, pools=[GPU, GENERAL])
     gpu_name, general_name = f"{agent.node_name}-gpu", f"{agent.node_name}-general"
-    gpu = wait_for(lambda: _node(home, gpu_name), timeout=30, message="the gpu pool's node")
-    general = wait_for(lambda: _node(home, general_name), timeout=30,
+    gpu = wait_for(lambda: node_or_none(home, gpu_name), timeout=30, message="the gpu pool's node")
+    general = wait_for(lambda: node_or_none(home, general_name), timeout=30,
                        message="the general pool's node")
     assert (gpu.status.capacity["cpu"], gpu.status.allocatable["cpu"]) == ("4", "4")
     assert general.status.capacity["cpu"] == "8"
@@ -74,7 +65,7 @@ def test_each_pool_is_a_node_with_its_capacity_labels_and_lease(
     assert MAX_POD_ANNOTATION not in (general.metadata.annotations or {})
     assert gpu.metadata.labels["kubernetes.io/arch"] == "arm64"
     # Made before the offer told of pools, the provider's one node had no pod: it is gone.
-    wait_for(lambda: _node(home, agent.node_name) is None, timeout=30,
+    wait_for(lambda: node_or_none(home, agent.node_name) is None, timeout=30,
              message="no node for the provider as a whole")
 
 
@@ -83,7 +74,7 @@ def test_a_withdrawn_pools_node_is_cordoned_and_goes_once_its_pods_are_gone(
     agent = start_agent()
     publish_offer(remote, agent, {"cpu": "12", "pods": "20"}, {}, pools=[GPU, GENERAL])
     gpu_name = f"{agent.node_name}-gpu"
-    wait_for(lambda: _node(home, gpu_name), timeout=30, message="the gpu pool's node")
+    wait_for(lambda: node_or_none(home, gpu_name), timeout=30, message="the gpu pool's node")
     twin = extend(home, remote, agent, namespace)
     bound_pod(home, namespace, "trainer", gpu_name)
     shadow = wait_for(lambda: shadow_pod(remote, twin, "trainer"), timeout=30,
@@ -91,7 +82,7 @@ def test_a_withdrawn_pools_node_is_cordoned_and_goes_once_its_pods_are_gone(
     assert shadow["spec"]["pool"] == "gpu", "the pool of the node the pod is bound to"
 
     publish_offer(remote, agent, {"cpu": "8", "pods": "10"}, {}, pools=[GENERAL])
-    cordoned = wait_for(lambda: (node := _node(home, gpu_name)).spec.unschedulable and node,
+    cordoned = wait_for(lambda: (node := node_or_none(home, gpu_name)).spec.unschedulable and node,
                         timeout=30, message="the withdrawn pool's node cordoned")
     assert "no longer offers pool gpu" in cordoned.metadata.annotations[WITHDRAWN_ANNOTATION]
     events = home.core.list_namespaced_event(
@@ -102,10 +93,10 @@ def test_a_withdrawn_pools_node_is_cordoned_and_goes_once_its_pods_are_gone(
                      message="the cordoned node's Lease")
     wait_for(lambda: _lease_renewed(home, gpu_name) > since, timeout=30,
              message="the cordoned node's Lease renewed")
-    assert _node(home, gpu_name) is not None, "never deleted under a bound pod"
+    assert node_or_none(home, gpu_name) is not None, "never deleted under a bound pod"
 
     home.core.delete_namespaced_pod("trainer", namespace)
     wait_for(lambda: pod_gone(home, namespace, "trainer"), timeout=60, message="the pod gone")
-    wait_for(lambda: _node(home, gpu_name) is None, timeout=30,
+    wait_for(lambda: node_or_none(home, gpu_name) is None, timeout=30,
              message="the withdrawn pool's node deleted")
-    assert _node(home, f"{agent.node_name}-general") is not None
+    assert node_or_none(home, f"{agent.node_name}-general") is not None

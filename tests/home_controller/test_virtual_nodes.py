@@ -72,6 +72,18 @@ def apply_virtual_node(home: ClusterHandle, namespace: str, cluster_id: str,
                  "kubeconfigSecretRef": {"name": f"{cluster_id}-kubeconfig"}, **spec}}).to_dict())
 
 
+def held_virtual_node(home: ClusterHandle, namespace: str, cluster_id: str) -> None:
+    """A VirtualNode the controller holds with its drain finalizer."""
+    apply_virtual_node(home, namespace, cluster_id)
+    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
+             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+
+
+def delete_virtual_node(home: ClusterHandle, namespace: str, cluster_id: str) -> None:
+    home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version, kind=VIRTUAL_NODE.kind
+                               ).delete(name=cluster_id, namespace=namespace)
+
+
 def events_on(home: ClusterHandle, namespace: str, name: str) -> list[tuple[str, str]]:
     return [(e.reason, e.message) for e in home.core.list_namespaced_event(namespace).items
             if e.involved_object.name == name and e.involved_object.kind == VIRTUAL_NODE.kind]
@@ -233,9 +245,7 @@ def test_a_changed_template_converges_the_agents_it_made(
              timeout=30, message="the Deployment down to one replica")
     wait_for(lambda: read(home, "PodDisruptionBudget", namespace, name) is None, timeout=30,
              message="the budget deleted")
-    virtual_nodes = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
-                                               kind=VIRTUAL_NODE.kind)
-    virtual_nodes.delete(name=cluster_id, namespace=namespace)
+    delete_virtual_node(home, namespace, cluster_id)
     wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
              message="the VirtualNode gone")
 
@@ -262,13 +272,9 @@ def test_a_drain_that_waits_says_for_what_and_gives_up_after_its_timeout(
     custom(home).patch_namespaced_custom_object(
         d.group, d.version, namespace, d.plural, "offloading",
         {"metadata": {"finalizers": [finalizer_name(cluster_id)]}})
-    apply_virtual_node(home, namespace, cluster_id)
-    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
-             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+    held_virtual_node(home, namespace, cluster_id)
 
-    virtual_nodes = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
-                                               kind=VIRTUAL_NODE.kind)
-    virtual_nodes.delete(name=cluster_id, namespace=namespace)
+    delete_virtual_node(home, namespace, cluster_id)
     wait_for(lambda: home.core.read_namespaced_pod("bound", namespace).metadata.deletion_timestamp,
              timeout=30, message="the pod on the virtual node deleted")
     home.core.delete_namespaced_pod("bound", namespace, grace_period_seconds=0)
@@ -306,12 +312,9 @@ def test_a_drain_takes_every_pool_node_of_the_provider_and_no_other(
         TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: "someone-else",
         POOL_LABEL: "zone"}}})
     running_pod(home, namespace, "trainer", pools[0])
-    apply_virtual_node(home, namespace, cluster_id)
-    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
-             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+    held_virtual_node(home, namespace, cluster_id)
 
-    home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version, kind=VIRTUAL_NODE.kind
-                               ).delete(name=cluster_id, namespace=namespace)
+    delete_virtual_node(home, namespace, cluster_id)
     wait_for(lambda: terminating(home, namespace, "trainer"), timeout=30,
              message="the pod on the gpu pool's node evicted")
     assert all(home.core.read_node(name).spec.unschedulable for name in pools)
@@ -368,12 +371,9 @@ def test_a_drain_evicts_as_the_disruption_budgets_allow_and_names_the_pods_witho
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
     wait_for(lambda: (policy.read_namespaced_pod_disruption_budget("guarded", namespace)
                       .status.current_healthy == 1), timeout=30, message="the budget computed")
-    apply_virtual_node(home, namespace, cluster_id)
-    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
-             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+    held_virtual_node(home, namespace, cluster_id)
 
-    home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version, kind=VIRTUAL_NODE.kind
-                               ).delete(name=cluster_id, namespace=namespace)
+    delete_virtual_node(home, namespace, cluster_id)
     wait_for(lambda: terminating(home, namespace, "loose"), timeout=30,
              message="the pod without a controller evicted")
     wait_for(lambda: any(
@@ -416,12 +416,9 @@ def test_a_drain_names_the_remote_claims_the_provider_keeps(
     custom(home).patch_namespaced_custom_object_status(
         d.group, d.version, namespace, d.plural, "offloading",
         {"status": {"retainedRemoteClaims": {cluster_id: ["data-db-0"]}}})
-    apply_virtual_node(home, namespace, cluster_id)
-    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
-             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+    held_virtual_node(home, namespace, cluster_id)
 
-    home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version, kind=VIRTUAL_NODE.kind
-                               ).delete(name=cluster_id, namespace=namespace)
+    delete_virtual_node(home, namespace, cluster_id)
     wait_for(lambda: ((read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
                       .get("status") or {}).get("retainedRemoteClaims")
              == [f"{namespace}/data-db-0"], timeout=30, message="the kept claim in the status")
