@@ -101,7 +101,7 @@ async def _converge(sources: NodeSources, virtual_node: VirtualNode | None, heal
     offer_known = sources.offer_known()
     if current is None and (withdrawn is not None or virtual_node is not None and (
             virtual_node.metadata.deletion_timestamp is not None)):
-        return None  # drained by the home controller, which deletes the node: not made again
+        return None  # withdrawn, or drained by the home controller: gone, not made again
     if current is None and not offer_known:
         sources.retry_after(1.0)  # a new node waits for the offer
         return None
