@@ -24,6 +24,7 @@ from typing import Any
 
 from shared.api.resource_offer import PoolOffer, ResourceOffer
 from shared.api.virtual_node import VirtualNode
+from shared.pools import is_pool_name
 from shared.rfc3339 import rfc3339
 from shared.wellknown import (
     ARCH_LABEL,
@@ -112,10 +113,12 @@ def pool_node_name(node_name: str, pool: str) -> str:
 
 def offered_nodes(node_name: str, offer: ResourceOffer | None) -> dict[str, str | None]:
     """The agent's Nodes as the offer makes them, by name: its pool's name, or None for the
-    provider shown as one node (no offer, or an offer without pools)."""
-    if offer is None or not offer.spec.pools:
+    provider shown as one node (no offer, or an offer without pools). The provider names its
+    pools: a name no pool can have (`shared.pools.is_pool_name`) makes no node."""
+    pools = [pool.name for pool in offer.spec.pools] if offer is not None else []
+    if not pools:
         return {node_name: None}
-    return {pool_node_name(node_name, pool.name): pool.name for pool in offer.spec.pools}
+    return {pool_node_name(node_name, pool): pool for pool in pools if is_pool_name(pool)}
 
 
 def served_nodes(node_name: str, offer: ResourceOffer | None,

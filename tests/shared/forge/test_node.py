@@ -146,6 +146,9 @@ def test_an_offer_with_pools_makes_one_node_per_pool_and_one_without() -> None:
     assert offered_nodes("liqo-r", _offer(GPU, GENERAL)) == {"liqo-r-gpu": "gpu",
                                                             "liqo-r-general": "general"}
     assert offered_nodes("liqo-r", _offer()) == {"liqo-r": None}
+    # The provider names its pools: one no pool could have makes no node.
+    assert offered_nodes("liqo-r", _offer(GPU, {**GENERAL, "name": "../etc"})) == {
+        "liqo-r-gpu": "gpu"}
     assert offered_nodes("liqo-r", None) == {"liqo-r": None}
 
 
