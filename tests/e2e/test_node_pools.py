@@ -2,7 +2,8 @@
 labelled into one of them, as an administrator labels nodes) is two virtual nodes at home, one
 per pool, each with its pool's capacity and labels; a pod asking for one pool with a
 nodeSelector lands on that pool's node, its ShadowPod names the pool, and the remote pod runs
-within the pool's nodes. The same on kubesim and on real clusters."""
+within the pool's nodes; its log comes through the home API server, which dials the one
+kubelet API of every pool's Node. The same on kubesim and on real clusters."""
 
 from __future__ import annotations
 
@@ -17,11 +18,14 @@ from shared.wellknown import POOL_LABEL
 from tests.conftest import ClusterHandle
 from tests.e2e.conftest import e2e_enforcer
 from tests.e2e.devices import schedulable_node
+from tests.e2e.test_kubelet_api import echo_pod, reachable
 from tests.e2e.test_offloading import REMOTE_STRATEGY, home_ready, offloaded
 from tests.helpers import wait_for
 from tests.home_agent.conftest import RunningAgent
 from tests.home_agent.play import node_or_none, shadow_pod
 from tests.remote_enforcer.conftest import Enforcer
+
+__all__ = ["reachable"]  # the fixture, for the logs through the home API server
 
 SELECTOR = "pools.annex.e2e/pool"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -91,3 +95,21 @@ def test_a_pod_asking_for_a_pool_runs_on_its_node_and_within_its_remote_nodes(
         remote_pod.spec.affinity.node_affinity)[REQUIRED]
     assert node_selector_matches(terms, {SELECTOR: "here"})
     assert not node_selector_matches(terms, {SELECTOR: "nowhere"})
+
+
+def test_a_pool_nodes_pod_logs_come_through_the_home_api_server(
+        home: ClusterHandle, namespace: str, reachable: RunningAgent) -> None:
+    """Every pool's Node gives the agent's address and kubelet port: the home API server dials
+    the one kubelet API for a pod bound to any of them."""
+    wait_for(lambda: _lending(home, f"{reachable.node_name}-here"), timeout=60,
+             message="the here pool's node")
+    offloaded(home, namespace)
+    pod = echo_pod()
+    pod["spec"]["nodeSelector"] = {SELECTOR: "here"}
+    home.core.create_namespaced_pod(namespace, pod)
+    wait_for(lambda: home.core.read_namespaced_pod("web", namespace).status.phase == "Running",
+             timeout=90, message="the pod runs remotely and says so at home")
+    assert home.core.read_namespaced_pod("web", namespace).spec.node_name == (
+        f"{reachable.node_name}-here")
+    wait_for(lambda: home.core.read_namespaced_pod_log("web", namespace, container="web")
+             == "one\ntwo\nthree\n", timeout=30, message="its log through the home API server")
