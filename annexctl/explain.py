@@ -29,6 +29,7 @@ from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFL
 from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VirtualNode
 from shared.forge.metadata import reflection_config
+from shared.forge.node import agent_nodes, labels_by_name
 from shared.forge.pod import PodForgeConfig, remote_pod_spec
 from shared.home_apiserver import SERVICE_NAME_LABEL, advertised_address
 from shared.wellknown import (
@@ -183,8 +184,11 @@ def explain_pod(home: Cluster, namespace: str, name: str) -> Report:
     offloading = home.get(NAMESPACE_OFFLOADING.api_version, NAMESPACE_OFFLOADING.kind,
                           NAMESPACE_OFFLOADING_NAME, namespace)
     candidates = virtual_nodes(home)
-    virtual_node = next((vn for vn in candidates if vn.spec.effective_node_name() == node_name
-                         or vn.status.node_name == node_name), None)
+    labels = labels_by_name([node] if node is not None else [])
+    virtual_node = next((vn for vn in candidates if node_name in {
+        vn.spec.effective_node_name(), vn.status.node_name,
+        *agent_nodes(vn.status.node_name or vn.spec.effective_node_name(), vn.spec.cluster_id,
+                     labels)}), None)  # its node, or one of its provider's pools' nodes
     reasons = _placement(pod, node, virtual_node, offloading)
     data: dict[str, Any] = {"pod": f"{namespace}/{name}", "node": node_name,
                             "remoteClusterId": virtual_node.spec.cluster_id if virtual_node

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, TextIO, TypeVar
 
 from kubernetes import client
@@ -38,8 +39,11 @@ from annexctl.status import virtual_nodes
 from shared.api.builtin import CONFIGMAPS, NAMESPACES, PODS
 from shared.api.namespace_offloading import NamespaceMappingStrategy, PodOffloadingStrategy
 from shared.api.virtual_node import VirtualNode
+from shared.forge.node import agent_nodes, labels_by_name
+from shared.quantity import parse_quantity
 from shared.wellknown import (
     HOSTNAME_LABEL,
+    REMOTE_CLUSTER_ID_LABEL,
     REMOTE_CREATION_FAILED_CONDITION,
     VIRTUAL_NODE_TAINT_EFFECT,
     VIRTUAL_NODE_TAINT_KEY,
@@ -58,6 +62,29 @@ T = TypeVar("T")
 
 class StepFailed(Exception):
     """What a step found wrong."""
+
+
+def _ready(node: dict[str, Any]) -> dict[str, Any]:
+    return next((c for c in (node.get("status") or {}).get("conditions") or []
+                 if c.get("type") == "Ready"), {})
+
+
+def probe_node(node_name: str, cluster_id: str,
+               nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The agent's Node the probe pod goes to (`nodes`: those labelled with the provider): its
+    node, or for a provider with pools the Ready pool node lending the most pods (a pool of no
+    node lends none). None when the agent has none."""
+    own = agent_nodes(node_name, cluster_id, labels_by_name(nodes))
+    candidates = [node for node in nodes if node["metadata"]["name"] in own]
+    if not candidates:
+        return None
+
+    def room(node: dict[str, Any]) -> tuple[bool, Decimal, str]:
+        pods = ((node.get("status") or {}).get("allocatable") or {}).get("pods") or "0"
+        return (_ready(node).get("status") == "True", parse_quantity(str(pods)),
+                node["metadata"]["name"])
+
+    return max(candidates, key=room)
 
 
 @dataclass
@@ -141,13 +168,15 @@ class Probe:
             raise StepFailed(f"several VirtualNodes {wanted}: {names}; choose one with "
                              "--remote-cluster-id and -n".replace("  ", " "))
         self.virtual_node = vn = found[0]
-        self.node = vn.status.node_name or vn.spec.effective_node_name()
-        node = self.home.get("v1", "Node", self.node)
+        base = vn.status.node_name or vn.spec.effective_node_name()
+        nodes = self.home.list("v1", "Node", label_selector=(
+            f"{REMOTE_CLUSTER_ID_LABEL}={vn.spec.cluster_id}"))
+        node = probe_node(base, vn.spec.cluster_id, nodes) or self.home.get("v1", "Node", base)
         if node is None:
-            raise StepFailed(f"virtual node {self.node} (VirtualNode {vn.metadata.namespace}/"
+            raise StepFailed(f"virtual node {base} (VirtualNode {vn.metadata.namespace}/"
                              f"{vn.metadata.name}) does not exist: is its home agent running?")
-        ready: dict[str, Any] = next((c for c in (node.get("status") or {}).get("conditions") or []
-                      if c.get("type") == "Ready"), {})
+        self.node = node["metadata"]["name"]
+        ready = _ready(node)
         if ready.get("status") != "True":
             raise StepFailed(f"virtual node {self.node} is not Ready "
                              f"({ready.get('reason', 'no Ready condition')}: "

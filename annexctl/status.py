@@ -2,7 +2,8 @@
 
 - foreign clusters: the providers it knows of, how they were found, their offer and how far
   peering went (Discovered, Authenticated, Peered), as `annexctl discover` shows them;
-- virtual nodes (VirtualNode, its Node's readiness and capacity, the last health check);
+- virtual nodes (VirtualNode, its Node's readiness and capacity, the last health check): one
+  row per Node, a provider whose offer has pools being one Node per pool;
 - offers: each VirtualNode's kubeconfig Secret is the consumer identity, which may read its
   ResourceOffer on the provider (an unreachable provider is shown as such, not an error);
 - extended namespaces (NamespaceOffloadings, per-cluster Ready conditions), and the remote
@@ -24,6 +25,7 @@ from annexctl.output import Report, Table
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.virtual_node import VIRTUAL_NODE, VirtualNode
+from shared.forge.node import agent_nodes, labels_by_name
 from shared.wellknown import (
     FAILED_REFLECTION_REASON,
     OFFLOADING_BACKOFF_REASON,
@@ -54,24 +56,41 @@ def virtual_nodes(home: Cluster) -> list[VirtualNode]:
             for obj in home.list(VIRTUAL_NODE.api_version, VIRTUAL_NODE.kind)]
 
 
-def _virtual_nodes(home: Cluster, found: list[VirtualNode]) -> list[dict[str, Any]]:
-    nodes = {n["metadata"]["name"]: n
-             for n in home.list("v1", "Node", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}")}
+def virtual_node_rows(found: list[VirtualNode],
+                      nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per Node of each VirtualNode: its node, or one per pool of its provider's offer
+    (`liqo-<provider>-<pool>`, each with its pool), as the virtual `nodes` are now."""
+    by_name = {n["metadata"]["name"]: n for n in nodes}
     result = []
     for vn in found:
-        node_name = vn.status.node_name or vn.spec.effective_node_name()
-        node = nodes.get(node_name) or {}
-        capacity = (node.get("status") or {}).get("capacity") or {}
-        result.append({
-            "namespace": vn.metadata.namespace, "name": vn.metadata.name,
-            "clusterId": vn.spec.cluster_id, "node": node_name,
-            "nodeExists": bool(node),
-            "ready": _condition((node.get("status") or {}).get("conditions")),
-            "virtualNodeReady": _condition([c.to_wire() for c in vn.status.conditions]),
-            "lastHealthCheck": str(vn.status.last_health_check or ""),
-            "capacity": {k: capacity[k] for k in ("cpu", "memory", "pods") if k in capacity},
-        })
+        base = vn.status.node_name or vn.spec.effective_node_name()
+        own = agent_nodes(base, vn.spec.cluster_id, labels_by_name(nodes)) or {base: None}
+        for node_name, pool in sorted(own.items()):
+            node = by_name.get(node_name) or {}
+            capacity = (node.get("status") or {}).get("capacity") or {}
+            result.append({
+                "namespace": vn.metadata.namespace, "name": vn.metadata.name,
+                "clusterId": vn.spec.cluster_id, "node": node_name, "pool": pool,
+                "nodeExists": bool(node),
+                "cordoned": bool((node.get("spec") or {}).get("unschedulable")),
+                "ready": _condition((node.get("status") or {}).get("conditions")),
+                "virtualNodeReady": _condition([c.to_wire() for c in vn.status.conditions]),
+                "lastHealthCheck": str(vn.status.last_health_check or ""),
+                "capacity": {k: capacity[k] for k in ("cpu", "memory", "pods") if k in capacity},
+            })
     return result
+
+
+def virtual_nodes_table(rows: list[dict[str, Any]]) -> Table:
+    return Table(
+        "Virtual nodes", ["CLUSTER", "VIRTUALNODE", "NODE", "POOL", "READY", "LAST CHECK", "CPU",
+                          "MEMORY", "PODS"],
+        [[vn["clusterId"], f"{vn['namespace']}/{vn['name']}", vn["node"], vn["pool"] or "",
+          (_condition_text(vn["ready"]) + (", cordoned" if vn["cordoned"] else ""))
+          if vn["nodeExists"] else "no node",
+          vn["lastHealthCheck"], vn["capacity"].get("cpu", ""),
+          vn["capacity"].get("memory", ""), vn["capacity"].get("pods", "")]
+         for vn in rows], empty="none (no VirtualNode: install the home chart)")
 
 
 def _offers(home: Cluster, virtual_node: VirtualNode) -> dict[str, Any]:
@@ -175,7 +194,8 @@ def _warnings(home: Cluster, limit: int) -> list[dict[str, Any]]:
 
 def status(home: Cluster, events: int = 10, offers: bool = True) -> Report:
     found = virtual_nodes(home)
-    nodes = _virtual_nodes(home, found)
+    nodes = virtual_node_rows(found, home.list(
+        "v1", "Node", label_selector=f"{TYPE_LABEL}={TYPE_VIRTUAL_NODE}"))
     offer_entries = [_offers(home, vn) for vn in found] if offers else []
     offloadings = _offloadings(home)
     pods = _pods(home, [vn["node"] for vn in nodes])
@@ -191,13 +211,7 @@ def status(home: Cluster, events: int = 10, offers: bool = True) -> Report:
 
     tables = [
         discover.table(foreign),
-        Table("Virtual nodes", ["CLUSTER", "VIRTUALNODE", "NODE", "READY", "LAST CHECK", "CPU",
-                                "MEMORY", "PODS"],
-              [[vn["clusterId"], f"{vn['namespace']}/{vn['name']}", vn["node"],
-                _condition_text(vn["ready"]) if vn["nodeExists"] else "no node",
-                vn["lastHealthCheck"], vn["capacity"].get("cpu", ""),
-                vn["capacity"].get("memory", ""), vn["capacity"].get("pods", "")]
-               for vn in nodes], empty="none (no VirtualNode: install the home chart)"),
+        virtual_nodes_table(nodes),
         Table("Offers", ["CLUSTER", "OFFER", "PHASE", "CPU", "MEMORY", "PODS", "LABELS"],
               [[entry["clusterId"], f"{o['namespace']}/{o['name']}", o["phase"] or "",
                 o["resources"].get("cpu", ""), o["resources"].get("memory", ""),

@@ -32,9 +32,9 @@ from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VIRTUAL_NODE, VirtualNode
 from shared.forge.agent import NEVER_GRANTED_NAMESPACES
 from shared.forge.metadata import ReflectionConfig, reflection_config
-from shared.forge.node import Health
+from shared.forge.node import Health, agent_nodes, labels_by_name, served_nodes
 from shared.forge.pod import PodForgeConfig
-from shared.node_selector import node_selector_matches
+from shared.node_selector import selects_a_node
 from shared.wellknown import HOME_AGENT_COMPONENT, VIRTUAL_NODE_NAME_PREFIX
 
 log = logging.getLogger(__name__)
@@ -114,6 +114,7 @@ class Agent:
         self.offloaded = OffloadedNamespaces()
         """The namespaces whose objects are watched at home (`home_agent.watches`)."""
         self._selected: tuple[tuple[int, ...], frozenset[str]] = ((), frozenset())
+        self._node_pools: tuple[tuple[int, ...], dict[str, str | None]] = ((), {})
 
     def remote_synced(self) -> bool:
         """Both remote watches have listed everything (the twins' for the current set)."""
@@ -196,6 +197,27 @@ class Agent:
         return self.config.node_name or (
             f"{VIRTUAL_NODE_NAME_PREFIX}{self.config.remote_cluster_id}")
 
+    def node_pools(self) -> dict[str, str | None]:
+        """The agent's Nodes, name → pool (None: the provider shown as one node): those the
+        offer makes, and those of the cluster it no longer makes (cordoned until no pod is
+        bound there). Computed again only when the Nodes, the VirtualNodes or the offer
+        change: every pod asks it."""
+        versions = (self.mirrors.nodes.version, self.mirrors.virtual_nodes.version,
+                    self.mirrors.offers.version)
+        if self._node_pools[0] != versions:
+            base = self.node_name()
+            existing = agent_nodes(base, self.config.remote_cluster_id,
+                                   labels_by_name(self.mirrors.nodes.values()))
+            offered, withdrawn = served_nodes(base, self.offer(), existing)
+            self._node_pools = (versions, {**withdrawn, **offered})
+        return self._node_pools[1]
+
+    def may_be_node(self, name: str) -> bool:
+        """Whether a Node of that name may be one of the agent's (its node name, or a pool's
+        `<node name>-<pool>`): a change of it may change `node_pools`."""
+        base = self.node_name()
+        return name == base or name.startswith(f"{base}-")
+
     def offer(self) -> ResourceOffer | None:
         for obj in self.mirrors.offers.values():
             spec = obj.get("spec") or {}
@@ -229,21 +251,25 @@ class Agent:
         return self._selected[1]
 
     def _select_namespaces(self) -> frozenset[str]:
-        node_name, labels = self.node_name(), self.node_labels()
+        nodes = self.node_labels()
         never = NEVER_GRANTED_NAMESPACES | (
             {self.config.leader_election.namespace} if self.config.leader_election else set())
         selected = set()
         for namespace, name in self.mirrors.offloadings.keys():
             obj = self.mirrors.offloadings.get((namespace, name))
             if (name == NAMESPACE_OFFLOADING_NAME and obj is not None and namespace not in never
-                    and node_selector_matches((obj.get("spec") or {}).get("clusterSelector"),
-                                              labels, node_name)):
+                    and selects_a_node((obj.get("spec") or {}).get("clusterSelector"), nodes)):
                 selected.add(namespace)
         return frozenset(selected)
 
-    def node_labels(self) -> dict[str, str]:
-        node = self.mirrors.nodes.get(("", self.node_name()))
-        return dict(((node or {}).get("metadata") or {}).get("labels") or {})
+    def node_labels(self) -> dict[str, dict[str, str]]:
+        """Each of the agent's Nodes (`node_pools`) with its labels as the cluster has them ({}
+        for a node not registered yet)."""
+        labels = {}
+        for name in self.node_pools():
+            node = self.mirrors.nodes.get(("", name))
+            labels[name] = dict(((node or {}).get("metadata") or {}).get("labels") or {})
+        return labels
 
     def enqueue(self, key: Hashable) -> None:
         self.queue.add(key)

@@ -80,12 +80,12 @@ def kind_reflector(agent: Agent, peering: Peering, rules: KindRules, workers: in
             service_policy=_policy(agent, SERVICE_RULES.flag),
             remap=(CidrRemap(config.home_pod_cidr, config.remapped_home_pod_cidr)
                    if config.home_pod_cidr and config.remapped_home_pod_cidr else None),
-            node_name=agent.node_name)
+            node_names=agent.node_pools)
     if rules is PERSISTENTVOLUMECLAIM_RULES:
         return PersistentVolumeClaimReflector(
             peering, rules, workers, policy, home, remote,
             volumes=agent.informers.mirror(HOME, PERSISTENTVOLUMES.plural),
-            nodes=agent.mirrors.nodes, node_name=agent.node_name,
+            nodes=agent.mirrors.nodes, node_names=agent.node_pools,
             home_storage_class=config.home_storage_class, offer=agent.offer)
     return Reflector(peering, rules, workers, policy, home, remote)
 
@@ -146,7 +146,8 @@ def pod_offloader(agent: Agent, reflection: Reflection | None = None) -> PodOffl
         volumes=informers.mirror(HOME, PERSISTENTVOLUMES.plural),
         token_secrets=informers.written(REMOTE, SECRETS.plural),
         copies=reflection.required if reflection is not None else None,
-        node_name=agent.node_name, forge_config=agent.pod_forge_config,
+        node_name=agent.node_name, node_pools=agent.node_pools,
+        forge_config=agent.pod_forge_config,
         status_config=StatusForgeConfig(node_ip=config.host_ip, pod_cidr=config.remote_pod_cidr,
                                         remapped_pod_cidr=config.remapped_pod_cidr),
         home_cluster_id=config.home_cluster_id, remote_cluster_id=config.remote_cluster_id,
@@ -163,8 +164,8 @@ def webhook_mirrors(agent: Agent) -> WebhookMirrors:
 
 
 def node_lease(agent: Agent) -> NodeLease:
-    """What the node's Lease is renewed with."""
-    return NodeLease(home=agent.home, nodes=agent.mirrors.nodes, node_name=agent.node_name,
+    """What the nodes' Leases are renewed with."""
+    return NodeLease(home=agent.home, nodes=agent.mirrors.nodes, node_names=agent.node_pools,
                      duration_seconds=agent.config.lease_duration_seconds,
                      renew_interval=agent.config.lease_renew_interval)
 
@@ -179,10 +180,11 @@ def health_checks(agent: Agent) -> HealthChecks:
 
 
 def node_sources(agent: Agent) -> NodeSources:
-    """What the virtual node is converged from and written with."""
+    """What the virtual nodes are converged from and written with."""
     config = agent.config
     return NodeSources(
-        home=agent.home, nodes=agent.mirrors.nodes, virtual_node=agent.virtual_node,
+        home=agent.home, nodes=agent.mirrors.nodes, pods=agent.mirrors.pods,
+        virtual_node=agent.virtual_node, events=agent.events,
         node_name=agent.node_name, offer=agent.offer, offer_known=agent.tenant_synced.is_set,
         health=lambda: agent.health,
         retry_after=lambda seconds: agent.queue.add_after(NODE_KEY, seconds),

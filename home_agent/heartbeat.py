@@ -1,4 +1,4 @@
-"""The virtual node's liveness: the Lease heartbeat and the remote API server health checks,
+"""The virtual nodes' liveness: each node's Lease heartbeat and the remote API server health checks,
 each its own asyncio task (never framework timers: those would annotate the Node)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -29,20 +29,31 @@ def _lease_path(name: str = "") -> str:
 
 @dataclass(frozen=True)
 class NodeLease:
-    """What the node's Lease is renewed with: the home client, the Nodes' mirror (the Lease's
-    owner), the virtual node's name as it is now, the Lease's duration and how often it is
-    renewed."""
+    """What the nodes' Leases are renewed with: the home client, the Nodes' mirror (each Lease's
+    owner), the agent's nodes' names as they are now (one, or one per pool), the Leases'
+    duration and how often they are renewed."""
 
     home: ClusterApi
     nodes: Mirror
-    node_name: Callable[[], str]
+    node_names: Callable[[], Iterable[str]]
     duration_seconds: int
     renew_interval: float
 
 
-async def renew_lease(lease: NodeLease) -> None:
+async def renew_leases(lease: NodeLease) -> None:
+    """Each of the agent's nodes' Lease, every node's tried (one failing is raised after)."""
+    failed: Exception | None = None
+    for name in sorted(lease.node_names()):
+        try:
+            await renew_lease(lease, name)
+        except Exception as error:  # noqa: BLE001 - the others are renewed all the same
+            failed = error
+    if failed is not None:
+        raise failed
+
+
+async def renew_lease(lease: NodeLease, name: str) -> None:
     """Create or renew the node's Lease in kube-node-lease, owned by the Node like a kubelet's."""
-    name = lease.node_name()
     node = lease.nodes.get(("", name))
     if node is None:
         return  # the node reconcile creates the node first; the Lease follows
@@ -66,7 +77,7 @@ async def renew_lease(lease: NodeLease) -> None:
 async def lease_loop(lease: NodeLease) -> None:
     while True:
         try:
-            await renew_lease(lease)
+            await renew_leases(lease)
         except Exception as error:  # noqa: BLE001 - the next beat retries
             log.warning("lease renewal failed: %s", error_message(error))
         await asyncio.sleep(lease.renew_interval)

@@ -30,7 +30,7 @@ from shared.forge.namespace_offloading import (
     finalizer_name,
     offloading_plan,
 )
-from shared.forge.node import virtual_node_labels
+from shared.forge.node import offered_node_labels
 from shared.wellknown import SCHEDULING_ENABLED_LABEL
 
 log = logging.getLogger(__name__)
@@ -114,9 +114,9 @@ async def reconcile_offloading(sources: OffloadingSources, namespace: str) -> No
     virtual_node = sources.virtual_node()
     withdrawn = virtual_node is not None and virtual_node.metadata.deletion_timestamp is not None
     plan = offloading_plan(
-        obj, namespace, sources.twins.namespace_map(), node_name=sources.node_name(),
-        node_labels=virtual_node_labels(sources.node_name(), sources.remote_cluster_id,
-                                        sources.offer(), virtual_node),
+        obj, namespace, sources.twins.namespace_map(),
+        nodes=offered_node_labels(sources.node_name(), sources.remote_cluster_id,
+                                  sources.offer(), virtual_node),
         home_cluster_id=sources.home_cluster_id, remote_cluster_id=sources.remote_cluster_id,
         now=datetime.now(UTC), withdrawn=withdrawn, remote_claims=remote_claims(sources, namespace),
         delete_remote_claims=withdrawn and virtual_node is not None

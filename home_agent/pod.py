@@ -130,6 +130,8 @@ class PodSources:
     copies: RequiredCopies | None
     """The pods' wait for copies of what they need (None: the ShadowPod never waits)."""
     node_name: Callable[[], str]
+    node_pools: Callable[[], Mapping[str, str | None]]
+    """The agent's nodes, name → pool (`Agent.node_pools`)."""
     forge_config: Callable[[], PodForgeConfig]
     """As the flags and the VirtualNode say it now (the same object until they change)."""
     status_config: StatusForgeConfig
@@ -178,12 +180,15 @@ class PodOffloader:
                                                 sources.remote_cluster_id):
             shadow = None  # never ours to touch (the watch selects ours; belt and braces)
         accepted = sources.twins.accepted(namespace)
-        node_name = sources.node_name()
+        pools = sources.node_pools()
+        bound = str(((pod or {}).get("spec") or {}).get("nodeName") or "")
+        node_name = bound if bound in pools else sources.node_name()
         refused = self._refused_ephemeral.get(key)
         live = pod is not None and not (pod.get("metadata") or {}).get("deletionTimestamp")
         return PodInputs(
             key=key, pod=pod, shadow=shadow, mapped_namespace=mapped, accepted_namespace=accepted,
-            node_name=node_name, forge=sources.forge_config(), status=sources.status_config,
+            node_name=node_name, pool=pools.get(node_name), forge=sources.forge_config(),
+            status=sources.status_config,
             unkept_status=frozenset(self._unkept_status),
             refused_ephemeral=(refused[1] if refused is not None and pod is not None
                                and refused[0] == pod["metadata"].get("uid") else frozenset()),

@@ -27,7 +27,9 @@ HOME_AGENT_RULES: list[dict[str, Any]] = [
     # its own node's pods, home_controller/agent_admission.py).
     {"apiGroups": [""], "resources": ["pods"], "verbs": [*READ_VERBS, "delete"]},
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["update"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": [*READ_VERBS, "create", "patch"]},
+    # The virtual nodes (a withdrawn pool's deleted once no pod is bound to it).
+    {"apiGroups": [""], "resources": ["nodes"],
+     "verbs": [*READ_VERBS, "create", "patch", "delete"]},
     {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
     # Offloaded namespaces are labelled for the pod webhook's namespaceSelector (that label
     # only: the admission webhook).

@@ -114,7 +114,7 @@ def every_key(agent: Agent) -> Iterator[Hashable]:
 
 def node_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
     log.debug("node event %s %s", change.event_type, change.key)
-    if change.key[1] == agent.node_name():
+    if agent.may_be_node(change.key[1]):
         yield NODE_KEY
         yield NAMESPACES_KEY  # its labels select namespaces
 
@@ -293,14 +293,27 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
 
 
 def declare_virtual_node_followers(agent: Agent, listed: threading.Event,
-                                   follow: Callable[[], None]) -> None:
-    """Once VirtualNodes are `listed`, each VirtualNode change may rename the virtual node (its
-    pods watch follows) or move the remote credentials' Secret: `follow()`, after the resync."""
+                                   follow: Callable[[], None],
+                                   follow_nodes: Callable[[], None]) -> None:
+    """Once VirtualNodes are `listed`, each VirtualNode change may rename the virtual nodes
+    (their pods watches follow) or move the remote credentials' Secret: `follow()`, after the
+    resync; each change of the offer (its pools) or of one of the agent's Nodes may add or
+    remove a node: `follow_nodes()`."""
     def on_change(_: Change) -> None:
         if listed.is_set():
             follow()
 
+    def on_offer(change: Change) -> None:
+        if listed.is_set() and change.key[0] == agent.tenant_namespace:
+            follow_nodes()
+
+    def on_node(change: Change) -> None:
+        if listed.is_set() and agent.may_be_node(change.key[1]):
+            follow_nodes()
+
     agent.informers.on(HOME, VIRTUAL_NODE.plural, on_change)
+    agent.informers.on(HOME, NODES.plural, on_node)
+    agent.informers.on(REMOTE, RESOURCE_OFFER.plural, on_offer)
 
 
 def declare_token_reflector(agent: Agent, tokens: TokenReflector,

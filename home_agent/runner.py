@@ -253,8 +253,8 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
                await serve_metrics(metrics, agent_figures(agent), config.metrics_address,
                                    config.metrics_secure, agent.home, agent.home_synced.is_set)]
     kubelet.start(kubelet_sources(agent))
-    log.info("home agent %s → %s started (node %s)", agent.config.home_cluster_id,
-             agent.config.remote_cluster_id, agent.node_name())
+    log.info("home agent %s → %s started (nodes %s)", agent.config.home_cluster_id,
+             agent.config.remote_cluster_id, ", ".join(sorted(agent.node_pools())))
     exit_code = 0
     while not stop.is_set():
         if not (home_watch.is_alive() and node_pods.is_alive() and offloaded.is_alive()
@@ -328,11 +328,14 @@ def run(config: AgentConfig) -> int:
     declare_reflection(agent, reflection)
     home_listed = threading.Event()
 
+    def follow_nodes() -> None:
+        node_pods.follow(agent.node_pools())
+
     def follow_virtual_node() -> None:
-        node_pods.follow(agent.node_name())
+        follow_nodes()
         credentials.virtual_node_changed()
 
-    declare_virtual_node_followers(agent, home_listed, follow_virtual_node)
+    declare_virtual_node_followers(agent, home_listed, follow_virtual_node, follow_nodes)
     on_home_event = functools.partial(agent.informers.dispatch, HOME)
 
     def pods_synced() -> None:

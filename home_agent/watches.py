@@ -148,33 +148,64 @@ class Watch:
             self._task.cancel()
 
 
-class NodePodsWatch(Watch):
-    """The `node_pods_watch` of the virtual node's current name. The name can come from the
-    VirtualNode, so `follow` is called once the home watch has listed VirtualNodes and again on
-    each VirtualNode event; a new name restarts the watch, and the pods of the old name leave
-    the sink as DELETED, as pods leaving a field selector's selection do. `pods` returns what
-    the sink holds from this watch. Alive until it has a name to follow."""
+class NodePodsWatch:
+    """The `node_pods_watch` of each of the agent's nodes (one, or one per pool of the offer), as
+    each kubelet watches its own node's pods. `follow(names)` is called once the home watch has
+    listed VirtualNodes and again whenever the nodes may change (a VirtualNode renaming them,
+    the offer's pools, a node deleted): the watches of the nodes gained start, those of the
+    nodes lost stop, and their pods leave the sink as DELETED, as pods leaving a field
+    selector's selection do. `pods` returns what the sink holds from these watches;
+    `on_synced` is called once the first nodes' pods are all listed. Alive until it has names
+    to follow."""
 
     def __init__(self, connection: Connection, sink: EventSink, on_synced: Callable[[], None],
                  pods: Callable[[], list[dict[str, Any]]]) -> None:
-        super().__init__(connection, node_pods_watch(""), sink, on_synced)
+        self._connection = connection
+        self._sink = sink
+        self._on_synced = on_synced
         self._pods = pods
-        self.node_name: str | None = None
+        self._watches: dict[str, Watch] = {}
+        self._unlisted: set[str] | None = None
+        """The first nodes whose pods are not listed yet (None: not followed yet, or all
+        listed once)."""
+        self._followed = False
 
-    def follow(self, node_name: str) -> None:
-        if node_name == self.node_name:
-            return
-        if self._task is not None:
-            log.info("virtual node renamed %s → %s: watching its pods", self.node_name,
-                     node_name)
-            self.stop()
+    @property
+    def node_names(self) -> frozenset[str]:
+        return frozenset(self._watches)
+
+    def follow(self, node_names: Collection[str]) -> None:
+        """Watch the pods of exactly `node_names` (on the agent's loop)."""
+        wanted = frozenset(node_names)
+        for name in sorted(set(self._watches) - wanted):
+            log.info("virtual node %s no longer the agent's: its pods are not watched", name)
+            self._watches.pop(name).stop()
             for pod in self._pods():
-                self._sink(PODS.plural, "DELETED", pod)
-        self.node_name, self.spec = node_name, node_pods_watch(node_name)
-        self.start()
+                if (pod.get("spec") or {}).get("nodeName") == name:
+                    self._sink(PODS.plural, "DELETED", pod)
+        if not self._followed:
+            self._followed, self._unlisted = True, set(wanted)
+        for name in sorted(wanted - set(self._watches)):
+            watch = self._watches[name] = Watch(self._connection, node_pods_watch(name),
+                                                self._sink, functools.partial(self._listed, name))
+            watch.start()
+        if self._unlisted is not None:
+            self._listed(*(self._unlisted - wanted))  # a first node gone counts as listed
+
+    def _listed(self, *names: str) -> None:
+        if self._unlisted is None:
+            return
+        self._unlisted -= set(names)
+        if not self._unlisted:
+            self._unlisted = None
+            self._on_synced()
 
     def is_alive(self) -> bool:
-        return self._task is None or super().is_alive()
+        return all(watch.is_alive() for watch in self._watches.values())
+
+    def stop(self) -> None:
+        for watch in self._watches.values():
+            watch.stop()
 
 
 class OffloadedNamespaceWatches:

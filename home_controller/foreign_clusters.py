@@ -9,8 +9,8 @@ VirtualNode serving it), what discovery sees now (`Sightings`) and the provider'
 - consent (the Secret) moves it to Authenticated; accepted (`spec.accepted`) with consent, the
   controller creates its VirtualNode (Peered), which the agent then serves;
 - the status says the phase, the discovery source and the offer, written only when it changes;
-- the virtual node is cordoned while its provider offers nothing, uncordoned when it offers
-  again (only a cordon of ours is lifted).
+- the virtual node (each pool's, for a provider with pools) is cordoned while its provider
+  offers nothing, uncordoned when it offers again (only a cordon of ours is lifted).
 
 The offer is read as the consumer identity (the Secret's kubeconfig), one watch of the tenant
 namespace's ResourceOffer per consented provider (`OfferWatches`).
@@ -135,10 +135,10 @@ class ForeignClusters:
                    and obj["metadata"].get("deletionTimestamp")
                    for obj in self.virtual_nodes.values())
 
-    def _node(self, cluster_id: str) -> dict[str, Any] | None:
-        return next((obj for obj in self.nodes.values()
-                     if (obj["metadata"].get("labels") or {}).get(
-                         REMOTE_CLUSTER_ID_LABEL) == cluster_id), None)
+    def _nodes(self, cluster_id: str) -> list[dict[str, Any]]:
+        """The provider's virtual nodes: one, or one per pool of its offer."""
+        return [obj for obj in self.nodes.values()
+                if (obj["metadata"].get("labels") or {}).get(REMOTE_CLUSTER_ID_LABEL) == cluster_id]
 
     # --- the reconcile -------------------------------------------------------------------------
 
@@ -208,8 +208,9 @@ class ForeignClusters:
                 virtual_node = where
 
         offer = self.offers.resources(cluster_id)
-        node = self._node(cluster_id) if virtual_node is not None else None
-        if node is not None and (cordon := rules.cordon_patch(node, offer)) is not None:
+        for node in self._nodes(cluster_id) if virtual_node is not None else []:
+            if (cordon := rules.cordon_patch(node, offer)) is None:
+                continue
             await self.api.patch(core_path("nodes", name=node["metadata"]["name"]), cordon)
             log.info("virtual node %s %s: %s offers %s", node["metadata"]["name"],
                      "cordoned" if cordon["spec"]["unschedulable"] else "uncordoned",

@@ -64,6 +64,7 @@ from shared.forge.agent import (
     with_spec_hash,
 )
 from shared.forge.namespace_offloading import finalizer_name
+from shared.forge.node import agent_nodes, labels_by_name
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,11 @@ OWNED: dict[str, BuiltinResource] = {resource.kind: resource for resource in (
     SERVICE_ACCOUNTS, SERVICES, ROLES, ROLE_BINDINGS, DEPLOYMENTS, POD_DISRUPTION_BUDGETS)}
 """The kinds of object the controller makes per VirtualNode."""
 VIRTUAL_NODES = VIRTUAL_NODE.resource
+
+
+def _joined(first: str | None, second: str | None) -> str | None:
+    """Two waits said as one (None: nothing to wait for)."""
+    return "; ".join(each for each in (first, second) if each) or None
 
 
 def _path(owned: BuiltinResource, namespace: str, name: str = "") -> str:
@@ -241,9 +247,11 @@ class VirtualNodes:
         overdue = (datetime.now(UTC) - deleted_at).total_seconds() > self.drain_timeout
         cluster_id = virtual_node.spec.cluster_id
         node_name = virtual_node.status.node_name or virtual_node.spec.effective_node_name()
-        node = self._virtual_node_of(node_name, cluster_id)
+        nodes = self._virtual_nodes_of(node_name, cluster_id)
 
-        waiting = await self._drain_pods(obj, node, overdue)
+        waiting = None
+        for node in nodes:  # every pool's node at once: each waits the same drain timeout
+            waiting = _joined(waiting, await self._drain_pods(obj, node, overdue))
         kept = await self._retained_claims(obj, cluster_id)
         if waiting is None:
             waiting = await self._remote_objects_left(cluster_id)
@@ -260,13 +268,14 @@ class VirtualNodes:
             if deployment is not None:
                 await delete_owned(self.api, _path(OWNED["Deployment"],
                     key[0], deployment["metadata"]["name"]), deployment["metadata"]["uid"])
-        if node is not None:
-            await delete_owned(self.api, core_path("nodes", name=node_name),
+        for node in nodes:
+            await delete_owned(self.api, core_path("nodes", name=node["metadata"]["name"]),
                                node["metadata"].get("uid"))
+        drained = ", ".join(node["metadata"]["name"] for node in nodes) or node_name
         await self.api.delete_if_exists(group_path(*LEASES.resource, self.template.namespace,
                                                    election_lease_name(cluster_id)))
         # Recorded before the finalizer goes, so whoever sees the VirtualNode gone finds it.
-        await self.events.record(obj, "Drained", f"virtual node {node_name} drained and deleted" + (
+        await self.events.record(obj, "Drained", f"virtual node {drained} drained and deleted" + (
             f"; the provider keeps the claims {', '.join(kept)} with their data (set "
             "spec.deleteRemoteClaims before deleting a VirtualNode to delete them)"
             if kept else ""), "Normal")
@@ -275,12 +284,12 @@ class VirtualNodes:
         log.info("VirtualNode %s/%s drained: its agent goes", *key)
         return DONE
 
-    def _virtual_node_of(self, node_name: str, cluster_id: str) -> dict[str, Any] | None:
-        node = self.nodes.get(("", node_name))
-        labels = ((node or {}).get("metadata") or {}).get("labels") or {}
-        return node if labels.get(REMOTE_CLUSTER_ID_LABEL) == cluster_id else None
+    def _virtual_nodes_of(self, node_name: str, cluster_id: str) -> list[dict[str, Any]]:
+        """The agent's Nodes: its node, or one per pool of its provider (`agent_nodes`)."""
+        names = agent_nodes(node_name, cluster_id, labels_by_name(self.nodes.values()))
+        return [node for name in sorted(names) if (node := self.nodes.get(("", name)))]
 
-    async def _drain_pods(self, obj: Mapping[str, Any], node: dict[str, Any] | None,
+    async def _drain_pods(self, obj: Mapping[str, Any], node: dict[str, Any],
                           overdue: bool) -> str | None:
         """Cordon the node and evict its pods, as `kubectl drain` does: through the Eviction
         API, so their PodDisruptionBudgets hold (a refused eviction is tried again on the next
@@ -288,8 +297,6 @@ class VirtualNodes:
         again). Past the drain timeout (`overdue`) the pods still there are deleted: the node
         goes, and the pod garbage collector would delete them with it whatever their budgets.
         What is still there, None once none is."""
-        if node is None:
-            return None
         name = node["metadata"]["name"]
         if not (node.get("spec") or {}).get("unschedulable"):
             await self.api.patch(core_path("nodes", name=name), {"spec": {"unschedulable": True}})

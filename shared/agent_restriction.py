@@ -4,8 +4,9 @@ plugin and the Node authorizer confine a kubelet to its node. An account is an a
 VirtualNode of the release namespace makes it (`agent_name`); its node is that VirtualNode's
 spec (never its status, which the agent writes). Then:
 
-- Nodes (and their status): only its own, never without the virtual-node taint;
-- Leases: in kube-node-lease only the one named after its node; in the release namespace only
+- Nodes (and their status): only its own (its node, and its provider's pools' nodes named
+  `<node>-<pool>`), never without the virtual-node taint;
+- Leases: in kube-node-lease only those named after its nodes; in the release namespace only
   its election Lease;
 - pods: status written (its labels left as they are) and deleted only for pods bound to its
   node;
@@ -24,6 +25,7 @@ Any other account of the namespace is refused every write sent: it is nobody's a
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +41,7 @@ from shared.forge.agent import (
 )
 from shared.forge.namespace_offloading import finalizer_name
 from shared.forge.persistentvolume import pinned_node
+from shared.pools import is_pool_name
 from shared.wellknown import (
     OFFLOADING_GROUP,
     PROVISIONED_BY_ANNOTATION,
@@ -56,12 +59,24 @@ SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 @dataclass(frozen=True)
 class Agent:
-    """Who an agent account acts for."""
+    """Who an agent account acts for: its node, and its provider's pools' nodes
+    (`<node>-<pool>`) but those of another agent whose node is named `<node>-<something>`
+    (`nested`): the longest node name a Node's name extends says whose it is."""
 
     account: str
     virtual_node: str
     cluster_id: str
     node: str
+    nested: frozenset[str] = frozenset()
+
+    def serves(self, node_name: str) -> bool:
+        """Whether `node_name` is one of the agent's nodes."""
+        if node_name == self.node:
+            return True
+        pool = node_name.removeprefix(f"{self.node}-")
+        return (pool != node_name and is_pool_name(pool)
+                and not any(node_name == other or node_name.startswith(f"{other}-")
+                            for other in self.nested))
 
 
 def account_of(username: str, namespace: str) -> str | None:
@@ -86,7 +101,10 @@ def agents_by_account(template: AgentTemplate,
         account = agent_name(template, cluster_id)
         agents.setdefault(account, Agent(account, str(virtual_node.metadata.name), cluster_id,
                                          virtual_node.spec.effective_node_name()))
-    return agents
+    nodes = {agent.node for agent in agents.values()}
+    return {account: dataclasses.replace(agent, nested=frozenset(
+                other for other in nodes if other.startswith(f"{agent.node}-")))
+            for account, agent in agents.items()}
 
 
 def request_name(request: Mapping[str, Any]) -> str:
@@ -175,7 +193,7 @@ def token_refusal(request: Mapping[str, Any], agent: Agent,
     if ref["uid"] != uid:
         return (f"the UID in the bound object reference ({ref['uid']}) does not match the UID "
                 "in record. The object might have been deleted and then recreated")
-    if _pod_node(pod) != agent.node:
+    if not agent.serves(_pod_node(pod)):
         return (f"agent of node {agent.node!r} requested a token bound to a pod scheduled on a "
                 "different node")
     account = (pod.get("spec") or {}).get("serviceAccountName") or "default"
@@ -199,7 +217,7 @@ def refusal(request: Mapping[str, Any], agent: Agent | None, template: AgentTemp
     subresource = request.get("subResource") or ""
     namespace, name = str(request.get("namespace") or ""), request_name(request)
     if (group, plural) == ("", "nodes"):
-        if name != agent.node:
+        if not agent.serves(name):
             return f"agent of node {agent.node!r} is not allowed to modify node {name!r}"
         if not subresource and request.get("operation") in ("CREATE", "UPDATE") and not (
                 _has_virtual_node_taint(request.get("object"))):
@@ -208,9 +226,9 @@ def refusal(request: Mapping[str, Any], agent: Agent | None, template: AgentTemp
                     "(pods run on a virtual node only when they tolerate it)")
     elif (group, plural) == ("coordination.k8s.io", "leases"):
         if namespace == NODE_LEASE_NAMESPACE:
-            if name != agent.node:
+            if not agent.serves(name):
                 return (f"agent of node {agent.node!r} can only access the node lease with the "
-                        f"same name as its node, not {name!r}")
+                        f"same name as its node (or one of its pools' nodes), not {name!r}")
         elif namespace == template.namespace:
             if name != election_lease_name(agent.cluster_id):
                 return (f"agent of node {agent.node!r} can only access its election lease "
@@ -221,13 +239,13 @@ def refusal(request: Mapping[str, Any], agent: Agent | None, template: AgentTemp
                     f"{NODE_LEASE_NAMESPACE} and its election lease")
     elif (group, plural) == ("", "pods"):
         bound = _pod_node(request.get("oldObject"))
-        if subresource == "status" and bound != agent.node:
+        if subresource == "status" and not agent.serves(bound):
             return (f"agent of node {agent.node!r} can only update pod status for pods with "
                     "spec.nodeName set to its node")
         if subresource == "status" and _labels(request.get("object")) != _labels(
                 request.get("oldObject")):
             return f"agent of node {agent.node!r} cannot update labels through pod status"
-        if not subresource and request.get("operation") == "DELETE" and bound != agent.node:
+        if not subresource and request.get("operation") == "DELETE" and not agent.serves(bound):
             return (f"agent of node {agent.node!r} can only delete pods with spec.nodeName set "
                     "to its node")
     elif (group, plural, subresource) == ("", "serviceaccounts", "token"):
@@ -314,7 +332,7 @@ def _volume_problem(volume: Mapping[str, Any], agent: Agent,
                 key not in VIRTUAL_VOLUME_SPEC for key in spec):
             return (f"persistentvolume {name!r} has a source other than the "
                     f"{VIRTUAL_STORAGE_DRIVER} driver")
-        if pinned_node(volume) != agent.node:
+        if not agent.serves(str(pinned_node(volume) or "")):
             return f"persistentvolume {name!r} is not pinned to node {agent.node!r}"
         return None
     if real is None:

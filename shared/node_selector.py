@@ -64,3 +64,10 @@ def node_selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[st
     if not terms:
         return True
     return any(term_matches(term, labels, node_name) for term in terms)
+
+
+def selects_a_node(selector: Mapping[str, Any] | None,
+                   nodes: Mapping[str, Mapping[str, str]]) -> bool:
+    """Whether the selector selects one of `nodes` (name → labels): a provider shown as one
+    node per pool is selected by selecting any of them."""
+    return any(node_selector_matches(selector, labels, name) for name, labels in nodes.items())

@@ -40,10 +40,15 @@ class Pool:
                                      for key, value in self.selector]}
 
 
+def is_pool_name(name: str) -> bool:
+    """Whether `name` may name a pool: lower-case letters, digits and '-', at most NAME_MAX."""
+    return bool(_NAME.fullmatch(name)) and len(name) <= NAME_MAX
+
+
 def parse_pool(text: str) -> Pool:
     """`NAME=KEY=VALUE[,KEY=VALUE...]`, e.g. `gpu=nvidia.com/gpu.present=true`."""
     name, _, selector = text.partition("=")
-    if not _NAME.fullmatch(name) or len(name) > NAME_MAX:
+    if not is_pool_name(name):
         raise ValueError(f"pool name {name!r}: lower-case letters, digits and '-', at most "
                          f"{NAME_MAX} characters")
     pairs = []

@@ -42,6 +42,8 @@ VIRTUAL_NODE_TAINT_KEY: Final = "virtual-node.liqo.io/not-allowed"
 VIRTUAL_NODE_TAINT_VALUE: Final = "true"
 VIRTUAL_NODE_TAINT_EFFECT: Final = "NoExecute"
 VIRTUAL_NODE_NAME_PREFIX: Final = "liqo-"
+# On the virtual node of one of the provider's pools (`liqo-<provider>-<pool>`): the pool's name.
+POOL_LABEL: Final = "offloading.liqo.io/pool"
 # On a home namespace with a NamespaceOffloading (the agent sets it): the pod webhook's
 # namespaceSelector (charts/home-agent), so pods elsewhere never wait for an agent.
 SCHEDULING_ENABLED_LABEL: Final = "liqo.io/scheduling-enabled"

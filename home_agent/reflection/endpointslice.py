@@ -17,7 +17,7 @@ on the Service, a Service event whose decision changes requeues its slices (`ser
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
 from annex.api_paths import group_path
@@ -43,7 +43,8 @@ from shared.reflection_policy import (
 class EndpointSliceReflector(Reflector):
     def __init__(self, peering: Peering, rules: KindRules, workers: int, policy: ReflectionType,
                  home: Mirror, remote: Mirror, *, services: Mirror, service_policy: ReflectionType,
-                 remap: CidrRemap | None, node_name: Callable[[], str]) -> None:
+                 remap: CidrRemap | None,
+                 node_names: Callable[[], Collection[str]]) -> None:
         super().__init__(peering, rules, workers, policy, home, remote)
         self.service_policy = service_policy
         """`--service-reflection-type`: a slice follows its Service's decision."""
@@ -52,8 +53,8 @@ class EndpointSliceReflector(Reflector):
         `--remapped-home-pod-cidr`), if they overlap the remote's."""
         self.services = services
         """The Service reflector's home mirror (empty when Services are not reflected)."""
-        self.node_name = node_name
-        """This agent's virtual node's name, whose endpoints run in the destination."""
+        self.node_names = node_names
+        """This agent's virtual nodes' names, whose endpoints run in the destination."""
         self._slices_of: dict[Key, set[str]] = {}
         """(namespace, Service name) → the names of its home slices."""
         self._service_of: dict[Key, Key] = {}
@@ -96,7 +97,7 @@ class EndpointSliceReflector(Reflector):
     def desired(self, local: Mapping[str, Any], remote_namespace: str) -> dict[str, Any]:
         # Endpoints on this agent's virtual node run in the destination, which has its own.
         destination = EndpointDestination(
-            virtual_node_names=frozenset({self.node_name()}))
+            virtual_node_names=frozenset(self.node_names()))
         return remote_endpointslice(local, remote_namespace, self.config(), destination,
                                     self.remap)
 

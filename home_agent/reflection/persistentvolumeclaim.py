@@ -34,7 +34,7 @@ the one whose virtual node has the first name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -103,18 +103,25 @@ def _expands(local: Mapping[str, Any], remote: Mapping[str, Any]) -> bool:
     return requested_storage(local) != requested_storage(remote)
 
 
+def _selected_node(claim: Mapping[str, Any]) -> str:
+    """The node the claim's first consumer was scheduled on (one of this agent's, for a claim
+    it provisions): its home volume is pinned there."""
+    annotations = (claim.get("metadata") or {}).get("annotations") or {}
+    return str(annotations.get(SELECTED_NODE_ANNOTATION) or "")
+
+
 class PersistentVolumeClaimReflector(Reflector):
     def __init__(self, peering: Peering, rules: KindRules, workers: int, policy: ReflectionType,
                  home: Mirror, remote: Mirror, *, volumes: Mirror, nodes: Mirror,
-                 node_name: Callable[[], str], home_storage_class: str | None,
+                 node_names: Callable[[], Collection[str]], home_storage_class: str | None,
                  offer: Callable[[], ResourceOffer | None]) -> None:
         super().__init__(peering, rules, workers, policy, home, remote)
         self.volumes = volumes
         """The home volumes of the virtual provisioner (the mirror keeps no other)."""
         self.nodes = nodes
         """The home nodes: which virtual node provisions a claim at home."""
-        self.node_name = node_name
-        """This agent's virtual node's name."""
+        self.node_names = node_names
+        """This agent's virtual nodes' names (one, or one per pool)."""
         self.home_storage_class = home_storage_class
         """`--home-storage-class`: the real home class of claims provisioned at home."""
         self.offer = offer
@@ -156,7 +163,7 @@ class PersistentVolumeClaimReflector(Reflector):
         """Handed to the virtual provisioner for this virtual node (bound since, or not)."""
         annotations = (claim.get("metadata") or {}).get("annotations") or {}
         return (annotations.get(STORAGE_PROVISIONER_ANNOTATION) == VIRTUAL_STORAGE_PROVISIONER
-                and annotations.get(SELECTED_NODE_ANNOTATION) == self.node_name())
+                and annotations.get(SELECTED_NODE_ANNOTATION) in self.node_names())
 
     def wanted(self, local: Mapping[str, Any] | None) -> bool:
         # A terminating claim keeps its remote copy: pods may still use it on both sides.
@@ -198,7 +205,7 @@ class PersistentVolumeClaimReflector(Reflector):
         desired = remote_claim(local, remote_namespace, self.config(), storage_class, current)
         if current is None:
             if not awaits_virtual_volume(local, VIRTUAL_STORAGE_PROVISIONER,
-                                         self.node_name()):
+                                         _selected_node(local)):
                 return None  # bound to a home volume whose remote claim is gone: left alone
             return await self._provision(local, desired)
         refusal = await self._update(local, current, desired) if needs_update(
@@ -245,7 +252,7 @@ class PersistentVolumeClaimReflector(Reflector):
             return None
         virtual = sorted(str(obj["metadata"]["name"]) for obj in nodes.values()
                          if _is_virtual(obj))
-        if virtual and virtual[0] != self.node_name():
+        if virtual and virtual[0] not in self.node_names():
             return None
         return str(node_name)
 
@@ -327,7 +334,7 @@ class PersistentVolumeClaimReflector(Reflector):
             if (local.get("spec") or {}).get("volumeName"):
                 return  # bound already (to this volume, since gone: the PV controller says Lost)
             await self._create_volume(
-                local, home_volume(remote, local, self.node_name(),
+                local, home_volume(remote, local, _selected_node(local),
                                    self.peering.remote_cluster_id,
                                    VIRTUAL_STORAGE_PROVISIONER),
                 f"remote claim {remote_meta.get('namespace')}/{remote_meta.get('name')}")
@@ -369,7 +376,7 @@ class PersistentVolumeClaimReflector(Reflector):
         deleted, as their reclaim policy (Delete) says."""
         for name in list(self._volumes_of.get(key, ())):
             volume = self.volumes.get(("", name))
-            if (volume is None or (pinned_node(volume) != self.node_name()
+            if (volume is None or (pinned_node(volume) not in self.node_names()
                                    and not is_local_volume(volume))
                     or (volume.get("status") or {}).get("phase") != "Released"
                     or volume["metadata"].get("deletionTimestamp")):

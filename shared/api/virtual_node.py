@@ -65,7 +65,8 @@ class VirtualNodeSpec(ApiModel):
     """The remote cluster's id."""
     create_node: bool = True
     node_name: str | None = None
-    """Defaults to `liqo-<clusterId>`: see `effective_node_name`."""
+    """Defaults to `liqo-<clusterId>`: see `effective_node_name`. A provider whose offer declares
+    pools is one node per pool, `<nodeName>-<pool>`."""
     labels: dict[str, str] = Field(default={})
     taints: list[Taint] = Field(default=[])
     resources: ResourceList | None = None
@@ -109,6 +110,7 @@ class VirtualNodeStatus(ApiModel):
     """Written by the home controller (the agent writes the node, conditions, health check)."""
     agent: AgentStatus | None = None
     node_name: str | None = None
+    """The agent's node name (its pools' nodes are `<nodeName>-<pool>`)."""
     conditions: list[Condition] = Field(default=[])
     last_health_check: AwareDatetime | None = None
     observed_generation: int | None = None

@@ -38,7 +38,8 @@ from shared.api.builtin import (
     SERVICES,
 )
 from shared.api.virtual_node import AgentStatus, VirtualNode, VirtualNodePhase
-from shared.node_selector import node_selector_matches
+from shared.forge.node import agent_nodes
+from shared.node_selector import selects_a_node
 from shared.rfc3339 import parse_rfc3339
 from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 
@@ -350,18 +351,19 @@ def is_namespace_grant(obj: Mapping[str, Any], template: AgentTemplate) -> bool:
 def serving_accounts(offloading: Mapping[str, Any], template: AgentTemplate,
                      virtual_nodes: Iterable[VirtualNode],
                      node_labels: Mapping[str, Mapping[str, str]]) -> list[str]:
-    """The accounts of the agents a NamespaceOffloading extends its namespace to: those whose
-    virtual node (`node_labels`, by node name: the Nodes as they are) its clusterSelector
-    selects, as each agent decides for itself (`shared.forge.namespace_offloading`). An agent
-    whose Node is not registered yet serves nothing yet."""
+    """The accounts of the agents a NamespaceOffloading extends its namespace to: those one of
+    whose virtual nodes (`node_labels`, by node name: the Nodes as they are; an agent's node, or
+    one per pool of its provider) its clusterSelector selects, as each agent decides for itself
+    (`shared.forge.namespace_offloading`). An agent whose Nodes are not registered yet serves
+    nothing yet."""
     selector = (offloading.get("spec") or {}).get("clusterSelector")
     accounts = set()
     for virtual_node in virtual_nodes:
         cluster_id = virtual_node.spec.cluster_id
-        node = virtual_node.spec.effective_node_name()
-        if agent_name_refusal(template, cluster_id) is not None or node not in node_labels:
+        if agent_name_refusal(template, cluster_id) is not None:
             continue
-        if node_selector_matches(selector, node_labels[node], node):
+        nodes = agent_nodes(virtual_node.spec.effective_node_name(), cluster_id, node_labels)
+        if selects_a_node(selector, {name: node_labels[name] for name in nodes}):
             accounts.add(agent_name(template, cluster_id))
     return sorted(accounts)
 

@@ -19,7 +19,7 @@ from typing import Any
 from shared.api.namespace_map import MappingPhase, NamespaceMap
 from shared.api.namespace_offloading import NamespaceOffloading, OffloadingPhase
 from shared.forge.namespace import remote_namespace_name
-from shared.node_selector import node_selector_matches
+from shared.node_selector import selects_a_node
 from shared.rfc3339 import rfc3339
 from shared.wellknown import OFFLOADING_GROUP
 
@@ -128,13 +128,14 @@ class OffloadingPlan:
 
 
 def offloading_plan(offloading: Mapping[str, Any] | None, namespace: str,
-                    namespace_map: NamespaceMap | None, *, node_name: str,
-                    node_labels: Mapping[str, str], home_cluster_id: str,
+                    namespace_map: NamespaceMap | None, *,
+                    nodes: Mapping[str, Mapping[str, str]], home_cluster_id: str,
                     remote_cluster_id: str, now: datetime,
                     withdrawn: bool = False, remote_claims: Sequence[str] = (),
                     delete_remote_claims: bool = False) -> OffloadingPlan:
-    """The plan for `namespace`'s NamespaceOffloading (None: there is none) on the virtual node
-    `node_name` with `node_labels` (what its clusterSelector is matched against).
+    """The plan for `namespace`'s NamespaceOffloading (None: there is none) on the virtual nodes
+    `nodes`, name → labels (what its clusterSelector is matched against: selecting one of a
+    provider's pool nodes selects the provider).
 
     - no NamespaceOffloading: no label, no entry;
     - being deleted, not selecting this virtual node, or the virtual node `withdrawn` (its
@@ -160,8 +161,7 @@ def offloading_plan(offloading: Mapping[str, Any] | None, namespace: str,
     previous = parsed.status.remote_namespaces_conditions.get(remote_cluster_id)
     previous_conditions = [c.to_wire() for c in previous] if previous else None
 
-    if terminating or withdrawn or not node_selector_matches(spec.cluster_selector, node_labels,
-                                                             node_name):
+    if terminating or withdrawn or not selects_a_node(spec.cluster_selector, nodes):
         still_mapped = namespace_map is not None and (
             namespace in namespace_map.status.current_mapping)
         if still_mapped and current_entry is not None and remote_claims and not (

@@ -48,7 +48,7 @@ from typing import Any
 from shared.api.namespace_offloading import PodOffloadingStrategy
 from shared.api.virtual_node import VirtualNode
 from shared.forge.json_copy import copied
-from shared.forge.node import max_pod_resources_of
+from shared.forge.node import agent_nodes, labels_by_name, max_pod_resources_of
 from shared.forge.persistentvolume import pod_claim_names
 from shared.node_selector import node_selector_matches
 from shared.offer import pod_shortfalls
@@ -143,14 +143,19 @@ class VirtualNodeView:
 def virtual_node_views(nodes: Iterable[Mapping[str, Any]],
                        virtual_nodes: Iterable[VirtualNode]) -> list[VirtualNodeView]:
     """The home cluster's virtual nodes (Nodes labelled `liqo.io/type=virtual-node`), each with
-    the setting of the VirtualNode naming it (the oldest, as the agent picks it)."""
+    the setting of the VirtualNode naming it (the oldest, as the agent picks it): its node, or
+    each of its provider's pools' nodes."""
+    nodes = list(nodes)
+    labels_of = labels_by_name(nodes)
     ordered = sorted(virtual_nodes, key=lambda vn: (
         str(vn.metadata.creation_timestamp or ""), vn.metadata.namespace or "",
         vn.metadata.name or ""))
     settings: dict[str, int | None] = {}
     for virtual_node in ordered:
-        settings.setdefault(virtual_node.spec.effective_node_name(),
-                            virtual_node.spec.not_ready_toleration_seconds)
+        node_name = virtual_node.spec.effective_node_name()
+        for name in {node_name, *agent_nodes(node_name, virtual_node.spec.cluster_id,
+                                             labels_of)}:
+            settings.setdefault(name, virtual_node.spec.not_ready_toleration_seconds)
     views = []
     for node in nodes:
         metadata = node.get("metadata") or {}

@@ -83,6 +83,10 @@ class PodInputs:
     accepted_namespace: str | None = _input(Fingerprint.VALUE)
     """That twin namespace once the provider accepted it (where ShadowPods are made)."""
     node_name: str = _input(Fingerprint.VALUE)
+    """The agent's node the pod is bound to."""
+    pool: str | None = _input(Fingerprint.VALUE)
+    """That node's pool of the provider, as the agent made the node (None: the provider shown as
+    one node): its ShadowPod's `spec.pool`."""
     forge: PodForgeConfig = _input(Fingerprint.VALUE)
     status: StatusForgeConfig = _input(Fingerprint.VALUE)
     unkept_status: frozenset[StatusField] = _input(Fingerprint.NONE)

@@ -279,6 +279,8 @@ def _offloading(inputs: PodInputs, pod: Object, twin: str,
         return PodPlan((WaitForCopies(pending, since),),
                        requeue_after=since + COPY_WAIT - offloading.clock)
     body, warnings = shadow_pod_with_warnings(pod, twin, inputs.forge)
+    if inputs.pool is not None:
+        body["spec"]["pool"] = inputs.pool  # the node's, never the pod's to say
     return PodPlan((StopWaitingForCopies(pending),
                     *(RecordEvent(pod, FAILED_REFLECTION_REASON, warning) for warning in warnings),
                     CreateShadowPod(body)))

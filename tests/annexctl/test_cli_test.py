@@ -13,7 +13,7 @@ from typing import Any
 
 from kubernetes import client
 
-from annexctl.probe import NAMESPACE_PREFIX, _pod_state
+from annexctl.probe import NAMESPACE_PREFIX, _pod_state, probe_node
 from annexctl.progress import waiting
 from tests.annexctl.conftest import Annexctl, home_flags, minted_kubeconfig, peer_flags
 from tests.annexctl.test_story import _virtual_node, agent_namespace, allow_borrowed_toleration
@@ -129,3 +129,22 @@ def test_a_pod_that_does_not_run_is_explained_by_what_is_not_so_yet_and_annex_s_
     assert _pod_state(pending) == (
         "phase Pending; ContainerCreating; Ready=False (ContainersNotReady: x); "
         "RemoteCreationFailed=True (Forbidden: host ports are not allowed)")
+
+
+def _node(name: str, cluster_id: str, pool: str | None, pods: str, ready: str) -> dict[str, Any]:
+    labels = {"liqo.io/remote-cluster-id": cluster_id,
+              **({"offloading.liqo.io/pool": pool} if pool else {})}
+    return {"metadata": {"name": name, "labels": labels},
+            "status": {"allocatable": {"pods": pods},
+                       "conditions": [{"type": "Ready", "status": ready}]}}
+
+
+def test_the_probe_goes_to_the_ready_pool_node_lending_the_most_pods() -> None:
+    nodes = [_node("liqo-p-gpu", "p", "gpu", "10", "True"),
+             _node("liqo-p-general", "p", "general", "110", "True"),
+             _node("liqo-p-big", "p", "big", "500", "False"),
+             _node("liqo-p-other", "q", "other", "900", "True")]  # another provider's
+    assert probe_node("liqo-p", "p", nodes)["metadata"]["name"] == "liqo-p-general"  # type: ignore[index]
+    single = [_node("liqo-p", "p", None, "110", "True")]
+    assert probe_node("liqo-p", "p", single) == single[0]
+    assert probe_node("liqo-p", "p", []) is None

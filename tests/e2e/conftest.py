@@ -44,10 +44,11 @@ E2E_ENFORCER_FLAGS = ("--offer-debounce-seconds", "0.1", "--region", "eu-west",
 
 
 @contextlib.contextmanager
-def e2e_enforcer(remote: ClusterHandle, directory: Path) -> Iterator[Enforcer]:
-    """The enforcer process with its webhooks registered (as the chart registers them), stopped
-    afterwards."""
-    process = Enforcer(remote.kubeconfig, directory, list(E2E_ENFORCER_FLAGS))
+def e2e_enforcer(remote: ClusterHandle, directory: Path,
+                 extra_flags: tuple[str, ...] = ()) -> Iterator[Enforcer]:
+    """The enforcer process (E2E_ENFORCER_FLAGS and `extra_flags`) with its webhooks registered
+    (as the chart registers them), stopped afterwards."""
+    process = Enforcer(remote.kubeconfig, directory, [*E2E_ENFORCER_FLAGS, *extra_flags])
     process.start()
     configuration = webhook_configuration(process, E2E_WEBHOOK_NAME, E2E_WEBHOOK_DOMAIN)
     registrations = client.AdmissionregistrationV1Api(remote.api_client)

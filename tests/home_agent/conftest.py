@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 
+from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
 from tests.conftest import ClusterHandle
 from tests.home_agent.agentproc import (
     Process,
@@ -72,7 +75,13 @@ def start_agent(home: ClusterHandle, remote: ClusterHandle, crds: None,
             print(f"--- agent {agent.remote_id} log ---\n{agent.process.output()[-20000:]}")
     for agent in started:  # once every agent is stopped: none recreates a node
         try:
-            home.core.delete_node(agent.node_name)
+            labelled = home.core.list_node(
+                label_selector=f"{REMOTE_CLUSTER_ID_LABEL}={agent.remote_id}").items
+            for name in {agent.node_name} | {  # its pools' nodes too
+                    node.metadata.name for node in labelled
+                    if node.metadata.name.startswith(f"{agent.node_name}-")}:
+                with contextlib.suppress(client.ApiException):
+                    home.core.delete_node(name)
         except Exception:  # noqa: BLE001 - best-effort cleanup
             pass
 

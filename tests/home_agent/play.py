@@ -131,3 +131,13 @@ def pod_gone(home: ClusterHandle, namespace: str, name: str) -> bool:
             return True
         raise
     return False
+
+
+def node_or_none(home: ClusterHandle, name: str) -> Any:
+    """The Node (the client's model), None once there is none."""
+    try:
+        return home.core.read_node(name)
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise

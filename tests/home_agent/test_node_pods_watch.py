@@ -90,7 +90,7 @@ def test_only_pods_bound_to_the_node_arrive_and_a_new_name_moves_the_watch(
     seen, watch, on_loop = seen_pods
     first, second = (f"virtual-{uuid.uuid4().hex[:8]}" for _ in range(2))
     _pod(home, namespace, "on-first", first)
-    on_loop.call(lambda: watch.follow(first))
+    on_loop.call(lambda: watch.follow([first]))
     wait_for(seen.synced.is_set, message="the node's pods listed")
     assert seen.names() == {"on-first"}
     _pod(home, namespace, "on-second", second)
@@ -99,9 +99,29 @@ def test_only_pods_bound_to_the_node_arrive_and_a_new_name_moves_the_watch(
     wait_for(lambda: "on-first-too" in seen.names(), message="a new pod of the node watched")
     assert seen.names() == {"on-first", "on-first-too"}
 
-    on_loop.call(lambda: watch.follow(first))  # the same name: the watch stays
-    on_loop.call(lambda: watch.follow(second))
+    on_loop.call(lambda: watch.follow([first]))  # the same name: the watch stays
+    on_loop.call(lambda: watch.follow([second]))
     wait_for(lambda: seen.names() == {"on-second"},
              message="the old name's pods left, the new name's listed")
     assert sorted(seen.deleted) == ["on-first", "on-first-too"]
-    assert watch.node_name == second and on_loop.call(watch.is_alive)
+    assert watch.node_names == {second} and on_loop.call(watch.is_alive)
+
+
+def test_each_pool_node_has_its_watch_and_a_node_dropped_takes_only_its_pods(
+        home: ClusterHandle, namespace: str,
+        seen_pods: tuple[Seen, NodePodsWatch, OnLoop]) -> None:
+    """A provider with pools is one node per pool: one watch a node, as one kubelet a node."""
+    seen, watch, on_loop = seen_pods
+    gpu, cpu, zone = (f"virtual-{uuid.uuid4().hex[:8]}-{pool}" for pool in ("gpu", "cpu", "zone"))
+    _pod(home, namespace, "on-gpu", gpu)
+    _pod(home, namespace, "on-cpu", cpu)
+    on_loop.call(lambda: watch.follow([gpu, cpu]))
+    wait_for(seen.synced.is_set, message="both nodes' pods listed")
+    assert seen.names() == {"on-gpu", "on-cpu"}
+    on_loop.call(lambda: watch.follow([gpu, cpu, zone]))  # a pool more
+    _pod(home, namespace, "on-zone", zone)
+    wait_for(lambda: "on-zone" in seen.names(), message="the new pool's node's pods watched")
+    on_loop.call(lambda: watch.follow([gpu, zone]))  # a pool withdrawn and its node gone
+    wait_for(lambda: seen.names() == {"on-gpu", "on-zone"}, message="the dropped node's pods left")
+    assert seen.deleted == ["on-cpu"]
+    assert watch.node_names == {gpu, zone} and on_loop.call(watch.is_alive)

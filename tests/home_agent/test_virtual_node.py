@@ -22,7 +22,7 @@ def custom(handle: ClusterHandle) -> Any:
 
 
 def publish_offer(remote: ClusterHandle, agent: RunningAgent, resources: dict[str, str],
-                  labels: dict[str, str], **spec: str) -> None:
+                  labels: dict[str, str], **spec: Any) -> None:
     """What the remote enforcer publishes in the tenant namespace."""
     group, version, plural = OFFERS
     body = {"apiVersion": f"{group}/{version}", "kind": "ResourceOffer",

@@ -241,6 +241,33 @@ def test_its_node_and_its_node_lease_only(confined: Confined) -> None:
         dry_run="All")
 
 
+def test_its_pools_nodes_and_their_leases_and_no_other_agents(confined: Confined) -> None:
+    """A provider with pools is one node per pool, `<its node>-<pool>`: the agent makes them,
+    with their Leases; another agent's pools' nodes stay out of its reach."""
+    coordination = client.CoordinationV1Api(confined.as_a)
+
+    def pool_node(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"taints": [VIRTUAL_NODE_TAINT]}}
+
+    def lease(name: str) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"holderIdentity": name}}
+
+    confined.core.create_node(pool_node("liqo-remote-a-gpu"), dry_run="All")
+    coordination.create_namespaced_lease("kube-node-lease", lease("liqo-remote-a-gpu"),
+                                         dry_run="All")
+    for write, rule in (
+            (lambda: confined.core.create_node(pool_node("liqo-remote-b-gpu"), dry_run="All"),
+             "agent of node 'liqo-remote-a' is not allowed to modify node 'liqo-remote-b-gpu'"),
+            (lambda: coordination.create_namespaced_lease(
+                "kube-node-lease", lease("liqo-remote-b-gpu"), dry_run="All"),
+             "can only access the node lease with the same name as its node"),
+            (lambda: confined.core.create_node({"metadata": {"name": "liqo-remote-a-gpu"}},
+                                               dry_run="All"),
+             f"may not remove the {VIRTUAL_NODE_TAINT_KEY}:NoExecute taint from its node")):
+        message = refusal(write)
+        assert message.startswith(DENIED) and rule in message, message
+
+
 def test_the_status_and_deletion_of_its_pods_only(confined: Confined) -> None:
     own = confined.core.read_namespaced_pod("on-a", confined.apps)
     confined.core.replace_namespaced_pod_status("on-a", confined.apps, own, dry_run="All")

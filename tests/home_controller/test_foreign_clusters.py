@@ -21,7 +21,7 @@ from kubesim.dns import dns_server, publish, withdraw
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.api.virtual_node import VIRTUAL_NODE
-from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
+from shared.wellknown import POOL_LABEL, REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
 from tests.remote_enforcer.conftest import Enforcer
@@ -144,21 +144,26 @@ def test_dns_discovery_consent_acceptance_and_the_offer(
         wait_for(lambda: status_of(home, accepted)["discovery"]["announced"] is False)
         assert status_of(home, accepted)["phase"] == "Peered"
 
-        # The offer shrinks to nothing: the virtual node (the agent's; the test plays it) is
-        # cordoned, and uncordoned when the provider offers again.
-        node = f"liqo-{accepted}"
-        home.core.create_node({"metadata": {"name": node, "labels": {
-            TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: accepted}}})
+        # The offer shrinks to nothing: the virtual nodes (the agent's, one per pool of the
+        # offer; the test plays it) are cordoned, and uncordoned when the provider offers again.
+        nodes = [f"liqo-{accepted}-{pool}" for pool in ("gpu", "general")]
+        for node in nodes:
+            home.core.create_node({"metadata": {"name": node, "labels": {
+                TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: accepted,
+                POOL_LABEL: node.rsplit("-", 1)[1]}}})
         offer(remote, tenant, accepted, {"cpu": "0", "memory": "0", "pods": "0"})
         wait_for(lambda: status_of(home, accepted)["offer"]["summary"] == "none", timeout=15)
-        wait_for(lambda: home.core.read_node(node).spec.unschedulable is True)
+        for node in nodes:
+            wait_for(lambda n=node: home.core.read_node(n).spec.unschedulable is True)
         offer(remote, tenant, accepted, {"cpu": "2", "memory": "4Gi", "pods": "10"})
-        wait_for(lambda: not home.core.read_node(node).spec.unschedulable, timeout=15)
-        # no annotation of the controller's (kube-controller-manager's TTL controller
-        # annotates every node)
-        assert set(home.core.read_node(node).metadata.annotations or {}) <= {TTL_ANNOTATION}
+        for node in nodes:
+            wait_for(lambda n=node: not home.core.read_node(n).spec.unschedulable, timeout=15)
+            # no annotation of the controller's (kube-controller-manager's TTL controller
+            # annotates every node)
+            assert set(home.core.read_node(node).metadata.annotations or {}) <= {TTL_ANNOTATION}
     fcs.delete(name=accepted)
-    home.core.delete_node(node)
+    for node in nodes:
+        home.core.delete_node(node)
     remote.core.delete_namespace(tenant)
 
 

@@ -22,7 +22,7 @@ from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
 from shared.api.virtual_node import FINALIZER, VIRTUAL_NODE, VirtualNode
 from shared.forge.agent import SPEC_HASH_ANNOTATION, AgentTemplate, agent_name, agent_objects
 from shared.forge.namespace_offloading import finalizer_name
-from shared.wellknown import REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
+from shared.wellknown import POOL_LABEL, REMOTE_CLUSTER_ID_LABEL, TYPE_LABEL, TYPE_VIRTUAL_NODE
 from tests.charts.helm import only, render
 from tests.charts.test_home_agent_chart import CHART
 from tests.conftest import ClusterHandle
@@ -70,6 +70,18 @@ def apply_virtual_node(home: ClusterHandle, namespace: str, cluster_id: str,
         "metadata": {"name": cluster_id},
         "spec": {"clusterId": cluster_id,
                  "kubeconfigSecretRef": {"name": f"{cluster_id}-kubeconfig"}, **spec}}).to_dict())
+
+
+def held_virtual_node(home: ClusterHandle, namespace: str, cluster_id: str) -> None:
+    """A VirtualNode the controller holds with its drain finalizer."""
+    apply_virtual_node(home, namespace, cluster_id)
+    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
+             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+
+
+def delete_virtual_node(home: ClusterHandle, namespace: str, cluster_id: str) -> None:
+    home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version, kind=VIRTUAL_NODE.kind
+                               ).delete(name=cluster_id, namespace=namespace)
 
 
 def events_on(home: ClusterHandle, namespace: str, name: str) -> list[tuple[str, str]]:
@@ -233,9 +245,7 @@ def test_a_changed_template_converges_the_agents_it_made(
              timeout=30, message="the Deployment down to one replica")
     wait_for(lambda: read(home, "PodDisruptionBudget", namespace, name) is None, timeout=30,
              message="the budget deleted")
-    virtual_nodes = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
-                                               kind=VIRTUAL_NODE.kind)
-    virtual_nodes.delete(name=cluster_id, namespace=namespace)
+    delete_virtual_node(home, namespace, cluster_id)
     wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
              message="the VirtualNode gone")
 
@@ -262,13 +272,9 @@ def test_a_drain_that_waits_says_for_what_and_gives_up_after_its_timeout(
     custom(home).patch_namespaced_custom_object(
         d.group, d.version, namespace, d.plural, "offloading",
         {"metadata": {"finalizers": [finalizer_name(cluster_id)]}})
-    apply_virtual_node(home, namespace, cluster_id)
-    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
-             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+    held_virtual_node(home, namespace, cluster_id)
 
-    virtual_nodes = home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version,
-                                               kind=VIRTUAL_NODE.kind)
-    virtual_nodes.delete(name=cluster_id, namespace=namespace)
+    delete_virtual_node(home, namespace, cluster_id)
     wait_for(lambda: home.core.read_namespaced_pod("bound", namespace).metadata.deletion_timestamp,
              timeout=30, message="the pod on the virtual node deleted")
     home.core.delete_namespaced_pod("bound", namespace, grace_period_seconds=0)
@@ -284,6 +290,45 @@ def test_a_drain_that_waits_says_for_what_and_gives_up_after_its_timeout(
              timeout=30, message="the Node deleted")
     custom(home).patch_namespaced_custom_object(
         d.group, d.version, namespace, d.plural, "offloading", {"metadata": {"finalizers": []}})
+
+
+def test_a_drain_takes_every_pool_node_of_the_provider_and_no_other(
+        home: ClusterHandle, namespace: str, start_controller: Any, tmp_path: Path) -> None:
+    """No agent runs here: the provider's pool nodes (`liqo-<provider>-<pool>`, labelled with
+    their pool as the agent makes them) and a pod on one of them are the test's. Every pool node
+    is cordoned, its pod evicted, and deleted; a node merely named like one (another provider's
+    label) is left alone."""
+    path, _ = agent_template(namespace, tmp_path)
+    start_controller("--namespace", namespace, "--agent-template", str(path),
+                     "--drain-timeout-seconds", "300")
+    cluster_id = unique_id("provider")
+    pools = [f"liqo-{cluster_id}-{pool}" for pool in ("gpu", "general")]
+    for name, pool in zip(pools, ("gpu", "general"), strict=True):
+        home.core.create_node({"metadata": {"name": name, "labels": {
+            TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: cluster_id,
+            POOL_LABEL: pool}}})
+    stranger = f"liqo-{cluster_id}-zone"
+    home.core.create_node({"metadata": {"name": stranger, "labels": {
+        TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: "someone-else",
+        POOL_LABEL: "zone"}}})
+    running_pod(home, namespace, "trainer", pools[0])
+    held_virtual_node(home, namespace, cluster_id)
+
+    delete_virtual_node(home, namespace, cluster_id)
+    wait_for(lambda: terminating(home, namespace, "trainer"), timeout=30,
+             message="the pod on the gpu pool's node evicted")
+    assert all(home.core.read_node(name).spec.unschedulable for name in pools)
+    home.core.delete_namespaced_pod("trainer", namespace, grace_period_seconds=0)
+    wait_for(lambda: read(home, VIRTUAL_NODE.kind, namespace, cluster_id) is None, timeout=60,
+             message="the VirtualNode drained")
+    for name in pools:
+        wait_for(lambda n=name: not home.core.list_node(
+            field_selector=f"metadata.name={n}").items, timeout=30, message=f"{name} deleted")
+    assert not home.core.read_node(stranger).spec.unschedulable
+    home.core.delete_node(stranger)
+    drained = [message for reason, message in events_on(home, namespace, cluster_id)
+               if reason == "Drained"]
+    assert drained and all(name in drained[0] for name in pools), drained
 
 
 def running_pod(home: ClusterHandle, namespace: str, name: str, node_name: str,
@@ -326,12 +371,9 @@ def test_a_drain_evicts_as_the_disruption_budgets_allow_and_names_the_pods_witho
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}}})
     wait_for(lambda: (policy.read_namespaced_pod_disruption_budget("guarded", namespace)
                       .status.current_healthy == 1), timeout=30, message="the budget computed")
-    apply_virtual_node(home, namespace, cluster_id)
-    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
-             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+    held_virtual_node(home, namespace, cluster_id)
 
-    home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version, kind=VIRTUAL_NODE.kind
-                               ).delete(name=cluster_id, namespace=namespace)
+    delete_virtual_node(home, namespace, cluster_id)
     wait_for(lambda: terminating(home, namespace, "loose"), timeout=30,
              message="the pod without a controller evicted")
     wait_for(lambda: any(
@@ -374,12 +416,9 @@ def test_a_drain_names_the_remote_claims_the_provider_keeps(
     custom(home).patch_namespaced_custom_object_status(
         d.group, d.version, namespace, d.plural, "offloading",
         {"status": {"retainedRemoteClaims": {cluster_id: ["data-db-0"]}}})
-    apply_virtual_node(home, namespace, cluster_id)
-    wait_for(lambda: FINALIZER in (read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
-             .get("metadata", {}).get("finalizers", []), timeout=30, message="the finalizer")
+    held_virtual_node(home, namespace, cluster_id)
 
-    home.dynamic.resources.get(api_version=VIRTUAL_NODE.api_version, kind=VIRTUAL_NODE.kind
-                               ).delete(name=cluster_id, namespace=namespace)
+    delete_virtual_node(home, namespace, cluster_id)
     wait_for(lambda: ((read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
                       .get("status") or {}).get("retainedRemoteClaims")
              == [f"{namespace}/data-db-0"], timeout=30, message="the kept claim in the status")

@@ -33,7 +33,7 @@ from shared.forge.agent import (
     status_patch,
     with_spec_hash,
 )
-from shared.wellknown import REMOTE_CLUSTER_ID_LABEL
+from shared.wellknown import POOL_LABEL, REMOTE_CLUSTER_ID_LABEL
 from tests.charts.helm import only, render
 from tests.charts.test_home_agent_chart import CHART, CHART_AGENTS, FULL, KUBECONFIG
 
@@ -251,9 +251,14 @@ def _virtual_node(cluster_id: str, node_name: str = "") -> VirtualNode:
                  "kubeconfigSecretRef": {"name": f"{cluster_id}-kc"}}})
 
 
+def _node_labels(cluster_id: str, **labels: str) -> dict[str, str]:
+    return {REMOTE_CLUSTER_ID_LABEL: cluster_id, **labels}
+
+
 def test_a_namespace_is_granted_to_the_agents_whose_node_its_cluster_selector_selects() -> None:
     template = template_of(VARIANTS["full"])
-    nodes = {"liqo-east": {"region": "east"}, "liqo-west": {"region": "west"}}
+    nodes = {"liqo-east": _node_labels("east", region="east"),
+             "liqo-west": _node_labels("west", region="west")}
     virtual_nodes = [_virtual_node("east"), _virtual_node("west"),
                      _virtual_node("unregistered"),  # its Node is not there yet
                      _virtual_node("agents")]  # a refused cluster id: no agent
@@ -265,3 +270,17 @@ def test_a_namespace_is_granted_to_the_agents_whose_node_its_cluster_selector_se
     assert serving_accounts(east_only, template, virtual_nodes, nodes) == [
         agent_name(template, "east")]
     assert serving_accounts(east_only, template, virtual_nodes, {}) == []
+
+
+def test_a_provider_with_pools_is_granted_when_one_of_its_pools_nodes_is_selected() -> None:
+    template = template_of(VARIANTS["full"])
+    gpu = {"spec": {"clusterSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "gpu", "operator": "In", "values": ["true"]}]}]}}}
+    nodes = {"liqo-east-gpu": _node_labels("east", gpu="true", **{POOL_LABEL: "gpu"}),
+             "liqo-east-cpu": _node_labels("east", **{POOL_LABEL: "cpu"}),
+             # Labelled like a pool's node of east, but named otherwise: not east's.
+             "liqo-west-gpu": _node_labels("east", gpu="true", **{POOL_LABEL: "gpu"})}
+    virtual_nodes = [_virtual_node("east"), _virtual_node("west")]
+    assert serving_accounts(gpu, template, virtual_nodes, nodes) == [agent_name(template, "east")]
+    del nodes["liqo-east-gpu"]
+    assert serving_accounts(gpu, template, virtual_nodes, nodes) == []

@@ -84,8 +84,8 @@ namespace_maps = st.one_of(st.none(), st.builds(
 
 def _plan(offloading: dict[str, Any] | None, namespace_map: NamespaceMap | None,
           now: datetime) -> Any:
-    return offloading_plan(offloading, "shop", namespace_map, node_name="liqo-remote",
-                           node_labels=NODE_LABELS, home_cluster_id="home",
+    return offloading_plan(offloading, "shop", namespace_map,
+                           nodes={"liqo-remote": NODE_LABELS}, home_cluster_id="home",
                            remote_cluster_id=REMOTE, now=now)
 
 
@@ -113,8 +113,8 @@ def test_a_withdrawn_virtual_node_asks_for_no_twin_and_holds_until_it_is_gone(
     """Its VirtualNode deleted, the agent withdraws every namespace (the home controller's drain
     waits on the finalizer): no entry; the finalizer stays while the enforcer still reports the
     twin, and is never added."""
-    plan = offloading_plan(offloading, "shop", namespace_map, node_name="liqo-remote",
-                           node_labels=NODE_LABELS, home_cluster_id="home",
+    plan = offloading_plan(offloading, "shop", namespace_map,
+                           nodes={"liqo-remote": NODE_LABELS}, home_cluster_id="home",
                            remote_cluster_id=REMOTE, now=NOW, withdrawn=True)
     assert plan.remote_namespace is None
     still_mapped = namespace_map is not None and "shop" in namespace_map.status.current_mapping

@@ -206,3 +206,16 @@ def test_each_virtual_node_takes_the_setting_of_its_oldest_virtual_node_resource
     views = virtual_node_views(nodes, resources)
     assert [(v.node_name, v.not_ready_toleration_seconds) for v in views] == [
         ("edge", 5), ("liqo-a", 90), ("liqo-flags-only", None)]
+
+
+def test_each_pool_node_of_a_provider_takes_its_virtual_node_resources_setting() -> None:
+    pool_node = {"liqo.io/type": "virtual-node", "liqo.io/remote-cluster-id": "a"}
+    nodes = [node("liqo-a-gpu", **pool_node, **{"offloading.liqo.io/pool": "gpu"}),
+             node("liqo-a-cpu", **pool_node, **{"offloading.liqo.io/pool": "cpu"}),
+             # named like a's pool node, but another provider's
+             node("liqo-a-zone", **{"liqo.io/type": "virtual-node",
+                                    "liqo.io/remote-cluster-id": "z",
+                                    "offloading.liqo.io/pool": "zone"})]
+    views = virtual_node_views(nodes, [virtual_node("a", "a", "2024-01-01T00:00:00Z", 90)])
+    assert [(v.node_name, v.not_ready_toleration_seconds) for v in views] == [
+        ("liqo-a-cpu", 90), ("liqo-a-gpu", 90), ("liqo-a-zone", None)]

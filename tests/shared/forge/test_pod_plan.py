@@ -101,7 +101,7 @@ def inputs(pod: dict[str, Any] | None = None, shadow: dict[str, Any] | None = No
     live = pod is not None and not pod["metadata"].get("deletionTimestamp")
     base = PodInputs(
         key=("shop", "web"), pod=pod, shadow=shadow, mapped_namespace=TWIN,
-        accepted_namespace=TWIN, node_name=NODE, forge=FORGE, status=STATUS,
+        accepted_namespace=TWIN, node_name=NODE, pool=None, forge=FORGE, status=STATUS,
         unkept_status=frozenset(), refused_ephemeral=frozenset(), now=NOW,
         offloading=offloading() if live and shadow is None else None)
     return dataclasses.replace(base, **changes)
@@ -130,6 +130,17 @@ def test_a_pod_with_nothing_in_its_way_gets_its_shadowpod() -> None:
     plan = pod_plan(inputs())
     assert plan == PodPlan((StopWaitingForCopies(), CreateShadowPod(shadow_pod(a_pod(), TWIN,
                                                                                FORGE))))
+
+
+def test_a_pod_bound_to_a_pools_node_gets_a_shadowpod_naming_that_pool() -> None:
+    """The pool is the node's, as the agent made it, whatever the pod says."""
+    pod = a_pod(spec__nodeName=f"{NODE}-gpu", spec__nodeSelector={
+        "offloading.liqo.io/pool": "cpu"})
+    step = pod_plan(inputs(pod, node_name=f"{NODE}-gpu", pool="gpu")).steps[-1]
+    assert isinstance(step, CreateShadowPod)
+    assert step.body["spec"]["pool"] == "gpu"
+    alone = pod_plan(inputs(pod)).steps[-1]
+    assert isinstance(alone, CreateShadowPod) and "pool" not in alone.body["spec"]
 
 
 def test_what_cannot_be_honoured_is_said_in_an_event_before_the_creation() -> None:
