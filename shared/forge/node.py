@@ -436,7 +436,22 @@ def node_status_patch(current_status: Mapping[str, Any], desired: Mapping[str, A
         conditions.append({**condition, "lastHeartbeatTime": stamp,
                            "lastTransitionTime": transition})
     status = {**desired, "conditions": conditions}
-    for key, value in desired.items():
+    for key in RESOURCE_LISTS:
+        if key in desired:
+            status[key] = _with_withdrawn_zeroed(current_status.get(key) or {}, desired[key])
+    for key, value in status.items():
         if key != "conditions" and current_status.get(key) != value:
             changed = True
     return status if changed else None
+
+
+RESOURCE_LISTS = ("capacity", "allocatable")
+
+
+def _with_withdrawn_zeroed(current: Mapping[str, Any], desired: Mapping[str, Any]
+                           ) -> dict[str, Any]:
+    """`desired`, and "0" for what the node has that `desired` no longer lists: a status patch
+    (a strategic merge) leaves a map's keys it does not name, so a resource the provider stopped
+    lending would stay advertised; the kubelet zeroes an extended resource whose device plugin
+    went, and so does the agent."""
+    return {**{resource: "0" for resource in current if resource not in desired}, **desired}

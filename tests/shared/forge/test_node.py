@@ -201,3 +201,18 @@ def test_a_withdrawn_node_is_cordoned_saying_why_and_only_that_cordon_is_lifted(
         "spec": {"unschedulable": None}}
     users = {**node, "spec": {**node["spec"], "unschedulable": True}}
     assert withdrawal_patch(users, None) is None, "a user's cordon stays"
+
+
+def test_a_resource_the_offer_no_longer_lends_is_zeroed_once_not_left_advertised() -> None:
+    health = Health(True, "")
+    with_gpus = _written(node_status({"cpu": "4", "nvidia.com/gpu": "2"}, health, "r",
+                                     "1.2.3.4", "liqo-r", 10250))
+    without = node_status({"cpu": "4"}, health, "r", "1.2.3.4", "liqo-r", 10250)
+    zeroed = node_status_patch(with_gpus, without, NOW)
+    assert zeroed is not None
+    assert zeroed["capacity"] == zeroed["allocatable"] == {"cpu": "4", "nvidia.com/gpu": "0"}
+    assert node_status_patch(zeroed, without, NOW) is None  # written once
+    nothing = node_status({}, health, "r", "1.2.3.4", "liqo-r", 10250)
+    emptied = node_status_patch(zeroed, nothing, NOW)
+    assert emptied is not None and emptied["capacity"] == {"cpu": "0", "nvidia.com/gpu": "0"}
+    assert node_status_patch(emptied, nothing, NOW) is None
