@@ -47,7 +47,6 @@ from shared.wellknown import (
     TWIN_NAMESPACES_FINALIZER,
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
-    VIRTUAL_NODE_NAME_PREFIX,
 )
 
 DEFAULT_TIMEOUT_SECONDS = 120.0
@@ -149,12 +148,6 @@ def _virtual_nodes(home: Cluster, namespace: str, remote_cluster_id: str | None
                    ) -> list[dict[str, Any]]:
     return [vn for vn in home.list(VIRTUAL_NODE.api_version, VIRTUAL_NODE.kind, namespace)
             if remote_cluster_id in (None, (vn.get("spec") or {}).get("clusterId"))]
-
-
-def _node_name(virtual_node: dict[str, Any]) -> str:
-    spec, status = virtual_node.get("spec") or {}, virtual_node.get("status") or {}
-    return str(status.get("nodeName") or spec.get("nodeName")
-               or f"{VIRTUAL_NODE_NAME_PREFIX}{spec['clusterId']}")
 
 
 def drain_virtual_nodes(home: Cluster, namespace: str, cleanup: Cleanup,
