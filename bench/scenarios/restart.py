@@ -22,7 +22,7 @@ from bench.profile import Profiler
 from bench.watching import until
 
 MILESTONES = {
-    "started": "started (node ",  # runner: "home agent A → B started (node …)"
+    "started": "started (nodes ",  # runner: "home agent A → B started (nodes …)"
     "home listed": "home cluster listed",
     "tenant listed": "remote tenant namespace listed",
     "ShadowPods listed": "ShadowPods listed",
