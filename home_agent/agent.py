@@ -32,7 +32,8 @@ from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VIRTUAL_NODE, VirtualNode
 from shared.forge.agent import NEVER_GRANTED_NAMESPACES
 from shared.forge.metadata import ReflectionConfig, reflection_config
-from shared.forge.node import Health, agent_nodes, labels_by_name, served_nodes
+from shared.forge.node import agent_nodes, labels_by_name, served_nodes
+from shared.forge.node_status import Health
 from shared.forge.pod import PodForgeConfig
 from shared.node_selector import selects_a_node
 from shared.wellknown import HOME_AGENT_COMPONENT, VIRTUAL_NODE_NAME_PREFIX

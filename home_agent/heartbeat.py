@@ -17,7 +17,7 @@ from annex.leader import micro_time
 from annex.metrics_histogram import Histogram
 from annex.mirror import Mirror
 from shared.api.builtin import LEASES, NODES
-from shared.forge.node import Health
+from shared.forge.node_status import Health
 from shared.wellknown import NODE_LEASE_NAMESPACE
 
 log = logging.getLogger(__name__)

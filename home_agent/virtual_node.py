@@ -20,18 +20,16 @@ from shared.api.resource_offer import ResourceOffer
 from shared.api.virtual_node import VIRTUAL_NODE, VirtualNode
 from shared.forge.node import (
     POOL_WITHDRAWN_REASON,
-    Health,
     agent_nodes,
     desired_node,
     labels_by_name,
     new_node,
     node_metadata_patch,
-    node_status_patch,
     served_nodes,
-    status_as_known,
     withdrawal_patch,
     withdrawn_message,
 )
+from shared.forge.node_status import Health, node_status_patch, status_as_known
 from shared.forge.virtual_node import virtual_node_status
 
 log = logging.getLogger(__name__)

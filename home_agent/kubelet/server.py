@@ -52,7 +52,7 @@ from shared.forge.kubelet import (
     resource_metrics,
     stats_summary,
 )
-from shared.forge.node import Health
+from shared.forge.node_status import Health
 from shared.wellknown import VIRTUAL_NODE_NAME_PREFIX
 from spdy3 import upgrade
 from spdy3.aiohttp_upgrade import claim, switch_protocols

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from shared.api.virtual_node import READY_CONDITION, VirtualNodeStatus
-from shared.forge.node import Health, readiness
+from shared.forge.node_status import Health, readiness
 from shared.rfc3339 import rfc3339
 
 

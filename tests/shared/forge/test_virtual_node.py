@@ -8,7 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from shared.api.virtual_node import VirtualNodeStatus
-from shared.forge.node import Health, desired_node
+from shared.forge.node import desired_node
+from shared.forge.node_status import Health
 from shared.forge.virtual_node import virtual_node_status
 
 NOW = datetime(2026, 11, 21, 20, 0, tzinfo=UTC)
