@@ -1,0 +1,73 @@
+"""The fragmented scenario (python -m bench --scenarios fragmented, docs/benchmarks.md) runs end
+to end on simulated clusters of its own with a few pods, and each pod ends in the one outcome
+the product gives it: a small pod offloaded, a large one (no provider node has room for it)
+returned to the scheduler when a Deployment's and held when it has no controller, its
+replacement and the Deployment's later pods kept off the virtual node by the pod webhook and
+Running at home; none Pending remotely."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+REPLICAS, BARE = 2, 1
+NODES = 12
+"""Each left 2 cpu free, half of it offered: room on the virtual node for the pods made while
+the agent is away, (2 + 1) × (3 + 0.5) cpu."""
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], str]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("E2E_")}
+    output = tmp_path_factory.mktemp("bench") / "bench.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--scenarios", "fragmented",
+         "--fragmented-nodes", str(NODES), "--fragmented-replicas", str(REPLICAS),
+         "--fragmented-bare", str(BARE), "--json", str(output)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=400, check=False)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    return json.loads(output.read_text())["fragmented"], run.stdout
+
+
+def only(**counts: int) -> dict[str, int]:
+    """Outcome counts: those named, every other outcome 0."""
+    outcomes = ("offloaded", "returned", "held", "kept_off", "home", "silent", "other")
+    assert set(counts) <= set(outcomes)
+    return {name: counts.get(name, 0) for name in outcomes}
+
+
+@pytest.mark.timeout(420)
+def test_each_pod_ends_in_the_outcome_its_size_and_controller_give_it(
+        report: tuple[dict[str, Any], str]) -> None:
+    fragmented, _ = report
+    assert fragmented["nodes_fragmented"] >= NODES
+    assert fragmented["one_pod_cpu"] == "2"  # what each node was left
+    # Made while the agent was away: the small ones offloaded; of the large ones, the
+    # Deployment's returned to the scheduler and the bare one held.
+    assert fragmented["while_agent_away"] == {
+        "small": only(offloaded=REPLICAS + BARE),
+        "large": only(returned=REPLICAS, held=BARE)}
+    # Each returned pod's replacement kept off the virtual node by the webhook, Running at home.
+    assert fragmented["replacements"] == {"small": only(), "large": only(kept_off=REPLICAS)}
+    # Made with the agent serving: judged at creation.
+    assert fragmented["agent_serving"] == {
+        "small": only(offloaded=REPLICAS), "large": only(kept_off=REPLICAS)}
+    # Never Pending remotely: no ShadowPod for a large pod, every remote pod Running.
+    assert fragmented["silent"] == 0
+    assert fragmented["large_shadowpods"] == fragmented["remote_pods_not_running"] == 0
+    assert fragmented["settled_seconds"] > 0
+    assert fragmented["scaled_settled_seconds"] > 0
+
+
+@pytest.mark.timeout(420)
+def test_the_report_prints_the_outcomes(report: tuple[dict[str, Any], str]) -> None:
+    _, printed = report
+    assert f"large made while the agent was away     returned {REPLICAS}, held {BARE}" in printed
+    assert "Pending remotely, silent                0 (" in printed
