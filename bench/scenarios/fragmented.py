@@ -284,6 +284,10 @@ def remote_pods(args: Any) -> int:
         args.fragmented_bare)
 
 
+def _seconds(seconds: float | None) -> str:
+    return "not all by the deadline" if seconds is None else f"{seconds} s"
+
+
 def _outcomes(counts: dict[str, int]) -> str:
     return ", ".join(f"{name} {n}" for name, n in counts.items() if n) or "none"
 
@@ -298,8 +302,9 @@ def rows(result: dict[str, Any]) -> Rows:
                         ("agent_serving", "scaled up with the agent serving")):
         for size, counts in result[phase].items():
             found.append((f"  {size} {what}", _outcomes(counts)))
-    found.append(("  Running or held", f"{result['settled_seconds']} s after the agent's "
-                  f"start, {result['scaled_settled_seconds']} s after the scale-up"))
+    found.append(("  Running or held", f"{_seconds(result['settled_seconds'])} after the "
+                  f"agent's start, {_seconds(result['scaled_settled_seconds'])} after the "
+                  f"scale-up"))
     found.append(("  Pending remotely, silent", f"{result['silent']} (large pods' ShadowPods "
                   f"{result['large_shadowpods']}, remote pods not Running "
                   f"{result['remote_pods_not_running']})"))
