@@ -1,7 +1,7 @@
 """fragmented (by name only: --scenarios fragmented): the "black hole", measured. Every node the
 provider offers is left FREE_CPU cpu free by a provider pod of its own requesting the rest (a
-filler, bound to it): the virtual node's allocatable sums them, a "large" pod (LARGE_CPU) fits
-that sum and no single node, a "small" one (SMALL_CPU) fits any node. In a namespace offloaded
+filler, bound to it): the virtual node's allocatable sums them, a "large" pod (SIZES: 3 cpu) fits
+that sum and no single node, a "small" one (500m) fits any node. In a namespace offloaded
 LocalAndRemote, with the agent's pod webhook registered as the home-agent chart registers it
 (failurePolicy Ignore), a Deployment of --fragmented-replicas pods and --fragmented-bare bare
 pods (no controller) of each size prefer the virtual node (a preferred node affinity) and may
