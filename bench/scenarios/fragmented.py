@@ -23,8 +23,8 @@ At the remote: ShadowPods ever made for large pods and remote pods not Running (
 
 It runs on the clusters it is given too (E2E_HOME_KUBECONFIG, E2E_REMOTE_KUBECONFIG): it
 fragments with pods (it needs no kubesim hook); the home API server must reach the agent's
-webhook (E2E_AGENT_ADDRESS), and a home node must have room for the large pods. On kubesim the
-remote has at least --fragmented-nodes worker nodes.
+webhook (E2E_AGENT_ADDRESS), and the home nodes must have room for the large pods (it refuses to
+start otherwise). On kubesim the remote has at least --fragmented-nodes worker nodes.
 A scenario reports; it asserts nothing of its outcomes."""
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from typing import Any
 from annex.api_paths import core_path, custom_path, group_path
 from bench import components
 from bench.api_calls import created
+from bench.clusters import CapacityError, schedulable
 from bench.figures import Rows
 from bench.harness import MUTATING_WEBHOOKS, Bench
 from bench.watching import until_async
@@ -87,6 +88,26 @@ async def fragment(bench: Bench) -> dict[str, str]:
                      "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
                                      "resources": {"requests": {"cpu": fillers[name]}}}]}})
     return fillers
+
+
+async def check_home_room(bench: Bench) -> None:
+    """Refuse to start when the home nodes (but the virtual ones) cannot run the large pods the
+    webhook keeps off the virtual node (twice the replicas): they would stay Pending there."""
+    nodes = [node for node in await bench.home.list(core_path("nodes")) if schedulable(node)]
+    taken: dict[str, Decimal] = {}
+    for pod in await bench.home.list(core_path("pods")):
+        if (reservation := pod_reservation(pod)) is not None:
+            name, requests = reservation
+            taken[name] = taken.get(name, Decimal(0)) + requests.get("cpu", Decimal(0))
+    room = sum(int((node_allocatable(node).get("cpu", Decimal(0))
+                    - taken.get(node["metadata"]["name"], Decimal(0))) // SIZES["large"])
+               for node in nodes)
+    wanted = 2 * int(bench.args.fragmented_replicas)
+    if room < wanted:
+        raise CapacityError(
+            f"the home nodes have room for {room} pods of {SIZES['large']} cpu and the "
+            f"fragmented scenario needs {wanted} (twice --fragmented-replicas) there: lower "
+            f"--fragmented-replicas")
 
 
 def pod_spec(bench: Bench, size: str) -> dict[str, Any]:
@@ -203,6 +224,7 @@ async def run(bench: Bench) -> dict[str, Any]:
     agent, names, node = bench.agent, bench.names, bench.node
     assert agent is not None
     replicas = bench.args.fragmented_replicas
+    await check_home_room(bench)
     fillers = await fragment(bench)
     await created(bench.home.create(core_path("namespaces"),
                                     {"metadata": {"name": names.fragmented}}))
