@@ -10,7 +10,7 @@
 - __main__.py          the options, the clusters, the run, its results file
 - report.py            the table every scenario's rows make
 - scenarios/           one module a scenario: latency, offloading, configmaps, restart, idle,
-                       streams, storage, enforcer, failover
+                       streams, storage, enforcer, failover, fragmented
 - replicas.py          a component's replicas electing a leader: who leads, their writes
 - harness.py           a run: the clients, the components, the watches, the request counts,
                        its setup and cleanup

@@ -6,7 +6,8 @@ writes the same work needs, on the same servers, in the same run.
         [--workers 10] [--bare-lanes 16] [--agent-flag=--remote-qps=500 ...]
         [--enforcer-flag=... ...] [--json bench-offloading.json] [--scenarios a,b,...]
         [--stream-logs 100] [--stream-execs 20] [--stream-pods 10] [--trace] [--profile]
-        [--failover-pods 1000] [--failover-rate 10]
+        [--failover-pods 1000] [--failover-rate 10] [--fragmented-nodes 20]
+        [--fragmented-replicas 4] [--fragmented-bare 1]
 
 Clusters: two kubesim clusters, each in a child process of its own as two control planes are
 (bench.clusters); or the two clusters E2E_HOME_KUBECONFIG and E2E_REMOTE_KUBECONFIG name
@@ -23,7 +24,7 @@ client's own counter, on kubesim and on real clusters alike. Agent and enforcer:
 
 The scenarios (bench/scenarios/, each module says what it measures) run in the order given;
 by default latency, offloading, configmaps, restart, idle, streams (each leaves its objects
-for the next); storage, enforcer, agents and failover only when named.
+for the next); storage, enforcer, agents, failover and fragmented only when named.
 
 --profile samples the agent with py-spy in the offloading phase and in the restart, from its
 start to its convergence (bench.profile), and reports the functions it was in when it ran or
@@ -73,6 +74,12 @@ NUMBERS: tuple[tuple[str, type[int] | type[float], float, str], ...] = (
     ("--enforcer-pods", int, 1000, "bare pods and as many ShadowPods of the enforcer scenario"),
     ("--failover-pods", int, 1000, "most pods the failover scenario's burst creates"),
     ("--failover-rate", float, 10.0, "pods created a second in the failover scenario's burst"),
+    ("--fragmented-nodes", int, 20, "the kubesim remote's worker nodes at least, each left 2 "
+                                    "cpu free in the fragmented scenario"),
+    ("--fragmented-replicas", int, 4, "replicas of each Deployment of the fragmented scenario "
+                                      "(one of small pods, one of large ones)"),
+    ("--fragmented-bare", int, 1, "pods without a controller of each size in the fragmented "
+                                  "scenario"),
     ("--stream-logs", int, 100, "followed logs (kubectl logs -f) open in the streams scenario"),
     ("--stream-execs", int, 20, "exec sessions (kubectl exec -i ... cat) open in the streams "
                                 "scenario, each echoing a line a second"),
@@ -189,9 +196,12 @@ def main() -> None:
                                       "remote_pod_cidr": os.environ.get("E2E_REMOTE_POD_CIDR")}
         else:
             served = {"kubeconfigs": {}, "pids": []}
-            needed = sum(remote_pods_needed(args.scenarios.split(","), args).values())
+            chosen = args.scenarios.split(",")
+            needed = sum(remote_pods_needed(chosen, args).values())
+            nodes = args.fragmented_nodes if "fragmented" in chosen else 1
             for cluster in ("home", "remote"):
-                server, answer = start_kubesim(directory, cluster, needed, args.kubesim_latency)
+                server, answer = start_kubesim(directory, cluster, needed, args.kubesim_latency,
+                                               nodes)
                 servers.append(server)
                 served["kubeconfigs"][cluster] = answer["kubeconfig"]
                 served["pids"].append(server.pid)

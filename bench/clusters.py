@@ -2,7 +2,8 @@
 planes are, or the clusters it is given (E2E_HOME_KUBECONFIG, E2E_REMOTE_KUBECONFIG); and
 whether the remote has room for the pods the run would leave there.
 
-    python -m bench.clusters DIR CLUSTER --remote-pods N [--kubesim-latency WRITE_MS,WATCH_MS]
+    python -m bench.clusters DIR CLUSTER --remote-pods N [--remote-nodes N]
+        [--kubesim-latency WRITE_MS,WATCH_MS]
 
 serves one kubesim cluster (what `python -m bench` starts twice; not for direct use).
 """
@@ -33,16 +34,17 @@ def remote_pod_cidr(workers: int) -> str:
 
 
 def serve(directory: Path, remote_pods: int, only: str,
-          latency: tuple[float, float] = (0.0, 0.0)) -> None:
+          latency: tuple[float, float] = (0.0, 0.0), remote_nodes: int = 1) -> None:
     """The `only` kubesim cluster (home or remote: each in a process of its own, as two real
-    control planes are), its kubeconfig written to DIR/CLUSTER.kubeconfig. Prints one JSON line
-    once serving; runs until SIGTERM. `latency`: (write, watch) seconds, see --kubesim-latency."""
+    control planes are), its kubeconfig written to DIR/CLUSTER.kubeconfig; the remote with at
+    least `remote_nodes` workers. Prints one JSON line once serving; runs until SIGTERM.
+    `latency`: (write, watch) seconds, see --kubesim-latency."""
     from kubesim.cluster import Cluster
     from kubesim.controllers import ControllerSettings
 
     # kubesim gives each node a /24 of the pod CIDR (at most 254 pods a node) while the CIDR
     # has one for each, smaller slices beyond: past 256 nodes the remote CIDR grows.
-    workers = max(1, math.ceil(remote_pods / 250))
+    workers = max(1, remote_nodes, math.ceil(remote_pods / 250))
     specs = {"home": (1, "10.10.0.0/16", 110),
              "remote": (workers, remote_pod_cidr(workers), 250)}
     count, cidr, pods = specs[only]
@@ -66,13 +68,13 @@ def serve(directory: Path, remote_pods: int, only: str,
     asyncio.run(main())
 
 
-def start_kubesim(directory: Path, cluster: str, remote_pods: int,
-                  latency: tuple[float, float]) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
+def start_kubesim(directory: Path, cluster: str, remote_pods: int, latency: tuple[float, float],
+                  remote_nodes: int = 1) -> tuple[subprocess.Popen[bytes], dict[str, Any]]:
     """A kubesim cluster in a child process, and what it printed once serving."""
     log = directory / f"kubesim-{cluster}.log"
     server = subprocess.Popen(
         [sys.executable, "-m", "bench.clusters", str(directory), cluster,
-         "--remote-pods", str(remote_pods),
+         "--remote-pods", str(remote_pods), "--remote-nodes", str(remote_nodes),
          "--kubesim-latency", ",".join(str(s * 1000) for s in latency)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=log.open("wb"))
     assert server.stdout is not None
@@ -117,9 +119,12 @@ def main() -> None:
     parser.add_argument("cluster", choices=("home", "remote"))
     parser.add_argument("--remote-pods", type=int, required=True,
                         help="the pods the run leaves at the remote (its worker nodes' room)")
+    parser.add_argument("--remote-nodes", type=int, default=1,
+                        help="the remote's worker nodes at least")
     parser.add_argument("--kubesim-latency", default="0,0", metavar="WRITE_MS,WATCH_MS")
     args = parser.parse_args()
-    serve(args.directory, args.remote_pods, args.cluster, kubesim_latency(args.kubesim_latency))
+    serve(args.directory, args.remote_pods, args.cluster, kubesim_latency(args.kubesim_latency),
+          args.remote_nodes)
 
 
 if __name__ == "__main__":

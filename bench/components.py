@@ -3,6 +3,7 @@ run directory), read from outside: /proc figures, their /metrics, the agent's JS
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -19,12 +20,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import trustme
+
 from annex.kube import load_connection
 from bench.names import Names
 from bench.processes import callgrind_wrapper, proc_status, user_and_system_seconds
+from home_agent.webhook import MUTATE_POD_PATH
 from remote_enforcer.admission import WEBHOOK_PATH
 from shared.api.shadowpod import SHADOWPOD
-from shared.wellknown import ORIGIN_CLUSTER_LABEL
+from shared.wellknown import ORIGIN_CLUSTER_LABEL, SCHEDULING_ENABLED_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]
 BY_RESOURCE = "annex_rest_client_requests_by_resource_total"
@@ -199,6 +203,34 @@ def enforcer(kubeconfig: str, names: Names, directory: Path, webhook_port: int,
         "--health-port", str(health_port), *flags], directory / f"{name}.log")
 
 
+def pod_webhook_certificate(directory: Path, address: str) -> str:
+    """DIRECTORY/pod-webhook.crt and .key for the agent's pod webhook at `address`, issued by a
+    CA of the run; that CA's bundle (base64), for the webhook configuration."""
+    authority = trustme.CA()
+    issued = authority.issue_cert(address)
+    issued.cert_chain_pems[0].write_to_path(str(directory / "pod-webhook.crt"))
+    issued.private_key_pem.write_to_path(str(directory / "pod-webhook.key"))
+    return base64.b64encode(authority.cert_pem.bytes()).decode()
+
+
+def pod_webhook(name: str, url: str, ca_bundle: str, namespace: str) -> dict[str, Any]:
+    """The agent's MutatingWebhookConfiguration as the home-agent chart registers it (pods of
+    namespaces the agents label `liqo.io/scheduling-enabled`, failurePolicy Ignore: the agent
+    never blocks a pod), for `namespace` only: the run's other pods are not its to judge."""
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration", "metadata": {"name": name},
+        "webhooks": [{
+            "name": "pods.home-agent.annex.liqo.io",
+            "clientConfig": {"url": f"{url}{MUTATE_POD_PATH}", "caBundle": ca_bundle},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["pods"], "scope": "Namespaced"}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace,
+                                                  SCHEDULING_ENABLED_LABEL: "true"}},
+            "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "failurePolicy": "Ignore", "timeoutSeconds": 5, "reinvocationPolicy": "Never"}]}
+
+
 def home_controller(kubeconfig: str, namespace: str, template: Path, health_port: int,
                     flags: tuple[str, ...], log_path: Path) -> Component:
     """The home controller, its VirtualNodes in `namespace`, their agents made from `template`
@@ -235,13 +267,20 @@ def agent(args: Any, kubeconfigs: dict[str, str], names: Names, directory: Path,
     """The home agent with its defaults and `--workers`, logging JSON lines; with an address and
     a client CA with which the home API server reaches its kubelet API, as it does for `kubectl
     logs` and `kubectl exec` (the streams scenario). `ports`: metrics and kubelet (kept across
-    restarts: a new kubelet port would be a node status write on each start). `name`: its log's,
-    `extra`: more of its command line (a replica's)."""
+    restarts: a new kubelet port would be a node status write on each start) and, given a port
+    `webhook`, the pod webhook's, served as the chart serves it with DIRECTORY/pod-webhook.crt
+    (`pod_webhook_certificate`). `name`: its log's, `extra`: more of its command line (a
+    replica's)."""
+    address = agent_address(kubeconfigs["home"])
     flags = [*extra, "--workers", str(args.workers),
-             "--agent-ip", agent_address(kubeconfigs["home"]),
+             "--agent-ip", address,
              "--kubelet-port", str(ports["kubelet"]),
              "--kubelet-client-ca", str(directory / "home-ca.crt"),
              "--log-format", "json"]
+    if "webhook" in ports:
+        flags += ["--webhook-address", f"{address}:{ports['webhook']}",
+                  "--webhook-cert", str(directory / "pod-webhook.crt"),
+                  "--webhook-key", str(directory / "pod-webhook.key")]
     if remote_pod_cidr:
         remapped = ipaddress.ip_network(remote_pod_cidr).prefixlen
         flags += ["--remote-pod-cidr", remote_pod_cidr,
@@ -253,7 +292,7 @@ def agent(args: Any, kubeconfigs: dict[str, str], names: Names, directory: Path,
         *module,
         "--home-kubeconfig", kubeconfigs["home"],
         "--remote-kubeconfig", kubeconfigs["remote"],
-        "--cluster-id", names.home_id, "--remote-cluster-id", names.remote_id,
+        "--cluster-id", names.home_id, "--remote-cluster-id", names.provider_id,
         "--metrics-address", f"127.0.0.1:{ports['metrics']}",
         *flags, *args.agent_flag], directory / f"{name}.log",
         wrapper=callgrind_wrapper(directory) if args.agent_instructions else None)

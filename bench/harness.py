@@ -57,6 +57,8 @@ TOLERATIONS = [{"key": key, "operator": "Exists", "effect": "NoExecute"} for key
     # goes unreachable, and pods tolerating that for the default 300 s would be evicted.
     "node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready")]
 WEBHOOKS = group_path("admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations")
+MUTATING_WEBHOOKS = group_path("admissionregistration.k8s.io", "v1",
+                               "mutatingwebhookconfigurations")
 
 
 @dataclass
@@ -77,9 +79,14 @@ class Bench:
     agent: Component | None = None
     enforcer: Component | None = None
     ports: dict[str, int] = field(default_factory=lambda: {
-        "metrics": free_port(), "health": free_port(), "kubelet": free_port()})
-    """The agent's metrics and kubelet ports, the enforcer's health port: kept across agent
-    restarts (a new kubelet port would be a node status write on each start)."""
+        "metrics": free_port(), "health": free_port(), "kubelet": free_port(),
+        "webhook": free_port()})
+    """The agent's metrics, kubelet and pod webhook ports, the enforcer's health port: kept
+    across agent restarts (a new kubelet port would be a node status write on each start)."""
+    pod_webhook_ca: str = ""
+    """The CA bundle of the agent's pod webhook (which a scenario registers for its namespace)."""
+    twins: list[str] = field(default_factory=list)
+    """Twin namespaces scenarios had offloaded beside the run's own (removed with it)."""
     twin: str = ""
     bare_requests: RequestMetrics = field(default_factory=RequestMetrics)
     """The bare client's requests (the driver's are not counted)."""
@@ -251,23 +258,15 @@ class Bench:
         root_ca = await self.home.get(core_path("configmaps", "kube-system", "kube-root-ca.crt"))
         (self.directory / "home-ca.crt").write_text(root_ca["data"]["ca.crt"])
         await self.start_enforcer()
+        self.pod_webhook_ca = components.pod_webhook_certificate(
+            self.directory, components.agent_address(self.kubeconfigs["home"]))
         self.agent = components.agent(self.args, self.kubeconfigs, names, self.directory,
                                       self.remote_pod_cidr, self.ports)
         self.agent.start()
-        await created(self.home.create(custom_path(NAMESPACE_OFFLOADING, names.namespace), {
-            **NAMESPACE_OFFLOADING.type_meta(),
-            "metadata": {"name": "offloading"}, "spec": {"podOffloadingStrategy": "Remote"}}))
-        path = custom_path(NAMESPACE_OFFLOADING, names.namespace, "offloading")
-        status: dict[str, Any] = {}
-
-        async def ready() -> bool:
-            status.update((await self.home.get(path)).get("status") or {})
-            return status.get("offloadingPhase") == "Ready"
-        await until_async(ready, 120, "the namespace offloaded")
-        self.twin = str(status["remoteNamespaceName"])
-        for twin, consumer in ((self.twin, names.home_id), (names.bare_twin, names.bare_consumer)):
-            await until_async(functools.partial(self.quota_counted, twin, consumer), 600,
-                              f"ShadowPods counted by {twin}'s quota")
+        self.twin = await self.offload(names.namespace, "Remote")
+        await until_async(functools.partial(self.quota_counted, names.bare_twin,
+                                            names.bare_consumer), 600,
+                          f"ShadowPods counted by {names.bare_twin}'s quota")
         for cluster, kind, namespaces in (
                 ("home", "pods", (names.namespace, names.bare_namespace)),
                 ("remote", "pods", (self.twin, names.bare_twin)),
@@ -279,6 +278,24 @@ class Bench:
                         else core_path(kind, namespace))
                 self.background.append(asyncio.get_running_loop().create_task(
                     follow(api, path, f"{cluster}-{kind}", self.timeline)))
+
+    async def offload(self, namespace: str, strategy: str) -> str:
+        """`namespace` offloaded by the agent with the pod offloading `strategy`: its twin, once
+        the twin's quota counts ShadowPods."""
+        await created(self.home.create(custom_path(NAMESPACE_OFFLOADING, namespace), {
+            **NAMESPACE_OFFLOADING.type_meta(),
+            "metadata": {"name": "offloading"}, "spec": {"podOffloadingStrategy": strategy}}))
+        path = custom_path(NAMESPACE_OFFLOADING, namespace, "offloading")
+        status: dict[str, Any] = {}
+
+        async def ready() -> bool:
+            status.update((await self.home.get(path)).get("status") or {})
+            return status.get("offloadingPhase") == "Ready"
+        await until_async(ready, 120, f"the namespace {namespace} offloaded")
+        twin = str(status["remoteNamespaceName"])
+        await until_async(functools.partial(self.quota_counted, twin, self.names.home_id), 600,
+                          f"ShadowPods counted by {twin}'s quota")
+        return twin
 
     async def quota_counted(self, twin: str, consumer: str) -> bool:
         """Whether a ShadowPod of `consumer` is admitted in `twin` (a dry run). A real API
@@ -337,15 +354,19 @@ class Bench:
             task.cancel()
         if self.agent is not None:
             self.agent.stop()
-        offloading = custom_path(NAMESPACE_OFFLOADING, names.namespace, "offloading")
         leases = group_path(*LEASES.resource, NODE_LEASE_NAMESPACE)
         steps: list[tuple[ClusterApi, str, Callable[[], Awaitable[Any]]]] = []
-        for namespace in (names.namespace, names.bare_namespace):
+        for namespace in (names.namespace, names.bare_namespace, names.fragmented):
             steps.append((self.home, f"pods in {namespace}", functools.partial(
                 self.home.delete, core_path("pods", namespace), {"gracePeriodSeconds": 0})))
-        steps.append((self.home, f"the finalizers of {offloading}", functools.partial(
-            self.home.patch, offloading, {"metadata": {"finalizers": None}})))
-        for namespace in (names.namespace, names.bare_namespace, names.release):
+        for namespace in (names.namespace, names.fragmented):
+            offloading = custom_path(NAMESPACE_OFFLOADING, namespace, "offloading")
+            steps.append((self.home, f"the finalizers of {offloading}", functools.partial(
+                self.home.patch, offloading, {"metadata": {"finalizers": None}})))
+        steps.append((self.home, f"webhook {names.pod_webhook}", functools.partial(
+            self.home.delete, f"{MUTATING_WEBHOOKS}/{names.pod_webhook}")))
+        for namespace in (names.namespace, names.bare_namespace, names.release,
+                          names.fragmented):
             steps.append((self.home, f"namespace {namespace}", functools.partial(
                 self.home.delete, core_path("namespaces", name=namespace))))
         for node in (names.bare_node, names.virtual_node):
@@ -355,7 +376,7 @@ class Bench:
                 self.home.delete, f"{leases}/{node}")))
         steps.append((self.remote, f"webhook {names.webhook}", functools.partial(
             self.remote.delete, f"{WEBHOOKS}/{names.webhook}")))
-        for namespace in (names.tenant, names.bare_twin):
+        for namespace in (names.tenant, names.bare_twin, names.fillers):
             steps.append((self.remote, f"namespace {namespace}", functools.partial(
                 self.remote.delete, core_path("namespaces", name=namespace))))
         for _, what, step in steps:
@@ -368,9 +389,10 @@ class Bench:
             except (TransportError, TimeoutError) as error:
                 print(f"cleanup: {what}: {error!r}", file=sys.stderr)
         gone = [(self.home, core_path("namespaces", name=n))
-                for n in (names.namespace, names.bare_namespace, names.release)]
+                for n in (names.namespace, names.bare_namespace, names.release, names.fragmented)]
         gone += [(self.remote, core_path("namespaces", name=n))
-                 for n in (names.tenant, names.bare_twin, self.twin) if n]
+                 for n in (names.tenant, names.bare_twin, names.fillers, self.twin, *self.twins)
+                 if n]
         gone += [(self.home, core_path("nodes", name=names.bare_node))]
         deadline = time.monotonic() + 120 + self.args.pods / 20
         left: list[str] = []

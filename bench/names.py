@@ -14,11 +14,9 @@ class Names:
         return f"bench-home-{self.run}"
 
     @property
-    def remote_id(self) -> str:
-        return f"bench-remote-{self.run}"
-
-    @property
     def provider_id(self) -> str:
+        """The remote's cluster id: the enforcer's --cluster-id and the agent's
+        --remote-cluster-id (the agent takes the offer the enforcer makes under it)."""
         return f"bench-provider-{self.run}"
 
     @property
@@ -45,12 +43,27 @@ class Names:
         return f"bench-bare-twin-{self.run}"
 
     @property
+    def fragmented(self) -> str:
+        """At home, the fragmented scenario's offloaded namespace."""
+        return f"bench-frag-{self.run}"
+
+    @property
+    def fillers(self) -> str:
+        """At the remote, the fragmented scenario's provider pods taking room on its nodes."""
+        return f"bench-fillers-{self.run}"
+
+    @property
+    def pod_webhook(self) -> str:
+        """At home, the agent's MutatingWebhookConfiguration (the fragmented scenario's)."""
+        return f"pods.bench-{self.run}.annex"
+
+    @property
     def tenant(self) -> str:
         return f"annex-tenant-{self.home_id}"
 
     @property
     def virtual_node(self) -> str:
-        return f"liqo-{self.remote_id}"
+        return f"liqo-{self.provider_id}"
 
     @property
     def bare_node(self) -> str:

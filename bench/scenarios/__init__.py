@@ -13,6 +13,7 @@ from bench.scenarios import (
     configmaps,
     enforcer,
     failover,
+    fragmented,
     idle,
     latency,
     offloading,
@@ -33,7 +34,8 @@ class Scenario(Protocol):
 SCENARIOS: dict[str, Scenario] = {
     "latency": latency, "offloading": offloading, "configmaps": configmaps,
     "restart": restart, "idle": idle, "streams": streams,
-    "storage": storage, "enforcer": enforcer, "agents": agents, "failover": failover}
+    "storage": storage, "enforcer": enforcer, "agents": agents, "failover": failover,
+    "fragmented": fragmented}
 """In the order they run (each leaves its objects for the next)."""
 DEFAULT = ("latency", "offloading", "configmaps", "restart", "idle", "streams")
 """What a run runs unless told; the others run only when named."""

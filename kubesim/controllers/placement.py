@@ -100,6 +100,15 @@ def node_selector_matches(selector: Mapping[str, Any], node: Mapping[str, Any]) 
     return any(_term_matches(term, node) for term in selector.get("nodeSelectorTerms") or [])
 
 
+def preferred_weight(pod: Mapping[str, Any], node: Mapping[str, Any]) -> int:
+    """The weights of the pod's preferred node affinity terms the node matches added up (the
+    NodeAffinity plugin's Score before it is normalized)."""
+    preferred = (((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "preferredDuringSchedulingIgnoredDuringExecution") or []
+    return sum(int(term.get("weight") or 0) for term in preferred
+               if _term_matches(term.get("preference") or {}, node))
+
+
 def matches_node_affinity(pod: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
     """nodeSelector (all pairs) AND required node affinity (terms ORed)."""
     spec = pod.get("spec", {})
@@ -273,15 +282,18 @@ def choose_node(
     volume_filter: Callable[[Mapping[str, Any]], str | None] = lambda _node: None,
     start: int = 0,
 ) -> Placement:
-    """The feasible node with the fewest pods, of the first `feasible_nodes_to_find` feasible
-    nodes from `nodes[start]` on (wrapping round), as kube-scheduler's findNodesThatPassFilters
-    stops filtering once it has found that many; or no node, and the message, once every node
-    was filtered out.
+    """The feasible node the pod's preferred node affinity weighs most (`preferred_weight`), of
+    those the one with the fewest pods, of the first `feasible_nodes_to_find` feasible nodes from
+    `nodes[start]` on (wrapping round), as kube-scheduler's findNodesThatPassFilters stops
+    filtering once it has found that many; or no node, and the message, once every node was
+    filtered out. (kube-scheduler adds its plugins' scores up: NodeAffinity's, normalized to
+    100 and weighed 2, outweighs the spread of the resource scores between two nodes with room,
+    which kubesim does not model.)
 
     `volume_filter` is the VolumeBinding plugin's Filter (after the resource fit), giving the
     reason a node cannot take the pod's volumes."""
     wanted = feasible_nodes_to_find(len(nodes))
-    feasible: list[tuple[int, str]] = []
+    feasible: list[tuple[int, int, str]] = []
     verdicts: list[NodeVerdict] = []
     for index in range(len(nodes)):
         node = nodes[(start + index) % len(nodes)]
@@ -291,12 +303,12 @@ def choose_node(
         if verdict is None and (reason := volume_filter(node)) is not None:
             verdict = NodeVerdict((reason,), resolvable_by_preemption=False)
         if verdict is None:
-            feasible.append((info.pods, name))
+            feasible.append((-preferred_weight(pod, node), info.pods, name))
             if len(feasible) == wanted:
                 break
         else:
             verdicts.append(verdict)
     processed = len(feasible) + len(verdicts)
     if feasible:
-        return Placement(min(feasible)[1], "", processed)
+        return Placement(min(feasible)[2], "", processed)
     return Placement(None, unschedulable_message(verdicts), processed)

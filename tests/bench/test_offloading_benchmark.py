@@ -21,8 +21,9 @@ LATENCY_PODS = 5
 STREAM_LOGS, STREAM_EXECS = 5, 2
 ENFORCER_PODS = 10
 
-# Writes that are not offloading: the agent's Event copies are reflection, Leases heartbeats.
-NOT_OFFLOADING = ("events", "leases")
+# Writes that are not offloading: the agent's Event copies are reflection, Leases heartbeats,
+# its node's status follows the provider's offer (which moves as the bare client's pods go).
+NOT_OFFLOADING = ("events", "leases", "nodes/status")
 
 
 def offloading_writes(requests: dict[str, Any]) -> Counter[str]:

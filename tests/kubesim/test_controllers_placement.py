@@ -164,6 +164,21 @@ def test_the_least_loaded_feasible_node_is_chosen() -> None:
     assert chosen == "b"
 
 
+def test_a_preferred_node_affinity_outweighs_the_load() -> None:
+    nodes = [node("a"), node("b", {"type": "virtual"}), node("c", {"type": "virtual", "z": "1"})]
+    loads = {"b": NodeInfo.of([pod()]), "c": NodeInfo.of([pod(), pod()])}
+
+    def preferring(*terms: tuple[int, dict[str, Any]]) -> dict[str, Any]:
+        return pod(affinity={"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": weight, "preference": {"matchExpressions": [expression]}}
+            for weight, expression in terms]}})
+    virtual = (10, {"key": "type", "operator": "In", "values": ["virtual"]})
+    assert choose_node(pod(), nodes, loads).node == "a"
+    assert choose_node(preferring(virtual), nodes, loads).node == "b"  # then the least loaded
+    zone = (5, {"key": "z", "operator": "Exists"})
+    assert choose_node(preferring(virtual, zone), nodes, loads).node == "c"  # weights add up
+
+
 def test_the_nodes_looked_for_are_kube_schedulers_adaptive_share_of_a_large_cluster() -> None:
     # numFeasibleNodesToFind: all under 100 nodes; then 50 % less a point per 125 nodes, at
     # least 5 % and at least 100 nodes.

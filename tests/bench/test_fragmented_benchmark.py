@@ -1,0 +1,132 @@
+"""The fragmented scenario (python -m bench --scenarios fragmented, docs/benchmarks.md) runs end
+to end with a few pods on simulated clusters of its own, and on clusters it is given as real ones
+are (then it leaves nothing behind), and each pod ends in the one outcome the product gives it: a
+small pod offloaded, a large one (no provider node has room for it) returned to the scheduler when
+a Deployment's and held when it has no controller, its replacement and the Deployment's later pods
+kept off the virtual node by the pod webhook and Running at home; none Pending remotely."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client, config
+
+from tests.bench.test_benchmark_on_given_clusters import PREFIXES
+
+REPO = Path(__file__).resolve().parents[2]
+REPLICAS, BARE = 2, 1
+NODES = 12
+"""Each left 2 cpu free, half of it offered: room on the virtual node for the pods made while
+the agent is away, (2 + 1) × (3 + 0.5) cpu."""
+
+
+@dataclass
+class Run:
+    fragmented: dict[str, Any]
+    printed: str
+    left: list[str]
+    """What a run on given clusters left there, named as its own ([] on its own kubesim)."""
+
+
+def bench(env: dict[str, str], output: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", "--scenarios", "fragmented",
+         "--fragmented-nodes", str(NODES), "--fragmented-replicas", str(REPLICAS),
+         "--fragmented-bare", str(BARE), "--json", str(output)],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=400, check=False)
+
+
+def left_behind(directory: Path) -> list[str]:
+    """The namespaces, nodes and webhook configurations on either cluster named as a run's."""
+    found: list[str] = []
+    for cluster in ("home", "remote"):
+        api = config.new_client_from_config(config_file=str(directory / f"{cluster}.kubeconfig"))
+        core, admission = client.CoreV1Api(api), client.AdmissionregistrationV1Api(api)
+        found += [n.metadata.name for n in core.list_namespace().items]
+        found += [n.metadata.name for n in core.list_node().items]
+        found += [w.metadata.name for w in
+                  admission.list_mutating_webhook_configuration().items]
+        found += [w.metadata.name for w in
+                  admission.list_validating_webhook_configuration().items]
+    return sorted(name for name in found if name.startswith((*PREFIXES, "pods.bench-")))
+
+
+@pytest.fixture(scope="module", params=["its own kubesim", "given clusters"])
+def report(request: pytest.FixtureRequest,
+           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("E2E_")}
+    output = tmp_path_factory.mktemp("bench") / "bench.json"
+    if request.param == "its own kubesim":
+        run = bench(env, output)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+        yield Run(json.loads(output.read_text())["fragmented"], run.stdout, [])
+        return
+    # As on real clusters: fragmented by the scenario's provider pods, on clusters that outlive
+    # the run; a home worker with room for the large pods the webhook keeps off.
+    from kubesim.cluster import Cluster, ClusterThread
+    from kubesim.controllers import ControllerSettings
+
+    directory = tmp_path_factory.mktemp("given")
+    home = Cluster("home", pod_cidr="10.10.0.0/16")
+    home.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
+        workers=1, pod_cidr="10.10.0.0/16", node_prefix="home-worker", worker_cpu="100")
+    remote = Cluster("remote", pod_cidr="10.20.0.0/16")
+    remote.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
+        workers=NODES, pod_cidr="10.20.0.0/16", node_prefix="remote-worker")
+    thread = ClusterThread([home, remote], directory)
+    thread.start()
+    try:
+        run = bench({**env, "E2E_HOME_KUBECONFIG": str(directory / "home.kubeconfig"),
+                     "E2E_REMOTE_KUBECONFIG": str(directory / "remote.kubeconfig"),
+                     "E2E_REMOTE_POD_CIDR": "10.20.0.0/16"}, output)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+        yield Run(json.loads(output.read_text())["fragmented"], run.stdout,
+                  left_behind(directory))
+    finally:
+        thread.stop()
+
+
+def only(**counts: int) -> dict[str, int]:
+    """Outcome counts: those named, every other outcome 0."""
+    outcomes = ("offloaded", "returned", "held", "kept_off", "home", "silent", "other")
+    assert set(counts) <= set(outcomes)
+    return {name: counts.get(name, 0) for name in outcomes}
+
+
+@pytest.mark.timeout(420)
+def test_each_pod_ends_in_the_outcome_its_size_and_controller_give_it(
+        report: Run) -> None:
+    fragmented = report.fragmented
+    assert fragmented["nodes_fragmented"] >= NODES
+    assert fragmented["one_pod_cpu"] == "2"  # what each node was left
+    # Made while the agent was away: the small ones offloaded; of the large ones, the
+    # Deployment's returned to the scheduler and the bare one held.
+    assert fragmented["while_agent_away"] == {
+        "small": only(offloaded=REPLICAS + BARE),
+        "large": only(returned=REPLICAS, held=BARE)}
+    # Each returned pod's replacement kept off the virtual node by the webhook, Running at home.
+    assert fragmented["replacements"] == {"small": only(), "large": only(kept_off=REPLICAS)}
+    # Made with the agent serving: judged at creation.
+    assert fragmented["agent_serving"] == {
+        "small": only(offloaded=REPLICAS), "large": only(kept_off=REPLICAS)}
+    # Never Pending remotely: no ShadowPod for a large pod, every remote pod Running.
+    assert fragmented["silent"] == 0
+    assert fragmented["large_shadowpods"] == fragmented["remote_pods_not_running"] == 0
+    assert fragmented["settled_seconds"] > 0
+    assert fragmented["scaled_settled_seconds"] > 0
+
+
+@pytest.mark.timeout(420)
+def test_the_report_prints_the_outcomes_and_the_run_leaves_nothing_behind(report: Run) -> None:
+    printed = report.printed
+    assert f"large made while the agent was away     returned {REPLICAS}, held {BARE}" in printed
+    assert "Pending remotely, silent                0 (" in printed
+    assert report.left == []
