@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -96,9 +99,17 @@ class Cluster:
 
     @property
     def dynamic(self) -> DynamicClient:
+        """The cluster's APIs as this run discovers them. Not through the client library's
+        default cache, a file per server address shared by every process: a cluster made again
+        at the same address (a kind or test cluster) would be read as the one before it, with
+        its CRDs, and a write to one it lacks would fail as "could not find the requested
+        resource" instead of saying what is not installed."""
         if self._dynamic is None:
+            directory = tempfile.mkdtemp(prefix="annexctl-discovery-")
+            weakref.finalize(self, shutil.rmtree, directory, True)
             with self.talking("reading the served APIs"):
-                self._dynamic = DynamicClient(self.api_client)  # type: ignore[no-untyped-call]
+                self._dynamic = DynamicClient(  # type: ignore[no-untyped-call]
+                    self.api_client, cache_file=os.path.join(directory, "discovery.json"))
         return self._dynamic
 
     def resource(self, api_version: str, kind: str) -> Resource:

@@ -218,22 +218,37 @@ def test_peer_from_a_provider_discovered_in_dns(
 @pytest.mark.kubesim_only(reason="starts a fresh simulated cluster of its own, without annex's "
                                  "CRDs")
 def test_peer_works_on_a_home_cluster_without_the_foreign_cluster_crd(
-        remote: ClusterHandle, ids: dict[str, str], annexctl: Annexctl,
+        home: ClusterHandle, remote: ClusterHandle, ids: dict[str, str], annexctl: Annexctl,
         tmp_path: Path) -> None:
     """A home chart upgraded from before ForeignClusters has no such CRD (helm installs CRDs
-    on a first install only): peering works as it did, the ForeignCluster skipped."""
+    on a first install only): peering works as it did, the ForeignCluster skipped. Even where
+    another cluster at the same address, with the CRD, left the client library's discovery
+    cache behind (a file per address, shared by every process on the machine)."""
+    import hashlib
+    import tempfile
+
+    from kubernetes import config
+    from kubernetes.dynamic import DynamicClient
+
     from kubesim.cluster import Cluster, ClusterThread
 
     bare = Cluster("bare")
     thread = ClusterThread([bare], tmp_path)
     thread.start()
+    bare_client = config.new_client_from_config(config_file=str(tmp_path / "bare.kubeconfig"))
+    digest = hashlib.md5(bare_client.configuration.host.encode(), usedforsecurity=False)
+    shared_cache = Path(tempfile.gettempdir()) / f"osrcp-{digest.hexdigest()}.json"
     try:
+        DynamicClient(home.api_client, cache_file=str(shared_cache)).resources.get(
+            api_version=FOREIGN_CLUSTER.api_version, kind=FOREIGN_CLUSTER.kind)  # home's CRD
         run = annexctl("peer", "--kubeconfig", str(tmp_path / "bare.kubeconfig"),
                        "--remote-kubeconfig", str(remote.kubeconfig), "--cluster-id", ids["home"],
                        "--remote-cluster-id", ids["provider"], "-n", ids["namespace"],
                        "-o", "json")
     finally:
         thread.stop()
+        bare_client.close()
+        shared_cache.unlink(missing_ok=True)
     assert run.code == 0, run.err
     actions = {(o["cluster"], o["kind"]): o["action"] for o in run.json()["objects"]}
     assert actions[("home", "Secret")] == "created"
