@@ -147,14 +147,12 @@ def virtual_node_labels(node_name: str, remote_cluster_id: str, offer: ResourceO
     """The virtual node's labels as they should be (what clusterSelectors are matched against):
     a pool's node has its pool's labels (the offer's and the pool's selector) and POOL_LABEL."""
     extra = virtual_node.spec.labels if virtual_node else {}
-    if pool is None:
-        return node_labels(node_name, remote_cluster_id, offer.spec.labels if offer else {},
-                           extra, offer_platform(offer))
     lent = _pool(offer, pool)
     offer_labels = lent.labels if lent is not None else offer.spec.labels if offer else {}
     labels = node_labels(node_name, remote_cluster_id, offer_labels, extra,
                          offer_platform(lent or offer))
-    labels[POOL_LABEL] = pool
+    if pool is not None:
+        labels[POOL_LABEL] = pool
     return labels
 
 
