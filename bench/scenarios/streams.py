@@ -33,7 +33,7 @@ async def run(bench: Bench) -> dict[str, Any]:
                 bench.phase_timeout(), f"{len(names)} stream pods Running at home")
     assert bench.agent is not None
     await until(bench.agent_converged, 120, "the agent converged", interval=0.5)
-    without = await latency.measure(bench, "agent", "lat-without-streams")
+    without = (await latency.measure(bench, ("agent",), "lat-without-streams"))["agent"]
     before, requests_before = bench.agent.figures(), bench.counts()
     opened = Streams(bench.kubeconfigs["home"])
     try:
@@ -44,7 +44,7 @@ async def run(bench: Bench) -> dict[str, Any]:
             *(opened.open("exec", namespace, names[i % len(names)])
               for i in range(args.stream_execs)))
         open_seconds = time.monotonic() - started
-        with_streams = await latency.measure(bench, "agent", "lat-with-streams")
+        with_streams = (await latency.measure(bench, ("agent",), "lat-with-streams"))["agent"]
         agent = bench.agent.figures()
         still_open = opened.still_open()
     finally:
