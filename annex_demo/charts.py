@@ -22,6 +22,8 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
+from annexctl.clusters import discovered
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 CHARTS = REPOSITORY / "charts"
 RELEASE = "annex"
@@ -110,7 +112,7 @@ def with_flags(args: Iterable[str], **flags: str) -> list[str]:
 
 def apply(api_client: client.ApiClient, manifests: Iterable[Mapping[str, Any]]) -> None:
     """Create each object (kept when it exists), CRDs first and waited for, namespaces next."""
-    dynamic = DynamicClient(api_client)  # type: ignore[no-untyped-call]
+    dynamic = discovered(api_client)  # a cluster made again at an address is new
     ordered = sorted(manifests, key=lambda m: (m["kind"] != "CustomResourceDefinition",
                                                m["kind"] != "Namespace"))
     for manifest in ordered:

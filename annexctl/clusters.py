@@ -56,6 +56,19 @@ def _server_message(error: client.ApiException) -> str:
     return str(message or error.reason or error)
 
 
+def discovered(api_client: client.ApiClient) -> DynamicClient:
+    """The cluster's APIs as this process discovers them. Not through the client library's
+    default cache, a file per server address shared by every process: a cluster made again at
+    the same address (a kind or test cluster) would be read as the one before it, with its
+    CRDs, and a write to one it lacks would fail as "could not find the requested resource"
+    instead of saying what is not installed."""
+    directory = tempfile.mkdtemp(prefix="annex-discovery-")
+    dynamic = DynamicClient(  # type: ignore[no-untyped-call]
+        api_client, cache_file=os.path.join(directory, "discovery.json"))
+    weakref.finalize(dynamic, shutil.rmtree, directory, True)
+    return dynamic
+
+
 @dataclass
 class Cluster:
     """One cluster, reached through a kubeconfig and context; `role` names it in messages."""
@@ -99,17 +112,10 @@ class Cluster:
 
     @property
     def dynamic(self) -> DynamicClient:
-        """The cluster's APIs as this run discovers them. Not through the client library's
-        default cache, a file per server address shared by every process: a cluster made again
-        at the same address (a kind or test cluster) would be read as the one before it, with
-        its CRDs, and a write to one it lacks would fail as "could not find the requested
-        resource" instead of saying what is not installed."""
+        """The cluster's APIs as this run discovers them (`discovered`)."""
         if self._dynamic is None:
-            directory = tempfile.mkdtemp(prefix="annexctl-discovery-")
-            weakref.finalize(self, shutil.rmtree, directory, True)
             with self.talking("reading the served APIs"):
-                self._dynamic = DynamicClient(  # type: ignore[no-untyped-call]
-                    self.api_client, cache_file=os.path.join(directory, "discovery.json"))
+                self._dynamic = discovered(self.api_client)
         return self._dynamic
 
     def resource(self, api_version: str, kind: str) -> Resource:
