@@ -1,9 +1,9 @@
 """The agent's components built from its state, each with exactly what it uses (as Liqo's
 provider builds its reflectors with their listers and clients): the pod offloader, the
 reflection's reflectors and companions, the virtual node's and the namespaces' reconciles, the
-remote watches, the node Lease and health checks, the webhook, the kubelet API and /metrics.
-This module, the routes and the runner are the only ones that take the whole `Agent` apart for
-them."""
+remote watches, the node Lease and health checks, the webhook, the kubelet API, /metrics and
+the agent's own routes. This module and the runner are the only ones that take the whole `Agent`
+apart for them."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.reflection.token import TokenReflector
 from home_agent.remote_watch import RemoteWatchSources
+from home_agent.routes import AgentRoutes
 from home_agent.virtual_node import NodeSources
 from home_agent.webhook import WebhookMirrors
 from shared.api.builtin import (
@@ -49,6 +50,16 @@ from shared.reflection_policy import ReflectionType
 
 EVENT_FLAG = "event"
 """`--event-reflection-workers` (the one of `REFLECTED_HOME_KINDS`)."""
+
+
+def agent_routes(agent: Agent) -> AgentRoutes:
+    """What the agent's own routes read and feed."""
+    config = agent.config
+    return AgentRoutes(
+        informers=agent.informers, queue=agent.queue, twins=agent.twins, echoes=agent.echoes,
+        offloaded=agent.offloaded, may_be_node=agent.may_be_node,
+        tenant_namespace=agent.tenant_namespace, namespace_map_name=agent.namespace_map_name,
+        home_cluster_id=config.home_cluster_id, remote_cluster_id=config.remote_cluster_id)
 
 
 def peering_of(agent: Agent) -> Peering:

@@ -25,6 +25,7 @@ from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apise
 from home_agent.assembly import (
     COMPANIONS,
     agent_figures,
+    agent_routes,
     health_checks,
     kubelet_sources,
     node_lease,
@@ -324,8 +325,9 @@ def run(config: AgentConfig) -> int:
     reflection = reflection_for(agent, companions=COMPANIONS)
     credentials = RemoteCredentials(config, home, remote, agent.events, agent.virtual_node)
 
-    declare_agent(agent)
-    declare_reflection(agent, reflection)
+    routes = agent_routes(agent)
+    declare_agent(routes)
+    declare_reflection(routes, reflection)
     home_listed = threading.Event()
 
     def follow_nodes() -> None:
@@ -335,7 +337,7 @@ def run(config: AgentConfig) -> int:
         follow_nodes()
         credentials.virtual_node_changed()
 
-    declare_virtual_node_followers(agent, home_listed, follow_virtual_node, follow_nodes)
+    declare_virtual_node_followers(routes, home_listed, follow_virtual_node, follow_nodes)
     on_home_event = functools.partial(agent.informers.dispatch, HOME)
 
     def pods_synced() -> None:
