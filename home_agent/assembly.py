@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
+from annex.kubeapi import ClusterApi
+from annex.mirror import Mirror
+from annex.workqueue import KeyQueue
 from home_agent.agent import HOME, NODE_KEY, REMOTE, TWINS_KEY, Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.heartbeat import HealthChecks, NodeLease
@@ -33,6 +37,7 @@ from home_agent.reflection.service import SERVICE_RULES
 from home_agent.reflection.token import TokenReflector
 from home_agent.remote_watch import RemoteWatchSources
 from home_agent.routes import AgentRoutes
+from home_agent.twins import TwinNamespaces
 from home_agent.virtual_node import NodeSources
 from home_agent.webhook import WebhookMirrors
 from shared.api.builtin import (
@@ -252,3 +257,67 @@ def remote_watch_sources(agent: Agent) -> RemoteWatchSources:
         tenant_namespace=agent.tenant_namespace, twins=agent.twins,
         namespace_map=consumer_namespace_map(agent), tenant_synced=agent.tenant_synced,
         twins_synced=agent.twins_synced, tenant_listed=lambda: agent.enqueue(TWINS_KEY))
+
+
+@dataclass(frozen=True)
+class Listings:
+    """Whether the mirrors a key's reconcile reads are listed (`home_agent.runner`): the home
+    ones, the tenant namespace's, both remote watches', one home namespace's objects."""
+
+    home: Callable[[], bool]
+    tenant: Callable[[], bool]
+    remote: Callable[[], bool]
+    namespace: Callable[[str], bool]
+
+
+@dataclass(frozen=True)
+class AgentKeys:
+    """What the agent's own keys are reconciled with (`home_agent.runner`): their queue and
+    workers, the node's, the offloadings' and the pods' reconciles, the namespaces selected,
+    when a key's mirrors are listed, and what names a key's object and trace."""
+
+    queue: KeyQueue
+    workers: int
+    node: NodeSources
+    offloadings: OffloadingSources
+    pods: PodOffloader
+    selected_namespaces: Callable[[], frozenset[str]]
+    listings: Listings
+    node_name: Callable[[], str]
+    twins: TwinNamespaces
+    shadow_pods: Mirror
+
+
+def agent_keys(agent: Agent, reflection: Reflection | None = None) -> AgentKeys:
+    """The agent's own keys, the pods' reading `reflection` (`pod_offloader`)."""
+    return AgentKeys(
+        queue=agent.queue, workers=agent.config.workers, node=node_sources(agent),
+        offloadings=offloading_sources(agent), pods=pod_offloader(agent, reflection),
+        selected_namespaces=agent.selected_namespaces,
+        listings=Listings(home=agent.home_synced.is_set, tenant=agent.tenant_synced.is_set,
+                          remote=agent.remote_synced, namespace=agent.namespace_ready),
+        node_name=agent.node_name, twins=agent.twins, shadow_pods=agent.mirrors.shadow_pods)
+
+
+@dataclass(frozen=True)
+class AgentParts:
+    """What the runner runs beside the watches, the reflection and the credentials: the agent's
+    own keys, the node Lease, the health checks, what the webhook, /metrics and the kubelet
+    API answer from, and both clients (closed last)."""
+
+    keys: AgentKeys
+    lease: NodeLease
+    health_checks: HealthChecks
+    webhook: WebhookMirrors
+    figures: AgentFigures
+    kubelet: KubeletSources
+    home: ClusterApi
+    remote: ClusterApi
+
+
+def agent_parts(agent: Agent, reflection: Reflection) -> AgentParts:
+    return AgentParts(
+        keys=agent_keys(agent, reflection), lease=node_lease(agent),
+        health_checks=health_checks(agent), webhook=webhook_mirrors(agent),
+        figures=agent_figures(agent), kubelet=kubelet_sources(agent), home=agent.home,
+        remote=agent.remote)
