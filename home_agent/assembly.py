@@ -172,42 +172,6 @@ def pod_offloader(agent: Agent, reflection: Reflection | None = None) -> PodOffl
     return PodOffloader(sources, agent.home, agent.remote, agent.events, agent.echoes)
 
 
-def webhook_mirrors(agent: Agent) -> WebhookMirrors:
-    """What the pod webhook answers from."""
-    mirrors = agent.mirrors
-    return WebhookMirrors(offloadings=mirrors.offloadings, nodes=mirrors.nodes,
-                          virtual_nodes=mirrors.virtual_nodes)
-
-
-def node_lease(agent: Agent) -> NodeLease:
-    """What the nodes' Leases are renewed with."""
-    return NodeLease(home=agent.home, nodes=agent.mirrors.nodes, node_names=agent.node_pools,
-                     duration_seconds=agent.config.lease_duration_seconds,
-                     renew_interval=agent.config.lease_renew_interval)
-
-
-def health_checks(agent: Agent) -> HealthChecks:
-    """What the remote's health is checked with; the health found goes to the agent's node."""
-    config = agent.config
-    return HealthChecks(remote=agent.remote, durations=agent.health_checks,
-                        report=agent.set_health, interval=config.health_check_interval,
-                        timeout=config.health_check_timeout,
-                        failure_threshold=config.failure_threshold)
-
-
-def node_sources(agent: Agent) -> NodeSources:
-    """What the virtual nodes are converged from and written with."""
-    config = agent.config
-    return NodeSources(
-        home=agent.home, nodes=agent.mirrors.nodes, pods=agent.mirrors.pods,
-        virtual_node=agent.virtual_node, events=agent.events,
-        node_name=agent.node_name, offer=agent.offer, offer_known=agent.tenant_synced.is_set,
-        health=lambda: agent.health,
-        retry_after=lambda seconds: agent.queue.add_after(NODE_KEY, seconds),
-        remote_cluster_id=config.remote_cluster_id, agent_ip=config.agent_ip,
-        kubelet_port=config.kubelet_port)
-
-
 def kubelet_sources(agent: Agent) -> KubeletSources:
     """What the kubelet API answers from."""
     mirrors = agent.mirrors
@@ -235,18 +199,6 @@ def consumer_namespace_map(agent: Agent) -> ConsumerNamespaceMap:
                                 name=agent.namespace_map_name,
                                 home_cluster_id=config.home_cluster_id,
                                 remote_cluster_id=config.remote_cluster_id)
-
-
-def offloading_sources(agent: Agent) -> OffloadingSources:
-    """What a namespace's offloading is decided from and written with."""
-    config = agent.config
-    return OffloadingSources(
-        home=agent.home, offloadings=agent.mirrors.offloadings,
-        remote_claims=agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS.plural),
-        twins=agent.twins, namespace_map=consumer_namespace_map(agent),
-        virtual_node=agent.virtual_node, node_name=agent.node_name, offer=agent.offer,
-        events=agent.events, home_cluster_id=config.home_cluster_id,
-        remote_cluster_id=config.remote_cluster_id)
 
 
 def remote_watch_sources(agent: Agent) -> RemoteWatchSources:
@@ -290,13 +242,29 @@ class AgentKeys:
 
 def agent_keys(agent: Agent, reflection: Reflection | None = None) -> AgentKeys:
     """The agent's own keys, the pods' reading `reflection` (`pod_offloader`)."""
+    config, mirrors = agent.config, agent.mirrors
+    node = NodeSources(
+        home=agent.home, nodes=mirrors.nodes, pods=mirrors.pods,
+        virtual_node=agent.virtual_node, events=agent.events,
+        node_name=agent.node_name, offer=agent.offer, offer_known=agent.tenant_synced.is_set,
+        health=lambda: agent.health,
+        retry_after=lambda seconds: agent.queue.add_after(NODE_KEY, seconds),
+        remote_cluster_id=config.remote_cluster_id, agent_ip=config.agent_ip,
+        kubelet_port=config.kubelet_port)
+    offloadings = OffloadingSources(
+        home=agent.home, offloadings=mirrors.offloadings,
+        remote_claims=agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS.plural),
+        twins=agent.twins, namespace_map=consumer_namespace_map(agent),
+        virtual_node=agent.virtual_node, node_name=agent.node_name, offer=agent.offer,
+        events=agent.events, home_cluster_id=config.home_cluster_id,
+        remote_cluster_id=config.remote_cluster_id)
     return AgentKeys(
-        queue=agent.queue, workers=agent.config.workers, node=node_sources(agent),
-        offloadings=offloading_sources(agent), pods=pod_offloader(agent, reflection),
+        queue=agent.queue, workers=config.workers, node=node, offloadings=offloadings,
+        pods=pod_offloader(agent, reflection),
         selected_namespaces=agent.selected_namespaces,
         listings=Listings(home=agent.home_synced.is_set, tenant=agent.tenant_synced.is_set,
                           remote=agent.remote_synced, namespace=agent.namespace_ready),
-        node_name=agent.node_name, twins=agent.twins, shadow_pods=agent.mirrors.shadow_pods)
+        node_name=agent.node_name, twins=agent.twins, shadow_pods=mirrors.shadow_pods)
 
 
 @dataclass(frozen=True)
@@ -316,8 +284,17 @@ class AgentParts:
 
 
 def agent_parts(agent: Agent, reflection: Reflection) -> AgentParts:
+    config, mirrors = agent.config, agent.mirrors
     return AgentParts(
-        keys=agent_keys(agent, reflection), lease=node_lease(agent),
-        health_checks=health_checks(agent), webhook=webhook_mirrors(agent),
+        keys=agent_keys(agent, reflection),
+        lease=NodeLease(home=agent.home, nodes=mirrors.nodes, node_names=agent.node_pools,
+                        duration_seconds=config.lease_duration_seconds,
+                        renew_interval=config.lease_renew_interval),
+        health_checks=HealthChecks(remote=agent.remote, durations=agent.health_checks,
+                                   report=agent.set_health, interval=config.health_check_interval,
+                                   timeout=config.health_check_timeout,
+                                   failure_threshold=config.failure_threshold),
+        webhook=WebhookMirrors(offloadings=mirrors.offloadings, nodes=mirrors.nodes,
+                               virtual_nodes=mirrors.virtual_nodes),
         figures=agent_figures(agent), kubelet=kubelet_sources(agent), home=agent.home,
         remote=agent.remote)
