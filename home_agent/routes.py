@@ -121,15 +121,6 @@ def twin_offloading_keys(twins: TwinNamespaces, change: Change) -> Iterator[Hash
         yield offloading_key(home_namespace)
 
 
-def every_key(offloadings: Mirror, pods: Mirror) -> Iterator[Hashable]:
-    yield NODE_KEY
-    yield NAMESPACES_KEY
-    for namespace, _ in offloadings.keys():
-        yield offloading_key(namespace)
-    for namespace, name in pods.keys():
-        yield pod_key(namespace, name)
-
-
 def node_keys(may_be_node: Callable[[str], bool], change: Change) -> Iterator[Hashable]:
     log.debug("node event %s %s", change.event_type, change.key)
     if may_be_node(change.key[1]):
@@ -140,8 +131,14 @@ def node_keys(may_be_node: Callable[[str], bool], change: Change) -> Iterator[Ha
 def virtual_node_keys(remote_cluster_id: str, offloadings: Mirror, pods: Mirror,
                       change: Change) -> Iterator[Hashable]:
     """This agent's VirtualNode configures the node, the offloadings and the pods."""
-    if (change.obj.get("spec") or {}).get("clusterId") == remote_cluster_id:
-        yield from every_key(offloadings, pods)
+    if (change.obj.get("spec") or {}).get("clusterId") != remote_cluster_id:
+        return
+    yield NODE_KEY
+    yield NAMESPACES_KEY
+    for namespace, _ in offloadings.keys():
+        yield offloading_key(namespace)
+    for namespace, name in pods.keys():
+        yield pod_key(namespace, name)
 
 
 def home_pod_keys(echoes: Echoes, change: Change) -> Iterator[Hashable]:

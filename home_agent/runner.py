@@ -40,14 +40,14 @@ from home_agent.kubelet.server import KubeletServer
 from home_agent.kubelet_service import NoKubeletService, with_kubelet_service
 from home_agent.metrics import Metrics
 from home_agent.metrics import serve as serve_metrics
-from home_agent.namespace_offloading import reconcile_offloading
+from home_agent.namespace_offloading import OffloadingSources, reconcile_offloading
 from home_agent.pod import PodOffloader
 from home_agent.reflection.manager import Reflection
 from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent, declare_reflection, declare_virtual_node_followers
 from home_agent.synced_cache import SyncedPods
 from home_agent.twins import TwinNamespaces
-from home_agent.virtual_node import reconcile_node
+from home_agent.virtual_node import NodeSources, reconcile_node
 from home_agent.watches import (
     HOME_WATCH,
     NodePodsWatch,
@@ -112,21 +112,23 @@ def mirrors_listed(listings: Listings, key: Hashable) -> bool:
     return listings.remote()
 
 
-async def reconcile(keys: AgentKeys, watches: RemoteWatches, offloaded: OffloadedNamespaceWatches,
-                    synced_pods: SyncedPods | None, key: Hashable) -> Result | None:
+async def reconcile(node: NodeSources, offloadings: OffloadingSources, pods: PodOffloader,
+                    selected_namespaces: Callable[[], frozenset[str]], watches: RemoteWatches,
+                    offloaded: OffloadedNamespaceWatches, synced_pods: SyncedPods | None,
+                    key: Hashable) -> Result | None:
     """One key, its mirrors listed (`mirrors_listed`)."""
     assert isinstance(key, tuple)
     match key:
         case ("node",):
-            await reconcile_node(keys.node)
+            await reconcile_node(node)
         case ("twins",):
             watches.follow_twins()
         case ("namespaces",):
-            offloaded.follow(keys.selected_namespaces())
+            offloaded.follow(selected_namespaces())
         case ("offloading", namespace):
-            await reconcile_offloading(keys.offloadings, namespace)
+            await reconcile_offloading(offloadings, namespace)
         case ("pod", namespace, name):
-            return await reconcile_pod(keys.pods, synced_pods, namespace, name)
+            return await reconcile_pod(pods, synced_pods, namespace, name)
     return None
 
 
@@ -168,7 +170,8 @@ def build_controller(keys: AgentKeys, watches: RemoteWatches,
                      ) -> Controller[Hashable]:
     """The agent's own keys, counted per key kind too."""
     return Controller(
-        "agent", functools.partial(reconcile, keys, watches, offloaded, synced_pods),
+        "agent", functools.partial(reconcile, keys.node, keys.offloadings, keys.pods,
+                                   keys.selected_namespaces, watches, offloaded, synced_pods),
         workers=keys.workers, ready=functools.partial(may_reconcile, keys.listings, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
         queue=keys.queue, describe=functools.partial(_object_of, keys.node_name),
