@@ -1,15 +1,19 @@
 """The agent's components built from its state, each with exactly what it uses (as Liqo's
 provider builds its reflectors with their listers and clients): the pod offloader, the
 reflection's reflectors and companions, the virtual node's and the namespaces' reconciles, the
-remote watches, the node Lease and health checks, the webhook, the kubelet API and /metrics.
-This module, the routes and the runner are the only ones that take the whole `Agent` apart for
-them."""
+remote watches, the node Lease and health checks, the webhook, the kubelet API, /metrics and
+the agent's own routes. This module and the runner are the only ones that take the whole `Agent`
+apart for them."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
+from annex.kubeapi import ClusterApi
+from annex.mirror import Mirror
+from annex.workqueue import KeyQueue
 from home_agent.agent import HOME, NODE_KEY, REMOTE, TWINS_KEY, Agent
 from home_agent.config import TOKEN_REFLECTION
 from home_agent.heartbeat import HealthChecks, NodeLease
@@ -32,6 +36,8 @@ from home_agent.reflection.reflector import KindRules, Reflector
 from home_agent.reflection.service import SERVICE_RULES
 from home_agent.reflection.token import TokenReflector
 from home_agent.remote_watch import RemoteWatchSources
+from home_agent.routes import AgentRoutes
+from home_agent.twins import TwinNamespaces
 from home_agent.virtual_node import NodeSources
 from home_agent.webhook import WebhookMirrors
 from shared.api.builtin import (
@@ -49,6 +55,16 @@ from shared.reflection_policy import ReflectionType
 
 EVENT_FLAG = "event"
 """`--event-reflection-workers` (the one of `REFLECTED_HOME_KINDS`)."""
+
+
+def agent_routes(agent: Agent) -> AgentRoutes:
+    """What the agent's own routes read and feed."""
+    config = agent.config
+    return AgentRoutes(
+        informers=agent.informers, queue=agent.queue, twins=agent.twins, echoes=agent.echoes,
+        offloaded=agent.offloaded, may_be_node=agent.may_be_node,
+        tenant_namespace=agent.tenant_namespace, namespace_map_name=agent.namespace_map_name,
+        home_cluster_id=config.home_cluster_id, remote_cluster_id=config.remote_cluster_id)
 
 
 def peering_of(agent: Agent) -> Peering:
@@ -156,42 +172,6 @@ def pod_offloader(agent: Agent, reflection: Reflection | None = None) -> PodOffl
     return PodOffloader(sources, agent.home, agent.remote, agent.events, agent.echoes)
 
 
-def webhook_mirrors(agent: Agent) -> WebhookMirrors:
-    """What the pod webhook answers from."""
-    mirrors = agent.mirrors
-    return WebhookMirrors(offloadings=mirrors.offloadings, nodes=mirrors.nodes,
-                          virtual_nodes=mirrors.virtual_nodes)
-
-
-def node_lease(agent: Agent) -> NodeLease:
-    """What the nodes' Leases are renewed with."""
-    return NodeLease(home=agent.home, nodes=agent.mirrors.nodes, node_names=agent.node_pools,
-                     duration_seconds=agent.config.lease_duration_seconds,
-                     renew_interval=agent.config.lease_renew_interval)
-
-
-def health_checks(agent: Agent) -> HealthChecks:
-    """What the remote's health is checked with; the health found goes to the agent's node."""
-    config = agent.config
-    return HealthChecks(remote=agent.remote, durations=agent.health_checks,
-                        report=agent.set_health, interval=config.health_check_interval,
-                        timeout=config.health_check_timeout,
-                        failure_threshold=config.failure_threshold)
-
-
-def node_sources(agent: Agent) -> NodeSources:
-    """What the virtual nodes are converged from and written with."""
-    config = agent.config
-    return NodeSources(
-        home=agent.home, nodes=agent.mirrors.nodes, pods=agent.mirrors.pods,
-        virtual_node=agent.virtual_node, events=agent.events,
-        node_name=agent.node_name, offer=agent.offer, offer_known=agent.tenant_synced.is_set,
-        health=lambda: agent.health,
-        retry_after=lambda seconds: agent.queue.add_after(NODE_KEY, seconds),
-        remote_cluster_id=config.remote_cluster_id, agent_ip=config.agent_ip,
-        kubelet_port=config.kubelet_port)
-
-
 def kubelet_sources(agent: Agent) -> KubeletSources:
     """What the kubelet API answers from."""
     mirrors = agent.mirrors
@@ -221,18 +201,6 @@ def consumer_namespace_map(agent: Agent) -> ConsumerNamespaceMap:
                                 remote_cluster_id=config.remote_cluster_id)
 
 
-def offloading_sources(agent: Agent) -> OffloadingSources:
-    """What a namespace's offloading is decided from and written with."""
-    config = agent.config
-    return OffloadingSources(
-        home=agent.home, offloadings=agent.mirrors.offloadings,
-        remote_claims=agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS.plural),
-        twins=agent.twins, namespace_map=consumer_namespace_map(agent),
-        virtual_node=agent.virtual_node, node_name=agent.node_name, offer=agent.offer,
-        events=agent.events, home_cluster_id=config.home_cluster_id,
-        remote_cluster_id=config.remote_cluster_id)
-
-
 def remote_watch_sources(agent: Agent) -> RemoteWatchSources:
     """What the remote watches are started with; the tenant namespace listed, the twins are
     looked at."""
@@ -241,3 +209,92 @@ def remote_watch_sources(agent: Agent) -> RemoteWatchSources:
         tenant_namespace=agent.tenant_namespace, twins=agent.twins,
         namespace_map=consumer_namespace_map(agent), tenant_synced=agent.tenant_synced,
         twins_synced=agent.twins_synced, tenant_listed=lambda: agent.enqueue(TWINS_KEY))
+
+
+@dataclass(frozen=True)
+class Listings:
+    """Whether the mirrors a key's reconcile reads are listed (`home_agent.runner`): the home
+    ones, the tenant namespace's, both remote watches', one home namespace's objects."""
+
+    home: Callable[[], bool]
+    tenant: Callable[[], bool]
+    remote: Callable[[], bool]
+    namespace: Callable[[str], bool]
+
+
+@dataclass(frozen=True)
+class AgentKeys:
+    """What the agent's own keys are reconciled with (`home_agent.runner`): their queue and
+    workers, the node's, the offloadings' and the pods' reconciles, the namespaces selected,
+    when a key's mirrors are listed, and what names a key's object and trace."""
+
+    queue: KeyQueue
+    workers: int
+    node: NodeSources
+    offloadings: OffloadingSources
+    pods: PodOffloader
+    selected_namespaces: Callable[[], frozenset[str]]
+    listings: Listings
+    node_name: Callable[[], str]
+    twins: TwinNamespaces
+    shadow_pods: Mirror
+
+
+def agent_keys(agent: Agent, reflection: Reflection | None = None) -> AgentKeys:
+    """The agent's own keys, the pods' reading `reflection` (`pod_offloader`)."""
+    config, mirrors = agent.config, agent.mirrors
+    node = NodeSources(
+        home=agent.home, nodes=mirrors.nodes, pods=mirrors.pods,
+        virtual_node=agent.virtual_node, events=agent.events,
+        node_name=agent.node_name, offer=agent.offer, offer_known=agent.tenant_synced.is_set,
+        health=lambda: agent.health,
+        retry_after=lambda seconds: agent.queue.add_after(NODE_KEY, seconds),
+        remote_cluster_id=config.remote_cluster_id, agent_ip=config.agent_ip,
+        kubelet_port=config.kubelet_port)
+    offloadings = OffloadingSources(
+        home=agent.home, offloadings=mirrors.offloadings,
+        remote_claims=agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS.plural),
+        twins=agent.twins, namespace_map=consumer_namespace_map(agent),
+        virtual_node=agent.virtual_node, node_name=agent.node_name, offer=agent.offer,
+        events=agent.events, home_cluster_id=config.home_cluster_id,
+        remote_cluster_id=config.remote_cluster_id)
+    return AgentKeys(
+        queue=agent.queue, workers=config.workers, node=node, offloadings=offloadings,
+        pods=pod_offloader(agent, reflection),
+        selected_namespaces=agent.selected_namespaces,
+        listings=Listings(home=agent.home_synced.is_set, tenant=agent.tenant_synced.is_set,
+                          remote=agent.remote_synced, namespace=agent.namespace_ready),
+        node_name=agent.node_name, twins=agent.twins, shadow_pods=mirrors.shadow_pods)
+
+
+@dataclass(frozen=True)
+class AgentParts:
+    """What the runner runs beside the watches, the reflection and the credentials: the agent's
+    own keys, the node Lease, the health checks, what the webhook, /metrics and the kubelet
+    API answer from, and both clients (closed last)."""
+
+    keys: AgentKeys
+    lease: NodeLease
+    health_checks: HealthChecks
+    webhook: WebhookMirrors
+    figures: AgentFigures
+    kubelet: KubeletSources
+    home: ClusterApi
+    remote: ClusterApi
+
+
+def agent_parts(agent: Agent, reflection: Reflection) -> AgentParts:
+    config, mirrors = agent.config, agent.mirrors
+    return AgentParts(
+        keys=agent_keys(agent, reflection),
+        lease=NodeLease(home=agent.home, nodes=mirrors.nodes, node_names=agent.node_pools,
+                        duration_seconds=config.lease_duration_seconds,
+                        renew_interval=config.lease_renew_interval),
+        health_checks=HealthChecks(remote=agent.remote, durations=agent.health_checks,
+                                   report=agent.set_health, interval=config.health_check_interval,
+                                   timeout=config.health_check_timeout,
+                                   failure_threshold=config.failure_threshold),
+        webhook=WebhookMirrors(offloadings=mirrors.offloadings, nodes=mirrors.nodes,
+                               virtual_nodes=mirrors.virtual_nodes),
+        figures=agent_figures(agent), kubelet=kubelet_sources(agent), home=agent.home,
+        remote=agent.remote)

@@ -3,9 +3,9 @@ agent's informer registry, `annex.informers`): per resource and side, which watc
 which mirror holds it and which keyers feed which controller. The registry applies an event to
 the mirror before any route, so a keyer reads every mirror as it is after the event.
 
-The agent's own keys (`agent.queue`): the node, the twins watch, the home namespaces watched,
-one namespace's offloading, one pod. Then resource reflection's: each kind's reflector, the
-companions (remote Events home, the pods' tokens), the resyncs.
+The agent's own keys: the node, the twins watch, the home namespaces watched, one namespace's
+offloading, one pod. Then resource reflection's: each kind's reflector, the companions (remote
+Events home, the pods' tokens), the resyncs. Each keyer is given what it reads.
 """
 
 from __future__ import annotations
@@ -14,25 +14,29 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Hashable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
-from annex.informers import Change
+from annex.informers import Change, Echoes, Informers
+from annex.mirror import Mirror
+from annex.workqueue import KeyQueue
 from home_agent.agent import (
     HOME,
     NAMESPACES_KEY,
     NODE_KEY,
     REMOTE,
     TWINS_KEY,
-    Agent,
     offloading_key,
     pod_key,
 )
+from home_agent.offloaded_namespaces import OffloadedNamespaces
 from home_agent.reflection.endpointslice import EndpointSliceReflector
 from home_agent.reflection.event import EventReflector
 from home_agent.reflection.manager import Reflection
 from home_agent.reflection.persistentvolumeclaim import PersistentVolumeClaimReflector
 from home_agent.reflection.reflector import Reflector
 from home_agent.reflection.token import TokenReflector
+from home_agent.twins import TwinNamespaces
 from home_agent.watches import (
     HOME_WATCH,
     NODE_PODS_WATCH,
@@ -76,95 +80,111 @@ pods', those are a lane of tens of thousands at N = 50,000)."""
 # --- the agent's keyers ----------------------------------------------------------------------
 
 
-def own_echo(agent: Agent, side: str, change: Change) -> bool:
-    """Whether `change` is the watch's echo of the pod offloader's own write (a ShadowPod
-    created, a pod's status written: `home_agent.pod`)."""
-    return agent.echoes.echo((side, *change.key), change)
+@dataclass(frozen=True)
+class AgentRoutes:
+    """What the agent's own routes read and feed (built by `home_agent.assembly.agent_routes`):
+    the informer registry (its mirrors), the agent's keys' queue, the twin namespaces, the pod
+    offloader's echoes, the namespaces watched at home, which Node names may be the agent's,
+    where this consumer's NamespaceMap is, and the peering's cluster ids."""
+
+    informers: Informers
+    queue: KeyQueue
+    twins: TwinNamespaces
+    echoes: Echoes
+    offloaded: OffloadedNamespaces
+    may_be_node: Callable[[str], bool]
+    tenant_namespace: str
+    namespace_map_name: str
+    home_cluster_id: str
+    remote_cluster_id: str
 
 
-def namespace_keys(agent: Agent, namespace: str) -> Iterator[Hashable]:
+def namespace_keys(pods: Mirror, shadow_pods: Mirror, twins: TwinNamespaces,
+                   namespace: str) -> Iterator[Hashable]:
     """Everything that reads a namespace's offloading: the namespace and its pods (home, and
     those known by their ShadowPod only), and which namespaces are watched."""
     yield NAMESPACES_KEY
     yield offloading_key(namespace)
-    for pod_namespace, name in agent.mirrors.pods.keys():
+    for pod_namespace, name in pods.keys():
         if pod_namespace == namespace:
             yield pod_key(pod_namespace, name)
-    remote_namespace = agent.twins.mapped(namespace)
-    for shadow_namespace, name in agent.mirrors.shadow_pods.keys():
+    remote_namespace = twins.mapped(namespace)
+    for shadow_namespace, name in shadow_pods.keys():
         if shadow_namespace == remote_namespace:
             yield pod_key(namespace, name)
 
 
-def twin_offloading_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+def twin_offloading_keys(twins: TwinNamespaces, change: Change) -> Iterator[Hashable]:
     """The offloading of the home namespace whose twin the changed object is in."""
-    home_namespace = agent.twins.home_of(change.key[0])
+    home_namespace = twins.home_of(change.key[0])
     if home_namespace is not None:
         yield offloading_key(home_namespace)
 
 
-def every_key(agent: Agent) -> Iterator[Hashable]:
-    yield NODE_KEY
-    yield NAMESPACES_KEY
-    for namespace, _ in agent.mirrors.offloadings.keys():
-        yield offloading_key(namespace)
-    for namespace, name in agent.mirrors.pods.keys():
-        yield pod_key(namespace, name)
-
-
-def node_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+def node_keys(may_be_node: Callable[[str], bool], change: Change) -> Iterator[Hashable]:
     log.debug("node event %s %s", change.event_type, change.key)
-    if agent.may_be_node(change.key[1]):
+    if may_be_node(change.key[1]):
         yield NODE_KEY
         yield NAMESPACES_KEY  # its labels select namespaces
 
 
-def virtual_node_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+def virtual_node_keys(remote_cluster_id: str, offloadings: Mirror, pods: Mirror,
+                      change: Change) -> Iterator[Hashable]:
     """This agent's VirtualNode configures the node, the offloadings and the pods."""
-    if (change.obj.get("spec") or {}).get("clusterId") == agent.config.remote_cluster_id:
-        yield from every_key(agent)
+    if (change.obj.get("spec") or {}).get("clusterId") != remote_cluster_id:
+        return
+    yield NODE_KEY
+    yield NAMESPACES_KEY
+    for namespace, _ in offloadings.keys():
+        yield offloading_key(namespace)
+    for namespace, name in pods.keys():
+        yield pod_key(namespace, name)
 
 
-def home_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
-    if not own_echo(agent, HOME, change):
+def home_pod_keys(echoes: Echoes, change: Change) -> Iterator[Hashable]:
+    """A pod's change, but the watch's echo of the pod offloader's own status write
+    (`home_agent.pod`)."""
+    if not echoes.echo((HOME, *change.key), change):
         yield pod_key(*change.key)
 
 
-def shadow_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
-    if own_echo(agent, REMOTE, change):
+def shadow_pod_keys(echoes: Echoes, twins: TwinNamespaces, change: Change) -> Iterator[Hashable]:
+    """A ShadowPod's change, but the watch's echo of the pod offloader's own write."""
+    if echoes.echo((REMOTE, *change.key), change):
         return
-    home_namespace = agent.twins.home_of(change.key[0])
+    home_namespace = twins.home_of(change.key[0])
     if home_namespace is not None:
         yield pod_key(home_namespace, change.key[1])
 
 
-def token_secret_pod_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+def token_secret_pod_keys(twins: TwinNamespaces, shadow_pods: Mirror,
+                          change: Change) -> Iterator[Hashable]:
     """A token Secret made for a pod not offloaded yet: the pod waits for it (`home_agent.pod`)."""
     if change.deleted or not is_token_secret(change.obj):
         return
     pod_name = token_secret_pod_name(change.obj)
-    home_namespace = agent.twins.home_of(change.key[0])
+    home_namespace = twins.home_of(change.key[0])
     if pod_name is None or home_namespace is None:
         return
-    if agent.mirrors.shadow_pods.get((change.key[0], pod_name)) is None:
+    if shadow_pods.get((change.key[0], pod_name)) is None:
         yield pod_key(home_namespace, pod_name)
 
 
-def offer_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
+def offer_keys(tenant_namespace: str, change: Change) -> Iterator[Hashable]:
     # Only the node reads the offer (capacity, labels); the provider republishes it as its
     # usage changes, which must not requeue every pod.
-    if change.key[0] == agent.tenant_namespace:
+    if change.key[0] == tenant_namespace:
         yield NODE_KEY
 
 
-def mapping_change(agent: Agent, change: Change) -> tuple[NamespaceMap | None, ...]:
+def mapping_change(routes: AgentRoutes, change: Change) -> tuple[NamespaceMap | None, ...]:
     """This agent's NamespaceMap before and after `change`, when its mapping (desired or
     current) changed; () for another consumer's map, or a write that left the mapping as it
     was (the enforcer's kopf records, labels): nothing anyone reads changed."""
-    if change.key != (agent.tenant_namespace, agent.namespace_map_name):
+    if change.key != (routes.tenant_namespace, routes.namespace_map_name):
         return ()
     before = NamespaceMap.model_validate(change.before) if change.before else None
-    after = agent.twins.namespace_map()
+    after = routes.twins.namespace_map()
     if _mapping(before) == _mapping(after):
         return ()
     return before, after
@@ -176,9 +196,11 @@ def _mapping(namespace_map: NamespaceMap | None) -> tuple[Any, Any] | None:
     return namespace_map.spec.desired_mapping, namespace_map.status.current_mapping
 
 
-def namespace_map_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
-    """The namespaces the mapping touched, before or after, and the twins watch."""
-    maps = mapping_change(agent, change)
+def namespace_map_keys(routes: AgentRoutes, namespace_keys: Callable[[str], Iterator[Hashable]],
+                       change: Change) -> Iterator[Hashable]:
+    """The namespaces the mapping touched, before or after (`namespace_keys`), and the twins
+    watch."""
+    maps = mapping_change(routes, change)
     if not maps:
         return
     touched: set[str] = set()
@@ -187,41 +209,47 @@ def namespace_map_keys(agent: Agent, change: Change) -> Iterator[Hashable]:
             touched |= set(namespace_map.spec.desired_mapping)
             touched |= set(namespace_map.status.current_mapping)
     for namespace in touched:
-        yield from namespace_keys(agent, namespace)
+        yield from namespace_keys(namespace)
     yield TWINS_KEY
 
 
-def declare_agent(agent: Agent) -> None:
-    """The agent's own resources, mirrors (`agent.mirrors`) and keys."""
-    informers, queue = agent.informers, agent.queue
+def declare_agent(routes: AgentRoutes) -> None:
+    """The agent's own resources, mirrors (`home_agent.agent.Mirrors`) and keys."""
+    informers, queue, twins = routes.informers, routes.queue, routes.twins
+    pods = informers.mirror(HOME, PODS.plural)
+    shadow_pods = informers.mirror(REMOTE, SHADOWPOD.plural)
+    offloadings = informers.mirror(HOME, NAMESPACE_OFFLOADING.plural)
+    keys_of_namespace = functools.partial(namespace_keys, pods, shadow_pods, twins)
 
     def namespace_listed(namespace: str) -> None:
         """Its pods, held back until then, are looked at."""
-        for key in namespace_keys(agent, namespace):
+        for key in keys_of_namespace(namespace):
             queue.add(key)
 
-    agent.offloaded.on_listed(namespace_listed)
-    config = agent.config
+    routes.offloaded.on_listed(namespace_listed)
     informers.watch(HOME, PODS.resource, by=NODE_PODS_WATCH)
     for resource in (NODES.resource, VIRTUAL_NODE.resource, NAMESPACE_OFFLOADING.resource):
         informers.watch(HOME, resource, by=HOME_WATCH)
     # Only our own ShadowPods; the tenant namespace's map and offer are this consumer's.
     informers.watch(REMOTE, SHADOWPOD.resource, by=TWINS_WATCH, label_selector=ownership_selector(
-        config.home_cluster_id, config.remote_cluster_id))
+        routes.home_cluster_id, routes.remote_cluster_id))
     for resource in (RESOURCE_OFFER.resource, NAMESPACE_MAP.resource):
         informers.watch(REMOTE, resource, by=TENANT_WATCH)
     # The watch selects the pods bound to the virtual node.
-    informers.keys(HOME, PODS.plural, lambda change: home_pod_keys(agent, change), queue)
-    informers.keys(HOME, NODES.plural, lambda change: node_keys(agent, change), queue)
-    informers.keys(HOME, VIRTUAL_NODE.plural, lambda change: virtual_node_keys(agent, change),
-                   queue)
+    informers.keys(HOME, PODS.plural, functools.partial(home_pod_keys, routes.echoes), queue)
+    informers.keys(HOME, NODES.plural, functools.partial(node_keys, routes.may_be_node), queue)
+    informers.keys(HOME, VIRTUAL_NODE.plural, functools.partial(
+        virtual_node_keys, routes.remote_cluster_id, offloadings, pods), queue)
     informers.keys(HOME, NAMESPACE_OFFLOADING.plural,
-                   lambda change: namespace_keys(agent, change.key[0]), queue)
-    informers.keys(REMOTE, SHADOWPOD.plural, lambda change: shadow_pod_keys(agent, change), queue,
+                   lambda change: keys_of_namespace(change.key[0]), queue)
+    informers.keys(REMOTE, SHADOWPOD.plural,
+                   functools.partial(shadow_pod_keys, routes.echoes, twins), queue,
                    priority=REPORTED)
-    informers.keys(REMOTE, RESOURCE_OFFER.plural, lambda change: offer_keys(agent, change), queue)
-    informers.keys(REMOTE, NAMESPACE_MAP.plural, lambda change: namespace_map_keys(agent, change),
-                   queue, compares=True)
+    informers.keys(REMOTE, RESOURCE_OFFER.plural,
+                   functools.partial(offer_keys, routes.tenant_namespace), queue)
+    informers.keys(REMOTE, NAMESPACE_MAP.plural,
+                   functools.partial(namespace_map_keys, routes, keys_of_namespace), queue,
+                   compares=True)
 
 
 # --- resource reflection ---------------------------------------------------------------------
@@ -233,24 +261,24 @@ def copied_pod_keys(reflection: Reflection, plural: str, change: Change) -> Iter
         yield pod_key(namespace, name)
 
 
-def declare_reflector(agent: Agent, reflector: Reflector) -> None:
+def declare_reflector(informers: Informers, reflector: Reflector) -> None:
     """One kind's: both sides' mirrors (at home every object of the namespaces offloaded here;
     remotely every object of the twin namespaces, not only ours: a foreign object in the way
     must be seen), each event to its home key."""
-    informers, resource, plural = agent.informers, reflector.rules.resource, reflector.rules.plural
+    resource, plural = reflector.rules.resource, reflector.rules.plural
     informers.watch(HOME, resource, by=OFFLOADED_WATCH)
     informers.watch(REMOTE, resource, keep=reflector.kept_remote, by=TWINS_WATCH)
     informers.keys(HOME, plural, reflector.home_keys, reflector.controller)
     informers.keys(REMOTE, plural, reflector.remote_keys, reflector.controller)
 
 
-def declare_reflection(agent: Agent, reflection: Reflection) -> None:
+def declare_reflection(routes: AgentRoutes, reflection: Reflection) -> None:
     """Every enabled kind's reflector, then the companions (they read the kinds' mirrors), then
     the resyncs: a VirtualNode (the skip lists) or the NamespaceMap (which namespaces are
     extended) changes every key's outcome."""
-    informers = agent.informers
+    informers = routes.informers
     for reflector in reflection.reflectors.values():
-        declare_reflector(agent, reflector)
+        declare_reflector(informers, reflector)
     slices = reflection.reflectors.get(ENDPOINTSLICES.plural)
     if isinstance(slices, EndpointSliceReflector) and SERVICES.plural in reflection.reflectors:
         informers.keys(HOME, SERVICES.plural, slices.service_keys, slices.controller,
@@ -277,22 +305,22 @@ def declare_reflection(agent: Agent, reflection: Reflection) -> None:
         informers.keys(HOME, PERSISTENTVOLUMES.plural, claims.volume_keys, claims.controller)
         # A twin's claims hold its namespace's withdrawal (home_agent.namespace_offloading).
         informers.keys(REMOTE, PERSISTENTVOLUMECLAIMS.plural,
-                       lambda change: twin_offloading_keys(agent, change), agent.queue)
+                       functools.partial(twin_offloading_keys, routes.twins), routes.queue)
     tokens = reflection.companion(TokenReflector)
     if tokens is not None:
-        declare_token_reflector(agent, tokens, reflection.reflectors.get(SECRETS.plural))
+        declare_token_reflector(routes, tokens, reflection.reflectors.get(SECRETS.plural))
     for plural in reflection.required.plurals:
         # A copy a pod needs came: its ShadowPod may be made (`home_agent.reflection.required`).
         informers.keys(REMOTE, plural, functools.partial(copied_pod_keys, reflection, plural),
-                       agent.queue, priority=UNBLOCKED)
+                       routes.queue, priority=UNBLOCKED)
     informers.on(HOME, VIRTUAL_NODE.plural, lambda _: reflection.resync())
-    agent.offloaded.on_listed(reflection.resync)
+    routes.offloaded.on_listed(reflection.resync)
     informers.on(REMOTE, NAMESPACE_MAP.plural,
-                 lambda change: reflection.resync() if mapping_change(agent, change) else None,
+                 lambda change: reflection.resync() if mapping_change(routes, change) else None,
                  compares=True)
 
 
-def declare_virtual_node_followers(agent: Agent, listed: threading.Event,
+def declare_virtual_node_followers(routes: AgentRoutes, listed: threading.Event,
                                    follow: Callable[[], None],
                                    follow_nodes: Callable[[], None]) -> None:
     """Once VirtualNodes are `listed`, each VirtualNode change may rename the virtual nodes
@@ -304,19 +332,19 @@ def declare_virtual_node_followers(agent: Agent, listed: threading.Event,
             follow()
 
     def on_offer(change: Change) -> None:
-        if listed.is_set() and change.key[0] == agent.tenant_namespace:
+        if listed.is_set() and change.key[0] == routes.tenant_namespace:
             follow_nodes()
 
     def on_node(change: Change) -> None:
-        if listed.is_set() and agent.may_be_node(change.key[1]):
+        if listed.is_set() and routes.may_be_node(change.key[1]):
             follow_nodes()
 
-    agent.informers.on(HOME, VIRTUAL_NODE.plural, on_change)
-    agent.informers.on(HOME, NODES.plural, on_node)
-    agent.informers.on(REMOTE, RESOURCE_OFFER.plural, on_offer)
+    routes.informers.on(HOME, VIRTUAL_NODE.plural, on_change)
+    routes.informers.on(HOME, NODES.plural, on_node)
+    routes.informers.on(REMOTE, RESOURCE_OFFER.plural, on_offer)
 
 
-def declare_token_reflector(agent: Agent, tokens: TokenReflector,
+def declare_token_reflector(routes: AgentRoutes, tokens: TokenReflector,
                             secrets: Reflector | None) -> None:
     """The pods' tokens: the pods bound to the virtual node, and one mirror of the remote
     Secrets, shared with the Secret reflector (`secrets`, when it runs)."""
@@ -330,9 +358,10 @@ def declare_token_reflector(agent: Agent, tokens: TokenReflector,
             return summary
         return kept_secret(secret)
 
-    agent.informers.watch(REMOTE, SECRETS.resource, keep=kept, by=TWINS_WATCH)
-    agent.informers.keys(HOME, PODS.plural, tokens.pod_keys, tokens.controller)
-    agent.informers.keys(REMOTE, SECRETS.plural, tokens.secret_keys, tokens.controller)
-    agent.informers.keys(REMOTE, SECRETS.plural,
-                         lambda change: token_secret_pod_keys(agent, change), agent.queue,
-                         priority=UNBLOCKED)
+    informers = routes.informers
+    informers.watch(REMOTE, SECRETS.resource, keep=kept, by=TWINS_WATCH)
+    informers.keys(HOME, PODS.plural, tokens.pod_keys, tokens.controller)
+    informers.keys(REMOTE, SECRETS.plural, tokens.secret_keys, tokens.controller)
+    informers.keys(REMOTE, SECRETS.plural, functools.partial(
+        token_secret_pod_keys, routes.twins, informers.mirror(REMOTE, SHADOWPOD.plural)),
+        routes.queue, priority=UNBLOCKED)

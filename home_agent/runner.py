@@ -20,20 +20,18 @@ from annex.kubeapi import ClusterApi
 from annex.leader import LeaderElector
 from annex.leader_flags import candidacy
 from annex.metrics import ServedRequests
-from home_agent.agent import HOME, Agent
+from annex.mirror import Mirror
+from home_agent.agent import HOME, NODE_KEY, Agent
 from home_agent.apiserver_address import NoHomeApiServerAddress, with_home_apiserver
 from home_agent.assembly import (
     COMPANIONS,
-    agent_figures,
-    health_checks,
-    kubelet_sources,
-    node_lease,
-    node_sources,
-    offloading_sources,
-    pod_offloader,
+    AgentKeys,
+    AgentParts,
+    Listings,
+    agent_parts,
+    agent_routes,
     reflection_for,
     remote_watch_sources,
-    webhook_mirrors,
 )
 from home_agent.config import AgentConfig
 from home_agent.credentials import RemoteCredentials
@@ -48,6 +46,7 @@ from home_agent.reflection.manager import Reflection
 from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent, declare_reflection, declare_virtual_node_followers
 from home_agent.synced_cache import SyncedPods
+from home_agent.twins import TwinNamespaces
 from home_agent.virtual_node import NodeSources, reconcile_node
 from home_agent.watches import (
     HOME_WATCH,
@@ -68,7 +67,7 @@ def _kind(key: Hashable) -> str:
     return str(key[0]) if isinstance(key, tuple) else "?"
 
 
-def _object_of(agent: Agent, key: Hashable) -> tuple[str | None, str | None]:
+def _object_of(node_name: Callable[[], str], key: Hashable) -> tuple[str | None, str | None]:
     """The object an agent key names, for its log lines."""
     match key:
         case ("pod", namespace, name):
@@ -76,26 +75,26 @@ def _object_of(agent: Agent, key: Hashable) -> tuple[str | None, str | None]:
         case ("offloading", namespace):
             return str(namespace), NAMESPACE_OFFLOADING_NAME
         case ("node",):
-            return None, agent.node_name()
+            return None, node_name()
     return None, _kind(key)
 
 
-def pod_traceparent(agent: Agent, key: Hashable) -> object:
+def pod_traceparent(twins: TwinNamespaces, shadow_pods: Mirror, key: Hashable) -> object:
     """A pod key's trace: the traceparent on its ShadowPod, which this agent wrote when it made
     or changed it and the provider's reconcile continued, so that the status brought home joins
     that trace (home → remote → home). Read from the provider's copy, so untrusted: only a parent
     once `annex.tracing` has checked its form. Asked only while tracing."""
     match key:
         case ("pod", namespace, name):
-            remote_namespace = agent.twins.mapped(str(namespace))
-            shadow = (agent.mirrors.shadow_pods.get((remote_namespace, str(name)))
+            remote_namespace = twins.mapped(str(namespace))
+            shadow = (shadow_pods.get((remote_namespace, str(name)))
                       if remote_namespace else None)
             if shadow is not None:
                 return (shadow["metadata"].get("annotations") or {}).get(TRACEPARENT_ANNOTATION)
     return None
 
 
-def mirrors_listed(agent: Agent, key: Hashable) -> bool:
+def mirrors_listed(listings: Listings, key: Hashable) -> bool:
     """Whether the mirrors `key`'s reconcile reads are listed (the key is parked until then):
     nothing is decided on a mirror still filling. The node and the namespaces watched wait for
     the home listings, the twins for the tenant namespace's, namespaces and pods for both
@@ -103,18 +102,18 @@ def mirrors_listed(agent: Agent, key: Hashable) -> bool:
     namespace's objects (the copies it waits for)."""
     kind = _kind(key)
     if kind == "twins":
-        return agent.tenant_synced.is_set()
-    if not agent.home_synced.is_set():
+        return listings.tenant()
+    if not listings.home():
         return False
     if kind in ("node", "namespaces"):
         return True
-    if kind == "pod" and not agent.namespace_ready(str(key[1])):  # type: ignore[index]
+    if kind == "pod" and not listings.namespace(str(key[1])):  # type: ignore[index]
         return False
-    return agent.remote_synced()
+    return listings.remote()
 
 
-async def reconcile(agent: Agent, node: NodeSources, offloadings: OffloadingSources,
-                    pods: PodOffloader, watches: RemoteWatches,
+async def reconcile(node: NodeSources, offloadings: OffloadingSources, pods: PodOffloader,
+                    selected_namespaces: Callable[[], frozenset[str]], watches: RemoteWatches,
                     offloaded: OffloadedNamespaceWatches, synced_pods: SyncedPods | None,
                     key: Hashable) -> Result | None:
     """One key, its mirrors listed (`mirrors_listed`)."""
@@ -125,7 +124,7 @@ async def reconcile(agent: Agent, node: NodeSources, offloadings: OffloadingSour
         case ("twins",):
             watches.follow_twins()
         case ("namespaces",):
-            offloaded.follow(agent.selected_namespaces())
+            offloaded.follow(selected_namespaces())
         case ("offloading", namespace):
             await reconcile_offloading(offloadings, namespace)
         case ("pod", namespace, name):
@@ -153,30 +152,30 @@ WATCH_KEYS = frozenset({"twins", "namespaces"})
 """The keys that only move a watch: a standby keeps its mirrors as the leader's."""
 
 
-def may_reconcile(agent: Agent, leading: Callable[[], bool], key: Hashable) -> bool:
+def may_reconcile(listings: Listings, leading: Callable[[], bool], key: Hashable) -> bool:
     """`mirrors_listed`, and for every key but those that only move a watch (`WATCH_KEYS`)
     that this replica leads: a standby's keys wait parked, and go in line once it leads."""
     if _kind(key) not in WATCH_KEYS and not leading():
         return False
-    return mirrors_listed(agent, key)
+    return mirrors_listed(listings, key)
 
 
 def _always() -> bool:
     return True
 
 
-def build_controller(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
+def build_controller(keys: AgentKeys, watches: RemoteWatches,
                      offloaded: OffloadedNamespaceWatches, synced_pods: SyncedPods | None,
                      metrics: Metrics, leading: Callable[[], bool] = _always
                      ) -> Controller[Hashable]:
-    """The agent's own keys (`agent.queue`), counted per key kind too."""
+    """The agent's own keys, counted per key kind too."""
     return Controller(
-        "agent", functools.partial(reconcile, agent, node_sources(agent), offloading_sources(agent),
-                                   pods, watches, offloaded, synced_pods),
-        workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
+        "agent", functools.partial(reconcile, keys.node, keys.offloadings, keys.pods,
+                                   keys.selected_namespaces, watches, offloaded, synced_pods),
+        workers=keys.workers, ready=functools.partial(may_reconcile, keys.listings, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
-        queue=agent.queue, describe=functools.partial(_object_of, agent),
-        traceparent=functools.partial(pod_traceparent, agent))
+        queue=keys.queue, describe=functools.partial(_object_of, keys.node_name),
+        traceparent=functools.partial(pod_traceparent, keys.twins, keys.shadow_pods))
 
 
 def leader_elector(config: AgentConfig) -> LeaderElector | None:
@@ -187,9 +186,9 @@ def leader_elector(config: AgentConfig) -> LeaderElector | None:
                      load_connection(config.home_kubeconfig, limits=config.home_limits))
 
 
-async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
-                    offloaded: OffloadedNamespaceWatches, watches: RemoteWatches,
-                    reflection: Reflection,
+async def supervise(config: AgentConfig, parts: AgentParts, home_watch: Watch,
+                    node_pods: NodePodsWatch, offloaded: OffloadedNamespaceWatches,
+                    watches: RemoteWatches, reflection: Reflection,
                     credentials: RemoteCredentials, kubelet: KubeletServer,
                     elector: LeaderElector | None = None) -> int:
     """Everything but the kubelet API on this loop (the kubelet API on a thread and loop of its
@@ -210,14 +209,13 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
     home_watch.start()  # its VirtualNodes listed, `node_pods` follows the virtual node's name
     metrics = Metrics()
     synced_pods = None
-    if agent.config.redis_url:
-        synced_pods = SyncedPods(agent.config.redis_url, agent.config.home_cluster_id,
-                                 agent.config.remote_cluster_id)
+    if config.redis_url:
+        synced_pods = SyncedPods(config.redis_url, config.home_cluster_id,
+                                 config.remote_cluster_id)
         await synced_pods.load()
     leading = _always if elector is None else (lambda: elector.leading)
     credentials.leading = leading
-    agent_keys = build_controller(agent, pod_offloader(agent, reflection), watches, offloaded,
-                                  synced_pods, metrics, leading)
+    agent_keys = build_controller(parts.keys, watches, offloaded, synced_pods, metrics, leading)
     metrics.controllers = [agent_keys, *reflection.controllers()]
     metrics.reflection = reflection.controllers()
     # What writes, stopped first: the agent's keys (on a standby the twins' only), and the
@@ -226,7 +224,7 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
 
     def lead() -> None:
         writers.append(asyncio.create_task(reflection.run()))
-        writers.append(asyncio.create_task(lease_loop(node_lease(agent))))
+        writers.append(asyncio.create_task(lease_loop(parts.lease)))
         writers.append(asyncio.create_task(credentials.renew_loop()))
         if elector is not None:
             writers.append(asyncio.create_task(watches.create_namespace_map()))
@@ -236,7 +234,7 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         tasks.append(asyncio.create_task(synced_pods.run()))
     tasks.append(asyncio.create_task(watches.start(create_namespace_map=elector is None)))
     tasks.append(asyncio.create_task(credentials.run()))
-    tasks.append(asyncio.create_task(health_loop(health_checks(agent))))
+    tasks.append(asyncio.create_task(health_loop(parts.health_checks)))
     election: asyncio.Task[None] | None = None
     if elector is None:
         lead()
@@ -244,17 +242,16 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         metrics.leading, metrics.leader = leading, lambda: elector.holder
         metrics.elector = elector
         election = elector.campaign(lead, lost=stop.set)
-    agent.enqueue(("node",))
+    parts.keys.queue.add(NODE_KEY)
     webhook_requests = ServedRequests()
     metrics.served = [webhook_requests, kubelet.requests]
-    config = agent.config
-    servers = [await serve_webhook(webhook_mirrors(agent), config.webhook_address,
+    servers = [await serve_webhook(parts.webhook, config.webhook_address,
                                    config.webhook_cert, config.webhook_key, webhook_requests),
-               await serve_metrics(metrics, agent_figures(agent), config.metrics_address,
-                                   config.metrics_secure, agent.home, agent.home_synced.is_set)]
-    kubelet.start(kubelet_sources(agent))
-    log.info("home agent %s → %s started (nodes %s)", agent.config.home_cluster_id,
-             agent.config.remote_cluster_id, ", ".join(sorted(agent.node_pools())))
+               await serve_metrics(metrics, parts.figures, config.metrics_address,
+                                   config.metrics_secure, parts.home, parts.keys.listings.home)]
+    kubelet.start(parts.kubelet)
+    log.info("home agent %s → %s started (nodes %s)", config.home_cluster_id,
+             config.remote_cluster_id, ", ".join(sorted(parts.lease.node_names())))
     exit_code = 0
     while not stop.is_set():
         if not (home_watch.is_alive() and node_pods.is_alive() and offloaded.is_alive()
@@ -287,8 +284,8 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
         if server is not None:
             await server.cleanup()
     await _cancelled(tasks)
-    await agent.home.close()  # the clients' sessions live on this loop
-    await agent.remote.close()
+    await parts.home.close()  # the clients' sessions live on this loop
+    await parts.remote.close()
     return exit_code
 
 
@@ -324,8 +321,9 @@ def run(config: AgentConfig) -> int:
     reflection = reflection_for(agent, companions=COMPANIONS)
     credentials = RemoteCredentials(config, home, remote, agent.events, agent.virtual_node)
 
-    declare_agent(agent)
-    declare_reflection(agent, reflection)
+    routes = agent_routes(agent)
+    declare_agent(routes)
+    declare_reflection(routes, reflection)
     home_listed = threading.Event()
 
     def follow_nodes() -> None:
@@ -335,7 +333,7 @@ def run(config: AgentConfig) -> int:
         follow_nodes()
         credentials.virtual_node_changed()
 
-    declare_virtual_node_followers(agent, home_listed, follow_virtual_node, follow_nodes)
+    declare_virtual_node_followers(routes, home_listed, follow_virtual_node, follow_nodes)
     on_home_event = functools.partial(agent.informers.dispatch, HOME)
 
     def pods_synced() -> None:
@@ -353,6 +351,6 @@ def run(config: AgentConfig) -> int:
                               agent.mirrors.pods.values)
     offloaded = OffloadedNamespaceWatches(home.connection, agent.informers, HOME, on_home_event,
                                           agent.offloaded)
-    return asyncio.run(supervise(agent, home_watch, node_pods, offloaded,
-                                 RemoteWatches(remote_watch_sources(agent)),
+    return asyncio.run(supervise(config, agent_parts(agent, reflection), home_watch, node_pods,
+                                 offloaded, RemoteWatches(remote_watch_sources(agent)),
                                  reflection, credentials, kubelet, leader_elector(config)))

@@ -15,10 +15,11 @@ import argparse
 import json
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import yaml
 
@@ -69,12 +70,41 @@ def code(value: object) -> str:
 
 # --- flags ---------------------------------------------------------------------------------------
 
-def flag_rows(parser: argparse.ArgumentParser) -> Iterator[list[str]]:
-    formatter = parser._get_formatter()
-    for action in parser._actions:
-        if isinstance(action, argparse._HelpAction):
-            continue
-        flags = ", ".join(f"`{option}`" for option in action.option_strings)
+@dataclass(frozen=True)
+class Flag:
+    action: argparse.Action  # what `add_argument` returned
+    repeatable: bool  # declared with action="append"
+
+
+def declared_flags(build: Callable[[], argparse.ArgumentParser]
+                   ) -> tuple[argparse.ArgumentParser, list[Flag]]:
+    """The parser `build()` returns and the flags it declares on it, in order, as its
+    `add_argument` calls say them, but --help (argparse keeps no public list of a parser's
+    flags)."""
+    flags: list[Flag] = []
+    add_argument = argparse.ArgumentParser.add_argument
+
+    def declare(parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = add_argument(parser, *args, **kwargs)
+        if kwargs.get("action") != "help":
+            flags.append(Flag(action, repeatable=kwargs.get("action") == "append"))
+        return action
+
+    with mock.patch.object(argparse.ArgumentParser, "add_argument", declare):
+        parser = build()
+    return parser, flags
+
+
+def expanded_help(action: argparse.Action, prog: str) -> str:
+    """Its help as `--help` prints it (`%(default)s` and the like filled in, `%%` a `%`)."""
+    params = {name: getattr(value, "__name__", value) for name, value in vars(action).items()}
+    return action.help % {**params, "prog": prog} if action.help else ""
+
+
+def flag_rows(prog: str, flags: list[Flag]) -> Iterator[list[str]]:
+    for flag in flags:
+        action = flag.action
+        options = ", ".join(f"`{option}`" for option in action.option_strings)
         if action.choices:
             kind = " | ".join(f"`{choice}`" for choice in action.choices)
         elif action.nargs == 0:
@@ -82,7 +112,7 @@ def flag_rows(parser: argparse.ArgumentParser) -> Iterator[list[str]]:
         else:
             name = getattr(action.type, "__name__", "str") if action.type else "str"
             kind = TYPE_NAMES.get(name, name.lstrip("_"))
-        if isinstance(action, argparse._AppendAction):
+        if flag.repeatable:
             kind += ", repeatable"
         if action.required:
             default = "**required**"
@@ -90,12 +120,12 @@ def flag_rows(parser: argparse.ArgumentParser) -> Iterator[list[str]]:
             default = ""
         else:
             default = code(action.default)
-        help_text = formatter._expand_help(action) if action.help else ""
-        yield [flags, cell(kind), default, cell(help_text)]
+        yield [options, cell(kind), default, cell(expanded_help(action, prog))]
 
 
-def flags_section(title: str, parser: argparse.ArgumentParser) -> str:
-    rows = "\n".join("| " + " | ".join(row) + " |" for row in flag_rows(parser))
+def flags_section(title: str, build: Callable[[], argparse.ArgumentParser]) -> str:
+    parser, flags = declared_flags(build)
+    rows = "\n".join("| " + " | ".join(row) + " |" for row in flag_rows(parser.prog, flags))
     return (f"## {title}\n\n`{parser.prog} --help` prints the same.\n\n"
             f"| Flag | Type | Default | Description |\n|---|---|---|---|\n{rows}\n")
 
@@ -243,9 +273,9 @@ def chart_section(chart: str) -> str:
 
 def reference() -> str:
     sections = [HEADER,
-                flags_section("Home agent flags", home_agent_parser()),
-                flags_section("Home controller flags", home_controller_parser()),
-                flags_section("Remote enforcer flags", remote_enforcer_parser()),
+                flags_section("Home agent flags", home_agent_parser),
+                flags_section("Home controller flags", home_controller_parser),
+                flags_section("Remote enforcer flags", remote_enforcer_parser),
                 *(chart_section(chart) for chart in CHARTS)]
     return "\n".join(sections)
 

@@ -3,6 +3,7 @@ the components' argument parsers and the charts' values, and it names every flag
 
 from __future__ import annotations
 
+import argparse
 import functools
 import importlib.util
 import sys
@@ -31,17 +32,32 @@ def test_the_committed_reference_is_what_the_generator_writes() -> None:
     assert committed == generator().reference(), f"docs/configuration.md is {REGENERATE}"
 
 
+def help_options(parser: argparse.ArgumentParser) -> set[str]:
+    """The options `--help` lists (each on a line of its own: `  -h, --help  ...`,
+    `  --workers WORKERS`), but --help."""
+    options = set()
+    for line in parser.format_help().splitlines():
+        if line.startswith("  -"):
+            names = line.strip().split("  ")[0]
+            options |= {name.split(" ")[0] for name in names.split(", ")}
+    return options - {"-h", "--help"}
+
+
 def test_every_flag_of_the_components_is_documented() -> None:
+    """Every option `--help` lists is in the page, and the generator read each of them from the
+    parser's declarations (none it declares some other way is left out)."""
     from home_agent.config import build_parser
     from home_controller.settings import parser as home_controller_parser
     from remote_enforcer.settings import parser
 
     reference = generator().reference()
-    for component in (build_parser(), home_controller_parser(), parser()):
-        for action in component._actions:
-            for option in action.option_strings:
-                if option not in ("-h", "--help"):
-                    assert f"`{option}`" in reference, f"{component.prog} {option} missing"
+    for build in (build_parser, home_controller_parser, parser):
+        component, flags = generator().declared_flags(build)
+        listed = help_options(component)
+        assert "--log-level" in listed
+        assert listed == {option for flag in flags for option in flag.action.option_strings}
+        for option in listed:
+            assert f"`{option}`" in reference, f"{component.prog} {option} missing"
 
 
 def test_every_chart_value_is_documented_with_its_default() -> None:

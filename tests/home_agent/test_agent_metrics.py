@@ -10,7 +10,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from home_agent.agent import pod_key
-from home_agent.assembly import COMPANIONS, agent_figures, pod_offloader, reflection_for
+from home_agent.assembly import COMPANIONS, agent_figures, agent_keys, reflection_for
 from home_agent.metrics import Metrics
 from home_agent.reflection.kinds import KINDS
 from home_agent.runner import build_controller
@@ -24,8 +24,7 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
     reflection = reflection_for(agent, KINDS, COMPANIONS)
     metrics = Metrics()
     no_watches: Any = None
-    controller = build_controller(agent, pod_offloader(agent), no_watches, no_watches, None,
-                                  metrics)
+    controller = build_controller(agent_keys(agent), no_watches, no_watches, None, metrics)
     metrics.controllers = [controller, *reflection.controllers()]
     agent.enqueue(pod_key("app", "web"))  # no such pod, no ShadowPod: nothing to do
 

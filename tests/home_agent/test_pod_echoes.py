@@ -11,7 +11,7 @@ import itertools
 from typing import Any
 
 from home_agent.agent import HOME, REMOTE, Agent, pod_key
-from home_agent.assembly import pod_offloader
+from home_agent.assembly import agent_routes, pod_offloader
 from home_agent.pod import PodOffloader
 from home_agent.routes import declare_agent
 from tests.home_agent.test_pod_offloading import running_status
@@ -47,7 +47,7 @@ class StampingApi(FakeApi):
 def _offloaded() -> tuple[Agent, PodOffloader, StampingApi, StampingApi]:
     remote, home = StampingApi(), StampingApi()
     agent = agent_with(remote, home)
-    declare_agent(agent)
+    declare_agent(agent_routes(agent))
     return agent, pod_offloader(agent), remote, home
 
 

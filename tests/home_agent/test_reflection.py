@@ -14,7 +14,7 @@ from annex.api_errors import ApiError
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
-from home_agent.assembly import COMPANIONS, agent_figures, peering_of, reflection_for
+from home_agent.assembly import COMPANIONS, agent_figures, agent_routes, peering_of, reflection_for
 from home_agent.config import REFLECTED_KINDS, AgentConfig, parse_config
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.kinds import KINDS
@@ -119,7 +119,7 @@ def _reflector(agent: Agent, policy: ReflectionType = ReflectionType.DENY_LIST,
     reflector = Reflector(peering_of(agent), rules, 1, policy,
                           agent.informers.mirror(HOME_SIDE, rules.plural),
                           agent.informers.mirror(REMOTE_SIDE, rules.plural))
-    declare_reflector(agent, reflector)
+    declare_reflector(agent.informers, reflector)
     return reflector
 
 
@@ -335,7 +335,7 @@ def test_flags_set_workers_and_policy_per_kind_and_zero_disables_a_kind() -> Non
                            "--configmap-reflection-type", "AllowList"])
     agent = Agent(config, FakeHome(), FakeApi())  # type: ignore[arg-type]
     reflection = reflection_for(agent, KINDS)
-    declare_reflection(agent, reflection)
+    declare_reflection(agent_routes(agent), reflection)
     assert "secrets" not in reflection.reflectors  # not even watched
     for side, watch in ((HOME_SIDE, OFFLOADED_WATCH), (REMOTE_SIDE, TWINS_WATCH)):
         assert SECRETS.resource not in agent.informers.watched(side, watch)
@@ -375,8 +375,8 @@ def test_a_copy_is_kept_while_the_home_api_server_still_has_the_object() -> None
 def test_a_namespace_accepted_later_gets_its_existing_objects_reflected() -> None:
     agent, remote, _ = _agent(reflection_workers={"configmap": 1})
     reflection = reflection_for(agent, [CONFIGMAP_RULES])
-    declare_agent(agent)
-    declare_reflection(agent, reflection)
+    declare_agent(agent_routes(agent))
+    declare_reflection(agent_routes(agent), reflection)
     reflector = reflection.reflectors["configmaps"]
     agent.offloaded.follow("later")  # offloaded here: watched before the provider accepts it
     agent.offloaded.listed("later")
@@ -400,8 +400,8 @@ def test_a_namespace_map_write_that_leaves_the_mapping_as_it_was_requeues_nothin
     requeues them (the test above)."""
     agent, _, _ = _agent(reflection_workers={"configmap": 1})
     reflection = reflection_for(agent, [CONFIGMAP_RULES])
-    declare_agent(agent)
-    declare_reflection(agent, reflection)
+    declare_agent(agent_routes(agent))
+    declare_reflection(agent_routes(agent), reflection)
     reflector = reflection.reflectors["configmaps"]
     current = agent.mirrors.namespace_maps.values()[0]
     _home(agent, reflector, "ADDED", _configmap())
@@ -425,7 +425,7 @@ def test_metrics_show_each_reflection_parts_waiting_keys_until_it_converged() ->
 
     agent, _, _ = _agent(reflection_workers={"configmap": 1, "event": 1})
     reflection = reflection_for(agent, KINDS, COMPANIONS)
-    declare_reflection(agent, reflection)
+    declare_reflection(agent_routes(agent), reflection)
     metrics = Metrics()
     metrics.controllers = reflection.controllers()
     agent.informers.dispatch(HOME_SIDE, "configmaps", "ADDED", {
@@ -471,8 +471,8 @@ def test_what_was_decided_before_a_namespace_was_offloaded_here_is_looked_at_onc
     agent, remote, _ = _agent(reflection_workers={"configmap": 1})
     listed(agent)
     reflection = reflection_for(agent, [CONFIGMAP_RULES])
-    declare_agent(agent)
-    declare_reflection(agent, reflection)
+    declare_agent(agent_routes(agent))
+    declare_reflection(agent_routes(agent), reflection)
     reflector = reflection.reflectors["configmaps"]
     agent.offloaded.forget("app")
     stale = {**_configmap(), "metadata": {**_configmap()["metadata"], "namespace": TWIN,

@@ -17,7 +17,7 @@ from annex.kubeapi import JSON, METADATA_LIST
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
-from home_agent.assembly import event_reflector, reflection_for
+from home_agent.assembly import agent_routes, event_reflector, reflection_for
 from home_agent.config import parse_config
 from home_agent.reflection.configmap import CONFIGMAP_RULES
 from home_agent.reflection.endpointslice import ENDPOINTSLICE_RULES
@@ -114,9 +114,9 @@ def _setup(kinds: list[KindRules] | None = None, home: FakeApi | None = None
     kinds = kinds or [CONFIGMAP_RULES]
     workers = {**WORKERS, **{rules.flag: 1 for rules in kinds}}
     agent = agent_with(remote, home, reflection_workers=workers)
-    declare_agent(agent)
+    declare_agent(agent_routes(agent))
     reflection = reflection_for(agent, kinds, [event_reflector])
-    declare_reflection(agent, reflection)
+    declare_reflection(agent_routes(agent), reflection)
     return agent, reflection, home  # type: ignore[return-value]
 
 
@@ -462,7 +462,7 @@ def test_the_flag_sets_the_workers_and_zero_disables_event_reflection() -> None:
     def reflection(*extra: str) -> tuple[Agent, Reflection]:
         agent = Agent(parse_config([*flags, *extra]), FakeApi(), FakeApi())  # type: ignore[arg-type]
         made = reflection_for(agent, [CONFIGMAP_RULES], [event_reflector])
-        declare_reflection(agent, made)
+        declare_reflection(agent_routes(agent), made)
         return agent, made
 
     enabled_agent, enabled = reflection()

@@ -12,7 +12,7 @@ from typing import Any
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
-from home_agent.assembly import reflection_for
+from home_agent.assembly import agent_routes, reflection_for
 from home_agent.config import parse_config
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.manager import Reflection
@@ -45,7 +45,7 @@ def _reflection(**config: Any) -> tuple[Agent, Reflection, FakeApi]:
         "reflection_workers": {"service": 1, "endpointslice": 1, "ingress": 1}, **config}
     agent = agent_with(remote, FakeHome(), **settings)
     reflection = reflection_for(agent, KINDS)
-    declare_reflection(agent, reflection)
+    declare_reflection(agent_routes(agent), reflection)
     return agent, reflection, remote
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent
-from home_agent.assembly import reflection_for
+from home_agent.assembly import agent_routes, reflection_for
 from home_agent.reflection.persistentvolumeclaim import PERSISTENTVOLUMECLAIM_RULES
 from home_agent.reflection.reflector import Reflector
 from home_agent.routes import declare_agent, declare_reflection
@@ -70,9 +70,9 @@ def _setup() -> tuple[Agent, Reflector, Cluster, Cluster]:
     home, remote = Cluster(), Cluster()
     agent = listed(agent_with(remote, home,
                               reflection_workers={PERSISTENTVOLUMECLAIM_RULES.flag: 1}))
-    declare_agent(agent)
+    declare_agent(agent_routes(agent))
     reflection = reflection_for(agent, [PERSISTENTVOLUMECLAIM_RULES])
-    declare_reflection(agent, reflection)
+    declare_reflection(agent_routes(agent), reflection)
     return agent, reflection.reflectors["persistentvolumeclaims"], home, remote
 
 

@@ -16,7 +16,7 @@ from annex.controller import Result
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent, pod_key
-from home_agent.assembly import pod_offloader, reflection_for
+from home_agent.assembly import agent_routes, pod_offloader, reflection_for
 from home_agent.config import parse_config
 from home_agent.pod import PodOffloader
 from home_agent.reflection.kinds import KINDS
@@ -48,8 +48,8 @@ def _offloading(*flags: str, clock: Callable[[], float] | None = None
                                  "--remote-cluster-id", REMOTE,
                                  "--serviceaccount-reflection-workers", "0", *flags])
     reflection = reflection_for(agent, KINDS)
-    declare_agent(agent)
-    declare_reflection(agent, reflection)
+    declare_agent(agent_routes(agent))
+    declare_reflection(agent_routes(agent), reflection)
     listed(agent)
     pods = pod_offloader(agent, reflection)
     if clock is not None:

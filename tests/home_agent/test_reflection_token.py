@@ -17,7 +17,7 @@ from annex.controller import Result
 from home_agent.agent import HOME as HOME_SIDE
 from home_agent.agent import REMOTE as REMOTE_SIDE
 from home_agent.agent import Agent, pod_key
-from home_agent.assembly import COMPANIONS, peering_of, pod_offloader, reflection_for
+from home_agent.assembly import COMPANIONS, agent_routes, peering_of, pod_offloader, reflection_for
 from home_agent.config import TOKEN_REFLECTION, parse_config
 from home_agent.reflection.kinds import KINDS
 from home_agent.reflection.manager import Reflection
@@ -118,8 +118,8 @@ def _reflector(agent: Agent) -> TokenReflector:
                                secrets=agent.informers.written(REMOTE_SIDE, "secrets"),
                                enable_apiserver_support=agent.config.enable_apiserver_support,
                                refresh_fraction=agent.config.token_refresh_fraction)
-    declare_agent(agent)
-    declare_token_reflector(agent, reflector, None)
+    declare_agent(agent_routes(agent))
+    declare_token_reflector(agent_routes(agent), reflector, None)
     return reflector
 
 
@@ -413,8 +413,8 @@ def _reflection(*flags: str) -> tuple[Agent, Reflection]:
     agent, _, _ = _agent()
     agent.config = config
     reflection = reflection_for(agent, KINDS, COMPANIONS)
-    declare_agent(agent)
-    declare_reflection(agent, reflection)
+    declare_agent(agent_routes(agent))
+    declare_reflection(agent_routes(agent), reflection)
     return agent, reflection
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from annex.controller import Controller
 from home_agent.agent import NODE_KEY, TWINS_KEY, Agent, pod_key
-from home_agent.assembly import pod_offloader
+from home_agent.assembly import agent_keys
 from home_agent.config import AgentConfig
 from home_agent.metrics import Metrics
 from home_agent.runner import build_controller
@@ -23,7 +23,7 @@ def agent() -> Agent:
 
 def controller(state: Agent) -> Controller[Hashable]:
     no_watches: Any = None
-    return build_controller(state, pod_offloader(state), no_watches, no_watches, None, Metrics())
+    return build_controller(agent_keys(state), no_watches, no_watches, None, Metrics())
 
 
 def take(state: Agent) -> Any:
@@ -90,7 +90,7 @@ def test_a_standby_parks_every_key_that_writes_until_it_leads() -> None:
     state = agent()
     leading = False
     no_watches: Any = None
-    standby = build_controller(state, pod_offloader(state), no_watches, no_watches, None,
+    standby = build_controller(agent_keys(state), no_watches, no_watches, None,
                                Metrics(), lambda: leading)
     for synced in (state.home_synced, state.tenant_synced, state.twins_synced):
         synced.set()

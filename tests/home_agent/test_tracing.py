@@ -10,8 +10,9 @@ from typing import Any, cast
 
 from annex import tracing
 from annex.controller import Controller
-from home_agent.agent import Agent
+from annex.mirror import Mirror
 from home_agent.runner import pod_traceparent
+from home_agent.twins import TwinNamespaces
 from shared.wellknown import TRACEPARENT_ANNOTATION
 from tests.annex.test_tracing import _by_name, _enforcer_reconciles
 from tests.remote_enforcer.test_shadowpod_cache import NAME, NAMESPACE, shadowpod
@@ -29,41 +30,32 @@ class ShadowPods:
         return self.objects.get(key)
 
 
-@dataclass
-class Mirrors:
-    shadow_pods: ShadowPods = field(default_factory=ShadowPods)
-
-
 class Twins:
     def mapped(self, namespace: str) -> str | None:
         return NAMESPACE if namespace == HOME_NAMESPACE else None
 
 
-@dataclass
-class AgentView:
-    """What `pod_traceparent` reads of the agent: the twin of HOME_NAMESPACE and the mirror."""
-
-    mirrors: Mirrors = field(default_factory=Mirrors)
-    twins: Twins = field(default_factory=Twins)
+def traceparent(shadow_pods: ShadowPods, key: tuple[str, ...]) -> object:
+    """`pod_traceparent` over the twin of HOME_NAMESPACE and `shadow_pods`."""
+    return pod_traceparent(cast(TwinNamespaces, Twins()), cast(Mirror, shadow_pods), key)
 
 
 def test_the_status_brought_home_continues_the_trace_that_made_the_remote_pod() -> None:
-    view = AgentView()
-    agent = cast(Agent, view)
+    shadow_pods = ShadowPods()
     reconciles: list[str] = []
 
     async def agent_reconcile(key: tuple[str, str, str]) -> None:
         if not reconciles:  # the creation: the ShadowPod written with this span's traceparent
-            view.mirrors.shadow_pods.objects[(NAMESPACE, NAME)] = tracing.with_traceparent(
+            shadow_pods.objects[(NAMESPACE, NAME)] = tracing.with_traceparent(
                 shadowpod("1"))
         reconciles.append(key[2])
 
     with tracing.spans_in_memory() as exporter:
         controller = Controller("agent", agent_reconcile, workers=1,
-                                traceparent=lambda key: pod_traceparent(agent, key))
+                                traceparent=lambda key: traceparent(shadow_pods, key))
         key = ("pod", HOME_NAMESPACE, NAME)
         asyncio.run(controller.process(key))
-        _enforcer_reconciles(view.mirrors.shadow_pods.objects[(NAMESPACE, NAME)])
+        _enforcer_reconciles(shadow_pods.objects[(NAMESPACE, NAME)])
         asyncio.run(controller.process(key))  # the remote status brought home
     creation, relay = _by_name(exporter.get_finished_spans(), "reconcile agent")
     [enforcer] = _by_name(exporter.get_finished_spans(), "reconcile shadowpods")
@@ -73,24 +65,23 @@ def test_the_status_brought_home_continues_the_trace_that_made_the_remote_pod() 
 
 
 def test_a_pod_key_without_a_shadowpod_or_twin_starts_its_own_trace() -> None:
-    agent = cast(Agent, AgentView())
-    assert pod_traceparent(agent, ("pod", HOME_NAMESPACE, NAME)) is None
-    assert pod_traceparent(agent, ("pod", "not-offloaded", NAME)) is None
-    assert pod_traceparent(agent, ("node",)) is None
+    assert traceparent(ShadowPods(), ("pod", HOME_NAMESPACE, NAME)) is None
+    assert traceparent(ShadowPods(), ("pod", "not-offloaded", NAME)) is None
+    assert traceparent(ShadowPods(), ("node",)) is None
 
 
 def test_a_malformed_traceparent_on_the_providers_copy_is_no_parent() -> None:
-    view = AgentView()
+    shadow_pods = ShadowPods()
     body = shadowpod("1")
     body["metadata"]["annotations"] = {TRACEPARENT_ANNOTATION: "00-zz-forged"}
-    view.mirrors.shadow_pods.objects[(NAMESPACE, NAME)] = body
+    shadow_pods.objects[(NAMESPACE, NAME)] = body
 
     async def agent_reconcile(_: tuple[str, str, str]) -> None:
         return None
 
     with tracing.spans_in_memory() as exporter:
         asyncio.run(Controller("agent", agent_reconcile, workers=1,
-                               traceparent=lambda key: pod_traceparent(cast(Agent, view), key))
+                               traceparent=lambda key: traceparent(shadow_pods, key))
                     .process(("pod", HOME_NAMESPACE, NAME)))
     [span] = _by_name(exporter.get_finished_spans(), "reconcile agent")
     assert span.parent is None

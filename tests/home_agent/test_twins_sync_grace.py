@@ -12,7 +12,7 @@ import pytest
 
 from home_agent import remote_watch
 from home_agent.agent import REMOTE, Agent
-from home_agent.assembly import remote_watch_sources
+from home_agent.assembly import agent_routes, remote_watch_sources
 from home_agent.config import AgentConfig
 from home_agent.remote_watch import RemoteWatches
 from home_agent.routes import declare_agent
@@ -43,7 +43,7 @@ def watches(monkeypatch: pytest.MonkeyPatch) -> RemoteWatches:
     monkeypatch.setattr(remote_watch, "Watch", WatchNeverListed)
     connection: Any = type("Remote", (), {"connection": None, "live": None})()
     agent = Agent(AgentConfig("home", "remote", "remote.kubeconfig"), connection, connection)
-    declare_agent(agent)
+    declare_agent(agent_routes(agent))
     agent.mirrors.namespace_maps.apply(None, {
         "metadata": {"namespace": agent.tenant_namespace, "name": agent.namespace_map_name},
         "spec": {"desiredMapping": {"web": "web-home"}},
