@@ -17,9 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
 
-from tests.bench.test_benchmark_on_given_clusters import PREFIXES
+from tests.bench.given_clusters import given_clusters, left_behind
 
 REPO = Path(__file__).resolve().parents[2]
 REPLICAS, BARE = 2, 1
@@ -44,21 +43,6 @@ def bench(env: dict[str, str], output: Path) -> subprocess.CompletedProcess[str]
         cwd=REPO, env=env, capture_output=True, text=True, timeout=400, check=False)
 
 
-def left_behind(directory: Path) -> list[str]:
-    """The namespaces, nodes and webhook configurations on either cluster named as a run's."""
-    found: list[str] = []
-    for cluster in ("home", "remote"):
-        api = config.new_client_from_config(config_file=str(directory / f"{cluster}.kubeconfig"))
-        core, admission = client.CoreV1Api(api), client.AdmissionregistrationV1Api(api)
-        found += [n.metadata.name for n in core.list_namespace().items]
-        found += [n.metadata.name for n in core.list_node().items]
-        found += [w.metadata.name for w in
-                  admission.list_mutating_webhook_configuration().items]
-        found += [w.metadata.name for w in
-                  admission.list_validating_webhook_configuration().items]
-    return sorted(name for name in found if name.startswith((*PREFIXES, "pods.bench-")))
-
-
 @pytest.fixture(scope="module", params=["its own kubesim", "given clusters"])
 def report(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
@@ -71,27 +55,12 @@ def report(request: pytest.FixtureRequest,
         return
     # As on real clusters: fragmented by the scenario's provider pods, on clusters that outlive
     # the run; a home worker with room for the large pods the webhook keeps off.
-    from kubesim.cluster import Cluster, ClusterThread
-    from kubesim.controllers import ControllerSettings
-
     directory = tmp_path_factory.mktemp("given")
-    home = Cluster("home", pod_cidr="10.10.0.0/16")
-    home.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
-        workers=1, pod_cidr="10.10.0.0/16", node_prefix="home-worker", worker_cpu="100")
-    remote = Cluster("remote", pod_cidr="10.20.0.0/16")
-    remote.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
-        workers=NODES, pod_cidr="10.20.0.0/16", node_prefix="remote-worker")
-    thread = ClusterThread([home, remote], directory)
-    thread.start()
-    try:
-        run = bench({**env, "E2E_HOME_KUBECONFIG": str(directory / "home.kubeconfig"),
-                     "E2E_REMOTE_KUBECONFIG": str(directory / "remote.kubeconfig"),
-                     "E2E_REMOTE_POD_CIDR": "10.20.0.0/16"}, output)
+    with given_clusters(directory, NODES, home_worker_cpu="100") as given:
+        run = bench({**env, **given}, output)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
         yield Run(json.loads(output.read_text())["fragmented"], run.stdout,
                   left_behind(directory))
-    finally:
-        thread.stop()
 
 
 def only(**counts: int) -> dict[str, int]:
