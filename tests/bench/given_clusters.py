@@ -1,12 +1,18 @@
 """Two kubesim clusters that outlive a benchmark's run, given to it as real ones are
-(E2E_HOME_KUBECONFIG, E2E_REMOTE_KUBECONFIG), and what a run left there."""
+(E2E_HOME_KUBECONFIG, E2E_REMOTE_KUBECONFIG), and what a run left there; a scenario run on its
+own kubesim or on those."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import os
+import subprocess
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import pytest
 from kubernetes import client, config
 
 from tests.bench.test_benchmark_on_given_clusters import PREFIXES
@@ -50,3 +56,31 @@ def left_behind(directory: Path) -> list[str]:
         found += [w.metadata.name for w in
                   admission.list_validating_webhook_configuration().items]
     return sorted(name for name in found if name.startswith((*PREFIXES, "pods.bench-")))
+
+
+Bench = Callable[[dict[str, str], Path], "subprocess.CompletedProcess[str]"]
+"""Runs the benchmark with an environment, writing its results to a path."""
+
+
+@contextmanager
+def scenario_run(where: str, scenario: str, bench: Bench,
+                 tmp_path_factory: pytest.TempPathFactory, remote_workers: int,
+                 home_worker_cpu: str | None = None,
+                 changed: Callable[[Path], list[str]] = lambda directory: []
+                 ) -> Iterator[tuple[dict[str, Any], str, list[str]]]:
+    """`scenario`'s results, what the run printed and, on given clusters (`where`), what it
+    left there named as its own and what `changed` finds it left changed ([] on its own
+    kubesim)."""
+    env = {name: value for name, value in os.environ.items() if not name.startswith("E2E_")}
+    output = tmp_path_factory.mktemp("bench") / "bench.json"
+    if where == "its own kubesim":
+        run = bench(env, output)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+        yield json.loads(output.read_text())[scenario], run.stdout, []
+        return
+    directory = tmp_path_factory.mktemp("given")
+    with given_clusters(directory, remote_workers, home_worker_cpu) as given:
+        run = bench({**env, **given}, output)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+        yield (json.loads(output.read_text())[scenario], run.stdout,
+               left_behind(directory) + changed(directory))

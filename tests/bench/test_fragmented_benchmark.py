@@ -7,8 +7,6 @@ kept off the virtual node by the pod webhook and Running at home; none Pending r
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.bench.given_clusters import given_clusters, left_behind
+from tests.bench.given_clusters import scenario_run
 
 REPO = Path(__file__).resolve().parents[2]
 REPLICAS, BARE = 2, 1
@@ -46,21 +44,11 @@ def bench(env: dict[str, str], output: Path) -> subprocess.CompletedProcess[str]
 @pytest.fixture(scope="module", params=["its own kubesim", "given clusters"])
 def report(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("E2E_")}
-    output = tmp_path_factory.mktemp("bench") / "bench.json"
-    if request.param == "its own kubesim":
-        run = bench(env, output)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        yield Run(json.loads(output.read_text())["fragmented"], run.stdout, [])
-        return
-    # As on real clusters: fragmented by the scenario's provider pods, on clusters that outlive
-    # the run; a home worker with room for the large pods the webhook keeps off.
-    directory = tmp_path_factory.mktemp("given")
-    with given_clusters(directory, NODES, home_worker_cpu="100") as given:
-        run = bench({**env, **given}, output)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        yield Run(json.loads(output.read_text())["fragmented"], run.stdout,
-                  left_behind(directory))
+    # On given clusters as on real ones: fragmented by the scenario's provider pods, on clusters
+    # that outlive the run; a home worker with room for the large pods the webhook keeps off.
+    with scenario_run(request.param, "fragmented", bench, tmp_path_factory, NODES,
+                      home_worker_cpu="100") as found:
+        yield Run(*found)
 
 
 def only(**counts: int) -> dict[str, int]:

@@ -6,8 +6,6 @@ per pool."""
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,7 +16,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from tests.bench.given_clusters import given_clusters, left_behind
+from tests.bench.given_clusters import scenario_run
 
 REPO = Path(__file__).resolve().parents[2]
 PODS, NODES = 16, 4
@@ -52,19 +50,9 @@ def changed_nodes(directory: Path) -> list[str]:
 @pytest.fixture(scope="module", params=["its own kubesim", "given clusters"])
 def report(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("E2E_")}
-    output = tmp_path_factory.mktemp("bench") / "bench.json"
-    if request.param == "its own kubesim":
-        run = bench(env, output)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        yield Run(json.loads(output.read_text())["pools"], run.stdout, [])
-        return
-    directory = tmp_path_factory.mktemp("given")
-    with given_clusters(directory, NODES) as given:
-        run = bench({**env, **given}, output)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        yield Run(json.loads(output.read_text())["pools"], run.stdout,
-                  left_behind(directory) + changed_nodes(directory))
+    with scenario_run(request.param, "pools", bench, tmp_path_factory, NODES,
+                      changed=changed_nodes) as found:
+        yield Run(*found)
 
 
 @pytest.mark.timeout(320)
