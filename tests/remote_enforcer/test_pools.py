@@ -86,18 +86,21 @@ def _pod(remote: Any, namespace: str, name: str) -> dict[str, Any] | None:
     return remote.api_client.sanitize_for_serialization(pods.items[0]) if pods.items else None  # type: ignore[no-any-return]
 
 
+def _offer_pools(remote: Any, tenant: str) -> list[dict[str, Any]] | None:
+    """The pools of the offer in `tenant` ([] for none), None while there is no offer."""
+    try:
+        spec = client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
+            RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
+            RESOURCE_OFFER_NAME)["spec"]
+    except client.ApiException:
+        return None
+    return list(spec.get("pools") or [])
+
+
 def test_each_pool_has_its_entry_in_the_offer_with_its_own_capacity(
         remote: Any, tenant: str) -> None:
-    def pools() -> list[dict[str, Any]] | None:
-        try:
-            spec = client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
-                RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
-                RESOURCE_OFFER_NAME)["spec"]
-        except client.ApiException:
-            return None
-        return spec.get("pools")  # type: ignore[no-any-return]
-
-    here, nowhere = wait_for(pools, timeout=60, message="the offer's pools")
+    here, nowhere = wait_for(lambda: _offer_pools(remote, tenant), timeout=60,
+                             message="the offer's pools")
     assert (here["name"], here["nodeSelector"]) == ("here", {POOL_LABEL: "here"})
     assert here["labels"][POOL_LABEL] == "here"
     assert parse_quantity(here["resources"]["cpu"]) > 0
@@ -182,13 +185,8 @@ def lent_tenant(remote: Any, enforcer: Enforcer) -> str:
 
 
 def _offered_pools(remote: Any, tenant: str) -> list[str] | None:
-    try:
-        spec = client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
-            RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
-            RESOURCE_OFFER_NAME)["spec"]
-    except client.ApiException:
-        return None
-    return [pool["name"] for pool in spec.get("pools") or []]
+    pools = _offer_pools(remote, tenant)
+    return None if pools is None else [pool["name"] for pool in pools]
 
 
 def test_a_consumers_offer_lists_only_the_pools_its_quota_lends_it(
