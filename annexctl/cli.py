@@ -22,6 +22,7 @@ from annexctl.uninstall import DEFAULT_TIMEOUT_SECONDS, uninstall_home, uninstal
 from annexctl.version import client_version, version
 from shared.api.namespace_offloading import NamespaceMappingStrategy, PodOffloadingStrategy
 from shared.api.quota import LimitsEnforcement, PodPolicy, PodSecurityLevel
+from shared.pools import is_pool_name
 
 
 def _key_values(text: str) -> dict[str, str]:
@@ -32,6 +33,16 @@ def _key_values(text: str) -> dict[str, str]:
             raise argparse.ArgumentTypeError(f"expected name=quantity, got {part!r}")
         pairs[key] = value
     return pairs
+
+
+def _pool_names(text: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    bad = [name for name in names if not is_pool_name(name)]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected pool names separated by commas (lower-case letters, digits and '-'), "
+            f"got {text!r}")
+    return names
 
 
 def _home(args: argparse.Namespace) -> Cluster:
@@ -52,7 +63,8 @@ def _consumer_request(args: argparse.Namespace, home_cluster_id: str,
         token_expiration_seconds=args.token_expiration_seconds,
         limits_enforcement=args.limits_enforcement, quota_resources=args.quota or {},
         pod_policy=PodPolicy(pod_security=args.pod_security,
-                             allow_host_ports=args.allow_host_ports))
+                             allow_host_ports=args.allow_host_ports),
+        pools=args.pools)
 
 
 def _peer(args: argparse.Namespace) -> Report:
@@ -195,6 +207,10 @@ def _consumer_options(parser: argparse.ArgumentParser) -> None:
                         choices=list(PodSecurityLevel), default=PodSecurityLevel.BASELINE,
                         help="the Pod Security Standards level the consumer's pods must meet "
                              "on the provider (default baseline)")
+    parser.add_argument("--pools", type=_pool_names, metavar="gpu,general",
+                        help="the provider's pools the consumer is lent, its Quota's pools "
+                             "(default: every pool; each must be one the provider's enforcer "
+                             "declares, --offer-pool)")
     parser.add_argument("--allow-host-ports", action="store_true",
                         help="let the consumer's pods use host ports (with --pod-security "
                              "privileged only)")

@@ -1,6 +1,7 @@
 """`annexctl explain pod NS/NAME`: why a pod is where it is, and the spec it gets remotely.
 
-Placement: the node, whether it is a virtual node (and of which cluster), the namespace's
+Placement: the node, whether it is a virtual node (and of which cluster and pool, and whether
+that pool is withdrawn from the provider's offer), the namespace's
 offloading (pod strategy, cluster selector, per-cluster state), the pod's virtual-node
 toleration and node affinity (what the strategy's webhook added), and annex's own verdicts on
 the pod (OffloadingBackOff, RemoteCreationFailed).
@@ -29,12 +30,13 @@ from shared.api.namespace_offloading import NAMESPACE_OFFLOADING, NAMESPACE_OFFL
 from shared.api.shadowpod import SHADOWPOD
 from shared.api.virtual_node import VirtualNode
 from shared.forge.metadata import reflection_config
-from shared.forge.node import agent_nodes, labels_by_name
+from shared.forge.node import WITHDRAWN_ANNOTATION, agent_nodes, labels_by_name
 from shared.forge.pod import PodForgeConfig, remote_pod_spec
 from shared.home_apiserver import SERVICE_NAME_LABEL, advertised_address
 from shared.wellknown import (
     OFFLOADING_BACKOFF_REASON,
     ORIGIN_CLUSTER_LABEL,
+    POOL_LABEL,
     REMOTE_CREATION_FAILED_CONDITION,
     TYPE_LABEL,
     TYPE_VIRTUAL_NODE,
@@ -77,6 +79,7 @@ def _placement(pod: dict[str, Any], node: dict[str, Any] | None,
     elif virtual_node is not None:
         reasons.append(f"runs on virtual node {node_name}, i.e. in remote cluster "
                        f"{virtual_node.spec.cluster_id}")
+        reasons += _pool_reasons(node)
     elif node is not None and (node["metadata"].get("labels") or {}).get(
             TYPE_LABEL) == TYPE_VIRTUAL_NODE:
         reasons.append(f"runs on virtual node {node_name}, but no VirtualNode configures it")
@@ -115,6 +118,20 @@ def _placement(pod: dict[str, Any], node: dict[str, Any] | None,
     if failed:
         reasons.append(f"remote creation failed ({failed.get('reason')}): "
                        f"{failed.get('message', '')}")
+    return reasons
+
+
+def _pool_reasons(node: dict[str, Any] | None) -> list[str]:
+    """What the pod's pool says: which pool of the provider it runs in, and when the offer no
+    longer has it (the agent cordoned its node, saying why), that the pod runs on."""
+    metadata = (node or {}).get("metadata") or {}
+    pool = (metadata.get("labels") or {}).get(POOL_LABEL)
+    reasons = [f"in the provider's pool {pool}: it runs on that pool's nodes only"] if pool \
+        else []
+    withdrawn = (metadata.get("annotations") or {}).get(WITHDRAWN_ANNOTATION)
+    if withdrawn:
+        reasons.append(f"withdrawn: {withdrawn}; the pod keeps running there, no new pod is "
+                       "placed there")
     return reasons
 
 

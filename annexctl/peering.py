@@ -26,10 +26,12 @@ from annexctl import uninstall
 from annexctl.clusters import EXIT_NOT_INSTALLED, CliError, Cluster
 from annexctl.kubeconfigs import token_kubeconfig
 from annexctl.output import Report, Table
+from annexctl.version import NAME_LABEL
 from shared.api.builtin import NAMESPACES, SECRETS
 from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.api.quota import LimitsEnforcement, PodPolicy
 from shared.api.virtual_node import VIRTUAL_NODE
+from shared.pools import flag_pool_names
 from shared.tenancy import consumer_identity, consumer_quota, consumer_user_name
 from shared.wellknown import (
     CONSUMER_SERVICE_ACCOUNT,
@@ -61,6 +63,7 @@ class PeerRequest:
     limits_enforcement: LimitsEnforcement = LimitsEnforcement.NONE
     quota_resources: dict[str, str] = field(default_factory=dict)  # {}: what the offer says
     pod_policy: PodPolicy = field(default_factory=PodPolicy)
+    pools: tuple[str, ...] | None = None  # None: every pool the provider declares
 
 
 def _object_row(manifest: dict[str, Any], action: str, where: str) -> list[str]:
@@ -93,12 +96,14 @@ def consumer_on_provider(provider: Cluster, request: PeerRequest) -> tuple[str, 
     """The consumer's tenant namespace, confined identity and Quota on the provider (left as
     they are when the chart or an admin made them): (tenant namespace, rows)."""
     labels = {MANAGED_BY_LABEL: MANAGED_BY}
+    if request.pools is not None:
+        check_lent_pools(provider, request.pools)
     provider_objects = [
         *consumer_identity(request.home_cluster_id, request.tenant_namespace, labels),
         consumer_quota(request.home_cluster_id, request.tenant_namespace,
                        limits_enforcement=request.limits_enforcement,
                        resources=request.quota_resources, pod_policy=request.pod_policy,
-                       labels=labels),
+                       labels=labels, pools=request.pools),
     ]
     tenant = provider_objects[0]["metadata"]["name"]
     existing = provider.get("v1", "Namespace", tenant)
@@ -114,6 +119,26 @@ def consumer_on_provider(provider: Cluster, request: PeerRequest) -> tuple[str, 
     else:
         rows = [_object_row(m, provider.ensure(m), "provider") for m in provider_objects]
     return tenant, rows
+
+
+def check_lent_pools(provider: Cluster, pools: tuple[str, ...]) -> None:
+    """CliError unless the provider's enforcer declares each of `pools`: its Deployment's
+    `--offer-pool` flags (the remote-enforcer chart's `offer.pools`)."""
+    deployments = provider.list("apps/v1", "Deployment",
+                                label_selector=f"{NAME_LABEL}=remote-enforcer")
+    if not deployments:
+        raise CliError(f"{provider.where}: no remote-enforcer Deployment ({NAME_LABEL}="
+                       f"remote-enforcer): cannot check --pools against the pools it declares")
+    declared = sorted({name for deployment in deployments
+                       for container in (((deployment.get("spec") or {}).get("template") or {})
+                                         .get("spec") or {}).get("containers") or []
+                       for name in flag_pool_names(
+                           [*(container.get("command") or []), *(container.get("args") or [])])})
+    undeclared = [name for name in pools if name not in declared]
+    if undeclared:
+        raise CliError(f"--pools: {provider.where} declares no pool {', '.join(undeclared)} "
+                       f"(its pools: {', '.join(declared) or 'none'}; the remote-enforcer "
+                       f"chart's offer.pools)", 2)
 
 
 def accepted_foreign_cluster(remote_cluster_id: str, server: str | None) -> dict[str, Any]:

@@ -7,7 +7,7 @@ writes the same work needs, on the same servers, in the same run.
         [--enforcer-flag=... ...] [--json bench-offloading.json] [--scenarios a,b,...]
         [--stream-logs 100] [--stream-execs 20] [--stream-pods 10] [--trace] [--profile]
         [--failover-pods 1000] [--failover-rate 10] [--fragmented-nodes 20]
-        [--fragmented-replicas 4] [--fragmented-bare 1]
+        [--fragmented-replicas 4] [--fragmented-bare 1] [--pools-nodes 4] [--pools-pods 200]
 
 Clusters: two kubesim clusters, each in a child process of its own as two control planes are
 (bench.clusters); or the two clusters E2E_HOME_KUBECONFIG and E2E_REMOTE_KUBECONFIG name
@@ -24,7 +24,7 @@ client's own counter, on kubesim and on real clusters alike. Agent and enforcer:
 
 The scenarios (bench/scenarios/, each module says what it measures) run in the order given;
 by default latency, offloading, configmaps, restart, idle, streams (each leaves its objects
-for the next); storage, enforcer, agents, failover and fragmented only when named.
+for the next); storage, enforcer, agents, failover, fragmented and pools only when named.
 
 --profile samples the agent with py-spy in the offloading phase and in the restart, from its
 start to its convergence (bench.profile), and reports the functions it was in when it ran or
@@ -80,6 +80,9 @@ NUMBERS: tuple[tuple[str, type[int] | type[float], float, str], ...] = (
                                       "(one of small pods, one of large ones)"),
     ("--fragmented-bare", int, 1, "pods without a controller of each size in the fragmented "
                                   "scenario"),
+    ("--pools-nodes", int, 4, "the kubesim remote's worker nodes at least, half of them in each "
+                              "pool of the pools scenario"),
+    ("--pools-pods", int, 200, "pods of the pools scenario, half of them requesting a GPU"),
     ("--stream-logs", int, 100, "followed logs (kubectl logs -f) open in the streams scenario"),
     ("--stream-execs", int, 20, "exec sessions (kubectl exec -i ... cat) open in the streams "
                                 "scenario, each echoing a line a second"),
@@ -198,7 +201,8 @@ def main() -> None:
             served = {"kubeconfigs": {}, "pids": []}
             chosen = args.scenarios.split(",")
             needed = sum(remote_pods_needed(chosen, args).values())
-            nodes = args.fragmented_nodes if "fragmented" in chosen else 1
+            nodes = max(args.fragmented_nodes if "fragmented" in chosen else 1,
+                        args.pools_nodes if "pools" in chosen else 1)
             for cluster in ("home", "remote"):
                 server, answer = start_kubesim(directory, cluster, needed, args.kubesim_latency,
                                                nodes)

@@ -88,6 +88,10 @@ class Bench:
     twins: list[str] = field(default_factory=list)
     """Twin namespaces scenarios had offloaded beside the run's own (removed with it)."""
     twin: str = ""
+    restore: list[tuple[ClusterApi, str, Callable[[], Awaitable[Any]]]] = field(
+        default_factory=list)
+    """Changes a scenario made to objects not the run's (the provider's nodes): each undone at
+    cleanup, unless the scenario undid it already (and took it off)."""
     bare_requests: RequestMetrics = field(default_factory=RequestMetrics)
     """The bare client's requests (the driver's are not counted)."""
     created: dict[str, float] = field(default_factory=dict)
@@ -356,20 +360,20 @@ class Bench:
             self.agent.stop()
         leases = group_path(*LEASES.resource, NODE_LEASE_NAMESPACE)
         steps: list[tuple[ClusterApi, str, Callable[[], Awaitable[Any]]]] = []
-        for namespace in (names.namespace, names.bare_namespace, names.fragmented):
+        for namespace in (names.namespace, names.bare_namespace, names.fragmented, names.pools):
             steps.append((self.home, f"pods in {namespace}", functools.partial(
                 self.home.delete, core_path("pods", namespace), {"gracePeriodSeconds": 0})))
-        for namespace in (names.namespace, names.fragmented):
+        for namespace in (names.namespace, names.fragmented, names.pools):
             offloading = custom_path(NAMESPACE_OFFLOADING, namespace, "offloading")
             steps.append((self.home, f"the finalizers of {offloading}", functools.partial(
                 self.home.patch, offloading, {"metadata": {"finalizers": None}})))
         steps.append((self.home, f"webhook {names.pod_webhook}", functools.partial(
             self.home.delete, f"{MUTATING_WEBHOOKS}/{names.pod_webhook}")))
         for namespace in (names.namespace, names.bare_namespace, names.release,
-                          names.fragmented):
+                          names.fragmented, names.pools):
             steps.append((self.home, f"namespace {namespace}", functools.partial(
                 self.home.delete, core_path("namespaces", name=namespace))))
-        for node in (names.bare_node, names.virtual_node):
+        for node in (names.bare_node, names.virtual_node, *names.pool_nodes):
             steps.append((self.home, f"node {node}", functools.partial(
                 self.home.delete, core_path("nodes", name=node))))
             steps.append((self.home, f"lease {node}", functools.partial(
@@ -379,6 +383,7 @@ class Bench:
         for namespace in (names.tenant, names.bare_twin, names.fillers):
             steps.append((self.remote, f"namespace {namespace}", functools.partial(
                 self.remote.delete, core_path("namespaces", name=namespace))))
+        steps += reversed(self.restore)
         for _, what, step in steps:
             try:
                 async with asyncio.timeout(30):
@@ -389,7 +394,8 @@ class Bench:
             except (TransportError, TimeoutError) as error:
                 print(f"cleanup: {what}: {error!r}", file=sys.stderr)
         gone = [(self.home, core_path("namespaces", name=n))
-                for n in (names.namespace, names.bare_namespace, names.release, names.fragmented)]
+                for n in (names.namespace, names.bare_namespace, names.release, names.fragmented,
+                          names.pools)]
         gone += [(self.remote, core_path("namespaces", name=n))
                  for n in (names.tenant, names.bare_twin, names.fillers, self.twin, *self.twins)
                  if n]

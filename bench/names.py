@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shared.forge.node import pool_node_name
+
+POOLS = ("general", "gpu")
+"""The provider's pools in the pools scenario."""
+
 
 @dataclass(frozen=True)
 class Names:
@@ -53,6 +58,11 @@ class Names:
         return f"bench-fillers-{self.run}"
 
     @property
+    def pools(self) -> str:
+        """At home, the pools scenario's offloaded namespace."""
+        return f"bench-pools-{self.run}"
+
+    @property
     def pod_webhook(self) -> str:
         """At home, the agent's MutatingWebhookConfiguration (the fragmented scenario's)."""
         return f"pods.bench-{self.run}.annex"
@@ -64,6 +74,11 @@ class Names:
     @property
     def virtual_node(self) -> str:
         return f"liqo-{self.provider_id}"
+
+    @property
+    def pool_nodes(self) -> list[str]:
+        """The virtual nodes of the pools scenario's pools."""
+        return [pool_node_name(self.virtual_node, pool) for pool in POOLS]
 
     @property
     def bare_node(self) -> str:

@@ -13,6 +13,7 @@ volume a home-provisioned volume copies.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,8 +46,12 @@ class AgentAdmission:
     (the controller's mirror), `synced()` says whether they are listed."""
 
     def __init__(self, api: ClusterApi, template: AgentTemplate, virtual_nodes: Mirror,
-                 synced: Callable[[], bool], served: ServedRequests | None = None) -> None:
+                 synced: Callable[[], bool], served: ServedRequests | None = None,
+                 offered_pools: Callable[[str], frozenset[str] | None] = lambda _: None
+                 ) -> None:
         self.api = api
+        self.offered_pools = offered_pools
+        """The pools a provider's offer declares, by its cluster id (None: not known yet)."""
         self.served = served
         """What counts the webhook's requests (/metrics)."""
         self.template = template
@@ -72,6 +77,9 @@ class AgentAdmission:
         if not self.synced():
             return "the home controller has not listed the VirtualNodes yet: try again"
         agent = self.agent(account)
+        if agent is not None:
+            agent = dataclasses.replace(agent,
+                                        offered_pools=self.offered_pools(agent.cluster_id))
         needed = needed_object(request) if agent is not None else None
         found = await self.api.find(core_path(*needed)) if needed is not None else None
         denied = refusal(request, agent, self.template, found)

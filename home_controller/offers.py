@@ -2,6 +2,7 @@
 list+watch of the ResourceOffers in the tenant namespace the kubeconfig's context names (the
 identity may read nothing else there). A change of the offer names the provider to `changed`
 (the ForeignCluster controller's queue); a deleted offer is an offer of nothing (withdrawn).
+The pools it declares are kept too: the agents' admission lets an agent make only their nodes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class OfferWatches:
         self._watches: dict[str, tuple[str, asyncio.Task[None], ClusterApi]] = {}
         self._offers: dict[str, dict[str, dict[str, str]]] = {}
         """cluster id → offer name → its resources."""
+        self._pools: dict[str, dict[str, frozenset[str]]] = {}
+        """cluster id → offer name → the names of the pools it declares."""
 
     def resources(self, cluster_id: str) -> dict[str, str] | None:
         """What the provider offers now (the first of its offers); {} withdrawn; None while
@@ -45,6 +48,14 @@ class OfferWatches:
         if offers is None:
             return None
         return offers[min(offers)] if offers else {}
+
+    def pools(self, cluster_id: str) -> frozenset[str] | None:
+        """The pools the provider's offer declares now (the first of its offers; none when
+        withdrawn); None while unknown."""
+        if cluster_id not in self._offers:
+            return None
+        pools = self._pools.get(cluster_id) or {}
+        return pools[min(pools)] if pools else frozenset()
 
     def follow(self, cluster_id: str, kubeconfig: dict[str, Any] | None) -> None:
         """Watch the provider's offer with `kubeconfig` (again, when it changed); stop when
@@ -69,12 +80,17 @@ class OfferWatches:
 
         def sink(event_type: str, offer: dict[str, Any]) -> None:
             offers = self._offers.setdefault(cluster_id, {})
+            pools = self._pools.setdefault(cluster_id, {})
             before = self.resources(cluster_id)
+            name = offer["metadata"]["name"]
             if event_type == "DELETED":
-                offers.pop(offer["metadata"]["name"], None)
+                offers.pop(name, None)
+                pools.pop(name, None)
             else:
-                offers[offer["metadata"]["name"]] = dict(
-                    (offer.get("spec") or {}).get("resources") or {})
+                spec = offer.get("spec") or {}
+                offers[name] = dict(spec.get("resources") or {})
+                pools[name] = frozenset(str(pool.get("name")) for pool in spec.get("pools") or []
+                                        if isinstance(pool, dict))
             if self.resources(cluster_id) != before:
                 self._changed(cluster_id)
 
@@ -90,6 +106,7 @@ class OfferWatches:
     def stop(self, cluster_id: str) -> None:
         watch = self._watches.pop(cluster_id, None)
         self._offers.pop(cluster_id, None)
+        self._pools.pop(cluster_id, None)
         if watch is not None:
             _, task, api = watch
             task.cancel()

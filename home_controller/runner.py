@@ -93,7 +93,7 @@ async def run(settings: Settings, stop: asyncio.Event | None = None) -> int:
             virtual_nodes, listed = agents.virtual_nodes, agents.listed
             admission = await AgentAdmission(
                 api, template, virtual_nodes, lambda: VIRTUAL_NODE.plural in listed,
-                webhook_requests,
+                webhook_requests, clusters.offers.pools,
             ).serve(settings.webhook_address, settings.webhook_cert, settings.webhook_key)
         if template.namespace_role:
             grants.append(NamespaceGrants(api, informers, template, workers=settings.workers))

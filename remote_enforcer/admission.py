@@ -87,7 +87,8 @@ class Admission:
         problem = origin_problem((obj.get("metadata") or {}).get("labels") or {}, namespace,
                                  consumer)
         old = request.get("oldObject") if operation == "UPDATE" else None
-        problem = problem or pool_problem(self.pools, obj, old)
+        problem = problem or pool_problem(
+            self.pools, obj, old, None if consumer is None else self.consumers.lent_pools(consumer))
         if problem is None and old is not None:
             problem = enforcement.forbidden_spec_change(
                 (old.get("spec") or {}).get("pod") or {}, (obj.get("spec") or {}).get("pod") or {})

@@ -42,6 +42,11 @@ class Consumers:
         """The consumer's Quota spec; empty without a Quota (the defaults then hold)."""
         return dict((self.quota(consumer) or {}).get("spec") or {})
 
+    def lent_pools(self, consumer: str) -> list[str] | None:
+        """The provider's pools its Quota lends the consumer, by name (None: every pool)."""
+        pools = self._spec(consumer).get("pools")
+        return None if pools is None else [str(name) for name in pools]
+
     def quota(self, consumer: str) -> dict[str, Any] | None:
         return next((q for q in self.quotas.values()
                      if (q.get("spec") or {}).get("consumerClusterId") == consumer), None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -21,6 +21,7 @@ from annex.writes import create_or_refuse
 from remote_enforcer.settings import Settings
 from shared import offer as offer_rules
 from shared.api.resource_offer import RESOURCE_OFFER
+from shared.pools import Pool, lent_pools
 from shared.wellknown import (
     ORIGIN_CLUSTER_LABEL,
     PROVIDER_LABEL,
@@ -53,13 +54,18 @@ def node_view(node: dict[str, Any]) -> dict[str, Any]:
 
 
 class OfferPublisher:
-    """Keys: tenant namespaces. Reads the nodes' mirror; fed by the routes of nodes
-    (`on_node`), pods (`on_pod`) and namespaces (`on_namespace`)."""
+    """Keys: tenant namespaces. Reads the nodes' mirror and the pools each consumer's Quota
+    lends it (`lent`, by name; None: every pool); fed by the routes of nodes (`on_node`), pods
+    (`on_pod`), namespaces (`on_namespace`) and Quotas (`on_quota`)."""
 
-    def __init__(self, api: ClusterApi, settings: Settings, nodes: Mirror) -> None:
+    def __init__(self, api: ClusterApi, settings: Settings, nodes: Mirror,
+                 lent: Callable[[str], Sequence[str] | None] = lambda consumer: None) -> None:
         self.api = api
         self.settings = settings
         self.nodes = nodes
+        self.lent = lent
+        self._lent_seen: dict[str, tuple[str, ...] | None] = {}
+        """Per consumer, the pools its last offer was made with (by name)."""
         # pod uid -> (origin consumer or "", node, requests)
         self.pods: dict[str, tuple[str, str, dict[str, Decimal]]] = {}
         self.tenants: dict[str, str] = {}  # tenant namespace -> consumer id
@@ -123,6 +129,14 @@ class OfferPublisher:
             self.tenants[name] = consumer
             self._schedule(name)
 
+    def on_quota(self, change: Change) -> None:
+        """A Quota lending its consumer other pools: that consumer's offers are looked at."""
+        consumer = str((change.obj.get("spec") or {}).get("consumerClusterId"))
+        if consumer in self._lent_seen and self._lent_names(consumer) != self._lent_seen[consumer]:
+            for tenant, tenant_consumer in self.tenants.items():
+                if tenant_consumer == consumer:
+                    self._schedule(tenant)
+
     # --- computing and writing ------------------------------------------------------------
     async def offered(self, consumer: str) -> dict[str, str]:
         """What the consumer is offered: the offer last written (or read) in its tenant
@@ -139,17 +153,26 @@ class OfferPublisher:
         return [(node, requests) for origin, node, requests in self.pods.values()
                 if origin != consumer]
 
-    def lent_nodes(self) -> list[Mapping[str, Any]]:
-        """The nodes the offer counts: every node, or once pools are declared those of some
-        pool."""
-        pools = self.settings.offer_pools
-        return [node for node in self.node_list()
-                if not pools or any(pool.holds(node) for pool in pools)]
+    def _lent_names(self, consumer: str) -> tuple[str, ...] | None:
+        lent = self.lent(consumer)
+        return None if lent is None else tuple(lent)
+
+    def pools_for(self, consumer: str) -> list[Pool]:
+        """The provider's pools the consumer is lent (its Quota's `pools`; every pool without)."""
+        return lent_pools(self.settings.offer_pools, self._lent_names(consumer))
+
+    def lent_nodes(self, consumer: str) -> Sequence[Mapping[str, Any]]:
+        """The nodes the consumer's offer counts: every node, or once pools are declared those
+        of some pool the consumer is lent."""
+        if not self.settings.offer_pools:
+            return self.node_list()
+        pools = self.pools_for(consumer)
+        return [node for node in self.node_list() if any(pool.holds(node) for pool in pools)]
 
     def resources_for(self, consumer: str, nodes: Sequence[Mapping[str, Any]] | None = None
                       ) -> dict[str, str]:
         """What `nodes` (default: `lent_nodes`) lend the consumer."""
-        nodes = self.lent_nodes() if nodes is None else nodes
+        nodes = self.lent_nodes(consumer) if nodes is None else nodes
         extended = self.settings.offer_extended_resources
         free = offer_rules.free_resources(nodes, self._reservations(consumer), extended)
         if self.settings.offer_mode == "share":
@@ -163,20 +186,19 @@ class OfferPublisher:
         return resources
 
     def max_pod_resources_for(self, offered: dict[str, str],
-                              nodes: Sequence[Mapping[str, Any]] | None = None
-                              ) -> dict[str, str]:
+                              nodes: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         # Here the consumer's own pods count: they hold room on the nodes a next pod needs.
-        largest = offer_rules.largest_free(self.lent_nodes() if nodes is None else nodes,
+        largest = offer_rules.largest_free(nodes,
                                            [(node, requests) for _, node, requests
                                             in self.pods.values()],
                                            self.settings.offer_extended_resources)
         return offer_rules.max_pod_resources(largest, offered)
 
     def pool_offers(self, consumer: str, labels: dict[str, str]) -> list[dict[str, Any]]:
-        """Each pool's entry of the offer: what its nodes lend (a fixed offer's amounts cap
-        each pool, never split between them), and what one pod can get there."""
+        """Each lent pool's entry of the offer: what its nodes lend (a fixed offer's amounts
+        cap each pool, never split between them), and what one pod can get there."""
         offers = []
-        for pool in self.settings.offer_pools:
+        for pool in self.pools_for(consumer):
             nodes = pool.nodes(self.node_list())
             resources = self.resources_for(consumer, nodes)
             offers.append({
@@ -190,18 +212,20 @@ class OfferPublisher:
     def spec_for(self, consumer: str) -> dict[str, Any]:
         labels = {key: value for key, value in ((REGION_LABEL, self.settings.region),
                                                 (PROVIDER_LABEL, self.settings.provider)) if value}
-        resources = self.resources_for(consumer)
+        self._lent_seen[consumer] = self._lent_names(consumer)
+        nodes = self.lent_nodes(consumer)
+        resources = self.resources_for(consumer, nodes)
         spec = {
             "clusterId": self.settings.cluster_id,
             "consumerClusterId": consumer,
             "resources": resources,
-            "maxPodResources": self.max_pod_resources_for(resources),
+            "maxPodResources": self.max_pod_resources_for(resources, nodes),
             "labels": labels,
             "storageClasses": [{"name": n, "default": i == 0}
                                for i, n in enumerate(self.settings.storage_classes)],
             "ingressClasses": [{"name": n, "default": i == 0}
                                for i, n in enumerate(self.settings.ingress_classes)],
-            **offer_rules.node_platform(self.lent_nodes()),
+            **offer_rules.node_platform(nodes),
         }
         if self.settings.offer_pools:
             spec["pools"] = self.pool_offers(consumer, labels)

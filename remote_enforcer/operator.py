@@ -71,7 +71,7 @@ def build(api: ClusterApi, settings: Settings, informers: Informers, metrics: Me
     consumers = Consumers(settings.cluster_id, mirror("namespaces"), mirror("quotas"))
     shadowpods = ShadowPodEnforcer(api, metrics, consumers, settings.workers, mirror("pods"),
                                    mirror("shadowpods"), pools=settings.offer_pools)
-    offers = OfferPublisher(api, settings, mirror("nodes"))
+    offers = OfferPublisher(api, settings, mirror("nodes"), consumers.lent_pools)
     consumers.offered = offers.offered  # admission limits what a Quota does not list by it
     mapper = NamespaceMapper(api, settings.cluster_id, consumers,
                              settings.consumer_cluster_role)
@@ -81,8 +81,8 @@ def build(api: ClusterApi, settings: Settings, informers: Informers, metrics: Me
                                    shadowpods.events, settings.node_failure_grace_seconds),
         offers=offers, twins=TwinNamespaceLabels(api, consumers, settings.workers),
         namespace_maps=NamespaceMaps(mapper, mirror("namespacemaps"), settings.workers),
-        quota_status=QuotaStatus(api, ledger, mirror("quotas"),
-                                 settings.offer_debounce_seconds),
+        quota_status=QuotaStatus(api, ledger, mirror("quotas"), settings.offer_debounce_seconds,
+                                 shadowpods.events, settings.offer_pools),
         pod_addresses=PodAddresses())
     declare_routes(informers, parts)
     metrics.gauges["shadowpods_counted"] = (

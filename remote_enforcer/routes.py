@@ -99,6 +99,7 @@ def declare_routes(informers: Informers, parts: Parts) -> None:
     on(CLUSTER, "quotas", parts.shadowpods.on_quota)
     on(CLUSTER, "quotas", parts.namespace_maps.on_quota)
     on(CLUSTER, "quotas", parts.quota_status.on_quota)
+    on(CLUSTER, "quotas", parts.offers.on_quota)
     # the reflected claims (the origin label): their storage counts against quotas
     on(CLUSTER, "persistentvolumeclaims", sink(parts.ledger.apply_claim))
     on(CLUSTER, "namespacemaps", parts.namespace_maps.on_map)

@@ -219,8 +219,10 @@ class ShadowPodEnforcer:
         namespace = (self.consumers.namespaces.get(("", key[0]))
                      or await self.api.find(core_path("namespaces", name=key[0])))
         consumer = self.consumers.twin_consumer(namespace)
+        lent = None if consumer is None else self.consumers.lent_pools(consumer)
         return replace(inputs, namespace_looked_up=True, namespace=namespace, consumer=consumer,
-                       pod_policy=None if consumer is None else self.consumers.pod_policy(consumer))
+                       pod_policy=None if consumer is None else self.consumers.pod_policy(consumer),
+                       lent_pools=None if lent is None else tuple(lent))
 
     # --- carrying out -----------------------------------------------------------------------
 

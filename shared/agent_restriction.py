@@ -5,7 +5,9 @@ VirtualNode of the release namespace makes it (`agent_name`); its node is that V
 spec (never its status, which the agent writes). Then:
 
 - Nodes (and their status): only its own (its node, and its provider's pools' nodes named
-  `<node>-<pool>`), never without the virtual-node taint;
+  `<node>-<pool>`), never without the virtual-node taint; a pool's node is created, and made
+  schedulable, only for a pool its provider's ResourceOffer declares (a node of a pool withdrawn
+  since is kept cordoned until it goes);
 - Leases: in kube-node-lease only those named after its nodes; in the release namespace only
   its election Lease;
 - pods: status written (its labels left as they are) and deleted only for pods bound to its
@@ -68,6 +70,9 @@ class Agent:
     cluster_id: str
     node: str
     nested: frozenset[str] = frozenset()
+    offered_pools: frozenset[str] | None = None
+    """The pools its provider's ResourceOffer declares, as the home controller reads it (None:
+    not known yet)."""
 
     def serves(self, node_name: str) -> bool:
         """Whether `node_name` is one of the agent's nodes."""
@@ -157,6 +162,29 @@ def _without(obj: Mapping[str, Any] | None, *, labels: Iterable[str] = (),
     return kept
 
 
+def pool_node_refusal(request: Mapping[str, Any], agent: Agent, name: str) -> str | None:
+    """A pool's node is created, or left schedulable by an update, only for a pool the
+    provider's offer declares: a node of another pool would draw pods the provider does not
+    take. A pool withdrawn keeps its node cordoned until the agent deletes it."""
+    operation = request.get("operation")
+    if name == agent.node or operation not in ("CREATE", "UPDATE"):
+        return None
+    if operation == "UPDATE" and ((request.get("object") or {}).get("spec") or {}).get(
+            "unschedulable"):
+        return None
+    pool = name.removeprefix(f"{agent.node}-")
+    doing = "create" if operation == "CREATE" else "make schedulable"
+    if agent.offered_pools is None:
+        return (f"agent of node {agent.node!r} may not {doing} node {name!r} yet: the home "
+                f"controller has not read {agent.cluster_id}'s ResourceOffer (try again)")
+    if pool not in agent.offered_pools:
+        declared = ", ".join(sorted(agent.offered_pools)) or "none"
+        return (f"agent of node {agent.node!r} may not {doing} node {name!r}: "
+                f"{agent.cluster_id}'s ResourceOffer declares no pool {pool!r} (its pools: "
+                f"{declared})")
+    return None
+
+
 def needed_object(request: Mapping[str, Any]) -> tuple[str, str, str] | None:
     """What a rule needs to read beyond `request` (plural, namespace, name), which the handler
     looks up: the pod a token request is bound to, the real volume a volume provisioned at home
@@ -224,6 +252,8 @@ def refusal(request: Mapping[str, Any], agent: Agent | None, template: AgentTemp
             return (f"agent of node {agent.node!r} may not remove the "
                     f"{VIRTUAL_NODE_TAINT_KEY}:{VIRTUAL_NODE_TAINT_EFFECT} taint from its node "
                     "(pods run on a virtual node only when they tolerate it)")
+        if not subresource:
+            return pool_node_refusal(request, agent, name)
     elif (group, plural) == ("coordination.k8s.io", "leases"):
         if namespace == NODE_LEASE_NAMESPACE:
             if not agent.serves(name):

@@ -6,6 +6,8 @@ A pod of a pool runs on that pool's nodes only: the enforcer ANDs the pool's nod
 the remote pod's required node affinity (`placed`), whatever the ShadowPod asks. Nothing the
 consumer sends widens it: its own affinity is kept and narrowed, never replaced, and once the
 provider declares pools a ShadowPod naming none runs on some pool's nodes, never elsewhere.
+A provider may lend a consumer only some of its pools (its Quota's `pools`): that consumer's
+offer lists those, and its ShadowPods run in those only.
 """
 
 from __future__ import annotations
@@ -60,24 +62,56 @@ def parse_pool(text: str) -> Pool:
     return Pool(name, tuple(pairs))
 
 
+def flag_pool_names(args: Sequence[str]) -> list[str]:
+    """The names of the pools a command line declares (`--offer-pool NAME=...` or
+    `--offer-pool=NAME=...`, as the remote-enforcer chart writes them)."""
+    texts = [arg.removeprefix("--offer-pool=") for arg in args
+             if arg.startswith("--offer-pool=")]
+    texts += [value for flag, value in zip(args, args[1:], strict=False)
+              if flag == "--offer-pool"]
+    return [text.partition("=")[0] for text in texts]
+
+
 def check_pools(pools: Sequence[Pool]) -> None:
     names = [pool.name for pool in pools]
     if len(set(names)) != len(names):
         raise ValueError(f"pool names repeat: {', '.join(names)}")
 
 
+def lent_pools(pools: Sequence[Pool], lent: Sequence[str] | None) -> list[Pool]:
+    """The pools a consumer is lent: those of `pools` its Quota's `pools` names (None: every
+    pool)."""
+    return list(pools) if lent is None else [pool for pool in pools if pool.name in lent]
+
+
+def undeclared_pools(pools: Sequence[Pool], lent: Sequence[str] | None) -> list[str]:
+    """The names of a Quota's `pools` that are no pool of the provider's: they lend nothing."""
+    declared = {pool.name for pool in pools}
+    return [name for name in lent or () if name not in declared]
+
+
 def pool_problem(pools: Sequence[Pool], shadowpod: Mapping[str, Any],
-                 old: Mapping[str, Any] | None = None) -> str | None:
-    """Why the ShadowPod's `spec.pool` is refused, or None: a new ShadowPod names a declared
-    pool (or none); an update keeps the pool it had (a pod's affinity cannot change), even one
-    the provider no longer declares, so that its labels and images still follow."""
+                 old: Mapping[str, Any] | None = None,
+                 lent: Sequence[str] | None = None) -> str | None:
+    """Why the ShadowPod's `spec.pool` is refused, or None: a new ShadowPod names a pool
+    declared and lent to its consumer (`lent`, its Quota's `pools`; None: every pool), or none
+    while the consumer is lent some pool; an update keeps the pool it had (a pod's affinity
+    cannot change), even one the provider no longer declares or lends, so that its labels and
+    images still follow."""
     name = (shadowpod.get("spec") or {}).get("pool")
     if old is not None:
         if name != (old.get("spec") or {}).get("pool"):
             return "spec.pool: Forbidden: the pool of a ShadowPod cannot change"
         return None
-    if name is None or any(pool.name == name for pool in pools):
+    lent_names = [pool.name for pool in lent_pools(pools, lent)]
+    if pools and not lent_names:  # with no pool to put it in, a pod would run anywhere
+        return (f"spec.pool: Forbidden: this consumer is lent none of this provider's pools "
+                f"(its Quota's spec.pools: {', '.join(lent or ())})")
+    if name is None or name in lent_names:
         return None
+    if any(pool.name == name for pool in pools):
+        return (f"spec.pool: Forbidden: pool {name!r} is not lent to this consumer (its "
+                f"Quota's spec.pools: {', '.join(lent_names)})")
     declared = ", ".join(pool.name for pool in pools) or "none"
     return f"spec.pool: Unsupported value {name!r}: this provider's pools are {declared}"
 

@@ -8,7 +8,7 @@ and checks that both agree, so the definition lives here once.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from shared.api.base import ApiModel
@@ -133,10 +133,12 @@ def consumer_quota(
     namespace_policy: NamespacePolicy | None = None,
     service_policy: ServicePolicy | None = None,
     labels: Mapping[str, str] | None = None,
+    pools: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """The consumer's Quota, named after it, in its tenant namespace; `pod_policy` defaults to
     the baseline Pod Security level without host ports. `resources` empty (the default) is not
-    unlimited: every resource the Quota does not list is limited by the consumer's offer."""
+    unlimited: every resource the Quota does not list is limited by the consumer's offer.
+    `pools`: the provider's pools the consumer is lent (None: every pool)."""
     # Each policy whole, as the chart writes it from its values: what a provider's admin reads
     # back is what is enforced.
     def whole(policy: ApiModel) -> dict[str, Any]:
@@ -157,5 +159,6 @@ def consumer_quota(
             "podPolicy": whole(pod_policy or PodPolicy()),
             "servicePolicy": whole(service_policy or ServicePolicy()),
             "namespacePolicy": whole(namespace_policy or NamespacePolicy()),
+            **({} if pools is None else {"pools": list(pools)}),
         },
     }

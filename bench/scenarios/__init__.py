@@ -17,6 +17,7 @@ from bench.scenarios import (
     idle,
     latency,
     offloading,
+    pools,
     restart,
     storage,
     streams,
@@ -35,7 +36,7 @@ SCENARIOS: dict[str, Scenario] = {
     "latency": latency, "offloading": offloading, "configmaps": configmaps,
     "restart": restart, "idle": idle, "streams": streams,
     "storage": storage, "enforcer": enforcer, "agents": agents, "failover": failover,
-    "fragmented": fragmented}
+    "fragmented": fragmented, "pools": pools}
 """In the order they run (each leaves its objects for the next)."""
 DEFAULT = ("latency", "offloading", "configmaps", "restart", "idle", "streams")
 """What a run runs unless told; the others run only when named."""

@@ -170,6 +170,11 @@ class QuotaSpec(ApiModel):
     provider offers the consumer (its ResourceOffer): a Quota never means unlimited."""
     cordoned: bool = False
     """A cordoned consumer gets no new ShadowPods."""
+    pools: list[str] | None = Field(default=None, min_length=1)
+    """The provider's pools (its `--offer-pool` names) this consumer is lent; unset: every
+    pool. Its ResourceOffer lists only these, and its ShadowPods run in these only (one naming
+    another pool is refused). A name the provider does not declare lends nothing: an Event on
+    the Quota (reason UndeclaredPools) says so."""
     pod_policy: PodPolicy = Field(default={}, validate_default=True)
     service_policy: ServicePolicy = Field(default={}, validate_default=True)
     namespace_policy: NamespacePolicy = Field(default={}, validate_default=True)

@@ -50,7 +50,7 @@ from shared.forge.enforcement import (
     shadowpod_status,
 )
 from shared.forge.tenancy import origin_problem, pod_policy_problem
-from shared.pools import Pool, pool_problem
+from shared.pools import Pool, lent_pools, pool_problem
 from shared.wellknown import TERMINAL_PHASES
 
 Object = Mapping[str, Any]
@@ -73,7 +73,8 @@ class ShadowPodInputs:
     shadowpod_read: bool = False
     """`shadowpod` was read from the API server rather than the cache."""
     namespace_looked_up: bool = False
-    """`namespace`, `consumer` and `pod_policy` were looked up (a pod to make needs them)."""
+    """`namespace`, `consumer`, `pod_policy` and `lent_pools` were looked up (a pod to make
+    needs them)."""
     namespace: Object | None = None
     """The ShadowPod's namespace (None: there is none)."""
     consumer: str | None = None
@@ -82,6 +83,9 @@ class ShadowPodInputs:
     """That consumer's pod policy."""
     pools: tuple[Pool, ...] = ()
     """The provider's pools (`--offer-pool`): a pod runs on its ShadowPod's pool's nodes."""
+    lent_pools: tuple[str, ...] | None = None
+    """The pools the consumer's Quota lends it, by name (None: every pool; looked up with
+    `namespace`)."""
 
 
 # --- the plan --------------------------------------------------------------------------------
@@ -218,12 +222,13 @@ def _missing_pod(inputs: ShadowPodInputs, shadowpod: Object) -> ShadowPodPlan:
     metadata = shadowpod.get("metadata") or {}
     problem = (origin_problem(metadata.get("labels") or {}, str(metadata.get("namespace")),
                               inputs.consumer)
-               or pool_problem(inputs.pools, shadowpod))
+               or pool_problem(inputs.pools, shadowpod, lent=inputs.lent_pools))
     if problem is None and inputs.consumer is not None and inputs.pod_policy is not None:
         problem = pod_policy_problem(inputs.pod_policy, inputs.consumer, shadowpod)
     if problem is not None:  # shown at home like an API server's refusal
         return refused_pod(shadowpod, POLICY_REFUSED_REASON, problem, inputs.now)
-    return ShadowPodPlan((CreatePod(shadowpod, desired_pod(shadowpod, inputs.pools)),))
+    return ShadowPodPlan((CreatePod(shadowpod, desired_pod(
+        shadowpod, lent_pools(inputs.pools, inputs.lent_pools))),))
 
 
 # --- what the pod's creation answers ---------------------------------------------------------

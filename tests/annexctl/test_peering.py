@@ -223,3 +223,46 @@ def test_peer_sets_the_pod_policy_the_provider_grants(
     # The level asked for, and the closed defaults of everything else.
     assert quota["spec"]["podPolicy"] == PodPolicy(
         pod_security=PodSecurityLevel.RESTRICTED).model_dump(by_alias=True, mode="json")
+
+
+@pytest.fixture
+def enforcer_pools(remote: ClusterHandle) -> Iterator[None]:
+    """A remote-enforcer Deployment declaring the pools gpu and general, as the chart writes
+    its flags from `offer.pools` (no replica: only its flags are read)."""
+    namespace = unique_id("enforcer")
+    remote.core.create_namespace({"metadata": {"name": namespace}})
+    labels = {"app.kubernetes.io/name": "remote-enforcer"}
+    client.AppsV1Api(remote.api_client).create_namespaced_deployment(namespace, {
+        "metadata": {"name": "remote-enforcer", "labels": labels},
+        "spec": {"replicas": 0, "selector": {"matchLabels": labels}, "template": {
+            "metadata": {"labels": labels},
+            "spec": {"containers": [{
+                "name": "enforcer", "image": "annex:test",
+                "args": ["--cluster-id=p", "--offer-pool=gpu=accelerator=nvidia",
+                         "--offer-pool", "general=tier=general"]}]}}}})
+    yield
+    remote.core.delete_namespace(namespace)
+
+
+def test_peer_lends_the_consumer_the_pools_named_and_refuses_one_not_declared(
+        annexctl: Annexctl, remote: ClusterHandle, peering: Peering,
+        enforcer_pools: None) -> None:
+    def quota_pools() -> Any:
+        return client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
+            QUOTA.group, QUOTA.version, peering.tenant, QUOTA.plural,
+            peering.home_id)["spec"].get("pools")
+
+    refused = annexctl("peer", *peering.flags, "--pools", "gpu,tpu")
+    assert refused.code == 2
+    assert "--pools:" in refused.err and "declares no pool tpu (its pools: general, gpu;" \
+        in refused.err
+    with pytest.raises(ApiException) as missing:  # nothing written
+        remote.core.read_namespace(peering.tenant)
+    assert missing.value.status == 404
+    run = annexctl("peer", *peering.flags, "--pools", "gpu", "-o", "json")
+    assert run.code == 0, run.err
+    assert quota_pools() == ["gpu"]
+    # Peered again without --pools: every pool.
+    again = annexctl("peer", *peering.flags, "-o", "json")
+    assert again.code == 0, again.err
+    assert quota_pools() is None

@@ -7,8 +7,6 @@ kept off the virtual node by the pod webhook and Running at home; none Pending r
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes import client, config
 
-from tests.bench.test_benchmark_on_given_clusters import PREFIXES
+from tests.bench.given_clusters import scenario_run
 
 REPO = Path(__file__).resolve().parents[2]
 REPLICAS, BARE = 2, 1
@@ -44,54 +41,14 @@ def bench(env: dict[str, str], output: Path) -> subprocess.CompletedProcess[str]
         cwd=REPO, env=env, capture_output=True, text=True, timeout=400, check=False)
 
 
-def left_behind(directory: Path) -> list[str]:
-    """The namespaces, nodes and webhook configurations on either cluster named as a run's."""
-    found: list[str] = []
-    for cluster in ("home", "remote"):
-        api = config.new_client_from_config(config_file=str(directory / f"{cluster}.kubeconfig"))
-        core, admission = client.CoreV1Api(api), client.AdmissionregistrationV1Api(api)
-        found += [n.metadata.name for n in core.list_namespace().items]
-        found += [n.metadata.name for n in core.list_node().items]
-        found += [w.metadata.name for w in
-                  admission.list_mutating_webhook_configuration().items]
-        found += [w.metadata.name for w in
-                  admission.list_validating_webhook_configuration().items]
-    return sorted(name for name in found if name.startswith((*PREFIXES, "pods.bench-")))
-
-
 @pytest.fixture(scope="module", params=["its own kubesim", "given clusters"])
 def report(request: pytest.FixtureRequest,
            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    env = {name: value for name, value in os.environ.items() if not name.startswith("E2E_")}
-    output = tmp_path_factory.mktemp("bench") / "bench.json"
-    if request.param == "its own kubesim":
-        run = bench(env, output)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        yield Run(json.loads(output.read_text())["fragmented"], run.stdout, [])
-        return
-    # As on real clusters: fragmented by the scenario's provider pods, on clusters that outlive
-    # the run; a home worker with room for the large pods the webhook keeps off.
-    from kubesim.cluster import Cluster, ClusterThread
-    from kubesim.controllers import ControllerSettings
-
-    directory = tmp_path_factory.mktemp("given")
-    home = Cluster("home", pod_cidr="10.10.0.0/16")
-    home.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
-        workers=1, pod_cidr="10.10.0.0/16", node_prefix="home-worker", worker_cpu="100")
-    remote = Cluster("remote", pod_cidr="10.20.0.0/16")
-    remote.controller_settings = ControllerSettings(  # type: ignore[attr-defined]
-        workers=NODES, pod_cidr="10.20.0.0/16", node_prefix="remote-worker")
-    thread = ClusterThread([home, remote], directory)
-    thread.start()
-    try:
-        run = bench({**env, "E2E_HOME_KUBECONFIG": str(directory / "home.kubeconfig"),
-                     "E2E_REMOTE_KUBECONFIG": str(directory / "remote.kubeconfig"),
-                     "E2E_REMOTE_POD_CIDR": "10.20.0.0/16"}, output)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-        yield Run(json.loads(output.read_text())["fragmented"], run.stdout,
-                  left_behind(directory))
-    finally:
-        thread.stop()
+    # On given clusters as on real ones: fragmented by the scenario's provider pods, on clusters
+    # that outlive the run; a home worker with room for the large pods the webhook keeps off.
+    with scenario_run(request.param, "fragmented", bench, tmp_path_factory, NODES,
+                      home_worker_cpu="100") as found:
+        yield Run(*found)
 
 
 def only(**counts: int) -> dict[str, int]:

@@ -251,3 +251,21 @@ def test_the_replicas_may_hold_their_election_lease_only() -> None:
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "annex-remote-enforcer",
                                     "namespace": NAMESPACE}]
+
+
+def test_a_consumer_is_lent_the_pools_its_quota_names_and_only_declared_ones() -> None:
+    lent = {**FULL, "consumers": [{"clusterId": "home-1", "quota": {"pools": ["zone-a"]}},
+                                  {"clusterId": "home-2"}]}
+    quotas = {q["spec"]["consumerClusterId"]: q["spec"]
+              for q in of_kind(render(CHART, lent), "Quota")}
+    assert quotas["home-1"]["pools"] == ["zone-a"]
+    assert "pools" not in quotas["home-2"]  # every pool
+    with pytest.raises(Exception, match=r"consumers\[home-1\]\.quota\.pools: tpu is not a pool "
+                                        r"of offer\.pools \(gpu, zone-a\)"):
+        render(CHART, {**FULL, "consumers": [{"clusterId": "home-1",
+                                              "quota": {"pools": ["tpu"]}}]})
+    with pytest.raises(Exception, match=r"gpu is not a pool of offer\.pools \(none\)"):
+        render(CHART, {**MINIMAL, "defaultQuota": {"pools": ["gpu"]},
+                       "consumers": [{"clusterId": "home-1"}]})
+    assert "/consumers/0/quota/pools/0" in (schema_error(CHART, {
+        **MINIMAL, "consumers": [{"clusterId": "a", "quota": {"pools": ["GPU"]}}]}) or "")

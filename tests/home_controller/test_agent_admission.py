@@ -25,6 +25,7 @@ from annex.mirror import Mirror
 from annex_demo.charts import pointed_at
 from home_controller.agent_admission import AgentAdmission
 from shared.agent_restriction import agents_by_account
+from shared.api.foreign_cluster import FOREIGN_CLUSTER
 from shared.forge.agent import AgentTemplate, agent_name, election_lease_name
 from shared.forge.namespace_offloading import finalizer_name
 from shared.wellknown import (
@@ -45,6 +46,7 @@ from tests.helpers import refusal, wait_for
 from tests.home_agent.agentproc import Process, unique_id
 from tests.home_agent.play import offload_namespace
 from tests.home_agent.webhook import webhook_serving
+from tests.home_controller.test_foreign_clusters import consumer_secret, offer
 from tests.home_controller.test_rights import CHART, RBAC_KINDS, _configuration, _create, _delete
 
 pytestmark = pytest.mark.local_clusters(reason="the home API server calls the controller's "
@@ -52,6 +54,8 @@ pytestmark = pytest.mark.local_clusters(reason="the home API server calls the co
 
 VIRTUAL_NODES = ("offloading.liqo.io", "v1beta1", "virtualnodes")
 DENIED = 'admission webhook "agents.home-agent.annex.liqo.io" denied the request: '
+POOLS_OFFERED = ("gpu", "cpu")
+"""The pools remote-a's provider offers."""
 VIRTUAL_NODE_TAINT = {"key": VIRTUAL_NODE_TAINT_KEY, "value": "true",
                       "effect": VIRTUAL_NODE_TAINT_EFFECT}
 
@@ -90,6 +94,10 @@ def _pod(name: str, node: str, account: str) -> dict[str, Any]:
         "containers": [{"name": "app", "image": "app:1"}]}}
 
 
+def _virtual_node(name: str) -> dict[str, Any]:
+    return {"metadata": {"name": name}, "spec": {"taints": [VIRTUAL_NODE_TAINT]}}
+
+
 def _unless_gone(call: Callable[..., object], *args: Any) -> None:
     try:
         call(*args)
@@ -99,9 +107,10 @@ def _unless_gone(call: Callable[..., object], *args: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def confined(home: ClusterHandle, crds: None, tmp_path_factory: pytest.TempPathFactory
-             ) -> Iterator[Confined]:
-    """A release's RBAC, two VirtualNodes (remote-a, remote-b) and their Nodes and node Leases,
+def confined(home: ClusterHandle, remote: ClusterHandle, crds: None,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Confined]:
+    """A release's RBAC, two VirtualNodes (remote-a, whose provider offers the pools gpu and
+    cpu, and remote-b, whose offer the controller cannot read) and their Nodes and node Leases,
     the controller serving the webhook the chart registers, pods in an offloaded namespace on
     both nodes."""
     directory = tmp_path_factory.mktemp("agent-admission")
@@ -120,21 +129,26 @@ def confined(home: ClusterHandle, crds: None, tmp_path_factory: pytest.TempPathF
     configuration = pointed_at(only(manifests, "ValidatingWebhookConfiguration"),
                                f"https://127.0.0.1:{serving.port}", serving.ca_bundle)
     process = None
+    tenant = unique_id("t-tenant")
     for name in (namespace, apps):
         home.core.create_namespace({"metadata": {"name": name}})
+    remote.core.create_namespace({"metadata": {"name": tenant}})
+    offer(remote, tenant, "remote-a", {"pods": "10"}, pools=POOLS_OFFERED)
     try:
         for manifest in rbac:
             _create(home, manifest)
+        home.core.create_namespaced_secret(namespace, consumer_secret(
+            remote, namespace, tenant, "remote-a"))
+        home.core.create_namespaced_secret(namespace, {
+            "metadata": {"name": "remote-b-kubeconfig"},
+            "data": {"kubeconfig": base64.b64encode(b"kind: Config\n").decode()}})
         for cluster_id, node in nodes.items():
-            home.core.create_namespaced_secret(namespace, {
-                "metadata": {"name": f"{cluster_id}-kc"},
-                "data": {"kubeconfig": base64.b64encode(b"kind: Config\n").decode()}})
             custom.create_namespaced_custom_object(*VIRTUAL_NODES[:2], namespace,
                                                    VIRTUAL_NODES[2], {
                 "apiVersion": "offloading.liqo.io/v1beta1", "kind": "VirtualNode",
                 "metadata": {"name": cluster_id},
                 "spec": {"clusterId": cluster_id,
-                         "kubeconfigSecretRef": {"name": f"{cluster_id}-kc"}}})
+                         "kubeconfigSecretRef": {"name": f"{cluster_id}-kubeconfig"}}})
             home.core.create_node({"metadata": {"name": node, "labels": {
                 TYPE_LABEL: TYPE_VIRTUAL_NODE, REMOTE_CLUSTER_ID_LABEL: cluster_id}},
                 "spec": {"taints": [VIRTUAL_NODE_TAINT]}})
@@ -167,6 +181,9 @@ def confined(home: ClusterHandle, crds: None, tmp_path_factory: pytest.TempPathF
                  timeout=30, message="the webhook serving, the VirtualNodes listed")
         wait_for(confined.token("app", confined.pod_ref("on-a")), timeout=30,
                  message="the offloaded namespace's token grant")
+        wait_for(lambda: confined.core.create_node(_virtual_node("liqo-remote-a-gpu"),
+                                                   dry_run="All"),
+                 timeout=30, message="remote-a's offer read: its pools' nodes allowed")
         yield confined
     except BaseException:
         if process is not None:
@@ -185,6 +202,10 @@ def confined(home: ClusterHandle, crds: None, tmp_path_factory: pytest.TempPathF
                          VIRTUAL_NODES[2], cluster_id, {"metadata": {"finalizers": None}})
         for name in (namespace, apps):
             home.core.delete_namespace(name)
+        remote.core.delete_namespace(tenant)
+        # the controller made remote-a's ForeignCluster (its consumer Secret came)
+        _unless_gone(custom.delete_cluster_custom_object, FOREIGN_CLUSTER.group,
+                     FOREIGN_CLUSTER.version, FOREIGN_CLUSTER.plural, "remote-a")
         for manifest in rbac:
             _delete(home, manifest)
 
@@ -266,6 +287,30 @@ def test_its_pools_nodes_and_their_leases_and_no_other_agents(confined: Confined
              f"may not remove the {VIRTUAL_NODE_TAINT_KEY}:NoExecute taint from its node")):
         message = refusal(write)
         assert message.startswith(DENIED) and rule in message, message
+
+
+def test_only_the_nodes_of_the_pools_its_providers_offer_declares(
+        home: ClusterHandle, confined: Confined) -> None:
+    """A node of a pool the offer does not declare is neither created nor made schedulable
+    (it would draw pods the provider does not take); one of a pool withdrawn since may be kept
+    cordoned."""
+    for pool in POOLS_OFFERED:
+        confined.core.create_node(_virtual_node(f"liqo-remote-a-{pool}"), dry_run="All")
+    message = refusal(lambda: confined.core.create_node(_virtual_node("liqo-remote-a-tpu"),
+                                                        dry_run="All"))
+    assert message == (f"{DENIED}agent of node 'liqo-remote-a' may not create node "
+                       "'liqo-remote-a-tpu': remote-a's ResourceOffer declares no pool 'tpu' "
+                       "(its pools: cpu, gpu)"), message
+    home.core.create_node(_virtual_node("liqo-remote-a-tpu"))  # of a pool withdrawn since
+    try:
+        message = refusal(lambda: confined.core.patch_node(
+            "liqo-remote-a-tpu", {"spec": {"unschedulable": None}}, dry_run="All"))
+        assert message.startswith(f"{DENIED}agent of node 'liqo-remote-a' may not make "
+                                  "schedulable node 'liqo-remote-a-tpu'"), message
+        confined.core.patch_node("liqo-remote-a-tpu", {"spec": {"unschedulable": True}},
+                                 dry_run="All")
+    finally:
+        home.core.delete_node("liqo-remote-a-tpu")
 
 
 def test_the_status_and_deletion_of_its_pods_only(confined: Confined) -> None:

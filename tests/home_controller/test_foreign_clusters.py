@@ -59,11 +59,15 @@ def consumer_secret(remote: ClusterHandle, namespace: str, tenant: str,
                                                     ).decode()}}
 
 
-def offer(remote: ClusterHandle, tenant: str, provider: str, resources: dict[str, str]) -> None:
+def offer(remote: ClusterHandle, tenant: str, provider: str, resources: dict[str, str],
+          pools: tuple[str, ...] = ()) -> None:
+    """The provider's offer in the tenant namespace, declaring `pools` (made, or patched)."""
     body = {**RESOURCE_OFFER.type_meta(),
             "metadata": {"name": "offer", "namespace": tenant},
             "spec": {"clusterId": provider, "consumerClusterId": "home",
-                     "resources": resources}}
+                     "resources": resources,
+                     "pools": [{"name": pool, "nodeSelector": {"pool": pool}}
+                               for pool in pools]}}
     offers = remote.dynamic.resources.get(api_version=RESOURCE_OFFER.api_version,
                                           kind=RESOURCE_OFFER.kind)
     try:
@@ -71,7 +75,7 @@ def offer(remote: ClusterHandle, tenant: str, provider: str, resources: dict[str
     except ApiException as error:
         if error.status != 409:
             raise
-        offers.patch(body={"spec": {"resources": resources}}, name="offer", namespace=tenant,
+        offers.patch(body={"spec": body["spec"]}, name="offer", namespace=tenant,
                      content_type="application/merge-patch+json")
 
 

@@ -29,11 +29,12 @@ NODES = [_node("gpu-1", "8", accelerator="nvidia"), _node("cpu-1", "16", tier="g
          _node("cpu-2", "4", tier="general"), _node("system", "64")]
 
 
-def _publisher(*flags: str) -> OfferPublisher:
+def _publisher(*flags: str, lent: dict[str, list[str]] | None = None) -> OfferPublisher:
+    """`lent`: per consumer, the pools its Quota lends it (every pool to the others)."""
     api: Any = OfferApi()
     publisher = OfferPublisher(api, parse(["--cluster-id", "p", "--region", "eu",
                                            "--offer-extended-resources", "nvidia.com/gpu",
-                                           *flags]), Mirror())
+                                           *flags]), Mirror(), ({} if lent is None else lent).get)
     for node in NODES:
         publisher.nodes.apply("ADDED", node_view(node))
     return publisher
@@ -88,3 +89,33 @@ def test_a_node_relabelled_into_a_pool_moves_the_offer() -> None:
     assert after["pools"][1]["resources"]["cpu"] == "42"
     assert published(publisher) == [("patch", after)]
     assert published(publisher) == []  # nothing moved since
+
+
+def test_a_consumer_is_offered_only_the_pools_its_quota_lends_it() -> None:
+    publisher = _publisher(*POOLS, lent={"c": ["general"], "none": ["tpu"]})
+    spec = publisher.spec_for("c")
+    assert [pool["name"] for pool in spec["pools"]] == ["general"]
+    # The totals count the lent pool's nodes only: no GPU, cpu-1 and cpu-2's half.
+    assert spec["resources"]["cpu"] == "10" and "nvidia.com/gpu" not in spec["resources"]
+    assert spec["maxPodResources"]["cpu"] == "10"
+    assert spec["architecture"] == "amd64"
+    assert [pool["name"] for pool in publisher.spec_for("other")["pools"]] == ["gpu", "general"]
+    nothing = publisher.spec_for("none")  # lent an undeclared pool only: nothing
+    assert nothing["pools"] == [] and nothing["resources"]["cpu"] == "0"
+
+
+def test_a_quota_lending_other_pools_moves_its_consumers_offer_only() -> None:
+    lent: dict[str, list[str]] = {}
+    publisher = _publisher(*POOLS, "--offer-debounce-seconds", "0", lent=lent)
+    publisher.tenants.update({"tenant-c": "c", "tenant-d": "d"})
+    for tenant, consumer in publisher.tenants.items():
+        publisher.published[tenant] = publisher.spec_for(consumer)
+    quota = {"metadata": {"namespace": "tenant-c", "name": "c"},
+             "spec": {"consumerClusterId": "c", "pools": ["gpu"]}}
+    publisher.on_quota(Change("MODIFIED", quota, ("tenant-c", "c")))
+    assert len(publisher.controller.queue) == 0  # the same pools lent: nothing to look at
+    lent["c"] = ["gpu"]
+    publisher.on_quota(Change("MODIFIED", quota, ("tenant-c", "c")))
+    assert publisher.controller.queue.take() == "tenant-c"
+    assert publisher.controller.queue.take() is None  # nor the other consumer's offer
+    assert [pool["name"] for pool in publisher.spec_for("c")["pools"]] == ["gpu"]

@@ -1,7 +1,9 @@
 """An enforcer declaring two pools (`--offer-pool`), on a cluster whose schedulable node is
 labelled into one of them (a label patch, as an administrator labels nodes: the same on kubesim
 and a real API server): the offer has an entry per pool with that pool's capacity, a ShadowPod's
-pod runs on its pool's nodes only, and nothing the consumer writes widens that."""
+pod runs on its pool's nodes only, and nothing the consumer writes widens that. A consumer
+whose Quota lends it some pools (`spec.pools`) is offered those only and runs its pods in those
+only."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from shared.api.quota import QUOTA
 from shared.api.resource_offer import RESOURCE_OFFER
 from shared.node_selector import node_selector_matches
 from shared.quantity import parse_quantity
@@ -64,9 +67,9 @@ def twin(remote: Any, enforcer: Enforcer, tenant: str) -> str:
     return make_twin_namespace(remote, CONSUMER)
 
 
-def _pool_spec(name: str, pool: str | None, pod: dict[str, Any] | None = None
-               ) -> dict[str, Any]:
-    body = shadowpod(name, CONSUMER, pod)
+def _pool_spec(name: str, pool: str | None, pod: dict[str, Any] | None = None,
+               consumer: str = CONSUMER) -> dict[str, Any]:
+    body = shadowpod(name, consumer, pod)
     if pool is not None:
         body["spec"]["pool"] = pool
     return body
@@ -83,18 +86,21 @@ def _pod(remote: Any, namespace: str, name: str) -> dict[str, Any] | None:
     return remote.api_client.sanitize_for_serialization(pods.items[0]) if pods.items else None  # type: ignore[no-any-return]
 
 
+def _offer_pools(remote: Any, tenant: str) -> list[dict[str, Any]] | None:
+    """The pools of the offer in `tenant` ([] for none), None while there is no offer."""
+    try:
+        spec = client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
+            RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
+            RESOURCE_OFFER_NAME)["spec"]
+    except client.ApiException:
+        return None
+    return list(spec.get("pools") or [])
+
+
 def test_each_pool_has_its_entry_in_the_offer_with_its_own_capacity(
         remote: Any, tenant: str) -> None:
-    def pools() -> list[dict[str, Any]] | None:
-        try:
-            spec = client.CustomObjectsApi(remote.api_client).get_namespaced_custom_object(
-                RESOURCE_OFFER.group, RESOURCE_OFFER.version, tenant, RESOURCE_OFFER.plural,
-                RESOURCE_OFFER_NAME)["spec"]
-        except client.ApiException:
-            return None
-        return spec.get("pools")  # type: ignore[no-any-return]
-
-    here, nowhere = wait_for(pools, timeout=60, message="the offer's pools")
+    here, nowhere = wait_for(lambda: _offer_pools(remote, tenant), timeout=60,
+                             message="the offer's pools")
     assert (here["name"], here["nodeSelector"]) == ("here", {POOL_LABEL: "here"})
     assert here["labels"][POOL_LABEL] == "here"
     assert parse_quantity(here["resources"]["cpu"]) > 0
@@ -155,3 +161,81 @@ def test_an_unknown_pool_or_a_changed_one_is_refused(
         twin, name, {"spec": {"pool": "nowhere"}})) == (
         "spec.pool: Forbidden: the pool of a ShadowPod cannot change")
     assert shadowpods.get(twin, name)["spec"]["pool"] == "here"
+
+
+# --- a consumer lent some of the pools (its Quota's spec.pools) -------------------------------
+
+LENT = "consumer-lent"
+"""Lent the pool "here" only."""
+UNDECLARED = "consumer-undeclared"
+"""Lent a pool the provider does not declare: nothing."""
+
+
+def _lend(remote: Any, consumer: str, pools: list[str] | None) -> str:
+    """The consumer's tenant namespace, its Quota lending it `pools`."""
+    tenant = room_for_pods(remote, consumer)
+    client.CustomObjectsApi(remote.api_client).patch_namespaced_custom_object(
+        QUOTA.group, QUOTA.version, tenant, QUOTA.plural, consumer, {"spec": {"pools": pools}})
+    return tenant
+
+
+@pytest.fixture(scope="module")
+def lent_tenant(remote: Any, enforcer: Enforcer) -> str:
+    return _lend(remote, LENT, ["here"])
+
+
+def _offered_pools(remote: Any, tenant: str) -> list[str] | None:
+    pools = _offer_pools(remote, tenant)
+    return None if pools is None else [pool["name"] for pool in pools]
+
+
+def test_a_consumers_offer_lists_only_the_pools_its_quota_lends_it(
+        remote: Any, tenant: str, lent_tenant: str) -> None:
+    wait_for(lambda: _offered_pools(remote, lent_tenant) == ["here"], timeout=60,
+             message="the lent consumer's offer of pool here only")
+    assert _offered_pools(remote, tenant) == ["here", "nowhere"]  # another consumer: every pool
+    api = client.CustomObjectsApi(remote.api_client)
+    api.patch_namespaced_custom_object(QUOTA.group, QUOTA.version, lent_tenant, QUOTA.plural,
+                                       LENT, {"spec": {"pools": ["nowhere"]}})
+    try:
+        wait_for(lambda: _offered_pools(remote, lent_tenant) == ["nowhere"], timeout=60,
+                 message="the offer following the Quota's pools")
+    finally:
+        api.patch_namespaced_custom_object(QUOTA.group, QUOTA.version, lent_tenant,
+                                           QUOTA.plural, LENT, {"spec": {"pools": ["here"]}})
+    wait_for(lambda: _offered_pools(remote, lent_tenant) == ["here"], timeout=60,
+             message="the offer of pool here again")
+
+
+def test_a_pool_not_lent_to_the_consumer_is_refused_and_naming_none_stays_in_its_pools(
+        remote: Any, lent_tenant: str, shadowpods: ShadowPods) -> None:
+    twin = make_twin_namespace(remote, LENT)
+    assert denial(WEBHOOK_NAME, lambda: shadowpods.create(
+        twin, _pool_spec(new_name("lent"), "nowhere", consumer=LENT))) == (
+        "spec.pool: Forbidden: pool 'nowhere' is not lent to this consumer (its Quota's "
+        "spec.pools: here)")
+    name = new_name("lent-any")
+    shadowpods.create(twin, _pool_spec(name, None, consumer=LENT))
+    selector = _selector(remote, twin, name)
+    assert node_selector_matches(selector, {POOL_LABEL: "here"})
+    assert not node_selector_matches(selector, {POOL_LABEL: "nowhere"})
+
+
+def test_a_quota_lending_an_undeclared_pool_gets_an_event_and_lends_nothing(
+        remote: Any, enforcer: Enforcer, shadowpods: ShadowPods) -> None:
+    tenant = _lend(remote, UNDECLARED, ["elsewhere"])
+
+    def warned() -> list[str]:
+        return [event.message for event in remote.core.list_namespaced_event(tenant).items
+                if event.reason == "UndeclaredPools"
+                and event.involved_object.name == UNDECLARED]
+    assert wait_for(warned, timeout=60, message="an UndeclaredPools Event on the Quota") == [
+        "spec.pools names elsewhere, which this provider does not declare (its pools: here, "
+        "nowhere): lent nothing"]
+    wait_for(lambda: _offered_pools(remote, tenant) == [], timeout=60,
+             message="an offer of no pool")
+    twin = make_twin_namespace(remote, UNDECLARED)
+    assert denial(WEBHOOK_NAME, lambda: shadowpods.create(
+        twin, _pool_spec(new_name("none"), None, consumer=UNDECLARED))) == (
+        "spec.pool: Forbidden: this consumer is lent none of this provider's pools (its "
+        "Quota's spec.pools: elsewhere)")

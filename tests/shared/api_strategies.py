@@ -62,7 +62,8 @@ def from_schema(schema: Schema, defs: dict[str, Schema]) -> st.SearchStrategy[An
     if kind == "null":
         return st.none()
     if kind == "array":
-        return st.lists(from_schema(schema["items"], defs), max_size=3)
+        return st.lists(from_schema(schema["items"], defs), min_size=schema.get("minItems", 0),
+                        max_size=3)
     if kind == "object":
         return _objects(schema, defs)
     raise AssertionError(f"no strategy for schema {schema}")

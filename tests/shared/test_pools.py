@@ -9,7 +9,16 @@ import pytest
 
 from shared.forge.enforcement import desired_pod
 from shared.node_selector import node_selector_matches
-from shared.pools import Pool, check_pools, parse_pool, placed, placement, pool_problem
+from shared.pools import (
+    Pool,
+    check_pools,
+    lent_pools,
+    parse_pool,
+    placed,
+    placement,
+    pool_problem,
+    undeclared_pools,
+)
 
 GPU = Pool("gpu", (("accelerator", "nvidia"),))
 ZONE_A = Pool("zone-a", (("topology.kubernetes.io/zone", "a"), ("tier", "general")))
@@ -60,6 +69,32 @@ def test_a_shadowpod_names_a_declared_pool_or_none_and_keeps_it() -> None:
     assert pool_problem([GPU], named("gpu"), named("gpu")) is None
     # A pool withdrawn since: its ShadowPods' updates (labels, images) still go through.
     assert pool_problem([ZONE_A], named("gpu"), named("gpu")) is None
+
+
+def test_a_consumer_lent_some_pools_names_one_of_those_or_none() -> None:
+    def named(pool: str | None) -> dict[str, Any]:
+        return {"spec": {"pod": {}, "pool": pool}}
+
+    assert lent_pools([GPU, ZONE_A], None) == [GPU, ZONE_A]
+    assert lent_pools([GPU, ZONE_A], ["zone-a", "zone-b"]) == [ZONE_A]
+    assert undeclared_pools([GPU, ZONE_A], ["zone-a", "zone-b"]) == ["zone-b"]
+    assert undeclared_pools([GPU], None) == []
+    assert pool_problem([GPU, ZONE_A], named("zone-a"), lent=["zone-a"]) is None
+    assert pool_problem([GPU, ZONE_A], named(None), lent=["zone-a"]) is None
+    assert pool_problem([GPU, ZONE_A], named("gpu"), lent=["zone-a"]) == (
+        "spec.pool: Forbidden: pool 'gpu' is not lent to this consumer (its Quota's "
+        "spec.pools: zone-a)")
+    assert pool_problem([GPU, ZONE_A], named("zone-b"), lent=["zone-a"]) == (
+        "spec.pool: Unsupported value 'zone-b': this provider's pools are gpu, zone-a")
+    # Lent no pool the provider has: a pod would have no pool to be put in, refused even
+    # naming none (it would otherwise run anywhere).
+    assert pool_problem([GPU], named(None), lent=["zone-b"]) == (
+        "spec.pool: Forbidden: this consumer is lent none of this provider's pools (its "
+        "Quota's spec.pools: zone-b)")
+    # Its ShadowPods' updates keep the pool they had, lent or no longer.
+    assert pool_problem([GPU, ZONE_A], named("gpu"), named("gpu"), lent=["zone-a"]) is None
+    # A provider without pools: nothing to lend, nothing refused.
+    assert pool_problem([], named(None), lent=["gpu"]) is None
 
 
 def test_a_pod_without_affinity_gets_its_pools_and_nothing_else() -> None:

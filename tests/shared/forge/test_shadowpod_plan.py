@@ -187,6 +187,21 @@ def test_a_pod_is_made_on_its_pool_s_nodes_and_an_undeclared_pool_gets_none() ->
     assert_refused_saying(plan, shadowpod, POLICY_REFUSED_REASON, "zone-b")
 
 
+def test_a_pod_is_made_in_the_pools_lent_to_its_consumer_only() -> None:
+    gpu, general = Pool("gpu", (("gpu", "true"),)), Pool("general", (("gpu", "false"),))
+    shadowpod = a_shadowpod()  # naming no pool: in every pool lent, here general only
+    (create,) = shadowpod_plan(inputs(shadowpod, pools=(gpu, general),
+                                      lent_pools=("general",))).steps
+    assert isinstance(create, CreatePod)
+    affinity = create.body["spec"]["affinity"]["nodeAffinity"]
+    assert affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        general.term()]
+    # Admitted before its Quota stopped lending the pool: its pod is not made.
+    shadowpod["spec"]["pool"] = "gpu"
+    plan = shadowpod_plan(inputs(shadowpod, pools=(gpu, general), lent_pools=("general",)))
+    assert_refused_saying(plan, shadowpod, POLICY_REFUSED_REASON, "'gpu' is not lent")
+
+
 def test_a_refusal_already_recorded_is_said_again_in_an_event_only() -> None:
     shadowpod = a_shadowpod()
     shadowpod["spec"]["pod"]["containers"][0]["securityContext"] = {"privileged": True}
