@@ -422,8 +422,11 @@ def test_a_drain_names_the_remote_claims_the_provider_keeps(
     wait_for(lambda: ((read(home, VIRTUAL_NODE.kind, namespace, cluster_id) or {})
                       .get("status") or {}).get("retainedRemoteClaims")
              == [f"{namespace}/data-db-0"], timeout=30, message="the kept claim in the status")
-    assert any(reason == "Draining" and "the agent to remove the provider's namespaces" in message
-               for reason, message in events_on(home, namespace, cluster_id))
+    # The Event is written apart from the status: on a real server it may be listed later.
+    wait_for(lambda: any(reason == "Draining"
+                         and "the agent to remove the provider's namespaces" in message
+                         for reason, message in events_on(home, namespace, cluster_id)),
+             timeout=30, message="the Draining Event naming the agent's namespaces")
     # The agent lets the NamespaceOffloading go, its claims still reported on it.
     custom(home).patch_namespaced_custom_object(
         d.group, d.version, namespace, d.plural, "offloading", {"metadata": {"finalizers": []}})
