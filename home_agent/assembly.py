@@ -8,7 +8,7 @@ them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from home_agent.agent import HOME, NODE_KEY, REMOTE, TWINS_KEY, Agent
 from home_agent.config import TOKEN_REFLECTION
@@ -179,8 +179,10 @@ def health_checks(agent: Agent) -> HealthChecks:
                         failure_threshold=config.failure_threshold)
 
 
-def node_sources(agent: Agent) -> NodeSources:
-    """What the virtual nodes are converged from and written with."""
+def node_sources(agent: Agent,
+                 kubelet_ports: Callable[[Collection[str]], Mapping[str, int]]) -> NodeSources:
+    """What the virtual nodes are converged from and written with; `kubelet_ports` gives each
+    node's kubelet API port (`KubeletServer.ports`)."""
     config = agent.config
     return NodeSources(
         home=agent.home, nodes=agent.mirrors.nodes, pods=agent.mirrors.pods,
@@ -189,7 +191,7 @@ def node_sources(agent: Agent) -> NodeSources:
         health=lambda: agent.health,
         retry_after=lambda seconds: agent.queue.add_after(NODE_KEY, seconds),
         remote_cluster_id=config.remote_cluster_id, agent_ip=config.agent_ip,
-        kubelet_port=config.kubelet_port)
+        kubelet_ports=kubelet_ports)
 
 
 def kubelet_sources(agent: Agent) -> KubeletSources:
@@ -197,7 +199,8 @@ def kubelet_sources(agent: Agent) -> KubeletSources:
     mirrors = agent.mirrors
     return KubeletSources(
         node_pods=NodePods(pods=mirrors.pods, shadow_pods=mirrors.shadow_pods, twins=agent.twins),
-        node_name=agent.node_name, health=lambda: agent.health,
+        node_names=agent.node_pools, listed=agent.home_synced.is_set,
+        health=lambda: agent.health,
         remote_cluster_id=agent.config.remote_cluster_id, home=agent.home.live,
         remote=agent.remote.live)
 

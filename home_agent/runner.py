@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import logging
 import signal
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from annex.controller import Controller, Result
@@ -167,11 +166,14 @@ def _always() -> bool:
 
 def build_controller(agent: Agent, pods: PodOffloader, watches: RemoteWatches,
                      offloaded: OffloadedNamespaceWatches, synced_pods: SyncedPods | None,
-                     metrics: Metrics, leading: Callable[[], bool] = _always
-                     ) -> Controller[Hashable]:
-    """The agent's own keys (`agent.queue`), counted per key kind too."""
+                     metrics: Metrics,
+                     kubelet_ports: Callable[[Collection[str]], Mapping[str, int]],
+                     leading: Callable[[], bool] = _always) -> Controller[Hashable]:
+    """The agent's own keys (`agent.queue`), counted per key kind too; the nodes advertise the
+    ports `kubelet_ports` gives (`KubeletServer.ports`)."""
     return Controller(
-        "agent", functools.partial(reconcile, agent, node_sources(agent), offloading_sources(agent),
+        "agent", functools.partial(reconcile, agent, node_sources(agent, kubelet_ports),
+                                   offloading_sources(agent),
                                    pods, watches, offloaded, synced_pods),
         workers=agent.config.workers, ready=functools.partial(may_reconcile, agent, leading),
         gate=_kind, observe=lambda key, outcome: metrics.reconciled(_kind(key), outcome),
@@ -217,7 +219,7 @@ async def supervise(agent: Agent, home_watch: Watch, node_pods: NodePodsWatch,
     leading = _always if elector is None else (lambda: elector.leading)
     credentials.leading = leading
     agent_keys = build_controller(agent, pod_offloader(agent, reflection), watches, offloaded,
-                                  synced_pods, metrics, leading)
+                                  synced_pods, metrics, kubelet.ports, leading)
     metrics.controllers = [agent_keys, *reflection.controllers()]
     metrics.reflection = reflection.controllers()
     # What writes, stopped first: the agent's keys (on a standby the twins' only), and the
@@ -318,7 +320,6 @@ def run(config: AgentConfig) -> int:
         log.error("cannot serve the kubelet API on %s:%d: %s", config.kubelet_address,
                   config.kubelet_port, error)
         return 2
-    config = dataclasses.replace(config, kubelet_port=kubelet.port)  # port 0: the one bound
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
     reflection = reflection_for(agent, companions=COMPANIONS)

@@ -23,9 +23,9 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
     listed(agent)
     reflection = reflection_for(agent, KINDS, COMPANIONS)
     metrics = Metrics()
-    no_watches: Any = None
-    controller = build_controller(agent, pod_offloader(agent), no_watches, no_watches, None,
-                                  metrics)
+    nothing: Any = None  # no watch is moved, no node reconciled
+    controller = build_controller(agent, pod_offloader(agent), nothing, nothing, None, metrics,
+                                  nothing)
     metrics.controllers = [controller, *reflection.controllers()]
     agent.enqueue(pod_key("app", "web"))  # no such pod, no ShadowPod: nothing to do
 
