@@ -57,7 +57,7 @@ class AgentConfig:
     """The offloaded pods' hostIP: `kubelet_service`'s ClusterIP, read at start; None: the
     node's address."""
     kubelet_port: int = 10250
-    """The port of the first node's kubelet API; the others' are the next free ones above it
+    """Where the nodes' kubelet API ports start: each node's is the lowest free one from it up
     (0: any free port for each, which its node then advertises)."""
     kubelet_address: str = "0.0.0.0"
     kubelet_cert: str | None = None
@@ -210,8 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--kubelet-port", type=int, default=10250,
         help="port of the virtual node's kubelet API, advertised in the node's "
              "daemonEndpoints; a remote declaring pools is one node per pool, each with a "
-             "kubelet API of its own: the first by name on this port, the others on the next "
-             "free ports above it (0: any free port for each)")
+             "kubelet API of its own on the lowest free port from this one up (at start in the "
+             "order of their names; 0: any free port for each)")
     add("--kubelet-address", default="0.0.0.0", help="address the kubelet API listens on")
     add("--kubelet-cert", default=None,
         help="PEM serving certificate of the kubelet API (default: self-signed at start for "

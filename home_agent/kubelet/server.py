@@ -412,10 +412,10 @@ class KubeletServer:
     `kubectl top node` and metrics-server see each pool's pods once, on its own node.
 
     The first port (`--kubelet-port`; 0: any free port) is bound at once, so that a port taken
-    fails the start; the agent's first node (by name) gets it, further nodes the next free
-    ports above it (with 0: any free port each), in the order of their names, so that a restart
-    gives the same nodes the same ports. A node that is no longer the agent's has its listener
-    closed. The nodes followed are `sources.node_names()` once `sources.listed()`: before the
+    fails the start, and goes to the agent's first node; a node new gets the lowest free port
+    from `--kubelet-port` up (with 0: any free port), the nodes found at once in the order of
+    their names, so that every start with the same nodes gives them the same ports. A node that is no longer
+    the agent's has its listener closed, its port free again. The nodes followed are `sources.node_names()` once `sources.listed()`: before the
     home cluster is listed, a caller waits for its answer rather than read a wrong one; the node
     reconcile asks its nodes' ports (`ports`), opening any missing at once."""
 
