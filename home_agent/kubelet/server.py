@@ -377,11 +377,17 @@ def _status_message(body: bytes) -> str:
 def serving_context(config: AgentConfig, node_name: str) -> ssl.SSLContext:
     """The TLS of the kubelet API of `node_name`: the mounted pair, else one self-signed for
     that node and the agent's address."""
+    context = _mounted_context(config)
+    if not (config.kubelet_cert and config.kubelet_key):
+        load_pair(context, *self_signed(node_name, [config.agent_ip]))
+    return context
+
+
+def _mounted_context(config: AgentConfig) -> ssl.SSLContext:
+    """A serving TLS context with what is mounted: the pair, the client CA."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     if config.kubelet_cert and config.kubelet_key:
         context.load_cert_chain(config.kubelet_cert, config.kubelet_key)
-    else:
-        load_pair(context, *self_signed(node_name, [config.agent_ip]))
     if config.kubelet_client_ca:
         context.verify_mode = ssl.CERT_OPTIONAL  # a bearer token may stand in for it
         context.load_verify_locations(config.kubelet_client_ca)
@@ -414,13 +420,15 @@ class KubeletServer:
     The first port (`--kubelet-port`; 0: any free port) is bound at once, so that a port taken
     fails the start, and goes to the agent's first node; a node new gets the lowest free port
     from `--kubelet-port` up (with 0: any free port), the nodes found at once in the order of
-    their names, so that every start with the same nodes gives them the same ports. A node that is no longer
-    the agent's has its listener closed, its port free again. The nodes followed are `sources.node_names()` once `sources.listed()`: before the
-    home cluster is listed, a caller waits for its answer rather than read a wrong one; the node
-    reconcile asks its nodes' ports (`ports`), opening any missing at once."""
+    their names, so that every start with the same nodes gives them the same ports. A node that
+    is no longer the agent's has its listener closed, its port free again. The nodes followed
+    are `sources.node_names()` once `sources.listed()`: before the home cluster is listed, a
+    caller waits for its answer rather than read a wrong one; the node reconcile asks its
+    nodes' ports (`ports`), opening any missing at once."""
 
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
+        _mounted_context(config)  # what cannot be read fails the start, not each node later
         self._spare: socket.socket | None = socket.create_server(
             (config.kubelet_address, config.kubelet_port), reuse_port=False)
         self.port: int = self._spare.getsockname()[1]
