@@ -158,8 +158,8 @@ def _node_proxy(home: ClusterHandle, node: str, path: str, method: str = "GET",
 
 def test_each_pool_nodes_kubelet_serves_its_own_pods_only_through_the_node_proxy(
         home: ClusterHandle, namespace: str, pool_web: tuple[str, str]) -> None:
-    """nodes/proxy to the pod's node reaches its log; to the other pool's node it is the 404 of
-    a pod that node does not run, for a log and an exec alike."""
+    """nodes/proxy to the pod's node reaches its log and its exec; to the other pool's node it
+    is the 404 of a pod that node does not run, for a log and an exec alike."""
     here, nowhere = pool_web
     logs = f"containerLogs/{namespace}/web/web"
     assert wait_for(lambda: (a := _node_proxy(home, here, logs))[0] == 200 and a, timeout=30,
@@ -167,9 +167,14 @@ def test_each_pool_nodes_kubelet_serves_its_own_pods_only_through_the_node_proxy
     status, body = _node_proxy(home, nowhere, logs)
     assert status == 404, body
     assert "does not exist" in body
+    exec_query = (("command", "true"), ("output", "1"))
     status, body = _node_proxy(home, nowhere, f"exec/{namespace}/web/web", method="POST",
-                               query=(("command", "true"), ("output", "1")))
+                               query=exec_query)
     assert status == 404, body
+    # Its own node runs it: an exec there only lacks the stream upgrade a client asks for.
+    status, body = _node_proxy(home, here, f"exec/{namespace}/web/web", method="POST",
+                               query=exec_query)
+    assert (status, body.strip()) == (400, "Upgrade request required")
 
 
 @pytest.fixture
