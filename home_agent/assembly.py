@@ -8,7 +8,7 @@ apart for them."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from annex.kubeapi import ClusterApi
@@ -177,7 +177,8 @@ def kubelet_sources(agent: Agent) -> KubeletSources:
     mirrors = agent.mirrors
     return KubeletSources(
         node_pods=NodePods(pods=mirrors.pods, shadow_pods=mirrors.shadow_pods, twins=agent.twins),
-        node_name=agent.node_name, health=lambda: agent.health,
+        node_names=agent.node_pools, listed=agent.home_synced.is_set,
+        health=lambda: agent.health,
         remote_cluster_id=agent.config.remote_cluster_id, home=agent.home.live,
         remote=agent.remote.live)
 
@@ -240,8 +241,10 @@ class AgentKeys:
     shadow_pods: Mirror
 
 
-def agent_keys(agent: Agent, reflection: Reflection | None = None) -> AgentKeys:
-    """The agent's own keys, the pods' reading `reflection` (`pod_offloader`)."""
+def agent_keys(agent: Agent, kubelet_ports: Callable[[Collection[str]], Mapping[str, int]],
+               reflection: Reflection | None = None) -> AgentKeys:
+    """The agent's own keys, the pods' reading `reflection` (`pod_offloader`), the nodes
+    advertising the kubelet API ports `kubelet_ports` gives (`KubeletServer.ports`)."""
     config, mirrors = agent.config, agent.mirrors
     node = NodeSources(
         home=agent.home, nodes=mirrors.nodes, pods=mirrors.pods,
@@ -250,7 +253,7 @@ def agent_keys(agent: Agent, reflection: Reflection | None = None) -> AgentKeys:
         health=lambda: agent.health,
         retry_after=lambda seconds: agent.queue.add_after(NODE_KEY, seconds),
         remote_cluster_id=config.remote_cluster_id, agent_ip=config.agent_ip,
-        kubelet_port=config.kubelet_port)
+        kubelet_ports=kubelet_ports)
     offloadings = OffloadingSources(
         home=agent.home, offloadings=mirrors.offloadings,
         remote_claims=agent.informers.mirror(REMOTE, PERSISTENTVOLUMECLAIMS.plural),
@@ -283,10 +286,11 @@ class AgentParts:
     remote: ClusterApi
 
 
-def agent_parts(agent: Agent, reflection: Reflection) -> AgentParts:
+def agent_parts(agent: Agent, reflection: Reflection,
+                kubelet_ports: Callable[[Collection[str]], Mapping[str, int]]) -> AgentParts:
     config, mirrors = agent.config, agent.mirrors
     return AgentParts(
-        keys=agent_keys(agent, reflection),
+        keys=agent_keys(agent, kubelet_ports, reflection),
         lease=NodeLease(home=agent.home, nodes=mirrors.nodes, node_names=agent.node_pools,
                         duration_seconds=config.lease_duration_seconds,
                         renew_interval=config.lease_renew_interval),

@@ -57,7 +57,8 @@ class AgentConfig:
     """The offloaded pods' hostIP: `kubelet_service`'s ClusterIP, read at start; None: the
     node's address."""
     kubelet_port: int = 10250
-    """The kubelet API's port (0: any free port, which the node then advertises)."""
+    """Where the nodes' kubelet API ports start: each node's is the lowest free one from it up
+    (0: any free port for each, which its node then advertises)."""
     kubelet_address: str = "0.0.0.0"
     kubelet_cert: str | None = None
     """PEM serving certificate of the kubelet API; None: self-signed at start."""
@@ -208,7 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
              "whichever replica leads (a takeover rewrites no pod)")
     add("--kubelet-port", type=int, default=10250,
         help="port of the virtual node's kubelet API, advertised in the node's "
-             "daemonEndpoints (0: any free port)")
+             "daemonEndpoints; a remote declaring pools is one node per pool, each with a "
+             "kubelet API of its own on the lowest free port from this one up (at start in the "
+             "order of their names; 0: any free port for each)")
     add("--kubelet-address", default="0.0.0.0", help="address the kubelet API listens on")
     add("--kubelet-cert", default=None,
         help="PEM serving certificate of the kubelet API (default: self-signed at start for "

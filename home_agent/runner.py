@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import functools
 import logging
 import signal
@@ -315,7 +314,6 @@ def run(config: AgentConfig) -> int:
         log.error("cannot serve the kubelet API on %s:%d: %s", config.kubelet_address,
                   config.kubelet_port, error)
         return 2
-    config = dataclasses.replace(config, kubelet_port=kubelet.port)  # port 0: the one bound
     remote = ClusterApi(load_connection(config.remote_kubeconfig, limits=config.remote_limits))
     agent = Agent(config, home, remote)
     reflection = reflection_for(agent, companions=COMPANIONS)
@@ -351,6 +349,7 @@ def run(config: AgentConfig) -> int:
                               agent.mirrors.pods.values)
     offloaded = OffloadedNamespaceWatches(home.connection, agent.informers, HOME, on_home_event,
                                           agent.offloaded)
-    return asyncio.run(supervise(config, agent_parts(agent, reflection), home_watch, node_pods,
-                                 offloaded, RemoteWatches(remote_watch_sources(agent)),
-                                 reflection, credentials, kubelet, leader_elector(config)))
+    parts = agent_parts(agent, reflection, kubelet.ports)
+    return asyncio.run(supervise(config, parts, home_watch, node_pods, offloaded,
+                                 RemoteWatches(remote_watch_sources(agent)), reflection,
+                                 credentials, kubelet, leader_elector(config)))

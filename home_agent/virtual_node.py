@@ -5,7 +5,7 @@ no longer makes is cordoned, and deleted once no pod is bound to it."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -44,7 +44,7 @@ class NodeSources:
     """What the virtual nodes are converged from and written with: the home client, Nodes' and
     bound pods' mirrors, the VirtualNode, the node's name, the provider's offer (known once the
     tenant namespace is listed) and the remote's health as they are now, a retry of the node's
-    key, where Events go, and the nodes' fixed settings."""
+    key, where Events go, each node's kubelet API port, and the nodes' fixed settings."""
 
     home: ClusterApi
     nodes: Mirror
@@ -59,7 +59,9 @@ class NodeSources:
     events: EventRecorder
     remote_cluster_id: str
     agent_ip: str
-    kubelet_port: int
+    kubelet_ports: Callable[[Collection[str]], Mapping[str, int]]
+    """Each node's kubelet API port, its listener opened when it has none (one per node: the
+    API server tells the agent's nodes apart by port alone)."""
 
 
 async def reconcile_node(sources: NodeSources) -> None:
@@ -70,11 +72,12 @@ async def reconcile_node(sources: NodeSources) -> None:
     existing = agent_nodes(sources.node_name(), sources.remote_cluster_id,
                            labels_by_name(sources.nodes.values()))
     offered, withdrawn = served_nodes(sources.node_name(), sources.offer(), existing)
+    ports = sources.kubelet_ports([*offered, *withdrawn])
     for name, pool in offered.items():
-        await _converge(sources, virtual_node, health, name, pool, None)
+        await _converge(sources, virtual_node, health, name, pool, ports[name], None)
     for name, pool in withdrawn.items():
         message = withdrawn_message(name, pool, sources.remote_cluster_id)
-        node = await _converge(sources, virtual_node, health, name, pool, message)
+        node = await _converge(sources, virtual_node, health, name, pool, ports[name], message)
         if node is not None and not await _delete_unused(sources, node):
             sources.retry_after(WITHDRAWN_RECHECK_SECONDS)
     if virtual_node is not None and health.ready is not None:
@@ -88,12 +91,13 @@ async def reconcile_node(sources: NodeSources) -> None:
 
 
 async def _converge(sources: NodeSources, virtual_node: VirtualNode | None, health: Health,
-                    name: str, pool: str | None,
+                    name: str, pool: str | None, kubelet_port: int,
                     withdrawn: str | None) -> dict[str, Any] | None:
-    """The node `name` (of `pool`) as it should be, cordoned saying why when the offer no
-    longer makes it (`withdrawn`); the node as written, None when there is none."""
+    """The node `name` (of `pool`, its kubelet API at `kubelet_port`) as it should be, cordoned
+    saying why when the offer no longer makes it (`withdrawn`); the node as written, None when
+    there is none."""
     desired = desired_node(name, sources.remote_cluster_id, sources.offer(), virtual_node,
-                           health, sources.agent_ip, sources.kubelet_port, pool)
+                           health, sources.agent_ip, kubelet_port, pool)
     now = datetime.now(UTC)
     current = sources.nodes.get(("", name))
     offer_known = sources.offer_known()

@@ -33,12 +33,20 @@ def _start_time(pod: dict[str, Any]) -> float:
 
 @dataclass(frozen=True)
 class NodePods:
-    """The pods bound to the virtual node, their ShadowPods and the twin namespaces those are
-    in: the pods the kubelet API serves."""
+    """The pods bound to the agent's nodes, their ShadowPods and the twin namespaces those are
+    in: the pods the kubelet APIs serve, each node's its own (`bound`)."""
 
     pods: Mirror
     shadow_pods: Mirror
     twins: TwinNamespaces
+
+    def bound(self, node_name: str) -> list[dict[str, Any]]:
+        """The pods bound to the node `node_name`."""
+        return [pod for pod in self.pods.values() if is_bound(pod, node_name)]
+
+
+def is_bound(pod: dict[str, Any], node_name: str) -> bool:
+    return (pod.get("spec") or {}).get("nodeName") == node_name
 
 
 class Usage:
@@ -63,7 +71,8 @@ class Usage:
         self._unavailable.discard(remote_namespace)
         return list((listed or {}).get("items") or [])
 
-    async def collect(self) -> list[ContainerUsage]:
+    async def collect(self, node_name: str) -> list[ContainerUsage]:
+        """The usage of the pods bound to the node `node_name`."""
         entries = []
         seen = set()
         node_pods = self.node_pods
@@ -74,7 +83,8 @@ class Usage:
             for item in await self._pod_metrics(remote_namespace):
                 name = str((item.get("metadata") or {}).get("name") or "")
                 pod = node_pods.pods.get((home_namespace, name))
-                if pod is None or node_pods.shadow_pods.get((remote_namespace, name)) is None:
+                if (pod is None or not is_bound(pod, node_name)
+                        or node_pods.shadow_pods.get((remote_namespace, name)) is None):
                     continue  # not one of this node's pods
                 sampled, usage = pod_metrics_usage(item)
                 for container, (nano_cores, memory) in usage.items():
@@ -85,7 +95,9 @@ class Usage:
                         sampled, nano_cores, memory, self._count(key, sampled, nano_cores),
                         _start_time(pod)))
         for key in set(self._counted) - seen:
-            del self._counted[key]  # gone: a new pod of that name counts from zero
+            pod = node_pods.pods.get((key[0], key[1]))
+            if pod is None or is_bound(pod, node_name):
+                del self._counted[key]  # gone: a new pod of that name counts from zero
         return entries
 
     def _count(self, key: tuple[str, str, str], sampled: float, nano_cores: int) -> float:

@@ -19,7 +19,7 @@ LOGS = "/containerLogs/{namespace}/{pod}/{container}"
 async def test_requests_are_counted_by_route_refusals_included() -> None:
     served = ServedRequests(KUBELET_REQUESTS, route_of)
     nothing: Any = None  # an anonymous caller is refused before anything else is read
-    api = KubeletApi(nothing, nothing, nothing, False, nothing, served)
+    api = KubeletApi("liqo-r", nothing, nothing, nothing, False, nothing, served)
     runner = web.AppRunner(api.application())
     await runner.setup()
     port = free_port()

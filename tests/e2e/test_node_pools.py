@@ -2,15 +2,19 @@
 labelled into one of them, as an administrator labels nodes) is two virtual nodes at home, one
 per pool, each with its pool's capacity and labels; a pod asking for one pool with a
 nodeSelector lands on that pool's node, its ShadowPod names the pool, and the remote pod runs
-within the pool's nodes; its log comes through the home API server, which dials the one
-kubelet API of every pool's Node. The same on kubesim and on real clusters."""
+within the pool's nodes. Each pool's Node has a kubelet API of its own, at the port its
+daemonEndpoints give: authorized for that node, listing and measuring that node's pods only,
+serving a pod's log and exec through the home API server when it is that pod's node, and the
+404 of a pod it does not run otherwise. The same on kubesim and on real clusters."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kubernetes import client
 
 from shared.node_selector import node_selector_matches
 from shared.quantity import parse_quantity
@@ -18,14 +22,24 @@ from shared.wellknown import POOL_LABEL
 from tests.conftest import ClusterHandle
 from tests.e2e.conftest import e2e_enforcer
 from tests.e2e.devices import schedulable_node
-from tests.e2e.test_kubelet_api import echo_pod, reachable
+from tests.e2e.test_kubelet_api import (
+    Kubelet,
+    callers,
+    echo_pod,
+    kubelet_port,
+    metrics_apis,
+    reachable,
+)
 from tests.e2e.test_offloading import REMOTE_STRATEGY, home_ready, offloaded
 from tests.helpers import wait_for
 from tests.home_agent.conftest import RunningAgent
 from tests.home_agent.play import node_or_none, shadow_pod
 from tests.remote_enforcer.conftest import Enforcer
 
-__all__ = ["reachable"]  # the fixture, for the logs through the home API server
+__all__ = ["callers", "metrics_apis", "reachable"]  # fixtures
+
+# The agent's serving certificates are self-signed, as a kubelet's are by default.
+pytestmark = pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")
 
 SELECTOR = "pools.annex.e2e/pool"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -97,19 +111,134 @@ def test_a_pod_asking_for_a_pool_runs_on_its_node_and_within_its_remote_nodes(
     assert not node_selector_matches(terms, {SELECTOR: "nowhere"})
 
 
-def test_a_pool_nodes_pod_logs_come_through_the_home_api_server(
-        home: ClusterHandle, namespace: str, reachable: RunningAgent) -> None:
-    """Every pool's Node gives the agent's address and kubelet port: the home API server dials
-    the one kubelet API for a pod bound to any of them."""
-    wait_for(lambda: _lending(home, f"{reachable.node_name}-here"), timeout=60,
-             message="the here pool's node")
+@pytest.fixture
+def pool_web(home: ClusterHandle, namespace: str, reachable: RunningAgent) -> tuple[str, str]:
+    """The pod "web" of `namespace` running remotely in pool "here": (its node, the other
+    pool's node)."""
+    here, nowhere = f"{reachable.node_name}-here", f"{reachable.node_name}-nowhere"
+    wait_for(lambda: _lending(home, here), timeout=60, message="the here pool's node")
     offloaded(home, namespace)
     pod = echo_pod()
     pod["spec"]["nodeSelector"] = {SELECTOR: "here"}
     home.core.create_namespaced_pod(namespace, pod)
     wait_for(lambda: home.core.read_namespaced_pod("web", namespace).status.phase == "Running",
              timeout=90, message="the pod runs remotely and says so at home")
-    assert home.core.read_namespaced_pod("web", namespace).spec.node_name == (
-        f"{reachable.node_name}-here")
+    assert home.core.read_namespaced_pod("web", namespace).spec.node_name == here
+    return here, nowhere
+
+
+def test_a_pool_nodes_pod_logs_and_exec_come_through_the_home_api_server(
+        home: ClusterHandle, namespace: str, pool_web: tuple[str, str]) -> None:
+    """The home API server dials the kubelet API of the pod's own node, at its own port."""
+    from kubernetes.stream import stream
+
     wait_for(lambda: home.core.read_namespaced_pod_log("web", namespace, container="web")
              == "one\ntwo\nthree\n", timeout=30, message="its log through the home API server")
+    session = stream(home.core.connect_get_namespaced_pod_exec, "web", namespace,
+                     container="web", command=["sh", "-c", "cat; exit 3"], stdin=True,
+                     stdout=True, stderr=True, tty=False, _preload_content=False)
+    session.write_stdin("hello\n")
+    session.close_channel(0)  # end of stdin (v5.channel.k8s.io)
+    session.run_forever(timeout=30)
+    assert (session.read_stdout(), session.returncode) == ("hello\n", 3)
+
+
+def _node_proxy(home: ClusterHandle, node: str, path: str, method: str = "GET",
+                query: tuple[tuple[str, str], ...] = ()) -> tuple[int, str]:
+    """`path` of `node`'s kubelet API through the home API server (nodes/proxy): (status,
+    body)."""
+    api = home.api_client
+    method, url, headers, body, _ = api.param_serialize(
+        method, f"/api/v1/nodes/{node}/proxy/{path}", query_params=list(query),
+        auth_settings=["BearerToken"])
+    answer = api.call_api(method, url, header_params=headers, body=body)
+    answer.read()
+    return int(answer.status), bytes(answer.data).decode()
+
+
+def test_each_pool_nodes_kubelet_serves_its_own_pods_only_through_the_node_proxy(
+        home: ClusterHandle, namespace: str, pool_web: tuple[str, str]) -> None:
+    """nodes/proxy to the pod's node reaches its log and its exec; to the other pool's node it
+    is the 404 of a pod that node does not run, for a log and an exec alike."""
+    here, nowhere = pool_web
+    logs = f"containerLogs/{namespace}/web/web"
+    assert wait_for(lambda: (a := _node_proxy(home, here, logs))[0] == 200 and a, timeout=30,
+                    message="the log through the pod's node")[1] == "one\ntwo\nthree\n"
+    status, body = _node_proxy(home, nowhere, logs)
+    assert status == 404, body
+    assert "does not exist" in body
+    exec_query = (("command", "true"), ("output", "1"))
+    status, body = _node_proxy(home, nowhere, f"exec/{namespace}/web/web", method="POST",
+                               query=exec_query)
+    assert status == 404, body
+    # Its own node runs it: an exec there only lacks the stream upgrade a client asks for.
+    status, body = _node_proxy(home, here, f"exec/{namespace}/web/web", method="POST",
+                               query=exec_query)
+    assert (status, body.strip()) == (400, "Upgrade request required")
+
+
+@pytest.fixture
+def here_only(home: ClusterHandle, namespace: str, pool_web: tuple[str, str]
+              ) -> Iterator[str]:
+    """The bearer token of a home ServiceAccount that may use the kubelet API of the here
+    pool's node only (RBAC resourceNames)."""
+    here, _ = pool_web
+    rbac = client.RbacAuthorizationV1Api(home.api_client)
+    name = f"annex-e2e-pool-kubelet-{uuid.uuid4().hex[:8]}"
+    rbac.create_cluster_role({"metadata": {"name": name}, "rules": [
+        {"apiGroups": [""], "resources": ["nodes/proxy", "nodes/stats", "nodes/metrics"],
+         "resourceNames": [here], "verbs": ["get"]}]})
+    rbac.create_cluster_role_binding({
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "here-only", "namespace": namespace}]})
+    home.core.create_namespaced_service_account(namespace, {"metadata": {"name": "here-only"}})
+    try:
+        yield str(home.core.create_namespaced_service_account_token(
+            "here-only", namespace, {"spec": {"expirationSeconds": 3600}}).status.token)
+    finally:
+        rbac.delete_cluster_role_binding(name)
+        rbac.delete_cluster_role(name)
+
+
+def _listed(kubelet: Kubelet, token: str) -> set[tuple[str, str]]:
+    answer = kubelet.get("/pods", token=token)
+    assert answer.status_code == 200, answer.text
+    return {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in answer.json()["items"]}
+
+
+def test_each_pool_nodes_kubelet_api_authorizes_lists_and_summarizes_its_own_node(
+        home: ClusterHandle, namespace: str, pool_web: tuple[str, str],
+        callers: dict[str, str], here_only: str) -> None:
+    """A port of its own per node: the review names the node addressed (a caller allowed on one
+    pool's node only is refused on the other's), and /pods and /stats/summary are that node's."""
+    here, nowhere = pool_web
+    ports = {node: kubelet_port(home, node) for node in (here, nowhere)}
+    assert ports[here] != ports[nowhere]
+    at_here, at_nowhere = Kubelet(ports[here]), Kubelet(ports[nowhere])
+    assert (namespace, "web") in _listed(at_here, here_only)
+    refused = at_nowhere.get("/pods", token=here_only)
+    assert refused.status_code == 403, refused.text
+    assert (namespace, "web") not in _listed(at_nowhere, callers["admin"])
+    for kubelet, node in ((at_here, here), (at_nowhere, nowhere)):
+        summary = kubelet.get("/stats/summary", token=callers["admin"])
+        assert summary.status_code == 200, summary.text
+        assert summary.json()["node"]["nodeName"] == node
+    assert at_nowhere.get("/stats/summary", token=callers["admin"]).json()["pods"] == []
+
+
+def test_a_pool_nodes_pod_is_measured_on_its_node_only(
+        home: ClusterHandle, namespace: str, metrics_apis: None, pool_web: tuple[str, str],
+        callers: dict[str, str]) -> None:
+    """/metrics/resource, what metrics-server scrapes for `kubectl top`: the pod's samples on its
+    node's, none on the other pool's (counted once, not once per pool)."""
+    here, nowhere = pool_web
+    at_here, at_nowhere = (Kubelet(kubelet_port(home, node)) for node in (here, nowhere))
+    sample = 'pod="web"'
+    wait_for(lambda: sample in at_here.get("/metrics/resource", token=callers["admin"]).text,
+             timeout=120, message="the remote metrics API has a sample of the pod")
+    elsewhere = at_nowhere.get("/metrics/resource", token=callers["admin"])
+    assert elsewhere.status_code == 200
+    assert "resource_scrape_error 0" in elsewhere.text
+    assert sample not in elsewhere.text

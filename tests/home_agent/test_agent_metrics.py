@@ -23,8 +23,8 @@ def test_a_pod_reconcile_is_counted_per_key_kind_and_per_controller() -> None:
     listed(agent)
     reflection = reflection_for(agent, KINDS, COMPANIONS)
     metrics = Metrics()
-    no_watches: Any = None
-    controller = build_controller(agent_keys(agent), no_watches, no_watches, None, metrics)
+    nothing: Any = None  # no watch is moved, no node reconciled
+    controller = build_controller(agent_keys(agent, nothing), nothing, nothing, None, metrics)
     metrics.controllers = [controller, *reflection.controllers()]
     agent.enqueue(pod_key("app", "web"))  # no such pod, no ShadowPod: nothing to do
 

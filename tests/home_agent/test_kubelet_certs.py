@@ -53,7 +53,7 @@ def served_certificate(context: ssl.SSLContext) -> x509.Certificate:
 def test_the_self_signed_pair_names_the_node_and_leaves_no_file(temporary: Path) -> None:
     config = AgentConfig(home_cluster_id="home", remote_cluster_id="r", remote_kubeconfig="-",
                          agent_ip="10.1.2.3")
-    certificate = served_certificate(serving_context(config))
+    certificate = served_certificate(serving_context(config, "liqo-r"))
     names = certificate.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert names.get_values_for_type(x509.DNSName) == ["liqo-r"]
     assert [str(a) for a in names.get_values_for_type(x509.IPAddress)] == ["10.1.2.3"]
@@ -89,7 +89,7 @@ class _Signer:
 
 def test_an_issued_pair_replaces_the_served_one_and_leaves_no_file(temporary: Path) -> None:
     config = AgentConfig(home_cluster_id="home", remote_cluster_id="r", remote_kubeconfig="-")
-    context = serving_context(config)
+    context = serving_context(config, "liqo-r")
     signer = _Signer()
     serving = ServingCertificates(signer, context, "liqo-r",  # type: ignore[arg-type]
                                   ["127.0.0.1"])

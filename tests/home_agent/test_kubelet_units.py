@@ -25,7 +25,8 @@ def test_a_client_certificate_names_the_user_and_groups() -> None:
 def _node_pods() -> NodePods:
     """Pod "p" offloaded from "ns" to its twin "twin"."""
     pods, shadow_pods = Mirror(), Mirror()
-    pods.apply(None, {"metadata": {"namespace": "ns", "name": "p", "uid": "uid-p"}})
+    pods.apply(None, {"metadata": {"namespace": "ns", "name": "p", "uid": "uid-p"},
+                      "spec": {"nodeName": "node"}})
     shadow_pods.apply(None, {"metadata": {"namespace": "twin", "name": "p"}})
     twins: Any = SimpleNamespace(
         accepted_twins=lambda: {"twin"},
@@ -55,7 +56,7 @@ def test_cpu_seconds_are_counted_from_the_rates() -> None:
 
     def counted(at: float, cpu: str) -> float:
         remote.sample = (at, cpu)
-        [entry] = asyncio.run(usage.collect())
+        [entry] = asyncio.run(usage.collect("node"))
         assert (entry.namespace, entry.pod, entry.pod_uid, entry.container) == (
             "ns", "p", "uid-p", "web")
         return entry.cpu_seconds
@@ -64,3 +65,16 @@ def test_cpu_seconds_are_counted_from_the_rates() -> None:
     assert counted(110.0, "1") == 5.0  # 0.5 core for 10 s
     assert counted(110.0, "1") == 5.0  # the same sample: nothing more
     assert counted(112.0, "0") == 7.0
+
+
+def test_a_node_counts_only_the_pods_bound_to_it() -> None:
+    """The agent's nodes share the usage (one per pool): a pod is another node's usage only,
+    and another node's scrape leaves its CPU seconds counted."""
+    remote = _MetricsApi()
+    usage = Usage(_node_pods(), remote)  # type: ignore[arg-type]
+    remote.sample = (100.0, "1")
+    assert [entry.pod for entry in asyncio.run(usage.collect("node"))] == ["p"]
+    remote.sample = (110.0, "1")
+    assert asyncio.run(usage.collect("node-gpu")) == []
+    [entry] = asyncio.run(usage.collect("node"))
+    assert entry.cpu_seconds == 10.0

@@ -1,19 +1,25 @@
 """A provider whose offer declares pools is one virtual node per pool, `<node>-<pool>`: each with
 its pool's capacity, labels (its node selector's among them) and Lease; a pod bound to one gets a
 ShadowPod naming that node's pool; a pool the offer withdraws has its node cordoned, saying why,
-and deleted only once no pod is bound to it. The test plays the remote enforcer (it writes the
-offer); against kubesim or a real home cluster."""
+and deleted only once no pod is bound to it. Each node has a kubelet API of its own, on a port
+its daemonEndpoints give, serving a certificate of that node; a node gone has its port closed.
+The test plays the remote enforcer (it writes the offer); against kubesim or a real home
+cluster."""
 
 from __future__ import annotations
 
+import socket
+import ssl
 from typing import Any
 
+from cryptography import x509
 from kubernetes import client
 
 from shared.forge.node import MAX_POD_ANNOTATION, WITHDRAWN_ANNOTATION
 from shared.wellknown import POOL_LABEL
 from tests.conftest import ClusterHandle
 from tests.helpers import wait_for
+from tests.home_agent.agentproc import kubelet_port
 from tests.home_agent.play import bound_pod, extend, node_or_none, pod_gone, shadow_pod
 from tests.home_agent.test_virtual_node import publish_offer
 
@@ -102,3 +108,54 @@ def test_a_withdrawn_pools_node_is_cordoned_and_goes_once_its_pods_are_gone(
     wait_for(lambda: node_or_none(home, gpu_name) is None, timeout=30,
              message="the withdrawn pool's node deleted")
     assert node_or_none(home, f"{agent.node_name}-general") is not None
+
+
+def _advertised_port(home: ClusterHandle, name: str) -> int:
+    node = node_or_none(home, name)
+    return int(node.status.daemon_endpoints.kubelet_endpoint.port) if node is not None else 0
+
+
+def _served_names(port: int) -> list[str] | None:
+    """The DNS names of the serving certificate at `port` (the agent runs here), None when
+    nothing listens there."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as raw, \
+                context.wrap_socket(raw) as tls:
+            der = tls.getpeercert(binary_form=True)
+    except ConnectionRefusedError:
+        return None
+    assert der is not None
+    names = x509.load_der_x509_certificate(der).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName).value
+    return list(names.get_values_for_type(x509.DNSName))
+
+
+def test_each_pools_node_has_a_kubelet_api_of_its_own_closed_once_the_node_is_gone(
+        home: ClusterHandle, remote: ClusterHandle, start_agent: Any) -> None:
+    agent = start_agent()
+    first = kubelet_port(agent.home_id, agent.remote_id)
+    assert wait_for(lambda: _advertised_port(home, agent.node_name), timeout=30,
+                    message="the provider's one node") == first
+    publish_offer(remote, agent, {"cpu": "12", "pods": "20"}, {}, pools=[GPU, GENERAL])
+    names = [f"{agent.node_name}-{pool}" for pool in ("general", "gpu")]
+    ports = [wait_for(lambda name=name: _advertised_port(home, name), timeout=30,
+                      message=f"{name} advertises its port") for name in names]
+    assert len({first, *ports}) == 3, "a port of its own for every node"
+    assert all(port > first for port in ports), "the next free ports: the first one is taken"
+    for name, port in zip(names, ports, strict=True):
+        assert _served_names(port) == [name], "its own serving certificate"
+
+    wait_for(lambda: node_or_none(home, agent.node_name) is None, timeout=30,
+             message="no node for the provider as a whole")
+    wait_for(lambda: _served_names(first) is None, timeout=30,
+             message="the kubelet API of the node gone closed")
+    publish_offer(remote, agent, {"cpu": "8", "pods": "10"}, {}, pools=[GENERAL])
+    wait_for(lambda: node_or_none(home, names[1]) is None, timeout=30,
+             message="the withdrawn pool's node deleted")
+    wait_for(lambda: _served_names(ports[1]) is None, timeout=30,
+             message="the kubelet API of the withdrawn pool's node closed")
+    assert _served_names(ports[0]) == [names[0]]
+    assert _advertised_port(home, names[0]) == ports[0], "a node keeps its port"

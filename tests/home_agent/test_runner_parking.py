@@ -22,8 +22,8 @@ def agent() -> Agent:
 
 
 def controller(state: Agent) -> Controller[Hashable]:
-    no_watches: Any = None
-    return build_controller(agent_keys(state), no_watches, no_watches, None, Metrics())
+    nothing: Any = None  # no watch is moved, no node reconciled
+    return build_controller(agent_keys(state, nothing), nothing, nothing, None, Metrics())
 
 
 def take(state: Agent) -> Any:
@@ -89,8 +89,8 @@ def test_a_standby_parks_every_key_that_writes_until_it_leads() -> None:
     leads; only the twins key (it moves the ShadowPod watch, and writes nothing) is taken."""
     state = agent()
     leading = False
-    no_watches: Any = None
-    standby = build_controller(agent_keys(state), no_watches, no_watches, None,
+    nothing: Any = None  # no watch is moved, no node reconciled
+    standby = build_controller(agent_keys(state, nothing), nothing, nothing, None,
                                Metrics(), lambda: leading)
     for synced in (state.home_synced, state.tenant_synced, state.twins_synced):
         synced.set()
