@@ -27,6 +27,7 @@ import asyncio
 import functools
 import time
 from collections import Counter
+from decimal import Decimal
 from typing import Any
 
 from annex.api_errors import ApiError
@@ -39,6 +40,7 @@ from bench.harness import TOLERATIONS, Bench
 from bench.names import POOLS
 from bench.watching import gather_limited, until_async
 from shared.forge.node import pool_node_name
+from shared.quantity import format_quantity, parse_quantity
 from shared.wellknown import POOL_LABEL
 
 GPU = "nvidia.com/gpu"
@@ -104,8 +106,13 @@ async def restore(bench: Bench) -> None:
                 raise
 
 
+POD_CPU = Decimal("0.1")
+"""Each pod's cpu request."""
+
+
 def pod(bench: Bench, name: str, pool: str) -> dict[str, Any]:
-    requests = {"cpu": "100m", "memory": "64Mi", **({GPU: "1"} if pool == "gpu" else {})}
+    requests = {"cpu": format_quantity(POD_CPU), "memory": "64Mi",
+                **({GPU: "1"} if pool == "gpu" else {})}
     term = ({"key": POOL_LABEL, "operator": "Exists"} if pool == "gpu"
             else {"key": POOL_LABEL, "operator": "In", "values": [pool]})
     spec: dict[str, Any] = {
@@ -133,6 +140,15 @@ async def pool_nodes_ready(bench: Bench) -> None:
             and int(((gpu.get("status") or {}).get("allocatable") or {}).get(GPU, 0)) \
             >= gpu_pods(bench)
     await until_async(ready, 120, f"the virtual nodes of pools {', '.join(POOLS)}")
+    for pool, wanted in (("gpu", gpu_pods(bench)),
+                         ("general", int(bench.args.pools_pods) - gpu_pods(bench))):
+        cpu = parse_quantity(((seen[pool].get("status") or {}).get("allocatable") or {})
+                             .get("cpu", "0"))
+        if cpu < wanted * POD_CPU:  # the rest would stay Pending at home: no rate to measure
+            raise CapacityError(
+                f"the {pool} pool's virtual node offers {format_quantity(cpu)} cpu, and its "
+                f"{wanted} pods of {format_quantity(POD_CPU)} need "
+                f"{format_quantity(wanted * POD_CPU)}: lower --pools-pods")
 
 
 async def run(bench: Bench) -> dict[str, Any]:
