@@ -36,7 +36,7 @@ from bench.processes import cpu_seconds, free_port
 from bench.watching import Timeline, follow, gather_limited, until_async
 from shared.api.builtin import LEASES
 from shared.api.namespace_offloading import NAMESPACE_OFFLOADING
-from shared.api.quota import QUOTA
+from shared.api.quota import DEFAULT_NAMESPACE_OBJECT_COUNTS, QUOTA
 from shared.api.shadowpod import SHADOWPOD
 from shared.forge.configmap import remote_configmap
 from shared.forge.metadata import reflection_config
@@ -236,11 +236,17 @@ class Bench:
         # Room for the run's pods on either path, whatever share of the free pods the offer
         # gives (half by default, the other path's pods not counted free): the provider
         # admin's Quota, as an operator lending a cluster for a measured load sets it.
-        room = str(sum(self.remote_pods_needed.values()))
-        for consumer in (names.home_id, names.bare_consumer) if room != "0" else ():
+        # And room in each twin namespace for the run's objects (a pod's ShadowPod and token
+        # Secret, the reflected ConfigMaps), past the default bounds of a few hundred.
+        room = sum(self.remote_pods_needed.values())
+        objects = str(room + int(self.args.configmaps or 0) + 100)
+        for consumer in (names.home_id, names.bare_consumer):
+            spec: dict[str, Any] = {"consumerClusterId": consumer, "namespacePolicy": {
+                "objectCounts": dict.fromkeys(DEFAULT_NAMESPACE_OBJECT_COUNTS, objects)}}
+            if room:
+                spec["resources"] = {"pods": str(room)}
             await created(self.remote.create(custom_path(QUOTA, names.tenant), {
-                **QUOTA.type_meta(), "metadata": {"name": f"bench-{consumer}"},
-                "spec": {"consumerClusterId": consumer, "resources": {"pods": room}}}))
+                **QUOTA.type_meta(), "metadata": {"name": f"bench-{consumer}"}, "spec": spec}))
         await created(self.remote.create(core_path("namespaces"), {"metadata": {
             "name": names.bare_twin,
             "labels": ownership_labels(names.bare_consumer, names.provider_id)}}))

@@ -20,6 +20,8 @@ PODS = 20
 LATENCY_PODS = 5
 STREAM_LOGS, STREAM_EXECS = 5, 2
 ENFORCER_PODS = 10
+CONFIGMAPS = 150
+"""Past a twin namespace's default bound (100 ConfigMaps): the benchmark's Quotas make room."""
 
 # Writes that are not offloading: the agent's Event copies are reflection, Leases heartbeats,
 # its node's status follows the provider's offer (which moves as the bare client's pods go).
@@ -45,7 +47,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     same_tree = output.parent / "same-tree"  # an A/B comparison's B, here the same code
     same_tree.symlink_to(REPO)
     run = subprocess.run(
-        [sys.executable, "-m", "bench", "--pods", str(PODS), "--configmaps", "20",
+        [sys.executable, "-m", "bench", "--pods", str(PODS), "--configmaps", str(CONFIGMAPS),
          "--latency-pods", str(LATENCY_PODS), "--idle-seconds", "2",
          "--stream-logs", str(STREAM_LOGS), "--stream-execs", str(STREAM_EXECS),
          "--stream-pods", "2", "--restarts", "3", "--compare-root", str(same_tree),
