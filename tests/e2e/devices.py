@@ -10,17 +10,22 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from tests.conftest import ClusterHandle
+from tests.helpers import wait_for
 
 
 def schedulable_node(cluster: ClusterHandle) -> str:
-    """A Ready, uncordoned node without NoSchedule/NoExecute taints: where pods can go."""
-    for node in cluster.core.list_node().items:
-        ready = any(c.type == "Ready" and c.status == "True"
-                    for c in node.status.conditions or [])
-        tainted = any(t.effect in ("NoSchedule", "NoExecute") for t in node.spec.taints or [])
-        if ready and not node.spec.unschedulable and not tainted:
-            return str(node.metadata.name)
-    raise AssertionError("the cluster has no schedulable node")
+    """A Ready, uncordoned node without NoSchedule/NoExecute taints: where pods can go. Waited
+    for: a real node lifecycle controller lifts a new node's not-ready taint some seconds after
+    the node says Ready."""
+    def found() -> str | None:
+        for node in cluster.core.list_node().items:
+            ready = any(c.type == "Ready" and c.status == "True"
+                        for c in node.status.conditions or [])
+            tainted = any(t.effect in ("NoSchedule", "NoExecute") for t in node.spec.taints or [])
+            if ready and not node.spec.unschedulable and not tainted:
+                return str(node.metadata.name)
+        return None
+    return wait_for(found, timeout=60, message="a schedulable node in the cluster")
 
 
 def _patch(cluster: ClusterHandle, node: str, resources: Mapping[str, Any]) -> None:
