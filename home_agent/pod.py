@@ -326,10 +326,16 @@ class PodOffloader:
                 custom_path(SHADOWPOD, namespace), body), body, "spec")
         except Exception as error:
             if getattr(error, "status", None) == 409:
-                # Created already (its watch event brings it into the mirror), or not ours.
+                # Created already (its watch event brings it into the mirror), or not ours; or
+                # nothing was made: kube-apiserver's quota admission answers 409 when its write
+                # of the namespace's ResourceQuota loses a race with another admission.
                 existing = await self.remote.find(custom_path(SHADOWPOD, namespace, name))
-                if existing is None or is_owned(existing, self.sources.home_cluster_id,
-                                                self.sources.remote_cluster_id):
+                if existing is None:
+                    log.info("pod %s/%s: ShadowPod %s/%s not created, retried: %s", *inputs.key,
+                             namespace, name, error_message(error))
+                    return RETRY
+                if is_owned(existing, self.sources.home_cluster_id,
+                            self.sources.remote_cluster_id):
                     return DONE
                 message = foreign_shadow_pod_message(namespace, name)
                 log.warning("pod %s/%s: %s", *inputs.key, message)

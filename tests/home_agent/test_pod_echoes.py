@@ -10,6 +10,7 @@ import copy
 import itertools
 from typing import Any
 
+from annex.api_errors import ApiError
 from home_agent.agent import HOME, REMOTE, Agent, pod_key
 from home_agent.assembly import agent_routes, pod_offloader
 from home_agent.pod import PodOffloader
@@ -42,6 +43,10 @@ class StampingApi(FakeApi):
 
     async def replace(self, path: str, body: dict[str, Any]) -> Any:
         return copy.deepcopy(await super().replace(path, self._stamped(body)))
+
+    async def find(self, path: str) -> dict[str, Any] | None:
+        found = self.objects.get(path)
+        return copy.deepcopy(found) if found is not None else None
 
 
 def _offloaded() -> tuple[Agent, PodOffloader, StampingApi, StampingApi]:
@@ -129,3 +134,27 @@ def test_a_shadowpods_news_goes_before_pods_still_to_offload() -> None:
     shadow["metadata"] = {**shadow["metadata"], "resourceVersion": "200"}
     agent.informers.dispatch(REMOTE, "shadowpods", "MODIFIED", shadow)  # the enforcer's
     assert queued_keys(agent) == [KEY, *(pod_key("app", f"new-{index}") for index in range(3))]
+
+
+def test_a_creation_answered_409_that_made_nothing_is_retried() -> None:
+    """kube-apiserver's quota admission answers 409 (a Conflict on the namespace's
+    ResourceQuota) when its write of the quota loses a race with another admission: nothing is
+    stored, and the pod is looked at again, as after any refusal, until its ShadowPod is made."""
+    agent, pods, remote, _ = _offloaded()
+    agent.informers.dispatch(HOME, "pods", "ADDED", _pod())
+    queued_keys(agent)
+    create = remote.create
+    refusals = [ApiError(409, {"reason": "Conflict", "message": (
+        'Operation cannot be fulfilled on resourcequotas "annex-consumer": the object has been '
+        "modified; please apply your changes to the latest version and try again")})]
+
+    async def conflicting(path: str, body: dict[str, Any]) -> Any:
+        if "/shadowpods" in path and refusals:
+            raise refusals.pop()
+        return await create(path, body)
+
+    remote.create = conflicting  # type: ignore[method-assign]
+    assert asyncio.run(pods.reconcile("app", "web")).retry
+    assert not [path for path in remote.objects if "/shadowpods/" in path]
+    assert not asyncio.run(pods.reconcile("app", "web")).retry
+    assert _shadow(remote)["metadata"]["name"] == "web"
